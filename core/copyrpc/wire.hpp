@@ -1,0 +1,117 @@
+// copyrpc wire format (reference/copyrpc-design.md, "ワイヤフォーマット"). Little-endian.
+//
+// One RDMA WRITE-with-immediate carries one batch into the peer's receive ring:
+//
+//   +-----------------------------------------+  <- 32-byte aligned ring position
+//   | FlowMetadata (32 B)                     |
+//   |   ring_credit_return u64                |  receive-ring bytes consumed since the
+//   |                                         |  previous notification
+//   |   credit_grant       u64                |  new response credit for the peer (bytes)
+//   |   message_count      u32                |  0xFFFFFFFF = wrap marker
+//   |   zero               12 B               |
+//   +-----------------------------------------+
+//   | MessageHeader (12 B) + payload + pad    |  padded to 32 bytes
+//   | ...                                     |
+//   +-----------------------------------------+
+//
+// imm = batch bytes / 32. A wrap marker's imm covers the bytes from the marker to the
+// ring end, so the receiver's producer lands exactly on the next cycle.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace bkv::copyrpc {
+
+static_assert(std::endian::native == std::endian::little,
+              "the wire format is little-endian and is written with plain stores");
+
+inline constexpr uint32_t kAlignment = 32;
+inline constexpr uint32_t kHeaderSize = 12;
+inline constexpr uint32_t kFlowMetadataSize = 32;
+inline constexpr uint32_t kResponseFlag = 0x8000'0000u;
+inline constexpr uint32_t kWrapMessageCount = 0xFFFF'FFFFu;
+inline constexpr uint32_t kSignalInterval = 64;  // one signalled WQE in 64
+inline constexpr uint64_t kDefaultRingSize = 1ull << 20;
+inline constexpr uint32_t kDefaultSrqSize = 1024;
+inline constexpr uint32_t kMaxCallId = 0x7FFF'FFFFu;
+
+static_assert(std::has_single_bit(kAlignment));
+static_assert(kFlowMetadataSize % kAlignment == 0);
+static_assert(kHeaderSize < kAlignment);
+
+struct MessageHeader {
+  uint32_t call_id;      // MSB set = response
+  uint32_t piggyback;    // requests: response allowance in 32-byte units; responses: 0
+  uint32_t payload_len;  // payload bytes following the header
+};
+static_assert(sizeof(MessageHeader) == kHeaderSize && std::is_trivially_copyable_v<MessageHeader>);
+static_assert(offsetof(MessageHeader, call_id) == 0 && offsetof(MessageHeader, piggyback) == 4 &&
+              offsetof(MessageHeader, payload_len) == 8);
+
+struct FlowMetadata {
+  uint64_t ring_credit_return;
+  uint64_t credit_grant;
+  uint32_t message_count;
+  uint8_t zero[12];
+};
+static_assert(sizeof(FlowMetadata) == kFlowMetadataSize && std::is_trivially_copyable_v<FlowMetadata>);
+static_assert(offsetof(FlowMetadata, ring_credit_return) == 0 &&
+              offsetof(FlowMetadata, credit_grant) == 8 && offsetof(FlowMetadata, message_count) == 16);
+
+constexpr uint64_t align_up(uint64_t v, uint64_t a = kAlignment) noexcept { return (v + a - 1) & ~(a - 1); }
+constexpr uint64_t align_down(uint64_t v, uint64_t a = kAlignment) noexcept { return v & ~(a - 1); }
+
+// Bytes a message with this payload occupies in a ring: header + payload, padded to 32.
+constexpr uint64_t padded_message_size(uint64_t payload_len) noexcept {
+  return align_up(kHeaderSize + payload_len);
+}
+static_assert(padded_message_size(0) == 32 && padded_message_size(20) == 32 &&
+              padded_message_size(21) == 64 && padded_message_size(52) == 64);
+
+// Credit a call reserves at the peer for the peer's response: the padded response plus
+// a flow-metadata block (the responder may have to open a batch or emit a wrap marker).
+constexpr uint64_t internal_allowance(uint64_t response_allowance) noexcept {
+  return align_up(padded_message_size(response_allowance) + kFlowMetadataSize);
+}
+static_assert(internal_allowance(0) == 64 && internal_allowance(20) == 64 && internal_allowance(21) == 96);
+
+// The largest reply payload an allowance (in bytes, as carried by the header) admits.
+constexpr uint64_t max_reply_payload(uint64_t allowance_bytes) noexcept {
+  return allowance_bytes < kFlowMetadataSize + kAlignment
+             ? 0
+             : allowance_bytes - kFlowMetadataSize - kHeaderSize;
+}
+
+constexpr uint32_t encode_imm(uint64_t delta_bytes) noexcept {
+  return static_cast<uint32_t>(delta_bytes / kAlignment);
+}
+constexpr uint64_t decode_imm(uint32_t imm) noexcept { return uint64_t{imm} * kAlignment; }
+static_assert(decode_imm(encode_imm(96)) == 96);
+
+constexpr bool is_response(uint32_t call_id) noexcept { return (call_id & kResponseFlag) != 0; }
+constexpr uint32_t to_response_id(uint32_t call_id) noexcept { return call_id | kResponseFlag; }
+constexpr uint32_t from_response_id(uint32_t call_id) noexcept { return call_id & ~kResponseFlag; }
+
+// Loads and stores through memcpy: ring memory is written by a NIC and carries no C++
+// objects, so it is read and written as bytes.
+inline MessageHeader load_header(const std::byte* p) noexcept {
+  MessageHeader h;
+  std::memcpy(&h, p, sizeof h);
+  return h;
+}
+inline void store_header(std::byte* p, const MessageHeader& h) noexcept { std::memcpy(p, &h, sizeof h); }
+inline FlowMetadata load_metadata(const std::byte* p) noexcept {
+  FlowMetadata m;
+  std::memcpy(&m, p, sizeof m);
+  return m;
+}
+inline void store_metadata(std::byte* p, uint64_t credit_return, uint64_t grant, uint32_t count) noexcept {
+  FlowMetadata m{credit_return, grant, count, {}};
+  std::memcpy(p, &m, sizeof m);
+}
+
+}  // namespace bkv::copyrpc

@@ -1,0 +1,65 @@
+// Cost metering: how the same backend code runs on real threads and in the simulator.
+//
+// Every operation whose CPU cost the simulator models is reported with
+// meter.charge(Op, count). On real transports the meter is NullMeter, whose calls are
+// empty inline functions and vanish; under the simulator the meter is the simulated
+// thread, which advances its virtual clock by cost_model[op] * count. Messages a thread
+// posts mid-step therefore carry the mid-step virtual time.
+//
+// meter.record(Phase, items) reports how much work each phase of a loop did (for the
+// CQEs-per-loop histogram and friends); it also compiles to nothing on real runs.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+
+namespace bkv {
+
+// The costed operations. The JSON cost model has one key per entry (see sim/cost_model).
+enum class Op : uint8_t {
+  kLoop = 0,       // fixed cost of one event-loop iteration (loop head, stop check)
+  kCqPoll,         // one poll of a completion queue (reading the owner byte)
+  kCqe,            // handling one completion entry
+  kMsgParse,       // parsing one copyrpc message out of a receive ring
+  kCallEncode,     // encoding one copyrpc request into a send ring
+  kReplyEncode,    // encoding one copyrpc response into a send ring
+  kFlush,          // building one WRITE+IMM work request (WQE) for a batch
+  kDoorbell,       // the MMIO doorbell / BlueFlame write for a queue pair
+  kKvOp,           // one key-value store operation
+  kRingOp,         // one shared-memory ring operation (slot read or write, fence)
+  kChannelOp,      // one inter-daemon (flux) channel operation
+  kClientRequest,  // client side: build one request and account one response
+  kCount
+};
+
+inline constexpr const char* kOpNames[] = {
+    "loop",         "cq_poll", "cqe",   "msg_parse", "call_encode", "reply_encode",
+    "flush",        "doorbell", "kv_op", "ring_op",  "channel_op",  "client_request"};
+static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<int>(Op::kCount));
+
+// Loop phases whose per-iteration item counts are recorded (Delegation letters A-G).
+enum class Phase : uint8_t {
+  kCqes = 0,      // completions drained in this loop (the "CQEs per loop" metric)
+  kResponses,     // copyrpc responses delivered
+  kRequestsIn,    // copyrpc requests received
+  kCallsOut,      // copyrpc calls issued
+  kLocalOps,      // local KV operations served
+  kBacklog,       // items retried from backlogs
+  kCount
+};
+
+template <class M>
+concept CostMeter = requires(M& m, Op op, Phase ph, uint32_t n) {
+  { m.charge(op, n) } -> std::same_as<void>;
+  { m.record(ph, n) } -> std::same_as<void>;
+  { M::kEnabled } -> std::convertible_to<bool>;
+};
+
+struct NullMeter {
+  static constexpr bool kEnabled = false;
+  void charge(Op, uint32_t = 1) noexcept {}
+  void record(Phase, uint32_t) noexcept {}
+};
+static_assert(CostMeter<NullMeter>);
+
+}  // namespace bkv

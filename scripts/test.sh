@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The test command (README, .ci/run): installs dependencies, builds, runs every test,
+# then rebuilds the protocol tests under AddressSanitizer+UndefinedBehaviorSanitizer and
+# the concurrency tests under ThreadSanitizer and runs those too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+JOBS=${JOBS:-$(nproc)}
+run_suite() {  # run_suite <build-dir> <cmake args...>
+  local dir=$1; shift
+  echo "=== configure+build ${dir} ($*)"
+  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  cmake --build "$dir" -j"$JOBS"
+  echo "=== ctest ${dir}"
+  (cd "$dir" && ctest --output-on-failure -j"$JOBS" --timeout 900)
+}
+
+run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+if [ "${BKV_SKIP_SANITIZERS:-0}" != "1" ]; then
+  run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DBKV_SANITIZE=address -DBKV_TEST_GROUPS=protocol
+  run_suite build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBKV_SANITIZE=thread -DBKV_TEST_GROUPS=concurrency
+fi
+echo "=== all test suites passed"

@@ -1,0 +1,1 @@
+bkv_add_test(test_copyrpc_wire GROUP protocol SOURCES copyrpc/test_wire.cpp)
