@@ -1,0 +1,662 @@
+// copyrpc Context<Transport, Token>: batched RPC over RDMA WRITE-with-immediate
+// (reference/copyrpc-design.md; delegation-architecture.md §3; DESIGN.md §4.2).
+//
+//   call()/reply()  append a message to the endpoint's send ring (nothing is sent);
+//   drain()         polls the ONE receive CQ shared by all endpoints, processes each
+//                   batch in order (flow metadata first, then messages), reposts the
+//                   shared receive queue when it falls below 2/3, reaps send completions;
+//   flush()         emits one WRITE+IMM per endpoint with pending data and rings its
+//                   doorbell; posts an RDMA READ of the peer's consumed position when
+//                   RingFull persists without news from the peer;
+//   poll()          drain() then flush().
+//
+// Requests are ingested in order; replies may be sent in any order (slab-indexed).
+// `reply()` never fails for space: the credit invariant `in_flight + 2R <= C` reserves it.
+// Everything read from a receive ring is validated against the ring and the flow state;
+// a violation stops that endpoint with an EndpointError and never reads out of bounds.
+#pragma once
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/copyrpc/endpoint.hpp"
+#include "core/copyrpc/wire.hpp"
+#include "core/transport.hpp"
+
+namespace bkv::copyrpc {
+
+enum class CallStatus : uint8_t {
+  kOk = 0,
+  kRingFull,            // retry after poll(): the peer has not yet consumed enough
+  kInsufficientCredit,  // retry after poll(): the peer has not yet granted enough
+  kTooLarge,            // payload larger than ring/8 (or a reply larger than its allowance)
+  kEndpointError,       // the endpoint has failed (see Context::error)
+  kInvalidHandle,       // reply to a request already answered (or never received)
+};
+
+constexpr const char* to_string(CallStatus s) noexcept {
+  switch (s) {
+    case CallStatus::kOk: return "ok";
+    case CallStatus::kRingFull: return "ring full";
+    case CallStatus::kInsufficientCredit: return "insufficient credit";
+    case CallStatus::kTooLarge: return "message too large";
+    case CallStatus::kEndpointError: return "endpoint error";
+    case CallStatus::kInvalidHandle: return "invalid receive handle";
+  }
+  return "unknown";
+}
+
+struct CallResult {
+  CallStatus status;
+  uint32_t call_id;
+  bool ok() const noexcept { return status == CallStatus::kOk; }
+};
+
+// A received request. `data` points into the receive ring and stays valid until the
+// next flush()/poll() after recv() returned the handle; copy what must live longer.
+struct RecvHandle {
+  uint32_t endpoint = 0;
+  uint32_t call_id = 0;
+  const std::byte* data = nullptr;
+  uint32_t len = 0;
+  uint32_t allowance = 0;  // bytes of response credit the caller reserved (internal allowance)
+  std::span<const std::byte> payload() const noexcept { return {data, len}; }
+};
+
+struct ContextConfig {
+  uint64_t ring_size = kDefaultRingSize;  // per endpoint, send and receive; power of two
+  uint32_t srq_size = kDefaultSrqSize;    // zero-length receives kept posted
+  uint64_t max_resp_reservation = 0;      // 0 = ring_size / 4
+  uint32_t cq_poll_batch = 64;            // completions fetched per transport poll call
+};
+
+struct ContextStats {
+  uint64_t cqes = 0;
+  uint64_t batches_received = 0;
+  uint64_t messages_received = 0;
+  uint64_t wqes_posted = 0;
+  uint64_t doorbells = 0;
+  uint64_t messages_sent = 0;
+  uint64_t reads_posted = 0;
+  uint64_t wraps = 0;
+};
+
+template <Transport T, class Token>
+class Context {
+ public:
+  using QueuePair = typename T::QueuePair;
+  using Info = EndpointInfo<typename T::ConnectInfo>;
+  using Ep = Endpoint<QueuePair, Token>;
+
+  static constexpr uint64_t kMinRingSize = 4096;
+  static constexpr uint32_t kMaxPendingEmits = 8;
+
+  Context(T& transport, ContextConfig cfg = {}) : t_(transport), cfg_(cfg) {
+    if (!std::has_single_bit(cfg_.ring_size) || cfg_.ring_size < kMinRingSize || cfg_.ring_size > (1ull << 36))
+      throw std::invalid_argument("copyrpc: ring_size must be a power of two in [4096, 2^36], got " +
+                                  std::to_string(cfg_.ring_size));
+    if (cfg_.max_resp_reservation == 0) cfg_.max_resp_reservation = cfg_.ring_size / 4;
+    if (cfg_.max_resp_reservation % kAlignment != 0 || cfg_.max_resp_reservation > cfg_.ring_size / 4)
+      throw std::invalid_argument("copyrpc: max_resp_reservation must be 32-aligned and <= ring_size/4");
+    if (cfg_.srq_size == 0 || cfg_.srq_size > t_.srq_capacity())
+      throw std::invalid_argument("copyrpc: srq_size must be in [1, transport SRQ capacity]");
+    // Signalling one WQE in kSignalInterval needs room for two intervals in the send
+    // queue, or the queue fills before the signalled completion can free it.
+    if (t_.send_queue_depth() < 2 * kSignalInterval)
+      throw std::invalid_argument("copyrpc: transport send queue must hold >= 2*64 WQEs");
+    t_.post_receives(cfg_.srq_size);
+    srq_posted_ = cfg_.srq_size;
+    cqe_buf_.reserve(cfg_.cq_poll_batch);
+  }
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // ---------------------------------------------------------------- control path
+  uint32_t create_endpoint() {
+    auto ep = std::make_unique<Ep>();
+    ep->id = static_cast<uint32_t>(eps_.size());
+    ep->qp = &t_.create_queue_pair();
+    ep->send_ring = RingMemory(cfg_.ring_size);
+    ep->recv_ring = RingMemory(cfg_.ring_size);
+    ep->send_mr = t_.register_memory(ep->send_ring.data(), cfg_.ring_size, kAccessLocalWrite);
+    ep->recv_mr = t_.register_memory(ep->recv_ring.data(), cfg_.ring_size, kAccessLocalWrite | kAccessRemoteWrite);
+    ep->consumer_mr = t_.register_memory(&ep->consumer_word, 8, kAccessLocalWrite | kAccessRemoteRead);
+    ep->read_mr = t_.register_memory(&ep->read_buffer, 8, kAccessLocalWrite);
+    ep->max_resp_reservation = cfg_.max_resp_reservation;
+    qpn_table_.set(ep->qp->qp_num(), ep->id);
+    eps_.push_back(std::move(ep));
+    return eps_.back()->id;
+  }
+
+  Info local_info(uint32_t id) const {
+    const Ep& e = *eps_.at(id);
+    Info info{};
+    info.qp = e.qp->local_info();
+    info.recv_ring_addr = reinterpret_cast<uint64_t>(e.recv_ring.data());
+    info.recv_ring_size = e.recv_ring.size();
+    info.recv_ring_rkey = e.recv_mr.rkey;
+    info.consumer_addr = reinterpret_cast<uint64_t>(&e.consumer_word);
+    info.consumer_rkey = e.consumer_mr.rkey;
+    info.initial_credit = initial_credit();
+    return info;
+  }
+
+  void connect(uint32_t id, const Info& remote) {
+    Ep& e = *eps_.at(id);
+    if (e.connected) throw std::logic_error("copyrpc: endpoint already connected");
+    if (remote.recv_ring_size != cfg_.ring_size)
+      throw std::invalid_argument("copyrpc: peer ring size " + std::to_string(remote.recv_ring_size) +
+                                  " differs from ours " + std::to_string(cfg_.ring_size));
+    if (remote.initial_credit > cfg_.ring_size / 4 || remote.initial_credit % kAlignment != 0)
+      throw std::invalid_argument("copyrpc: peer initial credit out of range");
+    e.qp->connect(remote.qp);
+    e.remote_ring = RemoteBuffer{remote.recv_ring_addr, remote.recv_ring_rkey, 0, remote.recv_ring_size};
+    e.remote_consumer_word = RemoteBuffer{remote.consumer_addr, remote.consumer_rkey, 0, 8};
+    // Initial R and credit = min(max_R, ring/4): set at connect, no handshake.
+    e.resp_reservation = initial_credit();
+    e.peer_credit = remote.initial_credit;
+    e.connected = true;
+  }
+
+  // ---------------------------------------------------------------- data path
+  CallResult call(uint32_t id, std::span<const std::byte> payload, uint32_t response_allowance, Token token) {
+    Ep& e = *eps_[id];
+    if (e.error != EndpointError::kNone || !e.connected) return {CallStatus::kEndpointError, 0};
+    if (payload.size() > max_payload() || response_allowance > max_payload()) return {CallStatus::kTooLarge, 0};
+    const uint64_t need_credit = internal_allowance(response_allowance);
+    if (e.peer_credit < need_credit) {
+      mark_dirty(e);  // pending data goes out, so the peer can answer and grant again
+      return {CallStatus::kInsufficientCredit, 0};
+    }
+    const uint64_t msg = padded_message_size(payload.size());
+    const uint64_t added = append_cost(e, msg);
+    if (e.in_flight() + added + 2 * e.resp_reservation > e.remote_ring.length || e.pending.full()) {
+      note_ring_full(e);
+      return {CallStatus::kRingFull, 0};
+    }
+    e.ringfull_streak = 0;
+    const uint32_t call_id = e.pending.insert(std::move(token));
+    ++in_flight_calls_;
+    e.peer_credit -= need_credit;
+    append_message(e, call_id, static_cast<uint32_t>(need_credit / kAlignment), payload);
+    t_.meter().charge(Op::kCallEncode, 1);
+    return {CallStatus::kOk, call_id};
+  }
+
+  // Takes the next received request (in arrival order), if any.
+  bool recv(RecvHandle& out) {
+    if (recv_head_ == recv_queue_.size()) {
+      recv_queue_.clear();
+      recv_head_ = 0;
+      return false;
+    }
+    out = recv_queue_[recv_head_++];
+    Ep& e = *eps_[out.endpoint];
+    if (--e.unpopped == 0) publish_consumed(e);
+    return true;
+  }
+
+  // Answers a request. Never fails for space; fails only for a reply larger than the
+  // caller's allowance (a programming error) or a failed endpoint.
+  CallStatus reply(const RecvHandle& h, std::span<const std::byte> payload) {
+    Ep& e = *eps_.at(h.endpoint);
+    if (e.error != EndpointError::kNone) return CallStatus::kEndpointError;
+    if (payload.size() > max_reply_payload(h.allowance)) return CallStatus::kTooLarge;
+    // Each request's allowance is committed once when parsed and released once here;
+    // a second reply would release credit that is not there.
+    if (e.resp_committed < h.allowance || e.resp_reservation < h.allowance) return CallStatus::kInvalidHandle;
+    append_message(e, to_response_id(h.call_id), 0, payload);
+    e.resp_reservation -= h.allowance;
+    e.resp_committed -= h.allowance;
+    assert(e.in_flight() <= e.remote_ring.length);
+    t_.meter().charge(Op::kReplyEncode, 1);
+    return CallStatus::kOk;
+  }
+
+  // Step C of the daemon loop: drain the receive CQ (up to max_cqes completions),
+  // process each batch in order, calling on_response(Token&&, span payload) for each
+  // response; repost the SRQ; reap send completions. Returns completions drained.
+  template <class OnResponse>
+  uint32_t drain(OnResponse&& on_response, uint32_t max_cqes = ~0u) {
+    uint32_t total = 0;
+    auto& meter = t_.meter();
+    while (total < max_cqes) {
+      const uint32_t want = std::min(cfg_.cq_poll_batch, max_cqes - total);
+      cqe_buf_.clear();
+      const uint32_t n = t_.poll_recv([this](const RecvCompletion& c) { cqe_buf_.push_back(c); }, want);
+      meter.charge(Op::kCqPoll, 1);
+      if (n == 0) break;
+      meter.charge(Op::kCqe, n);
+      total += n;
+      for (const RecvCompletion& c : cqe_buf_) process_completion(c, on_response);
+      srq_posted_ -= std::min(srq_posted_, n);
+      if (n < want) break;
+    }
+    // Repost to full when fewer than 2/3 remain: one doorbell for many receives.
+    if (srq_posted_ * 3 < cfg_.srq_size * 2) {
+      t_.post_receives(cfg_.srq_size - srq_posted_);
+      srq_posted_ = cfg_.srq_size;
+    }
+    reap_send_completions();
+    stats_.cqes += total;
+    return total;
+  }
+
+  // Step F: one WRITE+IMM per endpoint with pending data, then its doorbell.
+  void flush() {
+    // Endpoints marked dirty while flushing (none today) would wait for the next flush.
+    const size_t n = dirty_.size();
+    size_t keep = 0;
+    for (size_t i = 0; i < n; ++i) {
+      Ep& e = *eps_[dirty_[i]];
+      e.dirty = false;
+      if (!flush_endpoint(e)) {
+        e.dirty = true;
+        dirty_[keep++] = e.id;
+      }
+    }
+    dirty_.erase(dirty_.begin() + static_cast<std::ptrdiff_t>(keep), dirty_.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+
+  template <class OnResponse>
+  uint32_t poll(OnResponse&& on_response) {
+    const uint32_t n = drain(on_response);
+    flush();
+    return n;
+  }
+
+  // ---------------------------------------------------------------- raw RDMA (bulk data)
+  // Raw READ/WRITE on an endpoint's queue pair, always signalled; their completions are
+  // kept apart from RPC completions and returned by poll_raw().
+  PostResult post_raw_write(uint32_t id, const void* local, uint32_t len, uint32_t lkey, RemoteBuffer dst,
+                            uint64_t user_id) {
+    return post_raw(id, false, const_cast<void*>(local), len, lkey, dst, user_id);
+  }
+  PostResult post_raw_read(uint32_t id, void* local, uint32_t len, uint32_t lkey, RemoteBuffer src,
+                           uint64_t user_id) {
+    return post_raw(id, true, local, len, lkey, src, user_id);
+  }
+  // Calls cb(user_id, WcStatus) for each raw completion reaped so far.
+  template <class F>
+  uint32_t poll_raw(F&& cb) {
+    reap_send_completions();
+    const uint32_t n = static_cast<uint32_t>(raw_done_.size());
+    for (const auto& d : raw_done_) cb(d.first, d.second);
+    raw_done_.clear();
+    return n;
+  }
+  uint64_t raw_pending() const noexcept { return raw_outstanding_; }
+
+  // ---------------------------------------------------------------- inspection
+  T& transport() noexcept { return t_; }
+  uint32_t endpoint_count() const noexcept { return static_cast<uint32_t>(eps_.size()); }
+  const Ep& endpoint(uint32_t id) const { return *eps_.at(id); }
+  EndpointError error(uint32_t id) const { return eps_.at(id)->error; }
+  uint32_t calls_in_flight(uint32_t id) const { return eps_.at(id)->pending.size(); }
+  uint64_t calls_in_flight() const noexcept { return in_flight_calls_; }
+  uint64_t max_payload() const noexcept { return cfg_.ring_size / 8; }
+  bool has_unflushed() const noexcept { return !dirty_.empty(); }
+  const ContextStats& stats() const noexcept { return stats_; }
+  const ContextConfig& config() const noexcept { return cfg_; }
+
+ private:
+  // wr_id layout: kind in the top 2 bits, endpoint id or raw-slab index below.
+  enum WrKind : uint64_t { kWrBatch = 0, kWrConsumerRead = 1, kWrRaw = 2 };
+  static constexpr uint64_t wr_id(WrKind k, uint64_t v) noexcept { return (uint64_t{k} << 62) | v; }
+
+  // Direct-indexed QP number -> endpoint table (24-bit QP numbers, two levels of 4096),
+  // O(1) without hashing.
+  class QpnTable {
+   public:
+    void set(uint32_t qpn, uint32_t ep) {
+      if (qpn >= (1u << 24)) throw std::invalid_argument("copyrpc: QP number beyond 24 bits");
+      auto& page = pages_[qpn >> 12];
+      if (!page) page = std::make_unique<uint32_t[]>(4096);  // zero = no endpoint
+      page[qpn & 4095] = ep + 1;
+    }
+    // Returns endpoint id + 1, or 0 for an unknown QP number.
+    uint32_t get(uint32_t qpn) const noexcept {
+      if (qpn >= (1u << 24)) return 0;
+      const auto& page = pages_[qpn >> 12];
+      return page ? page[qpn & 4095] : 0;
+    }
+
+   private:
+    std::unique_ptr<uint32_t[]> pages_[4096];
+  };
+
+  uint64_t initial_credit() const noexcept { return std::min(cfg_.max_resp_reservation, cfg_.ring_size / 4); }
+
+  void mark_dirty(Ep& e) {
+    if (!e.dirty) {
+      e.dirty = true;
+      dirty_.push_back(e.id);
+    }
+  }
+
+  // Bytes an append of a `msg`-byte message adds to the stream: the message, a new
+  // batch's metadata if none is open, and when the batch would reach the ring end
+  // (strict `<`), the wrap marker's padding to the end plus the new batch's metadata.
+  static uint64_t append_cost(const Ep& e, uint64_t msg) noexcept {
+    const uint64_t size = e.ring_size();
+    const uint64_t off = e.producer & (size - 1);
+    const uint64_t open_cost = e.batch_open ? 0 : kFlowMetadataSize;
+    if (off + open_cost + msg < size) return open_cost + msg;
+    return (size - off) + kFlowMetadataSize + msg;
+  }
+
+  void append_message(Ep& e, uint32_t call_id, uint32_t piggyback, std::span<const std::byte> payload) {
+    const uint64_t msg = padded_message_size(payload.size());
+    const uint64_t size = e.ring_size();
+    const uint64_t open_cost = e.batch_open ? 0 : kFlowMetadataSize;
+    if ((e.producer & (size - 1)) + open_cost + msg >= size) wrap(e, msg);
+    if (!e.batch_open) open_batch(e);
+    std::byte* p = e.send_ring.at(e.producer);
+    store_header(p, MessageHeader{call_id, piggyback, static_cast<uint32_t>(payload.size())});
+    if (!payload.empty()) std::memcpy(p + kHeaderSize, payload.data(), payload.size());
+    e.producer += msg;
+    ++e.batch_count;
+    ++stats_.messages_sent;
+    mark_dirty(e);
+  }
+
+  void open_batch(Ep& e) noexcept {
+    e.meta_pos = e.producer;
+    e.producer += kFlowMetadataSize;
+    e.batch_open = true;
+    e.batch_count = 0;
+  }
+
+  // Flow metadata for a batch (or wrap marker) whose stream ends at `end`: report the
+  // bytes consumed since the last report and grant
+  //   min((C - in_flight)/2 - R, max_R - R), aligned down to 32 (never negative).
+  void fill_metadata(Ep& e, uint64_t at, uint64_t end, uint32_t count) {
+    const uint64_t consumed = e.consumed();
+    const uint64_t credit_return = consumed - e.last_notified;
+    e.last_notified = consumed;
+    const uint64_t C = e.remote_ring.length;
+    const uint64_t in_flight = end - e.remote_consumer();
+    uint64_t grant = 0;
+    if (in_flight <= C) {
+      const uint64_t half = (C - in_flight) / 2;
+      if (half > e.resp_reservation && e.max_resp_reservation > e.resp_reservation)
+        grant = align_down(std::min(half - e.resp_reservation, e.max_resp_reservation - e.resp_reservation));
+    }
+    e.resp_reservation += grant;
+    store_metadata(e.send_ring.at(at), credit_return, grant, count);
+  }
+
+  void push_emit(Ep& e, PendingEmit pe) {
+    // At most: unposted bytes <= C, and a wrap happens once per ring cycle, so a few
+    // entries suffice; more would mean a bookkeeping bug.
+    if (e.emit_count == kMaxPendingEmits) throw std::logic_error("copyrpc: pending-emit queue overflow");
+    e.emits[(e.emit_head + e.emit_count) % kMaxPendingEmits] = pe;
+    ++e.emit_count;
+  }
+
+  // `stream_end`: where our stream will end once the operation in progress is done;
+  // the grant must leave room for those bytes too.
+  void finish_batch(Ep& e, uint64_t stream_end) {
+    fill_metadata(e, e.meta_pos, stream_end, e.batch_count);
+    const uint64_t len = e.producer - e.meta_pos;
+    push_emit(e, PendingEmit{e.meta_pos, static_cast<uint32_t>(len), encode_imm(len)});
+    e.flush_start = e.producer;
+    e.batch_open = false;
+    e.batch_count = 0;
+  }
+
+  // The batch would reach the ring end: emit it, then a wrap marker whose immediate
+  // covers the bytes up to the ring end, and continue at offset 0 of the next cycle.
+  // Grants given here already count the `msg`-byte message about to follow (and its
+  // batch metadata), or R would grow into space that message then takes.
+  void wrap(Ep& e, uint64_t msg) {
+    const uint64_t marker = e.producer;
+    const uint64_t next_cycle = (marker | (e.ring_size() - 1)) + 1;
+    const uint64_t stream_end = next_cycle + kFlowMetadataSize + msg;
+    if (e.batch_open) finish_batch(e, stream_end);
+    fill_metadata(e, marker, stream_end, kWrapMessageCount);
+    push_emit(e, PendingEmit{marker, kFlowMetadataSize, encode_imm(next_cycle - marker)});
+    e.producer = next_cycle;
+    e.flush_start = next_cycle;
+    ++stats_.wraps;
+  }
+
+  // Posts the pending WQEs of one endpoint. Returns false if the send queue filled
+  // (the rest waits for the next flush).
+  bool flush_endpoint(Ep& e) {
+    if (e.error != EndpointError::kNone) return true;
+    if (e.batch_open) finish_batch(e, e.producer);
+    auto& meter = t_.meter();
+    bool posted_any = false, done = true;
+    while (e.emit_count > 0) {
+      const PendingEmit& pe = e.emits[e.emit_head];
+      const bool signaled = ++e.unsignaled >= kSignalInterval;
+      const RemoteBuffer dst{e.remote_ring.addr + (pe.start & (e.remote_ring.length - 1)), e.remote_ring.rkey, 0,
+                             pe.write_len};
+      const PostResult r = e.qp->post_write_imm(e.send_ring.at(pe.start), pe.write_len, e.send_mr.lkey, dst, pe.imm,
+                                                wr_id(kWrBatch, e.id), signaled);
+      if (r != PostResult::kOk) {
+        --e.unsignaled;
+        done = false;
+        break;
+      }
+      if (signaled) e.unsignaled = 0;
+      meter.charge(Op::kFlush, 1);
+      ++stats_.wqes_posted;
+      posted_any = true;
+      e.emit_head = (e.emit_head + 1) % kMaxPendingEmits;
+      --e.emit_count;
+    }
+    if (e.need_read && !e.read_outstanding && done) {
+      const PostResult r = e.qp->post_read(&e.read_buffer, 8, e.read_mr.lkey, e.remote_consumer_word,
+                                           wr_id(kWrConsumerRead, e.id), true);
+      if (r == PostResult::kOk) {
+        e.need_read = false;
+        e.read_outstanding = true;
+        posted_any = true;
+        ++stats_.reads_posted;
+      } else {
+        done = false;
+      }
+    }
+    if (posted_any) {
+      e.qp->ring_doorbell();
+      meter.charge(Op::kDoorbell, 1);
+      ++stats_.doorbells;
+    }
+    return done;
+  }
+
+  // RingFull that persists while no batch arrives from the peer (so no piggybacked
+  // consumer position can refresh ours): read the peer's consumed position directly.
+  void note_ring_full(Ep& e) {
+    if (e.ringfull_mark == e.batches_received) {
+      if (++e.ringfull_streak >= 2 && !e.read_outstanding) {
+        e.need_read = true;
+        mark_dirty(e);
+      }
+    } else {
+      e.ringfull_streak = 1;
+      e.ringfull_mark = e.batches_received;
+    }
+    mark_dirty(e);
+  }
+
+  void publish_consumed(Ep& e) noexcept {
+    // The peer's NIC may READ this word at any time: a single aligned 8-byte store.
+    __atomic_store_n(&e.consumer_word, e.consumed(), __ATOMIC_RELEASE);
+  }
+
+  void fail(Ep& e, EndpointError err) {
+    if (e.error == EndpointError::kNone) e.error = err;
+  }
+
+  template <class OnResponse>
+  void process_completion(const RecvCompletion& c, OnResponse& on_response) {
+    const uint32_t idx = qpn_table_.get(c.qp_num);
+    if (idx == 0) return;  // a QP we do not own: nothing of ours to update
+    Ep& e = *eps_[idx - 1];
+    if (e.error != EndpointError::kNone) return;
+    if (c.status != WcStatus::kSuccess) return fail(e, EndpointError::kCompletionError);
+    process_batch(e, c.imm, on_response);
+  }
+
+  // One received batch: validate, apply the flow metadata, then the messages in order.
+  template <class OnResponse>
+  void process_batch(Ep& e, uint32_t imm, OnResponse& on_response) {
+    const uint64_t size = e.recv_ring.size();
+    const uint64_t delta = decode_imm(imm);
+    if (delta == 0 || delta > size) return fail(e, EndpointError::kBadImmediate);
+    // The batch must start where the last one ended, and must not reach bytes we have
+    // not consumed yet (the peer's credit accounting forbids it).
+    const uint64_t start = e.recv_producer;
+    const uint64_t end = start + delta;
+    if (end - e.consumed() > size) return fail(e, EndpointError::kRingOverrun);
+    if (delta < kFlowMetadataSize) return fail(e, EndpointError::kTruncatedMetadata);
+    const uint64_t start_off = start & (size - 1);
+    const FlowMetadata meta = load_metadata(e.recv_ring.at(start));
+
+    // Flow metadata first: it frees credit that the messages below may need.
+    const uint64_t new_consumer = e.consumer_by_piggyback + meta.ring_credit_return;
+    if (meta.ring_credit_return > e.producer || new_consumer > e.producer)
+      return fail(e, EndpointError::kBadCreditReturn);
+    if (meta.credit_grant % kAlignment != 0 || meta.credit_grant > size ||
+        e.peer_credit + meta.credit_grant > size)
+      return fail(e, EndpointError::kBadCreditGrant);
+
+    if (meta.message_count == kWrapMessageCount) {
+      // A wrap marker covers exactly the bytes to the ring end.
+      if (start_off + delta != size) return fail(e, EndpointError::kBadWrapMarker);
+    } else {
+      // A batch never crosses the ring end (the sender wraps on a strict `<` test).
+      if (start_off + delta > size) return fail(e, EndpointError::kBadLength);
+      const uint64_t max_msgs = (delta - kFlowMetadataSize) / kAlignment;
+      if (meta.message_count > max_msgs || (meta.message_count == 0 && delta != kFlowMetadataSize))
+        return fail(e, EndpointError::kBadMessageCount);
+    }
+    e.consumer_by_piggyback = new_consumer;
+    e.peer_credit += meta.credit_grant;
+    e.recv_producer = end;
+    ++e.batches_received;
+    ++stats_.batches_received;
+
+    if (meta.message_count == kWrapMessageCount) {
+      e.parsed = end;
+      if (e.unpopped == 0) publish_consumed(e);
+      return;
+    }
+
+    auto& meter = t_.meter();
+    uint64_t cursor = start + kFlowMetadataSize;
+    for (uint32_t i = 0; i < meta.message_count; ++i) {
+      if (end - cursor < kHeaderSize) return fail(e, EndpointError::kBadLength);
+      const std::byte* p = e.recv_ring.at(cursor);
+      const MessageHeader h = load_header(p);
+      if (h.payload_len > end - cursor - kHeaderSize) return fail(e, EndpointError::kBadLength);
+      const uint64_t msg = padded_message_size(h.payload_len);
+      meter.charge(Op::kMsgParse, 1);
+      if (is_response(h.call_id)) {
+        const uint32_t id = from_response_id(h.call_id);
+        if (!e.pending.contains(id)) return fail(e, EndpointError::kUnknownCallId);
+        Token tok = e.pending.take(id);
+        --in_flight_calls_;
+        on_response(std::move(tok), std::span<const std::byte>(p + kHeaderSize, h.payload_len));
+        if (e.error != EndpointError::kNone) return;
+      } else {
+        const uint64_t allowance = uint64_t{h.piggyback} * kAlignment;
+        if (h.call_id > kMaxCallId || allowance < internal_allowance(0) ||
+            e.resp_committed + allowance > e.resp_reservation)
+          return fail(e, EndpointError::kBadAllowance);
+        e.resp_committed += allowance;
+        recv_queue_.push_back(RecvHandle{e.id, h.call_id, p + kHeaderSize, h.payload_len,
+                                         static_cast<uint32_t>(allowance)});
+        if (e.unpopped++ == 0) e.hold_pos = start;  // pin this batch until recv() takes it
+      }
+      cursor += msg;
+      ++stats_.messages_received;
+    }
+    if (cursor != end) return fail(e, EndpointError::kBadMessageCount);
+    e.parsed = end;
+    if (e.unpopped == 0) publish_consumed(e);
+  }
+
+  void reap_send_completions() {
+    t_.poll_send(
+        [this](const SendCompletion& c) {
+          const uint64_t kind = c.wr_id >> 62;
+          const uint64_t v = c.wr_id & ((1ull << 62) - 1);
+          if (kind == kWrRaw) {
+            if (v < raw_slab_ids_.size() && raw_live_[v]) {
+              raw_live_[v] = 0;
+              raw_free_.push_back(static_cast<uint32_t>(v));
+              --raw_outstanding_;
+              raw_done_.push_back({raw_slab_ids_[v], c.status});
+            }
+            return;
+          }
+          if (v >= eps_.size()) return;
+          Ep& e = *eps_[v];
+          if (c.status != WcStatus::kSuccess) return fail(e, EndpointError::kCompletionError);
+          if (kind == kWrConsumerRead) {
+            e.read_outstanding = false;
+            const uint64_t pos = __atomic_load_n(&e.read_buffer, __ATOMIC_ACQUIRE);
+            if (pos > e.producer) return fail(e, EndpointError::kBadConsumerRead);
+            if (pos > e.consumer_by_read) e.consumer_by_read = pos;
+          }
+        },
+        ~0u);
+  }
+
+  PostResult post_raw(uint32_t id, bool read, void* local, uint32_t len, uint32_t lkey, RemoteBuffer remote,
+                      uint64_t user_id) {
+    Ep& e = *eps_.at(id);
+    uint32_t slot;
+    if (!raw_free_.empty()) {
+      slot = raw_free_.back();
+      raw_free_.pop_back();
+      raw_slab_ids_[slot] = user_id;
+      raw_live_[slot] = 1;
+    } else {
+      slot = static_cast<uint32_t>(raw_slab_ids_.size());
+      raw_slab_ids_.push_back(user_id);
+      raw_live_.push_back(1);
+    }
+    const PostResult r = read ? e.qp->post_read(local, len, lkey, remote, wr_id(kWrRaw, slot), true)
+                              : e.qp->post_write(local, len, lkey, remote, wr_id(kWrRaw, slot), true);
+    if (r != PostResult::kOk) {
+      raw_live_[slot] = 0;
+      raw_free_.push_back(slot);
+      return r;
+    }
+    e.unsignaled = 0;  // a signalled WQE retires every earlier one
+    ++raw_outstanding_;
+    e.qp->ring_doorbell();
+    t_.meter().charge(Op::kDoorbell, 1);
+    return r;
+  }
+
+  T& t_;
+  ContextConfig cfg_;
+  std::vector<std::unique_ptr<Ep>> eps_;
+  QpnTable qpn_table_;
+  std::vector<uint32_t> dirty_;
+  std::vector<RecvCompletion> cqe_buf_;
+  std::vector<RecvHandle> recv_queue_;
+  size_t recv_head_ = 0;
+  uint32_t srq_posted_ = 0;
+  uint64_t in_flight_calls_ = 0;
+  ContextStats stats_;
+  std::vector<uint64_t> raw_slab_ids_;
+  std::vector<uint8_t> raw_live_;
+  std::vector<uint32_t> raw_free_;
+  std::vector<std::pair<uint64_t, WcStatus>> raw_done_;
+  uint64_t raw_outstanding_ = 0;
+};
+
+}  // namespace bkv::copyrpc

@@ -1,0 +1,214 @@
+// copyrpc endpoint state: one RC connection's send ring, receive ring, flow control and
+// pending calls (reference/copyrpc-design.md "コアデータ構造", delegation-architecture.md
+// §3.2-§3.4). Every position is a virtual u64 that only grows; `pos & (size-1)` is the
+// ring offset. Behaviour lives in Context (context.hpp); this file is the state and the
+// small pure functions over it, so the invariants can be read in one place.
+//
+// Send side (toward the peer):            Receive side (from the peer):
+//   flush_start <= meta_pos <= producer      consumed <= parsed <= recv_producer
+//   in_flight = producer - remote_consumer   recv_producer advances by imm*32 per CQE
+//
+// Credit invariant (checked after every operation by the property test):
+//   in_flight + 2 * resp_reservation <= remote ring size
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <vector>
+
+#include "core/copyrpc/wire.hpp"
+#include "core/transport.hpp"
+
+namespace bkv::copyrpc {
+
+// Why an endpoint stopped: every receive-path check has its own code so a test (or a
+// researcher reading a log) knows exactly which rule a peer broke.
+enum class EndpointError : uint8_t {
+  kNone = 0,
+  kBadImmediate,         // imm = 0, or larger than the receive ring could hold
+  kRingOverrun,          // the batch would overwrite bytes not yet consumed
+  kTruncatedMetadata,    // fewer than 32 bytes for the flow metadata
+  kBadWrapMarker,        // a wrap marker that does not end exactly at the ring end
+  kBadMessageCount,      // more messages than the batch can hold, or bytes left over
+  kBadLength,            // a message's length runs past the batch
+  kUnknownCallId,        // a response to no pending call
+  kBadAllowance,         // a request asks for more response credit than was granted
+  kBadCreditReturn,      // the peer claims to have consumed bytes never sent
+  kBadCreditGrant,       // unaligned grant, or a balance larger than the ring
+  kBadConsumerRead,      // the RDMA-READ consumer position is out of range
+  kCompletionError,      // the NIC reported an error completion for this QP
+};
+
+constexpr const char* to_string(EndpointError e) noexcept {
+  switch (e) {
+    case EndpointError::kNone: return "none";
+    case EndpointError::kBadImmediate: return "bad immediate (batch length)";
+    case EndpointError::kRingOverrun: return "batch overruns unconsumed receive-ring bytes";
+    case EndpointError::kTruncatedMetadata: return "batch shorter than its flow metadata";
+    case EndpointError::kBadWrapMarker: return "wrap marker does not end at the ring end";
+    case EndpointError::kBadMessageCount: return "message count does not match the batch";
+    case EndpointError::kBadLength: return "message length runs past the batch";
+    case EndpointError::kUnknownCallId: return "response to an unknown call id";
+    case EndpointError::kBadAllowance: return "request allowance exceeds granted credit";
+    case EndpointError::kBadCreditReturn: return "credit return beyond the bytes sent";
+    case EndpointError::kBadCreditGrant: return "invalid credit grant";
+    case EndpointError::kBadConsumerRead: return "RDMA-READ consumer position out of range";
+    case EndpointError::kCompletionError: return "error completion on the queue pair";
+  }
+  return "unknown";
+}
+
+// A ring buffer's memory: power-of-two size, 64-byte aligned, zero-filled (so a NIC
+// never reads uninitialized padding), registered with the transport by the owner.
+class RingMemory {
+ public:
+  RingMemory() = default;
+  explicit RingMemory(uint64_t size)
+      : data_(static_cast<std::byte*>(::operator new[](size, std::align_val_t{64}))), size_(size) {
+    for (uint64_t i = 0; i < size; ++i) data_[i] = std::byte{0};
+  }
+  RingMemory(RingMemory&& o) noexcept : data_(o.data_), size_(o.size_) { o.data_ = nullptr; }
+  RingMemory& operator=(RingMemory&& o) noexcept {
+    if (this != &o) {
+      this->~RingMemory();
+      data_ = o.data_;
+      size_ = o.size_;
+      o.data_ = nullptr;
+    }
+    return *this;
+  }
+  RingMemory(const RingMemory&) = delete;
+  ~RingMemory() {
+    if (data_) ::operator delete[](data_, std::align_val_t{64});
+  }
+  std::byte* data() const noexcept { return data_; }
+  uint64_t size() const noexcept { return size_; }
+  std::byte* at(uint64_t pos) const noexcept { return data_ + (pos & (size_ - 1)); }
+
+ private:
+  std::byte* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+// Pending calls: a slab indexed by call_id holding the caller's token. O(1) insert and
+// remove, ids reused through a free list.
+template <class Token>
+class CallSlab {
+ public:
+  uint32_t insert(Token t) {
+    uint32_t id;
+    if (!free_.empty()) {
+      id = free_.back();
+      free_.pop_back();
+      tokens_[id] = std::move(t);
+      live_[id] = 1;
+    } else {
+      id = static_cast<uint32_t>(tokens_.size());
+      tokens_.push_back(std::move(t));
+      live_.push_back(1);
+    }
+    ++size_;
+    return id;
+  }
+  bool contains(uint32_t id) const noexcept { return id < live_.size() && live_[id]; }
+  Token take(uint32_t id) {
+    live_[id] = 0;
+    free_.push_back(id);
+    --size_;
+    return std::move(tokens_[id]);
+  }
+  uint32_t size() const noexcept { return size_; }
+  bool full() const noexcept { return free_.empty() && tokens_.size() > kMaxCallId; }
+
+ private:
+  std::vector<Token> tokens_;
+  std::vector<uint8_t> live_;
+  std::vector<uint32_t> free_;
+  uint32_t size_ = 0;
+};
+
+// One WRITE+IMM waiting to be posted: a finished batch or a wrap marker.
+struct PendingEmit {
+  uint64_t start;      // virtual position of the first byte (its metadata)
+  uint32_t write_len;  // bytes written (a wrap marker writes only its 32-byte metadata)
+  uint32_t imm;        // bytes the receiver's producer advances, in 32-byte units
+};
+
+// Information a peer needs to connect to an endpoint, exchanged out of band.
+template <class ConnectInfo>
+struct EndpointInfo {
+  ConnectInfo qp;
+  uint64_t recv_ring_addr;
+  uint64_t recv_ring_size;
+  uint64_t consumer_addr;   // the 8-byte consumed-position word (RDMA READ fallback)
+  uint64_t initial_credit;  // response credit granted to the peer at connect
+  uint32_t recv_ring_rkey;
+  uint32_t consumer_rkey;
+};
+
+template <class QueuePair, class Token>
+struct Endpoint {
+  uint32_t id = 0;
+  QueuePair* qp = nullptr;
+  bool connected = false;
+  EndpointError error = EndpointError::kNone;
+
+  RingMemory send_ring, recv_ring;
+  MemoryRegion send_mr{}, recv_mr{}, consumer_mr{}, read_mr{};
+  alignas(64) uint64_t consumer_word = 0;  // published consumed position (peer READs it)
+  alignas(64) uint64_t read_buffer = 0;    // landing spot of our READ of the peer's word
+
+  // ---- send side ----
+  uint64_t producer = 0;     // next byte to write
+  uint64_t flush_start = 0;  // first byte not yet handed to the NIC
+  uint64_t meta_pos = 0;     // metadata slot of the open batch
+  bool batch_open = false;
+  uint32_t batch_count = 0;
+  PendingEmit emits[8];      // ranges finished but not yet posted (bounded, see Context)
+  uint32_t emit_head = 0, emit_count = 0;
+  uint32_t unsignaled = 0;   // WQEs since the last signalled one
+  bool dirty = false;        // on the context's flush list
+
+  // ---- remote ring and flow control ----
+  RemoteBuffer remote_ring{};
+  RemoteBuffer remote_consumer_word{};
+  uint64_t consumer_by_piggyback = 0;  // sum of ring_credit_return received
+  uint64_t consumer_by_read = 0;       // last consumed position read by RDMA READ
+  uint64_t resp_reservation = 0;       // R: credit granted to the peer, not yet used by replies
+  uint64_t resp_committed = 0;         // part of R held by requests received, not yet replied
+  uint64_t max_resp_reservation = 0;
+  uint64_t peer_credit = 0;            // credit the peer granted us for our calls
+
+  // ---- receive side ----
+  uint64_t recv_producer = 0;   // end of the bytes the peer has written (from imm)
+  uint64_t parsed = 0;          // end of the bytes parsed
+  uint64_t hold_pos = 0;        // start of the oldest batch with requests not yet taken
+  uint32_t unpopped = 0;        // requests parsed but not yet taken by recv()
+  uint64_t last_notified = 0;   // consumed position last reported to the peer
+  uint64_t batches_received = 0;
+
+  // ---- RDMA READ fallback ----
+  uint64_t ringfull_mark = ~0ull;  // batches_received at the previous RingFull
+  uint32_t ringfull_streak = 0;
+  bool need_read = false;
+  bool read_outstanding = false;
+
+  CallSlab<Token> pending;
+
+  uint64_t ring_size() const noexcept { return send_ring.size(); }
+  uint64_t remote_consumer() const noexcept {
+    return consumer_by_piggyback > consumer_by_read ? consumer_by_piggyback : consumer_by_read;
+  }
+  uint64_t in_flight() const noexcept { return producer - remote_consumer(); }
+  // Consumed position: bytes the peer may overwrite. Requests not yet taken by recv()
+  // pin their batch, so a handle's payload stays valid until the next flush.
+  uint64_t consumed() const noexcept { return unpopped ? hold_pos : parsed; }
+  bool credit_invariant_holds() const noexcept {
+    return in_flight() + 2 * resp_reservation <= remote_ring.length;
+  }
+};
+
+}  // namespace bkv::copyrpc

@@ -1,0 +1,367 @@
+// copyrpc Context: targeted behaviour (batching, back-pressure, READ fallback, raw
+// RDMA, SRQ reposting, signalling) and hostile input (run under ASan+UBSan in CI).
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstring>
+#include <vector>
+
+#include "tests/copyrpc/instant_cluster.hpp"
+
+using namespace bkv;
+using copyrpc::CallStatus;
+using copyrpc::EndpointError;
+using T = loopback::InstantTransport;
+using Ctx = copyrpc::Context<T, uint64_t>;
+
+namespace {
+
+std::vector<std::byte> bytes(size_t n, uint8_t fill) { return std::vector<std::byte>(n, std::byte{fill}); }
+
+struct Pair {
+  loopback::InstantFabric fabric;
+  T ta{fabric}, tb{fabric};
+  Ctx a, b;
+  uint32_t ea, eb;
+  explicit Pair(copyrpc::ContextConfig cfg = {}) : a(ta, cfg), b(tb, cfg) {
+    ea = a.create_endpoint();
+    eb = b.create_endpoint();
+    a.connect(ea, b.local_info(eb));
+    b.connect(eb, a.local_info(ea));
+  }
+};
+
+auto ignore_responses = [](uint64_t, std::span<const std::byte>) {};
+
+}  // namespace
+
+TEST_CASE("calls are batched: one WRITE+IMM and one doorbell per endpoint per flush", "[copyrpc]") {
+  Pair p;
+  for (uint64_t i = 0; i < 10; ++i) REQUIRE(p.a.call(p.ea, bytes(24, 1), 16, i).ok());
+  CHECK(p.a.stats().wqes_posted == 0);  // call() only appends
+  p.a.flush();
+  CHECK(p.a.stats().wqes_posted == 1);
+  CHECK(p.a.stats().doorbells == 1);
+  CHECK(p.b.drain(ignore_responses) == 1);  // one completion carries all ten
+  copyrpc::RecvHandle h;
+  int n = 0;
+  while (p.b.recv(h)) {
+    CHECK(h.len == 24);
+    REQUIRE(p.b.reply(h, bytes(16, 2)) == CallStatus::kOk);
+    ++n;
+  }
+  CHECK(n == 10);
+  p.b.flush();
+  std::vector<uint64_t> got;
+  p.a.drain([&](uint64_t tok, std::span<const std::byte> pl) {
+    CHECK(pl.size() == 16);
+    got.push_back(tok);
+  });
+  CHECK(got.size() == 10);
+  CHECK(p.a.calls_in_flight() == 0);
+}
+
+TEST_CASE("a reply larger than the caller's allowance is refused, a second reply too", "[copyrpc]") {
+  Pair p;
+  REQUIRE(p.a.call(p.ea, bytes(8, 1), 20, 7).ok());
+  p.a.flush();
+  p.b.drain(ignore_responses);
+  copyrpc::RecvHandle h;
+  REQUIRE(p.b.recv(h));
+  CHECK(p.b.reply(h, bytes(copyrpc::max_reply_payload(h.allowance) + 1, 0)) == CallStatus::kTooLarge);
+  CHECK(p.b.reply(h, bytes(20, 0)) == CallStatus::kOk);
+  CHECK(p.b.reply(h, bytes(20, 0)) == CallStatus::kInvalidHandle);
+}
+
+TEST_CASE("InsufficientCredit when the peer's grant is spent; credit returns with its replies", "[copyrpc]") {
+  copyrpc::ContextConfig cfg;
+  cfg.ring_size = 1 << 16;
+  Pair p(cfg);
+  // Initial credit is ring/4; each call with allowance 1000 reserves align32(padded(1000)+32).
+  const uint64_t per_call = copyrpc::internal_allowance(1000);
+  const uint64_t fit = (cfg.ring_size / 4) / per_call;
+  uint64_t ok = 0;
+  for (uint64_t i = 0; i < fit + 5; ++i) {
+    auto r = p.a.call(p.ea, bytes(0, 0), 1000, i);
+    if (r.ok()) ++ok;
+    else CHECK(r.status == CallStatus::kInsufficientCredit);
+  }
+  CHECK(ok == fit);
+  p.a.flush();
+  p.b.drain(ignore_responses);
+  copyrpc::RecvHandle h;
+  while (p.b.recv(h)) REQUIRE(p.b.reply(h, bytes(10, 0)) == CallStatus::kOk);
+  p.b.flush();
+  p.a.drain(ignore_responses);
+  CHECK(p.a.call(p.ea, bytes(0, 0), 1000, 99).ok());
+}
+
+TEST_CASE("RingFull persists without news from the peer: the consumer position is read by RDMA READ",
+          "[copyrpc]") {
+  copyrpc::ContextConfig cfg;
+  cfg.ring_size = 4096;
+  Pair p(cfg);
+  // A sends until RingFull; B consumes everything but never replies (so no batch, and no
+  // piggybacked consumer position, ever travels from B to A).
+  uint64_t tok = 0;
+  while (p.a.call(p.ea, bytes(200, 3), 0, tok).ok()) ++tok;
+  const uint64_t first_burst = tok;
+  REQUIRE(first_burst > 0);
+  p.a.flush();
+  p.b.drain(ignore_responses);
+  copyrpc::RecvHandle h;
+  std::vector<copyrpc::RecvHandle> unanswered;
+  while (p.b.recv(h)) unanswered.push_back(h);
+  CHECK(unanswered.size() == first_burst);
+  CHECK(p.a.call(p.ea, bytes(200, 3), 0, tok).status == CallStatus::kRingFull);
+  CHECK(p.a.call(p.ea, bytes(200, 3), 0, tok).status == CallStatus::kRingFull);
+  p.a.poll(ignore_responses);  // posts the READ; the instant NIC completes it at the doorbell
+  p.a.drain(ignore_responses);  // reaps the READ completion
+  CHECK(p.a.stats().reads_posted == 1);
+  CHECK(p.a.endpoint(p.ea).consumer_by_read > 0);
+  CHECK(p.a.call(p.ea, bytes(200, 3), 0, tok).ok());
+}
+
+TEST_CASE("the shared receive queue is reposted to full when it drops below 2/3", "[copyrpc]") {
+  copyrpc::ContextConfig cfg;
+  cfg.srq_size = 30;
+  Pair p(cfg);
+  CHECK(p.tb.srq_posted() == 30);
+  for (uint64_t i = 0; i < 10; ++i) {  // ten separate batches = ten receives consumed
+    REQUIRE(p.a.call(p.ea, bytes(1, 0), 0, i).ok());
+    p.a.flush();
+  }
+  CHECK(p.tb.srq_posted() == 20);
+  p.b.drain(ignore_responses);  // 20 >= 2/3 of 30: no repost yet
+  CHECK(p.tb.srq_posted() == 20);
+  REQUIRE(p.a.call(p.ea, bytes(1, 0), 0, 10).ok());
+  p.a.flush();
+  p.b.drain(ignore_responses);  // 19 < 20: reposted to 30
+  CHECK(p.tb.srq_posted() == 30);
+}
+
+TEST_CASE("one WQE in 64 is signalled, so the send queue never fills", "[copyrpc]") {
+  Pair p;
+  copyrpc::RecvHandle h;
+  for (uint64_t i = 0; i < 2000; ++i) {  // 2000 flushes >> send queue depth 256
+    REQUIRE(p.a.call(p.ea, bytes(4, 0), 0, i).ok());
+    p.a.flush();
+    p.b.poll(ignore_responses);
+    while (p.b.recv(h)) REQUIRE(p.b.reply(h, bytes(0, 0)) == CallStatus::kOk);
+    p.b.flush();
+    p.a.drain(ignore_responses);
+  }
+  CHECK(p.a.stats().wqes_posted == 2000);
+  CHECK(p.a.calls_in_flight() == 0);
+}
+
+TEST_CASE("raw RDMA WRITE and READ complete apart from RPC traffic; a bad rkey is an error", "[copyrpc]") {
+  Pair p;
+  std::array<uint8_t, 256> src{}, dst{}, back{};
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 3);
+  const MemoryRegion src_mr = p.ta.register_memory(src.data(), src.size(), kAccessLocalWrite);
+  const MemoryRegion back_mr = p.ta.register_memory(back.data(), back.size(), kAccessLocalWrite);
+  const MemoryRegion dst_mr = p.tb.register_memory(dst.data(), dst.size(), kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
+  const RemoteBuffer remote{reinterpret_cast<uint64_t>(dst.data()), dst_mr.rkey, 0, dst.size()};
+  REQUIRE(p.a.post_raw_write(p.ea, src.data(), 256, src_mr.lkey, remote, 41) == PostResult::kOk);
+  REQUIRE(p.a.post_raw_read(p.ea, back.data(), 256, back_mr.lkey, remote, 42) == PostResult::kOk);
+  std::vector<std::pair<uint64_t, WcStatus>> done;
+  p.a.poll_raw([&](uint64_t id, WcStatus st) { done.push_back({id, st}); });
+  REQUIRE(done.size() == 2);
+  CHECK(done[0] == std::make_pair(uint64_t{41}, WcStatus::kSuccess));
+  CHECK(done[1] == std::make_pair(uint64_t{42}, WcStatus::kSuccess));
+  CHECK(dst == src);
+  CHECK(back == src);
+  CHECK(p.b.drain(ignore_responses) == 0);  // raw writes make no receive completions
+  const RemoteBuffer bad{remote.addr, remote.rkey + 1000, 0, 256};
+  REQUIRE(p.a.post_raw_write(p.ea, src.data(), 256, src_mr.lkey, bad, 43) == PostResult::kOk);
+  done.clear();
+  p.a.poll_raw([&](uint64_t id, WcStatus st) { done.push_back({id, st}); });
+  REQUIRE(done.size() == 1);
+  CHECK(done[0].second == WcStatus::kRemoteAccessError);
+}
+
+// ---------------------------------------------------------------------------------
+// Hostile input: a peer that writes arbitrary bytes into our receive ring.
+
+namespace {
+
+struct Attack {
+  loopback::InstantFabric fabric;
+  T victim_t{fabric}, attacker_t{fabric};
+  Ctx victim;
+  uint32_t ep;
+  copyrpc::EndpointInfo<T::ConnectInfo> target;
+  T::QueuePair* qp;
+  std::vector<std::byte> src = std::vector<std::byte>(8192);
+  std::vector<std::byte> fake_ring = std::vector<std::byte>(4096);
+  MemoryRegion src_mr, ring_mr;
+  uint64_t offset = 0;
+
+  Attack() : victim(victim_t, cfg()) {
+    ep = victim.create_endpoint();
+    target = victim.local_info(ep);
+    qp = &attacker_t.create_queue_pair();
+    qp->connect(target.qp);
+    src_mr = attacker_t.register_memory(src.data(), src.size(), kAccessLocalWrite);
+    ring_mr = attacker_t.register_memory(fake_ring.data(), fake_ring.size(), kAccessLocalWrite | kAccessRemoteWrite);
+    copyrpc::EndpointInfo<T::ConnectInfo> me{};
+    me.qp = qp->local_info();
+    me.recv_ring_addr = reinterpret_cast<uint64_t>(fake_ring.data());
+    me.recv_ring_size = 4096;
+    me.recv_ring_rkey = ring_mr.rkey;
+    me.initial_credit = 1024;
+    victim.connect(ep, me);
+    attacker_t.post_receives(16);
+  }
+  static copyrpc::ContextConfig cfg() {
+    copyrpc::ContextConfig c;
+    c.ring_size = 4096;
+    c.srq_size = 16;
+    return c;
+  }
+  // Writes `len` bytes of src at the current ring offset with the given immediate.
+  void send(uint32_t len, uint32_t imm) {
+    const RemoteBuffer dst{target.recv_ring_addr + (offset & 4095), target.recv_ring_rkey, 0, len};
+    REQUIRE(qp->post_write_imm(src.data(), len, src_mr.lkey, dst, imm, 0, true) == PostResult::kOk);
+    qp->ring_doorbell();
+    offset += uint64_t{imm} * 32;
+  }
+  void meta(uint64_t ret, uint64_t grant, uint32_t count, size_t at = 0) {
+    copyrpc::store_metadata(src.data() + at, ret, grant, count);
+  }
+  void header(size_t at, uint32_t call_id, uint32_t piggy, uint32_t len) {
+    copyrpc::store_header(src.data() + at, copyrpc::MessageHeader{call_id, piggy, len});
+  }
+  EndpointError poll() {
+    victim.drain(ignore_responses);
+    return victim.error(ep);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a well-formed batch from the fake peer is accepted (control case)", "[copyrpc][hostile]") {
+  Attack a;
+  a.meta(0, 0, 1);
+  a.header(32, 5, 2, 10);  // request, allowance 64 bytes
+  a.send(64, 2);
+  CHECK(a.poll() == EndpointError::kNone);
+  copyrpc::RecvHandle h;
+  REQUIRE(a.victim.recv(h));
+  CHECK(h.call_id == 5);
+  CHECK(h.len == 10);
+}
+
+TEST_CASE("hostile batches are rejected with the rule they break, without out-of-bounds access",
+          "[copyrpc][hostile]") {
+  Attack a;
+  SECTION("message_count larger than the batch can hold") {
+    a.meta(0, 0, 5);
+    a.header(32, 1, 2, 0);
+    a.send(64, 2);
+    CHECK(a.poll() == EndpointError::kBadMessageCount);
+  }
+  SECTION("a length past the batch") {
+    a.meta(0, 0, 1);
+    a.header(32, 1, 2, 1000);
+    a.send(64, 2);
+    CHECK(a.poll() == EndpointError::kBadLength);
+  }
+  SECTION("a length past the ring") {
+    a.meta(0, 0, 1);
+    a.header(32, 1, 2, 0xFFFFFFF0u);
+    a.send(64, 2);
+    CHECK(a.poll() == EndpointError::kBadLength);
+  }
+  SECTION("a response to an unknown call id") {
+    a.meta(0, 0, 1);
+    a.header(32, copyrpc::to_response_id(12345), 0, 4);
+    a.send(64, 2);
+    CHECK(a.poll() == EndpointError::kUnknownCallId);
+  }
+  SECTION("a wrap marker that does not reach the ring end") {
+    a.meta(0, 0, copyrpc::kWrapMessageCount);
+    a.send(32, 2);
+    CHECK(a.poll() == EndpointError::kBadWrapMarker);
+  }
+  SECTION("an immediate larger than the ring") {
+    a.meta(0, 0, 0);
+    a.send(32, 4096 / 32 + 1);
+    CHECK(a.poll() == EndpointError::kBadImmediate);
+  }
+  SECTION("a zero immediate") {
+    a.send(32, 0);
+    CHECK(a.poll() == EndpointError::kBadImmediate);
+  }
+  SECTION("a batch crossing the ring end") {
+    a.meta(0, 0, 0);
+    a.send(32, 1);  // valid metadata-only batch, consumer now at 32
+    REQUIRE(a.poll() == EndpointError::kNone);
+    a.meta(0, 0, 0);
+    a.send(32, 4096 / 32);  // 32 + 4096 > ring
+    CHECK(a.poll() == EndpointError::kBadLength);
+  }
+  SECTION("a batch overrunning unconsumed bytes") {
+    a.meta(0, 0, 1);
+    a.header(32, 1, 2, 0);
+    a.send(64, 2);  // a request the victim holds (not taken by recv)
+    REQUIRE(a.poll() == EndpointError::kNone);
+    a.meta(0, 0, copyrpc::kWrapMessageCount);
+    a.send(32, (4096 - 64) / 32);  // valid wrap to the end
+    REQUIRE(a.poll() == EndpointError::kNone);
+    a.meta(0, 0, 0);
+    a.send(32, 2);  // would overwrite the held request's bytes at offset 0..63
+    CHECK(a.poll() == EndpointError::kRingOverrun);
+  }
+  SECTION("a credit return beyond the bytes ever sent") {
+    a.meta(1u << 20, 0, 0);
+    a.send(32, 1);
+    CHECK(a.poll() == EndpointError::kBadCreditReturn);
+  }
+  SECTION("an unaligned or oversized credit grant") {
+    a.meta(0, 33, 0);
+    a.send(32, 1);
+    CHECK(a.poll() == EndpointError::kBadCreditGrant);
+  }
+  SECTION("a request whose allowance exceeds the credit granted") {
+    a.meta(0, 0, 1);
+    a.header(32, 1, 4096 / 32, 0);  // allowance = whole ring, granted was ring/4
+    a.send(64, 2);
+    CHECK(a.poll() == EndpointError::kBadAllowance);
+  }
+  SECTION("zero messages but bytes left over") {
+    a.meta(0, 0, 0);
+    a.send(64, 2);
+    CHECK(a.poll() == EndpointError::kBadMessageCount);
+  }
+  // After any violation the endpoint refuses new calls.
+  if (a.victim.error(a.ep) != EndpointError::kNone)
+    CHECK(a.victim.call(a.ep, {}, 0, 1).status == CallStatus::kEndpointError);
+}
+
+TEST_CASE("a failed endpoint does not disturb the others", "[copyrpc][hostile]") {
+  Attack a;
+  // A healthy second peer of the victim.
+  T good_t{a.fabric};
+  Ctx good(good_t, Attack::cfg());
+  const uint32_t vg = a.victim.create_endpoint();
+  const uint32_t gv = good.create_endpoint();
+  a.victim.connect(vg, good.local_info(gv));
+  good.connect(gv, a.victim.local_info(vg));
+  a.meta(0, 0, 9);
+  a.send(32, 1);
+  CHECK(a.poll() == EndpointError::kBadMessageCount);
+  REQUIRE(good.call(gv, bytes(5, 1), 8, 77).ok());
+  good.flush();
+  a.victim.drain(ignore_responses);
+  copyrpc::RecvHandle h;
+  REQUIRE(a.victim.recv(h));
+  REQUIRE(a.victim.reply(h, bytes(8, 9)) == CallStatus::kOk);
+  a.victim.flush();
+  bool got = false;
+  good.drain([&](uint64_t tok, std::span<const std::byte> pl) {
+    got = tok == 77 && pl.size() == 8;
+  });
+  CHECK(got);
+}
