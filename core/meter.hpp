@@ -8,8 +8,11 @@
 //
 // meter.record(Phase, items) reports how much work each phase of a loop did (for the
 // CQEs-per-loop histogram and friends); it also compiles to nothing on real runs.
+// meter.now_ns() is the thread's clock: virtual time under the simulator, the steady
+// clock on real runs (only loop policies that hold work for a time read it).
 #pragma once
 
+#include <chrono>
 #include <concepts>
 #include <cstdint>
 
@@ -52,6 +55,7 @@ template <class M>
 concept CostMeter = requires(M& m, Op op, Phase ph, uint32_t n) {
   { m.charge(op, n) } -> std::same_as<void>;
   { m.record(ph, n) } -> std::same_as<void>;
+  { m.now_ns() } -> std::same_as<uint64_t>;
   { M::kEnabled } -> std::convertible_to<bool>;
 };
 
@@ -59,6 +63,10 @@ struct NullMeter {
   static constexpr bool kEnabled = false;
   void charge(Op, uint32_t = 1) noexcept {}
   void record(Phase, uint32_t) noexcept {}
+  uint64_t now_ns() const noexcept {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+  }
 };
 static_assert(CostMeter<NullMeter>);
 
