@@ -1,0 +1,149 @@
+// Workload generator (DESIGN.md §4.4; reference/benchkv-original.md
+// "アクセスパターン事前生成").
+//
+// Every client pre-generates a pattern of (rank, key, is_read) tuples before the
+// benchmark starts and replays it in a loop for every epoch and run. The pattern of
+// client `c` on rank `r` is a pure function of (config seed, r, c): its generator is
+// bkv::Rng(bkv::derive_seed(seed, {r, c})).
+//
+//  - is_read: Bernoulli(read_ratio) per entry.
+//  - uniform: rank uniform over [0, np), key uniform over [0, key_range).
+//  - zipfian: one item index i over the np * key_range items with P(i) proportional to
+//    1 / (i + 1)^s (i = 0 is the most popular), mapped to rank = i % np,
+//    key = i / np. The interleaved mapping spreads the hottest items over all ranks
+//    (item 0 on rank 0, item 1 on rank 1, ...) and, inside a node, makes keys 0, 1, 2...
+//    the hot ones, which key % D spreads over the daemons. Every client uses the same
+//    mapping, so all clients agree on which items are hot.
+//
+// Put values are deterministic: the value of the n-th request a client issues (counting
+// from 0 over the whole replay) is put_value(value_seed, n), where value_seed is drawn
+// from the same generator after the pattern. Values are < 2^63, never kAbsentValue.
+//
+// Memory: one PatternEntry is 8 bytes; the simulator holds np * clients patterns, e.g.
+// 16 x 46 x 4096 entries = 24 MiB.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/kv/types.hpp"
+#include "core/random.hpp"
+
+namespace bkv::kv {
+
+enum class Distribution : uint8_t { kUniform = 0, kZipfian = 1 };
+
+constexpr const char* to_string(Distribution d) noexcept {
+  return d == Distribution::kUniform ? "uniform" : "zipfian";
+}
+
+// Limits of a workload (and of the options that feed it).
+inline constexpr uint64_t kMaxRanks = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxKeyRange = uint64_t{1} << 32;  // keys fit a u32 in the pattern
+inline constexpr uint64_t kMaxPatternLen = uint64_t{1} << 24;
+inline constexpr uint64_t kDefaultPatternLen = 4096;
+// The zipf sampler works on doubles: every item index must be exact in a double.
+static_assert(kMaxRanks * kMaxKeyRange <= (uint64_t{1} << 53));
+
+struct WorkloadConfig {
+  uint32_t num_ranks = 2;
+  uint64_t key_range = 1024;
+  double read_ratio = 0.5;
+  Distribution distribution = Distribution::kUniform;
+  double zipf_s = 1.0;
+  uint64_t seed = 1;
+  uint32_t pattern_len = kDefaultPatternLen;
+};
+
+// Throws std::invalid_argument naming the field and the bad value.
+void validate(const WorkloadConfig& cfg);
+
+// One pattern tuple packed in 8 bytes: key (< kMaxKeyRange) and rank with the read flag
+// in the top bit.
+struct PatternEntry {
+  uint32_t key = 0;
+  uint32_t rank_and_read = 0;
+
+  static constexpr uint32_t kReadBit = 0x8000'0000u;
+  static_assert(kMaxRanks <= kReadBit);
+
+  static constexpr PatternEntry make(uint32_t rank, uint64_t key, bool is_read) noexcept {
+    return PatternEntry{static_cast<uint32_t>(key), rank | (is_read ? kReadBit : 0u)};
+  }
+  constexpr uint32_t rank() const noexcept { return rank_and_read & ~kReadBit; }
+  constexpr bool is_read() const noexcept { return (rank_and_read & kReadBit) != 0; }
+};
+static_assert(sizeof(PatternEntry) == 8);
+
+// Exact sampler of the Zipf distribution P(k) proportional to k^-s, k = 1..n, for any
+// s > 0 and any n <= 2^53, by rejection-inversion (Hoermann & Derflinger, 1996): invert
+// the integral of the hat x^-s over [1/2, n + 1/2], round to the nearest integer and
+// accept when the point falls under the histogram bar of k. Expected O(1) draws per
+// sample (the acceptance rate is high for every s); setup is O(1).
+// Uses std::exp/std::log (libm): bit-identical results on the same platform.
+class ZipfSampler {
+ public:
+  ZipfSampler(uint64_t n, double s);
+
+  // A 0-based item index in [0, n): 0 is the most popular item.
+  uint64_t operator()(Rng& rng) const noexcept;
+
+  uint64_t n() const noexcept { return n_; }
+  double s() const noexcept { return s_; }
+
+ private:
+  double h(double x) const noexcept;        // hat density x^-s
+  double H(double x) const noexcept;        // its integral (x^(1-s) - 1) / (1 - s)
+  double H_inv(double y) const noexcept;    // inverse of H
+
+  uint64_t n_;
+  double s_;
+  double h_integral_x1_;  // H(1.5) - h(1): lower end of the uniform range
+  double h_integral_n_;   // H(n + 0.5): upper end
+  double squeeze_;        // accept at once when k - x <= squeeze_ (from the k = 2 bar)
+};
+
+// The value a client puts with its n-th request (n counts from 0 over the replay).
+constexpr uint64_t put_value(uint64_t value_seed, uint64_t n) noexcept {
+  uint64_t state = value_seed ^ n;
+  return splitmix64(state) >> 1;  // < 2^63, so never kAbsentValue
+}
+
+class Pattern {
+ public:
+  // Generates the pattern of client `client` on rank `my_rank` (validates cfg).
+  Pattern(const WorkloadConfig& cfg, uint32_t my_rank, uint32_t client);
+
+  size_t size() const noexcept { return entries_.size(); }
+  const PatternEntry& operator[](size_t i) const noexcept { return entries_[i]; }
+  std::span<const PatternEntry> entries() const noexcept { return entries_; }
+  uint64_t value_seed() const noexcept { return value_seed_; }
+
+  // Replay. peek() is the next request to issue (a client that cannot post it yet keeps
+  // it and retries), advance() moves to the following one, next() does both.
+  Request peek() const noexcept {
+    const PatternEntry e = entries_[cursor_];
+    return e.is_read() ? Request::meta_get(e.rank(), e.key)
+                       : Request::meta_put(e.rank(), e.key, put_value(value_seed_, issued_));
+  }
+  void advance() noexcept {
+    ++issued_;
+    if (++cursor_ == entries_.size()) cursor_ = 0;
+  }
+  Request next() noexcept {
+    const Request r = peek();
+    advance();
+    return r;
+  }
+  uint64_t issued() const noexcept { return issued_; }  // requests taken so far
+
+ private:
+  std::vector<PatternEntry> entries_;
+  uint64_t value_seed_ = 0;
+  size_t cursor_ = 0;
+  uint64_t issued_ = 0;
+};
+
+}  // namespace bkv::kv
