@@ -1,0 +1,647 @@
+// UCX side of the UCX transport: context/worker/endpoint control path, the AM handler
+// (the responder "NIC") and the reply path. See ucx_transport.hpp for the semantics.
+#include "transports/ucx/ucx_transport.hpp"
+
+#include <ucp/api/ucp.h>
+
+#include <bit>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+
+namespace bkv::ucx {
+
+namespace {
+
+constexpr uint64_t kMaxParkAhead = 1u << 16;  // a request this far ahead of the expected one is bogus
+constexpr uint64_t kMaxReportedErrors = 5;    // protocol errors printed on stderr (all are counted)
+
+[[noreturn]] void fail(const char* what, ucs_status_t status) {
+  throw std::runtime_error(std::string("ucx transport: ") + what + " failed: " + ucs_status_string(status));
+}
+
+// Which AM ops are requests (run by the responder in sequence order) and which carry data.
+constexpr bool is_request(AmOp op) noexcept {
+  return op == AmOp::kWrite || op == AmOp::kWriteImm || op == AmOp::kReadRequest || op == AmOp::kNop;
+}
+constexpr bool carries_data(AmOp op) noexcept {
+  return op == AmOp::kWrite || op == AmOp::kWriteImm || op == AmOp::kReadResponse;
+}
+constexpr bool valid_op(uint8_t op) noexcept {
+  return op >= static_cast<uint8_t>(AmOp::kWrite) && op <= static_cast<uint8_t>(AmOp::kReadResponse);
+}
+// A NAK may only report a responder-side failure.
+constexpr bool valid_nak_status(uint8_t s) noexcept {
+  return s == static_cast<uint8_t>(WcStatus::kRemoteAccessError) ||
+         s == static_cast<uint8_t>(WcStatus::kRemoteOperationError);
+}
+
+}  // namespace
+
+struct UcxTransport::Impl {
+  // ---- helpers shared by both roles ----
+  static void protocol_error(UcxTransport& t, const char* what) {
+    if (t.protocol_errors_++ < kMaxReportedErrors)
+      std::fprintf(stderr, "ucx transport: dropped a message: %s\n", what);
+  }
+
+  static AmHeader reply_header(const QueuePair& qp, AmOp op, uint64_t seq) {
+    AmHeader h{};
+    h.op = op;
+    h.dst_qp = qp.remote_qp_;
+    h.src_qp = qp.qp_num_;
+    h.dst_token = qp.remote_token_;
+    h.seq = seq;
+    return h;
+  }
+
+  static void send(UcxTransport& t, QueuePair& qp, const AmHeader& h, const void* data, size_t len) {
+    SendSlot* slot;
+    if (t.free_send_slots_.empty()) {
+      t.send_slots_.push_back(std::make_unique<SendSlot>());
+      slot = t.send_slots_.back().get();
+    } else {
+      slot = t.free_send_slots_.back();
+      t.free_send_slots_.pop_back();
+    }
+    slot->qp = &qp;
+    slot->header = h;
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.send = &Impl::on_send_done;
+    p.user_data = slot;
+    ucs_status_ptr_t r = ucp_am_send_nbx(qp.ep_, kAmId, &slot->header, sizeof(AmHeader), data, len, &p);
+    if (r == nullptr) {
+      t.free_send_slots_.push_back(slot);
+    } else if (UCS_PTR_IS_ERR(r)) {
+      t.free_send_slots_.push_back(slot);
+      transport_failure(t, qp);
+    } else {
+      ++t.inflight_requests_;
+    }
+  }
+
+  static void on_send_done(void* request, ucs_status_t status, void* user_data) {
+    auto* slot = static_cast<SendSlot*>(user_data);
+    UcxTransport& t = *slot->qp->owner_;
+    --t.inflight_requests_;
+    t.free_send_slots_.push_back(slot);
+    ucp_request_free(request);
+    if (status != UCS_OK && status != UCS_ERR_CANCELED && !t.closing_) transport_failure(t, *slot->qp);
+  }
+
+  static void on_ep_error(void* arg, ucp_ep_h, ucs_status_t) {
+    auto* qp = static_cast<QueuePair*>(arg);
+    if (!qp->owner_->closing_) transport_failure(*qp->owner_, *qp);
+  }
+
+  // ---- requester role ----
+
+  // The responder executed every request below `end` (it runs them in order): those
+  // that wait only for that fact are done. READs wait for their data instead.
+  static void executed_below(QueuePair& qp, uint64_t end) {
+    for (uint64_t s = qp.completed_; s < end; ++s) {
+      QueuePair::Wqe& w = qp.wqe(s);
+      if (w.opcode != WcOpcode::kRdmaRead || w.status != WcStatus::kSuccess) w.done = true;
+    }
+  }
+
+  // Queues the completions of finished requests, in send-queue order. Only signalled
+  // requests and failures produce a completion (as verbs).
+  static void advance_completions(UcxTransport& t, QueuePair& qp) {
+    while (qp.completed_ < qp.submitted_ && qp.wqe(qp.completed_).done) {
+      const QueuePair::Wqe& w = qp.wqe(qp.completed_);
+      if (w.signaled || w.status != WcStatus::kSuccess)
+        t.send_cq_.push(SendEntry{SendCompletion{qp.qp_num_, w.wr_id, w.opcode, w.status}, &qp, qp.completed_});
+      ++qp.completed_;
+    }
+  }
+
+  // Moves the queue pair to the error state: both roles stop, every request from
+  // `from` on that is not finished completes with kWrFlushError.
+  static void fail_qp(UcxTransport& t, QueuePair& qp, uint64_t from) {
+    qp.state_ = QueuePair::State::kError;
+    stop_responder(t, qp);
+    for (uint64_t s = from; s < qp.tail_; ++s) {
+      QueuePair::Wqe& w = qp.wqe(s);
+      if (!w.done && !w.receiving) {
+        w.done = true;
+        w.status = WcStatus::kWrFlushError;
+      }
+    }
+    if (qp.submitted_ < qp.tail_) qp.submitted_ = qp.tail_;
+    advance_completions(t, qp);
+  }
+
+  // UCX reported a failure on this queue pair's endpoint (peer gone, connection lost).
+  static void transport_failure(UcxTransport& t, QueuePair& qp) {
+    if (qp.state_ == QueuePair::State::kError) return;
+    uint64_t from = qp.completed_;
+    if (from < qp.submitted_) {
+      QueuePair::Wqe& w = qp.wqe(from);
+      if (!w.receiving) {
+        w.done = true;
+        w.status = WcStatus::kRetryExceeded;
+      }
+      ++from;
+    }
+    fail_qp(t, qp, from);
+  }
+
+  static ucs_status_t handle_response(UcxTransport& t, QueuePair& qp, const AmHeader& h, void* data,
+                                      size_t length, bool rndv) {
+    if (h.seq >= qp.submitted_) {
+      protocol_error(t, "response for a request that was never sent");
+      return UCS_OK;
+    }
+    if (h.seq < qp.completed_ || qp.state_ == QueuePair::State::kError) return UCS_OK;  // already settled
+    switch (h.op) {
+      case AmOp::kAck:
+        executed_below(qp, h.seq + 1);
+        if (qp.state_ == QueuePair::State::kErrorPending && qp.fence_seq_ <= h.seq) {
+          advance_completions(t, qp);
+          fail_qp(t, qp, qp.fence_seq_ + 1);
+        }
+        break;
+      case AmOp::kNak: {
+        if (!valid_nak_status(h.status)) {
+          protocol_error(t, "NAK with an invalid status");
+          return UCS_OK;
+        }
+        executed_below(qp, h.seq);
+        QueuePair::Wqe& w = qp.wqe(h.seq);
+        w.done = true;
+        w.status = static_cast<WcStatus>(h.status);
+        advance_completions(t, qp);
+        fail_qp(t, qp, h.seq + 1);
+        break;
+      }
+      case AmOp::kReadResponse: {
+        QueuePair::Wqe& w = qp.wqe(h.seq);
+        if (w.opcode != WcOpcode::kRdmaRead || w.done || w.receiving || w.length != h.length) {
+          protocol_error(t, "READ response does not match the READ request");
+          return UCS_OK;
+        }
+        executed_below(qp, h.seq);
+        if (rndv) {
+          w.receiving = true;
+          t.rndv_.push_back(RndvRecv{data, const_cast<std::byte*>(w.local), length, &qp, h.seq,
+                                     true});
+          advance_completions(t, qp);
+          return UCS_INPROGRESS;
+        }
+        if (length > 0) std::memcpy(const_cast<std::byte*>(w.local), data, length);
+        w.done = true;
+        break;
+      }
+      default:
+        protocol_error(t, "unexpected response op");
+        return UCS_OK;
+    }
+    advance_completions(t, qp);
+    return UCS_OK;
+  }
+
+  // ---- responder role ----
+
+  static void queue_ack(UcxTransport& t, QueuePair& qp, uint64_t seq) {
+    if (!t.outgoing_.empty()) {
+      Outgoing& last = t.outgoing_.back();
+      if (last.qp == &qp && last.header.op == AmOp::kAck) {  // coalesce: a later ACK covers the earlier
+        last.header.seq = seq;
+        return;
+      }
+    }
+    t.outgoing_.push_back(Outgoing{&qp, reply_header(qp, AmOp::kAck, seq), nullptr});
+  }
+
+  static void stop_responder(UcxTransport& t, QueuePair& qp) {
+    (void)t;
+    qp.responder_error_ = true;
+    for (auto it = qp.parked_.begin(); it != qp.parked_.end();)
+      it = it->second.receiving ? std::next(it) : qp.parked_.erase(it);  // UCX still writes a receiving one
+  }
+
+  static void nak(UcxTransport& t, QueuePair& qp, uint64_t seq, WcStatus status) {
+    AmHeader h = reply_header(qp, AmOp::kNak, seq);
+    h.status = static_cast<uint8_t>(status);
+    t.outgoing_.push_back(Outgoing{&qp, h, nullptr});
+    fail_qp(t, qp, qp.completed_);
+  }
+
+  // Executes one request in order. Returns false when it must wait (no receive posted).
+  static bool execute(UcxTransport& t, QueuePair& qp, const AmHeader& h, const std::byte* data) {
+    const bool ack = (h.flags & kFlagAckRequested) != 0;
+    switch (h.op) {
+      case AmOp::kNop:
+        break;
+      case AmOp::kWrite:
+      case AmOp::kWriteImm: {
+        std::byte* dst = nullptr;
+        if (h.length > 0) {
+          dst = t.memory_.check_remote(h.remote_addr, h.length, h.rkey, kAccessRemoteWrite);
+          if (dst == nullptr) {
+            nak(t, qp, h.seq, WcStatus::kRemoteAccessError);
+            return true;
+          }
+        }
+        if (h.op == AmOp::kWriteImm) {
+          if (t.srq_posted_ == 0) return false;  // receiver not ready: retry after post_receives
+          --t.srq_posted_;
+        }
+        if (h.length > 0) std::memcpy(dst, data, h.length);
+        if (h.op == AmOp::kWriteImm) t.recv_cq_.push(RecvCompletion{qp.qp_num_, h.imm, h.length, WcStatus::kSuccess});
+        break;
+      }
+      case AmOp::kReadRequest: {
+        const std::byte* src = nullptr;
+        if (h.length > 0) {
+          src = t.memory_.check_remote(h.remote_addr, h.length, h.rkey, kAccessRemoteRead);
+          if (src == nullptr) {
+            nak(t, qp, h.seq, WcStatus::kRemoteAccessError);
+            return true;
+          }
+        }
+        AmHeader r = reply_header(qp, AmOp::kReadResponse, h.seq);
+        r.length = h.length;
+        t.outgoing_.push_back(Outgoing{&qp, r, src});
+        return true;  // the response acknowledges everything before it
+      }
+      default:
+        break;
+    }
+    if (ack) queue_ack(t, qp, h.seq);
+    return true;
+  }
+
+  // A WRITE whose rendezvous payload UCX placed directly: only the completion is left.
+  static void finish_direct(UcxTransport& t, QueuePair& qp, const AmHeader& h) {
+    if (h.op == AmOp::kWriteImm) t.recv_cq_.push(RecvCompletion{qp.qp_num_, h.imm, h.length, WcStatus::kSuccess});
+    if ((h.flags & kFlagAckRequested) != 0) queue_ack(t, qp, h.seq);
+  }
+
+  // Runs parked requests that are now in order and runnable.
+  static void drain(UcxTransport& t, QueuePair& qp) {
+    while (!qp.parked_.empty() && !qp.responder_error_) {
+      auto it = qp.parked_.begin();
+      if (it->first != qp.expected_ || it->second.receiving) break;
+      if (it->second.direct) {
+        finish_direct(t, qp, it->second.header);
+      } else if (!execute(t, qp, it->second.header, it->second.data.data())) {
+        break;
+      }
+      if (qp.responder_error_) break;  // execute() failed the queue pair and cleared the map
+      qp.parked_.erase(it);
+      ++qp.expected_;
+    }
+  }
+
+  static ucs_status_t handle_request(UcxTransport& t, QueuePair& qp, const AmHeader& h, void* data,
+                                     size_t length, bool rndv) {
+    if (qp.responder_error_) return UCS_OK;  // RC responder in error: drop
+    if (h.seq < qp.expected_ || h.seq - qp.expected_ > kMaxParkAhead || qp.parked_.count(h.seq) != 0) {
+      protocol_error(t, "request sequence number out of window or duplicated");
+      return UCS_OK;
+    }
+    const auto* bytes = static_cast<const std::byte*>(data);
+    const bool in_order = h.seq == qp.expected_ && qp.parked_.empty();
+    if (!rndv && in_order) {
+      if (execute(t, qp, h, bytes)) {
+        if (!qp.responder_error_) ++qp.expected_;
+        return UCS_OK;
+      }
+    }
+    if (rndv && in_order && (h.op == AmOp::kWrite || h.op == AmOp::kWriteImm) &&
+        (h.op == AmOp::kWrite || t.srq_posted_ > 0)) {
+      // Next in order: check now, take the receive, and let UCX place the bytes.
+      std::byte* dst = t.memory_.check_remote(h.remote_addr, h.length, h.rkey, kAccessRemoteWrite);
+      if (dst == nullptr) {
+        nak(t, qp, h.seq, WcStatus::kRemoteAccessError);
+        return UCS_OK;  // the rendezvous payload is dropped
+      }
+      if (h.op == AmOp::kWriteImm) --t.srq_posted_;
+      QueuePair::Parked& p = qp.parked_[h.seq];
+      p.header = h;
+      p.receiving = true;
+      p.direct = true;
+      t.rndv_.push_back(RndvRecv{data, dst, length, &qp, h.seq, false});
+      return UCS_INPROGRESS;
+    }
+    ++t.parked_requests_;
+    QueuePair::Parked& p = qp.parked_[h.seq];
+    p.header = h;
+    if (rndv) {
+      p.data.resize(length);
+      p.receiving = true;
+      t.rndv_.push_back(RndvRecv{data, p.data.data(), length, &qp, h.seq, false});
+      return UCS_INPROGRESS;
+    }
+    p.data.assign(bytes, bytes + length);
+    return UCS_OK;
+  }
+
+  // ---- the AM handler: validates the header, then dispatches by role ----
+  static ucs_status_t on_am(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                            const ucp_am_recv_param_t* param) {
+    UcxTransport& t = *static_cast<UcxTransport*>(arg);
+    if (t.closing_) return UCS_OK;
+    const bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    if (header_length != sizeof(AmHeader)) {
+      protocol_error(t, "AM header has the wrong size");
+      return UCS_OK;
+    }
+    AmHeader h;
+    std::memcpy(&h, header, sizeof h);
+    if (!valid_op(static_cast<uint8_t>(h.op))) {
+      protocol_error(t, "unknown AM op");
+      return UCS_OK;
+    }
+    QueuePair* qp = t.find_queue_pair(h.dst_qp);
+    if (qp == nullptr || !qp->connected() || h.dst_token != qp->token_ || h.src_qp != qp->remote_qp_) {
+      protocol_error(t, "message for an unknown queue pair or from a stranger");
+      return UCS_OK;
+    }
+    if (carries_data(h.op) ? length != h.length : length != 0) {
+      protocol_error(t, "payload length does not match the header");
+      return UCS_OK;
+    }
+    return is_request(h.op) ? handle_request(t, *qp, h, data, length, rndv)
+                            : handle_response(t, *qp, h, data, length, rndv);
+  }
+
+  // ---- rendezvous payloads: fetched after ucp_worker_progress returns ----
+  struct RecvCtx {
+    UcxTransport* t;
+    QueuePair* qp;
+    uint64_t seq;
+    bool is_response;
+  };
+
+  static void finish_recv(const RecvCtx& c, ucs_status_t status) {
+    UcxTransport& t = *c.t;
+    QueuePair& qp = *c.qp;
+    if (c.is_response) {
+      QueuePair::Wqe& w = qp.wqe(c.seq);
+      w.receiving = false;
+      w.done = true;
+      if (status != UCS_OK) w.status = WcStatus::kGeneralError;
+      advance_completions(t, qp);
+      if (status != UCS_OK) fail_qp(t, qp, c.seq + 1);
+      return;
+    }
+    auto it = qp.parked_.find(c.seq);
+    if (it == qp.parked_.end()) return;
+    it->second.receiving = false;
+    if (status != UCS_OK) {
+      protocol_error(t, "rendezvous payload could not be received");
+      stop_responder(t, qp);
+      return;
+    }
+    if (qp.responder_error_) {
+      stop_responder(t, qp);
+      return;
+    }
+    drain(t, qp);
+  }
+
+  static void on_recv_done(void* request, ucs_status_t status, size_t, void* user_data) {
+    auto* ctx = static_cast<RecvCtx*>(user_data);
+    --ctx->t->inflight_requests_;
+    ucp_request_free(request);
+    if (!ctx->t->closing_) finish_recv(*ctx, status);
+    delete ctx;
+  }
+
+  static void start_rndv(UcxTransport& t) {
+    std::vector<RndvRecv> pending;
+    pending.swap(t.rndv_);
+    for (const RndvRecv& r : pending) {
+      ++t.rendezvous_receives_;
+      auto* ctx = new RecvCtx{&t, r.qp, r.seq, r.is_response};
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+      p.cb.recv_am = &Impl::on_recv_done;
+      p.user_data = ctx;
+      ucs_status_ptr_t s = ucp_am_recv_data_nbx(t.worker_, r.desc, r.buffer, r.length, &p);
+      if (UCS_PTR_IS_PTR(s)) {
+        ++t.inflight_requests_;
+        continue;
+      }
+      finish_recv(*ctx, UCS_PTR_STATUS(s));
+      delete ctx;
+    }
+  }
+
+  static void flush_outgoing(UcxTransport& t) {
+    std::vector<Outgoing> out;
+    out.swap(t.outgoing_);
+    for (const Outgoing& o : out) {
+      if (o.qp->ep_ == nullptr) continue;
+      send(t, *o.qp, o.header, o.data, o.header.op == AmOp::kReadResponse ? o.header.length : 0);
+    }
+    out.clear();
+    if (t.outgoing_.empty()) t.outgoing_.swap(out);  // keep the capacity
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+
+QueuePair::QueuePair(UcxTransport& owner, uint32_t qp_num, uint32_t depth, uint64_t token)
+    : owner_(&owner), qp_num_(qp_num), depth_(depth), token_(token), sq_(depth) {}
+
+ConnectInfo QueuePair::local_info() const {
+  ConnectInfo info{};
+  info.magic = kConnectMagic;
+  info.qp_num = qp_num_;
+  info.address_length = static_cast<uint32_t>(owner_->address_.size());
+  info.token = token_;
+  std::memcpy(info.address, owner_->address_.data(), owner_->address_.size());
+  return info;
+}
+
+void QueuePair::connect(const ConnectInfo& remote) {
+  if (ep_ != nullptr) throw std::logic_error("ucx transport: queue pair " + std::to_string(qp_num_) + " is already connected");
+  if (remote.magic != kConnectMagic)
+    throw std::invalid_argument("ucx transport: connect: the blob is not a UCX ConnectInfo (bad magic)");
+  if (remote.address_length == 0 || remote.address_length > kMaxWorkerAddress)
+    throw std::invalid_argument("ucx transport: connect: worker address length " +
+                                std::to_string(remote.address_length) + " is outside 1.." +
+                                std::to_string(kMaxWorkerAddress));
+  if (remote.qp_num < kQpNumBase)
+    throw std::invalid_argument("ucx transport: connect: invalid peer queue-pair number " +
+                                std::to_string(remote.qp_num));
+  ucp_ep_params_t p{};
+  // Error mode NONE: UCX 1.13 has no peer-failure support over shared memory, so
+  // UCP_ERR_HANDLING_MODE_PEER would rule out UCX_TLS=sm. The handler still reports
+  // whatever failures UCX does detect.
+  p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                 UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  p.address = reinterpret_cast<const ucp_address_t*>(remote.address);
+  p.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+  p.err_handler.cb = &UcxTransport::Impl::on_ep_error;
+  p.err_handler.arg = this;
+  ucp_ep_h ep = nullptr;
+  const ucs_status_t st = ucp_ep_create(owner_->worker_, &p, &ep);
+  if (st != UCS_OK) fail("ucp_ep_create", st);
+  ep_ = ep;
+  remote_qp_ = remote.qp_num;
+  remote_token_ = remote.token;
+}
+
+void QueuePair::ring_doorbell() {
+  UcxTransport& t = *owner_;
+  while (submitted_ < tail_) {
+    const uint64_t seq = submitted_;
+    Wqe& w = wqe(seq);
+    if (state_ == State::kErrorPending) break;  // held until the fence is acknowledged
+    if (state_ == State::kError || ep_ == nullptr) {
+      w.done = true;
+      w.status = WcStatus::kWrFlushError;
+      ++submitted_;
+      continue;
+    }
+    AmHeader h{};
+    h.dst_qp = remote_qp_;
+    h.src_qp = qp_num_;
+    h.dst_token = remote_token_;
+    h.seq = seq;
+    h.remote_addr = w.remote_addr;
+    h.rkey = w.rkey;
+    h.length = w.length;
+    h.imm = w.imm;
+    h.flags = w.signaled ? kFlagAckRequested : 0;
+    const bool is_read = w.opcode == WcOpcode::kRdmaRead;
+    // Local protection (lkey, bounds, write access for a READ destination), checked
+    // when the "NIC" picks the request up.
+    if (w.length > 0 && t.memory_.check_local(w.local, w.length, w.lkey, is_read) == nullptr) {
+      w.status = WcStatus::kLocalProtectionError;
+      h.op = AmOp::kNop;
+      h.flags = kFlagAckRequested;
+      h.length = 0;
+      state_ = State::kErrorPending;
+      fence_seq_ = seq;
+      ++submitted_;
+      UcxTransport::Impl::send(t, *this, h, nullptr, 0);
+      break;
+    }
+    h.op = is_read ? AmOp::kReadRequest : (w.opcode == WcOpcode::kRdmaWriteImm ? AmOp::kWriteImm : AmOp::kWrite);
+    ++submitted_;
+    UcxTransport::Impl::send(t, *this, h, is_read ? nullptr : w.local, is_read ? 0 : w.length);
+  }
+  UcxTransport::Impl::advance_completions(t, *this);
+}
+
+// ---------------------------------------------------------------------------------------
+
+UcxTransport::UcxTransport(const Config& config) : config_(config) {
+  if (!std::has_single_bit(config.send_queue_depth))
+    throw std::invalid_argument("ucx transport: send_queue_depth must be a power of two (got " +
+                                std::to_string(config.send_queue_depth) + ")");
+  if (config.srq_capacity == 0) throw std::invalid_argument("ucx transport: srq_capacity must be positive");
+  ucp_config_t* cfg = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &cfg);
+  if (st != UCS_OK) fail("ucp_config_read", st);
+  if (!config.tls.empty()) {
+    st = ucp_config_modify(cfg, "TLS", config.tls.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(cfg);
+      throw std::invalid_argument("ucx transport: bad transport list '" + config.tls + "': " + ucs_status_string(st));
+    }
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_AM;
+  st = ucp_init(&params, cfg, &context_);
+  ucp_config_release(cfg);
+  if (st != UCS_OK) fail("ucp_init", st);
+  try {
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    st = ucp_worker_create(context_, &wp, &worker_);
+    if (st != UCS_OK) fail("ucp_worker_create", st);
+    ucp_worker_attr_t attr{};
+    attr.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS | UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+    st = ucp_worker_query(worker_, &attr);
+    if (st != UCS_OK) fail("ucp_worker_query", st);
+    const size_t addr_len = attr.address_length;
+    address_.assign(reinterpret_cast<const std::byte*>(attr.address),
+                    reinterpret_cast<const std::byte*>(attr.address) + addr_len);
+    ucp_worker_release_address(worker_, attr.address);
+    if (addr_len == 0 || addr_len > kMaxWorkerAddress)
+      throw std::length_error("ucx transport: the worker address is " + std::to_string(addr_len) +
+                              " bytes; ConnectInfo holds at most " + std::to_string(kMaxWorkerAddress) +
+                              " (restrict UCX_TLS or raise kMaxWorkerAddress)");
+    if (attr.max_am_header < sizeof(AmHeader))
+      throw std::runtime_error("ucx transport: UCX allows AM headers of " + std::to_string(attr.max_am_header) +
+                               " bytes; this transport needs " + std::to_string(sizeof(AmHeader)));
+    ucp_am_handler_param_t hp{};
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                    UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    hp.id = kAmId;
+    hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+    hp.cb = &Impl::on_am;
+    hp.arg = this;
+    st = ucp_worker_set_am_recv_handler(worker_, &hp);
+    if (st != UCS_OK) fail("ucp_worker_set_am_recv_handler", st);
+  } catch (...) {
+    if (worker_ != nullptr) ucp_worker_destroy(worker_);
+    ucp_cleanup(context_);
+    throw;
+  }
+}
+
+UcxTransport::~UcxTransport() {
+  closing_ = true;
+  // Force-close: no handshake with peers that may already be gone. Outstanding sends
+  // complete with UCS_ERR_CANCELED.
+  for (auto& qp : qps_) {
+    if (qp->ep_ == nullptr) continue;
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t r = ucp_ep_close_nbx(qp->ep_, &p);
+    if (UCS_PTR_IS_PTR(r)) {
+      while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(worker_);
+      ucp_request_free(r);
+    }
+    qp->ep_ = nullptr;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (inflight_requests_ > 0 && std::chrono::steady_clock::now() < deadline) ucp_worker_progress(worker_);
+  for (const RndvRecv& r : rndv_) ucp_am_data_release(worker_, r.desc);
+  ucp_worker_destroy(worker_);
+  ucp_cleanup(context_);
+}
+
+QueuePair& UcxTransport::create_queue_pair() {
+  static thread_local std::mt19937_64 token_rng{std::random_device{}()};
+  const uint32_t num = kQpNumBase + static_cast<uint32_t>(qps_.size());
+  qps_.push_back(std::unique_ptr<QueuePair>(new QueuePair(*this, num, config_.send_queue_depth, token_rng() | 1)));
+  return *qps_.back();
+}
+
+QueuePair* UcxTransport::find_queue_pair(uint32_t qp_num) noexcept {
+  if (qp_num < kQpNumBase) return nullptr;
+  const uint64_t idx = uint64_t{qp_num} - kQpNumBase;
+  return idx < qps_.size() ? qps_[idx].get() : nullptr;
+}
+
+void UcxTransport::post_receives(uint32_t n) {
+  if (uint64_t{srq_posted_} + n > config_.srq_capacity)
+    throw std::logic_error("ucx transport: posting " + std::to_string(n) + " receives onto " +
+                           std::to_string(srq_posted_) + " would exceed the SRQ capacity " +
+                           std::to_string(config_.srq_capacity));
+  srq_posted_ += n;
+  for (auto& qp : qps_) Impl::drain(*this, *qp);  // receiver-not-ready requests retry now
+}
+
+void UcxTransport::progress() {
+  ucp_worker_progress(worker_);
+  if (!rndv_.empty()) Impl::start_rndv(*this);
+  if (!outgoing_.empty()) Impl::flush_outgoing(*this);
+}
+
+}  // namespace bkv::ucx

@@ -1,0 +1,354 @@
+// The Transport concept (core/transport.hpp) over UCX active messages (UCP AM API).
+//
+// One UcxTransport = one UCP context + one UCP worker (UCS_THREAD_MODE_SINGLE), owned by
+// one thread. Each queue pair has its own UCP endpoint to the peer queue pair's worker.
+// The software here plays the part of the RDMA NIC on both sides:
+//
+//  - Every work request becomes one active message (id kAmId) whose user header is an
+//    AmHeader {op, dst qp, src qp, imm, dst token, sequence number, remote address,
+//    rkey, length}; WRITE data travels as the AM payload (eager or rendezvous, as UCX
+//    chooses). READ is a request AM answered by a response AM carrying the data.
+//  - RC order: requests of one queue pair carry consecutive sequence numbers (the send
+//    queue position), and the responder executes them strictly in that order, parking
+//    any that arrive early (UCX may deliver a rendezvous message after a later eager one).
+//  - The responder's AM handler validates the header (queue pair, token, peer, sequence)
+//    and then the rkey, bounds and permission against its registered regions with the
+//    loopback MemoryTable rules, copies the bytes into the registered memory and queues
+//    a receive completion (WRITE+IMM only; it consumes one SRQ receive). A rendezvous
+//    payload that is next in order is received straight into the target memory; one
+//    that must wait is received into a side buffer and copied when its turn comes. With no receive
+//    posted the request waits (receiver-not-ready with infinite retry) until
+//    post_receives() is called; later requests of that queue pair wait behind it.
+//  - Completion semantics (documented choice): a WRITE completes when the PEER
+//    ACKNOWLEDGES it, i.e. after its data was placed in the target memory: signalled
+//    requests ask for an ACK (consecutive ACKs of one queue pair are coalesced), and an
+//    ACK or READ response for sequence s completes every earlier WRITE as well (in-order
+//    execution at the responder). A READ completes when its data was copied into the
+//    local buffer. This is the RDMA meaning of a send completion, not UCX's local one.
+//  - Send-queue slots follow verbs: a slot is freed when the completion of its request
+//    or of a later signalled request on the same queue pair is polled (poll_send), so a
+//    user that never signals fills the send queue and sees kSendQueueFull.
+//  - Errors: a remote violation (bad rkey, bounds, permission) is answered with a NAK;
+//    the request completes with kRemoteAccessError (even if unsignalled), the queue pair
+//    moves to the error state on both sides and every later request completes with
+//    kWrFlushError. A local violation (bad lkey or bounds) is sent as a NOP fence; when
+//    the peer acknowledges it the request completes with kLocalProtectionError and the
+//    queue pair moves to the error state. A UCX-level failure (peer gone) completes the
+//    oldest outstanding request with kRetryExceeded and flushes the rest. Zero-length
+//    requests touch no memory and are not checked (as on a real NIC).
+//  - ring_doorbell(): hands every request posted on this queue pair since the previous
+//    doorbell to UCX (ucp_am_send_nbx), in post order. UCX sends what it can at once;
+//    the rest leaves as the worker progresses.
+//  - poll_recv()/poll_send() progress the worker once (ucp_worker_progress, which runs
+//    the AM handlers), send the ACKs/NAKs/READ responses the handlers queued, then
+//    drain the completion queue.
+//
+// Contract as on RDMA: the source of a WRITE must stay unchanged, and the destination of
+// a READ untouched, until the request (or a later one on the queue pair) has completed
+// or the peer has provably consumed it. Messages that fail validation are dropped and
+// counted (protocol_errors()), with one line on stderr for the first few.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/transport.hpp"
+#include "transports/loopback_sim/memory_table.hpp"
+
+// Opaque UCX handles (ucp/api/ucp_def.h); the UCX headers stay out of this header.
+struct ucp_context;
+struct ucp_worker;
+struct ucp_ep;
+
+namespace bkv::ucx {
+
+inline constexpr uint32_t kAmId = 0x2B;                 // the one AM id this transport uses
+inline constexpr uint32_t kMaxWorkerAddress = 992;      // bytes of packed worker address
+inline constexpr uint64_t kConnectMagic = 0x3130'5843'5556'4B42ull;  // "BKVUCX01"
+inline constexpr uint32_t kQpNumBase = 0x10;            // first queue-pair number handed out
+
+// The blob a peer needs to connect to one queue pair: its worker's packed address, its
+// queue-pair number and a random token the peer echoes in every message.
+struct ConnectInfo {
+  uint64_t magic = 0;
+  uint32_t qp_num = 0;
+  uint32_t address_length = 0;
+  uint64_t token = 0;
+  uint64_t reserved = 0;
+  std::byte address[kMaxWorkerAddress] = {};
+};
+static_assert(std::is_trivially_copyable_v<ConnectInfo> && sizeof(ConnectInfo) == 1024);
+static_assert(offsetof(ConnectInfo, qp_num) == 8 && offsetof(ConnectInfo, address_length) == 12 &&
+              offsetof(ConnectInfo, token) == 16 && offsetof(ConnectInfo, address) == 32);
+
+enum class AmOp : uint8_t {
+  kWrite = 1,     // requester -> responder, payload = data
+  kWriteImm,      // requester -> responder, payload = data, consumes one SRQ receive
+  kReadRequest,   // requester -> responder, no payload
+  kNop,           // requester -> responder: fence for a request that failed locally
+  kAck,           // responder -> requester: requests up to `seq` executed
+  kNak,           // responder -> requester: request `seq` failed with `status`
+  kReadResponse,  // responder -> requester, payload = the data read for request `seq`
+};
+inline constexpr uint8_t kFlagAckRequested = 1u << 0;
+
+// The AM user header (little-endian, native layout). Validated field by field on arrival.
+struct AmHeader {
+  AmOp op;
+  uint8_t flags;
+  uint8_t status;       // WcStatus for kNak
+  uint8_t reserved;
+  uint32_t dst_qp;      // queue-pair number at the receiver of this message
+  uint32_t src_qp;      // queue-pair number at the sender of this message
+  uint32_t imm;
+  uint64_t dst_token;   // the receiving queue pair's token (from its ConnectInfo)
+  uint64_t seq;         // request sequence number (the requester's send-queue position)
+  uint64_t remote_addr; // responder address (requests)
+  uint32_t rkey;
+  uint32_t length;      // payload / READ length
+};
+static_assert(std::is_trivially_copyable_v<AmHeader> && sizeof(AmHeader) == 48);
+static_assert(offsetof(AmHeader, dst_qp) == 4 && offsetof(AmHeader, src_qp) == 8 &&
+              offsetof(AmHeader, imm) == 12 && offsetof(AmHeader, dst_token) == 16 &&
+              offsetof(AmHeader, seq) == 24 && offsetof(AmHeader, remote_addr) == 32 &&
+              offsetof(AmHeader, rkey) == 40 && offsetof(AmHeader, length) == 44);
+
+struct Config {
+  uint32_t send_queue_depth = 256;  // per queue pair, a power of two
+  uint32_t srq_capacity = 4096;     // receives the shared receive queue holds
+  std::string tls;                  // UCX_TLS override ("sm,self", "tcp"); empty = environment
+};
+
+namespace detail {
+// Growable FIFO for completion queues: never drops an entry; grows only when the user
+// lets completions pile up (a real CQ would overrun instead).
+template <class T>
+class Fifo {
+ public:
+  bool empty() const noexcept { return head_ == tail_; }
+  size_t size() const noexcept { return static_cast<size_t>(tail_ - head_); }
+  void push(const T& v) {
+    if (tail_ - head_ == buf_.size()) grow();
+    buf_[tail_++ & (buf_.size() - 1)] = v;
+  }
+  T pop() noexcept { return buf_[head_++ & (buf_.size() - 1)]; }
+
+ private:
+  void grow() {
+    std::vector<T> bigger(buf_.empty() ? 64 : buf_.size() * 2);
+    for (uint64_t i = head_; i < tail_; ++i) bigger[i - head_] = buf_[i & (buf_.size() - 1)];
+    tail_ -= head_;
+    head_ = 0;
+    buf_.swap(bigger);
+  }
+  std::vector<T> buf_;
+  uint64_t head_ = 0, tail_ = 0;
+};
+}  // namespace detail
+
+class UcxTransport;
+
+class QueuePair {
+ public:
+  QueuePair(const QueuePair&) = delete;
+  QueuePair& operator=(const QueuePair&) = delete;
+
+  uint32_t qp_num() const noexcept { return qp_num_; }
+  ConnectInfo local_info() const;
+  // Connects to the peer queue pair. Validates the blob; a bad one throws
+  // std::invalid_argument naming the problem. Connecting twice throws std::logic_error.
+  void connect(const ConnectInfo& remote);
+
+  PostResult post_write_imm(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst, uint32_t imm,
+                            uint64_t wr_id, bool signaled) noexcept {
+    return post(WcOpcode::kRdmaWriteImm, src, len, lkey, dst, imm, wr_id, signaled);
+  }
+  PostResult post_write(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst, uint64_t wr_id,
+                        bool signaled) noexcept {
+    return post(WcOpcode::kRdmaWrite, src, len, lkey, dst, 0, wr_id, signaled);
+  }
+  PostResult post_read(void* dst, uint32_t len, uint32_t lkey, RemoteBuffer src, uint64_t wr_id,
+                       bool signaled) noexcept {
+    return post(WcOpcode::kRdmaRead, dst, len, lkey, src, 0, wr_id, signaled);
+  }
+  void ring_doorbell();
+  uint32_t send_queue_free() const noexcept { return static_cast<uint32_t>(depth_ - (tail_ - freed_)); }
+  bool in_error() const noexcept { return state_ == State::kError; }
+  bool connected() const noexcept { return ep_ != nullptr; }
+
+ private:
+  friend class UcxTransport;
+  QueuePair(UcxTransport& owner, uint32_t qp_num, uint32_t depth, uint64_t token);
+
+  enum class State : uint8_t { kReady, kErrorPending, kError };
+  struct Wqe {
+    const std::byte* local = nullptr;  // WRITE source or READ destination
+    uint64_t wr_id = 0;
+    uint64_t remote_addr = 0;
+    uint32_t rkey = 0;
+    uint32_t lkey = 0;
+    uint32_t length = 0;
+    uint32_t imm = 0;
+    WcOpcode opcode = WcOpcode::kRdmaWrite;
+    bool signaled = false;
+    bool done = false;
+    bool receiving = false;  // READ data arriving by rendezvous into `local`
+    WcStatus status = WcStatus::kSuccess;
+  };
+  // A request that arrived out of order or could not run yet (receiver not ready).
+  struct Parked {
+    AmHeader header{};
+    std::vector<std::byte> data;
+    bool receiving = false;  // rendezvous data still on its way
+    bool direct = false;     // ... straight into the target memory (checks done, receive taken)
+  };
+
+  PostResult post(WcOpcode op, const void* local, uint32_t len, uint32_t lkey, RemoteBuffer remote, uint32_t imm,
+                  uint64_t wr_id, bool signaled) noexcept {
+    if (tail_ - freed_ == depth_) return PostResult::kSendQueueFull;
+    Wqe& w = sq_[tail_ & (depth_ - 1)];
+    w = Wqe{static_cast<const std::byte*>(local), wr_id, remote.addr, remote.rkey, lkey, len, imm, op, signaled,
+            false, false, WcStatus::kSuccess};
+    ++tail_;
+    return PostResult::kOk;
+  }
+  Wqe& wqe(uint64_t seq) noexcept { return sq_[seq & (depth_ - 1)]; }
+
+  UcxTransport* owner_;
+  uint32_t qp_num_;
+  uint32_t depth_;
+  uint64_t token_;
+  State state_ = State::kReady;
+  ucp_ep* ep_ = nullptr;
+  uint32_t remote_qp_ = 0;
+  uint64_t remote_token_ = 0;
+  // Requester side. Sequence numbers: freed_ <= completed_ <= submitted_ <= tail_.
+  std::vector<Wqe> sq_;
+  uint64_t tail_ = 0;       // next request to post
+  uint64_t submitted_ = 0;  // next request to hand to UCX
+  uint64_t completed_ = 0;  // next request whose completion is not yet queued
+  uint64_t freed_ = 0;      // send-queue slots below this are free
+  uint64_t fence_seq_ = 0;  // kErrorPending: the request that failed locally
+  // Responder side.
+  uint64_t expected_ = 0;   // next request sequence number to execute
+  bool responder_error_ = false;
+  std::map<uint64_t, Parked> parked_;  // by sequence number (rare: out of order or RNR)
+};
+
+class UcxTransport {
+ public:
+  using ConnectInfo = ucx::ConnectInfo;
+  using QueuePair = ucx::QueuePair;
+  using Meter = NullMeter;
+
+  explicit UcxTransport(const Config& config = {});
+  ~UcxTransport();
+  UcxTransport(const UcxTransport&) = delete;
+  UcxTransport& operator=(const UcxTransport&) = delete;
+
+  MemoryRegion register_memory(void* ptr, size_t len, uint32_t access) {
+    return memory_.register_memory(ptr, len, access, 0);
+  }
+  QueuePair& create_queue_pair();
+
+  template <class F>
+  uint32_t poll_recv(F&& on_recv, uint32_t max) {
+    progress();
+    uint32_t n = 0;
+    while (n < max && !recv_cq_.empty()) {
+      const RecvCompletion c = recv_cq_.pop();
+      on_recv(c);
+      ++n;
+    }
+    return n;
+  }
+
+  template <class F>
+  uint32_t poll_send(F&& on_send, uint32_t max) {
+    progress();
+    uint32_t n = 0;
+    while (n < max && !send_cq_.empty()) {
+      const SendEntry e = send_cq_.pop();
+      // Polling a completion frees its slot and every earlier one on the queue pair.
+      if (e.qp->freed_ < e.seq + 1) e.qp->freed_ = e.seq + 1;
+      on_send(e.wc);
+      ++n;
+    }
+    return n;
+  }
+
+  // Adds n zero-length receives to the shared receive queue. More than srq_capacity()
+  // outstanding is a programming error (std::logic_error).
+  void post_receives(uint32_t n);
+  uint32_t srq_capacity() const noexcept { return config_.srq_capacity; }
+  uint32_t srq_posted() const noexcept { return srq_posted_; }
+  uint32_t send_queue_depth() const noexcept { return config_.send_queue_depth; }
+  Meter& meter() noexcept { return meter_; }
+
+  // Drives the worker once and sends what the handlers queued (the polls call this).
+  void progress();
+  // Messages dropped because they failed validation (should stay 0 between honest peers).
+  uint64_t protocol_errors() const noexcept { return protocol_errors_; }
+  // Payloads UCX delivered by rendezvous, and requests that had to wait (out of order or
+  // receiver not ready): for tests that must exercise those paths.
+  uint64_t rendezvous_receives() const noexcept { return rendezvous_receives_; }
+  uint64_t parked_requests() const noexcept { return parked_requests_; }
+  // Test hook: queue pair by number (nullptr if unknown).
+  QueuePair* find_queue_pair(uint32_t qp_num) noexcept;
+
+ private:
+  friend ucx::QueuePair;
+  struct SendEntry {
+    SendCompletion wc;
+    QueuePair* qp;
+    uint64_t seq;
+  };
+  struct Outgoing {  // a reply the handlers queued, sent after ucp_worker_progress returns
+    QueuePair* qp;
+    AmHeader header;
+    const void* data;
+  };
+  struct SendSlot {  // keeps an AM header alive until UCX completes the send
+    QueuePair* qp;
+    AmHeader header;
+  };
+  struct RndvRecv {  // a rendezvous payload to fetch after ucp_worker_progress returns
+    void* desc;
+    void* buffer;
+    size_t length;
+    QueuePair* qp;
+    uint64_t seq;
+    bool is_response;
+  };
+  struct Impl;  // the UCX-facing functions (ucx_transport.cpp)
+
+  Config config_;
+  ucp_context* context_ = nullptr;
+  ucp_worker* worker_ = nullptr;
+  std::vector<std::byte> address_;  // packed worker address
+  loopback::MemoryTable memory_;
+  std::vector<std::unique_ptr<QueuePair>> qps_;
+  detail::Fifo<RecvCompletion> recv_cq_;
+  detail::Fifo<SendEntry> send_cq_;
+  std::vector<Outgoing> outgoing_;
+  std::vector<RndvRecv> rndv_;
+  std::vector<std::unique_ptr<SendSlot>> send_slots_;
+  std::vector<SendSlot*> free_send_slots_;
+  bool closing_ = false;
+  uint32_t srq_posted_ = 0;
+  uint64_t inflight_requests_ = 0;  // UCX requests not yet completed
+  uint64_t protocol_errors_ = 0;
+  uint64_t rendezvous_receives_ = 0;
+  uint64_t parked_requests_ = 0;
+  Meter meter_;
+};
+
+static_assert(Transport<UcxTransport>);
+
+}  // namespace bkv::ucx
