@@ -1,0 +1,95 @@
+// Small pieces shared by the shared-memory channels (segment, delegationrpc, ipc, flux):
+// cache-line constants, power-of-two helpers, the error type of the control path,
+// atomic access to fields of shared-memory structs, and the spin-wait hint.
+//
+// Shared-memory structs are plain standard-layout structs (so offsetof is well defined
+// and the layout can be pinned with static_asserts); the fields that are synchronised
+// are accessed through std::atomic_ref, which is lock-free for 1-, 4- and 8-byte
+// integers on every platform we build for (asserted below).
+#pragma once
+
+#include <sched.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace bkv::shm {
+
+// Control-path errors (create, attach, connect): the message names the problem.
+// Data-path operations never throw; they return status enums.
+class ShmError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// x86-64 and AArch64 both have 64-byte cache lines (the unit of coherence traffic).
+inline constexpr size_t kCacheLine = 64;
+
+constexpr bool is_pow2(uint64_t v) noexcept { return v != 0 && (v & (v - 1)) == 0; }
+
+// Rounds v up to a multiple of a; a must be a power of two.
+constexpr size_t align_up(size_t v, size_t a) noexcept { return (v + a - 1) & ~(a - 1); }
+
+constexpr uint32_t log2_pow2(uint64_t v) noexcept {
+  uint32_t n = 0;
+  while (v > 1) {
+    v >>= 1;
+    ++n;
+  }
+  return n;
+}
+
+static_assert(is_pow2(kCacheLine) && align_up(17, 64) == 64 && align_up(64, 64) == 64);
+static_assert(!is_pow2(0) && !is_pow2(12) && log2_pow2(1024) == 10);
+
+static_assert(std::atomic_ref<uint8_t>::is_always_lock_free);
+static_assert(std::atomic_ref<uint32_t>::is_always_lock_free);
+static_assert(std::atomic_ref<uint64_t>::is_always_lock_free);
+
+// Atomic view of a field that lives in shared memory. Lock-free atomics on a
+// MAP_SHARED mapping are address-free, so they synchronise across processes too.
+template <class T>
+inline std::atomic_ref<T> atomic_field(T& field) noexcept {
+  return std::atomic_ref<T>(field);
+}
+
+// Spin-wait hint (x86 PAUSE / AArch64 YIELD): lets the sibling hyperthread run and
+// avoids the memory-order machine clear when the awaited line changes.
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+// Spin iterations before a waiting thread also yields its core. The channels are
+// built for one thread per core, but test and laptop runs oversubscribe (2 cores,
+// 5+ threads): yielding then lets the thread we wait for run.
+inline constexpr uint32_t kSpinsBeforeYield = 256;
+
+// One wait step of a spin loop: PAUSE, and every kSpinsBeforeYield steps sched_yield().
+struct SpinWait {
+  uint32_t spins = 0;
+  void wait() noexcept {
+    if (++spins < kSpinsBeforeYield) {
+      cpu_relax();
+    } else {
+      spins = 0;
+      sched_yield();
+    }
+  }
+};
+
+// Hex rendering for error messages (no iostream/format in this widely included header).
+inline std::string hex_u64(uint64_t v) {
+  static constexpr char kDigits[] = "0123456789ABCDEF";
+  std::string s = "0x";
+  for (int shift = 60; shift >= 0; shift -= 4) s.push_back(kDigits[(v >> shift) & 0xF]);
+  return s;
+}
+
+}  // namespace bkv::shm

@@ -1,0 +1,485 @@
+// delegationrpc: a shared-memory MPSC request ring with per-client response slots
+// (reference/delegation-architecture.md §2.1-§2.2, DESIGN.md §4.3). Every client thread
+// of a node writes its remote requests into ONE ring owned by daemon #0; the daemon
+// writes each response straight into the issuing client's response slot.
+//
+// Segment layout (byte offsets; pinned by the static_asserts below):
+//   [0, 128)    header   {magic u64 @0, version u32 @8, max_clients u32 @12,
+//                          ring_depth u32 @16, resp_depth u32 @20,
+//                          next_client_id atomic u32 @24, server_alive atomic u8 @28}
+//   [128, 256)  control  {head atomic u64 @128, tail atomic u64 @192} (own cache lines)
+//   [256, ...)  ring_depth request slots of align_up(16 + sizeof(Req), 64) bytes:
+//                          {committed atomic u8 @0, client_id u32 @4,
+//                           resp_slot_idx u32 @8, payload @16}
+//   then        max_clients * resp_depth response slots of align_up(8 + sizeof(Resp), 64):
+//                          {valid atomic u8 @0, payload @8}
+//               slot (c, s) at resp_area + (c * resp_depth + s) * resp_slot_size.
+//
+// Protocol (§2.2): positions are virtual u64, slot = pos & (ring_depth - 1).
+//   client call : server_alive (acquire) -> ServerDisconnected; pick a response slot
+//                 round-robin; pos = head.fetch_add(1, relaxed); spin while
+//                 pos - tail (acquire) >= ring_depth; write client_id, resp_slot_idx,
+//                 payload; committed.store(1, release); in_flight++.
+//   server poll : snapshot head (acquire); count contiguous committed slots from the
+//                 cursor; stop at the first hole (reserved, not yet committed).
+//   server recv : stop at a hole; read the entry; committed.store(0, release); cursor++.
+//   advance_tail: tail.store(cursor, release) releases ring space to spinning clients.
+//   reply       : bounds-check client_id and resp_slot_idx (they come from shared
+//                 memory written by possibly buggy clients), write the payload,
+//                 valid.store(1, release).
+//   client poll : for each awaited slot: valid (acquire), read, valid.store(0, release),
+//                 in_flight--, callback.
+//
+// Deviations from the reference, all invisible in the layout:
+//  - §2.2 step 6 puts a release fence before the release store of `committed`; the
+//    release store alone already orders every earlier write (and ThreadSanitizer does
+//    not support standalone fences), so the fence is omitted. Same for reply().
+//  - The reference assigns response slots strictly round-robin, which lets a new call
+//    reuse a slot whose response is still outstanding when responses come back out of
+//    order. Here the round-robin cursor skips slots that still await a response, and a
+//    call with every slot busy returns kNoFreeSlot (poll first).
+//  - reply() refuses a slot whose previous response was not consumed yet (kSlotBusy)
+//    instead of overwriting it.
+//  - try_call(): non-blocking variant for the simulator (single thread: nothing may
+//    spin). It returns kFull without reserving when head - tail >= ring_depth; on real
+//    threads a producer that races past that check spins briefly as call() does.
+//  - a spinning call() gives up with kServerDisconnected if the server shuts down.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/shm/common.hpp"
+
+namespace bkv::shm {
+
+inline constexpr uint64_t kDelegationMagic = 0x444C475250435631ull;  // "DLGRPCV1"
+inline constexpr uint32_t kDelegationVersion = 1;
+
+// ---- layout ----------------------------------------------------------------------
+
+struct DelegationHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t max_clients;
+  uint32_t ring_depth;      // power of two
+  uint32_t resp_depth;      // power of two
+  uint32_t next_client_id;  // atomic: registration counter
+  uint8_t server_alive;     // atomic bool
+  uint8_t pad[99];
+};
+static_assert(std::is_standard_layout_v<DelegationHeader> && sizeof(DelegationHeader) == 128);
+static_assert(offsetof(DelegationHeader, magic) == 0 && offsetof(DelegationHeader, version) == 8);
+static_assert(offsetof(DelegationHeader, max_clients) == 12 && offsetof(DelegationHeader, ring_depth) == 16);
+static_assert(offsetof(DelegationHeader, resp_depth) == 20 && offsetof(DelegationHeader, next_client_id) == 24);
+static_assert(offsetof(DelegationHeader, server_alive) == 28);
+
+// Ring control, placed right after the header: head and tail on separate cache lines.
+struct DelegationControl {
+  uint64_t head;  // atomic: clients fetch_add (relaxed)
+  uint8_t pad0[56];
+  uint64_t tail;  // atomic: server store (release), clients load (acquire)
+  uint8_t pad1[56];
+};
+static_assert(std::is_standard_layout_v<DelegationControl> && sizeof(DelegationControl) == 128);
+static_assert(offsetof(DelegationControl, head) == 0 && offsetof(DelegationControl, tail) == kCacheLine);
+
+inline constexpr size_t kDelegationControlOffset = sizeof(DelegationHeader);                       // 128
+inline constexpr size_t kDelegationSlotsOffset = kDelegationControlOffset + sizeof(DelegationControl);  // 256
+static_assert(kDelegationControlOffset + offsetof(DelegationControl, head) == 128);
+static_assert(kDelegationControlOffset + offsetof(DelegationControl, tail) == 192);
+static_assert(kDelegationSlotsOffset == 256);
+
+// Fixed part of a request slot; the payload follows at byte 16.
+struct DelegationSlotHeader {
+  uint8_t committed;  // atomic: 0 = free or reserved, 1 = committed
+  uint8_t pad0[3];
+  uint32_t client_id;
+  uint32_t resp_slot_idx;
+  uint32_t pad1;
+};
+static_assert(std::is_standard_layout_v<DelegationSlotHeader> && sizeof(DelegationSlotHeader) == 16);
+static_assert(offsetof(DelegationSlotHeader, committed) == 0 && offsetof(DelegationSlotHeader, client_id) == 4);
+static_assert(offsetof(DelegationSlotHeader, resp_slot_idx) == 8);
+inline constexpr size_t kDelegationReqPayloadOffset = 16;
+
+// Fixed part of a response slot; the payload follows at byte 8.
+struct DelegationRespHeader {
+  uint8_t valid;  // atomic: 0 = empty, 1 = response present
+  uint8_t pad[7];
+};
+static_assert(std::is_standard_layout_v<DelegationRespHeader> && sizeof(DelegationRespHeader) == 8);
+static_assert(offsetof(DelegationRespHeader, valid) == 0);
+inline constexpr size_t kDelegationRespPayloadOffset = 8;
+
+struct DelegationConfig {
+  uint32_t max_clients = 1;
+  uint32_t ring_depth = 1024;  // power of two (the original uses 1024)
+  uint32_t resp_depth = 4;     // power of two (the original uses the queue depth)
+};
+
+template <class Req, class Resp>
+struct DelegationLayout {
+  static_assert(std::is_trivially_copyable_v<Req> && std::is_trivially_copyable_v<Resp>,
+                "delegationrpc payloads are copied byte-wise through shared memory");
+  static_assert(std::is_default_constructible_v<Req> && std::is_default_constructible_v<Resp>,
+                "delegationrpc payloads are read into default-constructed values");
+
+  // align_up(16 + sizeof(Req), 64) and align_up(8 + sizeof(Resp), 64) (§2.1).
+  static constexpr size_t kReqSlotSize = align_up(kDelegationReqPayloadOffset + sizeof(Req), kCacheLine);
+  static constexpr size_t kRespSlotSize = align_up(kDelegationRespPayloadOffset + sizeof(Resp), kCacheLine);
+
+  // Throws ShmError naming the offending field.
+  static void validate_config(const DelegationConfig& c, const char* where) {
+    const std::string w(where);
+    if (c.max_clients == 0) throw ShmError(w + ": max_clients must be > 0");
+    if (!is_pow2(c.ring_depth))
+      throw ShmError(w + ": ring_depth=" + std::to_string(c.ring_depth) + " is not a power of two");
+    if (!is_pow2(c.resp_depth))
+      throw ShmError(w + ": resp_depth=" + std::to_string(c.resp_depth) + " is not a power of two");
+  }
+
+  static constexpr size_t resp_area_offset(uint32_t ring_depth) noexcept {
+    return kDelegationSlotsOffset + size_t{ring_depth} * kReqSlotSize;
+  }
+
+  // Total segment size for a validated config (at most a few TiB: u32 x u32 x slot
+  // size fits in 64 bits for slot sizes below 2^32, asserted here).
+  static constexpr size_t segment_size(const DelegationConfig& c) noexcept {
+    return resp_area_offset(c.ring_depth) + uint64_t{c.max_clients} * c.resp_depth * kRespSlotSize;
+  }
+  static_assert(kReqSlotSize < (size_t{1} << 31) && kRespSlotSize < (size_t{1} << 31));
+};
+
+// Reads and checks the header of an existing delegationrpc segment: magic, version,
+// sane depths, and a segment size equal to what the header's sizes imply.
+template <class Req, class Resp>
+DelegationConfig validate_delegation_segment(std::span<std::byte> mem) {
+  using L = DelegationLayout<Req, Resp>;
+  if (mem.size() < kDelegationSlotsOffset)
+    throw ShmError("delegationrpc attach: segment of " + std::to_string(mem.size()) +
+                   " bytes is smaller than the 256-byte header and ring control");
+  if (reinterpret_cast<uintptr_t>(mem.data()) % kCacheLine != 0)
+    throw ShmError("delegationrpc attach: segment is not 64-byte aligned");
+  auto& h = *reinterpret_cast<DelegationHeader*>(mem.data());
+  const uint64_t magic = atomic_field(h.magic).load(std::memory_order_acquire);  // published last
+  if (magic != kDelegationMagic)
+    throw ShmError("delegationrpc attach: bad magic " + hex_u64(magic) + " (expected " + hex_u64(kDelegationMagic) +
+                   " \"DLGRPCV1\")");
+  if (h.version != kDelegationVersion)
+    throw ShmError("delegationrpc attach: unsupported version " + std::to_string(h.version) + " (expected " +
+                   std::to_string(kDelegationVersion) + ")");
+  const DelegationConfig cfg{h.max_clients, h.ring_depth, h.resp_depth};
+  L::validate_config(cfg, "delegationrpc attach: header");
+  const size_t want = L::segment_size(cfg);
+  if (want != mem.size())
+    throw ShmError("delegationrpc attach: segment size " + std::to_string(mem.size()) +
+                   " does not match the header (max_clients=" + std::to_string(cfg.max_clients) +
+                   ", ring_depth=" + std::to_string(cfg.ring_depth) + ", resp_depth=" + std::to_string(cfg.resp_depth) +
+                   ", request slot " + std::to_string(L::kReqSlotSize) + " B, response slot " +
+                   std::to_string(L::kRespSlotSize) + " B -> " + std::to_string(want) +
+                   " bytes); wrong payload types or a stale segment?");
+  return cfg;
+}
+
+// ---- shared view -----------------------------------------------------------------
+
+// Address arithmetic over a validated segment. Depths are cached locally: neither side
+// re-reads them from shared memory after validation.
+template <class Req, class Resp>
+class DelegationView {
+ public:
+  using Layout = DelegationLayout<Req, Resp>;
+
+  DelegationView() = default;
+  DelegationView(std::byte* base, const DelegationConfig& cfg) noexcept
+      : base_(base),
+        cfg_(cfg),
+        ring_mask_(cfg.ring_depth - 1),
+        resp_area_(base + Layout::resp_area_offset(cfg.ring_depth)) {}
+
+  DelegationHeader& header() const noexcept { return *reinterpret_cast<DelegationHeader*>(base_); }
+  DelegationControl& control() const noexcept {
+    return *reinterpret_cast<DelegationControl*>(base_ + kDelegationControlOffset);
+  }
+  // Request slot of virtual position pos: slots + (pos & (ring_depth - 1)) * slot size.
+  std::byte* req_slot(uint64_t pos) const noexcept {
+    return base_ + kDelegationSlotsOffset + (pos & ring_mask_) * Layout::kReqSlotSize;
+  }
+  static DelegationSlotHeader& req_header(std::byte* slot) noexcept {
+    return *reinterpret_cast<DelegationSlotHeader*>(slot);
+  }
+  // Response slot address: resp_area + (client_id * resp_depth + slot) * resp slot size.
+  // Callers bounds-check client_id < max_clients and slot < resp_depth first.
+  std::byte* resp_slot(uint32_t client_id, uint32_t slot) const noexcept {
+    return resp_area_ + (uint64_t{client_id} * cfg_.resp_depth + slot) * Layout::kRespSlotSize;
+  }
+  static DelegationRespHeader& resp_header(std::byte* slot) noexcept {
+    return *reinterpret_cast<DelegationRespHeader*>(slot);
+  }
+  bool server_alive() const noexcept {
+    return atomic_field(header().server_alive).load(std::memory_order_acquire) != 0;
+  }
+  const DelegationConfig& config() const noexcept { return cfg_; }
+
+ private:
+  std::byte* base_ = nullptr;
+  DelegationConfig cfg_{};
+  uint64_t ring_mask_ = 0;
+  std::byte* resp_area_ = nullptr;
+};
+
+// ---- server ----------------------------------------------------------------------
+
+template <class Req>
+struct DelegationEntry {
+  uint32_t client_id;      // as written by the client: check before use (reply() does)
+  uint32_t resp_slot_idx;  // idem
+  Req payload;
+};
+
+enum class DelegationReplyStatus : uint8_t {
+  kOk = 0,
+  kBadClientId,  // client_id >= max_clients: nothing written
+  kBadSlot,      // resp_slot_idx >= resp_depth: nothing written
+  kSlotBusy,     // the slot still holds an unread response: nothing written
+};
+
+template <class Req, class Resp>
+class DelegationServer {
+ public:
+  using Layout = DelegationLayout<Req, Resp>;
+  using Entry = DelegationEntry<Req>;
+
+  // Formats `mem` (exactly Layout::segment_size(cfg) bytes, 64-byte aligned) as a new
+  // delegationrpc segment with the server alive. The magic is published last, so a
+  // client attaching concurrently never sees a half-written header.
+  DelegationServer(std::span<std::byte> mem, const DelegationConfig& cfg) {
+    Layout::validate_config(cfg, "delegationrpc create");
+    const size_t want = Layout::segment_size(cfg);
+    if (mem.size() != want)
+      throw ShmError("delegationrpc create: segment has " + std::to_string(mem.size()) + " bytes, layout needs " +
+                     std::to_string(want));
+    if (reinterpret_cast<uintptr_t>(mem.data()) % kCacheLine != 0)
+      throw ShmError("delegationrpc create: segment is not 64-byte aligned");
+    std::memset(mem.data(), 0, mem.size());
+    view_ = DelegationView<Req, Resp>(mem.data(), cfg);
+    DelegationHeader& h = view_.header();
+    h.version = kDelegationVersion;
+    h.max_clients = cfg.max_clients;
+    h.ring_depth = cfg.ring_depth;
+    h.resp_depth = cfg.resp_depth;
+    atomic_field(h.next_client_id).store(0, std::memory_order_relaxed);
+    atomic_field(h.server_alive).store(1, std::memory_order_relaxed);
+    atomic_field(h.magic).store(kDelegationMagic, std::memory_order_release);
+  }
+
+  // Snapshots head and returns how many committed entries follow the cursor without a
+  // hole (a position reserved by a client that has not committed yet).
+  uint32_t poll() noexcept {
+    cached_head_ = atomic_field(view_.control().head).load(std::memory_order_acquire);
+    // Positions at or beyond cursor + ring_depth cannot be committed yet (their writers
+    // wait for tail to pass them), and their slots alias consumed ones.
+    const uint64_t limit = cursor_ + view_.config().ring_depth;
+    const uint64_t end = cached_head_ < limit ? cached_head_ : limit;
+    uint32_t n = 0;
+    for (uint64_t p = cursor_; p < end; ++p) {
+      auto& s = DelegationView<Req, Resp>::req_header(view_.req_slot(p));
+      if (atomic_field(s.committed).load(std::memory_order_acquire) == 0) break;  // hole
+      ++n;
+    }
+    return n;
+  }
+
+  // Takes the entry at the cursor if it is committed; stops at a hole and at the head
+  // snapshot of the last poll().
+  std::optional<Entry> recv() noexcept {
+    if (cursor_ >= cached_head_) return std::nullopt;
+    std::byte* slot = view_.req_slot(cursor_);
+    auto& s = DelegationView<Req, Resp>::req_header(slot);
+    if (atomic_field(s.committed).load(std::memory_order_acquire) == 0) return std::nullopt;
+    Entry e;
+    e.client_id = s.client_id;
+    e.resp_slot_idx = s.resp_slot_idx;
+    std::memcpy(&e.payload, slot + kDelegationReqPayloadOffset, sizeof(Req));
+    atomic_field(s.committed).store(0, std::memory_order_release);
+    ++cursor_;
+    return e;
+  }
+
+  // Publishes the consumed position: clients spinning on a full ring may proceed.
+  void advance_tail() noexcept {
+    atomic_field(view_.control().tail).store(cursor_, std::memory_order_release);
+  }
+
+  // Writes resp into client_id's response slot resp_slot_idx. Both values come from
+  // shared memory (a client wrote them), so they are bounds-checked before any write.
+  DelegationReplyStatus reply(uint32_t client_id, uint32_t resp_slot_idx, const Resp& resp) noexcept {
+    if (client_id >= view_.config().max_clients) return DelegationReplyStatus::kBadClientId;
+    if (resp_slot_idx >= view_.config().resp_depth) return DelegationReplyStatus::kBadSlot;
+    std::byte* slot = view_.resp_slot(client_id, resp_slot_idx);
+    auto& r = DelegationView<Req, Resp>::resp_header(slot);
+    if (atomic_field(r.valid).load(std::memory_order_acquire) != 0) return DelegationReplyStatus::kSlotBusy;
+    std::memcpy(slot + kDelegationRespPayloadOffset, &resp, sizeof(Resp));
+    atomic_field(r.valid).store(1, std::memory_order_release);
+    return DelegationReplyStatus::kOk;
+  }
+
+  // Marks the server gone: later calls return kServerDisconnected.
+  void shutdown() noexcept { atomic_field(view_.header().server_alive).store(0, std::memory_order_release); }
+
+  uint64_t cursor() const noexcept { return cursor_; }
+  const DelegationConfig& config() const noexcept { return view_.config(); }
+
+ private:
+  DelegationView<Req, Resp> view_;
+  uint64_t cursor_ = 0;       // next position to consume
+  uint64_t cached_head_ = 0;  // head snapshot of the last poll()
+};
+
+// ---- client ----------------------------------------------------------------------
+
+enum class DelegationCallStatus : uint8_t {
+  kOk = 0,
+  kFull,                // try_call only: the ring had no free position; nothing reserved
+  kNoFreeSlot,          // every response slot awaits a response: poll() first
+  kServerDisconnected,  // server_alive is false
+};
+
+struct DelegationCallResult {
+  DelegationCallStatus status;
+  uint32_t resp_slot;  // the response slot used (valid when status == kOk)
+};
+
+template <class Req, class Resp>
+class DelegationClient {
+ public:
+  using Layout = DelegationLayout<Req, Resp>;
+
+  // Validates the segment and registers: client ids are handed out in order and the
+  // (max_clients + 1)-th registration is refused.
+  static DelegationClient connect(std::span<std::byte> mem) {
+    const DelegationConfig cfg = validate_delegation_segment<Req, Resp>(mem);
+    DelegationView<Req, Resp> view(mem.data(), cfg);
+    if (!view.server_alive()) throw ShmError("delegationrpc connect: the server has shut down");
+    auto next = atomic_field(view.header().next_client_id);
+    uint32_t id = next.load(std::memory_order_relaxed);
+    do {
+      if (id >= cfg.max_clients)
+        throw ShmError("delegationrpc connect: all " + std::to_string(cfg.max_clients) + " client ids are taken");
+    } while (!next.compare_exchange_weak(id, id + 1, std::memory_order_relaxed));
+    return DelegationClient(view, id);
+  }
+
+  // Blocking call per §2.2: spins while the ring is full (until the server advances
+  // tail or shuts down). Never spins for a response slot: kNoFreeSlot instead.
+  DelegationCallResult call(const Req& req, uint64_t user_token = 0) noexcept {
+    if (!view_.server_alive()) return {DelegationCallStatus::kServerDisconnected, 0};
+    const int slot = pick_resp_slot();
+    if (slot < 0) return {DelegationCallStatus::kNoFreeSlot, 0};
+    return reserve_and_commit(static_cast<uint32_t>(slot), req, user_token);
+  }
+
+  // Non-blocking call: kFull (nothing reserved) when head - tail >= ring_depth.
+  DelegationCallResult try_call(const Req& req, uint64_t user_token = 0) noexcept {
+    if (!view_.server_alive()) return {DelegationCallStatus::kServerDisconnected, 0};
+    const int slot = pick_resp_slot();
+    if (slot < 0) return {DelegationCallStatus::kNoFreeSlot, 0};
+    auto& ctl = view_.control();
+    // tail first: tail <= head at any moment, and head only grows, so the difference
+    // of these two snapshots cannot underflow.
+    const uint64_t tail = atomic_field(ctl.tail).load(std::memory_order_acquire);
+    const uint64_t head = atomic_field(ctl.head).load(std::memory_order_relaxed);
+    if (head - tail >= view_.config().ring_depth) return {DelegationCallStatus::kFull, 0};
+    return reserve_and_commit(static_cast<uint32_t>(slot), req, user_token);
+  }
+
+  // Delivers every arrived response: on_response(uint64_t user_token, const Resp&).
+  // Returns the number delivered. The slot is released before the callback runs, so
+  // the callback may call() again.
+  template <class F>
+  uint32_t poll(F&& on_response) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < view_.config().resp_depth; ++i) n += poll_slot(i, on_response) ? 1u : 0u;
+    return n;
+  }
+
+  // Checks one response slot (for event-driven callers that know which slot changed).
+  // Returns true if a response was delivered. Slots not awaiting a response are not
+  // read at all.
+  template <class F>
+  bool poll_slot(uint32_t slot, F&& on_response) {
+    if (slot >= view_.config().resp_depth || busy_[slot] == 0) return false;
+    std::byte* p = view_.resp_slot(client_id_, slot);
+    auto& r = DelegationView<Req, Resp>::resp_header(p);
+    if (atomic_field(r.valid).load(std::memory_order_acquire) == 0) return false;
+    Resp resp;
+    std::memcpy(&resp, p + kDelegationRespPayloadOffset, sizeof(Resp));
+    atomic_field(r.valid).store(0, std::memory_order_release);
+    const uint64_t token = tokens_[slot];  // copy: the callback may reuse the slot
+    busy_[slot] = 0;
+    --in_flight_;
+    on_response(token, static_cast<const Resp&>(resp));
+    return true;
+  }
+
+  uint32_t client_id() const noexcept { return client_id_; }
+  uint32_t in_flight() const noexcept { return in_flight_; }
+  bool slot_busy(uint32_t slot) const noexcept { return slot < busy_.size() && busy_[slot] != 0; }
+  bool server_alive() const noexcept { return view_.server_alive(); }
+  const DelegationConfig& config() const noexcept { return view_.config(); }
+
+ private:
+  DelegationClient(const DelegationView<Req, Resp>& view, uint32_t id)
+      : view_(view), client_id_(id), busy_(view.config().resp_depth, 0), tokens_(view.config().resp_depth, 0) {}
+
+  // Round-robin over the response slots, skipping those still awaiting a response.
+  int pick_resp_slot() noexcept {
+    const uint32_t depth = view_.config().resp_depth;
+    for (uint32_t k = 0; k < depth; ++k) {
+      const uint32_t i = (next_resp_slot_ + k) & (depth - 1);
+      if (busy_[i] == 0) {
+        next_resp_slot_ = (i + 1) & (depth - 1);
+        return static_cast<int>(i);
+      }
+    }
+    return -1;
+  }
+
+  // Steps 3-7 of §2.2.
+  DelegationCallResult reserve_and_commit(uint32_t slot, const Req& req, uint64_t user_token) noexcept {
+    auto& ctl = view_.control();
+    const uint64_t depth = view_.config().ring_depth;
+    const uint64_t pos = atomic_field(ctl.head).fetch_add(1, std::memory_order_relaxed);
+    SpinWait spin;
+    while (pos - atomic_field(ctl.tail).load(std::memory_order_acquire) >= depth) {
+      if (!view_.server_alive()) return {DelegationCallStatus::kServerDisconnected, 0};
+      spin.wait();
+    }
+    std::byte* p = view_.req_slot(pos);
+    auto& s = DelegationView<Req, Resp>::req_header(p);
+    s.client_id = client_id_;
+    s.resp_slot_idx = slot;
+    std::memcpy(p + kDelegationReqPayloadOffset, &req, sizeof(Req));
+    atomic_field(s.committed).store(1, std::memory_order_release);
+    busy_[slot] = 1;
+    tokens_[slot] = user_token;
+    ++in_flight_;
+    return {DelegationCallStatus::kOk, slot};
+  }
+
+  DelegationView<Req, Resp> view_;
+  uint32_t client_id_ = 0;
+  uint32_t next_resp_slot_ = 0;
+  uint32_t in_flight_ = 0;
+  std::vector<uint8_t> busy_;     // slot awaits a response (client-local)
+  std::vector<uint64_t> tokens_;  // user token of the call in each slot (client-local)
+};
+
+}  // namespace bkv::shm

@@ -1,0 +1,441 @@
+// ipc: shared-memory RPC between the client threads (or processes) of a node and one
+// daemon (DESIGN.md §4.3, reference/delegation-architecture.md §2.3): one SPSC request
+// ring and one SPSC response ring per client, all in one segment. The daemon scans the
+// clients round-robin and drains each one's ready requests in a batch (flat combining).
+//
+// Segment layout (byte offsets):
+//   [0, 128)   header {magic u64 @0 = "BKVIPCV1", version u32 @8, max_clients u32 @12,
+//                      depth u32 @16, req_slot_size u32 @20, resp_slot_size u32 @24,
+//                      server_alive atomic u8 @28}
+//   then per client c, at 128 + c * client_stride:
+//              claim line (64 B) {claimed atomic u8 @0}
+//              depth request slots, depth response slots (StampedRing layout:
+//              {seq u32 @0, tag u32 @4, payload @8}, each align_up(8 + size, 64) bytes)
+//
+// Rings: FastForward with lap stamps (see stamped_ring.hpp). Neither side writes the
+// other's ring: free space follows from the RPC's in-flight bound.
+//  - Request ring, written by the client: the client has at most depth requests in
+//    flight; each received response proves the server consumed that request, and the
+//    server consumes in ring order, so with in_flight < depth the slot of position
+//    pos - depth has been consumed.
+//  - Response ring, written by the server: the server only replies to a request it
+//    received (and refuses otherwise); the client posted that request with at most
+//    depth in flight, i.e. after consuming all but depth - 1 earlier responses, which
+//    covers the slot the reply reuses.
+//
+// Tokens: each request carries a "request slot" token in [0, depth) chosen by the client
+// from its free list (the slot index of its per-call bookkeeping); the response carries
+// it back. Ring positions cannot serve as tokens because replies may be out of order.
+//
+// Validation: the server drops (and counts) requests whose token is out of range; the
+// client drops (and counts) responses whose token is out of range or not awaited;
+// reply() checks the handle's client index, token and that a request is outstanding.
+//
+// Skip rule of poll_with_skip(), two parts, both deterministic and server-local:
+//  1. exact: a client with `depth` requests received and not yet replied to cannot
+//     post (its in-flight count is at least that), so it is not scanned at all;
+//  2. back-off: a client found empty on `idle_after` consecutive scans is then scanned
+//     only on every `period`-th poll (staggered by client index so the checks spread
+//     evenly); finding a request resets it. An idle client that wakes up is seen
+//     within `period` polls.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/shm/common.hpp"
+#include "core/shm/stamped_ring.hpp"
+
+namespace bkv::shm {
+
+inline constexpr uint64_t kIpcMagic = 0x424B564950435631ull;  // "BKVIPCV1"
+inline constexpr uint32_t kIpcVersion = 1;
+
+struct IpcHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t max_clients;
+  uint32_t depth;  // per-client queue depth, power of two
+  uint32_t req_slot_size;
+  uint32_t resp_slot_size;
+  uint8_t server_alive;  // atomic bool
+  uint8_t pad[99];
+};
+static_assert(std::is_standard_layout_v<IpcHeader> && sizeof(IpcHeader) == 128);
+static_assert(offsetof(IpcHeader, version) == 8 && offsetof(IpcHeader, max_clients) == 12);
+static_assert(offsetof(IpcHeader, depth) == 16 && offsetof(IpcHeader, req_slot_size) == 20);
+static_assert(offsetof(IpcHeader, resp_slot_size) == 24 && offsetof(IpcHeader, server_alive) == 28);
+
+struct IpcClientLine {
+  uint8_t claimed;  // atomic: set once by the client that owns this index
+  uint8_t pad[63];
+};
+static_assert(sizeof(IpcClientLine) == kCacheLine && offsetof(IpcClientLine, claimed) == 0);
+
+struct IpcConfig {
+  uint32_t max_clients = 1;
+  uint32_t depth = 4;  // power of two (benchkv --queue-depth)
+};
+
+// Server-local parameters of poll_with_skip() (rule 2; see the header comment).
+struct IpcSkipConfig {
+  uint32_t idle_after = 8;  // consecutive empty scans before a client is backed off
+  uint32_t period = 8;      // power of two; 1 disables the back-off
+};
+
+template <class Req, class Resp>
+struct IpcLayout {
+  static_assert(std::is_trivially_copyable_v<Req> && std::is_trivially_copyable_v<Resp>,
+                "ipc payloads are copied byte-wise through shared memory");
+  static_assert(std::is_default_constructible_v<Req> && std::is_default_constructible_v<Resp>,
+                "ipc payloads are read into default-constructed values");
+  static constexpr size_t kReqSlotSize = StampedRing<Req>::kSlotSize;
+  static constexpr size_t kRespSlotSize = StampedRing<Resp>::kSlotSize;
+  static_assert(kReqSlotSize < (size_t{1} << 31) && kRespSlotSize < (size_t{1} << 31));
+  static constexpr size_t kClientsOffset = sizeof(IpcHeader);
+
+  static void validate_config(const IpcConfig& c, const char* where) {
+    const std::string w(where);
+    if (c.max_clients == 0) throw ShmError(w + ": max_clients must be > 0");
+    if (!is_pow2(c.depth) || c.depth > (1u << 30))
+      throw ShmError(w + ": queue depth " + std::to_string(c.depth) + " is not a power of two in [1, 2^30]");
+  }
+  static constexpr size_t client_stride(uint32_t depth) noexcept {
+    return sizeof(IpcClientLine) + size_t{depth} * (kReqSlotSize + kRespSlotSize);
+  }
+  static constexpr size_t segment_size(const IpcConfig& c) noexcept {
+    return kClientsOffset + size_t{c.max_clients} * client_stride(c.depth);
+  }
+  static_assert(kClientsOffset % kCacheLine == 0);
+};
+
+// Address arithmetic over a validated segment (config cached locally).
+template <class Req, class Resp>
+class IpcView {
+ public:
+  using Layout = IpcLayout<Req, Resp>;
+  IpcView() = default;
+  IpcView(std::byte* base, const IpcConfig& cfg) noexcept
+      : base_(base), cfg_(cfg), stride_(Layout::client_stride(cfg.depth)) {}
+
+  IpcHeader& header() const noexcept { return *reinterpret_cast<IpcHeader*>(base_); }
+  std::byte* client_base(uint32_t c) const noexcept { return base_ + Layout::kClientsOffset + c * stride_; }
+  IpcClientLine& claim(uint32_t c) const noexcept { return *reinterpret_cast<IpcClientLine*>(client_base(c)); }
+  StampedRing<Req> requests(uint32_t c) const noexcept {
+    return StampedRing<Req>(client_base(c) + sizeof(IpcClientLine), cfg_.depth);
+  }
+  StampedRing<Resp> responses(uint32_t c) const noexcept {
+    return StampedRing<Resp>(client_base(c) + sizeof(IpcClientLine) + StampedRing<Req>::bytes(cfg_.depth),
+                             cfg_.depth);
+  }
+  bool server_alive() const noexcept {
+    return atomic_field(header().server_alive).load(std::memory_order_acquire) != 0;
+  }
+  const IpcConfig& config() const noexcept { return cfg_; }
+
+ private:
+  std::byte* base_ = nullptr;
+  IpcConfig cfg_{};
+  size_t stride_ = 0;
+};
+
+template <class Req, class Resp>
+IpcConfig validate_ipc_segment(std::span<std::byte> mem) {
+  using L = IpcLayout<Req, Resp>;
+  if (mem.size() < sizeof(IpcHeader))
+    throw ShmError("ipc attach: segment of " + std::to_string(mem.size()) + " bytes is smaller than the header");
+  if (reinterpret_cast<uintptr_t>(mem.data()) % kCacheLine != 0)
+    throw ShmError("ipc attach: segment is not 64-byte aligned");
+  auto& h = *reinterpret_cast<IpcHeader*>(mem.data());
+  const uint64_t magic = atomic_field(h.magic).load(std::memory_order_acquire);  // published last
+  if (magic != kIpcMagic)
+    throw ShmError("ipc attach: bad magic " + hex_u64(magic) + " (expected " + hex_u64(kIpcMagic) + " \"BKVIPCV1\")");
+  if (h.version != kIpcVersion)
+    throw ShmError("ipc attach: unsupported version " + std::to_string(h.version) + " (expected " +
+                   std::to_string(kIpcVersion) + ")");
+  const IpcConfig cfg{h.max_clients, h.depth};
+  L::validate_config(cfg, "ipc attach: header");
+  if (h.req_slot_size != L::kReqSlotSize || h.resp_slot_size != L::kRespSlotSize)
+    throw ShmError("ipc attach: slot sizes " + std::to_string(h.req_slot_size) + "/" +
+                   std::to_string(h.resp_slot_size) + " in the header differ from this build's " +
+                   std::to_string(L::kReqSlotSize) + "/" + std::to_string(L::kRespSlotSize) +
+                   " (different request/response types?)");
+  const size_t want = L::segment_size(cfg);
+  if (want != mem.size())
+    throw ShmError("ipc attach: segment size " + std::to_string(mem.size()) + " does not match the header (" +
+                   std::to_string(cfg.max_clients) + " clients x depth " + std::to_string(cfg.depth) + " -> " +
+                   std::to_string(want) + " bytes)");
+  return cfg;
+}
+
+// ---- server ----------------------------------------------------------------------
+
+struct IpcHandle {
+  uint32_t client;  // client index
+  uint32_t token;   // the client's request slot, echoed in the response
+};
+
+template <class Req>
+struct IpcRequest {
+  IpcHandle handle;
+  Req payload;
+};
+
+enum class IpcReplyStatus : uint8_t {
+  kOk = 0,
+  kBadClient,       // handle.client >= max_clients
+  kBadToken,        // handle.token >= depth
+  kNotOutstanding,  // no request of that client is awaiting a reply
+};
+
+template <class Req, class Resp>
+class IpcServer {
+ public:
+  using Layout = IpcLayout<Req, Resp>;
+
+  // Formats `mem` (exactly Layout::segment_size(cfg) bytes, 64-byte aligned).
+  IpcServer(std::span<std::byte> mem, const IpcConfig& cfg, const IpcSkipConfig& skip = {})
+      : skip_(skip), clients_(cfg.max_clients) {
+    Layout::validate_config(cfg, "ipc create");
+    if (skip.idle_after == 0 || !is_pow2(skip.period))
+      throw ShmError("ipc create: skip rule needs idle_after > 0 and a power-of-two period (got " +
+                     std::to_string(skip.idle_after) + ", " + std::to_string(skip.period) + ")");
+    const size_t want = Layout::segment_size(cfg);
+    if (mem.size() != want)
+      throw ShmError("ipc create: segment has " + std::to_string(mem.size()) + " bytes, layout needs " +
+                     std::to_string(want));
+    if (reinterpret_cast<uintptr_t>(mem.data()) % kCacheLine != 0)
+      throw ShmError("ipc create: segment is not 64-byte aligned");
+    std::memset(mem.data(), 0, mem.size());
+    view_ = IpcView<Req, Resp>(mem.data(), cfg);
+    ready_.reserve(cfg.max_clients);
+    IpcHeader& h = view_.header();
+    h.version = kIpcVersion;
+    h.max_clients = cfg.max_clients;
+    h.depth = cfg.depth;
+    h.req_slot_size = static_cast<uint32_t>(Layout::kReqSlotSize);
+    h.resp_slot_size = static_cast<uint32_t>(Layout::kRespSlotSize);
+    atomic_field(h.server_alive).store(1, std::memory_order_relaxed);
+    atomic_field(h.magic).store(kIpcMagic, std::memory_order_release);
+  }
+
+  // Scans every client; returns the number of requests ready (taken by recv()).
+  uint32_t poll() noexcept { return scan(false); }
+  // Same, but skips clients per the skip rule (header comment).
+  uint32_t poll_with_skip() noexcept { return scan(true); }
+
+  // Next request found by the last poll, client by client (flat combining).
+  std::optional<IpcRequest<Req>> recv() noexcept {
+    while (ready_pos_ < ready_.size()) {
+      Ready& r = ready_[ready_pos_];
+      if (r.count == 0) {
+        ++ready_pos_;
+        continue;
+      }
+      ClientState& st = clients_[r.client];
+      IpcRequest<Req> out;
+      uint32_t token = 0;
+      view_.requests(r.client).read(st.req_cursor, token, out.payload);  // ready() seen in scan
+      ++st.req_cursor;
+      --r.count;
+      if (token >= view_.config().depth) {  // written by the client: never trusted
+        ++bad_requests_;
+        continue;
+      }
+      ++st.outstanding;
+      out.handle = IpcHandle{r.client, token};
+      return out;
+    }
+    return std::nullopt;
+  }
+
+  // Writes the response for handle into its client's response ring.
+  IpcReplyStatus reply(const IpcHandle& handle, const Resp& resp) noexcept {
+    if (handle.client >= view_.config().max_clients) return IpcReplyStatus::kBadClient;
+    if (handle.token >= view_.config().depth) return IpcReplyStatus::kBadToken;
+    ClientState& st = clients_[handle.client];
+    if (st.outstanding == 0) return IpcReplyStatus::kNotOutstanding;
+    --st.outstanding;
+    view_.responses(handle.client).publish(st.resp_head++, handle.token, resp);
+    return IpcReplyStatus::kOk;
+  }
+
+  void shutdown() noexcept { atomic_field(view_.header().server_alive).store(0, std::memory_order_release); }
+
+  uint64_t bad_requests() const noexcept { return bad_requests_; }
+  uint32_t outstanding(uint32_t client) const noexcept { return clients_[client].outstanding; }
+  uint64_t clients_scanned() const noexcept { return clients_scanned_; }  // for skip-rule metrics
+  const IpcConfig& config() const noexcept { return view_.config(); }
+
+ private:
+  struct ClientState {
+    uint64_t req_cursor = 0;   // next request position to read
+    uint64_t resp_head = 0;    // next response position to write
+    uint32_t outstanding = 0;  // received, not yet replied
+    uint32_t idle = 0;         // consecutive empty scans (saturates)
+  };
+  struct Ready {
+    uint32_t client;
+    uint32_t count;
+  };
+
+  // Counts, per client, the contiguous published requests at its cursor (one lap at
+  // most), rotating the starting client every poll for fairness.
+  uint32_t scan(bool skip) noexcept {
+    ready_.clear();
+    ready_pos_ = 0;
+    ++epoch_;
+    const uint32_t n = view_.config().max_clients;
+    const uint32_t depth = view_.config().depth;
+    uint32_t total = 0;
+    uint32_t c = rr_start_;
+    for (uint32_t k = 0; k < n; ++k, c = (c + 1 == n) ? 0 : c + 1) {
+      ClientState& st = clients_[c];
+      if (skip) {
+        if (st.outstanding >= depth) continue;  // rule 1: the client cannot post
+        if (st.idle >= skip_.idle_after && ((epoch_ + c) & (skip_.period - 1)) != 0) continue;  // rule 2
+      }
+      ++clients_scanned_;
+      const StampedRing<Req> ring = view_.requests(c);
+      uint32_t count = 0;
+      while (count < depth && ring.ready(st.req_cursor + count)) ++count;
+      if (count == 0) {
+        if (st.idle < skip_.idle_after) ++st.idle;
+        continue;
+      }
+      st.idle = 0;
+      ready_.push_back(Ready{c, count});
+      total += count;
+    }
+    rr_start_ = (rr_start_ + 1 == n) ? 0 : rr_start_ + 1;
+    return total;
+  }
+
+  IpcView<Req, Resp> view_;
+  IpcSkipConfig skip_;
+  std::vector<ClientState> clients_;
+  std::vector<Ready> ready_;
+  size_t ready_pos_ = 0;
+  uint32_t rr_start_ = 0;
+  uint64_t epoch_ = 0;
+  uint64_t bad_requests_ = 0;
+  uint64_t clients_scanned_ = 0;
+};
+
+// ---- client ----------------------------------------------------------------------
+
+enum class IpcCallStatus : uint8_t {
+  kOk = 0,
+  kFull,                // depth requests in flight: poll() first
+  kServerDisconnected,  // server_alive is false
+};
+
+template <class Req, class Resp>
+class IpcClient {
+ public:
+  using Layout = IpcLayout<Req, Resp>;
+
+  // Validates the segment and claims the first free client index. Claims are
+  // permanent for the segment's life (ring positions live in the client object).
+  static IpcClient connect(std::span<std::byte> mem) {
+    const IpcConfig cfg = validate_ipc_segment<Req, Resp>(mem);
+    IpcView<Req, Resp> view(mem.data(), cfg);
+    check_alive(view);
+    for (uint32_t c = 0; c < cfg.max_clients; ++c)
+      if (try_claim(view, c)) return IpcClient(view, c);
+    throw ShmError("ipc connect: all " + std::to_string(cfg.max_clients) + " client indices are taken");
+  }
+
+  // Validates the segment and claims client index `index`.
+  static IpcClient connect(std::span<std::byte> mem, uint32_t index) {
+    const IpcConfig cfg = validate_ipc_segment<Req, Resp>(mem);
+    IpcView<Req, Resp> view(mem.data(), cfg);
+    check_alive(view);
+    if (index >= cfg.max_clients)
+      throw ShmError("ipc connect: client index " + std::to_string(index) + " out of range (max_clients=" +
+                     std::to_string(cfg.max_clients) + ")");
+    if (!try_claim(view, index)) throw ShmError("ipc connect: client index " + std::to_string(index) + " is already taken");
+    return IpcClient(view, index);
+  }
+
+  // Non-blocking: kFull when depth requests are in flight.
+  IpcCallStatus call(const Req& req, uint64_t user_token = 0) noexcept {
+    if (!view_.server_alive()) return IpcCallStatus::kServerDisconnected;
+    if (free_.empty()) return IpcCallStatus::kFull;
+    const uint32_t token = free_.back();
+    free_.pop_back();
+    busy_[token] = 1;
+    user_tokens_[token] = user_token;
+    requests_.publish(req_pos_++, token, req);
+    return IpcCallStatus::kOk;
+  }
+
+  // Delivers arrived responses in arrival order: on_response(uint64_t user_token,
+  // const Resp&). Returns the number delivered (responses with a bad token are dropped
+  // and counted in protocol_errors()).
+  template <class F>
+  uint32_t poll(F&& on_response) {
+    uint32_t n = 0;
+    const uint32_t depth = view_.config().depth;
+    for (uint32_t k = 0; k < depth && responses_.ready(resp_pos_); ++k) {
+      uint32_t token = 0;
+      Resp resp;
+      responses_.read(resp_pos_++, token, resp);
+      if (token >= depth || busy_[token] == 0) {
+        ++protocol_errors_;
+        continue;
+      }
+      const uint64_t user_token = user_tokens_[token];  // copy: the callback may reuse the slot
+      busy_[token] = 0;
+      free_.push_back(token);
+      ++n;
+      on_response(user_token, static_cast<const Resp&>(resp));
+    }
+    return n;
+  }
+
+  uint32_t client_index() const noexcept { return index_; }
+  uint32_t in_flight() const noexcept { return view_.config().depth - static_cast<uint32_t>(free_.size()); }
+  uint64_t protocol_errors() const noexcept { return protocol_errors_; }
+  bool server_alive() const noexcept { return view_.server_alive(); }
+  const IpcConfig& config() const noexcept { return view_.config(); }
+
+ private:
+  IpcClient(const IpcView<Req, Resp>& view, uint32_t index)
+      : view_(view),
+        index_(index),
+        requests_(view.requests(index)),
+        responses_(view.responses(index)),
+        busy_(view.config().depth, 0),
+        user_tokens_(view.config().depth, 0) {
+    free_.reserve(view.config().depth);
+    for (uint32_t t = view.config().depth; t-- > 0;) free_.push_back(t);  // token 0 first
+  }
+
+  static void check_alive(const IpcView<Req, Resp>& view) {
+    if (!view.server_alive()) throw ShmError("ipc connect: the server has shut down");
+  }
+  static bool try_claim(const IpcView<Req, Resp>& view, uint32_t c) {
+    uint8_t expected = 0;
+    return atomic_field(view.claim(c).claimed).compare_exchange_strong(expected, 1, std::memory_order_acq_rel);
+  }
+
+  IpcView<Req, Resp> view_;
+  uint32_t index_ = 0;
+  StampedRing<Req> requests_;
+  StampedRing<Resp> responses_;
+  uint64_t req_pos_ = 0;   // next request position to write
+  uint64_t resp_pos_ = 0;  // next response position to read
+  std::vector<uint32_t> free_;          // free request-slot tokens (client-local)
+  std::vector<uint8_t> busy_;           // token awaits a response
+  std::vector<uint64_t> user_tokens_;   // caller's token per request slot
+  uint64_t protocol_errors_ = 0;
+};
+
+}  // namespace bkv::shm

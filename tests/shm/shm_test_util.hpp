@@ -1,0 +1,57 @@
+// Helpers shared by the core/shm tests: payload types and raw little-endian access to
+// segment bytes (to check layouts byte by byte, independently of the structs).
+#pragma once
+
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace shmtest {
+
+struct Req {  // 24 bytes: request slot align_up(16 + 24, 64) = 64
+  uint32_t client;
+  uint32_t pad;
+  uint64_t seq;
+  uint64_t value;
+};
+static_assert(sizeof(Req) == 24);
+
+struct Resp {  // 16 bytes: response slot align_up(8 + 16, 64) = 64
+  uint64_t seq;
+  uint64_t value;
+};
+static_assert(sizeof(Resp) == 16);
+
+struct BigReq {  // 56 bytes: request slot align_up(16 + 56, 64) = 128
+  uint64_t words[7];
+};
+static_assert(sizeof(BigReq) == 56);
+
+struct HugeReq {  // 64 bytes: ipc/flux slot align_up(8 + 64, 64) = 128
+  uint64_t words[8];
+};
+static_assert(sizeof(HugeReq) == 64);
+
+// The value a server computes from a request: tests check responses against it.
+inline uint64_t answer(uint64_t v) { return v * 0x9E3779B97F4A7C15ull + 7; }
+
+template <class T>
+T load_le(const std::byte* base, size_t off) {
+  T v;
+  std::memcpy(&v, base + off, sizeof(T));
+  return v;
+}
+template <class T>
+void store_le(std::byte* base, size_t off, T v) {
+  std::memcpy(base + off, &v, sizeof(T));
+}
+
+// Unique /dev/shm name per test process.
+inline std::string shm_name(const char* tag) {
+  return "/bkv_test_" + std::string(tag) + "_" + std::to_string(::getpid());
+}
+
+}  // namespace shmtest

@@ -1,0 +1,424 @@
+// delegationrpc: byte layout (§2.1), protocol steps (§2.2), holes, flow control,
+// validation of attach and of the values the server reads back from shared memory.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "core/random.hpp"
+#include "core/shm/delegationrpc.hpp"
+#include "core/shm/segment.hpp"
+#include "tests/shm/shm_test_util.hpp"
+
+using namespace bkv::shm;
+using shmtest::load_le;
+using shmtest::Req;
+using shmtest::Resp;
+using shmtest::store_le;
+using Catch::Matchers::Contains;
+
+namespace {
+using Layout = DelegationLayout<Req, Resp>;
+using Server = DelegationServer<Req, Resp>;
+using Client = DelegationClient<Req, Resp>;
+
+struct Fixture {
+  explicit Fixture(DelegationConfig c) : cfg(c), seg(Segment::create_process(Layout::segment_size(c))), server(seg.bytes(), c) {}
+  DelegationConfig cfg;
+  Segment seg;
+  Server server;
+  std::byte* base() const { return seg.data(); }
+};
+
+size_t resp_slot_offset(const DelegationConfig& c, uint32_t client, uint32_t slot) {
+  return 256 + size_t{c.ring_depth} * 64 + (size_t{client} * c.resp_depth + slot) * 64;
+}
+
+// Simulates a client that reserved a position (head.fetch_add) but has not committed.
+uint64_t raw_reserve(std::byte* base) {
+  const uint64_t pos = load_le<uint64_t>(base, 128);
+  store_le<uint64_t>(base, 128, pos + 1);
+  return pos;
+}
+// Simulates the commit of a raw reservation (possibly with bogus ids).
+void raw_commit(std::byte* base, uint32_t ring_depth, uint64_t pos, uint32_t client_id, uint32_t slot, const Req& r) {
+  const size_t off = 256 + (pos & (ring_depth - 1)) * 64;
+  store_le<uint32_t>(base, off + 4, client_id);
+  store_le<uint32_t>(base, off + 8, slot);
+  std::memcpy(base + off + 16, &r, sizeof r);
+  store_le<uint8_t>(base, off, 1);
+}
+}  // namespace
+
+TEST_CASE("delegationrpc slot sizes and segment size follow §2.1", "[shm][delegationrpc]") {
+  STATIC_REQUIRE(Layout::kReqSlotSize == 64);   // align_up(16 + 24, 64)
+  STATIC_REQUIRE(Layout::kRespSlotSize == 64);  // align_up(8 + 16, 64)
+  STATIC_REQUIRE(DelegationLayout<shmtest::BigReq, shmtest::BigReq>::kReqSlotSize == 128);  // 16 + 56 = 72
+  STATIC_REQUIRE(DelegationLayout<shmtest::BigReq, shmtest::BigReq>::kRespSlotSize == 64);  // 8 + 56 = 64
+  STATIC_REQUIRE(DelegationLayout<uint64_t[7], uint64_t[8]>::kRespSlotSize == 128);        // 8 + 64 = 72
+  const DelegationConfig c{3, 16, 4};
+  CHECK(Layout::segment_size(c) == 256 + 16 * 64 + 3 * 4 * 64);
+}
+
+TEST_CASE("delegationrpc header and a full call/reply round trip at the documented offsets",
+          "[shm][delegationrpc]") {
+  const DelegationConfig cfg{3, 8, 4};
+  Fixture f(cfg);
+  std::byte* b = f.base();
+  CHECK(load_le<uint64_t>(b, 0) == 0x444C475250435631ull);
+  CHECK(std::memcmp(b, "1VCPRGLD", 8) == 0);  // "DLGRPCV1" stored little-endian
+  CHECK(load_le<uint32_t>(b, 8) == 1);
+  CHECK(load_le<uint32_t>(b, 12) == 3);
+  CHECK(load_le<uint32_t>(b, 16) == 8);
+  CHECK(load_le<uint32_t>(b, 20) == 4);
+  CHECK(load_le<uint32_t>(b, 24) == 0);
+  CHECK(load_le<uint8_t>(b, 28) == 1);
+
+  Client c0 = Client::connect(f.seg.bytes());
+  Client c1 = Client::connect(f.seg.bytes());
+  REQUIRE(c0.client_id() == 0);
+  REQUIRE(c1.client_id() == 1);
+  CHECK(load_le<uint32_t>(b, 24) == 2);  // next_client_id
+
+  const Req r{1, 0, 5, 1234};
+  const auto res = c1.call(r, 99);
+  REQUIRE(res.status == DelegationCallStatus::kOk);
+  REQUIRE(res.resp_slot == 0);
+  CHECK(c1.in_flight() == 1);
+  CHECK(load_le<uint64_t>(b, 128) == 1);  // head
+  CHECK(load_le<uint64_t>(b, 192) == 0);  // tail
+  CHECK(load_le<uint8_t>(b, 256) == 1);   // committed
+  CHECK(load_le<uint32_t>(b, 260) == 1);  // client_id
+  CHECK(load_le<uint32_t>(b, 264) == 0);  // resp_slot_idx
+  CHECK(load_le<uint64_t>(b, 256 + 16 + 8) == 5);     // payload.seq
+  CHECK(load_le<uint64_t>(b, 256 + 16 + 16) == 1234);  // payload.value
+
+  REQUIRE(f.server.poll() == 1);
+  auto e = f.server.recv();
+  REQUIRE(e.has_value());
+  CHECK(e->client_id == 1);
+  CHECK(e->resp_slot_idx == 0);
+  CHECK(e->payload.value == 1234);
+  CHECK(load_le<uint8_t>(b, 256) == 0);  // slot released
+  REQUIRE_FALSE(f.server.recv().has_value());
+  f.server.advance_tail();
+  CHECK(load_le<uint64_t>(b, 192) == 1);
+
+  REQUIRE(f.server.reply(e->client_id, e->resp_slot_idx, Resp{5, 4321}) == DelegationReplyStatus::kOk);
+  const size_t rs = resp_slot_offset(cfg, 1, 0);
+  CHECK(load_le<uint8_t>(b, rs) == 1);
+  CHECK(load_le<uint64_t>(b, rs + 8) == 5);
+  CHECK(load_le<uint64_t>(b, rs + 16) == 4321);
+
+  CHECK(c0.poll([](uint64_t, const Resp&) { FAIL("client 0 got client 1's response"); }) == 0);
+  uint64_t got_token = 0, got_value = 0;
+  REQUIRE(c1.poll([&](uint64_t t, const Resp& p) {
+    got_token = t;
+    got_value = p.value;
+  }) == 1);
+  CHECK(got_token == 99);
+  CHECK(got_value == 4321);
+  CHECK(load_le<uint8_t>(b, rs) == 0);
+  CHECK(c1.in_flight() == 0);
+}
+
+TEST_CASE("a hole stops the server scan until it is committed", "[shm][delegationrpc]") {
+  const DelegationConfig cfg{2, 8, 4};
+  Fixture f(cfg);
+  Client a = Client::connect(f.seg.bytes());
+  Client b = Client::connect(f.seg.bytes());
+  // a reserves position 0 but is slow to commit; b takes position 1 and commits.
+  const uint64_t hole = raw_reserve(f.base());
+  REQUIRE(hole == 0);
+  REQUIRE(b.call(Req{1, 0, 1, 11}).status == DelegationCallStatus::kOk);
+  REQUIRE(f.server.poll() == 0);
+  REQUIRE_FALSE(f.server.recv().has_value());
+  REQUIRE(f.server.cursor() == 0);
+  // a commits: both entries are now visible, in position order.
+  raw_commit(f.base(), cfg.ring_depth, hole, a.client_id(), 0, Req{0, 0, 0, 10});
+  REQUIRE(f.server.poll() == 2);
+  auto e0 = f.server.recv();
+  auto e1 = f.server.recv();
+  REQUIRE(e0.has_value());
+  REQUIRE(e1.has_value());
+  CHECK(e0->payload.value == 10);
+  CHECK(e0->client_id == a.client_id());
+  CHECK(e1->payload.value == 11);
+  CHECK(e1->client_id == b.client_id());
+  REQUIRE_FALSE(f.server.recv().has_value());
+}
+
+TEST_CASE("a hole in the middle: poll counts only the committed prefix", "[shm][delegationrpc]") {
+  const DelegationConfig cfg{1, 8, 8};
+  Fixture f(cfg);
+  Client c = Client::connect(f.seg.bytes());
+  REQUIRE(c.call(Req{0, 0, 0, 1}).status == DelegationCallStatus::kOk);
+  REQUIRE(c.call(Req{0, 0, 1, 2}).status == DelegationCallStatus::kOk);
+  const uint64_t hole = raw_reserve(f.base());
+  REQUIRE(c.call(Req{0, 0, 3, 4}).status == DelegationCallStatus::kOk);
+  REQUIRE(f.server.poll() == 2);
+  REQUIRE(f.server.recv()->payload.value == 1);
+  REQUIRE(f.server.recv()->payload.value == 2);
+  REQUIRE_FALSE(f.server.recv().has_value());
+  raw_commit(f.base(), cfg.ring_depth, hole, 0, 7, Req{0, 0, 2, 3});
+  REQUIRE(f.server.poll() == 2);
+  REQUIRE(f.server.recv()->payload.value == 3);
+  REQUIRE(f.server.recv()->payload.value == 4);
+}
+
+TEST_CASE("try_call reports Full without reserving; tail releases space", "[shm][delegationrpc]") {
+  const DelegationConfig cfg{1, 4, 8};
+  Fixture f(cfg);
+  Client c = Client::connect(f.seg.bytes());
+  for (uint64_t i = 0; i < 4; ++i) REQUIRE(c.try_call(Req{0, 0, i, i}).status == DelegationCallStatus::kOk);
+  REQUIRE(c.try_call(Req{0, 0, 4, 4}).status == DelegationCallStatus::kFull);
+  CHECK(load_le<uint64_t>(f.base(), 128) == 4);  // head not advanced by the refused call
+  CHECK(c.in_flight() == 4);
+  // Consuming without advance_tail does not free space yet.
+  REQUIRE(f.server.poll() == 4);
+  REQUIRE(f.server.recv().has_value());
+  REQUIRE(c.try_call(Req{0, 0, 4, 4}).status == DelegationCallStatus::kFull);
+  f.server.advance_tail();
+  REQUIRE(c.try_call(Req{0, 0, 4, 4}).status == DelegationCallStatus::kOk);
+  REQUIRE(c.try_call(Req{0, 0, 5, 5}).status == DelegationCallStatus::kFull);
+  // The entry at position 4 reused slot 0 and is seen after the remaining three.
+  REQUIRE(f.server.poll() == 4);
+  for (uint64_t want = 1; want <= 4; ++want) REQUIRE(f.server.recv()->payload.seq == want);
+}
+
+TEST_CASE("response slots: round-robin skipping busy slots, kNoFreeSlot, poll_slot", "[shm][delegationrpc]") {
+  const DelegationConfig cfg{1, 16, 2};
+  Fixture f(cfg);
+  Client c = Client::connect(f.seg.bytes());
+  REQUIRE(c.call(Req{0, 0, 0, 0}, 100).resp_slot == 0);
+  REQUIRE(c.call(Req{0, 0, 1, 1}, 101).resp_slot == 1);
+  REQUIRE(c.call(Req{0, 0, 2, 2}, 102).status == DelegationCallStatus::kNoFreeSlot);
+  REQUIRE(f.server.poll() == 2);
+  auto e0 = *f.server.recv();
+  auto e1 = *f.server.recv();
+  f.server.advance_tail();
+  // Reply out of order: slot 1 first.
+  REQUIRE(f.server.reply(e1.client_id, e1.resp_slot_idx, Resp{1, 1}) == DelegationReplyStatus::kOk);
+  std::vector<uint64_t> tokens;
+  auto collect = [&](uint64_t t, const Resp&) { tokens.push_back(t); };
+  CHECK_FALSE(c.poll_slot(0, collect));  // slot 0 still waits
+  CHECK_FALSE(c.poll_slot(7, collect));  // out of range: ignored
+  REQUIRE(c.poll_slot(1, collect));
+  REQUIRE(tokens == std::vector<uint64_t>{101});
+  // Next slot in round-robin order is 0, which is busy: the call takes slot 1.
+  const auto r = c.call(Req{0, 0, 3, 3}, 103);
+  REQUIRE(r.status == DelegationCallStatus::kOk);
+  CHECK(r.resp_slot == 1);
+  REQUIRE(f.server.reply(e0.client_id, e0.resp_slot_idx, Resp{0, 0}) == DelegationReplyStatus::kOk);
+  REQUIRE(c.poll(collect) == 1);
+  REQUIRE(tokens == std::vector<uint64_t>{101, 100});
+}
+
+TEST_CASE("reply refuses out-of-range ids written by a buggy client and writes nothing", "[shm][delegationrpc]") {
+  const DelegationConfig cfg{2, 8, 4};
+  Fixture f(cfg);
+  Client c = Client::connect(f.seg.bytes());
+  // A buggy client commits entries with ids beyond the configured bounds.
+  raw_commit(f.base(), cfg.ring_depth, raw_reserve(f.base()), 2, 0, Req{});
+  raw_commit(f.base(), cfg.ring_depth, raw_reserve(f.base()), 0xFFFFFFFFu, 0, Req{});
+  raw_commit(f.base(), cfg.ring_depth, raw_reserve(f.base()), 0, 4, Req{});
+  raw_commit(f.base(), cfg.ring_depth, raw_reserve(f.base()), 1, 0xFFFFFFFFu, Req{});
+  REQUIRE(f.server.poll() == 4);
+  const std::vector<std::byte> before(f.seg.data(), f.seg.data() + f.seg.size());
+  std::vector<DelegationReplyStatus> st;
+  while (auto e = f.server.recv()) st.push_back(f.server.reply(e->client_id, e->resp_slot_idx, Resp{1, 2}));
+  REQUIRE(st == std::vector<DelegationReplyStatus>{DelegationReplyStatus::kBadClientId,
+                                                   DelegationReplyStatus::kBadClientId,
+                                                   DelegationReplyStatus::kBadSlot, DelegationReplyStatus::kBadSlot});
+  // recv() cleared the four committed bytes; nothing else changed.
+  std::vector<std::byte> after(f.seg.data(), f.seg.data() + f.seg.size());
+  for (size_t pos = 0; pos < 4; ++pos) {
+    REQUIRE(after[256 + pos * 64] == std::byte{0});
+    after[256 + pos * 64] = before[256 + pos * 64];
+  }
+  REQUIRE(after == before);
+  // An unread response is not overwritten.
+  REQUIRE(c.call(Req{}, 1).status == DelegationCallStatus::kOk);
+  REQUIRE(f.server.reply(c.client_id(), 0, Resp{1, 1}) == DelegationReplyStatus::kOk);
+  REQUIRE(f.server.reply(c.client_id(), 0, Resp{2, 2}) == DelegationReplyStatus::kSlotBusy);
+  uint64_t v = 0;
+  REQUIRE(c.poll([&](uint64_t, const Resp& r) { v = r.value; }) == 1);
+  CHECK(v == 1);
+}
+
+TEST_CASE("ServerDisconnected after shutdown", "[shm][delegationrpc]") {
+  Fixture f(DelegationConfig{2, 8, 4});
+  Client c = Client::connect(f.seg.bytes());
+  REQUIRE(c.call(Req{}).status == DelegationCallStatus::kOk);
+  f.server.shutdown();
+  CHECK(load_le<uint8_t>(f.base(), 28) == 0);
+  CHECK_FALSE(c.server_alive());
+  CHECK(c.call(Req{}).status == DelegationCallStatus::kServerDisconnected);
+  CHECK(c.try_call(Req{}).status == DelegationCallStatus::kServerDisconnected);
+  CHECK(c.in_flight() == 1);
+  REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("shut down"));
+}
+
+TEST_CASE("registration refuses clients beyond max_clients", "[shm][delegationrpc]") {
+  Fixture f(DelegationConfig{2, 8, 4});
+  Client a = Client::connect(f.seg.bytes());
+  Client b = Client::connect(f.seg.bytes());
+  CHECK(a.client_id() == 0);
+  CHECK(b.client_id() == 1);
+  REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("all 2 client ids are taken"));
+  CHECK(load_le<uint32_t>(f.base(), 24) == 2);
+}
+
+TEST_CASE("attach refuses wrong magic, version, size or payload types", "[shm][delegationrpc]") {
+  const DelegationConfig cfg{2, 8, 4};
+  SECTION("magic") {
+    Fixture f(cfg);
+    store_le<uint8_t>(f.base(), 7, 0x45);
+    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("bad magic 0x454C475250435631"));
+  }
+  SECTION("zeroed segment") {
+    Segment s = Segment::create_process(Layout::segment_size(cfg));
+    REQUIRE_THROWS_WITH(Client::connect(s.bytes()), Contains("bad magic"));
+  }
+  SECTION("version") {
+    Fixture f(cfg);
+    store_le<uint32_t>(f.base(), 8, 2);
+    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("unsupported version 2"));
+  }
+  SECTION("segment larger than the header says") {
+    Segment big = Segment::create_process(Layout::segment_size(cfg) + 64);
+    Server s(std::span<std::byte>(big.data(), Layout::segment_size(cfg)), cfg);
+    REQUIRE_THROWS_WITH(Client::connect(big.bytes()), Contains("does not match the header"));
+  }
+  SECTION("header depth corrupted") {
+    Fixture f(cfg);
+    store_le<uint32_t>(f.base(), 16, 16);
+    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("does not match the header"));
+    store_le<uint32_t>(f.base(), 16, 12);
+    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("ring_depth=12 is not a power of two"));
+  }
+  SECTION("different request type") {
+    Fixture f(cfg);
+    using BigClient = DelegationClient<shmtest::BigReq, Resp>;
+    REQUIRE_THROWS_WITH(BigClient::connect(f.seg.bytes()), Contains("does not match the header"));
+  }
+  SECTION("too small for the header") {
+    Segment s = Segment::create_process(128);
+    REQUIRE_THROWS_WITH(Client::connect(s.bytes()), Contains("smaller than the 256-byte header"));
+  }
+  SECTION("create-time checks") {
+    Segment s = Segment::create_process(Layout::segment_size(cfg));
+    REQUIRE_THROWS_WITH(Server(s.bytes(), DelegationConfig{2, 6, 4}), Contains("ring_depth=6"));
+    REQUIRE_THROWS_WITH(Server(s.bytes(), DelegationConfig{2, 8, 3}), Contains("resp_depth=3"));
+    REQUIRE_THROWS_WITH(Server(s.bytes(), DelegationConfig{0, 8, 4}), Contains("max_clients"));
+    REQUIRE_THROWS_WITH(Server(s.bytes(), DelegationConfig{3, 8, 4}), Contains("layout needs"));
+  }
+}
+
+TEST_CASE("random interleavings over many laps: every call answered exactly once", "[shm][delegationrpc]") {
+  const DelegationConfig cfg{3, 8, 4};
+  Fixture f(cfg);
+  std::vector<Client> clients;
+  for (int i = 0; i < 3; ++i) clients.push_back(Client::connect(f.seg.bytes()));
+  bkv::Rng rng(bkv::derive_seed(1, {42}));
+  std::vector<uint64_t> next_seq(3, 0), answered(3, 0), last_seen_at_server(3, 0);
+  std::vector<DelegationEntry<Req>> held;
+  uint64_t calls = 0;
+  while (calls < 3000 || !held.empty() || f.server.poll() != 0) {
+    const uint64_t op = rng.below(10);
+    if (op < 4 && calls < 3000) {
+      const uint32_t i = static_cast<uint32_t>(rng.below(3));
+      const Req r{i, 0, next_seq[i], next_seq[i] * 3};
+      const auto res = clients[i].try_call(r, next_seq[i]);
+      if (res.status == DelegationCallStatus::kOk) {
+        ++next_seq[i];
+        ++calls;
+      } else {
+        REQUIRE((res.status == DelegationCallStatus::kFull || res.status == DelegationCallStatus::kNoFreeSlot));
+      }
+    } else if (op < 6) {
+      f.server.poll();
+      while (auto e = f.server.recv()) {
+        REQUIRE(e->client_id == e->payload.client);
+        REQUIRE(e->payload.seq == last_seen_at_server[e->client_id]);  // per-client order, no gap
+        ++last_seen_at_server[e->client_id];
+        held.push_back(*e);
+      }
+      if (rng.below(2) == 0) f.server.advance_tail();
+    } else if (op < 8 && !held.empty()) {
+      const size_t k = rng.below(held.size());  // reply in random order
+      const auto e = held[k];
+      held.erase(held.begin() + static_cast<long>(k));
+      REQUIRE(f.server.reply(e.client_id, e.resp_slot_idx, Resp{e.payload.seq, shmtest::answer(e.payload.value)}) ==
+              DelegationReplyStatus::kOk);
+    } else {
+      const uint32_t i = static_cast<uint32_t>(rng.below(3));
+      clients[i].poll([&](uint64_t token, const Resp& r) {
+        REQUIRE(token == r.seq);
+        REQUIRE(r.value == shmtest::answer(r.seq * 3));
+        ++answered[i];
+      });
+    }
+    if (calls >= 3000) f.server.advance_tail();
+  }
+  for (uint32_t i = 0; i < 3; ++i) {
+    clients[i].poll([&](uint64_t, const Resp&) { ++answered[i]; });
+    CHECK(answered[i] == next_seq[i]);
+    CHECK(clients[i].in_flight() == 0);
+  }
+  CHECK(f.server.cursor() == calls);
+}
+
+TEST_CASE("delegationrpc over /dev/shm between two processes", "[shm][delegationrpc][process]") {
+  const DelegationConfig cfg{2, 8, 4};
+  const std::string name = shmtest::shm_name("dlg_proc");
+  Segment seg = Segment::create_shm(name, Layout::segment_size(cfg), true);
+  Server server(seg.bytes(), cfg);
+  constexpr uint64_t kCalls = 500;
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int rc = 0;
+    try {
+      Segment mine = Segment::attach_shm(name);
+      Client c = Client::connect(mine.bytes());
+      uint64_t sent = 0, got = 0;
+      while (got < kCalls) {
+        if (sent < kCalls && c.call(Req{c.client_id(), 0, sent, sent}, sent).status == DelegationCallStatus::kOk) ++sent;
+        c.poll([&](uint64_t t, const Resp& r) {
+          if (r.seq != t || r.value != shmtest::answer(t)) rc = 3;
+          ++got;
+        });
+      }
+    } catch (...) {
+      rc = 2;
+    }
+    ::_exit(rc);
+  }
+  uint64_t served = 0;
+  int status = 0;
+  bool exited = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // hang guard only
+  while (!exited && std::chrono::steady_clock::now() < deadline) {
+    server.poll();
+    while (auto e = server.recv()) {
+      REQUIRE(server.reply(e->client_id, e->resp_slot_idx, Resp{e->payload.seq, shmtest::answer(e->payload.value)}) ==
+              DelegationReplyStatus::kOk);
+      ++served;
+    }
+    server.advance_tail();
+    exited = ::waitpid(child, &status, WNOHANG) == child;
+  }
+  if (!exited) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, &status, 0);
+    FAIL("child process did not finish");
+  }
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(served == kCalls);
+}

@@ -1,0 +1,314 @@
+// ipc: per-client SPSC request/response rings, tokens, validation, skip rules.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <vector>
+
+#include "core/random.hpp"
+#include "core/shm/ipc.hpp"
+#include "core/shm/segment.hpp"
+#include "tests/shm/shm_test_util.hpp"
+
+using namespace bkv::shm;
+using shmtest::load_le;
+using shmtest::Req;
+using shmtest::Resp;
+using shmtest::store_le;
+using Catch::Matchers::Contains;
+
+namespace {
+using Layout = IpcLayout<Req, Resp>;
+using Server = IpcServer<Req, Resp>;
+using Client = IpcClient<Req, Resp>;
+
+struct Fixture {
+  explicit Fixture(IpcConfig c, IpcSkipConfig skip = {})
+      : cfg(c), seg(Segment::create_process(Layout::segment_size(c))), server(seg.bytes(), c, skip) {}
+  IpcConfig cfg;
+  Segment seg;
+  Server server;
+  std::byte* base() const { return seg.data(); }
+  size_t client_off(uint32_t c) const { return 128 + c * Layout::client_stride(cfg.depth); }
+  size_t req_off(uint32_t c, uint64_t pos) const { return client_off(c) + 64 + (pos & (cfg.depth - 1)) * 64; }
+  size_t resp_off(uint32_t c, uint64_t pos) const {
+    return client_off(c) + 64 + cfg.depth * 64 + (pos & (cfg.depth - 1)) * 64;
+  }
+};
+}  // namespace
+
+TEST_CASE("ipc layout: header, per-client claim line, stamped request and response slots", "[shm][ipc]") {
+  STATIC_REQUIRE(Layout::kReqSlotSize == 64);
+  STATIC_REQUIRE(Layout::kRespSlotSize == 64);
+  STATIC_REQUIRE(IpcLayout<shmtest::BigReq, shmtest::HugeReq>::kReqSlotSize == 64);    // 8 + 56
+  STATIC_REQUIRE(IpcLayout<shmtest::BigReq, shmtest::HugeReq>::kRespSlotSize == 128);  // 8 + 64
+  const IpcConfig cfg{3, 4};
+  REQUIRE(Layout::segment_size(cfg) == 128 + 3 * (64 + 4 * 64 + 4 * 64));
+  Fixture f(cfg);
+  std::byte* b = f.base();
+  CHECK(std::memcmp(b, "1VCPIVKB", 8) == 0);  // "BKVIPCV1" little-endian
+  CHECK(load_le<uint32_t>(b, 8) == 1);
+  CHECK(load_le<uint32_t>(b, 12) == 3);
+  CHECK(load_le<uint32_t>(b, 16) == 4);
+  CHECK(load_le<uint32_t>(b, 20) == 64);
+  CHECK(load_le<uint32_t>(b, 24) == 64);
+  CHECK(load_le<uint8_t>(b, 28) == 1);
+
+  Client c = Client::connect(f.seg.bytes(), 2);
+  CHECK(load_le<uint8_t>(b, f.client_off(2)) == 1);  // claimed
+  REQUIRE(c.call(Req{2, 0, 9, 90}, 500) == IpcCallStatus::kOk);
+  CHECK(load_le<uint32_t>(b, f.req_off(2, 0)) == 1);      // lap stamp of position 0
+  CHECK(load_le<uint32_t>(b, f.req_off(2, 0) + 4) == 0);  // token: first free request slot
+  CHECK(load_le<uint64_t>(b, f.req_off(2, 0) + 8 + 8) == 9);
+
+  REQUIRE(f.server.poll() == 1);
+  auto r = f.server.recv();
+  REQUIRE(r.has_value());
+  CHECK(r->handle.client == 2);
+  CHECK(r->handle.token == 0);
+  CHECK(r->payload.value == 90);
+  CHECK(load_le<uint32_t>(b, f.req_off(2, 0)) == 1);  // the server never writes the client's ring
+  REQUIRE(f.server.reply(r->handle, Resp{9, 91}) == IpcReplyStatus::kOk);
+  CHECK(load_le<uint32_t>(b, f.resp_off(2, 0)) == 1);
+  CHECK(load_le<uint32_t>(b, f.resp_off(2, 0) + 4) == 0);
+  CHECK(load_le<uint64_t>(b, f.resp_off(2, 0) + 16) == 91);
+  uint64_t tok = 0, val = 0;
+  REQUIRE(c.poll([&](uint64_t t, const Resp& p) {
+    tok = t;
+    val = p.value;
+  }) == 1);
+  CHECK(tok == 500);
+  CHECK(val == 91);
+  CHECK(c.in_flight() == 0);
+}
+
+TEST_CASE("ipc call is Full at depth; out-of-order replies free the right tokens", "[shm][ipc]") {
+  Fixture f(IpcConfig{1, 4});
+  Client c = Client::connect(f.seg.bytes());
+  for (uint64_t i = 0; i < 4; ++i) REQUIRE(c.call(Req{0, 0, i, i}, 100 + i) == IpcCallStatus::kOk);
+  REQUIRE(c.call(Req{}, 0) == IpcCallStatus::kFull);
+  REQUIRE(c.in_flight() == 4);
+  REQUIRE(f.server.poll() == 4);
+  std::vector<IpcHandle> hs;
+  while (auto r = f.server.recv()) {
+    REQUIRE(r->payload.seq == hs.size());  // FIFO per client
+    hs.push_back(r->handle);
+  }
+  REQUIRE(hs.size() == 4);
+  // Reply 2, then 0.
+  REQUIRE(f.server.reply(hs[2], Resp{2, 0}) == IpcReplyStatus::kOk);
+  REQUIRE(f.server.reply(hs[0], Resp{0, 0}) == IpcReplyStatus::kOk);
+  std::vector<uint64_t> got;
+  REQUIRE(c.poll([&](uint64_t t, const Resp& r) {
+    REQUIRE(t == 100 + r.seq);
+    got.push_back(t);
+  }) == 2);
+  REQUIRE(got == std::vector<uint64_t>{102, 100});
+  // Two new calls reuse the freed request slots; ring positions keep advancing.
+  REQUIRE(c.call(Req{0, 0, 4, 4}, 104) == IpcCallStatus::kOk);
+  REQUIRE(c.call(Req{0, 0, 5, 5}, 105) == IpcCallStatus::kOk);
+  REQUIRE(c.call(Req{}, 0) == IpcCallStatus::kFull);
+  REQUIRE(f.server.poll() == 2);
+  auto a = *f.server.recv();
+  auto b = *f.server.recv();
+  CHECK(a.payload.seq == 4);
+  CHECK(b.payload.seq == 5);
+  CHECK(a.handle.token != hs[1].token);  // tokens of the still-outstanding calls are not reused
+  CHECK(a.handle.token != hs[3].token);
+  CHECK(b.handle.token != hs[1].token);
+  CHECK(b.handle.token != hs[3].token);
+  for (auto h : {hs[1], hs[3], a.handle, b.handle}) REQUIRE(f.server.reply(h, Resp{}) == IpcReplyStatus::kOk);
+  REQUIRE(c.poll([](uint64_t, const Resp&) {}) == 4);
+  CHECK(c.in_flight() == 0);
+}
+
+TEST_CASE("ipc validates tokens and handles from shared memory", "[shm][ipc]") {
+  Fixture f(IpcConfig{2, 4});
+  Client c = Client::connect(f.seg.bytes());
+  REQUIRE(c.client_index() == 0);
+  // A buggy client 1 publishes a request with an out-of-range token.
+  store_le<uint32_t>(f.base(), f.req_off(1, 0) + 4, 9);
+  store_le<uint32_t>(f.base(), f.req_off(1, 0), 1);
+  REQUIRE(c.call(Req{0, 0, 0, 0}, 7) == IpcCallStatus::kOk);
+  REQUIRE(f.server.poll() == 2);
+  auto r = f.server.recv();
+  REQUIRE(r.has_value());
+  CHECK(r->handle.client == 0);
+  REQUIRE_FALSE(f.server.recv().has_value());
+  CHECK(f.server.bad_requests() == 1);
+  CHECK(f.server.outstanding(1) == 0);
+  // Forged handles.
+  CHECK(f.server.reply(IpcHandle{2, 0}, Resp{}) == IpcReplyStatus::kBadClient);
+  CHECK(f.server.reply(IpcHandle{0, 4}, Resp{}) == IpcReplyStatus::kBadToken);
+  CHECK(f.server.reply(IpcHandle{1, 0}, Resp{}) == IpcReplyStatus::kNotOutstanding);
+  // A response whose token the client does not await is dropped and counted.
+  REQUIRE(f.server.reply(IpcHandle{0, 3}, Resp{}) == IpcReplyStatus::kOk);
+  CHECK(f.server.reply(r->handle, Resp{}) == IpcReplyStatus::kNotOutstanding);  // only one was owed
+  REQUIRE(c.poll([](uint64_t, const Resp&) { FAIL("stray response delivered"); }) == 0);
+  CHECK(c.protocol_errors() == 1);
+  CHECK(c.in_flight() == 1);
+}
+
+TEST_CASE("ipc connect: claims, validation of the segment", "[shm][ipc]") {
+  const IpcConfig cfg{2, 4};
+  SECTION("claims") {
+    Fixture f(cfg);
+    Client a = Client::connect(f.seg.bytes(), 1);
+    Client b = Client::connect(f.seg.bytes());
+    CHECK(b.client_index() == 0);
+    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("all 2 client indices are taken"));
+    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes(), 1), Contains("client index 1 is already taken"));
+    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes(), 2), Contains("client index 2 out of range"));
+  }
+  SECTION("magic") {
+    Fixture f(cfg);
+    store_le<uint8_t>(f.base(), 0, 0);
+    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("bad magic"));
+  }
+  SECTION("version") {
+    Fixture f(cfg);
+    store_le<uint32_t>(f.base(), 8, 7);
+    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("unsupported version 7"));
+  }
+  SECTION("payload types") {
+    Fixture f(cfg);
+    REQUIRE_THROWS_WITH((IpcClient<shmtest::HugeReq, Resp>::connect(f.seg.bytes())),
+                        Contains("different request/response types"));
+  }
+  SECTION("size") {
+    Segment big = Segment::create_process(Layout::segment_size(cfg) + 4096);
+    Server s(std::span<std::byte>(big.data(), Layout::segment_size(cfg)), cfg);
+    REQUIRE_THROWS_WITH(Client::connect(big.bytes()), Contains("does not match the header"));
+  }
+  SECTION("depth must be a power of two") {
+    Segment s = Segment::create_process(Layout::segment_size(IpcConfig{2, 4}));
+    REQUIRE_THROWS_WITH(Server(s.bytes(), IpcConfig{2, 3}), Contains("queue depth 3 is not a power of two"));
+    REQUIRE_THROWS_WITH(Server(s.bytes(), IpcConfig{2, 4}, IpcSkipConfig{8, 3}), Contains("power-of-two period"));
+  }
+  SECTION("shutdown") {
+    Fixture f(cfg);
+    Client a = Client::connect(f.seg.bytes());
+    f.server.shutdown();
+    CHECK(a.call(Req{}, 0) == IpcCallStatus::kServerDisconnected);
+    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("shut down"));
+  }
+}
+
+TEST_CASE("poll_with_skip rule 1: a client with depth requests owed is not scanned", "[shm][ipc]") {
+  Fixture f(IpcConfig{1, 2}, IpcSkipConfig{1000, 1});  // back-off effectively off
+  Client c = Client::connect(f.seg.bytes());
+  REQUIRE(c.call(Req{}, 0) == IpcCallStatus::kOk);
+  REQUIRE(c.call(Req{}, 1) == IpcCallStatus::kOk);
+  REQUIRE(f.server.poll_with_skip() == 2);
+  auto a = *f.server.recv();
+  auto b = *f.server.recv();
+  const uint64_t scanned = f.server.clients_scanned();
+  REQUIRE(f.server.poll_with_skip() == 0);
+  CHECK(f.server.clients_scanned() == scanned);  // skipped
+  REQUIRE(f.server.poll() == 0);
+  CHECK(f.server.clients_scanned() == scanned + 1);  // poll() scans everyone
+  REQUIRE(f.server.reply(a.handle, Resp{}) == IpcReplyStatus::kOk);
+  REQUIRE(f.server.poll_with_skip() == 0);
+  CHECK(f.server.clients_scanned() == scanned + 2);  // scanned again once a reply went out
+  (void)b;
+}
+
+TEST_CASE("poll_with_skip rule 2: idle clients are backed off, and seen within `period` polls",
+          "[shm][ipc]") {
+  const IpcSkipConfig skip{4, 8};
+  Fixture f(IpcConfig{2, 4}, skip);
+  Client busy = Client::connect(f.seg.bytes(), 0);
+  Client idle = Client::connect(f.seg.bytes(), 1);
+  // Client 0 posts before every poll; client 1 stays idle.
+  auto active_round = [&] {
+    REQUIRE(busy.call(Req{}, 0) == IpcCallStatus::kOk);
+    REQUIRE(f.server.poll_with_skip() == 1);
+    auto r = *f.server.recv();
+    REQUIRE(f.server.reply(r.handle, Resp{}) == IpcReplyStatus::kOk);
+    REQUIRE(busy.poll([](uint64_t, const Resp&) {}) == 1);
+  };
+  for (int i = 0; i < 16; ++i) active_round();  // client 1 passes idle_after
+  const uint64_t start = f.server.clients_scanned();
+  for (int i = 0; i < 64; ++i) active_round();
+  // Client 0 is scanned every poll, client 1 on exactly one poll in `period`.
+  CHECK(f.server.clients_scanned() - start == 64 + 64 / skip.period);
+  // The idle client posts: it is found within `period` polls, and poll() finds it at once.
+  REQUIRE(idle.call(Req{1, 0, 0, 0}, 0) == IpcCallStatus::kOk);
+  uint32_t polls = 0;
+  uint32_t found = 0;
+  while (found == 0 && polls < skip.period) {
+    found = f.server.poll_with_skip();
+    ++polls;
+  }
+  REQUIRE(found == 1);
+  REQUIRE(f.server.recv()->handle.client == 1);
+  REQUIRE(idle.call(Req{1, 0, 1, 0}, 0) == IpcCallStatus::kOk);
+  REQUIRE(f.server.poll_with_skip() == 1);  // no longer idle: scanned at once
+}
+
+TEST_CASE("ipc flat combining drains client by client, starting client rotates", "[shm][ipc]") {
+  Fixture f(IpcConfig{3, 4});
+  std::vector<Client> cs;
+  for (int i = 0; i < 3; ++i) cs.push_back(Client::connect(f.seg.bytes()));
+  for (uint32_t round = 0; round < 3; ++round) {
+    for (uint32_t i = 0; i < 3; ++i)
+      for (uint64_t k = 0; k < 2; ++k) REQUIRE(cs[i].call(Req{i, 0, k, 0}, k) == IpcCallStatus::kOk);
+    REQUIRE(f.server.poll() == 6);
+    std::vector<uint32_t> order;
+    while (auto r = f.server.recv()) {
+      order.push_back(r->handle.client);
+      REQUIRE(f.server.reply(r->handle, Resp{}) == IpcReplyStatus::kOk);
+    }
+    const uint32_t s = round % 3;
+    REQUIRE(order == std::vector<uint32_t>{s, s, (s + 1) % 3, (s + 1) % 3, (s + 2) % 3, (s + 2) % 3});
+    for (auto& c : cs) REQUIRE(c.poll([](uint64_t, const Resp&) {}) == 2);
+  }
+}
+
+TEST_CASE("ipc random interleavings over many laps: exactly-once, FIFO per client", "[shm][ipc]") {
+  const IpcConfig cfg{3, 4};
+  Fixture f(cfg, IpcSkipConfig{2, 2});
+  std::vector<Client> cs;
+  for (int i = 0; i < 3; ++i) cs.push_back(Client::connect(f.seg.bytes()));
+  bkv::Rng rng(bkv::derive_seed(2, {7}));
+  std::vector<uint64_t> next(3, 0), seen(3, 0), answered(3, 0);
+  std::vector<IpcRequest<Req>> held;
+  uint64_t calls = 0;
+  constexpr uint64_t kCalls = 4000;
+  for (uint64_t step = 0; step < 200000 && (calls < kCalls || answered[0] + answered[1] + answered[2] < kCalls); ++step) {
+    const uint64_t op = rng.below(8);
+    if (op < 3 && calls < kCalls) {
+      const uint32_t i = static_cast<uint32_t>(rng.below(3));
+      const auto st = cs[i].call(Req{i, 0, next[i], next[i] + 1}, next[i]);
+      if (st == IpcCallStatus::kOk) {
+        ++next[i];
+        ++calls;
+      } else {
+        REQUIRE(st == IpcCallStatus::kFull);
+      }
+    } else if (op < 5) {
+      if (rng.below(2) == 0) f.server.poll(); else f.server.poll_with_skip();
+      while (auto r = f.server.recv()) {
+        REQUIRE(r->handle.client == r->payload.client);
+        REQUIRE(r->payload.seq == seen[r->handle.client]++);
+        held.push_back(*r);
+      }
+    } else if (op < 7 && !held.empty()) {
+      const size_t k = rng.below(held.size());
+      const auto r = held[k];
+      held.erase(held.begin() + static_cast<long>(k));
+      REQUIRE(f.server.reply(r.handle, Resp{r.payload.seq, shmtest::answer(r.payload.value)}) == IpcReplyStatus::kOk);
+    } else {
+      const uint32_t i = static_cast<uint32_t>(rng.below(3));
+      cs[i].poll([&](uint64_t t, const Resp& r) {
+        REQUIRE(t == r.seq);
+        REQUIRE(r.value == shmtest::answer(t + 1));
+        ++answered[i];
+      });
+    }
+  }
+  for (uint32_t i = 0; i < 3; ++i) {
+    CHECK(answered[i] == next[i]);
+    CHECK(cs[i].protocol_errors() == 0);
+  }
+  CHECK(calls == kCalls);
+  CHECK(f.server.bad_requests() == 0);
+}
