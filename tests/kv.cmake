@@ -2,3 +2,6 @@
 bkv_add_test(test_kv GROUP unit
   SOURCES kv/test_types.cpp kv/test_store.cpp kv/test_workload.cpp
   LIBS bkv_kv)
+bkv_add_test(test_bench GROUP unit
+  SOURCES bench/test_options.cpp bench/test_results.cpp
+  LIBS bkv_bench)
