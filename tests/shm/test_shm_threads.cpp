@@ -22,7 +22,7 @@ using shmtest::Resp;
 TEST_CASE("delegationrpc: 4 producers, tiny ring, no loss, no duplication, per-producer order",
           "[shm][delegationrpc][threads]") {
   constexpr uint32_t kProducers = 4;
-  constexpr uint64_t kPerProducer = 3000;
+  constexpr uint64_t kPerProducer = 10000;
   const DelegationConfig cfg{kProducers, 8, 4};  // ring smaller than the clients' total window
   using Layout = DelegationLayout<Req, Resp>;
   Segment seg = Segment::create_process(Layout::segment_size(cfg));
@@ -122,7 +122,7 @@ TEST_CASE("delegationrpc: ServerDisconnected reaches a producer spinning on a fu
 
 TEST_CASE("ipc: several clients, out-of-order replies, no loss, FIFO per client", "[shm][ipc][threads]") {
   constexpr uint32_t kClients = 4;
-  constexpr uint64_t kPerClient = 3000;
+  constexpr uint64_t kPerClient = 10000;
   const IpcConfig cfg{kClients, 4};
   using Layout = IpcLayout<Req, Resp>;
   Segment seg = Segment::create_process(Layout::segment_size(cfg));
@@ -186,7 +186,7 @@ TEST_CASE("ipc: several clients, out-of-order replies, no loss, FIFO per client"
 
 TEST_CASE("flux: 4 threads all-to-all, no loss, no duplication, FIFO per pair", "[shm][flux][threads]") {
   constexpr uint32_t kN = 4;
-  constexpr uint64_t kPerPair = 600;  // calls from each node to each node (self included)
+  constexpr uint64_t kPerPair = 2000;  // calls from each node to each node (self included)
   struct Msg {
     uint32_t from, to;
     uint64_t seq, value;
