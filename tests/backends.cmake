@@ -1,0 +1,1 @@
+bkv_add_test(test_backends_instant GROUP protocol SOURCES backends/test_backends_instant.cpp LIBS bkv_kv)

@@ -1,0 +1,118 @@
+// Every backend end to end over the instant loopback, threads stepped round-robin in one
+// thread: all issued requests complete, none fails, the counts add up.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "backends/node.hpp"
+#include "tests/backends/instant_runtime.hpp"
+
+using namespace bkv;
+using namespace bkv::backend;
+
+namespace {
+
+struct Cluster {
+  loopback::InstantFabric fabric;
+  std::vector<std::unique_ptr<test::InstantRuntime>> rts;
+  std::vector<std::unique_ptr<Node<test::InstantRuntime>>> nodes;
+
+  Cluster(BackendKind kind, uint32_t np, uint32_t daemons, uint32_t clients, uint32_t qd, LoopPolicy policy = {}) {
+    kv::WorkloadConfig wl;
+    wl.num_ranks = np;
+    wl.key_range = 64;
+    wl.seed = 7;
+    wl.pattern_len = 256;
+    copyrpc::ContextConfig cc;
+    cc.ring_size = 1 << 14;
+    cc.srq_size = 256;
+    for (uint32_t r = 0; r < np; ++r) {
+      NodeConfig nc{r, np, daemons, clients, qd, wl.key_range, 64};
+      rts.push_back(std::make_unique<test::InstantRuntime>(fabric));
+      nodes.push_back(std::make_unique<Node<test::InstantRuntime>>(kind, nc, policy, wl, cc, *rts.back()));
+    }
+    const auto conns = connections(kind, np, daemons, clients);
+    for (size_t k = 0; k < conns.size(); ++k) {
+      nodes[conns[k].rank_a]->create_endpoint(k, conns[k]);
+      nodes[conns[k].rank_b]->create_endpoint(k, conns[k]);
+    }
+    for (size_t k = 0; k < conns.size(); ++k) {
+      auto& a = *nodes[conns[k].rank_a];
+      auto& b = *nodes[conns[k].rank_b];
+      a.connect(k, b.local_info(k));
+      b.connect(k, a.local_info(k));
+    }
+    for (auto& n : nodes) n->start();
+  }
+
+  void round() {
+    for (auto& n : nodes)
+      for (uint32_t t = 0; t < n->threads(); ++t) {
+        if (n->is_client(t)) n->step_client(t - n->config().daemons);
+        else n->step_daemon(t);
+      }
+  }
+  uint64_t in_flight() const {
+    uint64_t s = 0;
+    for (auto& n : nodes) s += n->in_flight();
+    return s;
+  }
+};
+
+void run_and_check(Cluster& c, int rounds) {
+  for (int i = 0; i < rounds; ++i) c.round();
+  for (auto& n : c.nodes) n->stop_issuing();
+  for (int i = 0; i < 100000 && c.in_flight() > 0; ++i) c.round();
+  REQUIRE(c.in_flight() == 0);
+  uint64_t total = 0;
+  for (auto& n : c.nodes) {
+    for (uint32_t k = 0; k < n->config().clients; ++k) {
+      const auto& ctr = n->counters(k);
+      CHECK(ctr.issued.load() == ctr.completed.load());
+      CHECK(ctr.errors.load() == 0);
+      total += ctr.completed.load();
+    }
+    for (uint32_t d = 0; d < n->config().daemons; ++d) CHECK(n->daemon_metrics(d).protocol_errors == 0);
+    CHECK(n->client_protocol_errors() == 0);
+  }
+  CHECK(total > uint64_t(rounds));  // a pipelined closed loop completes more than one request a round
+}
+
+}  // namespace
+
+TEST_CASE("Delegation over the instant loopback: everything issued completes", "[backend]") {
+  const uint32_t daemons = GENERATE(1u, 2u);
+  Cluster c(BackendKind::kDelegation, 3, daemons, 3, 4);
+  run_and_check(c, 400);
+  CHECK(c.nodes[0]->daemon_metrics(0).calls > 0);
+}
+
+TEST_CASE("Delegation with loop policies (poll budget, batch hold, adaptive)", "[backend]") {
+  LoopPolicy p;
+  SECTION("poll budget") { p.poll_budget = 4; }
+  SECTION("fixed hold") { p.batch_hold_us = 3; }
+  SECTION("adaptive hold") { p.adaptive_hold = true; }
+  SECTION("rtt hold") { p.hold_rtt_multiplier = 1.5; }
+  SECTION("adaptive poll budget") { p.adaptive_poll_budget = true; }
+  Cluster c(BackendKind::kDelegation, 3, 1, 4, 4, p);
+  run_and_check(c, 300);
+}
+
+TEST_CASE("Meta over the instant loopback: everything issued completes", "[backend]") {
+  const uint32_t daemons = GENERATE(1u, 2u, 3u);
+  Cluster c(BackendKind::kMeta, 4, daemons, 3, 4);
+  run_and_check(c, 400);
+}
+
+TEST_CASE("Direct over the instant loopback: everything issued completes", "[backend]") {
+  const uint32_t daemons = GENERATE(1u, 2u);
+  Cluster c(BackendKind::kDirect, 3, daemons, 3, 4);
+  run_and_check(c, 400);
+}
+
+TEST_CASE("A single node runs with no remote traffic at all", "[backend]") {
+  Cluster c(BackendKind::kDelegation, 1, 2, 2, 8);
+  run_and_check(c, 200);
+  CHECK(c.nodes[0]->daemon_metrics(0).calls == 0);
+}
