@@ -1,0 +1,2 @@
+add_executable(bench_copyrpc_loopback ${CMAKE_CURRENT_SOURCE_DIR}/copyrpc_loopback.cpp)
+target_link_libraries(bench_copyrpc_loopback PRIVATE bkv_core)
