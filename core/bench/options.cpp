@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <type_traits>
 #include <vector>
@@ -220,7 +222,10 @@ bool parse_double(std::string_view text, double& out) {
   if (text.empty()) return false;
   const char* first = text.data();
   const char* last = first + text.size();
-  if (*first == '+') ++first;  // from_chars rejects a leading '+'
+  if (*first == '+') {  // from_chars takes '-' but not '+': accept one '+', not "+-"
+    ++first;
+    if (first == last || *first == '-') return false;
+  }
   const auto [ptr, ec] = std::from_chars(first, last, out);
   return ec == std::errc() && ptr == last && std::isfinite(out);
 }

@@ -156,6 +156,9 @@ TEST_CASE("invalid command-line values name the key and the value", "[bench][opt
   require_usage_error(parse({"--read-ratio", "1.5", "meta"}), "read_ratio (--read-ratio): 1.5");
   require_usage_error(parse({"--read-ratio", "-0.1", "meta"}), "read_ratio");
   require_usage_error(parse({"--read-ratio", "nan", "meta"}), "read_ratio");
+  require_usage_error(parse({"--read-ratio", "+-0.5", "meta"}), "read_ratio");
+  require_usage_error(parse({"--read-ratio", "0.5x", "meta"}), "read_ratio");
+  CHECK(parse({"--read-ratio", "+0.25", "meta"}).result.options.read_ratio == 0.25);
   require_usage_error(parse({"--zipf-s", "0", "meta"}), "zipf_s");
   require_usage_error(parse({"--ring-size", "3000", "meta"}), "ring_size (--ring-size): 3000");
   require_usage_error(parse({"--ring-size", "2048", "meta"}), "ring_size");
