@@ -1,0 +1,160 @@
+// MPI side of apps/benchkv/mpi_orchestration.hpp.
+#include "apps/benchkv/mpi_orchestration.hpp"
+
+// The C API only: keep Open MPI's / MPICH's deprecated C++ bindings out (they would
+// need libmpi_cxx at link time).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace bkv::mpi {
+
+namespace {
+
+void check(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw std::runtime_error(std::string("MPI: ") + call + " failed: " + std::string(text, static_cast<size_t>(len)));
+}
+
+// A contiguous datatype of `bytes` bytes, so element counts stay small ints.
+class ByteBlock {
+ public:
+  explicit ByteBlock(size_t bytes) {
+    if (bytes == 0 || bytes > static_cast<size_t>(INT_MAX))
+      throw std::invalid_argument("MPI: block of " + std::to_string(bytes) + " bytes is not exchangeable");
+    check(MPI_Type_contiguous(static_cast<int>(bytes), MPI_BYTE, &type_), "MPI_Type_contiguous");
+    check(MPI_Type_commit(&type_), "MPI_Type_commit");
+  }
+  ~ByteBlock() { MPI_Type_free(&type_); }
+  ByteBlock(const ByteBlock&) = delete;
+  ByteBlock& operator=(const ByteBlock&) = delete;
+  MPI_Datatype type() const noexcept { return type_; }
+
+ private:
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+};
+
+}  // namespace
+
+struct Session::Impl {
+  bool finalize = false;
+  MPI_Comm node = MPI_COMM_NULL;
+};
+
+Session::Session(int* argc, char*** argv) : impl_(std::make_unique<Impl>()) {
+  int initialized = 0;
+  check(MPI_Initialized(&initialized), "MPI_Initialized");
+  if (!initialized) {
+    int provided = 0;
+    check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    impl_->finalize = true;
+    if (provided < MPI_THREAD_FUNNELED) {
+      MPI_Finalize();
+      throw std::runtime_error("MPI: the library does not support MPI_THREAD_FUNNELED");
+    }
+  }
+  check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
+  check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &impl_->node),
+        "MPI_Comm_split_type");
+  check(MPI_Comm_rank(impl_->node, &local_rank_), "MPI_Comm_rank(node)");
+  check(MPI_Comm_size(impl_->node, &local_size_), "MPI_Comm_size(node)");
+}
+
+Session::~Session() {
+  if (impl_->node != MPI_COMM_NULL) MPI_Comm_free(&impl_->node);
+  if (impl_->finalize) MPI_Finalize();
+}
+
+std::string Session::processor_name() const {
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  check(MPI_Get_processor_name(name, &len), "MPI_Get_processor_name");
+  return std::string(name, static_cast<size_t>(len));
+}
+
+void Session::barrier() const { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+
+std::vector<std::byte> Session::all_to_all(std::span<const std::byte> outgoing, size_t blob_size) const {
+  const size_t n = static_cast<size_t>(size_);
+  if (blob_size == 0 || outgoing.size() != blob_size * n)
+    throw std::invalid_argument("MPI all_to_all: " + std::to_string(outgoing.size()) + " bytes is not " +
+                                std::to_string(n) + " blobs of " + std::to_string(blob_size) + " bytes");
+  ByteBlock block(blob_size);
+  std::vector<std::byte> in(outgoing.size());
+  check(MPI_Alltoall(outgoing.data(), 1, block.type(), in.data(), 1, block.type(), MPI_COMM_WORLD), "MPI_Alltoall");
+  return in;
+}
+
+std::vector<std::byte> Session::all_gather_bytes(std::span<const std::byte> mine) const {
+  ByteBlock block(mine.size());
+  std::vector<std::byte> in(mine.size() * static_cast<size_t>(size_));
+  check(MPI_Allgather(mine.data(), 1, block.type(), in.data(), 1, block.type(), MPI_COMM_WORLD), "MPI_Allgather");
+  return in;
+}
+
+uint64_t Session::allreduce_sum(uint64_t v) const {
+  uint64_t out = 0;
+  check(MPI_Allreduce(&v, &out, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce(sum)");
+  return out;
+}
+double Session::allreduce_sum(double v) const {
+  double out = 0;
+  check(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce(sum)");
+  return out;
+}
+uint64_t Session::allreduce_max(uint64_t v) const {
+  uint64_t out = 0;
+  check(MPI_Allreduce(&v, &out, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce(max)");
+  return out;
+}
+uint64_t Session::allreduce_min(uint64_t v) const {
+  uint64_t out = 0;
+  check(MPI_Allreduce(&v, &out, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce(min)");
+  return out;
+}
+
+std::vector<std::byte> Session::gather_to_root(std::span<const std::byte> mine) const {
+  const uint64_t my_len = mine.size();
+  const size_t n = static_cast<size_t>(size_);
+  std::vector<uint64_t> lens(rank_ == 0 ? n : 0);
+  check(MPI_Gather(&my_len, 1, MPI_UINT64_T, lens.data(), 1, MPI_UINT64_T, 0, MPI_COMM_WORLD), "MPI_Gather");
+  std::vector<int> counts, displs;
+  std::vector<std::byte> out;
+  bool fits = true;
+  if (rank_ == 0) {
+    uint64_t total = 0;
+    for (uint64_t l : lens) {
+      counts.push_back(static_cast<int>(l));
+      displs.push_back(static_cast<int>(total));
+      total += l;
+    }
+    fits = total <= static_cast<uint64_t>(INT_MAX);
+    if (fits) out.resize(total);
+  }
+  // Every rank must learn whether the root can take it, or the others would hang.
+  int ok = fits ? 1 : 0;
+  check(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  if (!ok) throw std::length_error("MPI gather_to_root: more than 2 GiB to gather on rank 0");
+  check(MPI_Gatherv(mine.data(), static_cast<int>(my_len), MPI_BYTE, out.data(), counts.data(), displs.data(), MPI_BYTE,
+                    0, MPI_COMM_WORLD),
+        "MPI_Gatherv");
+  return out;
+}
+
+void Session::abort(int code, std::string_view message) const {
+  std::fprintf(stderr, "rank %d: %.*s\n", rank_, static_cast<int>(message.size()), message.data());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::abort();
+}
+
+}  // namespace bkv::mpi
