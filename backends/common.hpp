@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/bench/stats.hpp"
 #include "core/kv/store.hpp"
 #include "core/kv/types.hpp"
 #include "core/kv/workload.hpp"
@@ -99,9 +100,7 @@ struct CallToken {
 
 // ---------------------------------------------------------------- metrics
 struct DaemonMetrics {
-  uint64_t loops = 0;
-  uint64_t cqes = 0;
-  std::array<uint64_t, 5> cqe_hist{};  // 0, 1, 2-10, 11-100, >100 CQEs per loop
+  bench::CqeHistogram cqe;             // loops and CQEs per loop (0, 1, 2-10, 11-100, >100)
   uint64_t inflight_sum = 0;           // copyrpc calls in flight, summed over loops
   uint64_t busy_loops = 0;             // loops that did any work
   uint64_t calls = 0, replies = 0, local_ops = 0, responses = 0;
@@ -110,10 +109,7 @@ struct DaemonMetrics {
   uint64_t holds = 0, held_released = 0;
 
   void record_loop(uint32_t cqes_this_loop, uint64_t inflight) noexcept {
-    ++loops;
-    cqes += cqes_this_loop;
-    const int b = cqes_this_loop == 0 ? 0 : cqes_this_loop == 1 ? 1 : cqes_this_loop <= 10 ? 2 : cqes_this_loop <= 100 ? 3 : 4;
-    ++cqe_hist[b];
+    cqe.add(cqes_this_loop);
     inflight_sum += inflight;
   }
 };
