@@ -1,0 +1,6 @@
+# mlx5 transport tests. The WQE/CQE byte-layout tests are protocol tests (also run
+# under ASan+UBSan in CI); the direct data path against the software NIC emulator and
+# the device tests (no RDMA device needed: they check the "no device" errors) are mlx5.
+if(TARGET bkv_mlx5_emulator)
+  bkv_add_test(test_mlx5_layout GROUP protocol SOURCES mlx5/test_wqe_layout.cpp LIBS bkv_mlx5_direct)
+endif()

@@ -1,0 +1,575 @@
+// The direct mlx5 data path: a bkv::Transport whose queue pairs and completion queues
+// are views over plain-memory descriptors (descriptors.hpp). Work requests are written
+// as WQEs straight into the send queue, published with the doorbell record and a
+// BlueFlame write, and completions are read from the CQ buffers by owner bit. No
+// ibverbs call is made on the data path.
+//
+// Control operations (memory registration, queue creation, connection) go to the
+// Provider: the ibverbs control path on hardware (hw_provider.hpp), the software NIC
+// emulator in tests (emulator/). The transport never knows which one it talks to.
+//
+// Send side rules:
+//  - WRITE / WRITE_IMM of len <= max_inline bytes: fully inline (ctrl + raddr + inline),
+//    up to 220 bytes = 4 basic blocks; longer: the first inline_head (<= 204) bytes
+//    inline and the rest through one gather entry; READ: ctrl + raddr + scatter entry;
+//  - a WQE never crosses the end of the send queue: the blocks left there are filled
+//    with one NOP WQE first;
+//  - a WQE asks for a CQE only when the caller says so (signaled); an unsignaled WQE's
+//    blocks are reclaimed when a later signalled WQE of the same QP completes;
+//  - ring_doorbell(): doorbell record, then one BlueFlame write to the alternate half:
+//    all WQEs since the previous doorbell in one copy when they fit the BlueFlame size
+//    and are contiguous, else the 8-byte doorbell (the last WQE's first 8 bytes).
+// Completion side rules:
+//  - one receive CQ and one send CQ shared by all queue pairs; CQEs are consumed by
+//    owner bit, the consumer counter is written to the CQ doorbell record after a poll;
+//  - compressed sessions (title + mini-CQE arrays, prm.hpp) are expanded in order and
+//    resumable across polls; inline-scattered READ data is copied to the READ's buffer;
+//  - error CQEs become completions with an error status and put the QP in error.
+// Receive side: the shared receive queue holds zero-length receives. Its WQEs form a
+// fixed cycle (next_wqe_index = i + 1 mod n) written once, as rdma-core initialises it;
+// because every receive is identical, a receive is posted by raising the counter in the
+// SRQ doorbell record and the list never needs relinking.
+//
+// Threading: one transport per thread, like every Transport. Callbacks may post work
+// requests and receives; they must not poll the transport they are called from.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "core/transport.hpp"
+#include "transports/mlx5/blueflame.hpp"
+#include "transports/mlx5/descriptors.hpp"
+#include "transports/mlx5/prm.hpp"
+
+namespace bkv::mlx5 {
+
+enum class DoorbellMode : uint8_t {
+  kBlueFlame = 0,  // BlueFlame copy when the pending WQEs fit, else 8-byte doorbell
+  kDoorbellOnly,   // always the 8-byte doorbell
+};
+
+struct DirectOptions {
+  uint32_t sq_depth = 256;                 // WQEs of the largest size each send queue holds
+  uint32_t max_inline = kMaxInline;        // payloads up to this many bytes go fully inline
+  uint32_t inline_head = kMaxInlineHead;   // longer payloads: bytes inlined before the gather entry
+  uint32_t srq_size = 4096;                // zero-length receives the SRQ holds
+  uint32_t recv_cq_entries = 0;            // 0: the SRQ size
+  uint32_t send_cq_entries = 16384;        // must cover the send queues of all queue pairs
+  DoorbellMode doorbell = DoorbellMode::kBlueFlame;
+};
+
+// QP number -> object, O(1) without hashing: a two-level table over the 24-bit QPN.
+template <class T>
+class QpnTable {
+ public:
+  T* find(uint32_t qpn) const noexcept {
+    const auto& page = pages_[(qpn >> kPageBits) & kPageMask];
+    return page ? (*page)[qpn & kPageMask] : nullptr;
+  }
+  void insert(uint32_t qpn, T* v) {
+    auto& page = pages_[(qpn >> kPageBits) & kPageMask];
+    if (!page) page = std::make_unique<Page>(Page{});
+    (*page)[qpn & kPageMask] = v;
+  }
+
+ private:
+  static constexpr uint32_t kPageBits = 12;
+  static constexpr uint32_t kPageMask = (1u << kPageBits) - 1;
+  static_assert(2 * kPageBits == 24, "two levels cover the 24-bit QP number");
+  using Page = std::array<T*, 1u << kPageBits>;
+  std::array<std::unique_ptr<Page>, 1u << kPageBits> pages_{};
+};
+
+// Consumer state of one completion queue.
+struct CqState {
+  std::byte* base = nullptr;  // buffer + offset of the 64-byte CQE within an entry
+  uint32_t* dbrec = nullptr;
+  uint32_t mask = 0;
+  uint32_t log2_cnt = 0;
+  uint32_t entry_shift = 0;  // log2(cqe_size)
+  uint32_t cqe_size = 0;
+  uint32_t ci = 0;  // consumer counter (the title of a session in progress)
+  // Compressed session in progress (zip_n == 0: none).
+  uint32_t zip_n = 0;
+  uint32_t zip_i = 0;
+
+  CqState() = default;
+  explicit CqState(const CqDescriptor& d)
+      : base(d.buf + cqe64_offset(d.cqe_size)),
+        dbrec(d.dbrec),
+        mask(d.cqe_cnt - 1),
+        log2_cnt(static_cast<uint32_t>(std::countr_zero(d.cqe_cnt))),
+        entry_shift(static_cast<uint32_t>(std::countr_zero(d.cqe_size))),
+        cqe_size(d.cqe_size) {}
+
+  std::byte* cqe64(uint32_t idx) const noexcept { return base + (static_cast<size_t>(idx & mask) << entry_shift); }
+  uint32_t cqe_cnt() const noexcept { return mask + 1; }
+  // PRM: after consuming CQEs software publishes its consumer counter (24 bits).
+  void publish_ci() const noexcept { write_doorbell_record(dbrec + kCqSetCiIndex, ci & kCqCiMask); }
+};
+
+namespace detail {
+[[noreturn, gnu::cold, gnu::noinline]] inline void cq_fault(const std::string& what) {
+  throw std::runtime_error("mlx5 completion queue: " + what);
+}
+constexpr WcOpcode wc_opcode_of(uint8_t mlx5_opcode) noexcept {
+  switch (mlx5_opcode) {
+    case MLX5_OPCODE_RDMA_WRITE_IMM: return WcOpcode::kRdmaWriteImm;
+    case MLX5_OPCODE_RDMA_READ: return WcOpcode::kRdmaRead;
+    default: return WcOpcode::kRdmaWrite;
+  }
+}
+}  // namespace detail
+
+template <DirectProvider Provider>
+class DirectTransport {
+ public:
+  using Meter = NullMeter;
+  using ConnectInfo = mlx5::ConnectInfo;
+
+  class QueuePair {
+   public:
+    QueuePair(DirectTransport& owner, const SqDescriptor& d, uint32_t max_bbs)
+        : owner_(&owner),
+          sq_buf_(d.buf),
+          wqe_cnt_(d.wqe_cnt),
+          mask_(d.wqe_cnt - 1),
+          qpn_(d.qpn),
+          max_inline_(owner.opts_.max_inline),
+          inline_head_(owner.opts_.inline_head),
+          dbrec_sq_(d.dbrec + kSendDbrIndex),
+          bf_reg_(d.bf_reg),
+          bf_size_(d.bf_size),
+          bf_bbs_(owner.opts_.doorbell == DoorbellMode::kBlueFlame ? d.bf_size / kWqeBb : 0),
+          max_bbs_(max_bbs),
+          info_(std::make_unique<WqeInfo[]>(d.wqe_cnt)) {}
+    QueuePair(const QueuePair&) = delete;
+    QueuePair& operator=(const QueuePair&) = delete;
+
+    uint32_t qp_num() const noexcept { return qpn_; }
+    ConnectInfo local_info() const { return owner_->provider_.local_info(qpn_); }
+    void connect(const ConnectInfo& remote) {
+      owner_->provider_.connect(qpn_, remote);
+      connected_ = true;
+    }
+
+    PostResult post_write_imm(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst, uint32_t imm,
+                              uint64_t wr_id, bool signaled) {
+      return post_write_op<MLX5_OPCODE_RDMA_WRITE_IMM>(src, len, lkey, dst, imm, wr_id, signaled);
+    }
+    PostResult post_write(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst, uint64_t wr_id,
+                          bool signaled) {
+      return post_write_op<MLX5_OPCODE_RDMA_WRITE>(src, len, lkey, dst, 0, wr_id, signaled);
+    }
+    PostResult post_read(void* dst, uint32_t len, uint32_t lkey, RemoteBuffer src, uint64_t wr_id, bool signaled) {
+      if (!connected_) [[unlikely]] not_connected();
+      if (len > kMaxMessageSize) [[unlikely]] too_long(len);
+      const uint32_t ds = len ? ds_rdma_gather() : ds_rdma_no_data();
+      std::byte* wqe = reserve(1);
+      if (wqe == nullptr) [[unlikely]] return PostResult::kSendQueueFull;
+      write_ctrl_seg(wqe, pi_, MLX5_OPCODE_RDMA_READ, qpn_, ds, signaled, 0);
+      write_raddr_seg(wqe + kCtrlSegSize, src.addr, src.rkey);
+      if (len) write_data_seg(wqe + kCtrlSegSize + kRaddrSegSize, len, lkey, reinterpret_cast<uint64_t>(dst));
+      commit(wqe, wr_id, MLX5_OPCODE_RDMA_READ, 1, static_cast<std::byte*>(dst), len);
+      return PostResult::kOk;
+    }
+
+    // Publishes every WQE posted since the previous doorbell (blueflame.hpp rules).
+    void ring_doorbell() noexcept {
+      if (pi_ == db_pi_) return;
+      write_doorbell_record(dbrec_sq_, pi_);
+      mmio_flush_writes();
+      std::byte* reg = bf_reg_ + bf_offset_;
+      const uint32_t bbs = static_cast<uint16_t>(pi_ - db_pi_);
+      const uint32_t first = db_pi_ & mask_;
+      if (bbs <= bf_bbs_ && first + bbs <= wqe_cnt_)
+        bf_copy(reg, sq_buf_ + (static_cast<size_t>(first) << kWqeBbShift), bbs);
+      else
+        bf_write8(reg, last_ctrl_);
+      mmio_flush_writes();
+      bf_offset_ ^= bf_size_;
+      db_pi_ = pi_;
+    }
+
+    // WQEs of the largest size this QP builds that are sure to fit now (one NOP fill
+    // at the queue end included).
+    uint32_t send_queue_free() const noexcept {
+      const uint32_t free_bbs = wqe_cnt_ - static_cast<uint16_t>(pi_ - ci_);
+      return free_bbs >= max_bbs_ - 1 ? (free_bbs - (max_bbs_ - 1)) / max_bbs_ : 0;
+    }
+    bool in_error() const noexcept { return error_; }
+    // Introspection for tests and benchmarks.
+    uint16_t producer_counter() const noexcept { return pi_; }
+    uint16_t consumer_counter() const noexcept { return ci_; }
+    uint32_t wqe_cnt() const noexcept { return wqe_cnt_; }
+    uint32_t bf_offset() const noexcept { return bf_offset_; }
+
+   private:
+    friend class DirectTransport;
+    struct WqeInfo {
+      uint64_t wr_id;
+      std::byte* read_dst;
+      uint32_t read_len;
+      uint8_t opcode;  // MLX5_OPCODE_*
+      uint8_t bbs;
+      uint8_t pad[2];
+    };
+    static_assert(sizeof(WqeInfo) == 24);
+
+    template <uint8_t Opcode>
+    PostResult post_write_op(const void* src, uint32_t len, uint32_t lkey, const RemoteBuffer& dst, uint32_t imm,
+                             uint64_t wr_id, bool signaled) {
+      if (!connected_) [[unlikely]] not_connected();
+      uint32_t ds;
+      const bool gather = len > max_inline_;
+      if (gather) {
+        if (len > kMaxMessageSize) [[unlikely]] too_long(len);
+        ds = inline_head_ ? ds_rdma_inline_gather(inline_head_) : ds_rdma_gather();
+      } else {
+        ds = len ? ds_rdma_inline(len) : ds_rdma_no_data();
+      }
+      const uint32_t bbs = bbs_of_ds(ds);
+      std::byte* wqe = reserve(bbs);
+      if (wqe == nullptr) [[unlikely]] return PostResult::kSendQueueFull;
+      write_ctrl_seg(wqe, pi_, Opcode, qpn_, ds, signaled, imm);
+      write_raddr_seg(wqe + kCtrlSegSize, dst.addr, dst.rkey);
+      std::byte* seg = wqe + kCtrlSegSize + kRaddrSegSize;
+      if (gather) {
+        const uint32_t head = inline_head_;
+        if (head) seg += write_inline_seg(seg, src, head);
+        write_data_seg(seg, len - head, lkey, reinterpret_cast<uint64_t>(src) + head);
+      } else if (len) {
+        write_inline_seg(seg, src, len);
+      }
+      commit(wqe, wr_id, Opcode, bbs, nullptr, 0);
+      return PostResult::kOk;
+    }
+
+    // `bbs` contiguous basic blocks at the producer, after a NOP fill when they would
+    // cross the queue end; nullptr when the queue cannot hold them (nothing written).
+    std::byte* reserve(uint32_t bbs) noexcept {
+      uint32_t slot = pi_ & mask_;
+      const uint32_t nop = slot + bbs > wqe_cnt_ ? wqe_cnt_ - slot : 0;
+      if (static_cast<uint16_t>(pi_ - ci_) + nop + bbs > wqe_cnt_) return nullptr;
+      if (nop) [[unlikely]] {
+        write_nop_wqe(sq_buf_ + (static_cast<size_t>(slot) << kWqeBbShift), pi_, qpn_, nop);
+        info_[slot] = WqeInfo{0, nullptr, 0, MLX5_OPCODE_NOP, static_cast<uint8_t>(nop), {}};
+        pi_ = static_cast<uint16_t>(pi_ + nop);
+        slot = 0;
+      }
+      return sq_buf_ + (static_cast<size_t>(slot) << kWqeBbShift);
+    }
+
+    void commit(std::byte* wqe, uint64_t wr_id, uint8_t opcode, uint32_t bbs, std::byte* read_dst,
+                uint32_t read_len) noexcept {
+      WqeInfo& w = info_[pi_ & mask_];
+      w.wr_id = wr_id;
+      w.read_dst = read_dst;
+      w.read_len = read_len;
+      w.opcode = opcode;
+      w.bbs = static_cast<uint8_t>(bbs);
+      last_ctrl_ = wqe;
+      pi_ = static_cast<uint16_t>(pi_ + bbs);
+    }
+
+    [[noreturn, gnu::cold, gnu::noinline]] void not_connected() const {
+      throw std::logic_error("mlx5: post on queue pair " + std::to_string(qpn_) + " before connect()");
+    }
+    [[noreturn, gnu::cold, gnu::noinline]] static void too_long(uint32_t len) {
+      throw std::invalid_argument("mlx5: a work request of " + std::to_string(len) +
+                                  " bytes exceeds the 2 GiB limit of one gather entry");
+    }
+
+    // Completion of the WQE starting at `wqe_counter`: retires it and every earlier
+    // block; returns its record, or nullptr for a NOP (never reported).
+    WqeInfo* retire(uint16_t wqe_counter) {
+      const uint16_t outstanding = static_cast<uint16_t>(pi_ - ci_);
+      if (static_cast<uint16_t>(wqe_counter - ci_) >= outstanding)
+        detail::cq_fault("CQE for WQE index " + std::to_string(wqe_counter) + " of QP " + std::to_string(qpn_) +
+                         ", which is not outstanding (consumer " + std::to_string(ci_) + ", producer " +
+                         std::to_string(pi_) + ")");
+      WqeInfo& w = info_[wqe_counter & mask_];
+      ci_ = static_cast<uint16_t>(wqe_counter + w.bbs);
+      return &w;
+    }
+
+    DirectTransport* owner_;
+    std::byte* sq_buf_;
+    uint32_t wqe_cnt_;
+    uint32_t mask_;
+    uint32_t qpn_;
+    uint32_t max_inline_;
+    uint32_t inline_head_;
+    uint16_t pi_ = 0;     // producer counter (basic blocks)
+    uint16_t ci_ = 0;     // first block not yet retired
+    uint16_t db_pi_ = 0;  // producer counter at the last doorbell
+    bool connected_ = false;
+    bool error_ = false;
+    uint32_t* dbrec_sq_;
+    std::byte* bf_reg_;
+    uint32_t bf_size_;
+    uint32_t bf_offset_ = 0;
+    uint32_t bf_bbs_;  // BlueFlame capacity in blocks (0: always the 8-byte doorbell)
+    uint32_t max_bbs_;
+    std::byte* last_ctrl_ = nullptr;
+    std::unique_ptr<WqeInfo[]> info_;
+  };
+
+  explicit DirectTransport(Provider& provider, const DirectOptions& opts = {}) : provider_(provider), opts_(opts) {
+    if (opts_.max_inline > kMaxInline)
+      throw std::invalid_argument("mlx5: max_inline " + std::to_string(opts_.max_inline) + " exceeds " +
+                                  std::to_string(kMaxInline));
+    if (opts_.inline_head > kMaxInlineHead || opts_.inline_head > opts_.max_inline)
+      throw std::invalid_argument("mlx5: inline_head " + std::to_string(opts_.inline_head) +
+                                  " must be <= 204 and <= max_inline");
+    if (opts_.sq_depth == 0 || opts_.srq_size == 0)
+      throw std::invalid_argument("mlx5: sq_depth and srq_size must be positive");
+    max_bbs_ = bbs_of_ds(std::max({ds_rdma_inline(opts_.max_inline),
+                                   opts_.inline_head ? ds_rdma_inline_gather(opts_.inline_head) : ds_rdma_gather()}));
+    recv_cq_desc_ = provider_.create_cq(opts_.recv_cq_entries ? opts_.recv_cq_entries : opts_.srq_size, CqRole::kRecv);
+    send_cq_desc_ = provider_.create_cq(opts_.send_cq_entries, CqRole::kSend);
+    srq_desc_ = provider_.create_srq(opts_.srq_size);
+    validate(recv_cq_desc_);
+    validate(send_cq_desc_);
+    validate(srq_desc_);
+    srq_capacity_ = std::min(opts_.srq_size, srq_desc_.max_wr);
+    if (recv_cq_desc_.cqe_cnt < srq_capacity_)
+      throw std::invalid_argument("mlx5: receive CQ of " + std::to_string(recv_cq_desc_.cqe_cnt) +
+                                  " entries cannot hold the completions of " + std::to_string(srq_capacity_) +
+                                  " posted receives");
+    recv_cq_ = CqState(recv_cq_desc_);
+    send_cq_ = CqState(send_cq_desc_);
+    for (uint32_t i = 0; i < srq_desc_.wqe_cnt; ++i)
+      write_srq_wqe(srq_desc_.buf + static_cast<size_t>(i) * srq_desc_.stride,
+                    static_cast<uint16_t>((i + 1) & (srq_desc_.wqe_cnt - 1)));
+  }
+  DirectTransport(const DirectTransport&) = delete;
+  DirectTransport& operator=(const DirectTransport&) = delete;
+
+  MemoryRegion register_memory(void* ptr, size_t len, uint32_t access) {
+    return provider_.register_memory(ptr, len, access);
+  }
+
+  QueuePair& create_queue_pair() {
+    if (uint64_t{sq_depth_sum_} + opts_.sq_depth > send_cq_desc_.cqe_cnt)
+      throw std::invalid_argument("mlx5: the send CQ (" + std::to_string(send_cq_desc_.cqe_cnt) +
+                                  " entries) cannot cover another send queue of " + std::to_string(opts_.sq_depth) +
+                                  " WQEs; raise send_cq_entries");
+    const QpCaps caps{opts_.sq_depth, opts_.max_inline};
+    const SqDescriptor d = provider_.create_qp(caps, send_cq_desc_, recv_cq_desc_, srq_desc_);
+    validate(d);
+    if (d.wqe_cnt < opts_.sq_depth * max_bbs_ && d.wqe_cnt < 0x8000)
+      throw std::invalid_argument("mlx5: send queue of " + std::to_string(d.wqe_cnt) + " blocks cannot hold " +
+                                  std::to_string(opts_.sq_depth) + " WQEs of " + std::to_string(max_bbs_) + " blocks");
+    if (qps_by_num_.find(d.qpn) != nullptr)
+      throw std::logic_error("mlx5: provider returned QP number " + std::to_string(d.qpn) + " twice");
+    QueuePair& qp = qps_.emplace_back(*this, d, max_bbs_);
+    qps_by_num_.insert(d.qpn, &qp);
+    sq_depth_sum_ += opts_.sq_depth;
+    return qp;
+  }
+
+  // Receive completions (WRITE-with-immediate arrivals), at most `max`.
+  template <class F>
+  uint32_t poll_recv(F&& cb, uint32_t max) {
+    CqState& cq = recv_cq_;
+    uint32_t n = 0;
+    while (n < max) {
+      const uint32_t ci = cq.ci;
+      const std::byte* c = cq.cqe64(ci);
+      const uint8_t op_own = load_op_own(c);
+      const uint8_t sw = sw_owner_bit(ci, cq.log2_cnt);
+      // Fast path: a plain RESP_WR_IMM CQE that software owns.
+      if ((op_own & ~kCqeSeBit) == ((MLX5_CQE_RESP_WR_IMM << 4) | sw)) [[likely]] {
+        cq.ci = ci + 1;
+        --srq_posted_;
+        ++n;
+        cb(RecvCompletion{cqe_qpn(c), cqe_imm(c), cqe_byte_cnt(c), WcStatus::kSuccess});
+        continue;
+      }
+      if (!cqe_is_sw_owned(op_own, sw)) break;
+      n += recv_slow(cb, c, op_own, max - n);
+    }
+    if (n) cq.publish_ci();
+    return n;
+  }
+
+  // Send completions (signalled WQEs and errors), at most `max`.
+  template <class F>
+  uint32_t poll_send(F&& cb, uint32_t max) {
+    CqState& cq = send_cq_;
+    uint32_t n = 0;
+    uint32_t consumed = 0;
+    while (n < max) {
+      const uint32_t ci = cq.ci;
+      const std::byte* c = cq.cqe64(ci);
+      const uint8_t op_own = load_op_own(c);
+      if (!cqe_is_sw_owned(op_own, sw_owner_bit(ci, cq.log2_cnt))) break;
+      ++consumed;
+      const uint8_t opcode = cqe_opcode(op_own);
+      const uint8_t format = cqe_format(op_own);
+      if (format == kCqeFormatCompressed) {
+        if (opcode != MLX5_CQE_REQ) detail::cq_fault("compressed session of opcode " + std::to_string(opcode) + " on the send CQ");
+        n += expand_session(cq, c, max - n, [&](const std::byte* mini) {
+          return complete_send(cqe_qpn(c), load_be16(mini + kMiniWqeCounterOffset), WcStatus::kSuccess,
+                               load_be32(mini + kMiniByteCntOffset), nullptr, 0, cb);
+        });
+        continue;
+      }
+      cq.ci = ci + 1;
+      if (opcode == MLX5_CQE_REQ) {
+        const std::byte* scattered = nullptr;
+        uint32_t scatter_limit = 0;
+        if (format == 1) {  // MLX5_INLINE_SCATTER_32: data in bytes 0..31 of the CQE
+          scattered = c;
+          scatter_limit = kScatter32Max;
+        } else if (format == 2) {  // MLX5_INLINE_SCATTER_64: data in the first half of a 128-byte CQE
+          if (cq.cqe_size != 128) detail::cq_fault("64-byte inline scatter in a 64-byte CQE");
+          scattered = c - kCqe64Size;
+          scatter_limit = kScatter64Max;
+        }
+        n += complete_send(cqe_qpn(c), cqe_wqe_counter(c), WcStatus::kSuccess, cqe_byte_cnt(c), scattered,
+                           scatter_limit, cb);
+      } else if (opcode == MLX5_CQE_REQ_ERR) {
+        const WcStatus st = status_of_syndrome(err_cqe_syndrome(c));
+        n += complete_send(err_cqe_qpn(c), cqe_wqe_counter(c), st, 0, nullptr, 0, cb);
+      } else {
+        detail::cq_fault("unexpected CQE opcode " + std::to_string(opcode) + " on the send CQ");
+      }
+    }
+    if (consumed) cq.publish_ci();
+    return n;
+  }
+
+  // Adds n zero-length receives to the shared receive queue.
+  void post_receives(uint32_t n) {
+    if (uint64_t{srq_posted_} + n > srq_capacity_)
+      throw std::logic_error("mlx5: posting " + std::to_string(n) + " receives to an SRQ holding " +
+                             std::to_string(srq_posted_) + " of " + std::to_string(srq_capacity_));
+    srq_posted_ += n;
+    srq_counter_ += n;
+    // PRM: the SRQ doorbell record carries the 16-bit count of receives ever posted.
+    write_doorbell_record(srq_desc_.dbrec + kSrqDbrIndex, srq_counter_ & 0xFFFF);
+  }
+
+  uint32_t srq_capacity() const noexcept { return srq_capacity_; }
+  uint32_t srq_posted() const noexcept { return srq_posted_; }
+  uint32_t send_queue_depth() const noexcept { return opts_.sq_depth; }
+  Meter& meter() noexcept { return meter_; }
+  const DirectOptions& options() const noexcept { return opts_; }
+  const CqState& recv_cq_state() const noexcept { return recv_cq_; }
+  const CqState& send_cq_state() const noexcept { return send_cq_; }
+  QueuePair* find_queue_pair(uint32_t qpn) const noexcept { return qps_by_num_.find(qpn); }
+
+ private:
+  // Everything on the receive CQ that is not a plain RESP_WR_IMM: compressed sessions,
+  // inline-scattered receives, error CQEs.
+  template <class F>
+  [[gnu::noinline]] uint32_t recv_slow(F& cb, const std::byte* c, uint8_t op_own, uint32_t budget) {
+    CqState& cq = recv_cq_;
+    const uint8_t opcode = cqe_opcode(op_own);
+    const uint8_t format = cqe_format(op_own);
+    if (format == kCqeFormatCompressed) {
+      if (opcode != MLX5_CQE_RESP_WR_IMM)
+        detail::cq_fault("compressed session of opcode " + std::to_string(opcode) + " on the receive CQ");
+      const uint32_t qpn = cqe_qpn(c);
+      const uint32_t imm = cqe_imm(c);
+      return expand_session(cq, c, budget, [&](const std::byte* mini) {
+        --srq_posted_;
+        cb(RecvCompletion{qpn, imm, load_be32(mini + kMiniByteCntOffset), WcStatus::kSuccess});
+        return 1u;
+      });
+    }
+    ++cq.ci;
+    if (opcode == MLX5_CQE_RESP_WR_IMM) {
+      // Inline scatter on a receive: data for the receive buffer was placed in the CQE.
+      // Our receives have no buffer, so any such byte is a local length error.
+      const uint32_t bytes = cqe_byte_cnt(c);
+      --srq_posted_;
+      cb(RecvCompletion{cqe_qpn(c), cqe_imm(c), bytes, WcStatus::kLocalLengthError});
+      return 1;
+    }
+    if (opcode == MLX5_CQE_RESP_ERR) {
+      // Responder errors flush or fail a receive taken from the SRQ.
+      --srq_posted_;
+      cb(RecvCompletion{err_cqe_qpn(c), 0, 0, status_of_syndrome(err_cqe_syndrome(c))});
+      return 1;
+    }
+    detail::cq_fault("unexpected CQE opcode " + std::to_string(opcode) + " on the receive CQ");
+  }
+
+  // Expands (part of) the compressed session whose title is at cq.ci, calling
+  // per_mini(mini_cqe_bytes) -> completions reported. Returns the completions reported.
+  template <class PerMini>
+  uint32_t expand_session(CqState& cq, const std::byte* title, uint32_t budget, PerMini&& per_mini) {
+    if (cq.zip_n == 0) {
+      const uint32_t n = cqe_byte_cnt(title);
+      if (n < 2 || n > cq.cqe_cnt())
+        detail::cq_fault("compressed session of " + std::to_string(n) + " CQEs in a CQ of " +
+                         std::to_string(cq.cqe_cnt()));
+      cq.zip_n = n;
+      cq.zip_i = 0;
+    }
+    uint32_t reported = 0;
+    while (cq.zip_i < cq.zip_n && reported < budget) {
+      const uint32_t i = cq.zip_i++;
+      const std::byte* array = cq.cqe64(cq.ci + mini_array_entry(i));
+      reported += per_mini(array + (i % kMiniCqesPerArray) * kMiniCqeSize);
+    }
+    if (cq.zip_i == cq.zip_n) {
+      // Hand the whole session back: reset its entries so no stale byte looks valid.
+      for (uint32_t k = 0; k < cq.zip_n; ++k) store_op_own(cq.cqe64(cq.ci + k), kCqeInvalidOpOwn);
+      cq.ci += cq.zip_n;
+      cq.zip_n = 0;
+      cq.zip_i = 0;
+    }
+    return reported;
+  }
+
+  template <class F>
+  uint32_t complete_send(uint32_t qpn, uint16_t wqe_counter, WcStatus status, uint32_t byte_cnt,
+                         const std::byte* scattered, uint32_t scatter_limit, F& cb) {
+    QueuePair* qp = qps_by_num_.find(qpn);
+    if (qp == nullptr) detail::cq_fault("send CQE for unknown QP number " + std::to_string(qpn));
+    typename QueuePair::WqeInfo* w = qp->retire(wqe_counter);
+    if (status != WcStatus::kSuccess) qp->error_ = true;
+    if (w->opcode == MLX5_OPCODE_NOP) return 0;
+    if (scattered != nullptr) {
+      // Scatter-to-CQE: a small READ response arrived inside the CQE; it belongs in the
+      // READ's local buffer.
+      if (w->opcode != MLX5_OPCODE_RDMA_READ || byte_cnt > w->read_len || byte_cnt > scatter_limit)
+        detail::cq_fault("inline-scattered CQE of " + std::to_string(byte_cnt) + " bytes for a WQE of opcode " +
+                         std::to_string(w->opcode) + " reading " + std::to_string(w->read_len) + " bytes");
+      std::memcpy(w->read_dst, scattered, byte_cnt);
+    }
+    cb(SendCompletion{qpn, w->wr_id, detail::wc_opcode_of(w->opcode), status});
+    return 1;
+  }
+
+  Provider& provider_;
+  DirectOptions opts_;
+  uint32_t max_bbs_ = 1;
+  CqDescriptor recv_cq_desc_{};
+  CqDescriptor send_cq_desc_{};
+  SrqDescriptor srq_desc_{};
+  CqState recv_cq_;
+  CqState send_cq_;
+  uint32_t srq_capacity_ = 0;
+  uint32_t srq_posted_ = 0;
+  uint32_t srq_counter_ = 0;
+  uint64_t sq_depth_sum_ = 0;
+  Meter meter_;
+  std::deque<QueuePair> qps_;
+  QpnTable<QueuePair> qps_by_num_;
+};
+
+}  // namespace bkv::mlx5
