@@ -1,0 +1,189 @@
+// The discrete-event engine: virtual time in integer nanoseconds and a future-event set
+// ordered by (time, insertion sequence).
+//
+// Determinism: the engine reads no clock, starts no thread and never iterates a
+// pointer-keyed container. Two events with the same time run in the order they were
+// scheduled (the sequence number breaks the tie), so the same inputs give the same event
+// order bit for bit.
+//
+// Handlers are type-erased without std::function and without allocation per event: an
+// object registers once as a *target* (function pointer + context pointer) and gets a
+// 32-bit TargetId; an event is {time, sequence, target, 32-bit argument}, 24 bytes, kept
+// in a binary heap (a std::vector that only grows to the peak number of pending events).
+// The argument tells the target what the event is about (a stage and a queue pair, a
+// generation number, a slot index ...).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace bkv::sim {
+
+using Time = uint64_t;  // virtual nanoseconds since the start of the simulation
+inline constexpr Time kTimeNever = std::numeric_limits<Time>::max();
+
+using Handler = void (*)(void* ctx, uint32_t arg);
+
+struct TargetId {
+  uint32_t value = 0;
+};
+
+struct Event {
+  Time time;
+  uint64_t seq;     // global insertion order: breaks ties between equal times
+  uint32_t target;  // index into the target table
+  uint32_t arg;
+};
+static_assert(sizeof(Event) == 24, "events stay small: the heap moves them around");
+static_assert(std::is_trivially_copyable_v<Event>);
+
+// The ordering rule of the future-event set: earlier time first, then earlier insertion.
+constexpr bool event_before(const Event& a, const Event& b) noexcept {
+  return a.time < b.time || (a.time == b.time && a.seq < b.seq);
+}
+
+// Optional observer of every event run (tests, trace export).
+using TraceFn = void (*)(void* ctx, const Event& ev);
+
+class Engine {
+ public:
+  Engine() { heap_.reserve(1024); }
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Registers a handler. Targets live as long as the engine (there is no removal: a
+  // finished object simply stops scheduling events).
+  TargetId add_target(Handler fn, void* ctx) {
+    if (fn == nullptr) throw std::invalid_argument("Engine::add_target: null handler");
+    targets_.push_back(Target{fn, ctx});
+    return TargetId{static_cast<uint32_t>(targets_.size() - 1)};
+  }
+
+  // Convenience: a member function void T::M(uint32_t arg) as a target.
+  template <class T, void (T::*M)(uint32_t)>
+  TargetId add_member(T* obj) {
+    return add_target([](void* ctx, uint32_t arg) { (static_cast<T*>(ctx)->*M)(arg); }, obj);
+  }
+
+  // Schedules target(arg) at absolute time t (t >= now(): the past cannot be changed).
+  void schedule(Time t, TargetId target, uint32_t arg = 0) {
+    if (t < now_) [[unlikely]] throw_past(t);
+    push(Event{t, next_seq_++, target.value, arg});
+  }
+  void schedule_in(Time delay, TargetId target, uint32_t arg = 0) { schedule(now_ + delay, target, arg); }
+
+  Time now() const noexcept { return now_; }
+  size_t pending() const noexcept { return heap_.size(); }
+  bool empty() const noexcept { return heap_.empty(); }
+  Time next_time() const noexcept { return heap_.empty() ? kTimeNever : heap_.front().time; }
+  uint64_t events_run() const noexcept { return events_run_; }
+  uint64_t events_scheduled() const noexcept { return next_seq_; }
+
+  // Runs events with time <= limit in order. Afterwards now() == limit unless stop() was
+  // called (then now() is the time of the last event run). Returns the events run.
+  uint64_t run_until(Time limit) {
+    stop_ = false;
+    const uint64_t before = events_run_;
+    while (!stop_ && !heap_.empty() && heap_.front().time <= limit) run_one();
+    if (!stop_ && limit != kTimeNever && limit > now_) now_ = limit;
+    return events_run_ - before;
+  }
+
+  // Runs until no event remains or stop() is called.
+  uint64_t run() { return run_until(kTimeNever); }
+
+  // Runs exactly one event if there is one; returns false when the set is empty.
+  bool step() {
+    if (heap_.empty()) return false;
+    run_one();
+    return true;
+  }
+
+  // Makes run()/run_until() return after the event being handled.
+  void stop() noexcept { stop_ = true; }
+  bool stopped() const noexcept { return stop_; }
+
+  // A running hash of every event run (time, target, argument): two runs with the same
+  // inputs have the same hash; used by determinism tests and by the experiment runner.
+  uint64_t trace_hash() const noexcept { return hash_; }
+
+  void set_trace(TraceFn fn, void* ctx) noexcept {
+    trace_fn_ = fn;
+    trace_ctx_ = ctx;
+  }
+
+ private:
+  struct Target {
+    Handler fn;
+    void* ctx;
+  };
+
+  [[noreturn]] void throw_past(Time t) const {
+    throw std::logic_error("Engine::schedule: event at t=" + std::to_string(t) +
+                           " ns is before the current time " + std::to_string(now_) + " ns");
+  }
+
+  // FNV-style mixing of one event into the trace hash.
+  static constexpr uint64_t mix(uint64_t h, uint64_t v) noexcept {
+    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return h * 0x100000001B3ull;
+  }
+
+  void run_one() {
+    const Event ev = heap_.front();
+    pop_front();
+    now_ = ev.time;
+    ++events_run_;
+    hash_ = mix(mix(hash_, ev.time), (uint64_t{ev.target} << 32) | ev.arg);
+    if (trace_fn_ != nullptr) trace_fn_(trace_ctx_, ev);
+    const Target& t = targets_[ev.target];
+    t.fn(t.ctx, ev.arg);
+  }
+
+  // Binary heap, sift with a hole (one move per level instead of a swap).
+  void push(const Event& ev) {
+    heap_.push_back(ev);
+    size_t i = heap_.size() - 1;
+    while (i > 0) {
+      const size_t parent = (i - 1) / 2;
+      if (!event_before(ev, heap_[parent])) break;
+      heap_[i] = heap_[parent];
+      i = parent;
+    }
+    heap_[i] = ev;
+  }
+
+  void pop_front() {
+    const Event last = heap_.back();
+    heap_.pop_back();
+    const size_t n = heap_.size();
+    if (n == 0) return;
+    size_t i = 0;
+    for (;;) {
+      size_t child = 2 * i + 1;
+      if (child >= n) break;
+      if (child + 1 < n && event_before(heap_[child + 1], heap_[child])) ++child;
+      if (!event_before(heap_[child], last)) break;
+      heap_[i] = heap_[child];
+      i = child;
+    }
+    heap_[i] = last;
+  }
+
+  std::vector<Event> heap_;
+  std::vector<Target> targets_;
+  Time now_ = 0;
+  uint64_t next_seq_ = 0;
+  uint64_t events_run_ = 0;
+  uint64_t hash_ = 0xCBF29CE484222325ull;
+  TraceFn trace_fn_ = nullptr;
+  void* trace_ctx_ = nullptr;
+  bool stop_ = false;
+};
+
+}  // namespace bkv::sim

@@ -1,0 +1,122 @@
+// Configuration of one simulated NIC and its link (JSON, nlohmann_json), with defaults
+// for a ConnectX-6/7 on PCIe Gen4 x16 behind an HDR100 InfiniBand port and one switch.
+// The basis of each default is given next to it; times are nanoseconds (fractions
+// allowed), sizes bytes, bandwidths Gbit/s. nic_model.hpp describes what each knob does
+// in the pipeline.
+//
+// JSON: the same nesting as the struct, e.g.
+//   { "doorbell_ns": 200, "send": { "engines": 16, "qp_window": 4 },
+//     "latency": { "base_ns": 300, "jitter": { "kind": "exponential", "mean": 20 } } }
+// Absent keys keep their default; unknown keys and out-of-range values are errors
+// naming the key path (e.g. "nic.send.qp_window").
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "sim/distributions.hpp"
+
+namespace bkv::sim {
+
+struct NicConfig {
+  // --- host interface (send side) ---
+  // CPU store of the doorbell/BlueFlame MMIO until the NIC sees it: a posted PCIe write
+  // through the root complex, ~150-250 ns on Xeon with Gen4/Gen5.
+  double doorbell_ns = 200;
+  // BlueFlame: when a doorbell publishes at most this many WQEs, the driver copies the
+  // WQE into the BlueFlame register with the doorbell, and the NIC skips the WQE fetch
+  // (mlx5 does this for single-WQE posts). 0 = never.
+  uint32_t blueflame_max_wqes = 1;
+  // Payloads up to this size are inline in the WQE (no gather DMA read); 220 is the
+  // mlx5 maximum with a 256-byte WQE (DESIGN.md section 5).
+  uint32_t inline_max_bytes = 220;
+  uint32_t wqe_bytes = 64;        // one mlx5 basic block (ctrl + raddr + data segment)
+  uint32_t fetch_max_wqes = 8;    // WQEs one DMA read may fetch (prefetch burst), <= 64
+
+  struct Pcie {
+    // DMA read round trip (request TLP up, completion down) for a small read: ~400-600
+    // ns measured for Gen3/Gen4 NICs on Xeon (Neugebauer et al., SIGCOMM 2018).
+    double read_latency_ns = 500;
+    // Posted DMA write until it is visible in host memory / the LLC (DDIO): about half a
+    // read round trip.
+    double write_latency_ns = 250;
+    // Gen4 x16: 16 GT/s x 16 lanes = 252 Gbit/s after 128b/130b; ~200 effective after
+    // DLLP/flow-control traffic. Gen5 doubles it.
+    double bandwidth_gbps = 200;
+    uint32_t max_payload_bytes = 256;  // MPS: one TLP carries at most this much data
+    uint32_t tlp_overhead_bytes = 24;  // TLP header + sequence/LCRC + framing per TLP
+  } pcie;
+
+  struct Send {
+    // Send processing units working in parallel. ConnectX-6 is rated ~215 M messages/s
+    // NIC-wide: 16 engines x ~75 ns per WQE.
+    uint32_t engines = 16;            // 0 = unlimited
+    double per_wqe_ns = 75;
+    double per_byte_ns = 0;           // bandwidth limits live in PCIe and the link
+    // A QP's WQEs are processed in order by one engine at a time (the QP's send context
+    // is owned by one processing unit), so one QP cannot use the whole pool.
+    bool qp_serial = true;
+    // WQEs of one QP inside the send pipeline at once (fetch -> engine -> gather, until
+    // handed to the port): with the fetch latency exposed, this caps one QP's rate.
+    uint32_t qp_window = 4;
+    // Outstanding RDMA READs per QP (the initiator depth, max_rd_atomic; 16 on ConnectX).
+    uint32_t max_outstanding_reads = 16;
+  } send;
+
+  struct Recv {
+    uint32_t engines = 16;            // 0 = unlimited
+    double per_packet_ns = 60;        // header checks, QP context, DMA setup per packet
+    double per_byte_ns = 0;
+    double ack_ns = 20;               // processing an ACK/NAK at the requester
+    bool qp_serial = true;            // a responder QP handles its packets in PSN order
+  } recv;
+
+  struct Link {
+    double bandwidth_gbps = 100;      // HDR100 (calibration.md C1)
+    uint32_t mtu_bytes = 4096;        // IB MTU 4096
+    // Per packet on the wire: LRH 8 + BTH 12 + RETH 16 + ImmDt 4 + ICRC 4 + VCRC 2, plus
+    // delimiters: ~50 bytes. Header-only packets (READ request, ACK) cost one overhead.
+    uint32_t packet_overhead_bytes = 50;
+  } link;
+
+  struct Latency {
+    // One-way wire latency between two ports: one HDR switch (~130 ns port to port),
+    // a few metres of cable (~5 ns/m), SerDes/FEC at both ends.
+    double base_ns = 300;
+    // A NIC sending to itself turns the packet around inside the NIC.
+    double loopback_ns = 100;
+    // Added to every packet's latency (never reorders one QP: see nic_model.hpp).
+    Distribution jitter = Distribution::exponential(20);
+  } latency;
+
+  // Responder: from placing a WRITE to sending its ACK (ACK generation is behind the
+  // data DMA in the responder pipeline).
+  double ack_turnaround_ns = 50;
+  uint32_t cqe_bytes = 64;            // one CQE DMA-written after the data
+
+  struct Rnr {
+    // Receiver-not-ready: the requester waits the responder's min_rnr_timer and resends.
+    // IB encodes the timer in steps from 0.01 ms; 10 us is the smallest non-zero step.
+    double delay_ns = 10000;
+    uint32_t retry_limit = 7;         // 7 = retry forever (IB rnr_retry semantics)
+  } rnr;
+
+  struct Cache {
+    // A set-associative on-NIC cache of ICM entries. 0 entries = disabled (every access
+    // hits). A miss costs a PCIe read round trip and stalls the engine that needs it.
+    uint32_t entries = 0;
+    uint32_t ways = 8;
+    double miss_ns = 500;
+    uint32_t page_bytes = 4096;       // translation granularity (mtt_cache only)
+  };
+  Cache qp_cache;   // QP contexts, keyed by QP
+  Cache mtt_cache;  // memory translation entries, keyed by (key, page)
+
+  static NicConfig from_json(const nlohmann::json& j, const std::string& path = "nic");
+  static NicConfig load_file(const std::string& file);
+  nlohmann::json to_json() const;
+};
+
+}  // namespace bkv::sim

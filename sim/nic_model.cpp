@@ -1,0 +1,594 @@
+#include "sim/nic_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/sim_thread.hpp"
+
+namespace bkv::sim {
+
+namespace {
+
+uint64_t to_ps(double ns) { return static_cast<uint64_t>(std::llround(ns * 1000.0)); }
+uint64_t to_ns(double ns) { return static_cast<uint64_t>(std::llround(ns)); }
+
+// The opcode a send completion reports for a WQE.
+WcOpcode wc_opcode(WqeOp op) noexcept {
+  switch (op) {
+    case WqeOp::kWrite: return WcOpcode::kRdmaWrite;
+    case WqeOp::kWriteImm: return WcOpcode::kRdmaWriteImm;
+    case WqeOp::kRead: return WcOpcode::kRdmaRead;
+  }
+  return WcOpcode::kRdmaWrite;
+}
+
+bool is_write(WqeOp op) noexcept { return op != WqeOp::kRead; }
+
+}  // namespace
+
+Network::Network(Engine& engine, uint64_t seed) : engine_(engine), seed_(seed) {
+  target_ = engine_.add_target(&Network::on_event, this);
+}
+
+uint32_t Network::add_node(const NicConfig& cfg) {
+  const uint32_t node = static_cast<uint32_t>(nics_.size());
+  Nic& n = nics_.emplace_back();
+  n.node = node;
+  n.cfg = cfg;
+  n.doorbell_ns = to_ns(cfg.doorbell_ns);
+  n.send_wqe_ps = to_ps(cfg.send.per_wqe_ns);
+  n.send_byte_ps = cfg.send.per_byte_ns * 1000.0;
+  n.recv_pkt_ps = to_ps(cfg.recv.per_packet_ns);
+  n.recv_byte_ps = cfg.recv.per_byte_ns * 1000.0;
+  n.ack_ps = to_ps(cfg.recv.ack_ns);
+  n.ack_turnaround_ns = to_ns(cfg.ack_turnaround_ns);
+  n.base_latency_ns = to_ns(cfg.latency.base_ns);
+  n.loopback_latency_ns = to_ns(cfg.latency.loopback_ns);
+  n.rnr_delay_ns = std::max<uint64_t>(1, to_ns(cfg.rnr.delay_ns));
+  n.qp_miss_ps = to_ps(cfg.qp_cache.miss_ns);
+  n.mtt_miss_ps = to_ps(cfg.mtt_cache.miss_ns);
+  n.pcie_down = Channel(cfg.pcie.bandwidth_gbps, to_ps(cfg.pcie.read_latency_ns), cfg.pcie.max_payload_bytes,
+                        cfg.pcie.tlp_overhead_bytes);
+  n.pcie_up = Channel(cfg.pcie.bandwidth_gbps, to_ps(cfg.pcie.write_latency_ns), cfg.pcie.max_payload_bytes,
+                      cfg.pcie.tlp_overhead_bytes);
+  n.send_engines = ServerPool(cfg.send.engines);
+  n.recv_engines = ServerPool(cfg.recv.engines);
+  n.tx_port = Channel(cfg.link.bandwidth_gbps, 0, cfg.link.mtu_bytes, cfg.link.packet_overhead_bytes);
+  n.rx_port = Channel(cfg.link.bandwidth_gbps, 0, cfg.link.mtu_bytes, cfg.link.packet_overhead_bytes);
+  n.qp_cache = SetAssocCache(cfg.qp_cache.entries, cfg.qp_cache.ways);
+  n.mtt_cache = SetAssocCache(cfg.mtt_cache.entries, cfg.mtt_cache.ways);
+  n.rng = Rng(derive_seed(seed_, {node, 0x4E4943 /* "NIC" */}));
+  if (cfg.fetch_max_wqes == 0 || cfg.fetch_max_wqes > 64)
+    throw std::invalid_argument("nic.fetch_max_wqes must be in [1, 64]");
+  if (cfg.send.qp_window == 0) throw std::invalid_argument("nic.send.qp_window must be >= 1");
+  if (cfg.latency.jitter.lower_bound() < 0.0)
+    throw std::invalid_argument("nic.latency.jitter must not produce negative delays");
+  if (cfg.send.max_outstanding_reads == 0) throw std::invalid_argument("nic.send.max_outstanding_reads must be >= 1");
+  return node;
+}
+
+uint32_t Network::create_context(uint32_t node, SimThread* thread, const ContextConfig& cfg) {
+  if (node >= nics_.size()) throw std::invalid_argument("create_context: no node " + std::to_string(node));
+  if (cfg.sq_depth == 0) throw std::invalid_argument("create_context: sq_depth must be >= 1");
+  if (cfg.srq_capacity == 0) throw std::invalid_argument("create_context: srq_capacity must be >= 1");
+  DeviceContext& c = ctxs_.emplace_back();
+  c.index = static_cast<uint32_t>(ctxs_.size() - 1);
+  c.node = node;
+  c.thread = thread;
+  c.cfg = cfg;
+  c.recv_cq.reserve_pow2(cfg.recv_cq_depth != 0 ? cfg.recv_cq_depth : 2ull * cfg.srq_capacity);
+  c.send_cq.reserve_pow2(cfg.sq_depth);
+  return c.index;
+}
+
+uint32_t Network::create_qp(uint32_t ctx) {
+  if (ctx >= ctxs_.size()) throw std::invalid_argument("create_qp: no context " + std::to_string(ctx));
+  const uint32_t index = static_cast<uint32_t>(qps_.size());
+  if (index >= kMaxQps || index + kQpnBase > kMaxQpn) throw std::length_error("create_qp: too many queue pairs");
+  DeviceContext& c = ctxs_[ctx];
+  QpState& q = qps_.emplace_back();
+  q.index = index;
+  q.node = c.node;
+  q.ctx = ctx;
+  q.qp_num = index + kQpnBase;
+  q.depth = c.cfg.sq_depth;
+  uint64_t cap = 1;
+  while (cap < q.depth) cap <<= 1;
+  q.ring.resize(cap);
+  q.mask = cap - 1;
+  c.qps.push_back(index);
+  // Every SQ slot can hold one unpolled completion: the send CQ never overruns.
+  c.send_cq.reserve_pow2(uint64_t{c.cfg.sq_depth} * c.qps.size());
+  return index;
+}
+
+void Network::connect(uint32_t qp, uint32_t remote_node, uint32_t remote_qp_num) {
+  if (qp >= qps_.size()) throw std::invalid_argument("connect: no local QP " + std::to_string(qp));
+  if (remote_qp_num < kQpnBase || remote_qp_num - kQpnBase >= qps_.size())
+    throw std::invalid_argument("connect: no QP number " + std::to_string(remote_qp_num));
+  const uint32_t r = remote_qp_num - kQpnBase;
+  if (qps_[r].node != remote_node)
+    throw std::invalid_argument("connect: QP number " + std::to_string(remote_qp_num) + " is on node " +
+                                std::to_string(qps_[r].node) + ", not node " + std::to_string(remote_node));
+  if (qps_[qp].connected()) throw std::logic_error("connect: QP " + std::to_string(qps_[qp].qp_num) + " is already connected");
+  qps_[qp].peer = r;
+}
+
+void Network::post_receives(uint32_t ctx, uint32_t n) {
+  DeviceContext& c = ctxs_[ctx];
+  if (uint64_t{c.srq_posted} + n > c.cfg.srq_capacity)
+    throw std::logic_error("post_receives: " + std::to_string(n) + " receives on top of " +
+                           std::to_string(c.srq_posted) + " exceed the SRQ capacity " +
+                           std::to_string(c.cfg.srq_capacity));
+  c.srq_posted += n;
+}
+
+PostResult Network::post(uint32_t qpi, WqeOp op, const void* local, uint32_t len, uint32_t lkey,
+                         uint64_t remote_addr, uint32_t rkey, uint32_t imm, uint64_t wr_id, bool signaled,
+                         Time now) {
+  QpState& q = qps_[qpi];
+  if (q.posted - q.freed >= q.depth) return PostResult::kSendQueueFull;
+  const uint64_t seq = q.posted++;
+  Wqe& w = q.ring[seq & q.mask];
+  w.local = static_cast<const std::byte*>(local);
+  w.remote_host = nullptr;
+  w.remote_addr = remote_addr;
+  w.wr_id = wr_id;
+  w.posted_at = now;
+  w.due = now;
+  w.len = len;
+  w.lkey = lkey;
+  w.rkey = rkey;
+  w.imm = imm;
+  w.op = op;
+  w.flags = static_cast<uint8_t>((signaled ? kWqeSignaled : 0) |
+                                 (is_write(op) && len <= nic_of(q).cfg.inline_max_bytes ? kWqeInline : 0));
+  w.status = WcStatus::kSuccess;
+  w.rnr_tries = 0;
+  ++nic_of(q).n.wqes_posted;
+  if (q.error || !q.connected()) {
+    // Posting to a QP in the error state (or one never connected, still in RESET/INIT):
+    // the WQE is flushed with an error completion.
+    w.status = WcStatus::kWrFlushError;
+    w.stage = kStComplete;
+    ++nic_of(q).n.flushed;
+    q.rung = q.posted;
+    if (q.cursor[kStComplete] == seq) {
+      // Nothing ahead of it: the flush completion is visible at once.
+      process(q, seq, w, kStComplete, now);
+      ++q.cursor[kStComplete];
+    } else {
+      schedule_stage(q, kStComplete, now);
+    }
+  } else {
+    w.stage = kStPosted;
+  }
+  return PostResult::kOk;
+}
+
+void Network::ring_doorbell(uint32_t qpi, Time now) {
+  QpState& q = qps_[qpi];
+  if (q.rung == q.posted) return;
+  Nic& nic = nic_of(q);
+  const Time due = now + nic.doorbell_ns;
+  const uint64_t count = q.posted - q.rung;
+  const bool bf = count <= nic.cfg.blueflame_max_wqes;
+  bool any = false;
+  for (uint64_t s = q.rung; s < q.posted; ++s) {
+    Wqe& w = q.ring[s & q.mask];
+    if (w.stage != kStPosted) continue;  // flushed already
+    w.stage = kStDoorbell;
+    w.due = due;
+    if (bf) w.flags |= kWqeBlueFlame;
+    any = true;
+  }
+  q.rung = q.posted;
+  ++nic.n.doorbells;
+  if (any) schedule_stage(q, kStDoorbell, due);
+}
+
+void Network::schedule_stage(QpState& q, uint8_t stage, Time due) {
+  // One event per (QP, stage, time) is enough: it drains every WQE due by then. The
+  // shortcut is only taken for future times (an event at `now` may have run already).
+  if (due > engine_.now() && q.last_sched[stage] == due) return;
+  q.last_sched[stage] = due;
+  engine_.schedule(due, target_, (q.index << kStageBits) | stage);
+}
+
+void Network::on_event(void* ctx, uint32_t arg) {
+  auto* self = static_cast<Network*>(ctx);
+  self->drain(arg >> kStageBits, static_cast<uint8_t>(arg & ((1u << kStageBits) - 1)));
+}
+
+void Network::drain(uint32_t qpi, uint8_t stage) {
+  QpState& q = qps_[qpi];
+  const Time now = engine_.now();
+  uint64_t& cur = q.cursor[stage];
+  // WQEs before the completion cursor are all done (their slots may be reused).
+  if (stage != kStComplete && cur < q.cursor[kStComplete]) cur = q.cursor[kStComplete];
+  need_complete_drain_ = false;
+  bool admit = stage == kStDoorbell || stage == kStTx;
+  while (cur < q.rung) {
+    Wqe& w = q.ring[cur & q.mask];
+    if (w.stage < stage) break;
+    if (w.stage > stage) {
+      ++cur;
+      continue;
+    }
+    if (w.due > now) break;
+    if (stage == kStComplete && w.op == WqeOp::kRead) admit = true;
+    if (!process(q, cur, w, stage, now)) break;
+    ++cur;
+  }
+  if (admit && !q.error) try_admit(q, now);
+  if (need_complete_drain_ && stage != kStComplete) {
+    need_complete_drain_ = false;
+    drain(qpi, kStComplete);
+  }
+}
+
+void Network::try_admit(QpState& q, Time now) {
+  Nic& nic = nic_of(q);
+  uint64_t& cur = q.cursor[kStAdmit];
+  if (cur < q.cursor[kStComplete]) cur = q.cursor[kStComplete];
+  std::array<uint64_t, 64> fetch{};  // WQEs sharing the current fetch DMA read
+  uint32_t nfetch = 0;
+  auto issue_fetch = [&]() {
+    if (nfetch == 0) return;
+    const uint64_t done_ps = nic.pcie_down.send(ns_to_ps(now), uint64_t{nfetch} * nic.cfg.wqe_bytes);
+    const Time due = ps_to_ns_ceil(done_ps);
+    for (uint32_t i = 0; i < nfetch; ++i) q.ring[fetch[i] & q.mask].due = due;
+    ++nic.n.fetches;
+    schedule_stage(q, kStEngine, due);
+    nfetch = 0;
+  };
+  while (cur < q.rung && q.in_window < nic.cfg.send.qp_window) {
+    Wqe& w = q.ring[cur & q.mask];
+    if (w.stage < kStAdmit) break;
+    if (w.stage > kStAdmit) {
+      ++cur;
+      continue;
+    }
+    if (w.op == WqeOp::kRead) {
+      if (q.reads_out >= nic.cfg.send.max_outstanding_reads) break;
+      ++q.reads_out;
+    }
+    ++q.in_window;
+    ++nic.n.admitted;
+    nic.n.admit_wait_ps += ns_to_ps(now - w.due);
+    --nic.n.admit_depth;
+    w.stage = kStEngine;
+    if (w.flags & kWqeBlueFlame) {
+      w.due = now;
+      schedule_stage(q, kStEngine, now);
+    } else {
+      fetch[nfetch++] = cur;
+      if (nfetch == nic.cfg.fetch_max_wqes) issue_fetch();
+    }
+    ++cur;
+  }
+  issue_fetch();
+}
+
+uint64_t Network::mtt_misses(Nic& nic, uint32_t key, uint64_t addr, uint32_t len) {
+  if (!nic.mtt_cache.enabled() || len == 0) return 0;
+  const uint64_t page = nic.cfg.mtt_cache.page_bytes;
+  uint64_t misses = 0;
+  for (uint64_t p = addr / page; p <= (addr + len - 1) / page; ++p)
+    if (!nic.mtt_cache.access((uint64_t{key} << 40) ^ p)) ++misses;
+  return misses;
+}
+
+Time Network::wire_latency(Nic& from, uint32_t to_node) {
+  const uint64_t base = from.node == to_node ? from.loopback_latency_ns : from.base_latency_ns;
+  if (from.cfg.latency.jitter.is_zero()) return base;
+  const double j = from.cfg.latency.jitter.sample(from.rng);
+  return base + static_cast<uint64_t>(std::llround(j));
+}
+
+void Network::nak(QpState& q, Wqe& w, uint64_t at_ps, Nic& responder) {
+  w.stage = kStAck;
+  w.due = ps_to_ns_ceil(at_ps) + responder.ack_turnaround_ns + wire_latency(responder, q.node);
+  schedule_stage(q, kStAck, w.due);
+}
+
+void Network::responder_error(QpState& b, uint64_t seq, Time now) {
+  // The responder NAKs with a remote access error and its QP moves to the error state
+  // too (IB: an invalid R_Key or range is a responder-class error for RC); what it had
+  // posted itself is flushed.
+  if (!b.resp_error) b.resp_error_seq = seq;
+  b.resp_error = true;
+  if (!b.error) enter_error(b, b.cursor[kStComplete], now);
+}
+
+void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
+  q.error = true;
+  Nic& nic = nic_of(q);
+  for (uint64_t s = first; s < q.posted; ++s) {
+    Wqe& x = q.ring[s & q.mask];
+    if (x.stage >= kStComplete) continue;
+    if (x.stage == kStAdmit) --nic.n.admit_depth;
+    x.status = WcStatus::kWrFlushError;
+    x.stage = kStComplete;
+    x.due = complete_due;
+    ++nic.n.flushed;
+  }
+  q.rung = q.posted;
+  schedule_stage(q, kStComplete, complete_due);
+}
+
+bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now) {
+  switch (stage) {
+    case kStDoorbell: {
+      Nic& nic = nic_of(q);
+      w.stage = kStAdmit;
+      nic.n.admit_max_depth = std::max(nic.n.admit_max_depth, ++nic.n.admit_depth);
+      return true;
+    }
+
+    case kStEngine: {
+      Nic& nic = nic_of(q);
+      uint64_t service = nic.send_wqe_ps;
+      if (is_write(w.op)) service += static_cast<uint64_t>(w.len * nic.send_byte_ps + 0.5);
+      if (!nic.qp_cache.access(q.index)) service += nic.qp_miss_ps;
+      service += mtt_misses(nic, w.lkey, reinterpret_cast<uint64_t>(w.local), w.len) * nic.mtt_miss_ps;
+      const ServerPool::Slot slot =
+          nic.send_engines.reserve(ns_to_ps(now), nic.cfg.send.qp_serial ? q.eng_free_ps : 0, service);
+      q.eng_free_ps = slot.finish_ps;
+      if (w.len > 0 && memory_.check_local(w.local, w.len, w.lkey, w.op == WqeOp::kRead) == nullptr) {
+        // Local protection error: the WQE completes in error, the QP goes to error.
+        w.status = WcStatus::kLocalProtectionError;
+        ++nic.n.local_errors;
+        notify(WqeEvent::kLocalError, q, seq, w, now);
+        const Time due = ps_to_ns_ceil(nic.pcie_up.send(slot.finish_ps, nic.cfg.cqe_bytes));
+        w.stage = kStComplete;
+        w.due = due;
+        enter_error(q, seq + 1, due);
+        return true;
+      }
+      uint64_t done = slot.finish_ps;
+      if (is_write(w.op) && !(w.flags & kWqeInline) && w.len > 0) done = nic.pcie_down.send(done, w.len);
+      w.stage = kStTx;
+      w.due = ps_to_ns_ceil(done);
+      schedule_stage(q, kStTx, w.due);
+      return true;
+    }
+
+    case kStTx: {
+      Nic& nic = nic_of(q);
+      --q.in_window;
+      const uint64_t payload = is_write(w.op) ? w.len : 0;
+      const uint64_t out_ps = nic.tx_port.send(ns_to_ps(now), payload);
+      ++nic.n.wqes_sent;
+      const uint32_t to_node = qps_[q.peer].node;
+      w.stage = kStRx;
+      w.due = ps_to_ns_ceil(out_ps) + wire_latency(nic, to_node);
+      schedule_stage(q, kStRx, w.due);
+      return true;
+    }
+
+    case kStRx: {
+      QpState& b = qps_[q.peer];
+      Nic& rn = nic_of(b);
+      ++rn.n.packets_in;
+      if (discarded(b, seq)) {
+        // The responder NAKed an earlier WQE of this QP and discards what follows; the
+        // requester flushes it when the NAK arrives.
+        w.status = WcStatus::kWrFlushError;
+        w.stage = kStComplete;
+        return true;
+      }
+      const uint64_t payload = is_write(w.op) ? w.len : 0;
+      const uint64_t in_ps = rn.rx_port.send(ns_to_ps(now), payload);
+      const uint64_t packets = std::max<uint64_t>(1, (payload + rn.cfg.link.mtu_bytes - 1) / rn.cfg.link.mtu_bytes);
+      uint64_t service = rn.recv_pkt_ps * packets + static_cast<uint64_t>(payload * rn.recv_byte_ps + 0.5);
+      if (!rn.qp_cache.access(b.index)) service += rn.qp_miss_ps;
+      service += mtt_misses(rn, w.rkey, w.remote_addr, w.len) * rn.mtt_miss_ps;
+      const ServerPool::Slot slot =
+          rn.recv_engines.reserve(in_ps, rn.cfg.recv.qp_serial ? b.rx_free_ps : 0, service);
+      b.rx_free_ps = slot.finish_ps;
+      if (b.peer != q.index) {
+        // The target QP is not connected back to us: a real requester retransmits until
+        // its retry counter is exhausted.
+        w.status = WcStatus::kRetryExceeded;
+        ++rn.n.remote_errors;
+        nak(q, w, slot.finish_ps, rn);
+        return true;
+      }
+      std::byte* host = nullptr;
+      if (w.len > 0) {
+        host = memory_.check_remote(w.remote_addr, w.len, w.rkey,
+                                    is_write(w.op) ? kAccessRemoteWrite : kAccessRemoteRead);
+        if (host == nullptr) {
+          w.status = WcStatus::kRemoteAccessError;
+          responder_error(b, seq, now);
+          ++rn.n.remote_errors;
+          notify(WqeEvent::kRemoteError, q, seq, w, now);
+          nak(q, w, slot.finish_ps, rn);
+          return true;
+        }
+      }
+      w.remote_host = host;
+      if (is_write(w.op)) {
+        const uint64_t bytes = w.len + (w.op == WqeOp::kWriteImm ? rn.cfg.cqe_bytes : 0);
+        w.stage = kStLand;
+        w.due = ps_to_ns_ceil(rn.pcie_up.send(slot.finish_ps, bytes));
+        schedule_stage(q, kStLand, w.due);
+      } else {
+        w.stage = kStReadTx;
+        w.due = ps_to_ns_ceil(w.len > 0 ? rn.pcie_down.send(slot.finish_ps, w.len) : slot.finish_ps);
+        schedule_stage(q, kStReadTx, w.due);
+      }
+      return true;
+    }
+
+    case kStLand: {
+      QpState& b = qps_[q.peer];
+      Nic& rn = nic_of(b);
+      DeviceContext& rc = ctxs_[b.ctx];
+      if (discarded(b, seq)) {  // behind a WQE this responder NAKed: discarded, flushed
+        w.status = WcStatus::kWrFlushError;
+        w.stage = kStComplete;
+        return true;
+      }
+      if (w.op == WqeOp::kWriteImm) {
+        if (rc.srq_posted == 0) {
+          ++w.rnr_tries;
+          ++rn.n.rnr_naks;
+          notify(WqeEvent::kRnrNak, q, seq, w, now);
+          if (rn.cfg.rnr.retry_limit != 7 && w.rnr_tries > rn.cfg.rnr.retry_limit) {
+            w.status = WcStatus::kRetryExceeded;
+            if (!b.resp_error) b.resp_error_seq = seq;
+            b.resp_error = true;
+            nak(q, w, ns_to_ps(now), rn);
+            return true;
+          }
+          // RNR NAK: the requester waits out the RNR timer and resends; later WQEs of the
+          // QP wait behind this one.
+          w.due = now + rn.rnr_delay_ns;
+          schedule_stage(q, kStLand, w.due);
+          return false;
+        }
+        if (rc.recv_cq.full()) [[unlikely]]
+          throw std::runtime_error("receive CQ overrun on node " + std::to_string(rc.node) + " (depth " +
+                                   std::to_string(rc.recv_cq.capacity()) + "): completions are not polled");
+        --rc.srq_posted;
+      }
+      if (w.len > 0) std::memcpy(w.remote_host, w.local, w.len);
+      ++rn.n.writes_landed;
+      Nic& nic = nic_of(q);
+      const Time lat = now - w.posted_at;
+      ++nic.n.land_count;
+      nic.n.land_latency_ns += lat;
+      nic.n.land_latency_max_ns = std::max(nic.n.land_latency_max_ns, lat);
+      notify(WqeEvent::kLanded, q, seq, w, now);
+      if (w.op == WqeOp::kWriteImm) {
+        rc.recv_cq.push(RecvCompletion{b.qp_num, w.imm, w.len, WcStatus::kSuccess});
+        ++rc.recv_cqes;
+        ++rn.n.recv_cqes;
+        if (rc.thread != nullptr) rc.thread->wake(now);
+      }
+      if (w.flags & kWqeSignaled) {
+        w.stage = kStAck;
+        w.due = now + rn.ack_turnaround_ns + wire_latency(rn, q.node);
+        schedule_stage(q, kStAck, w.due);
+      } else {
+        w.stage = kStComplete;
+        w.due = now;
+        need_complete_drain_ = true;
+      }
+      return true;
+    }
+
+    case kStReadTx: {
+      QpState& b = qps_[q.peer];
+      Nic& rn = nic_of(b);
+      if (discarded(b, seq)) {
+        w.status = WcStatus::kWrFlushError;
+        w.stage = kStComplete;
+        return true;
+      }
+      // The responder's DMA read has completed: the data as of now goes out.
+      if (w.len > 0) std::memcpy(const_cast<std::byte*>(w.local), w.remote_host, w.len);
+      ++rn.n.reads_served;
+      const uint64_t out_ps = rn.tx_port.send(ns_to_ps(now), w.len);
+      w.stage = kStReadRx;
+      w.due = ps_to_ns_ceil(out_ps) + wire_latency(rn, q.node);
+      schedule_stage(q, kStReadRx, w.due);
+      return true;
+    }
+
+    case kStReadRx: {
+      Nic& nic = nic_of(q);
+      const uint64_t in_ps = nic.rx_port.send(ns_to_ps(now), w.len);
+      const uint64_t packets = std::max<uint64_t>(1, (w.len + nic.cfg.link.mtu_bytes - 1) / nic.cfg.link.mtu_bytes);
+      const uint64_t service = nic.recv_pkt_ps * packets + static_cast<uint64_t>(w.len * nic.recv_byte_ps + 0.5);
+      const ServerPool::Slot slot = nic.recv_engines.reserve(in_ps, 0, service);
+      w.stage = kStComplete;
+      w.due = ps_to_ns_ceil(nic.pcie_up.send(slot.finish_ps, uint64_t{w.len} + nic.cfg.cqe_bytes));
+      schedule_stage(q, kStComplete, w.due);
+      return true;
+    }
+
+    case kStAck: {
+      Nic& nic = nic_of(q);
+      const uint64_t in_ps = nic.rx_port.send(ns_to_ps(now), 0);
+      const ServerPool::Slot slot = nic.recv_engines.reserve(in_ps, 0, nic.ack_ps);
+      w.stage = kStComplete;
+      w.due = ps_to_ns_ceil(nic.pcie_up.send(slot.finish_ps, nic.cfg.cqe_bytes));
+      if (w.status != WcStatus::kSuccess) {
+        enter_error(q, seq + 1, w.due);
+      } else {
+        schedule_stage(q, kStComplete, w.due);
+      }
+      return true;
+    }
+
+    case kStComplete: {
+      Nic& nic = nic_of(q);
+      if (w.op == WqeOp::kRead && q.reads_out > 0) --q.reads_out;
+      w.stage = kStDone;
+      if ((w.flags & kWqeSignaled) || w.status != WcStatus::kSuccess) {
+        DeviceContext& c = ctxs_[q.ctx];
+        c.send_cq.push(SendCqe{SendCompletion{q.qp_num, w.wr_id, wc_opcode(w.op), w.status}, q.index, seq});
+        ++c.send_cqes;
+        ++nic.n.send_cqes;
+        ++nic.n.complete_count;
+        nic.n.complete_latency_ns += now - w.posted_at;
+        if (c.thread != nullptr) c.thread->wake(now);
+      }
+      notify(WqeEvent::kCompleted, q, seq, w, now);
+      return true;
+    }
+
+    default: break;
+  }
+  throw std::logic_error("Network: event for a stage without processing (" + std::to_string(stage) + ")");
+}
+
+nlohmann::json Network::report_json(uint32_t node, Time elapsed_ns) const {
+  const Nic& n = nics_.at(node);
+  auto station = [&](const StationStats& s, uint32_t servers) {
+    return nlohmann::json{{"jobs", s.jobs},
+                          {"busy_ns", static_cast<double>(s.busy_ps) * 1e-3},
+                          {"utilization", s.utilization(elapsed_ns, servers == 0 ? 1 : servers)},
+                          {"mean_depth", s.mean_depth(elapsed_ns)},
+                          {"max_depth", s.max_depth},
+                          {"mean_wait_ns", s.mean_wait_ns()},
+                          {"mean_sojourn_ns", s.mean_sojourn_ns()}};
+  };
+  nlohmann::json j;
+  j["node"] = node;
+  j["elapsed_ns"] = elapsed_ns;
+  j["stations"] = {{"pcie_down", station(n.pcie_down.stats(), 1)},
+                   {"pcie_up", station(n.pcie_up.stats(), 1)},
+                   {"send_engines", station(n.send_engines.stats(), n.send_engines.servers())},
+                   {"recv_engines", station(n.recv_engines.stats(), n.recv_engines.servers())},
+                   {"tx_port", station(n.tx_port.stats(), 1)},
+                   {"rx_port", station(n.rx_port.stats(), 1)}};
+  const NicCounters& c = n.n;
+  j["admission"] = {{"admitted", c.admitted},
+                    {"mean_wait_ns", c.admitted == 0 ? 0.0 : static_cast<double>(c.admit_wait_ps) * 1e-3 / c.admitted},
+                    {"mean_depth", elapsed_ns == 0 ? 0.0 : static_cast<double>(c.admit_wait_ps) / (elapsed_ns * 1e3)},
+                    {"max_depth", c.admit_max_depth}};
+  j["counters"] = {{"doorbells", c.doorbells},         {"wqes_posted", c.wqes_posted},
+                   {"wqes_sent", c.wqes_sent},         {"packets_in", c.packets_in},
+                   {"writes_landed", c.writes_landed}, {"reads_served", c.reads_served},
+                   {"recv_cqes", c.recv_cqes},         {"send_cqes", c.send_cqes},
+                   {"rnr_naks", c.rnr_naks},           {"remote_errors", c.remote_errors},
+                   {"local_errors", c.local_errors},   {"flushed", c.flushed},
+                   {"fetches", c.fetches}};
+  j["latency"] = {{"land_mean_ns", c.land_count == 0 ? 0.0 : static_cast<double>(c.land_latency_ns) / c.land_count},
+                  {"land_max_ns", c.land_latency_max_ns},
+                  {"complete_mean_ns",
+                   c.complete_count == 0 ? 0.0 : static_cast<double>(c.complete_latency_ns) / c.complete_count}};
+  j["caches"] = {{"qp", {{"hits", n.qp_cache.hits()}, {"misses", n.qp_cache.misses()}}},
+                 {"mtt", {{"hits", n.mtt_cache.hits()}, {"misses", n.mtt_cache.misses()}}}};
+  return j;
+}
+
+}  // namespace bkv::sim

@@ -1,0 +1,387 @@
+// The simulated NICs and network: RC queue pairs, the NIC pipeline as a chain of queueing
+// stations, completion queues and shared receive queues, on the discrete-event engine.
+//
+// ----------------------------------------------------------------------------------
+// Pipeline of one work request (WQE). Each arrow is an engine event; inside an event
+// the stations named are computed on arrival (stations.hpp).
+//
+//   post (thread now())           WQE written into the SQ ring, stage Posted
+//   ring_doorbell (thread now())  -> Doorbell   at now + doorbell_ns (MMIO over PCIe)
+//   Doorbell   the NIC learns of the WQEs; they queue for admission (Admit)
+//   Admit      per-QP window: at most send.qp_window WQEs of a QP inside the send
+//              pipeline, and at most send.max_outstanding_reads READs in flight;
+//              admitted WQEs are fetched by DMA read (up to fetch_max_wqes per read,
+//              PCIe host->NIC: read latency + bytes/bandwidth), skipped for WQEs that
+//              came with a BlueFlame doorbell        -> Engine at fetch completion
+//   Engine     send engine pool (send.engines servers, per_wqe + per_byte service,
+//              QP-context / translation cache misses add to the service); with
+//              send.qp_serial a QP's WQEs never overlap in the engines; local key and
+//              bounds check; payload gather by DMA read unless inline
+//                                                     -> Tx when gathered
+//   Tx         leaves the window (admits the next WQE of the QP); serializes on the
+//              node's port at link bandwidth; one-way latency = base + jitter
+//                                                     -> Rx at the remote port
+//   Rx         (responder) serializes into the target port (switch egress), receive
+//              engine pool (recv.engines, per packet + per byte, per-QP in order with
+//              recv.qp_serial), rkey/bounds/permission check with MemoryTable; WRITE:
+//              DMA write of data (+CQE) over PCIe NIC->host  -> Land
+//              READ: DMA read of the data from responder memory -> ReadTx
+//              violation: NAK (remote access error)      -> Ack
+//   Land       WRITE bytes copied into the target's memory; WRITE+IMM consumes one SRQ
+//              receive and queues a receive completion (wakes the owning thread); no
+//              receive posted: RNR NAK, the WQE retries after rnr.delay_ns (the QP's
+//              later WQEs wait behind it); signaled -> Ack after ack_turnaround + latency
+//   ReadTx     (responder) READ data copied into the requester's buffer (contents are
+//              undefined until the completion, as on a real NIC), response serialized
+//              on the responder's port, latency back     -> ReadRx
+//   ReadRx     requester port, receive engine, DMA write of data + CQE -> Complete
+//   Ack        requester port, receive engine (ack_ns), CQE DMA write -> Complete;
+//              a NAK moves the QP to the error state and flushes every later WQE
+//   Complete   signaled or failed WQEs produce a send completion (wakes the thread);
+//              the WQE retires (its SQ slot is reused only after the user polled a
+//              later-or-equal signaled completion: send queue depth has its real meaning)
+//
+// RC order: every stage is FIFO per QP. An event for (QP, stage) drains the QP's WQEs
+// at that stage whose due time has come, oldest first, and stops at the first one not
+// yet due; a later WQE whose jittered arrival is earlier simply waits for the earlier
+// one. So jitter, engine parallelism or RNR never reorder one QP; WQEs that skip a
+// stage (READs skip Land, WRITEs skip ReadTx) pass it once they are beyond it.
+//
+// Approximations: stations computed inside the event of an earlier station (the PCIe
+// gather behind the engine, the receive engine and PCIe write behind the port) see
+// their arrivals in the order of the earlier station's events, which may differ from
+// their own arrival order by up to one service time. Messages larger than the MTU
+// occupy the port as one unit (no packet interleaving between QPs). ACKs of unsignaled
+// WRITEs are coalesced into later ones and not modelled; ACKs that are modelled use
+// the requester's port and receive engines but not the responder's port.
+//
+// ----------------------------------------------------------------------------------
+// Load-dependent latency: which mechanisms make latency grow with outstanding work,
+// and their hardware basis (each is a knob in NicConfig):
+//  1. Per-QP serialization and window (send.qp_serial, send.qp_window, fetch latency):
+//     a ConnectX QP's send queue is processed in order by one processing unit, and a
+//     non-BlueFlame WQE must be fetched over PCIe first. One QP therefore sustains only
+//     about window / (fetch + processing) WQEs per second; work beyond that queues in
+//     Admit while the SQ itself is far from full (calibration.md C2). More QPs spread
+//     the load over more engines (C1: per-node WRITE rate grows with the number of
+//     peers rather than staying at one NIC-wide rate).
+//  2. Engine pools (send.engines, recv.engines): NIC-wide message-rate limit; multi-
+//     server queueing with waiting time that rises steeply near saturation.
+//  3. PCIe (pcie.*): descriptor fetches, payload gathers, data and CQE writes share the
+//     bus bandwidth; TLP overhead makes small transfers expensive.
+//  4. Ports (link.*): serialization per direction per node; incast at a receiver port.
+//  5. On-NIC caches (qp_cache, mtt_cache): with many active QPs or a large registered
+//     working set (rings of many endpoints), context and translation entries miss and
+//     each miss adds a PCIe round trip to the engine's service time: latency grows with
+//     the number of QPs/pages touched, not just the message rate.
+//  6. RNR (rnr.*): a receiver that does not repost receives fast enough stalls the QP
+//     for whole RNR timer periods.
+//
+// ----------------------------------------------------------------------------------
+// Determinism: no wall clock, no pointer-keyed iteration; the wire jitter of each NIC
+// comes from its own stream seeded by derive_seed(seed, {node, ...}).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/random.hpp"
+#include "core/transport.hpp"
+#include "sim/engine.hpp"
+#include "sim/nic_config.hpp"
+#include "sim/stations.hpp"
+#include "transports/loopback_sim/memory_table.hpp"
+
+namespace bkv::sim {
+
+class SimThread;
+
+enum class WqeOp : uint8_t { kWrite = 0, kWriteImm, kRead };
+
+// Stages in canonical order (see the pipeline above). A WQE's stage only increases.
+enum Stage : uint8_t {
+  kStPosted = 0,
+  kStDoorbell,
+  kStAdmit,
+  kStEngine,
+  kStTx,
+  kStRx,
+  kStLand,
+  kStReadTx,
+  kStReadRx,
+  kStAck,
+  kStComplete,
+  kStDone,
+  kStageCount
+};
+inline constexpr uint32_t kStageBits = 4;
+static_assert(kStageCount <= (1u << kStageBits), "stage must fit the event argument");
+inline constexpr uint32_t kMaxQps = 1u << (32 - kStageBits);
+
+// QP numbers handed to users: global QP index + base (0 is never a valid QP number,
+// and numbers stay inside the 24-bit IB QPN space).
+inline constexpr uint32_t kQpnBase = 0x40;
+inline constexpr uint32_t kMaxQpn = (1u << 24) - 1;
+
+enum WqeFlags : uint8_t { kWqeSignaled = 1, kWqeBlueFlame = 2, kWqeInline = 4 };
+
+struct Wqe {
+  const std::byte* local = nullptr;  // WRITE: source, READ: destination (checked at Engine)
+  std::byte* remote_host = nullptr;  // target resolved by the responder's key check
+  uint64_t remote_addr = 0;
+  uint64_t wr_id = 0;
+  Time due = 0;        // when the WQE is due at its current stage
+  Time posted_at = 0;  // thread time of the post
+  uint32_t len = 0;
+  uint32_t lkey = 0;
+  uint32_t rkey = 0;
+  uint32_t imm = 0;
+  WqeOp op = WqeOp::kWrite;
+  uint8_t stage = kStPosted;
+  uint8_t flags = 0;
+  WcStatus status = WcStatus::kSuccess;
+  uint32_t rnr_tries = 0;
+};
+
+// A send completion as queued in the CQ: the user-visible part plus the SQ position it
+// retires (needed to free SQ slots when it is polled).
+struct SendCqe {
+  SendCompletion wc;
+  uint32_t qp_index;
+  uint64_t seq;
+};
+
+// Fixed-capacity FIFO ring (power-of-two capacity). Overflow is a simulation error,
+// as a CQ overrun is on a real NIC.
+template <class T>
+class Ring {
+ public:
+  void reserve_pow2(uint64_t min_capacity) {
+    uint64_t cap = 1;
+    while (cap < min_capacity) cap <<= 1;
+    if (cap <= buf_.size()) return;
+    std::vector<T> nb(cap);
+    for (uint64_t i = head_; i != tail_; ++i) nb[i & (cap - 1)] = buf_[i & mask_];
+    buf_ = std::move(nb);
+    mask_ = cap - 1;
+  }
+  bool empty() const noexcept { return head_ == tail_; }
+  uint64_t size() const noexcept { return tail_ - head_; }
+  uint64_t capacity() const noexcept { return buf_.size(); }
+  bool full() const noexcept { return size() == buf_.size(); }
+  void push(const T& v) noexcept { buf_[tail_++ & mask_] = v; }
+  const T& front() const noexcept { return buf_[head_ & mask_]; }
+  void pop() noexcept { ++head_; }
+
+ private:
+  std::vector<T> buf_;
+  uint64_t mask_ = 0;
+  uint64_t head_ = 0;
+  uint64_t tail_ = 0;
+};
+
+struct ContextConfig {
+  uint32_t sq_depth = 256;      // WQEs per QP send queue
+  uint32_t srq_capacity = 4096; // receives the SRQ can hold
+  uint32_t recv_cq_depth = 0;   // 0 = 2 * srq_capacity
+};
+
+// One device context (what one Transport object owns): a receive CQ and a send CQ
+// shared by its QPs, and one SRQ of zero-length receives.
+struct DeviceContext {
+  uint32_t index = 0;
+  uint32_t node = 0;
+  SimThread* thread = nullptr;  // woken when a completion is queued (may be null)
+  ContextConfig cfg;
+  Ring<RecvCompletion> recv_cq;
+  Ring<SendCqe> send_cq;
+  uint32_t srq_posted = 0;
+  std::vector<uint32_t> qps;
+  uint64_t recv_cqes = 0;
+  uint64_t send_cqes = 0;
+};
+
+struct QpState {
+  uint32_t index = 0;  // global
+  uint32_t node = 0;
+  uint32_t ctx = 0;
+  uint32_t qp_num = 0;
+  uint32_t peer = ~0u;  // global index of the connected QP
+  uint32_t depth = 0;
+  uint64_t mask = 0;
+  std::vector<Wqe> ring;
+  uint64_t posted = 0;  // WQEs posted (sequence of the next one)
+  uint64_t rung = 0;    // WQEs published by a doorbell
+  uint64_t freed = 0;   // SQ slots released by polled completions
+  std::array<uint64_t, kStageCount> cursor{};  // first WQE not yet past each stage
+  std::array<Time, kStageCount> last_sched{};  // last event time scheduled per stage
+  uint32_t in_window = 0;  // WQEs between admission and Tx
+  uint32_t reads_out = 0;  // READs between admission and completion
+  uint64_t eng_free_ps = 0;  // per-QP serialization in the send engines
+  uint64_t rx_free_ps = 0;   // per-QP serialization in the receive engines (as responder)
+  bool error = false;       // requester side in the error state
+  bool resp_error = false;  // responder side discards inbound after a NAK it sent...
+  uint64_t resp_error_seq = 0;  // ...for WQEs after this one (sequence in the peer's SQ)
+  bool connected() const noexcept { return peer != ~0u; }
+};
+
+// What happened to a WQE, for observers (tests, trace export).
+struct WqeEvent {
+  enum Kind : uint8_t { kLanded = 0, kCompleted, kRnrNak, kRemoteError, kLocalError };
+  Kind kind;
+  WcStatus status;
+  uint32_t qp;  // global index of the requester QP
+  uint64_t seq; // position in the requester's SQ
+  Time time;
+  const Wqe* wqe;
+};
+using WqeObserver = void (*)(void* ctx, const WqeEvent& ev);
+
+struct NicCounters {
+  uint64_t doorbells = 0;
+  uint64_t wqes_posted = 0;
+  uint64_t wqes_sent = 0;        // left the port
+  uint64_t packets_in = 0;       // requests arriving as responder
+  uint64_t writes_landed = 0;
+  uint64_t reads_served = 0;
+  uint64_t recv_cqes = 0;
+  uint64_t send_cqes = 0;
+  uint64_t rnr_naks = 0;
+  uint64_t remote_errors = 0;
+  uint64_t local_errors = 0;
+  uint64_t flushed = 0;
+  uint64_t fetches = 0;          // WQE fetch DMA reads
+  // Admission (per-QP window) queue.
+  uint64_t admitted = 0;
+  uint64_t admit_wait_ps = 0;
+  uint32_t admit_depth = 0;      // WQEs doorbelled but not admitted, all QPs of the NIC
+  uint32_t admit_max_depth = 0;
+  // Latencies of this NIC's WQEs (requester side), from post.
+  uint64_t land_count = 0;
+  uint64_t land_latency_ns = 0;
+  Time land_latency_max_ns = 0;
+  uint64_t complete_count = 0;
+  uint64_t complete_latency_ns = 0;
+};
+
+// One node's NIC: its configuration turned into station parameters, and its stations.
+struct Nic {
+  uint32_t node = 0;
+  NicConfig cfg;
+  // Derived constants (picoseconds).
+  uint64_t doorbell_ns = 0;
+  uint64_t send_wqe_ps = 0;
+  double send_byte_ps = 0;
+  uint64_t recv_pkt_ps = 0;
+  double recv_byte_ps = 0;
+  uint64_t ack_ps = 0;
+  uint64_t ack_turnaround_ns = 0;
+  uint64_t base_latency_ns = 0;
+  uint64_t loopback_latency_ns = 0;
+  uint64_t rnr_delay_ns = 0;
+  uint64_t qp_miss_ps = 0;
+  uint64_t mtt_miss_ps = 0;
+  // Stations.
+  Channel pcie_down;  // host -> NIC: WQE fetch, payload gather, READ responder data
+  Channel pcie_up;    // NIC -> host: landed data, CQEs
+  ServerPool send_engines;
+  ServerPool recv_engines;
+  Channel tx_port;    // this node's port, egress
+  Channel rx_port;    // the switch port towards this node (ingress serialization)
+  SetAssocCache qp_cache;
+  SetAssocCache mtt_cache;
+  Rng rng;            // wire jitter of packets this NIC sends
+  NicCounters n;
+};
+
+class Network {
+ public:
+  Network(Engine& engine, uint64_t seed);
+  Network(const Network&) = delete;
+  Network& operator=(const Network&) = delete;
+
+  // --- control path ---
+  uint32_t add_node(const NicConfig& cfg);
+  uint32_t node_count() const noexcept { return static_cast<uint32_t>(nics_.size()); }
+  uint32_t create_context(uint32_t node, SimThread* thread, const ContextConfig& cfg);
+  uint32_t create_qp(uint32_t ctx);
+  // Connects QP `qp` to the QP numbered `remote_qp_num` on `remote_node`; throws
+  // std::invalid_argument if no such QP exists there. Posts on a QP that is not
+  // connected complete with kWrFlushError.
+  void connect(uint32_t qp, uint32_t remote_node, uint32_t remote_qp_num);
+  loopback::MemoryTable& memory() noexcept { return memory_; }
+  void set_observer(WqeObserver fn, void* ctx) noexcept {
+    observer_ = fn;
+    observer_ctx_ = ctx;
+  }
+
+  // --- data path (called by the owning thread; `now` is its mid-step time) ---
+  PostResult post(uint32_t qp, WqeOp op, const void* local, uint32_t len, uint32_t lkey, uint64_t remote_addr,
+                  uint32_t rkey, uint32_t imm, uint64_t wr_id, bool signaled, Time now);
+  void ring_doorbell(uint32_t qp, Time now);
+  void post_receives(uint32_t ctx, uint32_t n);
+  uint32_t send_queue_free(uint32_t qp) const noexcept {
+    const QpState& q = qps_[qp];
+    return q.depth - static_cast<uint32_t>(q.posted - q.freed);
+  }
+  // Called by poll_send for each polled completion: frees the SQ slots it retires.
+  void release_slots(const SendCqe& c) noexcept {
+    QpState& q = qps_[c.qp_index];
+    if (c.seq + 1 > q.freed) q.freed = c.seq + 1;
+  }
+
+  // --- state and metrics ---
+  DeviceContext& context(uint32_t ctx) noexcept { return ctxs_[ctx]; }
+  const DeviceContext& context(uint32_t ctx) const noexcept { return ctxs_[ctx]; }
+  QpState& qp(uint32_t qp) noexcept { return qps_[qp]; }
+  const QpState& qp(uint32_t qp) const noexcept { return qps_[qp]; }
+  uint32_t qp_count() const noexcept { return static_cast<uint32_t>(qps_.size()); }
+  const Nic& nic(uint32_t node) const noexcept { return nics_[node]; }
+  Engine& engine() noexcept { return engine_; }
+
+  // Per-NIC report: counters and, per station, jobs, busy time, utilization, mean and
+  // max depth over [0, elapsed_ns].
+  nlohmann::json report_json(uint32_t node, Time elapsed_ns) const;
+
+ private:
+  static void on_event(void* ctx, uint32_t arg);
+  void drain(uint32_t qp, uint8_t stage);
+  // Processes the due head WQE `seq` at `stage`; false = blocked (stays at the stage).
+  bool process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now);
+  void try_admit(QpState& q, Time now);
+  void schedule_stage(QpState& q, uint8_t stage, Time due);
+  void nak(QpState& q, Wqe& w, uint64_t at_ps, Nic& responder);
+  // Moves q to the error state: WQEs from `first` on that are not yet complete are
+  // flushed (complete at complete_due with kWrFlushError, in order).
+  void enter_error(QpState& q, uint64_t first, Time complete_due);
+  // The responder QP b NAKed the requester's WQE `seq`: it discards what follows and
+  // goes to the error state itself.
+  void responder_error(QpState& b, uint64_t seq, Time now);
+  static bool discarded(const QpState& b, uint64_t seq) noexcept { return b.resp_error && seq > b.resp_error_seq; }
+  Time wire_latency(Nic& from, uint32_t to_node);
+  void notify(WqeEvent::Kind kind, const QpState& q, uint64_t seq, const Wqe& w, Time t) {
+    if (observer_ != nullptr) [[unlikely]]
+      observer_(observer_ctx_, WqeEvent{kind, w.status, q.index, seq, t, &w});
+  }
+  uint64_t mtt_misses(Nic& nic, uint32_t key, uint64_t addr, uint32_t len);
+  Nic& nic_of(const QpState& q) noexcept { return nics_[q.node]; }
+
+  Engine& engine_;
+  TargetId target_;
+  uint64_t seed_;
+  loopback::MemoryTable memory_;
+  std::deque<Nic> nics_;
+  std::deque<DeviceContext> ctxs_;
+  std::deque<QpState> qps_;
+  WqeObserver observer_ = nullptr;
+  void* observer_ctx_ = nullptr;
+  bool need_complete_drain_ = false;
+};
+
+}  // namespace bkv::sim

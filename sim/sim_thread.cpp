@@ -1,0 +1,85 @@
+#include "sim/sim_thread.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace bkv::sim {
+
+SimThread::SimThread(Engine& engine, const CostModel& costs, uint64_t seed, std::string name)
+    : engine_(engine), jitter_(costs.jitter), rng_(seed), name_(std::move(name)) {
+  for (size_t i = 0; i < kOpCount; ++i) {
+    if (!(costs.ns[i] >= 0.0) || !std::isfinite(costs.ns[i]))
+      throw std::invalid_argument(std::string("cost model: ") + kOpNames[i] + " must be a finite value >= 0");
+    cost_ps_[i] = static_cast<uint64_t>(std::llround(costs.ns[i] * 1000.0));
+  }
+  // Minimum step: the loop cost rounded up to whole ns, at least 1 ns.
+  min_step_ = std::max<Time>(1, (cost_ps_[static_cast<size_t>(Op::kLoop)] + 999) / 1000);
+  target_ = engine_.add_target(&SimThread::on_event, this);
+}
+
+uint64_t SimThread::jittered(uint64_t ps) noexcept {
+  const double x = jitter_.dist.sample(rng_);
+  double v;
+  if (jitter_.mode == JitterMode::kRelative) {
+    v = static_cast<double>(ps) * (1.0 + x);
+  } else {
+    v = static_cast<double>(ps) + x * 1000.0;
+  }
+  return v <= 0.0 ? 0 : static_cast<uint64_t>(std::llround(v));
+}
+
+void SimThread::schedule_step(Time t) {
+  ++generation_;  // any earlier pending event becomes stale
+  pending_ = true;
+  pending_time_ = t;
+  engine_.schedule(t, target_, generation_);
+}
+
+void SimThread::wake(Time at) {
+  if (exited_) return;
+  if (in_step_) {
+    // Coalesced into the decision taken when the step ends.
+    if (!wake_in_step_ || at < wake_in_step_time_) wake_in_step_time_ = at;
+    wake_in_step_ = true;
+    return;
+  }
+  const Time t = std::max({at, busy_until_, engine_.now()});
+  if (pending_ && pending_time_ <= t) return;
+  schedule_step(t);
+}
+
+void SimThread::on_event(void* ctx, uint32_t generation) {
+  auto* self = static_cast<SimThread*>(ctx);
+  if (generation != self->generation_ || !self->pending_) return;  // superseded wake-up
+  self->run_step();
+}
+
+void SimThread::run_step() {
+  pending_ = false;
+  if (step_fn_ == nullptr) throw std::logic_error("SimThread '" + name_ + "': no step function set");
+  step_start_ = engine_.now();
+  charged_ps_ = 0;
+  step_phase_.fill(0);
+  wake_in_step_ = false;
+  in_step_ = true;
+  const StepResult res = step_fn_(step_ctx_, *this);
+  in_step_ = false;
+  const Time charged_ns = (charged_ps_ + 999) / 1000;
+  const Time duration = std::max(charged_ns, min_step_);
+  busy_until_ = step_start_ + duration;
+  ++steps_;
+  busy_ps_ += charged_ps_;
+  last_step_ns_ = duration;
+  if (observer_ != nullptr) observer_(observer_ctx_, *this);
+  switch (res) {
+    case StepResult::kContinue: schedule_step(busy_until_); break;
+    case StepResult::kIdle:
+      if (wake_in_step_) schedule_step(std::max(wake_in_step_time_, busy_until_));
+      break;
+    case StepResult::kExit: exited_ = true; break;
+  }
+  wake_in_step_ = false;
+}
+
+}  // namespace bkv::sim

@@ -1,0 +1,155 @@
+// A simulated CPU thread: a virtual clock that costed operations advance.
+//
+// Semantics (the contract every backend step relies on):
+//  - A *step* is one call of the thread's step function (one iteration of a daemon's
+//    event loop, or one activation of a client). It runs inside an engine event at the
+//    step's start time S, so during the step the thread sees the world as it was at S:
+//    events still in flight (completions, landings, wake-ups) are delivered in time order
+//    *between* steps, never in the middle of one.
+//  - Each charge(op, n) adds cost_model[op] * n (plus optional jitter from the thread's
+//    own seeded stream) to the step's charged time C. now() = S + C, so everything the
+//    step does is timestamped mid-step: a message posted after charging 120 ns carries
+//    S + 120.
+//  - The step occupies the thread until busy_until = S + max(C, min_step), where
+//    min_step = max(1 ns, cost[loop]) so that even a step that charges nothing moves
+//    the simulation forward.
+//  - The step's result decides what follows: kContinue schedules the next step at
+//    busy_until (a polling daemon); kIdle schedules nothing until wake() (an event-driven
+//    client); kExit retires the thread.
+//  - wake(t) asks for a step at t. Wake-ups coalesce: at most one step is pending; a
+//    wake earlier than the pending step moves it earlier; a wake before busy_until (or
+//    during a step) runs at busy_until. Waking a thread that already has a step pending
+//    at or before t does nothing, so waking a polling thread is harmless.
+//
+// SimThread satisfies bkv::CostMeter (core/meter.hpp): backends written against a Meter
+// template parameter charge it directly, non-virtually.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "core/meter.hpp"
+#include "core/random.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/engine.hpp"
+
+namespace bkv::sim {
+
+enum class StepResult : uint8_t { kContinue = 0, kIdle, kExit };
+
+class SimThread {
+ public:
+  static constexpr bool kEnabled = true;
+
+  using StepFn = StepResult (*)(void* ctx, SimThread& self);
+  // Called after every step (metrics: loop time, CQEs per loop ...).
+  using StepObserver = void (*)(void* ctx, const SimThread& self);
+
+  SimThread(Engine& engine, const CostModel& costs, uint64_t seed, std::string name = {});
+  SimThread(const SimThread&) = delete;
+  SimThread& operator=(const SimThread&) = delete;
+
+  void set_step(StepFn fn, void* ctx) noexcept {
+    step_fn_ = fn;
+    step_ctx_ = ctx;
+  }
+  // A member function StepResult T::M(SimThread&) as the step.
+  template <class T, StepResult (T::*M)(SimThread&)>
+  void bind(T* obj) noexcept {
+    set_step([](void* ctx, SimThread& self) { return (static_cast<T*>(ctx)->*M)(self); }, obj);
+  }
+  void set_observer(StepObserver fn, void* ctx) noexcept {
+    observer_ = fn;
+    observer_ctx_ = ctx;
+  }
+
+  // First step at `at` (same as wake()).
+  void start(Time at) { wake(at); }
+  void wake(Time at);
+
+  // --- CostMeter ---
+  void charge(Op op, uint32_t n = 1) noexcept {
+    const size_t i = static_cast<size_t>(op);
+    uint64_t ps = cost_ps_[i] * n;
+    if (jitter_.mode != JitterMode::kNone) [[unlikely]] ps = jittered(ps);
+    charged_ps_ += ps;
+    op_ps_[i] += ps;
+    op_count_[i] += n;
+  }
+  void record(Phase ph, uint32_t n) noexcept {
+    step_phase_[static_cast<size_t>(ph)] += n;
+    phase_total_[static_cast<size_t>(ph)] += n;
+  }
+  // Charges raw time not tied to an Op (a modelled wait, a timer).
+  void advance(Time ns) noexcept { charged_ps_ += ns * 1000; }
+
+  // Mid-step virtual time: step start + time charged so far. Outside a step: engine time.
+  Time now() const noexcept { return in_step_ ? step_start_ + charged_ps_ / 1000 : engine_.now(); }
+  // CostMeter's clock (core/meter.hpp): the same virtual time.
+  uint64_t now_ns() const noexcept { return now(); }
+
+  Time step_start() const noexcept { return step_start_; }
+  Time busy_until() const noexcept { return busy_until_; }
+  Time charged_ns() const noexcept { return charged_ps_ / 1000; }
+  bool in_step() const noexcept { return in_step_; }
+  bool exited() const noexcept { return exited_; }
+  bool step_pending() const noexcept { return pending_; }
+  Time pending_time() const noexcept { return pending_ ? pending_time_ : kTimeNever; }
+  Time min_step() const noexcept { return min_step_; }
+
+  // Metrics.
+  uint64_t steps() const noexcept { return steps_; }
+  Time busy_ns() const noexcept { return busy_ps_ / 1000; }           // sum of charged time
+  Time last_step_ns() const noexcept { return last_step_ns_; }        // duration of the last step
+  uint32_t step_phase(Phase ph) const noexcept { return step_phase_[static_cast<size_t>(ph)]; }
+  uint64_t phase_total(Phase ph) const noexcept { return phase_total_[static_cast<size_t>(ph)]; }
+  double op_ns_total(Op op) const noexcept { return static_cast<double>(op_ps_[static_cast<size_t>(op)]) * 1e-3; }
+  uint64_t op_count(Op op) const noexcept { return op_count_[static_cast<size_t>(op)]; }
+
+  const std::string& name() const noexcept { return name_; }
+  Engine& engine() noexcept { return engine_; }
+  Rng& rng() noexcept { return rng_; }
+
+ private:
+  static void on_event(void* ctx, uint32_t generation);
+  void run_step();
+  uint64_t jittered(uint64_t ps) noexcept;
+  void schedule_step(Time t);
+
+  Engine& engine_;
+  TargetId target_;
+  std::array<uint64_t, kOpCount> cost_ps_{};
+  CostJitter jitter_;
+  Rng rng_;
+  std::string name_;
+  Time min_step_ = 1;
+
+  StepFn step_fn_ = nullptr;
+  void* step_ctx_ = nullptr;
+  StepObserver observer_ = nullptr;
+  void* observer_ctx_ = nullptr;
+
+  Time step_start_ = 0;
+  Time busy_until_ = 0;
+  uint64_t charged_ps_ = 0;
+  bool in_step_ = false;
+  bool exited_ = false;
+  bool pending_ = false;       // a step event is scheduled (generation_ identifies it)
+  Time pending_time_ = 0;
+  bool wake_in_step_ = false;  // wake() called during the running step
+  Time wake_in_step_time_ = 0;
+  uint32_t generation_ = 0;
+
+  uint64_t steps_ = 0;
+  uint64_t busy_ps_ = 0;
+  Time last_step_ns_ = 0;
+  std::array<uint32_t, kPhaseCount> step_phase_{};
+  std::array<uint64_t, kPhaseCount> phase_total_{};
+  std::array<uint64_t, kOpCount> op_ps_{};
+  std::array<uint64_t, kOpCount> op_count_{};
+};
+
+static_assert(CostMeter<SimThread>);
+
+}  // namespace bkv::sim

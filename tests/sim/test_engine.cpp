@@ -1,0 +1,154 @@
+// The event engine: time order, deterministic tie-breaking, run limits, stop.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "core/random.hpp"
+#include "sim/engine.hpp"
+
+using namespace bkv::sim;
+
+namespace {
+struct Log {
+  Engine* engine = nullptr;
+  std::vector<std::pair<Time, uint32_t>> seen;
+  static void on(void* ctx, uint32_t arg) {
+    auto* self = static_cast<Log*>(ctx);
+    self->seen.emplace_back(self->engine->now(), arg);
+  }
+};
+}  // namespace
+
+TEST_CASE("events run in time order, ties in insertion order", "[engine]") {
+  Engine e;
+  Log log{&e, {}};
+  const TargetId t = e.add_target(&Log::on, &log);
+  e.schedule(30, t, 1);
+  e.schedule(10, t, 2);
+  e.schedule(20, t, 3);
+  e.schedule(10, t, 4);  // same time as arg 2, inserted later: runs after it
+  e.schedule(10, t, 5);
+  e.schedule(0, t, 6);
+  CHECK(e.pending() == 6);
+  e.run();
+  const std::vector<std::pair<Time, uint32_t>> want{{0, 6}, {10, 2}, {10, 4}, {10, 5}, {20, 3}, {30, 1}};
+  CHECK(log.seen == want);
+  CHECK(e.empty());
+  CHECK(e.events_run() == 6);
+}
+
+TEST_CASE("many equal-time events keep insertion order through heap reshuffles", "[engine]") {
+  Engine e;
+  Log log{&e, {}};
+  const TargetId t = e.add_target(&Log::on, &log);
+  bkv::Rng rng(7);
+  // Interleave random times with blocks of equal times; the arg is the insertion index.
+  std::vector<std::pair<Time, uint32_t>> inserted;
+  for (uint32_t i = 0; i < 5000; ++i) {
+    const Time when = rng.below(50);
+    e.schedule(when, t, i);
+    inserted.emplace_back(when, i);
+  }
+  e.run();
+  REQUIRE(log.seen.size() == inserted.size());
+  for (size_t i = 1; i < log.seen.size(); ++i) {
+    const auto& a = log.seen[i - 1];
+    const auto& b = log.seen[i];
+    REQUIRE((a.first < b.first || (a.first == b.first && a.second < b.second)));
+  }
+}
+
+TEST_CASE("handlers may schedule more events, including at the current time", "[engine]") {
+  Engine e;
+  struct Chain {
+    Engine* e;
+    TargetId self;
+    std::vector<std::pair<Time, uint32_t>> seen;
+    static void on(void* ctx, uint32_t arg) {
+      auto* c = static_cast<Chain*>(ctx);
+      c->seen.emplace_back(c->e->now(), arg);
+      if (arg < 3) c->e->schedule(c->e->now(), c->self, arg + 10);  // same time, after the ones queued
+      if (arg == 0) c->e->schedule_in(5, c->self, 1);
+    }
+  } chain{&e, {}, {}};
+  chain.self = e.add_target(&Chain::on, &chain);
+  e.schedule(100, chain.self, 0);
+  e.schedule(100, chain.self, 2);
+  e.run();
+  const std::vector<std::pair<Time, uint32_t>> want{{100, 0}, {100, 2}, {100, 10}, {100, 12}, {105, 1}, {105, 11}};
+  CHECK(chain.seen == want);
+}
+
+TEST_CASE("run_until stops at the limit and advances the clock to it", "[engine]") {
+  Engine e;
+  Log log{&e, {}};
+  const TargetId t = e.add_target(&Log::on, &log);
+  e.schedule(5, t, 1);
+  e.schedule(10, t, 2);
+  e.schedule(11, t, 3);
+  CHECK(e.run_until(10) == 2);
+  CHECK(e.now() == 10);
+  CHECK(e.pending() == 1);
+  CHECK(e.next_time() == 11);
+  CHECK(e.run_until(50) == 1);
+  CHECK(e.now() == 50);
+  CHECK(e.run_until(60) == 0);
+  CHECK(e.now() == 60);
+}
+
+TEST_CASE("stop() ends the run after the current event", "[engine]") {
+  Engine e;
+  struct Stopper {
+    Engine* e;
+    int runs = 0;
+    static void on(void* ctx, uint32_t arg) {
+      auto* s = static_cast<Stopper*>(ctx);
+      ++s->runs;
+      if (arg == 1) s->e->stop();
+    }
+  } s{&e};
+  const TargetId t = e.add_target(&Stopper::on, &s);
+  e.schedule(1, t, 0);
+  e.schedule(2, t, 1);
+  e.schedule(3, t, 0);
+  e.run();
+  CHECK(s.runs == 2);
+  CHECK(e.now() == 2);
+  CHECK(e.stopped());
+  CHECK(e.pending() == 1);
+  e.run();  // a new run resumes
+  CHECK(s.runs == 3);
+}
+
+TEST_CASE("scheduling in the past is an error", "[engine]") {
+  Engine e;
+  Log log{&e, {}};
+  const TargetId t = e.add_target(&Log::on, &log);
+  e.schedule(10, t, 0);
+  e.run();
+  CHECK_THROWS_AS(e.schedule(9, t, 0), std::logic_error);
+  CHECK_NOTHROW(e.schedule(10, t, 0));
+}
+
+TEST_CASE("member targets and the trace hash", "[engine]") {
+  struct Counter {
+    uint64_t sum = 0;
+    void on(uint32_t arg) { sum += arg; }
+  };
+  auto run = [](uint32_t salt) {
+    Engine e;
+    Counter c;
+    const TargetId t = e.add_member<Counter, &Counter::on>(&c);
+    for (uint32_t i = 0; i < 100; ++i) e.schedule(i % 7, t, i ^ salt);
+    e.run();
+    return std::pair<uint64_t, uint64_t>{c.sum, e.trace_hash()};
+  };
+  const auto a = run(0);
+  const auto b = run(0);
+  const auto c = run(1);
+  CHECK(a.first == 4950);
+  CHECK(a.second == b.second);
+  CHECK(a.second != c.second);
+}

@@ -1,0 +1,222 @@
+// Simulated threads: charges, mid-step timestamps, next-step time, wake coalescing, jitter.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <vector>
+
+#include "sim/engine.hpp"
+#include "sim/sim_thread.hpp"
+
+using namespace bkv::sim;
+using bkv::Op;
+using bkv::Phase;
+
+namespace {
+CostModel simple_costs() {
+  CostModel m;
+  m.ns.fill(0.0);
+  m[Op::kLoop] = 10;
+  m[Op::kCqe] = 25;
+  m[Op::kDoorbell] = 40;
+  m[Op::kKvOp] = 2.5;  // fractional: accumulates in picoseconds
+  return m;
+}
+}  // namespace
+
+TEST_CASE("charges advance now() inside a step; the next step starts when the cost has elapsed", "[thread]") {
+  Engine e;
+  const CostModel costs = simple_costs();
+  SimThread t(e, costs, 1, "daemon");
+  struct Body {
+    std::vector<Time> starts, mid, ends;
+    int steps = 0;
+    StepResult step(SimThread& th) {
+      starts.push_back(th.now());
+      REQUIRE(th.now() == th.step_start());
+      th.charge(Op::kLoop);
+      th.charge(Op::kCqe, 4);  // 100 ns
+      mid.push_back(th.now());
+      th.charge(Op::kKvOp, 3);  // 7.5 ns
+      ends.push_back(th.now());
+      th.record(Phase::kCqes, 4);
+      return ++steps < 3 ? StepResult::kContinue : StepResult::kExit;
+    }
+  } body;
+  t.bind<Body, &Body::step>(&body);
+  t.start(1000);
+  e.run();
+  REQUIRE(body.steps == 3);
+  // Step k starts at 1000 + k * ceil(117.5) = 1000 + 118 k.
+  CHECK(body.starts == std::vector<Time>{1000, 1118, 1236});
+  CHECK(body.mid == std::vector<Time>{1110, 1228, 1346});
+  CHECK(body.ends == std::vector<Time>{1117, 1235, 1353});  // floor of 117.5
+  CHECK(t.busy_until() == 1354);
+  CHECK(t.exited());
+  CHECK(t.steps() == 3);
+  CHECK(t.phase_total(Phase::kCqes) == 12);
+  CHECK(t.step_phase(Phase::kCqes) == 4);
+  CHECK(t.op_count(Op::kCqe) == 12);
+  CHECK(t.op_ns_total(Op::kKvOp) == Approx(22.5));
+}
+
+TEST_CASE("a message posted mid-step carries the mid-step time", "[thread]") {
+  Engine e;
+  const CostModel costs = simple_costs();
+  SimThread t(e, costs, 1);
+  struct Receiver {
+    Engine* e;
+    std::vector<Time> at;
+    static void on(void* ctx, uint32_t) {
+      auto* r = static_cast<Receiver*>(ctx);
+      r->at.push_back(r->e->now());
+    }
+  } rx{&e, {}};
+  const TargetId target = e.add_target(&Receiver::on, &rx);
+  struct Body {
+    TargetId target;
+    StepResult step(SimThread& th) {
+      th.charge(Op::kCqe, 2);  // 50
+      th.engine().schedule(th.now() + 300, target, 0);  // "wire latency" 300 after the post
+      th.charge(Op::kDoorbell);
+      return StepResult::kExit;
+    }
+  } body{target};
+  t.bind<Body, &Body::step>(&body);
+  t.start(0);
+  e.run();
+  CHECK(rx.at == std::vector<Time>{350});
+}
+
+TEST_CASE("a step that charges nothing still advances by the minimum step", "[thread]") {
+  Engine e;
+  CostModel costs = simple_costs();
+  costs[Op::kLoop] = 0;
+  SimThread t(e, costs, 1);
+  struct Body {
+    std::vector<Time> starts;
+    StepResult step(SimThread& th) {
+      starts.push_back(th.now());
+      return starts.size() < 4 ? StepResult::kContinue : StepResult::kExit;
+    }
+  } body;
+  t.bind<Body, &Body::step>(&body);
+  t.start(5);
+  e.run();
+  CHECK(t.min_step() == 1);
+  CHECK(body.starts == std::vector<Time>{5, 6, 7, 8});
+
+  Engine e2;
+  SimThread t2(e2, simple_costs(), 1);  // loop = 10 ns: the minimum step
+  Body body2;
+  t2.bind<Body, &Body::step>(&body2);
+  t2.start(0);
+  e2.run();
+  CHECK(body2.starts == std::vector<Time>{0, 10, 20, 30});
+}
+
+TEST_CASE("event-driven threads: wake-ups coalesce into one pending step", "[thread]") {
+  Engine e;
+  SimThread t(e, simple_costs(), 1, "client");
+  struct Body {
+    std::vector<Time> starts;
+    StepResult step(SimThread& th) {
+      starts.push_back(th.now());
+      th.charge(Op::kCqe, 4);  // 100 ns busy
+      return StepResult::kIdle;
+    }
+  } body;
+  t.bind<Body, &Body::step>(&body);
+
+  // Three wakes for the same instant and one later: one step at 100, one at 150? No:
+  // the later wake (150) falls inside the first step's busy time -> runs at busy_until 200.
+  t.wake(100);
+  t.wake(100);
+  t.wake(120);  // later than the pending one: coalesced into it
+  CHECK(t.pending_time() == 100);
+  t.wake(90);   // earlier: moves the pending step earlier
+  CHECK(t.pending_time() == 90);
+  e.run();
+  CHECK(body.starts == std::vector<Time>{90});
+  CHECK(t.busy_until() == 190);
+
+  // A wake before busy-until runs at busy-until.
+  struct Waker {
+    SimThread* t;
+    Time at;
+    static void on(void* ctx, uint32_t) {
+      auto* w = static_cast<Waker*>(ctx);
+      w->t->wake(w->at);
+    }
+  };
+  Engine e2;
+  SimThread t2(e2, simple_costs(), 1);
+  Body body2;
+  t2.bind<Body, &Body::step>(&body2);
+  Waker w1{&t2, 0};
+  Waker w2{&t2, 50};
+  e2.schedule(0, e2.add_target(&Waker::on, &w1));
+  e2.schedule(50, e2.add_target(&Waker::on, &w2));   // during the busy period [0, 100)
+  e2.run();
+  CHECK(body2.starts == std::vector<Time>{0, 100});
+  CHECK(t2.steps() == 2);
+
+  // No wake: an idle thread costs no events.
+  const uint64_t before = e2.events_run();
+  e2.run_until(1'000'000);
+  CHECK(e2.events_run() == before);
+}
+
+TEST_CASE("a wake during a step schedules the next step at busy-until at the earliest", "[thread]") {
+  Engine e;
+  SimThread t(e, simple_costs(), 1);
+  struct Body {
+    std::vector<Time> starts;
+    StepResult step(SimThread& th) {
+      starts.push_back(th.now());
+      th.charge(Op::kCqe, 2);                     // 50 ns
+      if (starts.size() == 1) th.wake(th.now());  // "more work": wake at 50 -> busy-until 50
+      if (starts.size() == 2) th.wake(th.now() + 1000);  // a timer
+      return StepResult::kIdle;
+    }
+  } body;
+  t.bind<Body, &Body::step>(&body);
+  t.start(0);
+  e.run();
+  CHECK(body.starts == std::vector<Time>{0, 50, 1100});
+}
+
+TEST_CASE("cost jitter is deterministic per seed and differs across seeds", "[thread]") {
+  auto run = [](uint64_t seed, JitterMode mode) {
+    Engine e;
+    CostModel costs = simple_costs();
+    costs.jitter.mode = mode;
+    costs.jitter.dist = mode == JitterMode::kRelative ? Distribution::normal(0.0, 0.2, -0.9)
+                                                      : Distribution::exponential(5.0);
+    SimThread t(e, costs, seed);
+    struct Body {
+      std::vector<Time> starts;
+      StepResult step(SimThread& th) {
+        starts.push_back(th.now());
+        th.charge(Op::kCqe, 10);
+        return starts.size() < 200 ? StepResult::kContinue : StepResult::kExit;
+      }
+    } body;
+    t.bind<Body, &Body::step>(&body);
+    t.start(0);
+    e.run();
+    return body.starts;
+  };
+  for (JitterMode mode : {JitterMode::kRelative, JitterMode::kAbsolute}) {
+    const auto a = run(11, mode);
+    const auto b = run(11, mode);
+    const auto c = run(12, mode);
+    CHECK(a == b);
+    CHECK(a != c);
+    // Mean step stays near the nominal 250 ns (relative) / 255 ns (absolute, mean +5).
+    const double mean = static_cast<double>(a.back()) / 199.0;
+    CHECK(mean == Approx(mode == JitterMode::kRelative ? 250.0 : 255.0).epsilon(0.06));
+    // Jitter really varies the step length.
+    bool varies = false;
+    for (size_t i = 2; i < a.size(); ++i) varies |= (a[i] - a[i - 1]) != (a[1] - a[0]);
+    CHECK(varies);
+  }
+}

@@ -1,0 +1,119 @@
+// Queueing stations, each on its own: server pools, channels, caches, statistics.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <vector>
+
+#include "core/random.hpp"
+#include "sim/stations.hpp"
+
+using namespace bkv::sim;
+
+TEST_CASE("one server: FIFO start = max(arrival, previous finish)", "[stations]") {
+  ServerPool s(1);
+  bkv::Rng rng(3);
+  uint64_t prev_finish = 0;
+  uint64_t t = 0;
+  for (int i = 0; i < 1000; ++i) {
+    t += rng.below(200);
+    const uint64_t service = 1 + rng.below(150);
+    const ServerPool::Slot slot = s.reserve(t, 0, service);
+    REQUIRE(slot.start_ps == std::max(t, prev_finish));
+    REQUIRE(slot.finish_ps == slot.start_ps + service);
+    prev_finish = slot.finish_ps;
+  }
+  CHECK(s.stats().jobs == 1000);
+}
+
+TEST_CASE("k servers serve k jobs at once; the (k+1)-th waits for the earliest", "[stations]") {
+  ServerPool s(3);
+  CHECK(s.reserve(0, 0, 100).start_ps == 0);
+  CHECK(s.reserve(0, 0, 50).start_ps == 0);
+  CHECK(s.reserve(0, 0, 80).start_ps == 0);
+  const auto fourth = s.reserve(10, 0, 10);
+  CHECK(fourth.start_ps == 50);  // the 50-long job's server frees first
+  CHECK(fourth.finish_ps == 60);
+  CHECK(s.stats().wait_ps == 40);
+  CHECK(s.stats().max_depth == 4);
+
+  ServerPool unlimited(0);
+  for (int i = 0; i < 100; ++i) CHECK(unlimited.reserve(5, 0, 1000).start_ps == 5);
+}
+
+TEST_CASE("not_before holds a job back without blocking others (best fit)", "[stations]") {
+  ServerPool s(2);
+  s.reserve(0, 0, 100);  // server A busy until 100
+  s.reserve(0, 0, 10);   // server B busy until 10
+  // A job that may only start at 500 (its QP is busy) takes B...
+  const auto held = s.reserve(20, 500, 10);
+  CHECK(held.start_ps == 500);
+  // ...and a job arriving at 150 still finds A free at 100: no head-of-line blocking.
+  const auto next = s.reserve(150, 0, 10);
+  CHECK(next.start_ps == 150);
+}
+
+TEST_CASE("channel: serialization at bandwidth, per-unit overhead, fixed latency", "[stations]") {
+  // 100 Gbit/s = 80 ps per byte; 4096-byte units with 50 bytes of overhead each; 300 ns.
+  Channel c(100.0, 300'000, 4096, 50);
+  CHECK(c.wire_bytes(0) == 50);
+  CHECK(c.wire_bytes(4096) == 4146);
+  CHECK(c.wire_bytes(4097) == 4197);
+  CHECK(c.serialization_ps(950) == 80'000);
+  const uint64_t a1 = c.send(0, 950);
+  CHECK(a1 == 80'000 + 300'000);
+  const uint64_t a2 = c.send(0, 950);  // queued behind the first
+  CHECK(a2 == 160'000 + 300'000);
+  const uint64_t a3 = c.send(1'000'000, 950);  // idle link: no wait
+  CHECK(a3 == 1'080'000 + 300'000);
+  CHECK(c.bytes() == 2850);
+}
+
+TEST_CASE("station statistics: Little's law depth and utilization", "[stations]") {
+  // Deterministic arrivals every 10 ns, service 5 ns: half the time one job present.
+  ServerPool s(1);
+  for (uint64_t i = 0; i < 1000; ++i) s.reserve(ns_to_ps(i * 10), 0, ns_to_ps(5));
+  CHECK(s.stats().mean_depth(10'000) == Approx(0.5));
+  CHECK(s.stats().utilization(10'000, 1) == Approx(0.5));
+  CHECK(s.stats().max_depth == 1);
+  CHECK(s.stats().mean_wait_ns() == 0.0);
+  // Arrivals twice as fast as service: the queue grows linearly, and so does the wait.
+  ServerPool over(1);
+  uint64_t last_wait = 0;
+  for (uint64_t i = 0; i < 100; ++i) {
+    const auto slot = over.reserve(ns_to_ps(i * 5), 0, ns_to_ps(10));
+    const uint64_t wait = slot.start_ps - ns_to_ps(i * 5);
+    if (i > 0) REQUIRE(wait > last_wait);
+    last_wait = wait;
+  }
+  CHECK(over.stats().max_depth > 40);
+}
+
+TEST_CASE("set-associative cache: hits, LRU eviction inside a set, disabled cache", "[stations]") {
+  SetAssocCache off;
+  CHECK(!off.enabled());
+  CHECK(off.access(1));
+
+  SetAssocCache one_set(4, 4);  // fully associative, 4 entries
+  for (uint64_t k = 0; k < 4; ++k) CHECK(!one_set.access(k));
+  for (uint64_t k = 0; k < 4; ++k) CHECK(one_set.access(k));
+  CHECK(one_set.access(0));    // 0 becomes most recent; LRU is now 1
+  CHECK(!one_set.access(9));   // evicts 1
+  CHECK(!one_set.access(1));   // 1 was evicted (evicts 2)
+  CHECK(one_set.access(0));
+  CHECK(one_set.access(9));
+  CHECK(one_set.hits() == 7);
+  CHECK(one_set.misses() == 6);
+
+  // A working set larger than the cache misses on every pass of a cyclic sweep (LRU).
+  SetAssocCache small(64, 8);
+  uint64_t misses_before = 0;
+  for (int pass = 0; pass < 3; ++pass)
+    for (uint64_t k = 0; k < 1000; ++k) small.access(k);
+  misses_before = small.misses();
+  CHECK(misses_before > 2900);
+  // A working set that fits hits after the first pass.
+  SetAssocCache big(2048, 8);
+  for (int pass = 0; pass < 3; ++pass)
+    for (uint64_t k = 0; k < 200; ++k) big.access(k);
+  CHECK(big.misses() == 200);  // compulsory misses only
+  CHECK_THROWS_AS(SetAssocCache(10, 4), std::invalid_argument);
+}
