@@ -32,11 +32,6 @@ constexpr bool carries_data(AmOp op) noexcept {
 constexpr bool valid_op(uint8_t op) noexcept {
   return op >= static_cast<uint8_t>(AmOp::kWrite) && op <= static_cast<uint8_t>(AmOp::kReadResponse);
 }
-// A NAK may only report a responder-side failure.
-constexpr bool valid_nak_status(uint8_t s) noexcept {
-  return s == static_cast<uint8_t>(WcStatus::kRemoteAccessError) ||
-         s == static_cast<uint8_t>(WcStatus::kRemoteOperationError);
-}
 
 }  // namespace
 
@@ -119,35 +114,32 @@ struct UcxTransport::Impl {
     }
   }
 
-  // Moves the queue pair to the error state: both roles stop, every request from
-  // `from` on that is not finished completes with kWrFlushError.
-  static void fail_qp(UcxTransport& t, QueuePair& qp, uint64_t from) {
+  static void flush(QueuePair::Wqe& w, WcStatus status) noexcept {
+    if (!w.done && !w.receiving) {
+      w.done = true;
+      w.status = status;
+    }
+  }
+
+  // Moves the queue pair to the error state: both roles stop. Requests not yet sent are
+  // flushed here; those in flight are answered by the peer (ACK/READ response if it ran
+  // them first, else a flush NAK), so they still complete in order and the peer never
+  // touches a buffer after its request completed.
+  static void enter_error(UcxTransport& t, QueuePair& qp) {
     qp.state_ = QueuePair::State::kError;
     stop_responder(t, qp);
-    for (uint64_t s = from; s < qp.tail_; ++s) {
-      QueuePair::Wqe& w = qp.wqe(s);
-      if (!w.done && !w.receiving) {
-        w.done = true;
-        w.status = WcStatus::kWrFlushError;
-      }
-    }
-    if (qp.submitted_ < qp.tail_) qp.submitted_ = qp.tail_;
+    for (uint64_t s = qp.submitted_; s < qp.tail_; ++s) flush(qp.wqe(s), WcStatus::kWrFlushError);
+    qp.submitted_ = qp.tail_;
     advance_completions(t, qp);
   }
 
-  // UCX reported a failure on this queue pair's endpoint (peer gone, connection lost).
+  // UCX reported a failure on this queue pair's endpoint (peer gone, connection lost):
+  // no answer will come, so requests in flight are flushed too, the oldest with
+  // kRetryExceeded.
   static void transport_failure(UcxTransport& t, QueuePair& qp) {
-    if (qp.state_ == QueuePair::State::kError) return;
-    uint64_t from = qp.completed_;
-    if (from < qp.submitted_) {
-      QueuePair::Wqe& w = qp.wqe(from);
-      if (!w.receiving) {
-        w.done = true;
-        w.status = WcStatus::kRetryExceeded;
-      }
-      ++from;
-    }
-    fail_qp(t, qp, from);
+    if (qp.completed_ < qp.submitted_) flush(qp.wqe(qp.completed_), WcStatus::kRetryExceeded);
+    for (uint64_t s = qp.completed_; s < qp.submitted_; ++s) flush(qp.wqe(s), WcStatus::kWrFlushError);
+    enter_error(t, qp);
   }
 
   static ucs_status_t handle_response(UcxTransport& t, QueuePair& qp, const AmHeader& h, void* data,
@@ -156,26 +148,31 @@ struct UcxTransport::Impl {
       protocol_error(t, "response for a request that was never sent");
       return UCS_OK;
     }
-    if (h.seq < qp.completed_ || qp.state_ == QueuePair::State::kError) return UCS_OK;  // already settled
+    if (h.seq < qp.completed_) return UCS_OK;  // already settled
     switch (h.op) {
       case AmOp::kAck:
         executed_below(qp, h.seq + 1);
         if (qp.state_ == QueuePair::State::kErrorPending && qp.fence_seq_ <= h.seq) {
           advance_completions(t, qp);
-          fail_qp(t, qp, qp.fence_seq_ + 1);
+          enter_error(t, qp);
         }
         break;
       case AmOp::kNak: {
-        if (!valid_nak_status(h.status)) {
+        if (h.status == static_cast<uint8_t>(WcStatus::kRemoteAccessError)) {
+          executed_below(qp, h.seq);  // the responder ran everything before it
+        } else if (h.status != static_cast<uint8_t>(WcStatus::kWrFlushError)) {
           protocol_error(t, "NAK with an invalid status");
           return UCS_OK;
         }
-        executed_below(qp, h.seq);
         QueuePair::Wqe& w = qp.wqe(h.seq);
+        if (w.receiving) {
+          protocol_error(t, "NAK for a READ whose data is arriving");
+          return UCS_OK;
+        }
         w.done = true;
         w.status = static_cast<WcStatus>(h.status);
         advance_completions(t, qp);
-        fail_qp(t, qp, h.seq + 1);
+        enter_error(t, qp);
         break;
       }
       case AmOp::kReadResponse: {
@@ -217,18 +214,30 @@ struct UcxTransport::Impl {
     t.outgoing_.push_back(Outgoing{&qp, reply_header(qp, AmOp::kAck, seq), nullptr});
   }
 
-  static void stop_responder(UcxTransport& t, QueuePair& qp) {
-    (void)t;
-    qp.responder_error_ = true;
-    for (auto it = qp.parked_.begin(); it != qp.parked_.end();)
-      it = it->second.receiving ? std::next(it) : qp.parked_.erase(it);  // UCX still writes a receiving one
-  }
-
-  static void nak(UcxTransport& t, QueuePair& qp, uint64_t seq, WcStatus status) {
+  static void queue_nak(UcxTransport& t, QueuePair& qp, uint64_t seq, WcStatus status) {
     AmHeader h = reply_header(qp, AmOp::kNak, seq);
     h.status = static_cast<uint8_t>(status);
     t.outgoing_.push_back(Outgoing{&qp, h, nullptr});
-    fail_qp(t, qp, qp.completed_);
+  }
+
+  // The responder role stops: waiting requests are answered with a flush NAK (one whose
+  // payload UCX is still writing gets it when the payload has arrived).
+  static void stop_responder(UcxTransport& t, QueuePair& qp) {
+    qp.responder_error_ = true;
+    for (auto it = qp.parked_.begin(); it != qp.parked_.end();) {
+      if (it->second.receiving) {
+        ++it;
+        continue;
+      }
+      queue_nak(t, qp, it->first, WcStatus::kWrFlushError);
+      it = qp.parked_.erase(it);
+    }
+  }
+
+  // A request violated the responder's memory protection.
+  static void nak(UcxTransport& t, QueuePair& qp, uint64_t seq, WcStatus status) {
+    queue_nak(t, qp, seq, status);
+    enter_error(t, qp);
   }
 
   // Executes one request in order. Returns false when it must wait (no receive posted).
@@ -287,20 +296,25 @@ struct UcxTransport::Impl {
     while (!qp.parked_.empty() && !qp.responder_error_) {
       auto it = qp.parked_.begin();
       if (it->first != qp.expected_ || it->second.receiving) break;
-      if (it->second.direct) {
-        finish_direct(t, qp, it->second.header);
-      } else if (!execute(t, qp, it->second.header, it->second.data.data())) {
+      const uint64_t seq = it->first;
+      QueuePair::Parked p = std::move(it->second);
+      qp.parked_.erase(it);  // out of the map first: a failure below flushes the rest
+      if (p.direct) {
+        finish_direct(t, qp, p.header);
+      } else if (!execute(t, qp, p.header, p.data.data())) {
+        qp.parked_.emplace(seq, std::move(p));  // receiver not ready: stays first in line
         break;
       }
-      if (qp.responder_error_) break;  // execute() failed the queue pair and cleared the map
-      qp.parked_.erase(it);
-      ++qp.expected_;
+      if (!qp.responder_error_) ++qp.expected_;
     }
   }
 
   static ucs_status_t handle_request(UcxTransport& t, QueuePair& qp, const AmHeader& h, void* data,
                                      size_t length, bool rndv) {
-    if (qp.responder_error_) return UCS_OK;  // RC responder in error: drop
+    if (qp.responder_error_) {  // RC responder in error: flush it (a payload is dropped)
+      queue_nak(t, qp, h.seq, WcStatus::kWrFlushError);
+      return UCS_OK;
+    }
     if (h.seq < qp.expected_ || h.seq - qp.expected_ > kMaxParkAhead || qp.parked_.count(h.seq) != 0) {
       protocol_error(t, "request sequence number out of window or duplicated");
       return UCS_OK;
@@ -388,7 +402,7 @@ struct UcxTransport::Impl {
       w.done = true;
       if (status != UCS_OK) w.status = WcStatus::kGeneralError;
       advance_completions(t, qp);
-      if (status != UCS_OK) fail_qp(t, qp, c.seq + 1);
+      if (status != UCS_OK) enter_error(t, qp);
       return;
     }
     auto it = qp.parked_.find(c.seq);
@@ -396,7 +410,7 @@ struct UcxTransport::Impl {
     it->second.receiving = false;
     if (status != UCS_OK) {
       protocol_error(t, "rendezvous payload could not be received");
-      stop_responder(t, qp);
+      enter_error(t, qp);  // answers it (and everything waiting) with a flush NAK
       return;
     }
     if (qp.responder_error_) {

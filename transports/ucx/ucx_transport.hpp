@@ -31,11 +31,13 @@
 //  - Errors: a remote violation (bad rkey, bounds, permission) is answered with a NAK;
 //    the request completes with kRemoteAccessError (even if unsignalled), the queue pair
 //    moves to the error state on both sides and every later request completes with
-//    kWrFlushError. A local violation (bad lkey or bounds) is sent as a NOP fence; when
-//    the peer acknowledges it the request completes with kLocalProtectionError and the
-//    queue pair moves to the error state. A UCX-level failure (peer gone) completes the
-//    oldest outstanding request with kRetryExceeded and flushes the rest. Zero-length
-//    requests touch no memory and are not checked (as on a real NIC).
+//    kWrFlushError: requests not yet sent are flushed locally, requests in flight are
+//    answered by the failed responder with a flush NAK (so nobody touches a buffer after
+//    its request completed). A local violation (bad lkey or bounds) is sent as a NOP
+//    fence; when the peer acknowledges it the request completes with
+//    kLocalProtectionError and the queue pair moves to the error state. A UCX-level
+//    failure (peer gone) completes the oldest outstanding request with kRetryExceeded and
+//    flushes the rest. Zero-length requests touch no memory and are not checked.
 //  - ring_doorbell(): hands every request posted on this queue pair since the previous
 //    doorbell to UCX (ucp_am_send_nbx), in post order. UCX sends what it can at once;
 //    the rest leaves as the worker progresses.
