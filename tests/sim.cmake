@@ -4,3 +4,4 @@ bkv_add_test(test_sim GROUP sim
   SOURCES sim/test_engine.cpp sim/test_sim_thread.cpp sim/test_config.cpp sim/test_stations.cpp
           sim/test_nic_model.cpp
   LIBS bkv_sim)
+bkv_add_test(test_sim_copyrpc GROUP sim SOURCES sim/test_des_copyrpc.cpp LIBS bkv_sim)
