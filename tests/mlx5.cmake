@@ -3,4 +3,8 @@
 # the device tests (no RDMA device needed: they check the "no device" errors) are mlx5.
 if(TARGET bkv_mlx5_emulator)
   bkv_add_test(test_mlx5_layout GROUP protocol SOURCES mlx5/test_wqe_layout.cpp LIBS bkv_mlx5_direct)
+  bkv_add_test(test_mlx5_emulator GROUP mlx5 SOURCES mlx5/test_direct_emulator.cpp LIBS bkv_mlx5_emulator)
+endif()
+if(TARGET bkv_mlx5)
+  bkv_add_test(test_mlx5_device GROUP mlx5 SOURCES mlx5/test_device.cpp LIBS bkv_mlx5)
 endif()

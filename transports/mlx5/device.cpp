@@ -42,8 +42,10 @@ std::string joined_names(const DeviceList& d) {
 constexpr const char* kHowToChoose =
     "choose a device with --device NAME or --device-index N (list them with `ibv_devices`)";
 
-[[noreturn]] void no_device(const DeviceList& d) {
+[[noreturn]] void no_device(const DeviceList& d, std::string_view name, int index) {
   std::string msg = "no RDMA device found";
+  if (!name.empty()) msg += " (asked for --device " + std::string(name) + ")";
+  else if (index >= 0) msg += " (asked for --device-index " + std::to_string(index) + ")";
   if (d.list == nullptr && d.error != 0)
     msg += " (ibv_get_device_list: " + std::string(std::strerror(d.error)) + "; the kernel has no RDMA support)";
   msg += ". The mlx5 and verbs transports need an InfiniBand or RoCE NIC (or SoftRoCE: `rdma link add rxe0 type rxe "
@@ -83,7 +85,7 @@ Device::~Device() {
 
 Device open_device(std::string_view name, int index, uint8_t port, int gid_index) {
   DeviceList d;
-  if (d.count == 0) no_device(d);
+  if (d.count == 0) no_device(d, name, index);
   int chosen = -1;
   if (!name.empty()) {
     for (int i = 0; i < d.count; ++i)

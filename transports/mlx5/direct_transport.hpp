@@ -364,12 +364,15 @@ class DirectTransport {
       throw std::invalid_argument("mlx5: the send CQ (" + std::to_string(send_cq_desc_.cqe_cnt) +
                                   " entries) cannot cover another send queue of " + std::to_string(opts_.sq_depth) +
                                   " WQEs; raise send_cq_entries");
-    const QpCaps caps{opts_.sq_depth, opts_.max_inline};
+    // At least two WQEs of the largest size, so that one always fits after a NOP fill.
+    const QpCaps caps{std::max(opts_.sq_depth, 2u), opts_.max_inline};
     const SqDescriptor d = provider_.create_qp(caps, send_cq_desc_, recv_cq_desc_, srq_desc_);
     validate(d);
-    if (d.wqe_cnt < opts_.sq_depth * max_bbs_ && d.wqe_cnt < 0x8000)
+    if (d.wqe_cnt < 2 * max_bbs_ - 1 || (d.wqe_cnt < opts_.sq_depth * max_bbs_ && d.wqe_cnt < 0x8000))
       throw std::invalid_argument("mlx5: send queue of " + std::to_string(d.wqe_cnt) + " blocks cannot hold " +
-                                  std::to_string(opts_.sq_depth) + " WQEs of " + std::to_string(max_bbs_) + " blocks");
+                                  std::to_string(caps.max_send_wr) + " WQEs of " + std::to_string(max_bbs_) +
+                                  " blocks (a WQE must fit after a NOP fill of up to " +
+                                  std::to_string(max_bbs_ - 1) + ")");
     if (qps_by_num_.find(d.qpn) != nullptr)
       throw std::logic_error("mlx5: provider returned QP number " + std::to_string(d.qpn) + " twice");
     QueuePair& qp = qps_.emplace_back(*this, d, max_bbs_);
