@@ -427,31 +427,18 @@ class Context {
     ++stats_.wraps;
   }
 
-  // Posts the pending WQEs of one endpoint. Returns false if the send queue filled
-  // (the rest waits for the next flush).
+  // Posts the pending WQEs of one endpoint: first the ranges already finished (by a
+  // wrap), then the open batch. Returns false if the send queue filled; what is left
+  // waits for the next flush, and the open batch stays open meanwhile, so messages keep
+  // joining it (batches grow while the NIC is behind).
   bool flush_endpoint(Ep& e) {
     if (e.error != EndpointError::kNone) return true;
-    if (e.batch_open) finish_batch(e, e.producer);
-    auto& meter = t_.meter();
-    bool posted_any = false, done = true;
-    while (e.emit_count > 0) {
-      const PendingEmit& pe = e.emits[e.emit_head];
-      const bool signaled = ++e.unsignaled >= kSignalInterval;
-      const RemoteBuffer dst{e.remote_ring.addr + (pe.start & (e.remote_ring.length - 1)), e.remote_ring.rkey, 0,
-                             pe.write_len};
-      const PostResult r = e.qp->post_write_imm(e.send_ring.at(pe.start), pe.write_len, e.send_mr.lkey, dst, pe.imm,
-                                                wr_id(kWrBatch, e.id), signaled);
-      if (r != PostResult::kOk) {
-        --e.unsignaled;
-        done = false;
-        break;
-      }
-      if (signaled) e.unsignaled = 0;
-      meter.charge(Op::kFlush, 1);
-      ++stats_.wqes_posted;
-      posted_any = true;
-      e.emit_head = (e.emit_head + 1) % kMaxPendingEmits;
-      --e.emit_count;
+    bool posted_any = false;
+    bool done = post_pending_emits(e, posted_any);
+    if (done && e.batch_open && e.qp->send_queue_free() == 0) done = false;
+    if (done && e.batch_open && e.qp->send_queue_free() > 0) {
+      finish_batch(e, e.producer);
+      done = post_pending_emits(e, posted_any);
     }
     if (e.need_read && !e.read_outstanding && done) {
       const PostResult r = e.qp->post_read(&e.read_buffer, 8, e.read_mr.lkey, e.remote_consumer_word,
@@ -459,6 +446,7 @@ class Context {
       if (r == PostResult::kOk) {
         e.need_read = false;
         e.read_outstanding = true;
+        e.unsignaled = 0;  // a signalled WQE retires every earlier one
         posted_any = true;
         ++stats_.reads_posted;
       } else {
@@ -467,10 +455,30 @@ class Context {
     }
     if (posted_any) {
       e.qp->ring_doorbell();
-      meter.charge(Op::kDoorbell, 1);
+      t_.meter().charge(Op::kDoorbell, 1);
       ++stats_.doorbells;
     }
     return done;
+  }
+
+  bool post_pending_emits(Ep& e, bool& posted_any) {
+    auto& meter = t_.meter();
+    while (e.emit_count > 0) {
+      const PendingEmit& pe = e.emits[e.emit_head];
+      const bool signaled = e.unsignaled + 1 >= kSignalInterval;
+      const RemoteBuffer dst{e.remote_ring.addr + (pe.start & (e.remote_ring.length - 1)), e.remote_ring.rkey, 0,
+                             pe.write_len};
+      const PostResult r = e.qp->post_write_imm(e.send_ring.at(pe.start), pe.write_len, e.send_mr.lkey, dst, pe.imm,
+                                                wr_id(kWrBatch, e.id), signaled);
+      if (r != PostResult::kOk) return false;
+      e.unsignaled = signaled ? 0 : e.unsignaled + 1;
+      meter.charge(Op::kFlush, 1);
+      ++stats_.wqes_posted;
+      posted_any = true;
+      e.emit_head = (e.emit_head + 1) % kMaxPendingEmits;
+      --e.emit_count;
+    }
+    return true;
   }
 
   // RingFull that persists while no batch arrives from the peer (so no piggybacked

@@ -365,3 +365,29 @@ TEST_CASE("a failed endpoint does not disturb the others", "[copyrpc][hostile]")
   });
   CHECK(got);
 }
+
+TEST_CASE("with the send queue full, the open batch keeps growing and goes out when room returns",
+          "[copyrpc]") {
+  loopback::InstantFabric fabric;
+  T ta{fabric, 4096, 128}, tb{fabric, 4096, 128};  // the smallest queue copyrpc accepts (2 x 64)
+  Ctx a(ta, {}), b(tb, {});
+  const uint32_t ea = a.create_endpoint(), eb = b.create_endpoint();
+  a.connect(ea, b.local_info(eb));
+  b.connect(eb, a.local_info(ea));
+  // Flush after every call but never reap send completions: the queue fills at 128.
+  for (uint64_t i = 0; i < 300; ++i) {
+    REQUIRE(a.call(ea, bytes(8, 1), 0, i).ok());
+    a.flush();
+  }
+  CHECK(a.stats().wqes_posted == 128);
+  CHECK(a.has_unflushed());
+  a.drain(ignore_responses);  // reaps the signalled completions: slots free again
+  a.flush();
+  CHECK(a.stats().wqes_posted == 129);  // the other 172 calls went out as ONE batch
+  CHECK_FALSE(a.has_unflushed());
+  b.drain(ignore_responses);
+  copyrpc::RecvHandle h;
+  uint64_t n = 0;
+  while (b.recv(h)) ++n;
+  CHECK(n == 300);
+}
