@@ -235,7 +235,7 @@ void Network::try_admit(QpState& q, Time now) {
   Nic& nic = nic_of(q);
   uint64_t& cur = q.cursor[kStAdmit];
   if (cur < q.cursor[kStComplete]) cur = q.cursor[kStComplete];
-  std::array<uint64_t, 64> fetch{};  // WQEs sharing the current fetch DMA read
+  std::array<uint64_t, 64> fetch;  // WQEs sharing the current fetch DMA read (filled before read)
   uint32_t nfetch = 0;
   auto issue_fetch = [&]() {
     if (nfetch == 0) return;

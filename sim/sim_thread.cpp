@@ -44,9 +44,36 @@ void SimThread::wake(Time at) {
     wake_in_step_ = true;
     return;
   }
-  const Time t = std::max({at, busy_until_, engine_.now()});
+  Time t = std::max({at, busy_until_, engine_.now()});
+  if (spinning_) {
+    // Resume at the first loop boundary at or after t: the phase of the skipped loops.
+    const Time k = (t - spin_origin_ + spin_period_ - 1) / spin_period_;
+    t = spin_origin_ + k * spin_period_;
+  }
   if (pending_ && pending_time_ <= t) return;
   schedule_step(t);
+}
+
+void SimThread::account_skipped(Time now) {
+  spinning_ = false;
+  const uint64_t k = (now - spin_origin_) / spin_period_;
+  if (k == 0) return;
+  steps_ += k;
+  skipped_steps_ += k;
+  busy_ps_ += k * spin_charged_ps_;
+  for (size_t i = 0; i < kOpCount; ++i) {
+    op_ps_[i] += k * spin_op_ps_[i];
+    op_count_[i] += k * spin_op_count_[i];
+  }
+  last_step_ns_ = spin_period_;
+  if (observer_ != nullptr) {
+    step_start_ = now - spin_period_;
+    busy_until_ = now;
+    step_phase_.fill(0);
+    repeat_ = k;
+    observer_(observer_ctx_, *this);
+    repeat_ = 1;
+  }
 }
 
 void SimThread::on_event(void* ctx, uint32_t generation) {
@@ -58,6 +85,9 @@ void SimThread::on_event(void* ctx, uint32_t generation) {
 void SimThread::run_step() {
   pending_ = false;
   if (step_fn_ == nullptr) throw std::logic_error("SimThread '" + name_ + "': no step function set");
+  if (spinning_) account_skipped(engine_.now());
+  step_op_ps0_ = op_ps_;
+  step_op_count0_ = op_count_;
   step_start_ = engine_.now();
   charged_ps_ = 0;
   step_phase_.fill(0);
@@ -78,6 +108,20 @@ void SimThread::run_step() {
       if (wake_in_step_) schedule_step(std::max(wake_in_step_time_, busy_until_));
       break;
     case StepResult::kExit: exited_ = true; break;
+    case StepResult::kIdleSpin:
+      if (wake_in_step_) {
+        schedule_step(std::max(wake_in_step_time_, busy_until_));
+      } else {
+        spinning_ = true;
+        spin_origin_ = busy_until_;
+        spin_period_ = duration;
+        spin_charged_ps_ = charged_ps_;
+        for (size_t i = 0; i < kOpCount; ++i) {
+          spin_op_ps_[i] = op_ps_[i] - step_op_ps0_[i];
+          spin_op_count_[i] = static_cast<uint32_t>(op_count_[i] - step_op_count0_[i]);
+        }
+      }
+      break;
   }
   wake_in_step_ = false;
 }

@@ -16,6 +16,16 @@
 //  - The step's result decides what follows: kContinue schedules the next step at
 //    busy_until (a polling daemon); kIdle schedules nothing until wake() (an event-driven
 //    client); kExit retires the thread.
+//  - kIdleSpin is for a polling loop whose step found nothing to do and whose next
+//    steps would be identical until something external happens (a completion, a ring
+//    write that comes with a wake()). The thread stops stepping but keeps its loop
+//    phase: it is as if it went on spinning with period P = this step's duration. A
+//    wake at t resumes it at the first loop boundary >= t (busy_until + k*P), exactly
+//    where stepping one by one would have noticed; the k skipped loops are accounted
+//    (steps, busy time, op counts: k copies of the idle step) and reported to the
+//    observer as one call with repeat() == k and all phase counts 0. With cost jitter
+//    the skipped loops all take the idle step's duration. Only return kIdleSpin when
+//    every input of the loop raises a wake (DesTransport completions do).
 //  - wake(t) asks for a step at t. Wake-ups coalesce: at most one step is pending; a
 //    wake earlier than the pending step moves it earlier; a wake before busy_until (or
 //    during a step) runs at busy_until. Waking a thread that already has a step pending
@@ -36,14 +46,15 @@
 
 namespace bkv::sim {
 
-enum class StepResult : uint8_t { kContinue = 0, kIdle, kExit };
+enum class StepResult : uint8_t { kContinue = 0, kIdle, kExit, kIdleSpin };
 
 class SimThread {
  public:
   static constexpr bool kEnabled = true;
 
   using StepFn = StepResult (*)(void* ctx, SimThread& self);
-  // Called after every step (metrics: loop time, CQEs per loop ...).
+  // Called after every step (metrics: loop time, CQEs per loop ...), and once for each
+  // run of loops skipped by kIdleSpin (repeat() tells how many steps a call stands for).
   using StepObserver = void (*)(void* ctx, const SimThread& self);
 
   SimThread(Engine& engine, const CostModel& costs, uint64_t seed, std::string name = {});
@@ -95,6 +106,10 @@ class SimThread {
   bool in_step() const noexcept { return in_step_; }
   bool exited() const noexcept { return exited_; }
   bool step_pending() const noexcept { return pending_; }
+  bool spinning() const noexcept { return spinning_; }
+  // Number of identical steps the current observer call stands for (1 for a real step).
+  uint64_t repeat() const noexcept { return repeat_; }
+  uint64_t skipped_steps() const noexcept { return skipped_steps_; }
   Time pending_time() const noexcept { return pending_ ? pending_time_ : kTimeNever; }
   Time min_step() const noexcept { return min_step_; }
 
@@ -116,6 +131,7 @@ class SimThread {
   void run_step();
   uint64_t jittered(uint64_t ps) noexcept;
   void schedule_step(Time t);
+  void account_skipped(Time now);
 
   Engine& engine_;
   TargetId target_;
@@ -140,6 +156,18 @@ class SimThread {
   bool wake_in_step_ = false;  // wake() called during the running step
   Time wake_in_step_time_ = 0;
   uint32_t generation_ = 0;
+
+  // kIdleSpin state: loops of period spin_period_ starting at spin_origin_.
+  bool spinning_ = false;
+  Time spin_origin_ = 0;
+  Time spin_period_ = 1;
+  uint64_t spin_charged_ps_ = 0;
+  std::array<uint64_t, kOpCount> spin_op_ps_{};
+  std::array<uint32_t, kOpCount> spin_op_count_{};
+  std::array<uint64_t, kOpCount> step_op_ps0_{};
+  std::array<uint64_t, kOpCount> step_op_count0_{};
+  uint64_t repeat_ = 1;
+  uint64_t skipped_steps_ = 0;
 
   uint64_t steps_ = 0;
   uint64_t busy_ps_ = 0;

@@ -8,6 +8,8 @@
 #include <memory>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/random.hpp"
 #include "sim/distributions.hpp"
 #include "tests/real/transport_suite.hpp"
@@ -340,7 +342,7 @@ namespace {
 
 // Open-loop Poisson traffic on one QP at a given offered load of a single-server send
 // engine; returns the mean post-to-landing latency and the engine utilization.
-std::pair<double, double> latency_at_load(double rho) {
+std::pair<double, double> latency_at_load(double rho, nlohmann::json* report = nullptr) {
   NicConfig nic = quiet_nic();
   nic.send.engines = 1;
   nic.send.per_wqe_ns = 1000;
@@ -376,6 +378,7 @@ std::pair<double, double> latency_at_load(double rho) {
   c.engine.run();
   const auto& n = c.net().nic(0);
   REQUIRE(n.n.land_count == 4000);
+  if (report != nullptr) *report = c.net().report_json(0, c.engine.now());
   return {static_cast<double>(n.n.land_latency_ns) / n.n.land_count,
           n.send_engines.stats().utilization(c.engine.now(), 1)};
 }
@@ -392,6 +395,39 @@ TEST_CASE("queueing: mean latency grows monotonically with offered load on a sat
   }
   for (size_t i = 1; i < lat.size(); ++i) CHECK(lat[i] > lat[i - 1]);
   CHECK(lat.back() > lat.front() + 3000);  // several service times of waiting near saturation
+}
+
+TEST_CASE("NIC metrics: station depth, utilization and counters follow the load", "[nic]") {
+  nlohmann::json low, high;
+  latency_at_load(0.2, &low);
+  latency_at_load(0.95, &high);
+  const auto& sl = low["stations"]["send_engines"];
+  const auto& sh = high["stations"]["send_engines"];
+  CHECK(sl["jobs"] == 4000);
+  CHECK(sh["jobs"] == 4000);
+  CHECK(high["counters"]["wqes_sent"] == 4000);
+  CHECK(high["counters"]["writes_landed"] == 0);  // landings count at the responder (node 1)
+  CHECK(sh["utilization"].get<double>() > 3 * sl["utilization"].get<double>());
+  CHECK(sh["mean_depth"].get<double>() > sh["utilization"].get<double>());  // waiting jobs add to depth
+  CHECK(sl["mean_depth"].get<double>() < 0.4);
+  CHECK(sh["max_depth"].get<uint32_t>() > 5 * sl["max_depth"].get<uint32_t>());
+  CHECK(sh["mean_wait_ns"].get<double>() > 10 * sl["mean_wait_ns"].get<double>());
+  CHECK(high["latency"]["land_mean_ns"].get<double>() > low["latency"]["land_mean_ns"].get<double>());
+}
+
+TEST_CASE("a receive CQ that is never polled overruns with a clear error", "[nic]") {
+  SimCluster c(2, NicConfig{}, 1, sim::ContextConfig{256, 64, 8});
+  auto& qa = c.t[0]->create_queue_pair();
+  auto& qb = c.t[1]->create_queue_pair();
+  loopback::DesFabric::connect(qa, qb);
+  std::vector<std::byte> src(64), dst(64);
+  const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
+  const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+  c.t[1]->post_receives(64);
+  for (uint32_t i = 0; i < 9; ++i)
+    REQUIRE(qa.post_write_imm(src.data(), 8, smr.lkey, SimCluster::remote(dmr), i, i, false) == PostResult::kOk);
+  qa.ring_doorbell();
+  CHECK_THROWS_WITH(c.engine.run(), Catch::Contains("receive CQ overrun on node 1"));
 }
 
 TEST_CASE("per-QP window: latency grows with outstanding requests while the SQ is far from full", "[nic]") {

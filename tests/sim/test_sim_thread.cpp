@@ -220,3 +220,79 @@ TEST_CASE("cost jitter is deterministic per seed and differs across seeds", "[th
     CHECK(varies);
   }
 }
+
+TEST_CASE("kIdleSpin skips idle loops exactly: same phase, same counts as stepping them", "[thread]") {
+  // A polling loop: 30 ns when idle, 200 ns when it has work. Work items arrive from
+  // outside at odd times (with a wake-up). Run once stepping every idle loop, once
+  // skipping them with kIdleSpin: when work is seen, the time, the number of steps so
+  // far, the loop charges so far and the observer's idle-loop count agree.
+  struct Seen {
+    Time at;
+    uint64_t steps, loops, observed, observed_idle;
+    bool operator==(const Seen&) const = default;
+  };
+  struct Obs {
+    uint64_t calls = 0, idle = 0;
+    static void on(void* ctx, const SimThread& th) {
+      auto* o = static_cast<Obs*>(ctx);
+      o->calls += th.repeat();
+      if (th.step_phase(Phase::kLocalOps) == 0) o->idle += th.repeat();
+    }
+  };
+  struct Body {
+    bool skip;
+    Obs* obs;
+    uint32_t work = 0;
+    std::vector<Seen> seen;
+    StepResult step(SimThread& th) {
+      th.charge(Op::kLoop);
+      if (work > 0) {
+        seen.push_back(Seen{th.step_start(), th.steps(), th.op_count(Op::kLoop), obs->calls, obs->idle});
+        th.charge(Op::kKvOp);
+        th.record(Phase::kLocalOps, 1);
+        --work;
+        return StepResult::kContinue;
+      }
+      return skip ? StepResult::kIdleSpin : StepResult::kContinue;
+    }
+  };
+  struct Producer {
+    SimThread* t;
+    Body* b;
+    static void on(void* ctx, uint32_t n) {
+      auto* p = static_cast<Producer*>(ctx);
+      p->b->work += n;
+      p->t->wake(p->t->engine().now());
+    }
+  };
+  auto run = [](bool skip, uint64_t* skipped) {
+    Engine e;
+    CostModel costs;
+    costs.ns.fill(0.0);
+    costs[Op::kLoop] = 30;
+    costs[Op::kKvOp] = 170;
+    SimThread t(e, costs, 1);
+    Obs obs;
+    Body body{skip, &obs};
+    Producer prod{&t, &body};
+    t.set_observer(&Obs::on, &obs);
+    t.bind<Body, &Body::step>(&body);
+    const TargetId target = e.add_target(&Producer::on, &prod);
+    for (Time at : {1000u, 1001u, 5017u, 5018u, 9999u, 20000u}) e.schedule(at, target, at % 3 + 1);
+    t.start(7);
+    e.run_until(30'000);
+    *skipped = t.skipped_steps();
+    return body.seen;
+  };
+  uint64_t skipped_one = 0, skipped_spin = 0;
+  const std::vector<Seen> one = run(false, &skipped_one);
+  const std::vector<Seen> spin = run(true, &skipped_spin);
+  REQUIRE(one.size() == 14);
+  CHECK(spin == one);
+  CHECK(skipped_one == 0);
+  CHECK(skipped_spin > 500);  // most idle loops were never stepped
+  // Work is seen on the loop grid: 7 + multiples of 30 until the first busy step.
+  CHECK((one[0].at - 7) % 30 == 0);
+  CHECK(one[0].at >= 1000);
+  CHECK(one[0].at < 1030);
+}
