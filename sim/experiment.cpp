@@ -100,7 +100,19 @@ struct Snapshot {
   backend::DaemonMetrics m;
   Time busy_ns = 0;
   uint64_t steps = 0;
+  copyrpc::RttHistogram rtt;
 };
+
+// Histogram of the calls completed between two snapshots.
+copyrpc::RttHistogram rtt_delta(const copyrpc::RttHistogram& a, const copyrpc::RttHistogram& b) {
+  copyrpc::RttHistogram d;
+  if (b.counts.empty()) return d;
+  d.counts = b.counts;
+  for (size_t i = 0; i < a.counts.size(); ++i) d.counts[i] -= a.counts[i];
+  d.n = b.n - a.n;
+  d.sum_ns = b.sum_ns - a.sum_ns;
+  return d;
+}
 
 class Experiment {
  public:
@@ -285,7 +297,11 @@ class Experiment {
     out.clear();
     for (uint32_t r = 0; r < np_; ++r)
       for (uint32_t d = 0; d < D_; ++d)
-        out.push_back({nodes_[r]->daemon_metrics(d), threads_[r][d]->busy_ns(), threads_[r][d]->steps()});
+      {
+        auto* ctx = nodes_[r]->context_of(d);
+        out.push_back({nodes_[r]->daemon_metrics(d), threads_[r][d]->busy_ns(), threads_[r][d]->steps(),
+                       ctx ? ctx->stats().rtt : copyrpc::RttHistogram{}});
+      }
   }
 
   void finish_run(uint32_t run) {
@@ -312,6 +328,13 @@ class Experiment {
         dm.extra["local_ops"] = double(b.m.local_ops - a.m.local_ops);
         dm.extra["backlog_peak"] = double(b.m.backlog_peak);
         dm.extra["protocol_errors"] = double(b.m.protocol_errors - a.m.protocol_errors);
+        dm.extra["work_loop_fraction"] = dm.cqe.loops ? double(b.m.busy_loops - a.m.busy_loops) / double(dm.cqe.loops) : 0.0;
+        const copyrpc::RttHistogram rtt = rtt_delta(a.rtt, b.rtt);
+        if (rtt.n) {
+          dm.extra["rtt_mean_us"] = rtt.mean_ns() / 1000.0;
+          dm.extra["rtt_p50_us"] = rtt.percentile_ns(0.5) / 1000.0;
+          dm.extra["rtt_p99_us"] = rtt.percentile_ns(0.99) / 1000.0;
+        }
         daemon_metrics_.push_back(std::move(dm));
       }
     const uint64_t issued = total_issued(), completed = total_completed();

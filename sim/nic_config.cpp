@@ -49,6 +49,7 @@ NicConfig NicConfig::from_json(const nlohmann::json& j, const std::string& path)
     c.pcie.read_latency_ns = s.number("read_latency_ns", c.pcie.read_latency_ns);
     c.pcie.write_latency_ns = s.number("write_latency_ns", c.pcie.write_latency_ns);
     c.pcie.bandwidth_gbps = s.number("bandwidth_gbps", c.pcie.bandwidth_gbps, 1e-3);
+    c.pcie.read_tags = static_cast<uint32_t>(s.integer("read_tags", c.pcie.read_tags, 0, 4096));
     c.pcie.max_payload_bytes = static_cast<uint32_t>(s.integer("max_payload_bytes", c.pcie.max_payload_bytes, 1));
     c.pcie.tlp_overhead_bytes = static_cast<uint32_t>(s.integer("tlp_overhead_bytes", c.pcie.tlp_overhead_bytes));
   });
@@ -116,6 +117,7 @@ nlohmann::json NicConfig::to_json() const {
   j["pcie"] = {{"read_latency_ns", pcie.read_latency_ns},
                {"write_latency_ns", pcie.write_latency_ns},
                {"bandwidth_gbps", pcie.bandwidth_gbps},
+               {"read_tags", pcie.read_tags},
                {"max_payload_bytes", pcie.max_payload_bytes},
                {"tlp_overhead_bytes", pcie.tlp_overhead_bytes}};
   j["send"] = {{"engines", send.engines},         {"per_wqe_ns", send.per_wqe_ns},

@@ -45,6 +45,10 @@ struct NicConfig {
     // Gen4 x16: 16 GT/s x 16 lanes = 252 Gbit/s after 128b/130b; ~200 effective after
     // DLLP/flow-control traffic. Gen5 doubles it.
     double bandwidth_gbps = 200;
+    // DMA reads in flight at once (PCIe tags the NIC may have outstanding; Gen4 10-bit
+    // tags allow hundreds). A read holds a tag from issue until its data is back, so
+    // with many WQE fetches/gathers outstanding, reads queue for tags. 0 = unlimited.
+    uint32_t read_tags = 256;
     uint32_t max_payload_bytes = 256;  // MPS: one TLP carries at most this much data
     uint32_t tlp_overhead_bytes = 24;  // TLP header + sequence/LCRC + framing per TLP
   } pcie;

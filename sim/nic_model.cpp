@@ -55,6 +55,7 @@ uint32_t Network::add_node(const NicConfig& cfg) {
                         cfg.pcie.tlp_overhead_bytes);
   n.pcie_up = Channel(cfg.pcie.bandwidth_gbps, to_ps(cfg.pcie.write_latency_ns), cfg.pcie.max_payload_bytes,
                       cfg.pcie.tlp_overhead_bytes);
+  n.read_tags = TokenPool(cfg.pcie.read_tags);
   n.send_engines = ServerPool(cfg.send.engines);
   n.recv_engines = ServerPool(cfg.recv.engines);
   n.tx_port = Channel(cfg.link.bandwidth_gbps, 0, cfg.link.mtu_bytes, cfg.link.packet_overhead_bytes);
@@ -239,7 +240,7 @@ void Network::try_admit(QpState& q, Time now) {
   uint32_t nfetch = 0;
   auto issue_fetch = [&]() {
     if (nfetch == 0) return;
-    const uint64_t done_ps = nic.pcie_down.send(ns_to_ps(now), uint64_t{nfetch} * nic.cfg.wqe_bytes);
+    const uint64_t done_ps = dma_read(nic, ns_to_ps(now), uint64_t{nfetch} * nic.cfg.wqe_bytes);
     const Time due = ps_to_ns_ceil(done_ps);
     for (uint32_t i = 0; i < nfetch; ++i) q.ring[fetch[i] & q.mask].due = due;
     ++nic.n.fetches;
@@ -272,6 +273,13 @@ void Network::try_admit(QpState& q, Time now) {
     ++cur;
   }
   issue_fetch();
+}
+
+uint64_t Network::dma_read(Nic& nic, uint64_t arrive_ps, uint64_t bytes) {
+  const uint64_t tag_start = nic.read_tags.start_time(arrive_ps);
+  const uint64_t done = nic.pcie_down.send(tag_start, bytes);
+  nic.read_tags.hold(arrive_ps, tag_start, done);
+  return done;
 }
 
 uint64_t Network::mtt_misses(Nic& nic, uint32_t key, uint64_t addr, uint32_t len) {
@@ -351,7 +359,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
         return true;
       }
       uint64_t done = slot.finish_ps;
-      if (is_write(w.op) && !(w.flags & kWqeInline) && w.len > 0) done = nic.pcie_down.send(done, w.len);
+      if (is_write(w.op) && !(w.flags & kWqeInline) && w.len > 0) done = dma_read(nic, done, w.len);
       w.stage = kStTx;
       w.due = ps_to_ns_ceil(done);
       schedule_stage(q, kStTx, w.due);
@@ -420,7 +428,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
         schedule_stage(q, kStLand, w.due);
       } else {
         w.stage = kStReadTx;
-        w.due = ps_to_ns_ceil(w.len > 0 ? rn.pcie_down.send(slot.finish_ps, w.len) : slot.finish_ps);
+        w.due = ps_to_ns_ceil(w.len > 0 ? dma_read(rn, slot.finish_ps, w.len) : slot.finish_ps);
         schedule_stage(q, kStReadTx, w.due);
       }
       return true;
@@ -565,6 +573,7 @@ nlohmann::json Network::report_json(uint32_t node, Time elapsed_ns) const {
   j["node"] = node;
   j["elapsed_ns"] = elapsed_ns;
   j["stations"] = {{"pcie_down", station(n.pcie_down.stats(), 1)},
+                   {"pcie_read_tags", station(n.read_tags.stats(), n.read_tags.tokens())},
                    {"pcie_up", station(n.pcie_up.stats(), 1)},
                    {"send_engines", station(n.send_engines.stats(), n.send_engines.servers())},
                    {"recv_engines", station(n.recv_engines.stats(), n.recv_engines.servers())},

@@ -68,7 +68,8 @@
 //  2. Engine pools (send.engines, recv.engines): NIC-wide message-rate limit; multi-
 //     server queueing with waiting time that rises steeply near saturation.
 //  3. PCIe (pcie.*): descriptor fetches, payload gathers, data and CQE writes share the
-//     bus bandwidth; TLP overhead makes small transfers expensive.
+//     bus bandwidth; TLP overhead makes small transfers expensive; DMA reads hold one of
+//     a limited number of read tags for a whole round trip.
 //  4. Ports (link.*): serialization per direction per node; incast at a receiver port.
 //  5. On-NIC caches (qp_cache, mtt_cache): with many active QPs or a large registered
 //     working set (rings of many endpoints), context and translation entries miss and
@@ -289,6 +290,7 @@ struct Nic {
   uint64_t mtt_miss_ps = 0;
   // Stations.
   Channel pcie_down;  // host -> NIC: WQE fetch, payload gather, READ responder data
+  TokenPool read_tags;  // outstanding DMA reads (pcie.read_tags tokens)
   Channel pcie_up;    // NIC -> host: landed data, CQEs
   ServerPool send_engines;
   ServerPool recv_engines;
@@ -370,6 +372,9 @@ class Network {
       observer_(observer_ctx_, WqeEvent{kind, w.status, q.index, seq, t, &w});
   }
   uint64_t mtt_misses(Nic& nic, uint32_t key, uint64_t addr, uint32_t len);
+  // A DMA read of `bytes` issued at arrive_ps: waits for a free read tag, serializes on
+  // PCIe host->NIC, returns when the data is in the NIC.
+  static uint64_t dma_read(Nic& nic, uint64_t arrive_ps, uint64_t bytes);
   Nic& nic_of(const QpState& q) noexcept { return nics_[q.node]; }
 
   Engine& engine_;

@@ -128,6 +128,42 @@ class ServerPool {
   DepthTracker depth_;
 };
 
+// k tokens held for a time that is only known once the job starts (PCIe read tags: a
+// read holds its tag until the data is back, which depends on the bus queue it meets).
+// Earliest-free assignment from a min-heap: O(log k), exact FCFS for arrivals in time
+// order. k == 0 means unlimited tokens.
+class TokenPool {
+ public:
+  explicit TokenPool(uint32_t tokens = 0) : free_ps_(tokens, 0) {}  // all-zero is a valid heap
+
+  uint32_t tokens() const noexcept { return static_cast<uint32_t>(free_ps_.size()); }
+
+  // When a job arriving at arrive_ps gets a token.
+  uint64_t start_time(uint64_t arrive_ps) const noexcept {
+    return free_ps_.empty() ? arrive_ps : std::max(arrive_ps, free_ps_.front());
+  }
+  // Takes the earliest-free token for [start_ps, finish_ps) (start_ps from start_time()).
+  void hold(uint64_t arrive_ps, uint64_t start_ps, uint64_t finish_ps) {
+    if (!free_ps_.empty()) {
+      std::pop_heap(free_ps_.begin(), free_ps_.end(), std::greater<>{});
+      free_ps_.back() = finish_ps;
+      std::push_heap(free_ps_.begin(), free_ps_.end(), std::greater<>{});
+    }
+    stats_.jobs += 1;
+    stats_.busy_ps += finish_ps - start_ps;
+    stats_.wait_ps += start_ps - arrive_ps;
+    stats_.sojourn_ps += finish_ps - arrive_ps;
+    stats_.max_depth = std::max(stats_.max_depth, depth_.arrive(arrive_ps, finish_ps));
+  }
+
+  const StationStats& stats() const noexcept { return stats_; }
+
+ private:
+  std::vector<uint64_t> free_ps_;
+  StationStats stats_;
+  DepthTracker depth_;
+};
+
 // A transfer channel with a bandwidth and a fixed latency (a PCIe direction, a link
 // port): transfers serialize at the bandwidth in FIFO order, each one then takes the
 // fixed latency to arrive. `overhead_bytes` are added per `unit_bytes` chunk (TLP headers

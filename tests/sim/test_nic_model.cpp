@@ -620,3 +620,34 @@ TEST_CASE("des transport suite: RNR, send-queue accounting, unconnected post", "
     check_unconnected_post(h);
   }
 }
+
+TEST_CASE("PCIe read tags: with few tags, WQE fetches queue and latency grows", "[nic]") {
+  // Many QPs posting non-BlueFlame WQEs at once: every WQE needs a fetch (a DMA read).
+  auto mean_land = [](uint32_t tags) {
+    NicConfig nic = quiet_nic();
+    nic.blueflame_max_wqes = 0;
+    nic.fetch_max_wqes = 1;
+    nic.pcie.read_tags = tags;
+    SimCluster c(2, nic);
+    std::vector<std::byte> src(64), dst(64);
+    const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
+    const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+    for (uint32_t q = 0; q < 32; ++q) {
+      auto& a = c.t[0]->create_queue_pair();
+      auto& b = c.t[1]->create_queue_pair();
+      loopback::DesFabric::connect(a, b);
+      for (uint32_t i = 0; i < 4; ++i)
+        REQUIRE(a.post_write(src.data(), 8, smr.lkey, SimCluster::remote(dmr), i, false) == PostResult::kOk);
+      a.ring_doorbell();
+    }
+    c.engine.run();
+    const auto& n = c.net().nic(0);
+    REQUIRE(n.n.land_count == 128);
+    return std::pair<double, uint64_t>{static_cast<double>(n.n.land_latency_ns) / 128, n.read_tags.stats().wait_ps};
+  };
+  const auto many = mean_land(0);
+  const auto few = mean_land(4);
+  CHECK(many.second == 0);
+  CHECK(few.second > 0);
+  CHECK(few.first > many.first + 1000);  // 128 reads through 4 tags of ~0.5 us each
+}

@@ -117,3 +117,22 @@ TEST_CASE("set-associative cache: hits, LRU eviction inside a set, disabled cach
   CHECK(big.misses() == 200);  // compulsory misses only
   CHECK_THROWS_AS(SetAssocCache(10, 4), std::invalid_argument);
 }
+
+TEST_CASE("token pool: k jobs hold tokens at once; later ones wait for the earliest release", "[stations]") {
+  TokenPool p(2);
+  CHECK(p.start_time(0) == 0);
+  p.hold(0, 0, 500);
+  CHECK(p.start_time(10) == 10);
+  p.hold(10, 10, 300);
+  CHECK(p.start_time(20) == 300);  // both held: the earlier release wins
+  p.hold(20, 300, 900);
+  CHECK(p.start_time(30) == 500);
+  CHECK(p.stats().jobs == 3);
+  CHECK(p.stats().wait_ps == 280);
+  CHECK(p.stats().max_depth == 3);
+  TokenPool unlimited(0);
+  for (int i = 0; i < 10; ++i) {
+    CHECK(unlimited.start_time(7) == 7);
+    unlimited.hold(7, 7, 1000);
+  }
+}
