@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -76,6 +77,44 @@ struct ContextConfig {
   uint32_t cq_poll_batch = 64;            // completions fetched per transport poll call
 };
 
+// Round-trip times of calls (call() -> response), in a log2-linear histogram: 16 linear
+// sub-buckets per power of two of nanoseconds, so percentiles are within ~6%.
+struct RttHistogram {
+  static constexpr uint32_t kSub = 16;
+  static constexpr uint32_t kBuckets = 64 * kSub;
+  std::vector<uint64_t> counts;
+  uint64_t n = 0;
+  double sum_ns = 0;
+  static uint32_t bucket(uint64_t ns) noexcept {
+    if (ns < kSub) return static_cast<uint32_t>(ns);
+    const uint32_t e = 63 - static_cast<uint32_t>(__builtin_clzll(ns));  // ns in [2^e, 2^(e+1))
+    const uint32_t sub = static_cast<uint32_t>((ns >> (e - 4)) & (kSub - 1));
+    return (e - 3) * kSub + sub;
+  }
+  static double lower_bound_ns(uint32_t b) noexcept {
+    if (b < kSub) return b;
+    const uint32_t e = b / kSub + 3, sub = b % kSub;
+    return std::ldexp(1.0 + sub / double(kSub), static_cast<int>(e));
+  }
+  void add(uint64_t ns) {
+    if (counts.empty()) counts.assign(kBuckets, 0);
+    ++counts[std::min(bucket(ns), kBuckets - 1)];
+    ++n;
+    sum_ns += static_cast<double>(ns);
+  }
+  double mean_ns() const noexcept { return n ? sum_ns / double(n) : 0.0; }
+  double percentile_ns(double p) const noexcept {
+    if (n == 0) return 0;
+    const uint64_t target = static_cast<uint64_t>(std::ceil(p * double(n)));
+    uint64_t acc = 0;
+    for (uint32_t b = 0; b < counts.size(); ++b) {
+      acc += counts[b];
+      if (acc >= target) return lower_bound_ns(b);
+    }
+    return lower_bound_ns(kBuckets - 1);
+  }
+};
+
 struct ContextStats {
   uint64_t cqes = 0;
   uint64_t batches_received = 0;
@@ -85,6 +124,7 @@ struct ContextStats {
   uint64_t messages_sent = 0;
   uint64_t reads_posted = 0;
   uint64_t wraps = 0;
+  RttHistogram rtt;  // filled only under a metering (simulated) transport
 };
 
 template <Transport T, class Token>
@@ -183,6 +223,10 @@ class Context {
     e.ringfull_streak = 0;
     const uint32_t call_id = e.pending.insert(std::move(token));
     ++in_flight_calls_;
+    if constexpr (T::Meter::kEnabled) {
+      if (call_id >= e.call_time.size()) e.call_time.resize(call_id + 1);
+      e.call_time[call_id] = t_.meter().now_ns();
+    }
     e.peer_credit -= need_credit;
     append_message(e, call_id, static_cast<uint32_t>(need_credit / kAlignment), payload);
     t_.meter().charge(Op::kCallEncode, 1);
@@ -574,6 +618,7 @@ class Context {
         if (!e.pending.contains(id)) return fail(e, EndpointError::kUnknownCallId);
         Token tok = e.pending.take(id);
         --in_flight_calls_;
+        if constexpr (T::Meter::kEnabled) stats_.rtt.add(meter.now_ns() - e.call_time[id]);
         on_response(std::move(tok), std::span<const std::byte>(p + kHeaderSize, h.payload_len));
         if (e.error != EndpointError::kNone) return;
       } else {

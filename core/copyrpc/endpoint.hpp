@@ -197,6 +197,7 @@ struct Endpoint {
   bool read_outstanding = false;
 
   CallSlab<Token> pending;
+  std::vector<uint64_t> call_time;  // by call id; kept only under a metering transport
 
   uint64_t ring_size() const noexcept { return send_ring.size(); }
   uint64_t remote_consumer() const noexcept {
