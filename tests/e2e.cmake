@@ -1,0 +1,12 @@
+# End-to-end tests of `benchkv --transport sim` (tests/e2e/): the benchkv binary runs as a
+# child process in a scratch directory; its CSV, summary, trace and in-flight outputs are
+# read back and checked. Group e2e (normal build only).
+if(TARGET benchkv)
+  bkv_add_test(test_benchkv_e2e GROUP e2e
+    SOURCES e2e/test_sim_runs.cpp e2e/test_determinism_config.cpp e2e/test_bad_input.cpp
+    LIBS nlohmann_json::nlohmann_json)
+  if(TARGET test_benchkv_e2e)
+    target_compile_definitions(test_benchkv_e2e PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>")
+    add_dependencies(test_benchkv_e2e benchkv)
+  endif()
+endif()

@@ -1,0 +1,358 @@
+// End-to-end test helpers: run the benchkv binary as a child process in a scratch
+// directory, read back its CSV / summary JSON, and check that the numbers of one run add
+// up (the definitions in core/bench/results.hpp).
+//
+// The binary path comes from the build: BENCHKV_BIN (tests/e2e.cmake).
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#ifndef BENCHKV_BIN
+#error "BENCHKV_BIN (the path of the benchkv executable) must be defined by the build"
+#endif
+
+namespace bkv::e2e {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// A hang guard, not a speed assertion: a child still running after this long gets
+// SIGALRM (the alarm survives execve) and the test reports the signal.
+inline constexpr unsigned kChildTimeLimitSeconds = 120;
+
+// The CSV header every benchkv run writes (core/bench/results.hpp).
+inline constexpr const char* kCsvHeader = "run,rank,client_id,epoch,requests,duration_ns";
+inline constexpr size_t kCsvColumns = 6;
+
+// A scratch directory (mkdtemp), removed with everything in it at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "bkv-e2e-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) FAIL("mkdtemp(" << pattern << "): " << std::strerror(errno));
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const fs::path& path() const noexcept { return path_; }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+  // Creates a subdirectory (for runs that must use the same relative output names).
+  fs::path subdir(const std::string& name) const {
+    const fs::path p = path_ / name;
+    fs::create_directories(p);
+    return p;
+  }
+
+ private:
+  fs::path path_;
+};
+
+inline std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) FAIL("cannot read " << p);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline void write_file(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.flush();
+  if (!out) FAIL("cannot write " << p);
+}
+
+inline json read_json(const fs::path& p) {
+  const std::string text = read_file(p);
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    FAIL(p << " is not valid JSON: " << e.what());
+  }
+  return {};
+}
+
+// Reads back everything written to an unnamed temporary file.
+inline std::string slurp(std::FILE* f) {
+  std::string s;
+  std::rewind(f);
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+  return s;
+}
+
+struct Outcome {
+  int status = -1;    // exit status; 128 + N when killed by signal N
+  std::string out;    // stdout
+  std::string err;    // stderr
+  std::string command;
+};
+
+// Runs benchkv with `args` in directory `cwd`, stdout and stderr captured.
+inline Outcome run_benchkv(const std::vector<std::string>& args, const fs::path& cwd) {
+  Outcome o;
+  o.command = BENCHKV_BIN;
+  for (const auto& a : args) o.command += " " + a;
+  std::vector<std::string> owned;
+  owned.reserve(args.size() + 1);
+  owned.push_back(BENCHKV_BIN);
+  owned.insert(owned.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : owned) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const std::string dir = cwd.string();
+
+  std::FILE* out = std::tmpfile();
+  std::FILE* err = std::tmpfile();
+  REQUIRE(out != nullptr);
+  REQUIRE(err != nullptr);
+  const int out_fd = ::fileno(out), err_fd = ::fileno(err);
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // child: only async-signal-safe calls from here
+    if (::dup2(out_fd, STDOUT_FILENO) < 0 || ::dup2(err_fd, STDERR_FILENO) < 0) ::_exit(126);
+    if (::chdir(dir.c_str()) != 0) ::_exit(126);
+    ::alarm(kChildTimeLimitSeconds);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int ws = 0;
+  while (::waitpid(pid, &ws, 0) < 0) {
+    if (errno != EINTR) FAIL("waitpid: " << std::strerror(errno));
+  }
+  o.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+  o.out = slurp(out);
+  o.err = slurp(err);
+  std::fclose(out);
+  std::fclose(err);
+  return o;
+}
+
+// What the tests print when a run does not go as expected.
+inline std::string describe(const Outcome& o) {
+  return "command: " + o.command + "\nexit status: " + std::to_string(o.status) + "\nstderr:\n" + o.err;
+}
+
+// Runs benchkv and requires exit status 0.
+inline Outcome run_ok(const std::vector<std::string>& args, const fs::path& cwd) {
+  Outcome o = run_benchkv(args, cwd);
+  INFO(describe(o));
+  REQUIRE(o.status == 0);
+  return o;
+}
+
+// The small simulated configuration every test starts from: 2 nodes, 2 runs of 6 epochs
+// of 1 ms (virtual time), one epoch trimmed at each end, 2 clients per node at queue
+// depth 4, no progress lines. A flag that also appears in `extra` is left to `extra`
+// (benchkv rejects an option given twice).
+inline std::vector<std::string> small_sim(const std::string& backend, std::vector<std::string> extra = {}) {
+  static const std::vector<std::pair<std::string, std::string>> kDefaults = {
+      {"--transport", "sim"}, {"--np", "2"},    {"--client-threads", "2"}, {"--queue-depth", "4"},
+      {"-d", "0.006"},        {"--interval-ms", "1"}, {"--trim", "1"},     {"-r", "2"}};
+  std::vector<std::string> a;
+  for (const auto& [flag, value] : kDefaults) {
+    if (std::find(extra.begin(), extra.end(), flag) != extra.end()) continue;
+    a.push_back(flag);
+    a.push_back(value);
+  }
+  if (std::find(extra.begin(), extra.end(), "--progress") == extra.end()) a.push_back("--no-progress");
+  a.insert(a.end(), extra.begin(), extra.end());
+  if (!backend.empty()) a.push_back(backend);
+  return a;
+}
+
+// ---------------------------------------------------------------------------------- CSV
+
+struct CsvRow {
+  uint64_t run, rank, client, epoch, requests, duration_ns;
+};
+
+inline bool parse_u64(const std::string& s, uint64_t& v) {
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return !s.empty() && ec == std::errc() && p == s.data() + s.size();
+}
+
+// Parses a benchkv CSV; requires the exact header and 6 unsigned integers on every row.
+inline std::vector<CsvRow> read_csv(const fs::path& p) {
+  std::istringstream in(read_file(p));
+  std::string line;
+  REQUIRE(std::getline(in, line));
+  REQUIRE(line == kCsvHeader);
+  std::vector<CsvRow> rows;
+  size_t line_no = 1;
+  while (std::getline(in, line)) {
+    ++line_no;
+    INFO(p << " line " << line_no << ": \"" << line << "\"");
+    std::vector<std::string> cols;
+    std::string col;
+    std::istringstream ls(line);
+    while (std::getline(ls, col, ',')) cols.push_back(col);
+    if (!line.empty() && line.back() == ',') cols.emplace_back();
+    REQUIRE(cols.size() == kCsvColumns);
+    uint64_t v[kCsvColumns];
+    for (size_t i = 0; i < kCsvColumns; ++i) REQUIRE(parse_u64(cols[i], v[i]));
+    rows.push_back({v[0], v[1], v[2], v[3], v[4], v[5]});
+  }
+  return rows;
+}
+
+// ------------------------------------------------------------------- run consistency
+
+// Summary of the checked run, for tests that go on from here.
+struct Checked {
+  json summary;
+  std::vector<CsvRow> rows;
+};
+
+// The checks every successful simulated run must pass (test list item 1), with the shape
+// taken from the summary's effective configuration:
+//  - totals: issued == completed, errors == 0; the per-run issued/completed add up to them;
+//  - CSV: one row per (run, rank, client, kept epoch), epochs in [trim, epochs - trim),
+//    duration_ns == the interval (the simulator's shared epoch clock), every client
+//    making progress in every kept epoch;
+//  - per run: sum of the CSV requests == runs[i].requests, per-rank sums ==
+//    per_rank_requests, duration_ns == kept epochs x interval, Mops as defined;
+//  - daemons: one entry per (run, rank, daemon), histogram buckets adding up to loops,
+//    no protocol errors.
+inline Checked check_run(const fs::path& csv_path, const fs::path& summary_path) {
+  Checked c;
+  c.summary = read_json(summary_path);
+  c.rows = read_csv(csv_path);
+  const json& s = c.summary;
+  INFO("summary " << summary_path);
+  REQUIRE(s.contains("config"));
+  REQUIRE(s.contains("runs"));
+  REQUIRE(s.contains("daemons"));
+  REQUIRE(s.contains("totals"));
+  const json& cfg = s["config"];
+  const uint64_t np = cfg.at("np").get<uint64_t>();
+  const uint64_t clients = cfg.at("client_threads").get<uint64_t>();
+  const uint64_t daemons = cfg.at("server_threads").get<uint64_t>();
+  const uint64_t runs = cfg.at("runs").get<uint64_t>();
+  const uint64_t trim = cfg.at("trim").get<uint64_t>();
+  const uint64_t interval = static_cast<uint64_t>(std::llround(cfg.at("interval_ms").get<double>() * 1e6));
+  const uint64_t duration = static_cast<uint64_t>(std::llround(cfg.at("duration").get<double>() * 1e9));
+  REQUIRE(interval > 0);
+  const uint64_t epochs = duration / interval;
+  REQUIRE(epochs > 2 * trim);
+
+  // Totals.
+  const json& totals = s["totals"];
+  const uint64_t issued = totals.at("issued").get<uint64_t>();
+  const uint64_t completed = totals.at("completed").get<uint64_t>();
+  CHECK(issued == completed);
+  CHECK(totals.at("errors").get<uint64_t>() == 0);
+  CHECK(completed > 0);
+
+  // CSV rows: shape and ranges.
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>, int> seen;
+  std::vector<uint64_t> run_sum(runs, 0);
+  std::vector<std::vector<uint64_t>> rank_sum(runs, std::vector<uint64_t>(np, 0));
+  for (const CsvRow& r : c.rows) {
+    INFO("CSV row run " << r.run << " rank " << r.rank << " client " << r.client << " epoch " << r.epoch);
+    REQUIRE(r.run < runs);
+    REQUIRE(r.rank < np);
+    REQUIRE(r.client < clients);
+    CHECK(r.epoch >= trim);
+    CHECK(r.epoch < epochs - trim);
+    CHECK(r.duration_ns == interval);
+    CHECK(r.requests > 0);
+    CHECK(++seen[{r.run, r.rank, r.client, r.epoch}] == 1);
+    run_sum[r.run] += r.requests;
+    rank_sum[r.run][r.rank] += r.requests;
+  }
+  CHECK(c.rows.size() == runs * np * clients * (epochs - 2 * trim));
+
+  // Runs.
+  const json& rj = s["runs"];
+  REQUIRE(rj.is_array());
+  REQUIRE(rj.size() == runs);
+  uint64_t runs_issued = 0, runs_completed = 0;
+  for (uint64_t i = 0; i < runs; ++i) {
+    INFO("summary runs[" << i << "]");
+    const json& r = rj[i];
+    CHECK(r.at("run").get<uint64_t>() == i);
+    CHECK(r.at("epochs").get<uint64_t>() == epochs);
+    CHECK(r.at("first_kept_epoch").get<uint64_t>() == trim);
+    CHECK(r.at("end_kept_epoch").get<uint64_t>() == epochs - trim);
+    const uint64_t requests = r.at("requests").get<uint64_t>();
+    CHECK(requests == run_sum[i]);
+    const json& prr = r.at("per_rank_requests");
+    REQUIRE(prr.size() == np);
+    for (uint64_t k = 0; k < np; ++k) {
+      INFO("rank " << k);
+      CHECK(prr[k].get<uint64_t>() == rank_sum[i][k]);
+    }
+    const uint64_t dur = r.at("duration_ns").get<uint64_t>();
+    CHECK(dur == (epochs - 2 * trim) * interval);
+    // Mops = requests / duration_ns * 1e3, rounded to 1e-6.
+    CHECK(r.at("total_mops").get<double>() == Approx(double(requests) / double(dur) * 1e3).margin(1e-6));
+    const json& prm = r.at("per_rank_mops");
+    REQUIRE(prm.size() == np);
+    for (uint64_t k = 0; k < np; ++k)
+      CHECK(prm[k].get<double>() == Approx(double(rank_sum[i][k]) / double(dur) * 1e3).margin(1e-6));
+    runs_issued += r.at("issued").get<uint64_t>();
+    runs_completed += r.at("completed").get<uint64_t>();
+  }
+  CHECK(runs_issued == issued);
+  CHECK(runs_completed == completed);
+
+  // Daemons, sorted by (run, rank, daemon).
+  const json& dj = s["daemons"];
+  REQUIRE(dj.is_array());
+  REQUIRE(dj.size() == runs * np * daemons);
+  size_t idx = 0;
+  for (uint64_t run = 0; run < runs; ++run)
+    for (uint64_t rank = 0; rank < np; ++rank)
+      for (uint64_t d = 0; d < daemons; ++d, ++idx) {
+        INFO("summary daemons[" << idx << "]");
+        const json& e = dj[idx];
+        CHECK(e.at("run").get<uint64_t>() == run);
+        CHECK(e.at("rank").get<uint64_t>() == rank);
+        CHECK(e.at("daemon").get<uint64_t>() == d);
+        uint64_t buckets = 0;
+        for (const auto& [name, v] : e.at("cqe_per_loop_hist").items()) buckets += v.get<uint64_t>();
+        CHECK(buckets == e.at("loops").get<uint64_t>());
+        CHECK(e.at("loops").get<uint64_t>() > 0);
+        CHECK(e.at("extra").at("protocol_errors").get<double>() == 0.0);
+      }
+  return c;
+}
+
+// check_run for the default output names in `dir` (-o out.csv).
+inline Checked check_run_in(const fs::path& dir, const std::string& csv = "out.csv") {
+  fs::path summary = dir / csv;
+  summary.replace_extension(".summary.json");
+  return check_run(dir / csv, summary);
+}
+
+}  // namespace bkv::e2e

@@ -1,0 +1,131 @@
+// benchkv: bad input gives a message naming the problem and a non-zero exit status, and
+// writes no output files (issue 3 test list, item 3).
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "e2e/benchkv_run.hpp"
+
+using namespace bkv::e2e;
+
+namespace {
+
+// Requires a clean rejection: non-zero status from benchkv itself (not a signal), every
+// fragment in the message on stderr, and no CSV or summary written.
+void require_rejected(const Outcome& o, const fs::path& cwd, std::initializer_list<std::string> fragments) {
+  INFO(describe(o));
+  CHECK(o.status != 0);
+  CHECK(o.status < 126);  // 126/127: the child could not start benchkv; >= 128: a signal
+  CHECK_FALSE(o.err.empty());
+  for (const auto& f : fragments) CHECK_THAT(o.err, Catch::Contains(f));
+  CHECK_FALSE(fs::exists(cwd / "out.csv"));
+  CHECK_FALSE(fs::exists(cwd / "out.summary.json"));
+}
+
+Outcome run_in(const TempDir& dir, const std::vector<std::string>& args) { return run_benchkv(args, dir.path()); }
+
+}  // namespace
+
+TEST_CASE("bad input: a malformed JSON config file", "[e2e][bad-input]") {
+  TempDir dir;
+  write_file(dir / "broken.json", "{\"backend\": \"meta\",\n \"np\": 2,\n");
+  require_rejected(run_in(dir, {"--config", "broken.json", "-o", "out.csv"}), dir.path(), {"broken.json", "JSON"});
+}
+
+TEST_CASE("bad input: a config file that is not a JSON object or does not exist", "[e2e][bad-input]") {
+  TempDir dir;
+  write_file(dir / "list.json", "[1, 2]");
+  require_rejected(run_in(dir, {"--config", "list.json", "-o", "out.csv"}), dir.path(), {"list.json", "object"});
+  require_rejected(run_in(dir, {"--config", "absent.json", "-o", "out.csv"}), dir.path(), {"absent.json"});
+}
+
+TEST_CASE("bad input: an unknown key in the config file names the key", "[e2e][bad-input]") {
+  TempDir dir;
+  write_file(dir / "exp.json", R"({"backend": "meta", "transport": "sim", "queue_dept": 4})");
+  require_rejected(run_in(dir, {"--config", "exp.json", "-o", "out.csv"}), dir.path(), {"\"queue_dept\""});
+}
+
+TEST_CASE("bad input: a config value of the wrong JSON type names the key", "[e2e][bad-input]") {
+  TempDir dir;
+  write_file(dir / "exp.json", R"({"backend": "meta", "transport": "sim", "np": "two"})");
+  require_rejected(run_in(dir, {"--config", "exp.json", "-o", "out.csv"}), dir.path(), {"np", "\"two\""});
+}
+
+TEST_CASE("bad input: queue depth not a power of two", "[e2e][bad-input]") {
+  TempDir dir;
+  require_rejected(run_in(dir, small_sim("meta", {"--queue-depth", "3", "-o", "out.csv"})), dir.path(),
+                   {"--queue-depth", "power of two"});
+  write_file(dir / "exp.json", R"({"backend": "meta", "transport": "sim", "queue_depth": 6})");
+  require_rejected(run_in(dir, {"--config", "exp.json", "-o", "out.csv"}), dir.path(), {"queue_depth", "6"});
+}
+
+TEST_CASE("bad input: np 0", "[e2e][bad-input]") {
+  TempDir dir;
+  require_rejected(run_in(dir, small_sim("meta", {"--np", "0", "-o", "out.csv"})), dir.path(), {"--np"});
+}
+
+TEST_CASE("bad input: an unknown backend name", "[e2e][bad-input]") {
+  TempDir dir;
+  require_rejected(run_in(dir, small_sim("memcached", {"-o", "out.csv"})), dir.path(), {"memcached", "backend"});
+}
+
+TEST_CASE("bad input: no backend at all", "[e2e][bad-input]") {
+  TempDir dir;
+  require_rejected(run_in(dir, small_sim("", {"-o", "out.csv"})), dir.path(), {"backend"});
+}
+
+TEST_CASE("bad input: --transport sim with the ucx-am backend", "[e2e][bad-input]") {
+  TempDir dir;
+  require_rejected(run_in(dir, small_sim("ucx-am", {"-o", "out.csv"})), dir.path(), {"ucx-am"});
+}
+
+TEST_CASE("bad input: --trace without --trace-window or with an empty window", "[e2e][bad-input]") {
+  TempDir dir;
+  require_rejected(run_in(dir, small_sim("meta", {"--trace", "trace.json", "-o", "out.csv"})), dir.path(),
+                   {"--trace-window"});
+  require_rejected(
+      run_in(dir, small_sim("meta", {"--trace", "trace.json", "--trace-window", "50:10", "-o", "out.csv"})),
+      dir.path(), {"--trace-window", "50:10"});
+  CHECK_FALSE(fs::exists(dir / "trace.json"));
+}
+
+TEST_CASE("bad input: a --model file that does not exist", "[e2e][bad-input]") {
+  TempDir dir;
+  require_rejected(run_in(dir, small_sim("meta", {"--model", "missing-model.json", "-o", "out.csv"})), dir.path(),
+                   {"missing-model.json"});
+}
+
+TEST_CASE("bad input: a --model path that cannot be read as a file (a directory)", "[e2e][bad-input]") {
+  TempDir dir;
+  dir.subdir("models");
+  require_rejected(run_in(dir, small_sim("meta", {"--model", "models", "-o", "out.csv"})), dir.path(),
+                   {"model", "models"});
+}
+
+TEST_CASE("bad input: a --model file with an unknown key names the key", "[e2e][bad-input]") {
+  TempDir dir;
+  write_file(dir / "m.json", R"({"client_wake_ns": 100, "warp_speed": 9})");
+  require_rejected(run_in(dir, small_sim("meta", {"--model", "m.json", "-o", "out.csv"})), dir.path(),
+                   {"m.json", "warp_speed"});
+  write_file(dir / "m2.json", R"({"cpu": {"tea_break_ns": 5}})");
+  require_rejected(run_in(dir, small_sim("meta", {"--model", "m2.json", "-o", "out.csv"})), dir.path(),
+                   {"m2.json", "tea_break_ns"});
+}
+
+TEST_CASE("bad input: a malformed --model file", "[e2e][bad-input]") {
+  TempDir dir;
+  write_file(dir / "m.json", R"({"cpu": )");
+  require_rejected(run_in(dir, small_sim("meta", {"--model", "m.json", "-o", "out.csv"})), dir.path(),
+                   {"m.json", "JSON"});
+}
+
+TEST_CASE("mlx5: --transport mlx5 without an RDMA device exits with status 2 and a message",
+          "[e2e][bad-input]") {
+  TempDir dir;
+  const Outcome o = run_in(dir, {"--transport", "mlx5", "-d", "0.006", "--interval-ms", "1", "--trim", "1", "-r",
+                                 "1", "--no-progress", "-o", "out.csv", "meta"});
+  INFO(describe(o));
+  CHECK(o.status == 2);
+  CHECK_FALSE(o.err.empty());
+  CHECK_FALSE(fs::exists(dir / "out.csv"));
+}
