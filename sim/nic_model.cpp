@@ -213,6 +213,7 @@ void Network::drain(uint32_t qpi, uint8_t stage) {
   if (stage != kStComplete && cur < q.cursor[kStComplete]) cur = q.cursor[kStComplete];
   need_complete_drain_ = false;
   bool admit = stage == kStDoorbell || stage == kStTx;
+  bool processed = false;
   while (cur < q.rung) {
     Wqe& w = q.ring[cur & q.mask];
     if (w.stage < stage) break;
@@ -223,12 +224,24 @@ void Network::drain(uint32_t qpi, uint8_t stage) {
     if (w.due > now) break;
     if (stage == kStComplete && w.op == WqeOp::kRead) admit = true;
     if (!process(q, cur, w, stage, now)) break;
+    processed = true;
     ++cur;
   }
+  const bool complete_now = need_complete_drain_;
+  need_complete_drain_ = false;
   if (admit && !q.error) try_admit(q, now);
-  if (need_complete_drain_ && stage != kStComplete) {
-    need_complete_drain_ = false;
-    drain(qpi, kStComplete);
+  if (complete_now && stage != kStComplete) drain(qpi, kStComplete);
+  if (processed) {
+    // Stages after a branch of the pipeline can be blocked by an earlier WQE on the
+    // other branch (a READ at ReadTx waits for an earlier WRITE to land; an ACK waits
+    // for an earlier READ's response). Their events may have fired while blocked, so
+    // once the blocker moved on, drain them again.
+    if (stage == kStLand) {
+      drain(qpi, kStReadTx);
+      drain(qpi, kStAck);
+    } else if (stage == kStReadTx || stage == kStReadRx) {
+      drain(qpi, kStAck);
+    }
   }
 }
 

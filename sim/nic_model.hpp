@@ -45,7 +45,9 @@
 // at that stage whose due time has come, oldest first, and stops at the first one not
 // yet due; a later WQE whose jittered arrival is earlier simply waits for the earlier
 // one. So jitter, engine parallelism or RNR never reorder one QP; WQEs that skip a
-// stage (READs skip Land, WRITEs skip ReadTx) pass it once they are beyond it.
+// stage (READs skip Land, WRITEs skip ReadTx) pass it once they are beyond it, and a
+// stage held up by an earlier WQE on the other branch (a READ behind a WRITE that has
+// not landed: the READ must see its data) is drained again when that WQE moves on.
 //
 // Approximations: stations computed inside the event of an earlier station (the PCIe
 // gather behind the engine, the receive engine and PCIe write behind the port) see

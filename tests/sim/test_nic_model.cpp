@@ -651,3 +651,40 @@ TEST_CASE("PCIe read tags: with few tags, WQE fetches queue and latency grows", 
   CHECK(few.second > 0);
   CHECK(few.first > many.first + 1000);  // 128 reads through 4 tags of ~0.5 us each
 }
+
+TEST_CASE("mixed READ/WRITE on one QP: a READ waits for an earlier blocked WRITE, then all complete in order", "[nic]") {
+  // WRITE+IMM (hits RNR: no receive yet), READ, signaled WRITE, READ on one QP. The READ
+  // may not overtake the WRITE at the responder (RC order: it must see the written
+  // data), and the completions come in post order once a receive is posted.
+  NicConfig nic = quiet_nic();
+  nic.rnr.delay_ns = 5'000;
+  SimCluster c(2, nic);
+  auto& qa = c.t[0]->create_queue_pair();
+  auto& qb = c.t[1]->create_queue_pair();
+  loopback::DesFabric::connect(qa, qb);
+  std::vector<std::byte> local(256, std::byte{0x77}), back(256, std::byte{0}), remote(256, std::byte{0});
+  const MemoryRegion lmr = c.t[0]->register_memory(local.data(), local.size(), kAccessLocalWrite);
+  const MemoryRegion bmr = c.t[0]->register_memory(back.data(), back.size(), kAccessLocalWrite);
+  const MemoryRegion rmr =
+      c.t[1]->register_memory(remote.data(), remote.size(), kAccessRemoteWrite | kAccessRemoteRead);
+  REQUIRE(qa.post_write_imm(local.data(), 16, lmr.lkey, SimCluster::remote(rmr, 0), 1, 1, false) == PostResult::kOk);
+  REQUIRE(qa.post_read(back.data(), 16, bmr.lkey, SimCluster::remote(rmr, 0), 2, true) == PostResult::kOk);
+  REQUIRE(qa.post_write(local.data(), 16, lmr.lkey, SimCluster::remote(rmr, 64), 3, true) == PostResult::kOk);
+  REQUIRE(qa.post_read(back.data() + 64, 16, bmr.lkey, SimCluster::remote(rmr, 64), 4, true) == PostResult::kOk);
+  qa.ring_doorbell();
+  c.engine.run_until(20'000);
+  std::vector<SendCompletion> sc;
+  c.t[0]->poll_send([&](const SendCompletion& s) { sc.push_back(s); }, 16);
+  CHECK(sc.empty());  // everything waits behind the RNR-blocked WRITE+IMM
+  c.t[1]->post_receives(1);
+  c.engine.run_until(200'000);
+  c.t[0]->poll_send([&](const SendCompletion& s) { sc.push_back(s); }, 16);
+  REQUIRE(sc.size() == 3);
+  CHECK(sc[0].wr_id == 2);
+  CHECK(sc[1].wr_id == 3);
+  CHECK(sc[2].wr_id == 4);
+  for (const auto& s : sc) CHECK(s.status == WcStatus::kSuccess);
+  // Each READ saw the WRITE posted before it.
+  CHECK(std::memcmp(back.data(), local.data(), 16) == 0);
+  CHECK(std::memcmp(back.data() + 64, local.data(), 16) == 0);
+}
