@@ -129,3 +129,23 @@ TEST_CASE("mlx5: --transport mlx5 without an RDMA device exits with status 2 and
   CHECK_FALSE(o.err.empty());
   CHECK_FALSE(fs::exists(dir / "out.csv"));
 }
+
+TEST_CASE("bad input: output paths that cannot be written are named in the message", "[e2e][bad-input]") {
+  // These are found when the files are written, after the simulation (see the report):
+  // only the message and the status are checked here.
+  TempDir dir;
+  const std::string missing = (dir / "no-such-dir").string();
+  for (const auto& extra : std::vector<std::vector<std::string>>{
+           {"-o", missing + "/out.csv"},
+           {"-o", "out.csv", "--summary", missing + "/sum.json"},
+           {"-o", "out.csv", "--trace", missing + "/trace.json", "--trace-window", "0:10"},
+           {"-o", "out.csv", "--inflight-samples", missing + "/inflight.csv"}}) {
+    std::vector<std::string> args = extra;
+    args.insert(args.end(), {"-r", "1"});
+    const Outcome o = run_in(dir, small_sim("meta", args));
+    INFO(describe(o));
+    CHECK(o.status != 0);
+    CHECK(o.status < 126);
+    CHECK_THAT(o.err, Catch::Contains(missing));
+  }
+}
