@@ -2,8 +2,10 @@
 # MPI orchestration (tests/real/).
 if(TARGET bkv_ucx)
   bkv_add_test(test_ucx_transport GROUP e2e SOURCES real/test_ucx_transport.cpp LIBS bkv_ucx)
+  bkv_add_test(test_copyrpc_ucx GROUP e2e SOURCES real/test_copyrpc_ucx.cpp LIBS bkv_ucx)
 endif()
 bkv_add_test(test_wallclock_transport GROUP concurrency SOURCES real/test_wallclock_transport.cpp)
+bkv_add_test(test_copyrpc_wallclock GROUP concurrency SOURCES real/test_copyrpc_wallclock.cpp)
 bkv_add_test(test_runtime GROUP concurrency SOURCES real/test_runtime.cpp)
 
 # mpirun -np 2 smoke test of the MPI orchestration helpers (+ a UCX exchange between the

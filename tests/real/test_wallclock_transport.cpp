@@ -221,18 +221,20 @@ void run_stress(uint32_t nodes, uint64_t per_peer, uint64_t delay_ns) {
         const uint64_t k = sent[j];
         const uint64_t slot = (uint64_t{j} * kWindow + k % kWindow) * kSlot;
         if (k % 5 == 4) {
-          REQUIRE_NOTHROW(s.qp[j]->post_read(s.read_back.data() + slot, kSlot, s.read_back_mr.lkey,
-                                             RemoteBuffer{reinterpret_cast<uint64_t>(n[j].table.data()),
-                                                          n[j].table_mr.rkey, 0, kSlot},
-                                             (uint64_t{j} << 32) | k, true));
+          // (No Catch macros on these threads: Catch is not thread-safe.)
+          const RemoteBuffer table{reinterpret_cast<uint64_t>(n[j].table.data()), n[j].table_mr.rkey, 0, kSlot};
+          if (s.qp[j]->post_read(s.read_back.data() + slot, kSlot, s.read_back_mr.lkey, table, (uint64_t{j} << 32) | k,
+                                 true) != PostResult::kOk)
+            fail = "post_read refused";
         } else {
           const uint32_t len = stress_len(me, j, k);
           std::byte* src = s.outbox.data() + slot;
           for (uint32_t b = 0; b < len; ++b) src[b] = std::byte{stress_byte(me, j, k, b)};
-          s.qp[j]->post_write_imm(src, len, s.outbox_mr.lkey,
+          const PostResult pr = s.qp[j]->post_write_imm(src, len, s.outbox_mr.lkey,
                                   RemoteBuffer{reinterpret_cast<uint64_t>(n[j].inbox[me].data() + (k % kRing) * kSlot),
                                                n[j].inbox_mr[me].rkey, 0, kSlot},
                                   static_cast<uint32_t>(k), (uint64_t{j} << 32) | k, true);
+          if (pr != PostResult::kOk) fail = "post_write_imm refused";
         }
         s.qp[j]->ring_doorbell();
         ++sent[j];
