@@ -1,6 +1,7 @@
 #include "sim/experiment.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -38,13 +39,16 @@ Model Model::from_json(const nlohmann::json& j, const std::string& where) {
 }
 
 Model Model::load_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw std::runtime_error("model file (--model) " + path + ": not a readable regular file");
   std::ifstream in(path);
-  if (!in) throw std::runtime_error("model file " + path + ": cannot be opened");
+  if (!in) throw std::runtime_error("model file (--model) " + path + ": cannot be opened");
   nlohmann::json j;
   try {
     in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error("model file " + path + ": malformed JSON: " + e.what());
+  } catch (const std::exception& e) {
+    throw std::runtime_error("model file (--model) " + path + ": malformed JSON: " + e.what());
   }
   return from_json(j, "model file " + path);
 }
@@ -409,9 +413,12 @@ class Experiment {
     if (!body.empty()) body.resize(body.size() - 2);  // drop the last ",\n"
     std::ostringstream out;
     out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
-    for (uint32_t r = 0; r < np_; ++r)
-      out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << r << ",\"args\":{\"name\":\"rank " << r << "\"}},\n";
-    out << body << "\n]}\n";
+    for (uint32_t r = 0; r < np_; ++r) {
+      if (r) out << ",\n";
+      out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << r << ",\"args\":{\"name\":\"rank " << r << "\"}}";
+    }
+    if (!body.empty()) out << ",\n" << body;
+    out << "\n]}\n";
     return out.str();
   }
 

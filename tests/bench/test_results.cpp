@@ -135,7 +135,7 @@ TEST_CASE("CSV: exact header, kept epochs only, ordered rows", "[bench][results]
   }
 }
 
-TEST_CASE("summary: the sum of a run's CSV rows equals its requests; Mops follow", "[bench][results]") {
+TEST_CASE("summary: the sum of a run's CSV rows equals its requests - Mops follow", "[bench][results]") {
   const std::vector<RunResults> runs = {make_run(0), make_run(1)};
   const auto daemons = make_daemons();
   Options opts;

@@ -73,7 +73,7 @@ TEST_CASE("a reply larger than the caller's allowance is refused, a second reply
   CHECK(p.b.reply(h, bytes(20, 0)) == CallStatus::kInvalidHandle);
 }
 
-TEST_CASE("InsufficientCredit when the peer's grant is spent; credit returns with its replies", "[copyrpc]") {
+TEST_CASE("InsufficientCredit when the peer's grant is spent - credit returns with its replies", "[copyrpc]") {
   copyrpc::ContextConfig cfg;
   cfg.ring_size = 1 << 16;
   Pair p(cfg);
@@ -155,7 +155,7 @@ TEST_CASE("one WQE in 64 is signalled, so the send queue never fills", "[copyrpc
   CHECK(p.a.calls_in_flight() == 0);
 }
 
-TEST_CASE("raw RDMA WRITE and READ complete apart from RPC traffic; a bad rkey is an error", "[copyrpc]") {
+TEST_CASE("raw RDMA WRITE and READ complete apart from RPC traffic - a bad rkey is an error", "[copyrpc]") {
   Pair p;
   std::array<uint8_t, 256> src{}, dst{}, back{};
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 3);

@@ -20,7 +20,7 @@ TEST_CASE("owner_of shards keys by key % D", "[kv][store]") {
   for (int n : owned) CHECK(n == 200);
 }
 
-TEST_CASE("put then get returns the value; never-written keys are not found", "[kv][store]") {
+TEST_CASE("put then get returns the value - never-written keys are not found", "[kv][store]") {
   Store store(/*rank=*/2, /*key_range=*/16);
   CHECK(execute(store, Request::meta_get(2, 3)) == Response::get_not_found());
   CHECK(execute(store, Request::meta_put(2, 3, 99)) == Response::put_ok());

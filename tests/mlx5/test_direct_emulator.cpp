@@ -112,7 +112,7 @@ TEST_CASE("WRITE_IMM of every size class lands in registered memory with one rec
   }
 }
 
-TEST_CASE("RDMA WRITE produces no receive completion; READ brings remote bytes back") {
+TEST_CASE("RDMA WRITE produces no receive completion - READ brings remote bytes back") {
   Pair p;
   p.b.post_receives(4);
   REQUIRE(p.qa.post_write(p.src.data(), 300, p.src_mr.lkey, p.at(128), 1, false) == PostResult::kOk);
@@ -131,7 +131,7 @@ TEST_CASE("RDMA WRITE produces no receive completion; READ brings remote bytes b
   CHECK(p.b.srq_posted() == 4);
 }
 
-TEST_CASE("A tiny send queue wraps thousands of times with NOP fill; every write stays exact") {
+TEST_CASE("A tiny send queue wraps thousands of times with NOP fill - every write stays exact") {
   for (uint32_t blocks : {4u, 8u}) {
     // 4 blocks: WQEs of at most 2 blocks (60 bytes inline, else one gather entry);
     // 8 blocks: two WQEs of the largest size (4 blocks: 220 inline, 204 + gather).
@@ -278,7 +278,7 @@ TEST_CASE("Compressed CQE sessions of every size on both CQs, across polls and r
   }
 }
 
-TEST_CASE("A bad rkey surfaces as a remote access error; later WQEs are flushed") {
+TEST_CASE("A bad rkey surfaces as a remote access error - later WQEs are flushed") {
   Pair p;
   p.b.post_receives(8);
   const std::vector<std::byte> before = p.dst;
@@ -312,7 +312,7 @@ TEST_CASE("A bad rkey surfaces as a remote access error; later WQEs are flushed"
   CHECK(sq[0].status == WcStatus::kRemoteAccessError);
 }
 
-TEST_CASE("A bad lkey on a gather entry is a local protection error; READ needs remote-read access") {
+TEST_CASE("A bad lkey on a gather entry is a local protection error - READ needs remote-read access") {
   Pair p;
   p.b.post_receives(2);
   REQUIRE(p.qa.post_write_imm(p.src.data(), 1000, p.src_mr.lkey + 0x100, p.at(0), 1, 1, false) == PostResult::kOk);

@@ -170,7 +170,7 @@ TEST_CASE("a hole in the middle: poll counts only the committed prefix", "[shm][
   REQUIRE(f.server.recv()->payload.value == 4);
 }
 
-TEST_CASE("try_call reports Full without reserving; tail releases space", "[shm][delegationrpc]") {
+TEST_CASE("try_call reports Full without reserving - tail releases space", "[shm][delegationrpc]") {
   const DelegationConfig cfg{1, 4, 8};
   Fixture f(cfg);
   Client c = Client::connect(f.seg.bytes());

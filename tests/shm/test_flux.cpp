@@ -21,7 +21,7 @@ using Net = FluxNetwork<Msg>;
 using Node = FluxNode<Msg>;
 }  // namespace
 
-TEST_CASE("flux config: capacity >= 2 * max_inflight, power of two; nodes taken once", "[shm][flux]") {
+TEST_CASE("flux config: capacity >= 2 * max_inflight, power of two - nodes taken once", "[shm][flux]") {
   REQUIRE_THROWS_WITH(Net(3, FluxConfig{8, 5}), Contains("must be >= 2 * max_inflight"));
   REQUIRE_THROWS_WITH(Net(3, FluxConfig{12, 4}), Contains("not a power of two"));
   REQUIRE_THROWS_WITH(Net(3, FluxConfig{8, 0}), Contains("max_inflight must be > 0"));
@@ -34,7 +34,7 @@ TEST_CASE("flux config: capacity >= 2 * max_inflight, power of two; nodes taken 
   CHECK(Net(2).config().max_inflight == 256);
 }
 
-TEST_CASE("flux call refuses at max_inflight; tokens come back with responses", "[shm][flux]") {
+TEST_CASE("flux call refuses at max_inflight - tokens come back with responses", "[shm][flux]") {
   Net net(3, FluxConfig{8, 4});
   Node n0 = net.node(0), n1 = net.node(1), n2 = net.node(2);
   for (uint64_t i = 0; i < 4; ++i) REQUIRE(n0.call(1, Msg{0, 1, i, i * 10}, 100 + i) == FluxCallStatus::kOk);
@@ -126,7 +126,7 @@ TEST_CASE("flux parks requests met by poll and responses met by try_recv", "[shm
   }
 }
 
-TEST_CASE("flux try_recv is round-robin over sources; self calls work", "[shm][flux]") {
+TEST_CASE("flux try_recv is round-robin over sources - self calls work", "[shm][flux]") {
   Net net(3, FluxConfig{16, 8});
   Node n0 = net.node(0), n1 = net.node(1), n2 = net.node(2);
   for (uint64_t i = 0; i < 3; ++i) {

@@ -80,7 +80,7 @@ TEST_CASE("ipc layout: header, per-client claim line, stamped request and respon
   CHECK(c.in_flight() == 0);
 }
 
-TEST_CASE("ipc call is Full at depth; out-of-order replies free the right tokens", "[shm][ipc]") {
+TEST_CASE("ipc call is Full at depth - out-of-order replies free the right tokens", "[shm][ipc]") {
   Fixture f(IpcConfig{1, 4});
   Client c = Client::connect(f.seg.bytes());
   for (uint64_t i = 0; i < 4; ++i) REQUIRE(c.call(Req{0, 0, i, i}, 100 + i) == IpcCallStatus::kOk);

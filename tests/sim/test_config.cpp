@@ -50,7 +50,7 @@ TEST_CASE("cost model defaults name every op and round-trip through JSON", "[con
   CHECK(back.to_json() == m.to_json());
 }
 
-TEST_CASE("cost model: partial JSON keeps defaults; bad input names the key", "[config]") {
+TEST_CASE("cost model: partial JSON keeps defaults - bad input names the key", "[config]") {
   const CostModel m = CostModel::from_json(json{{"cqe", 99}});
   CHECK(m[Op::kCqe] == 99);
   CHECK(m[Op::kLoop] == CostModel::defaults()[Op::kLoop]);

@@ -548,7 +548,7 @@ std::pair<uint64_t, uint64_t> random_traffic(uint64_t fabric_seed) {
 
 }  // namespace
 
-TEST_CASE("determinism: same seed, same event trace and bytes; another seed, another trace", "[nic]") {
+TEST_CASE("determinism: same seed, same event trace and bytes - another seed, another trace", "[nic]") {
   const auto a = random_traffic(1);
   const auto b = random_traffic(1);
   const auto d = random_traffic(2);

@@ -22,7 +22,7 @@ CostModel simple_costs() {
 }
 }  // namespace
 
-TEST_CASE("charges advance now() inside a step; the next step starts when the cost has elapsed", "[thread]") {
+TEST_CASE("charges advance now() inside a step - the next step starts when the cost has elapsed", "[thread]") {
   Engine e;
   const CostModel costs = simple_costs();
   SimThread t(e, costs, 1, "daemon");

@@ -24,7 +24,7 @@ TEST_CASE("one server: FIFO start = max(arrival, previous finish)", "[stations]"
   CHECK(s.stats().jobs == 1000);
 }
 
-TEST_CASE("k servers serve k jobs at once; the (k+1)-th waits for the earliest", "[stations]") {
+TEST_CASE("k servers serve k jobs at once - the (k+1)-th waits for the earliest", "[stations]") {
   ServerPool s(3);
   CHECK(s.reserve(0, 0, 100).start_ps == 0);
   CHECK(s.reserve(0, 0, 50).start_ps == 0);
@@ -118,7 +118,7 @@ TEST_CASE("set-associative cache: hits, LRU eviction inside a set, disabled cach
   CHECK_THROWS_AS(SetAssocCache(10, 4), std::invalid_argument);
 }
 
-TEST_CASE("token pool: k jobs hold tokens at once; later ones wait for the earliest release", "[stations]") {
+TEST_CASE("token pool: k jobs hold tokens at once - later ones wait for the earliest release", "[stations]") {
   TokenPool p(2);
   CHECK(p.start_time(0) == 0);
   p.hold(0, 0, 500);
