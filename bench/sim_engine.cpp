@@ -247,9 +247,9 @@ void mix_bench(uint32_t np, uint32_t clients_per_node, double virtual_ms) {
   std::printf(
       "mix      np=%u, 1 polling daemon + %u event-driven clients x QD 32 per node, %.1f ms virtual:\n"
       "         wall=%.3f s  events=%.2fM (%.2f M events/s, %.0f ns/event)\n"
-      "         daemon loops=%.3fM  WQEs=%.3fM  requests=%.3fM (%.1f Mops virtual)  events/request=%.2f\n"
+      "         daemon loops=%.0f  WQEs=%.3fM  requests=%.3fM (%.1f Mops virtual)  events/request=%.2f\n"
       "         -> %.2f M simulated requests per wall second; 11 M requests would take %.1f s\n",
-      np, clients_per_node, virtual_ms, s, ev / 1e6, ev / s / 1e6, s * 1e9 / ev, loops / 1e6, wqes / 1e6,
+      np, clients_per_node, virtual_ms, s, ev / 1e6, ev / s / 1e6, s * 1e9 / ev, static_cast<double>(loops), wqes / 1e6,
       completed / 1e6, completed / (virtual_ms * 1e3), ev / static_cast<double>(completed), req_per_s / 1e6,
       11e6 / req_per_s);
 }
