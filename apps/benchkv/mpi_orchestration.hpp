@@ -50,7 +50,7 @@ class Session {
     static_assert(std::is_trivially_copyable_v<T>, "MPI exchanges raw bytes");
     std::vector<std::byte> in = all_to_all(std::as_bytes(per_peer), sizeof(T) * count);
     std::vector<T> out(in.size() / sizeof(T));
-    std::memcpy(out.data(), in.data(), in.size());
+    if (!out.empty()) std::memcpy(out.data(), in.data(), out.size() * sizeof(T));
     return out;
   }
   // Every rank's `mine` to every rank (slot j from rank j).
@@ -59,7 +59,7 @@ class Session {
     static_assert(std::is_trivially_copyable_v<T>, "MPI exchanges raw bytes");
     std::vector<std::byte> in = all_gather_bytes(std::as_bytes(std::span<const T>(&mine, 1)));
     std::vector<T> out(static_cast<size_t>(size_));
-    std::memcpy(out.data(), in.data(), in.size());
+    std::memcpy(out.data(), in.data(), out.size() * sizeof(T));
     return out;
   }
 
@@ -75,7 +75,7 @@ class Session {
     static_assert(std::is_trivially_copyable_v<T>, "MPI exchanges raw bytes");
     std::vector<std::byte> in = gather_to_root(std::as_bytes(mine));
     std::vector<T> out(in.size() / sizeof(T));
-    std::memcpy(out.data(), in.data(), out.size() * sizeof(T));
+    if (!out.empty()) std::memcpy(out.data(), in.data(), out.size() * sizeof(T));  // non-root: nothing
     return out;
   }
 
