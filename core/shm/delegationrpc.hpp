@@ -279,6 +279,10 @@ class DelegationServer {
     atomic_field(h.server_alive).store(1, std::memory_order_relaxed);
     atomic_field(h.magic).store(kDelegationMagic, std::memory_order_release);
   }
+  DelegationServer(const DelegationServer&) = delete;  // one server state per ring
+  DelegationServer& operator=(const DelegationServer&) = delete;
+  DelegationServer(DelegationServer&&) noexcept = default;
+  DelegationServer& operator=(DelegationServer&&) noexcept = default;
 
   // Snapshots head and returns how many committed entries follow the cursor without a
   // hole (a position reserved by a client that has not committed yet).
@@ -376,6 +380,11 @@ class DelegationClient {
     } while (!next.compare_exchange_weak(id, id + 1, std::memory_order_relaxed));
     return DelegationClient(view, id);
   }
+
+  DelegationClient(const DelegationClient&) = delete;  // one client state per client id
+  DelegationClient& operator=(const DelegationClient&) = delete;
+  DelegationClient(DelegationClient&&) noexcept = default;
+  DelegationClient& operator=(DelegationClient&&) noexcept = default;
 
   // Blocking call per §2.2: spins while the ring is full (until the server advances
   // tail or shuts down). Never spins for a response slot: kNoFreeSlot instead.

@@ -225,6 +225,11 @@ class IpcServer {
     atomic_field(h.magic).store(kIpcMagic, std::memory_order_release);
   }
 
+  IpcServer(const IpcServer&) = delete;  // one server state per segment
+  IpcServer& operator=(const IpcServer&) = delete;
+  IpcServer(IpcServer&&) noexcept = default;
+  IpcServer& operator=(IpcServer&&) noexcept = default;
+
   // Scans every client; returns the number of requests ready (taken by recv()).
   uint32_t poll() noexcept { return scan(false); }
   // Same, but skips clients per the skip rule (header comment).
@@ -363,6 +368,11 @@ class IpcClient {
     if (!try_claim(view, index)) throw ShmError("ipc connect: client index " + std::to_string(index) + " is already taken");
     return IpcClient(view, index);
   }
+
+  IpcClient(const IpcClient&) = delete;  // one client state per client index
+  IpcClient& operator=(const IpcClient&) = delete;
+  IpcClient(IpcClient&&) noexcept = default;
+  IpcClient& operator=(IpcClient&&) noexcept = default;
 
   // Non-blocking: kFull when depth requests are in flight.
   IpcCallStatus call(const Req& req, uint64_t user_token = 0) noexcept {
