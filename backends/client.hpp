@@ -22,6 +22,7 @@ using DelegClientT = shm::DelegationClient<Request, Response>;
 // Remote path of Meta: an ipc connection to the daemon that serves this client. Its
 // responses are collected with those of the other ipc connections (poll is a no-op).
 struct IpcRemotePath {
+  static constexpr bool kSharedHead = false;
   IpcClientT* ipc;
   bool try_call(const Request& r) noexcept { return ipc->call(r) == shm::IpcCallStatus::kOk; }
   template <class F>
@@ -34,6 +35,7 @@ struct IpcRemotePath {
 // Remote path of Delegation: the shared MPSC ring of daemon #0. try_call never spins:
 // a full ring (or no free response slot) leaves the request for the next step.
 struct DelegationRemotePath {
+  static constexpr bool kSharedHead = true;  // every call is a fetch_add on the ring head
   DelegClientT* deleg;
   bool try_call(const Request& r) noexcept { return deleg->try_call(r).status == shm::DelegationCallStatus::kOk; }
   template <class F>
@@ -74,8 +76,12 @@ class Client {
     while (!stopping_ && in_flight_ < node_.queue_depth) {
       const Request req = pattern_.peek();
       bool ok;
-      if (req.rank == node_.rank) ok = ipc_[owner_of(req.key, node_.daemons)]->call(req) == shm::IpcCallStatus::kOk;
-      else ok = remote_.try_call(req);
+      if (req.rank == node_.rank) {
+        ok = ipc_[owner_of(req.key, node_.daemons)]->call(req) == shm::IpcCallStatus::kOk;
+      } else {
+        ok = remote_.try_call(req);
+        if constexpr (RemotePath::kSharedHead) meter_.charge(Op::kRingReserve, 1);
+      }
       if (!ok) {
         res.blocked = true;
         break;

@@ -32,12 +32,14 @@ enum class Op : uint8_t {
   kRingOp,         // one shared-memory ring operation (slot read or write, fence)
   kChannelOp,      // one inter-daemon (flux) channel operation
   kClientRequest,  // client side: build one request and account one response
+  kRingReserve,    // fetch_add on the shared MPSC ring head (a line every producer writes)
+  kPollSlot,       // checking one other thread's queue for new work (one ipc client's ring)
   kCount
 };
 
 inline constexpr const char* kOpNames[] = {
     "loop",         "cq_poll", "cqe",   "msg_parse", "call_encode", "reply_encode",
-    "flush",        "doorbell", "kv_op", "ring_op",  "channel_op",  "client_request"};
+    "flush",        "doorbell", "kv_op", "ring_op",  "channel_op",  "client_request", "ring_reserve", "poll_slot"};
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<int>(Op::kCount));
 
 // Loop phases whose per-iteration item counts are recorded (Delegation letters A-G).

@@ -50,6 +50,15 @@ CostModel CostModel::defaults() {
   // Client side: draw the next (rank, key, op) of the pre-generated pattern, fill the
   // request, account one response.
   m[Op::kClientRequest] = 30;
+  // fetch_add on the delegation ring's head: one RMW on a line every client writes. The
+  // cost here is the line's ownership transfer (~70-100 ns core to core on the mesh,
+  // more across sockets); the simulator can make it a serialized resource per node
+  // (SimThread::bind_shared), so 46 producers queue for the line as they do in hardware.
+  m[Op::kRingReserve] = 80;
+  // Checking one client's ipc request ring: a load of a line the client writes. Unchanged
+  // lines hit the daemon's L2 (~5 ns); the scan over every client is what makes an empty
+  // daemon loop cost hundreds of ns with dozens of clients.
+  m[Op::kPollSlot] = 8;
   return m;
 }
 

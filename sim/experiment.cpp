@@ -24,14 +24,17 @@ Model Model::from_json(const nlohmann::json& j, const std::string& where) {
     const std::string& k = it.key();
     if (k == "cpu") m.cpu = CostModel::from_json(it.value(), where + ".cpu");
     else if (k == "nic") m.nic = NicConfig::from_json(it.value(), where + ".nic");
-    else if (k == "client_wake_ns" || k == "client_retry_ns") {
+    else if (k == "ring_head_contention") {
+      if (!it.value().is_boolean()) throw std::runtime_error(where + ".ring_head_contention: must be true or false");
+      m.ring_head_contention = it.value().get<bool>();
+    } else if (k == "client_wake_ns" || k == "client_retry_ns") {
       if (!it.value().is_number() || it.value().get<double>() < 0)
         throw std::runtime_error(where + "." + k + ": must be a number >= 0");
       (k == "client_wake_ns" ? m.client_wake_ns : m.client_retry_ns) = it.value().get<double>();
     } else if (k == "description" || k == "basis") {
       // documentation only
     } else {
-      throw std::runtime_error(where + ": unknown key \"" + k + "\" (expected cpu, nic, client_wake_ns, client_retry_ns, description, basis)");
+      throw std::runtime_error(where + ": unknown key \"" + k + "\" (expected cpu, nic, client_wake_ns, client_retry_ns, ring_head_contention, description, basis)");
     }
   }
   if (m.client_retry_ns < 1) throw std::runtime_error(where + ".client_retry_ns: must be >= 1");
@@ -55,7 +58,7 @@ Model Model::load_file(const std::string& path) {
 
 nlohmann::json Model::to_json() const {
   return {{"cpu", cpu.to_json()}, {"nic", nic.to_json()}, {"client_wake_ns", client_wake_ns},
-          {"client_retry_ns", client_retry_ns}};
+          {"client_retry_ns", client_retry_ns}, {"ring_head_contention", ring_head_contention}};
 }
 
 // ------------------------------------------------------------------------------ runner
@@ -167,7 +170,10 @@ class Experiment {
       for (uint32_t c = 0; c < C_; ++c) res.errors += n->counters(c).errors.load();
     for (auto& n : nodes_) res.errors += n->client_protocol_errors();
     if (tracing_) res.trace_json = finish_trace();
+    double head_wait = 0;
+    for (uint32_t r = 0; r < np_; ++r) head_wait += head_lines_[r].mean_wait_ns() / np_;
     res.extra = {{"events", events_processed()},
+                 {"ring_head_mean_wait_ns", head_wait},
                  {"virtual_end_ns", engine_.now()},
                  {"drain_ns", engine_.now() - end},
                  {"issued", res.total_issued},
@@ -189,12 +195,15 @@ class Experiment {
     cc.srq_size = 1024;
     threads_.resize(np_);
     runtimes_.resize(np_);
+    head_lines_ = std::make_unique<SharedResource[]>(np_);
     for (uint32_t r = 0; r < np_; ++r) {
       fabric_.add_node(model_.nic);
       for (uint32_t t = 0; t < D_ + C_; ++t) {
         const bool client = t >= D_;
         std::string name = "r" + std::to_string(r) + (client ? ".c" + std::to_string(t - D_) : ".d" + std::to_string(t));
         threads_[r].push_back(std::make_unique<SimThread>(engine_, model_.cpu, derive_seed(o_.seed, {0x544852ull, r, t}), name));
+        if (model_.ring_head_contention && kind_ == BackendKind::kDelegation && client)
+          threads_[r].back()->bind_shared(Op::kRingReserve, &head_lines_[r]);
       }
       auto rt = std::make_unique<SimRuntime>();
       rt->fabric = &fabric_;
@@ -435,6 +444,7 @@ class Experiment {
   uint32_t epochs_;
   std::vector<std::vector<std::unique_ptr<SimThread>>> threads_;
   std::vector<std::unique_ptr<SimRuntime>> runtimes_;
+  std::unique_ptr<SharedResource[]> head_lines_;  // per node: the delegation ring's head line
   std::vector<std::unique_ptr<SimNode>> nodes_;
   std::vector<Binding> bindings_;
   std::vector<bench::RunResults> results_;

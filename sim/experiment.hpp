@@ -30,6 +30,10 @@ struct Model {
   NicConfig nic{};
   double client_wake_ns = 100;   // cache-line transfer from the daemon's core to the client's
   double client_retry_ns = 500;  // a client whose request found the ring full retries after this
+  // The delegation ring's head line is one resource per node: fetch_adds (and daemon #0's
+  // reads) of it are served one at a time (cost: cpu.ring_reserve each). false: each
+  // thread pays the cost without waiting for the others (the ablation).
+  bool ring_head_contention = true;
 
   static Model defaults() { return Model{}; }
   static Model from_json(const nlohmann::json& j, const std::string& where);

@@ -46,6 +46,30 @@
 
 namespace bkv::sim {
 
+// A resource threads use one at a time (e.g. a cache line many cores write with atomic
+// RMWs): uses are served in the order they are requested, each for its own duration.
+// Requests are made at mid-step times of different threads, which the engine runs in
+// step-start order, so the order is by request time up to one step of skew.
+class SharedResource {
+ public:
+  // A use requested at `at_ps` lasting `ps`: returns the requester's total time (wait +
+  // use) in picoseconds.
+  uint64_t hold(uint64_t at_ps, uint64_t ps) noexcept {
+    const uint64_t start = at_ps > free_ps_ ? at_ps : free_ps_;
+    free_ps_ = start + ps;
+    waited_ps_ += start - at_ps;
+    ++uses_;
+    return free_ps_ - at_ps;
+  }
+  uint64_t uses() const noexcept { return uses_; }
+  double mean_wait_ns() const noexcept { return uses_ ? double(waited_ps_) * 1e-3 / double(uses_) : 0.0; }
+
+ private:
+  uint64_t free_ps_ = 0;
+  uint64_t waited_ps_ = 0;
+  uint64_t uses_ = 0;
+};
+
 enum class StepResult : uint8_t { kContinue = 0, kIdle, kExit, kIdleSpin };
 
 class SimThread {
@@ -84,6 +108,7 @@ class SimThread {
     const size_t i = static_cast<size_t>(op);
     uint64_t ps = cost_ps_[i] * n;
     if (jitter_.mode != JitterMode::kNone) [[unlikely]] ps = jittered(ps);
+    if (shared_[i] != nullptr) [[unlikely]] ps = shared_[i]->hold(step_start_ * 1000 + charged_ps_, ps);
     charged_ps_ += ps;
     op_ps_[i] += ps;
     op_count_[i] += n;
@@ -92,6 +117,11 @@ class SimThread {
     step_phase_[static_cast<size_t>(ph)] += n;
     phase_total_[static_cast<size_t>(ph)] += n;
   }
+  // Makes `op` a use of a resource shared with other threads (a contended cache line):
+  // each use holds it exclusively for the op's cost, and waits while another thread
+  // holds it. nullptr unbinds.
+  void bind_shared(Op op, SharedResource* r) noexcept { shared_[static_cast<size_t>(op)] = r; }
+
   // Charges raw time not tied to an Op (a modelled wait, a timer).
   void advance(Time ns) noexcept { charged_ps_ += ns * 1000; }
 
@@ -136,6 +166,7 @@ class SimThread {
   Engine& engine_;
   TargetId target_;
   std::array<uint64_t, kOpCount> cost_ps_{};
+  std::array<SharedResource*, kOpCount> shared_{};
   CostJitter jitter_;
   Rng rng_;
   std::string name_;

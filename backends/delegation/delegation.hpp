@@ -40,7 +40,9 @@ using FluxNodeT = shm::FluxNode<FluxMsg, CallToken>;
 // Work common to every daemon: serve the ipc ring of its shard.
 template <class Meter, class Waker>
 inline uint32_t serve_ipc(IpcServerT& ipc, kv::Store& store, Meter& meter, Waker& waker, DaemonMetrics& m) {
+  const uint64_t scanned = ipc.clients_scanned();
   ipc.poll_with_skip();
+  meter.charge(Op::kPollSlot, static_cast<uint32_t>(ipc.clients_scanned() - scanned));
   uint32_t n = 0;
   while (auto r = ipc.recv()) {
     const Response resp = kv::execute(store, r->payload);
@@ -119,8 +121,10 @@ class DelegationDaemon0 {
       // A: local requests of shard 0.
       work_ += serve_ipc(ipc_, store_, meter_, waker_, m_);
 
-      // B: the clients' remote requests, in ring order (stops at a hole).
+      // B: the clients' remote requests, in ring order (stops at a hole). Reading head
+      // is one load of the line the clients write: a transfer, not a turn in their queue.
       deleg_.poll();
+      meter_.charge(Op::kRingOp, 1);
       while (auto e = deleg_.recv()) {
         batch_.push_back(*e);
         meter_.charge(Op::kRingOp, 1);

@@ -17,6 +17,7 @@ namespace bkv::backend {
 // The remote path of a direct client: its own context.
 template <Transport T>
 struct DirectRemotePath {
+  static constexpr bool kSharedHead = false;
   using Ctx = copyrpc::Context<T, CallToken>;
   Ctx* ctx;
   const std::vector<uint32_t>* ep_of_rank;

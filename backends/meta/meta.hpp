@@ -40,7 +40,9 @@ class MetaDaemon {
     meter_.charge(Op::kLoop, 1);
     uint32_t work = 0, cqes = 0;
     // A: this daemon's ipc clients.
+    const uint64_t scanned = ipc_.clients_scanned();
     ipc_.poll_with_skip();
+    meter_.charge(Op::kPollSlot, static_cast<uint32_t>(ipc_.clients_scanned() - scanned));
     while (auto r = ipc_.recv()) {
       ++work;
       meter_.charge(Op::kRingOp, 1);
