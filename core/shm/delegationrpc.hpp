@@ -40,6 +40,10 @@
 //    call with every slot busy returns kNoFreeSlot (poll first).
 //  - reply() refuses a slot whose previous response was not consumed yet (kSlotBusy)
 //    instead of overwriting it.
+//  - client poll() reads only the slots that await a response (known client-side), so
+//    an idle client touches no shared line; poll_slot(i) checks one slot.
+//
+// Each client object belongs to one thread; the server object to the daemon thread.
 //  - try_call(): non-blocking variant for the simulator (single thread: nothing may
 //    spin). It returns kFull without reserving when head - tail >= ring_depth; on real
 //    threads a producer that races past that check spins briefly as call() does.
@@ -449,14 +453,12 @@ class DelegationClient {
       : view_(view), client_id_(id), busy_(view.config().resp_depth, 0), tokens_(view.config().resp_depth, 0) {}
 
   // Round-robin over the response slots, skipping those still awaiting a response.
-  int pick_resp_slot() noexcept {
+  // The cursor moves only when a call succeeds (reserve_and_commit).
+  int pick_resp_slot() const noexcept {
     const uint32_t depth = view_.config().resp_depth;
     for (uint32_t k = 0; k < depth; ++k) {
       const uint32_t i = (next_resp_slot_ + k) & (depth - 1);
-      if (busy_[i] == 0) {
-        next_resp_slot_ = (i + 1) & (depth - 1);
-        return static_cast<int>(i);
-      }
+      if (busy_[i] == 0) return static_cast<int>(i);
     }
     return -1;
   }
@@ -480,6 +482,7 @@ class DelegationClient {
     busy_[slot] = 1;
     tokens_[slot] = user_token;
     ++in_flight_;
+    next_resp_slot_ = (slot + 1) & (view_.config().resp_depth - 1);
     return {DelegationCallStatus::kOk, slot};
   }
 

@@ -183,7 +183,9 @@ TEST_CASE("try_call reports Full without reserving - tail releases space", "[shm
   REQUIRE(f.server.recv().has_value());
   REQUIRE(c.try_call(Req{0, 0, 4, 4}).status == DelegationCallStatus::kFull);
   f.server.advance_tail();
-  REQUIRE(c.try_call(Req{0, 0, 4, 4}).status == DelegationCallStatus::kOk);
+  const auto ok = c.try_call(Req{0, 0, 4, 4});
+  REQUIRE(ok.status == DelegationCallStatus::kOk);
+  CHECK(ok.resp_slot == 4);  // refused calls did not move the response-slot cursor
   REQUIRE(c.try_call(Req{0, 0, 5, 5}).status == DelegationCallStatus::kFull);
   // The entry at position 4 reused slot 0 and is seen after the remaining three.
   REQUIRE(f.server.poll() == 4);

@@ -312,3 +312,22 @@ TEST_CASE("ipc random interleavings over many laps: exactly-once, FIFO per clien
   CHECK(calls == kCalls);
   CHECK(f.server.bad_requests() == 0);
 }
+
+TEST_CASE("ipc over /dev/shm: server and client on two mappings of one object", "[shm][ipc]") {
+  const IpcConfig cfg{2, 4};
+  const std::string name = shmtest::shm_name("ipc_two_maps");
+  Segment owner = Segment::create_shm(name, Layout::segment_size(cfg), true);
+  Server server(owner.bytes(), cfg);
+  Segment attached = Segment::attach_shm(name, Layout::segment_size(cfg));
+  REQUIRE(attached.data() != owner.data());
+  Client c = Client::connect(attached.bytes());
+  for (uint64_t round = 0; round < 10; ++round) {  // several laps of the depth-4 rings
+    for (uint64_t k = 0; k < 4; ++k) REQUIRE(c.call(Req{0, 0, round * 4 + k, k}, k) == IpcCallStatus::kOk);
+    REQUIRE(server.poll() == 4);
+    while (auto r = server.recv()) REQUIRE(server.reply(r->handle, Resp{r->payload.seq, shmtest::answer(r->payload.value)}) == IpcReplyStatus::kOk);
+    REQUIRE(c.poll([&](uint64_t t, const Resp& r) {
+      REQUIRE(r.seq == round * 4 + t);
+      REQUIRE(r.value == shmtest::answer(t));
+    }) == 4);
+  }
+}
