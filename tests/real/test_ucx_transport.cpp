@@ -86,6 +86,36 @@ TEST_CASE("ucx: posting on an unconnected queue pair flushes", "[ucx]") {
   check_unconnected_post(h);
 }
 
+TEST_CASE("ucx: messages from a stranger are dropped and counted", "[ucx]") {
+  UcxHarness h{"sm,self"};
+  check_stranger_dropped(h);
+}
+
+TEST_CASE("ucx: a message with a stale token is dropped and counted", "[ucx]") {
+  // The peer re-created its queue pair (new token): a sender still holding the old
+  // ConnectInfo must not write into the new incarnation.
+  UcxHarness h{"sm,self"};
+  LinkedPair<UcxHarness> p(h);
+  auto c = h.make();
+  auto& qc = c->create_queue_pair();
+  bkv::ucx::ConnectInfo stale = p.qb->local_info();
+  stale.token ^= 0x10;
+  qc.connect(stale);
+  std::vector<std::byte> local(64), remote(64, std::byte{0});
+  const MemoryRegion lmr = c->register_memory(local.data(), local.size(), kAccessLocalWrite);
+  const MemoryRegion rmr = p.b->register_memory(remote.data(), remote.size(), kAccessRemoteWrite);
+  p.b->post_receives(2);
+  REQUIRE(qc.post_write_imm(local.data(), 8, lmr.lkey, p.remote(rmr), 3, 1, true) == PostResult::kOk);
+  qc.ring_doorbell();
+  REQUIRE(pump_until([&] {
+    c->progress();
+    p.pump();
+  }, [&] { return p.b->protocol_errors() > 0; }));
+  CHECK(p.b->protocol_errors() == 1);
+  CHECK(p.recvs.empty());
+  for (std::byte x : remote) REQUIRE(x == std::byte{0});
+}
+
 TEST_CASE("ucx: bad ConnectInfo is rejected with a message", "[ucx]") {
   UcxHarness h{"sm,self"};
   auto t = h.make();
@@ -106,8 +136,19 @@ TEST_CASE("ucx: bad ConnectInfo is rejected with a message", "[ucx]") {
   CHECK_FALSE(qp.connected());
 }
 
-TEST_CASE("ucx: a bad transport list is rejected", "[ucx]") {
+TEST_CASE("ucx: a bad configuration is rejected with a message", "[ucx]") {
   bkv::ucx::Config c;
-  c.send_queue_depth = 48;
-  CHECK_THROWS_WITH(bkv::ucx::UcxTransport(c), Catch::Contains("power of two"));
+  c.tls = "sm,self";
+  SECTION("send queue depth not a power of two") {
+    c.send_queue_depth = 48;
+    CHECK_THROWS_WITH(bkv::ucx::UcxTransport(c), Catch::Contains("power of two"));
+  }
+  SECTION("empty shared receive queue") {
+    c.srq_capacity = 0;
+    CHECK_THROWS_WITH(bkv::ucx::UcxTransport(c), Catch::Contains("srq_capacity"));
+  }
+  SECTION("a transport list UCX cannot use") {
+    c.tls = "no_such_transport";
+    CHECK_THROWS_WITH(bkv::ucx::UcxTransport(c), Catch::Contains("ucp_init failed"));
+  }
 }

@@ -74,6 +74,11 @@ TEST_CASE("wallclock: posting on an unconnected queue pair flushes", "[wallclock
   check_unconnected_post(h);
 }
 
+TEST_CASE("wallclock: records from a stranger are dropped and counted", "[wallclock]") {
+  WallclockHarness h;
+  check_stranger_dropped(h);
+}
+
 TEST_CASE("wallclock: a key of another node's region is a remote access error", "[wallclock]") {
   // Keys come from one fabric-wide table, so this checks the ownership rule: node b may
   // not be written through a key that node c registered.

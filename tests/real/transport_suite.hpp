@@ -276,4 +276,41 @@ void check_unconnected_post(H& h) {
   CHECK(sends[0].status == WcStatus::kWrFlushError);
 }
 
+// Validation of incoming messages: a queue pair that connected to b's queue pair
+// without b connecting back (b's is connected to c instead) is a stranger: b drops its
+// requests, counts a protocol error, and neither its memory nor its receive queue moves.
+template <class H>
+void check_stranger_dropped(H& h) {
+  auto a = h.make();
+  auto b = h.make();
+  auto c = h.make();
+  auto& qa = a->create_queue_pair();
+  auto& qb = b->create_queue_pair();
+  auto& qc = c->create_queue_pair();
+  qb.connect(qc.local_info());
+  qc.connect(qb.local_info());
+  qa.connect(qb.local_info());  // one-sided: b's queue pair belongs to c
+  std::vector<std::byte> local(64, std::byte{7}), remote(64, std::byte{0});
+  const MemoryRegion lmr = a->register_memory(local.data(), local.size(), kAccessLocalWrite);
+  const MemoryRegion rmr = b->register_memory(remote.data(), remote.size(), kAccessRemoteWrite);
+  b->post_receives(4);
+  REQUIRE(qa.post_write_imm(local.data(), 16, lmr.lkey, RemoteBuffer{reinterpret_cast<uint64_t>(remote.data()), rmr.rkey, 0, 64},
+                            1, 1, true) == PostResult::kOk);
+  qa.ring_doorbell();
+  std::vector<RecvCompletion> recvs;
+  REQUIRE(pump_until([&] {
+    a->progress();
+    b->poll_recv([&](const RecvCompletion& r) { recvs.push_back(r); }, 8);
+    c->progress();
+  }, [&] { return b->protocol_errors() > 0; }));
+  for (int i = 0; i < 50; ++i) {
+    a->progress();
+    b->poll_recv([&](const RecvCompletion& r) { recvs.push_back(r); }, 8);
+  }
+  CHECK(b->protocol_errors() == 1);
+  CHECK(recvs.empty());
+  CHECK(b->srq_posted() == 4);
+  for (std::byte x : remote) REQUIRE(x == std::byte{0});
+}
+
 }  // namespace bkv::test

@@ -48,6 +48,7 @@ struct UcxTransport::Impl {
     h.dst_qp = qp.remote_qp_;
     h.src_qp = qp.qp_num_;
     h.dst_token = qp.remote_token_;
+    h.src_token = qp.token_;
     h.seq = seq;
     return h;
   }
@@ -373,7 +374,8 @@ struct UcxTransport::Impl {
       return UCS_OK;
     }
     QueuePair* qp = t.find_queue_pair(h.dst_qp);
-    if (qp == nullptr || !qp->connected() || h.dst_token != qp->token_ || h.src_qp != qp->remote_qp_) {
+    if (qp == nullptr || !qp->connected() || h.dst_token != qp->token_ || h.src_qp != qp->remote_qp_ ||
+        h.src_token != qp->remote_token_) {
       protocol_error(t, "message for an unknown queue pair or from a stranger");
       return UCS_OK;
     }
@@ -520,6 +522,7 @@ void QueuePair::ring_doorbell() {
     h.dst_qp = remote_qp_;
     h.src_qp = qp_num_;
     h.dst_token = remote_token_;
+    h.src_token = token_;
     h.seq = seq;
     h.remote_addr = w.remote_addr;
     h.rkey = w.rkey;

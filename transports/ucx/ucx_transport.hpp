@@ -5,8 +5,9 @@
 // The software here plays the part of the RDMA NIC on both sides:
 //
 //  - Every work request becomes one active message (id kAmId) whose user header is an
-//    AmHeader {op, dst qp, src qp, imm, dst token, sequence number, remote address,
-//    rkey, length}; WRITE data travels as the AM payload (eager or rendezvous, as UCX
+//    AmHeader {op, dst qp, src qp, imm, dst token, src token, sequence number, remote
+//    address, rkey, length}; the two random tokens tie a message to one connection
+//    (queue-pair numbers alone repeat across workers); WRITE data travels as the AM payload (eager or rendezvous, as UCX
 //    chooses). READ is a request AM answered by a response AM carrying the data.
 //  - RC order: requests of one queue pair carry consecutive sequence numbers (the send
 //    queue position), and the responder executes them strictly in that order, parking
@@ -110,16 +111,18 @@ struct AmHeader {
   uint32_t src_qp;      // queue-pair number at the sender of this message
   uint32_t imm;
   uint64_t dst_token;   // the receiving queue pair's token (from its ConnectInfo)
+  uint64_t src_token;   // the sending queue pair's token (the receiver learned it at connect)
   uint64_t seq;         // request sequence number (the requester's send-queue position)
   uint64_t remote_addr; // responder address (requests)
   uint32_t rkey;
   uint32_t length;      // payload / READ length
 };
-static_assert(std::is_trivially_copyable_v<AmHeader> && sizeof(AmHeader) == 48);
+static_assert(std::is_trivially_copyable_v<AmHeader> && sizeof(AmHeader) == 56);
 static_assert(offsetof(AmHeader, dst_qp) == 4 && offsetof(AmHeader, src_qp) == 8 &&
               offsetof(AmHeader, imm) == 12 && offsetof(AmHeader, dst_token) == 16 &&
-              offsetof(AmHeader, seq) == 24 && offsetof(AmHeader, remote_addr) == 32 &&
-              offsetof(AmHeader, rkey) == 40 && offsetof(AmHeader, length) == 44);
+              offsetof(AmHeader, src_token) == 24 && offsetof(AmHeader, seq) == 32 &&
+              offsetof(AmHeader, remote_addr) == 40 && offsetof(AmHeader, rkey) == 48 &&
+              offsetof(AmHeader, length) == 52);
 
 struct Config {
   uint32_t send_queue_depth = 256;  // per queue pair, a power of two
