@@ -69,34 +69,34 @@ inline void bf_copy_plain(std::byte* reg, const std::byte* src, uint32_t chunks)
 
 // SIMD BlueFlame copy: one 64-byte chunk per iteration with the widest aligned vector
 // stores the build targets (AVX-512: one store; AVX: two; SSE2: four). Both the send
-// queue and the register are 64-byte aligned (checked when the queue pair is created).
-inline void bf_copy(std::byte* reg, const std::byte* src, uint32_t chunks) noexcept {
+// queue and the register are 64-byte aligned (checked when the queue pair is created);
+// chunks >= 1.
+// One 64-byte chunk.
+inline void bf_copy64(std::byte* reg, const std::byte* src) noexcept {
 #if defined(__AVX512F__)
-  for (uint32_t i = 0; i < chunks; ++i)
-    _mm512_store_si512(reinterpret_cast<__m512i*>(reg + 64 * i),
-                       _mm512_load_si512(reinterpret_cast<const __m512i*>(src + 64 * i)));
+  _mm512_store_si512(reinterpret_cast<__m512i*>(reg), _mm512_load_si512(reinterpret_cast<const __m512i*>(src)));
 #elif defined(__AVX__)
-  for (uint32_t i = 0; i < chunks; ++i) {
-    const auto* s = reinterpret_cast<const __m256i*>(src + 64 * i);
-    auto* d = reinterpret_cast<__m256i*>(reg + 64 * i);
-    const __m256i a = _mm256_load_si256(s), b = _mm256_load_si256(s + 1);
-    _mm256_store_si256(d, a);
-    _mm256_store_si256(d + 1, b);
-  }
+  const auto* s = reinterpret_cast<const __m256i*>(src);
+  auto* d = reinterpret_cast<__m256i*>(reg);
+  const __m256i a = _mm256_load_si256(s), b = _mm256_load_si256(s + 1);
+  _mm256_store_si256(d, a);
+  _mm256_store_si256(d + 1, b);
 #elif defined(__SSE2__)
-  for (uint32_t i = 0; i < chunks; ++i) {
-    const auto* s = reinterpret_cast<const __m128i*>(src + 64 * i);
-    auto* d = reinterpret_cast<__m128i*>(reg + 64 * i);
-    const __m128i a = _mm_load_si128(s), b = _mm_load_si128(s + 1), c = _mm_load_si128(s + 2),
-                  e = _mm_load_si128(s + 3);
-    _mm_store_si128(d, a);
-    _mm_store_si128(d + 1, b);
-    _mm_store_si128(d + 2, c);
-    _mm_store_si128(d + 3, e);
-  }
+  const auto* s = reinterpret_cast<const __m128i*>(src);
+  auto* d = reinterpret_cast<__m128i*>(reg);
+  const __m128i a = _mm_load_si128(s), b = _mm_load_si128(s + 1), c = _mm_load_si128(s + 2), e = _mm_load_si128(s + 3);
+  _mm_store_si128(d, a);
+  _mm_store_si128(d + 1, b);
+  _mm_store_si128(d + 2, c);
+  _mm_store_si128(d + 3, e);
 #else
-  bf_copy_plain(reg, src, chunks);
+  bf_copy_plain(reg, src, 1);
 #endif
+}
+
+inline void bf_copy(std::byte* reg, const std::byte* src, uint32_t chunks) noexcept {
+  bf_copy64(reg, src);  // chunks >= 1; one chunk (a WQE of one basic block) is the common case
+  for (uint32_t i = 1; i < chunks; ++i) bf_copy64(reg + 64 * i, src + 64 * i);
 }
 
 }  // namespace bkv::mlx5

@@ -92,6 +92,7 @@ class QpnTable {
 // Consumer state of one completion queue.
 struct CqState {
   std::byte* base = nullptr;  // buffer + offset of the 64-byte CQE within an entry
+  std::byte* end = nullptr;   // base + cqe_cnt * cqe_size
   uint32_t* dbrec = nullptr;
   uint32_t mask = 0;
   uint32_t log2_cnt = 0;
@@ -109,7 +110,9 @@ struct CqState {
         mask(d.cqe_cnt - 1),
         log2_cnt(static_cast<uint32_t>(std::countr_zero(d.cqe_cnt))),
         entry_shift(static_cast<uint32_t>(std::countr_zero(d.cqe_size))),
-        cqe_size(d.cqe_size) {}
+        cqe_size(d.cqe_size) {
+    end = base + static_cast<size_t>(d.cqe_cnt) * d.cqe_size;
+  }
 
   std::byte* cqe64(uint32_t idx) const noexcept { return base + (static_cast<size_t>(idx & mask) << entry_shift); }
   uint32_t cqe_cnt() const noexcept { return mask + 1; }
@@ -144,14 +147,21 @@ class DirectTransport {
           wqe_cnt_(d.wqe_cnt),
           mask_(d.wqe_cnt - 1),
           qpn_(d.qpn),
+          qpn8_be_(qpn_part_be(d.qpn)),
           max_inline_(owner.opts_.max_inline),
           inline_head_(owner.opts_.inline_head),
+          gather_ds_(owner.opts_.inline_head ? ds_rdma_inline_gather(owner.opts_.inline_head) : ds_rdma_gather()),
+          gather_bbs_(bbs_of_ds(gather_ds_)),
+          gather_qpn_ds_(qpn_ds_be(qpn8_be_, gather_ds_)),
           dbrec_sq_(d.dbrec + kSendDbrIndex),
           bf_reg_(d.bf_reg),
-          bf_size_(d.bf_size),
+          bf_cur_(d.bf_reg),
+          bf_toggle_(reinterpret_cast<uintptr_t>(d.bf_reg) ^ reinterpret_cast<uintptr_t>(d.bf_reg + d.bf_size)),
           bf_bbs_(owner.opts_.doorbell == DoorbellMode::kBlueFlame ? d.bf_size / kWqeBb : 0),
           max_bbs_(max_bbs),
-          info_(std::make_unique<WqeInfo[]>(d.wqe_cnt)) {}
+          wr_ids_(std::make_unique<uint64_t[]>(d.wqe_cnt)),
+          read_dst_(std::make_unique<std::byte*[]>(d.wqe_cnt)),
+          read_len_(std::make_unique<uint32_t[]>(d.wqe_cnt)) {}
     QueuePair(const QueuePair&) = delete;
     QueuePair& operator=(const QueuePair&) = delete;
 
@@ -160,125 +170,137 @@ class DirectTransport {
     void connect(const ConnectInfo& remote) {
       owner_->provider_.connect(qpn_, remote);
       connected_ = true;
+      update_limit();
     }
 
-    PostResult post_write_imm(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst, uint32_t imm,
-                              uint64_t wr_id, bool signaled) {
+    [[gnu::always_inline]] PostResult post_write_imm(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst,
+                                                     uint32_t imm, uint64_t wr_id, bool signaled) {
       return post_write_op<MLX5_OPCODE_RDMA_WRITE_IMM>(src, len, lkey, dst, imm, wr_id, signaled);
     }
-    PostResult post_write(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst, uint64_t wr_id,
-                          bool signaled) {
+    [[gnu::always_inline]] PostResult post_write(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst,
+                                                 uint64_t wr_id, bool signaled) {
       return post_write_op<MLX5_OPCODE_RDMA_WRITE>(src, len, lkey, dst, 0, wr_id, signaled);
     }
     PostResult post_read(void* dst, uint32_t len, uint32_t lkey, RemoteBuffer src, uint64_t wr_id, bool signaled) {
-      if (!connected_) [[unlikely]] not_connected();
       if (len > kMaxMessageSize) [[unlikely]] too_long(len);
       const uint32_t ds = len ? ds_rdma_gather() : ds_rdma_no_data();
-      std::byte* wqe = reserve(1);
-      if (wqe == nullptr) [[unlikely]] return PostResult::kSendQueueFull;
-      write_ctrl_seg(wqe, pi_, MLX5_OPCODE_RDMA_READ, qpn_, ds, signaled, 0);
-      write_raddr_seg(wqe + kCtrlSegSize, src.addr, src.rkey);
-      if (len) write_data_seg(wqe + kCtrlSegSize + kRaddrSegSize, len, lkey, reinterpret_cast<uint64_t>(dst));
-      commit(wqe, wr_id, MLX5_OPCODE_RDMA_READ, 1, static_cast<std::byte*>(dst), len);
-      return PostResult::kOk;
+      return emit<MLX5_OPCODE_RDMA_READ>(qpn_ds_be(qpn8_be_, ds), 1, src, 0, wr_id, signaled,
+                                         [&](std::byte* seg, uint32_t slot) {
+        if (len) write_data_seg(seg, len, lkey, reinterpret_cast<uint64_t>(dst));
+        read_dst_[slot] = static_cast<std::byte*>(dst);
+        read_len_[slot] = len;
+      });
     }
 
     // Publishes every WQE posted since the previous doorbell (blueflame.hpp rules).
-    void ring_doorbell() noexcept {
-      if (pi_ == db_pi_) return;
-      write_doorbell_record(dbrec_sq_, pi_);
+    [[gnu::always_inline]] void ring_doorbell() noexcept {
+      // Everything is read into locals first: the barriers below are compiler memory
+      // clobbers, after which members would be reloaded.
+      const uint64_t pi = pi_;
+      const uint64_t db = db_pi_;
+      if (pi == db) return;
+      const uint32_t bbs = static_cast<uint32_t>(pi - db);
+      std::byte* const reg = bf_cur_;
+      const std::byte* src = last_ctrl_;
+      // One WQE since the last doorbell (the common case): it is contiguous (WQEs never
+      // cross the queue end), so it goes out from last_ctrl_. Several: contiguous unless
+      // a NOP fill wrapped the range.
+      bool copy = bbs <= bf_bbs_;
+      if (bbs != last_bbs_) [[unlikely]] {
+        const uint32_t first = static_cast<uint32_t>(db) & mask_;
+        copy = copy && first + bbs <= wqe_cnt_;
+        src = sq_buf_ + (static_cast<size_t>(first) << kWqeBbShift);
+      }
+      const std::byte* const last = last_ctrl_;
+      uint32_t* const dbrec = dbrec_sq_;
+      bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
+      db_pi_ = pi;
+      write_doorbell_record(dbrec, static_cast<uint16_t>(pi));
       mmio_flush_writes();
-      std::byte* reg = bf_reg_ + bf_offset_;
-      const uint32_t bbs = static_cast<uint16_t>(pi_ - db_pi_);
-      const uint32_t first = db_pi_ & mask_;
-      if (bbs <= bf_bbs_ && first + bbs <= wqe_cnt_)
-        bf_copy(reg, sq_buf_ + (static_cast<size_t>(first) << kWqeBbShift), bbs);
+      if (copy)
+        bf_copy(reg, src, bbs);
       else
-        bf_write8(reg, last_ctrl_);
+        bf_write8(reg, last);
       mmio_flush_writes();
-      bf_offset_ ^= bf_size_;
-      db_pi_ = pi_;
     }
 
     // WQEs of the largest size this QP builds that are sure to fit now (one NOP fill
     // at the queue end included).
     uint32_t send_queue_free() const noexcept {
-      const uint32_t free_bbs = wqe_cnt_ - static_cast<uint16_t>(pi_ - ci_);
+      const uint32_t free_bbs = wqe_cnt_ - static_cast<uint32_t>(pi_ - ci_);
       return free_bbs >= max_bbs_ - 1 ? (free_bbs - (max_bbs_ - 1)) / max_bbs_ : 0;
     }
     bool in_error() const noexcept { return error_; }
-    // Introspection for tests and benchmarks.
-    uint16_t producer_counter() const noexcept { return pi_; }
-    uint16_t consumer_counter() const noexcept { return ci_; }
+    // Introspection for tests and benchmarks (16-bit counters as on the wire).
+    uint16_t producer_counter() const noexcept { return static_cast<uint16_t>(pi_); }
+    uint16_t consumer_counter() const noexcept { return static_cast<uint16_t>(ci_); }
     uint32_t wqe_cnt() const noexcept { return wqe_cnt_; }
-    uint32_t bf_offset() const noexcept { return bf_offset_; }
+    uint32_t bf_offset() const noexcept { return static_cast<uint32_t>(bf_cur_ - bf_reg_); }
 
    private:
     friend class DirectTransport;
-    struct WqeInfo {
-      uint64_t wr_id;
-      std::byte* read_dst;
-      uint32_t read_len;
-      uint8_t opcode;  // MLX5_OPCODE_*
-      uint8_t bbs;
-      uint8_t pad[2];
-    };
-    static_assert(sizeof(WqeInfo) == 24);
 
     template <uint8_t Opcode>
-    PostResult post_write_op(const void* src, uint32_t len, uint32_t lkey, const RemoteBuffer& dst, uint32_t imm,
-                             uint64_t wr_id, bool signaled) {
-      if (!connected_) [[unlikely]] not_connected();
-      uint32_t ds;
-      const bool gather = len > max_inline_;
-      if (gather) {
+    [[gnu::always_inline]] PostResult post_write_op(const void* src, uint32_t len, uint32_t lkey,
+                                                    const RemoteBuffer& dst, uint32_t imm, uint64_t wr_id,
+                                                    bool signaled) {
+      if (len > max_inline_) {
         if (len > kMaxMessageSize) [[unlikely]] too_long(len);
-        ds = inline_head_ ? ds_rdma_inline_gather(inline_head_) : ds_rdma_gather();
-      } else {
-        ds = len ? ds_rdma_inline(len) : ds_rdma_no_data();
-      }
-      const uint32_t bbs = bbs_of_ds(ds);
-      std::byte* wqe = reserve(bbs);
-      if (wqe == nullptr) [[unlikely]] return PostResult::kSendQueueFull;
-      write_ctrl_seg(wqe, pi_, Opcode, qpn_, ds, signaled, imm);
-      write_raddr_seg(wqe + kCtrlSegSize, dst.addr, dst.rkey);
-      std::byte* seg = wqe + kCtrlSegSize + kRaddrSegSize;
-      if (gather) {
         const uint32_t head = inline_head_;
-        if (head) seg += write_inline_seg(seg, src, head);
-        write_data_seg(seg, len - head, lkey, reinterpret_cast<uint64_t>(src) + head);
-      } else if (len) {
-        write_inline_seg(seg, src, len);
+        return emit<Opcode>(gather_qpn_ds_, gather_bbs_, dst, imm, wr_id, signaled, [&](std::byte* seg, uint32_t) {
+          if (head) seg += write_inline_seg(seg, src, head);
+          write_data_seg(seg, len - head, lkey, reinterpret_cast<uint64_t>(src) + head);
+        });
       }
-      commit(wqe, wr_id, Opcode, bbs, nullptr, 0);
+      const uint32_t ds = len ? ds_rdma_inline(len) : ds_rdma_no_data();
+      return emit<Opcode>(qpn_ds_be(qpn8_be_, ds), bbs_of_ds(ds), dst, imm, wr_id, signaled, [&](std::byte* seg, uint32_t) {
+        if (len) write_inline_seg(seg, src, len);
+      });
+    }
+
+    // One WQE: control (qpn_ds given in wire order) and remote-address segments, then
+    // fill(segment, slot) for the rest. The common case costs one comparison against limit_.
+    template <uint8_t Opcode, class Fill>
+    [[gnu::always_inline]] PostResult emit(uint32_t qpn_ds, uint32_t bbs, const RemoteBuffer& remote, uint32_t imm,
+                                           uint64_t wr_id, bool signaled, Fill&& fill) {
+      uint64_t pi = pi_;
+      if (pi + bbs > limit_) [[unlikely]] {
+        if (!make_room(bbs)) return PostResult::kSendQueueFull;
+        pi = pi_;
+      }
+      const uint32_t slot = static_cast<uint32_t>(pi) & mask_;
+      std::byte* const wqe = sq_buf_ + (static_cast<size_t>(slot) << kWqeBbShift);
+      uint64_t* const wr_ids = wr_ids_.get();
+      write_ctrl_seg_be(wqe, static_cast<uint16_t>(pi), Opcode, qpn_ds, signaled, imm);
+      write_raddr_seg(wqe + kCtrlSegSize, remote.addr, remote.rkey);
+      fill(wqe + kCtrlSegSize + kRaddrSegSize, slot);
+      wr_ids[slot] = wr_id;
+      last_ctrl_ = wqe;
+      last_bbs_ = bbs;
+      pi_ = pi + bbs;
       return PostResult::kOk;
     }
 
-    // `bbs` contiguous basic blocks at the producer, after a NOP fill when they would
-    // cross the queue end; nullptr when the queue cannot hold them (nothing written).
-    std::byte* reserve(uint32_t bbs) noexcept {
-      uint32_t slot = pi_ & mask_;
-      const uint32_t nop = slot + bbs > wqe_cnt_ ? wqe_cnt_ - slot : 0;
-      if (static_cast<uint16_t>(pi_ - ci_) + nop + bbs > wqe_cnt_) return nullptr;
-      if (nop) [[unlikely]] {
-        write_nop_wqe(sq_buf_ + (static_cast<size_t>(slot) << kWqeBbShift), pi_, qpn_, nop);
-        info_[slot] = WqeInfo{0, nullptr, 0, MLX5_OPCODE_NOP, static_cast<uint8_t>(nop), {}};
-        pi_ = static_cast<uint16_t>(pi_ + nop);
-        slot = 0;
-      }
-      return sq_buf_ + (static_cast<size_t>(slot) << kWqeBbShift);
+    // limit_ = the producer counter a WQE may reach without a NOP fill and without
+    // overrunning unretired blocks: min(end of the current pass, ci + wqe_cnt); 0 until
+    // the QP is connected, so that every post then takes the slow path.
+    void update_limit() noexcept {
+      const uint64_t pass_end = (pi_ | mask_) + 1;
+      limit_ = connected_ ? std::min<uint64_t>(pass_end, ci_ + wqe_cnt_) : 0;
     }
 
-    void commit(std::byte* wqe, uint64_t wr_id, uint8_t opcode, uint32_t bbs, std::byte* read_dst,
-                uint32_t read_len) noexcept {
-      WqeInfo& w = info_[pi_ & mask_];
-      w.wr_id = wr_id;
-      w.read_dst = read_dst;
-      w.read_len = read_len;
-      w.opcode = opcode;
-      w.bbs = static_cast<uint8_t>(bbs);
-      last_ctrl_ = wqe;
-      pi_ = static_cast<uint16_t>(pi_ + bbs);
+    // Slow path of a post: not connected, queue full, or a NOP fill at the queue end.
+    [[gnu::noinline]] bool make_room(uint32_t bbs) {
+      if (!connected_) not_connected();
+      const uint32_t slot = static_cast<uint32_t>(pi_) & mask_;
+      const uint32_t nop = slot + bbs > wqe_cnt_ ? wqe_cnt_ - slot : 0;
+      if (pi_ + nop + bbs > ci_ + wqe_cnt_) return false;
+      if (nop) {
+        write_nop_wqe(sq_buf_ + (static_cast<size_t>(slot) << kWqeBbShift), static_cast<uint16_t>(pi_), qpn_, nop);
+        pi_ += nop;
+        update_limit();
+      }
+      return true;
     }
 
     [[noreturn, gnu::cold, gnu::noinline]] void not_connected() const {
@@ -289,39 +311,59 @@ class DirectTransport {
                                   " bytes exceeds the 2 GiB limit of one gather entry");
     }
 
-    // Completion of the WQE starting at `wqe_counter`: retires it and every earlier
-    // block; returns its record, or nullptr for a NOP (never reported).
-    WqeInfo* retire(uint16_t wqe_counter) {
-      const uint16_t outstanding = static_cast<uint16_t>(pi_ - ci_);
-      if (static_cast<uint16_t>(wqe_counter - ci_) >= outstanding)
+    // What a completion needs of the WQE that starts at block `slot`: its opcode and
+    // size, read back from its own control segment (intact until retired).
+    struct Retired {
+      uint32_t slot;
+      uint8_t opcode;
+    };
+    // Completion of the WQE starting at 16-bit counter `wqe_counter`: retires it and
+    // every earlier block.
+    Retired retire(uint16_t wqe_counter) {
+      const uint64_t outstanding = pi_ - ci_;
+      const uint16_t off = static_cast<uint16_t>(wqe_counter - static_cast<uint16_t>(ci_));
+      if (off >= outstanding)
         detail::cq_fault("CQE for WQE index " + std::to_string(wqe_counter) + " of QP " + std::to_string(qpn_) +
-                         ", which is not outstanding (consumer " + std::to_string(ci_) + ", producer " +
-                         std::to_string(pi_) + ")");
-      WqeInfo& w = info_[wqe_counter & mask_];
-      ci_ = static_cast<uint16_t>(wqe_counter + w.bbs);
-      return &w;
+                         ", which is not outstanding (consumer " + std::to_string(static_cast<uint16_t>(ci_)) +
+                         ", producer " + std::to_string(static_cast<uint16_t>(pi_)) + ")");
+      const uint64_t start = ci_ + off;
+      const uint32_t slot = static_cast<uint32_t>(start) & mask_;
+      const std::byte* ctrl = sq_buf_ + (static_cast<size_t>(slot) << kWqeBbShift);
+      const uint32_t ds = static_cast<uint32_t>(ctrl[offsetof(mlx5_wqe_ctrl_seg, qpn_ds) + 3]) & kMaxDs;
+      const uint8_t opcode = static_cast<uint8_t>(ctrl[offsetof(mlx5_wqe_ctrl_seg, opmod_idx_opcode) + 3]);
+      ci_ = start + std::max<uint32_t>(bbs_of_ds(ds), 1);
+      update_limit();
+      return Retired{slot, opcode};
     }
 
     DirectTransport* owner_;
     std::byte* sq_buf_;
     uint32_t wqe_cnt_;
     uint32_t mask_;
+    uint64_t pi_ = 0;     // producer counter (basic blocks; the wire carries its low 16 bits)
+    uint64_t limit_ = 0;  // see update_limit()
+    uint64_t ci_ = 0;     // first block not yet retired
+    uint64_t db_pi_ = 0;  // producer counter at the last doorbell
     uint32_t qpn_;
+    uint32_t qpn8_be_;  // the QP-number part of qpn_ds, in wire order
     uint32_t max_inline_;
     uint32_t inline_head_;
-    uint16_t pi_ = 0;     // producer counter (basic blocks)
-    uint16_t ci_ = 0;     // first block not yet retired
-    uint16_t db_pi_ = 0;  // producer counter at the last doorbell
+    uint32_t gather_ds_;   // DS of a WQE with a gather entry (after inline_head bytes inline)
+    uint32_t gather_bbs_;
+    uint32_t gather_qpn_ds_;  // qpn_ds of such a WQE, in wire order
     bool connected_ = false;
     bool error_ = false;
     uint32_t* dbrec_sq_;
     std::byte* bf_reg_;
-    uint32_t bf_size_;
-    uint32_t bf_offset_ = 0;
+    std::byte* bf_cur_;      // BlueFlame half the next doorbell writes
+    uintptr_t bf_toggle_;    // bf_cur_ ^= bf_toggle_ alternates the halves (0 without BlueFlame)
     uint32_t bf_bbs_;  // BlueFlame capacity in blocks (0: always the 8-byte doorbell)
     uint32_t max_bbs_;
-    std::byte* last_ctrl_ = nullptr;
-    std::unique_ptr<WqeInfo[]> info_;
+    std::byte* last_ctrl_ = nullptr;  // the last WQE posted, and its size in blocks
+    uint32_t last_bbs_ = 0;
+    std::unique_ptr<uint64_t[]> wr_ids_;       // by first block
+    std::unique_ptr<std::byte*[]> read_dst_;   // READs only: local buffer (scatter-to-CQE)
+    std::unique_ptr<uint32_t[]> read_len_;
   };
 
   explicit DirectTransport(Provider& provider, const DirectOptions& opts = {}) : provider_(provider), opts_(opts) {
@@ -385,22 +427,33 @@ class DirectTransport {
   template <class F>
   uint32_t poll_recv(F&& cb, uint32_t max) {
     CqState& cq = recv_cq_;
+    const std::byte* const begin = cq.base;
+    const std::byte* const end = cq.end;
+    const size_t stride = cq.cqe_size;
+    uint32_t ci = cq.ci;
+    const std::byte* c = cq.cqe64(ci);
+    // The owner byte of a plain RESP_WR_IMM CQE that software owns (the owner bit
+    // flips with every pass over the ring; the solicited bit is ignored).
+    uint8_t want = static_cast<uint8_t>((MLX5_CQE_RESP_WR_IMM << 4) | sw_owner_bit(ci, cq.log2_cnt));
     uint32_t n = 0;
     while (n < max) {
-      const uint32_t ci = cq.ci;
-      const std::byte* c = cq.cqe64(ci);
       const uint8_t op_own = load_op_own(c);
-      const uint8_t sw = sw_owner_bit(ci, cq.log2_cnt);
-      // Fast path: a plain RESP_WR_IMM CQE that software owns.
-      if ((op_own & ~kCqeSeBit) == ((MLX5_CQE_RESP_WR_IMM << 4) | sw)) [[likely]] {
-        cq.ci = ci + 1;
-        --srq_posted_;
+      if ((op_own & ~kCqeSeBit) == want) [[likely]] {
+        cq.ci = ++ci;  // before the callback: it may post receives (SRQ count follows ci)
         ++n;
         cb(RecvCompletion{cqe_qpn(c), cqe_imm(c), cqe_byte_cnt(c), WcStatus::kSuccess});
+        c += stride;
+        if (c == end) [[unlikely]] {
+          c = begin;
+          want ^= MLX5_CQE_OWNER_MASK;
+        }
         continue;
       }
-      if (!cqe_is_sw_owned(op_own, sw)) break;
+      if (!cqe_is_sw_owned(op_own, want & MLX5_CQE_OWNER_MASK)) break;
       n += recv_slow(cb, c, op_own, max - n);
+      ci = cq.ci;
+      c = cq.cqe64(ci);
+      want = static_cast<uint8_t>((MLX5_CQE_RESP_WR_IMM << 4) | sw_owner_bit(ci, cq.log2_cnt));
     }
     if (n) cq.publish_ci();
     return n;
@@ -455,17 +508,18 @@ class DirectTransport {
 
   // Adds n zero-length receives to the shared receive queue.
   void post_receives(uint32_t n) {
-    if (uint64_t{srq_posted_} + n > srq_capacity_)
+    if (uint64_t{srq_posted()} + n > srq_capacity_)
       throw std::logic_error("mlx5: posting " + std::to_string(n) + " receives to an SRQ holding " +
-                             std::to_string(srq_posted_) + " of " + std::to_string(srq_capacity_));
-    srq_posted_ += n;
+                             std::to_string(srq_posted()) + " of " + std::to_string(srq_capacity_));
     srq_counter_ += n;
     // PRM: the SRQ doorbell record carries the 16-bit count of receives ever posted.
     write_doorbell_record(srq_desc_.dbrec + kSrqDbrIndex, srq_counter_ & 0xFFFF);
   }
 
   uint32_t srq_capacity() const noexcept { return srq_capacity_; }
-  uint32_t srq_posted() const noexcept { return srq_posted_; }
+  // Every receive CQE (a mini CQE of a session too) consumed one receive, and a
+  // session of n completions fills n CQ entries: receives outstanding = posted - consumed.
+  uint32_t srq_posted() const noexcept { return srq_counter_ - recv_cq_.ci - recv_cq_.zip_i; }
   uint32_t send_queue_depth() const noexcept { return opts_.sq_depth; }
   Meter& meter() noexcept { return meter_; }
   const DirectOptions& options() const noexcept { return opts_; }
@@ -487,7 +541,6 @@ class DirectTransport {
       const uint32_t qpn = cqe_qpn(c);
       const uint32_t imm = cqe_imm(c);
       return expand_session(cq, c, budget, [&](const std::byte* mini) {
-        --srq_posted_;
         cb(RecvCompletion{qpn, imm, load_be32(mini + kMiniByteCntOffset), WcStatus::kSuccess});
         return 1u;
       });
@@ -497,13 +550,11 @@ class DirectTransport {
       // Inline scatter on a receive: data for the receive buffer was placed in the CQE.
       // Our receives have no buffer, so any such byte is a local length error.
       const uint32_t bytes = cqe_byte_cnt(c);
-      --srq_posted_;
       cb(RecvCompletion{cqe_qpn(c), cqe_imm(c), bytes, WcStatus::kLocalLengthError});
       return 1;
     }
     if (opcode == MLX5_CQE_RESP_ERR) {
       // Responder errors flush or fail a receive taken from the SRQ.
-      --srq_posted_;
       cb(RecvCompletion{err_cqe_qpn(c), 0, 0, status_of_syndrome(err_cqe_syndrome(c))});
       return 1;
     }
@@ -522,15 +573,24 @@ class DirectTransport {
       cq.zip_n = n;
       cq.zip_i = 0;
     }
+    const uint32_t n = cq.zip_n;
+    uint32_t i = cq.zip_i;
+    const std::byte* array = cq.cqe64(cq.ci + mini_array_entry(i));
     uint32_t reported = 0;
-    while (cq.zip_i < cq.zip_n && reported < budget) {
-      const uint32_t i = cq.zip_i++;
-      const std::byte* array = cq.cqe64(cq.ci + mini_array_entry(i));
-      reported += per_mini(array + (i % kMiniCqesPerArray) * kMiniCqeSize);
+    while (i < n && reported < budget) {
+      if (i % kMiniCqesPerArray == 0) array = cq.cqe64(cq.ci + mini_array_entry(i));
+      const std::byte* mini = array + (i % kMiniCqesPerArray) * kMiniCqeSize;
+      cq.zip_i = ++i;  // before the callback (the SRQ count follows it)
+      reported += per_mini(mini);
     }
     if (cq.zip_i == cq.zip_n) {
       // Hand the whole session back: reset its entries so no stale byte looks valid.
-      for (uint32_t k = 0; k < cq.zip_n; ++k) store_op_own(cq.cqe64(cq.ci + k), kCqeInvalidOpOwn);
+      std::byte* e = cq.cqe64(cq.ci);
+      for (uint32_t k = 0; k < cq.zip_n; ++k) {
+        store_op_own(e, kCqeInvalidOpOwn);
+        e += cq.cqe_size;
+        if (e == cq.end) e = cq.base;
+      }
       cq.ci += cq.zip_n;
       cq.zip_n = 0;
       cq.zip_i = 0;
@@ -543,18 +603,19 @@ class DirectTransport {
                          const std::byte* scattered, uint32_t scatter_limit, F& cb) {
     QueuePair* qp = qps_by_num_.find(qpn);
     if (qp == nullptr) detail::cq_fault("send CQE for unknown QP number " + std::to_string(qpn));
-    typename QueuePair::WqeInfo* w = qp->retire(wqe_counter);
+    const typename QueuePair::Retired w = qp->retire(wqe_counter);
     if (status != WcStatus::kSuccess) qp->error_ = true;
-    if (w->opcode == MLX5_OPCODE_NOP) return 0;
+    if (w.opcode == MLX5_OPCODE_NOP) return 0;
     if (scattered != nullptr) {
       // Scatter-to-CQE: a small READ response arrived inside the CQE; it belongs in the
       // READ's local buffer.
-      if (w->opcode != MLX5_OPCODE_RDMA_READ || byte_cnt > w->read_len || byte_cnt > scatter_limit)
+      const uint32_t read_len = qp->read_len_[w.slot];
+      if (w.opcode != MLX5_OPCODE_RDMA_READ || byte_cnt > read_len || byte_cnt > scatter_limit)
         detail::cq_fault("inline-scattered CQE of " + std::to_string(byte_cnt) + " bytes for a WQE of opcode " +
-                         std::to_string(w->opcode) + " reading " + std::to_string(w->read_len) + " bytes");
-      std::memcpy(w->read_dst, scattered, byte_cnt);
+                         std::to_string(w.opcode) + " reading " + std::to_string(read_len) + " bytes");
+      std::memcpy(qp->read_dst_[w.slot], scattered, byte_cnt);
     }
-    cb(SendCompletion{qpn, w->wr_id, detail::wc_opcode_of(w->opcode), status});
+    cb(SendCompletion{qpn, qp->wr_ids_[w.slot], detail::wc_opcode_of(w.opcode), status});
     return 1;
   }
 
@@ -567,7 +628,6 @@ class DirectTransport {
   CqState recv_cq_;
   CqState send_cq_;
   uint32_t srq_capacity_ = 0;
-  uint32_t srq_posted_ = 0;
   uint32_t srq_counter_ = 0;
   uint64_t sq_depth_sum_ = 0;
   Meter meter_;

@@ -99,16 +99,27 @@ constexpr uint8_t ctrl_fm_ce_se(bool signaled) noexcept {
   return signaled ? static_cast<uint8_t>(MLX5_WQE_CTRL_CQ_UPDATE) : uint8_t{0};
 }
 
+// The QP-number part of qpn_ds in wire order: htobe32((qpn << 8) | ds) equals
+// htobe32(qpn << 8) | (ds << 24) on a little-endian host, so it is computed once per QP.
+constexpr uint32_t qpn_part_be(uint32_t qpn) noexcept { return __builtin_bswap32(qpn << 8); }
+constexpr uint32_t qpn_ds_be(uint32_t qpn_part, uint32_t ds) noexcept { return qpn_part | (ds << 24); }
+static_assert(std::endian::native == std::endian::little, "the wire-order shortcuts assume a little-endian host");
+static_assert(qpn_ds_be(qpn_part_be(0xABCDEF), 5) == __builtin_bswap32(ctrl_qpn_ds(0xABCDEF, 5)));
+
+// Control segment from its wire-order QP part: written as two 8-byte words.
+inline void write_ctrl_seg_be(std::byte* wqe, uint16_t wqe_index, uint8_t opcode, uint32_t qpn_ds_wire, bool signaled,
+                              uint32_t imm) noexcept {
+  const uint64_t w0 = uint64_t{htobe32(ctrl_opmod_idx_opcode(wqe_index, opcode))} | (uint64_t{qpn_ds_wire} << 32);
+  const uint64_t w1 = (uint64_t{ctrl_fm_ce_se(signaled)} << 24) | (uint64_t{htobe32(imm)} << 32);
+  std::memcpy(wqe, &w0, sizeof w0);
+  std::memcpy(wqe + sizeof w0, &w1, sizeof w1);
+}
+static_assert(offsetof(mlx5_wqe_ctrl_seg, fm_ce_se) == 8 + 3 && offsetof(mlx5_wqe_ctrl_seg, imm) == 8 + 4,
+              "second word: fm_ce_se in byte 3, imm in bytes 4..7");
+
 inline void write_ctrl_seg(std::byte* wqe, uint16_t wqe_index, uint8_t opcode, uint32_t qpn, uint32_t ds,
                            bool signaled, uint32_t imm) noexcept {
-  mlx5_wqe_ctrl_seg c;
-  c.opmod_idx_opcode = htobe32(ctrl_opmod_idx_opcode(wqe_index, opcode));
-  c.qpn_ds = htobe32(ctrl_qpn_ds(qpn, ds));
-  c.signature = 0;
-  c.dci_stream_channel_id = 0;
-  c.fm_ce_se = ctrl_fm_ce_se(signaled);
-  c.imm = htobe32(imm);
-  std::memcpy(wqe, &c, sizeof c);
+  write_ctrl_seg_be(wqe, wqe_index, opcode, qpn_ds_be(qpn_part_be(qpn), ds), signaled, imm);
 }
 
 // PRM remote address segment: 64-bit remote virtual address and rkey.
