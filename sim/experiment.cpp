@@ -380,14 +380,17 @@ class Experiment {
   void on_sample(uint32_t) {
     const Time now = engine_.now();
     if (last_sample_.empty()) last_sample_.assign(size_t(np_) * D_, {0, 0});
-    for (uint32_t r = 0; r < np_; ++r)
+    for (uint32_t r = 0; r < np_; ++r) {
+      uint64_t completed = 0;
+      for (uint32_t c = 0; c < C_; ++c) completed += nodes_[r]->counters(c).completed.load(std::memory_order_relaxed);
       for (uint32_t d = 0; d < D_; ++d) {
         const auto& m = nodes_[r]->daemon_metrics(d);
         auto& last = last_sample_[r * D_ + d];
         samples_.push_back({now, r, d, nodes_[r]->daemon_calls_in_flight(d), static_cast<uint32_t>(m.cqe.cqes - last.first),
-                            m.cqe.loops - last.second});
+                            m.cqe.loops - last.second, completed});
         last = {m.cqe.cqes, m.cqe.loops};
       }
+    }
     if (now + sample_every_ <= run_start(o_.runs)) engine_.schedule(now + sample_every_, sample_target_, 0);
   }
 
@@ -476,12 +479,12 @@ ExperimentResult run_experiment(const bench::Options& o, const Model& model,
 void write_inflight_csv(const std::string& path, const std::vector<InflightSample>& samples) {
   std::ofstream out(path);
   if (!out) throw std::runtime_error("cannot write in-flight samples to " + path);
-  out << "t_us,rank,daemon,calls_in_flight,cqes,loops\n";
-  char buf[160];
+  out << "t_us,rank,daemon,calls_in_flight,cqes,loops,rank_completed\n";
+  char buf[192];
   for (const auto& s : samples) {
-    std::snprintf(buf, sizeof buf, "%.3f,%u,%u,%llu,%u,%llu\n", s.t_ns / 1000.0, s.rank, s.daemon,
+    std::snprintf(buf, sizeof buf, "%.3f,%u,%u,%llu,%u,%llu,%llu\n", s.t_ns / 1000.0, s.rank, s.daemon,
                   static_cast<unsigned long long>(s.calls_in_flight), s.cqes_since_last,
-                  static_cast<unsigned long long>(s.loops_since_last));
+                  static_cast<unsigned long long>(s.loops_since_last), static_cast<unsigned long long>(s.rank_completed));
     out << buf;
   }
   if (!out) throw std::runtime_error("cannot write in-flight samples to " + path);

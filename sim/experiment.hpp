@@ -48,6 +48,7 @@ struct InflightSample {
   uint64_t calls_in_flight;
   uint32_t cqes_since_last;  // CQEs drained by that daemon since the previous sample
   uint64_t loops_since_last;
+  uint64_t rank_completed;   // requests completed by the rank's clients so far
 };
 
 struct ExperimentResult {

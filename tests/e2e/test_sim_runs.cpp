@@ -231,7 +231,7 @@ TEST_CASE("sim: --inflight-samples writes one row per daemon per sampling period
   std::istringstream in(read_file(dir / "inflight.csv"));
   std::string line;
   REQUIRE(std::getline(in, line));
-  REQUIRE(line == "t_us,rank,daemon,calls_in_flight,cqes,loops");
+  REQUIRE(line == "t_us,rank,daemon,calls_in_flight,cqes,loops,rank_completed");
   std::map<std::pair<uint64_t, uint64_t>, std::vector<double>> times;  // (rank, daemon) -> t_us
   uint64_t loops = 0;
   while (std::getline(in, line)) {
@@ -240,7 +240,9 @@ TEST_CASE("sim: --inflight-samples writes one row per daemon per sampling period
     std::string col;
     std::istringstream ls(line);
     while (std::getline(ls, col, ',')) cols.push_back(col);
-    REQUIRE(cols.size() == 6);
+    REQUIRE(cols.size() == 7);
+    uint64_t completed = 0;
+    REQUIRE(parse_u64(cols[6], completed));
     const double t = std::stod(cols[0]);
     uint64_t rank = 0, daemon = 0, in_flight = 0, cqes = 0, l = 0;
     REQUIRE(parse_u64(cols[1], rank));

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Pictures of the bistability experiment (run by scripts/run_main.sh).
+
+usage: plot_bistability.py OUTDIR LABEL=PREFIX [LABEL=PREFIX ...] [--regime REGIME.csv]
+  PREFIX is a benchkv output path without extension: PREFIX.csv, PREFIX.summary.json,
+  PREFIX.inflight.csv must exist. Writes OUTDIR/timeseries.png, OUTDIR/cqe_histogram.png
+  and, with --regime, OUTDIR/regime_map.png.
+"""
+import csv
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+BUCKETS = ("0", "1", "2-10", "11-100", ">100")
+
+
+def load_series(prefix, bin_us=100.0):
+    """Per-rank-averaged series from the in-flight samples: time (ms), throughput per
+    rank (Mops, over bins of bin_us), calls in flight (daemon 0), CQEs per loop."""
+    rows = list(csv.DictReader(open(prefix + ".inflight.csv")))
+    ranks = sorted({int(r["rank"]) for r in rows})
+    by_t = {}
+    for r in rows:
+        if r["daemon"] != "0":
+            continue
+        t = float(r["t_us"])
+        e = by_t.setdefault(t, {"inflight": 0.0, "cqes": 0, "loops": 0, "completed": 0})
+        e["inflight"] += float(r["calls_in_flight"]) / len(ranks)
+        e["cqes"] += int(r["cqes"])
+        e["loops"] += int(r["loops"])
+        e["completed"] += int(r["rank_completed"])
+    ts = sorted(by_t)
+    t_ms, mops, infl, cpl = [], [], [], []
+    last_t, last_c, cq, lp = None, None, 0, 0
+    for t in ts:
+        e = by_t[t]
+        cq += e["cqes"]
+        lp += e["loops"]
+        if last_t is None:
+            last_t, last_c = t, e["completed"]
+            continue
+        if t - last_t >= bin_us:
+            t_ms.append(t / 1000.0)
+            mops.append((e["completed"] - last_c) / len(ranks) / (t - last_t))  # per us = Mops
+            infl.append(e["inflight"])
+            cpl.append(cq / lp if lp else 0.0)
+            last_t, last_c, cq, lp = t, e["completed"], 0, 0
+    return t_ms, mops, infl, cpl
+
+
+def hist(prefix):
+    s = json.load(open(prefix + ".summary.json"))
+    d0 = [d for d in s["daemons"] if d["daemon"] == 0]
+    loops = sum(d["loops"] for d in d0)
+    return [100.0 * sum(d["cqe_per_loop_hist"][b] for d in d0) / loops for b in BUCKETS]
+
+
+def main(argv):
+    args = argv[1:]
+    regime = None
+    if "--regime" in args:
+        i = args.index("--regime")
+        regime = args[i + 1]
+        del args[i:i + 2]
+    if len(args) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    outdir, series = args[0], [a.rsplit("=", 1) for a in args[1:]]
+    os.makedirs(outdir, exist_ok=True)
+
+    for name, bin_us, t_max, title in (
+            ("timeseries.png", 100.0, None, "whole run, 100 us bins"),
+            ("timeseries_start.png", 20.0, 3.0, "first 3 ms: the burst, the waves, the lock-in (20 us bins)")):
+        fig, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
+        for label, prefix in series:
+            t, mops, infl, cpl = load_series(prefix, bin_us)
+            if t_max is not None:
+                keep = [i for i, x in enumerate(t) if x <= t_max]
+                t, mops, infl, cpl = ([v[i] for i in keep] for v in (t, mops, infl, cpl))
+            axes[0].plot(t, mops, label=label)
+            axes[1].plot(t, infl, label=label)
+            axes[2].plot(t, cpl, label=label)
+        axes[0].set_ylabel("Mops per rank")
+        axes[1].set_ylabel("copyrpc calls in flight\n(daemon #0, rank avg)")
+        axes[2].set_ylabel("CQEs per loop")
+        axes[2].set_yscale("symlog", linthresh=1)
+        axes[2].set_xlabel("virtual time (ms)")
+        for ax in axes:
+            ax.grid(alpha=0.3)
+            ax.legend(loc="upper right", fontsize=8)
+        fig.suptitle("Delegation, 46 clients x QD 32 per node: " + title)
+        fig.tight_layout()
+        fig.savefig(os.path.join(outdir, name), dpi=110)
+        plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / len(series)
+    for i, (label, prefix) in enumerate(series):
+        h = hist(prefix)
+        ax.bar([x + i * width for x in range(len(BUCKETS))], h, width, label=label)
+    ax.set_xticks([x + width * (len(series) - 1) / 2 for x in range(len(BUCKETS))])
+    ax.set_xticklabels(BUCKETS)
+    ax.set_xlabel("CQEs drained in one daemon loop")
+    ax.set_ylabel("share of loops (%)")
+    ax.set_title("CQEs per loop (kept epochs, daemon #0 of every rank)")
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "cqe_histogram.png"), dpi=110)
+
+    if regime:
+        rows = list(csv.DictReader(open(regime)))
+        fig, axes = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+        for start in ("sync", "staggered"):
+            rr = sorted((int(r["np"]), float(r["mops_per_rank"]), float(r["cqe_per_loop"]))
+                        for r in rows if r["start"] == start)
+            if not rr:
+                continue
+            axes[0].plot([r[0] for r in rr], [r[1] for r in rr], "o-", label=f"{start} start")
+            axes[1].plot([r[0] for r in rr], [r[2] for r in rr], "o-", label=f"{start} start")
+        axes[0].set_ylabel("Mops per rank")
+        axes[1].set_ylabel("CQEs per loop")
+        axes[1].set_yscale("log")
+        axes[1].set_xlabel("NP (nodes)")
+        for ax in axes:
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+        fig.suptitle("Regime map: equilibrium reached from a synchronized vs a staggered start")
+        fig.tight_layout()
+        fig.savefig(os.path.join(outdir, "regime_map.png"), dpi=110)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
