@@ -1,0 +1,106 @@
+// A whole benchkv cluster in one process over the wall-clock loopback transport
+// (transports/loopback_sim/wallclock.hpp): NP nodes of a backend, each thread of each
+// node on its own ThreadGroup thread, measured by the same runtime as MPI runs
+// (real_runtime.hpp) with an InProcessCoordinator. No MPI, no UCX: the tests run it
+// under ThreadSanitizer. Threads are not pinned and idle steps yield (the cluster has
+// more threads than a test machine has CPUs).
+#pragma once
+
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "apps/benchkv/real_runtime.hpp"
+#include "backends/node.hpp"
+#include "transports/loopback_sim/wallclock.hpp"
+
+namespace bkv::real {
+
+// Node runtime over the wall-clock fabric: one WallclockTransport per thread that owns a
+// copyrpc context (created when the node asks for it, before the threads start).
+struct WallclockRuntime {
+  using Transport = loopback::WallclockTransport;
+  using Waker = backend::NullWaker;
+
+  explicit WallclockRuntime(loopback::WallclockFabric& f, uint32_t srq_capacity) : fabric(f), srq(srq_capacity) {}
+  Transport& transport(uint32_t /*thread*/) {
+    transports.push_back(std::make_unique<Transport>(fabric, srq));
+    return *transports.back();
+  }
+  NullMeter& meter(uint32_t) noexcept { return null_meter; }
+  Waker& waker() noexcept { return null_waker; }
+
+  loopback::WallclockFabric& fabric;
+  uint32_t srq;
+  std::vector<std::unique_ptr<Transport>> transports;
+  NullMeter null_meter;
+  Waker null_waker;
+};
+
+inline backend::BackendKind node_backend(bench::Backend b) {
+  switch (b) {
+    case bench::Backend::kMeta: return backend::BackendKind::kMeta;
+    case bench::Backend::kDelegation: return backend::BackendKind::kDelegation;
+    case bench::Backend::kDirect: return backend::BackendKind::kDirect;
+    default: break;
+  }
+  throw std::invalid_argument("backend '" + std::string(bench::to_string(b)) +
+                              "' is not a copyrpc node backend (meta, delegation, direct)");
+}
+
+inline backend::LoopPolicy loop_policy(const bench::Options& o) {
+  return backend::LoopPolicy{o.poll_budget, o.batch_hold_us, o.adaptive_hold, o.hold_rtt_multiplier,
+                             o.adaptive_poll_budget};
+}
+
+inline copyrpc::ContextConfig context_config(const bench::Options& o) {
+  copyrpc::ContextConfig cc;
+  cc.ring_size = o.ring_size;
+  cc.srq_size = 1024;  // as the simulator
+  return cc;
+}
+
+// Runs o.np nodes of o.backend (meta, delegation or direct) in this process; every
+// other option as for benchkv. Returns the full results (this process is every rank).
+inline RealResult run_wallclock_cluster(const bench::Options& o, const loopback::WallclockConfig& wc = {}) {
+  const backend::BackendKind kind = node_backend(o.backend);
+  const uint32_t np = o.np, D = o.server_threads, C = o.client_threads;
+  const copyrpc::ContextConfig cc = context_config(o);
+  const kv::WorkloadConfig wl = bench::workload_config(o, np);
+  using NodeT = backend::Node<WallclockRuntime>;
+
+  loopback::WallclockFabric fabric(wc);
+  std::vector<std::unique_ptr<WallclockRuntime>> rts;
+  std::vector<std::unique_ptr<NodeT>> nodes;
+  for (uint32_t r = 0; r < np; ++r) {
+    const backend::NodeConfig nc{r, np, D, C, o.queue_depth, o.key_range, 1024};
+    rts.push_back(std::make_unique<WallclockRuntime>(fabric, cc.srq_size));
+    nodes.push_back(std::make_unique<NodeT>(kind, nc, loop_policy(o), wl, cc, *rts.back()));
+  }
+  const auto conns = backend::connections(kind, np, D, C);
+  for (size_t k = 0; k < conns.size(); ++k) {
+    nodes[conns[k].rank_a]->create_endpoint(k, conns[k]);
+    nodes[conns[k].rank_b]->create_endpoint(k, conns[k]);
+  }
+  for (size_t k = 0; k < conns.size(); ++k) {
+    auto& a = *nodes[conns[k].rank_a];
+    auto& b = *nodes[conns[k].rank_b];
+    a.connect(k, b.local_info(k));
+    b.connect(k, a.local_info(k));
+  }
+  for (auto& n : nodes) n->start();
+
+  std::vector<typename Driver<NodeT>::Local> locals;
+  for (uint32_t r = 0; r < np; ++r) {
+    runtime::PinPlan unpinned;
+    unpinned.daemon_cpus.assign(D, -1);
+    unpinned.client_cpus.assign(C, -1);
+    locals.push_back({nodes[r].get(), r, std::move(unpinned)});
+  }
+  Driver<NodeT> drv(std::move(locals), D, C, /*yield_when_idle=*/true);
+  drv.spawn();
+  InProcessCoordinator coord{np};
+  return run_measurement(drv, o, coord, {});
+}
+
+}  // namespace bkv::real
