@@ -1,0 +1,6 @@
+if(TARGET bkv_sim_experiment)
+  bkv_add_test(test_calibration GROUP sim SOURCES calibration/test_c1_regimes.cpp LIBS bkv_sim_experiment bkv_bench)
+  if(TARGET test_calibration)
+    target_compile_definitions(test_calibration PRIVATE BKV_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  endif()
+endif()

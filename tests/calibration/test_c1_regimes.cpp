@@ -1,0 +1,57 @@
+// Guard for the calibrated model (configs/model/c1.json): on short runs at the full C1
+// scale (46 clients x QD 32 per node, synchronized start), NP=8 must end collapsed and
+// NP=16 must hold the high equilibrium. A change to the backends, copyrpc or the
+// simulator that loses the phenomenon fails here, not silently in the experiments.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "core/bench/options.hpp"
+#include "sim/experiment.hpp"
+
+using namespace bkv;
+
+namespace {
+
+struct Outcome {
+  double mops_per_rank;
+  double cqe_per_loop;
+  double inflight;
+};
+
+Outcome run(const std::string& config, double duration_s) {
+  bench::Options o = bench::options_from_file(std::string(BKV_SOURCE_DIR) + "/configs/" + config);
+  o.duration = duration_s;
+  o.trim = 2;  // keep only the last epochs: the state after the start transient
+  o.inflight_samples.clear();
+  o.output.clear();
+  const sim::Model model = sim::Model::load_file(o.model);
+  const sim::ExperimentResult r = sim::run_experiment(o, model, nullptr);
+  REQUIRE(r.total_issued == r.total_completed);
+  REQUIRE(r.errors == 0);
+  Outcome out{r.runs[0].total_mops() / r.runs[0].num_ranks(), 0, 0};
+  int n = 0;
+  for (const auto& d : r.daemons)
+    if (d.daemon == 0) {
+      out.cqe_per_loop += d.cqe.average();
+      out.inflight += d.inflight_avg;
+      ++n;
+    }
+  out.cqe_per_loop /= n;
+  out.inflight /= n;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("calibrated model: NP=8 collapses, NP=16 holds the high equilibrium", "[calibration]") {
+  // 8 ms: the NP=8 collapse completes by ~2 ms of virtual time (docs/bistability.md).
+  const Outcome np8 = run("c1_np8.json", 0.008);
+  const Outcome np16 = run("c1_np16.json", 0.006);
+  INFO("NP=8: " << np8.mops_per_rank << " Mops/rank, " << np8.cqe_per_loop << " CQEs/loop, " << np8.inflight
+                << " in flight; NP=16: " << np16.mops_per_rank << " Mops/rank, " << np16.cqe_per_loop << " CQEs/loop");
+  CHECK(np8.cqe_per_loop < 2.0);
+  CHECK(np8.mops_per_rank < np16.mops_per_rank / 3.0);
+  CHECK(np8.inflight > 1000);  // the pipeline is full: the collapse is not a lack of work
+  CHECK(np16.cqe_per_loop > 10.0);
+}
