@@ -1,15 +1,42 @@
+// Dispatch of real runs to the transport's entry, or a message naming what this build
+// lacks (BKV_REAL_UCX / BKV_REAL_RDMA come from apps/benchkv/CMakeLists.txt: whether
+// real_ucx.cpp / real_rdma.cpp were built).
 #include "apps/benchkv/real_transports.hpp"
 
 #include <cstdio>
+#include <string>
 
 namespace bkv {
 
+namespace {
+
+[[maybe_unused]] int unavailable(const bench::Options& o, const char* missing) {
+  std::fprintf(stderr, "benchkv: --transport %s is not available in this build: %s was not found at configure time\n",
+               std::string(bench::to_string(o.transport)).c_str(), missing);
+  return 2;
+}
+
+}  // namespace
+
 int run_real(const bench::Options& o) {
-  // The threaded runtime and MPI orchestration for real transports are built in a later
-  // step (issue 5); until then benchkv says so instead of pretending to run.
-  std::fprintf(stderr,
-               "benchkv: --transport %s: real (non-simulated) runs are not available in this build yet; "
-               "use --transport sim\n",
+  switch (o.transport) {
+    case bench::TransportKind::kUcx:
+#if BKV_REAL_UCX
+      return real::run_ucx(o);
+#else
+      return unavailable(o, "UCX (libucx-dev) or MPI (libopenmpi-dev)");
+#endif
+    case bench::TransportKind::kMlx5:
+    case bench::TransportKind::kVerbs:
+#if BKV_REAL_RDMA
+      return real::run_rdma(o);
+#else
+      return unavailable(o, "rdma-core (libibverbs-dev) or MPI (libopenmpi-dev)");
+#endif
+    case bench::TransportKind::kSim:
+      break;
+  }
+  std::fprintf(stderr, "benchkv: --transport %s is not a real transport\n",
                std::string(bench::to_string(o.transport)).c_str());
   return 2;
 }

@@ -1,0 +1,121 @@
+// MPI orchestration of real runs (DESIGN.md §8): one node per MPI rank.
+//
+//   every rank: pinning plan (node-local rank) -> build its node over the transport ->
+//   create the endpoints of the connections involving it (backends/topology.hpp: the
+//   same list on every rank) -> all-to-all of the fixed-size EndpointInfo blobs (slot j
+//   holds the infos of the connections with rank j, in connection order, padded to the
+//   largest per-pair count) -> connect -> threads ready -> barrier -> run_measurement
+//   (MpiCoordinator: barriers, per-run all-reduce of totals, epochs and daemon metrics
+//   gathered to rank 0) -> barrier -> rank 0 writes the CSV and the summary.
+//
+// A rank that fails (an exception on the main thread or in one of its threads) aborts
+// every rank (Session::abort) instead of leaving the others in a collective.
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "apps/benchkv/mpi_orchestration.hpp"
+#include "apps/benchkv/real_runtime.hpp"
+#include "apps/benchkv/real_wallclock.hpp"
+#include "backends/node.hpp"
+
+namespace bkv::real {
+
+struct MpiCoordinator {
+  const mpi::Session& s;
+  uint32_t num_ranks() const { return static_cast<uint32_t>(s.size()); }
+  bool is_root() const { return s.rank() == 0; }
+  void barrier() const { s.barrier(); }
+  uint64_t sum(uint64_t v) const { return s.allreduce_sum(v); }
+  uint64_t max(uint64_t v) const { return s.allreduce_max(v); }
+  template <class T>
+  std::vector<T> gather(std::span<const T> local) const {
+    return s.gather_to_root(local);
+  }
+  template <class T>
+  std::vector<T> all_gather(std::span<const T> local) const {
+    if (local.size() != 1) throw std::logic_error("MpiCoordinator: one local node per rank");
+    return s.all_gather(local[0]);
+  }
+};
+
+// This rank's threads on the machine's CPUs.
+struct RankPlan {
+  runtime::PinPlan pins;
+  bool oversubscribed = false;  // more threads on this node than CPUs: idle steps yield
+};
+
+// Plans the pinning of this rank (NIC's NUMA node first when `device` is named) and
+// prints the plan's one-line warning once per machine (node-local rank 0).
+RankPlan plan_rank(const bench::Options& o, const mpi::Session& s, std::string_view device);
+
+// Rank 0 writes the CSV and the summary (with `extra` under "real" and the totals), every
+// rank prints nothing but errors; returns the exit status, the same on every rank
+// (0 = every issued request completed without error and the outputs were written).
+int finish_mpi(const mpi::Session& s, const bench::Options& o, const RealResult& res, const nlohmann::json& extra);
+
+// The connections of `conns` between this rank and every peer, in connection order.
+inline std::vector<std::vector<size_t>> connections_by_peer(const std::vector<backend::Connection>& conns,
+                                                            uint32_t rank, uint32_t np, size_t& per_pair) {
+  std::vector<std::vector<size_t>> by_peer(np);
+  std::map<std::pair<uint32_t, uint32_t>, size_t> pair_count;
+  for (size_t k = 0; k < conns.size(); ++k) {
+    const auto& c = conns[k];
+    ++pair_count[{std::min(c.rank_a, c.rank_b), std::max(c.rank_a, c.rank_b)}];
+    backend::LocalSide side;
+    if (backend::local_side(c, rank, side)) by_peer[side.peer_rank].push_back(k);
+  }
+  per_pair = 1;  // the same on every rank (computed from the same list)
+  for (const auto& [pair, n] : pair_count) per_pair = std::max(per_pair, n);
+  return by_peer;
+}
+
+// Builds this rank's node of a copyrpc backend over runtime `rt`, wires it to the peers
+// and measures. `rt` must outlive the call (the node, destroyed on return, uses it).
+template <class R>
+RealResult run_node_mpi(const mpi::Session& s, const bench::Options& o, R& rt, const RankPlan& plan,
+                        const ProgressFn& progress) {
+  using NodeT = backend::Node<R>;
+  using Info = typename NodeT::Info;
+  static_assert(std::is_trivially_copyable_v<Info>, "endpoint infos travel as raw bytes");
+  const backend::BackendKind kind = node_backend(o.backend);
+  const uint32_t np = static_cast<uint32_t>(s.size()), rank = static_cast<uint32_t>(s.rank());
+  const uint32_t D = o.server_threads, C = o.client_threads;
+  const backend::NodeConfig nc{rank, np, D, C, o.queue_depth, o.key_range, 1024};
+  NodeT node(kind, nc, loop_policy(o), bench::workload_config(o, np), context_config(o), rt);
+
+  const auto conns = backend::connections(kind, np, D, C);
+  size_t per_pair = 0;
+  const auto by_peer = connections_by_peer(conns, rank, np, per_pair);
+  std::vector<Info> out(size_t{np} * per_pair);
+  for (uint32_t j = 0; j < np; ++j)
+    for (size_t i = 0; i < by_peer[j].size(); ++i) {
+      const size_t k = by_peer[j][i];
+      node.create_endpoint(k, conns[k]);
+      out[j * per_pair + i] = node.local_info(k);
+    }
+  const std::vector<Info> in = s.all_to_all(std::span<const Info>(out), per_pair);
+  for (uint32_t j = 0; j < np; ++j)
+    for (size_t i = 0; i < by_peer[j].size(); ++i) node.connect(by_peer[j][i], in[j * per_pair + i]);
+  node.start();
+
+  std::vector<typename Driver<NodeT>::Local> locals{{&node, rank, plan.pins}};
+  Driver<NodeT> drv(std::move(locals), D, C, plan.oversubscribed);
+  drv.spawn();
+  MpiCoordinator coord{s};
+  RealResult res = run_measurement(drv, o, coord, progress);
+  s.barrier();  // no rank tears its node down while a peer may still use it
+  return res;
+}
+
+}  // namespace bkv::real

@@ -1,0 +1,123 @@
+// benchkv --transport mlx5 | verbs under MPI: the copyrpc backends over the direct mlx5
+// data path (DirectTransport<HwProvider>) or the portable verbs transport, one transport
+// per thread that owns a copyrpc context, all on the device chosen by --device /
+// --device-index / --port / --gid-index. The device is opened before MPI starts: a
+// machine without one exits here with status 2 and a message naming the problem.
+//
+// Not exercised on the machines this project is tested on (no RDMA device); it is the
+// same MPI flow (real_mpi.hpp) as --transport ucx with another runtime.
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "apps/benchkv/real_mpi.hpp"
+#include "apps/benchkv/real_transports.hpp"
+#include "transports/mlx5/device.hpp"
+#include "transports/mlx5/direct_transport.hpp"
+#include "transports/mlx5/hw_provider.hpp"
+#include "transports/mlx5/verbs_transport.hpp"
+
+namespace bkv::real {
+
+namespace {
+
+// --transport verbs: one VerbsTransport per context-owning thread.
+struct VerbsRuntime {
+  using Transport = mlx5::VerbsTransport;
+  using Waker = backend::NullWaker;
+
+  VerbsRuntime(mlx5::Device& d, uint32_t threads) : dev(d), by_thread(threads) {}
+  Transport& transport(uint32_t thread) {
+    if (!by_thread.at(thread)) by_thread[thread] = std::make_unique<Transport>(dev, mlx5::VerbsOptions{});
+    return *by_thread[thread];
+  }
+  NullMeter& meter(uint32_t) noexcept { return null_meter; }
+  Waker& waker() noexcept { return null_waker; }
+
+  mlx5::Device& dev;
+  std::vector<std::unique_ptr<Transport>> by_thread;
+  NullMeter null_meter;
+  Waker null_waker;
+};
+
+// --transport mlx5: per context-owning thread, its own provider (PD, CQs, SRQ, QPs on
+// the device) and the direct data path over it.
+struct Mlx5Runtime {
+  using Transport = mlx5::DirectTransport<mlx5::HwProvider>;
+  using Waker = backend::NullWaker;
+
+  Mlx5Runtime(mlx5::Device& d, uint32_t threads) : dev(d), providers(threads), by_thread(threads) {}
+  Transport& transport(uint32_t thread) {
+    if (!by_thread.at(thread)) {
+      providers[thread] = std::make_unique<mlx5::HwProvider>(dev, mlx5::HwOptions{});
+      by_thread[thread] = std::make_unique<Transport>(*providers[thread], mlx5::DirectOptions{});
+    }
+    return *by_thread[thread];
+  }
+  NullMeter& meter(uint32_t) noexcept { return null_meter; }
+  Waker& waker() noexcept { return null_waker; }
+
+  mlx5::Device& dev;
+  std::vector<std::unique_ptr<mlx5::HwProvider>> providers;  // outlive the transports
+  std::vector<std::unique_ptr<Transport>> by_thread;
+  NullMeter null_meter;
+  Waker null_waker;
+};
+
+}  // namespace
+
+int run_rdma(const bench::Options& o) {
+  const std::string transport(bench::to_string(o.transport));
+  if (o.backend == bench::Backend::kUcxAm) {
+    std::fprintf(stderr, "benchkv: the ucx-am backend runs over --transport ucx only (got --transport %s)\n",
+                 transport.c_str());
+    return 2;
+  }
+  std::optional<mlx5::Device> dev;
+  try {
+    dev.emplace(mlx5::open_device(o.device, static_cast<int>(o.device_index), static_cast<uint8_t>(o.port),
+                                  o.gid_index));
+  } catch (const mlx5::NoDeviceError& e) {
+    std::fprintf(stderr, "benchkv: --transport %s: %s\n", transport.c_str(), e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "benchkv: --transport %s: the RDMA device cannot be used: %s\n", transport.c_str(), e.what());
+    return 2;
+  }
+  if (o.transport == bench::TransportKind::kMlx5 && !dev->is_mlx5()) {
+    std::fprintf(stderr,
+                 "benchkv: --transport mlx5: device %s is not driven by the mlx5 provider; use --transport verbs\n",
+                 dev->name().c_str());
+    return 2;
+  }
+  mpi::Session s(nullptr, nullptr);
+  try {
+    const RankPlan plan = plan_rank(o, s, dev->name());
+    ProgressFn progress;
+    if (s.rank() == 0) progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+    const nlohmann::json extra = {{"transport", transport},
+                                  {"device", dev->name()},
+                                  {"port", dev->port()},
+                                  {"ranks", s.size()},
+                                  {"ranks_on_rank0_node", s.local_size()},
+                                  {"idle_yield", plan.oversubscribed},
+                                  {"pinning", plan.pins.warning.empty() ? "pinned" : plan.pins.warning}};
+    const uint32_t threads = o.server_threads + o.client_threads;
+    RealResult res;
+    if (o.transport == bench::TransportKind::kMlx5) {
+      Mlx5Runtime rt(*dev, threads);
+      res = run_node_mpi(s, o, rt, plan, progress);
+    } else {
+      VerbsRuntime rt(*dev, threads);
+      res = run_node_mpi(s, o, rt, plan, progress);
+    }
+    return finish_mpi(s, o, res, extra);
+  } catch (const std::exception& e) {
+    s.abort(1, std::string("benchkv: ") + e.what());
+  }
+}
+
+}  // namespace bkv::real

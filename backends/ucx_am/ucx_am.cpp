@@ -1,0 +1,428 @@
+// UCX side of the ucx-am baseline (see ucx_am.hpp for the design and the wire format).
+#include "backends/ucx_am/ucx_am.hpp"
+
+#include <ucp/api/ucp.h>
+
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "core/kv/store.hpp"
+
+namespace bkv::ucx_am {
+
+namespace {
+
+constexpr uint64_t kMaxReportedErrors = 5;  // protocol errors printed on stderr (all are counted)
+
+[[noreturn]] void fail(const std::string& what, ucs_status_t status) {
+  throw std::runtime_error("ucx-am: " + what + " failed: " + ucs_status_string(status));
+}
+
+// A message is accepted only whole, eager and of its exact size, without an AM header.
+bool well_formed(size_t header_length, size_t length, size_t expected, const ucp_am_recv_param_t* param) noexcept {
+  return header_length == 0 && length == expected && (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) == 0;
+}
+
+}  // namespace
+
+struct UcxAmNode::Impl {
+  struct Worker {
+    ucp_worker_h worker = nullptr;
+    std::vector<ucp_ep_h> eps;  // daemons: by global client id; clients: by global daemon id
+    WorkerAddress address{};
+  };
+
+  struct DaemonState;
+  struct ReplySlot {  // keeps a response alive until UCX completes its send
+    DaemonState* owner = nullptr;
+    ResponseMsg msg{};
+  };
+  struct DaemonState {
+    Impl* impl = nullptr;
+    uint32_t global = 0;  // rank * D + d
+    Worker w;
+    std::vector<RequestMsg> pending;  // queued by the AM handler, served after progress
+    std::vector<std::unique_ptr<ReplySlot>> slots;
+    std::vector<ReplySlot*> free;
+    backend::DaemonMetrics m;
+    ucs_status_t send_failure = UCS_OK;  // set by a send callback (no exception through UCX)
+  };
+
+  struct ClientState;
+  struct RequestSlot {
+    ClientState* owner = nullptr;
+    RequestMsg msg{};
+    uint32_t daemon = 0;       // global id of the daemon the request went to
+    bool outstanding = false;  // waiting for the response
+    bool sending = false;      // UCX still owns msg (send not completed)
+  };
+  struct ClientState {
+    Impl* impl = nullptr;
+    uint32_t index = 0;
+    Worker w;
+    kv::Pattern pattern;
+    std::vector<RequestSlot> slots;  // queue_depth, fixed (UCX holds pointers into it)
+    std::vector<uint32_t> free;      // slots neither outstanding nor sending
+    uint32_t in_flight = 0;
+    bool stopping = false;
+    uint64_t protocol_errors = 0;
+    uint32_t completed_now = 0, errors_now = 0;  // this step
+    ucs_status_t send_failure = UCS_OK;  // set by a send callback (no exception through UCX)
+    explicit ClientState(kv::Pattern p) : pattern(std::move(p)) {}
+  };
+
+  backend::NodeConfig cfg;
+  backend::ClientCounters* counters;
+  kv::Store store;
+  ucp_context_h context = nullptr;
+  std::vector<std::unique_ptr<DaemonState>> daemons;
+  std::vector<std::unique_ptr<ClientState>> clients;
+  bool connected = false;
+  bool closing = false;
+  uint64_t reported = 0;
+
+  Impl(const backend::NodeConfig& c, backend::ClientCounters* ctr) : cfg(c), counters(ctr), store(c.rank, c.key_range) {}
+
+  void report(const char* what) {
+    if (reported++ < kMaxReportedErrors) std::fprintf(stderr, "ucx-am: dropped a message: %s\n", what);
+  }
+
+  // ---- control path
+  void init_context(const Config& ucx) {
+    ucp_config_t* config = nullptr;
+    ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+    if (st != UCS_OK) fail("ucp_config_read", st);
+    if (!ucx.tls.empty()) {
+      st = ucp_config_modify(config, "TLS", ucx.tls.c_str());
+      if (st != UCS_OK) {
+        ucp_config_release(config);
+        throw std::invalid_argument("ucx-am: bad transport list '" + ucx.tls + "': " + ucs_status_string(st));
+      }
+    }
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+    params.features = UCP_FEATURE_AM;
+    params.mt_workers_shared = 1;  // the workers run on different threads
+    st = ucp_init(&params, config, &context);
+    ucp_config_release(config);
+    if (st != UCS_OK) fail("ucp_init", st);
+  }
+
+  void init_worker(Worker& w, uint32_t am_id, ucp_am_recv_callback_t handler, void* arg) {
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    ucs_status_t st = ucp_worker_create(context, &wp, &w.worker);
+    if (st != UCS_OK) fail("ucp_worker_create", st);
+    ucp_worker_attr_t attr{};
+    attr.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS;
+    st = ucp_worker_query(w.worker, &attr);
+    if (st != UCS_OK) fail("ucp_worker_query", st);
+    const size_t len = attr.address_length;
+    if (len == 0 || len > kWorkerAddressBytes) {
+      ucp_worker_release_address(w.worker, attr.address);
+      throw std::length_error("ucx-am: the worker address is " + std::to_string(len) + " bytes; at most " +
+                              std::to_string(kWorkerAddressBytes) + " fit (restrict UCX_TLS)");
+    }
+    w.address.length = static_cast<uint32_t>(len);
+    std::memcpy(w.address.bytes, attr.address, len);
+    ucp_worker_release_address(w.worker, attr.address);
+    ucp_am_handler_param_t hp{};
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                    UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    hp.id = am_id;
+    hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+    hp.cb = handler;
+    hp.arg = arg;
+    st = ucp_worker_set_am_recv_handler(w.worker, &hp);
+    if (st != UCS_OK) fail("ucp_worker_set_am_recv_handler", st);
+  }
+
+  ucp_ep_h create_ep(Worker& w, const WorkerAddress& to) {
+    ucp_ep_params_t p{};
+    // Error mode NONE: UCX 1.13 has no peer-failure support over shared memory.
+    p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    p.address = reinterpret_cast<const ucp_address_t*>(to.bytes);
+    p.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    ucp_ep_h ep = nullptr;
+    const ucs_status_t st = ucp_ep_create(w.worker, &p, &ep);
+    if (st != UCS_OK) fail("ucp_ep_create", st);
+    return ep;
+  }
+
+  void close_worker(Worker& w) {
+    for (ucp_ep_h ep : w.eps) {
+      if (ep == nullptr) continue;
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      p.flags = UCP_EP_CLOSE_FLAG_FORCE;  // no handshake with peers that may be gone
+      ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
+      if (UCS_PTR_IS_PTR(r)) {
+        while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(w.worker);
+        ucp_request_free(r);
+      }
+    }
+    w.eps.clear();
+    if (w.worker != nullptr) {
+      while (ucp_worker_progress(w.worker) != 0) {
+      }
+      ucp_worker_destroy(w.worker);
+      w.worker = nullptr;
+    }
+  }
+
+  ~Impl() {
+    closing = true;
+    for (auto& d : daemons) close_worker(d->w);
+    for (auto& c : clients) close_worker(c->w);
+    if (context != nullptr) ucp_cleanup(context);
+  }
+
+  // ---- daemon
+  static ucs_status_t on_request(void* arg, const void*, size_t header_length, void* data, size_t length,
+                                 const ucp_am_recv_param_t* param) {
+    auto& d = *static_cast<DaemonState*>(arg);
+    if (d.impl->closing) return UCS_OK;
+    if (!well_formed(header_length, length, sizeof(RequestMsg), param)) {
+      ++d.m.protocol_errors;
+      d.impl->report("request of the wrong size or not eager");
+      return UCS_OK;
+    }
+    RequestMsg msg;
+    std::memcpy(&msg, data, sizeof msg);
+    d.pending.push_back(msg);
+    return UCS_OK;
+  }
+
+  static void on_reply_sent(void* request, ucs_status_t status, void* user_data) {
+    auto* slot = static_cast<ReplySlot*>(user_data);
+    DaemonState& d = *slot->owner;
+    d.free.push_back(slot);
+    ucp_request_free(request);
+    if (status != UCS_OK && status != UCS_ERR_CANCELED && !d.impl->closing) d.send_failure = status;
+  }
+
+  void reply(DaemonState& d, uint32_t client, const ResponseMsg& msg) {
+    ReplySlot* slot;
+    if (d.free.empty()) {
+      d.slots.push_back(std::make_unique<ReplySlot>());
+      slot = d.slots.back().get();
+      slot->owner = &d;
+    } else {
+      slot = d.free.back();
+      d.free.pop_back();
+    }
+    slot->msg = msg;
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+    p.cb.send = &Impl::on_reply_sent;
+    p.user_data = slot;
+    p.flags = UCP_AM_SEND_FLAG_EAGER;
+    ucs_status_ptr_t r = ucp_am_send_nbx(d.w.eps[client], kResponseAmId, nullptr, 0, &slot->msg, sizeof slot->msg, &p);
+    if (r == nullptr) {
+      d.free.push_back(slot);
+    } else if (UCS_PTR_IS_ERR(r)) {
+      d.free.push_back(slot);
+      fail("sending a response", UCS_PTR_STATUS(r));
+    }
+  }
+
+  bool step_daemon(DaemonState& d) {
+    ucp_worker_progress(d.w.worker);
+    if (d.send_failure != UCS_OK) fail("sending a response (completion)", d.send_failure);
+    const size_t n = d.pending.size();
+    const uint64_t clients_total = uint64_t{cfg.np} * cfg.clients;
+    for (const RequestMsg& msg : d.pending) {
+      if (msg.client >= clients_total) {  // nobody to answer
+        ++d.m.protocol_errors;
+        report("request from an unknown client");
+        continue;
+      }
+      ResponseMsg out;
+      out.daemon = d.global;
+      out.tag = msg.tag;
+      if (msg.req.valid()) {
+        out.resp = kv::execute(store, msg.req);  // checks rank and key range
+        ++d.m.local_ops;
+      } else {
+        ++d.m.protocol_errors;
+        out.resp = kv::Response::failure(kv::ErrorCode::kMalformedRequest);
+      }
+      reply(d, msg.client, out);
+      ++d.m.replies;
+    }
+    d.pending.clear();
+    d.m.record_loop(static_cast<uint32_t>(n), 0);
+    if (n) ++d.m.busy_loops;
+    return true;
+  }
+
+  // ---- client
+  static ucs_status_t on_response(void* arg, const void*, size_t header_length, void* data, size_t length,
+                                  const ucp_am_recv_param_t* param) {
+    auto& c = *static_cast<ClientState*>(arg);
+    if (c.impl->closing) return UCS_OK;
+    if (!well_formed(header_length, length, sizeof(ResponseMsg), param)) {
+      ++c.protocol_errors;
+      c.impl->report("response of the wrong size or not eager");
+      return UCS_OK;
+    }
+    ResponseMsg msg;
+    std::memcpy(&msg, data, sizeof msg);
+    if (msg.tag >= c.slots.size() || !c.slots[msg.tag].outstanding || c.slots[msg.tag].daemon != msg.daemon) {
+      ++c.protocol_errors;
+      c.impl->report("response to no outstanding request of this client");
+      return UCS_OK;
+    }
+    RequestSlot& slot = c.slots[msg.tag];
+    slot.outstanding = false;
+    --c.in_flight;
+    ++c.completed_now;
+    if (!msg.resp.valid() || msg.resp.is_error()) ++c.errors_now;
+    if (!slot.sending) c.free.push_back(msg.tag);
+    return UCS_OK;
+  }
+
+  static void on_request_sent(void* request, ucs_status_t status, void* user_data) {
+    auto* slot = static_cast<RequestSlot*>(user_data);
+    ClientState& c = *slot->owner;
+    slot->sending = false;
+    if (!slot->outstanding) c.free.push_back(static_cast<uint32_t>(slot - c.slots.data()));
+    ucp_request_free(request);
+    if (status != UCS_OK && status != UCS_ERR_CANCELED && !c.impl->closing) c.send_failure = status;
+  }
+
+  backend::ClientStepResult step_client(ClientState& c) {
+    backend::ClientStepResult res;
+    c.completed_now = c.errors_now = 0;
+    ucp_worker_progress(c.w.worker);
+    if (c.send_failure != UCS_OK) fail("sending a request (completion)", c.send_failure);
+    backend::ClientCounters& ctr = counters[c.index];
+    if (c.completed_now) {
+      res.completed = c.completed_now;
+      ctr.add_completed(c.completed_now);
+      if (c.errors_now)
+        ctr.errors.store(ctr.errors.load(std::memory_order_relaxed) + c.errors_now, std::memory_order_relaxed);
+    }
+    while (!c.stopping && c.in_flight < cfg.queue_depth) {
+      if (c.free.empty()) {  // every slot's send still owned by UCX
+        res.blocked = true;
+        break;
+      }
+      const kv::Request req = c.pattern.peek();
+      const uint32_t target = target_daemon(req, cfg.daemons);
+      if (req.rank >= cfg.np) throw std::logic_error("ucx-am: the pattern names rank " + std::to_string(req.rank));
+      const uint32_t tag = c.free.back();
+      c.free.pop_back();
+      RequestSlot& slot = c.slots[tag];
+      slot.msg = RequestMsg{cfg.rank * cfg.clients + c.index, tag, req};
+      slot.daemon = target;
+      slot.outstanding = true;
+      slot.sending = true;
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+      p.cb.send = &Impl::on_request_sent;
+      p.user_data = &slot;
+      p.flags = UCP_AM_SEND_FLAG_EAGER;
+      ucs_status_ptr_t r = ucp_am_send_nbx(c.w.eps[target], kRequestAmId, nullptr, 0, &slot.msg, sizeof slot.msg, &p);
+      if (r == nullptr) {
+        slot.sending = false;
+      } else if (UCS_PTR_IS_ERR(r)) {
+        fail("sending a request", UCS_PTR_STATUS(r));
+      }
+      c.pattern.advance();
+      ++c.in_flight;
+      ++res.issued;
+    }
+    if (res.issued) ctr.add_issued(res.issued);
+    return res;
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+
+UcxAmNode::UcxAmNode(const backend::NodeConfig& cfg, const kv::WorkloadConfig& wl, const Config& ucx)
+    : cfg_(cfg), counters_(std::make_unique<backend::ClientCounters[]>(cfg.clients)) {
+  if (cfg.daemons == 0 || cfg.clients == 0) throw std::invalid_argument("ucx-am: need >= 1 daemon and >= 1 client");
+  if (cfg.queue_depth == 0) throw std::invalid_argument("ucx-am: queue depth must be >= 1");
+  if (cfg.rank >= cfg.np) throw std::invalid_argument("ucx-am: rank " + std::to_string(cfg.rank) + " of " +
+                                                      std::to_string(cfg.np));
+  impl_ = std::make_unique<Impl>(cfg, counters_.get());
+  Impl& m = *impl_;
+  m.init_context(ucx);
+  for (uint32_t d = 0; d < cfg.daemons; ++d) {
+    m.daemons.push_back(std::make_unique<Impl::DaemonState>());
+    Impl::DaemonState& s = *m.daemons.back();
+    s.impl = &m;
+    s.global = cfg.rank * cfg.daemons + d;
+    m.init_worker(s.w, kRequestAmId, &Impl::on_request, &s);
+  }
+  for (uint32_t c = 0; c < cfg.clients; ++c) {
+    m.clients.push_back(std::make_unique<Impl::ClientState>(kv::Pattern(wl, cfg.rank, c)));
+    Impl::ClientState& s = *m.clients.back();
+    s.impl = &m;
+    s.index = c;
+    s.slots.resize(cfg.queue_depth);
+    for (uint32_t t = 0; t < cfg.queue_depth; ++t) {
+      s.slots[t].owner = &s;
+      s.free.push_back(cfg.queue_depth - 1 - t);
+    }
+    m.init_worker(s.w, kResponseAmId, &Impl::on_response, &s);
+  }
+}
+
+UcxAmNode::~UcxAmNode() = default;
+
+std::vector<WorkerAddress> UcxAmNode::local_addresses() const {
+  std::vector<WorkerAddress> out;
+  for (const auto& d : impl_->daemons) out.push_back(d->w.address);
+  for (const auto& c : impl_->clients) out.push_back(c->w.address);
+  return out;
+}
+
+void UcxAmNode::connect(std::span<const WorkerAddress> all) {
+  Impl& m = *impl_;
+  if (m.connected) throw std::logic_error("ucx-am: the node is already connected");
+  const uint32_t D = cfg_.daemons, C = cfg_.clients, per_rank = D + C;
+  if (all.size() != size_t{cfg_.np} * per_rank)
+    throw std::invalid_argument("ucx-am: connect: " + std::to_string(all.size()) + " worker addresses, expected " +
+                                std::to_string(cfg_.np) + " ranks x " + std::to_string(per_rank));
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i].length == 0 || all[i].length > kWorkerAddressBytes)
+      throw std::invalid_argument("ucx-am: connect: worker address " + std::to_string(i) + " (rank " +
+                                  std::to_string(i / per_rank) + ") has length " + std::to_string(all[i].length) +
+                                  ", outside 1.." + std::to_string(kWorkerAddressBytes));
+  for (auto& d : m.daemons)
+    for (uint32_t r = 0; r < cfg_.np; ++r)
+      for (uint32_t c = 0; c < C; ++c) d->w.eps.push_back(m.create_ep(d->w, all[size_t{r} * per_rank + D + c]));
+  for (auto& c : m.clients)
+    for (uint32_t r = 0; r < cfg_.np; ++r)
+      for (uint32_t d = 0; d < D; ++d) c->w.eps.push_back(m.create_ep(c->w, all[size_t{r} * per_rank + d]));
+  m.connected = true;
+}
+
+bool UcxAmNode::step_daemon(uint32_t d) { return impl_->step_daemon(*impl_->daemons[d]); }
+
+backend::ClientStepResult UcxAmNode::step_client(uint32_t c) { return impl_->step_client(*impl_->clients[c]); }
+
+void UcxAmNode::stop_issuing() noexcept {
+  for (auto& c : impl_->clients) c->stopping = true;
+}
+
+uint64_t UcxAmNode::in_flight() const noexcept {
+  uint64_t n = 0;
+  for (const auto& c : impl_->clients) n += c->in_flight;
+  return n;
+}
+
+const backend::DaemonMetrics& UcxAmNode::daemon_metrics(uint32_t d) const { return impl_->daemons.at(d)->m; }
+
+uint64_t UcxAmNode::client_protocol_errors() const noexcept {
+  uint64_t n = 0;
+  for (const auto& c : impl_->clients) n += c->protocol_errors;
+  return n;
+}
+
+}  // namespace bkv::ucx_am

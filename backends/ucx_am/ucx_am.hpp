@@ -1,0 +1,126 @@
+// ucx-am: the pure UCX active-message baseline (DESIGN.md §6). No copyrpc, no shared
+// memory channels: every client thread owns a UCP worker with an endpoint to every
+// daemon of every rank, and sends each request as one active message to the daemon that
+// owns the key (rank `req.rank`, daemon key % D); the daemon executes it on its node's
+// store and answers with one active message on its own endpoint to that client. Clients
+// keep queue_depth requests in flight (closed loop over the same pre-generated pattern as
+// the other backends).
+//
+// Design choices (documented here because the baseline is defined by them):
+//  - Local requests go through UCX as well (UCX picks shared memory or self between the
+//    workers of one process): the baseline is "everything is a UCX AM", so the
+//    comparison with the copyrpc backends measures their whole stack against UCX alone.
+//  - Daemons answer over endpoints they created themselves from the exchanged worker
+//    addresses (not UCX reply endpoints): every worker's address is exchanged once
+//    (MPI or in process), daemons connect to every client and clients to every daemon.
+//  - One UCP context per node (shared by its workers, mt_workers_shared), one worker per
+//    thread in UCS_THREAD_MODE_SINGLE, used only by its thread once the threads run.
+//  - Small messages are forced eager (UCP_AM_SEND_FLAG_EAGER); the AM handlers only
+//    queue or mark, the daemon executes and replies after ucp_worker_progress returns.
+//
+// Wire format: the AM payload is the message below (no AM user header), native
+// little-endian layout, validated field by field on arrival: a message of the wrong size,
+// from an unknown client, or answering a request that is not outstanding is dropped and
+// counted as a protocol error (one line on stderr for the first few).
+//
+// Threads: step_daemon(d) only on daemon d's thread, step_client(c) only on client c's;
+// everything else before the threads start or after they stopped (stop_issuing() with
+// the client threads paused, as real_runtime.hpp's Driver does). counters() are atomics.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backends/client.hpp"
+#include "backends/common.hpp"
+#include "core/kv/types.hpp"
+#include "core/kv/workload.hpp"
+
+namespace bkv::ucx_am {
+
+inline constexpr uint32_t kRequestAmId = 0x41;   // client -> daemon
+inline constexpr uint32_t kResponseAmId = 0x42;  // daemon -> client
+static_assert(kRequestAmId != kResponseAmId);
+
+// A packed UCP worker address, exchanged out of band (fixed size for MPI all-to-all).
+inline constexpr size_t kWorkerAddressBytes = 2040;
+struct WorkerAddress {
+  uint32_t length = 0;  // bytes used in `bytes`, 1..kWorkerAddressBytes
+  uint32_t reserved = 0;
+  std::byte bytes[kWorkerAddressBytes] = {};
+};
+static_assert(std::is_trivially_copyable_v<WorkerAddress> && sizeof(WorkerAddress) == 2048);
+static_assert(offsetof(WorkerAddress, bytes) == 8);
+
+// Client -> daemon: one request. `client` = the client's global id (rank * C + c), the
+// daemon's endpoint index towards it; `tag` = the client's slot (< queue_depth).
+struct RequestMsg {
+  uint32_t client = 0;
+  uint32_t tag = 0;
+  kv::Request req{};
+};
+static_assert(std::is_trivially_copyable_v<RequestMsg> && sizeof(RequestMsg) == 8 + kv::kRequestSize);
+static_assert(offsetof(RequestMsg, tag) == 4 && offsetof(RequestMsg, req) == 8);
+
+// Daemon -> client: the answer to the request in slot `tag`. `daemon` = the daemon's
+// global id (rank * D + d), checked against the daemon the request went to.
+struct ResponseMsg {
+  uint32_t daemon = 0;
+  uint32_t tag = 0;
+  kv::Response resp{};
+};
+static_assert(std::is_trivially_copyable_v<ResponseMsg> && sizeof(ResponseMsg) == 8 + kv::kResponseSize);
+static_assert(offsetof(ResponseMsg, tag) == 4 && offsetof(ResponseMsg, resp) == 8);
+
+// The daemon a request goes to (global id): its target rank's shard owner (key % D).
+constexpr uint32_t target_daemon(const kv::Request& r, uint32_t daemons) noexcept {
+  return r.rank * daemons + kv::owner_of(r.key, daemons);
+}
+
+struct Config {
+  std::string tls;  // UCX_TLS override ("sm,self", "tcp"); empty = the environment's
+};
+
+class UcxAmNode {
+ public:
+  // Creates the node's UCP context, one worker per daemon and per client, the store and
+  // the clients' patterns. Throws std::runtime_error naming the UCX call that failed.
+  UcxAmNode(const backend::NodeConfig& cfg, const kv::WorkloadConfig& wl, const Config& ucx = {});
+  ~UcxAmNode();
+  UcxAmNode(const UcxAmNode&) = delete;
+  UcxAmNode& operator=(const UcxAmNode&) = delete;
+
+  // ---- wiring
+  // This node's worker addresses: daemons 0..D-1, then clients 0..C-1.
+  std::vector<WorkerAddress> local_addresses() const;
+  // Every rank's local_addresses(), rank-major (np * (D + C) entries). Validates sizes
+  // and lengths (std::invalid_argument naming the entry), then creates the endpoints.
+  void connect(std::span<const WorkerAddress> all);
+  void start() noexcept {}  // nothing left to build (kept for symmetry with backend::Node)
+
+  // ---- threads
+  uint32_t threads() const noexcept { return cfg_.daemons + cfg_.clients; }
+  bool step_daemon(uint32_t d);
+  backend::ClientStepResult step_client(uint32_t c);
+  void stop_issuing() noexcept;
+  uint64_t in_flight() const noexcept;
+
+  // ---- inspection
+  const backend::ClientCounters& counters(uint32_t c) const noexcept { return counters_[c]; }
+  const backend::DaemonMetrics& daemon_metrics(uint32_t d) const;
+  uint64_t client_protocol_errors() const noexcept;
+  const backend::NodeConfig& config() const noexcept { return cfg_; }
+
+ private:
+  struct Impl;  // the UCX-facing part (ucx_am.cpp)
+  backend::NodeConfig cfg_;
+  std::unique_ptr<backend::ClientCounters[]> counters_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace bkv::ucx_am
