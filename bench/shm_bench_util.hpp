@@ -14,20 +14,25 @@
 
 namespace shmbench {
 
-// CPUs this process may run on, in order.
-inline std::vector<int> allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof set, &set) == 0)
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+// CPUs this process may run on, in order. Read once, at the first call (main calls
+// print_machine() before pinning anything): a thread's affinity is inherited, so asking
+// later from a thread created by a pinned thread would see only that thread's core.
+inline const std::vector<int>& allowed_cpus() {
+  static const std::vector<int> cpus = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    std::vector<int> v;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set)) v.push_back(c);
+    return v;
+  }();
   return cpus;
 }
 
 // Pins the calling thread to cpu if it is allowed; returns the cpu or -1 (unpinned).
 inline int pin_self(int cpu) {
-  const auto cpus = allowed_cpus();
+  const auto& cpus = allowed_cpus();
   if (std::find(cpus.begin(), cpus.end(), cpu) == cpus.end()) return -1;
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -42,7 +47,7 @@ inline int core_for(int k) { return k % 2; }
 // on an otherwise idle machine (waits yield after kSpinsBeforeYield spins, so a loaded
 // machine slows them down instead of stalling them).
 inline void print_machine() {
-  const auto cpus = allowed_cpus();
+  const auto& cpus = allowed_cpus();
   double load[3] = {0, 0, 0};
   if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
     if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = load[1] = load[2] = -1;
@@ -73,8 +78,9 @@ class StartLine {
   }
 
  private:
-  int parties_;
+  alignas(64) int parties_;
   std::atomic<int> arrived_{0};
+  char pad_[64 - sizeof(int) - sizeof(std::atomic<int>)];
 };
 
 }  // namespace shmbench

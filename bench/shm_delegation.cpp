@@ -61,13 +61,13 @@ double delegation_mops(uint32_t producers, uint64_t total, uint64_t& errors) {
   Segment seg = Segment::create_process(DelegationLayout<Req, Resp>::segment_size(cfg));
   DelegationServer<Req, Resp> server(seg.bytes(), cfg);
   const uint64_t per = total / producers;
-  std::atomic<uint32_t> done{0};
+  Line done;  // producers finished (own cache line: the server reads it every loop)
   shmbench::StartLine start(static_cast<int>(producers) + 2);
   std::thread srv([&] {
     shmbench::pin_self(shmbench::core_for(0));
     start.arrive_and_wait();
     SpinWait spin;
-    while (done.load(std::memory_order_relaxed) < producers) {
+    while (done.v.load(std::memory_order_relaxed) < producers) {
       if (server.poll() == 0) {
         server.advance_tail();
         spin.wait();
@@ -100,7 +100,7 @@ double delegation_mops(uint32_t producers, uint64_t total, uint64_t& errors) {
         got += n;
         if (n != 0) spin = {}; else spin.wait();
       }
-      done.fetch_add(1, std::memory_order_relaxed);
+      done.v.fetch_add(1, std::memory_order_relaxed);
     });
   start.arrive_and_wait();
   const auto t0 = std::chrono::steady_clock::now();

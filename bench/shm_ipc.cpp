@@ -68,13 +68,13 @@ double ipc_pingpong_ns(uint64_t iters, std::span<std::byte> server_mem, std::spa
                        const IpcConfig& cfg, uint64_t& errors) {
   IpcServer<Req, Resp> server(server_mem, cfg);
   auto client = IpcClient<Req, Resp>::connect(client_mem);
-  std::atomic<bool> stop{false};
+  Line stop;  // own cache line: read by the server on every loop
   shmbench::StartLine start(2);
   std::thread srv([&] {
     shmbench::pin_self(shmbench::core_for(1));
     start.arrive_and_wait();
     SpinWait spin;
-    while (!stop.load(std::memory_order_relaxed)) {
+    while (stop.v.load(std::memory_order_relaxed) == 0) {
       if (server.poll() == 0) {
         spin.wait();
         continue;
@@ -94,7 +94,7 @@ double ipc_pingpong_ns(uint64_t iters, std::span<std::byte> server_mem, std::spa
       w.wait();
   }
   const double s = shmbench::seconds_since(t0);
-  stop.store(true, std::memory_order_relaxed);
+  stop.v.store(1, std::memory_order_relaxed);
   srv.join();
   errors += bad;
   return s * 1e9 / static_cast<double>(iters);

@@ -13,8 +13,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace bkv::shm {
 
@@ -83,6 +85,29 @@ struct SpinWait {
     }
   }
 };
+
+// Allocator that gives every block whole cache lines of its own. The channel objects
+// keep their hot local state in such vectors and are themselves alignas(kCacheLine):
+// a server and a client created by the same thread (tests, simulator, benchmarks) must
+// not share a line through adjacent heap blocks or adjacent stack objects, or every
+// local update would bounce the line between the two cores (false sharing).
+template <class T>
+struct LineAllocator {
+  using value_type = T;
+  LineAllocator() noexcept = default;
+  template <class U>
+  LineAllocator(const LineAllocator<U>&) noexcept {}
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new(align_up(n * sizeof(T), kCacheLine), std::align_val_t{kCacheLine}));
+  }
+  void deallocate(T* p, size_t) noexcept { ::operator delete(p, std::align_val_t{kCacheLine}); }
+  template <class U>
+  bool operator==(const LineAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+template <class T>
+using LineVector = std::vector<T, LineAllocator<T>>;
 
 // Hex rendering for error messages (no iostream/format in this widely included header).
 inline std::string hex_u64(uint64_t v) {

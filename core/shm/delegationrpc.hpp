@@ -57,7 +57,6 @@
 #include <span>
 #include <string>
 #include <type_traits>
-#include <vector>
 
 #include "core/shm/common.hpp"
 
@@ -256,7 +255,7 @@ enum class DelegationReplyStatus : uint8_t {
 };
 
 template <class Req, class Resp>
-class DelegationServer {
+class alignas(kCacheLine) DelegationServer {
  public:
   using Layout = DelegationLayout<Req, Resp>;
   using Entry = DelegationEntry<Req>;
@@ -366,7 +365,7 @@ struct DelegationCallResult {
 };
 
 template <class Req, class Resp>
-class DelegationClient {
+class alignas(kCacheLine) DelegationClient {
  public:
   using Layout = DelegationLayout<Req, Resp>;
 
@@ -490,8 +489,8 @@ class DelegationClient {
   uint32_t client_id_ = 0;
   uint32_t next_resp_slot_ = 0;
   uint32_t in_flight_ = 0;
-  std::vector<uint8_t> busy_;     // slot awaits a response (client-local)
-  std::vector<uint64_t> tokens_;  // user token of the call in each slot (client-local)
+  LineVector<uint8_t> busy_;     // slot awaits a response (client-local)
+  LineVector<uint64_t> tokens_;  // user token of the call in each slot (client-local)
 };
 
 }  // namespace bkv::shm

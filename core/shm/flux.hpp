@@ -124,7 +124,7 @@ class FluxNetwork {
 };
 
 template <class Payload, class Token>
-class FluxNode {
+class alignas(kCacheLine) FluxNode {
  public:
   using Ring = StampedRing<Payload>;
 
@@ -222,9 +222,9 @@ class FluxNode {
     uint64_t out_pos = 0;        // next position in ring me -> peer
     uint64_t in_pos = 0;         // next position in ring peer -> me
     uint32_t owed = 0;           // requests from peer received, not yet replied
-    std::vector<uint32_t> free;  // free slab slots for calls to peer
-    std::vector<uint8_t> busy;   // slab slot awaits a response
-    std::vector<Token> tokens;   // caller tokens per slab slot
+    LineVector<uint32_t> free;  // free slab slots for calls to peer
+    LineVector<uint8_t> busy;   // slab slot awaits a response
+    LineVector<Token> tokens;   // caller tokens per slab slot
   };
   struct Parked {
     uint32_t source;
@@ -241,7 +241,7 @@ class FluxNode {
     Parked pop() noexcept { return buf_[head_++ % buf_.size()]; }
 
    private:
-    std::vector<Parked> buf_;
+    LineVector<Parked> buf_;
     uint64_t head_ = 0, tail_ = 0;
   };
 
@@ -290,9 +290,9 @@ class FluxNode {
   uint32_t n_;
   uint32_t capacity_;
   uint32_t max_inflight_;
-  std::vector<Peer> peers_;
-  std::vector<Ring> out_;  // ring me -> j
-  std::vector<Ring> in_;   // ring j -> me
+  LineVector<Peer> peers_;
+  LineVector<Ring> out_;  // ring me -> j
+  LineVector<Ring> in_;   // ring j -> me
   ParkQueue parked_req_;
   ParkQueue parked_resp_;
   uint32_t poll_start_ = 0;

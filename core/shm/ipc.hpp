@@ -47,7 +47,6 @@
 #include <span>
 #include <string>
 #include <type_traits>
-#include <vector>
 
 #include "core/shm/common.hpp"
 #include "core/shm/stamped_ring.hpp"
@@ -195,7 +194,7 @@ enum class IpcReplyStatus : uint8_t {
 };
 
 template <class Req, class Resp>
-class IpcServer {
+class alignas(kCacheLine) IpcServer {
  public:
   using Layout = IpcLayout<Req, Resp>;
 
@@ -324,8 +323,8 @@ class IpcServer {
 
   IpcView<Req, Resp> view_;
   IpcSkipConfig skip_;
-  std::vector<ClientState> clients_;
-  std::vector<Ready> ready_;
+  LineVector<ClientState> clients_;
+  LineVector<Ready> ready_;
   size_t ready_pos_ = 0;
   uint32_t rr_start_ = 0;
   uint64_t epoch_ = 0;
@@ -342,7 +341,7 @@ enum class IpcCallStatus : uint8_t {
 };
 
 template <class Req, class Resp>
-class IpcClient {
+class alignas(kCacheLine) IpcClient {
  public:
   using Layout = IpcLayout<Req, Resp>;
 
@@ -442,9 +441,9 @@ class IpcClient {
   StampedRing<Resp> responses_;
   uint64_t req_pos_ = 0;   // next request position to write
   uint64_t resp_pos_ = 0;  // next response position to read
-  std::vector<uint32_t> free_;          // free request-slot tokens (client-local)
-  std::vector<uint8_t> busy_;           // token awaits a response
-  std::vector<uint64_t> user_tokens_;   // caller's token per request slot
+  LineVector<uint32_t> free_;         // free request-slot tokens (client-local)
+  LineVector<uint8_t> busy_;          // token awaits a response
+  LineVector<uint64_t> user_tokens_;  // caller's token per request slot
   uint64_t protocol_errors_ = 0;
 };
 
