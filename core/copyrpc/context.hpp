@@ -152,7 +152,8 @@ class Context {
       throw std::invalid_argument("copyrpc: transport send queue must hold >= 2*64 WQEs");
     t_.post_receives(cfg_.srq_size);
     srq_posted_ = cfg_.srq_size;
-    cqe_buf_.reserve(cfg_.cq_poll_batch);
+    if (cfg_.cq_poll_batch == 0) throw std::invalid_argument("copyrpc: cq_poll_batch must be >= 1");
+    cqe_buf_.resize(cfg_.cq_poll_batch);
   }
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -235,9 +236,8 @@ class Context {
 
   // Takes the next received request (in arrival order), if any.
   bool recv(RecvHandle& out) {
-    if (recv_head_ == recv_queue_.size()) {
-      recv_queue_.clear();
-      recv_head_ = 0;
+    if (recv_head_ == recv_size_) {
+      recv_head_ = recv_size_ = 0;
       return false;
     }
     out = recv_queue_[recv_head_++];
@@ -272,13 +272,14 @@ class Context {
     auto& meter = t_.meter();
     while (total < max_cqes) {
       const uint32_t want = std::min(cfg_.cq_poll_batch, max_cqes - total);
-      cqe_buf_.clear();
-      const uint32_t n = t_.poll_recv([this](const RecvCompletion& c) { cqe_buf_.push_back(c); }, want);
+      uint32_t got = 0;
+      RecvCompletion* buf = cqe_buf_.data();
+      const uint32_t n = t_.poll_recv([buf, &got](const RecvCompletion& c) { buf[got++] = c; }, want);
       meter.charge(Op::kCqPoll, 1);
       if (n == 0) break;
       meter.charge(Op::kCqe, n);
       total += n;
-      for (const RecvCompletion& c : cqe_buf_) process_completion(c, on_response);
+      for (uint32_t i = 0; i < n; ++i) process_completion(buf[i], on_response);
       srq_posted_ -= std::min(srq_posted_, n);
       if (n < want) break;
     }
@@ -395,15 +396,18 @@ class Context {
     return (size - off) + kFlowMetadataSize + msg;
   }
 
-  void append_message(Ep& e, uint32_t call_id, uint32_t piggyback, std::span<const std::byte> payload) {
+  // Hot path of call() and reply(): inlined so the common case (no wrap, batch open)
+  // is a bounds test, a header store and a small copy.
+  [[gnu::always_inline]] inline void append_message(Ep& e, uint32_t call_id, uint32_t piggyback,
+                                                    std::span<const std::byte> payload) {
     const uint64_t msg = padded_message_size(payload.size());
-    const uint64_t size = e.ring_size();
+    const uint64_t mask = e.ring_size() - 1;
     const uint64_t open_cost = e.batch_open ? 0 : kFlowMetadataSize;
-    if ((e.producer & (size - 1)) + open_cost + msg >= size) wrap(e, msg);
+    if ((e.producer & mask) + open_cost + msg > mask) [[unlikely]] wrap(e, msg);  // >= size
     if (!e.batch_open) open_batch(e);
-    std::byte* p = e.send_ring.at(e.producer);
+    std::byte* p = e.send_ring.data() + (e.producer & mask);
     store_header(p, MessageHeader{call_id, piggyback, static_cast<uint32_t>(payload.size())});
-    if (!payload.empty()) std::memcpy(p + kHeaderSize, payload.data(), payload.size());
+    copy_payload(p + kHeaderSize, payload.data(), payload.size());
     e.producer += msg;
     ++e.batch_count;
     ++stats_.messages_sent;
@@ -627,8 +631,9 @@ class Context {
             e.resp_committed + allowance > e.resp_reservation)
           return fail(e, EndpointError::kBadAllowance);
         e.resp_committed += allowance;
-        recv_queue_.push_back(RecvHandle{e.id, h.call_id, p + kHeaderSize, h.payload_len,
-                                         static_cast<uint32_t>(allowance)});
+        if (recv_size_ == recv_queue_.size()) recv_queue_.resize(std::max<size_t>(64, 2 * recv_size_));
+        recv_queue_[recv_size_++] = RecvHandle{e.id, h.call_id, p + kHeaderSize, h.payload_len,
+                                               static_cast<uint32_t>(allowance)};
         if (e.unpopped++ == 0) e.hold_pos = start;  // pin this batch until recv() takes it
       }
       cursor += msg;
@@ -700,8 +705,8 @@ class Context {
   QpnTable qpn_table_;
   std::vector<uint32_t> dirty_;
   std::vector<RecvCompletion> cqe_buf_;
-  std::vector<RecvHandle> recv_queue_;
-  size_t recv_head_ = 0;
+  std::vector<RecvHandle> recv_queue_;  // [recv_head_, recv_size_) not yet taken
+  size_t recv_head_ = 0, recv_size_ = 0;
   uint32_t srq_posted_ = 0;
   uint64_t in_flight_calls_ = 0;
   ContextStats stats_;

@@ -94,39 +94,42 @@ class RingMemory {
 };
 
 // Pending calls: a slab indexed by call_id holding the caller's token. O(1) insert and
-// remove, ids reused through a free list.
+// remove; free ids form an intrusive list threaded through `next_` (no allocation once
+// the slab has grown to the number of calls in flight).
 template <class Token>
 class CallSlab {
  public:
+  static constexpr uint32_t kNone = ~0u;
+  static constexpr uint32_t kLive = ~0u - 1;  // next_[id] of an occupied entry
+
   uint32_t insert(Token t) {
-    uint32_t id;
-    if (!free_.empty()) {
-      id = free_.back();
-      free_.pop_back();
+    uint32_t id = free_head_;
+    if (id != kNone) {
+      free_head_ = next_[id];
       tokens_[id] = std::move(t);
-      live_[id] = 1;
     } else {
       id = static_cast<uint32_t>(tokens_.size());
       tokens_.push_back(std::move(t));
-      live_.push_back(1);
+      next_.push_back(0);
     }
+    next_[id] = kLive;
     ++size_;
     return id;
   }
-  bool contains(uint32_t id) const noexcept { return id < live_.size() && live_[id]; }
+  bool contains(uint32_t id) const noexcept { return id < next_.size() && next_[id] == kLive; }
   Token take(uint32_t id) {
-    live_[id] = 0;
-    free_.push_back(id);
+    next_[id] = free_head_;
+    free_head_ = id;
     --size_;
     return std::move(tokens_[id]);
   }
   uint32_t size() const noexcept { return size_; }
-  bool full() const noexcept { return free_.empty() && tokens_.size() > kMaxCallId; }
+  bool full() const noexcept { return free_head_ == kNone && tokens_.size() > kMaxCallId; }
 
  private:
   std::vector<Token> tokens_;
-  std::vector<uint8_t> live_;
-  std::vector<uint32_t> free_;
+  std::vector<uint32_t> next_;
+  uint32_t free_head_ = kNone;
   uint32_t size_ = 0;
 };
 

@@ -96,6 +96,29 @@ constexpr bool is_response(uint32_t call_id) noexcept { return (call_id & kRespo
 constexpr uint32_t to_response_id(uint32_t call_id) noexcept { return call_id | kResponseFlag; }
 constexpr uint32_t from_response_id(uint32_t call_id) noexcept { return call_id & ~kResponseFlag; }
 
+// Copies a payload into a ring. Payloads are mostly a few dozen bytes: fixed-size,
+// possibly overlapping moves (compiled to a couple of vector loads/stores, no libc call)
+// cover up to 64 bytes without reading past the source; longer ones go to memcpy.
+inline void copy_payload(std::byte* dst, const std::byte* src, size_t n) noexcept {
+  if (n > 64) {
+    std::memcpy(dst, src, n);
+  } else if (n >= 32) {
+    std::memcpy(dst, src, 32);
+    std::memcpy(dst + n - 32, src + n - 32, 32);
+  } else if (n >= 16) {
+    std::memcpy(dst, src, 16);
+    std::memcpy(dst + n - 16, src + n - 16, 16);
+  } else if (n >= 8) {
+    std::memcpy(dst, src, 8);
+    std::memcpy(dst + n - 8, src + n - 8, 8);
+  } else if (n >= 4) {
+    std::memcpy(dst, src, 4);
+    std::memcpy(dst + n - 4, src + n - 4, 4);
+  } else {
+    for (size_t i = 0; i < n; ++i) dst[i] = src[i];
+  }
+}
+
 // Loads and stores through memcpy: ring memory is written by a NIC and carries no C++
 // objects, so it is read and written as bytes.
 inline MessageHeader load_header(const std::byte* p) noexcept {
