@@ -1,0 +1,202 @@
+// Helpers of the real-run end-to-end tests: spawn `mpirun -np N benchkv ...` (or benchkv
+// alone) in a scratch directory with a given environment, then read back and check the
+// CSV and summary of a real run. Scratch directories, CSV and JSON readers come from
+// tests/e2e/benchkv_run.hpp.
+//
+// Paths from the build: BENCHKV_BIN (benchkv), MPIEXEC_BIN (mpirun; optional).
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "e2e/benchkv_run.hpp"
+
+namespace bkv::real2 {
+
+using e2e::CsvRow;
+using e2e::fs::path;
+using e2e::json;
+using e2e::Outcome;
+
+// Runs `argv` (argv[0] an absolute path) in `cwd` with `env` added to this process's
+// environment; stdout and stderr captured. A hang guard (SIGALRM after
+// e2e::kChildTimeLimitSeconds, surviving execve) turns a stuck run into a failure.
+inline Outcome spawn(const std::vector<std::string>& argv_in, const path& cwd,
+                     const std::vector<std::pair<std::string, std::string>>& env) {
+  Outcome o;
+  for (const auto& a : argv_in) o.command += (o.command.empty() ? "" : " ") + a;
+  std::vector<std::string> owned = argv_in;
+  std::vector<char*> argv;
+  for (auto& a : owned) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const std::string dir = cwd.string();
+  std::FILE* out = std::tmpfile();
+  std::FILE* err = std::tmpfile();
+  REQUIRE(out != nullptr);
+  REQUIRE(err != nullptr);
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // Child: it was forked from a single-threaded test process (Catch runs test cases on
+    // the main thread and every earlier child has exited), so setenv is safe here.
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    if (::dup2(::fileno(out), STDOUT_FILENO) < 0 || ::dup2(::fileno(err), STDERR_FILENO) < 0) ::_exit(126);
+    if (::chdir(dir.c_str()) != 0) ::_exit(126);
+    ::alarm(e2e::kChildTimeLimitSeconds);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int ws = 0;
+  while (::waitpid(pid, &ws, 0) < 0) {
+    if (errno != EINTR) FAIL("waitpid: " << std::strerror(errno));
+  }
+  o.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+  o.out = e2e::slurp(out);
+  o.err = e2e::slurp(err);
+  std::fclose(out);
+  std::fclose(err);
+  return o;
+}
+
+// Open MPI as root on a small machine: the variables it needs, and the UCX transports.
+inline std::vector<std::pair<std::string, std::string>> mpi_env(const std::string& ucx_tls) {
+  return {{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+          {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+          {"OMPI_MCA_rmaps_base_oversubscribe", "1"},
+          {"UCX_TLS", ucx_tls}};
+}
+
+#ifdef MPIEXEC_BIN
+// mpirun -np `np` benchkv <args>: threads unbound (--bind-to none) so each rank sees
+// every CPU, UCX_TLS exported to the ranks.
+inline Outcome mpirun_benchkv(uint32_t np, const std::vector<std::string>& args, const path& cwd,
+                              const std::string& ucx_tls) {
+  std::vector<std::string> argv = {MPIEXEC_BIN, "-np", std::to_string(np), "--oversubscribe", "--bind-to", "none",
+                                   "-x", "UCX_TLS", BENCHKV_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return spawn(argv, cwd, mpi_env(ucx_tls));
+}
+#endif
+
+// The checks every successful real run must pass, with the shape taken from the
+// summary's effective configuration (config.np = the number of ranks):
+//  - totals: issued == completed, errors == 0, completed > 0; per-run counts add up;
+//  - CSV: one row per (run, rank, client, kept epoch), every rank present, measured
+//    (non-zero) durations; per run, the rows add up to runs[i].requests and the per-rank
+//    requests, and duration_ns is the sum of the kept epochs' longest durations;
+//  - daemons: one entry per (run, rank, daemon), histogram adding up to loops, loops > 0,
+//    no protocol errors.
+inline e2e::Checked check_real_run(const path& dir, uint32_t expect_np) {
+  e2e::Checked c;
+  c.summary = e2e::read_json(dir / "out.summary.json");
+  c.rows = e2e::read_csv(dir / "out.csv");
+  const json& s = c.summary;
+  REQUIRE(s.contains("config"));
+  REQUIRE(s.contains("runs"));
+  REQUIRE(s.contains("daemons"));
+  REQUIRE(s.contains("totals"));
+  REQUIRE(s.contains("real"));
+  const json& cfg = s["config"];
+  const uint64_t np = cfg.at("np").get<uint64_t>();
+  CHECK(np == expect_np);
+  const uint64_t clients = cfg.at("client_threads").get<uint64_t>();
+  const uint64_t daemons = cfg.at("server_threads").get<uint64_t>();
+  const uint64_t runs = cfg.at("runs").get<uint64_t>();
+  const uint64_t trim = cfg.at("trim").get<uint64_t>();
+  const auto interval = static_cast<uint64_t>(std::llround(cfg.at("interval_ms").get<double>() * 1e6));
+  const auto duration = static_cast<uint64_t>(std::llround(cfg.at("duration").get<double>() * 1e9));
+  const uint64_t epochs = duration / interval;
+  REQUIRE(epochs > 2 * trim);
+
+  const json& totals = s["totals"];
+  const uint64_t issued = totals.at("issued").get<uint64_t>();
+  const uint64_t completed = totals.at("completed").get<uint64_t>();
+  CHECK(issued == completed);
+  CHECK(totals.at("errors").get<uint64_t>() == 0);
+  CHECK(completed > 0);
+
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>, int> seen;
+  std::vector<uint64_t> run_sum(runs, 0);
+  std::vector<std::vector<uint64_t>> rank_sum(runs, std::vector<uint64_t>(np, 0));
+  std::vector<std::map<uint64_t, uint64_t>> epoch_len(runs);  // run -> epoch -> longest duration
+  std::set<uint64_t> ranks_seen;
+  for (const CsvRow& r : c.rows) {
+    INFO("CSV row run " << r.run << " rank " << r.rank << " client " << r.client << " epoch " << r.epoch);
+    REQUIRE(r.run < runs);
+    REQUIRE(r.rank < np);
+    REQUIRE(r.client < clients);
+    CHECK(r.epoch >= trim);
+    CHECK(r.epoch < epochs - trim);
+    CHECK(r.duration_ns > 0);
+    CHECK(++seen[{r.run, r.rank, r.client, r.epoch}] == 1);
+    run_sum[r.run] += r.requests;
+    rank_sum[r.run][r.rank] += r.requests;
+    uint64_t& len = epoch_len[r.run][r.epoch];
+    len = std::max(len, r.duration_ns);
+    ranks_seen.insert(r.rank);
+  }
+  CHECK(ranks_seen.size() == np);
+  CHECK(c.rows.size() == runs * np * clients * (epochs - 2 * trim));
+
+  const json& rj = s["runs"];
+  REQUIRE(rj.size() == runs);
+  uint64_t runs_issued = 0, runs_completed = 0;
+  for (uint64_t i = 0; i < runs; ++i) {
+    INFO("summary runs[" << i << "]");
+    const json& r = rj[i];
+    CHECK(r.at("run").get<uint64_t>() == i);
+    CHECK(r.at("epochs").get<uint64_t>() == epochs);
+    const uint64_t requests = r.at("requests").get<uint64_t>();
+    CHECK(requests == run_sum[i]);
+    CHECK(requests > 0);
+    const json& prr = r.at("per_rank_requests");
+    REQUIRE(prr.size() == np);
+    for (uint64_t k = 0; k < np; ++k) {
+      INFO("rank " << k);
+      CHECK(prr[k].get<uint64_t>() == rank_sum[i][k]);
+      CHECK(rank_sum[i][k] > 0);
+    }
+    uint64_t dur = 0;
+    for (const auto& [e, len] : epoch_len[i]) dur += len;
+    CHECK(r.at("duration_ns").get<uint64_t>() == dur);
+    CHECK(r.at("total_mops").get<double>() == Approx(double(requests) / double(dur) * 1e3).margin(1e-6));
+    CHECK(r.at("completed").get<uint64_t>() >= requests);  // the run's window covers its kept epochs
+    runs_issued += r.at("issued").get<uint64_t>();
+    runs_completed += r.at("completed").get<uint64_t>();
+  }
+  CHECK(runs_issued == issued);
+  CHECK(runs_completed == completed);
+
+  const json& dj = s["daemons"];
+  REQUIRE(dj.size() == runs * np * daemons);
+  size_t idx = 0;
+  for (uint64_t run = 0; run < runs; ++run)
+    for (uint64_t rank = 0; rank < np; ++rank)
+      for (uint64_t d = 0; d < daemons; ++d, ++idx) {
+        INFO("summary daemons[" << idx << "]");
+        const json& e = dj[idx];
+        CHECK(e.at("run").get<uint64_t>() == run);
+        CHECK(e.at("rank").get<uint64_t>() == rank);
+        CHECK(e.at("daemon").get<uint64_t>() == d);
+        uint64_t buckets = 0;
+        for (const auto& [name, v] : e.at("cqe_per_loop_hist").items()) buckets += v.get<uint64_t>();
+        CHECK(buckets == e.at("loops").get<uint64_t>());
+        CHECK(e.at("loops").get<uint64_t>() > 0);
+        CHECK(e.at("extra").at("protocol_errors").get<double>() == 0.0);
+      }
+  if (s["real"].contains("transport_protocol_errors")) CHECK(s["real"]["transport_protocol_errors"].get<uint64_t>() == 0);
+  return c;
+}
+
+}  // namespace bkv::real2
