@@ -6,6 +6,7 @@
 // dlg:  one server thread (poll, recv, reply, advance_tail) and P producer threads,
 //       each keeping resp_depth calls in flight (call until kNoFreeSlot, then poll);
 //       ring_depth 1024 as in the original; completed calls per second.
+// Usage: bench_shm_delegation [operations per trial] [resp_depth = window per producer]
 // Threads are pinned: thread k -> core k % 2 (server is thread 0, producers 1..P).
 // With 2 cores, P >= 2 oversubscribes; the numbers then include scheduling effects.
 #include <atomic>
@@ -56,8 +57,8 @@ double raw_fetch_add_mops(uint32_t threads, uint64_t total) {
   return static_cast<double>(per * threads) / s / 1e6;
 }
 
-double delegation_mops(uint32_t producers, uint64_t total, uint64_t& errors) {
-  const DelegationConfig cfg{producers, 1024, 4};
+double delegation_mops(uint32_t producers, uint32_t window, uint64_t total, uint64_t& errors) {
+  const DelegationConfig cfg{producers, 1024, window};
   Segment seg = Segment::create_process(DelegationLayout<Req, Resp>::segment_size(cfg));
   DelegationServer<Req, Resp> server(seg.bytes(), cfg);
   const uint64_t per = total / producers;
@@ -115,6 +116,7 @@ double delegation_mops(uint32_t producers, uint64_t total, uint64_t& errors) {
 
 int main(int argc, char** argv) {
   uint64_t total = 2000000;
+  uint32_t window = 32;
   int trials = 5;
   if (argc > 1) {
     char* end = nullptr;
@@ -124,16 +126,25 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (argc > 2) {
+    char* end = nullptr;
+    const unsigned long w = std::strtoul(argv[2], &end, 10);
+    if (end == argv[2] || *end != '\0' || !is_pow2(w) || w > 1024) {
+      std::fprintf(stderr, "bench_shm_delegation: resp_depth must be a power of two <= 1024 (got '%s')\n", argv[2]);
+      return 2;
+    }
+    window = static_cast<uint32_t>(w);
+  }
   shmbench::print_machine();
-  std::printf("setup: %llu operations per trial, %d interleaved trials; ring_depth 1024, resp_depth 4 (window per "
-              "producer), payload %zu B\n",
-              static_cast<unsigned long long>(total), trials, sizeof(Req));
+  std::printf("setup: %llu operations per trial, %d interleaved trials; ring_depth 1024, resp_depth %u (window per "
+              "producer), payload %zu B; server thread on core 0, producer k on core (k+1)%%2\n",
+              static_cast<unsigned long long>(total), trials, window, sizeof(Req));
   uint64_t errors = 0;
   for (uint32_t p : {1u, 2u, 4u}) {
     std::vector<double> raw, dlg;
     for (int t = 0; t < trials; ++t) {
       raw.push_back(raw_fetch_add_mops(p, total));
-      dlg.push_back(delegation_mops(p, total, errors));
+      dlg.push_back(delegation_mops(p, window, total, errors));
     }
     const double r = shmbench::median(raw), d = shmbench::median(dlg);
     std::printf("producers %u: raw fetch_add %8.2f Mops/s   delegationrpc %7.2f Mcalls/s   ratio dlg/raw %.3f\n", p, r,
