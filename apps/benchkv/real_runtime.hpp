@@ -36,7 +36,8 @@
 // issued/completed counts. The last run's counts include the drain, so the totals
 // satisfy issued == completed.
 //
-// Idle steps yield the CPU (sched_yield) when the node's threads outnumber the CPUs: on
+// Idle steps (a client step that neither completed nor issued anything, a whole daemon
+// loop that did no work) yield the CPU (sched_yield) when the threads outnumber the CPUs: on
 // an oversubscribed machine a busy-polling thread would otherwise hold its CPU for a
 // whole scheduler slice while the thread it waits for cannot run.
 #pragma once
@@ -280,14 +281,14 @@ class Driver {
     N& node = *nodes_[i].node;
     DaemonCtl& ctl = dctl_[i * D_ + d];
     const uint64_t busy_before = yield_ ? node.daemon_metrics(d).busy_loops : 0;
-    node.step_daemon(d);
+    const bool whole_loop = node.step_daemon(d);  // false: a loop split into several steps
     const uint64_t want = ctl.want.load(std::memory_order_acquire);
     if (want != ctl.served) {
       ctl.copy = node.daemon_metrics(d);
       ctl.served = want;
       ctl.done.store(want, std::memory_order_release);
     }
-    if (yield_ && node.daemon_metrics(d).busy_loops == busy_before) sched_yield();
+    if (yield_ && whole_loop && node.daemon_metrics(d).busy_loops == busy_before) sched_yield();
   }
 
   void client_step(size_t i, uint32_t c) {

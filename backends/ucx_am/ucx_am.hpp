@@ -23,6 +23,10 @@
 // from an unknown client, or answering a request that is not outstanding is dropped and
 // counted as a protocol error (one line on stderr for the first few).
 //
+// Daemon metrics (backend::DaemonMetrics, as the other backends): per loop, the "CQEs"
+// of the histogram are the request messages the loop served; replies and local_ops count
+// the answers and KV operations; calls stay 0 (a daemon calls no one).
+//
 // Threads: step_daemon(d) only on daemon d's thread, step_client(c) only on client c's;
 // everything else before the threads start or after they stopped (stop_issuing() with
 // the client threads paused, as real_runtime.hpp's Driver does). counters() are atomics.
