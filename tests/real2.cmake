@@ -9,6 +9,9 @@ if(BKV_REAL2_E2E AND TARGET benchkv)
   bkv_add_test(test_real_cli GROUP e2e SOURCES real2/test_real_cli.cpp LIBS nlohmann_json::nlohmann_json)
   target_compile_definitions(test_real_cli PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>")
   add_dependencies(test_real_cli benchkv)
+  if(MPI_C_FOUND AND TARGET bkv_mlx5)  # benchkv's --transport mlx5/verbs looks the device up
+    target_compile_definitions(test_real_cli PRIVATE BKV_REAL_RDMA=1)
+  endif()
   if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE AND TARGET bkv_ucx_am)
     bkv_add_test(test_real_mpi GROUP e2e SOURCES real2/test_real_mpi.cpp LIBS nlohmann_json::nlohmann_json)
     target_compile_definitions(test_real_mpi PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>"

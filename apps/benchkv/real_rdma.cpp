@@ -71,11 +71,6 @@ struct Mlx5Runtime {
 
 int run_rdma(const bench::Options& o) {
   const std::string transport(bench::to_string(o.transport));
-  if (o.backend == bench::Backend::kUcxAm) {
-    std::fprintf(stderr, "benchkv: the ucx-am backend runs over --transport ucx only (got --transport %s)\n",
-                 transport.c_str());
-    return 2;
-  }
   std::optional<mlx5::Device> dev;
   try {
     dev.emplace(mlx5::open_device(o.device, static_cast<int>(o.device_index), static_cast<uint8_t>(o.port),

@@ -19,6 +19,11 @@ namespace {
 }  // namespace
 
 int run_real(const bench::Options& o) {
+  if (o.backend == bench::Backend::kUcxAm && o.transport != bench::TransportKind::kUcx) {
+    std::fprintf(stderr, "benchkv: the ucx-am backend runs over --transport ucx only (got --transport %s)\n",
+                 std::string(bench::to_string(o.transport)).c_str());
+    return 2;
+  }
   switch (o.transport) {
     case bench::TransportKind::kUcx:
 #if BKV_REAL_UCX
@@ -31,7 +36,7 @@ int run_real(const bench::Options& o) {
 #if BKV_REAL_RDMA
       return real::run_rdma(o);
 #else
-      return unavailable(o, "rdma-core (libibverbs-dev) or MPI (libopenmpi-dev)");
+      return unavailable(o, "rdma-core (libibverbs-dev, the RDMA device library) or MPI (libopenmpi-dev)");
 #endif
     case bench::TransportKind::kSim:
       break;
