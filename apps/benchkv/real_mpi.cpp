@@ -2,29 +2,61 @@
 #include "apps/benchkv/real_mpi.hpp"
 
 #include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "core/bench/results.hpp"
 
 namespace bkv::real {
 
+namespace {
+
+// Which CPUs a rank may use, and on which host: ranks that share both share the CPUs the
+// plan hands out (each its own slice); a rank that mpirun bound to its own CPUs (e.g. the
+// default --bind-to core) plans alone on them.
+constexpr size_t kMaskWords = 16;  // CPUs 0..1023 (CPU_SETSIZE)
+struct Affinity {
+  uint64_t host = 0;  // hash of the processor name
+  uint64_t mask[kMaskWords] = {};
+  friend bool operator==(const Affinity&, const Affinity&) = default;
+};
+static_assert(std::is_trivially_copyable_v<Affinity> && sizeof(Affinity) == 8 * (1 + kMaskWords));
+static_assert(kMaskWords * 64 >= CPU_SETSIZE);
+
+}  // namespace
+
 RankPlan plan_rank(const bench::Options& o, const mpi::Session& s, std::string_view device) {
   const std::vector<int> allowed = runtime::allowed_cpus();
   const runtime::CpuTopology topo = runtime::read_topology("/sys", device, &allowed);
+  Affinity mine;
+  mine.host = std::hash<std::string>{}(s.processor_name());
+  for (int c : allowed)
+    if (c >= 0 && static_cast<size_t>(c) < kMaskWords * 64) mine.mask[c / 64] |= uint64_t{1} << (c % 64);
+  const std::vector<Affinity> all = s.all_gather(mine);
   runtime::PinRequest req;
   req.daemons = o.server_threads;
   req.clients = o.client_threads;
-  req.local_rank = static_cast<uint32_t>(s.local_rank());
-  req.local_size = static_cast<uint32_t>(s.local_size());
+  req.local_rank = 0;
+  req.local_size = 0;
+  for (int r = 0; r < s.size(); ++r) {
+    if (!(all[static_cast<size_t>(r)] == mine)) continue;
+    if (r < s.rank()) ++req.local_rank;
+    ++req.local_size;
+  }
   RankPlan rp;
   rp.pins = runtime::plan_pinning(topo, req);
   const uint64_t threads = uint64_t{req.daemons + req.clients} * req.local_size;
   rp.oversubscribed = threads > topo.cpus.size();
-  if (s.local_rank() == 0 && !rp.pins.warning.empty()) {
+  if (req.local_rank == 0 && !rp.pins.warning.empty()) {
     std::fprintf(stderr, "benchkv: %s%s\n", rp.pins.warning.c_str(),
                  rp.oversubscribed ? " (idle threads yield the CPU)" : "");
   }
   return rp;
+}
+
+void print_pin_notes(const std::vector<std::string>& notes, int rank) {
+  for (const auto& n : notes) std::fprintf(stderr, "benchkv: rank %d: %s\n", rank, n.c_str());
 }
 
 int finish_mpi(const mpi::Session& s, const bench::Options& o, const RealResult& res, const nlohmann::json& extra) {

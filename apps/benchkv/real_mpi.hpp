@@ -56,8 +56,13 @@ struct RankPlan {
 };
 
 // Plans the pinning of this rank (NIC's NUMA node first when `device` is named) and
-// prints the plan's one-line warning once per machine (node-local rank 0).
+// prints the plan's one-line warning once per group of ranks sharing CPUs. Ranks on the
+// same host with the same CPU affinity split those CPUs (each its own slice); a rank that
+// mpirun bound to CPUs of its own plans alone on them. Collective (an all-gather).
 RankPlan plan_rank(const bench::Options& o, const mpi::Session& s, std::string_view device);
+
+// Pinning failures the threads reported (not fatal), one line each.
+void print_pin_notes(const std::vector<std::string>& notes, int rank);
 
 // Rank 0 writes the CSV and the summary (with `extra` under "real" and the totals), every
 // rank prints nothing but errors; returns the exit status, the same on every rank
@@ -112,6 +117,7 @@ RealResult run_node_mpi(const mpi::Session& s, const bench::Options& o, R& rt, c
   std::vector<typename Driver<NodeT>::Local> locals{{&node, rank, plan.pins}};
   Driver<NodeT> drv(std::move(locals), D, C, plan.oversubscribed);
   drv.spawn();
+  print_pin_notes(drv.pin_notes(), s.rank());
   MpiCoordinator coord{s};
   RealResult res = run_measurement(drv, o, coord, progress);
   s.barrier();  // no rank tears its node down while a peer may still use it

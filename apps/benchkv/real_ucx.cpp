@@ -65,6 +65,7 @@ RealResult run_ucx_am(const mpi::Session& s, const bench::Options& o, const Rank
   std::vector<Driver<ucx_am::UcxAmNode>::Local> locals{{&node, rank, plan.pins}};
   Driver<ucx_am::UcxAmNode> drv(std::move(locals), D, C, plan.oversubscribed);
   drv.spawn();
+  print_pin_notes(drv.pin_notes(), s.rank());
   MpiCoordinator coord{s};
   RealResult res = run_measurement(drv, o, coord, progress);
   s.barrier();
