@@ -70,6 +70,9 @@ int finish_mpi(const mpi::Session& s, const bench::Options& o, const RealResult&
       summary["real"] = extra;
       summary["real"]["wall_s"] = bench::round6(res.wall_s);
       summary["real"]["drain_ns"] = res.drain_ns;
+      nlohmann::json per_rank = nlohmann::json::array();
+      for (const RankTotals& t : res.per_rank) per_rank.push_back({{"issued", t.issued}, {"completed", t.completed}});
+      summary["real"]["per_rank"] = std::move(per_rank);
       summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
       bench::write_summary_file(eff.summary, summary);
       for (const auto& r : res.runs)

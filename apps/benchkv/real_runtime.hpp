@@ -353,9 +353,17 @@ struct InProcessCoordinator {
 
 // ------------------------------------------------------------------------- measurement
 
+// One rank's requests over the whole measurement (all runs and the drain).
+struct RankTotals {
+  uint64_t issued = 0;
+  uint64_t completed = 0;
+};
+static_assert(std::is_trivially_copyable_v<RankTotals> && sizeof(RankTotals) == 16);
+
 struct RealResult {
   std::vector<bench::RunResults> runs;        // complete on the root
   std::vector<bench::DaemonMetrics> daemons;  // complete on the root
+  std::vector<RankTotals> per_rank;           // by rank, complete on the root
   uint64_t issued = 0, completed = 0, errors = 0;  // all ranks (all-reduced)
   uint64_t drain_ns = 0;                      // this rank's drain time
   double wall_s = 0;                          // this rank: measurement start to stop
@@ -479,6 +487,17 @@ RealResult run_measurement(Driver<N>& drv, const bench::Options& o, Coord& coord
     for (uint32_t d = 0; d < D; ++d) errors += drv.local(i).node->daemon_metrics(d).protocol_errors;
   }
   res.errors = coord.sum(errors);
+
+  std::vector<RankTotals> mine_totals;
+  for (size_t i = 0; i < L; ++i) {
+    RankTotals t;
+    for (uint32_t c = 0; c < C; ++c) {
+      t.issued += drv.local(i).node->counters(c).issued.load(std::memory_order_relaxed);
+      t.completed += drv.completed(i, c);
+    }
+    mine_totals.push_back(t);
+  }
+  res.per_rank = coord.gather(std::span<const RankTotals>(mine_totals));
 
   // Rank 0 gathers every rank's epoch records (one contiguous block per rank and run).
   for (uint32_t r = 0; r < o.runs; ++r) {

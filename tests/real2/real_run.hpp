@@ -96,7 +96,8 @@ inline Outcome mpirun_benchkv(uint32_t np, const std::vector<std::string>& args,
 //    (non-zero) durations; per run, the rows add up to runs[i].requests and the per-rank
 //    requests, and duration_ns is the sum of the kept epochs' longest durations;
 //  - daemons: one entry per (run, rank, daemon), histogram adding up to loops, loops > 0,
-//    no protocol errors.
+//    no protocol errors;
+//  - real.per_rank: each rank's issued == completed, adding up to the totals.
 inline e2e::Checked check_real_run(const path& dir, uint32_t expect_np) {
   e2e::Checked c;
   c.summary = e2e::read_json(dir / "out.summary.json");
@@ -195,6 +196,21 @@ inline e2e::Checked check_real_run(const path& dir, uint32_t expect_np) {
         CHECK(e.at("loops").get<uint64_t>() > 0);
         CHECK(e.at("extra").at("protocol_errors").get<double>() == 0.0);
       }
+  // Every rank's own requests all completed, and the ranks add up to the totals.
+  const json& per_rank = s["real"].at("per_rank");
+  REQUIRE(per_rank.size() == np);
+  uint64_t sum_issued = 0, sum_completed = 0;
+  for (uint64_t k = 0; k < np; ++k) {
+    INFO("real.per_rank[" << k << "]");
+    const uint64_t ri = per_rank[k].at("issued").get<uint64_t>();
+    const uint64_t rc = per_rank[k].at("completed").get<uint64_t>();
+    CHECK(ri == rc);
+    CHECK(rc > 0);
+    sum_issued += ri;
+    sum_completed += rc;
+  }
+  CHECK(sum_issued == issued);
+  CHECK(sum_completed == completed);
   if (s["real"].contains("transport_protocol_errors")) CHECK(s["real"]["transport_protocol_errors"].get<uint64_t>() == 0);
   return c;
 }

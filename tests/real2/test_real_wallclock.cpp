@@ -65,6 +65,15 @@ void check(const real::RealResult& res, const bench::Options& o) {
   }
   CHECK(issued == res.issued);
   CHECK(completed == res.completed);
+  // Per rank too: each rank's requests all completed, the ranks adding up.
+  REQUIRE(res.per_rank.size() == o.np);
+  uint64_t rank_issued = 0;
+  for (const auto& t : res.per_rank) {
+    CHECK(t.issued == t.completed);
+    CHECK(t.completed > 0);
+    rank_issued += t.issued;
+  }
+  CHECK(rank_issued == res.issued);
   // Every client completed something over the whole measurement.
   for (uint32_t k = 0; k < o.np; ++k)
     for (uint32_t c = 0; c < o.client_threads; ++c) {
