@@ -19,3 +19,8 @@ if(BKV_REAL2_E2E AND TARGET benchkv)
     add_dependencies(test_real_mpi benchkv)
   endif()
 endif()
+
+# The ucx-am baseline in one process (threads, and a stranger's malformed messages).
+if(TARGET bkv_ucx_am)
+  bkv_add_test(test_ucx_am GROUP unit SOURCES real2/test_ucx_am.cpp LIBS bkv_ucx_am bkv_bench)
+endif()

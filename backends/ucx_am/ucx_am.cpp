@@ -248,6 +248,7 @@ struct UcxAmNode::Impl {
         ++d.m.local_ops;
       } else {
         ++d.m.protocol_errors;
+        report("malformed request (answered with an error)");
         out.resp = kv::Response::failure(kv::ErrorCode::kMalformedRequest);
       }
       reply(d, msg.client, out);
