@@ -72,7 +72,7 @@ std::string slurp(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("trimming keeps epochs [trim, epochs - trim)", "[bench][results]") {
+TEST_CASE("trimming keeps epochs from trim to epochs - trim (half-open)", "[bench][results]") {
   const RunResults r = make_run(0, 2, 2, 10, 3);
   CHECK(r.first_kept_epoch() == 3);
   CHECK(r.end_kept_epoch() == 7);
