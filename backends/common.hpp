@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/bench/stats.hpp"
+#include "core/copyrpc/context.hpp"
 #include "core/kv/store.hpp"
 #include "core/kv/types.hpp"
 #include "core/kv/workload.hpp"
@@ -125,5 +126,35 @@ struct alignas(64) ClientCounters {
 };
 
 using kv::owner_of;
+
+// copyrpc requests a daemon received and forwarded (over flux) to the daemon owning the
+// key's shard, waiting for the answer: their handles (without the payload pointer, which
+// is only valid until the next flush), indexed by the token sent along.
+class PendingRequests {
+ public:
+  uint32_t park(copyrpc::RecvHandle h) {
+    h.data = nullptr;
+    if (!free_.empty()) {
+      const uint32_t i = free_.back();
+      free_.pop_back();
+      slots_[i] = h;
+      return i;
+    }
+    slots_.push_back(h);
+    return static_cast<uint32_t>(slots_.size() - 1);
+  }
+  // The handle parked at i, released; false if i names no parked request.
+  bool take(uint32_t i, copyrpc::RecvHandle& out) {
+    if (i >= slots_.size() || slots_[i].allowance == 0) return false;
+    out = slots_[i];
+    slots_[i].allowance = 0;  // a parked handle always has an allowance (>= 64)
+    free_.push_back(i);
+    return true;
+  }
+
+ private:
+  std::vector<copyrpc::RecvHandle> slots_;
+  std::vector<uint32_t> free_;
+};
 
 }  // namespace bkv::backend

@@ -245,4 +245,24 @@ class Node {
   bool started_ = false;
 };
 
+// Wires and starts nodes that live in one process (simulator, threaded loopback,
+// tests): every connection's endpoints are created on both sides, their infos exchanged
+// directly, then every node starts. MPI runs do the same through all_to_all.
+template <class NodePtrs>
+void connect_in_process(BackendKind kind, NodePtrs& nodes, uint32_t daemons, uint32_t clients) {
+  const uint32_t np = static_cast<uint32_t>(nodes.size());
+  const auto conns = connections(kind, np, daemons, clients);
+  for (size_t k = 0; k < conns.size(); ++k) {
+    nodes[conns[k].rank_a]->create_endpoint(k, conns[k]);
+    nodes[conns[k].rank_b]->create_endpoint(k, conns[k]);
+  }
+  for (size_t k = 0; k < conns.size(); ++k) {
+    auto& a = *nodes[conns[k].rank_a];
+    auto& b = *nodes[conns[k].rank_b];
+    a.connect(k, b.local_info(k));
+    b.connect(k, a.local_info(k));
+  }
+  for (auto& n : nodes) n->start();
+}
+
 }  // namespace bkv::backend

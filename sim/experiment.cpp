@@ -217,18 +217,7 @@ class Experiment {
                              o_.adaptive_poll_budget};
       nodes_.push_back(std::make_unique<SimNode>(kind_, nc, lp, wl, cc, *runtimes_[r]));
     }
-    const auto conns = backend::connections(kind_, np_, D_, C_);
-    for (size_t k = 0; k < conns.size(); ++k) {
-      nodes_[conns[k].rank_a]->create_endpoint(k, conns[k]);
-      nodes_[conns[k].rank_b]->create_endpoint(k, conns[k]);
-    }
-    for (size_t k = 0; k < conns.size(); ++k) {
-      auto& a = *nodes_[conns[k].rank_a];
-      auto& b = *nodes_[conns[k].rank_b];
-      a.connect(k, b.local_info(k));
-      b.connect(k, a.local_info(k));
-    }
-    for (auto& n : nodes_) n->start();
+    backend::connect_in_process(kind_, nodes_, D_, C_);
     last_completed_.assign(size_t(np_) * C_, 0);
     bindings_.reserve(size_t(np_) * (D_ + C_));
     for (uint32_t r = 0; r < np_; ++r)

@@ -77,18 +77,7 @@ inline RealResult run_wallclock_cluster(const bench::Options& o, const loopback:
     rts.push_back(std::make_unique<WallclockRuntime>(fabric, cc.srq_size));
     nodes.push_back(std::make_unique<NodeT>(kind, nc, loop_policy(o), wl, cc, *rts.back()));
   }
-  const auto conns = backend::connections(kind, np, D, C);
-  for (size_t k = 0; k < conns.size(); ++k) {
-    nodes[conns[k].rank_a]->create_endpoint(k, conns[k]);
-    nodes[conns[k].rank_b]->create_endpoint(k, conns[k]);
-  }
-  for (size_t k = 0; k < conns.size(); ++k) {
-    auto& a = *nodes[conns[k].rank_a];
-    auto& b = *nodes[conns[k].rank_b];
-    a.connect(k, b.local_info(k));
-    b.connect(k, a.local_info(k));
-  }
-  for (auto& n : nodes) n->start();
+  backend::connect_in_process(kind, nodes, D, C);
 
   std::vector<typename Driver<NodeT>::Local> locals;
   for (uint32_t r = 0; r < np; ++r) {

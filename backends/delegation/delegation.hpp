@@ -250,7 +250,7 @@ class DelegationDaemon0 {
         reply_remote(h, kv::execute(store_, req));
         continue;
       }
-      const uint32_t idx = park(h);
+      const uint32_t idx = pending_.park(h);
       FluxMsg msg;
       msg.kind = FluxMsg::kExecute;
       msg.req = req;
@@ -264,30 +264,18 @@ class DelegationDaemon0 {
     if (ctx_.reply(h, as_bytes(resp)) == copyrpc::CallStatus::kOk) ++m_.replies;
   }
 
-  uint32_t park(const copyrpc::RecvHandle& h) {
-    copyrpc::RecvHandle copy = h;
-    copy.data = nullptr;  // the payload is not kept (only valid until the next flush)
-    if (!pending_free_.empty()) {
-      const uint32_t i = pending_free_.back();
-      pending_free_.pop_back();
-      pending_[i] = copy;
-      return i;
-    }
-    pending_.push_back(copy);
-    return static_cast<uint32_t>(pending_.size() - 1);
-  }
 
   uint32_t serve_flux() {
     uint32_t n = 0;
     flux_->poll([&](const CallToken& tok, const FluxMsg& msg) {
       ++n;
       meter_.charge(Op::kChannelOp, 1);
-      if (tok.origin != CallToken::kPending || tok.a >= pending_.size() || msg.kind != FluxMsg::kResponse) {
+      copyrpc::RecvHandle h;
+      if (tok.origin != CallToken::kPending || msg.kind != FluxMsg::kResponse || !pending_.take(tok.a, h)) {
         ++m_.protocol_errors;
         return;
       }
-      reply_remote(pending_[tok.a], msg.resp);
-      pending_free_.push_back(tok.a);
+      reply_remote(h, msg.resp);
     });
     // Daemon #0 receives no flux requests in Delegation; drain defensively.
     while (auto r = flux_->try_recv()) {
@@ -366,8 +354,7 @@ class DelegationDaemon0 {
   uint32_t c_polls_ = 0, c_cqes_ = 0, c_responses_ = 0, c_budget_ = 1, work_ = 0;
   std::vector<shm::DelegationEntry<Request>> batch_;
   std::deque<Backlogged> backlog_;
-  std::vector<copyrpc::RecvHandle> pending_;
-  std::vector<uint32_t> pending_free_;
+  PendingRequests pending_;
   std::vector<FluxBacklogged> flux_backlog_;
 };
 

@@ -72,7 +72,7 @@ class MetaDaemon {
           meter_.charge(Op::kKvOp, 1);
           reply_remote(h, kv::execute(store_, req));
         } else {
-          forward(owner, FluxMsg::kExecute, req, CallToken{CallToken::kPending, park(h), 0});
+          forward(owner, FluxMsg::kExecute, req, CallToken{CallToken::kPending, pending_.park(h), 0});
         }
       }
     }
@@ -190,12 +190,8 @@ class MetaDaemon {
         return;
       }
       case CallToken::kPending:
-        if (tok.a < pending_.size()) {
-          reply_remote(pending_[tok.a], resp);
-          pending_free_.push_back(tok.a);
-        } else {
-          ++m_.protocol_errors;
-        }
+        if (copyrpc::RecvHandle h; pending_.take(tok.a, h)) reply_remote(h, resp);
+        else ++m_.protocol_errors;
         return;
       default:
         ++m_.protocol_errors;
@@ -206,18 +202,6 @@ class MetaDaemon {
     if (ctx_->reply(h, as_bytes(resp)) == copyrpc::CallStatus::kOk) ++m_.replies;
   }
 
-  uint32_t park(const copyrpc::RecvHandle& h) {
-    copyrpc::RecvHandle copy = h;
-    copy.data = nullptr;
-    if (!pending_free_.empty()) {
-      const uint32_t i = pending_free_.back();
-      pending_free_.pop_back();
-      pending_[i] = copy;
-      return i;
-    }
-    pending_.push_back(copy);
-    return static_cast<uint32_t>(pending_.size() - 1);
-  }
 
   void retry_backlogs() {
     const size_t n = call_backlog_.size();
@@ -245,8 +229,7 @@ class MetaDaemon {
   DaemonMetrics m_;
   std::deque<PendingCall> call_backlog_;
   std::deque<PendingFlux> flux_backlog_;
-  std::vector<copyrpc::RecvHandle> pending_;
-  std::vector<uint32_t> pending_free_;
+  PendingRequests pending_;
 };
 
 }  // namespace bkv::backend

@@ -32,18 +32,7 @@ struct Cluster {
       rts.push_back(std::make_unique<test::InstantRuntime>(fabric));
       nodes.push_back(std::make_unique<Node<test::InstantRuntime>>(kind, nc, policy, wl, cc, *rts.back()));
     }
-    const auto conns = connections(kind, np, daemons, clients);
-    for (size_t k = 0; k < conns.size(); ++k) {
-      nodes[conns[k].rank_a]->create_endpoint(k, conns[k]);
-      nodes[conns[k].rank_b]->create_endpoint(k, conns[k]);
-    }
-    for (size_t k = 0; k < conns.size(); ++k) {
-      auto& a = *nodes[conns[k].rank_a];
-      auto& b = *nodes[conns[k].rank_b];
-      a.connect(k, b.local_info(k));
-      b.connect(k, a.local_info(k));
-    }
-    for (auto& n : nodes) n->start();
+    connect_in_process(kind, nodes, daemons, clients);
   }
 
   void round() {

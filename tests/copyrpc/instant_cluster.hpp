@@ -23,22 +23,9 @@ struct InstantCluster {
       transports.push_back(std::make_unique<T>(fabric, 4096, sq_depth));
       ctxs.push_back(std::make_unique<Ctx>(*transports.back(), cfg));
     }
-    links.resize(nodes);
-    for (uint32_t a = 0; a < nodes; ++a)
-      for (uint32_t b = a + 1; b < nodes; ++b) {
-        const uint32_t ea = ctxs[a]->create_endpoint();
-        const uint32_t eb = ctxs[b]->create_endpoint();
-        ctxs[a]->connect(ea, ctxs[b]->local_info(eb));
-        ctxs[b]->connect(eb, ctxs[a]->local_info(ea));
-        links[a].push_back({ea, b});
-        links[b].push_back({eb, a});
-      }
+    links = connect_full_mesh(ctxs);
   }
-  std::vector<Ctx*> ctx_ptrs() {
-    std::vector<Ctx*> v;
-    for (auto& c : ctxs) v.push_back(c.get());
-    return v;
-  }
+  std::vector<Ctx*> ctx_ptrs() { return raw_pointers(ctxs); }
 };
 
 }  // namespace bkv::test

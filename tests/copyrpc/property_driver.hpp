@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -47,14 +48,42 @@ inline std::vector<std::byte> expected_response(const std::vector<std::byte>& re
   return out;
 }
 
+// One endpoint of a context in a test mesh: its id and the index of the peer context.
+struct MeshLink {
+  uint32_t ep;
+  uint32_t peer;
+};
+
+// Connects every pair of contexts with one endpoint on each side; returns each context's
+// links. Used by every transport's copyrpc test (instant, DES, wall-clock, UCX, mlx5).
+template <class Ctx>
+std::vector<std::vector<MeshLink>> connect_full_mesh(const std::vector<std::unique_ptr<Ctx>>& ctxs) {
+  const uint32_t n = static_cast<uint32_t>(ctxs.size());
+  std::vector<std::vector<MeshLink>> links(n);
+  for (uint32_t a = 0; a < n; ++a)
+    for (uint32_t b = a + 1; b < n; ++b) {
+      const uint32_t ea = ctxs[a]->create_endpoint();
+      const uint32_t eb = ctxs[b]->create_endpoint();
+      ctxs[a]->connect(ea, ctxs[b]->local_info(eb));
+      ctxs[b]->connect(eb, ctxs[a]->local_info(ea));
+      links[a].push_back({ea, b});
+      links[b].push_back({eb, a});
+    }
+  return links;
+}
+
+template <class Ctx>
+std::vector<Ctx*> raw_pointers(const std::vector<std::unique_ptr<Ctx>>& ctxs) {
+  std::vector<Ctx*> v;
+  for (auto& c : ctxs) v.push_back(c.get());
+  return v;
+}
+
 template <class T>
 class PropertyDriver {
  public:
   using Ctx = copyrpc::Context<T, uint64_t>;
-  struct Link {
-    uint32_t ep;    // endpoint id in this context
-    uint32_t peer;  // index of the peer context
-  };
+  using Link = MeshLink;
 
   // ctxs[i] with links[i] = its endpoints and their peer contexts (already connected).
   PropertyDriver(std::vector<Ctx*> ctxs, std::vector<std::vector<Link>> links, uint64_t seed,

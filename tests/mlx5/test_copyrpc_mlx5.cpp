@@ -34,22 +34,9 @@ struct Mlx5Cluster {
       transports.push_back(std::make_unique<T>(fabric, n, o, mode));
       ctxs.push_back(std::make_unique<Ctx>(*transports.back(), cfg));
     }
-    links.resize(nodes);
-    for (uint32_t a = 0; a < nodes; ++a)
-      for (uint32_t b = a + 1; b < nodes; ++b) {
-        const uint32_t ea = ctxs[a]->create_endpoint();
-        const uint32_t eb = ctxs[b]->create_endpoint();
-        ctxs[a]->connect(ea, ctxs[b]->local_info(eb));
-        ctxs[b]->connect(eb, ctxs[a]->local_info(ea));
-        links[a].push_back({ea, b});
-        links[b].push_back({eb, a});
-      }
+    links = test::connect_full_mesh(ctxs);
   }
-  std::vector<Ctx*> ctx_ptrs() {
-    std::vector<Ctx*> v;
-    for (auto& c : ctxs) v.push_back(c.get());
-    return v;
-  }
+  std::vector<Ctx*> ctx_ptrs() { return test::raw_pointers(ctxs); }
 };
 
 uint64_t seed_from_env(uint64_t fallback) {
