@@ -56,9 +56,15 @@ void check(const real::RealResult& res, const bench::Options& o) {
     for (uint32_t e = 0; e < epochs; ++e) all_epochs += rr.epoch_requests(e);
     CHECK(all_epochs <= rr.completed());
     CHECK(rr.kept_requests() <= all_epochs);
-    // Every epoch has a measured, plausible duration (at least the interval, as epochs
-    // end at absolute deadlines after the previous sample).
-    for (uint32_t e = 0; e < epochs; ++e) CHECK(rr.epoch_duration_ns(e) >= bench::interval_ns(o) / 2);
+    // Epochs end at absolute deadlines (t0 + interval * (e + 1)), so together they cover
+    // at least the run; one epoch alone can be short when the sampling thread wakes late
+    // on a loaded machine (its successor's deadline has then already passed).
+    uint64_t covered = 0;
+    for (uint32_t e = 0; e < epochs; ++e) {
+      CHECK(rr.epoch_duration_ns(e) > 0);
+      covered += rr.epoch_duration_ns(e);
+    }
+    CHECK(covered >= uint64_t{epochs} * bench::interval_ns(o));
     uint64_t per_rank = 0;
     for (uint32_t k = 0; k < o.np; ++k) per_rank += rr.kept_requests(k);
     CHECK(per_rank == rr.kept_requests());
