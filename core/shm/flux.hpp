@@ -163,12 +163,12 @@ class alignas(kCacheLine) FluxNode {
       const Parked r = parked_resp_.pop();
       delivered += deliver(r.source, r.slot, r.payload, on_response);
     }
-    for (uint32_t k = 0; k < n_; ++k) {
-      const uint32_t src = (poll_start_ + k) % n_;
+    uint32_t src = poll_start_;
+    for (uint32_t k = 0; k < n_; ++k, src = next_node(src)) {
       Peer& p = peers_[src];
       const Ring& ring = in_[src];
       for (uint32_t m = 0; m < capacity_ && ring.ready(p.in_pos); ++m) {
-        if ((ring.tag(p.in_pos) & kFluxResponseBit) == 0 && parked_req_.full()) break;
+        if (parked_req_.full() && (ring.tag(p.in_pos) & kFluxResponseBit) == 0) break;
         uint32_t tag = 0;
         Payload payload;
         ring.read(p.in_pos++, tag, payload);
@@ -179,7 +179,7 @@ class alignas(kCacheLine) FluxNode {
         }
       }
     }
-    poll_start_ = (poll_start_ + 1) % n_;
+    poll_start_ = next_node(poll_start_);
     return delivered;
   }
 
@@ -187,12 +187,12 @@ class alignas(kCacheLine) FluxNode {
   // reply with.
   std::optional<FluxRequest<Payload>> try_recv() noexcept {
     if (!parked_req_.empty()) return accept(parked_req_.pop());
-    for (uint32_t k = 0; k < n_; ++k) {
-      const uint32_t src = (recv_next_ + k) % n_;
+    uint32_t src = recv_next_;
+    for (uint32_t k = 0; k < n_; ++k, src = next_node(src)) {
       Peer& p = peers_[src];
       const Ring& ring = in_[src];
       for (uint32_t m = 0; m < capacity_ && ring.ready(p.in_pos); ++m) {
-        if ((ring.tag(p.in_pos) & kFluxResponseBit) != 0 && parked_resp_.full()) break;
+        if (parked_resp_.full() && (ring.tag(p.in_pos) & kFluxResponseBit) != 0) break;
         Parked e{src, 0, Payload{}};
         ring.read(p.in_pos++, e.slot, e.payload);
         if ((e.slot & kFluxResponseBit) != 0) {
@@ -200,7 +200,7 @@ class alignas(kCacheLine) FluxNode {
           parked_resp_.push(e);
           continue;
         }
-        recv_next_ = (src + 1) % n_;
+        recv_next_ = next_node(src);
         return accept(e);
       }
     }
@@ -231,17 +231,23 @@ class alignas(kCacheLine) FluxNode {
     uint32_t slot;
     Payload payload;
   };
-  // Fixed-capacity FIFO (node-local).
+  // Fixed-capacity FIFO (node-local); capacity rounded up to a power of two.
   class ParkQueue {
    public:
-    explicit ParkQueue(size_t cap = 0) : buf_(cap) {}
+    explicit ParkQueue(size_t min_cap) : buf_(round_up_pow2(min_cap)), mask_(buf_.size() - 1) {}
     bool empty() const noexcept { return head_ == tail_; }
     bool full() const noexcept { return tail_ - head_ == buf_.size(); }
-    void push(const Parked& e) noexcept { buf_[tail_++ % buf_.size()] = e; }
-    Parked pop() noexcept { return buf_[head_++ % buf_.size()]; }
+    void push(const Parked& e) noexcept { buf_[tail_++ & mask_] = e; }
+    Parked pop() noexcept { return buf_[head_++ & mask_]; }
 
    private:
+    static size_t round_up_pow2(size_t v) noexcept {
+      size_t p = 1;
+      while (p < v) p <<= 1;
+      return p;
+    }
     LineVector<Parked> buf_;
+    uint64_t mask_;
     uint64_t head_ = 0, tail_ = 0;
   };
 
@@ -266,6 +272,9 @@ class alignas(kCacheLine) FluxNode {
       for (uint32_t s = max_inflight_; s-- > 0;) p.free.push_back(s);
     }
   }
+
+  // Round-robin successor without a division on the data path.
+  uint32_t next_node(uint32_t i) const noexcept { return i + 1 == n_ ? 0 : i + 1; }
 
   FluxRequest<Payload> accept(const Parked& e) noexcept {
     ++peers_[e.source].owed;
