@@ -16,8 +16,8 @@
 // Tokens: call(target, payload, token) keeps the caller's token in a per-target slab
 // of max_inflight entries; the message carries the slab index (bit 31 of the ring tag
 // marks responses). try_recv() returns a FluxReplyToken {source, slot} to answer with.
-// Everything read from a ring is validated (slot index in range, slot awaiting a
-// response); bad responses are dropped and counted in protocol_errors().
+// Everything read from a ring is validated (slot index in range; for a response, the
+// slot awaits one); bad messages are dropped and counted in protocol_errors().
 //
 // Both poll() and try_recv() read the same inbound rings: poll() parks the requests it
 // meets in a local FIFO that try_recv() serves first, and try_recv() parks responses
@@ -174,6 +174,8 @@ class alignas(kCacheLine) FluxNode {
         ring.read(p.in_pos++, tag, payload);
         if ((tag & kFluxResponseBit) != 0) {
           delivered += deliver(src, tag & kFluxSlotMask, payload, on_response);
+        } else if (tag >= max_inflight_) {  // a request's slab index: never trusted
+          ++protocol_errors_;
         } else {
           parked_req_.push(Parked{src, tag, payload});
         }
@@ -198,6 +200,10 @@ class alignas(kCacheLine) FluxNode {
         if ((e.slot & kFluxResponseBit) != 0) {
           e.slot &= kFluxSlotMask;
           parked_resp_.push(e);
+          continue;
+        }
+        if (e.slot >= max_inflight_) {  // a request's slab index: never trusted
+          ++protocol_errors_;
           continue;
         }
         recv_next_ = next_node(src);

@@ -207,3 +207,24 @@ TEST_CASE("flux random interleavings over many laps: exactly once, FIFO per pair
     }
   }
 }
+
+TEST_CASE("flux drops a request whose slab index is out of range", "[shm][flux]") {
+  Net net(2, FluxConfig{8, 4});
+  Node n1 = net.node(1);
+  // Ring 0 -> 1 written by hand (as a corrupted node 0 would): a request with slab
+  // index 6 >= max_inflight, then a valid one with index 2.
+  const auto ring = net.ring(0, 1);
+  ring.publish(0, 6, Msg{0, 1, 99, 0});
+  ring.publish(1, 2, Msg{0, 1, 1, 0});
+  auto r = n1.try_recv();
+  REQUIRE(r.has_value());
+  CHECK(r->payload.seq == 1);
+  CHECK(r->token.slot == 2);
+  CHECK(n1.protocol_errors() == 1);
+  CHECK(n1.owed(0) == 1);
+  // Same through poll(), which parks requests.
+  ring.publish(2, kFluxSlotMask, Msg{0, 1, 98, 0});
+  REQUIRE(n1.poll([](uint64_t, const Msg&) { FAIL("no response expected"); }) == 0);
+  CHECK(n1.protocol_errors() == 2);
+  REQUIRE_FALSE(n1.try_recv().has_value());
+}
