@@ -6,7 +6,6 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <vector>
 
 #include "core/random.hpp"

@@ -1,7 +1,6 @@
 // flux: in-flight limit, tokens, reply validation, request/response parking, many laps.
 #include <catch2/catch.hpp>
 #include <cstdint>
-#include <map>
 #include <vector>
 
 #include "core/random.hpp"
