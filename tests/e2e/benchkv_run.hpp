@@ -116,15 +116,14 @@ struct Outcome {
   std::string command;
 };
 
-// Runs benchkv with `args` in directory `cwd`, stdout and stderr captured.
-inline Outcome run_benchkv(const std::vector<std::string>& args, const fs::path& cwd) {
+// Runs `argv` (argv[0] an absolute path) in `cwd` with `env` added to this process's
+// environment; stdout and stderr captured. A hang guard (SIGALRM after
+// kChildTimeLimitSeconds, surviving execve) turns a stuck run into a failure.
+inline Outcome spawn(const std::vector<std::string>& argv_in, const fs::path& cwd,
+                     const std::vector<std::pair<std::string, std::string>>& env = {}) {
   Outcome o;
-  o.command = BENCHKV_BIN;
-  for (const auto& a : args) o.command += " " + a;
-  std::vector<std::string> owned;
-  owned.reserve(args.size() + 1);
-  owned.push_back(BENCHKV_BIN);
-  owned.insert(owned.end(), args.begin(), args.end());
+  for (const auto& a : argv_in) o.command += (o.command.empty() ? "" : " ") + a;
+  std::vector<std::string> owned = argv_in;
   std::vector<char*> argv;
   for (auto& a : owned) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -138,7 +137,10 @@ inline Outcome run_benchkv(const std::vector<std::string>& args, const fs::path&
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
-  if (pid == 0) {  // child: only async-signal-safe calls from here
+  if (pid == 0) {
+    // Child. The test process is single-threaded when it forks (Catch runs test cases on
+    // the main thread and every earlier child has exited), so setenv is safe here.
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
     if (::dup2(out_fd, STDOUT_FILENO) < 0 || ::dup2(err_fd, STDERR_FILENO) < 0) ::_exit(126);
     if (::chdir(dir.c_str()) != 0) ::_exit(126);
     ::alarm(kChildTimeLimitSeconds);
@@ -155,6 +157,13 @@ inline Outcome run_benchkv(const std::vector<std::string>& args, const fs::path&
   std::fclose(out);
   std::fclose(err);
   return o;
+}
+
+// Runs benchkv with `args` in directory `cwd`, stdout and stderr captured.
+inline Outcome run_benchkv(const std::vector<std::string>& args, const fs::path& cwd) {
+  std::vector<std::string> argv{BENCHKV_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return spawn(argv, cwd);
 }
 
 // What the tests print when a run does not go as expected.

@@ -28,46 +28,7 @@ using e2e::fs::path;
 using e2e::json;
 using e2e::Outcome;
 
-// Runs `argv` (argv[0] an absolute path) in `cwd` with `env` added to this process's
-// environment; stdout and stderr captured. A hang guard (SIGALRM after
-// e2e::kChildTimeLimitSeconds, surviving execve) turns a stuck run into a failure.
-inline Outcome spawn(const std::vector<std::string>& argv_in, const path& cwd,
-                     const std::vector<std::pair<std::string, std::string>>& env) {
-  Outcome o;
-  for (const auto& a : argv_in) o.command += (o.command.empty() ? "" : " ") + a;
-  std::vector<std::string> owned = argv_in;
-  std::vector<char*> argv;
-  for (auto& a : owned) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const std::string dir = cwd.string();
-  std::FILE* out = std::tmpfile();
-  std::FILE* err = std::tmpfile();
-  REQUIRE(out != nullptr);
-  REQUIRE(err != nullptr);
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    // Child: it was forked from a single-threaded test process (Catch runs test cases on
-    // the main thread and every earlier child has exited), so setenv is safe here.
-    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    if (::dup2(::fileno(out), STDOUT_FILENO) < 0 || ::dup2(::fileno(err), STDERR_FILENO) < 0) ::_exit(126);
-    if (::chdir(dir.c_str()) != 0) ::_exit(126);
-    ::alarm(e2e::kChildTimeLimitSeconds);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  int ws = 0;
-  while (::waitpid(pid, &ws, 0) < 0) {
-    if (errno != EINTR) FAIL("waitpid: " << std::strerror(errno));
-  }
-  o.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-  o.out = e2e::slurp(out);
-  o.err = e2e::slurp(err);
-  std::fclose(out);
-  std::fclose(err);
-  return o;
-}
+using e2e::spawn;
 
 // Open MPI as root on a small machine: the variables it needs, and the UCX transports.
 inline std::vector<std::pair<std::string, std::string>> mpi_env(const std::string& ucx_tls) {
