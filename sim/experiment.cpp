@@ -180,6 +180,11 @@ class Experiment {
                  {"completed", res.total_completed},
                  {"errors", res.errors},
                  {"model", model_.to_json()}};
+    // Per-NIC station statistics (queue depths, waits, utilization) over the whole
+    // simulation, drain included.
+    nlohmann::json nics = nlohmann::json::array();
+    for (uint32_t r = 0; r < np_; ++r) nics.push_back(fabric_.network().report_json(r, engine_.now()));
+    res.extra["nics"] = std::move(nics);
     return res;
   }
 
