@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Prints the SHA-256 of every output file of a fixed set of short simulator runs, one
+# "run/file hash" line each. The set covers every simulated backend, several daemons per
+# node, in-flight samples, a trace, both start modes and the C1 and C2 model files, so a
+# change that is meant to keep the simulator's behaviour can be checked byte for byte:
+#   bash scripts/output_hashes.sh build/apps/benchkv/benchkv > after.txt; diff before.txt after.txt
+set -euo pipefail
+bin=${1:?usage: output_hashes.sh path/to/benchkv}
+bin=$(realpath "$bin")
+root=$(cd "$(dirname "$0")/.." && pwd)
+# A fixed directory: the summary records the effective configuration with the model file's
+# resolved path, so every checkout must run from the same place to give the same bytes.
+work=${BKV_HASH_DIR:-/tmp/bkv_output_hashes}
+rm -rf "$work"; mkdir -p "$work"
+trap 'rm -rf "$work"' EXIT
+cp -r "$root/configs" "$work/configs"
+
+small=(--transport sim --np 2 --client-threads 2 --queue-depth 4 -d 0.006 --interval-ms 1 --trim 1 -r 1
+       --no-progress --server-threads 2 --inflight-samples inflight.csv --trace trace.json
+       --trace-window 1000:1100 -o out.csv)
+run() {  # run <name> <args...>
+  local name=$1; shift
+  mkdir -p "$work/$name"
+  (cd "$work/$name" && "$bin" "$@" >/dev/null 2>&1) || { echo "output_hashes: run $name failed" >&2; exit 1; }
+  (cd "$work/$name" && for f in $(ls | sort); do echo "$name/$f $(sha256sum "$f" | cut -d' ' -f1)"; done)
+}
+for b in meta delegation direct; do run "small_$b" "${small[@]}" "$b"; done
+run c1_np8 --config ../configs/c1_np8.json -d 0.003 --interval-ms 1 --trim 0 -r 1 --no-progress -o out.csv --inflight-samples inflight.csv
+run c1_np16_staggered --config ../configs/c1_np16_staggered.json -d 0.002 --interval-ms 1 --trim 0 -r 1 \
+    --no-progress -o out.csv --inflight-samples inflight.csv
+run c5_np4 --config ../configs/c1_np8.json --np 4 --queue-depth 1 --batch-hold-us 0 -d 0.003 --interval-ms 1 \
+    --trim 0 -r 1 --no-progress -o out.csv --inflight-samples inflight.csv
+run c2_clients8 --config ../configs/c2_clients8.json -d 0.003 --interval-ms 1 --trim 0 -r 1 --no-progress -o out.csv --inflight-samples inflight.csv
+run policies --config ../configs/c1_np8.json --np 4 --adaptive-hold --adaptive-poll-budget -d 0.002 \
+    --interval-ms 1 --trim 0 -r 1 --no-progress -o out.csv --inflight-samples inflight.csv
+run rtt_hold --config ../configs/c1_np8.json --np 4 --hold-rtt-multiplier 1.5 --poll-budget 4 -d 0.002 \
+    --interval-ms 1 --trim 0 -r 1 --no-progress -o out.csv --inflight-samples inflight.csv
