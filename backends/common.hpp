@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "core/bench/stats.hpp"
+#include "core/metrics/cqe_histogram.hpp"
 #include "core/copyrpc/context.hpp"
 #include "core/kv/store.hpp"
 #include "core/kv/types.hpp"
@@ -101,7 +101,7 @@ struct CallToken {
 
 // ---------------------------------------------------------------- metrics
 struct DaemonMetrics {
-  bench::CqeHistogram cqe;             // loops and CQEs per loop (0, 1, 2-10, 11-100, >100)
+  metrics::CqeHistogram cqe;             // loops and CQEs per loop (0, 1, 2-10, 11-100, >100)
   uint64_t inflight_sum = 0;           // copyrpc calls in flight, summed over loops
   uint64_t busy_loops = 0;             // loops that did any work
   uint64_t calls = 0, replies = 0, local_ops = 0, responses = 0;

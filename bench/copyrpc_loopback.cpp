@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/copyrpc/context.hpp"
-#include "transports/loopback_sim/instant.hpp"
+#include "transports/loopback/instant.hpp"
 
 using namespace bkv;
 using T = loopback::InstantTransport;

@@ -24,7 +24,7 @@
 #include "sim/distributions.hpp"
 #include "sim/engine.hpp"
 #include "sim/sim_thread.hpp"
-#include "transports/loopback_sim/des_transport.hpp"
+#include "sim/des_transport.hpp"
 
 using namespace bkv;
 using sim::Engine;
@@ -85,8 +85,8 @@ struct Client {
 struct Node {
   uint32_t id = 0;
   uint32_t np = 0;
-  loopback::DesTransport* t = nullptr;
-  std::vector<loopback::DesTransport::QueuePair*> qp;  // by peer
+  sim::DesTransport* t = nullptr;
+  std::vector<sim::DesTransport::QueuePair*> qp;  // by peer
   std::vector<RemoteBuffer> remote;                    // peer's landing zone for us
   std::vector<std::deque<uint32_t>> queued;            // client ids of requests to send, per peer
   std::vector<std::deque<uint32_t>> outstanding;       // client ids of requests sent, per peer
@@ -166,11 +166,11 @@ void mix_bench(uint32_t np, uint32_t clients_per_node, double virtual_ms) {
   Engine e;
   const sim::CostModel costs = sim::CostModel::defaults();
   sim::NicConfig nic;  // defaults: CX-6/7-like, exponential wire jitter
-  loopback::DesFabric fabric(e, 42);
+  sim::DesFabric fabric(e, 42);
   std::deque<SimThread> threads;
   std::deque<Node> nodes;
   std::deque<Client> clients;
-  std::vector<loopback::DesTransport*> ts;
+  std::vector<sim::DesTransport*> ts;
   sim::ContextConfig cc;
   cc.sq_depth = 256;
   cc.srq_capacity = 8192;
@@ -203,7 +203,7 @@ void mix_bench(uint32_t np, uint32_t clients_per_node, double virtual_ms) {
     for (uint32_t b = a + 1; b < np; ++b) {
       auto& qa = ts[a]->create_queue_pair();
       auto& qb = ts[b]->create_queue_pair();
-      loopback::DesFabric::connect(qa, qb);
+      sim::DesFabric::connect(qa, qb);
       nodes[a].qp[b] = &qa;
       nodes[b].qp[a] = &qb;
       nodes[a].remote[b] = RemoteBuffer{reinterpret_cast<uint64_t>(rx[b].data()) + uint64_t{a} * 65536,

@@ -6,8 +6,9 @@
 // and one shared receive queue (SRQ) of zero-length receives. A WRITE-with-immediate
 // consumes one SRQ receive at the target and produces one receive completion there.
 //
-// Implementations: transports/loopback_sim (instant, discrete-event and wall-clock
-// modes), transports/mlx5 (direct mlx5 data path, portable verbs path), transports/ucx.
+// Implementations: transports/loopback (instant and wall-clock), sim/des_transport.hpp
+// (discrete-event), transports/mlx5 (direct mlx5 data path, portable verbs path),
+// transports/ucx.
 // Each one checks itself against this concept with a static_assert.
 //
 // Data-path calls never block: a full send queue is reported as PostResult::kSendQueueFull.

@@ -99,7 +99,7 @@
 #include "sim/engine.hpp"
 #include "sim/nic_config.hpp"
 #include "sim/stations.hpp"
-#include "transports/loopback_sim/memory_table.hpp"
+#include "transports/loopback/memory_table.hpp"
 
 namespace bkv::sim {
 

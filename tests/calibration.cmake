@@ -1,5 +1,5 @@
-if(TARGET bkv_sim_experiment)
-  bkv_add_test(test_calibration GROUP sim SOURCES calibration/test_c1_regimes.cpp LIBS bkv_sim_experiment bkv_bench)
+if(TARGET bkv_sim_runner)
+  bkv_add_test(test_calibration GROUP sim SOURCES calibration/test_c1_regimes.cpp LIBS bkv_sim_runner bkv_app)
   if(TARGET test_calibration)
     target_compile_definitions(test_calibration PRIVATE BKV_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   endif()

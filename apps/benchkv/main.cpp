@@ -12,28 +12,28 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/benchkv/real_transports.hpp"
-#include "core/bench/options.hpp"
-#include "core/bench/results.hpp"
-#include "sim/experiment.hpp"
+#include "apps/benchkv/options.hpp"
+#include "apps/benchkv/results.hpp"
+#include "apps/benchkv/sim_runner.hpp"
 
 using namespace bkv;
 
 namespace {
 
-int run_sim(const bench::Options& o) {
+int run_sim(const app::Options& o) {
   const sim::Model model = o.model.empty() ? sim::Model::defaults() : sim::Model::load_file(o.model);
   std::function<void(const std::string&)> progress;
   if (o.progress) progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   const auto t0 = std::chrono::steady_clock::now();
-  sim::ExperimentResult res = sim::run_experiment(o, model, progress);
+  app::ExperimentResult res = app::run_experiment(o, model, progress);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  bench::write_csv_file(o.output, res.runs);
-  nlohmann::json summary = bench::summary_json(o, res.runs, res.daemons);
+  app::write_csv_file(o.output, res.runs);
+  nlohmann::json summary = app::summary_json(o, res.runs, res.daemons);
   summary["simulator"] = res.extra;
   summary["totals"] = {{"issued", res.total_issued}, {"completed", res.total_completed}, {"errors", res.errors}};
-  bench::write_summary_file(o.summary, summary);
-  if (!o.inflight_samples.empty()) sim::write_inflight_csv(o.inflight_samples, res.inflight);
+  app::write_summary_file(o.summary, summary);
+  if (!o.inflight_samples.empty()) app::write_inflight_csv(o.inflight_samples, res.inflight);
   if (!o.trace.empty()) {
     std::ofstream t(o.trace);
     t << res.trace_json;
@@ -58,14 +58,14 @@ int run_sim(const bench::Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bench::ParseResult pr = bench::parse_command_line(argc, argv);
+  app::ParseResult pr = app::parse_command_line(argc, argv);
   if (!pr.should_run()) {
     if (!pr.error.empty()) std::fprintf(stderr, "benchkv: %s\n", pr.error.c_str());
     return pr.exit_status;
   }
-  const bench::Options& o = pr.options;
+  const app::Options& o = pr.options;
   try {
-    if (o.transport == bench::TransportKind::kSim) return run_sim(o);
+    if (o.transport == app::TransportKind::kSim) return run_sim(o);
     return run_real(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "benchkv: %s\n", e.what());

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
-#include "core/bench/results.hpp"
+#include "apps/benchkv/results.hpp"
 
 namespace bkv::real {
 
@@ -26,7 +26,7 @@ static_assert(kMaskWords * 64 >= CPU_SETSIZE);
 
 }  // namespace
 
-RankPlan plan_rank(const bench::Options& o, const mpi::Session& s, std::string_view device) {
+RankPlan plan_rank(const app::Options& o, const mpi::Session& s, std::string_view device) {
   const std::vector<int> allowed = runtime::allowed_cpus();
   const runtime::CpuTopology topo = runtime::read_topology("/sys", device, &allowed);
   Affinity mine;
@@ -59,22 +59,22 @@ void print_pin_notes(const std::vector<std::string>& notes, int rank) {
   for (const auto& n : notes) std::fprintf(stderr, "benchkv: rank %d: %s\n", rank, n.c_str());
 }
 
-int finish_mpi(const mpi::Session& s, const bench::Options& o, const RealResult& res, const nlohmann::json& extra) {
+int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& res, const nlohmann::json& extra) {
   uint64_t status = 0;
   if (s.rank() == 0) {
     try {
-      bench::Options eff = o;
+      app::Options eff = o;
       eff.np = static_cast<uint32_t>(s.size());  // a real run's node count is the MPI size
-      bench::write_csv_file(eff.output, res.runs);
-      nlohmann::json summary = bench::summary_json(eff, res.runs, res.daemons);
+      app::write_csv_file(eff.output, res.runs);
+      nlohmann::json summary = app::summary_json(eff, res.runs, res.daemons);
       summary["real"] = extra;
-      summary["real"]["wall_s"] = bench::round6(res.wall_s);
+      summary["real"]["wall_s"] = app::round6(res.wall_s);
       summary["real"]["drain_ns"] = res.drain_ns;
       nlohmann::json per_rank = nlohmann::json::array();
       for (const RankTotals& t : res.per_rank) per_rank.push_back({{"issued", t.issued}, {"completed", t.completed}});
       summary["real"]["per_rank"] = std::move(per_rank);
       summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
-      bench::write_summary_file(eff.summary, summary);
+      app::write_summary_file(eff.summary, summary);
       for (const auto& r : res.runs)
         std::fprintf(stderr, "run %u: %.3f Mops total (%u ranks)\n", r.run(), r.total_mops(), r.num_ranks());
       std::fprintf(stderr, "wrote %s and %s\n", eff.output.c_str(), eff.summary.c_str());

@@ -59,7 +59,7 @@ struct RankPlan {
 // prints the plan's one-line warning once per group of ranks sharing CPUs. Ranks on the
 // same host with the same CPU affinity split those CPUs (each its own slice); a rank that
 // mpirun bound to CPUs of its own plans alone on them. Collective (an all-gather).
-RankPlan plan_rank(const bench::Options& o, const mpi::Session& s, std::string_view device);
+RankPlan plan_rank(const app::Options& o, const mpi::Session& s, std::string_view device);
 
 // Pinning failures the threads reported (not fatal), one line each.
 void print_pin_notes(const std::vector<std::string>& notes, int rank);
@@ -67,7 +67,7 @@ void print_pin_notes(const std::vector<std::string>& notes, int rank);
 // Rank 0 writes the CSV and the summary (with `extra` under "real" and the totals), every
 // rank prints nothing but errors; returns the exit status, the same on every rank
 // (0 = every issued request completed without error and the outputs were written).
-int finish_mpi(const mpi::Session& s, const bench::Options& o, const RealResult& res, const nlohmann::json& extra);
+int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& res, const nlohmann::json& extra);
 
 // The connections of `conns` between this rank and every peer, in connection order.
 inline std::vector<std::vector<size_t>> connections_by_peer(const std::vector<backend::Connection>& conns,
@@ -88,7 +88,7 @@ inline std::vector<std::vector<size_t>> connections_by_peer(const std::vector<ba
 // Builds this rank's node of a copyrpc backend over runtime `rt`, wires it to the peers
 // and measures. `rt` must outlive the call (the node, destroyed on return, uses it).
 template <class R>
-RealResult run_node_mpi(const mpi::Session& s, const bench::Options& o, R& rt, const RankPlan& plan,
+RealResult run_node_mpi(const mpi::Session& s, const app::Options& o, R& rt, const RankPlan& plan,
                         const ProgressFn& progress) {
   using NodeT = backend::Node<R>;
   using Info = typename NodeT::Info;
@@ -97,7 +97,7 @@ RealResult run_node_mpi(const mpi::Session& s, const bench::Options& o, R& rt, c
   const uint32_t np = static_cast<uint32_t>(s.size()), rank = static_cast<uint32_t>(s.rank());
   const uint32_t D = o.server_threads, C = o.client_threads;
   const backend::NodeConfig nc{rank, np, D, C, o.queue_depth, o.key_range, 1024};
-  NodeT node(kind, nc, loop_policy(o), bench::workload_config(o, np), context_config(o), rt);
+  NodeT node(kind, nc, loop_policy(o), app::workload_config(o, np), context_config(o), rt);
 
   const auto conns = backend::connections(kind, np, D, C);
   size_t per_pair = 0;

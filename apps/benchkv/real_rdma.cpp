@@ -69,8 +69,8 @@ struct Mlx5Runtime {
 
 }  // namespace
 
-int run_rdma(const bench::Options& o) {
-  const std::string transport(bench::to_string(o.transport));
+int run_rdma(const app::Options& o) {
+  const std::string transport(app::to_string(o.transport));
   std::optional<mlx5::Device> dev;
   try {
     dev.emplace(mlx5::open_device(o.device, static_cast<int>(o.device_index), static_cast<uint8_t>(o.port),
@@ -82,7 +82,7 @@ int run_rdma(const bench::Options& o) {
     std::fprintf(stderr, "benchkv: --transport %s: the RDMA device cannot be used: %s\n", transport.c_str(), e.what());
     return 2;
   }
-  if (o.transport == bench::TransportKind::kMlx5 && !dev->is_mlx5()) {
+  if (o.transport == app::TransportKind::kMlx5 && !dev->is_mlx5()) {
     std::fprintf(stderr,
                  "benchkv: --transport mlx5: device %s is not driven by the mlx5 provider; use --transport verbs\n",
                  dev->name().c_str());
@@ -102,7 +102,7 @@ int run_rdma(const bench::Options& o) {
                                   {"pinning", plan.pins.warning.empty() ? "pinned" : plan.pins.warning}};
     const uint32_t threads = o.server_threads + o.client_threads;
     RealResult res;
-    if (o.transport == bench::TransportKind::kMlx5) {
+    if (o.transport == app::TransportKind::kMlx5) {
       Mlx5Runtime rt(*dev, threads);
       res = run_node_mpi(s, o, rt, plan, progress);
     } else {

@@ -59,10 +59,10 @@
 #include <vector>
 
 #include "backends/common.hpp"
-#include "core/bench/options.hpp"
-#include "core/bench/results.hpp"
-#include "core/runtime/cpu_pinning.hpp"
-#include "core/runtime/thread_group.hpp"
+#include "apps/benchkv/options.hpp"
+#include "apps/benchkv/results.hpp"
+#include "apps/benchkv/runtime/cpu_pinning.hpp"
+#include "apps/benchkv/runtime/thread_group.hpp"
 
 namespace bkv::real {
 
@@ -85,14 +85,14 @@ struct DaemonRecord {
   uint32_t rank = 0;
   uint32_t daemon = 0;
   uint32_t reserved = 0;
-  std::array<uint64_t, bench::kCqeBuckets> buckets{};
+  std::array<uint64_t, metrics::kCqeBuckets> buckets{};
   uint64_t loops = 0, cqes = 0, inflight_sum = 0, busy_loops = 0;
   uint64_t calls = 0, replies = 0, local_ops = 0, responses = 0;
   uint64_t backlog_peak = 0, protocol_errors = 0, holds = 0, held_released = 0;
   uint64_t span_ns = 0;  // wall time the record covers
 };
 static_assert(std::is_trivially_copyable_v<DaemonRecord>);
-static_assert(sizeof(DaemonRecord) == 16 + 8 * bench::kCqeBuckets + 8 * 12 + 8);
+static_assert(sizeof(DaemonRecord) == 16 + 8 * metrics::kCqeBuckets + 8 * 12 + 8);
 static_assert(offsetof(DaemonRecord, buckets) == 16 && offsetof(DaemonRecord, span_ns) == 16 + 8 * 5 + 8 * 12);
 
 // The difference of two snapshots of a daemon's metrics (counters) and the later peak.
@@ -102,7 +102,7 @@ inline DaemonRecord daemon_delta(const backend::DaemonMetrics& a, const backend:
   d.run = run;
   d.rank = rank;
   d.daemon = daemon;
-  for (size_t i = 0; i < bench::kCqeBuckets; ++i) d.buckets[i] = b.cqe.buckets[i] - a.cqe.buckets[i];
+  for (size_t i = 0; i < metrics::kCqeBuckets; ++i) d.buckets[i] = b.cqe.buckets[i] - a.cqe.buckets[i];
   d.loops = b.cqe.loops - a.cqe.loops;
   d.cqes = b.cqe.cqes - a.cqe.cqes;
   d.inflight_sum = b.inflight_sum - a.inflight_sum;
@@ -121,12 +121,12 @@ inline DaemonRecord daemon_delta(const backend::DaemonMetrics& a, const backend:
 
 // The summary's per-daemon entry, with the simulator's keys where they have a wall-clock
 // meaning (busy_fraction and the RTT percentiles need the simulator's virtual clock).
-inline bench::DaemonMetrics to_metrics(const DaemonRecord& d) {
-  bench::DaemonMetrics m;
+inline app::DaemonMetrics to_metrics(const DaemonRecord& d) {
+  app::DaemonMetrics m;
   m.run = d.run;
   m.rank = d.rank;
   m.daemon = d.daemon;
-  for (size_t i = 0; i < bench::kCqeBuckets; ++i) m.cqe.buckets[i] = d.buckets[i];
+  for (size_t i = 0; i < metrics::kCqeBuckets; ++i) m.cqe.buckets[i] = d.buckets[i];
   m.cqe.loops = d.loops;
   m.cqe.cqes = d.cqes;
   const double loops = static_cast<double>(d.loops);
@@ -361,8 +361,8 @@ struct RankTotals {
 static_assert(std::is_trivially_copyable_v<RankTotals> && sizeof(RankTotals) == 16);
 
 struct RealResult {
-  std::vector<bench::RunResults> runs;        // complete on the root
-  std::vector<bench::DaemonMetrics> daemons;  // complete on the root
+  std::vector<app::RunResults> runs;        // complete on the root
+  std::vector<app::DaemonMetrics> daemons;  // complete on the root
   std::vector<RankTotals> per_rank;           // by rank, complete on the root
   uint64_t issued = 0, completed = 0, errors = 0;  // all ranks (all-reduced)
   uint64_t drain_ns = 0;                      // this rank's drain time
@@ -376,11 +376,11 @@ using ProgressFn = std::function<void(const std::string&)>;
 // order everywhere. `progress` (root only, may be empty) gets the per-epoch lines when
 // o.progress is set.
 template <class N, class Coord>
-RealResult run_measurement(Driver<N>& drv, const bench::Options& o, Coord& coord, const ProgressFn& progress) {
+RealResult run_measurement(Driver<N>& drv, const app::Options& o, Coord& coord, const ProgressFn& progress) {
   const uint32_t np = coord.num_ranks();
   const uint32_t C = drv.clients(), D = drv.daemons();
-  const uint32_t epochs = bench::epochs_per_run(o);
-  const auto interval = std::chrono::nanoseconds(bench::interval_ns(o));
+  const uint32_t epochs = app::epochs_per_run(o);
+  const auto interval = std::chrono::nanoseconds(app::interval_ns(o));
   const size_t L = drv.local_nodes();
 
   RealResult res;
@@ -399,7 +399,7 @@ RealResult run_measurement(Driver<N>& drv, const bench::Options& o, Coord& coord
   std::vector<uint64_t> epoch_sum(L);
 
   for (uint32_t run = 0; run < o.runs; ++run) {
-    bench::RunResults& rr = res.runs[run];
+    app::RunResults& rr = res.runs[run];
     coord.barrier();
     for (size_t i = 0; i < L; ++i)
       for (uint32_t c = 0; c < C; ++c) prev[i * C + c] = drv.completed(i, c);
@@ -423,7 +423,7 @@ RealResult run_measurement(Driver<N>& drv, const bench::Options& o, Coord& coord
       if (o.progress) {
         const std::vector<uint64_t> by_rank = coord.all_gather(std::span<const uint64_t>(epoch_sum));
         if (coord.is_root() && progress) {
-          bench::ProgressLine p;
+          app::ProgressLine p;
           p.run = run;
           p.runs = o.runs;
           p.epoch = e;
@@ -431,7 +431,7 @@ RealResult run_measurement(Driver<N>& drv, const bench::Options& o, Coord& coord
           p.trim = o.trim;
           p.duration_ns = dur;
           p.rank_requests = by_rank;
-          progress(bench::format_progress(p));
+          progress(app::format_progress(p));
         }
       }
     }
@@ -501,12 +501,12 @@ RealResult run_measurement(Driver<N>& drv, const bench::Options& o, Coord& coord
 
   // Rank 0 gathers every rank's epoch records (one contiguous block per rank and run).
   for (uint32_t r = 0; r < o.runs; ++r) {
-    std::vector<bench::EpochRecord> mine;
+    std::vector<app::EpochRecord> mine;
     for (size_t i = 0; i < L; ++i) {
       const auto block = res.runs[r].rank_records(drv.local(i).rank);
       mine.insert(mine.end(), block.begin(), block.end());
     }
-    const std::vector<bench::EpochRecord> all = coord.gather(std::span<const bench::EpochRecord>(mine));
+    const std::vector<app::EpochRecord> all = coord.gather(std::span<const app::EpochRecord>(mine));
     if (coord.is_root()) {
       const size_t block = size_t{C} * epochs;
       if (all.size() != block * np)

@@ -10,39 +10,39 @@ namespace bkv {
 
 namespace {
 
-[[maybe_unused]] int unavailable(const bench::Options& o, const char* missing) {
+[[maybe_unused]] int unavailable(const app::Options& o, const char* missing) {
   std::fprintf(stderr, "benchkv: --transport %s is not available in this build: %s was not found at configure time\n",
-               std::string(bench::to_string(o.transport)).c_str(), missing);
+               std::string(app::to_string(o.transport)).c_str(), missing);
   return 2;
 }
 
 }  // namespace
 
-int run_real(const bench::Options& o) {
-  if (o.backend == bench::Backend::kUcxAm && o.transport != bench::TransportKind::kUcx) {
+int run_real(const app::Options& o) {
+  if (o.backend == app::Backend::kUcxAm && o.transport != app::TransportKind::kUcx) {
     std::fprintf(stderr, "benchkv: the ucx-am backend runs over --transport ucx only (got --transport %s)\n",
-                 std::string(bench::to_string(o.transport)).c_str());
+                 std::string(app::to_string(o.transport)).c_str());
     return 2;
   }
   switch (o.transport) {
-    case bench::TransportKind::kUcx:
+    case app::TransportKind::kUcx:
 #if BKV_REAL_UCX
       return real::run_ucx(o);
 #else
       return unavailable(o, "UCX (libucx-dev) or MPI (libopenmpi-dev)");
 #endif
-    case bench::TransportKind::kMlx5:
-    case bench::TransportKind::kVerbs:
+    case app::TransportKind::kMlx5:
+    case app::TransportKind::kVerbs:
 #if BKV_REAL_RDMA
       return real::run_rdma(o);
 #else
       return unavailable(o, "rdma-core (libibverbs-dev, the RDMA device library) or MPI (libopenmpi-dev)");
 #endif
-    case bench::TransportKind::kSim:
+    case app::TransportKind::kSim:
       break;
   }
   std::fprintf(stderr, "benchkv: --transport %s is not a real transport\n",
-               std::string(bench::to_string(o.transport)).c_str());
+               std::string(app::to_string(o.transport)).c_str());
   return 2;
 }
 

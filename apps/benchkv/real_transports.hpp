@@ -8,7 +8,7 @@
 // ranks, pinning, UCX_TLS) and config.np is the number of ranks.
 #pragma once
 
-#include "core/bench/options.hpp"
+#include "apps/benchkv/options.hpp"
 
 namespace bkv {
 
@@ -16,12 +16,12 @@ namespace bkv {
 // every issued request completed without error and the outputs were written; 1 for a
 // failed or inconsistent run; 2 when the transport is unavailable (no RDMA device, or
 // the build lacks MPI / UCX / rdma-core), with a message naming what is missing.
-int run_real(const bench::Options& o);
+int run_real(const app::Options& o);
 
 namespace real {
 // The transport-specific entries (each in its own file, built when its libraries exist).
-int run_ucx(const bench::Options& o);   // real_ucx.cpp: needs MPI and UCX
-int run_rdma(const bench::Options& o);  // real_rdma.cpp: needs MPI and rdma-core
+int run_ucx(const app::Options& o);   // real_ucx.cpp: needs MPI and UCX
+int run_rdma(const app::Options& o);  // real_rdma.cpp: needs MPI and rdma-core
 }  // namespace real
 
 }  // namespace bkv

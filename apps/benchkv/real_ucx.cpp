@@ -48,12 +48,12 @@ struct UcxRuntime {
   Waker null_waker;
 };
 
-RealResult run_ucx_am(const mpi::Session& s, const bench::Options& o, const RankPlan& plan,
+RealResult run_ucx_am(const mpi::Session& s, const app::Options& o, const RankPlan& plan,
                       const ProgressFn& progress) {
   const uint32_t np = static_cast<uint32_t>(s.size()), rank = static_cast<uint32_t>(s.rank());
   const uint32_t D = o.server_threads, C = o.client_threads;
   const backend::NodeConfig nc{rank, np, D, C, o.queue_depth, o.key_range, 1024};
-  ucx_am::UcxAmNode node(nc, bench::workload_config(o, np));
+  ucx_am::UcxAmNode node(nc, app::workload_config(o, np));
   // Every rank's worker addresses to every rank (the same blob to each peer).
   const std::vector<ucx_am::WorkerAddress> mine = node.local_addresses();
   std::vector<ucx_am::WorkerAddress> out;
@@ -74,7 +74,7 @@ RealResult run_ucx_am(const mpi::Session& s, const bench::Options& o, const Rank
 
 }  // namespace
 
-int run_ucx(const bench::Options& o) {
+int run_ucx(const app::Options& o) {
   mpi::Session s(nullptr, nullptr);
   try {
     const RankPlan plan = plan_rank(o, s, "");
@@ -87,7 +87,7 @@ int run_ucx(const bench::Options& o) {
                             {"ucx_tls", std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : ""},
                             {"idle_yield", plan.oversubscribed},
                             {"pinning", plan.pins.warning.empty() ? "pinned" : plan.pins.warning}};
-    if (o.backend == bench::Backend::kUcxAm) {
+    if (o.backend == app::Backend::kUcxAm) {
       res = run_ucx_am(s, o, plan, progress);
     } else {
       UcxRuntime rt(o.server_threads + o.client_threads);

@@ -1,5 +1,5 @@
 // A whole benchkv cluster in one process over the wall-clock loopback transport
-// (transports/loopback_sim/wallclock.hpp): NP nodes of a backend, each thread of each
+// (transports/loopback/wallclock.hpp): NP nodes of a backend, each thread of each
 // node on its own ThreadGroup thread, measured by the same runtime as MPI runs
 // (real_runtime.hpp) with an InProcessCoordinator. No MPI, no UCX: the tests run it
 // under ThreadSanitizer. Threads are not pinned and idle steps yield (the cluster has
@@ -12,7 +12,7 @@
 
 #include "apps/benchkv/real_runtime.hpp"
 #include "backends/node.hpp"
-#include "transports/loopback_sim/wallclock.hpp"
+#include "transports/loopback/wallclock.hpp"
 
 namespace bkv::real {
 
@@ -37,23 +37,23 @@ struct WallclockRuntime {
   Waker null_waker;
 };
 
-inline backend::BackendKind node_backend(bench::Backend b) {
+inline backend::BackendKind node_backend(app::Backend b) {
   switch (b) {
-    case bench::Backend::kMeta: return backend::BackendKind::kMeta;
-    case bench::Backend::kDelegation: return backend::BackendKind::kDelegation;
-    case bench::Backend::kDirect: return backend::BackendKind::kDirect;
+    case app::Backend::kMeta: return backend::BackendKind::kMeta;
+    case app::Backend::kDelegation: return backend::BackendKind::kDelegation;
+    case app::Backend::kDirect: return backend::BackendKind::kDirect;
     default: break;
   }
-  throw std::invalid_argument("backend '" + std::string(bench::to_string(b)) +
+  throw std::invalid_argument("backend '" + std::string(app::to_string(b)) +
                               "' is not a copyrpc node backend (meta, delegation, direct)");
 }
 
-inline backend::LoopPolicy loop_policy(const bench::Options& o) {
+inline backend::LoopPolicy loop_policy(const app::Options& o) {
   return backend::LoopPolicy{o.poll_budget, o.batch_hold_us, o.adaptive_hold, o.hold_rtt_multiplier,
                              o.adaptive_poll_budget};
 }
 
-inline copyrpc::ContextConfig context_config(const bench::Options& o) {
+inline copyrpc::ContextConfig context_config(const app::Options& o) {
   copyrpc::ContextConfig cc;
   cc.ring_size = o.ring_size;
   cc.srq_size = 1024;  // as the simulator
@@ -62,11 +62,11 @@ inline copyrpc::ContextConfig context_config(const bench::Options& o) {
 
 // Runs o.np nodes of o.backend (meta, delegation or direct) in this process; every
 // other option as for benchkv. Returns the full results (this process is every rank).
-inline RealResult run_wallclock_cluster(const bench::Options& o, const loopback::WallclockConfig& wc = {}) {
+inline RealResult run_wallclock_cluster(const app::Options& o, const loopback::WallclockConfig& wc = {}) {
   const backend::BackendKind kind = node_backend(o.backend);
   const uint32_t np = o.np, D = o.server_threads, C = o.client_threads;
   const copyrpc::ContextConfig cc = context_config(o);
-  const kv::WorkloadConfig wl = bench::workload_config(o, np);
+  const kv::WorkloadConfig wl = app::workload_config(o, np);
   using NodeT = backend::Node<WallclockRuntime>;
 
   loopback::WallclockFabric fabric(wc);

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "backends/common.hpp"
-#include "transports/loopback_sim/instant.hpp"
+#include "transports/loopback/instant.hpp"
 
 namespace bkv::test {
 

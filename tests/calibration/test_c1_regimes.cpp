@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "core/bench/options.hpp"
-#include "sim/experiment.hpp"
+#include "apps/benchkv/options.hpp"
+#include "apps/benchkv/sim_runner.hpp"
 
 using namespace bkv;
 
@@ -20,13 +20,13 @@ struct Outcome {
 };
 
 Outcome run(const std::string& config, double duration_s) {
-  bench::Options o = bench::options_from_file(std::string(BKV_SOURCE_DIR) + "/configs/" + config);
+  app::Options o = app::options_from_file(std::string(BKV_SOURCE_DIR) + "/configs/" + config);
   o.duration = duration_s;
   o.trim = 2;  // keep only the last epochs: the state after the start transient
   o.inflight_samples.clear();
   o.output.clear();
   const sim::Model model = sim::Model::load_file(o.model);
-  const sim::ExperimentResult r = sim::run_experiment(o, model, nullptr);
+  const app::ExperimentResult r = app::run_experiment(o, model, nullptr);
   REQUIRE(r.total_issued == r.total_completed);
   REQUIRE(r.errors == 0);
   Outcome out{r.runs[0].total_mops() / r.runs[0].num_ranks(), 0, 0};

@@ -6,7 +6,7 @@
 
 #include "core/copyrpc/context.hpp"
 #include "tests/copyrpc/property_driver.hpp"
-#include "transports/loopback_sim/instant.hpp"
+#include "transports/loopback/instant.hpp"
 
 namespace bkv::test {
 

@@ -134,7 +134,7 @@ TEST_CASE("sim: --model changes the simulated machine and a relative model path 
           "[e2e][sim][config]") {
   TempDir dir;
   const fs::path cfgdir = dir.subdir("cfg"), run = dir.subdir("run"), base = dir.subdir("base");
-  // A slower client wake-up than the built-in default (DESIGN.md §7 model, sim/experiment.hpp).
+  // A slower client wake-up than the built-in default (DESIGN.md §7 model, sim/model.hpp).
   write_file(cfgdir / "slow.json", json{{"client_wake_ns", 20000}}.dump());
   json cfg = small_config("meta");
   cfg["model"] = "slow.json";  // relative to cfg/, not to the working directory run/

@@ -9,7 +9,7 @@
 #include "sim/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/sim_thread.hpp"
-#include "transports/loopback_sim/des_transport.hpp"
+#include "sim/des_transport.hpp"
 
 namespace bkv::test {
 
@@ -18,9 +18,9 @@ inline sim::StepResult idle_step(void*, sim::SimThread&) { return sim::StepResul
 struct SimCluster {
   sim::Engine engine;
   sim::CostModel costs = sim::CostModel::defaults();
-  loopback::DesFabric fabric;
+  sim::DesFabric fabric;
   std::deque<sim::SimThread> threads;
-  std::vector<loopback::DesTransport*> t;
+  std::vector<sim::DesTransport*> t;
 
   SimCluster(uint32_t nodes, const sim::NicConfig& nic, uint64_t seed = 1, const sim::ContextConfig& cc = {})
       : fabric(engine, seed) {

@@ -21,7 +21,7 @@ using sim::NicConfig;
 using sim::SimThread;
 using sim::StepResult;
 using sim::Time;
-using T = loopback::DesTransport;
+using T = sim::DesTransport;
 using Ctx = copyrpc::Context<T, uint64_t>;
 
 namespace {

@@ -12,7 +12,7 @@
 
 #include "core/random.hpp"
 #include "sim/distributions.hpp"
-#include "tests/real/transport_suite.hpp"
+#include "tests/transport/transport_suite.hpp"
 #include "tests/sim/sim_cluster.hpp"
 
 using namespace bkv;
@@ -44,7 +44,7 @@ TEST_CASE("a WRITE+IMM crosses the pipeline: latency is the sum of its stations"
   c.net().set_observer(&Recorder::on, &rec);
   auto& qa = c.t[0]->create_queue_pair();
   auto& qb = c.t[1]->create_queue_pair();
-  loopback::DesFabric::connect(qa, qb);
+  sim::DesFabric::connect(qa, qb);
   std::vector<std::byte> src(64, std::byte{0x3C}), dst(64, std::byte{0});
   const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
   const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
@@ -100,7 +100,7 @@ TEST_CASE("a READ returns the remote bytes after a full round trip", "[nic]") {
   c.net().set_observer(&Recorder::on, &rec);
   auto& qa = c.t[0]->create_queue_pair();
   auto& qb = c.t[1]->create_queue_pair();
-  loopback::DesFabric::connect(qa, qb);
+  sim::DesFabric::connect(qa, qb);
   std::vector<std::byte> remote(8192), local(8192, std::byte{0});
   for (size_t i = 0; i < remote.size(); ++i) remote[i] = std::byte{static_cast<uint8_t>(i * 7 + 3)};
   const MemoryRegion lmr = c.t[0]->register_memory(local.data(), local.size(), kAccessLocalWrite);
@@ -126,11 +126,11 @@ TEST_CASE("heavy jitter never reorders one QP: data of later writes never lands 
   SimCluster c(2, nic, 5, sim::ContextConfig{256, 8192, 0});
   constexpr uint32_t kQps = 2;
   constexpr uint32_t kPerQp = 1500;
-  std::vector<loopback::DesTransport::QueuePair*> qa, qb;
+  std::vector<sim::DesTransport::QueuePair*> qa, qb;
   for (uint32_t i = 0; i < kQps; ++i) {
     qa.push_back(&c.t[0]->create_queue_pair());
     qb.push_back(&c.t[1]->create_queue_pair());
-    loopback::DesFabric::connect(*qa.back(), *qb.back());
+    sim::DesFabric::connect(*qa.back(), *qb.back());
   }
   std::vector<uint64_t> src(kQps * kPerQp), dst(kQps * kPerQp, 0);
   for (uint32_t i = 0; i < src.size(); ++i) src[i] = i + 1;
@@ -162,8 +162,8 @@ TEST_CASE("heavy jitter never reorders one QP: data of later writes never lands 
   // A poster thread: each step posts 1-3 writes on alternating QPs, then rings; one in
   // 16 signaled; polls its send CQ to free slots.
   struct Poster {
-    std::vector<loopback::DesTransport::QueuePair*> qps;
-    loopback::DesTransport* t;
+    std::vector<sim::DesTransport::QueuePair*> qps;
+    sim::DesTransport* t;
     const uint64_t* src;
     uint32_t lkey;
     MemoryRegion dmr;
@@ -228,7 +228,7 @@ TEST_CASE("an rkey or bounds violation: remote access error, QP to error, later 
     c.net().set_observer(&Recorder::on, &rec);
     auto& qa = c.t[0]->create_queue_pair();
     auto& qb = c.t[1]->create_queue_pair();
-    loopback::DesFabric::connect(qa, qb);
+    sim::DesFabric::connect(qa, qb);
     std::vector<std::byte> src(512, std::byte{0x11}), dst(512, std::byte{0});
     const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
     const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
@@ -285,7 +285,7 @@ TEST_CASE("receiver not ready: WRITE+IMM waits whole RNR periods until a receive
   c.net().set_observer(&Recorder::on, &rec);
   auto& qa = c.t[0]->create_queue_pair();
   auto& qb = c.t[1]->create_queue_pair();
-  loopback::DesFabric::connect(qa, qb);
+  sim::DesFabric::connect(qa, qb);
   std::vector<std::byte> src(64, std::byte{5}), dst(64, std::byte{0});
   const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
   const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
@@ -319,7 +319,7 @@ TEST_CASE("send queue depth: unsignaled slots free only when a later signaled co
   SimCluster c(2, NicConfig{}, 1, sim::ContextConfig{16, 64, 0});
   auto& qa = c.t[0]->create_queue_pair();
   auto& qb = c.t[1]->create_queue_pair();
-  loopback::DesFabric::connect(qa, qb);
+  sim::DesFabric::connect(qa, qb);
   std::vector<std::byte> src(64), dst(64);
   const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
   const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
@@ -351,13 +351,13 @@ std::pair<double, double> latency_at_load(double rho, nlohmann::json* report = n
   SimCluster c(2, nic, 3, sim::ContextConfig{4096, 64, 0});
   auto& qa = c.t[0]->create_queue_pair();
   auto& qb = c.t[1]->create_queue_pair();
-  loopback::DesFabric::connect(qa, qb);
+  sim::DesFabric::connect(qa, qb);
   std::vector<std::byte> src(64), dst(64);
   const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
   const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
   struct Source {
-    loopback::DesTransport* t;
-    loopback::DesTransport::QueuePair* qp;
+    sim::DesTransport* t;
+    sim::DesTransport::QueuePair* qp;
     const std::byte* src;
     uint32_t lkey;
     RemoteBuffer dst;
@@ -419,7 +419,7 @@ TEST_CASE("a receive CQ that is never polled overruns with a clear error", "[nic
   SimCluster c(2, NicConfig{}, 1, sim::ContextConfig{256, 64, 8});
   auto& qa = c.t[0]->create_queue_pair();
   auto& qb = c.t[1]->create_queue_pair();
-  loopback::DesFabric::connect(qa, qb);
+  sim::DesFabric::connect(qa, qb);
   std::vector<std::byte> src(64), dst(64);
   const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
   const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
@@ -439,13 +439,13 @@ TEST_CASE("per-QP window: latency grows with outstanding requests while the SQ i
     SimCluster c(2, nic, 1, sim::ContextConfig{256, 64, 0});
     auto& qa = c.t[0]->create_queue_pair();
     auto& qb = c.t[1]->create_queue_pair();
-    loopback::DesFabric::connect(qa, qb);
+    sim::DesFabric::connect(qa, qb);
     std::vector<std::byte> src(64), dst(64);
     const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
     const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
     struct Loop {
-      loopback::DesTransport* t;
-      loopback::DesTransport::QueuePair* qp;
+      sim::DesTransport* t;
+      sim::DesTransport::QueuePair* qp;
       const std::byte* src;
       uint32_t lkey;
       RemoteBuffer dst;
@@ -492,12 +492,12 @@ std::pair<uint64_t, uint64_t> random_traffic(uint64_t fabric_seed) {
   nic.latency.jitter = sim::Distribution::lognormal(200, 300);
   SimCluster c(4, nic, fabric_seed);
   constexpr uint32_t kN = 4;
-  std::vector<std::vector<loopback::DesTransport::QueuePair*>> qp(kN, std::vector<loopback::DesTransport::QueuePair*>(kN));
+  std::vector<std::vector<sim::DesTransport::QueuePair*>> qp(kN, std::vector<sim::DesTransport::QueuePair*>(kN));
   for (uint32_t a = 0; a < kN; ++a)
     for (uint32_t b = a + 1; b < kN; ++b) {
       qp[a][b] = &c.t[a]->create_queue_pair();
       qp[b][a] = &c.t[b]->create_queue_pair();
-      loopback::DesFabric::connect(*qp[a][b], *qp[b][a]);
+      sim::DesFabric::connect(*qp[a][b], *qp[b][a]);
     }
   std::vector<std::vector<std::byte>> mem(kN, std::vector<std::byte>(1 << 14));
   std::vector<MemoryRegion> mr(kN);
@@ -507,8 +507,8 @@ std::pair<uint64_t, uint64_t> random_traffic(uint64_t fabric_seed) {
   }
   struct Node {
     uint32_t id;
-    loopback::DesTransport* t;
-    std::vector<loopback::DesTransport::QueuePair*>* qps;
+    sim::DesTransport* t;
+    std::vector<sim::DesTransport::QueuePair*>* qps;
     std::vector<MemoryRegion>* mr;
     Rng rng;
     uint32_t steps = 0;
@@ -562,11 +562,11 @@ TEST_CASE("determinism: same seed, same event trace and bytes - another seed, an
 namespace {
 
 struct NoDelete {
-  void operator()(loopback::DesTransport*) const noexcept {}
+  void operator()(sim::DesTransport*) const noexcept {}
 };
 
 struct DesHarness {
-  using T = loopback::DesTransport;
+  using T = sim::DesTransport;
   SimCluster cluster;
   uint32_t next = 0;
   explicit DesHarness(const NicConfig& nic = NicConfig{}) : cluster(2, nic, 1, sim::ContextConfig{256, 64, 0}) {}
@@ -635,7 +635,7 @@ TEST_CASE("PCIe read tags: with few tags, WQE fetches queue and latency grows", 
     for (uint32_t q = 0; q < 32; ++q) {
       auto& a = c.t[0]->create_queue_pair();
       auto& b = c.t[1]->create_queue_pair();
-      loopback::DesFabric::connect(a, b);
+      sim::DesFabric::connect(a, b);
       for (uint32_t i = 0; i < 4; ++i)
         REQUIRE(a.post_write(src.data(), 8, smr.lkey, SimCluster::remote(dmr), i, false) == PostResult::kOk);
       a.ring_doorbell();
@@ -661,7 +661,7 @@ TEST_CASE("mixed READ/WRITE on one QP: a READ waits for an earlier blocked WRITE
   SimCluster c(2, nic);
   auto& qa = c.t[0]->create_queue_pair();
   auto& qb = c.t[1]->create_queue_pair();
-  loopback::DesFabric::connect(qa, qb);
+  sim::DesFabric::connect(qa, qb);
   std::vector<std::byte> local(256, std::byte{0x77}), back(256, std::byte{0}), remote(256, std::byte{0});
   const MemoryRegion lmr = c.t[0]->register_memory(local.data(), local.size(), kAccessLocalWrite);
   const MemoryRegion bmr = c.t[0]->register_memory(back.data(), back.size(), kAccessLocalWrite);

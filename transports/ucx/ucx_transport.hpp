@@ -62,7 +62,7 @@
 #include <vector>
 
 #include "core/transport.hpp"
-#include "transports/loopback_sim/memory_table.hpp"
+#include "transports/loopback/memory_table.hpp"
 
 // Opaque UCX handles (ucp/api/ucp_def.h); the UCX headers stay out of this header.
 struct ucp_context;

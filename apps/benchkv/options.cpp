@@ -1,0 +1,717 @@
+#include "apps/benchkv/options.hpp"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <type_traits>
+#include <vector>
+
+namespace bkv::app {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Enum spellings (the CLI and JSON strings).
+// ---------------------------------------------------------------------------------------
+
+template <class E>
+struct Choice {
+  std::string_view name;
+  E value;
+};
+
+constexpr std::array<Choice<Backend>, 4> kBackendChoices{{{"meta", Backend::kMeta},
+                                                          {"delegation", Backend::kDelegation},
+                                                          {"direct", Backend::kDirect},
+                                                          {"ucx-am", Backend::kUcxAm}}};
+constexpr std::array<Choice<TransportKind>, 4> kTransportChoices{{{"mlx5", TransportKind::kMlx5},
+                                                                  {"verbs", TransportKind::kVerbs},
+                                                                  {"ucx", TransportKind::kUcx},
+                                                                  {"sim", TransportKind::kSim}}};
+constexpr std::array<Choice<Distribution>, 2> kDistributionChoices{
+    {{"uniform", Distribution::kUniform}, {"zipfian", Distribution::kZipfian}}};
+constexpr std::array<Choice<StartMode>, 2> kStartModeChoices{
+    {{"sync", StartMode::kSync}, {"staggered", StartMode::kStaggered}}};
+
+template <class E, size_t N>
+std::string_view name_of(const std::array<Choice<E>, N>& table, E v) noexcept {
+  for (const auto& c : table) {
+    if (c.value == v) return c.name;
+  }
+  return "";
+}
+
+template <class E, size_t N>
+std::string choice_list(const std::array<Choice<E>, N>& table) {
+  std::string s;
+  for (const auto& c : table) {
+    if (!s.empty()) s += '|';
+    s += c.name;
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------
+// The option table: one entry per option, in --help order.
+// ---------------------------------------------------------------------------------------
+
+enum class Kind : uint8_t { kUnsigned, kSigned, kDouble, kString, kBool, kChoice, kWindow };
+
+struct Ctx {
+  std::string source;    // "config file X" or "command line"
+  std::string base_dir;  // for relative model paths ("" = working directory)
+};
+
+struct Spec;
+using Setter = void (*)(Options&, const json&, const Spec&, const Ctx&);
+using Getter = json (*)(const Options&);
+
+struct Spec {
+  std::string_view key;         // JSON key; the long option is "--" + key with '_' -> '-'
+  char short_flag;              // 0 = none
+  Kind kind;
+  std::string_view group;       // --help section
+  std::string_view value_name;  // --help value placeholder
+  std::string_view help;
+  Setter set;
+  Getter get;
+};
+
+std::string long_flag(const Spec& s) {
+  std::string f = "--";
+  for (char c : s.key) f += (c == '_') ? '-' : c;
+  return f;
+}
+
+bool is_positional(const Spec& s) { return s.key == "backend"; }
+
+// "queue_depth (--queue-depth)": how messages name an option.
+std::string label(const Spec& s) {
+  if (is_positional(s)) return std::string(s.key);
+  return fmt::format("{} ({})", s.key, long_flag(s));
+}
+
+[[noreturn]] void type_error(const Spec& s, const Ctx& c, std::string_view expected, const json& v) {
+  throw OptionError(std::string(s.key),
+                    fmt::format("{}: expected {}, got {} ({})", label(s), expected, v.dump(), c.source));
+}
+
+template <class T>
+T json_unsigned(const json& v, const Spec& s, const Ctx& c) {
+  uint64_t x = 0;
+  if (v.is_number_unsigned()) {
+    x = v.get<uint64_t>();
+  } else if (v.is_number_integer()) {  // a signed JSON integer (e.g. built in code)
+    if (v.get<int64_t>() < 0) type_error(s, c, "a non-negative integer", v);
+    x = static_cast<uint64_t>(v.get<int64_t>());
+  } else {
+    type_error(s, c, "an unsigned integer", v);
+  }
+  if (x > std::numeric_limits<T>::max()) {
+    type_error(s, c, fmt::format("an unsigned integer <= {}", std::numeric_limits<T>::max()), v);
+  }
+  return static_cast<T>(x);
+}
+
+template <class T>
+T json_signed(const json& v, const Spec& s, const Ctx& c) {
+  if (!v.is_number_integer()) type_error(s, c, "an integer", v);
+  if (v.is_number_unsigned()) {
+    const auto x = v.get<uint64_t>();
+    if (x > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
+      type_error(s, c, fmt::format("an integer <= {}", std::numeric_limits<T>::max()), v);
+    }
+    return static_cast<T>(x);
+  }
+  const auto x = v.get<int64_t>();
+  if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max()) {
+    type_error(s, c,
+               fmt::format("an integer in [{}, {}]", std::numeric_limits<T>::min(), std::numeric_limits<T>::max()),
+               v);
+  }
+  return static_cast<T>(x);
+}
+
+template <auto M>
+void set_field(Options& o, const json& v, const Spec& s, const Ctx& c) {
+  using T = std::remove_cvref_t<decltype(o.*M)>;
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) type_error(s, c, "a boolean (true or false)", v);
+    o.*M = v.get<bool>();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!v.is_string()) type_error(s, c, "a string", v);
+    o.*M = v.get<std::string>();
+  } else if constexpr (std::is_same_v<T, double>) {
+    if (!v.is_number()) type_error(s, c, "a number", v);
+    o.*M = v.get<double>();
+  } else if constexpr (std::is_unsigned_v<T>) {
+    o.*M = json_unsigned<T>(v, s, c);
+  } else {
+    static_assert(std::is_signed_v<T>);
+    o.*M = json_signed<T>(v, s, c);
+  }
+}
+
+template <auto M>
+json get_field(const Options& o) {
+  return json(o.*M);
+}
+
+template <auto M, const auto& Table>
+void set_choice(Options& o, const json& v, const Spec& s, const Ctx& c) {
+  if (!v.is_string()) type_error(s, c, fmt::format("a string ({})", choice_list(Table)), v);
+  const auto name = v.get<std::string>();
+  for (const auto& ch : Table) {
+    if (ch.name == name) {
+      o.*M = ch.value;
+      return;
+    }
+  }
+  throw OptionError(std::string(s.key), fmt::format("{}: \"{}\" is not one of {} ({})", label(s), name,
+                                                    choice_list(Table), c.source));
+}
+
+template <auto M, const auto& Table>
+json get_choice(const Options& o) {
+  return json(std::string(name_of(Table, o.*M)));
+}
+
+void set_backend(Options& o, const json& v, const Spec& s, const Ctx& c) {
+  if (v.is_null()) {
+    o.backend = Backend::kUnset;
+    return;
+  }
+  set_choice<&Options::backend, kBackendChoices>(o, v, s, c);
+}
+
+json get_backend(const Options& o) {
+  if (o.backend == Backend::kUnset) return json(nullptr);
+  return json(std::string(to_string(o.backend)));
+}
+
+// A relative model path is resolved against the context's base directory (the config
+// file's directory, or the working directory for the command line) and made absolute.
+void set_model(Options& o, const json& v, const Spec& s, const Ctx& c) {
+  if (!v.is_string()) type_error(s, c, "a string (a path)", v);
+  const auto text = v.get<std::string>();
+  if (text.empty()) {
+    o.model.clear();
+    return;
+  }
+  fs::path p(text);
+  if (p.is_relative()) p = fs::path(c.base_dir) / p;
+  o.model = fs::absolute(p).lexically_normal().string();
+}
+
+bool parse_double(std::string_view text, double& out) {
+  if (text.empty()) return false;
+  const char* first = text.data();
+  const char* last = first + text.size();
+  if (*first == '+') {  // from_chars takes '-' but not '+': accept one '+', not "+-"
+    ++first;
+    if (first == last || *first == '-') return false;
+  }
+  const auto [ptr, ec] = std::from_chars(first, last, out);
+  return ec == std::errc() && ptr == last && std::isfinite(out);
+}
+
+// "A:B" (microseconds) -> TraceWindow; "" -> none.
+void set_trace_window(Options& o, const json& v, const Spec& s, const Ctx& c) {
+  if (!v.is_string()) type_error(s, c, "a string \"A:B\" (microseconds)", v);
+  const auto text = v.get<std::string>();
+  if (text.empty()) {
+    o.trace_window.reset();
+    return;
+  }
+  const auto colon = text.find(':');
+  TraceWindow w;
+  if (colon == std::string::npos || !parse_double(std::string_view(text).substr(0, colon), w.begin_us) ||
+      !parse_double(std::string_view(text).substr(colon + 1), w.end_us)) {
+    throw OptionError(std::string(s.key),
+                      fmt::format("{}: \"{}\" is not of the form A:B (two numbers of microseconds) ({})",
+                                  label(s), text, c.source));
+  }
+  o.trace_window = w;
+}
+
+json get_trace_window(const Options& o) {
+  if (!o.trace_window) return json(std::string());
+  return json(fmt::format("{}:{}", o.trace_window->begin_us, o.trace_window->end_us));
+}
+
+#define BKV_FIELD(member) &set_field<&Options::member>, &get_field<&Options::member>
+#define BKV_CHOICE(member, table) &set_choice<&Options::member, table>, &get_choice<&Options::member, table>
+
+constexpr std::string_view kGroupRun = "Benchmark";
+constexpr std::string_view kGroupWorkload = "Workload";
+constexpr std::string_view kGroupRdma = "RDMA and rings";
+constexpr std::string_view kGroupLoop = "Daemon loop policies";
+constexpr std::string_view kGroupSim = "Simulator";
+
+const Spec kSpecs[] = {
+    {"backend", 0, Kind::kChoice, kGroupRun, "meta|delegation|direct|ucx-am",
+     "backend to run (positional argument)", &set_backend, &get_backend},
+    {"transport", 0, Kind::kChoice, kGroupRun, "mlx5|verbs|ucx|sim", "transport under the backends",
+     BKV_CHOICE(transport, kTransportChoices)},
+    {"duration", 'd', Kind::kDouble, kGroupRun, "SECONDS", "benchmark time per run (fractions allowed)",
+     BKV_FIELD(duration)},
+    {"interval_ms", 0, Kind::kDouble, kGroupRun, "MS", "epoch length (fractions allowed)", BKV_FIELD(interval_ms)},
+    {"trim", 0, Kind::kUnsigned, kGroupRun, "N", "epochs dropped at each end of a run (warm-up, cool-down)",
+     BKV_FIELD(trim)},
+    {"runs", 'r', Kind::kUnsigned, kGroupRun, "N", "number of runs", BKV_FIELD(runs)},
+    {"output", 'o', Kind::kString, kGroupRun, "FILE", "per-epoch CSV output", BKV_FIELD(output)},
+    {"summary", 0, Kind::kString, kGroupRun, "FILE",
+     "JSON summary output",
+     BKV_FIELD(summary)},
+    {"progress", 0, Kind::kBool, kGroupRun, "", "a progress line per epoch on stderr", BKV_FIELD(progress)},
+    {"seed", 0, Kind::kUnsigned, kGroupRun, "U64", "seed of every pseudo-random stream", BKV_FIELD(seed)},
+    {"server_threads", 0, Kind::kUnsigned, kGroupRun, "N", "daemon threads per node", BKV_FIELD(server_threads)},
+    {"client_threads", 0, Kind::kUnsigned, kGroupRun, "N", "client threads per node", BKV_FIELD(client_threads)},
+    {"queue_depth", 0, Kind::kUnsigned, kGroupRun, "N", "requests in flight per client (power of two)",
+     BKV_FIELD(queue_depth)},
+    {"key_range", 0, Kind::kUnsigned, kGroupWorkload, "N", "keys per node", BKV_FIELD(key_range)},
+    {"read_ratio", 0, Kind::kDouble, kGroupWorkload, "FLOAT", "fraction of gets, in [0, 1]", BKV_FIELD(read_ratio)},
+    {"distribution", 0, Kind::kChoice, kGroupWorkload, "uniform|zipfian",
+     "target distribution: uniform over ranks and keys, or zipfian over ranks x keys",
+     BKV_CHOICE(distribution, kDistributionChoices)},
+    {"zipf_s", 0, Kind::kDouble, kGroupWorkload, "S", "zipfian exponent (> 0)", BKV_FIELD(zipf_s)},
+    {"pattern_len", 0, Kind::kUnsigned, kGroupWorkload, "N", "pre-generated requests per client, replayed in a loop",
+     BKV_FIELD(pattern_len)},
+    {"device", 0, Kind::kString, kGroupRdma, "NAME", "RDMA device name (empty: use --device-index)",
+     BKV_FIELD(device)},
+    {"device_index", 0, Kind::kUnsigned, kGroupRdma, "N", "RDMA device index", BKV_FIELD(device_index)},
+    {"port", 0, Kind::kUnsigned, kGroupRdma, "N", "RDMA port (1-255)", BKV_FIELD(port)},
+    {"gid_index", 0, Kind::kSigned, kGroupRdma, "N", "RoCE GID index; -1 = InfiniBand LID addressing",
+     BKV_FIELD(gid_index)},
+    {"ring_size", 0, Kind::kUnsigned, kGroupRdma, "BYTES", "copyrpc ring size (power of two >= 4096)",
+     BKV_FIELD(ring_size)},
+    {"poll_budget", 0, Kind::kUnsigned, kGroupLoop, "N",
+     "copyrpc polls per loop, stopping early once N responses arrived (>= 1)", BKV_FIELD(poll_budget)},
+    {"batch_hold_us", 0, Kind::kDouble, kGroupLoop, "US", "reply batch-hold time; 0 = off", BKV_FIELD(batch_hold_us)},
+    {"adaptive_hold", 0, Kind::kBool, kGroupLoop, "", "adapt the hold time to the response rate (EWMA)",
+     BKV_FIELD(adaptive_hold)},
+    {"hold_rtt_multiplier", 0, Kind::kDouble, kGroupLoop, "M",
+     "hold = M x EWMA of the flush -> first CQE delay; 0 = off", BKV_FIELD(hold_rtt_multiplier)},
+    {"adaptive_poll_budget", 0, Kind::kBool, kGroupLoop, "", "adaptive poll budget controller",
+     BKV_FIELD(adaptive_poll_budget)},
+    {"np", 0, Kind::kUnsigned, kGroupSim, "N", "simulated node count (>= 1)", BKV_FIELD(np)},
+    {"model", 0, Kind::kString, kGroupSim, "FILE.json",
+     "simulator model JSON (empty: built-in defaults); relative paths are resolved against the config file's "
+     "directory, or the working directory on the command line",
+     &set_model, &get_field<&Options::model>},
+    {"start_mode", 0, Kind::kChoice, kGroupSim, "sync|staggered", "how clients issue their first requests",
+     BKV_CHOICE(start_mode, kStartModeChoices)},
+    {"start_stagger_us", 0, Kind::kDouble, kGroupSim, "US", "client start spread in staggered mode (>= 0)",
+     BKV_FIELD(start_stagger_us)},
+    {"inflight_samples", 0, Kind::kString, kGroupSim, "FILE", "in-flight time series output (empty: off)",
+     BKV_FIELD(inflight_samples)},
+    {"inflight_sample_interval_us", 0, Kind::kDouble, kGroupSim, "US", "in-flight sampling period (> 0)",
+     BKV_FIELD(inflight_sample_interval_us)},
+    {"trace", 0, Kind::kString, kGroupSim, "FILE", "Chrome/Perfetto trace output (empty: off)", BKV_FIELD(trace)},
+    {"trace_window", 0, Kind::kWindow, kGroupSim, "A:B",
+     "traced window of virtual time in microseconds, A < B (required with --trace)", &set_trace_window,
+     &get_trace_window},
+};
+
+#undef BKV_FIELD
+#undef BKV_CHOICE
+
+const Spec& spec_of(std::string_view key) {
+  for (const auto& s : kSpecs) {
+    if (s.key == key) return s;
+  }
+  throw std::logic_error("bkv::bench: no option spec for key " + std::string(key));
+}
+
+// Levenshtein distance, for "did you mean" hints on unknown keys.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string suggestion(std::string_view key) {
+  std::string_view best;
+  size_t best_d = 4;  // suggest only close matches
+  for (const auto& s : kSpecs) {
+    const size_t d = edit_distance(key, s.key);
+    if (d < best_d) {
+      best_d = d;
+      best = s.key;
+    }
+  }
+  return best.empty() ? std::string() : fmt::format(" (did you mean \"{}\"?)", best);
+}
+
+// Applies the keys present in a JSON object; no range checks (validate() runs on the
+// merged result, so a config value overridden on the command line may be out of range).
+void apply_object(Options& o, const json& j, const Ctx& c, bool& summary_given) {
+  if (!j.is_object()) {
+    throw OptionError("config", fmt::format("config: expected a JSON object of options, got {} ({})",
+                                            j.type_name(), c.source));
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (key == "config" || key == "print_config") {
+      throw OptionError(key, fmt::format("{}: only valid on the command line, not as a JSON key ({})", key,
+                                         c.source));
+    }
+    const Spec* spec = nullptr;
+    for (const auto& s : kSpecs) {
+      if (s.key == key) spec = &s;
+    }
+    if (spec == nullptr) {
+      throw OptionError(key, fmt::format("unknown key \"{}\"{} ({})", key, suggestion(key), c.source));
+    }
+    spec->set(o, value, *spec, c);
+    if (key == "summary") summary_given = true;
+  }
+}
+
+void finish(Options& o, bool summary_given) {
+  if (!summary_given) o.summary = default_summary_path(o.output);
+}
+
+[[noreturn]] void fail(const Options& o, std::string_view key, std::string_view rule) {
+  const Spec& s = spec_of(key);
+  throw OptionError(std::string(key), fmt::format("{}: {} {}", label(s), s.get(o).dump(), rule));
+}
+
+bool is_pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+// Microseconds, nanoseconds: the unit conversions of the time options.
+uint64_t rounded_ns(double value, double ns_per_unit) {
+  return static_cast<uint64_t>(std::llround(value * ns_per_unit));
+}
+
+constexpr double kMaxDurationSeconds = 1e7;   // keeps every nanosecond count far inside u64
+constexpr uint32_t kMaxEpochs = 10'000'000;   // per run
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Public API
+// ---------------------------------------------------------------------------------------
+
+std::string_view to_string(Backend b) noexcept { return name_of(kBackendChoices, b); }
+std::string_view to_string(TransportKind t) noexcept { return name_of(kTransportChoices, t); }
+std::string_view to_string(StartMode m) noexcept { return name_of(kStartModeChoices, m); }
+
+uint64_t TraceWindow::begin_ns() const noexcept { return rounded_ns(begin_us, 1e3); }
+uint64_t TraceWindow::end_ns() const noexcept { return rounded_ns(end_us, 1e3); }
+
+uint64_t duration_ns(const Options& o) { return rounded_ns(o.duration, 1e9); }
+uint64_t interval_ns(const Options& o) { return rounded_ns(o.interval_ms, 1e6); }
+uint32_t epochs_per_run(const Options& o) {
+  const uint64_t iv = interval_ns(o);
+  return iv == 0 ? 0 : static_cast<uint32_t>(std::min<uint64_t>(duration_ns(o) / iv, UINT32_MAX));
+}
+
+std::string default_summary_path(const std::string& output) {
+  fs::path p(output);
+  p.replace_extension(".summary.json");
+  return p.string();
+}
+
+kv::WorkloadConfig workload_config(const Options& o, uint32_t num_ranks) {
+  kv::WorkloadConfig w;
+  w.num_ranks = num_ranks;
+  w.key_range = o.key_range;
+  w.read_ratio = o.read_ratio;
+  w.distribution = o.distribution;
+  w.zipf_s = o.zipf_s;
+  w.seed = o.seed;
+  w.pattern_len = o.pattern_len;
+  return w;
+}
+
+void validate(const Options& o, bool require_backend) {
+  if (require_backend && o.backend == Backend::kUnset) {
+    throw OptionError("backend",
+                      fmt::format("backend: missing; give one of {} as the positional argument or as "
+                                  "\"backend\" in the config file",
+                                  choice_list(kBackendChoices)));
+  }
+  if (name_of(kBackendChoices, o.backend).empty() && o.backend != Backend::kUnset) fail(o, "backend", "is invalid");
+  if (name_of(kTransportChoices, o.transport).empty()) fail(o, "transport", "is invalid");
+  if (name_of(kDistributionChoices, o.distribution).empty()) fail(o, "distribution", "is invalid");
+  if (name_of(kStartModeChoices, o.start_mode).empty()) fail(o, "start_mode", "is invalid");
+
+  if (!(o.duration > 0 && o.duration <= kMaxDurationSeconds)) {
+    fail(o, "duration", fmt::format("must be > 0 and <= {} seconds", kMaxDurationSeconds));
+  }
+  if (!(o.interval_ms > 0 && interval_ns(o) >= 1)) fail(o, "interval_ms", "must be >= 1e-6 (one nanosecond)");
+  const uint64_t epochs = duration_ns(o) / interval_ns(o);
+  if (epochs < 1) {
+    fail(o, "interval_ms", fmt::format("is longer than the duration ({} s): no epoch fits in a run", o.duration));
+  }
+  if (epochs > kMaxEpochs) {
+    fail(o, "interval_ms", fmt::format("gives {} epochs per run (duration {} s); at most {} are allowed", epochs,
+                                       o.duration, kMaxEpochs));
+  }
+  if (2 * uint64_t{o.trim} >= epochs) {
+    fail(o, "trim", fmt::format("leaves no epoch: a run has {} epochs (duration {} s / interval {} ms) and "
+                                "2 x trim = {} of them are dropped",
+                                epochs, o.duration, o.interval_ms, 2 * uint64_t{o.trim}));
+  }
+  if (o.runs < 1) fail(o, "runs", "must be >= 1");
+  if (o.output.empty()) fail(o, "output", "must not be empty");
+  if (o.summary.empty()) fail(o, "summary", "must not be empty");
+  if (o.port < 1 || o.port > kMaxPort) fail(o, "port", fmt::format("must be in [1, {}]", kMaxPort));
+  if (o.gid_index < -1 || o.gid_index > kMaxGidIndex) {
+    fail(o, "gid_index", fmt::format("must be -1 (LID) or in [0, {}]", kMaxGidIndex));
+  }
+  if (o.server_threads < 1 || o.server_threads > kMaxThreads) {
+    fail(o, "server_threads", fmt::format("must be in [1, {}]", kMaxThreads));
+  }
+  if (o.client_threads < 1 || o.client_threads > kMaxThreads) {
+    fail(o, "client_threads", fmt::format("must be in [1, {}]", kMaxThreads));
+  }
+  if (!is_pow2(o.queue_depth) || o.queue_depth > kMaxQueueDepth) {
+    fail(o, "queue_depth", fmt::format("is not a power of two in [1, {}]", kMaxQueueDepth));
+  }
+  if (o.key_range < 1 || o.key_range > kv::kMaxKeyRange) fail(o, "key_range", "must be in [1, 2^32]");
+  if (!(o.read_ratio >= 0 && o.read_ratio <= 1)) fail(o, "read_ratio", "must be in [0, 1]");
+  if (!(o.zipf_s > 0 && std::isfinite(o.zipf_s))) fail(o, "zipf_s", "must be a finite number > 0");
+  if (o.pattern_len < 1 || o.pattern_len > kv::kMaxPatternLen) fail(o, "pattern_len", "must be in [1, 2^24]");
+  if (!is_pow2(o.ring_size) || o.ring_size < kMinRingSize || o.ring_size > kMaxRingSize) {
+    fail(o, "ring_size", fmt::format("is not a power of two in [{}, 2^32]", kMinRingSize));
+  }
+  if (o.np < 1 || o.np > kv::kMaxRanks) fail(o, "np", "must be in [1, 2^20]");
+  if (o.poll_budget < 1) fail(o, "poll_budget", "must be >= 1");
+  if (!(o.batch_hold_us >= 0 && std::isfinite(o.batch_hold_us))) fail(o, "batch_hold_us", "must be >= 0");
+  if (!(o.hold_rtt_multiplier >= 0 && std::isfinite(o.hold_rtt_multiplier))) {
+    fail(o, "hold_rtt_multiplier", "must be >= 0");
+  }
+  if (!(o.start_stagger_us >= 0 && std::isfinite(o.start_stagger_us))) fail(o, "start_stagger_us", "must be >= 0");
+  if (!(o.inflight_sample_interval_us > 0 && std::isfinite(o.inflight_sample_interval_us) &&
+        rounded_ns(o.inflight_sample_interval_us, 1e3) >= 1)) {
+    fail(o, "inflight_sample_interval_us", "must be >= 0.001 (one nanosecond)");
+  }
+  if (o.trace_window) {
+    const TraceWindow& w = *o.trace_window;
+    if (!(std::isfinite(w.begin_us) && std::isfinite(w.end_us) && w.begin_us >= 0 &&
+          w.end_us <= kMaxDurationSeconds * 1e6 && w.begin_ns() < w.end_ns())) {
+      fail(o, "trace_window", "must be A:B with 0 <= A < B (microseconds, at least 1 ns apart)");
+    }
+  }
+  if (!o.trace.empty() && !o.trace_window) {
+    throw OptionError("trace_window", fmt::format("{}: missing; it is required with trace (\"{}\"): give "
+                                                  "--trace-window A:B or \"trace_window\": \"A:B\"",
+                                                  label(spec_of("trace_window")), o.trace));
+  }
+}
+
+json to_json(const Options& o) {
+  json j = json::object();
+  for (const auto& s : kSpecs) j[std::string(s.key)] = s.get(o);
+  return j;
+}
+
+Options options_from_json(const json& j, const std::string& base_dir) {
+  Options o;
+  bool summary_given = false;
+  apply_object(o, j, Ctx{"JSON configuration", base_dir}, summary_given);
+  finish(o, summary_given);
+  validate(o, /*require_backend=*/false);
+  return o;
+}
+
+namespace {
+
+json read_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw OptionError("config", fmt::format("config: cannot open \"{}\": {}", path, std::strerror(errno)));
+  }
+  try {
+    return json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw OptionError("config", fmt::format("config: \"{}\" is not valid JSON: {}", path, e.what()));
+  }
+}
+
+std::string parent_dir(const std::string& path) { return fs::path(path).parent_path().string(); }
+
+}  // namespace
+
+Options options_from_file(const std::string& path) {
+  const json j = read_config_file(path);
+  Options o;
+  bool summary_given = false;
+  apply_object(o, j, Ctx{fmt::format("config file \"{}\"", path), parent_dir(path)}, summary_given);
+  finish(o, summary_given);
+  validate(o, /*require_backend=*/false);
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------
+// Command line
+// ---------------------------------------------------------------------------------------
+
+namespace {
+
+// Text of a command-line value -> the JSON value the option's setter takes.
+json cli_value(const Spec& s, const std::string& text) {
+  const auto bad = [&](std::string_view what) -> OptionError {
+    return OptionError(std::string(s.key), fmt::format("{}: \"{}\" is not {}", label(s), text, what));
+  };
+  switch (s.kind) {
+    case Kind::kUnsigned: {
+      uint64_t v = 0;
+      const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
+        throw bad("an unsigned integer");
+      }
+      return json(v);
+    }
+    case Kind::kSigned: {
+      int64_t v = 0;
+      const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) throw bad("an integer");
+      return json(v);
+    }
+    case Kind::kDouble: {
+      double v = 0;
+      if (!parse_double(text, v)) throw bad("a finite number");
+      return json(v);
+    }
+    case Kind::kBool:  // flags are handled by CLI11; never reached
+    case Kind::kString:
+    case Kind::kChoice:
+    case Kind::kWindow: return json(text);
+  }
+  return json(text);
+}
+
+std::string help_text(const Spec& s, const Options& defaults) {
+  std::string def = s.get(defaults).dump();
+  if (s.key == "summary") def = "the output path with its extension replaced by .summary.json";
+  if (s.key == "backend") def = "none, required to run";
+  std::string text = fmt::format("{} [default: {}] [JSON: {}]", s.help, def, s.key);
+  if (s.kind == Kind::kBool) text += fmt::format(" (turn off with --no-{})", long_flag(s).substr(2));
+  return text;
+}
+
+constexpr std::string_view kFooter =
+    "Configuration: --config FILE.json sets any option by its JSON key (shown as [JSON: key]); the command\n"
+    "line overrides the file. `benchkv --config FILE.json` alone runs when the file names the backend.\n"
+    "Unknown keys, wrong JSON types and invalid values are errors naming the key.\n"
+    "Output: the CSV has the columns run,rank,client_id,epoch,requests,duration_ns for the kept (untrimmed)\n"
+    "epochs; the summary JSON holds the effective configuration, per-run Mops and daemon metrics.";
+
+ParseResult usage_error(std::string message) {
+  ParseResult r;
+  r.action = ParseResult::Action::kExit;
+  r.exit_status = 2;
+  r.error = std::move(message);
+  return r;
+}
+
+}  // namespace
+
+ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& out) {
+  const Options defaults;
+  CLI::App app{"benchkv: a distributed key-value benchmark over copyrpc (Meta, Delegation, copyrpc-direct, "
+               "UCX active messages), on RDMA hardware, UCX or the discrete-event simulator.",
+               "benchkv"};
+  app.footer(std::string(kFooter));
+  app.get_formatter()->column_width(40);
+
+  constexpr size_t kNumSpecs = std::size(kSpecs);
+  std::vector<std::string> texts(kNumSpecs);
+  auto flags = std::make_unique<bool[]>(kNumSpecs);
+  std::vector<CLI::Option*> cli(kNumSpecs, nullptr);
+  for (size_t i = 0; i < kNumSpecs; ++i) {
+    const Spec& s = kSpecs[i];
+    const std::string desc = help_text(s, defaults);
+    if (is_positional(s)) {
+      cli[i] = app.add_option("backend", texts[i], desc)->type_name(std::string(s.value_name));
+    } else if (s.kind == Kind::kBool) {
+      flags[i] = false;
+      const std::string names = fmt::format("{},!--no-{}", long_flag(s), long_flag(s).substr(2));
+      cli[i] = app.add_flag(names, flags[i], desc);
+    } else {
+      std::string names = long_flag(s);
+      if (s.short_flag != 0) names = fmt::format("-{},{}", s.short_flag, names);
+      cli[i] = app.add_option(names, texts[i], desc)->type_name(std::string(s.value_name));
+    }
+    cli[i]->group(std::string(s.group));
+  }
+  std::string config_path;
+  app.add_option("--config", config_path,
+                 "read options from a JSON file (keys as shown by [JSON: key]); the command line overrides it "
+                 "[command line only]")
+      ->type_name("FILE.json")
+      ->group("Configuration");
+  bool print_config = false;
+  app.add_flag("--print-config", print_config,
+               "print the effective configuration as JSON (a valid config file) and exit [command line only]")
+      ->group("Configuration");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    out << app.help();
+    return ParseResult{ParseResult::Action::kExit, Options{}, 0, {}};
+  } catch (const CLI::CallForAllHelp&) {
+    out << app.help("", CLI::AppFormatMode::All);
+    return ParseResult{ParseResult::Action::kExit, Options{}, 0, {}};
+  } catch (const CLI::ParseError& e) {
+    return usage_error(fmt::format("{} (see benchkv --help)", e.what()));
+  }
+
+  Options o;
+  bool summary_given = false;
+  try {
+    if (!config_path.empty()) {
+      apply_object(o, read_config_file(config_path),
+                   Ctx{fmt::format("config file \"{}\"", config_path), parent_dir(config_path)}, summary_given);
+    }
+    const Ctx cmdline{"command line", ""};
+    for (size_t i = 0; i < kNumSpecs; ++i) {
+      if (cli[i]->count() == 0) continue;
+      const Spec& s = kSpecs[i];
+      const json v = (s.kind == Kind::kBool) ? json(flags[i]) : cli_value(s, texts[i]);
+      s.set(o, v, s, cmdline);
+      if (s.key == "summary") summary_given = true;
+    }
+    finish(o, summary_given);
+    validate(o, /*require_backend=*/!print_config);
+  } catch (const OptionError& e) {
+    return usage_error(e.what());
+  }
+
+  if (print_config) {
+    out << to_json(o).dump(2) << '\n';
+    return ParseResult{ParseResult::Action::kExit, o, 0, {}};
+  }
+  return ParseResult{ParseResult::Action::kRun, o, 0, {}};
+}
+
+ParseResult parse_command_line(int argc, char** argv) { return parse_command_line(argc, argv, std::cout); }
+
+}  // namespace bkv::app

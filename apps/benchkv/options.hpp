@@ -1,0 +1,155 @@
+// benchkv options (DESIGN.md §4.5, §8; reference/benchkv-original.md "CLI").
+//
+//   benchkv [options] <meta|delegation|direct|ucx-am>
+//   benchkv --config FILE.json [options] [backend]
+//
+// Every option has a JSON key: the snake_case of its long option (--queue-depth ->
+// "queue_depth"); the positional backend is the key "backend". Precedence, lowest first:
+// built-in defaults, the config file (--config), the command line. `--help` lists every
+// option with its default and JSON key; `--print-config` prints the effective
+// configuration as JSON (the form to_json() returns and a config file accepts) and exits.
+//
+// Paths: `model` given relative in a config file is resolved against the config file's
+// directory, given relative on the command line against the working directory; either
+// way the Options hold an absolute path. Output paths (output, summary, trace,
+// inflight_samples) are used as given. `summary` defaults to `output` with its extension
+// replaced by ".summary.json" (re-derived when output changes and summary is not set).
+//
+// nlohmann/json appears here only forward-declared; CLI11 only in options.cpp.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "core/kv/workload.hpp"
+
+namespace bkv::app {
+
+enum class Backend : uint8_t { kUnset = 0, kMeta, kDelegation, kDirect, kUcxAm };
+enum class TransportKind : uint8_t { kMlx5 = 0, kVerbs, kUcx, kSim };
+enum class StartMode : uint8_t { kSync = 0, kStaggered };
+using kv::Distribution;
+
+std::string_view to_string(Backend b) noexcept;        // "meta", ... ("" for kUnset)
+std::string_view to_string(TransportKind t) noexcept;  // "mlx5", "verbs", "ucx", "sim"
+std::string_view to_string(StartMode m) noexcept;      // "sync", "staggered"
+
+// Trace window [begin_us, end_us) in microseconds of virtual time; JSON/CLI form "A:B".
+struct TraceWindow {
+  double begin_us = 0;
+  double end_us = 0;
+  uint64_t begin_ns() const noexcept;  // rounded to the nearest nanosecond
+  uint64_t end_ns() const noexcept;
+  friend bool operator==(const TraceWindow&, const TraceWindow&) = default;
+};
+
+// Limits checked by validate() (besides the relations listed there).
+inline constexpr uint64_t kMinRingSize = 4096;
+inline constexpr uint64_t kMaxRingSize = uint64_t{1} << 32;
+inline constexpr uint32_t kMaxQueueDepth = 1u << 16;
+inline constexpr uint32_t kMaxThreads = 1024;  // server_threads, client_threads
+inline constexpr uint32_t kMaxPort = 255;      // RDMA port numbers are u8, from 1
+inline constexpr int32_t kMaxGidIndex = 255;
+
+struct Options {
+  Backend backend = Backend::kUnset;  // positional; JSON "backend"; required to run
+  TransportKind transport = TransportKind::kSim;
+  double duration = 30;        // seconds per run
+  double interval_ms = 1000;   // epoch length
+  uint32_t trim = 3;           // epochs dropped at each end of a run
+  uint32_t runs = 3;
+  std::string output = "benchkv.csv";
+  std::string summary = "benchkv.summary.json";  // effective value (see header comment)
+  std::string device;          // RDMA device name ("" = by device_index)
+  uint32_t device_index = 0;
+  uint32_t port = 1;
+  int32_t gid_index = -1;      // -1: InfiniBand LID addressing; >= 0: RoCE GID index
+  uint32_t server_threads = 1; // daemon threads per node
+  uint32_t client_threads = 1; // client threads per node
+  uint32_t queue_depth = 4;    // requests in flight per client (power of two)
+  uint64_t key_range = 1024;   // keys per node
+  double read_ratio = 0.5;
+  Distribution distribution = Distribution::kUniform;
+  double zipf_s = 1.0;
+  uint64_t ring_size = uint64_t{1} << 20;  // copyrpc ring bytes (power of two >= 4096)
+  uint64_t seed = 1;
+  uint32_t np = 2;             // simulator node count
+  uint32_t pattern_len = static_cast<uint32_t>(kv::kDefaultPatternLen);
+  uint32_t poll_budget = 1;
+  double batch_hold_us = 0;    // 0 = no reply batch-hold
+  bool adaptive_hold = false;
+  double hold_rtt_multiplier = 0;  // 0 = off
+  bool adaptive_poll_budget = false;
+  std::string model;           // simulator model JSON ("" = built-in defaults)
+  StartMode start_mode = StartMode::kSync;
+  double start_stagger_us = 0;
+  std::string inflight_samples;        // output path ("" = off)
+  double inflight_sample_interval_us = 10;
+  std::string trace;                   // Chrome trace output path ("" = off)
+  std::optional<TraceWindow> trace_window;  // required when trace is set
+  bool progress = true;                // a line per epoch on stderr
+
+  friend bool operator==(const Options&, const Options&) = default;
+};
+
+// An invalid option value. key() is the JSON key; what() names the key (and the flag)
+// and the bad value.
+class OptionError : public std::runtime_error {
+ public:
+  OptionError(std::string key, const std::string& message)
+      : std::runtime_error(message), key_(std::move(key)) {}
+  const std::string& key() const noexcept { return key_; }
+
+ private:
+  std::string key_;
+};
+
+// Checks every value and relation; throws OptionError naming the key. Requires a
+// backend unless require_backend is false (e.g. to print a configuration).
+// Relations: duration covers at least one interval and more than 2 * trim epochs;
+// trace requires trace_window; begin < end in trace_window.
+void validate(const Options& o, bool require_backend = true);
+
+// Derived quantities.
+uint64_t duration_ns(const Options& o);   // llround(duration * 1e9)
+uint64_t interval_ns(const Options& o);   // llround(interval_ms * 1e6)
+uint32_t epochs_per_run(const Options& o);  // duration_ns / interval_ns (whole epochs)
+std::string default_summary_path(const std::string& output);  // extension -> ".summary.json"
+kv::WorkloadConfig workload_config(const Options& o, uint32_t num_ranks);
+
+// The full effective configuration, every key present (objects keep keys sorted, so the
+// order is stable). Enum values are their option strings; trace_window "A:B" or "".
+nlohmann::json to_json(const Options& o);
+
+// Defaults overridden by the keys present in `j` (an object). Unknown keys, wrong JSON
+// types and invalid values throw OptionError naming the key; a relative model path is
+// resolved against base_dir. The result is validated with require_backend = false.
+Options options_from_json(const nlohmann::json& j, const std::string& base_dir);
+
+// Reads and parses a config file (errors name the file: missing, unreadable, malformed).
+Options options_from_file(const std::string& path);
+
+struct ParseResult {
+  enum class Action : uint8_t {
+    kRun,   // options holds the validated configuration
+    kExit,  // help or print-config was printed (exit_status 0), or an error occurred
+  };
+  Action action = Action::kExit;
+  Options options;
+  int exit_status = 0;  // for kExit: 0 after help/print-config, 2 for usage errors
+  std::string error;    // for kExit with exit_status != 0: the message for stderr
+
+  bool should_run() const noexcept { return action == Action::kRun; }
+};
+
+// Parses argv. Help and print-config go to `out`; errors are returned, not printed.
+ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& out);
+ParseResult parse_command_line(int argc, char** argv);  // prints to std::cout
+
+}  // namespace bkv::app

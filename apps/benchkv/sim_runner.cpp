@@ -1,0 +1,441 @@
+#include "apps/benchkv/sim_runner.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+#include "backends/node.hpp"
+#include "sim/engine.hpp"
+#include "sim/sim_thread.hpp"
+#include "sim/des_transport.hpp"
+
+namespace bkv::app {
+
+using namespace bkv::sim;
+
+namespace {
+
+using backend::BackendKind;
+
+struct SimWaker {
+  std::vector<SimThread*> clients;
+  SimThread* current = nullptr;  // the daemon whose step is running
+  Time wake_ns = 0;
+  void wake(uint32_t c) {
+    if (c < clients.size() && current) clients[c]->wake(current->now() + wake_ns);
+  }
+};
+
+struct SimRuntime {
+  using Transport = sim::DesTransport;
+  using Waker = SimWaker;
+  sim::DesFabric* fabric = nullptr;
+  uint32_t node = 0;
+  std::vector<std::unique_ptr<SimThread>>* threads = nullptr;
+  ContextConfig ccfg;
+  SimWaker waker_;
+  Transport& transport(uint32_t t) { return fabric->create_transport(node, *(*threads)[t], ccfg); }
+  SimThread& meter(uint32_t t) { return *(*threads)[t]; }
+  Waker& waker() { return waker_; }
+};
+
+using SimNode = backend::Node<SimRuntime>;
+
+BackendKind kind_of(app::Backend b) {
+  switch (b) {
+    case app::Backend::kMeta: return BackendKind::kMeta;
+    case app::Backend::kDelegation: return BackendKind::kDelegation;
+    case app::Backend::kDirect: return BackendKind::kDirect;
+    case app::Backend::kUcxAm:
+      throw std::runtime_error("the ucx-am baseline has no simulated form: run it with --transport ucx");
+    case app::Backend::kUnset: break;
+  }
+  throw std::runtime_error("no backend given");
+}
+
+struct Snapshot {
+  backend::DaemonMetrics m;
+  Time busy_ns = 0;
+  uint64_t steps = 0;
+  copyrpc::RttHistogram rtt;
+};
+
+// Histogram of the calls completed between two snapshots.
+copyrpc::RttHistogram rtt_delta(const copyrpc::RttHistogram& a, const copyrpc::RttHistogram& b) {
+  copyrpc::RttHistogram d;
+  if (b.counts.empty()) return d;
+  d.counts = b.counts;
+  for (size_t i = 0; i < a.counts.size(); ++i) d.counts[i] -= a.counts[i];
+  d.n = b.n - a.n;
+  d.sum_ns = b.sum_ns - a.sum_ns;
+  return d;
+}
+
+class Experiment {
+ public:
+  Experiment(const app::Options& o, const sim::Model& model, const std::function<void(const std::string&)>& progress)
+      : o_(o), model_(model), progress_(progress), fabric_(engine_, derive_seed(o.seed, {0x4E4943ull})) {
+    kind_ = kind_of(o.backend);
+    np_ = o.np;
+    D_ = o.server_threads;
+    C_ = o.client_threads;
+    duration_ = app::duration_ns(o);
+    interval_ = app::interval_ns(o);
+    epochs_ = app::epochs_per_run(o);
+    build();
+  }
+
+  ExperimentResult run() {
+    for (uint32_t r = 0; r < o_.runs; ++r) results_.emplace_back(r, np_, C_, epochs_, o_.trim);
+    const TargetId epoch_target = engine_.add_member<Experiment, &Experiment::on_epoch>(this);
+    for (uint32_t r = 0; r < o_.runs; ++r)
+      for (uint32_t e = 0; e < epochs_; ++e)
+        engine_.schedule(run_start(r) + uint64_t(e + 1) * interval_, epoch_target, r * epochs_ + e);
+    if (!o_.inflight_samples.empty()) {
+      sample_target_ = engine_.add_member<Experiment, &Experiment::on_sample>(this);
+      sample_every_ = std::max<Time>(1, static_cast<Time>(std::llround(o_.inflight_sample_interval_us * 1000)));
+      engine_.schedule(0, sample_target_, 0);
+    }
+    snapshot_all(run_snap_);
+    start_threads();
+
+    const Time end = run_start(o_.runs);
+    engine_.run_until(end);
+
+    // Drain: clients stop issuing, the simulation continues until nothing is in flight.
+    for (auto& n : nodes_) n->stop_issuing();
+    drain_target_ = engine_.add_member<Experiment, &Experiment::on_drain_check>(this);
+    drain_deadline_ = end + kDrainLimit;
+    engine_.schedule(end, drain_target_, 0);
+    engine_.run();
+    if (!drained_) throw std::runtime_error("simulation ended with requests still in flight");
+
+    ExperimentResult res;
+    res.runs = std::move(results_);
+    res.daemons = std::move(daemon_metrics_);
+    res.inflight = std::move(samples_);
+    res.total_issued = total_issued();
+    res.total_completed = total_completed();
+    for (auto& n : nodes_)
+      for (uint32_t c = 0; c < C_; ++c) res.errors += n->counters(c).errors.load();
+    for (auto& n : nodes_) res.errors += n->client_protocol_errors();
+    if (tracing_) res.trace_json = finish_trace();
+    double head_wait = 0;
+    for (uint32_t r = 0; r < np_; ++r) head_wait += head_lines_[r].mean_wait_ns() / np_;
+    res.extra = {{"events", events_processed()},
+                 {"ring_head_mean_wait_ns", head_wait},
+                 {"virtual_end_ns", engine_.now()},
+                 {"drain_ns", engine_.now() - end},
+                 {"issued", res.total_issued},
+                 {"completed", res.total_completed},
+                 {"errors", res.errors},
+                 {"model", model_.to_json()}};
+    // Per-NIC station statistics (queue depths, waits, utilization) over the whole
+    // simulation, drain included.
+    nlohmann::json nics = nlohmann::json::array();
+    for (uint32_t r = 0; r < np_; ++r) nics.push_back(fabric_.network().report_json(r, engine_.now()));
+    res.extra["nics"] = std::move(nics);
+    return res;
+  }
+
+ private:
+  static constexpr Time kDrainLimit = 1'000'000'000;  // 1 s of virtual time
+
+  Time run_start(uint32_t r) const { return uint64_t(r) * duration_; }
+
+  void build() {
+    kv::WorkloadConfig wl = app::workload_config(o_, np_);
+    copyrpc::ContextConfig cc;
+    cc.ring_size = o_.ring_size;
+    cc.srq_size = 1024;
+    threads_.resize(np_);
+    runtimes_.resize(np_);
+    head_lines_ = std::make_unique<SharedResource[]>(np_);
+    for (uint32_t r = 0; r < np_; ++r) {
+      fabric_.add_node(model_.nic);
+      for (uint32_t t = 0; t < D_ + C_; ++t) {
+        const bool client = t >= D_;
+        std::string name = "r" + std::to_string(r) + (client ? ".c" + std::to_string(t - D_) : ".d" + std::to_string(t));
+        threads_[r].push_back(std::make_unique<SimThread>(engine_, model_.cpu, derive_seed(o_.seed, {0x544852ull, r, t}), name));
+        if (model_.ring_head_contention && kind_ == BackendKind::kDelegation && client)
+          threads_[r].back()->bind_shared(Op::kRingReserve, &head_lines_[r]);
+      }
+      auto rt = std::make_unique<SimRuntime>();
+      rt->fabric = &fabric_;
+      rt->node = r;
+      rt->threads = &threads_[r];
+      rt->waker_.wake_ns = static_cast<Time>(std::llround(model_.client_wake_ns));
+      for (uint32_t c = 0; c < C_; ++c) rt->waker_.clients.push_back(threads_[r][D_ + c].get());
+      runtimes_[r] = std::move(rt);
+      backend::NodeConfig nc{r, np_, D_, C_, o_.queue_depth, o_.key_range, 1024};
+      backend::LoopPolicy lp{o_.poll_budget, o_.batch_hold_us, o_.adaptive_hold, o_.hold_rtt_multiplier,
+                             o_.adaptive_poll_budget};
+      nodes_.push_back(std::make_unique<SimNode>(kind_, nc, lp, wl, cc, *runtimes_[r]));
+    }
+    backend::connect_in_process(kind_, nodes_, D_, C_);
+    last_completed_.assign(size_t(np_) * C_, 0);
+    bindings_.reserve(size_t(np_) * (D_ + C_));
+    for (uint32_t r = 0; r < np_; ++r)
+      for (uint32_t t = 0; t < D_ + C_; ++t) {
+        bindings_.push_back({this, r, t});
+        SimThread& th = *threads_[r][t];
+        th.set_step(t < D_ ? &Experiment::daemon_step : &Experiment::client_step, &bindings_.back());
+      }
+    if (!o_.trace.empty()) {
+      tracing_ = true;
+      trace_begin_ = o_.trace_window->begin_ns();
+      trace_end_ = o_.trace_window->end_ns();
+      for (uint32_t r = 0; r < np_; ++r)
+        for (uint32_t d = 0; d < D_; ++d) threads_[r][d]->set_observer(&Experiment::observe_daemon, &bindings_[r * (D_ + C_) + d]);
+    }
+  }
+
+  void start_threads() {
+    Rng rng(derive_seed(o_.seed, {0x535441ull}));
+    const double stagger = o_.start_mode == app::StartMode::kStaggered ? o_.start_stagger_us * 1000.0 : 0.0;
+    for (uint32_t r = 0; r < np_; ++r)
+      for (uint32_t t = 0; t < D_ + C_; ++t) {
+        Time at = 0;
+        if (t >= D_ && stagger > 0) at = static_cast<Time>(rng.uniform() * stagger);
+        threads_[r][t]->start(at);
+      }
+  }
+
+  struct Binding {
+    Experiment* exp;
+    uint32_t rank;
+    uint32_t thread;
+  };
+
+  static StepResult daemon_step(void* ctx, SimThread& self) {
+    auto* b = static_cast<Binding*>(ctx);
+    b->exp->runtimes_[b->rank]->waker_.current = &self;
+    b->exp->nodes_[b->rank]->step_daemon(b->thread);
+    return StepResult::kContinue;
+  }
+
+  static StepResult client_step(void* ctx, SimThread& self) {
+    auto* b = static_cast<Binding*>(ctx);
+    Experiment& e = *b->exp;
+    const auto r = e.nodes_[b->rank]->step_client(b->thread - e.D_);
+    if (r.blocked) self.wake(self.now() + static_cast<Time>(std::llround(e.model_.client_retry_ns)));
+    return StepResult::kIdle;
+  }
+
+  // ---- epochs and runs
+  void on_epoch(uint32_t idx) {
+    const uint32_t run = idx / epochs_, epoch = idx % epochs_;
+    app::RunResults& rr = results_[run];
+    for (uint32_t r = 0; r < np_; ++r)
+      for (uint32_t c = 0; c < C_; ++c) {
+        const uint64_t now = nodes_[r]->counters(c).completed.load(std::memory_order_relaxed);
+        uint64_t& last = last_completed_[size_t(r) * C_ + c];
+        rr.record(r, c, epoch, now - last, interval_);
+        last = now;
+      }
+    if (progress_) progress_(app::format_progress(rr, o_.runs, epoch));
+    if (epoch + 1 == epochs_) finish_run(run);
+  }
+
+  uint64_t total_issued() const {
+    uint64_t s = 0;
+    for (auto& n : nodes_)
+      for (uint32_t c = 0; c < C_; ++c) s += n->counters(c).issued.load(std::memory_order_relaxed);
+    return s;
+  }
+  uint64_t total_completed() const {
+    uint64_t s = 0;
+    for (auto& n : nodes_)
+      for (uint32_t c = 0; c < C_; ++c) s += n->counters(c).completed.load(std::memory_order_relaxed);
+    return s;
+  }
+
+  void snapshot_all(std::vector<Snapshot>& out) {
+    out.clear();
+    for (uint32_t r = 0; r < np_; ++r)
+      for (uint32_t d = 0; d < D_; ++d)
+      {
+        auto* ctx = nodes_[r]->context_of(d);
+        out.push_back({nodes_[r]->daemon_metrics(d), threads_[r][d]->busy_ns(), threads_[r][d]->steps(),
+                       ctx ? ctx->stats().rtt : copyrpc::RttHistogram{}});
+      }
+  }
+
+  void finish_run(uint32_t run) {
+    std::vector<Snapshot> now;
+    snapshot_all(now);
+    const double secs = double(duration_) * 1e-9;
+    for (uint32_t r = 0; r < np_; ++r)
+      for (uint32_t d = 0; d < D_; ++d) {
+        const Snapshot& a = run_snap_[r * D_ + d];
+        const Snapshot& b = now[r * D_ + d];
+        app::DaemonMetrics dm;
+        dm.run = run;
+        dm.rank = r;
+        dm.daemon = d;
+        for (size_t i = 0; i < dm.cqe.buckets.size(); ++i) dm.cqe.buckets[i] = b.m.cqe.buckets[i] - a.m.cqe.buckets[i];
+        dm.cqe.loops = b.m.cqe.loops - a.m.cqe.loops;
+        dm.cqe.cqes = b.m.cqe.cqes - a.m.cqe.cqes;
+        dm.inflight_avg = dm.cqe.loops ? double(b.m.inflight_sum - a.m.inflight_sum) / double(dm.cqe.loops) : 0.0;
+        dm.extra["busy_fraction"] = double(b.busy_ns - a.busy_ns) / double(duration_);
+        dm.extra["loops_per_s"] = double(dm.cqe.loops) / secs;
+        dm.extra["loop_ns_avg"] = dm.cqe.loops ? double(duration_) / double(dm.cqe.loops) : 0.0;
+        dm.extra["calls"] = double(b.m.calls - a.m.calls);
+        dm.extra["replies"] = double(b.m.replies - a.m.replies);
+        dm.extra["local_ops"] = double(b.m.local_ops - a.m.local_ops);
+        dm.extra["backlog_peak"] = double(b.m.backlog_peak);
+        dm.extra["protocol_errors"] = double(b.m.protocol_errors - a.m.protocol_errors);
+        dm.extra["work_loop_fraction"] = dm.cqe.loops ? double(b.m.busy_loops - a.m.busy_loops) / double(dm.cqe.loops) : 0.0;
+        const copyrpc::RttHistogram rtt = rtt_delta(a.rtt, b.rtt);
+        if (rtt.n) {
+          dm.extra["rtt_mean_us"] = rtt.mean_ns() / 1000.0;
+          dm.extra["rtt_p50_us"] = rtt.percentile_ns(0.5) / 1000.0;
+          dm.extra["rtt_p99_us"] = rtt.percentile_ns(0.99) / 1000.0;
+        }
+        daemon_metrics_.push_back(std::move(dm));
+      }
+    const uint64_t issued = total_issued(), completed = total_completed();
+    results_[run].set_counts(issued - run_issued_, completed - run_completed_);
+    run_issued_ = issued;
+    run_completed_ = completed;
+    run_snap_ = std::move(now);
+  }
+
+  void on_drain_check(uint32_t) {
+    uint64_t in_flight = 0;
+    for (auto& n : nodes_) in_flight += n->in_flight();
+    if (in_flight == 0) {
+      drained_ = true;
+      // The last run's counts include the drain, so issued == completed over the runs.
+      const uint64_t issued = total_issued(), completed = total_completed();
+      app::RunResults& last = results_.back();
+      last.set_counts(last.issued() + issued - run_issued_, last.completed() + completed - run_completed_);
+      engine_.stop();
+      return;
+    }
+    if (engine_.now() >= drain_deadline_) {  // give up: run() reports it
+      engine_.stop();
+      return;
+    }
+    engine_.schedule(engine_.now() + 10'000, drain_target_, 0);
+  }
+
+  // ---- in-flight samples
+  void on_sample(uint32_t) {
+    const Time now = engine_.now();
+    if (last_sample_.empty()) last_sample_.assign(size_t(np_) * D_, {0, 0});
+    for (uint32_t r = 0; r < np_; ++r) {
+      uint64_t completed = 0;
+      for (uint32_t c = 0; c < C_; ++c) completed += nodes_[r]->counters(c).completed.load(std::memory_order_relaxed);
+      for (uint32_t d = 0; d < D_; ++d) {
+        const auto& m = nodes_[r]->daemon_metrics(d);
+        auto& last = last_sample_[r * D_ + d];
+        samples_.push_back({now, r, d, nodes_[r]->daemon_calls_in_flight(d), static_cast<uint32_t>(m.cqe.cqes - last.first),
+                            m.cqe.loops - last.second, completed});
+        last = {m.cqe.cqes, m.cqe.loops};
+      }
+    }
+    if (now + sample_every_ <= run_start(o_.runs)) engine_.schedule(now + sample_every_, sample_target_, 0);
+  }
+
+  // ---- trace (Chrome / Perfetto trace-event JSON)
+  static void observe_daemon(void* ctx, const SimThread& self) {
+    auto* b = static_cast<Binding*>(ctx);
+    Experiment& e = *b->exp;
+    const Time start = self.step_start();
+    if (start < e.trace_begin_ || start >= e.trace_end_) return;
+    const uint32_t cqes = self.step_phase(Phase::kCqes);
+    std::ostringstream& os = e.trace_;
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "{\"name\":\"loop\",\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"cqes\":%u}},\n",
+                  b->rank, b->thread, start / 1000.0, self.last_step_ns() / 1000.0, cqes);
+    os << buf;
+    if (cqes) {
+      std::snprintf(buf, sizeof buf,
+                    "{\"name\":\"cqes\",\"ph\":\"i\",\"s\":\"t\",\"pid\":%u,\"tid\":%u,\"ts\":%.3f,\"args\":{\"n\":%u}},\n",
+                    b->rank, b->thread, start / 1000.0, cqes);
+      os << buf;
+    }
+    std::snprintf(buf, sizeof buf,
+                  "{\"name\":\"calls_in_flight\",\"ph\":\"C\",\"pid\":%u,\"ts\":%.3f,\"args\":{\"d%u\":%llu}},\n", b->rank,
+                  start / 1000.0, b->thread,
+                  static_cast<unsigned long long>(e.nodes_[b->rank]->daemon_calls_in_flight(b->thread)));
+    os << buf;
+  }
+
+  std::string finish_trace() {
+    std::string body = trace_.str();
+    if (!body.empty()) body.resize(body.size() - 2);  // drop the last ",\n"
+    std::ostringstream out;
+    out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+    for (uint32_t r = 0; r < np_; ++r) {
+      if (r) out << ",\n";
+      out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << r << ",\"args\":{\"name\":\"rank " << r << "\"}}";
+    }
+    if (!body.empty()) out << ",\n" << body;
+    out << "\n]}\n";
+    return out.str();
+  }
+
+  uint64_t events_processed() const { return engine_.events_run(); }
+
+  const app::Options& o_;
+  sim::Model model_;
+  std::function<void(const std::string&)> progress_;
+  Engine engine_;
+  sim::DesFabric fabric_;
+  BackendKind kind_;
+  uint32_t np_, D_, C_;
+  Time duration_, interval_;
+  uint32_t epochs_;
+  std::vector<std::vector<std::unique_ptr<SimThread>>> threads_;
+  std::vector<std::unique_ptr<SimRuntime>> runtimes_;
+  std::unique_ptr<SharedResource[]> head_lines_;  // per node: the delegation ring's head line
+  std::vector<std::unique_ptr<SimNode>> nodes_;
+  std::vector<Binding> bindings_;
+  std::vector<app::RunResults> results_;
+  std::vector<app::DaemonMetrics> daemon_metrics_;
+  std::vector<uint64_t> last_completed_;
+  std::vector<Snapshot> run_snap_;
+  uint64_t run_issued_ = 0, run_completed_ = 0;
+  bool drained_ = false;
+  Time drain_deadline_ = 0;
+  TargetId sample_target_{};
+  TargetId drain_target_{};
+  Time sample_every_ = 10'000;
+  std::vector<InflightSample> samples_;
+  std::vector<std::pair<uint64_t, uint64_t>> last_sample_;
+  bool tracing_ = false;
+  Time trace_begin_ = 0, trace_end_ = 0;
+  std::ostringstream trace_;
+};
+
+}  // namespace
+
+ExperimentResult run_experiment(const app::Options& o, const sim::Model& model,
+                                const std::function<void(const std::string&)>& progress) {
+  if (o.transport != app::TransportKind::kSim) throw std::runtime_error("run_experiment: transport must be sim");
+  Experiment e(o, model, progress);
+  return e.run();
+}
+
+void write_inflight_csv(const std::string& path, const std::vector<InflightSample>& samples) {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("cannot write in-flight samples to " + path);
+  out << "t_us,rank,daemon,calls_in_flight,cqes,loops,rank_completed\n";
+  char buf[192];
+  for (const auto& s : samples) {
+    std::snprintf(buf, sizeof buf, "%.3f,%u,%u,%llu,%u,%llu,%llu\n", s.t_ns / 1000.0, s.rank, s.daemon,
+                  static_cast<unsigned long long>(s.calls_in_flight), s.cqes_since_last,
+                  static_cast<unsigned long long>(s.loops_since_last), static_cast<unsigned long long>(s.rank_completed));
+    out << buf;
+  }
+  if (!out) throw std::runtime_error("cannot write in-flight samples to " + path);
+}
+
+}  // namespace bkv::app

@@ -1,0 +1,53 @@
+// The simulator's experiment runner: builds NP nodes of a backend on simulated threads
+// over the simulated NIC/network, runs `runs` x `duration` of virtual time in epochs,
+// drains, and returns what benchkv writes (the same CSV/summary as real runs).
+//
+// Timeline: run r covers virtual time [r*duration, (r+1)*duration); threads keep running
+// across runs (as in the original, where runs are measurement windows). After the last
+// run the clients stop issuing and the simulation continues until nothing is in flight.
+//
+// Determinism: no wall-clock reads, no threads, no pointer-keyed iteration; every random
+// stream is derived from the config seed. Same options and model -> same output bytes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/benchkv/options.hpp"
+#include "apps/benchkv/results.hpp"
+#include "sim/model.hpp"
+
+namespace bkv::app {
+
+struct InflightSample {
+  uint64_t t_ns;
+  uint32_t rank;
+  uint32_t daemon;
+  uint64_t calls_in_flight;
+  uint32_t cqes_since_last;  // CQEs drained by that daemon since the previous sample
+  uint64_t loops_since_last;
+  uint64_t rank_completed;   // requests completed by the rank's clients so far
+};
+
+struct ExperimentResult {
+  std::vector<app::RunResults> runs;
+  std::vector<app::DaemonMetrics> daemons;
+  std::vector<InflightSample> inflight;  // when requested
+  std::string trace_json;                // when requested
+  nlohmann::json extra;                  // simulator statistics (events, NIC, totals)
+  uint64_t total_issued = 0, total_completed = 0, errors = 0;
+};
+
+// Runs the experiment `o` (transport must be sim). progress(line) gets the per-epoch
+// lines (nullptr: none). Throws std::runtime_error with a clear message on a model or
+// configuration the simulator cannot run (e.g. ucx-am, which has no simulated form).
+ExperimentResult run_experiment(const app::Options& o, const sim::Model& model,
+                                const std::function<void(const std::string&)>& progress);
+
+void write_inflight_csv(const std::string& path, const std::vector<InflightSample>& samples);
+
+}  // namespace bkv::app

@@ -1,0 +1,175 @@
+// The discrete-event mode of the loopback transport: bkv::Transport over the simulated
+// NICs of sim/nic_model.hpp.
+//
+// One DesTransport per simulated thread that owns an RDMA context. Its Meter is that
+// thread (sim::SimThread), so copyrpc's charges advance the thread's virtual clock, and
+// every data-path call is timestamped with the thread's now() (mid-step time):
+//  - post_* writes a WQE into the QP's send queue at now();
+//  - ring_doorbell() hands the WQEs posted since the last doorbell to the node's NIC,
+//    arriving there after the NIC's doorbell latency;
+//  - poll_recv()/poll_send() return the completions visible at the thread's current
+//    step (completions are queued by engine events between steps; see sim_thread.hpp);
+//  - a queued completion wakes the owning thread (harmless for polling threads, and how
+//    event-driven threads learn of work).
+// The transport charges nothing itself: callers charge Op::kCqPoll, kCqe, kFlush,
+// kDoorbell ... as they do on real transports.
+//
+// Send-queue depth has its real meaning: an unsignaled WQE's slot is freed only when a
+// later (or its own) signaled completion on that QP is polled, so a user that never
+// signals fills the SQ and gets PostResult::kSendQueueFull.
+//
+// DesFabric creates nodes (one NIC each), transports and connections; all transports
+// share one MemoryTable, whose keys the simulated NICs check.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <type_traits>
+
+#include "core/transport.hpp"
+#include "sim/nic_model.hpp"
+#include "sim/sim_thread.hpp"
+
+namespace bkv::sim {
+
+// What a peer needs to connect: the node and the QP number there.
+struct DesConnectInfo {
+  uint32_t node = 0;
+  uint32_t qp_num = 0;
+};
+static_assert(sizeof(DesConnectInfo) == 8 && std::is_trivially_copyable_v<DesConnectInfo>);
+
+class DesTransport {
+ public:
+  using Meter = sim::SimThread;
+  using ConnectInfo = DesConnectInfo;
+
+  class QueuePair {
+   public:
+    QueuePair(sim::Network& net, sim::SimThread& thread, uint32_t index) noexcept
+        : net_(&net), thread_(&thread), index_(index) {}
+
+    uint32_t qp_num() const noexcept { return net_->qp(index_).qp_num; }
+    ConnectInfo local_info() const noexcept { return ConnectInfo{net_->qp(index_).node, qp_num()}; }
+    void connect(const ConnectInfo& remote) { net_->connect(index_, remote.node, remote.qp_num); }
+
+    PostResult post_write_imm(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst, uint32_t imm,
+                              uint64_t wr_id, bool signaled) {
+      return net_->post(index_, sim::WqeOp::kWriteImm, src, len, lkey, dst.addr, dst.rkey, imm, wr_id, signaled,
+                        thread_->now());
+    }
+    PostResult post_write(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst, uint64_t wr_id,
+                          bool signaled) {
+      return net_->post(index_, sim::WqeOp::kWrite, src, len, lkey, dst.addr, dst.rkey, 0, wr_id, signaled,
+                        thread_->now());
+    }
+    PostResult post_read(void* dst, uint32_t len, uint32_t lkey, RemoteBuffer src, uint64_t wr_id, bool signaled) {
+      return net_->post(index_, sim::WqeOp::kRead, dst, len, lkey, src.addr, src.rkey, 0, wr_id, signaled,
+                        thread_->now());
+    }
+    void ring_doorbell() { net_->ring_doorbell(index_, thread_->now()); }
+    uint32_t send_queue_free() const noexcept { return net_->send_queue_free(index_); }
+
+    // Simulator extras.
+    uint32_t index() const noexcept { return index_; }
+    bool in_error() const noexcept { return net_->qp(index_).error; }
+
+   private:
+    sim::Network* net_;
+    sim::SimThread* thread_;
+    uint32_t index_;
+  };
+
+  DesTransport(sim::Network& net, uint32_t node, sim::SimThread& thread, const sim::ContextConfig& cfg)
+      : net_(net), thread_(thread), node_(node), ctx_(net.create_context(node, &thread, cfg)) {}
+  DesTransport(const DesTransport&) = delete;
+  DesTransport& operator=(const DesTransport&) = delete;
+
+  MemoryRegion register_memory(void* ptr, size_t len, uint32_t access) {
+    return net_.memory().register_memory(ptr, len, access, node_);
+  }
+
+  QueuePair& create_queue_pair() { return qps_.emplace_back(net_, thread_, net_.create_qp(ctx_)); }
+
+  // Drains up to `max` receive completions, oldest first.
+  template <class F>
+  uint32_t poll_recv(F&& on_completion, uint32_t max) {
+    sim::DeviceContext& c = net_.context(ctx_);
+    uint32_t n = 0;
+    while (n < max && !c.recv_cq.empty()) {
+      const RecvCompletion wc = c.recv_cq.front();
+      c.recv_cq.pop();
+      ++n;
+      on_completion(wc);
+    }
+    return n;
+  }
+
+  // Drains up to `max` send completions; each frees the SQ slots up to its WQE.
+  template <class F>
+  uint32_t poll_send(F&& on_completion, uint32_t max) {
+    sim::DeviceContext& c = net_.context(ctx_);
+    uint32_t n = 0;
+    while (n < max && !c.send_cq.empty()) {
+      const sim::SendCqe cqe = c.send_cq.front();
+      c.send_cq.pop();
+      net_.release_slots(cqe);
+      ++n;
+      on_completion(cqe.wc);
+    }
+    return n;
+  }
+
+  void post_receives(uint32_t n) { net_.post_receives(ctx_, n); }
+  uint32_t srq_capacity() const noexcept { return net_.context(ctx_).cfg.srq_capacity; }
+  uint32_t send_queue_depth() const noexcept { return net_.context(ctx_).cfg.sq_depth; }
+  Meter& meter() noexcept { return thread_; }
+
+  // Simulator extras.
+  uint32_t node() const noexcept { return node_; }
+  uint32_t context_index() const noexcept { return ctx_; }
+  uint32_t srq_posted() const noexcept { return net_.context(ctx_).srq_posted; }
+  // For tests that drive transports from outside simulated threads (as the real-run
+  // transports are driven): lets simulated time pass up to the next pending instant and
+  // runs every event due then. Inside a simulation, the engine's run loop does this.
+  void progress() {
+    sim::Engine& e = net_.engine();
+    if (!e.empty()) e.run_until(e.next_time());
+  }
+  sim::Network& network() noexcept { return net_; }
+
+ private:
+  sim::Network& net_;
+  sim::SimThread& thread_;
+  uint32_t node_;
+  uint32_t ctx_;
+  std::deque<QueuePair> qps_;  // stable addresses: create_queue_pair returns references
+};
+
+static_assert(bkv::Transport<DesTransport>);
+
+// Nodes, NICs, transports and connections of one simulated cluster.
+class DesFabric {
+ public:
+  explicit DesFabric(sim::Engine& engine, uint64_t seed = 1) : net_(engine, seed) {}
+
+  uint32_t add_node(const sim::NicConfig& cfg = {}) { return net_.add_node(cfg); }
+  DesTransport& create_transport(uint32_t node, sim::SimThread& owner, const sim::ContextConfig& cfg = {}) {
+    return transports_.emplace_back(net_, node, owner, cfg);
+  }
+  // Connects two queue pairs to each other (both directions), as an out-of-band
+  // exchange of ConnectInfo would.
+  static void connect(DesTransport::QueuePair& a, DesTransport::QueuePair& b) {
+    a.connect(b.local_info());
+    b.connect(a.local_info());
+  }
+
+  sim::Network& network() noexcept { return net_; }
+  loopback::MemoryTable& memory() noexcept { return net_.memory(); }
+
+ private:
+  sim::Network net_;
+  std::deque<DesTransport> transports_;
+};
+
+}  // namespace bkv::sim

@@ -1,0 +1,53 @@
+#include "sim/model.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace bkv::sim {
+
+Model Model::from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) throw std::runtime_error(where + ": the model must be a JSON object");
+  Model m;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    if (k == "cpu") m.cpu = CostModel::from_json(it.value(), where + ".cpu");
+    else if (k == "nic") m.nic = NicConfig::from_json(it.value(), where + ".nic");
+    else if (k == "ring_head_contention") {
+      if (!it.value().is_boolean()) throw std::runtime_error(where + ".ring_head_contention: must be true or false");
+      m.ring_head_contention = it.value().get<bool>();
+    } else if (k == "client_wake_ns" || k == "client_retry_ns") {
+      if (!it.value().is_number() || it.value().get<double>() < 0)
+        throw std::runtime_error(where + "." + k + ": must be a number >= 0");
+      (k == "client_wake_ns" ? m.client_wake_ns : m.client_retry_ns) = it.value().get<double>();
+    } else if (k == "description" || k == "basis") {
+      // documentation only
+    } else {
+      throw std::runtime_error(where + ": unknown key \"" + k + "\" (expected cpu, nic, client_wake_ns, client_retry_ns, ring_head_contention, description, basis)");
+    }
+  }
+  if (m.client_retry_ns < 1) throw std::runtime_error(where + ".client_retry_ns: must be >= 1");
+  return m;
+}
+
+Model Model::load_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw std::runtime_error("model file (--model) " + path + ": not a readable regular file");
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("model file (--model) " + path + ": cannot be opened");
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const std::exception& e) {
+    throw std::runtime_error("model file (--model) " + path + ": malformed JSON: " + e.what());
+  }
+  return from_json(j, "model file " + path);
+}
+
+nlohmann::json Model::to_json() const {
+  return {{"cpu", cpu.to_json()}, {"nic", nic.to_json()}, {"client_wake_ns", client_wake_ns},
+          {"client_retry_ns", client_retry_ns}, {"ring_head_contention", ring_head_contention}};
+}
+
+}  // namespace bkv::sim

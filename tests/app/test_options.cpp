@@ -1,0 +1,407 @@
+// Options: JSON form, command line, precedence and validation (apps/benchkv/options.hpp).
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "apps/benchkv/options.hpp"
+
+using namespace bkv::app;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Parsed {
+  ParseResult result;
+  std::string out;
+};
+
+Parsed parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "benchkv");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out;
+  Parsed p{parse_command_line(static_cast<int>(argv.size()), argv.data(), out), ""};
+  p.out = out.str();
+  return p;
+}
+
+// A scratch directory removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static int counter = 0;
+    path = fs::temp_directory_path() / ("bkv_options_test_" + std::to_string(::getpid()) + "_" +
+                                        std::to_string(counter++));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) const {
+    const fs::path p = path / name;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+    return p.string();
+  }
+};
+
+void require_usage_error(const Parsed& p, const std::string& fragment) {
+  INFO("error: " << p.result.error);
+  REQUIRE_FALSE(p.result.should_run());
+  CHECK(p.result.exit_status == 2);
+  CHECK_THAT(p.result.error, Catch::Contains(fragment));
+}
+
+}  // namespace
+
+TEST_CASE("defaults are the original benchkv's", "[bench][options]") {
+  const auto p = parse({"meta"});
+  REQUIRE(p.result.should_run());
+  const Options& o = p.result.options;
+  CHECK(o.backend == Backend::kMeta);
+  CHECK(o.transport == TransportKind::kSim);
+  CHECK(o.duration == 30);
+  CHECK(o.interval_ms == 1000);
+  CHECK(o.trim == 3);
+  CHECK(o.runs == 3);
+  CHECK(o.output == "benchkv.csv");
+  CHECK(o.summary == "benchkv.summary.json");
+  CHECK(o.device_index == 0);
+  CHECK(o.port == 1);
+  CHECK(o.gid_index == -1);
+  CHECK(o.server_threads == 1);
+  CHECK(o.client_threads == 1);
+  CHECK(o.queue_depth == 4);
+  CHECK(o.key_range == 1024);
+  CHECK(o.read_ratio == 0.5);
+  CHECK(o.distribution == Distribution::kUniform);
+  CHECK(o.zipf_s == 1.0);
+  CHECK(o.ring_size == (1u << 20));
+  CHECK(o.np == 2);
+  CHECK(o.pattern_len == 4096);
+  CHECK(o.poll_budget == 1);
+  CHECK(o.progress);
+  CHECK(epochs_per_run(o) == 30);
+  Options expected;
+  expected.backend = Backend::kMeta;
+  CHECK(o == expected);
+}
+
+TEST_CASE("the positional backend may come before, between or after options", "[bench][options]") {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"delegation", "--queue-depth", "8", "--np", "4"},
+           {"--queue-depth", "8", "delegation", "--np", "4"},
+           {"--queue-depth", "8", "--np", "4", "delegation"},
+           {"--queue-depth=8", "--np=4", "delegation"}}) {
+    const auto p = parse(args);
+    INFO(p.result.error);
+    REQUIRE(p.result.should_run());
+    CHECK(p.result.options.backend == Backend::kDelegation);
+    CHECK(p.result.options.queue_depth == 8);
+    CHECK(p.result.options.np == 4);
+  }
+  for (const char* b : {"meta", "delegation", "direct", "ucx-am"}) {
+    const auto p = parse({b});
+    REQUIRE(p.result.should_run());
+    CHECK(to_string(p.result.options.backend) == b);
+  }
+}
+
+TEST_CASE("a missing or unknown backend is a usage error", "[bench][options]") {
+  require_usage_error(parse({}), "backend: missing");
+  require_usage_error(parse({"--np", "4"}), "backend");
+  require_usage_error(parse({"metaa"}), "\"metaa\" is not one of meta|delegation|direct|ucx-am");
+  require_usage_error(parse({"meta", "direct"}), "direct");
+  require_usage_error(parse({"meta", "--no-such-option"}), "--no-such-option");
+}
+
+TEST_CASE("fractions, negative integers and flags on the command line", "[bench][options]") {
+  const auto p = parse({"-d", "0.25", "--interval-ms", "12.5", "--trim", "1", "--gid-index", "-1", "--no-progress",
+                        "--adaptive-hold", "--read-ratio", "0.95", "-r", "2", "-o", "out/run.csv", "meta"});
+  INFO(p.result.error);
+  REQUIRE(p.result.should_run());
+  const Options& o = p.result.options;
+  CHECK(o.duration == 0.25);
+  CHECK(o.interval_ms == 12.5);
+  CHECK(epochs_per_run(o) == 20);
+  CHECK(o.gid_index == -1);
+  CHECK_FALSE(o.progress);
+  CHECK(o.adaptive_hold);
+  CHECK(o.read_ratio == 0.95);
+  CHECK(o.runs == 2);
+  CHECK(o.summary == "out/run.summary.json");
+  // 0.3 s / 100 ms is exactly 3 epochs (no floating-point truncation to 2)
+  const auto q = parse({"-d", "0.3", "--interval-ms", "100", "--trim", "1", "meta"});
+  REQUIRE(q.result.should_run());
+  CHECK(epochs_per_run(q.result.options) == 3);
+}
+
+TEST_CASE("invalid command-line values name the key and the value", "[bench][options]") {
+  require_usage_error(parse({"--queue-depth", "3", "meta"}), "queue_depth (--queue-depth): 3 is not a power of two");
+  require_usage_error(parse({"--queue-depth", "0", "meta"}), "queue_depth");
+  require_usage_error(parse({"--queue-depth", "4.5", "meta"}), "queue_depth (--queue-depth): \"4.5\"");
+  require_usage_error(parse({"--queue-depth", "-4", "meta"}), "queue_depth");
+  require_usage_error(parse({"--np", "0", "meta"}), "np (--np): 0");
+  require_usage_error(parse({"--distribution", "zipf", "meta"}), "distribution (--distribution): \"zipf\"");
+  require_usage_error(parse({"--transport", "rdma", "meta"}), "transport");
+  require_usage_error(parse({"--start-mode", "random", "meta"}), "start_mode");
+  require_usage_error(parse({"--read-ratio", "1.5", "meta"}), "read_ratio (--read-ratio): 1.5");
+  require_usage_error(parse({"--read-ratio", "-0.1", "meta"}), "read_ratio");
+  require_usage_error(parse({"--read-ratio", "nan", "meta"}), "read_ratio");
+  require_usage_error(parse({"--read-ratio", "+-0.5", "meta"}), "read_ratio");
+  require_usage_error(parse({"--read-ratio", "0.5x", "meta"}), "read_ratio");
+  CHECK(parse({"--read-ratio", "+0.25", "meta"}).result.options.read_ratio == 0.25);
+  require_usage_error(parse({"--zipf-s", "0", "meta"}), "zipf_s");
+  require_usage_error(parse({"--ring-size", "3000", "meta"}), "ring_size (--ring-size): 3000");
+  require_usage_error(parse({"--ring-size", "2048", "meta"}), "ring_size");
+  require_usage_error(parse({"--port", "0", "meta"}), "port");
+  require_usage_error(parse({"--gid-index", "-2", "meta"}), "gid_index");
+  require_usage_error(parse({"--server-threads", "0", "meta"}), "server_threads");
+  require_usage_error(parse({"--poll-budget", "0", "meta"}), "poll_budget");
+  require_usage_error(parse({"--batch-hold-us", "-1", "meta"}), "batch_hold_us");
+  require_usage_error(parse({"--inflight-sample-interval-us", "0", "meta"}), "inflight_sample_interval_us");
+  require_usage_error(parse({"-d", "0", "meta"}), "duration");
+  require_usage_error(parse({"-d", "5", "--interval-ms", "6000", "meta"}), "interval_ms");
+  require_usage_error(parse({"-d", "5", "--trim", "3", "meta"}), "trim (--trim): 3 leaves no epoch");
+  require_usage_error(parse({"-d", "6", "--trim", "3", "meta"}), "trim");  // 6 epochs, 6 trimmed
+  CHECK(parse({"-d", "7", "--trim", "3", "meta"}).result.should_run());     // 7 epochs, 1 kept
+  require_usage_error(parse({"--seed", "18446744073709551616", "meta"}), "seed");
+  require_usage_error(parse({"--trace", "t.json", "meta"}), "trace_window");
+  require_usage_error(parse({"--trace", "t.json", "--trace-window", "10:5", "meta"}), "trace_window");
+  require_usage_error(parse({"--trace", "t.json", "--trace-window", "10", "meta"}), "trace_window");
+  require_usage_error(parse({"-o", "", "meta"}), "output");
+}
+
+TEST_CASE("trace window parsing", "[bench][options]") {
+  const auto p = parse({"--trace", "t.json", "--trace-window", "1500:2500.5", "meta"});
+  REQUIRE(p.result.should_run());
+  REQUIRE(p.result.options.trace_window.has_value());
+  CHECK(p.result.options.trace_window->begin_ns() == 1'500'000);
+  CHECK(p.result.options.trace_window->end_ns() == 2'500'500);
+}
+
+TEST_CASE("config file values are defaults the command line overrides", "[bench][options]") {
+  TempDir dir;
+  const auto cfg = dir.write("exp/c1.json", R"({"backend": "delegation", "queue_depth": 32, "np": 8,
+      "client_threads": 46, "adaptive_hold": true, "output": "c1.csv", "duration": 10, "runs": 1})");
+
+  SECTION("the file alone runs (backend from the file)") {
+    const auto p = parse({"--config", cfg});
+    INFO(p.result.error);
+    REQUIRE(p.result.should_run());
+    const Options& o = p.result.options;
+    CHECK(o.backend == Backend::kDelegation);
+    CHECK(o.queue_depth == 32);
+    CHECK(o.np == 8);
+    CHECK(o.client_threads == 46);
+    CHECK(o.adaptive_hold);
+    CHECK(o.output == "c1.csv");
+    CHECK(o.summary == "c1.summary.json");
+    CHECK(o.key_range == 1024);  // untouched default
+  }
+  SECTION("command-line values win, before or after --config") {
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"--config", cfg, "--queue-depth", "8", "--no-adaptive-hold", "meta", "-o", "x.csv"},
+             {"meta", "--queue-depth", "8", "--no-adaptive-hold", "-o", "x.csv", "--config", cfg}}) {
+      const auto p = parse(args);
+      INFO(p.result.error);
+      REQUIRE(p.result.should_run());
+      const Options& o = p.result.options;
+      CHECK(o.backend == Backend::kMeta);
+      CHECK(o.queue_depth == 8);
+      CHECK_FALSE(o.adaptive_hold);
+      CHECK(o.np == 8);
+      CHECK(o.output == "x.csv");
+      CHECK(o.summary == "x.summary.json");
+    }
+  }
+  SECTION("an invalid file value overridden on the command line is fine") {
+    const auto bad = dir.write("qd3.json", R"({"queue_depth": 3})");
+    REQUIRE(parse({"--config", bad, "--queue-depth", "4", "meta"}).result.should_run());
+    require_usage_error(parse({"--config", bad, "meta"}), "queue_depth (--queue-depth): 3 is not a power of two");
+  }
+  SECTION("an explicit summary path in the file survives a new output path") {
+    const auto s = dir.write("s.json", R"({"summary": "keep.json", "output": "a.csv"})");
+    const auto p = parse({"--config", s, "-o", "b.csv", "meta"});
+    REQUIRE(p.result.should_run());
+    CHECK(p.result.options.summary == "keep.json");
+    CHECK(p.result.options.output == "b.csv");
+  }
+}
+
+TEST_CASE("config file errors: malformed JSON, unknown keys, wrong types", "[bench][options]") {
+  TempDir dir;
+  require_usage_error(parse({"--config", dir.write("bad.json", R"({"queue_depth": 4,})"), "meta"}),
+                      "is not valid JSON");
+  require_usage_error(parse({"--config", dir.write("trunc.json", R"({"queue_depth": )"), "meta"}), "trunc.json");
+  require_usage_error(parse({"--config", (dir.path / "missing.json").string(), "meta"}), "cannot open");
+  require_usage_error(parse({"--config", dir.write("arr.json", "[1, 2]"), "meta"}), "expected a JSON object");
+  const auto unk = parse({"--config", dir.write("unk.json", R"({"queue_depht": 4})"), "meta"});
+  require_usage_error(unk, "unknown key \"queue_depht\"");
+  CHECK_THAT(unk.result.error, Catch::Contains("did you mean \"queue_depth\"") && Catch::Contains("unk.json"));
+  require_usage_error(parse({"--config", dir.write("t1.json", R"({"queue_depth": "32"})"), "meta"}),
+                      "queue_depth (--queue-depth): expected an unsigned integer, got \"32\"");
+  require_usage_error(parse({"--config", dir.write("t2.json", R"({"queue_depth": 4.0})"), "meta"}), "queue_depth");
+  require_usage_error(parse({"--config", dir.write("t3.json", R"({"queue_depth": -4})"), "meta"}),
+                      "expected a non-negative integer");
+  require_usage_error(parse({"--config", dir.write("t4.json", R"({"progress": 1})"), "meta"}),
+                      "progress (--progress): expected a boolean");
+  require_usage_error(parse({"--config", dir.write("t5.json", R"({"duration": "10"})"), "meta"}),
+                      "duration (--duration): expected a number, got \"10\"");
+}
+
+TEST_CASE("options_from_json reports the key in OptionError", "[bench][options]") {
+  const auto key_of = [](const json& j) -> std::string {
+    try {
+      (void)options_from_json(j, "");
+    } catch (const OptionError& e) {
+      return e.key();
+    }
+    return "(no error)";
+  };
+  CHECK(key_of(json{{"no_such_key", 1}}) == "no_such_key");
+  CHECK(key_of(json{{"queue_depth", 6}}) == "queue_depth");
+  CHECK(key_of(json{{"np", 0}}) == "np");
+  CHECK(key_of(json{{"distribution", "normal"}}) == "distribution");
+  CHECK(key_of(json{{"read_ratio", true}}) == "read_ratio");
+  CHECK(key_of(json{{"port", 70000}}) == "port");
+  CHECK(key_of(json{{"port", uint64_t{1} << 40}}) == "port");
+  CHECK(key_of(json{{"gid_index", "0"}}) == "gid_index");
+  CHECK(key_of(json{{"np", -3}}) == "np");
+  CHECK(key_of(json{{"np", 3.0}}) == "np");
+  CHECK(key_of(json{{"config", "x.json"}}) == "config");
+  CHECK(key_of(json{{"backend", "ucx-am"}, {"np", 3}}) == "(no error)");
+  CHECK(key_of(json{{"backend", nullptr}}) == "(no error)");
+  CHECK(key_of(json::array()) == "config");
+}
+
+TEST_CASE("relative model paths: config file directory vs working directory", "[bench][options]") {
+  TempDir dir;
+  const auto cfg = dir.write("configs/exp.json", R"({"model": "../models/nic.json"})");
+
+  const auto p = parse({"--config", cfg, "meta"});
+  REQUIRE(p.result.should_run());
+  CHECK(fs::path(p.result.options.model) == fs::absolute(dir.path / "models" / "nic.json").lexically_normal());
+  CHECK(fs::path(p.result.options.model).is_absolute());
+
+  const auto q = parse({"--config", cfg, "--model", "local/m.json", "meta"});
+  REQUIRE(q.result.should_run());
+  CHECK(fs::path(q.result.options.model) == (fs::current_path() / "local" / "m.json").lexically_normal());
+
+  const auto abs = dir.write("abs.json", R"({"model": "/opt/models/x.json"})");
+  const auto r = parse({"--config", abs, "meta"});
+  REQUIRE(r.result.should_run());
+  CHECK(r.result.options.model == "/opt/models/x.json");
+
+  CHECK(options_from_json(json{{"model", "m.json"}}, "/base/dir").model == "/base/dir/m.json");
+  CHECK(options_from_file(cfg).model == p.result.options.model);
+  CHECK(options_from_json(json{{"model", ""}}, "/base").model.empty());
+}
+
+TEST_CASE("print-config prints a configuration that reads back to the same options", "[bench][options]") {
+  TempDir dir;
+  const std::vector<std::string> args = {
+      "--transport", "ucx", "-d", "2.5", "--interval-ms", "250", "--trim", "2", "-r", "5", "-o", "o.csv",
+      "--device", "mlx5_1", "--device-index", "3", "--port", "2", "--gid-index", "3", "--server-threads", "2",
+      "--client-threads", "46", "--queue-depth", "32", "--key-range", "4096", "--read-ratio", "0.3",
+      "--distribution", "zipfian", "--zipf-s", "0.99", "--ring-size", "4194304", "--seed", "18446744073709551615",
+      "--np", "16", "--pattern-len", "1000", "--poll-budget", "4", "--batch-hold-us", "1.5", "--adaptive-hold",
+      "--hold-rtt-multiplier", "0.75", "--adaptive-poll-budget", "--model", "m.json", "--start-mode", "staggered",
+      "--start-stagger-us", "3.25", "--inflight-samples", "inf.csv", "--inflight-sample-interval-us", "2.5",
+      "--trace", "t.json", "--trace-window", "100.5:200.25", "--no-progress", "direct"};
+  const auto run = parse(args);
+  INFO(run.result.error);
+  REQUIRE(run.result.should_run());
+
+  auto with_print = args;
+  with_print.push_back("--print-config");
+  const auto printed = parse(with_print);
+  REQUIRE_FALSE(printed.result.should_run());
+  CHECK(printed.result.exit_status == 0);
+  const json j = json::parse(printed.out);
+  CHECK(j == to_json(run.result.options));
+
+  // read back from the printed text, as a config file would be
+  const auto file = dir.write("printed.json", printed.out);
+  CHECK(options_from_file(file) == run.result.options);
+  CHECK(options_from_json(j, "/elsewhere") == run.result.options);
+  const auto again = parse({"--config", file});
+  REQUIRE(again.result.should_run());
+  CHECK(again.result.options == run.result.options);
+
+  // every option is present in the JSON form
+  CHECK(j.size() == 36);
+  CHECK(j["backend"] == "direct");
+  CHECK(j["trace_window"] == "100.5:200.25");
+  CHECK(j["seed"].get<uint64_t>() == 18446744073709551615ull);
+
+  // defaults round-trip too, and print-config needs no backend
+  const auto defaults = parse({"--print-config"});
+  CHECK(defaults.result.exit_status == 0);
+  CHECK(options_from_json(json::parse(defaults.out), "") == Options{});
+}
+
+TEST_CASE("--help lists every option with its default and JSON key", "[bench][options]") {
+  const auto p = parse({"--help"});
+  REQUIRE_FALSE(p.result.should_run());
+  CHECK(p.result.exit_status == 0);
+  CHECK(p.result.error.empty());
+  const json defaults = to_json(Options{});
+  for (const auto& [key, value] : defaults.items()) {
+    INFO(key);
+    CHECK_THAT(p.out, Catch::Contains("[JSON: " + key + "]"));
+    if (key == "backend") continue;  // positional
+    std::string flag = "--" + key;
+    for (char& c : flag) c = (c == '_') ? '-' : c;
+    CHECK_THAT(p.out, Catch::Contains(flag));
+    if (key != "summary") CHECK_THAT(p.out, Catch::Contains("[default: " + value.dump() + "] [JSON: " + key + "]"));
+  }
+  for (const char* s : {"--config", "--print-config", "-d,", "-r,", "-o,", "--no-progress", "meta|delegation|direct|ucx-am"}) {
+    CHECK_THAT(p.out, Catch::Contains(s));
+  }
+}
+
+TEST_CASE("validate() on a hand-built Options", "[bench][options]") {
+  Options o;
+  CHECK_THROWS_AS(validate(o), OptionError);  // no backend
+  validate(o, /*require_backend=*/false);
+  o.backend = Backend::kMeta;
+  validate(o);
+  o.queue_depth = 12;
+  try {
+    validate(o);
+    FAIL("no error");
+  } catch (const OptionError& e) {
+    CHECK(e.key() == "queue_depth");
+    CHECK_THAT(e.what(), Catch::Contains("12"));
+  }
+  o.queue_depth = 4;
+  o.read_ratio = std::nan("");
+  CHECK_THROWS_WITH(validate(o), Catch::Contains("read_ratio"));
+}
+
+TEST_CASE("workload_config carries the workload options", "[bench][options]") {
+  Options o;
+  o.key_range = 77;
+  o.read_ratio = 0.25;
+  o.distribution = Distribution::kZipfian;
+  o.zipf_s = 1.5;
+  o.seed = 9;
+  o.pattern_len = 10;
+  const auto w = workload_config(o, 5);
+  CHECK(w.num_ranks == 5);
+  CHECK(w.key_range == 77);
+  CHECK(w.read_ratio == 0.25);
+  CHECK(w.distribution == Distribution::kZipfian);
+  CHECK(w.zipf_s == 1.5);
+  CHECK(w.seed == 9);
+  CHECK(w.pattern_len == 10);
+}

@@ -1,0 +1,44 @@
+# Real runs: CPU pinning and the MPI orchestration helpers, the threaded runtime over the
+# wall-clock loopback (group concurrency, also under ThreadSanitizer), benchkv over MPI +
+# UCX and the real-path CLI checks (group e2e).
+bkv_add_test(test_runtime GROUP concurrency SOURCES real_runs/test_runtime.cpp)
+
+# mpirun -np 2 smoke test of the MPI orchestration helpers (+ a UCX exchange between the
+# two processes when UCX is built). Registered directly with CTest: it is not a Catch test.
+bkv_group_enabled(e2e BKV_REAL_E2E)
+if(BKV_REAL_E2E AND MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
+  add_executable(test_mpi_smoke real_runs/test_mpi_smoke.cpp ${PROJECT_SOURCE_DIR}/apps/benchkv/mpi_orchestration.cpp)
+  target_link_libraries(test_mpi_smoke PRIVATE bkv_core MPI::MPI_C)
+  if(TARGET bkv_ucx)
+    target_link_libraries(test_mpi_smoke PRIVATE bkv_ucx)
+    target_compile_definitions(test_mpi_smoke PRIVATE BKV_HAVE_UCX=1)
+  endif()
+  add_test(NAME mpi_smoke_np2
+           COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --oversubscribe $<TARGET_FILE:test_mpi_smoke>)
+  set_tests_properties(mpi_smoke_np2 PROPERTIES LABELS e2e TIMEOUT 300
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+endif()
+
+bkv_add_test(test_real_wallclock GROUP concurrency SOURCES real_runs/test_real_wallclock.cpp LIBS bkv_kv bkv_app)
+
+# benchkv on the real path: CLI rejections (no MPI needed) and mpirun -np 2 runs over UCX.
+bkv_group_enabled(e2e BKV_REAL_RUNS_E2E)
+if(BKV_REAL_RUNS_E2E AND TARGET benchkv)
+  bkv_add_test(test_real_cli GROUP e2e SOURCES real_runs/test_real_cli.cpp LIBS nlohmann_json::nlohmann_json)
+  target_compile_definitions(test_real_cli PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>")
+  add_dependencies(test_real_cli benchkv)
+  if(MPI_C_FOUND AND TARGET bkv_mlx5)  # benchkv's --transport mlx5/verbs looks the device up
+    target_compile_definitions(test_real_cli PRIVATE BKV_REAL_RDMA=1)
+  endif()
+  if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE AND TARGET bkv_ucx_am)
+    bkv_add_test(test_real_mpi GROUP e2e SOURCES real_runs/test_real_mpi.cpp LIBS nlohmann_json::nlohmann_json)
+    target_compile_definitions(test_real_mpi PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>"
+                                                     MPIEXEC_BIN="${MPIEXEC_EXECUTABLE}")
+    add_dependencies(test_real_mpi benchkv)
+  endif()
+endif()
+
+# The ucx-am baseline in one process (threads, and a stranger's malformed messages).
+if(TARGET bkv_ucx_am)
+  bkv_add_test(test_ucx_am GROUP unit SOURCES real_runs/test_ucx_am.cpp LIBS bkv_ucx_am bkv_app)
+endif()

@@ -1,0 +1,179 @@
+// Helpers of the real-run end-to-end tests: spawn `mpirun -np N benchkv ...` (or benchkv
+// alone) in a scratch directory with a given environment, then read back and check the
+// CSV and summary of a real run. Scratch directories, CSV and JSON readers come from
+// tests/e2e/benchkv_run.hpp.
+//
+// Paths from the build: BENCHKV_BIN (benchkv), MPIEXEC_BIN (mpirun; optional).
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "e2e/benchkv_run.hpp"
+
+namespace bkv::real_runs {
+
+using e2e::CsvRow;
+using e2e::fs::path;
+using e2e::json;
+using e2e::Outcome;
+
+using e2e::spawn;
+
+// Open MPI as root on a small machine: the variables it needs, and the UCX transports.
+inline std::vector<std::pair<std::string, std::string>> mpi_env(const std::string& ucx_tls) {
+  return {{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+          {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+          {"OMPI_MCA_rmaps_base_oversubscribe", "1"},
+          {"UCX_TLS", ucx_tls}};
+}
+
+#ifdef MPIEXEC_BIN
+// mpirun -np `np` benchkv <args>: threads unbound (--bind-to none) so each rank sees
+// every CPU, UCX_TLS exported to the ranks.
+inline Outcome mpirun_benchkv(uint32_t np, const std::vector<std::string>& args, const path& cwd,
+                              const std::string& ucx_tls) {
+  std::vector<std::string> argv = {MPIEXEC_BIN, "-np", std::to_string(np), "--oversubscribe", "--bind-to", "none",
+                                   "-x", "UCX_TLS", BENCHKV_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return spawn(argv, cwd, mpi_env(ucx_tls));
+}
+#endif
+
+// The checks every successful real run must pass, with the shape taken from the
+// summary's effective configuration (config.np = the number of ranks):
+//  - totals: issued == completed, errors == 0, completed > 0; per-run counts add up;
+//  - CSV: one row per (run, rank, client, kept epoch), every rank present, measured
+//    (non-zero) durations; per run, the rows add up to runs[i].requests and the per-rank
+//    requests, and duration_ns is the sum of the kept epochs' longest durations;
+//  - daemons: one entry per (run, rank, daemon), histogram adding up to loops, loops > 0,
+//    no protocol errors;
+//  - real.per_rank: each rank's issued == completed, adding up to the totals.
+inline e2e::Checked check_real_run(const path& dir, uint32_t expect_np) {
+  e2e::Checked c;
+  c.summary = e2e::read_json(dir / "out.summary.json");
+  c.rows = e2e::read_csv(dir / "out.csv");
+  const json& s = c.summary;
+  REQUIRE(s.contains("config"));
+  REQUIRE(s.contains("runs"));
+  REQUIRE(s.contains("daemons"));
+  REQUIRE(s.contains("totals"));
+  REQUIRE(s.contains("real"));
+  const json& cfg = s["config"];
+  const uint64_t np = cfg.at("np").get<uint64_t>();
+  CHECK(np == expect_np);
+  const uint64_t clients = cfg.at("client_threads").get<uint64_t>();
+  const uint64_t daemons = cfg.at("server_threads").get<uint64_t>();
+  const uint64_t runs = cfg.at("runs").get<uint64_t>();
+  const uint64_t trim = cfg.at("trim").get<uint64_t>();
+  const auto interval = static_cast<uint64_t>(std::llround(cfg.at("interval_ms").get<double>() * 1e6));
+  const auto duration = static_cast<uint64_t>(std::llround(cfg.at("duration").get<double>() * 1e9));
+  const uint64_t epochs = duration / interval;
+  REQUIRE(epochs > 2 * trim);
+
+  const json& totals = s["totals"];
+  const uint64_t issued = totals.at("issued").get<uint64_t>();
+  const uint64_t completed = totals.at("completed").get<uint64_t>();
+  CHECK(issued == completed);
+  CHECK(totals.at("errors").get<uint64_t>() == 0);
+  CHECK(completed > 0);
+
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>, int> seen;
+  std::vector<uint64_t> run_sum(runs, 0);
+  std::vector<std::vector<uint64_t>> rank_sum(runs, std::vector<uint64_t>(np, 0));
+  std::vector<std::map<uint64_t, uint64_t>> epoch_len(runs);  // run -> epoch -> longest duration
+  std::set<uint64_t> ranks_seen;
+  for (const CsvRow& r : c.rows) {
+    INFO("CSV row run " << r.run << " rank " << r.rank << " client " << r.client << " epoch " << r.epoch);
+    REQUIRE(r.run < runs);
+    REQUIRE(r.rank < np);
+    REQUIRE(r.client < clients);
+    CHECK(r.epoch >= trim);
+    CHECK(r.epoch < epochs - trim);
+    CHECK(r.duration_ns > 0);
+    CHECK(++seen[{r.run, r.rank, r.client, r.epoch}] == 1);
+    run_sum[r.run] += r.requests;
+    rank_sum[r.run][r.rank] += r.requests;
+    uint64_t& len = epoch_len[r.run][r.epoch];
+    len = std::max(len, r.duration_ns);
+    ranks_seen.insert(r.rank);
+  }
+  CHECK(ranks_seen.size() == np);
+  CHECK(c.rows.size() == runs * np * clients * (epochs - 2 * trim));
+
+  const json& rj = s["runs"];
+  REQUIRE(rj.size() == runs);
+  uint64_t runs_issued = 0, runs_completed = 0;
+  for (uint64_t i = 0; i < runs; ++i) {
+    INFO("summary runs[" << i << "]");
+    const json& r = rj[i];
+    CHECK(r.at("run").get<uint64_t>() == i);
+    CHECK(r.at("epochs").get<uint64_t>() == epochs);
+    const uint64_t requests = r.at("requests").get<uint64_t>();
+    CHECK(requests == run_sum[i]);
+    CHECK(requests > 0);
+    const json& prr = r.at("per_rank_requests");
+    REQUIRE(prr.size() == np);
+    for (uint64_t k = 0; k < np; ++k) {
+      INFO("rank " << k);
+      CHECK(prr[k].get<uint64_t>() == rank_sum[i][k]);
+      CHECK(rank_sum[i][k] > 0);
+    }
+    uint64_t dur = 0;
+    for (const auto& [e, len] : epoch_len[i]) dur += len;
+    CHECK(r.at("duration_ns").get<uint64_t>() == dur);
+    CHECK(r.at("total_mops").get<double>() == Approx(double(requests) / double(dur) * 1e3).margin(1e-6));
+    CHECK(r.at("completed").get<uint64_t>() >= requests);  // the run's window covers its kept epochs
+    runs_issued += r.at("issued").get<uint64_t>();
+    runs_completed += r.at("completed").get<uint64_t>();
+  }
+  CHECK(runs_issued == issued);
+  CHECK(runs_completed == completed);
+
+  const json& dj = s["daemons"];
+  REQUIRE(dj.size() == runs * np * daemons);
+  size_t idx = 0;
+  for (uint64_t run = 0; run < runs; ++run)
+    for (uint64_t rank = 0; rank < np; ++rank)
+      for (uint64_t d = 0; d < daemons; ++d, ++idx) {
+        INFO("summary daemons[" << idx << "]");
+        const json& e = dj[idx];
+        CHECK(e.at("run").get<uint64_t>() == run);
+        CHECK(e.at("rank").get<uint64_t>() == rank);
+        CHECK(e.at("daemon").get<uint64_t>() == d);
+        uint64_t buckets = 0;
+        for (const auto& [name, v] : e.at("cqe_per_loop_hist").items()) buckets += v.get<uint64_t>();
+        CHECK(buckets == e.at("loops").get<uint64_t>());
+        CHECK(e.at("loops").get<uint64_t>() > 0);
+        CHECK(e.at("extra").at("protocol_errors").get<double>() == 0.0);
+      }
+  // Every rank's own requests all completed, and the ranks add up to the totals.
+  const json& per_rank = s["real"].at("per_rank");
+  REQUIRE(per_rank.size() == np);
+  uint64_t sum_issued = 0, sum_completed = 0;
+  for (uint64_t k = 0; k < np; ++k) {
+    INFO("real.per_rank[" << k << "]");
+    const uint64_t ri = per_rank[k].at("issued").get<uint64_t>();
+    const uint64_t rc = per_rank[k].at("completed").get<uint64_t>();
+    CHECK(ri == rc);
+    CHECK(rc > 0);
+    sum_issued += ri;
+    sum_completed += rc;
+  }
+  CHECK(sum_issued == issued);
+  CHECK(sum_completed == completed);
+  if (s["real"].contains("transport_protocol_errors")) CHECK(s["real"]["transport_protocol_errors"].get<uint64_t>() == 0);
+  return c;
+}
+
+}  // namespace bkv::real_runs

@@ -1,0 +1,80 @@
+// benchkv real runs end to end: `mpirun -np 2 benchkv --transport ucx` for every backend
+// (meta, delegation, direct, ucx-am) over UCX shared memory and TCP on this machine,
+// small thread counts and short durations. Each run must exit 0 with every issued
+// request completed, the CSV adding up to the summary, and both ranks present.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "real_runs/real_run.hpp"
+
+using namespace bkv;
+using namespace bkv::real_runs;
+
+namespace {
+
+// The small real configuration (2 daemons and 2 clients per rank, 6 epochs of 50 ms, one
+// trimmed at each end, one run); a flag that also appears in `extra` is left to `extra`
+// (benchkv rejects an option given twice).
+std::vector<std::string> small_real(const std::string& backend, std::vector<std::string> extra = {}) {
+  static const std::vector<std::pair<std::string, std::string>> kDefaults = {
+      {"--transport", "ucx"}, {"-d", "0.3"}, {"--interval-ms", "50"}, {"--trim", "1"}, {"-r", "1"},
+      {"--server-threads", "2"}, {"--client-threads", "2"}, {"--queue-depth", "4"}, {"--key-range", "256"},
+      {"-o", "out.csv"}};
+  std::vector<std::string> a;
+  for (const auto& [flag, value] : kDefaults) {
+    if (std::find(extra.begin(), extra.end(), flag) != extra.end()) continue;
+    a.push_back(flag);
+    a.push_back(value);
+  }
+  if (std::find(extra.begin(), extra.end(), "--progress") == extra.end()) a.push_back("--no-progress");
+  a.insert(a.end(), extra.begin(), extra.end());
+  a.push_back(backend);
+  return a;
+}
+
+void run_and_check(const std::string& backend, const std::string& tls, std::vector<std::string> extra = {}) {
+  e2e::TempDir dir;
+  const Outcome o = mpirun_benchkv(2, small_real(backend, extra), dir.path(), tls);
+  INFO(e2e::describe(o));
+  REQUIRE(o.status == 0);
+  const e2e::Checked c = check_real_run(dir.path(), 2);
+  CHECK(c.summary["config"]["backend"] == backend);
+  CHECK(c.summary["config"]["transport"] == "ucx");
+  CHECK(c.summary["real"]["ranks"] == 2);
+  CHECK(c.summary["real"]["ucx_tls"] == tls);
+}
+
+}  // namespace
+
+TEST_CASE("mpirun -np 2: every backend over UCX shared memory", "[real-run][mpi]") {
+  const std::string backend = GENERATE(as<std::string>{}, "meta", "delegation", "direct", "ucx-am");
+  INFO("backend " << backend);
+  run_and_check(backend, "sm,self");
+}
+
+TEST_CASE("mpirun -np 2: Delegation and ucx-am over UCX TCP", "[real-run][mpi]") {
+  const std::string backend = GENERATE(as<std::string>{}, "delegation", "ucx-am");
+  INFO("backend " << backend);
+  run_and_check(backend, "tcp");
+}
+
+TEST_CASE("mpirun -np 2: two runs, one daemon, progress lines from rank 0 naming both ranks", "[real-run][mpi]") {
+  e2e::TempDir dir;
+  const Outcome o = mpirun_benchkv(
+      2, small_real("delegation", {"-r", "2", "--server-threads", "1", "--client-threads", "1", "--progress"}),
+      dir.path(), "sm,self");
+  INFO(e2e::describe(o));
+  REQUIRE(o.status == 0);
+  check_real_run(dir.path(), 2);
+  // 6 epochs x 2 runs, each line once (rank 0 prints for all ranks).
+  for (const char* line : {"run 1/2 epoch 1/6 [warm-up]", "run 1/2 epoch 2/6 [kept]", "run 2/2 epoch 6/6 [cool-down]"})
+    CHECK_THAT(o.err, Catch::Contains(line));
+  size_t n = 0;
+  for (size_t p = o.err.find("run 2/2 epoch 3/6"); p != std::string::npos; p = o.err.find("run 2/2 epoch 3/6", p + 1)) ++n;
+  CHECK(n == 1);
+  CHECK_THAT(o.err, Catch::Contains("per rank avg"));
+}

@@ -1,0 +1,154 @@
+// The UCX transport against the shared transport suite, two workers in one process
+// driven by one thread, over shared memory (UCX_TLS=sm,self) and over TCP.
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "tests/transport/transport_suite.hpp"
+#include "transports/ucx/ucx_transport.hpp"
+
+namespace {
+
+// Hands out transports; `on_destroy` (optional) sees each one before it goes away.
+struct UcxHarness {
+  using T = bkv::ucx::UcxTransport;
+  struct Deleter {
+    UcxHarness* h;
+    void operator()(T* t) const {
+      if (h->on_destroy) h->on_destroy(*t);
+      delete t;
+    }
+  };
+  std::string tls;
+  std::function<void(const T&)> on_destroy;
+  std::unique_ptr<T, Deleter> make() {
+    bkv::ucx::Config c;
+    c.tls = tls;
+    c.send_queue_depth = 64;
+    c.srq_capacity = 256;
+    return std::unique_ptr<T, Deleter>(new T(c), Deleter{this});
+  }
+  void reset() { on_destroy = nullptr; }
+};
+
+}  // namespace
+
+using namespace bkv;
+using namespace bkv::test;
+
+TEST_CASE("ucx: WRITE+IMM order and integrity over sm,self", "[ucx]") {
+  UcxHarness h{"sm,self"};
+  check_write_imm_order_and_integrity(h, 600, 2048);
+}
+
+TEST_CASE("ucx: WRITE+IMM order and integrity with rendezvous-sized messages", "[ucx]") {
+  UcxHarness h{GENERATE(std::string("sm,self"), std::string("tcp"))};
+  uint64_t rndv = 0;
+  h.on_destroy = [&](const bkv::ucx::UcxTransport& t) { rndv += t.rendezvous_receives(); };
+  check_write_imm_order_and_integrity(h, 120, 300 * 1024);
+  h.reset();
+  CHECK(rndv > 0);  // the large messages really took the rendezvous path
+}
+
+TEST_CASE("ucx: WRITE+IMM order and integrity over tcp", "[ucx]") {
+  UcxHarness h{"tcp"};
+  check_write_imm_order_and_integrity(h, 300, 70 * 1024);
+}
+
+TEST_CASE("ucx: WRITE then READ round trip", "[ucx]") {
+  UcxHarness h{GENERATE(std::string("sm,self"), std::string("tcp"))};
+  check_write_and_read(h);
+}
+
+TEST_CASE("ucx: access violations complete with errors and flush the queue pair", "[ucx]") {
+  UcxHarness h{"sm,self"};
+  const Violation v = GENERATE(Violation::kBadRkey, Violation::kPastEnd, Violation::kBeforeStart,
+                               Violation::kNoRemoteWrite, Violation::kNoRemoteRead, Violation::kBadLkey,
+                               Violation::kReadIntoReadOnly);
+  INFO("violation " << static_cast<int>(v));
+  check_violation(h, v);
+}
+
+TEST_CASE("ucx: receiver not ready holds WRITE+IMM until receives are posted", "[ucx]") {
+  UcxHarness h{"sm,self"};
+  check_receiver_not_ready(h);
+}
+
+TEST_CASE("ucx: send queue slots are freed by signalled completions only", "[ucx]") {
+  UcxHarness h{"sm,self"};
+  check_send_queue_accounting(h);
+}
+
+TEST_CASE("ucx: posting on an unconnected queue pair flushes", "[ucx]") {
+  UcxHarness h{"sm,self"};
+  check_unconnected_post(h);
+}
+
+TEST_CASE("ucx: messages from a stranger are dropped and counted", "[ucx]") {
+  UcxHarness h{"sm,self"};
+  check_stranger_dropped(h);
+}
+
+TEST_CASE("ucx: a message with a stale token is dropped and counted", "[ucx]") {
+  // The peer re-created its queue pair (new token): a sender still holding the old
+  // ConnectInfo must not write into the new incarnation.
+  UcxHarness h{"sm,self"};
+  LinkedPair<UcxHarness> p(h);
+  auto c = h.make();
+  auto& qc = c->create_queue_pair();
+  bkv::ucx::ConnectInfo stale = p.qb->local_info();
+  stale.token ^= 0x10;
+  qc.connect(stale);
+  std::vector<std::byte> local(64), remote(64, std::byte{0});
+  const MemoryRegion lmr = c->register_memory(local.data(), local.size(), kAccessLocalWrite);
+  const MemoryRegion rmr = p.b->register_memory(remote.data(), remote.size(), kAccessRemoteWrite);
+  p.b->post_receives(2);
+  REQUIRE(qc.post_write_imm(local.data(), 8, lmr.lkey, p.remote(rmr), 3, 1, true) == PostResult::kOk);
+  qc.ring_doorbell();
+  REQUIRE(pump_until([&] {
+    c->progress();
+    p.pump();
+  }, [&] { return p.b->protocol_errors() > 0; }));
+  CHECK(p.b->protocol_errors() == 1);
+  CHECK(p.recvs.empty());
+  for (std::byte x : remote) REQUIRE(x == std::byte{0});
+}
+
+TEST_CASE("ucx: bad ConnectInfo is rejected with a message", "[ucx]") {
+  UcxHarness h{"sm,self"};
+  auto t = h.make();
+  auto& qp = t->create_queue_pair();
+  bkv::ucx::ConnectInfo info = qp.local_info();
+  SECTION("bad magic") {
+    info.magic = 0;
+    CHECK_THROWS_WITH(qp.connect(info), Catch::Contains("bad magic"));
+  }
+  SECTION("address too long") {
+    info.address_length = bkv::ucx::kMaxWorkerAddress + 1;
+    CHECK_THROWS_WITH(qp.connect(info), Catch::Contains("worker address length"));
+  }
+  SECTION("empty address") {
+    info.address_length = 0;
+    CHECK_THROWS_WITH(qp.connect(info), Catch::Contains("worker address length"));
+  }
+  CHECK_FALSE(qp.connected());
+}
+
+TEST_CASE("ucx: a bad configuration is rejected with a message", "[ucx]") {
+  bkv::ucx::Config c;
+  c.tls = "sm,self";
+  SECTION("send queue depth not a power of two") {
+    c.send_queue_depth = 48;
+    CHECK_THROWS_WITH(bkv::ucx::UcxTransport(c), Catch::Contains("power of two"));
+  }
+  SECTION("empty shared receive queue") {
+    c.srq_capacity = 0;
+    CHECK_THROWS_WITH(bkv::ucx::UcxTransport(c), Catch::Contains("srq_capacity"));
+  }
+  SECTION("a transport list UCX cannot use") {
+    c.tls = "no_such_transport";
+    CHECK_THROWS_WITH(bkv::ucx::UcxTransport(c), Catch::Contains("ucp_init failed"));
+  }
+}
