@@ -1,4 +1,4 @@
-// Measurement plumbing of a real run (reference/benchkv-original.md, "測定フロー"):
+// Measurement plumbing of a real run (docs/design.md §Benchmark plumbing):
 // client threads count completed requests; the main thread samples every client's count
 // at each epoch boundary (--interval-ms) for duration / interval epochs; the first and
 // last --trim epochs (warm-up, cool-down) are dropped; --runs repeats it.
