@@ -7,7 +7,7 @@ Prints a table and returns non-zero if a summary is missing or malformed.
 import json
 import sys
 
-# calibration.md C1: Delegation, QD=32, 1 daemon + 46 clients per node (measured).
+# docs/calibration.md §C1: Delegation, QD=32, 1 daemon + 46 clients per node (measured).
 MEASURED = {
     2: {"mops_rank": 7.63, "inflight": None, "cqe_loop": 4.6, "loops_10s_M": 8.6},
     8: {"mops_rank": 1.10, "inflight": 1343, "cqe_loop": 0.97, "loops_10s_M": 14.0},
