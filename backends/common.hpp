@@ -50,13 +50,14 @@ struct NodeConfig {
   uint32_t deleg_ring_depth = 1024;
 };
 
-// Delegation daemon #0's loop policies (DESIGN.md §6), defaults = calibration runs.
+// Delegation daemon #0's loop policies (docs/design.md §Loop policies),
+// defaults = calibration runs.
 struct LoopPolicy {
   uint32_t poll_budget = 1;          // step C polls up to N times, stops at N responses
   double batch_hold_us = 0;          // 0 = off
   bool adaptive_hold = false;        // hold = NP / EWMA(release rate)
   double hold_rtt_multiplier = 0;    // 0 = off; hold = m * EWMA(flush -> first CQE)
-  bool adaptive_poll_budget = false; // reference "制御系としての実装案"
+  bool adaptive_poll_budget = false; // EWMA + hysteresis controller (§Loop policies)
 };
 
 // ---------------------------------------------------------------- messages

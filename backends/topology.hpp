@@ -6,7 +6,8 @@
 // Thread numbering within a node: daemons 0..D-1, then clients D..D+C-1.
 //   Delegation: daemon #0 of rank a <-> daemon #0 of rank b, for every pair a < b.
 //   Meta:       daemon (b % D) of rank a <-> daemon (a % D) of rank b: the daemon that
-//               owns the endpoint of a rank is rank % D (reference §1.4).
+//               owns the endpoint of a rank is rank % D (docs/design.md §Topology and
+//               node wiring).
 //   Direct:     client c of rank a <-> daemon (c % D) of rank b, for every a != b: every
 //               client owns endpoints to the remote daemons (no intra-node aggregation).
 #pragma once

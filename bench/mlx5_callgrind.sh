@@ -6,7 +6,7 @@
 # count includes the call into the noinline measured function.
 #
 # Usage: bench/mlx5_callgrind.sh [build-dir]      (default: build)
-# Targets (issue 6): <= 60 instructions per post without payload copy, <= 25 per CQE.
+# Targets: <= 60 instructions per post without payload copy, <= 25 per CQE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}

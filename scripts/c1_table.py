@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Measured (calibration.md C1) vs simulated, side by side, from benchkv summaries.
+"""Measured (docs/calibration.md, C1) vs simulated, side by side, from benchkv summaries.
 
 usage: c1_table.py NP=SUMMARY.json [NP=SUMMARY.json ...]
 Prints a table and returns non-zero if a summary is missing or malformed.
@@ -7,7 +7,7 @@ Prints a table and returns non-zero if a summary is missing or malformed.
 import json
 import sys
 
-# calibration.md C1: Delegation, QD=32, 1 daemon + 46 clients per node (measured).
+# docs/calibration.md §C1: Delegation, QD=32, 1 daemon + 46 clients per node (measured).
 MEASURED = {
     2: {"mops_rank": 7.63, "inflight": None, "cqe_loop": 4.6, "loops_10s_M": 8.6},
     8: {"mops_rank": 1.10, "inflight": 1343, "cqe_loop": 0.97, "loops_10s_M": 14.0},

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages the project builds and tests with (DESIGN.md section 3).
+# Installs the Debian 12 packages the project builds and tests with (docs/design.md §Dependencies).
 # Idempotent: when every package is already installed it returns in well under a second.
 set -euo pipefail
 

@@ -34,7 +34,7 @@ CostModel CostModel::defaults() {
   m[Op::kReplyEncode] = 15;
   // Building one WRITE+IMM WQE (ctrl + raddr + data segments, 64 B, in a hot SQ line):
   // together with the doorbell below this is the measured 56.4 ns per posted WRITE+IMM
-  // (calibration.md C4).
+  // (docs/calibration.md §C4).
   m[Op::kFlush] = 20;
   // Doorbell record store + the BlueFlame write-combining MMIO copy and its fence:
   // the MMIO store drains through the write-combining buffer (~30-40 ns of core time).

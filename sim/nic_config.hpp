@@ -30,7 +30,7 @@ struct NicConfig {
   // (mlx5 does this for single-WQE posts). 0 = never.
   uint32_t blueflame_max_wqes = 1;
   // Payloads up to this size are inline in the WQE (no gather DMA read); 220 is the
-  // mlx5 maximum with a 256-byte WQE (DESIGN.md section 5).
+  // mlx5 maximum with a 256-byte WQE (docs/design.md §mlx5 and verbs transports).
   uint32_t inline_max_bytes = 220;
   uint32_t wqe_bytes = 64;        // one mlx5 basic block (ctrl + raddr + data segment)
   uint32_t fetch_max_wqes = 8;    // WQEs one DMA read may fetch (prefetch burst), <= 64
@@ -78,7 +78,7 @@ struct NicConfig {
   } recv;
 
   struct Link {
-    double bandwidth_gbps = 100;      // HDR100 (calibration.md C1)
+    double bandwidth_gbps = 100;      // HDR100 (docs/calibration.md §C1)
     uint32_t mtu_bytes = 4096;        // IB MTU 4096
     // Per packet on the wire: LRH 8 + BTH 12 + RETH 16 + ImmDt 4 + ICRC 4 + VCRC 2, plus
     // delimiters: ~50 bytes. Header-only packets (READ request, ACK) cost one overhead.

@@ -64,7 +64,7 @@
 //     a ConnectX QP's send queue is processed in order by one processing unit, and a
 //     non-BlueFlame WQE must be fetched over PCIe first. One QP therefore sustains only
 //     about window / (fetch + processing) WQEs per second; work beyond that queues in
-//     Admit while the SQ itself is far from full (calibration.md C2). More QPs spread
+//     Admit while the SQ itself is far from full (docs/calibration.md §C2). More QPs spread
 //     the load over more engines (C1: per-node WRITE rate grows with the number of
 //     peers rather than staying at one NIC-wide rate).
 //  2. Engine pools (send.engines, recv.engines): NIC-wide message-rate limit; multi-

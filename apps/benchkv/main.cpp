@@ -1,4 +1,4 @@
-// benchkv: the distributed KV benchmark (DESIGN.md §8).
+// benchkv: the distributed KV benchmark (docs/design.md §benchkv command line).
 //
 //   benchkv [options] <meta|delegation|direct|ucx-am>       (see --help)
 //   benchkv --config configs/c1_np8.json                       (an experiment file)

@@ -1,4 +1,4 @@
-// benchkv options (DESIGN.md §4.5, §8; reference/benchkv-original.md "CLI").
+// benchkv options (docs/design.md §Benchmark plumbing, §benchkv command line).
 //
 //   benchkv [options] <meta|delegation|direct|ucx-am>
 //   benchkv --config FILE.json [options] [backend]

@@ -1,5 +1,5 @@
-// The threaded runtime of real (non-simulated) benchkv runs (DESIGN.md §6, §8;
-// reference/benchkv-original.md "測定フロー").
+// The threaded runtime of real (non-simulated) benchkv runs (docs/design.md §Step model,
+// §Benchmark plumbing, §benchkv command line).
 //
 // Driver<N> runs the threads of one or more nodes of this process: one thread per daemon
 // and per client (runtime::ThreadGroup, pinned per the plan), each calling the node's

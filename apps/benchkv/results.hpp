@@ -1,5 +1,5 @@
 // Benchmark results: runs x ranks x clients x epochs, trimming, and the output writers
-// (DESIGN.md §4.5; reference/benchkv-original.md "ベンチマーク測定").
+// (docs/design.md §Benchmark plumbing).
 //
 // A run is split into `epochs` epochs of --interval-ms; every client records, per epoch,
 // the requests it completed and the epoch's duration in nanoseconds. The first and last

@@ -1,4 +1,4 @@
-// Delegation backend (reference/delegation-architecture.md §1.2-§9; DESIGN.md §6).
+// Delegation backend (docs/design.md §Delegation backend).
 //
 // Clients write remote requests straight into the shared MPSC delegation ring of
 // daemon #0, which owns all N-1 copyrpc endpoints; local requests go over ipc to the
@@ -6,13 +6,13 @@
 // forwarded over flux to the shard owner when it is another daemon.
 //
 // Daemon #0's loop (the structure the calibration data was measured with,
-// reference/batching-bistability.md "Daemon loop"):
+// docs/design.md §Delegation daemon loop):
 //   A  ipc poll: local requests of shard 0
 //   B  delegation ring poll: clients' remote requests, taken in ring order
 //   C  copyrpc poll (poll_budget times at most): drain the CQ, responses to the clients'
 //      slots (or held, under a batch-hold policy), incoming requests executed or forwarded,
-//      then flush (copyrpc's poll() flushes: reference copyrpc-design "poll()の6ステップ"
-//      step 6), so replies leave in this loop's first flush and new calls in step F's. The
+//      then flush (the original copyrpc poll() ends with a flush of every endpoint),
+//      so replies leave in this loop's first flush and new calls in step F's. The
 //      measured C1 rates need it: at NP=16, 6.4M inbound WRITEs/s over 230K loops/s is 28
 //      WQEs per loop from 15 peers, more than one flush per loop can emit.
 //   D  delegation requests -> copyrpc call() (RingFull / InsufficientCredit -> backlog)
@@ -146,7 +146,7 @@ class DelegationDaemon0 {
     c_cqes_ += cqes;
     ++c_polls_;
     // poll_budget N: up to N polls, stopping once N responses came (N = 1: one poll).
-    // Adaptive budget (reference controller): up to u+1 polls, stopping at the first CQE.
+    // Adaptive budget (docs/design.md §Loop policies): up to u+1 polls, stopping at the first CQE.
     const bool more = c_until_cqe_ ? (c_polls_ < c_budget_ && c_cqes_ == 0)
                                    : (c_polls_ < c_budget_ && c_responses_ < c_budget_);
     if (more) return false;

@@ -1,5 +1,4 @@
-// Loop policies of Delegation daemon #0 (DESIGN.md §6; reference/batching-bistability.md,
-// "Mitigations that were implemented" and "制御系としての実装案").
+// Loop policies of Delegation daemon #0 (docs/design.md §Loop policies).
 //
 // HoldPolicy — reply batch-hold. Responses returned by copyrpc are held instead of being
 // written to the clients' slots at once, and released together when
@@ -14,7 +13,7 @@
 //                        [0.5 us, 100 us], starting from batch_hold_us;
 //   hold_rtt_multiplier: m * EWMA(delay from a flush to the first CQE after it).
 //
-// AdaptiveBudget — the reference's adaptive poll budget: polls at the top of step C up to
+// AdaptiveBudget — the original design's adaptive poll budget: polls at the top of step C up to
 // u+1 times until a CQE arrives, with u raised when the loop is mostly empty (empty-loop
 // EWMA above a threshold for `low_need` loops) and lowered when loops are busy, with a
 // hold-off between changes (hysteresis) and a collapse-recovery boost.
@@ -115,7 +114,7 @@ class HoldPolicy {
 
 class AdaptiveBudget {
  public:
-  // Constants of the reference controller.
+  // Constants of the original design's controller (docs/design.md §Loop policies).
   static constexpr double kAlpha = 0.05;
   static constexpr double kEmptyHigh = 0.75, kEmptyLow = 0.40;
   static constexpr uint32_t kLowNeed = 64, kHighNeed = 128, kHoldMin = 32;

@@ -1,6 +1,7 @@
-// Direct backend (copyrpc-direct, DESIGN.md §6): every client thread owns its own copyrpc
-// context with endpoints to the remote daemons (daemon c % D of every other rank); no
-// intra-node aggregation. Local requests still go over ipc to the shard owner.
+// Direct backend (copyrpc-direct, docs/design.md §Direct backend): every client thread
+// owns its own copyrpc context with endpoints to the remote daemons (daemon c % D of
+// every other rank); no intra-node aggregation. Local requests still go over ipc to the
+// shard owner.
 // A daemon serves its ipc ring and the requests arriving on its endpoints, executing them
 // on the node's store directly (the store is shared and atomic; see docs/architecture.md).
 #pragma once

@@ -1,4 +1,4 @@
-// Meta backend (reference/delegation-architecture.md §1.1, §1.4; DESIGN.md §6).
+// Meta backend (docs/design.md §Meta backend).
 //
 // Client -> ipc -> daemon. Local requests reach the shard owner (key % D) directly.
 // A remote request reaches the client's daemon (client % D), which sends it over

@@ -1,4 +1,5 @@
-// ucx-am: the pure UCX active-message baseline (DESIGN.md §6). No copyrpc, no shared
+// ucx-am: the pure UCX active-message baseline (docs/design.md §ucx-am backend). No
+// copyrpc, no shared
 // memory channels: every client thread owns a UCP worker with an endpoint to every
 // daemon of every rank, and sends each request as one active message to the daemon that
 // owns the key (rank `req.rank`, daemon key % D); the daemon executes it on its node's

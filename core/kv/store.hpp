@@ -1,5 +1,4 @@
-// The per-node key-value store (DESIGN.md §4.4; reference/benchkv-original.md
-// "ストレージバックエンド").
+// The per-node key-value store (docs/design.md §KV and workload).
 //
 // One store per node: `key_range` slots of std::atomic<uint64_t>, shared by every daemon
 // thread of the node, accessed with relaxed ordering (a benchmark store must not be the

@@ -1,5 +1,4 @@
-// KV request and response messages (DESIGN.md §4.4; reference/benchkv-original.md
-// "shm_spsc メッセージ型", reference/delegation-architecture.md §8).
+// KV request and response messages (docs/design.md §KV and workload).
 //
 // Both are fixed-size, trivially copyable structs whose bytes travel unchanged through
 // the ipc and delegationrpc shared-memory slots, the flux channels and as copyrpc

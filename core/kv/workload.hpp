@@ -1,5 +1,4 @@
-// Workload generator (DESIGN.md §4.4; reference/benchkv-original.md
-// "アクセスパターン事前生成").
+// Workload generator (docs/design.md §KV and workload).
 //
 // Every client pre-generates a pattern of (rank, key, is_read) tuples before the
 // benchmark starts and replays it in a loop for every epoch and run. The pattern of

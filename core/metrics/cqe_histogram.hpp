@@ -1,4 +1,5 @@
-// Per-daemon loop statistics (DESIGN.md §7 "Metrics"; calibration.md C1): the histogram
+// Per-daemon loop statistics (docs/design.md §Metrics and traces; docs/calibration.md §C1):
+// the histogram
 // of completions drained per daemon loop, with the buckets the calibration data uses.
 // Header-only and dependency-free: meters and daemons include it on their hot path.
 #pragma once
@@ -9,7 +10,7 @@
 
 namespace bkv::metrics {
 
-// Buckets of "CQEs per loop": 0, 1, 2-10, 11-100, >100 (calibration.md C1).
+// Buckets of "CQEs per loop": 0, 1, 2-10, 11-100, >100 (docs/calibration.md §C1).
 inline constexpr size_t kCqeBuckets = 5;
 inline constexpr std::array<const char*, kCqeBuckets> kCqeBucketNames = {"0", "1", "2-10", "11-100", ">100"};
 

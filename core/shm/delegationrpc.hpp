@@ -1,5 +1,5 @@
 // delegationrpc: a shared-memory MPSC request ring with per-client response slots
-// (reference/delegation-architecture.md §2.1-§2.2, DESIGN.md §4.3). Every client thread
+// (docs/design.md §delegationrpc layout, §delegationrpc protocol). Every client thread
 // of a node writes its remote requests into ONE ring owned by daemon #0; the daemon
 // writes each response straight into the issuing client's response slot.
 //
@@ -15,7 +15,7 @@
 //                          {valid atomic u8 @0, payload @8}
 //               slot (c, s) at resp_area + (c * resp_depth + s) * resp_slot_size.
 //
-// Protocol (§2.2): positions are virtual u64, slot = pos & (ring_depth - 1).
+// Protocol: positions are virtual u64, slot = pos & (ring_depth - 1).
 //   client call : server_alive (acquire) -> ServerDisconnected; pick a response slot
 //                 round-robin; pos = head.fetch_add(1, relaxed); spin while
 //                 pos - tail (acquire) >= ring_depth; write client_id, resp_slot_idx,
@@ -30,11 +30,12 @@
 //   client poll : for each awaited slot: valid (acquire), read, valid.store(0, release),
 //                 in_flight--, callback.
 //
-// Deviations from the reference, all invisible in the layout:
-//  - §2.2 step 6 puts a release fence before the release store of `committed`; the
+// Deviations from the original design, all invisible in the layout:
+//  - The original client call puts a release fence before the release store of
+//    `committed`; the
 //    release store alone already orders every earlier write (and ThreadSanitizer does
 //    not support standalone fences), so the fence is omitted. Same for reply().
-//  - The reference assigns response slots strictly round-robin, which lets a new call
+//  - The original assigns response slots strictly round-robin, which lets a new call
 //    reuse a slot whose response is still outstanding when responses come back out of
 //    order. Here the round-robin cursor skips slots that still await a response, and a
 //    call with every slot busy returns kNoFreeSlot (poll first).
@@ -134,7 +135,8 @@ struct DelegationLayout {
   static_assert(std::is_default_constructible_v<Req> && std::is_default_constructible_v<Resp>,
                 "delegationrpc payloads are read into default-constructed values");
 
-  // align_up(16 + sizeof(Req), 64) and align_up(8 + sizeof(Resp), 64) (§2.1).
+  // align_up(16 + sizeof(Req), 64) and align_up(8 + sizeof(Resp), 64)
+  // (docs/design.md §delegationrpc layout).
   static constexpr size_t kReqSlotSize = align_up(kDelegationReqPayloadOffset + sizeof(Req), kCacheLine);
   static constexpr size_t kRespSlotSize = align_up(kDelegationRespPayloadOffset + sizeof(Resp), kCacheLine);
 
@@ -389,8 +391,9 @@ class alignas(kCacheLine) DelegationClient {
   DelegationClient(DelegationClient&&) noexcept = default;
   DelegationClient& operator=(DelegationClient&&) noexcept = default;
 
-  // Blocking call per §2.2: spins while the ring is full (until the server advances
-  // tail or shuts down). Never spins for a response slot: kNoFreeSlot instead.
+  // Blocking call (docs/design.md §delegationrpc protocol): spins while the ring is full
+  // (until the server advances tail or shuts down). Never spins for a response slot:
+  // kNoFreeSlot instead.
   DelegationCallResult call(const Req& req, uint64_t user_token = 0) noexcept {
     if (!view_.server_alive()) return {DelegationCallStatus::kServerDisconnected, 0};
     const int slot = pick_resp_slot();
@@ -462,7 +465,8 @@ class alignas(kCacheLine) DelegationClient {
     return -1;
   }
 
-  // Steps 3-7 of §2.2.
+  // Reserve a position, wait for ring space, write the slot, commit
+  // (docs/design.md §delegationrpc protocol).
   DelegationCallResult reserve_and_commit(uint32_t slot, const Req& req, uint64_t user_token) noexcept {
     auto& ctl = view_.control();
     const uint64_t depth = view_.config().ring_depth;

@@ -1,5 +1,5 @@
 // flux: N-to-N request/response channels between the daemon threads of one node
-// (DESIGN.md §4.3; reference/delegation-architecture.md §4.3, §5, §6). One SPSC ring per
+// (docs/design.md §flux). One SPSC ring per
 // ordered pair (i -> j) carries both i's requests to j and i's responses to j's
 // requests. The rings are lap-stamped FastForward rings (stamped_ring.hpp) in one
 // process-memory Segment; each node (thread) owns all of its bookkeeping locally.

@@ -13,7 +13,7 @@
 //
 // Why FastForward and not Lamport: a Lamport ring shares its head and tail indices, so
 // every push and pop moves the index lines between the cores in addition to the data
-// (calibration.md C4: Lamport 47.6 Mops/s vs FastForward 90.2 Mops/s). Why lap stamps
+// (docs/calibration.md §C4: Lamport 47.6 Mops/s vs FastForward 90.2 Mops/s). Why lap stamps
 // instead of the consumer clearing the flag: in an RPC channel the producer already
 // knows a slot is free from the protocol's in-flight bound (ipc: a client never has more
 // than depth requests in flight; flux: capacity >= 2 * max_inflight), so the consumer

@@ -242,7 +242,7 @@ struct Checked {
   std::vector<CsvRow> rows;
 };
 
-// The checks every successful simulated run must pass (test list item 1), with the shape
+// The checks every successful simulated run must pass, with the shape
 // taken from the summary's effective configuration:
 //  - totals: issued == completed, errors == 0; the per-run issued/completed add up to them;
 //  - CSV: one row per (run, rank, client, kept epoch), epochs in [trim, epochs - trim),

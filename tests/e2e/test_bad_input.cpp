@@ -1,5 +1,5 @@
 // benchkv: bad input gives a message naming the problem and a non-zero exit status, and
-// writes no output files (issue 3 test list, item 3).
+// writes no output files.
 #include <initializer_list>
 #include <string>
 #include <vector>

@@ -1,5 +1,5 @@
 // benchkv --transport sim: byte-identical output for the same configuration and seed,
-// config files, command-line precedence and --print-config (issue 3 test list, items 2, 4).
+// config files, command-line precedence and --print-config (docs/design.md §Determinism).
 //
 // The summary holds the effective configuration, output paths included, so runs whose
 // bytes are compared use the same relative output names, each in its own directory.
@@ -134,7 +134,8 @@ TEST_CASE("sim: --model changes the simulated machine and a relative model path 
           "[e2e][sim][config]") {
   TempDir dir;
   const fs::path cfgdir = dir.subdir("cfg"), run = dir.subdir("run"), base = dir.subdir("base");
-  // A slower client wake-up than the built-in default (DESIGN.md §7 model, sim/model.hpp).
+  // A slower client wake-up than the built-in default (docs/design.md §Experiment runner,
+  // sim/model.hpp).
   write_file(cfgdir / "slow.json", json{{"client_wake_ns", 20000}}.dump());
   json cfg = small_config("meta");
   cfg["model"] = "slow.json";  // relative to cfg/, not to the working directory run/

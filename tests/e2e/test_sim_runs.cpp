@@ -1,5 +1,5 @@
 // benchkv --transport sim end to end: every backend, the loop policies, progress lines,
-// the in-flight samples and the trace output (issue 3 test list, items 1, 5, 6).
+// the in-flight samples and the trace output (docs/design.md §Tests, end to end).
 #include <algorithm>
 #include <map>
 #include <set>

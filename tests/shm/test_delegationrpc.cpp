@@ -1,4 +1,5 @@
-// delegationrpc: byte layout (§2.1), protocol steps (§2.2), holes, flow control,
+// delegationrpc: byte layout (docs/design.md §delegationrpc layout), protocol steps
+// (§delegationrpc protocol), holes, flow control,
 // validation of attach and of the values the server reads back from shared memory.
 #include <sys/wait.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // copyrpc end to end over the UCX transport in one process (UCX_TLS=sm,self and tcp):
-// the lead's property driver with one thread driving every worker, and a run with every
-// context (and its worker) on its own thread.
+// the property driver (tests/copyrpc/property_driver.hpp) with one thread driving every
+// worker, and a run with every context (and its worker) on its own thread.
 #include <catch2/catch.hpp>
 
 #include <memory>

@@ -1,7 +1,7 @@
-// copyrpc end to end over the wall-clock threaded loopback: the lead's property driver
-// (random call/recv/reply/poll interleavings, one thread driving every context, with and
-// without injected delay) and a run with every context on its own thread (checked by
-// ThreadSanitizer in CI).
+// copyrpc end to end over the wall-clock threaded loopback: the property driver of
+// tests/copyrpc/property_driver.hpp (random call/recv/reply/poll interleavings, one
+// thread driving every context, with and without injected delay) and a run with every
+// context on its own thread (checked by ThreadSanitizer in CI).
 #include <catch2/catch.hpp>
 
 #include <memory>
