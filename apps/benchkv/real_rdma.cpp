@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/benchkv/node_runtime.hpp"
 #include "apps/benchkv/real_mpi.hpp"
 #include "apps/benchkv/real_transports.hpp"
 #include "transports/mlx5/device.hpp"
@@ -25,46 +26,24 @@ namespace bkv::real {
 namespace {
 
 // --transport verbs: one VerbsTransport per context-owning thread.
-struct VerbsRuntime {
-  using Transport = mlx5::VerbsTransport;
-  using Waker = backend::NullWaker;
-
-  VerbsRuntime(mlx5::Device& d, uint32_t threads) : dev(d), by_thread(threads) {}
-  Transport& transport(uint32_t thread) {
-    if (!by_thread.at(thread)) by_thread[thread] = std::make_unique<Transport>(dev, mlx5::VerbsOptions{});
-    return *by_thread[thread];
+struct MakeVerbsTransport {
+  mlx5::Device* dev;
+  app::OwnedTransports<mlx5::VerbsTransport> owned;
+  mlx5::VerbsTransport& operator()(uint32_t /*thread*/, NullMeter& /*meter*/) {
+    return owned.emplace(*dev, mlx5::VerbsOptions{});
   }
-  NullMeter& meter(uint32_t) noexcept { return null_meter; }
-  Waker& waker() noexcept { return null_waker; }
-
-  mlx5::Device& dev;
-  std::vector<std::unique_ptr<Transport>> by_thread;
-  NullMeter null_meter;
-  Waker null_waker;
 };
 
 // --transport mlx5: per context-owning thread, its own provider (PD, CQs, SRQ, QPs on
 // the device) and the direct data path over it.
-struct Mlx5Runtime {
-  using Transport = mlx5::DirectTransport<mlx5::HwProvider>;
-  using Waker = backend::NullWaker;
-
-  Mlx5Runtime(mlx5::Device& d, uint32_t threads) : dev(d), providers(threads), by_thread(threads) {}
-  Transport& transport(uint32_t thread) {
-    if (!by_thread.at(thread)) {
-      providers[thread] = std::make_unique<mlx5::HwProvider>(dev, mlx5::HwOptions{});
-      by_thread[thread] = std::make_unique<Transport>(*providers[thread], mlx5::DirectOptions{});
-    }
-    return *by_thread[thread];
+struct MakeMlx5Transport {
+  using Direct = mlx5::DirectTransport<mlx5::HwProvider>;
+  mlx5::Device* dev;
+  app::OwnedTransports<mlx5::HwProvider> providers;  // declared first: outlive the transports
+  app::OwnedTransports<Direct> transports;
+  Direct& operator()(uint32_t /*thread*/, NullMeter& /*meter*/) {
+    return transports.emplace(providers.emplace(*dev, mlx5::HwOptions{}), mlx5::DirectOptions{});
   }
-  NullMeter& meter(uint32_t) noexcept { return null_meter; }
-  Waker& waker() noexcept { return null_waker; }
-
-  mlx5::Device& dev;
-  std::vector<std::unique_ptr<mlx5::HwProvider>> providers;  // outlive the transports
-  std::vector<std::unique_ptr<Transport>> by_thread;
-  NullMeter null_meter;
-  Waker null_waker;
 };
 
 }  // namespace
@@ -103,10 +82,10 @@ int run_rdma(const app::Options& o) {
     const uint32_t threads = o.server_threads + o.client_threads;
     RealResult res;
     if (o.transport == app::TransportKind::kMlx5) {
-      Mlx5Runtime rt(*dev, threads);
+      app::NodeRuntime<app::RealThreads, MakeMlx5Transport> rt(threads, {}, MakeMlx5Transport{&*dev, {}, {}});
       res = run_node_mpi(s, o, rt, plan, progress);
     } else {
-      VerbsRuntime rt(*dev, threads);
+      app::NodeRuntime<app::RealThreads, MakeVerbsTransport> rt(threads, {}, MakeVerbsTransport{&*dev, {}});
       res = run_node_mpi(s, o, rt, plan, progress);
     }
     return finish_mpi(s, o, res, extra);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/benchkv/node_runtime.hpp"
 #include "apps/benchkv/real_mpi.hpp"
 #include "apps/benchkv/real_transports.hpp"
 #include "backends/ucx_am/ucx_am.hpp"
@@ -17,36 +18,14 @@ namespace bkv::real {
 
 namespace {
 
-// Node runtime over UCX: the transport of a thread is created when the node asks for it
-// (on the main thread, before the threads start), then used by that thread only.
-struct UcxRuntime {
-  using Transport = ucx::UcxTransport;
-  using Waker = backend::NullWaker;
-
-  explicit UcxRuntime(uint32_t threads) : by_thread(threads) {}
-  Transport& transport(uint32_t thread) {
-    if (thread >= by_thread.size()) throw std::out_of_range("ucx runtime: thread " + std::to_string(thread));
-    if (!by_thread[thread]) by_thread[thread] = std::make_unique<Transport>(ucx::Config{});  // UCX_TLS from the environment
-    return *by_thread[thread];
-  }
-  NullMeter& meter(uint32_t) noexcept { return null_meter; }
-  Waker& waker() noexcept { return null_waker; }
-  uint64_t protocol_errors() const noexcept {
-    uint64_t n = 0;
-    for (const auto& t : by_thread)
-      if (t) n += t->protocol_errors();
-    return n;
-  }
-  uint32_t transports() const noexcept {
-    uint32_t n = 0;
-    for (const auto& t : by_thread) n += t != nullptr;
-    return n;
-  }
-
-  std::vector<std::unique_ptr<Transport>> by_thread;
-  NullMeter null_meter;
-  Waker null_waker;
+// --transport ucx: one UcxTransport per context-owning thread, made when the node asks
+// for it (on the main thread, before the threads start), then used by that thread only.
+// UCX_TLS comes from the environment.
+struct MakeUcxTransport {
+  app::OwnedTransports<ucx::UcxTransport> owned;
+  ucx::UcxTransport& operator()(uint32_t /*thread*/, NullMeter& /*meter*/) { return owned.emplace(ucx::Config{}); }
 };
+using UcxRuntime = app::NodeRuntime<app::RealThreads, MakeUcxTransport>;
 
 RealResult run_ucx_am(const mpi::Session& s, const app::Options& o, const RankPlan& plan,
                       const ProgressFn& progress) {
@@ -90,9 +69,11 @@ int run_ucx(const app::Options& o) {
     if (o.backend == app::Backend::kUcxAm) {
       res = run_ucx_am(s, o, plan, progress);
     } else {
-      UcxRuntime rt(o.server_threads + o.client_threads);
+      UcxRuntime rt(o.server_threads + o.client_threads, {}, {});
       res = run_node_mpi(s, o, rt, plan, progress);
-      const uint64_t dropped = s.allreduce_sum(rt.protocol_errors());
+      uint64_t protocol_errors = 0;
+      rt.for_each_transport([&](const ucx::UcxTransport& t) { protocol_errors += t.protocol_errors(); });
+      const uint64_t dropped = s.allreduce_sum(protocol_errors);
       extra["transport_protocol_errors"] = dropped;
       extra["ucx_workers_per_rank"] = rt.transports();
       res.errors += dropped;

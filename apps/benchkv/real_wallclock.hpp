@@ -12,30 +12,22 @@
 
 #include "apps/benchkv/real_runtime.hpp"
 #include "backends/node.hpp"
+#include "apps/benchkv/node_runtime.hpp"
 #include "transports/loopback/wallclock.hpp"
 
 namespace bkv::real {
 
-// Node runtime over the wall-clock fabric: one WallclockTransport per thread that owns a
-// copyrpc context (created when the node asks for it, before the threads start).
-struct WallclockRuntime {
-  using Transport = loopback::WallclockTransport;
-  using Waker = backend::NullWaker;
-
-  explicit WallclockRuntime(loopback::WallclockFabric& f, uint32_t srq_capacity) : fabric(f), srq(srq_capacity) {}
-  Transport& transport(uint32_t /*thread*/) {
-    transports.push_back(std::make_unique<Transport>(fabric, srq));
-    return *transports.back();
+// The wall-clock loopback: one WallclockTransport per context-owning thread, on one
+// fabric shared by every node of the process.
+struct MakeWallclockTransport {
+  loopback::WallclockFabric* fabric;
+  uint32_t srq_capacity;
+  app::OwnedTransports<loopback::WallclockTransport> owned;
+  loopback::WallclockTransport& operator()(uint32_t /*thread*/, NullMeter& /*meter*/) {
+    return owned.emplace(*fabric, srq_capacity);
   }
-  NullMeter& meter(uint32_t) noexcept { return null_meter; }
-  Waker& waker() noexcept { return null_waker; }
-
-  loopback::WallclockFabric& fabric;
-  uint32_t srq;
-  std::vector<std::unique_ptr<Transport>> transports;
-  NullMeter null_meter;
-  Waker null_waker;
 };
+using WallclockRuntime = app::NodeRuntime<app::RealThreads, MakeWallclockTransport>;
 
 inline backend::BackendKind node_backend(app::Backend b) {
   switch (b) {
@@ -74,7 +66,8 @@ inline RealResult run_wallclock_cluster(const app::Options& o, const loopback::W
   std::vector<std::unique_ptr<NodeT>> nodes;
   for (uint32_t r = 0; r < np; ++r) {
     const backend::NodeConfig nc{r, np, D, C, o.queue_depth, o.key_range, 1024};
-    rts.push_back(std::make_unique<WallclockRuntime>(fabric, cc.srq_size));
+    rts.push_back(std::make_unique<WallclockRuntime>(D + C, app::RealThreads{},
+                                                     MakeWallclockTransport{&fabric, cc.srq_size, {}}));
     nodes.push_back(std::make_unique<NodeT>(kind, nc, loop_policy(o), wl, cc, *rts.back()));
   }
   backend::connect_in_process(kind, nodes, D, C);

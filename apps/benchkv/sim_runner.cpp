@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "apps/benchkv/node_runtime.hpp"
 #include "backends/node.hpp"
 #include "sim/engine.hpp"
 #include "sim/sim_thread.hpp"
@@ -30,18 +31,26 @@ struct SimWaker {
   }
 };
 
-struct SimRuntime {
-  using Transport = sim::DesTransport;
+// Simulated threads: a thread's meter is its simulated clock; the waker schedules the
+// answered client.
+struct SimThreads {
+  using Meter = SimThread;
   using Waker = SimWaker;
-  sim::DesFabric* fabric = nullptr;
-  uint32_t node = 0;
   std::vector<std::unique_ptr<SimThread>>* threads = nullptr;
-  ContextConfig ccfg;
   SimWaker waker_;
-  Transport& transport(uint32_t t) { return fabric->create_transport(node, *(*threads)[t], ccfg); }
   SimThread& meter(uint32_t t) { return *(*threads)[t]; }
   Waker& waker() { return waker_; }
 };
+
+// A thread's discrete-event transport, owned by the fabric.
+struct MakeDesTransport {
+  sim::DesFabric* fabric = nullptr;
+  uint32_t node = 0;
+  ContextConfig ccfg;
+  sim::DesTransport& operator()(uint32_t /*thread*/, SimThread& th) { return fabric->create_transport(node, th, ccfg); }
+};
+
+using SimRuntime = app::NodeRuntime<SimThreads, MakeDesTransport>;
 
 using SimNode = backend::Node<SimRuntime>;
 
@@ -164,13 +173,14 @@ class Experiment {
         if (model_.ring_head_contention && kind_ == BackendKind::kDelegation && client)
           threads_[r].back()->bind_shared(Op::kRingReserve, &head_lines_[r]);
       }
-      auto rt = std::make_unique<SimRuntime>();
-      rt->fabric = &fabric_;
-      rt->node = r;
-      rt->threads = &threads_[r];
-      rt->waker_.wake_ns = static_cast<Time>(std::llround(model_.client_wake_ns));
-      for (uint32_t c = 0; c < C_; ++c) rt->waker_.clients.push_back(threads_[r][D_ + c].get());
-      runtimes_[r] = std::move(rt);
+      SimThreads th;
+      th.threads = &threads_[r];
+      th.waker_.wake_ns = static_cast<Time>(std::llround(model_.client_wake_ns));
+      for (uint32_t c = 0; c < C_; ++c) th.waker_.clients.push_back(threads_[r][D_ + c].get());
+      MakeDesTransport make;
+      make.fabric = &fabric_;
+      make.node = r;
+      runtimes_[r] = std::make_unique<SimRuntime>(D_ + C_, std::move(th), std::move(make));
       backend::NodeConfig nc{r, np_, D_, C_, o_.queue_depth, o_.key_range, 1024};
       backend::LoopPolicy lp{o_.poll_budget, o_.batch_hold_us, o_.adaptive_hold, o_.hold_rtt_multiplier,
                              o_.adaptive_poll_budget};
@@ -213,7 +223,7 @@ class Experiment {
 
   static StepResult daemon_step(void* ctx, SimThread& self) {
     auto* b = static_cast<Binding*>(ctx);
-    b->exp->runtimes_[b->rank]->waker_.current = &self;
+    b->exp->runtimes_[b->rank]->waker().current = &self;
     b->exp->nodes_[b->rank]->step_daemon(b->thread);
     return StepResult::kContinue;
   }

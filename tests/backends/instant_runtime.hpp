@@ -1,31 +1,21 @@
 // A node runtime over the instant loopback: every thread that owns a copyrpc context
-// gets its own InstantTransport; meters are NullMeter; clients poll, nobody is woken.
+// gets its own InstantTransport (SRQ of 4096); real-thread shape (no metering, nobody is
+// woken: the tests step clients themselves).
 #pragma once
 
-#include <memory>
-#include <vector>
-
-#include "backends/common.hpp"
+#include "apps/benchkv/node_runtime.hpp"
 #include "transports/loopback/instant.hpp"
 
 namespace bkv::test {
 
-struct InstantRuntime {
-  using Transport = loopback::InstantTransport;
-  using Waker = backend::NullWaker;
-
-  loopback::InstantFabric& fabric;
-  std::vector<std::unique_ptr<Transport>> transports;
-  NullMeter null_meter;
-  Waker null_waker;
-
-  explicit InstantRuntime(loopback::InstantFabric& f) : fabric(f) {}
-  Transport& transport(uint32_t /*thread*/) {
-    transports.push_back(std::make_unique<Transport>(fabric, 4096));
-    return *transports.back();
+struct MakeInstantTransport {
+  loopback::InstantFabric* fabric;
+  app::OwnedTransports<loopback::InstantTransport> owned;
+  loopback::InstantTransport& operator()(uint32_t /*thread*/, NullMeter& /*meter*/) {
+    return owned.emplace(*fabric, 4096);
   }
-  NullMeter& meter(uint32_t) { return null_meter; }
-  Waker& waker() { return null_waker; }
 };
+
+using InstantRuntime = app::NodeRuntime<app::RealThreads, MakeInstantTransport>;
 
 }  // namespace bkv::test

@@ -29,7 +29,8 @@ struct Cluster {
     cc.srq_size = 256;
     for (uint32_t r = 0; r < np; ++r) {
       NodeConfig nc{r, np, daemons, clients, qd, wl.key_range, 64};
-      rts.push_back(std::make_unique<test::InstantRuntime>(fabric));
+      rts.push_back(std::make_unique<test::InstantRuntime>(daemons + clients, app::RealThreads{},
+                                                           test::MakeInstantTransport{&fabric, {}}));
       nodes.push_back(std::make_unique<Node<test::InstantRuntime>>(kind, nc, policy, wl, cc, *rts.back()));
     }
     connect_in_process(kind, nodes, daemons, clients);
