@@ -11,9 +11,11 @@
 #include <sched.h>
 
 #include <atomic>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -46,6 +48,44 @@ constexpr uint32_t log2_pow2(uint64_t v) noexcept {
 
 static_assert(is_pow2(kCacheLine) && align_up(17, 64) == 64 && align_up(64, 64) == 64);
 static_assert(!is_pow2(0) && !is_pow2(12) && log2_pow2(1024) == 10);
+
+// ---- checked size arithmetic ------------------------------------------------------
+// Sizes derived from header fields (shared memory: any value at all) or from caller
+// configs are computed with these instead of the bare operators: each returns nullopt
+// where the exact result does not fit in 64 bits, instead of wrapping around.
+
+// Rule: a product of sizes is usable only if it fits in 64 bits.
+constexpr std::optional<uint64_t> checked_mul(uint64_t a, uint64_t b) noexcept {
+  uint64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
+  assert(a == 0 || r / a == b);  // invariant: no wrap-around
+  return r;
+}
+
+// Rule: a sum of sizes is usable only if it fits in 64 bits.
+constexpr std::optional<uint64_t> checked_add(uint64_t a, uint64_t b) noexcept {
+  uint64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) return std::nullopt;
+  assert(r >= a && r - a == b);  // invariant: no wrap-around
+  return r;
+}
+
+static_assert(checked_mul(uint64_t{1} << 31, uint64_t{1} << 32) == uint64_t{1} << 63);
+static_assert(!checked_mul(uint64_t{1} << 31, uint64_t{1} << 33) && !checked_mul(~uint64_t{0}, 2));
+static_assert(checked_mul(0, ~uint64_t{0}) == 0);
+static_assert(checked_add(~uint64_t{0} - 1, 1) == ~uint64_t{0} && !checked_add(~uint64_t{0}, 1));
+
+// Largest segment any channel may declare or create (1 TiB). A header may not declare
+// more, whatever the real segment size: with it every offset stays far below 2^64, so
+// base + offset cannot wrap, and a client never sizes local state from a larger claim.
+inline constexpr uint64_t kMaxChannelSegmentBytes = uint64_t{1} << 40;
+
+// Rule: a count declared by a header or a config is usable only up to its cap.
+// Throws ShmError "<where>: <field>=<value> exceeds the limit of <cap>".
+inline void require_at_most(uint64_t value, uint64_t cap, const std::string& where, const char* field) {
+  if (value > cap)
+    throw ShmError(where + ": " + field + "=" + std::to_string(value) + " exceeds the limit of " + std::to_string(cap));
+}
 
 static_assert(std::atomic_ref<uint8_t>::is_always_lock_free);
 static_assert(std::atomic_ref<uint32_t>::is_always_lock_free);

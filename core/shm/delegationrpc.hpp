@@ -22,13 +22,39 @@
 //                 payload; committed.store(1, release); in_flight++.
 //   server poll : snapshot head (acquire); count contiguous committed slots from the
 //                 cursor; stop at the first hole (reserved, not yet committed).
-//   server recv : stop at a hole; read the entry; committed.store(0, release); cursor++.
+//   server recv : stop at a hole; read the entry; committed.store(0, release); cursor++;
+//                 check the entry (below): a legitimate one is returned and its
+//                 (client, slot) marked as awaiting a reply, a forged one is counted
+//                 and skipped.
 //   advance_tail: tail.store(cursor, release) releases ring space to spinning clients.
-//   reply       : bounds-check client_id and resp_slot_idx (they come from shared
-//                 memory written by possibly buggy clients), write the payload,
-//                 valid.store(1, release).
+//   reply       : only to an awaited (client, slot): write the payload,
+//                 valid.store(1, release), clear the awaiting mark.
 //   client poll : for each awaited slot: valid (acquire), read, valid.store(0, release),
 //                 in_flight--, callback.
+//
+// What a client can legitimately have in the ring (recv() checks each rule; the
+// entries come from shared memory written by possibly buggy clients):
+//  1. client_id < max_clients and resp_slot_idx < resp_depth (in the layout);
+//  2. client_id < next_client_id (the client registered: its CAS precedes its commit);
+//  3. no other request of that (client, slot) awaits a reply: a client reuses a slot
+//     only after it consumed the response of the previous call on it;
+//  4. the slot holds no unconsumed response: the client cleared `valid` (release)
+//     before it committed (release), so the server's acquire of `committed` sees 0.
+// An entry breaking a rule is rejected and counted per rule (rejected()). With rules 3
+// and 4 a victim whose (client, slot) is named by a forged entry still receives exactly
+// one answer per call, never waits forever: while the victim's own request awaits a
+// reply the forged one is refused, and a forged request accepted first is answered
+// into the slot the victim reads. The server cannot tell who wrote an entry (the
+// layout carries no writer identity, and every client can write every slot), so when
+// the forged entry comes first that answer is the forged request's; the same holds
+// when a forged request for an idle slot is answered just as the victim reuses the
+// slot. A client discards a response found in a slot it does not await (the answer
+// to a forged request) before it reuses the slot, and counts it (stray_responses()).
+//
+// Sizes: the header fields are capped (kDelegationMax*), segment sizes are computed
+// with checked arithmetic, and attach refuses a header that declares more bytes than
+// the segment has, naming the field; a client sizes its local state (resp_depth
+// entries) only from a validated header.
 //
 // Deviations from the original design, all invisible in the layout:
 //  - The original client call puts a release fence before the release store of
@@ -49,8 +75,13 @@
 //    spin). It returns kFull without reserving when head - tail >= ring_depth; on real
 //    threads a producer that races past that check spins briefly as call() does.
 //  - a spinning call() gives up with kServerDisconnected if the server shuts down.
+//  - a tail beyond the caller's position (forged: the server never passes a position
+//    that is not committed) ends try_call() and call() with kRingCorrupted instead of
+//    waiting forever. try_call() detects it before reserving; call() after reserving,
+//    so its position stays a hole that stops the server, as any abandoned reservation.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -65,6 +96,12 @@ namespace bkv::shm {
 
 inline constexpr uint64_t kDelegationMagic = 0x444C475250435631ull;  // "DLGRPCV1"
 inline constexpr uint32_t kDelegationVersion = 1;
+
+// Caps of the header fields (config at create, header at attach). They cover the
+// benchkv limits (1024 client threads, queue depth 2^16, ring depth 1024) with room.
+inline constexpr uint32_t kDelegationMaxClients = 1u << 16;
+inline constexpr uint32_t kDelegationMaxRingDepth = 1u << 20;
+inline constexpr uint32_t kDelegationMaxRespDepth = 1u << 16;
 
 // ---- layout ----------------------------------------------------------------------
 
@@ -140,30 +177,62 @@ struct DelegationLayout {
   static constexpr size_t kReqSlotSize = align_up(kDelegationReqPayloadOffset + sizeof(Req), kCacheLine);
   static constexpr size_t kRespSlotSize = align_up(kDelegationRespPayloadOffset + sizeof(Resp), kCacheLine);
 
-  // Throws ShmError naming the offending field.
+  // Throws ShmError naming the offending field (and the cap it exceeds).
   static void validate_config(const DelegationConfig& c, const char* where) {
     const std::string w(where);
     if (c.max_clients == 0) throw ShmError(w + ": max_clients must be > 0");
+    require_at_most(c.max_clients, kDelegationMaxClients, w, "max_clients");
     if (!is_pow2(c.ring_depth))
       throw ShmError(w + ": ring_depth=" + std::to_string(c.ring_depth) + " is not a power of two");
+    require_at_most(c.ring_depth, kDelegationMaxRingDepth, w, "ring_depth");
     if (!is_pow2(c.resp_depth))
       throw ShmError(w + ": resp_depth=" + std::to_string(c.resp_depth) + " is not a power of two");
+    require_at_most(c.resp_depth, kDelegationMaxRespDepth, w, "resp_depth");
   }
 
+  // End of the request slots: 256 + ring_depth * request slot size (checked).
+  static constexpr std::optional<uint64_t> request_slots_end(uint32_t ring_depth) noexcept {
+    const auto bytes = checked_mul(ring_depth, kReqSlotSize);
+    return bytes ? checked_add(kDelegationSlotsOffset, *bytes) : std::nullopt;
+  }
+  // Bytes of the response slots: max_clients * resp_depth * response slot size (checked).
+  static constexpr std::optional<uint64_t> response_slots_bytes(uint32_t max_clients, uint32_t resp_depth) noexcept {
+    const auto slots = checked_mul(max_clients, resp_depth);
+    return slots ? checked_mul(*slots, kRespSlotSize) : std::nullopt;
+  }
+  // End of the segment: request_slots_end + response_slots_bytes (checked).
+  static constexpr std::optional<uint64_t> segment_end(const DelegationConfig& c) noexcept {
+    const auto req_end = request_slots_end(c.ring_depth);
+    const auto resp = response_slots_bytes(c.max_clients, c.resp_depth);
+    return req_end && resp ? checked_add(*req_end, *resp) : std::nullopt;
+  }
+  // Within the caps the sizes cannot overflow (so segment_end never fails there).
+  static_assert(kReqSlotSize < (size_t{1} << 31) && kRespSlotSize < (size_t{1} << 31));
+  static_assert(segment_end(DelegationConfig{kDelegationMaxClients, kDelegationMaxRingDepth, kDelegationMaxRespDepth})
+                    .has_value());
+
+  // Offset of the response slots in a segment of a validated config.
   static constexpr size_t resp_area_offset(uint32_t ring_depth) noexcept {
     return kDelegationSlotsOffset + size_t{ring_depth} * kReqSlotSize;
   }
 
-  // Total segment size for a validated config (at most a few TiB: u32 x u32 x slot
-  // size fits in 64 bits for slot sizes below 2^32, asserted here).
-  static constexpr size_t segment_size(const DelegationConfig& c) noexcept {
-    return resp_area_offset(c.ring_depth) + uint64_t{c.max_clients} * c.resp_depth * kRespSlotSize;
+  // Total segment size for cfg. Throws ShmError naming the field if cfg is invalid or
+  // the segment would exceed kMaxChannelSegmentBytes.
+  static size_t segment_size(const DelegationConfig& c) {
+    validate_config(c, "delegationrpc layout");
+    const auto end = segment_end(c);
+    if (!end || *end > kMaxChannelSegmentBytes)
+      throw ShmError("delegationrpc layout: max_clients=" + std::to_string(c.max_clients) + " x resp_depth=" +
+                     std::to_string(c.resp_depth) + " response slots and ring_depth=" + std::to_string(c.ring_depth) +
+                     " request slots exceed the segment limit of " + std::to_string(kMaxChannelSegmentBytes) + " bytes");
+    return static_cast<size_t>(*end);
   }
-  static_assert(kReqSlotSize < (size_t{1} << 31) && kRespSlotSize < (size_t{1} << 31));
 };
 
 // Reads and checks the header of an existing delegationrpc segment: magic, version,
-// sane depths, and a segment size equal to what the header's sizes imply.
+// depths within the caps, and a segment size equal to what the header's sizes imply
+// (a header declaring more than the segment holds is named field by field). Every
+// header field is read once, into the returned config.
 template <class Req, class Resp>
 DelegationConfig validate_delegation_segment(std::span<std::byte> mem) {
   using L = DelegationLayout<Req, Resp>;
@@ -182,7 +251,20 @@ DelegationConfig validate_delegation_segment(std::span<std::byte> mem) {
                    std::to_string(kDelegationVersion) + ")");
   const DelegationConfig cfg{h.max_clients, h.ring_depth, h.resp_depth};
   L::validate_config(cfg, "delegationrpc attach: header");
-  const size_t want = L::segment_size(cfg);
+  const std::string mismatch = "delegationrpc attach: segment size " + std::to_string(mem.size()) +
+                               " does not match the header: ";
+  const std::string hint = "; wrong payload types or a stale segment?";
+  const std::string beyond = ", beyond the segment of " + std::to_string(mem.size()) + " bytes" + hint;
+  // Within the caps neither end overflows (static_assert in the layout).
+  const uint64_t req_end = *L::request_slots_end(cfg.ring_depth);
+  if (req_end > mem.size())
+    throw ShmError(mismatch + "ring_depth=" + std::to_string(cfg.ring_depth) + " request slots of " +
+                   std::to_string(L::kReqSlotSize) + " B end at byte " + std::to_string(req_end) + beyond);
+  const uint64_t want = *L::segment_end(cfg);
+  if (want > mem.size())
+    throw ShmError(mismatch + "max_clients=" + std::to_string(cfg.max_clients) + " x resp_depth=" +
+                   std::to_string(cfg.resp_depth) + " response slots of " + std::to_string(L::kRespSlotSize) +
+                   " B end at byte " + std::to_string(want) + beyond);
   if (want != mem.size())
     throw ShmError("delegationrpc attach: segment size " + std::to_string(mem.size()) +
                    " does not match the header (max_clients=" + std::to_string(cfg.max_clients) +
@@ -223,6 +305,7 @@ class DelegationView {
   // Response slot address: resp_area + (client_id * resp_depth + slot) * resp slot size.
   // Callers bounds-check client_id < max_clients and slot < resp_depth first.
   std::byte* resp_slot(uint32_t client_id, uint32_t slot) const noexcept {
+    assert(client_id < cfg_.max_clients && slot < cfg_.resp_depth);
     return resp_area_ + (uint64_t{client_id} * cfg_.resp_depth + slot) * Layout::kRespSlotSize;
   }
   static DelegationRespHeader& resp_header(std::byte* slot) noexcept {
@@ -244,7 +327,7 @@ class DelegationView {
 
 template <class Req>
 struct DelegationEntry {
-  uint32_t client_id;      // as written by the client: check before use (reply() does)
+  uint32_t client_id;      // checked by recv() against the rules in the header comment
   uint32_t resp_slot_idx;  // idem
   Req payload;
 };
@@ -253,8 +336,22 @@ enum class DelegationReplyStatus : uint8_t {
   kOk = 0,
   kBadClientId,  // client_id >= max_clients: nothing written
   kBadSlot,      // resp_slot_idx >= resp_depth: nothing written
-  kSlotBusy,     // the slot still holds an unread response: nothing written
+  kSlotBusy,     // the slot holds an unread response (written there by someone other
+                 // than this server): nothing written, the request is dropped
+  kNotAwaited,   // recv() returned no request of that (client, slot) that awaits a
+                 // reply: nothing written
 };
+
+// Why recv() rejected a ring entry (one rule of the header comment each).
+enum class DelegationReject : uint8_t {
+  kBadClientId = 0,     // rule 1: client_id >= max_clients
+  kBadSlot,             // rule 1: resp_slot_idx >= resp_depth
+  kUnregisteredClient,  // rule 2: client_id >= next_client_id
+  kSlotAwaitingReply,   // rule 3: that (client, slot) already awaits a reply
+  kSlotHoldsResponse,   // rule 4: that (client, slot) holds an unconsumed response
+};
+inline constexpr size_t kDelegationRejectReasons = 5;
+static_assert(static_cast<size_t>(DelegationReject::kSlotHoldsResponse) + 1 == kDelegationRejectReasons);
 
 template <class Req, class Resp>
 class alignas(kCacheLine) DelegationServer {
@@ -275,6 +372,7 @@ class alignas(kCacheLine) DelegationServer {
       throw ShmError("delegationrpc create: segment is not 64-byte aligned");
     std::memset(mem.data(), 0, mem.size());
     view_ = DelegationView<Req, Resp>(mem.data(), cfg);
+    awaiting_.assign(size_t{cfg.max_clients} * cfg.resp_depth, 0);
     DelegationHeader& h = view_.header();
     h.version = kDelegationVersion;
     h.max_clients = cfg.max_clients;
@@ -306,20 +404,28 @@ class alignas(kCacheLine) DelegationServer {
     return n;
   }
 
-  // Takes the entry at the cursor if it is committed; stops at a hole and at the head
-  // snapshot of the last poll().
+  // Takes the next legitimate entry at the cursor; stops at a hole and at the head
+  // snapshot of the last poll(). Entries that break a rule (header comment) are
+  // consumed, counted in rejected() and skipped, so poll()'s count is an upper bound.
   std::optional<Entry> recv() noexcept {
-    if (cursor_ >= cached_head_) return std::nullopt;
-    std::byte* slot = view_.req_slot(cursor_);
-    auto& s = DelegationView<Req, Resp>::req_header(slot);
-    if (atomic_field(s.committed).load(std::memory_order_acquire) == 0) return std::nullopt;
-    Entry e;
-    e.client_id = s.client_id;
-    e.resp_slot_idx = s.resp_slot_idx;
-    std::memcpy(&e.payload, slot + kDelegationReqPayloadOffset, sizeof(Req));
-    atomic_field(s.committed).store(0, std::memory_order_release);
-    ++cursor_;
-    return e;
+    while (cursor_ < cached_head_) {
+      std::byte* slot = view_.req_slot(cursor_);
+      auto& s = DelegationView<Req, Resp>::req_header(slot);
+      if (atomic_field(s.committed).load(std::memory_order_acquire) == 0) return std::nullopt;
+      Entry e;
+      e.client_id = s.client_id;
+      e.resp_slot_idx = s.resp_slot_idx;
+      std::memcpy(&e.payload, slot + kDelegationReqPayloadOffset, sizeof(Req));
+      atomic_field(s.committed).store(0, std::memory_order_release);
+      ++cursor_;
+      if (const auto why = check_entry(e.client_id, e.resp_slot_idx)) {
+        ++rejected_[static_cast<size_t>(*why)];
+        continue;
+      }
+      awaiting_[awaiting_index(e.client_id, e.resp_slot_idx)] = 1;
+      return e;
+    }
+    return std::nullopt;
   }
 
   // Publishes the consumed position: clients spinning on a full ring may proceed.
@@ -327,11 +433,15 @@ class alignas(kCacheLine) DelegationServer {
     atomic_field(view_.control().tail).store(cursor_, std::memory_order_release);
   }
 
-  // Writes resp into client_id's response slot resp_slot_idx. Both values come from
-  // shared memory (a client wrote them), so they are bounds-checked before any write.
+  // Writes resp into client_id's response slot resp_slot_idx, which must await a reply
+  // (an entry recv() returned and not answered yet). The values are bounds-checked
+  // before any use. Answered or dropped (kSlotBusy), the slot no longer awaits a reply.
   DelegationReplyStatus reply(uint32_t client_id, uint32_t resp_slot_idx, const Resp& resp) noexcept {
     if (client_id >= view_.config().max_clients) return DelegationReplyStatus::kBadClientId;
     if (resp_slot_idx >= view_.config().resp_depth) return DelegationReplyStatus::kBadSlot;
+    uint8_t& awaiting = awaiting_[awaiting_index(client_id, resp_slot_idx)];
+    if (awaiting == 0) return DelegationReplyStatus::kNotAwaited;
+    awaiting = 0;
     std::byte* slot = view_.resp_slot(client_id, resp_slot_idx);
     auto& r = DelegationView<Req, Resp>::resp_header(slot);
     if (atomic_field(r.valid).load(std::memory_order_acquire) != 0) return DelegationReplyStatus::kSlotBusy;
@@ -345,11 +455,40 @@ class alignas(kCacheLine) DelegationServer {
 
   uint64_t cursor() const noexcept { return cursor_; }
   const DelegationConfig& config() const noexcept { return view_.config(); }
+  // Entries recv() rejected, per rule and in total.
+  uint64_t rejected(DelegationReject why) const noexcept { return rejected_[static_cast<size_t>(why)]; }
+  uint64_t rejected_total() const noexcept {
+    uint64_t n = 0;
+    for (const uint64_t r : rejected_) n += r;
+    return n;
+  }
 
  private:
+  size_t awaiting_index(uint32_t client_id, uint32_t slot) const noexcept {
+    assert(client_id < view_.config().max_clients && slot < view_.config().resp_depth);
+    return size_t{client_id} * view_.config().resp_depth + slot;
+  }
+
+  // The first rule (header comment) that an entry naming (client_id, slot) breaks.
+  std::optional<DelegationReject> check_entry(uint32_t client_id, uint32_t slot) noexcept {
+    if (client_id >= view_.config().max_clients) return DelegationReject::kBadClientId;
+    if (slot >= view_.config().resp_depth) return DelegationReject::kBadSlot;
+    if (client_id >= registered_) {  // refresh the registration count only when needed
+      registered_ = atomic_field(view_.header().next_client_id).load(std::memory_order_acquire);
+      if (client_id >= registered_) return DelegationReject::kUnregisteredClient;
+    }
+    if (awaiting_[awaiting_index(client_id, slot)] != 0) return DelegationReject::kSlotAwaitingReply;
+    auto& r = DelegationView<Req, Resp>::resp_header(view_.resp_slot(client_id, slot));
+    if (atomic_field(r.valid).load(std::memory_order_acquire) != 0) return DelegationReject::kSlotHoldsResponse;
+    return std::nullopt;
+  }
+
   DelegationView<Req, Resp> view_;
   uint64_t cursor_ = 0;       // next position to consume
   uint64_t cached_head_ = 0;  // head snapshot of the last poll()
+  uint32_t registered_ = 0;   // clients known to have registered (next_client_id seen)
+  LineVector<uint8_t> awaiting_;  // (client, slot) has a request awaiting a reply
+  std::array<uint64_t, kDelegationRejectReasons> rejected_{};
 };
 
 // ---- client ----------------------------------------------------------------------
@@ -359,6 +498,7 @@ enum class DelegationCallStatus : uint8_t {
   kFull,                // try_call only: the ring had no free position; nothing reserved
   kNoFreeSlot,          // every response slot awaits a response: poll() first
   kServerDisconnected,  // server_alive is false
+  kRingCorrupted,       // tail beyond the caller's position (forged): see the header comment
 };
 
 struct DelegationCallResult {
@@ -398,6 +538,7 @@ class alignas(kCacheLine) DelegationClient {
     if (!view_.server_alive()) return {DelegationCallStatus::kServerDisconnected, 0};
     const int slot = pick_resp_slot();
     if (slot < 0) return {DelegationCallStatus::kNoFreeSlot, 0};
+    discard_stray_response(static_cast<uint32_t>(slot));
     return reserve_and_commit(static_cast<uint32_t>(slot), req, user_token);
   }
 
@@ -407,11 +548,13 @@ class alignas(kCacheLine) DelegationClient {
     const int slot = pick_resp_slot();
     if (slot < 0) return {DelegationCallStatus::kNoFreeSlot, 0};
     auto& ctl = view_.control();
-    // tail first: tail <= head at any moment, and head only grows, so the difference
-    // of these two snapshots cannot underflow.
+    // tail first: tail <= head at any moment, and head only grows, so a tail beyond
+    // the later head snapshot was forged (and the difference would underflow).
     const uint64_t tail = atomic_field(ctl.tail).load(std::memory_order_acquire);
     const uint64_t head = atomic_field(ctl.head).load(std::memory_order_relaxed);
+    if (tail > head) return {DelegationCallStatus::kRingCorrupted, 0};
     if (head - tail >= view_.config().ring_depth) return {DelegationCallStatus::kFull, 0};
+    discard_stray_response(static_cast<uint32_t>(slot));
     return reserve_and_commit(static_cast<uint32_t>(slot), req, user_token);
   }
 
@@ -446,6 +589,8 @@ class alignas(kCacheLine) DelegationClient {
 
   uint32_t client_id() const noexcept { return client_id_; }
   uint32_t in_flight() const noexcept { return in_flight_; }
+  // Responses found in slots that awaited none (answers to forged requests), discarded.
+  uint64_t stray_responses() const noexcept { return stray_responses_; }
   bool slot_busy(uint32_t slot) const noexcept { return slot < busy_.size() && busy_[slot] != 0; }
   bool server_alive() const noexcept { return view_.server_alive(); }
   const DelegationConfig& config() const noexcept { return view_.config(); }
@@ -465,6 +610,17 @@ class alignas(kCacheLine) DelegationClient {
     return -1;
   }
 
+  // A slot this client does not await may still hold a response: the answer to a
+  // forged request naming it. Cleared (and counted) before the slot is reused, so it
+  // is neither taken for the new call's answer nor makes the server refuse the call
+  // (rule 4). The clear is released by the commit that follows.
+  void discard_stray_response(uint32_t slot) noexcept {
+    auto& r = DelegationView<Req, Resp>::resp_header(view_.resp_slot(client_id_, slot));
+    if (atomic_field(r.valid).load(std::memory_order_acquire) == 0) return;
+    atomic_field(r.valid).store(0, std::memory_order_relaxed);
+    ++stray_responses_;
+  }
+
   // Reserve a position, wait for ring space, write the slot, commit
   // (docs/design.md §delegationrpc protocol).
   DelegationCallResult reserve_and_commit(uint32_t slot, const Req& req, uint64_t user_token) noexcept {
@@ -472,7 +628,12 @@ class alignas(kCacheLine) DelegationClient {
     const uint64_t depth = view_.config().ring_depth;
     const uint64_t pos = atomic_field(ctl.head).fetch_add(1, std::memory_order_relaxed);
     SpinWait spin;
-    while (pos - atomic_field(ctl.tail).load(std::memory_order_acquire) >= depth) {
+    for (;;) {
+      const uint64_t tail = atomic_field(ctl.tail).load(std::memory_order_acquire);
+      // The server never passes a position that is not committed, so tail <= pos; a
+      // larger tail was forged, and pos - tail would wrap and wait forever.
+      if (tail > pos) return {DelegationCallStatus::kRingCorrupted, 0};
+      if (pos - tail < depth) break;
       if (!view_.server_alive()) return {DelegationCallStatus::kServerDisconnected, 0};
       spin.wait();
     }
@@ -493,6 +654,7 @@ class alignas(kCacheLine) DelegationClient {
   uint32_t client_id_ = 0;
   uint32_t next_resp_slot_ = 0;
   uint32_t in_flight_ = 0;
+  uint64_t stray_responses_ = 0;
   LineVector<uint8_t> busy_;     // slot awaits a response (client-local)
   LineVector<uint64_t> tokens_;  // user token of the call in each slot (client-local)
 };

@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cassert>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -38,6 +39,11 @@
 #include "core/shm/stamped_ring.hpp"
 
 namespace bkv::shm {
+
+// Caps of the network shape: nodes are daemon threads (benchkv allows 1024), capacity
+// keeps ring positions' lap stamps meaningful and slot indices below kFluxResponseBit.
+inline constexpr uint32_t kFluxMaxNodes = 1u << 16;
+inline constexpr uint32_t kFluxMaxCapacity = 1u << 30;
 
 struct FluxConfig {
   uint32_t capacity = 1024;     // slots per ordered-pair ring, power of two
@@ -53,6 +59,7 @@ static_assert(flux_capacity_suffices(FluxConfig{}));
 
 inline constexpr uint32_t kFluxResponseBit = 1u << 31;  // ring tag: response, else request
 inline constexpr uint32_t kFluxSlotMask = kFluxResponseBit - 1;
+static_assert(kFluxMaxCapacity / 2 <= kFluxSlotMask, "a slab index (< max_inflight <= capacity / 2) fits the tag");
 
 struct FluxReplyToken {
   uint32_t source;  // node that sent the request
@@ -90,15 +97,28 @@ class FluxNetwork {
   static_assert(std::is_default_constructible_v<Payload>, "flux payloads are read into default-constructed values");
   using Ring = StampedRing<Payload>;
 
-  FluxNetwork(uint32_t num_nodes, const FluxConfig& cfg = {}) : n_(num_nodes), cfg_(cfg), taken_(num_nodes, 0) {
+  FluxNetwork(uint32_t num_nodes, const FluxConfig& cfg = {}) : n_(num_nodes), cfg_(cfg) {
     if (num_nodes == 0) throw ShmError("flux: num_nodes must be > 0");
-    if (!is_pow2(cfg.capacity) || cfg.capacity > (1u << 30))
+    require_at_most(num_nodes, kFluxMaxNodes, "flux", "num_nodes");
+    if (!is_pow2(cfg.capacity) || cfg.capacity > kFluxMaxCapacity)
       throw ShmError("flux: capacity " + std::to_string(cfg.capacity) + " is not a power of two in [1, 2^30]");
     if (cfg.max_inflight == 0) throw ShmError("flux: max_inflight must be > 0");
     if (!flux_capacity_suffices(cfg))
       throw ShmError("flux: capacity " + std::to_string(cfg.capacity) + " must be >= 2 * max_inflight (" +
                      std::to_string(cfg.max_inflight) + ")");
-    seg_ = Segment::create_process(size_t{n_} * n_ * Ring::bytes(cfg.capacity));
+    const auto bytes = segment_bytes(num_nodes, cfg.capacity);
+    if (!bytes || *bytes > kMaxChannelSegmentBytes)
+      throw ShmError("flux: num_nodes=" + std::to_string(num_nodes) + " squared rings of capacity " +
+                     std::to_string(cfg.capacity) + " exceed the segment limit of " +
+                     std::to_string(kMaxChannelSegmentBytes) + " bytes");
+    taken_.assign(num_nodes, 0);
+    seg_ = Segment::create_process(static_cast<size_t>(*bytes));
+  }
+
+  // Bytes of the rings: num_nodes^2 rings of capacity slots (checked).
+  static constexpr std::optional<uint64_t> segment_bytes(uint32_t num_nodes, uint32_t capacity) noexcept {
+    const auto rings = checked_mul(num_nodes, num_nodes);
+    return rings ? checked_mul(*rings, Ring::bytes(capacity)) : std::nullopt;
   }
 
   // Node i's endpoint; each index can be taken once.
@@ -111,6 +131,7 @@ class FluxNetwork {
 
   // Ring from -> to.
   Ring ring(uint32_t from, uint32_t to) const noexcept {
+    assert(from < n_ && to < n_);
     return Ring(seg_.data() + (size_t{from} * n_ + to) * Ring::bytes(cfg_.capacity), cfg_.capacity);
   }
   uint32_t size() const noexcept { return n_; }

@@ -30,6 +30,10 @@
 // Validation: the server drops (and counts) requests whose token is out of range; the
 // client drops (and counts) responses whose token is out of range or not awaited;
 // reply() checks the handle's client index, token and that a request is outstanding.
+// The header's max_clients and depth are capped (kIpcMax*), sizes are computed with
+// checked arithmetic, and attach refuses a header that declares more bytes than the
+// segment has, naming the field; a client sizes its local state (depth entries) only
+// from a validated header.
 //
 // Skip rule of poll_with_skip(), two parts, both deterministic and server-local:
 //  1. exact: a client with `depth` requests received and not yet replied to cannot
@@ -55,6 +59,11 @@ namespace bkv::shm {
 
 inline constexpr uint64_t kIpcMagic = 0x424B564950435631ull;  // "BKVIPCV1"
 inline constexpr uint32_t kIpcVersion = 1;
+
+// Caps of the header fields (config at create, header at attach). They cover the
+// benchkv limits (1024 client threads, queue depth 2^16).
+inline constexpr uint32_t kIpcMaxClients = 1u << 16;
+inline constexpr uint32_t kIpcMaxDepth = 1u << 16;
 
 struct IpcHeader {
   uint64_t magic;
@@ -99,17 +108,43 @@ struct IpcLayout {
   static_assert(kReqSlotSize < (size_t{1} << 31) && kRespSlotSize < (size_t{1} << 31));
   static constexpr size_t kClientsOffset = sizeof(IpcHeader);
 
+  // Throws ShmError naming the offending field (and the cap it exceeds).
   static void validate_config(const IpcConfig& c, const char* where) {
     const std::string w(where);
     if (c.max_clients == 0) throw ShmError(w + ": max_clients must be > 0");
-    if (!is_pow2(c.depth) || c.depth > (1u << 30))
-      throw ShmError(w + ": queue depth " + std::to_string(c.depth) + " is not a power of two in [1, 2^30]");
+    require_at_most(c.max_clients, kIpcMaxClients, w, "max_clients");
+    if (!is_pow2(c.depth) || c.depth > kIpcMaxDepth)
+      throw ShmError(w + ": queue depth " + std::to_string(c.depth) + " is not a power of two in [1, " +
+                     std::to_string(kIpcMaxDepth) + "]");
   }
+  // Bytes per client: claim line + depth request slots + depth response slots (checked).
+  static constexpr std::optional<uint64_t> client_stride_bytes(uint32_t depth) noexcept {
+    const auto slots = checked_mul(depth, kReqSlotSize + kRespSlotSize);
+    return slots ? checked_add(sizeof(IpcClientLine), *slots) : std::nullopt;
+  }
+  // End of the segment: 128 + max_clients * client stride (checked).
+  static constexpr std::optional<uint64_t> segment_end(const IpcConfig& c) noexcept {
+    const auto stride = client_stride_bytes(c.depth);
+    const auto clients = stride ? checked_mul(c.max_clients, *stride) : std::nullopt;
+    return clients ? checked_add(kClientsOffset, *clients) : std::nullopt;
+  }
+  // Within the caps the sizes cannot overflow (so segment_end never fails there).
+  static_assert(segment_end(IpcConfig{kIpcMaxClients, kIpcMaxDepth}).has_value());
+
+  // Client stride of a validated depth.
   static constexpr size_t client_stride(uint32_t depth) noexcept {
     return sizeof(IpcClientLine) + size_t{depth} * (kReqSlotSize + kRespSlotSize);
   }
-  static constexpr size_t segment_size(const IpcConfig& c) noexcept {
-    return kClientsOffset + size_t{c.max_clients} * client_stride(c.depth);
+  // Total segment size for cfg. Throws ShmError naming the field if cfg is invalid or
+  // the segment would exceed kMaxChannelSegmentBytes.
+  static size_t segment_size(const IpcConfig& c) {
+    validate_config(c, "ipc layout");
+    const auto end = segment_end(c);
+    if (!end || *end > kMaxChannelSegmentBytes)
+      throw ShmError("ipc layout: max_clients=" + std::to_string(c.max_clients) + " x queue depth " +
+                     std::to_string(c.depth) + " exceed the segment limit of " +
+                     std::to_string(kMaxChannelSegmentBytes) + " bytes");
+    return static_cast<size_t>(*end);
   }
   static_assert(kClientsOffset % kCacheLine == 0);
 };
@@ -124,7 +159,10 @@ class IpcView {
       : base_(base), cfg_(cfg), stride_(Layout::client_stride(cfg.depth)) {}
 
   IpcHeader& header() const noexcept { return *reinterpret_cast<IpcHeader*>(base_); }
-  std::byte* client_base(uint32_t c) const noexcept { return base_ + Layout::kClientsOffset + c * stride_; }
+  std::byte* client_base(uint32_t c) const noexcept {
+    assert(c < cfg_.max_clients);
+    return base_ + Layout::kClientsOffset + c * stride_;
+  }
   IpcClientLine& claim(uint32_t c) const noexcept { return *reinterpret_cast<IpcClientLine*>(client_base(c)); }
   StampedRing<Req> requests(uint32_t c) const noexcept {
     return StampedRing<Req>(client_base(c) + sizeof(IpcClientLine), cfg_.depth);
@@ -144,6 +182,9 @@ class IpcView {
   size_t stride_ = 0;
 };
 
+// Reads and checks the header of an existing ipc segment: magic, version, counts within
+// the caps, slot sizes of this build, and a segment size equal to what the header
+// implies. Every header field is read once, into the returned config.
 template <class Req, class Resp>
 IpcConfig validate_ipc_segment(std::span<std::byte> mem) {
   using L = IpcLayout<Req, Resp>;
@@ -165,7 +206,13 @@ IpcConfig validate_ipc_segment(std::span<std::byte> mem) {
                    std::to_string(h.resp_slot_size) + " in the header differ from this build's " +
                    std::to_string(L::kReqSlotSize) + "/" + std::to_string(L::kRespSlotSize) +
                    " (different request/response types?)");
-  const size_t want = L::segment_size(cfg);
+  // Within the caps the size does not overflow (static_assert in the layout).
+  const uint64_t want = *L::segment_end(cfg);
+  if (want > mem.size())
+    throw ShmError("ipc attach: segment size " + std::to_string(mem.size()) + " does not match the header: max_clients=" +
+                   std::to_string(cfg.max_clients) + " clients of " + std::to_string(L::client_stride(cfg.depth)) +
+                   " B (queue depth " + std::to_string(cfg.depth) + ") end at byte " + std::to_string(want) +
+                   ", beyond the segment of " + std::to_string(mem.size()) + " bytes");
   if (want != mem.size())
     throw ShmError("ipc attach: segment size " + std::to_string(mem.size()) + " does not match the header (" +
                    std::to_string(cfg.max_clients) + " clients x depth " + std::to_string(cfg.depth) + " -> " +
@@ -199,8 +246,7 @@ class alignas(kCacheLine) IpcServer {
   using Layout = IpcLayout<Req, Resp>;
 
   // Formats `mem` (exactly Layout::segment_size(cfg) bytes, 64-byte aligned).
-  IpcServer(std::span<std::byte> mem, const IpcConfig& cfg, const IpcSkipConfig& skip = {})
-      : skip_(skip), clients_(cfg.max_clients) {
+  IpcServer(std::span<std::byte> mem, const IpcConfig& cfg, const IpcSkipConfig& skip = {}) : skip_(skip) {
     Layout::validate_config(cfg, "ipc create");
     if (skip.idle_after == 0 || !is_pow2(skip.period))
       throw ShmError("ipc create: skip rule needs idle_after > 0 and a power-of-two period (got " +
@@ -213,6 +259,7 @@ class alignas(kCacheLine) IpcServer {
       throw ShmError("ipc create: segment is not 64-byte aligned");
     std::memset(mem.data(), 0, mem.size());
     view_ = IpcView<Req, Resp>(mem.data(), cfg);
+    clients_.assign(cfg.max_clients, ClientState{});
     ready_.reserve(cfg.max_clients);
     IpcHeader& h = view_.header();
     h.version = kIpcVersion;

@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <span>
 #include <string>
@@ -83,6 +84,9 @@ class Segment {
   static Segment create_shm(std::string_view name, size_t size, bool replace_existing = false) {
     validate_shm_name(name);
     if (size == 0) throw ShmError("shared-memory segment " + std::string(name) + ": size must be > 0");
+    if (size > static_cast<uint64_t>(std::numeric_limits<off_t>::max()))
+      throw ShmError("shared-memory segment " + std::string(name) + ": size " + std::to_string(size) +
+                     " exceeds the largest file size " + std::to_string(std::numeric_limits<off_t>::max()));
     const std::string n(name);
     if (replace_existing) ::shm_unlink(n.c_str());  // ENOENT is fine
     const int fd = ::shm_open(n.c_str(), O_CREAT | O_EXCL | O_RDWR, kShmMode);

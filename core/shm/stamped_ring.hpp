@@ -22,6 +22,7 @@
 // caller's protocol guarantees it (each user documents its argument).
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -55,10 +56,15 @@ class StampedRing {
  public:
   static_assert(std::is_trivially_copyable_v<T>, "ring payloads are copied byte-wise");
   static constexpr size_t kSlotSize = stamped_slot_size<T>;
+  // depth < 2^32 and a slot below 2^31 bytes: bytes(depth) < 2^63 cannot wrap.
+  static_assert(kSlotSize < (size_t{1} << 31));
 
   StampedRing() = default;
+  // depth is a power of two (the users validate it): positions map to pos & (depth - 1).
   StampedRing(std::byte* base, uint32_t depth) noexcept
-      : base_(base), mask_(depth - 1), log2_depth_(log2_pow2(depth)) {}
+      : base_(base), mask_(depth - 1), log2_depth_(log2_pow2(depth)) {
+    assert(is_pow2(depth));
+  }
 
   static constexpr size_t bytes(uint32_t depth) noexcept { return size_t{depth} * kSlotSize; }
 

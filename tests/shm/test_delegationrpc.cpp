@@ -54,7 +54,7 @@ void raw_commit(std::byte* base, uint32_t ring_depth, uint64_t pos, uint32_t cli
 }
 }  // namespace
 
-TEST_CASE("delegationrpc slot sizes and segment size follow §2.1", "[shm][delegationrpc]") {
+TEST_CASE("delegationrpc slot sizes and segment size follow the documented layout", "[shm][delegationrpc]") {
   STATIC_REQUIRE(Layout::kReqSlotSize == 64);   // align_up(16 + 24, 64)
   STATIC_REQUIRE(Layout::kRespSlotSize == 64);  // align_up(8 + 16, 64)
   STATIC_REQUIRE(DelegationLayout<shmtest::BigReq, shmtest::BigReq>::kReqSlotSize == 128);  // 16 + 56 = 72
@@ -220,7 +220,7 @@ TEST_CASE("response slots: round-robin skipping busy slots, kNoFreeSlot, poll_sl
   REQUIRE(tokens == std::vector<uint64_t>{101, 100});
 }
 
-TEST_CASE("reply refuses out-of-range ids written by a buggy client and writes nothing", "[shm][delegationrpc]") {
+TEST_CASE("recv rejects out-of-range ids written by a buggy client and nothing is written", "[shm][delegationrpc]") {
   const DelegationConfig cfg{2, 8, 4};
   Fixture f(cfg);
   Client c = Client::connect(f.seg.bytes());
@@ -231,11 +231,16 @@ TEST_CASE("reply refuses out-of-range ids written by a buggy client and writes n
   raw_commit(f.base(), cfg.ring_depth, raw_reserve(f.base()), 1, 0xFFFFFFFFu, Req{});
   REQUIRE(f.server.poll() == 4);
   const std::vector<std::byte> before(f.seg.data(), f.seg.data() + f.seg.size());
-  std::vector<DelegationReplyStatus> st;
-  while (auto e = f.server.recv()) st.push_back(f.server.reply(e->client_id, e->resp_slot_idx, Resp{1, 2}));
-  REQUIRE(st == std::vector<DelegationReplyStatus>{DelegationReplyStatus::kBadClientId,
-                                                   DelegationReplyStatus::kBadClientId,
-                                                   DelegationReplyStatus::kBadSlot, DelegationReplyStatus::kBadSlot});
+  REQUIRE_FALSE(f.server.recv().has_value());  // all four consumed and rejected
+  CHECK(f.server.cursor() == 4);
+  CHECK(f.server.rejected(DelegationReject::kBadClientId) == 2);
+  CHECK(f.server.rejected(DelegationReject::kBadSlot) == 2);
+  CHECK(f.server.rejected_total() == 4);
+  // reply() itself refuses the same values (a caller may pass anything).
+  CHECK(f.server.reply(2, 0, Resp{1, 2}) == DelegationReplyStatus::kBadClientId);
+  CHECK(f.server.reply(0xFFFFFFFFu, 0, Resp{1, 2}) == DelegationReplyStatus::kBadClientId);
+  CHECK(f.server.reply(0, 4, Resp{1, 2}) == DelegationReplyStatus::kBadSlot);
+  CHECK(f.server.reply(0, 0, Resp{1, 2}) == DelegationReplyStatus::kNotAwaited);  // in range, never received
   // recv() cleared the four committed bytes; nothing else changed.
   std::vector<std::byte> after(f.seg.data(), f.seg.data() + f.seg.size());
   for (size_t pos = 0; pos < 4; ++pos) {
@@ -243,13 +248,34 @@ TEST_CASE("reply refuses out-of-range ids written by a buggy client and writes n
     after[256 + pos * 64] = before[256 + pos * 64];
   }
   REQUIRE(after == before);
-  // An unread response is not overwritten.
+  // A request is answered once: a second reply to it is refused and writes nothing.
   REQUIRE(c.call(Req{}, 1).status == DelegationCallStatus::kOk);
-  REQUIRE(f.server.reply(c.client_id(), 0, Resp{1, 1}) == DelegationReplyStatus::kOk);
-  REQUIRE(f.server.reply(c.client_id(), 0, Resp{2, 2}) == DelegationReplyStatus::kSlotBusy);
+  REQUIRE(f.server.poll() == 1);
+  const auto e = f.server.recv();
+  REQUIRE(e.has_value());
+  REQUIRE(f.server.reply(e->client_id, e->resp_slot_idx, Resp{1, 1}) == DelegationReplyStatus::kOk);
+  REQUIRE(f.server.reply(e->client_id, e->resp_slot_idx, Resp{2, 2}) == DelegationReplyStatus::kNotAwaited);
   uint64_t v = 0;
   REQUIRE(c.poll([&](uint64_t, const Resp& r) { v = r.value; }) == 1);
   CHECK(v == 1);
+}
+
+TEST_CASE("reply does not overwrite a response that someone else wrote into an awaited slot",
+          "[shm][delegationrpc]") {
+  const DelegationConfig cfg{1, 8, 4};
+  Fixture f(cfg);
+  Client c = Client::connect(f.seg.bytes());
+  REQUIRE(c.call(Req{}, 1).status == DelegationCallStatus::kOk);
+  REQUIRE(f.server.poll() == 1);
+  const auto e = f.server.recv();
+  REQUIRE(e.has_value());
+  const size_t rs = resp_slot_offset(cfg, 0, 0);
+  store_le<uint8_t>(f.base(), rs, 1);  // a forger sets valid directly
+  store_le<uint64_t>(f.base(), rs + 16, 777);
+  REQUIRE(f.server.reply(e->client_id, e->resp_slot_idx, Resp{1, 1}) == DelegationReplyStatus::kSlotBusy);
+  CHECK(load_le<uint64_t>(f.base(), rs + 16) == 777);
+  // The request is dropped: the slot no longer awaits a reply.
+  CHECK(f.server.reply(e->client_id, e->resp_slot_idx, Resp{1, 1}) == DelegationReplyStatus::kNotAwaited);
 }
 
 TEST_CASE("ServerDisconnected after shutdown", "[shm][delegationrpc]") {

@@ -86,4 +86,8 @@ TEST_CASE("bad shared-memory names and sizes are refused", "[shm][segment]") {
   REQUIRE_THROWS_WITH(Segment::create_shm("/a/b", 64), Contains("must not contain '/'"));
   REQUIRE_THROWS_WITH(Segment::create_shm("/" + std::string(300, 'x'), 64), Contains("longer than 255"));
   REQUIRE_THROWS_WITH(Segment::create_shm(shmtest::shm_name("zero"), 0), Contains("size must be > 0"));
+  // A size that off_t cannot hold is refused by name, before any object is created.
+  const std::string huge = shmtest::shm_name("huge");
+  REQUIRE_THROWS_WITH(Segment::create_shm(huge, ~size_t{0}), Contains("exceeds the largest file size"));
+  REQUIRE_THROWS_WITH(Segment::attach_shm(huge), Contains("shm_open"));  // nothing was left behind
 }

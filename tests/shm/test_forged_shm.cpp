@@ -1,0 +1,374 @@
+// Regression tests for values forged in shared memory: headers whose sizes overflow or
+// exceed the segment, header fields beyond the channel caps, a ring tail beyond head,
+// and delegation ring entries that name another client's response slot.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "core/random.hpp"
+#include "core/shm/delegationrpc.hpp"
+#include "core/shm/flux.hpp"
+#include "core/shm/ipc.hpp"
+#include "core/shm/segment.hpp"
+#include "tests/shm/shm_test_util.hpp"
+
+using namespace bkv::shm;
+using shmtest::load_le;
+using shmtest::Req;
+using shmtest::Resp;
+using shmtest::store_le;
+using Catch::Matchers::Contains;
+
+namespace {
+using DLayout = DelegationLayout<Req, Resp>;
+using DServer = DelegationServer<Req, Resp>;
+using DClient = DelegationClient<Req, Resp>;
+using ILayout = IpcLayout<Req, Resp>;
+using IClient = IpcClient<Req, Resp>;
+
+// Writes a delegationrpc header by hand (as a forger with write access would).
+void forge_delegation_header(std::byte* b, uint32_t max_clients, uint32_t ring_depth, uint32_t resp_depth) {
+  store_le<uint32_t>(b, 8, 1);  // version
+  store_le<uint32_t>(b, 12, max_clients);
+  store_le<uint32_t>(b, 16, ring_depth);
+  store_le<uint32_t>(b, 20, resp_depth);
+  store_le<uint32_t>(b, 24, 0);  // next_client_id
+  store_le<uint8_t>(b, 28, 1);   // server_alive
+  store_le<uint64_t>(b, 0, kDelegationMagic);
+}
+
+void forge_ipc_header(std::byte* b, uint32_t max_clients, uint32_t depth) {
+  store_le<uint32_t>(b, 8, 1);  // version
+  store_le<uint32_t>(b, 12, max_clients);
+  store_le<uint32_t>(b, 16, depth);
+  store_le<uint32_t>(b, 20, static_cast<uint32_t>(ILayout::kReqSlotSize));
+  store_le<uint32_t>(b, 24, static_cast<uint32_t>(ILayout::kRespSlotSize));
+  store_le<uint8_t>(b, 28, 1);  // server_alive
+  store_le<uint64_t>(b, 0, kIpcMagic);
+}
+
+// A raw ring entry, written as a client with a forged client_id would write it.
+void forge_entry(std::byte* base, uint32_t ring_depth, uint32_t client_id, uint32_t slot, const Req& r) {
+  const uint64_t pos = load_le<uint64_t>(base, 128);
+  store_le<uint64_t>(base, 128, pos + 1);  // head
+  const size_t off = 256 + (pos & (ring_depth - 1)) * 64;
+  store_le<uint32_t>(base, off + 4, client_id);
+  store_le<uint32_t>(base, off + 8, slot);
+  std::memcpy(base + off + 16, &r, sizeof r);
+  store_le<uint8_t>(base, off, 1);  // committed
+}
+
+// Runs f() in a child process; returns its exit code, or -1 if it did not finish within
+// `limit` (the child is then killed): a spinning call fails the test instead of hanging it.
+template <class F>
+int run_with_deadline(F&& f, std::chrono::seconds limit) {
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) ::_exit(f());
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::waitpid(child, &status, WNOHANG) == child) return WIFEXITED(status) ? WEXITSTATUS(status) : -2;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, &status, 0);
+  return -1;
+}
+}  // namespace
+
+// max_clients * resp_depth * 64 = 2^31 * 2^27 * 2^6 = 2^64 wraps to 0, so the old size
+// check saw 256 + 16 * 64 = 1280 bytes, the real size: connect accepted the header and
+// poll_slot then addressed response slots far outside the segment.
+TEST_CASE("delegationrpc attach rejects a header whose size product overflows", "[shm][forged]") {
+  Segment seg = Segment::create_process(1280);
+  forge_delegation_header(seg.data(), 1u << 31, 16, 1u << 27);
+  REQUIRE_THROWS_WITH(DClient::connect(seg.bytes()), Contains("max_clients=2147483648") && Contains("65536"));
+}
+
+TEST_CASE("delegationrpc attach of a /dev/shm object with an overflowing header is rejected", "[shm][forged]") {
+  const std::string name = shmtest::shm_name("forged_dlg");
+  Segment owner = Segment::create_shm(name, 1280, true);
+  forge_delegation_header(owner.data(), 1u << 31, 16, 1u << 27);
+  Segment mine = Segment::attach_shm(name);
+  REQUIRE_THROWS_WITH(DClient::connect(mine.bytes()), Contains("max_clients=2147483648"));
+}
+
+// Header fields beyond the caps, with a segment of exactly the declared size: the old
+// check accepted them and the client sized its local arrays from them.
+TEST_CASE("delegationrpc attach rejects header fields beyond the caps", "[shm][forged]") {
+  SECTION("resp_depth") {
+    Segment seg = Segment::create_process(256 + 8 * 64 + (size_t{1} << 17) * 64);
+    forge_delegation_header(seg.data(), 1, 8, 1u << 17);
+    REQUIRE_THROWS_WITH(DClient::connect(seg.bytes()), Contains("resp_depth=131072") && Contains("65536"));
+  }
+  SECTION("max_clients") {
+    Segment seg = Segment::create_process(256 + 8 * 64 + (size_t{1} << 17) * 64);
+    forge_delegation_header(seg.data(), 1u << 17, 8, 1);
+    REQUIRE_THROWS_WITH(DClient::connect(seg.bytes()), Contains("max_clients=131072") && Contains("65536"));
+  }
+}
+
+TEST_CASE("delegationrpc attach names the field when the header declares more than the segment holds",
+          "[shm][forged]") {
+  const DelegationConfig cfg{2, 8, 4};
+  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
+  DServer server(seg.bytes(), cfg);
+  SECTION("response area") {
+    store_le<uint32_t>(seg.data(), 12, 3);  // max_clients 2 -> 3
+    REQUIRE_THROWS_WITH(DClient::connect(seg.bytes()),
+                        Contains("max_clients=3") && Contains("beyond the segment of " + std::to_string(seg.size())));
+  }
+  SECTION("request slots") {
+    store_le<uint32_t>(seg.data(), 16, 1024);  // ring_depth 8 -> 1024
+    REQUIRE_THROWS_WITH(DClient::connect(seg.bytes()),
+                        Contains("ring_depth=1024") && Contains("beyond the segment of " + std::to_string(seg.size())));
+  }
+}
+
+TEST_CASE("delegationrpc layout refuses configs beyond the caps instead of wrapping", "[shm][forged]") {
+  REQUIRE_THROWS_WITH(DLayout::segment_size(DelegationConfig{1u << 31, 16, 1u << 27}), Contains("max_clients"));
+  REQUIRE_THROWS_WITH(DLayout::segment_size(DelegationConfig{1, 1u << 31, 1}), Contains("ring_depth"));
+  REQUIRE_THROWS_WITH(DLayout::segment_size(DelegationConfig{1, 8, 1u << 31}), Contains("resp_depth"));
+}
+
+TEST_CASE("ipc attach rejects header fields beyond the caps", "[shm][forged]") {
+  SECTION("depth") {
+    Segment seg = Segment::create_process(128 + 64 + (size_t{1} << 17) * 128);
+    forge_ipc_header(seg.data(), 1, 1u << 17);
+    REQUIRE_THROWS_WITH(IClient::connect(seg.bytes()), Contains("depth 131072") && Contains("65536"));
+  }
+  SECTION("max_clients") {
+    Segment seg = Segment::create_process(128 + (size_t{1} << 17) * (64 + 2 * 64));
+    forge_ipc_header(seg.data(), 1u << 17, 1);
+    REQUIRE_THROWS_WITH(IClient::connect(seg.bytes()), Contains("max_clients=131072") && Contains("65536"));
+  }
+  SECTION("declared size beyond the segment") {
+    Segment seg = Segment::create_process(ILayout::segment_size(IpcConfig{2, 4}));
+    forge_ipc_header(seg.data(), 3, 4);
+    REQUIRE_THROWS_WITH(IClient::connect(seg.bytes()),
+                        Contains("max_clients=3") && Contains("beyond the segment of " + std::to_string(seg.size())));
+  }
+}
+
+TEST_CASE("ipc layout refuses configs whose size would overflow", "[shm][forged]") {
+  REQUIRE_THROWS_WITH(ILayout::segment_size(IpcConfig{0xFFFFFFFFu, 1u << 30}), Contains("max_clients"));
+}
+
+TEST_CASE("flux refuses a node count beyond the cap before allocating", "[shm][forged]") {
+  REQUIRE_THROWS_WITH((FluxNetwork<Req>(1u << 17)), Contains("num_nodes") && Contains("65536"));
+}
+
+// A forged tail beyond head: the client's pos - tail wrapped around and call() waited
+// for ring space forever.
+TEST_CASE("delegationrpc call with a forged tail beyond head returns instead of spinning", "[shm][forged]") {
+  const DelegationConfig cfg{1, 8, 4};
+  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
+  DServer server(seg.bytes(), cfg);
+  DClient c = DClient::connect(seg.bytes());
+  store_le<uint64_t>(seg.data(), 192, 100);  // tail = 100 > head = 0
+  const int rc = run_with_deadline([&] { return static_cast<int>(c.call(Req{}, 1).status); }, std::chrono::seconds(10));
+  REQUIRE(rc >= 0);  // finished
+  CHECK(rc == static_cast<int>(DelegationCallStatus::kRingCorrupted));
+  // try_call must not report a full ring forever either (callers retry kFull); it
+  // detects the forged tail before reserving a position.
+  CHECK(c.try_call(Req{}, 2).status == DelegationCallStatus::kRingCorrupted);
+  CHECK(load_le<uint64_t>(seg.data(), 128) == 0);  // head unchanged
+  CHECK(c.in_flight() == 0);
+}
+
+// A request naming another client's response slot while that client awaits its own
+// answer there: the server must not hand it out (the victim would receive the forged
+// request's answer and its own would be refused as kSlotBusy).
+TEST_CASE("delegationrpc server rejects an entry naming a response slot that already awaits a reply",
+          "[shm][forged]") {
+  const DelegationConfig cfg{2, 8, 2};
+  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
+  DServer server(seg.bytes(), cfg);
+  DClient victim = DClient::connect(seg.bytes());
+  DClient forger = DClient::connect(seg.bytes());
+  REQUIRE(victim.call(Req{0, 0, 7, 70}, 7).resp_slot == 0);
+  forge_entry(seg.data(), cfg.ring_depth, victim.client_id(), 0, Req{1, 0, 99, 990});
+  REQUIRE(server.poll() == 2);
+  std::vector<DelegationEntry<Req>> got;
+  while (auto e = server.recv()) got.push_back(*e);
+  server.advance_tail();
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].payload.value == 70);
+  // Replies in the "wrong" order: the forged one first, as a remote answer may overtake.
+  for (auto it = got.rbegin(); it != got.rend(); ++it)
+    server.reply(it->client_id, it->resp_slot_idx, Resp{it->payload.seq, it->payload.value + 1});
+  uint64_t token = 0, value = 0;
+  REQUIRE(victim.poll([&](uint64_t t, const Resp& r) {
+    token = t;
+    value = r.value;
+  }) == 1);
+  CHECK(token == 7);
+  CHECK(value == 71);
+  CHECK(victim.in_flight() == 0);
+  CHECK(server.rejected(DelegationReject::kSlotAwaitingReply) == 1);
+  CHECK(server.rejected_total() == 1);
+  CHECK(forger.in_flight() == 0);
+}
+
+// Rule 4: the victim's response was written but not yet consumed when a forged entry
+// naming that slot arrives. Accepting it would block the victim's next call on the
+// slot (its request would find the forged one awaiting a reply).
+TEST_CASE("delegationrpc server rejects an entry naming a slot that holds an unconsumed response",
+          "[shm][forged]") {
+  const DelegationConfig cfg{1, 8, 1};
+  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
+  DServer server(seg.bytes(), cfg);
+  DClient victim = DClient::connect(seg.bytes());
+  auto serve = [&] {
+    server.poll();
+    uint32_t n = 0;
+    while (auto e = server.recv()) {
+      REQUIRE(server.reply(e->client_id, e->resp_slot_idx, Resp{e->payload.seq, e->payload.value + 1}) ==
+              DelegationReplyStatus::kOk);
+      ++n;
+    }
+    server.advance_tail();
+    return n;
+  };
+  REQUIRE(victim.call(Req{0, 0, 1, 10}, 1).status == DelegationCallStatus::kOk);
+  REQUIRE(serve() == 1);
+  forge_entry(seg.data(), cfg.ring_depth, victim.client_id(), 0, Req{0, 0, 99, 990});
+  CHECK(serve() == 0);
+  CHECK(server.rejected(DelegationReject::kSlotHoldsResponse) == 1);
+  std::vector<uint64_t> values;
+  auto collect = [&](uint64_t, const Resp& r) { values.push_back(r.value); };
+  REQUIRE(victim.poll(collect) == 1);
+  REQUIRE(victim.call(Req{0, 0, 2, 20}, 2).status == DelegationCallStatus::kOk);
+  REQUIRE(serve() == 1);
+  REQUIRE(victim.poll(collect) == 1);
+  CHECK(values == std::vector<uint64_t>{11, 21});
+  CHECK(victim.stray_responses() == 0);
+}
+
+// A forged entry for an idle slot of the victim is answered into that slot (the
+// server cannot tell who wrote an entry); the victim's next call on that slot must
+// still get its own answer, not the stray one, and its request must not be refused.
+TEST_CASE("delegationrpc client discards a stray response left in an idle slot", "[shm][forged]") {
+  const DelegationConfig cfg{2, 8, 1};
+  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
+  DServer server(seg.bytes(), cfg);
+  DClient victim = DClient::connect(seg.bytes());
+  forge_entry(seg.data(), cfg.ring_depth, victim.client_id(), 0, Req{1, 0, 99, 990});
+  REQUIRE(server.poll() == 1);
+  auto f = server.recv();
+  REQUIRE(f.has_value());
+  server.advance_tail();
+  REQUIRE(server.reply(f->client_id, f->resp_slot_idx, Resp{99, 991}) == DelegationReplyStatus::kOk);
+  // The victim, not awaiting anything, calls on its only slot.
+  REQUIRE(victim.call(Req{0, 0, 5, 50}, 5).status == DelegationCallStatus::kOk);
+  CHECK(victim.poll([](uint64_t, const Resp&) { FAIL("the stray response was delivered"); }) == 0);
+  REQUIRE(server.poll() == 1);
+  auto e = server.recv();
+  REQUIRE(e.has_value());
+  CHECK(e->payload.value == 50);
+  REQUIRE(server.reply(e->client_id, e->resp_slot_idx, Resp{5, 51}) == DelegationReplyStatus::kOk);
+  uint64_t value = 0;
+  REQUIRE(victim.poll([&](uint64_t t, const Resp& r) {
+    CHECK(t == 5);
+    value = r.value;
+  }) == 1);
+  CHECK(value == 51);
+  CHECK(victim.stray_responses() == 1);
+  CHECK(server.rejected_total() == 0);
+}
+
+// An entry naming a client id that never registered (below max_clients) is rejected:
+// its answer would sit in a slot that a later client inherits.
+TEST_CASE("delegationrpc server rejects an entry from an unregistered client id", "[shm][forged]") {
+  const DelegationConfig cfg{4, 8, 2};
+  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
+  DServer server(seg.bytes(), cfg);
+  DClient c = DClient::connect(seg.bytes());
+  forge_entry(seg.data(), cfg.ring_depth, 3, 0, Req{});
+  REQUIRE(c.call(Req{0, 0, 1, 10}, 1).status == DelegationCallStatus::kOk);
+  REQUIRE(server.poll() == 2);
+  auto e = server.recv();
+  REQUIRE(e.has_value());
+  CHECK(e->client_id == c.client_id());
+  CHECK_FALSE(server.recv().has_value());
+  CHECK(server.rejected(DelegationReject::kUnregisteredClient) == 1);
+  CHECK(server.cursor() == 2);
+}
+
+// Property: with forged entries naming random (client, slot) pairs mixed into the ring,
+// every legitimate call still gets exactly one answer (no client waits forever), and
+// a call gets another request's answer only when a forged entry was accepted.
+TEST_CASE("delegationrpc random forged entries: every call is answered exactly once", "[shm][forged]") {
+  const DelegationConfig cfg{4, 8, 2};
+  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
+  DServer server(seg.bytes(), cfg);
+  std::vector<DClient> clients;
+  for (int i = 0; i < 3; ++i) clients.push_back(DClient::connect(seg.bytes()));  // id 3 never registers
+  bkv::Rng rng(bkv::derive_seed(7, {11}));
+  std::vector<uint64_t> calls(3, 0), answers(3, 0);
+  uint64_t wrong = 0, forged = 0, accepted = 0, accepted_forged = 0;
+  std::vector<DelegationEntry<Req>> held;
+  auto drained = [&] { return held.empty() && server.cursor() == load_le<uint64_t>(seg.data(), 128); };
+  for (int step = 0; step < 20000 || !drained(); ++step) {
+    const uint64_t op = step < 20000 ? rng.below(10) : 5;
+    if (op < 3) {
+      const uint32_t i = static_cast<uint32_t>(rng.below(3));
+      const uint64_t seq = calls[i];
+      if (clients[i].try_call(Req{i, 0, seq, seq * 2}, seq).status == DelegationCallStatus::kOk) ++calls[i];
+    } else if (op < 4) {
+      const uint64_t head = load_le<uint64_t>(seg.data(), 128), tail = load_le<uint64_t>(seg.data(), 192);
+      if (head - tail < cfg.ring_depth) {  // a forger that respects ring space (else it overwrites entries)
+        forge_entry(seg.data(), cfg.ring_depth, static_cast<uint32_t>(rng.below(5)), static_cast<uint32_t>(rng.below(3)),
+                    Req{0xF0F0u, 0, ~uint64_t{0}, 0});
+        ++forged;
+      }
+    } else if (op < 6) {
+      server.poll();
+      while (auto e = server.recv()) {
+        held.push_back(*e);
+        ++accepted;
+        if (e->payload.client == 0xF0F0u) ++accepted_forged;
+      }
+      server.advance_tail();
+      if (!held.empty()) {
+        const size_t k = rng.below(held.size());  // reply in random order
+        const auto e = held[k];
+        held.erase(held.begin() + static_cast<long>(k));
+        REQUIRE(server.reply(e.client_id, e.resp_slot_idx, Resp{e.payload.seq, e.payload.value + 1}) ==
+                DelegationReplyStatus::kOk);
+      }
+    } else {
+      const uint32_t i = static_cast<uint32_t>(rng.below(3));
+      clients[i].poll([&](uint64_t token, const Resp& r) {
+        ++answers[i];
+        if (r.seq != token || r.value != token * 2 + 1) ++wrong;
+      });
+    }
+  }
+  uint64_t legit_calls = 0;
+  for (uint32_t i = 0; i < 3; ++i) {
+    clients[i].poll([&](uint64_t token, const Resp& r) {
+      ++answers[i];
+      if (r.seq != token || r.value != token * 2 + 1) ++wrong;
+    });
+    CHECK(clients[i].in_flight() == 0);
+    CHECK(answers[i] == calls[i]);
+    legit_calls += calls[i];
+  }
+  CHECK(forged > 1000);
+  CHECK(accepted_forged > 0);
+  CHECK(server.rejected_total() > 0);
+  CHECK(accepted + server.rejected_total() == legit_calls + forged);
+  // A call gets a forged request's answer only if that forged request was accepted.
+  CHECK(wrong <= accepted_forged);
+  INFO("forged " << forged << ", accepted forged " << accepted_forged << ", rejected " << server.rejected_total()
+                 << ", wrong answers " << wrong << ", stray discarded "
+                 << clients[0].stray_responses() + clients[1].stray_responses() + clients[2].stray_responses());
+}
