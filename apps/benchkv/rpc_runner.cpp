@@ -16,6 +16,14 @@ rpc::RpcConfig rpc_config(const Options& o) {
   return rpc::RpcConfig{o.endpoints, o.queue_depth, o.message_size};
 }
 
+copyrpc::RttHistogram histogram_delta(const copyrpc::RttHistogram& a, const copyrpc::RttHistogram& b) {
+  copyrpc::RttHistogram d = b;
+  for (size_t i = 0; i < a.counts.size() && i < d.counts.size(); ++i) d.counts[i] -= a.counts[i];
+  d.n = b.n - a.n;
+  d.sum_ns = b.sum_ns - a.sum_ns;
+  return d;
+}
+
 copyrpc::ContextConfig rpc_context_config(const Options& o) {
   copyrpc::ContextConfig cc;
   cc.ring_size = o.ring_size;
@@ -26,15 +34,6 @@ copyrpc::ContextConfig rpc_context_config(const Options& o) {
 namespace {
 
 using namespace bkv::sim;
-
-// Calls completed between two snapshots of a histogram.
-copyrpc::RttHistogram histogram_delta(const copyrpc::RttHistogram& a, const copyrpc::RttHistogram& b) {
-  copyrpc::RttHistogram d = b;
-  for (size_t i = 0; i < a.counts.size() && i < d.counts.size(); ++i) d.counts[i] -= a.counts[i];
-  d.n = b.n - a.n;
-  d.sum_ns = b.sum_ns - a.sum_ns;
-  return d;
-}
 
 class RpcExperiment {
  public:
@@ -115,6 +114,8 @@ class RpcExperiment {
     rr.record(0, 0, epoch, now - last_completed_, interval_);
     for (uint32_t r = 1; r < np_; ++r) rr.record(r, 0, epoch, 0, interval_);
     last_completed_ = now;
+    if (epoch + 1 == rr.first_kept_epoch()) kept_start_rtt_ = caller().rtt();  // the kept window opens
+    if (epoch + 1 == rr.end_kept_epoch()) kept_rtt_ = histogram_delta(kept_start_rtt_, caller().rtt());
     if (progress_) progress_(format_progress(rr, o_.runs, epoch));
     if (epoch + 1 == epochs_) finish_run(run);
   }
@@ -124,8 +125,8 @@ class RpcExperiment {
     s.run = run;
     s.calls = results_[run].kept_requests();
     s.duration_ns = results_[run].kept_duration_ns();
-    s.rtt = histogram_delta(run_rtt_, caller().rtt());
-    run_rtt_ = caller().rtt();
+    s.rtt = std::move(kept_rtt_);
+    kept_start_rtt_ = caller().rtt();  // the next run's window opens here when it trims nothing
     stats_.push_back(std::move(s));
     const uint64_t issued = caller().counters().issued.load(), completed = caller().counters().completed.load();
     results_[run].set_counts(issued - run_issued_, completed - run_completed_);
@@ -162,7 +163,7 @@ class RpcExperiment {
   std::vector<std::unique_ptr<Thread>> rpc_;
   std::vector<RunResults> results_;
   std::vector<RpcRunStats> stats_;
-  copyrpc::RttHistogram run_rtt_;
+  copyrpc::RttHistogram kept_start_rtt_, kept_rtt_;
   uint64_t last_completed_ = 0, run_issued_ = 0, run_completed_ = 0;
   bool drained_ = false;
 };

@@ -24,7 +24,7 @@ struct RpcRunStats {
   uint32_t run = 0;
   uint64_t calls = 0;        // completed in the kept epochs
   uint64_t duration_ns = 0;  // of the kept epochs
-  copyrpc::RttHistogram rtt; // every call completed in the run (trimmed epochs too)
+  copyrpc::RttHistogram rtt; // the calls completed in the kept epochs
   double mrps() const noexcept { return duration_ns ? double(calls) * 1e3 / double(duration_ns) : 0.0; }
 };
 
@@ -36,6 +36,8 @@ struct RpcResult {
 };
 
 rpc::RpcConfig rpc_config(const Options& o);
+// The calls completed between two snapshots of a round-trip histogram (a before b).
+copyrpc::RttHistogram histogram_delta(const copyrpc::RttHistogram& a, const copyrpc::RttHistogram& b);
 copyrpc::ContextConfig rpc_context_config(const Options& o);
 
 // Runs `benchkv rpc` in the simulator (o.transport == sim). Deterministic.

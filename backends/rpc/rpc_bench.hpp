@@ -11,12 +11,17 @@
 //
 // The caller measures each call's round trip (call() to its response) with the meter's
 // clock: virtual time in the simulator, the steady clock on real runs.
+//
+// Ending a run across processes: a request with an empty payload is a stop request. The
+// server answers it (empty) and reports stopped(); the caller sends one to each server
+// after its own calls have drained (request_stop) and counts the answers (stops_acked).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string>
 #include <stdexcept>
 #include <vector>
 
@@ -36,6 +41,7 @@ struct RpcConfig {
 struct RpcToken {
   uint32_t endpoint = 0;
   uint64_t issued_ns = 0;
+  bool stop = false;  // a stop request, not a measured call
 };
 
 // Counters a sampler on another thread may read (relaxed; one writer).
@@ -50,15 +56,10 @@ class RpcThread {
  public:
   using Ctx = copyrpc::Context<T, RpcToken>;
 
+  // Throws std::invalid_argument for a configuration copyrpc cannot carry, before the
+  // context (and its receives on the transport) exists.
   RpcThread(T& transport, const copyrpc::ContextConfig& ccfg, const RpcConfig& cfg, bool caller)
-      : ctx_(transport, ccfg), cfg_(cfg), caller_(caller), payload_(cfg.message_size, std::byte{0x5a}) {
-    if (cfg.endpoints == 0 || cfg.queue_depth == 0)
-      throw std::invalid_argument("rpc: endpoints and queue depth must be >= 1");
-    if (cfg.message_size > ctx_.max_payload())
-      throw std::invalid_argument("rpc: message size " + std::to_string(cfg.message_size) +
-                                  " exceeds the largest copyrpc payload for this ring (" +
-                                  std::to_string(ctx_.max_payload()) + " bytes)");
-  }
+      : cfg_(validated(cfg, ccfg)), ctx_(transport, ccfg), caller_(caller), payload_(cfg.message_size, std::byte{0x5a}) {}
 
   Ctx& context() noexcept { return ctx_; }
   uint32_t create_endpoint() {
@@ -89,10 +90,31 @@ class RpcThread {
            counters_.errors.load(std::memory_order_relaxed);
   }
   const RpcCounters& counters() const noexcept { return counters_; }
+
+  // Caller: asks the server behind `endpoint` to stop (after this rank's calls drained).
+  void request_stop(uint32_t endpoint) {
+    const copyrpc::CallResult r = ctx_.call(endpoint, {}, 0, RpcToken{endpoint, 0, true});
+    if (!r.ok()) throw std::runtime_error(std::string("rpc: stop request failed: ") + copyrpc::to_string(r.status));
+    ++stops_sent_;
+  }
+  uint32_t stops_acked() const noexcept { return stops_acked_; }
+  // Server: a stop request was answered.
+  bool stopped() const noexcept { return stopped_; }
   const copyrpc::RttHistogram& rtt() const noexcept { return rtt_; }
   bool is_caller() const noexcept { return caller_; }
 
  private:
+  static RpcConfig validated(const RpcConfig& cfg, const copyrpc::ContextConfig& ccfg) {
+    if (cfg.endpoints == 0 || cfg.queue_depth == 0)
+      throw std::invalid_argument("rpc: endpoints and queue depth must be >= 1");
+    const uint64_t max_payload = Ctx::max_payload_for(ccfg);
+    if (cfg.message_size > max_payload)
+      throw std::invalid_argument("rpc: message size " + std::to_string(cfg.message_size) +
+                                  " exceeds the largest copyrpc payload for this ring (" + std::to_string(max_payload) +
+                                  " bytes)");
+    return cfg;
+  }
+
   void issue() {
     auto& meter = ctx_.transport().meter();
     for (uint32_t ep = 0; ep < outstanding_.size(); ++ep) {
@@ -112,6 +134,11 @@ class RpcThread {
   void serve() {
     copyrpc::RecvHandle h;
     while (ctx_.recv(h)) {
+      if (h.len == 0) {  // a stop request
+        if (ctx_.reply(h, {}) != copyrpc::CallStatus::kOk) throw std::runtime_error("rpc: answering a stop failed");
+        stopped_ = true;
+        continue;
+      }
       if (h.len != cfg_.message_size) {
         counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         continue;  // a request of the wrong size is not answered; the caller counts it lost
@@ -123,6 +150,10 @@ class RpcThread {
   }
 
   void on_response(const RpcToken& tok, std::span<const std::byte> resp) {
+    if (tok.stop) {
+      ++stops_acked_;
+      return;
+    }
     if (tok.endpoint >= outstanding_.size() || outstanding_[tok.endpoint] == 0) {
       counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       return;
@@ -136,10 +167,12 @@ class RpcThread {
     counters_.completed.store(counters_.completed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
 
+  RpcConfig cfg_;  // before ctx_: validated first
   Ctx ctx_;
-  RpcConfig cfg_;
   bool caller_;
   bool issuing_ = true;
+  bool stopped_ = false;
+  uint32_t stops_sent_ = 0, stops_acked_ = 0;
   std::vector<std::byte> payload_;
   std::vector<uint32_t> outstanding_;  // calls in flight, by endpoint
   RpcCounters counters_;
