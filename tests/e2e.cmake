@@ -3,7 +3,7 @@
 # read back and checked. Group e2e (normal build only).
 if(TARGET benchkv)
   bkv_add_test(test_benchkv_e2e GROUP e2e
-    SOURCES e2e/test_sim_runs.cpp e2e/test_determinism_config.cpp e2e/test_bad_input.cpp
+    SOURCES e2e/test_sim_runs.cpp e2e/test_determinism_config.cpp e2e/test_bad_input.cpp e2e/test_rpc.cpp
     LIBS nlohmann_json::nlohmann_json)
   if(TARGET test_benchkv_e2e)
     target_compile_definitions(test_benchkv_e2e PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>")

@@ -14,6 +14,7 @@
 #include "apps/benchkv/real_transports.hpp"
 #include "apps/benchkv/options.hpp"
 #include "apps/benchkv/results.hpp"
+#include "apps/benchkv/rpc_runner.hpp"
 #include "apps/benchkv/sim_runner.hpp"
 
 using namespace bkv;
@@ -55,6 +56,29 @@ int run_sim(const app::Options& o) {
   return 0;
 }
 
+// benchkv rpc --transport sim: copyrpc alone in the simulator.
+int run_rpc_sim(const app::Options& o) {
+  const sim::Model model = o.model.empty() ? sim::Model::defaults() : sim::Model::load_file(o.model);
+  std::function<void(const std::string&)> progress;
+  if (o.progress) progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  const app::RpcResult res = app::run_rpc_sim(o, model, progress);
+  app::write_csv_file(o.output, res.runs);
+  nlohmann::json summary = app::summary_json(o, res.runs, {});
+  summary["rpc"] = app::rpc_summary(o, res);
+  summary["simulator"] = res.extra;
+  summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
+  app::write_summary_file(o.summary, summary);
+  std::fputs(app::rpc_table(o, res).c_str(), stdout);
+  std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());
+  if (res.issued != res.completed || res.errors != 0) {
+    std::fprintf(stderr, "benchkv: %llu calls issued, %llu completed, %llu errors: the run is not consistent\n",
+                 static_cast<unsigned long long>(res.issued), static_cast<unsigned long long>(res.completed),
+                 static_cast<unsigned long long>(res.errors));
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,7 +89,7 @@ int main(int argc, char** argv) {
   }
   const app::Options& o = pr.options;
   try {
-    if (o.transport == app::TransportKind::kSim) return run_sim(o);
+    if (o.transport == app::TransportKind::kSim) return o.backend == app::Backend::kRpc ? run_rpc_sim(o) : run_sim(o);
     return run_real(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "benchkv: %s\n", e.what());

@@ -35,10 +35,11 @@ struct Choice {
   E value;
 };
 
-constexpr std::array<Choice<Backend>, 4> kBackendChoices{{{"meta", Backend::kMeta},
+constexpr std::array<Choice<Backend>, 5> kBackendChoices{{{"meta", Backend::kMeta},
                                                           {"delegation", Backend::kDelegation},
                                                           {"direct", Backend::kDirect},
-                                                          {"ucx-am", Backend::kUcxAm}}};
+                                                          {"ucx-am", Backend::kUcxAm},
+                                                          {"rpc", Backend::kRpc}}};
 constexpr std::array<Choice<TransportKind>, 4> kTransportChoices{{{"mlx5", TransportKind::kMlx5},
                                                                   {"verbs", TransportKind::kVerbs},
                                                                   {"ucx", TransportKind::kUcx},
@@ -262,10 +263,12 @@ constexpr std::string_view kGroupWorkload = "Workload";
 constexpr std::string_view kGroupRdma = "RDMA and rings";
 constexpr std::string_view kGroupLoop = "Daemon loop policies";
 constexpr std::string_view kGroupSim = "Simulator";
+constexpr std::string_view kGroupRpc = "copyrpc alone (rpc)";
 
 const Spec kSpecs[] = {
-    {"backend", 0, Kind::kChoice, kGroupRun, "meta|delegation|direct|ucx-am",
-     "backend to run (positional argument)", &set_backend, &get_backend},
+    {"backend", 0, Kind::kChoice, kGroupRun, "meta|delegation|direct|ucx-am|rpc",
+     "backend to run (positional argument); rpc: copyrpc alone, rank 0 calls, the other ranks answer",
+     &set_backend, &get_backend},
     {"transport", 0, Kind::kChoice, kGroupRun, "mlx5|verbs|ucx|sim", "transport under the backends",
      BKV_CHOICE(transport, kTransportChoices)},
     {"duration", 'd', Kind::kDouble, kGroupRun, "SECONDS", "benchmark time per run (fractions allowed)",
@@ -282,7 +285,8 @@ const Spec kSpecs[] = {
     {"seed", 0, Kind::kUnsigned, kGroupRun, "U64", "seed of every pseudo-random stream", BKV_FIELD(seed)},
     {"server_threads", 0, Kind::kUnsigned, kGroupRun, "N", "daemon threads per node", BKV_FIELD(server_threads)},
     {"client_threads", 0, Kind::kUnsigned, kGroupRun, "N", "client threads per node", BKV_FIELD(client_threads)},
-    {"queue_depth", 0, Kind::kUnsigned, kGroupRun, "N", "requests in flight per client (power of two)",
+    {"queue_depth", 0, Kind::kUnsigned, kGroupRun, "N",
+     "requests in flight per client; rpc: calls in flight per endpoint (power of two)",
      BKV_FIELD(queue_depth)},
     {"key_range", 0, Kind::kUnsigned, kGroupWorkload, "N", "keys per node", BKV_FIELD(key_range)},
     {"read_ratio", 0, Kind::kDouble, kGroupWorkload, "FLOAT", "fraction of gets, in [0, 1]", BKV_FIELD(read_ratio)},
@@ -326,6 +330,10 @@ const Spec kSpecs[] = {
     {"trace_window", 0, Kind::kWindow, kGroupSim, "A:B",
      "traced window of virtual time in microseconds, A < B (required with --trace)", &set_trace_window,
      &get_trace_window},
+    {"endpoints", 0, Kind::kUnsigned, kGroupRpc, "N", "rpc: endpoints from the caller to each server rank (>= 1)",
+     BKV_FIELD(endpoints)},
+    {"message_size", 0, Kind::kUnsigned, kGroupRpc, "BYTES",
+     "rpc: request and response payload size (1 to ring_size / 8)", BKV_FIELD(message_size)},
 };
 
 #undef BKV_FIELD
@@ -448,6 +456,50 @@ kv::WorkloadConfig workload_config(const Options& o, uint32_t num_ranks) {
   return w;
 }
 
+namespace {
+
+// rpc runs copyrpc alone: the KV backends' options do not apply to it, and its own
+// options do not apply to them. A value other than the default on the wrong side is an
+// error naming the option, never silently ignored.
+void validate_rpc_relations(const Options& o) {
+  if (o.endpoints < 1 || o.endpoints > kMaxRpcEndpoints)
+    fail(o, "endpoints", fmt::format("must be in [1, {}]", kMaxRpcEndpoints));
+  if (o.message_size < 1 || o.message_size > o.ring_size / 8)
+    fail(o, "message_size", fmt::format("must be in [1, ring_size / 8 = {}]", o.ring_size / 8));
+  const Options d{};
+  const bool rpc = o.backend == Backend::kRpc;
+  auto not_for = [&](std::string_view key, bool differs, std::string_view what) {
+    if (differs)
+      throw OptionError(std::string(key), fmt::format("{}: does not apply to {} (it is {})", label(spec_of(key)),
+                                                      rpc ? "the rpc benchmark" : "the KV backends", what));
+  };
+  if (rpc) {
+    constexpr std::string_view kv = "an option of the KV backends";
+    not_for("server_threads", o.server_threads != d.server_threads, kv);
+    not_for("client_threads", o.client_threads != d.client_threads, kv);
+    not_for("key_range", o.key_range != d.key_range, kv);
+    not_for("read_ratio", o.read_ratio != d.read_ratio, kv);
+    not_for("distribution", o.distribution != d.distribution, kv);
+    not_for("zipf_s", o.zipf_s != d.zipf_s, kv);
+    not_for("pattern_len", o.pattern_len != d.pattern_len, kv);
+    not_for("poll_budget", o.poll_budget != d.poll_budget, "a daemon loop policy");
+    not_for("batch_hold_us", o.batch_hold_us != d.batch_hold_us, "a daemon loop policy");
+    not_for("adaptive_hold", o.adaptive_hold != d.adaptive_hold, "a daemon loop policy");
+    not_for("hold_rtt_multiplier", o.hold_rtt_multiplier != d.hold_rtt_multiplier, "a daemon loop policy");
+    not_for("adaptive_poll_budget", o.adaptive_poll_budget != d.adaptive_poll_budget, "a daemon loop policy");
+    not_for("start_mode", o.start_mode != d.start_mode, "a client start option");
+    not_for("start_stagger_us", o.start_stagger_us != d.start_stagger_us, "a client start option");
+    not_for("inflight_samples", o.inflight_samples != d.inflight_samples, "a daemon in-flight sampler");
+    not_for("trace", o.trace != d.trace, "a daemon loop trace");
+  } else if (o.backend != Backend::kUnset) {
+    constexpr std::string_view only_rpc = "an option of the rpc benchmark";
+    not_for("endpoints", o.endpoints != d.endpoints, only_rpc);
+    not_for("message_size", o.message_size != d.message_size, only_rpc);
+  }
+}
+
+}  // namespace
+
 void validate(const Options& o, bool require_backend) {
   if (require_backend && o.backend == Backend::kUnset) {
     throw OptionError("backend",
@@ -523,6 +575,7 @@ void validate(const Options& o, bool require_backend) {
                                                   "--trace-window A:B or \"trace_window\": \"A:B\"",
                                                   label(spec_of("trace_window")), o.trace));
   }
+  validate_rpc_relations(o);
 }
 
 json to_json(const Options& o) {

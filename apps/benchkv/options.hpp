@@ -31,7 +31,7 @@
 
 namespace bkv::app {
 
-enum class Backend : uint8_t { kUnset = 0, kMeta, kDelegation, kDirect, kUcxAm };
+enum class Backend : uint8_t { kUnset = 0, kMeta, kDelegation, kDirect, kUcxAm, kRpc };
 enum class TransportKind : uint8_t { kMlx5 = 0, kVerbs, kUcx, kSim };
 enum class StartMode : uint8_t { kSync = 0, kStaggered };
 using kv::Distribution;
@@ -54,6 +54,7 @@ inline constexpr uint64_t kMinRingSize = 4096;
 inline constexpr uint64_t kMaxRingSize = uint64_t{1} << 32;
 inline constexpr uint32_t kMaxQueueDepth = 1u << 16;
 inline constexpr uint32_t kMaxThreads = 1024;  // server_threads, client_threads
+inline constexpr uint32_t kMaxRpcEndpoints = 4096;  // rpc: endpoints per server rank
 inline constexpr uint32_t kMaxPort = 255;      // RDMA port numbers are u8, from 1
 inline constexpr int32_t kMaxGidIndex = 255;
 
@@ -72,7 +73,7 @@ struct Options {
   int32_t gid_index = -1;      // -1: InfiniBand LID addressing; >= 0: RoCE GID index
   uint32_t server_threads = 1; // daemon threads per node
   uint32_t client_threads = 1; // client threads per node
-  uint32_t queue_depth = 4;    // requests in flight per client (power of two)
+  uint32_t queue_depth = 4;    // requests in flight per client (rpc: per endpoint; power of two)
   uint64_t key_range = 1024;   // keys per node
   double read_ratio = 0.5;
   Distribution distribution = Distribution::kUniform;
@@ -94,6 +95,8 @@ struct Options {
   std::string trace;                   // Chrome trace output path ("" = off)
   std::optional<TraceWindow> trace_window;  // required when trace is set
   bool progress = true;                // a line per epoch on stderr
+  uint32_t endpoints = 1;              // rpc: endpoints per server rank at the caller
+  uint32_t message_size = 32;          // rpc: request and response payload bytes
 
   friend bool operator==(const Options&, const Options&) = default;
 };

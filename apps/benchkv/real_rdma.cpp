@@ -15,6 +15,7 @@
 
 #include "apps/benchkv/node_runtime.hpp"
 #include "apps/benchkv/real_mpi.hpp"
+#include "apps/benchkv/real_rpc.hpp"
 #include "apps/benchkv/real_transports.hpp"
 #include "transports/mlx5/device.hpp"
 #include "transports/mlx5/direct_transport.hpp"
@@ -69,6 +70,18 @@ int run_rdma(const app::Options& o) {
   }
   mpi::Session s(nullptr, nullptr);
   try {
+    if (o.backend == app::Backend::kRpc) {  // one thread per rank, left unpinned
+      const nlohmann::json rpc_extra = {{"transport", transport},
+                                        {"device", dev->name()},
+                                        {"port", dev->port()},
+                                        {"pinning", "unpinned (the rpc thread is the main thread)"}};
+      if (o.transport == app::TransportKind::kMlx5) {
+        app::NodeRuntime<app::RealThreads, MakeMlx5Transport> rt(1, {}, MakeMlx5Transport{&*dev, {}, {}});
+        return run_rpc_mpi(s, o, rt, rpc_extra);
+      }
+      app::NodeRuntime<app::RealThreads, MakeVerbsTransport> rt(1, {}, MakeVerbsTransport{&*dev, {}});
+      return run_rpc_mpi(s, o, rt, rpc_extra);
+    }
     const RankPlan plan = plan_rank(o, s, dev->name());
     ProgressFn progress;
     if (s.rank() == 0) progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };

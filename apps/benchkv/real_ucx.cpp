@@ -10,6 +10,7 @@
 
 #include "apps/benchkv/node_runtime.hpp"
 #include "apps/benchkv/real_mpi.hpp"
+#include "apps/benchkv/real_rpc.hpp"
 #include "apps/benchkv/real_transports.hpp"
 #include "backends/ucx_am/ucx_am.hpp"
 #include "transports/ucx/ucx_transport.hpp"
@@ -56,6 +57,13 @@ RealResult run_ucx_am(const mpi::Session& s, const app::Options& o, const RankPl
 int run_ucx(const app::Options& o) {
   mpi::Session s(nullptr, nullptr);
   try {
+    if (o.backend == app::Backend::kRpc) {  // one thread per rank, left unpinned
+      UcxRuntime rt(1, {}, {});
+      return run_rpc_mpi(s, o, rt,
+                         {{"transport", "ucx"},
+                          {"ucx_tls", std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : ""},
+                          {"pinning", "unpinned (the rpc thread is the main thread)"}});
+    }
     const RankPlan plan = plan_rank(o, s, "");
     ProgressFn progress;
     if (s.rank() == 0) progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };

@@ -61,6 +61,8 @@ BackendKind kind_of(app::Backend b) {
     case app::Backend::kDirect: return BackendKind::kDirect;
     case app::Backend::kUcxAm:
       throw std::runtime_error("the ucx-am baseline has no simulated form: run it with --transport ucx");
+    case app::Backend::kRpc:
+      throw std::logic_error("the rpc benchmark is not a KV node (run_rpc_sim runs it)");
     case app::Backend::kUnset: break;
   }
   throw std::runtime_error("no backend given");

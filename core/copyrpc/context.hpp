@@ -345,7 +345,8 @@ class Context {
   EndpointError error(uint32_t id) const { return eps_.at(id)->error; }
   uint32_t calls_in_flight(uint32_t id) const { return eps_.at(id)->pending.size(); }
   uint64_t calls_in_flight() const noexcept { return in_flight_calls_; }
-  uint64_t max_payload() const noexcept { return cfg_.ring_size / 8; }
+  uint64_t max_payload() const noexcept { return max_payload_for(cfg_); }
+  static constexpr uint64_t max_payload_for(const ContextConfig& c) noexcept { return c.ring_size / 8; }
   bool has_unflushed() const noexcept { return !dirty_.empty(); }
   const ContextStats& stats() const noexcept { return stats_; }
   const ContextConfig& config() const noexcept { return cfg_; }

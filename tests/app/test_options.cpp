@@ -338,7 +338,7 @@ TEST_CASE("print-config prints a configuration that reads back to the same optio
   CHECK(again.result.options == run.result.options);
 
   // every option is present in the JSON form
-  CHECK(j.size() == 36);
+  CHECK(j.size() == 38);
   CHECK(j["backend"] == "direct");
   CHECK(j["trace_window"] == "100.5:200.25");
   CHECK(j["seed"].get<uint64_t>() == 18446744073709551615ull);

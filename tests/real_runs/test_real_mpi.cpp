@@ -78,3 +78,33 @@ TEST_CASE("mpirun -np 2: two runs, one daemon, progress lines from rank 0 naming
   CHECK(n == 1);
   CHECK_THAT(o.err, Catch::Contains("per rank avg"));
 }
+
+TEST_CASE("mpirun -np 3: benchkv rpc over UCX shared memory, rank 0 calling two servers", "[real-run][mpi][rpc]") {
+  e2e::TempDir dir;
+  const Outcome o = mpirun_benchkv(3,
+                                   {"rpc", "--transport", "ucx", "-d", "0.2", "--interval-ms", "50", "--trim", "1",
+                                    "-r", "2", "--endpoints", "2", "--queue-depth", "4", "--no-progress", "-o",
+                                    "out.csv"},
+                                   dir.path(), "sm,self");
+  INFO(e2e::describe(o));
+  REQUIRE(o.status == 0);
+  const json s = e2e::read_json(dir.path() / "out.summary.json");
+  CHECK(s["totals"]["errors"] == 0);
+  CHECK(s["totals"]["issued"] == s["totals"]["completed"]);
+  CHECK(s["real"]["ranks"] == 3);
+  REQUIRE(s["rpc"]["runs"].size() == 2);
+  const std::vector<e2e::CsvRow> rows = e2e::read_csv(dir.path() / "out.csv");
+  for (size_t r = 0; r < 2; ++r) {
+    INFO("run " << r);
+    const json& run = s["rpc"]["runs"][r];
+    CHECK(run["calls"].get<uint64_t>() > 0);
+    CHECK(run["rtt_p50_us"].get<double>() > 0);
+    uint64_t caller = 0, servers = 0;
+    for (const e2e::CsvRow& row : rows)
+      if (row.run == r) (row.rank == 0 ? caller : servers) += row.requests;
+    CHECK(caller == run["calls"].get<uint64_t>());
+    CHECK(servers == 0);
+    CHECK(run["rtt_p99_us"].get<double>() >= run["rtt_p50_us"].get<double>());
+  }
+  CHECK_THAT(o.out, Catch::Contains("RTT p50 (us)"));
+}
