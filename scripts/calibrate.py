@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""The calibration suite: every figure of docs/calibration.md, simulated against measured.
+
+Runs each experiment of configs/calibration/suite.json with benchkv (the simulator),
+reads the value each figure compares from the run's summary, and prints one table:
+experiment, figure, measured, simulated, error. The score is the median and the worst
+|error| over the scored figures (a figure is left out of the score when the suite says
+why: a share under 1% of loops, or a set-up the simulator does not reproduce).
+
+usage: calibrate.py [--benchkv PATH] [--model-dir DIR] [--only REGEX] [--csv FILE] [-j N]
+  --model-dir DIR  use DIR/c1.json and DIR/c2.json instead of configs/model/ (to judge
+                   a candidate model without editing the configs)
+  --only REGEX     run only the experiments whose name matches
+  --csv FILE       also write the table as CSV (pandas.read_csv reads it)
+  -j N             experiments run N at a time (default 1)
+Exit status: 0 when every experiment ran, 1 when one failed (its error is printed).
+"""
+import argparse
+import concurrent.futures
+import csv
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUCKETS = ("0", "1", "2-10", "11-100", ">100")
+
+
+def daemons0(s):
+    """The summary entries of daemon #0 of every rank, first run."""
+    run = s["runs"][0]["run"]
+    return [d for d in s["daemons"] if d["daemon"] == 0 and d["run"] == run]
+
+
+def mean(xs):
+    xs = list(xs)
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def metric(s, name):
+    """The value of one figure from a benchkv summary."""
+    run = s["runs"][0]
+    np_ = len(run["per_rank_mops"])
+    if name == "total_mops":
+        return run["total_mops"]
+    if name == "mops_per_rank":
+        return run["total_mops"] / np_
+    if name == "calls_in_flight":
+        return mean(d["inflight_avg"] for d in daemons0(s))
+    if name == "cqe_per_loop":
+        return mean(d["cqe_per_loop_avg"] for d in daemons0(s))
+    if name == "loops_per_10s_M":
+        return mean(d["extra"]["loops_per_s"] for d in daemons0(s)) * 10 / 1e6
+    m = re.fullmatch(r"cqe_share_pct\[(.+)\]", name)
+    if m:
+        ds = daemons0(s)
+        loops = sum(d["loops"] for d in ds)
+        return 100.0 * sum(d["cqe_per_loop_hist"][m.group(1)] for d in ds) / loops if loops else float("nan")
+    if name in ("daemon_rtt_p50_us", "daemon_rtt_mean_us"):
+        key = "rtt_p50_us" if name.endswith("p50_us") else "rtt_mean_us"
+        return mean(d["extra"][key] for d in s["daemons"] if key in d["extra"])
+    if name == "remote_mops_per_rank":
+        seconds = s["config"]["duration"]
+        return sum(d["extra"]["calls"] for d in s["daemons"] if d["run"] == run["run"]) / np_ / seconds / 1e6
+    if name == "rpc_mrps":
+        return s["rpc"]["runs"][0]["mrps"]
+    if name == "rpc_rtt_mean_us":
+        return s["rpc"]["runs"][0]["rtt_mean_us"]
+    raise KeyError(f"unknown metric {name}")
+
+
+def run_experiment(benchkv, name, args, model_dir):
+    """Runs one experiment in a scratch directory; returns (name, summary) or (name, error)."""
+    args = list(args)
+    if model_dir:
+        # --model after --config overrides the config's model; configs name c1 or c2.
+        cfg = next((args[i + 1] for i, a in enumerate(args) if a == "--config"), None)
+        which = None
+        if cfg:
+            with open(os.path.join(ROOT, cfg)) as f:
+                which = os.path.basename(json.load(f).get("model", ""))
+        elif "--model" in args:
+            which = os.path.basename(args[args.index("--model") + 1])
+            i = args.index("--model")
+            del args[i:i + 2]
+        if which:
+            args += ["--model", os.path.join(os.path.abspath(model_dir), which)]
+    args = [os.path.join(ROOT, a) if a.startswith("configs/") else a for a in args]
+    with tempfile.TemporaryDirectory(prefix="bkv_cal_") as d:
+        cmd = [benchkv] + args + ["-o", os.path.join(d, "out.csv"), "--no-progress"]
+        if "rpc" not in args:
+            cmd += ["--inflight-samples", ""]
+        p = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
+        if p.returncode != 0:
+            return name, RuntimeError(f"{' '.join(cmd)}\nexit {p.returncode}: {p.stderr.strip()[-2000:]}")
+        with open(os.path.join(d, "out.summary.json")) as f:
+            return name, json.load(f)
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--benchkv", default=os.path.join(ROOT, "build/apps/benchkv/benchkv"))
+    ap.add_argument("--suite", default=os.path.join(ROOT, "configs/calibration/suite.json"))
+    ap.add_argument("--model-dir", default="")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--csv", default="")
+    ap.add_argument("-j", type=int, default=1)
+    a = ap.parse_args(argv[1:])
+    if not os.access(a.benchkv, os.X_OK):
+        print(f"calibrate: benchkv not found at {a.benchkv} (build it, or pass --benchkv)", file=sys.stderr)
+        return 2
+    if a.j < 1:
+        print("calibrate: -j must be >= 1", file=sys.stderr)
+        return 2
+    with open(a.suite) as f:
+        suite = json.load(f)
+    exps = {n: e for n, e in suite["experiments"].items() if re.search(a.only, n)}
+    if not exps:
+        print(f"calibrate: no experiment matches --only {a.only!r}", file=sys.stderr)
+        return 2
+    summaries, failed = {}, []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=a.j) as pool:
+        futs = [pool.submit(run_experiment, a.benchkv, n, e["args"], a.model_dir) for n, e in exps.items()]
+        for k, fut in enumerate(concurrent.futures.as_completed(futs), 1):
+            name, res = fut.result()
+            print(f"[{k}/{len(futs)}] {name}: {'FAILED' if isinstance(res, Exception) else 'ok'}", file=sys.stderr)
+            if isinstance(res, Exception):
+                failed.append((name, res))
+            else:
+                summaries[name] = res
+
+    rows = []
+    for fg in suite["figures"]:
+        if fg["experiment"] not in summaries:
+            continue
+        sim = metric(summaries[fg["experiment"]], fg["metric"])
+        meas = fg["measured"]
+        err = (sim - meas) / meas if meas else float("nan")
+        rows.append({"experiment": fg["experiment"], "figure": fg["metric"], "source": fg["source"],
+                     "measured": meas, "simulated": sim, "error_pct": 100 * err, "scored": fg["score"],
+                     "note": fg.get("note", "")})
+    print(f"{'experiment':<14} {'figure':<22} {'measured':>10} {'simulated':>10} {'error':>8}")
+    for r in rows:
+        mark = "" if r["scored"] else "  (not scored)"
+        print(f"{r['experiment']:<14} {r['figure']:<22} {r['measured']:>10.4g} {r['simulated']:>10.4g} "
+              f"{r['error_pct']:>+7.0f}%{mark}")
+    scored = [abs(r["error_pct"]) for r in rows if r["scored"] and not math.isnan(r["error_pct"])]
+    if scored:
+        worst = max((r for r in rows if r["scored"]), key=lambda r: abs(r["error_pct"]))
+        print(f"\nscore over {len(scored)} figures: median |error| {statistics.median(scored):.0f}%, "
+              f"worst {abs(worst['error_pct']):.0f}% ({worst['experiment']} {worst['figure']}); "
+              f"within 30%: {sum(e <= 30 for e in scored)} of {len(scored)}")
+    if a.csv:
+        os.makedirs(os.path.dirname(os.path.abspath(a.csv)), exist_ok=True)
+        with open(a.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0].keys()) if rows else ["experiment"])
+            w.writeheader()
+            w.writerows(rows)
+    for name, err in failed:
+        print(f"calibrate: experiment {name} failed: {err}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
