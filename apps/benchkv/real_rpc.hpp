@@ -121,22 +121,8 @@ int run_rpc_mpi(const mpi::Session& s, const app::Options& o, R& rt, nlohmann::j
   res.errors = thr.counters().errors.load();
   s.barrier();
 
-  app::write_csv_file(o.output, res.runs);
-  nlohmann::json summary = app::summary_json(o, res.runs, {});
-  summary["rpc"] = app::rpc_summary(o, res);
   extra["ranks"] = np;
-  summary["real"] = std::move(extra);
-  summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
-  app::write_summary_file(o.summary, summary);
-  std::fputs(app::rpc_table(o, res).c_str(), stdout);
-  std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());
-  if (res.issued != res.completed || res.errors != 0) {
-    std::fprintf(stderr, "benchkv: %llu calls issued, %llu completed, %llu errors: the run is not consistent\n",
-                 static_cast<unsigned long long>(res.issued), static_cast<unsigned long long>(res.completed),
-                 static_cast<unsigned long long>(res.errors));
-    return 1;
-  }
-  return 0;
+  return app::write_rpc_outputs(o, res, "real", extra);
 }
 
 }  // namespace bkv::real

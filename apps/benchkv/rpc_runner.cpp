@@ -194,6 +194,24 @@ nlohmann::json rpc_summary(const Options& o, const RpcResult& r) {
           {"runs", std::move(runs)}};
 }
 
+int write_rpc_outputs(const Options& o, const RpcResult& res, const std::string& section, const nlohmann::json& details) {
+  write_csv_file(o.output, res.runs);
+  nlohmann::json summary = summary_json(o, res.runs, {});
+  summary["rpc"] = rpc_summary(o, res);
+  summary[section] = details;
+  summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
+  write_summary_file(o.summary, summary);
+  std::fputs(rpc_table(o, res).c_str(), stdout);
+  std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());
+  if (res.issued != res.completed || res.errors != 0) {
+    std::fprintf(stderr, "benchkv: %llu calls issued, %llu completed, %llu errors: the run is not consistent\n",
+                 static_cast<unsigned long long>(res.issued), static_cast<unsigned long long>(res.completed),
+                 static_cast<unsigned long long>(res.errors));
+    return 1;
+  }
+  return 0;
+}
+
 std::string rpc_table(const Options& o, const RpcResult& r) {
   std::ostringstream out;
   char line[160];

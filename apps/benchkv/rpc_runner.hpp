@@ -48,4 +48,9 @@ RpcResult run_rpc_sim(const Options& o, const sim::Model& model, const std::func
 nlohmann::json rpc_summary(const Options& o, const RpcResult& r);
 std::string rpc_table(const Options& o, const RpcResult& r);
 
+// Writes the CSV and the summary (with the "rpc" section, `section` = `details`, and the
+// totals), prints the table on stdout; returns the exit status: 1 when the run is not
+// consistent (a call lost or an error), else 0.
+int write_rpc_outputs(const Options& o, const RpcResult& r, const std::string& section, const nlohmann::json& details);
+
 }  // namespace bkv::app
