@@ -1,3 +1,4 @@
+#include "core/strict_json.hpp"
 #include "sim/cost_model.hpp"
 
 #include <cstring>
@@ -98,7 +99,9 @@ CostModel CostModel::load_file(const std::string& file) {
   if (!in) throw std::invalid_argument("cost model: cannot open '" + file + "'");
   nlohmann::json j;
   try {
-    in >> j;
+    j = parse_json_without_duplicate_keys(in, "cost model: '" + file + "'");
+  } catch (const std::runtime_error& e) {
+    throw std::invalid_argument(e.what());
   } catch (const nlohmann::json::parse_error& e) {
     throw std::invalid_argument("cost model: '" + file + "' is not valid JSON: " + e.what());
   }

@@ -1,5 +1,7 @@
 #include "sim/model.hpp"
 
+#include "core/strict_json.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -38,8 +40,8 @@ Model Model::load_file(const std::string& path) {
   if (!in) throw std::runtime_error("model file (--model) " + path + ": cannot be opened");
   nlohmann::json j;
   try {
-    in >> j;
-  } catch (const std::exception& e) {
+    j = parse_json_without_duplicate_keys(in, "model file (--model) " + path);
+  } catch (const nlohmann::json::parse_error& e) {
     throw std::runtime_error("model file (--model) " + path + ": malformed JSON: " + e.what());
   }
   return from_json(j, "model file " + path);

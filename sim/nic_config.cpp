@@ -1,3 +1,4 @@
+#include "core/strict_json.hpp"
 #include "sim/nic_config.hpp"
 
 #include <fstream>
@@ -100,7 +101,9 @@ NicConfig NicConfig::load_file(const std::string& file) {
   if (!in) throw std::invalid_argument("nic config: cannot open '" + file + "'");
   nlohmann::json j;
   try {
-    in >> j;
+    j = parse_json_without_duplicate_keys(in, "nic config: '" + file + "'");
+  } catch (const std::runtime_error& e) {
+    throw std::invalid_argument(e.what());
   } catch (const nlohmann::json::parse_error& e) {
     throw std::invalid_argument("nic config: '" + file + "' is not valid JSON: " + e.what());
   }

@@ -1,5 +1,7 @@
 #include "apps/benchkv/options.hpp"
 
+#include "core/strict_json.hpp"
+
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -403,6 +405,20 @@ void finish(Options& o, bool summary_given) {
   if (!summary_given) o.summary = default_summary_path(o.output);
 }
 
+// Output files must be distinct: two outputs on one path would silently overwrite each other.
+void validate_distinct_outputs(const Options& o) {
+  const std::pair<std::string_view, const std::string*> outs[] = {
+      {"output", &o.output}, {"summary", &o.summary}, {"inflight_samples", &o.inflight_samples}, {"trace", &o.trace}};
+  for (size_t i = 0; i < std::size(outs); ++i)
+    for (size_t j = i + 1; j < std::size(outs); ++j) {
+      if (outs[i].second->empty() || outs[j].second->empty()) continue;
+      if (fs::absolute(*outs[i].second).lexically_normal() == fs::absolute(*outs[j].second).lexically_normal())
+        throw OptionError(std::string(outs[j].first),
+                          fmt::format("{} and {} name the same file \"{}\": one would overwrite the other",
+                                      label(spec_of(outs[i].first)), label(spec_of(outs[j].first)), *outs[j].second));
+    }
+}
+
 [[noreturn]] void fail(const Options& o, std::string_view key, std::string_view rule) {
   const Spec& s = spec_of(key);
   throw OptionError(std::string(key), fmt::format("{}: {} {}", label(s), s.get(o).dump(), rule));
@@ -576,6 +592,7 @@ void validate(const Options& o, bool require_backend) {
                                                   label(spec_of("trace_window")), o.trace));
   }
   validate_rpc_relations(o);
+  validate_distinct_outputs(o);
 }
 
 json to_json(const Options& o) {
@@ -596,14 +613,21 @@ Options options_from_json(const json& j, const std::string& base_dir) {
 namespace {
 
 json read_config_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    throw OptionError("config", fmt::format("config: \"{}\" is not a regular file{}", path,
+                                            fs::exists(path, ec) ? "" : " (it does not exist)"));
+  }
   std::ifstream in(path);
   if (!in) {
     throw OptionError("config", fmt::format("config: cannot open \"{}\": {}", path, std::strerror(errno)));
   }
   try {
-    return json::parse(in);
+    return parse_json_without_duplicate_keys(in, fmt::format("config: \"{}\"", path));
   } catch (const json::parse_error& e) {
     throw OptionError("config", fmt::format("config: \"{}\" is not valid JSON: {}", path, e.what()));
+  } catch (const std::runtime_error& e) {
+    throw OptionError("config", e.what());
   }
 }
 

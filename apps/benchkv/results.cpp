@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -109,6 +110,30 @@ double round6(double x) noexcept { return std::round(x * 1e6) / 1e6; }
 // ---------------------------------------------------------------------------------------
 // CSV
 // ---------------------------------------------------------------------------------------
+
+void prepare_output_files(const Options& o) {
+  const std::pair<const char*, const std::string*> outs[] = {
+      {"--output", &o.output}, {"--summary", &o.summary}, {"--inflight-samples", &o.inflight_samples},
+      {"--trace", &o.trace}};
+  for (const auto& [flag, path] : outs) {
+    if (path->empty()) continue;
+    const std::filesystem::path p(*path);
+    std::error_code ec;
+    if (p.has_parent_path() && !std::filesystem::exists(p.parent_path(), ec)) {
+      std::filesystem::create_directories(p.parent_path(), ec);
+      if (ec)
+        throw std::runtime_error(std::string(flag) + " " + *path + ": cannot create the directory " +
+                                 p.parent_path().string() + ": " + ec.message());
+    }
+    if (std::filesystem::is_directory(p, ec)) throw std::runtime_error(std::string(flag) + " " + *path + ": is a directory");
+    const bool existed = std::filesystem::exists(p, ec);
+    {
+      std::ofstream probe(p, std::ios::app);
+      if (!probe) throw std::runtime_error(std::string(flag) + " " + *path + ": cannot be written");
+    }
+    if (!existed) std::filesystem::remove(p, ec);
+  }
+}
 
 void write_csv(std::ostream& out, std::span<const RunResults> runs) {
   fmt::memory_buffer buf;

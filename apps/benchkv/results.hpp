@@ -116,6 +116,12 @@ double mops(uint64_t requests, uint64_t duration_ns) noexcept;
 double round6(double x) noexcept;
 
 void write_csv(std::ostream& out, std::span<const RunResults> runs);
+
+// Before a run: creates the missing parent directories of every output file the options
+// name (CSV, summary, in-flight samples, trace) and checks that each file can be written,
+// leaving no file behind that was not there. Throws std::runtime_error naming the option
+// and the path, so an unwritable path is found before the run, not after it.
+void prepare_output_files(const Options& o);
 // Writes the file; throws std::runtime_error naming the path when it cannot.
 void write_csv_file(const std::string& path, std::span<const RunResults> runs);
 

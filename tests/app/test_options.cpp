@@ -242,7 +242,7 @@ TEST_CASE("config file errors: malformed JSON, unknown keys, wrong types", "[ben
   require_usage_error(parse({"--config", dir.write("bad.json", R"({"queue_depth": 4,})"), "meta"}),
                       "is not valid JSON");
   require_usage_error(parse({"--config", dir.write("trunc.json", R"({"queue_depth": )"), "meta"}), "trunc.json");
-  require_usage_error(parse({"--config", (dir.path / "missing.json").string(), "meta"}), "cannot open");
+  require_usage_error(parse({"--config", (dir.path / "missing.json").string(), "meta"}), "does not exist");
   require_usage_error(parse({"--config", dir.write("arr.json", "[1, 2]"), "meta"}), "expected a JSON object");
   const auto unk = parse({"--config", dir.write("unk.json", R"({"queue_depht": 4})"), "meta"});
   require_usage_error(unk, "unknown key \"queue_depht\"");

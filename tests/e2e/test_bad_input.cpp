@@ -131,10 +131,11 @@ TEST_CASE("mlx5: --transport mlx5 without an RDMA device exits with status 2 and
 }
 
 TEST_CASE("bad input: output paths that cannot be written are named in the message", "[e2e][bad-input]") {
-  // These are found when the files are written, after the simulation (see the report):
-  // only the message and the status are checked here.
+  // A directory cannot be made under a regular file: found before the simulation runs
+  // (no "simulated" line), with the option's path in the message.
   TempDir dir;
-  const std::string missing = (dir / "no-such-dir").string();
+  write_file(dir / "plainfile", "x");
+  const std::string missing = (dir / "plainfile").string();
   for (const auto& extra : std::vector<std::vector<std::string>>{
            {"-o", missing + "/out.csv"},
            {"-o", "out.csv", "--summary", missing + "/sum.json"},
@@ -147,5 +148,39 @@ TEST_CASE("bad input: output paths that cannot be written are named in the messa
     CHECK(o.status != 0);
     CHECK(o.status < 126);
     CHECK_THAT(o.err, Catch::Contains(missing));
+    CHECK_THAT(o.err, !Catch::Contains("simulated"));
   }
+}
+
+TEST_CASE("bad input: a --config that is a directory", "[e2e][bad-input]") {
+  TempDir dir;
+  fs::create_directories(dir / "cfgdir");
+  require_rejected(run_in(dir, {"--config", "cfgdir", "-o", "out.csv"}), dir.path(), {"cfgdir", "not a regular file"});
+}
+
+TEST_CASE("bad input: a key given twice in a config or a model file", "[e2e][bad-input]") {
+  TempDir dir;
+  write_file(dir / "twice.json", "{\"backend\": \"meta\", \"np\": 2, \"np\": 4}");
+  require_rejected(run_in(dir, {"--config", "twice.json", "-o", "out.csv"}), dir.path(), {"duplicate key", "\"np\""});
+  write_file(dir / "model.json", "{\"cpu\": {\"loop\": 10, \"loop\": 20}}");
+  require_rejected(run_in(dir, small_sim("meta", {"--model", "model.json", "-o", "out.csv"})), dir.path(),
+                   {"duplicate key", "\"loop\"", "\"cpu\""});
+}
+
+TEST_CASE("bad input: two outputs on one path", "[e2e][bad-input]") {
+  TempDir dir;
+  require_rejected(run_in(dir, small_sim("meta", {"-o", "out.csv", "--summary", "./out.csv"})), dir.path(),
+                   {"same file", "out.csv"});
+  require_rejected(run_in(dir, small_sim("meta", {"-o", "out.csv", "--trace", "out.summary.json", "--trace-window",
+                                                  "0:10"})),
+                   dir.path(), {"same file", "out.summary.json"});
+}
+
+TEST_CASE("outputs: missing directories are created", "[e2e]") {
+  TempDir dir;
+  const Outcome ok = run_in(dir, small_sim("meta", {"-o", "deep/er/out.csv", "-r", "1"}));
+  INFO(describe(ok));
+  CHECK(ok.status == 0);
+  CHECK(fs::exists(dir / "deep/er/out.csv"));
+  CHECK(fs::exists(dir / "deep/er/out.summary.json"));
 }
