@@ -35,10 +35,11 @@ struct Choice {
   E value;
 };
 
-constexpr std::array<Choice<Backend>, 4> kBackendChoices{{{"meta", Backend::kMeta},
-                                                          {"delegation", Backend::kDelegation},
-                                                          {"direct", Backend::kDirect},
-                                                          {"ucx-am", Backend::kUcxAm}}};
+constexpr auto kBackendChoices = [] {
+  std::array<Choice<BackendKind>, backend::kBackendNames.size()> t{};
+  for (size_t i = 0; i < t.size(); ++i) t[i] = {backend::kBackendNames[i].name, backend::kBackendNames[i].kind};
+  return t;
+}();
 constexpr std::array<Choice<TransportKind>, 4> kTransportChoices{{{"mlx5", TransportKind::kMlx5},
                                                                   {"verbs", TransportKind::kVerbs},
                                                                   {"ucx", TransportKind::kUcx},
@@ -172,6 +173,27 @@ json get_field(const Options& o) {
   return json(o.*M);
 }
 
+// A field of Options::loop (backend::LoopPolicy), read and written as the flat key.
+template <auto M>
+void set_loop_field(Options& o, const json& v, const Spec& s, const Ctx& c) {
+  using T = std::remove_cvref_t<decltype(o.loop.*M)>;
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) type_error(s, c, "a boolean (true or false)", v);
+    o.loop.*M = v.get<bool>();
+  } else if constexpr (std::is_same_v<T, double>) {
+    if (!v.is_number()) type_error(s, c, "a number", v);
+    o.loop.*M = v.get<double>();
+  } else {
+    static_assert(std::is_unsigned_v<T>);
+    o.loop.*M = json_unsigned<T>(v, s, c);
+  }
+}
+
+template <auto M>
+json get_loop_field(const Options& o) {
+  return json(o.loop.*M);
+}
+
 template <auto M, const auto& Table>
 void set_choice(Options& o, const json& v, const Spec& s, const Ctx& c) {
   if (!v.is_string()) type_error(s, c, fmt::format("a string ({})", choice_list(Table)), v);
@@ -193,15 +215,24 @@ json get_choice(const Options& o) {
 
 void set_backend(Options& o, const json& v, const Spec& s, const Ctx& c) {
   if (v.is_null()) {
-    o.backend = Backend::kUnset;
+    o.backend.reset();
     return;
   }
-  set_choice<&Options::backend, kBackendChoices>(o, v, s, c);
+  if (!v.is_string()) type_error(s, c, fmt::format("a string ({})", choice_list(kBackendChoices)), v);
+  const auto name = v.get<std::string>();
+  for (const auto& ch : kBackendChoices) {
+    if (ch.name == name) {
+      o.backend = ch.value;
+      return;
+    }
+  }
+  throw OptionError(std::string(s.key), fmt::format("{}: \"{}\" is not one of {} ({})", label(s), name,
+                                                    choice_list(kBackendChoices), c.source));
 }
 
 json get_backend(const Options& o) {
-  if (o.backend == Backend::kUnset) return json(nullptr);
-  return json(std::string(to_string(o.backend)));
+  if (!o.backend) return json(nullptr);
+  return json(std::string(to_string(*o.backend)));
 }
 
 // A relative model path is resolved against the context's base directory (the config
@@ -255,6 +286,7 @@ json get_trace_window(const Options& o) {
 }
 
 #define BKV_FIELD(member) &set_field<&Options::member>, &get_field<&Options::member>
+#define BKV_LOOP_FIELD(member) &set_loop_field<&backend::LoopPolicy::member>, &get_loop_field<&backend::LoopPolicy::member>
 #define BKV_CHOICE(member, table) &set_choice<&Options::member, table>, &get_choice<&Options::member, table>
 
 constexpr std::string_view kGroupRun = "Benchmark";
@@ -301,14 +333,14 @@ const Spec kSpecs[] = {
     {"ring_size", 0, Kind::kUnsigned, kGroupRdma, "BYTES", "copyrpc ring size (power of two >= 4096)",
      BKV_FIELD(ring_size)},
     {"poll_budget", 0, Kind::kUnsigned, kGroupLoop, "N",
-     "copyrpc polls per loop, stopping early once N responses arrived (>= 1)", BKV_FIELD(poll_budget)},
-    {"batch_hold_us", 0, Kind::kDouble, kGroupLoop, "US", "reply batch-hold time; 0 = off", BKV_FIELD(batch_hold_us)},
+     "copyrpc polls per loop, stopping early once N responses arrived (>= 1)", BKV_LOOP_FIELD(poll_budget)},
+    {"batch_hold_us", 0, Kind::kDouble, kGroupLoop, "US", "reply batch-hold time; 0 = off", BKV_LOOP_FIELD(batch_hold_us)},
     {"adaptive_hold", 0, Kind::kBool, kGroupLoop, "", "adapt the hold time to the response rate (EWMA)",
-     BKV_FIELD(adaptive_hold)},
+     BKV_LOOP_FIELD(adaptive_hold)},
     {"hold_rtt_multiplier", 0, Kind::kDouble, kGroupLoop, "M",
-     "hold = M x EWMA of the flush -> first CQE delay; 0 = off", BKV_FIELD(hold_rtt_multiplier)},
+     "hold = M x EWMA of the flush -> first CQE delay; 0 = off", BKV_LOOP_FIELD(hold_rtt_multiplier)},
     {"adaptive_poll_budget", 0, Kind::kBool, kGroupLoop, "", "adaptive poll budget controller",
-     BKV_FIELD(adaptive_poll_budget)},
+     BKV_LOOP_FIELD(adaptive_poll_budget)},
     {"np", 0, Kind::kUnsigned, kGroupSim, "N", "simulated node count (>= 1)", BKV_FIELD(np)},
     {"model", 0, Kind::kString, kGroupSim, "FILE.json",
      "simulator model JSON (empty: built-in defaults); relative paths are resolved against the config file's "
@@ -330,6 +362,7 @@ const Spec kSpecs[] = {
 
 #undef BKV_FIELD
 #undef BKV_CHOICE
+#undef BKV_LOOP_FIELD
 
 const Spec& spec_of(std::string_view key) {
   for (const auto& s : kSpecs) {
@@ -416,7 +449,6 @@ constexpr uint32_t kMaxEpochs = 10'000'000;   // per run
 // Public API
 // ---------------------------------------------------------------------------------------
 
-std::string_view to_string(Backend b) noexcept { return name_of(kBackendChoices, b); }
 std::string_view to_string(TransportKind t) noexcept { return name_of(kTransportChoices, t); }
 std::string_view to_string(StartMode m) noexcept { return name_of(kStartModeChoices, m); }
 
@@ -449,13 +481,13 @@ kv::WorkloadConfig workload_config(const Options& o, uint32_t num_ranks) {
 }
 
 void validate(const Options& o, bool require_backend) {
-  if (require_backend && o.backend == Backend::kUnset) {
+  if (require_backend && !o.backend) {
     throw OptionError("backend",
                       fmt::format("backend: missing; give one of {} as the positional argument or as "
                                   "\"backend\" in the config file",
                                   choice_list(kBackendChoices)));
   }
-  if (name_of(kBackendChoices, o.backend).empty() && o.backend != Backend::kUnset) fail(o, "backend", "is invalid");
+  if (o.backend && name_of(kBackendChoices, *o.backend).empty()) fail(o, "backend", "is invalid");
   if (name_of(kTransportChoices, o.transport).empty()) fail(o, "transport", "is invalid");
   if (name_of(kDistributionChoices, o.distribution).empty()) fail(o, "distribution", "is invalid");
   if (name_of(kStartModeChoices, o.start_mode).empty()) fail(o, "start_mode", "is invalid");
@@ -501,9 +533,9 @@ void validate(const Options& o, bool require_backend) {
     fail(o, "ring_size", fmt::format("is not a power of two in [{}, 2^32]", kMinRingSize));
   }
   if (o.np < 1 || o.np > kv::kMaxRanks) fail(o, "np", "must be in [1, 2^20]");
-  if (o.poll_budget < 1) fail(o, "poll_budget", "must be >= 1");
-  if (!(o.batch_hold_us >= 0 && std::isfinite(o.batch_hold_us))) fail(o, "batch_hold_us", "must be >= 0");
-  if (!(o.hold_rtt_multiplier >= 0 && std::isfinite(o.hold_rtt_multiplier))) {
+  if (o.loop.poll_budget < 1) fail(o, "poll_budget", "must be >= 1");
+  if (!(o.loop.batch_hold_us >= 0 && std::isfinite(o.loop.batch_hold_us))) fail(o, "batch_hold_us", "must be >= 0");
+  if (!(o.loop.hold_rtt_multiplier >= 0 && std::isfinite(o.loop.hold_rtt_multiplier))) {
     fail(o, "hold_rtt_multiplier", "must be >= 0");
   }
   if (!(o.start_stagger_us >= 0 && std::isfinite(o.start_stagger_us))) fail(o, "start_stagger_us", "must be >= 0");

@@ -5,7 +5,8 @@
 #include <memory>
 #include <vector>
 
-#include "backends/common.hpp"
+#include "backends/node_config.hpp"
+#include "core/meter.hpp"
 #include "transports/loopback/instant.hpp"
 
 namespace bkv::test {
