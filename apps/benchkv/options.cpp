@@ -296,7 +296,7 @@ constexpr std::string_view kGroupLoop = "Daemon loop policies";
 constexpr std::string_view kGroupSim = "Simulator";
 
 const Spec kSpecs[] = {
-    {"backend", 0, Kind::kChoice, kGroupRun, "meta|delegation|direct|ucx-am",
+    {"backend", 0, Kind::kChoice, kGroupRun, "" /* --help lists backend::kBackendNames */,
      "backend to run (positional argument)", &set_backend, &get_backend},
     {"transport", 0, Kind::kChoice, kGroupRun, "mlx5|verbs|ucx|sim", "transport under the backends",
      BKV_CHOICE(transport, kTransportChoices)},
@@ -681,7 +681,7 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
     const Spec& s = kSpecs[i];
     const std::string desc = help_text(s, defaults);
     if (is_positional(s)) {
-      cli[i] = app.add_option("backend", texts[i], desc)->type_name(std::string(s.value_name));
+      cli[i] = app.add_option("backend", texts[i], desc)->type_name(choice_list(kBackendChoices));
     } else if (s.kind == Kind::kBool) {
       flags[i] = false;
       const std::string names = fmt::format("{},!--no-{}", long_flag(s), long_flag(s).substr(2));
