@@ -99,8 +99,9 @@ class Node {
   void start() {
     const uint32_t D = cfg_.daemons, C = cfg_.clients;
     for (uint32_t d = 0; d < D; ++d) {
-      const DaemonWiring<T, Waker> w{cfg_,          policy_, d,          ctxs_[d].get(), ep_of_rank_[d], *ipc_servers_[d],
-                                     D > 1 ? flux_nodes_[d].get() : nullptr, store_, rt_.meter(d), rt_.waker()};
+      FluxNodeT* flux = D > 1 ? flux_nodes_[d].get() : nullptr;
+      const DaemonWiring<T, Waker> w{cfg_, policy_, d, ctxs_[d].get(), ep_of_rank_[d], *ipc_servers_[d],
+                                     flux, store_, rt_.meter(d), rt_.waker()};
       if (d == 0)
         daemon0_ = std::make_unique<Daemon0>(w, *resources_);
       else
