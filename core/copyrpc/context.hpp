@@ -263,7 +263,7 @@ class Context {
     return CallStatus::kOk;
   }
 
-  // Step C of the daemon loop: drain the receive CQ (up to max_cqes completions),
+  // The poll phase of a daemon loop: drain the receive CQ (up to max_cqes completions),
   // process each batch in order, calling on_response(Token&&, span payload) for each
   // response; repost the SRQ; reap send completions. Returns completions drained.
   template <class OnResponse>
@@ -293,7 +293,8 @@ class Context {
     return total;
   }
 
-  // Step F: one WRITE+IMM per endpoint with pending data, then its doorbell.
+  // The flush phase of a daemon loop: one WRITE+IMM per endpoint with pending data,
+  // then its doorbell.
   void flush() {
     // Endpoints marked dirty while flushing (none today) would wait for the next flush.
     const size_t n = dirty_.size();
