@@ -1,8 +1,11 @@
 // The client thread of every backend: a closed loop that keeps `queue_depth` requests in
 // flight, replaying its pre-generated pattern. Local requests (target rank = this node)
 // go over ipc straight to the shard owner (key % D); remote requests take the backend's
-// remote path: ipc to a daemon (Meta), the delegation ring of daemon #0 (Delegation),
-// or the client's own copyrpc context (direct).
+// remote path (its traits' RemotePath): ipc to a daemon (Meta), the delegation ring of
+// daemon #0 (Delegation), or the client's own copyrpc context (direct). A remote path has
+//   static constexpr bool kSharedHead   every call contends on one shared ring head
+//   static RemotePath connect(NodeResources&, const ClientWiring<T>&)
+//   bool try_call(const Request&); uint32_t poll(F on_response); void after_issue()
 //
 // step(): collect responses, then issue requests into the freed slots. It never blocks:
 // a remote path that is full (delegation ring) leaves the request for the next step and
@@ -12,38 +15,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "backends/common.hpp"
+#include "backends/daemon_services.hpp"
+#include "core/kv/workload.hpp"
 
 namespace bkv::backend {
-
-using IpcClientT = shm::IpcClient<Request, Response>;
-using DelegClientT = shm::DelegationClient<Request, Response>;
-
-// Remote path of Meta: an ipc connection to the daemon that serves this client. Its
-// responses are collected with those of the other ipc connections (poll is a no-op).
-struct IpcRemotePath {
-  static constexpr bool kSharedHead = false;
-  IpcClientT* ipc;
-  bool try_call(const Request& r) noexcept { return ipc->call(r) == shm::IpcCallStatus::kOk; }
-  template <class F>
-  uint32_t poll(F&&) {
-    return 0;
-  }
-  void after_issue() noexcept {}
-};
-
-// Remote path of Delegation: the shared MPSC ring of daemon #0. try_call never spins:
-// a full ring (or no free response slot) leaves the request for the next step.
-struct DelegationRemotePath {
-  static constexpr bool kSharedHead = true;  // every call is a fetch_add on the ring head
-  DelegClientT* deleg;
-  bool try_call(const Request& r) noexcept { return deleg->try_call(r).status == shm::DelegationCallStatus::kOk; }
-  template <class F>
-  uint32_t poll(F&& f) {
-    return deleg->poll([&](uint64_t, const Response& resp) { f(resp); });
-  }
-  void after_issue() noexcept {}
-};
 
 struct ClientStepResult {
   uint32_t completed = 0;

@@ -171,7 +171,7 @@ void mix_bench(uint32_t np, uint32_t clients_per_node, double virtual_ms) {
   std::deque<Node> nodes;
   std::deque<Client> clients;
   std::vector<sim::DesTransport*> ts;
-  sim::ContextConfig cc;
+  sim::DeviceContextConfig cc;
   cc.sq_depth = 256;
   cc.srq_capacity = 8192;
   for (uint32_t i = 0; i < np; ++i) {

@@ -80,7 +80,7 @@ class DesTransport {
     uint32_t index_;
   };
 
-  DesTransport(sim::Network& net, uint32_t node, sim::SimThread& thread, const sim::ContextConfig& cfg)
+  DesTransport(sim::Network& net, uint32_t node, sim::SimThread& thread, const sim::DeviceContextConfig& cfg)
       : net_(net), thread_(thread), node_(node), ctx_(net.create_context(node, &thread, cfg)) {}
   DesTransport(const DesTransport&) = delete;
   DesTransport& operator=(const DesTransport&) = delete;
@@ -154,7 +154,7 @@ class DesFabric {
   explicit DesFabric(sim::Engine& engine, uint64_t seed = 1) : net_(engine, seed) {}
 
   uint32_t add_node(const sim::NicConfig& cfg = {}) { return net_.add_node(cfg); }
-  DesTransport& create_transport(uint32_t node, sim::SimThread& owner, const sim::ContextConfig& cfg = {}) {
+  DesTransport& create_transport(uint32_t node, sim::SimThread& owner, const sim::DeviceContextConfig& cfg = {}) {
     return transports_.emplace_back(net_, node, owner, cfg);
   }
   // Connects two queue pairs to each other (both directions), as an out-of-band

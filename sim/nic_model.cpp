@@ -72,7 +72,7 @@ uint32_t Network::add_node(const NicConfig& cfg) {
   return node;
 }
 
-uint32_t Network::create_context(uint32_t node, SimThread* thread, const ContextConfig& cfg) {
+uint32_t Network::create_context(uint32_t node, SimThread* thread, const DeviceContextConfig& cfg) {
   if (node >= nics_.size()) throw std::invalid_argument("create_context: no node " + std::to_string(node));
   if (cfg.sq_depth == 0) throw std::invalid_argument("create_context: sq_depth must be >= 1");
   if (cfg.srq_capacity == 0) throw std::invalid_argument("create_context: srq_capacity must be >= 1");

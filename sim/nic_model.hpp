@@ -189,7 +189,7 @@ class Ring {
   uint64_t tail_ = 0;
 };
 
-struct ContextConfig {
+struct DeviceContextConfig {
   uint32_t sq_depth = 256;      // WQEs per QP send queue
   uint32_t srq_capacity = 4096; // receives the SRQ can hold
   uint32_t recv_cq_depth = 0;   // 0 = 2 * srq_capacity
@@ -201,7 +201,7 @@ struct DeviceContext {
   uint32_t index = 0;
   uint32_t node = 0;
   SimThread* thread = nullptr;  // woken when a completion is queued (may be null)
-  ContextConfig cfg;
+  DeviceContextConfig cfg;
   Ring<RecvCompletion> recv_cq;
   Ring<SendCqe> send_cq;
   uint32_t srq_posted = 0;
@@ -313,7 +313,7 @@ class Network {
   // --- control path ---
   uint32_t add_node(const NicConfig& cfg);
   uint32_t node_count() const noexcept { return static_cast<uint32_t>(nics_.size()); }
-  uint32_t create_context(uint32_t node, SimThread* thread, const ContextConfig& cfg);
+  uint32_t create_context(uint32_t node, SimThread* thread, const DeviceContextConfig& cfg);
   uint32_t create_qp(uint32_t ctx);
   // Connects QP `qp` to the QP numbered `remote_qp_num` on `remote_node`; throws
   // std::invalid_argument if no such QP exists there. Posts on a QP that is not

@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   const app::Options& o = pr.options;
   try {
     if (o.transport == app::TransportKind::kSim) app::prepare_output_files(o);
-    if (o.transport == app::TransportKind::kSim) return o.backend == app::Backend::kRpc ? run_rpc_sim(o) : run_sim(o);
+    if (o.transport == app::TransportKind::kSim) return o.backend == backend::BackendKind::kRpc ? run_rpc_sim(o) : run_sim(o);
     return run_real(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "benchkv: %s\n", e.what());

@@ -27,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-#include "backends/common.hpp"
+#include "backends/node_config.hpp"
 #include "core/meter.hpp"
 
 namespace bkv::app {

@@ -37,11 +37,11 @@ struct Choice {
   E value;
 };
 
-constexpr std::array<Choice<Backend>, 5> kBackendChoices{{{"meta", Backend::kMeta},
-                                                          {"delegation", Backend::kDelegation},
-                                                          {"direct", Backend::kDirect},
-                                                          {"ucx-am", Backend::kUcxAm},
-                                                          {"rpc", Backend::kRpc}}};
+constexpr auto kBackendChoices = [] {
+  std::array<Choice<BackendKind>, backend::kBackendNames.size()> t{};
+  for (size_t i = 0; i < t.size(); ++i) t[i] = {backend::kBackendNames[i].name, backend::kBackendNames[i].kind};
+  return t;
+}();
 constexpr std::array<Choice<TransportKind>, 4> kTransportChoices{{{"mlx5", TransportKind::kMlx5},
                                                                   {"verbs", TransportKind::kVerbs},
                                                                   {"ucx", TransportKind::kUcx},
@@ -175,6 +175,27 @@ json get_field(const Options& o) {
   return json(o.*M);
 }
 
+// A field of Options::loop (backend::LoopPolicy), read and written as the flat key.
+template <auto M>
+void set_loop_field(Options& o, const json& v, const Spec& s, const Ctx& c) {
+  using T = std::remove_cvref_t<decltype(o.loop.*M)>;
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) type_error(s, c, "a boolean (true or false)", v);
+    o.loop.*M = v.get<bool>();
+  } else if constexpr (std::is_same_v<T, double>) {
+    if (!v.is_number()) type_error(s, c, "a number", v);
+    o.loop.*M = v.get<double>();
+  } else {
+    static_assert(std::is_unsigned_v<T>);
+    o.loop.*M = json_unsigned<T>(v, s, c);
+  }
+}
+
+template <auto M>
+json get_loop_field(const Options& o) {
+  return json(o.loop.*M);
+}
+
 template <auto M, const auto& Table>
 void set_choice(Options& o, const json& v, const Spec& s, const Ctx& c) {
   if (!v.is_string()) type_error(s, c, fmt::format("a string ({})", choice_list(Table)), v);
@@ -196,15 +217,24 @@ json get_choice(const Options& o) {
 
 void set_backend(Options& o, const json& v, const Spec& s, const Ctx& c) {
   if (v.is_null()) {
-    o.backend = Backend::kUnset;
+    o.backend.reset();
     return;
   }
-  set_choice<&Options::backend, kBackendChoices>(o, v, s, c);
+  if (!v.is_string()) type_error(s, c, fmt::format("a string ({})", choice_list(kBackendChoices)), v);
+  const auto name = v.get<std::string>();
+  for (const auto& ch : kBackendChoices) {
+    if (ch.name == name) {
+      o.backend = ch.value;
+      return;
+    }
+  }
+  throw OptionError(std::string(s.key), fmt::format("{}: \"{}\" is not one of {} ({})", label(s), name,
+                                                    choice_list(kBackendChoices), c.source));
 }
 
 json get_backend(const Options& o) {
-  if (o.backend == Backend::kUnset) return json(nullptr);
-  return json(std::string(to_string(o.backend)));
+  if (!o.backend) return json(nullptr);
+  return json(std::string(to_string(*o.backend)));
 }
 
 // A relative model path is resolved against the context's base directory (the config
@@ -258,6 +288,7 @@ json get_trace_window(const Options& o) {
 }
 
 #define BKV_FIELD(member) &set_field<&Options::member>, &get_field<&Options::member>
+#define BKV_LOOP_FIELD(member) &set_loop_field<&backend::LoopPolicy::member>, &get_loop_field<&backend::LoopPolicy::member>
 #define BKV_CHOICE(member, table) &set_choice<&Options::member, table>, &get_choice<&Options::member, table>
 
 constexpr std::string_view kGroupRun = "Benchmark";
@@ -268,9 +299,8 @@ constexpr std::string_view kGroupSim = "Simulator";
 constexpr std::string_view kGroupRpc = "copyrpc alone (rpc)";
 
 const Spec kSpecs[] = {
-    {"backend", 0, Kind::kChoice, kGroupRun, "meta|delegation|direct|ucx-am|rpc",
-     "backend to run (positional argument); rpc: copyrpc alone, rank 0 calls, the other ranks answer",
-     &set_backend, &get_backend},
+    {"backend", 0, Kind::kChoice, kGroupRun, "" /* --help lists backend::kBackendNames */,
+     "backend to run (positional argument)", &set_backend, &get_backend},
     {"transport", 0, Kind::kChoice, kGroupRun, "mlx5|verbs|ucx|sim", "transport under the backends",
      BKV_CHOICE(transport, kTransportChoices)},
     {"duration", 'd', Kind::kDouble, kGroupRun, "SECONDS", "benchmark time per run (fractions allowed)",
@@ -307,14 +337,14 @@ const Spec kSpecs[] = {
     {"ring_size", 0, Kind::kUnsigned, kGroupRdma, "BYTES", "copyrpc ring size (power of two >= 4096)",
      BKV_FIELD(ring_size)},
     {"poll_budget", 0, Kind::kUnsigned, kGroupLoop, "N",
-     "copyrpc polls per loop, stopping early once N responses arrived (>= 1)", BKV_FIELD(poll_budget)},
-    {"batch_hold_us", 0, Kind::kDouble, kGroupLoop, "US", "reply batch-hold time; 0 = off", BKV_FIELD(batch_hold_us)},
+     "copyrpc polls per loop, stopping early once N responses arrived (>= 1)", BKV_LOOP_FIELD(poll_budget)},
+    {"batch_hold_us", 0, Kind::kDouble, kGroupLoop, "US", "reply batch-hold time; 0 = off", BKV_LOOP_FIELD(batch_hold_us)},
     {"adaptive_hold", 0, Kind::kBool, kGroupLoop, "", "adapt the hold time to the response rate (EWMA)",
-     BKV_FIELD(adaptive_hold)},
+     BKV_LOOP_FIELD(adaptive_hold)},
     {"hold_rtt_multiplier", 0, Kind::kDouble, kGroupLoop, "M",
-     "hold = M x EWMA of the flush -> first CQE delay; 0 = off", BKV_FIELD(hold_rtt_multiplier)},
+     "hold = M x EWMA of the flush -> first CQE delay; 0 = off", BKV_LOOP_FIELD(hold_rtt_multiplier)},
     {"adaptive_poll_budget", 0, Kind::kBool, kGroupLoop, "", "adaptive poll budget controller",
-     BKV_FIELD(adaptive_poll_budget)},
+     BKV_LOOP_FIELD(adaptive_poll_budget)},
     {"np", 0, Kind::kUnsigned, kGroupSim, "N", "simulated node count (>= 1)", BKV_FIELD(np)},
     {"model", 0, Kind::kString, kGroupSim, "FILE.json",
      "simulator model JSON (empty: built-in defaults); relative paths are resolved against the config file's "
@@ -340,6 +370,7 @@ const Spec kSpecs[] = {
 
 #undef BKV_FIELD
 #undef BKV_CHOICE
+#undef BKV_LOOP_FIELD
 
 const Spec& spec_of(std::string_view key) {
   for (const auto& s : kSpecs) {
@@ -440,7 +471,6 @@ constexpr uint32_t kMaxEpochs = 10'000'000;   // per run
 // Public API
 // ---------------------------------------------------------------------------------------
 
-std::string_view to_string(Backend b) noexcept { return name_of(kBackendChoices, b); }
 std::string_view to_string(TransportKind t) noexcept { return name_of(kTransportChoices, t); }
 std::string_view to_string(StartMode m) noexcept { return name_of(kStartModeChoices, m); }
 
@@ -483,7 +513,7 @@ void validate_rpc_relations(const Options& o) {
   if (o.message_size < 1 || o.message_size > o.ring_size / 8)
     fail(o, "message_size", fmt::format("must be in [1, ring_size / 8 = {}]", o.ring_size / 8));
   const Options d{};
-  const bool rpc = o.backend == Backend::kRpc;
+  const bool rpc = o.backend == BackendKind::kRpc;
   auto not_for = [&](std::string_view key, bool differs, std::string_view what) {
     if (differs)
       throw OptionError(std::string(key), fmt::format("{}: does not apply to {} (it is {})", label(spec_of(key)),
@@ -498,16 +528,16 @@ void validate_rpc_relations(const Options& o) {
     not_for("distribution", o.distribution != d.distribution, kv);
     not_for("zipf_s", o.zipf_s != d.zipf_s, kv);
     not_for("pattern_len", o.pattern_len != d.pattern_len, kv);
-    not_for("poll_budget", o.poll_budget != d.poll_budget, "a daemon loop policy");
-    not_for("batch_hold_us", o.batch_hold_us != d.batch_hold_us, "a daemon loop policy");
-    not_for("adaptive_hold", o.adaptive_hold != d.adaptive_hold, "a daemon loop policy");
-    not_for("hold_rtt_multiplier", o.hold_rtt_multiplier != d.hold_rtt_multiplier, "a daemon loop policy");
-    not_for("adaptive_poll_budget", o.adaptive_poll_budget != d.adaptive_poll_budget, "a daemon loop policy");
+    not_for("poll_budget", o.loop.poll_budget != d.loop.poll_budget, "a daemon loop policy");
+    not_for("batch_hold_us", o.loop.batch_hold_us != d.loop.batch_hold_us, "a daemon loop policy");
+    not_for("adaptive_hold", o.loop.adaptive_hold != d.loop.adaptive_hold, "a daemon loop policy");
+    not_for("hold_rtt_multiplier", o.loop.hold_rtt_multiplier != d.loop.hold_rtt_multiplier, "a daemon loop policy");
+    not_for("adaptive_poll_budget", o.loop.adaptive_poll_budget != d.loop.adaptive_poll_budget, "a daemon loop policy");
     not_for("start_mode", o.start_mode != d.start_mode, "a client start option");
     not_for("start_stagger_us", o.start_stagger_us != d.start_stagger_us, "a client start option");
     not_for("inflight_samples", o.inflight_samples != d.inflight_samples, "a daemon in-flight sampler");
     not_for("trace", o.trace != d.trace, "a daemon loop trace");
-  } else if (o.backend != Backend::kUnset) {
+  } else if (o.backend) {
     constexpr std::string_view only_rpc = "an option of the rpc benchmark";
     not_for("endpoints", o.endpoints != d.endpoints, only_rpc);
     not_for("message_size", o.message_size != d.message_size, only_rpc);
@@ -517,13 +547,13 @@ void validate_rpc_relations(const Options& o) {
 }  // namespace
 
 void validate(const Options& o, bool require_backend) {
-  if (require_backend && o.backend == Backend::kUnset) {
+  if (require_backend && !o.backend) {
     throw OptionError("backend",
                       fmt::format("backend: missing; give one of {} as the positional argument or as "
                                   "\"backend\" in the config file",
                                   choice_list(kBackendChoices)));
   }
-  if (name_of(kBackendChoices, o.backend).empty() && o.backend != Backend::kUnset) fail(o, "backend", "is invalid");
+  if (o.backend && name_of(kBackendChoices, *o.backend).empty()) fail(o, "backend", "is invalid");
   if (name_of(kTransportChoices, o.transport).empty()) fail(o, "transport", "is invalid");
   if (name_of(kDistributionChoices, o.distribution).empty()) fail(o, "distribution", "is invalid");
   if (name_of(kStartModeChoices, o.start_mode).empty()) fail(o, "start_mode", "is invalid");
@@ -569,9 +599,9 @@ void validate(const Options& o, bool require_backend) {
     fail(o, "ring_size", fmt::format("is not a power of two in [{}, 2^32]", kMinRingSize));
   }
   if (o.np < 1 || o.np > kv::kMaxRanks) fail(o, "np", "must be in [1, 2^20]");
-  if (o.poll_budget < 1) fail(o, "poll_budget", "must be >= 1");
-  if (!(o.batch_hold_us >= 0 && std::isfinite(o.batch_hold_us))) fail(o, "batch_hold_us", "must be >= 0");
-  if (!(o.hold_rtt_multiplier >= 0 && std::isfinite(o.hold_rtt_multiplier))) {
+  if (o.loop.poll_budget < 1) fail(o, "poll_budget", "must be >= 1");
+  if (!(o.loop.batch_hold_us >= 0 && std::isfinite(o.loop.batch_hold_us))) fail(o, "batch_hold_us", "must be >= 0");
+  if (!(o.loop.hold_rtt_multiplier >= 0 && std::isfinite(o.loop.hold_rtt_multiplier))) {
     fail(o, "hold_rtt_multiplier", "must be >= 0");
   }
   if (!(o.start_stagger_us >= 0 && std::isfinite(o.start_stagger_us))) fail(o, "start_stagger_us", "must be >= 0");
@@ -726,7 +756,7 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
     const Spec& s = kSpecs[i];
     const std::string desc = help_text(s, defaults);
     if (is_positional(s)) {
-      cli[i] = app.add_option("backend", texts[i], desc)->type_name(std::string(s.value_name));
+      cli[i] = app.add_option("backend", texts[i], desc)->type_name(choice_list(kBackendChoices));
     } else if (s.kind == Kind::kBool) {
       flags[i] = false;
       const std::string names = fmt::format("{},!--no-{}", long_flag(s), long_flag(s).substr(2));

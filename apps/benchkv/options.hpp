@@ -27,16 +27,18 @@
 #include <string_view>
 #include <utility>
 
+#include "backends/backend_kind.hpp"
+#include "backends/policies/loop_policy.hpp"
 #include "core/kv/workload.hpp"
 
 namespace bkv::app {
 
-enum class Backend : uint8_t { kUnset = 0, kMeta, kDelegation, kDirect, kUcxAm, kRpc };
+using backend::BackendKind;
 enum class TransportKind : uint8_t { kMlx5 = 0, kVerbs, kUcx, kSim };
 enum class StartMode : uint8_t { kSync = 0, kStaggered };
 using kv::Distribution;
 
-std::string_view to_string(Backend b) noexcept;        // "meta", ... ("" for kUnset)
+using backend::to_string;                               // BackendKind: "meta", ...
 std::string_view to_string(TransportKind t) noexcept;  // "mlx5", "verbs", "ucx", "sim"
 std::string_view to_string(StartMode m) noexcept;      // "sync", "staggered"
 
@@ -59,7 +61,7 @@ inline constexpr uint32_t kMaxPort = 255;      // RDMA port numbers are u8, from
 inline constexpr int32_t kMaxGidIndex = 255;
 
 struct Options {
-  Backend backend = Backend::kUnset;  // positional; JSON "backend"; required to run
+  std::optional<BackendKind> backend;  // positional; JSON "backend"; required to run
   TransportKind transport = TransportKind::kSim;
   double duration = 30;        // seconds per run
   double interval_ms = 1000;   // epoch length
@@ -82,11 +84,7 @@ struct Options {
   uint64_t seed = 1;
   uint32_t np = 2;             // simulator node count
   uint32_t pattern_len = static_cast<uint32_t>(kv::kDefaultPatternLen);
-  uint32_t poll_budget = 1;
-  double batch_hold_us = 0;    // 0 = no reply batch-hold
-  bool adaptive_hold = false;
-  double hold_rtt_multiplier = 0;  // 0 = off
-  bool adaptive_poll_budget = false;
+  backend::LoopPolicy loop;    // Delegation daemon #0's loop policies; JSON keys = its fields
   std::string model;           // simulator model JSON ("" = built-in defaults)
   StartMode start_mode = StartMode::kSync;
   double start_stagger_us = 0;

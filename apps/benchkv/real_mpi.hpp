@@ -26,8 +26,8 @@
 
 #include "apps/benchkv/mpi_orchestration.hpp"
 #include "apps/benchkv/real_runtime.hpp"
-#include "apps/benchkv/real_wallclock.hpp"
-#include "backends/node.hpp"
+#include "apps/benchkv/node_setup.hpp"
+#include "backends/node_backends.hpp"
 
 namespace bkv::real {
 
@@ -85,21 +85,20 @@ inline std::vector<std::vector<size_t>> connections_by_peer(const std::vector<ba
   return by_peer;
 }
 
-// Builds this rank's node of a copyrpc backend over runtime `rt`, wires it to the peers
+// Builds this rank's node of copyrpc backend B over runtime `rt`, wires it to the peers
 // and measures. `rt` must outlive the call (the node, destroyed on return, uses it).
-template <class R>
+template <class B, class R>
 RealResult run_node_mpi(const mpi::Session& s, const app::Options& o, R& rt, const RankPlan& plan,
                         const ProgressFn& progress) {
-  using NodeT = backend::Node<R>;
+  using NodeT = backend::Node<B, R>;
   using Info = typename NodeT::Info;
   static_assert(std::is_trivially_copyable_v<Info>, "endpoint infos travel as raw bytes");
-  const backend::BackendKind kind = node_backend(o.backend);
   const uint32_t np = static_cast<uint32_t>(s.size()), rank = static_cast<uint32_t>(s.rank());
   const uint32_t D = o.server_threads, C = o.client_threads;
-  const backend::NodeConfig nc{rank, np, D, C, o.queue_depth, o.key_range, 1024};
-  NodeT node(kind, nc, loop_policy(o), app::workload_config(o, np), context_config(o), rt);
+  const app::NodeSetup ns = app::node_setup(o, rank, np);
+  NodeT node(ns.node, ns.loop, ns.workload, ns.context, rt);
 
-  const auto conns = backend::connections(kind, np, D, C);
+  const auto conns = NodeT::connections(ns.node);
   size_t per_pair = 0;
   const auto by_peer = connections_by_peer(conns, rank, np, per_pair);
   std::vector<Info> out(size_t{np} * per_pair);
@@ -122,6 +121,15 @@ RealResult run_node_mpi(const mpi::Session& s, const app::Options& o, R& rt, con
   RealResult res = run_measurement(drv, o, coord, progress);
   s.barrier();  // no rank tears its node down while a peer may still use it
   return res;
+}
+
+// run_node_mpi for the backend the options name (the run-time choice, made here).
+template <class R>
+RealResult run_node_mpi(const mpi::Session& s, const app::Options& o, R& rt, const RankPlan& plan,
+                        const ProgressFn& progress) {
+  if (!o.backend) throw std::invalid_argument("no backend given");
+  return backend::with_node_backend(*o.backend,
+                                    [&]<class B>() { return run_node_mpi<B>(s, o, rt, plan, progress); });
 }
 
 }  // namespace bkv::real

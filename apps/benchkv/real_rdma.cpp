@@ -70,7 +70,7 @@ int run_rdma(const app::Options& o) {
   }
   mpi::Session s(nullptr, nullptr);
   try {
-    if (o.backend == app::Backend::kRpc) {  // one thread per rank, left unpinned
+    if (o.backend == backend::BackendKind::kRpc) {  // one thread per rank, left unpinned
       const nlohmann::json rpc_extra = {{"transport", transport},
                                         {"device", dev->name()},
                                         {"port", dev->port()},

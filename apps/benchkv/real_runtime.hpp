@@ -58,7 +58,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "backends/common.hpp"
+#include "backends/metrics.hpp"
+#include "backends/node_config.hpp"
 #include "apps/benchkv/options.hpp"
 #include "apps/benchkv/results.hpp"
 #include "apps/benchkv/runtime/cpu_pinning.hpp"

@@ -19,7 +19,7 @@ namespace {
 }  // namespace
 
 int run_real(const app::Options& o) {
-  if (o.backend == app::Backend::kUcxAm && o.transport != app::TransportKind::kUcx) {
+  if (o.backend == backend::BackendKind::kUcxAm && o.transport != app::TransportKind::kUcx) {
     std::fprintf(stderr, "benchkv: the ucx-am backend runs over --transport ucx only (got --transport %s)\n",
                  std::string(app::to_string(o.transport)).c_str());
     return 2;

@@ -32,8 +32,8 @@ RealResult run_ucx_am(const mpi::Session& s, const app::Options& o, const RankPl
                       const ProgressFn& progress) {
   const uint32_t np = static_cast<uint32_t>(s.size()), rank = static_cast<uint32_t>(s.rank());
   const uint32_t D = o.server_threads, C = o.client_threads;
-  const backend::NodeConfig nc{rank, np, D, C, o.queue_depth, o.key_range, 1024};
-  ucx_am::UcxAmNode node(nc, app::workload_config(o, np));
+  const app::NodeSetup ns = app::node_setup(o, rank, np);
+  ucx_am::UcxAmNode node(ns.node, ns.workload);
   // Every rank's worker addresses to every rank (the same blob to each peer).
   const std::vector<ucx_am::WorkerAddress> mine = node.local_addresses();
   std::vector<ucx_am::WorkerAddress> out;
@@ -57,7 +57,7 @@ RealResult run_ucx_am(const mpi::Session& s, const app::Options& o, const RankPl
 int run_ucx(const app::Options& o) {
   mpi::Session s(nullptr, nullptr);
   try {
-    if (o.backend == app::Backend::kRpc) {  // one thread per rank, left unpinned
+    if (o.backend == backend::BackendKind::kRpc) {  // one thread per rank, left unpinned
       UcxRuntime rt(1, {}, {});
       return run_rpc_mpi(s, o, rt,
                          {{"transport", "ucx"},
@@ -74,7 +74,7 @@ int run_ucx(const app::Options& o) {
                             {"ucx_tls", std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : ""},
                             {"idle_yield", plan.oversubscribed},
                             {"pinning", plan.pins.warning.empty() ? "pinned" : plan.pins.warning}};
-    if (o.backend == app::Backend::kUcxAm) {
+    if (o.backend == backend::BackendKind::kUcxAm) {
       res = run_ucx_am(s, o, plan, progress);
     } else {
       UcxRuntime rt(o.server_threads + o.client_threads, {}, {});

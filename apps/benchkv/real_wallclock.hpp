@@ -10,9 +10,10 @@
 #include <stdexcept>
 #include <vector>
 
-#include "apps/benchkv/real_runtime.hpp"
-#include "backends/node.hpp"
 #include "apps/benchkv/node_runtime.hpp"
+#include "apps/benchkv/node_setup.hpp"
+#include "apps/benchkv/real_runtime.hpp"
+#include "backends/node_backends.hpp"
 #include "transports/loopback/wallclock.hpp"
 
 namespace bkv::real {
@@ -29,60 +30,36 @@ struct MakeWallclockTransport {
 };
 using WallclockRuntime = app::NodeRuntime<app::RealThreads, MakeWallclockTransport>;
 
-inline backend::BackendKind node_backend(app::Backend b) {
-  switch (b) {
-    case app::Backend::kMeta: return backend::BackendKind::kMeta;
-    case app::Backend::kDelegation: return backend::BackendKind::kDelegation;
-    case app::Backend::kDirect: return backend::BackendKind::kDirect;
-    default: break;
-  }
-  throw std::invalid_argument("backend '" + std::string(app::to_string(b)) +
-                              "' is not a copyrpc node backend (meta, delegation, direct)");
-}
-
-inline backend::LoopPolicy loop_policy(const app::Options& o) {
-  return backend::LoopPolicy{o.poll_budget, o.batch_hold_us, o.adaptive_hold, o.hold_rtt_multiplier,
-                             o.adaptive_poll_budget};
-}
-
-inline copyrpc::ContextConfig context_config(const app::Options& o) {
-  copyrpc::ContextConfig cc;
-  cc.ring_size = o.ring_size;
-  cc.srq_size = 1024;  // as the simulator
-  return cc;
-}
-
 // Runs o.np nodes of o.backend (meta, delegation or direct) in this process; every
 // other option as for benchkv. Returns the full results (this process is every rank).
 inline RealResult run_wallclock_cluster(const app::Options& o, const loopback::WallclockConfig& wc = {}) {
-  const backend::BackendKind kind = node_backend(o.backend);
-  const uint32_t np = o.np, D = o.server_threads, C = o.client_threads;
-  const copyrpc::ContextConfig cc = context_config(o);
-  const kv::WorkloadConfig wl = app::workload_config(o, np);
-  using NodeT = backend::Node<WallclockRuntime>;
+  if (!o.backend) throw std::invalid_argument("no backend given");
+  return backend::with_node_backend(*o.backend, [&]<class B>() {
+    using NodeT = backend::Node<B, WallclockRuntime>;
+    const uint32_t np = o.np, D = o.server_threads, C = o.client_threads;
+    loopback::WallclockFabric fabric(wc);
+    std::vector<std::unique_ptr<WallclockRuntime>> rts;
+    std::vector<std::unique_ptr<NodeT>> nodes;
+    for (uint32_t r = 0; r < np; ++r) {
+      const app::NodeSetup ns = app::node_setup(o, r, np);
+      rts.push_back(std::make_unique<WallclockRuntime>(D + C, app::RealThreads{},
+                                                       MakeWallclockTransport{&fabric, ns.context.srq_size, {}}));
+      nodes.push_back(std::make_unique<NodeT>(ns.node, ns.loop, ns.workload, ns.context, *rts.back()));
+    }
+    backend::connect_in_process(nodes);
 
-  loopback::WallclockFabric fabric(wc);
-  std::vector<std::unique_ptr<WallclockRuntime>> rts;
-  std::vector<std::unique_ptr<NodeT>> nodes;
-  for (uint32_t r = 0; r < np; ++r) {
-    const backend::NodeConfig nc{r, np, D, C, o.queue_depth, o.key_range, 1024};
-    rts.push_back(std::make_unique<WallclockRuntime>(D + C, app::RealThreads{},
-                                                     MakeWallclockTransport{&fabric, cc.srq_size, {}}));
-    nodes.push_back(std::make_unique<NodeT>(kind, nc, loop_policy(o), wl, cc, *rts.back()));
-  }
-  backend::connect_in_process(kind, nodes, D, C);
-
-  std::vector<typename Driver<NodeT>::Local> locals;
-  for (uint32_t r = 0; r < np; ++r) {
-    runtime::PinPlan unpinned;
-    unpinned.daemon_cpus.assign(D, -1);
-    unpinned.client_cpus.assign(C, -1);
-    locals.push_back({nodes[r].get(), r, std::move(unpinned)});
-  }
-  Driver<NodeT> drv(std::move(locals), D, C, /*yield_when_idle=*/true);
-  drv.spawn();
-  InProcessCoordinator coord{np};
-  return run_measurement(drv, o, coord, {});
+    std::vector<typename Driver<NodeT>::Local> locals;
+    for (uint32_t r = 0; r < np; ++r) {
+      runtime::PinPlan unpinned;
+      unpinned.daemon_cpus.assign(D, -1);
+      unpinned.client_cpus.assign(C, -1);
+      locals.push_back({nodes[r].get(), r, std::move(unpinned)});
+    }
+    Driver<NodeT> drv(std::move(locals), D, C, /*yield_when_idle=*/true);
+    drv.spawn();
+    InProcessCoordinator coord{np};
+    return run_measurement(drv, o, coord, {});
+  });
 }
 
 }  // namespace bkv::real

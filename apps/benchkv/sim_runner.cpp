@@ -9,7 +9,8 @@
 #include <stdexcept>
 
 #include "apps/benchkv/node_runtime.hpp"
-#include "backends/node.hpp"
+#include "apps/benchkv/node_setup.hpp"
+#include "backends/node_backends.hpp"
 #include "sim/engine.hpp"
 #include "sim/sim_thread.hpp"
 #include "sim/des_transport.hpp"
@@ -19,8 +20,6 @@ namespace bkv::app {
 using namespace bkv::sim;
 
 namespace {
-
-using backend::BackendKind;
 
 struct SimWaker {
   std::vector<SimThread*> clients;
@@ -46,27 +45,12 @@ struct SimThreads {
 struct MakeDesTransport {
   sim::DesFabric* fabric = nullptr;
   uint32_t node = 0;
-  ContextConfig ccfg;
+  sim::DeviceContextConfig ccfg;
   sim::DesTransport& operator()(uint32_t /*thread*/, SimThread& th) { return fabric->create_transport(node, th, ccfg); }
 };
 
 using SimRuntime = app::NodeRuntime<SimThreads, MakeDesTransport>;
 
-using SimNode = backend::Node<SimRuntime>;
-
-BackendKind kind_of(app::Backend b) {
-  switch (b) {
-    case app::Backend::kMeta: return BackendKind::kMeta;
-    case app::Backend::kDelegation: return BackendKind::kDelegation;
-    case app::Backend::kDirect: return BackendKind::kDirect;
-    case app::Backend::kUcxAm:
-      throw std::runtime_error("the ucx-am baseline has no simulated form: run it with --transport ucx");
-    case app::Backend::kRpc:
-      throw std::logic_error("the rpc benchmark is not a KV node (run_rpc_sim runs it)");
-    case app::Backend::kUnset: break;
-  }
-  throw std::runtime_error("no backend given");
-}
 
 struct Snapshot {
   backend::DaemonMetrics m;
@@ -86,11 +70,14 @@ copyrpc::RttHistogram rtt_delta(const copyrpc::RttHistogram& a, const copyrpc::R
   return d;
 }
 
+// An experiment of node backend B (its traits: backends/node_backends.hpp).
+template <class B>
 class Experiment {
  public:
+  using SimNode = backend::Node<B, SimRuntime>;
+
   Experiment(const app::Options& o, const sim::Model& model, const std::function<void(const std::string&)>& progress)
       : o_(o), model_(model), progress_(progress), fabric_(engine_, derive_seed(o.seed, {0x4E4943ull})) {
-    kind_ = kind_of(o.backend);
     np_ = o.np;
     D_ = o.server_threads;
     C_ = o.client_threads;
@@ -159,10 +146,6 @@ class Experiment {
   Time run_start(uint32_t r) const { return uint64_t(r) * duration_; }
 
   void build() {
-    kv::WorkloadConfig wl = app::workload_config(o_, np_);
-    copyrpc::ContextConfig cc;
-    cc.ring_size = o_.ring_size;
-    cc.srq_size = 1024;
     threads_.resize(np_);
     runtimes_.resize(np_);
     head_lines_ = std::make_unique<SharedResource[]>(np_);
@@ -172,7 +155,7 @@ class Experiment {
         const bool client = t >= D_;
         std::string name = "r" + std::to_string(r) + (client ? ".c" + std::to_string(t - D_) : ".d" + std::to_string(t));
         threads_[r].push_back(std::make_unique<SimThread>(engine_, model_.cpu, derive_seed(o_.seed, {0x544852ull, r, t}), name));
-        if (model_.ring_head_contention && kind_ == BackendKind::kDelegation && client)
+        if (model_.ring_head_contention && SimNode::RemotePath::kSharedHead && client)
           threads_[r].back()->bind_shared(Op::kRingReserve, &head_lines_[r]);
       }
       SimThreads th;
@@ -183,12 +166,10 @@ class Experiment {
       make.fabric = &fabric_;
       make.node = r;
       runtimes_[r] = std::make_unique<SimRuntime>(D_ + C_, std::move(th), std::move(make));
-      backend::NodeConfig nc{r, np_, D_, C_, o_.queue_depth, o_.key_range, 1024};
-      backend::LoopPolicy lp{o_.poll_budget, o_.batch_hold_us, o_.adaptive_hold, o_.hold_rtt_multiplier,
-                             o_.adaptive_poll_budget};
-      nodes_.push_back(std::make_unique<SimNode>(kind_, nc, lp, wl, cc, *runtimes_[r]));
+      const app::NodeSetup ns = app::node_setup(o_, r, np_);
+      nodes_.push_back(std::make_unique<SimNode>(ns.node, ns.loop, ns.workload, ns.context, *runtimes_[r]));
     }
-    backend::connect_in_process(kind_, nodes_, D_, C_);
+    backend::connect_in_process(nodes_);
     last_completed_.assign(size_t(np_) * C_, 0);
     bindings_.reserve(size_t(np_) * (D_ + C_));
     for (uint32_t r = 0; r < np_; ++r)
@@ -401,7 +382,6 @@ class Experiment {
   std::function<void(const std::string&)> progress_;
   Engine engine_;
   sim::DesFabric fabric_;
-  BackendKind kind_;
   uint32_t np_, D_, C_;
   Time duration_, interval_;
   uint32_t epochs_;
@@ -432,8 +412,13 @@ class Experiment {
 ExperimentResult run_experiment(const app::Options& o, const sim::Model& model,
                                 const std::function<void(const std::string&)>& progress) {
   if (o.transport != app::TransportKind::kSim) throw std::runtime_error("run_experiment: transport must be sim");
-  Experiment e(o, model, progress);
-  return e.run();
+  if (!o.backend) throw std::runtime_error("no backend given");
+  if (*o.backend == backend::BackendKind::kUcxAm)
+    throw std::runtime_error("the ucx-am baseline has no simulated form: run it with --transport ucx");
+  return backend::with_node_backend(*o.backend, [&]<class B>() {
+    Experiment<B> e(o, model, progress);
+    return e.run();
+  });
 }
 
 void write_inflight_csv(const std::string& path, const std::vector<InflightSample>& samples) {

@@ -5,70 +5,89 @@
 // shard owner (key % D). Incoming remote requests reach daemon #0 over copyrpc and are
 // forwarded over flux to the shard owner when it is another daemon.
 //
-// Daemon #0's loop (the structure the calibration data was measured with,
-// docs/design.md §Delegation daemon loop):
-//   A  ipc poll: local requests of shard 0
-//   B  delegation ring poll: clients' remote requests, taken in ring order
-//   C  copyrpc poll (poll_budget times at most): drain the CQ, responses to the clients'
-//      slots (or held, under a batch-hold policy), incoming requests executed or forwarded,
-//      then flush (the original copyrpc poll() ends with a flush of every endpoint),
-//      so replies leave in this loop's first flush and new calls in step F's. The
-//      measured C1 rates need it: at NP=16, 6.4M inbound WRITEs/s over 230K loops/s is 28
-//      WQEs per loop from 15 peers, more than one flush per loop can emit.
-//   D  delegation requests -> copyrpc call() (RingFull / InsufficientCredit -> backlog)
-//   E  call-backlog retry
-//   F  flush endpoints: one WRITE+IMM per endpoint with pending data
-//   G  flux: responses of forwarded requests -> copyrpc reply; release held responses
+// Daemon #0's loop, phase by phase (the structure the calibration data was measured
+// with, docs/design.md §Delegation daemon loop):
+//   ipc               local requests of shard 0
+//   delegation ring   the clients' remote requests, taken in ring order
+//   poll              copyrpc poll (as many times as the poll budget allows): responses
+//                     to the clients' slots (or held, under a batch-hold policy); then
+//                     the incoming requests, executed or forwarded; then a flush (the
+//                     original copyrpc poll() ends with a flush of every endpoint), so
+//                     replies leave in this flush and new calls in the flush phase's.
+//                     The measured C1 rates need it: at NP=16, 6.4M inbound WRITEs/s
+//                     over 230K loops/s is 28 WQEs per loop from 15 peers, more than one
+//                     flush per loop can emit.
+//   calls             the delegation requests -> copyrpc call() (RingFull /
+//                     InsufficientCredit -> backlog)
+//   backlog retry     the calls refused before
+//   flush             one WRITE+IMM per endpoint with pending data
+//   flux              responses of forwarded requests -> copyrpc replies; flux backlog
+//   release held      held responses, when due
 // Nothing blocks.
 #pragma once
 
 #include <algorithm>
 #include <deque>
-#include <optional>
+#include <memory>
+#include <stdexcept>
 #include <vector>
 
-#include "backends/common.hpp"
-#include "backends/delegation/hold_policy.hpp"
+#include "backends/client.hpp"
+#include "backends/daemon_services.hpp"
+#include "backends/policies/loop_policy.hpp"
+#include "backends/topology.hpp"
 #include "core/copyrpc/context.hpp"
+#include "core/shm/delegationrpc.hpp"
+#include "core/shm/segment.hpp"
 
 namespace bkv::backend {
 
-using IpcServerT = shm::IpcServer<Request, Response>;
 using DelegServerT = shm::DelegationServer<Request, Response>;
-using FluxNodeT = shm::FluxNode<FluxMsg, CallToken>;
+using DelegClientT = shm::DelegationClient<Request, Response>;
 
-// Work common to every daemon: serve the ipc ring of its shard.
-template <class Meter, class Waker>
-inline uint32_t serve_ipc(IpcServerT& ipc, kv::Store& store, Meter& meter, Waker& waker, DaemonMetrics& m) {
-  const uint64_t scanned = ipc.clients_scanned();
-  ipc.poll_with_skip();
-  meter.charge(Op::kPollSlot, static_cast<uint32_t>(ipc.clients_scanned() - scanned));
-  uint32_t n = 0;
-  while (auto r = ipc.recv()) {
-    const Response resp = kv::execute(store, r->payload);
-    ipc.reply(r->handle, resp);
-    waker.wake(r->handle.client);
-    ++n;
+// The node's delegation ring: daemon #0 serves it, every client connects to it.
+struct DelegationRing {
+  explicit DelegationRing(const NodeConfig& cfg) {
+    const shm::DelegationConfig dcfg{cfg.clients, cfg.deleg_ring_depth, cfg.queue_depth};
+    seg = shm::Segment::create_process(shm::DelegationLayout<Request, Response>::segment_size(dcfg));
+    server = std::make_unique<DelegServerT>(seg.bytes(), dcfg);
   }
-  if (n) {
-    meter.charge(Op::kRingOp, 2 * n);
-    meter.charge(Op::kKvOp, n);
-    m.local_ops += n;
-  }
-  return n;
-}
+  shm::Segment seg;
+  std::unique_ptr<DelegServerT> server;
+  std::vector<std::unique_ptr<DelegClientT>> clients;
+};
 
-// Daemon #1..D-1 of Delegation (and of Meta when it owns no endpoint): its shard's ipc
-// ring, and requests forwarded over flux by the daemon that received them.
-template <class Meter, class Waker>
+// Remote path of a Delegation client: the shared MPSC ring of daemon #0. try_call never
+// spins: a full ring (or no free response slot) leaves the request for the next step.
+struct DelegationRemotePath {
+  static constexpr bool kSharedHead = true;  // every call is a fetch_add on the ring head
+  DelegClientT* deleg;
+
+  template <Transport T>
+  static DelegationRemotePath connect(DelegationRing& ring, const ClientWiring<T>&) {
+    ring.clients.push_back(std::make_unique<DelegClientT>(DelegClientT::connect(ring.seg.bytes())));
+    return DelegationRemotePath{ring.clients.back().get()};
+  }
+  bool try_call(const Request& r) noexcept { return deleg->try_call(r).status == shm::DelegationCallStatus::kOk; }
+  template <class F>
+  uint32_t poll(F&& f) {
+    return deleg->poll([&](uint64_t, const Response& resp) { f(resp); });
+  }
+  void after_issue() noexcept {}
+};
+
+// Daemons 1..D-1: their shard's ipc ring, and the requests daemon #0 forwards over flux.
+template <Transport T, class Waker>
 class WorkerDaemon {
  public:
-  WorkerDaemon(IpcServerT& ipc, FluxNodeT& flux, kv::Store& store, Meter& meter, Waker& waker)
-      : ipc_(ipc), flux_(flux), store_(store), meter_(meter), waker_(waker) {}
+  using Meter = typename T::Meter;
 
-  void step() {
+  WorkerDaemon(const DaemonWiring<T, Waker>& w, DelegationRing&)
+      : ipc_(w.ipc), flux_(*w.flux), store_(w.store), meter_(w.meter), waker_(w.waker) {}
+
+  bool step() {
     meter_.charge(Op::kLoop, 1);
-    uint32_t work = serve_ipc(ipc_, store_, meter_, waker_, m_);
+    uint32_t work = serve_shard_ipc(ipc_, store_, meter_, waker_, m_);
     flux_.poll([](const CallToken&, const FluxMsg&) {});  // workers issue no flux calls
     while (auto r = flux_.try_recv()) {
       FluxMsg out;
@@ -83,6 +102,7 @@ class WorkerDaemon {
     }
     m_.record_loop(0, 0);
     if (work) ++m_.busy_loops;
+    return true;
   }
   const DaemonMetrics& metrics() const noexcept { return m_; }
 
@@ -101,28 +121,28 @@ class DelegationDaemon0 {
   using Ctx = copyrpc::Context<T, CallToken>;
   using Meter = typename T::Meter;
 
-  // ep_of_rank[r] = endpoint id for remote rank r (ignored for r == rank).
-  DelegationDaemon0(const NodeConfig& node, const LoopPolicy& policy, Ctx& ctx, std::vector<uint32_t> ep_of_rank,
-                    IpcServerT& ipc, DelegServerT& deleg, FluxNodeT* flux, kv::Store& store, Waker& waker)
-      : node_(node), ctx_(ctx), ep_of_rank_(std::move(ep_of_rank)), ipc_(ipc), deleg_(deleg), flux_(flux),
-        store_(store), meter_(ctx.transport().meter()), waker_(waker), hold_(policy, node.np), budget_(policy), policy_(policy) {
-    if (ep_of_rank_.size() != node.np) throw std::invalid_argument("delegation: ep_of_rank must have np entries");
+  DelegationDaemon0(const DaemonWiring<T, Waker>& w, DelegationRing& ring)
+      : node_(w.node), ctx_(*checked(w.ctx)), ep_of_rank_(w.ep_of_rank), ipc_(w.ipc), deleg_(*ring.server),
+        flux_(w.flux), store_(w.store), meter_(w.meter), waker_(w.waker), policies_(w.policy, w.node.np),
+        forwarder_(w.flux, FluxForwarder::Order::kFirstFit), incoming_(node_, 0, w.flux != nullptr, w.store, w.meter, m_) {
+    if (ep_of_rank_.size() != node_.np) throw std::invalid_argument("delegation: ep_of_rank must have np entries");
   }
 
-  // One scheduling quantum. Returns true when a whole loop iteration (A..G) completed.
-  // When step C polls more than once (poll_budget > 1, adaptive budget), each further
-  // poll is its own quantum, so that it can see completions that arrived meanwhile
-  // (under the simulator a quantum sees the world as of its start); a real thread just
-  // calls step() again at once, which is the same loop.
+  // One scheduling quantum. Returns true when a whole loop iteration completed. When the
+  // poll phase polls more than once (poll budget > 1, adaptive budget), each further poll
+  // is its own quantum, so that it can see completions that arrived meanwhile (under the
+  // simulator a quantum sees the world as of its start); a real thread just calls step()
+  // again at once, which is the same loop.
   bool step() {
-    if (!in_c_) {
+    if (!in_poll_phase_) {
       meter_.charge(Op::kLoop, 1);
       work_ = 0;
-      // A: local requests of shard 0.
-      work_ += serve_ipc(ipc_, store_, meter_, waker_, m_);
+      // ipc: local requests of shard 0.
+      work_ += serve_shard_ipc(ipc_, store_, meter_, waker_, m_);
 
-      // B: the clients' remote requests, in ring order (stops at a hole). Reading head
-      // is one load of the line the clients write: a transfer, not a turn in their queue.
+      // delegation ring: the clients' remote requests, in ring order (stops at a hole).
+      // Reading head is one load of the line the clients write: a transfer, not a turn
+      // in their queue.
       deleg_.poll();
       meter_.charge(Op::kRingOp, 1);
       while (auto e = deleg_.recv()) {
@@ -130,71 +150,77 @@ class DelegationDaemon0 {
         meter_.charge(Op::kRingOp, 1);
       }
       deleg_.advance_tail();
-      in_c_ = true;
-      c_polls_ = c_cqes_ = c_responses_ = 0;
-      c_budget_ = budget_.current(policy_.poll_budget);
-      c_until_cqe_ = policy_.adaptive_poll_budget;
+      in_poll_phase_ = true;
+      poll_ = {};
     }
 
-    // C: one copyrpc poll (drain the CQ: responses to the clients' slots or held).
-    const uint64_t t_c = hold_.needs_clock() ? meter_.now_ns() : 0;
+    // poll: one copyrpc poll (drain the CQ: responses to the clients' slots or held).
+    const uint64_t poll_start = policies_.needs_clock() ? meter_.now_ns() : 0;
     const uint32_t cqes = ctx_.drain([&](CallToken&& tok, std::span<const std::byte> bytes) {
-      ++c_responses_;
+      ++poll_.responses;
       on_response(tok, bytes);
     });
-    if (cqes) hold_.on_first_cqe(t_c);
-    c_cqes_ += cqes;
-    ++c_polls_;
-    // poll_budget N: up to N polls, stopping once N responses came (N = 1: one poll).
-    // Adaptive budget (docs/design.md §Loop policies): up to u+1 polls, stopping at the first CQE.
-    const bool more = c_until_cqe_ ? (c_polls_ < c_budget_ && c_cqes_ == 0)
-                                   : (c_polls_ < c_budget_ && c_responses_ < c_budget_);
-    if (more) return false;
-    in_c_ = false;
-    serve_incoming();
+    if (cqes) policies_.on_cqes(poll_start);
+    poll_.cqes += cqes;
+    ++poll_.polls;
+    if (policies_.poll_again(poll_.polls, poll_.cqes, poll_.responses)) return false;
+    in_poll_phase_ = false;
+    incoming_.serve(ctx_, [&](uint32_t owner, const Request& req, const CallToken& tok) {
+      forwarder_.forward(owner, FluxMsg::kExecute, req, tok, meter_);
+    });
     ctx_.flush();
-    m_.responses += c_responses_;
-    meter_.record(Phase::kCqes, c_cqes_);
-    meter_.record(Phase::kResponses, c_responses_);
+    m_.responses += poll_.responses;
+    meter_.record(Phase::kCqes, poll_.cqes);
+    meter_.record(Phase::kResponses, poll_.responses);
 
-    // D: the batch of delegation requests -> copyrpc calls.
+    // calls: the batch of delegation requests -> copyrpc calls.
     uint32_t calls = 0;
-    for (const auto& e : batch_) calls += issue(e.payload, CallToken{CallToken::kDelegation, e.client_id, e.resp_slot_idx});
+    for (const auto& e : batch_) calls += issue(e.payload, CallToken::delegation(e.client_id, e.resp_slot_idx));
     work_ += static_cast<uint32_t>(batch_.size());
     batch_.clear();
 
-    // E: retry the calls that found the ring full or no credit.
+    // backlog retry: the calls that found the ring full or no credit.
     calls += retry_backlog();
     meter_.record(Phase::kCallsOut, calls);
 
-    // F: one WRITE+IMM per endpoint with pending data.
+    // flush: one WRITE+IMM per endpoint with pending data.
     const bool sent = ctx_.has_unflushed();
     ctx_.flush();
-    if (sent) hold_.on_flush(hold_.needs_clock() ? meter_.now_ns() : 0);
+    if (sent) policies_.on_flush(policies_.needs_clock() ? meter_.now_ns() : 0);
 
-    // G: flux responses (forwarded incoming requests) -> copyrpc replies; held responses.
+    // flux: responses of forwarded incoming requests -> copyrpc replies.
     if (flux_) work_ += serve_flux();
-    release_held(c_responses_);
+    // release held: held responses, when due.
+    release_held(poll_.responses);
 
-    work_ += c_cqes_;
-    budget_.observe(c_cqes_);
-    m_.record_loop(c_cqes_, ctx_.calls_in_flight());
+    work_ += poll_.cqes;
+    policies_.end_of_loop(poll_.cqes);
+    m_.record_loop(poll_.cqes, ctx_.calls_in_flight());
     if (work_) ++m_.busy_loops;
     return true;
   }
 
   const DaemonMetrics& metrics() const noexcept { return m_; }
   size_t backlog() const noexcept { return backlog_.size(); }
-  size_t held() const noexcept { return hold_.held_count(); }
+  size_t held() const noexcept { return policies_.held_count(); }
   Ctx& context() noexcept { return ctx_; }
-  uint32_t current_poll_budget() const noexcept { return budget_.current(policy_.poll_budget); }
-  bool mid_loop() const noexcept { return in_c_; }
+  uint32_t current_poll_budget() const noexcept { return policies_.polls(); }
+  bool in_poll_phase() const noexcept { return in_poll_phase_; }
 
  private:
   struct Backlogged {
     Request req;
     CallToken token;
   };
+  // The poll phase so far (it may span several steps).
+  struct PollPhase {
+    uint32_t polls = 0, cqes = 0, responses = 0;
+  };
+
+  static Ctx* checked(Ctx* ctx) {
+    if (ctx == nullptr) throw std::invalid_argument("delegation: daemon #0 needs a copyrpc context");
+    return ctx;
+  }
 
   void on_response(const CallToken& tok, std::span<const std::byte> bytes) {
     Response resp;
@@ -206,11 +232,11 @@ class DelegationDaemon0 {
       ++m_.protocol_errors;
       return;
     }
-    if (hold_.active()) {
-      hold_.hold(HeldResponse{tok.a, tok.b, resp}, meter_.now_ns());
+    if (policies_.holding()) {
+      policies_.hold(HeldResponse{tok.waiter, tok.slot, resp}, meter_.now_ns());
       ++m_.holds;
     } else {
-      deliver(tok.a, tok.b, resp);
+      deliver(tok.waiter, tok.slot, resp);
     }
   }
 
@@ -224,58 +250,23 @@ class DelegationDaemon0 {
   }
 
   void release_held(uint32_t responses_this_loop) {
-    if (!hold_.enabled()) return;
+    if (!policies_.hold_enabled()) return;
     const uint64_t now = meter_.now_ns();
     const bool idle = ctx_.calls_in_flight() == 0;
-    hold_.maybe_release(now, idle, responses_this_loop, [&](const HeldResponse& h) {
+    policies_.release(now, idle, responses_this_loop, [&](const HeldResponse& h) {
       deliver(h.client, h.slot, h.resp);
       ++m_.held_released;
     });
   }
-
-  // Incoming remote requests: executed here when shard 0 owns the key, else forwarded
-  // over flux to the owner (the copyrpc handle waits in pending_).
-  void serve_incoming() {
-    copyrpc::RecvHandle h;
-    while (ctx_.recv(h)) {
-      Request req;
-      if (!decode(h.payload(), req)) {
-        ++m_.protocol_errors;
-        reply_remote(h, Response::failure(kv::ErrorCode::kMalformedRequest));
-        continue;
-      }
-      const uint32_t owner = owner_of(req.key, node_.daemons);
-      if (owner == 0 || flux_ == nullptr) {
-        meter_.charge(Op::kKvOp, 1);
-        reply_remote(h, kv::execute(store_, req));
-        continue;
-      }
-      const uint32_t idx = pending_.park(h);
-      FluxMsg msg;
-      msg.kind = FluxMsg::kExecute;
-      msg.req = req;
-      meter_.charge(Op::kChannelOp, 1);
-      if (flux_->call(owner, msg, CallToken{CallToken::kPending, idx, 0}) != shm::FluxCallStatus::kOk)
-        flux_backlog_.push_back({owner, msg, idx});
-    }
-  }
-
-  void reply_remote(const copyrpc::RecvHandle& h, const Response& resp) {
-    if (ctx_.reply(h, as_bytes(resp)) == copyrpc::CallStatus::kOk) ++m_.replies;
-  }
-
 
   uint32_t serve_flux() {
     uint32_t n = 0;
     flux_->poll([&](const CallToken& tok, const FluxMsg& msg) {
       ++n;
       meter_.charge(Op::kChannelOp, 1);
-      copyrpc::RecvHandle h;
-      if (tok.origin != CallToken::kPending || msg.kind != FluxMsg::kResponse || !pending_.take(tok.a, h)) {
+      if (tok.origin != CallToken::kParked || msg.kind != FluxMsg::kResponse ||
+          !incoming_.answer_parked(ctx_, tok.waiter, msg.resp))
         ++m_.protocol_errors;
-        return;
-      }
-      reply_remote(h, msg.resp);
     });
     // Daemon #0 receives no flux requests in Delegation; drain defensively.
     while (auto r = flux_->try_recv()) {
@@ -285,13 +276,7 @@ class DelegationDaemon0 {
       out.resp = Response::failure(kv::ErrorCode::kMalformedRequest);
       flux_->reply(r->token, out);
     }
-    size_t keep = 0;
-    for (size_t i = 0; i < flux_backlog_.size(); ++i) {
-      auto& b = flux_backlog_[i];
-      if (flux_->call(b.target, b.msg, CallToken{CallToken::kPending, b.idx, 0}) != shm::FluxCallStatus::kOk)
-        flux_backlog_[keep++] = b;
-    }
-    flux_backlog_.resize(keep);
+    forwarder_.retry();
     return n;
   }
 
@@ -299,7 +284,7 @@ class DelegationDaemon0 {
   uint32_t issue(const Request& req, const CallToken& tok) {
     if (req.rank >= node_.np || req.rank == node_.rank || !req.valid()) {
       ++m_.protocol_errors;
-      deliver(tok.a, tok.b, Response::failure(kv::ErrorCode::kWrongRank, req.key));
+      deliver(tok.waiter, tok.slot, Response::failure(kv::ErrorCode::kWrongRank, req.key));
       return 0;
     }
     const auto r = ctx_.call(ep_of_rank_[req.rank], as_bytes(req), sizeof(Response), tok);
@@ -312,7 +297,7 @@ class DelegationDaemon0 {
       m_.backlog_peak = std::max<uint64_t>(m_.backlog_peak, backlog_.size());
     } else {
       ++m_.protocol_errors;
-      deliver(tok.a, tok.b, Response::failure(kv::ErrorCode::kMalformedRequest, req.key));
+      deliver(tok.waiter, tok.slot, Response::failure(kv::ErrorCode::kMalformedRequest, req.key));
     }
     return 0;
   }
@@ -329,12 +314,6 @@ class DelegationDaemon0 {
     return done;
   }
 
-  struct FluxBacklogged {
-    uint32_t target;
-    FluxMsg msg;
-    uint32_t idx;
-  };
-
   NodeConfig node_;
   Ctx& ctx_;
   std::vector<uint32_t> ep_of_rank_;
@@ -344,18 +323,30 @@ class DelegationDaemon0 {
   kv::Store& store_;
   Meter& meter_;
   Waker& waker_;
-  HoldPolicy hold_;
-  AdaptiveBudget budget_;
-  LoopPolicy policy_;
+  LoopPolicies policies_;
   DaemonMetrics m_;
-  // resumable step C
-  bool in_c_ = false;
-  bool c_until_cqe_ = false;
-  uint32_t c_polls_ = 0, c_cqes_ = 0, c_responses_ = 0, c_budget_ = 1, work_ = 0;
+  FluxForwarder forwarder_;
+  IncomingRequests<Ctx, Meter> incoming_;
+  bool in_poll_phase_ = false;
+  PollPhase poll_;
+  uint32_t work_ = 0;
   std::vector<shm::DelegationEntry<Request>> batch_;
   std::deque<Backlogged> backlog_;
-  PendingRequests pending_;
-  std::vector<FluxBacklogged> flux_backlog_;
+};
+
+// The Delegation backend as Node composes it.
+struct DelegationBackend {
+  using NodeResources = DelegationRing;
+  template <Transport T, class Waker>
+  using Daemon0 = DelegationDaemon0<T, Waker>;
+  template <Transport T, class Waker>
+  using Worker = WorkerDaemon<T, Waker>;
+  template <Transport T>
+  using RemotePath = DelegationRemotePath;
+  static constexpr StandingContexts kStandingContexts = StandingContexts::kDaemon0;
+  static std::vector<Connection> connections(uint32_t np, uint32_t /*daemons*/, uint32_t /*clients*/) {
+    return daemon0_mesh(np);
+  }
 };
 
 }  // namespace bkv::backend

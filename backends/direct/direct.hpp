@@ -4,13 +4,15 @@
 // shard owner.
 // A daemon serves its ipc ring and the requests arriving on its endpoints, executing them
 // on the node's store directly (the store is shared and atomic; see docs/architecture.md).
+// Loop of a daemon, phase by phase: ipc, poll (responses: none expected; incoming
+// requests executed), flush.
 #pragma once
 
 #include <vector>
 
 #include "backends/client.hpp"
-#include "backends/common.hpp"
-#include "backends/delegation/delegation.hpp"
+#include "backends/daemon_services.hpp"
+#include "backends/topology.hpp"
 #include "core/copyrpc/context.hpp"
 
 namespace bkv::backend {
@@ -24,12 +26,15 @@ struct DirectRemotePath {
   const std::vector<uint32_t>* ep_of_rank;
   uint64_t* protocol_errors;
 
+  static DirectRemotePath connect(NoNodeResources&, const ClientWiring<T>& w) {
+    return DirectRemotePath{w.ctx, &w.ep_of_rank, &w.protocol_errors};
+  }
   bool try_call(const Request& r) {
     if (r.rank >= ep_of_rank->size() || (*ep_of_rank)[r.rank] == ~0u) {
       ++*protocol_errors;
       return false;
     }
-    return ctx->call((*ep_of_rank)[r.rank], as_bytes(r), sizeof(Response), CallToken{CallToken::kClient, 0, 0}).ok();
+    return ctx->call((*ep_of_rank)[r.rank], as_bytes(r), sizeof(Response), CallToken::own_call()).ok();
   }
   template <class F>
   uint32_t poll(F&& f) {
@@ -51,29 +56,18 @@ class DirectDaemon {
   using Ctx = copyrpc::Context<T, CallToken>;
   using Meter = typename T::Meter;
 
-  DirectDaemon(const NodeConfig& node, Ctx* ctx, IpcServerT& ipc, kv::Store& store, Meter& meter, Waker& waker)
-      : node_(node), ctx_(ctx), ipc_(ipc), store_(store), meter_(meter), waker_(waker) {}
+  // Executes every incoming request itself: no flux.
+  DirectDaemon(const DaemonWiring<T, Waker>& w, NoNodeResources&)
+      : node_(w.node), ctx_(w.ctx), ipc_(w.ipc), store_(w.store), meter_(w.meter), waker_(w.waker),
+        incoming_(node_, w.id, /*has_flux=*/false, w.store, w.meter, m_) {}
 
   bool step() {
     meter_.charge(Op::kLoop, 1);
-    uint32_t work = serve_ipc(ipc_, store_, meter_, waker_, m_);
+    uint32_t work = serve_shard_ipc(ipc_, store_, meter_, waker_, m_);
     uint32_t cqes = 0;
     if (ctx_) {
       cqes = ctx_->drain([&](CallToken&&, std::span<const std::byte>) { ++m_.protocol_errors; });
-      copyrpc::RecvHandle h;
-      while (ctx_->recv(h)) {
-        Request req;
-        Response resp;
-        if (decode(h.payload(), req)) {
-          meter_.charge(Op::kKvOp, 1);
-          resp = kv::execute(store_, req);
-        } else {
-          ++m_.protocol_errors;
-          resp = Response::failure(kv::ErrorCode::kMalformedRequest);
-        }
-        if (ctx_->reply(h, as_bytes(resp)) == copyrpc::CallStatus::kOk) ++m_.replies;
-        ++work;
-      }
+      work += incoming_.serve(*ctx_, [](uint32_t, const Request&, const CallToken&) {});
       ctx_->flush();
     }
     meter_.record(Phase::kCqes, cqes);
@@ -91,6 +85,23 @@ class DirectDaemon {
   Meter& meter_;
   Waker& waker_;
   DaemonMetrics m_;
+  IncomingRequests<Ctx, Meter> incoming_;
+};
+
+// The direct backend as Node composes it: every daemon is a DirectDaemon, every client
+// owns a context.
+struct DirectBackend {
+  using NodeResources = NoNodeResources;
+  template <Transport T, class Waker>
+  using Daemon0 = DirectDaemon<T, Waker>;
+  template <Transport T, class Waker>
+  using Worker = DirectDaemon<T, Waker>;
+  template <Transport T>
+  using RemotePath = DirectRemotePath<T>;
+  static constexpr StandingContexts kStandingContexts = StandingContexts::kEveryClient;
+  static std::vector<Connection> connections(uint32_t np, uint32_t daemons, uint32_t clients) {
+    return client_to_daemon_mesh(np, daemons, clients);
+  }
 };
 
 }  // namespace bkv::backend

@@ -7,22 +7,44 @@
 // received them when it owns the key's shard, else forwarded over flux to the owner and
 // answered when the owner's response comes back.
 //
-// Loop of daemon d:
-//   A  ipc: requests of this daemon's clients (execute / copyrpc call / flux forward)
-//   B  copyrpc poll: responses back to ipc clients or flux callers; incoming requests
-//   C  backlog retry (copyrpc RingFull/InsufficientCredit, full flux rings)
-//   D  flux: responses (-> ipc reply / copyrpc reply) and requests (execute / call)
-//   E  flush endpoints
+// Loop of daemon d, phase by phase (docs/design.md §Delegation daemon loop names them):
+//   ipc             requests of this daemon's clients (execute / copyrpc call / flux forward)
+//   poll            copyrpc poll: responses back to ipc clients or flux callers; incoming
+//                   requests
+//   backlog retry   copyrpc RingFull/InsufficientCredit, full flux rings
+//   flux            responses (-> ipc reply / copyrpc reply) and requests (execute / call)
+//   flush           one WRITE+IMM per endpoint with pending data
 #pragma once
 
+#include <algorithm>
 #include <deque>
 #include <vector>
 
-#include "backends/common.hpp"
-#include "backends/delegation/delegation.hpp"
+#include "backends/client.hpp"
+#include "backends/daemon_services.hpp"
+#include "backends/topology.hpp"
 #include "core/copyrpc/context.hpp"
 
 namespace bkv::backend {
+
+// Remote path of a Meta client: an ipc connection to the daemon that serves it
+// (client % D). Its responses are collected with those of the other ipc connections
+// (poll is a no-op).
+struct IpcRemotePath {
+  static constexpr bool kSharedHead = false;
+  IpcClientT* ipc;
+
+  template <Transport T>
+  static IpcRemotePath connect(NoNodeResources&, const ClientWiring<T>& w) {
+    return IpcRemotePath{w.ipc[w.client % w.node.daemons]};
+  }
+  bool try_call(const Request& r) noexcept { return ipc->call(r) == shm::IpcCallStatus::kOk; }
+  template <class F>
+  uint32_t poll(F&&) {
+    return 0;
+  }
+  void after_issue() noexcept {}
+};
 
 template <Transport T, class Waker>
 class MetaDaemon {
@@ -30,25 +52,25 @@ class MetaDaemon {
   using Ctx = copyrpc::Context<T, CallToken>;
   using Meter = typename T::Meter;
 
-  // ctx may be null when this daemon owns no endpoint (np <= daemon id, or np == 1).
-  MetaDaemon(const NodeConfig& node, uint32_t id, Ctx* ctx, std::vector<uint32_t> ep_of_rank, IpcServerT& ipc,
-             FluxNodeT* flux, kv::Store& store, Meter& meter, Waker& waker)
-      : node_(node), id_(id), ctx_(ctx), ep_of_rank_(std::move(ep_of_rank)), ipc_(ipc), flux_(flux), store_(store),
-        meter_(meter), waker_(waker) {}
+  // w.ctx may be null when this daemon owns no endpoint (np <= daemon id, or np == 1).
+  MetaDaemon(const DaemonWiring<T, Waker>& w, NoNodeResources&)
+      : node_(w.node), id_(w.id), ctx_(w.ctx), ep_of_rank_(w.ep_of_rank), ipc_(w.ipc), flux_(w.flux),
+        store_(w.store), meter_(w.meter), waker_(w.waker), forwarder_(w.flux, FluxForwarder::Order::kInOrder),
+        incoming_(node_, w.id, w.flux != nullptr, w.store, w.meter, m_) {}
 
   bool step() {
     meter_.charge(Op::kLoop, 1);
     uint32_t work = 0, cqes = 0;
-    // A: this daemon's ipc clients.
+    // ipc: this daemon's clients.
     const uint64_t scanned = ipc_.clients_scanned();
     ipc_.poll_with_skip();
     meter_.charge(Op::kPollSlot, static_cast<uint32_t>(ipc_.clients_scanned() - scanned));
     while (auto r = ipc_.recv()) {
       ++work;
       meter_.charge(Op::kRingOp, 1);
-      route(r->payload, CallToken{CallToken::kIpc, r->handle.client, r->handle.token});
+      route(r->payload, CallToken::ipc(r->handle));
     }
-    // B: copyrpc.
+    // poll: responses, then incoming requests.
     if (ctx_) {
       cqes = ctx_->drain([&](CallToken&& tok, std::span<const std::byte> bytes) {
         Response resp;
@@ -59,26 +81,13 @@ class MetaDaemon {
         ++m_.responses;
         answer(tok, resp);
       });
-      copyrpc::RecvHandle h;
-      while (ctx_->recv(h)) {
-        Request req;
-        if (!decode(h.payload(), req)) {
-          ++m_.protocol_errors;
-          reply_remote(h, Response::failure(kv::ErrorCode::kMalformedRequest));
-          continue;
-        }
-        const uint32_t owner = owner_of(req.key, node_.daemons);
-        if (owner == id_ || flux_ == nullptr) {
-          meter_.charge(Op::kKvOp, 1);
-          reply_remote(h, kv::execute(store_, req));
-        } else {
-          forward(owner, FluxMsg::kExecute, req, CallToken{CallToken::kPending, pending_.park(h), 0});
-        }
-      }
+      incoming_.serve(*ctx_, [&](uint32_t owner, const Request& req, const CallToken& tok) {
+        forward(owner, FluxMsg::kExecute, req, tok);
+      });
     }
-    // C: backlogs.
+    // backlog retry.
     retry_backlogs();
-    // D: flux.
+    // flux.
     if (flux_) {
       flux_->poll([&](const CallToken& tok, const FluxMsg& msg) {
         ++work;
@@ -92,7 +101,7 @@ class MetaDaemon {
       while (auto r = flux_->try_recv()) {
         ++work;
         meter_.charge(Op::kChannelOp, 1);
-        const CallToken back{CallToken::kFlux, r->token.source, r->token.slot};
+        const CallToken back = CallToken::flux(r->token);
         if (r->payload.kind == FluxMsg::kExecute) {
           meter_.charge(Op::kKvOp, 1);
           answer(back, kv::execute(store_, r->payload.req));
@@ -104,7 +113,7 @@ class MetaDaemon {
         }
       }
     }
-    // E: flush.
+    // flush.
     if (ctx_) ctx_->flush();
     meter_.record(Phase::kCqes, cqes);
     m_.record_loop(cqes, ctx_ ? ctx_->calls_in_flight() : 0);
@@ -113,16 +122,11 @@ class MetaDaemon {
   }
 
   const DaemonMetrics& metrics() const noexcept { return m_; }
-  size_t backlog() const noexcept { return call_backlog_.size() + flux_backlog_.size(); }
+  size_t backlog() const noexcept { return call_backlog_.size() + forwarder_.backlog(); }
 
  private:
-  struct PendingCall {
+  struct BackloggedCall {
     Request req;
-    CallToken tok;
-  };
-  struct PendingFlux {
-    uint32_t target;
-    FluxMsg msg;
     CallToken tok;
   };
 
@@ -163,58 +167,41 @@ class MetaDaemon {
   }
 
   void forward(uint32_t target, uint8_t kind, const Request& req, const CallToken& tok) {
-    FluxMsg msg;
-    msg.kind = kind;
-    msg.req = req;
-    meter_.charge(Op::kChannelOp, 1);
-    if (!flux_backlog_.empty() || flux_->call(target, msg, tok) != shm::FluxCallStatus::kOk) {
-      flux_backlog_.push_back({target, msg, tok});
-      m_.backlog_peak = std::max<uint64_t>(m_.backlog_peak, backlog());
-    }
+    if (forwarder_.forward(target, kind, req, tok, meter_)) m_.backlog_peak = std::max<uint64_t>(m_.backlog_peak, backlog());
   }
 
   // Delivers a response to whoever is waiting for it.
   void answer(const CallToken& tok, const Response& resp) {
     switch (tok.origin) {
       case CallToken::kIpc:
-        if (ipc_.reply(shm::IpcHandle{tok.a, tok.b}, resp) != shm::IpcReplyStatus::kOk) ++m_.protocol_errors;
+        if (ipc_.reply(tok.ipc_handle(), resp) != shm::IpcReplyStatus::kOk) ++m_.protocol_errors;
         meter_.charge(Op::kRingOp, 1);
-        waker_.wake(tok.a);
+        waker_.wake(tok.waiter);
         return;
       case CallToken::kFlux: {
         FluxMsg out;
         out.kind = FluxMsg::kResponse;
         out.resp = resp;
-        if (flux_->reply(shm::FluxReplyToken{tok.a, tok.b}, out) != shm::FluxReplyStatus::kOk) ++m_.protocol_errors;
+        if (flux_->reply(tok.flux_reply(), out) != shm::FluxReplyStatus::kOk) ++m_.protocol_errors;
         meter_.charge(Op::kChannelOp, 1);
         return;
       }
-      case CallToken::kPending:
-        if (copyrpc::RecvHandle h; pending_.take(tok.a, h)) reply_remote(h, resp);
-        else ++m_.protocol_errors;
+      case CallToken::kParked:
+        if (!incoming_.answer_parked(*ctx_, tok.waiter, resp)) ++m_.protocol_errors;
         return;
       default:
         ++m_.protocol_errors;
     }
   }
 
-  void reply_remote(const copyrpc::RecvHandle& h, const Response& resp) {
-    if (ctx_->reply(h, as_bytes(resp)) == copyrpc::CallStatus::kOk) ++m_.replies;
-  }
-
-
   void retry_backlogs() {
     const size_t n = call_backlog_.size();
     for (size_t i = 0; i < n; ++i) {
-      const PendingCall p = call_backlog_.front();
+      const BackloggedCall p = call_backlog_.front();
       call_backlog_.pop_front();
       call_remote(p.req, p.tok);
     }
-    while (!flux_backlog_.empty()) {
-      const PendingFlux& p = flux_backlog_.front();
-      if (flux_->call(p.target, p.msg, p.tok) != shm::FluxCallStatus::kOk) break;
-      flux_backlog_.pop_front();
-    }
+    forwarder_.retry();
   }
 
   NodeConfig node_;
@@ -227,9 +214,24 @@ class MetaDaemon {
   Meter& meter_;
   Waker& waker_;
   DaemonMetrics m_;
-  std::deque<PendingCall> call_backlog_;
-  std::deque<PendingFlux> flux_backlog_;
-  PendingRequests pending_;
+  std::deque<BackloggedCall> call_backlog_;
+  FluxForwarder forwarder_;
+  IncomingRequests<Ctx, Meter> incoming_;
+};
+
+// The Meta backend as Node composes it: every daemon is a MetaDaemon.
+struct MetaBackend {
+  using NodeResources = NoNodeResources;
+  template <Transport T, class Waker>
+  using Daemon0 = MetaDaemon<T, Waker>;
+  template <Transport T, class Waker>
+  using Worker = MetaDaemon<T, Waker>;
+  template <Transport T>
+  using RemotePath = IpcRemotePath;
+  static constexpr StandingContexts kStandingContexts = StandingContexts::kNone;
+  static std::vector<Connection> connections(uint32_t np, uint32_t daemons, uint32_t /*clients*/) {
+    return daemon_by_rank_mesh(np, daemons);
+  }
 };
 
 }  // namespace bkv::backend

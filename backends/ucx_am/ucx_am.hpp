@@ -42,7 +42,8 @@
 #include <vector>
 
 #include "backends/client.hpp"
-#include "backends/common.hpp"
+#include "backends/metrics.hpp"
+#include "backends/node_config.hpp"
 #include "core/kv/types.hpp"
 #include "core/kv/workload.hpp"
 

@@ -263,7 +263,7 @@ class Context {
     return CallStatus::kOk;
   }
 
-  // Step C of the daemon loop: drain the receive CQ (up to max_cqes completions),
+  // The poll phase of a daemon loop: drain the receive CQ (up to max_cqes completions),
   // process each batch in order, calling on_response(Token&&, span payload) for each
   // response; repost the SRQ; reap send completions. Returns completions drained.
   template <class OnResponse>
@@ -293,7 +293,8 @@ class Context {
     return total;
   }
 
-  // Step F: one WRITE+IMM per endpoint with pending data, then its doorbell.
+  // The flush phase of a daemon loop: one WRITE+IMM per endpoint with pending data,
+  // then its doorbell.
   void flush() {
     // Endpoints marked dirty while flushing (none today) would wait for the next flush.
     const size_t n = dirty_.size();
@@ -399,7 +400,7 @@ class Context {
 
   // Hot path of call() and reply(): inlined so the common case (no wrap, batch open)
   // is a bounds test, a header store and a small copy.
-  [[gnu::always_inline]] inline void append_message(Ep& e, uint32_t call_id, uint32_t piggyback,
+  [[gnu::always_inline]] inline void append_message(Ep& e, uint32_t call_id, uint32_t response_allowance_units,
                                                     std::span<const std::byte> payload) {
     const uint64_t msg = padded_message_size(payload.size());
     const uint64_t mask = e.ring_size() - 1;
@@ -407,7 +408,7 @@ class Context {
     if ((e.producer & mask) + open_cost + msg > mask) [[unlikely]] wrap(e, msg);  // >= size
     if (!e.batch_open) open_batch(e);
     std::byte* p = e.send_ring.data() + (e.producer & mask);
-    store_header(p, MessageHeader{call_id, piggyback, static_cast<uint32_t>(payload.size())});
+    store_header(p, MessageHeader{call_id, response_allowance_units, static_cast<uint32_t>(payload.size())});
     copy_payload(p + kHeaderSize, payload.data(), payload.size());
     e.producer += msg;
     ++e.batch_count;
@@ -580,7 +581,7 @@ class Context {
     const FlowMetadata meta = load_metadata(e.recv_ring.at(start));
 
     // Flow metadata first: it frees credit that the messages below may need.
-    const uint64_t new_consumer = e.consumer_by_piggyback + meta.ring_credit_return;
+    const uint64_t new_consumer = e.consumer_by_credit_return + meta.ring_credit_return;
     if (meta.ring_credit_return > e.producer || new_consumer > e.producer)
       return fail(e, EndpointError::kBadCreditReturn);
     if (meta.credit_grant % kAlignment != 0 || meta.credit_grant > size ||
@@ -597,7 +598,7 @@ class Context {
       if (meta.message_count > max_msgs || (meta.message_count == 0 && delta != kFlowMetadataSize))
         return fail(e, EndpointError::kBadMessageCount);
     }
-    e.consumer_by_piggyback = new_consumer;
+    e.consumer_by_credit_return = new_consumer;
     e.peer_credit += meta.credit_grant;
     e.recv_producer = end;
     ++e.batches_received;
@@ -627,7 +628,7 @@ class Context {
         on_response(std::move(tok), std::span<const std::byte>(p + kHeaderSize, h.payload_len));
         if (e.error != EndpointError::kNone) return;
       } else {
-        const uint64_t allowance = uint64_t{h.piggyback} * kAlignment;
+        const uint64_t allowance = uint64_t{h.response_allowance_units} * kAlignment;
         if (h.call_id > kMaxCallId || allowance < internal_allowance(0) ||
             e.resp_committed + allowance > e.resp_reservation)
           return fail(e, EndpointError::kBadAllowance);

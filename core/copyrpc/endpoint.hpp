@@ -178,7 +178,7 @@ struct Endpoint {
   // ---- remote ring and flow control ----
   RemoteBuffer remote_ring{};
   RemoteBuffer remote_consumer_word{};
-  uint64_t consumer_by_piggyback = 0;  // sum of ring_credit_return received
+  uint64_t consumer_by_credit_return = 0;  // sum of ring_credit_return received
   uint64_t consumer_by_read = 0;       // last consumed position read by RDMA READ
   uint64_t resp_reservation = 0;       // R: credit granted to the peer, not yet used by replies
   uint64_t resp_committed = 0;         // part of R held by requests received, not yet replied
@@ -204,7 +204,7 @@ struct Endpoint {
 
   uint64_t ring_size() const noexcept { return send_ring.size(); }
   uint64_t remote_consumer() const noexcept {
-    return consumer_by_piggyback > consumer_by_read ? consumer_by_piggyback : consumer_by_read;
+    return consumer_by_credit_return > consumer_by_read ? consumer_by_credit_return : consumer_by_read;
   }
   uint64_t in_flight() const noexcept { return producer - remote_consumer(); }
   // Consumed position: bytes the peer may overwrite. Requests not yet taken by recv()

@@ -44,12 +44,12 @@ static_assert(kFlowMetadataSize % kAlignment == 0);
 static_assert(kHeaderSize < kAlignment);
 
 struct MessageHeader {
-  uint32_t call_id;      // MSB set = response
-  uint32_t piggyback;    // requests: response allowance in 32-byte units; responses: 0
-  uint32_t payload_len;  // payload bytes following the header
+  uint32_t call_id;                   // MSB set = response
+  uint32_t response_allowance_units;  // requests: response allowance in 32-byte units; responses: 0
+  uint32_t payload_len;               // payload bytes following the header
 };
 static_assert(sizeof(MessageHeader) == kHeaderSize && std::is_trivially_copyable_v<MessageHeader>);
-static_assert(offsetof(MessageHeader, call_id) == 0 && offsetof(MessageHeader, piggyback) == 4 &&
+static_assert(offsetof(MessageHeader, call_id) == 0 && offsetof(MessageHeader, response_allowance_units) == 4 &&
               offsetof(MessageHeader, payload_len) == 8);
 
 struct FlowMetadata {

@@ -66,7 +66,7 @@ TEST_CASE("defaults are the original benchkv's", "[bench][options]") {
   const auto p = parse({"meta"});
   REQUIRE(p.result.should_run());
   const Options& o = p.result.options;
-  CHECK(o.backend == Backend::kMeta);
+  CHECK(o.backend == BackendKind::kMeta);
   CHECK(o.transport == TransportKind::kSim);
   CHECK(o.duration == 30);
   CHECK(o.interval_ms == 1000);
@@ -87,11 +87,11 @@ TEST_CASE("defaults are the original benchkv's", "[bench][options]") {
   CHECK(o.ring_size == (1u << 20));
   CHECK(o.np == 2);
   CHECK(o.pattern_len == 4096);
-  CHECK(o.poll_budget == 1);
+  CHECK(o.loop.poll_budget == 1);
   CHECK(o.progress);
   CHECK(epochs_per_run(o) == 30);
   Options expected;
-  expected.backend = Backend::kMeta;
+  expected.backend = BackendKind::kMeta;
   CHECK(o == expected);
 }
 
@@ -104,14 +104,14 @@ TEST_CASE("the positional backend may come before, between or after options", "[
     const auto p = parse(args);
     INFO(p.result.error);
     REQUIRE(p.result.should_run());
-    CHECK(p.result.options.backend == Backend::kDelegation);
+    CHECK(p.result.options.backend == BackendKind::kDelegation);
     CHECK(p.result.options.queue_depth == 8);
     CHECK(p.result.options.np == 4);
   }
   for (const char* b : {"meta", "delegation", "direct", "ucx-am"}) {
     const auto p = parse({b});
     REQUIRE(p.result.should_run());
-    CHECK(to_string(p.result.options.backend) == b);
+    CHECK(to_string(p.result.options.backend.value()) == b);
   }
 }
 
@@ -134,7 +134,7 @@ TEST_CASE("fractions, negative integers and flags on the command line", "[bench]
   CHECK(epochs_per_run(o) == 20);
   CHECK(o.gid_index == -1);
   CHECK_FALSE(o.progress);
-  CHECK(o.adaptive_hold);
+  CHECK(o.loop.adaptive_hold);
   CHECK(o.read_ratio == 0.95);
   CHECK(o.runs == 2);
   CHECK(o.summary == "out/run.summary.json");
@@ -198,11 +198,11 @@ TEST_CASE("config file values are defaults the command line overrides", "[bench]
     INFO(p.result.error);
     REQUIRE(p.result.should_run());
     const Options& o = p.result.options;
-    CHECK(o.backend == Backend::kDelegation);
+    CHECK(o.backend == BackendKind::kDelegation);
     CHECK(o.queue_depth == 32);
     CHECK(o.np == 8);
     CHECK(o.client_threads == 46);
-    CHECK(o.adaptive_hold);
+    CHECK(o.loop.adaptive_hold);
     CHECK(o.output == "c1.csv");
     CHECK(o.summary == "c1.summary.json");
     CHECK(o.key_range == 1024);  // untouched default
@@ -215,9 +215,9 @@ TEST_CASE("config file values are defaults the command line overrides", "[bench]
       INFO(p.result.error);
       REQUIRE(p.result.should_run());
       const Options& o = p.result.options;
-      CHECK(o.backend == Backend::kMeta);
+      CHECK(o.backend == BackendKind::kMeta);
       CHECK(o.queue_depth == 8);
-      CHECK_FALSE(o.adaptive_hold);
+      CHECK_FALSE(o.loop.adaptive_hold);
       CHECK(o.np == 8);
       CHECK(o.output == "x.csv");
       CHECK(o.summary == "x.summary.json");
@@ -373,7 +373,7 @@ TEST_CASE("validate() on a hand-built Options", "[bench][options]") {
   Options o;
   CHECK_THROWS_AS(validate(o), OptionError);  // no backend
   validate(o, /*require_backend=*/false);
-  o.backend = Backend::kMeta;
+  o.backend = BackendKind::kMeta;
   validate(o);
   o.queue_depth = 12;
   try {

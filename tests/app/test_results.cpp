@@ -140,7 +140,7 @@ TEST_CASE("summary: the sum of a run's CSV rows equals its requests - Mops follo
   const std::vector<RunResults> runs = {make_run(0), make_run(1)};
   const auto daemons = make_daemons();
   Options opts;
-  opts.backend = Backend::kDelegation;
+  opts.backend = BackendKind::kDelegation;
   const json s = summary_json(opts, runs, daemons);
 
   std::ostringstream csv;
@@ -202,7 +202,7 @@ TEST_CASE("outputs are byte-deterministic", "[bench][results]") {
   const fs::path dir = fs::temp_directory_path() / ("bkv_results_test_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   Options opts;
-  opts.backend = Backend::kMeta;
+  opts.backend = BackendKind::kMeta;
   for (int i = 0; i < 2; ++i) {
     // built from scratch each time: equal inputs, not the same objects
     const std::vector<RunResults> runs = {make_run(0), make_run(1), make_run(2)};

@@ -3,9 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include <memory>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
-#include "backends/node.hpp"
+#include "backends/node_backends.hpp"
 #include "tests/backends/instant_runtime.hpp"
 
 using namespace bkv;
@@ -13,12 +15,13 @@ using namespace bkv::backend;
 
 namespace {
 
+template <class B>
 struct Cluster {
   loopback::InstantFabric fabric;
   std::vector<std::unique_ptr<test::InstantRuntime>> rts;
-  std::vector<std::unique_ptr<Node<test::InstantRuntime>>> nodes;
+  std::vector<std::unique_ptr<Node<B, test::InstantRuntime>>> nodes;
 
-  Cluster(BackendKind kind, uint32_t np, uint32_t daemons, uint32_t clients, uint32_t qd, LoopPolicy policy = {}) {
+  Cluster(uint32_t np, uint32_t daemons, uint32_t clients, uint32_t qd, LoopPolicy policy = {}) {
     kv::WorkloadConfig wl;
     wl.num_ranks = np;
     wl.key_range = 64;
@@ -31,9 +34,9 @@ struct Cluster {
       NodeConfig nc{r, np, daemons, clients, qd, wl.key_range, 64};
       rts.push_back(std::make_unique<test::InstantRuntime>(daemons + clients, app::RealThreads{},
                                                            test::MakeInstantTransport{&fabric, {}}));
-      nodes.push_back(std::make_unique<Node<test::InstantRuntime>>(kind, nc, policy, wl, cc, *rts.back()));
+      nodes.push_back(std::make_unique<Node<B, test::InstantRuntime>>(nc, policy, wl, cc, *rts.back()));
     }
-    connect_in_process(kind, nodes, daemons, clients);
+    connect_in_process(nodes);
   }
 
   void round() {
@@ -50,7 +53,8 @@ struct Cluster {
   }
 };
 
-void run_and_check(Cluster& c, int rounds) {
+template <class B>
+void run_and_check(Cluster<B>& c, int rounds) {
   for (int i = 0; i < rounds; ++i) c.round();
   for (auto& n : c.nodes) n->stop_issuing();
   for (int i = 0; i < 100000 && c.in_flight() > 0; ++i) c.round();
@@ -73,7 +77,7 @@ void run_and_check(Cluster& c, int rounds) {
 
 TEST_CASE("Delegation over the instant loopback: everything issued completes", "[backend]") {
   const uint32_t daemons = GENERATE(1u, 2u);
-  Cluster c(BackendKind::kDelegation, 3, daemons, 3, 4);
+  Cluster<DelegationBackend> c(3, daemons, 3, 4);
   run_and_check(c, 400);
   CHECK(c.nodes[0]->daemon_metrics(0).calls > 0);
 }
@@ -85,24 +89,56 @@ TEST_CASE("Delegation with loop policies (poll budget, batch hold, adaptive)", "
   SECTION("adaptive hold") { p.adaptive_hold = true; }
   SECTION("rtt hold") { p.hold_rtt_multiplier = 1.5; }
   SECTION("adaptive poll budget") { p.adaptive_poll_budget = true; }
-  Cluster c(BackendKind::kDelegation, 3, 1, 4, 4, p);
+  Cluster<DelegationBackend> c(3, 1, 4, 4, p);
   run_and_check(c, 300);
 }
 
 TEST_CASE("Meta over the instant loopback: everything issued completes", "[backend]") {
   const uint32_t daemons = GENERATE(1u, 2u, 3u);
-  Cluster c(BackendKind::kMeta, 4, daemons, 3, 4);
+  Cluster<MetaBackend> c(4, daemons, 3, 4);
   run_and_check(c, 400);
 }
 
 TEST_CASE("Direct over the instant loopback: everything issued completes", "[backend]") {
   const uint32_t daemons = GENERATE(1u, 2u);
-  Cluster c(BackendKind::kDirect, 3, daemons, 3, 4);
+  Cluster<DirectBackend> c(3, daemons, 3, 4);
   run_and_check(c, 400);
 }
 
 TEST_CASE("A single node runs with no remote traffic at all", "[backend]") {
-  Cluster c(BackendKind::kDelegation, 1, 2, 2, 8);
+  Cluster<DelegationBackend> c(1, 2, 2, 8);
   run_and_check(c, 200);
   CHECK(c.nodes[0]->daemon_metrics(0).calls == 0);
+}
+
+TEST_CASE("The run-time choice of a backend instantiates that backend's node", "[backend]") {
+  const auto name = [](BackendKind k) {
+    return with_node_backend(k, []<class B>() -> std::string_view {
+      if constexpr (std::is_same_v<B, MetaBackend>) return "meta";
+      else if constexpr (std::is_same_v<B, DelegationBackend>) return "delegation";
+      else return "direct";
+    });
+  };
+  CHECK(name(BackendKind::kMeta) == "meta");
+  CHECK(name(BackendKind::kDelegation) == "delegation");
+  CHECK(name(BackendKind::kDirect) == "direct");
+  CHECK_THROWS_WITH(name(BackendKind::kUcxAm), Catch::Contains("not a copyrpc node backend"));
+}
+
+TEST_CASE("Connections: each backend's shape", "[backend]") {
+  // Delegation: daemon #0 pairs; Meta: the daemon owning rank r's endpoint is r % D;
+  // direct: every client to daemon c % D of every other rank.
+  CHECK(DelegationBackend::connections(3, 2, 2).size() == 3);
+  for (const auto& c : DelegationBackend::connections(3, 2, 2)) CHECK((c.thread_a == 0 && c.thread_b == 0));
+  for (const auto& c : MetaBackend::connections(4, 3, 1)) {
+    CHECK(c.thread_a == c.rank_b % 3);
+    CHECK(c.thread_b == c.rank_a % 3);
+  }
+  const auto direct = DirectBackend::connections(3, 2, 3);
+  CHECK(direct.size() == 3 * 3 * 2);
+  for (const auto& c : direct) {
+    CHECK(c.rank_a != c.rank_b);
+    CHECK(c.thread_a >= 2);
+    CHECK(c.thread_b == (c.thread_a - 2) % 2);
+  }
 }

@@ -31,7 +31,7 @@ TEST_CASE("immediate encodes the batch length in 32-byte units", "[wire]") {
   }
 }
 
-TEST_CASE("message header bytes are little-endian call_id, piggyback, length", "[wire]") {
+TEST_CASE("message header bytes are little-endian call_id, response allowance, length", "[wire]") {
   std::array<std::byte, 12> buf{};
   store_header(buf.data(), MessageHeader{to_response_id(0x01020304u), 0x0A0B0C0Du, 0x11223344u});
   const std::array<uint8_t, 12> expect{0x04, 0x03, 0x02, 0x81, 0x0D, 0x0C, 0x0B, 0x0A,

@@ -17,7 +17,7 @@ using namespace bkv;
 
 namespace {
 
-app::Options small(app::Backend b, uint32_t np) {
+app::Options small(app::BackendKind b, uint32_t np) {
   app::Options o;
   o.backend = b;
   o.np = np;
@@ -106,7 +106,7 @@ void check(const real::RealResult& res, const app::Options& o) {
 
 TEST_CASE("real runtime over the wall-clock loopback: Delegation", "[real-run][wallclock]") {
   const uint32_t np = GENERATE(2u, 3u);
-  const app::Options o = small(app::Backend::kDelegation, np);
+  const app::Options o = small(app::BackendKind::kDelegation, np);
   const real::RealResult res = real::run_wallclock_cluster(o);
   check(res, o);
   // Daemon #0 of every rank issued copyrpc calls for its clients' remote requests.
@@ -118,25 +118,25 @@ TEST_CASE("real runtime over the wall-clock loopback: Delegation", "[real-run][w
 
 TEST_CASE("real runtime over the wall-clock loopback: Meta", "[real-run][wallclock]") {
   const uint32_t np = GENERATE(2u, 3u);
-  const app::Options o = small(app::Backend::kMeta, np);
+  const app::Options o = small(app::BackendKind::kMeta, np);
   check(real::run_wallclock_cluster(o), o);
 }
 
 TEST_CASE("real runtime over the wall-clock loopback: direct", "[real-run][wallclock]") {
   const uint32_t np = GENERATE(2u, 3u);
-  const app::Options o = small(app::Backend::kDirect, np);
+  const app::Options o = small(app::BackendKind::kDirect, np);
   check(real::run_wallclock_cluster(o), o);
 }
 
 TEST_CASE("real runtime over the wall-clock loopback with injected delay", "[real-run][wallclock]") {
-  app::Options o = small(app::Backend::kDelegation, 2);
+  app::Options o = small(app::BackendKind::kDelegation, 2);
   loopback::WallclockConfig wc;
   wc.one_way_delay_ns = 20'000;
   check(real::run_wallclock_cluster(o, wc), o);
 }
 
 TEST_CASE("real runtime: a backend that is not a copyrpc node is refused", "[real-run][wallclock]") {
-  app::Options o = small(app::Backend::kDelegation, 2);
-  o.backend = app::Backend::kUcxAm;
+  app::Options o = small(app::BackendKind::kDelegation, 2);
+  o.backend = app::BackendKind::kUcxAm;
   CHECK_THROWS_WITH(real::run_wallclock_cluster(o), Catch::Contains("ucx-am"));
 }

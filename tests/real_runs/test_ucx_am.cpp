@@ -120,7 +120,7 @@ TEST_CASE("ucx-am: two nodes in one process on threads, every request answered",
     locals.push_back({nodes[r].get(), r, pins});
   }
   app::Options o;
-  o.backend = app::Backend::kUcxAm;
+  o.backend = app::BackendKind::kUcxAm;
   o.transport = app::TransportKind::kUcx;
   o.np = np;
   o.server_threads = D;

@@ -22,7 +22,7 @@ struct SimCluster {
   std::deque<sim::SimThread> threads;
   std::vector<sim::DesTransport*> t;
 
-  SimCluster(uint32_t nodes, const sim::NicConfig& nic, uint64_t seed = 1, const sim::ContextConfig& cc = {})
+  SimCluster(uint32_t nodes, const sim::NicConfig& nic, uint64_t seed = 1, const sim::DeviceContextConfig& cc = {})
       : fabric(engine, seed) {
     for (uint32_t i = 0; i < nodes; ++i) {
       fabric.add_node(nic);

@@ -121,7 +121,7 @@ struct RunResult {
 
 RunResult run_copyrpc(uint32_t nodes, const NicConfig& nic, copyrpc::ContextConfig cc, uint32_t calls_per_peer,
                       uint32_t window, uint64_t seed) {
-  SimCluster c(nodes, nic, seed, sim::ContextConfig{256, 4096, 0});
+  SimCluster c(nodes, nic, seed, sim::DeviceContextConfig{256, 4096, 0});
   std::vector<std::unique_ptr<Ctx>> ctx;
   for (uint32_t i = 0; i < nodes; ++i) ctx.push_back(std::make_unique<Ctx>(*c.t[i], cc));
   std::deque<Daemon> daemons;

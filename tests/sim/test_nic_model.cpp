@@ -123,7 +123,7 @@ TEST_CASE("a READ returns the remote bytes after a full round trip", "[nic]") {
 TEST_CASE("heavy jitter never reorders one QP: data of later writes never lands first", "[nic]") {
   NicConfig nic;
   nic.latency.jitter = sim::Distribution::exponential(3000);  // 10x the base latency
-  SimCluster c(2, nic, 5, sim::ContextConfig{256, 8192, 0});
+  SimCluster c(2, nic, 5, sim::DeviceContextConfig{256, 8192, 0});
   constexpr uint32_t kQps = 2;
   constexpr uint32_t kPerQp = 1500;
   std::vector<sim::DesTransport::QueuePair*> qa, qb;
@@ -316,7 +316,7 @@ TEST_CASE("receiver not ready: WRITE+IMM waits whole RNR periods until a receive
 }
 
 TEST_CASE("send queue depth: unsignaled slots free only when a later signaled completion is polled", "[nic]") {
-  SimCluster c(2, NicConfig{}, 1, sim::ContextConfig{16, 64, 0});
+  SimCluster c(2, NicConfig{}, 1, sim::DeviceContextConfig{16, 64, 0});
   auto& qa = c.t[0]->create_queue_pair();
   auto& qb = c.t[1]->create_queue_pair();
   sim::DesFabric::connect(qa, qb);
@@ -348,7 +348,7 @@ std::pair<double, double> latency_at_load(double rho, nlohmann::json* report = n
   nic.send.per_wqe_ns = 1000;
   nic.send.qp_serial = false;
   nic.send.qp_window = 4096;
-  SimCluster c(2, nic, 3, sim::ContextConfig{4096, 64, 0});
+  SimCluster c(2, nic, 3, sim::DeviceContextConfig{4096, 64, 0});
   auto& qa = c.t[0]->create_queue_pair();
   auto& qb = c.t[1]->create_queue_pair();
   sim::DesFabric::connect(qa, qb);
@@ -416,7 +416,7 @@ TEST_CASE("NIC metrics: station depth, utilization and counters follow the load"
 }
 
 TEST_CASE("a receive CQ that is never polled overruns with a clear error", "[nic]") {
-  SimCluster c(2, NicConfig{}, 1, sim::ContextConfig{256, 64, 8});
+  SimCluster c(2, NicConfig{}, 1, sim::DeviceContextConfig{256, 64, 8});
   auto& qa = c.t[0]->create_queue_pair();
   auto& qb = c.t[1]->create_queue_pair();
   sim::DesFabric::connect(qa, qb);
@@ -436,7 +436,7 @@ TEST_CASE("per-QP window: latency grows with outstanding requests while the SQ i
   auto mean_latency = [](uint32_t k) {
     NicConfig nic = quiet_nic();
     nic.blueflame_max_wqes = 0;
-    SimCluster c(2, nic, 1, sim::ContextConfig{256, 64, 0});
+    SimCluster c(2, nic, 1, sim::DeviceContextConfig{256, 64, 0});
     auto& qa = c.t[0]->create_queue_pair();
     auto& qb = c.t[1]->create_queue_pair();
     sim::DesFabric::connect(qa, qb);
@@ -569,7 +569,7 @@ struct DesHarness {
   using T = sim::DesTransport;
   SimCluster cluster;
   uint32_t next = 0;
-  explicit DesHarness(const NicConfig& nic = NicConfig{}) : cluster(2, nic, 1, sim::ContextConfig{256, 64, 0}) {}
+  explicit DesHarness(const NicConfig& nic = NicConfig{}) : cluster(2, nic, 1, sim::DeviceContextConfig{256, 64, 0}) {}
   std::unique_ptr<T, NoDelete> make() { return std::unique_ptr<T, NoDelete>(cluster.t[next++ % 2]); }
 };
 

@@ -1,0 +1,81 @@
+// The parts daemons share (backends/daemon_services.hpp): parked requests and the two
+// flux backlog disciplines.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "backends/daemon_services.hpp"
+
+using namespace bkv;
+using namespace bkv::backend;
+
+TEST_CASE("ParkedRequests: a parked handle is taken once, its slot reused", "[backend]") {
+  ParkedRequests p;
+  copyrpc::RecvHandle h;
+  h.endpoint = 3;
+  h.call_id = 9;
+  h.allowance = 64;
+  const uint32_t i = p.park(h);
+  copyrpc::RecvHandle out;
+  CHECK_FALSE(p.take(i + 1, out));  // nothing parked there
+  REQUIRE(p.take(i, out));
+  CHECK(out.endpoint == 3);
+  CHECK(out.call_id == 9);
+  CHECK(out.data == nullptr);  // the payload pointer does not outlive the flush
+  CHECK_FALSE(p.take(i, out));  // already taken
+  CHECK(p.park(h) == i);        // the freed slot is reused
+}
+
+namespace {
+
+// Daemon 0 of three, one flux call in flight per target: calls to daemon 1 beyond the
+// first are refused until daemon 1 answers.
+struct ThreeDaemons {
+  shm::FluxNetwork<FluxMsg, CallToken> net{3, shm::FluxConfig{4, 1}};
+  FluxNodeT d0 = net.node(0), d1 = net.node(1), d2 = net.node(2);
+  NullMeter meter;
+  Request req(uint64_t key) const { return Request::meta_get(0, key); }
+  // The keys of the calls daemon t received.
+  std::vector<uint64_t> received(FluxNodeT& t) {
+    std::vector<uint64_t> keys;
+    while (auto r = t.try_recv()) keys.push_back(r->payload.req.key);
+    return keys;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("FluxForwarder in order: calls queue behind a backlog and leave in order", "[backend]") {
+  ThreeDaemons n;
+  FluxForwarder f(&n.d0, FluxForwarder::Order::kInOrder);
+  CHECK_FALSE(f.forward(1, FluxMsg::kExecute, n.req(1), CallToken::parked(0), n.meter));
+  CHECK(f.forward(1, FluxMsg::kExecute, n.req(2), CallToken::parked(1), n.meter));  // 1 is full
+  CHECK(f.forward(2, FluxMsg::kExecute, n.req(3), CallToken::parked(2), n.meter));  // behind the backlog
+  f.retry();  // the head (to 1) is still refused: nothing leaves
+  CHECK(f.backlog() == 2);
+  CHECK(n.received(n.d2).empty());
+}
+
+TEST_CASE("FluxForwarder first fit: a full target does not hold back the others", "[backend]") {
+  ThreeDaemons n;
+  FluxForwarder f(&n.d0, FluxForwarder::Order::kFirstFit);
+  CHECK_FALSE(f.forward(1, FluxMsg::kExecute, n.req(1), CallToken::parked(0), n.meter));
+  CHECK(f.forward(1, FluxMsg::kExecute, n.req(2), CallToken::parked(1), n.meter));   // 1 is full
+  CHECK_FALSE(f.forward(2, FluxMsg::kExecute, n.req(3), CallToken::parked(2), n.meter));  // 2 is not
+  CHECK(n.received(n.d2) == std::vector<uint64_t>{3});
+  f.retry();
+  CHECK(f.backlog() == 1);
+  // Daemon 1 answers its first call: the retry sends the backlogged one.
+  auto r = n.d1.try_recv();
+  REQUIRE(r.has_value());
+  CHECK(r->payload.req.key == 1);
+  FluxMsg resp;
+  resp.kind = FluxMsg::kResponse;
+  REQUIRE(n.d1.reply(r->token, resp) == shm::FluxReplyStatus::kOk);
+  std::vector<uint32_t> answered;
+  n.d0.poll([&](const CallToken& tok, const FluxMsg&) { answered.push_back(tok.waiter); });
+  CHECK(answered == std::vector<uint32_t>{0});
+  f.retry();
+  CHECK(f.backlog() == 0);
+  CHECK(n.received(n.d1) == std::vector<uint64_t>{2});
+}
