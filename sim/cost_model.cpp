@@ -1,10 +1,10 @@
-#include "core/strict_json.hpp"
 #include "sim/cost_model.hpp"
 
 #include <cstring>
 #include <fstream>
 #include <limits>
 
+#include "core/strict_json.hpp"
 #include "sim/json_fields.hpp"
 
 namespace bkv::sim {

@@ -9,16 +9,27 @@
 //     "latency": { "base_ns": 300, "jitter": { "kind": "exponential", "mean": 20 } } }
 // Absent keys keep their default; unknown keys and out-of-range values are errors
 // naming the key path (e.g. "nic.send.qp_window").
+//
+// Each struct lists its parameters once, in fields(v): the JSON reader and writer
+// (nic_config.cpp) walk that list, so a new parameter is a member and one line there.
+// A visitor V offers number(key, double&, lo, hi), integer(key, uint32_t&, lo, hi),
+// boolean(key, bool&), distribution(key, Distribution&, lo) and object(key, Struct&);
+// lo/hi are the accepted range.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "sim/distributions.hpp"
 
 namespace bkv::sim {
+
+inline constexpr double kNoLimit = std::numeric_limits<double>::infinity();
+inline constexpr uint64_t kU32Max = std::numeric_limits<uint32_t>::max();
 
 struct NicConfig {
   // --- host interface (send side) ---
@@ -51,6 +62,15 @@ struct NicConfig {
     uint32_t read_tags = 256;
     uint32_t max_payload_bytes = 256;  // MPS: one TLP carries at most this much data
     uint32_t tlp_overhead_bytes = 24;  // TLP header + sequence/LCRC + framing per TLP
+    template <class V>
+    void fields(V& v) {
+      v.number("read_latency_ns", read_latency_ns, 0, kNoLimit);
+      v.number("write_latency_ns", write_latency_ns, 0, kNoLimit);
+      v.number("bandwidth_gbps", bandwidth_gbps, 1e-3, kNoLimit);
+      v.integer("read_tags", read_tags, 0, 4096);
+      v.integer("max_payload_bytes", max_payload_bytes, 1, kU32Max);
+      v.integer("tlp_overhead_bytes", tlp_overhead_bytes, 0, kU32Max);
+    }
   } pcie;
 
   struct Send {
@@ -67,6 +87,15 @@ struct NicConfig {
     uint32_t qp_window = 4;
     // Outstanding RDMA READs per QP (the initiator depth, max_rd_atomic; 16 on ConnectX).
     uint32_t max_outstanding_reads = 16;
+    template <class V>
+    void fields(V& v) {
+      v.integer("engines", engines, 0, 4096);
+      v.number("per_wqe_ns", per_wqe_ns, 0, kNoLimit);
+      v.number("per_byte_ns", per_byte_ns, 0, kNoLimit);
+      v.boolean("qp_serial", qp_serial);
+      v.integer("qp_window", qp_window, 1, kU32Max);
+      v.integer("max_outstanding_reads", max_outstanding_reads, 1, kU32Max);
+    }
   } send;
 
   struct Recv {
@@ -75,6 +104,14 @@ struct NicConfig {
     double per_byte_ns = 0;
     double ack_ns = 20;               // processing an ACK/NAK at the requester
     bool qp_serial = true;            // a responder QP handles its packets in PSN order
+    template <class V>
+    void fields(V& v) {
+      v.integer("engines", engines, 0, 4096);
+      v.number("per_packet_ns", per_packet_ns, 0, kNoLimit);
+      v.number("per_byte_ns", per_byte_ns, 0, kNoLimit);
+      v.number("ack_ns", ack_ns, 0, kNoLimit);
+      v.boolean("qp_serial", qp_serial);
+    }
   } recv;
 
   struct Link {
@@ -83,6 +120,12 @@ struct NicConfig {
     // Per packet on the wire: LRH 8 + BTH 12 + RETH 16 + ImmDt 4 + ICRC 4 + VCRC 2, plus
     // delimiters: ~50 bytes. Header-only packets (READ request, ACK) cost one overhead.
     uint32_t packet_overhead_bytes = 50;
+    template <class V>
+    void fields(V& v) {
+      v.number("bandwidth_gbps", bandwidth_gbps, 1e-3, kNoLimit);
+      v.integer("mtu_bytes", mtu_bytes, 256, kU32Max);
+      v.integer("packet_overhead_bytes", packet_overhead_bytes, 0, kU32Max);
+    }
   } link;
 
   struct Latency {
@@ -92,7 +135,13 @@ struct NicConfig {
     // A NIC sending to itself turns the packet around inside the NIC.
     double loopback_ns = 100;
     // Added to every packet's latency (never reorders one QP: see nic_model.hpp).
-    Distribution jitter = Distribution::exponential(20);
+    Distribution jitter = Distribution::exponential(20);  // JSON null: no jitter
+    template <class V>
+    void fields(V& v) {
+      v.number("base_ns", base_ns, 0, kNoLimit);
+      v.number("loopback_ns", loopback_ns, 0, kNoLimit);
+      v.distribution("jitter", jitter, 0.0);
+    }
   } latency;
 
   // Responder: from placing a WRITE to sending its ACK (ACK generation is behind the
@@ -105,6 +154,11 @@ struct NicConfig {
     // IB encodes the timer in steps from 0.01 ms; 10 us is the smallest non-zero step.
     double delay_ns = 10000;
     uint32_t retry_limit = 7;         // 7 = retry forever (IB rnr_retry semantics)
+    template <class V>
+    void fields(V& v) {
+      v.number("delay_ns", delay_ns, 1.0, kNoLimit);
+      v.integer("retry_limit", retry_limit, 0, 7);
+    }
   } rnr;
 
   struct Cache {
@@ -114,9 +168,40 @@ struct NicConfig {
     uint32_t ways = 8;
     double miss_ns = 500;
     uint32_t page_bytes = 4096;       // translation granularity (mtt_cache only)
+    template <class V>
+    void fields(V& v) {
+      v.integer("entries", entries, 0, kU32Max);
+      v.integer("ways", ways, 1, 1024);
+      v.number("miss_ns", miss_ns, 0, kNoLimit);
+      v.integer("page_bytes", page_bytes, 1, kU32Max);
+    }
+    // A relation between fields the reader checks after the object: {key, rule} or {}.
+    std::pair<std::string, std::string> invalid() const {
+      if (entries % ways != 0) return {"entries", "must be a multiple of ways (" + std::to_string(ways) + ")"};
+      return {};
+    }
   };
   Cache qp_cache;   // QP contexts, keyed by QP
   Cache mtt_cache;  // memory translation entries, keyed by (key, page)
+
+  template <class V>
+  void fields(V& v) {
+    v.number("doorbell_ns", doorbell_ns, 0, kNoLimit);
+    v.integer("blueflame_max_wqes", blueflame_max_wqes, 0, kU32Max);
+    v.integer("inline_max_bytes", inline_max_bytes, 0, kU32Max);
+    v.integer("wqe_bytes", wqe_bytes, 1, kU32Max);
+    v.integer("fetch_max_wqes", fetch_max_wqes, 1, 64);
+    v.object("pcie", pcie);
+    v.object("send", send);
+    v.object("recv", recv);
+    v.object("link", link);
+    v.object("latency", latency);
+    v.number("ack_turnaround_ns", ack_turnaround_ns, 0, kNoLimit);
+    v.integer("cqe_bytes", cqe_bytes, 0, kU32Max);
+    v.object("rnr", rnr);
+    v.object("qp_cache", qp_cache);
+    v.object("mtt_cache", mtt_cache);
+  }
 
   static NicConfig from_json(const nlohmann::json& j, const std::string& path = "nic");
   static NicConfig load_file(const std::string& file);
