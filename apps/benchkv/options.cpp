@@ -300,7 +300,8 @@ constexpr std::string_view kGroupRpc = "copyrpc alone (rpc)";
 
 const Spec kSpecs[] = {
     {"backend", 0, Kind::kChoice, kGroupRun, "" /* --help lists backend::kBackendNames */,
-     "backend to run (positional argument)", &set_backend, &get_backend},
+     "backend to run (positional argument); rpc runs copyrpc alone: rank 0 calls, the other ranks answer",
+     &set_backend, &get_backend},
     {"transport", 0, Kind::kChoice, kGroupRun, "mlx5|verbs|ucx|sim", "transport under the backends",
      BKV_CHOICE(transport, kTransportChoices)},
     {"duration", 'd', Kind::kDouble, kGroupRun, "SECONDS", "benchmark time per run (fractions allowed)",
