@@ -23,7 +23,7 @@
 //            one hold case, for instruction counts: the measured loop is
 //            bkvbench_sim::hold_events, so running it under
 //              valgrind --tool=callgrind --collect-atstart=no
-//                       --toggle-collect='bkvbench_sim::hold_events*'
+//                       --toggle-collect='*bkvbench_sim::hold_events*'
 //            counts exactly the warm-up and the EVENTS events (handler included);
 //            DIST is one of the names printed in section 1.
 #include <algorithm>
