@@ -8,24 +8,25 @@
 //
 // Handlers are type-erased without std::function and without allocation per event: an
 // object registers once as a *target* (function pointer + context pointer) and gets a
-// 32-bit TargetId; an event is {time, sequence, target, 32-bit argument}, 24 bytes, kept
-// in a binary heap (a std::vector that only grows to the peak number of pending events).
+// 32-bit TargetId; an event is {time, sequence, target, 32-bit argument}, 24 bytes.
 // The argument tells the target what the event is about (a stage and a queue pair, a
 // generation number, a slot index ...).
+//
+// The future-event set is a template parameter (sim/event_set.hpp: the FutureEventSet
+// concept), resolved at compile time: no virtual call per event. Engine, the name the
+// simulator uses, is the engine over the binary heap; BasicEngine<CalendarQueueEventSet>
+// (sim/calendar_queue.hpp) runs the same events in the same order.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <vector>
 
-namespace bkv::sim {
+#include "sim/event_set.hpp"
 
-using Time = uint64_t;  // virtual nanoseconds since the start of the simulation
-inline constexpr Time kTimeNever = std::numeric_limits<Time>::max();
+namespace bkv::sim {
 
 using Handler = void (*)(void* ctx, uint32_t arg);
 
@@ -33,28 +34,15 @@ struct TargetId {
   uint32_t value = 0;
 };
 
-struct Event {
-  Time time;
-  uint64_t seq;     // global insertion order: breaks ties between equal times
-  uint32_t target;  // index into the target table
-  uint32_t arg;
-};
-static_assert(sizeof(Event) == 24, "events stay small: the heap moves them around");
-static_assert(std::is_trivially_copyable_v<Event>);
-
-// The ordering rule of the future-event set: earlier time first, then earlier insertion.
-constexpr bool event_before(const Event& a, const Event& b) noexcept {
-  return a.time < b.time || (a.time == b.time && a.seq < b.seq);
-}
-
 // Optional observer of every event run (tests, trace export).
 using TraceFn = void (*)(void* ctx, const Event& ev);
 
-class Engine {
+template <FutureEventSet EventSet = BinaryHeapEventSet>
+class BasicEngine {
  public:
-  Engine() { heap_.reserve(1024); }
-  Engine(const Engine&) = delete;
-  Engine& operator=(const Engine&) = delete;
+  BasicEngine() = default;
+  BasicEngine(const BasicEngine&) = delete;
+  BasicEngine& operator=(const BasicEngine&) = delete;
 
   // Registers a handler. Targets live as long as the engine (there is no removal: a
   // finished object simply stops scheduling events).
@@ -73,15 +61,16 @@ class Engine {
   // Schedules target(arg) at absolute time t (t >= now(): the past cannot be changed).
   void schedule(Time t, TargetId target, uint32_t arg = 0) {
     if (t < now_) [[unlikely]] throw_past(t);
-    push(Event{t, next_seq_++, target.value, arg});
+    events_.push(Event{t, next_seq_++, target.value, arg});
   }
   void schedule_in(Time delay, TargetId target, uint32_t arg = 0) { schedule(now_ + delay, target, arg); }
 
   Time now() const noexcept { return now_; }
-  size_t pending() const noexcept { return heap_.size(); }
-  bool empty() const noexcept { return heap_.empty(); }
-  Time next_time() const noexcept { return heap_.empty() ? kTimeNever : heap_.front().time; }
+  size_t pending() const noexcept { return events_.size(); }
+  bool empty() const noexcept { return events_.empty(); }
+  Time next_time() const noexcept { return events_.empty() ? kTimeNever : events_.min().time; }
   uint64_t events_run() const noexcept { return events_run_; }
+  const EventSet& event_set() const noexcept { return events_; }  // read-only: statistics
   uint64_t events_scheduled() const noexcept { return next_seq_; }
 
   // Runs events with time <= limit in order. Afterwards now() == limit unless stop() was
@@ -89,7 +78,7 @@ class Engine {
   uint64_t run_until(Time limit) {
     stop_ = false;
     const uint64_t before = events_run_;
-    while (!stop_ && !heap_.empty() && heap_.front().time <= limit) run_one();
+    while (!stop_ && !events_.empty() && events_.min().time <= limit) run_one();
     if (!stop_ && limit != kTimeNever && limit > now_) now_ = limit;
     return events_run_ - before;
   }
@@ -99,7 +88,7 @@ class Engine {
 
   // Runs exactly one event if there is one; returns false when the set is empty.
   bool step() {
-    if (heap_.empty()) return false;
+    if (events_.empty()) return false;
     run_one();
     return true;
   }
@@ -135,8 +124,7 @@ class Engine {
   }
 
   void run_one() {
-    const Event ev = heap_.front();
-    pop_front();
+    const Event ev = events_.pop_min();
     now_ = ev.time;
     ++events_run_;
     hash_ = mix(mix(hash_, ev.time), (uint64_t{ev.target} << 32) | ev.arg);
@@ -145,37 +133,7 @@ class Engine {
     t.fn(t.ctx, ev.arg);
   }
 
-  // Binary heap, sift with a hole (one move per level instead of a swap).
-  void push(const Event& ev) {
-    heap_.push_back(ev);
-    size_t i = heap_.size() - 1;
-    while (i > 0) {
-      const size_t parent = (i - 1) / 2;
-      if (!event_before(ev, heap_[parent])) break;
-      heap_[i] = heap_[parent];
-      i = parent;
-    }
-    heap_[i] = ev;
-  }
-
-  void pop_front() {
-    const Event last = heap_.back();
-    heap_.pop_back();
-    const size_t n = heap_.size();
-    if (n == 0) return;
-    size_t i = 0;
-    for (;;) {
-      size_t child = 2 * i + 1;
-      if (child >= n) break;
-      if (child + 1 < n && event_before(heap_[child + 1], heap_[child])) ++child;
-      if (!event_before(heap_[child], last)) break;
-      heap_[i] = heap_[child];
-      i = child;
-    }
-    heap_[i] = last;
-  }
-
-  std::vector<Event> heap_;
+  EventSet events_;
   std::vector<Target> targets_;
   Time now_ = 0;
   uint64_t next_seq_ = 0;
@@ -185,5 +143,8 @@ class Engine {
   void* trace_ctx_ = nullptr;
   bool stop_ = false;
 };
+
+// The engine the simulator runs on.
+using Engine = BasicEngine<>;
 
 }  // namespace bkv::sim

@@ -1,7 +1,7 @@
-# Simulator tests: engine, simulated threads, cost model, stations, NIC/network model,
+# Simulator tests: engine, future-event sets, simulated threads, cost model, stations, NIC/network model,
 # the discrete-event transport.
 bkv_add_test(test_sim GROUP sim
-  SOURCES sim/test_engine.cpp sim/test_sim_thread.cpp sim/test_config.cpp sim/test_stations.cpp
+  SOURCES sim/test_engine.cpp sim/test_event_set.cpp sim/test_sim_thread.cpp sim/test_config.cpp sim/test_stations.cpp
           sim/test_nic_model.cpp
   LIBS bkv_sim)
 bkv_add_test(test_sim_copyrpc GROUP sim SOURCES sim/test_des_copyrpc.cpp LIBS bkv_sim)

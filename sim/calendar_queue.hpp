@@ -1,0 +1,239 @@
+// A calendar queue: a future-event set with O(1) expected push and pop when event times
+// are spread smoothly, exact for the engine's total order (time, then sequence number).
+//
+// Layout: time is cut into slots of 2^shift ns ("days"); slot s lives in bucket
+// s mod bucket_count (a "year" is bucket_count slots). Each bucket holds its events in
+// ascending (time, seq) order in a vector whose live part starts at `head`:
+//
+//   time ──►  slot = time >> shift        bucket = slot & (bucket_count - 1)
+//
+//   bucket 0 [ . . . | e e e ]   . = consumed (index < head), e = pending, ascending
+//   bucket 1 [ e ]
+//   bucket 2 [ ]
+//   ...
+//
+// Invariant: when the set is not empty, current_bucket_'s first live event is the
+// minimum of the whole set, and current_slot_ is its slot. So min() is a read.
+//
+// push: binary position search is not needed: a new event is usually the latest in its
+//   bucket (ties in time come in sequence order), so the insertion point is found by
+//   scanning from the back; an event before the bucket's first one takes the free slot
+//   at head - 1 when there is one. An event before the current minimum moves the
+//   current position back to it.
+// pop: take the current bucket's first event, then walk forward slot by slot: the next
+//   minimum is the first event found whose slot equals the slot being looked at. After a
+//   whole year of buckets without a match (all events are far away), search the bucket
+//   heads directly.
+// Resize: the bucket count doubles when there are more than 2 events per bucket and
+//   halves below 1/2; the slot width is recomputed from the spacing of the earliest
+//   events. A rebuild with the same bucket count also happens when the measured work per
+//   operation (buckets stepped over, events shifted) stays high, which is how the width
+//   follows a time distribution that changes. Rebuilding sorts the events once, so each
+//   bucket is refilled by appends. The order the set yields never depends on the width
+//   or bucket count: only the cost does.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "sim/event_set.hpp"
+
+namespace bkv::sim {
+
+class CalendarQueueEventSet {
+ public:
+  static constexpr size_t kMinBuckets = 8;
+  // Target fill: between 1/2 and 2 events per bucket.
+  static constexpr size_t kGrowWhenEventsPerBucket = 2;
+  static constexpr size_t kShrinkWhenBucketsPerEvent = 2;
+  // Width = next power of two >= kWidthPerSpacing x (mean spacing of the earliest events).
+  static constexpr uint64_t kWidthPerSpacing = 2;
+  static constexpr size_t kSpacingSample = 64;
+  // Work check: every kCheckEveryYears x bucket_count operations; rebuild when the
+  // average work per operation exceeded kMaxWorkPerOp steps.
+  static constexpr uint64_t kCheckEveryYears = 8;
+  static constexpr uint64_t kMaxWorkPerOp = 6;
+  // A bucket drops its consumed prefix once it is this long and at least half the vector.
+  static constexpr size_t kCompactAfter = 32;
+  static_assert(std::has_single_bit(kMinBuckets), "bucket counts are powers of two (index by mask)");
+  // Growing at fill G halves the fill to G/2, shrinking at fill 1/S doubles it to 2/S;
+  // both must land strictly between 1/S and G (G*S > 2). 4 keeps a factor of 2 margin.
+  static_assert(kGrowWhenEventsPerBucket * kShrinkWhenBucketsPerEvent >= 4,
+                "after a resize the fill sits between the two thresholds: no resize ping-pong");
+
+  CalendarQueueEventSet() { buckets_.resize(kMinBuckets); }
+
+  void push(const Event& ev) {
+    if (size_ + 1 > kGrowWhenEventsPerBucket * buckets_.size()) [[unlikely]]
+      rebuild(buckets_.size() * 2, &ev);
+    else
+      insert(ev);
+    ++size_;
+    count_op();
+  }
+
+  const Event& min() const noexcept {
+    const Bucket& b = buckets_[current_bucket_];
+    return b.events[b.head];
+  }
+
+  Event pop_min() {
+    Bucket& b = buckets_[current_bucket_];
+    const Event first = b.events[b.head];
+    ++b.head;
+    if (b.head == b.events.size()) {
+      b.events.clear();
+      b.head = 0;
+    } else if (b.head >= kCompactAfter && 2 * b.head >= b.events.size()) [[unlikely]] {
+      // A bucket that never runs empty (a steady stream of equal or close times) drops
+      // its consumed prefix; moving at most `head` live events per `head` pops.
+      b.events.erase(b.events.begin(), b.events.begin() + static_cast<ptrdiff_t>(b.head));
+      b.head = 0;
+    }
+    --size_;
+    if (size_ > 0 && size_ * kShrinkWhenBucketsPerEvent < buckets_.size() && buckets_.size() > kMinBuckets)
+        [[unlikely]] {
+      rebuild(buckets_.size() / 2, nullptr);
+    } else if (size_ > 0) {
+      find_next_min();
+    }
+    count_op();
+    return first;
+  }
+
+  size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+  // For tests and the benchmark: the current geometry and how often it was rebuilt.
+  size_t bucket_count() const noexcept { return buckets_.size(); }
+  uint64_t slot_width() const noexcept { return uint64_t{1} << shift_; }
+  uint64_t rebuilds() const noexcept { return rebuilds_; }
+
+ private:
+  struct Bucket {
+    std::vector<Event> events;  // ascending (time, seq) from index head on
+    size_t head = 0;            // events before head are consumed
+  };
+
+  uint64_t slot_of(Time t) const noexcept { return t >> shift_; }
+  size_t bucket_of_slot(uint64_t slot) const noexcept { return static_cast<size_t>(slot) & (buckets_.size() - 1); }
+
+  // Puts ev in its bucket (size_ is the caller's business) and keeps the invariant.
+  void insert(const Event& ev) {
+    const bool new_min = size_ == 0 || event_before(ev, min());
+    const uint64_t slot = slot_of(ev.time);
+    Bucket& b = buckets_[bucket_of_slot(slot)];
+    std::vector<Event>& v = b.events;
+    if (b.head > 0 && b.head < v.size() && event_before(ev, v[b.head])) {
+      v[--b.head] = ev;  // new first event of the bucket: reuse a consumed place
+    } else {
+      v.push_back(ev);
+      size_t i = v.size() - 1;
+      while (i > b.head && event_before(ev, v[i - 1])) {
+        v[i] = v[i - 1];
+        --i;
+      }
+      v[i] = ev;
+      work_ += v.size() - 1 - i;
+    }
+    if (new_min) {
+      current_slot_ = slot;
+      current_bucket_ = bucket_of_slot(slot);
+    }
+  }
+
+  // Precondition: size_ > 0 and every pending event is at or after current_slot_.
+  void find_next_min() {
+    const size_t n = buckets_.size();
+    uint64_t slot = current_slot_;
+    for (size_t step = 0; step < n; ++step, ++slot) {
+      const Bucket& b = buckets_[bucket_of_slot(slot)];
+      // Slots in this bucket are >= current_slot_ and congruent to `slot`: the bucket's
+      // first event is in `slot` exactly when the set has events in that slot.
+      if (b.head < b.events.size() && slot_of(b.events[b.head].time) == slot) {
+        current_slot_ = slot;
+        current_bucket_ = bucket_of_slot(slot);
+        work_ += step;
+        return;
+      }
+    }
+    work_ += n;
+    // A year without a match: the next event is more than a year away. Compare heads.
+    const Event* best = nullptr;
+    size_t best_bucket = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const Bucket& b = buckets_[i];
+      if (b.head < b.events.size() && (best == nullptr || event_before(b.events[b.head], *best))) {
+        best = &b.events[b.head];
+        best_bucket = i;
+      }
+    }
+    current_slot_ = slot_of(best->time);
+    current_bucket_ = best_bucket;
+  }
+
+  void count_op() {
+    if (++ops_ < kCheckEveryYears * buckets_.size()) return;
+    const bool costly = work_ > kMaxWorkPerOp * ops_;
+    ops_ = 0;
+    work_ = 0;
+    if (costly && size_ > 0) [[unlikely]] rebuild(buckets_.size(), nullptr);
+  }
+
+  // Re-lays all pending events (plus *extra if given) over `bucket_count` buckets with a
+  // slot width fitted to the earliest events. size_ does not include *extra.
+  void rebuild(size_t bucket_count, const Event* extra) {
+    ++rebuilds_;
+    scratch_.clear();
+    scratch_.reserve(size_ + 1);
+    for (Bucket& b : buckets_) {
+      scratch_.insert(scratch_.end(), b.events.begin() + static_cast<ptrdiff_t>(b.head), b.events.end());
+      b.events.clear();
+      b.head = 0;
+    }
+    if (extra != nullptr) scratch_.push_back(*extra);
+    std::sort(scratch_.begin(), scratch_.end(), event_before);
+    buckets_.resize(bucket_count);
+    shift_ = shift_for(scratch_);
+    ops_ = 0;
+    work_ = 0;
+    for (const Event& ev : scratch_) {
+      Bucket& b = buckets_[bucket_of_slot(slot_of(ev.time))];
+      b.events.push_back(ev);  // sorted input: every insertion is an append
+    }
+    if (!scratch_.empty()) {
+      current_slot_ = slot_of(scratch_.front().time);
+      current_bucket_ = bucket_of_slot(current_slot_);
+    }
+  }
+
+  // log2 of the slot width for events sorted ascending: the mean spacing of the first
+  // kSpacingSample distinct-or-not times, times kWidthPerSpacing, rounded up to a power
+  // of two; 1 ns when the sample spans no time.
+  static unsigned shift_for(const std::vector<Event>& sorted) {
+    const size_t k = std::min(sorted.size(), kSpacingSample);
+    if (k < 2) return 0;
+    const uint64_t span = sorted[k - 1].time - sorted[0].time;
+    const uint64_t spacing = span / (k - 1);
+    if (spacing == 0) return 0;
+    const uint64_t width = spacing > (uint64_t{1} << 62) / kWidthPerSpacing ? uint64_t{1} << 62
+                                                                           : std::bit_ceil(spacing * kWidthPerSpacing);
+    return static_cast<unsigned>(std::countr_zero(width));
+  }
+
+  std::vector<Bucket> buckets_;
+  std::vector<Event> scratch_;
+  size_t size_ = 0;
+  unsigned shift_ = 0;
+  uint64_t current_slot_ = 0;
+  size_t current_bucket_ = 0;
+  uint64_t ops_ = 0;
+  uint64_t work_ = 0;
+  uint64_t rebuilds_ = 0;
+};
+static_assert(FutureEventSet<CalendarQueueEventSet>);
+
+}  // namespace bkv::sim
