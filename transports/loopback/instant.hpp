@@ -16,7 +16,8 @@
 //    the send queue full and gets kSendQueueFull;
 //  - rkey/lkey/bounds/permission/owner checks with error completions, which are
 //    generated even for unsignaled requests, and the QP moves to the error state
-//    (later requests complete with kWrFlushError).
+//    (later requests complete with kWrFlushError); after a remote access error the
+//    responder's queue pair, which NAKed it, is in the error state too.
 #pragma once
 
 #include <cstring>
@@ -189,6 +190,12 @@ class InstantTransport {
     if (w.signaled || st != WcStatus::kSuccess) send_cq_.push(SendEntry{{qp.qpn_, w.wr_id, w.op, st}, &qp, w.seq});
   }
 
+  // The responder NAKed w: both ends of the connection enter the error state.
+  void remote_access_error(QueuePair& qp, const QueuePair::Wqe& w) {
+    static_cast<QueuePair*>(fabric_.qps_[qp.peer_qpn_ - 1].qp)->error_ = true;
+    complete(qp, w, WcStatus::kRemoteAccessError);
+  }
+
   // Executes the doorbelled requests of qp in order, until one waits for a receive.
   void run(QueuePair& qp) {
     while (!qp.waiting_for_receive_ && qp.rung_ > 0) {
@@ -218,7 +225,7 @@ class InstantTransport {
     if (w.op == WcOpcode::kRdmaRead) {
       const software_nic::Access src = target.responder_.check_read(w.remote.addr, w.len, w.remote.rkey);
       if (!src.ok) {
-        complete(qp, w, WcStatus::kRemoteAccessError);
+        remote_access_error(qp, w);
         return true;
       }
       if (w.len > 0) std::memcpy(local.host, src.host, w.len);
@@ -228,7 +235,7 @@ class InstantTransport {
         case software_nic::ResponderStatus::kReceiverNotReady:
           return false;
         case software_nic::ResponderStatus::kRemoteAccessError:
-          complete(qp, w, WcStatus::kRemoteAccessError);
+          remote_access_error(qp, w);
           return true;
         case software_nic::ResponderStatus::kExecuted:
           break;
