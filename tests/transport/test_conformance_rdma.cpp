@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tests/transport/conformance.hpp"
+#include "tests/transport/direct_harness.hpp"
 #include "transports/mlx5/device.hpp"
 #include "transports/mlx5/direct_transport.hpp"
 #include "transports/mlx5/hw_provider.hpp"
@@ -50,22 +51,13 @@ struct NoDelete {
   void operator()(bkv::mlx5::DirectTransport<bkv::mlx5::HwProvider>*) const noexcept {}
 };
 
-struct Mlx5HwHarness {
+struct Mlx5HwHarness : bkv::test::DirectHarnessTraits {
   using T = bkv::mlx5::DirectTransport<bkv::mlx5::HwProvider>;
-  static constexpr bool kSlotsAreWqes = false;
-  static constexpr bool kPostBeforeConnectThrows = true;
-  static constexpr bool kResponderEntersError = false;
   bkv::mlx5::Device dev = bkv::mlx5::open_device(device_name());
   std::deque<bkv::mlx5::HwProvider> providers;
   std::deque<T> transports;
   std::unique_ptr<T, NoDelete> make() {
-    bkv::mlx5::DirectOptions o;
-    o.sq_depth = 64;
-    o.srq_size = 256;
-    o.max_inline = 0;
-    o.inline_head = 0;
-    o.send_cq_entries = 1024;
-    return std::unique_ptr<T, NoDelete>(&transports.emplace_back(providers.emplace_back(dev), o));
+    return std::unique_ptr<T, NoDelete>(&transports.emplace_back(providers.emplace_back(dev), options()));
   }
 };
 
