@@ -16,7 +16,10 @@
 //
 // Send-queue depth has its real meaning: an unsignaled WQE's slot is freed only when a
 // later (or its own) signaled completion on that QP is polled, so a user that never
-// signals fills the SQ and gets PostResult::kSendQueueFull.
+// signals fills the SQ and gets PostResult::kSendQueueFull. The poll loop and that slot
+// rule are the software NIC's (transports/software_nic/completion_queue.hpp,
+// send_queue.hpp), shared with the real-run software transports; the timing is
+// sim/nic_model's.
 //
 // DesFabric creates nodes (one NIC each), transports and connections; all transports
 // share one MemoryTable, whose keys the simulated NICs check.
@@ -29,6 +32,9 @@
 #include "core/transport.hpp"
 #include "sim/nic_model.hpp"
 #include "sim/sim_thread.hpp"
+#include "transports/software_nic/completion_queue.hpp"
+#include "transports/software_nic/memory_table.hpp"
+#include "transports/software_nic/send_queue.hpp"
 
 namespace bkv::sim {
 
@@ -94,41 +100,27 @@ class DesTransport {
   // Drains up to `max` receive completions, oldest first.
   template <class F>
   uint32_t poll_recv(F&& on_completion, uint32_t max) {
-    sim::DeviceContext& c = net_.context(ctx_);
-    uint32_t n = 0;
-    while (n < max && !c.recv_cq.empty()) {
-      const RecvCompletion wc = c.recv_cq.front();
-      c.recv_cq.pop();
-      ++n;
-      on_completion(wc);
-    }
-    return n;
+    return software_nic::poll_recv_queue(net_.context(ctx_).recv_cq, max, on_completion);
   }
 
   // Drains up to `max` send completions; each frees the SQ slots up to its WQE.
   template <class F>
   uint32_t poll_send(F&& on_completion, uint32_t max) {
-    sim::DeviceContext& c = net_.context(ctx_);
-    uint32_t n = 0;
-    while (n < max && !c.send_cq.empty()) {
-      const sim::SendCqe cqe = c.send_cq.front();
-      c.send_cq.pop();
-      net_.release_slots(cqe);
-      ++n;
-      on_completion(cqe.wc);
-    }
-    return n;
+    return software_nic::poll_send_queue(
+        net_.context(ctx_).send_cq, max,
+        [this](const sim::SendCqe& e) -> software_nic::SendQueueSlots& { return net_.qp(e.qp).slots; },
+        on_completion);
   }
 
   void post_receives(uint32_t n) { net_.post_receives(ctx_, n); }
-  uint32_t srq_capacity() const noexcept { return net_.context(ctx_).cfg.srq_capacity; }
+  uint32_t srq_capacity() const noexcept { return net_.context(ctx_).srq.capacity(); }
   uint32_t send_queue_depth() const noexcept { return net_.context(ctx_).cfg.sq_depth; }
   Meter& meter() noexcept { return thread_; }
 
   // Simulator extras.
   uint32_t node() const noexcept { return node_; }
   uint32_t context_index() const noexcept { return ctx_; }
-  uint32_t srq_posted() const noexcept { return net_.context(ctx_).srq_posted; }
+  uint32_t srq_posted() const noexcept { return net_.context(ctx_).srq.posted(); }
   // For tests that drive transports from outside simulated threads (as the real-run
   // transports are driven): lets simulated time pass up to the next pending instant and
   // runs every event due then. Inside a simulation, the engine's run loop does this.
@@ -165,7 +157,7 @@ class DesFabric {
   }
 
   sim::Network& network() noexcept { return net_; }
-  loopback::MemoryTable& memory() noexcept { return net_.memory(); }
+  software_nic::MemoryTable& memory() noexcept { return net_.memory(); }
 
  private:
   sim::Network net_;

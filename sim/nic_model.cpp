@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/sim_thread.hpp"
+#include "transports/software_nic/responder.hpp"
 
 namespace bkv::sim {
 
@@ -81,6 +82,7 @@ uint32_t Network::create_context(uint32_t node, SimThread* thread, const DeviceC
   c.node = node;
   c.thread = thread;
   c.cfg = cfg;
+  c.srq = software_nic::SharedReceiveQueue(cfg.srq_capacity);
   c.recv_cq.reserve_pow2(cfg.recv_cq_depth != 0 ? cfg.recv_cq_depth : 2ull * cfg.srq_capacity);
   c.send_cq.reserve_pow2(cfg.sq_depth);
   return c.index;
@@ -96,9 +98,9 @@ uint32_t Network::create_qp(uint32_t ctx) {
   q.node = c.node;
   q.ctx = ctx;
   q.qp_num = index + kQpnBase;
-  q.depth = c.cfg.sq_depth;
+  q.slots = software_nic::SendQueueSlots(c.cfg.sq_depth);
   uint64_t cap = 1;
-  while (cap < q.depth) cap <<= 1;
+  while (cap < q.slots.depth()) cap <<= 1;
   q.ring.resize(cap);
   q.mask = cap - 1;
   c.qps.push_back(index);
@@ -120,20 +122,15 @@ void Network::connect(uint32_t qp, uint32_t remote_node, uint32_t remote_qp_num)
 }
 
 void Network::post_receives(uint32_t ctx, uint32_t n) {
-  DeviceContext& c = ctxs_[ctx];
-  if (uint64_t{c.srq_posted} + n > c.cfg.srq_capacity)
-    throw std::logic_error("post_receives: " + std::to_string(n) + " receives on top of " +
-                           std::to_string(c.srq_posted) + " exceed the SRQ capacity " +
-                           std::to_string(c.cfg.srq_capacity));
-  c.srq_posted += n;
+  ctxs_[ctx].srq.post(n, "post_receives");
 }
 
 PostResult Network::post(uint32_t qpi, WqeOp op, const void* local, uint32_t len, uint32_t lkey,
                          uint64_t remote_addr, uint32_t rkey, uint32_t imm, uint64_t wr_id, bool signaled,
                          Time now) {
   QpState& q = qps_[qpi];
-  if (q.posted - q.freed >= q.depth) return PostResult::kSendQueueFull;
-  const uint64_t seq = q.posted++;
+  if (q.slots.full()) return PostResult::kSendQueueFull;
+  const uint64_t seq = q.slots.take();
   Wqe& w = q.ring[seq & q.mask];
   w.local = static_cast<const std::byte*>(local);
   w.remote_host = nullptr;
@@ -157,7 +154,7 @@ PostResult Network::post(uint32_t qpi, WqeOp op, const void* local, uint32_t len
     w.status = WcStatus::kWrFlushError;
     w.stage = kStComplete;
     ++nic_of(q).n.flushed;
-    q.rung = q.posted;
+    q.rung = q.slots.posted();
     if (q.cursor[kStComplete] == seq) {
       // Nothing ahead of it: the flush completion is visible at once.
       process(q, seq, w, kStComplete, now);
@@ -173,13 +170,13 @@ PostResult Network::post(uint32_t qpi, WqeOp op, const void* local, uint32_t len
 
 void Network::ring_doorbell(uint32_t qpi, Time now) {
   QpState& q = qps_[qpi];
-  if (q.rung == q.posted) return;
+  if (q.rung == q.slots.posted()) return;
   Nic& nic = nic_of(q);
   const Time due = now + nic.doorbell_ns;
-  const uint64_t count = q.posted - q.rung;
+  const uint64_t count = q.slots.posted() - q.rung;
   const bool bf = count <= nic.cfg.blueflame_max_wqes;
   bool any = false;
-  for (uint64_t s = q.rung; s < q.posted; ++s) {
+  for (uint64_t s = q.rung; s < q.slots.posted(); ++s) {
     Wqe& w = q.ring[s & q.mask];
     if (w.stage != kStPosted) continue;  // flushed already
     w.stage = kStDoorbell;
@@ -187,7 +184,7 @@ void Network::ring_doorbell(uint32_t qpi, Time now) {
     if (bf) w.flags |= kWqeBlueFlame;
     any = true;
   }
-  q.rung = q.posted;
+  q.rung = q.slots.posted();
   ++nic.n.doorbells;
   if (any) schedule_stage(q, kStDoorbell, due);
 }
@@ -329,7 +326,7 @@ void Network::responder_error(QpState& b, uint64_t seq, Time now) {
 void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
   q.error = true;
   Nic& nic = nic_of(q);
-  for (uint64_t s = first; s < q.posted; ++s) {
+  for (uint64_t s = first; s < q.slots.posted(); ++s) {
     Wqe& x = q.ring[s & q.mask];
     if (x.stage >= kStComplete) continue;
     if (x.stage == kStAdmit) --nic.n.admit_depth;
@@ -338,7 +335,7 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
     x.due = complete_due;
     ++nic.n.flushed;
   }
-  q.rung = q.posted;
+  q.rung = q.slots.posted();
   schedule_stage(q, kStComplete, complete_due);
 }
 
@@ -360,7 +357,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
       const ServerPool::Slot slot =
           nic.send_engines.reserve(ns_to_ps(now), nic.cfg.send.qp_serial ? q.eng_free_ps : 0, service);
       q.eng_free_ps = slot.finish_ps;
-      if (w.len > 0 && memory_.check_local(w.local, w.len, w.lkey, w.op == WqeOp::kRead) == nullptr) {
+      if (!software_nic::check_local_access(memory_, q.node, wc_opcode(w.op), w.local, w.len, w.lkey).ok) {
         // Local protection error: the WQE completes in error, the QP goes to error.
         w.status = WcStatus::kLocalProtectionError;
         ++nic.n.local_errors;
@@ -420,20 +417,17 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
         nak(q, w, slot.finish_ps, rn);
         return true;
       }
-      std::byte* host = nullptr;
-      if (w.len > 0) {
-        host = memory_.check_remote(w.remote_addr, w.len, w.rkey,
-                                    is_write(w.op) ? kAccessRemoteWrite : kAccessRemoteRead);
-        if (host == nullptr) {
-          w.status = WcStatus::kRemoteAccessError;
-          responder_error(b, seq, now);
-          ++rn.n.remote_errors;
-          notify(WqeEvent::kRemoteError, q, seq, w, now);
-          nak(q, w, slot.finish_ps, rn);
-          return true;
-        }
+      const software_nic::Access target =
+          software_nic::check_remote_access(memory_, b.node, wc_opcode(w.op), w.remote_addr, w.len, w.rkey);
+      if (!target.ok) {
+        w.status = WcStatus::kRemoteAccessError;
+        responder_error(b, seq, now);
+        ++rn.n.remote_errors;
+        notify(WqeEvent::kRemoteError, q, seq, w, now);
+        nak(q, w, slot.finish_ps, rn);
+        return true;
       }
-      w.remote_host = host;
+      w.remote_host = target.host;
       if (is_write(w.op)) {
         const uint64_t bytes = w.len + (w.op == WqeOp::kWriteImm ? rn.cfg.cqe_bytes : 0);
         w.stage = kStLand;
@@ -457,7 +451,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
         return true;
       }
       if (w.op == WqeOp::kWriteImm) {
-        if (rc.srq_posted == 0) {
+        if (rc.srq.empty()) {
           ++w.rnr_tries;
           ++rn.n.rnr_naks;
           notify(WqeEvent::kRnrNak, q, seq, w, now);
@@ -477,7 +471,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
         if (rc.recv_cq.full()) [[unlikely]]
           throw std::runtime_error("receive CQ overrun on node " + std::to_string(rc.node) + " (depth " +
                                    std::to_string(rc.recv_cq.capacity()) + "): completions are not polled");
-        --rc.srq_posted;
+        rc.srq.consume();
       }
       if (w.len > 0) std::memcpy(w.remote_host, w.local, w.len);
       ++rn.n.writes_landed;

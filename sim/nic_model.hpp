@@ -23,7 +23,7 @@
 //                                                     -> Rx at the remote port
 //   Rx         (responder) serializes into the target port (switch egress), receive
 //              engine pool (recv.engines, per packet + per byte, per-QP in order with
-//              recv.qp_serial), rkey/bounds/permission check with MemoryTable; WRITE:
+//              recv.qp_serial), rkey/bounds/permission/owner check (software_nic); WRITE:
 //              DMA write of data (+CQE) over PCIe NIC->host  -> Land
 //              READ: DMA read of the data from responder memory -> ReadTx
 //              violation: NAK (remote access error)      -> Ack
@@ -99,7 +99,10 @@
 #include "sim/engine.hpp"
 #include "sim/nic_config.hpp"
 #include "sim/stations.hpp"
-#include "transports/loopback/memory_table.hpp"
+#include "transports/software_nic/completion_queue.hpp"
+#include "transports/software_nic/memory_table.hpp"
+#include "transports/software_nic/receive_queue.hpp"
+#include "transports/software_nic/send_queue.hpp"
 
 namespace bkv::sim {
 
@@ -152,13 +155,9 @@ struct Wqe {
   uint32_t rnr_tries = 0;
 };
 
-// A send completion as queued in the CQ: the user-visible part plus the SQ position it
-// retires (needed to free SQ slots when it is polled).
-struct SendCqe {
-  SendCompletion wc;
-  uint32_t qp_index;
-  uint64_t seq;
-};
+// A send completion as queued in the CQ: the user-visible part, the global index of its
+// QP and the SQ position it retires (polling it frees the SQ slots up to there).
+using SendCqe = software_nic::SendCqEntry<uint32_t>;
 
 // Fixed-capacity FIFO ring (power-of-two capacity). Overflow is a simulation error,
 // as a CQ overrun is on a real NIC.
@@ -204,7 +203,7 @@ struct DeviceContext {
   DeviceContextConfig cfg;
   Ring<RecvCompletion> recv_cq;
   Ring<SendCqe> send_cq;
-  uint32_t srq_posted = 0;
+  software_nic::SharedReceiveQueue srq;
   std::vector<uint32_t> qps;
   uint64_t recv_cqes = 0;
   uint64_t send_cqes = 0;
@@ -216,12 +215,10 @@ struct QpState {
   uint32_t ctx = 0;
   uint32_t qp_num = 0;
   uint32_t peer = ~0u;  // global index of the connected QP
-  uint32_t depth = 0;
   uint64_t mask = 0;
   std::vector<Wqe> ring;
-  uint64_t posted = 0;  // WQEs posted (sequence of the next one)
+  software_nic::SendQueueSlots slots;  // posted() = sequence of the next WQE
   uint64_t rung = 0;    // WQEs published by a doorbell
-  uint64_t freed = 0;   // SQ slots released by polled completions
   std::array<uint64_t, kStageCount> cursor{};  // first WQE not yet past each stage
   std::array<Time, kStageCount> last_sched{};  // last event time scheduled per stage
   uint32_t in_window = 0;  // WQEs between admission and Tx
@@ -319,7 +316,7 @@ class Network {
   // std::invalid_argument if no such QP exists there. Posts on a QP that is not
   // connected complete with kWrFlushError.
   void connect(uint32_t qp, uint32_t remote_node, uint32_t remote_qp_num);
-  loopback::MemoryTable& memory() noexcept { return memory_; }
+  software_nic::MemoryTable& memory() noexcept { return memory_; }
   void set_observer(WqeObserver fn, void* ctx) noexcept {
     observer_ = fn;
     observer_ctx_ = ctx;
@@ -330,15 +327,7 @@ class Network {
                   uint32_t rkey, uint32_t imm, uint64_t wr_id, bool signaled, Time now);
   void ring_doorbell(uint32_t qp, Time now);
   void post_receives(uint32_t ctx, uint32_t n);
-  uint32_t send_queue_free(uint32_t qp) const noexcept {
-    const QpState& q = qps_[qp];
-    return q.depth - static_cast<uint32_t>(q.posted - q.freed);
-  }
-  // Called by poll_send for each polled completion: frees the SQ slots it retires.
-  void release_slots(const SendCqe& c) noexcept {
-    QpState& q = qps_[c.qp_index];
-    if (c.seq + 1 > q.freed) q.freed = c.seq + 1;
-  }
+  uint32_t send_queue_free(uint32_t qp) const noexcept { return qps_[qp].slots.free_slots(); }
 
   // --- state and metrics ---
   DeviceContext& context(uint32_t ctx) noexcept { return ctxs_[ctx]; }
@@ -382,7 +371,7 @@ class Network {
   Engine& engine_;
   TargetId target_;
   uint64_t seed_;
-  loopback::MemoryTable memory_;
+  software_nic::MemoryTable memory_;
   std::deque<Nic> nics_;
   std::deque<DeviceContext> ctxs_;
   std::deque<QpState> qps_;

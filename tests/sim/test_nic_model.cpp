@@ -1,6 +1,7 @@
 // The simulated NIC/network through the discrete-event transport: pipeline latency,
 // RC order under jitter, errors, READ, RNR, send-queue accounting, load-dependent
-// latency, determinism; plus the transport suite every loopback transport passes.
+// latency, determinism. The transport conformance suite for the discrete-event transport
+// is tests/transport/test_conformance_des.cpp.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -12,7 +13,6 @@
 
 #include "core/random.hpp"
 #include "sim/distributions.hpp"
-#include "tests/transport/transport_suite.hpp"
 #include "tests/sim/sim_cluster.hpp"
 
 using namespace bkv;
@@ -555,70 +555,6 @@ TEST_CASE("determinism: same seed, same event trace and bytes - another seed, an
   CHECK(a.first == b.first);
   CHECK(a.second == b.second);
   CHECK(a.first != d.first);  // the wire jitter differs
-}
-
-// ---------------------------------------------------------------- shared transport suite
-
-namespace {
-
-struct NoDelete {
-  void operator()(sim::DesTransport*) const noexcept {}
-};
-
-struct DesHarness {
-  using T = sim::DesTransport;
-  SimCluster cluster;
-  uint32_t next = 0;
-  explicit DesHarness(const NicConfig& nic = NicConfig{}) : cluster(2, nic, 1, sim::DeviceContextConfig{256, 64, 0}) {}
-  std::unique_ptr<T, NoDelete> make() { return std::unique_ptr<T, NoDelete>(cluster.t[next++ % 2]); }
-};
-
-NicConfig jittery_nic() {
-  NicConfig n;
-  n.latency.jitter = sim::Distribution::exponential(2000);
-  return n;
-}
-
-}  // namespace
-
-TEST_CASE("des transport suite: WRITE+IMM order and integrity", "[nic][suite]") {
-  SECTION("default NIC") {
-    DesHarness h;
-    check_write_imm_order_and_integrity(h, 2000, 4096);
-  }
-  SECTION("heavy jitter") {
-    DesHarness h(jittery_nic());
-    check_write_imm_order_and_integrity(h, 800, 9000);
-  }
-}
-
-TEST_CASE("des transport suite: WRITE then READ", "[nic][suite]") {
-  DesHarness h;
-  check_write_and_read(h);
-}
-
-TEST_CASE("des transport suite: access violations", "[nic][suite]") {
-  const Violation v = GENERATE(Violation::kBadRkey, Violation::kPastEnd, Violation::kBeforeStart,
-                               Violation::kNoRemoteWrite, Violation::kNoRemoteRead, Violation::kBadLkey,
-                               Violation::kReadIntoReadOnly);
-  INFO("violation " << static_cast<int>(v));
-  DesHarness h;
-  check_violation(h, v);
-}
-
-TEST_CASE("des transport suite: RNR, send-queue accounting, unconnected post", "[nic][suite]") {
-  SECTION("rnr") {
-    DesHarness h;
-    check_receiver_not_ready(h);
-  }
-  SECTION("send queue") {
-    DesHarness h;
-    check_send_queue_accounting(h);
-  }
-  SECTION("unconnected") {
-    DesHarness h;
-    check_unconnected_post(h);
-  }
 }
 
 TEST_CASE("PCIe read tags: with few tags, WQE fetches queue and latency grows", "[nic]") {

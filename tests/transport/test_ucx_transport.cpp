@@ -1,12 +1,14 @@
-// The UCX transport against the shared transport suite, two workers in one process
-// driven by one thread, over shared memory (UCX_TLS=sm,self) and over TCP.
+// The UCX transport against the transport conformance suite (tests/transport/
+// conformance.hpp), two workers in one process driven by one thread, over shared memory
+// (UCX_TLS=sm,self), plus its own variants over TCP and with rendezvous-sized messages,
+// and the validation of incoming messages.
 #include <catch2/catch.hpp>
 
 #include <functional>
 #include <memory>
 #include <string>
 
-#include "tests/transport/transport_suite.hpp"
+#include "tests/transport/conformance.hpp"
 #include "transports/ucx/ucx_transport.hpp"
 
 namespace {
@@ -33,15 +35,15 @@ struct UcxHarness {
   void reset() { on_destroy = nullptr; }
 };
 
+// The conformance suite runs over shared memory.
+struct UcxSmHarness : UcxHarness {
+  UcxSmHarness() : UcxHarness{"sm,self", nullptr} {}
+};
+
 }  // namespace
 
 using namespace bkv;
 using namespace bkv::test;
-
-TEST_CASE("ucx: WRITE+IMM order and integrity over sm,self", "[ucx]") {
-  UcxHarness h{"sm,self"};
-  check_write_imm_order_and_integrity(h, 600, 2048);
-}
 
 TEST_CASE("ucx: WRITE+IMM order and integrity with rendezvous-sized messages", "[ucx]") {
   UcxHarness h{GENERATE(std::string("sm,self"), std::string("tcp"))};
@@ -57,33 +59,11 @@ TEST_CASE("ucx: WRITE+IMM order and integrity over tcp", "[ucx]") {
   check_write_imm_order_and_integrity(h, 300, 70 * 1024);
 }
 
-TEST_CASE("ucx: WRITE then READ round trip", "[ucx]") {
-  UcxHarness h{GENERATE(std::string("sm,self"), std::string("tcp"))};
+BKV_TRANSPORT_CONFORMANCE("ucx", "[ucx][conformance]", UcxSmHarness)
+
+TEST_CASE("ucx: WRITE then READ round trip over tcp", "[ucx]") {
+  UcxHarness h{"tcp"};
   check_write_and_read(h);
-}
-
-TEST_CASE("ucx: access violations complete with errors and flush the queue pair", "[ucx]") {
-  UcxHarness h{"sm,self"};
-  const Violation v = GENERATE(Violation::kBadRkey, Violation::kPastEnd, Violation::kBeforeStart,
-                               Violation::kNoRemoteWrite, Violation::kNoRemoteRead, Violation::kBadLkey,
-                               Violation::kReadIntoReadOnly);
-  INFO("violation " << static_cast<int>(v));
-  check_violation(h, v);
-}
-
-TEST_CASE("ucx: receiver not ready holds WRITE+IMM until receives are posted", "[ucx]") {
-  UcxHarness h{"sm,self"};
-  check_receiver_not_ready(h);
-}
-
-TEST_CASE("ucx: send queue slots are freed by signalled completions only", "[ucx]") {
-  UcxHarness h{"sm,self"};
-  check_send_queue_accounting(h);
-}
-
-TEST_CASE("ucx: posting on an unconnected queue pair flushes", "[ucx]") {
-  UcxHarness h{"sm,self"};
-  check_unconnected_post(h);
 }
 
 TEST_CASE("ucx: messages from a stranger are dropped and counted", "[ucx]") {

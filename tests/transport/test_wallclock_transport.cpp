@@ -1,5 +1,6 @@
-// The wall-clock threaded loopback transport: the shared transport suite (one thread
-// driving both nodes, with and without injected delay), the injected delay as a lower
+// The wall-clock threaded loopback transport: the transport conformance suite
+// (tests/transport/conformance.hpp; one thread driving every node), its own variants with
+// injected delay and tiny channels, the injected delay as a lower
 // bound on delivery and completion, and a multi-threaded stress test (every node a
 // thread, all-to-all WRITE+IMM and READ traffic) that ThreadSanitizer checks in CI.
 #include <catch2/catch.hpp>
@@ -10,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/transport/transport_suite.hpp"
+#include "tests/transport/conformance.hpp"
 #include "transports/loopback/wallclock.hpp"
 
 using namespace bkv;
@@ -28,13 +29,15 @@ struct WallclockHarness {
   std::unique_ptr<T> make() { return std::make_unique<T>(fabric, 256, 64); }
 };
 
+struct PlainWallclockHarness : WallclockHarness {
+  PlainWallclockHarness() : WallclockHarness(0, 4096) {}
+};
+
 }  // namespace
 
+BKV_TRANSPORT_CONFORMANCE("wallclock", "[wallclock][conformance]", PlainWallclockHarness)
+
 TEST_CASE("wallclock: WRITE+IMM order and integrity", "[wallclock]") {
-  SECTION("no delay") {
-    WallclockHarness h;
-    check_write_imm_order_and_integrity(h, 2000, 4096);
-  }
   SECTION("with delay") {
     WallclockHarness h(20'000);
     check_write_imm_order_and_integrity(h, 300, 4096);
@@ -45,54 +48,9 @@ TEST_CASE("wallclock: WRITE+IMM order and integrity", "[wallclock]") {
   }
 }
 
-TEST_CASE("wallclock: WRITE then READ round trip", "[wallclock]") {
-  WallclockHarness h;
-  check_write_and_read(h);
-}
-
-TEST_CASE("wallclock: access violations complete with errors and flush the queue pair", "[wallclock]") {
-  WallclockHarness h;
-  const Violation v = GENERATE(Violation::kBadRkey, Violation::kPastEnd, Violation::kBeforeStart,
-                               Violation::kNoRemoteWrite, Violation::kNoRemoteRead, Violation::kBadLkey,
-                               Violation::kReadIntoReadOnly);
-  INFO("violation " << static_cast<int>(v));
-  check_violation(h, v);
-}
-
-TEST_CASE("wallclock: receiver not ready holds WRITE+IMM until receives are posted", "[wallclock]") {
-  WallclockHarness h;
-  check_receiver_not_ready(h);
-}
-
-TEST_CASE("wallclock: send queue slots are freed by signalled completions only", "[wallclock]") {
-  WallclockHarness h;
-  check_send_queue_accounting(h);
-}
-
-TEST_CASE("wallclock: posting on an unconnected queue pair flushes", "[wallclock]") {
-  WallclockHarness h;
-  check_unconnected_post(h);
-}
-
 TEST_CASE("wallclock: records from a stranger are dropped and counted", "[wallclock]") {
   WallclockHarness h;
   check_stranger_dropped(h);
-}
-
-TEST_CASE("wallclock: a key of another node's region is a remote access error", "[wallclock]") {
-  // Keys come from one fabric-wide table, so this checks the ownership rule: node b may
-  // not be written through a key that node c registered.
-  WallclockHarness h;
-  LinkedPair<WallclockHarness> p(h);
-  auto c = h.make();
-  std::vector<std::byte> local(64), theirs(64, std::byte{0});
-  const MemoryRegion lmr = p.a->register_memory(local.data(), local.size(), kAccessLocalWrite);
-  const MemoryRegion cmr = c->register_memory(theirs.data(), theirs.size(), kAccessRemoteWrite);
-  REQUIRE(p.qa->post_write(local.data(), 8, lmr.lkey, p.remote(cmr), 1, true) == PostResult::kOk);
-  p.qa->ring_doorbell();
-  REQUIRE(pump_until([&] { p.pump(); }, [&] { return !p.sends.empty(); }));
-  CHECK(p.sends[0].status == WcStatus::kRemoteAccessError);
-  for (std::byte x : theirs) REQUIRE(x == std::byte{0});
 }
 
 TEST_CASE("wallclock: connect validates the peer", "[wallclock]") {

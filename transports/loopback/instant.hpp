@@ -3,16 +3,21 @@
 // is rung (a NIC sees nothing before the doorbell, so a missing doorbell shows up as a
 // hang in tests rather than being papered over). No time passes.
 //
-// What it models faithfully, because copyrpc depends on it:
+// The software NIC parts are shared with the other software transports
+// (transports/software_nic/): completion queues and the poll loop, send-queue slot
+// accounting, the SRQ, and the responder with its memory rules. What that gives here,
+// because copyrpc depends on it:
 //  - RC order per queue pair; WRITE data lands before its receive completion is visible;
 //  - a WRITE-with-immediate consumes one receive from the target's shared receive queue;
-//    with none posted the write waits (receiver-not-ready) until receives are posted;
+//    with none posted it does not execute (receiver not ready) and the queue pair's
+//    later requests wait behind it until the target posts receives;
 //  - send-queue slots: an unsignaled WQE's slot is freed only when the completion of a
 //    later signaled WQE on the same QP is polled, so a user that never signals runs
 //    the send queue full and gets kSendQueueFull;
-//  - rkey/lkey/bounds/permission checks (memory_table.hpp) with error completions, which
-//    are generated even for unsignaled requests, and the QP moves to the error state
-//    (later requests complete with kWrFlushError).
+//  - rkey/lkey/bounds/permission/owner checks with error completions, which are
+//    generated even for unsignaled requests, and the QP moves to the error state
+//    (later requests complete with kWrFlushError); after a remote access error the
+//    responder's queue pair, which NAKed it, is in the error state too.
 #pragma once
 
 #include <cstring>
@@ -23,7 +28,11 @@
 #include <vector>
 
 #include "core/transport.hpp"
-#include "transports/loopback/memory_table.hpp"
+#include "transports/software_nic/completion_queue.hpp"
+#include "transports/software_nic/memory_table.hpp"
+#include "transports/software_nic/receive_queue.hpp"
+#include "transports/software_nic/responder.hpp"
+#include "transports/software_nic/send_queue.hpp"
 
 namespace bkv::loopback {
 
@@ -31,7 +40,7 @@ class InstantTransport;
 
 class InstantFabric {
  public:
-  MemoryTable& memory() noexcept { return memory_; }
+  software_nic::MemoryTable& memory() noexcept { return memory_; }
 
  private:
   friend class InstantTransport;
@@ -39,7 +48,7 @@ class InstantFabric {
     InstantTransport* owner;
     void* qp;
   };
-  MemoryTable memory_;
+  software_nic::MemoryTable memory_;
   std::vector<InstantTransport*> nodes_;
   std::vector<QpEntry> qps_;  // index = qpn - 1
 };
@@ -76,17 +85,14 @@ class InstantTransport {
     PostResult post_read(void* dst, uint32_t len, uint32_t lkey, RemoteBuffer src, uint64_t wr_id, bool signaled) {
       return post(Wqe{WcOpcode::kRdmaRead, dst, len, lkey, src, 0, wr_id, signaled, 0});
     }
+    // Every request posted so far may run now; they run at once unless an earlier one
+    // of this queue pair waits for a receive at the target.
     void ring_doorbell() {
       ++doorbells_;
-      // Move to a local list first: executing a request may post receives elsewhere
-      // but never posts on this QP, so the list cannot change under us.
-      for (const Wqe& w : posted_) owner_->execute(*this, w);
-      posted_.clear();
+      rung_ = pending_.size();
+      owner_->run(*this);
     }
-    uint32_t send_queue_free() const noexcept {
-      const uint64_t used = next_seq_ - retired_seq_;
-      return used >= depth_ ? 0 : static_cast<uint32_t>(depth_ - used);
-    }
+    uint32_t send_queue_free() const noexcept { return slots_.free_slots(); }
     bool in_error() const noexcept { return error_; }
     uint64_t doorbells() const noexcept { return doorbells_; }
 
@@ -104,26 +110,29 @@ class InstantTransport {
       uint64_t seq;
     };
     PostResult post(Wqe w) {
-      if (send_queue_free() == 0) return PostResult::kSendQueueFull;
-      w.seq = next_seq_++;
-      posted_.push_back(w);
+      if (slots_.full()) return PostResult::kSendQueueFull;
+      w.seq = slots_.take();
+      pending_.push_back(w);
       return PostResult::kOk;
     }
     InstantTransport* owner_ = nullptr;
     uint32_t qpn_ = 0;
     uint32_t peer_qpn_ = 0;
-    uint32_t depth_ = kDefaultSendQueueDepth;
-    uint64_t next_seq_ = 0;
-    uint64_t retired_seq_ = 0;
+    software_nic::SendQueueSlots slots_;
     uint64_t doorbells_ = 0;
     bool error_ = false;
-    std::vector<Wqe> posted_;
+    bool waiting_for_receive_ = false;  // the front request met receiver-not-ready
+    std::deque<Wqe> pending_;           // posted, not yet executed, in post order
+    size_t rung_ = 0;                   // the first rung_ of pending_ were doorbelled
   };
 
   explicit InstantTransport(InstantFabric& fabric, uint32_t srq_capacity = 4096,
                             uint32_t send_queue_depth = kDefaultSendQueueDepth)
-      : fabric_(fabric), srq_capacity_(srq_capacity), sq_depth_(send_queue_depth) {
-    node_id_ = static_cast<uint32_t>(fabric_.nodes_.size());
+      : fabric_(fabric),
+        node_id_(static_cast<uint32_t>(fabric.nodes_.size())),
+        sq_depth_(send_queue_depth),
+        srq_(srq_capacity),
+        responder_(fabric.memory_, node_id_, srq_, recv_cq_) {
     fabric_.nodes_.push_back(this);
   }
   InstantTransport(const InstantTransport&) = delete;
@@ -136,7 +145,7 @@ class InstantTransport {
   QueuePair& create_queue_pair() {
     auto qp = std::make_unique<QueuePair>();
     qp->owner_ = this;
-    qp->depth_ = sq_depth_;
+    qp->slots_ = software_nic::SendQueueSlots(sq_depth_);
     fabric_.qps_.push_back({this, qp.get()});
     qp->qpn_ = static_cast<uint32_t>(fabric_.qps_.size());
     qps_.push_back(std::move(qp));
@@ -145,108 +154,107 @@ class InstantTransport {
 
   template <class F>
   uint32_t poll_recv(F&& cb, uint32_t max) {
-    uint32_t n = 0;
-    while (n < max && !recv_cq_.empty()) {
-      const RecvCompletion c = recv_cq_.front();
-      recv_cq_.pop_front();
-      cb(c);
-      ++n;
-    }
-    return n;
+    return software_nic::poll_recv_queue(recv_cq_, max, cb);
   }
 
   template <class F>
   uint32_t poll_send(F&& cb, uint32_t max) {
-    uint32_t n = 0;
-    while (n < max && !send_cq_.empty()) {
-      const Completion c = send_cq_.front();
-      send_cq_.pop_front();
-      // Polling a completion frees its WQE's slot and every earlier one on the QP.
-      QueuePair& qp = qp_by_num(c.wc.qp_num);
-      if (c.seq + 1 > qp.retired_seq_) qp.retired_seq_ = c.seq + 1;
-      cb(c.wc);
-      ++n;
-    }
-    return n;
+    return software_nic::poll_send_queue(
+        send_cq_, max, [](const SendEntry& e) -> software_nic::SendQueueSlots& { return e.qp->slots_; }, cb);
   }
 
+  // Adds n receives; queue pairs that wait for one (receiver not ready) resume, in the
+  // order they started waiting.
   void post_receives(uint32_t n) {
-    if (uint64_t{srq_posted_} + n > srq_capacity_)
-      throw std::logic_error("InstantTransport: posting more receives than the SRQ holds");
-    srq_posted_ += n;
-    // Receiver-not-ready writes waiting for a receive now complete, in order.
-    while (srq_posted_ > 0 && !rnr_waiting_.empty()) {
-      const RecvCompletion c = rnr_waiting_.front();
+    srq_.post(n, "InstantTransport");
+    while (!srq_.empty() && !rnr_waiting_.empty()) {
+      QueuePair* qp = rnr_waiting_.front();
       rnr_waiting_.pop_front();
-      --srq_posted_;
-      recv_cq_.push_back(c);
+      qp->waiting_for_receive_ = false;
+      qp->owner_->run(*qp);
     }
   }
-  uint32_t srq_capacity() const noexcept { return srq_capacity_; }
-  uint32_t srq_posted() const noexcept { return srq_posted_; }
+  uint32_t srq_capacity() const noexcept { return srq_.capacity(); }
+  uint32_t srq_posted() const noexcept { return srq_.posted(); }
   uint32_t send_queue_depth() const noexcept { return sq_depth_; }
   Meter& meter() noexcept { return meter_; }
   uint32_t node_id() const noexcept { return node_id_; }
+  // Queue pairs (of any node) whose next request waits for a receive here.
   size_t rnr_waiting() const noexcept { return rnr_waiting_.size(); }
 
  private:
-  struct Completion {
-    SendCompletion wc;
-    uint64_t seq;
-  };
-
-  QueuePair& qp_by_num(uint32_t qpn) {
-    return *static_cast<QueuePair*>(fabric_.qps_.at(qpn - 1).qp);
-  }
+  using SendEntry = software_nic::SendCqEntry<QueuePair*>;
 
   void complete(QueuePair& qp, const QueuePair::Wqe& w, WcStatus st) {
     if (st != WcStatus::kSuccess) qp.error_ = true;
-    if (w.signaled || st != WcStatus::kSuccess) send_cq_.push_back({{qp.qpn_, w.wr_id, w.op, st}, w.seq});
+    if (w.signaled || st != WcStatus::kSuccess) send_cq_.push(SendEntry{{qp.qpn_, w.wr_id, w.op, st}, &qp, w.seq});
   }
 
-  void execute(QueuePair& qp, const QueuePair::Wqe& w) {
-    if (qp.error_ || qp.peer_qpn_ == 0) return complete(qp, w, WcStatus::kWrFlushError);
-    const MemoryTable& mem = fabric_.memory_;
-    const bool is_read = w.op == WcOpcode::kRdmaRead;
-    std::byte* local = mem.check_local(w.local, w.len, w.lkey, /*needs_write=*/is_read);
-    if (local == nullptr && w.len > 0) return complete(qp, w, WcStatus::kLocalProtectionError);
-    InstantTransport& target = *fabric_.qps_[qp.peer_qpn_ - 1].owner;
-    const uint32_t need = is_read ? kAccessRemoteRead : kAccessRemoteWrite;
-    // A zero-length request touches no memory, so no key is checked (as on a real NIC).
-    std::byte* remote = nullptr;
-    if (w.len > 0) {
-      remote = mem.check_remote(w.remote.addr, w.len, w.remote.rkey, need);
-      if (remote == nullptr || mem.lookup(w.remote.rkey)->owner != target.node_id_)
-        return complete(qp, w, WcStatus::kRemoteAccessError);
+  // The responder NAKed w: both ends of the connection enter the error state.
+  void remote_access_error(QueuePair& qp, const QueuePair::Wqe& w) {
+    static_cast<QueuePair*>(fabric_.qps_[qp.peer_qpn_ - 1].qp)->error_ = true;
+    complete(qp, w, WcStatus::kRemoteAccessError);
+  }
+
+  // Executes the doorbelled requests of qp in order, until one waits for a receive.
+  void run(QueuePair& qp) {
+    while (!qp.waiting_for_receive_ && qp.rung_ > 0) {
+      if (!execute(qp, qp.pending_.front())) {
+        qp.waiting_for_receive_ = true;
+        fabric_.qps_[qp.peer_qpn_ - 1].owner->rnr_waiting_.push_back(&qp);
+        return;
+      }
+      qp.pending_.pop_front();
+      --qp.rung_;
     }
-    if (is_read) {
-      if (w.len) std::memcpy(local, remote, w.len);
+  }
+
+  // One request, as requester and (on the peer) responder. False: receiver not ready.
+  bool execute(QueuePair& qp, const QueuePair::Wqe& w) {
+    if (qp.error_ || qp.peer_qpn_ == 0) {
+      complete(qp, w, WcStatus::kWrFlushError);
+      return true;
+    }
+    const software_nic::Access local =
+        software_nic::check_local_access(fabric_.memory_, node_id_, w.op, w.local, w.len, w.lkey);
+    if (!local.ok) {
+      complete(qp, w, WcStatus::kLocalProtectionError);
+      return true;
+    }
+    InstantTransport& target = *fabric_.qps_[qp.peer_qpn_ - 1].owner;
+    if (w.op == WcOpcode::kRdmaRead) {
+      const software_nic::Access src = target.responder_.check_read(w.remote.addr, w.len, w.remote.rkey);
+      if (!src.ok) {
+        remote_access_error(qp, w);
+        return true;
+      }
+      if (w.len > 0) std::memcpy(local.host, src.host, w.len);
     } else {
-      if (w.len) std::memcpy(remote, local, w.len);
-      if (w.op == WcOpcode::kRdmaWriteImm) target.deliver(RecvCompletion{qp.peer_qpn_, w.imm, w.len, WcStatus::kSuccess});
+      const software_nic::InboundWrite in{w.op, w.remote.addr, w.remote.rkey, w.len, w.imm};
+      switch (target.responder_.write(qp.peer_qpn_, in, local.host)) {
+        case software_nic::ResponderStatus::kReceiverNotReady:
+          return false;
+        case software_nic::ResponderStatus::kRemoteAccessError:
+          remote_access_error(qp, w);
+          return true;
+        case software_nic::ResponderStatus::kExecuted:
+          break;
+      }
     }
     complete(qp, w, WcStatus::kSuccess);
-  }
-
-  void deliver(const RecvCompletion& c) {
-    if (srq_posted_ == 0 || !rnr_waiting_.empty()) {
-      rnr_waiting_.push_back(c);
-      return;
-    }
-    --srq_posted_;
-    recv_cq_.push_back(c);
+    return true;
   }
 
   InstantFabric& fabric_;
-  uint32_t node_id_ = 0;
-  uint32_t srq_capacity_;
+  uint32_t node_id_;
   uint32_t sq_depth_;
-  uint32_t srq_posted_ = 0;
+  software_nic::SharedReceiveQueue srq_;
+  software_nic::CompletionQueue<RecvCompletion> recv_cq_;
+  software_nic::CompletionQueue<SendEntry> send_cq_;
+  software_nic::Responder responder_;
   Meter meter_;
   std::vector<std::unique_ptr<QueuePair>> qps_;
-  std::deque<RecvCompletion> recv_cq_;
-  std::deque<Completion> send_cq_;
-  std::deque<RecvCompletion> rnr_waiting_;
+  std::deque<QueuePair*> rnr_waiting_;
 };
 
 static_assert(Transport<InstantTransport>);

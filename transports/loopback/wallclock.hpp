@@ -10,7 +10,7 @@
 //    pointer to the requester's memory, not a copy of the bytes.
 //  - The target thread, inside its poll_recv()/poll_send()/progress(), executes records
 //    whose delivery time has come, in channel order (RC order per queue pair): it checks
-//    rkey, bounds, permission and ownership (memory_table.hpp rules), copies the bytes
+//    rkey, bounds, permission and ownership (software_nic/responder.hpp), copies the bytes
 //    (WRITE: from the requester's memory into its own; READ: from its own memory into
 //    the requester's), consumes one SRQ receive and queues a receive completion for a
 //    WRITE+IMM, and answers with an ACK (signalled requests), a READ response or a NAK.
@@ -57,7 +57,11 @@
 #include <vector>
 
 #include "core/transport.hpp"
-#include "transports/loopback/memory_table.hpp"
+#include "transports/software_nic/completion_queue.hpp"
+#include "transports/software_nic/memory_table.hpp"
+#include "transports/software_nic/receive_queue.hpp"
+#include "transports/software_nic/responder.hpp"
+#include "transports/software_nic/send_queue.hpp"
 
 namespace bkv::loopback {
 
@@ -151,29 +155,6 @@ struct ChannelPair {
   SpscChannel responses;
 };
 
-// Growable FIFO for the completion queues (owner thread only).
-template <class T>
-class Fifo {
- public:
-  bool empty() const noexcept { return head_ == tail_; }
-  void push(const T& v) {
-    if (tail_ - head_ == buf_.size()) grow();
-    buf_[tail_++ & (buf_.size() - 1)] = v;
-  }
-  T pop() noexcept { return buf_[head_++ & (buf_.size() - 1)]; }
-
- private:
-  void grow() {
-    std::vector<T> bigger(buf_.empty() ? 64 : buf_.size() * 2);
-    for (uint64_t i = head_; i < tail_; ++i) bigger[i - head_] = buf_[i & (buf_.size() - 1)];
-    tail_ -= head_;
-    head_ = 0;
-    buf_.swap(bigger);
-  }
-  std::vector<T> buf_;
-  uint64_t head_ = 0, tail_ = 0;
-};
-
 inline uint64_t steady_now_ns() noexcept {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::steady_clock::now().time_since_epoch())
@@ -205,7 +186,7 @@ class WallclockFabric {
 
   const WallclockConfig config_;
   std::mutex mutex_;  // control path only
-  MemoryTable memory_;
+  software_nic::MemoryTable memory_;
   std::vector<WallclockTransport*> nodes_;
   std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<wallclock::ChannelPair>> channels_;
 };
@@ -248,14 +229,14 @@ class WallclockTransport {
     // Publishes every request posted since the previous doorbell (those that do not fit
     // in a full channel go out at the next doorbell or poll).
     void ring_doorbell() { owner_->submit(*this); }
-    uint32_t send_queue_free() const noexcept { return static_cast<uint32_t>(depth_ - (tail_ - freed_)); }
+    uint32_t send_queue_free() const noexcept { return slots_.free_slots(); }
     bool in_error() const noexcept { return error_; }
     bool connected() const noexcept { return out_ != nullptr; }
 
    private:
     friend class WallclockTransport;
     QueuePair(WallclockTransport& owner, uint32_t qp_num, uint32_t depth)
-        : owner_(&owner), qp_num_(qp_num), depth_(depth), sq_(depth) {}
+        : owner_(&owner), qp_num_(qp_num), slots_(depth), sq_(depth) {}
 
     struct Wqe {
       std::byte* local = nullptr;
@@ -272,31 +253,32 @@ class WallclockTransport {
     };
     PostResult post(WcOpcode op, const void* local, uint32_t len, uint32_t lkey, RemoteBuffer remote, uint32_t imm,
                     uint64_t wr_id, bool signaled) noexcept {
-      if (tail_ - freed_ == depth_) return PostResult::kSendQueueFull;
-      sq_[tail_ & (depth_ - 1)] = Wqe{static_cast<std::byte*>(const_cast<void*>(local)), wr_id, remote.addr,
-                                      remote.rkey, lkey, len, imm, op, signaled, false, WcStatus::kSuccess};
-      ++tail_;
+      if (slots_.full()) return PostResult::kSendQueueFull;
+      wqe(slots_.take()) = Wqe{static_cast<std::byte*>(const_cast<void*>(local)), wr_id, remote.addr,
+                               remote.rkey, lkey, len, imm, op, signaled, false, WcStatus::kSuccess};
       return PostResult::kOk;
     }
-    Wqe& wqe(uint64_t seq) noexcept { return sq_[seq & (depth_ - 1)]; }
+    // The send-queue ring (depth a power of two) indexed by sequence number.
+    Wqe& wqe(uint64_t seq) noexcept { return sq_[seq & (slots_.depth() - 1)]; }
 
     WallclockTransport* owner_;
     uint32_t qp_num_;
-    uint32_t depth_;
+    software_nic::SendQueueSlots slots_;
     bool error_ = false;            // requester side stopped (flushes)
     bool responder_error_ = false;  // responder side stopped (drops)
     bool backlogged_ = false;       // has requests waiting for channel space
     wallclock::ChannelPair* out_ = nullptr;  // this node -> the peer's node
     uint32_t remote_qp_ = 0;
     std::vector<Wqe> sq_;
-    // Sequence numbers: freed_ <= completed_ <= submitted_ <= tail_.
-    uint64_t tail_ = 0, submitted_ = 0, completed_ = 0, freed_ = 0;
+    // Sequence numbers: slots_.freed() <= completed_ <= submitted_ <= slots_.posted().
+    uint64_t submitted_ = 0, completed_ = 0;
   };
 
   explicit WallclockTransport(WallclockFabric& fabric, uint32_t srq_capacity = 4096,
                               uint32_t send_queue_depth = kDefaultSendQueueDepth)
-      : fabric_(fabric), srq_capacity_(srq_capacity), sq_depth_(send_queue_depth),
-        inbound_(new std::atomic<wallclock::ChannelPair*>[wallclock::kMaxNodes]) {
+      : fabric_(fabric), sq_depth_(send_queue_depth), srq_(srq_capacity),
+        inbound_(new std::atomic<wallclock::ChannelPair*>[wallclock::kMaxNodes]),
+        responder_(fabric.memory_, 0, srq_, recv_cq_) {
     if (!std::has_single_bit(send_queue_depth))
       throw std::invalid_argument("wallclock loopback: send_queue_depth must be a power of two (got " +
                                   std::to_string(send_queue_depth) + ")");
@@ -307,6 +289,7 @@ class WallclockTransport {
       throw std::length_error("wallclock loopback: more than " + std::to_string(wallclock::kMaxNodes) + " nodes");
     node_id_ = static_cast<uint32_t>(fabric_.nodes_.size());
     fabric_.nodes_.push_back(this);
+    responder_ = software_nic::Responder(fabric_.memory_, node_id_, srq_, recv_cq_);
     delay_ns_ = fabric_.config_.one_way_delay_ns;
   }
   WallclockTransport(const WallclockTransport&) = delete;
@@ -330,37 +313,20 @@ class WallclockTransport {
   template <class F>
   uint32_t poll_recv(F&& on_recv, uint32_t max) {
     progress();
-    uint32_t n = 0;
-    while (n < max && !recv_cq_.empty()) {
-      const RecvCompletion c = recv_cq_.pop();
-      on_recv(c);
-      ++n;
-    }
-    return n;
+    return software_nic::poll_recv_queue(recv_cq_, max, on_recv);
   }
 
   template <class F>
   uint32_t poll_send(F&& on_send, uint32_t max) {
     progress();
-    uint32_t n = 0;
-    while (n < max && !send_cq_.empty()) {
-      const SendEntry e = send_cq_.pop();
-      if (e.qp->freed_ < e.seq + 1) e.qp->freed_ = e.seq + 1;  // frees this slot and all before
-      on_send(e.wc);
-      ++n;
-    }
-    return n;
+    return software_nic::poll_send_queue(
+        send_cq_, max, [](const SendEntry& e) -> software_nic::SendQueueSlots& { return e.qp->slots_; }, on_send);
   }
 
-  void post_receives(uint32_t n) {
-    if (uint64_t{srq_posted_} + n > srq_capacity_)
-      throw std::logic_error("wallclock loopback: posting " + std::to_string(n) + " receives onto " +
-                             std::to_string(srq_posted_) + " would exceed the SRQ capacity " +
-                             std::to_string(srq_capacity_));
-    srq_posted_ += n;
-  }
-  uint32_t srq_capacity() const noexcept { return srq_capacity_; }
-  uint32_t srq_posted() const noexcept { return srq_posted_; }
+  // Adds n receives; a WRITE+IMM waiting at the head of a channel runs at the next poll.
+  void post_receives(uint32_t n) { srq_.post(n, "wallclock loopback"); }
+  uint32_t srq_capacity() const noexcept { return srq_.capacity(); }
+  uint32_t srq_posted() const noexcept { return srq_.posted(); }
   uint32_t send_queue_depth() const noexcept { return sq_depth_; }
   Meter& meter() noexcept { return meter_; }
   uint32_t node_id() const noexcept { return node_id_; }
@@ -390,11 +356,7 @@ class WallclockTransport {
   }
 
  private:
-  struct SendEntry {
-    SendCompletion wc;
-    QueuePair* qp;
-    uint64_t seq;
-  };
+  using SendEntry = software_nic::SendCqEntry<QueuePair*>;
 
   uint64_t fabric_id() const noexcept { return reinterpret_cast<uint64_t>(&fabric_); }
 
@@ -435,17 +397,9 @@ class WallclockTransport {
     if (protocol_errors_++ < 5) std::fprintf(stderr, "wallclock loopback: dropped a record: %s\n", what);
   }
 
-  // A registered range of this node's memory (remote rules) or of the requester's own
-  // (local rules); nullptr if the key, bounds, access or owner is wrong.
-  std::byte* remote_range(uint64_t addr, uint32_t len, uint32_t rkey, uint32_t access) const noexcept {
-    std::byte* p = fabric_.memory_.check_remote(addr, len, rkey, access);
-    return p != nullptr && fabric_.memory_.lookup(rkey)->owner == node_id_ ? p : nullptr;
-  }
+  // The requester's local rule (software_nic/responder.hpp).
   bool local_range_ok(const QueuePair::Wqe& w) const noexcept {
-    if (w.length == 0) return true;
-    const bool is_read = w.opcode == WcOpcode::kRdmaRead;
-    return fabric_.memory_.check_local(w.local, w.length, w.lkey, is_read) != nullptr &&
-           fabric_.memory_.lookup(w.lkey)->owner == node_id_;
+    return software_nic::check_local_access(fabric_.memory_, node_id_, w.opcode, w.local, w.length, w.lkey).ok;
   }
 
   wallclock::Record reply(const QueuePair& qp, wallclock::RecordOp op, uint64_t seq, uint64_t now) const noexcept {
@@ -463,7 +417,7 @@ class WallclockTransport {
   void submit(QueuePair& qp) {
     const uint64_t now = delay_ns_ != 0 ? wallclock::steady_now_ns() : 0;
     bool blocked = false;
-    while (qp.submitted_ < qp.tail_) {
+    while (qp.submitted_ < qp.slots_.posted()) {
       QueuePair::Wqe& w = qp.wqe(qp.submitted_);
       if (qp.error_ || qp.out_ == nullptr) {
         w.done = true;
@@ -597,27 +551,27 @@ class WallclockTransport {
         break;
       case wallclock::RecordOp::kWrite:
       case wallclock::RecordOp::kWriteImm: {
-        std::byte* dst = nullptr;
-        if (r.length > 0 && (dst = remote_range(r.remote_addr, r.length, r.rkey, kAccessRemoteWrite)) == nullptr) {
-          nak(*qp, r.seq, now);
-          return true;
+        const software_nic::InboundWrite in{
+            r.op == wallclock::RecordOp::kWriteImm ? WcOpcode::kRdmaWriteImm : WcOpcode::kRdmaWrite, r.remote_addr,
+            r.rkey, r.length, r.imm};
+        switch (responder_.write(qp->qp_num_, in, r.local)) {
+          case software_nic::ResponderStatus::kReceiverNotReady:
+            return false;
+          case software_nic::ResponderStatus::kRemoteAccessError:
+            nak(*qp, r.seq, now);
+            return true;
+          case software_nic::ResponderStatus::kExecuted:
+            break;
         }
-        if (r.op == wallclock::RecordOp::kWriteImm) {
-          if (srq_posted_ == 0) return false;  // receiver not ready
-          --srq_posted_;
-        }
-        if (r.length > 0) std::memcpy(dst, r.local, r.length);
-        if (r.op == wallclock::RecordOp::kWriteImm)
-          recv_cq_.push(RecvCompletion{qp->qp_num_, r.imm, r.length, WcStatus::kSuccess});
         break;
       }
       case wallclock::RecordOp::kReadRequest: {
-        const std::byte* src = nullptr;
-        if (r.length > 0 && (src = remote_range(r.remote_addr, r.length, r.rkey, kAccessRemoteRead)) == nullptr) {
+        const software_nic::Access src = responder_.check_read(r.remote_addr, r.length, r.rkey);
+        if (!src.ok) {
           nak(*qp, r.seq, now);
           return true;
         }
-        if (r.length > 0) std::memcpy(r.local, src, r.length);
+        if (r.length > 0) std::memcpy(r.local, src.host, r.length);
         answers.try_push(reply(*qp, wallclock::RecordOp::kReadResponse, r.seq, now));
         return true;
       }
@@ -638,10 +592,9 @@ class WallclockTransport {
 
   WallclockFabric& fabric_;
   uint32_t node_id_ = 0;
-  uint32_t srq_capacity_;
   uint32_t sq_depth_;
   uint64_t delay_ns_ = 0;
-  uint32_t srq_posted_ = 0;
+  software_nic::SharedReceiveQueue srq_;
   uint32_t backlogged_ = 0;
   uint64_t protocol_errors_ = 0;
   Meter meter_;
@@ -649,8 +602,9 @@ class WallclockTransport {
   std::atomic<uint32_t> qp_count_{0};
   std::unique_ptr<std::atomic<wallclock::ChannelPair*>[]> inbound_;
   std::atomic<uint32_t> inbound_count_{0};
-  wallclock::Fifo<RecvCompletion> recv_cq_;
-  wallclock::Fifo<SendEntry> send_cq_;
+  software_nic::CompletionQueue<RecvCompletion> recv_cq_;
+  software_nic::CompletionQueue<SendEntry> send_cq_;
+  software_nic::Responder responder_;  // its node is set once the node id is known
 };
 
 static_assert(Transport<WallclockTransport>);

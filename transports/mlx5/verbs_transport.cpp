@@ -68,8 +68,8 @@ VerbsTransport::QueuePair& VerbsTransport::create_queue_pair() {
   q.qp_ = qp.get();
   q.qpn_ = qp->qp_num;
   q.index_ = static_cast<uint32_t>(qps_.size() - 1);
-  q.depth_ = opts_.sq_depth;
-  q.slots_.resize(opts_.sq_depth);
+  q.slots_ = software_nic::SendQueueSlots(opts_.sq_depth);
+  q.sent_.resize(opts_.sq_depth);
   q.pending_.reserve(opts_.sq_depth);
   impl_->by_qpn[q.qpn_] = &q;
   impl_->qps.push_back(std::move(qp));
@@ -95,8 +95,8 @@ void VerbsTransport::QueuePair::ring_doorbell() {
   for (size_t i = 0; i < n; ++i) {
     const Pending& p = pending_[i];
     const uint64_t seq = sent_seq_ + i;
-    const uint32_t slot = static_cast<uint32_t>(seq % depth_);
-    slots_[slot] = Slot{p.wr_id, seq, p.kind};
+    const uint32_t slot = static_cast<uint32_t>(seq % slots_.depth());
+    sent_[slot] = Sent{p.wr_id, seq, p.kind};
     ibv_send_wr& wr = im.wrs[i];
     ibv_sge& sge = im.sges[i];
     sge.addr = reinterpret_cast<uint64_t>(p.local);
@@ -164,10 +164,10 @@ uint32_t VerbsTransport::poll_send_batch(SendCompletion* out, uint32_t max) {
       throw std::runtime_error("verbs: send completion for unknown QP " + std::to_string(wc[i].qp_num));
     QueuePair& q = *it->second;
     const uint32_t slot = static_cast<uint32_t>(wc[i].wr_id & 0xFFFFFFFFu);
-    if ((wc[i].wr_id >> 32) != q.index_ || slot >= q.depth_)
+    if ((wc[i].wr_id >> 32) != q.index_ || slot >= q.slots_.depth())
       throw std::runtime_error("verbs: send completion with foreign wr_id on QP " + std::to_string(q.qpn_));
-    const QueuePair::Slot& s = q.slots_[slot];
-    q.retired_seq_ = std::max(q.retired_seq_, s.seq + 1);
+    const QueuePair::Sent& s = q.sent_[slot];
+    q.slots_.free_through(s.seq);  // polling a completion frees this slot and all before it
     const WcStatus st = verbs::status_of(wc[i].status);
     if (st != WcStatus::kSuccess) q.error_ = true;
     const WcOpcode op = s.kind == QueuePair::kWriteImm ? WcOpcode::kRdmaWriteImm

@@ -4,8 +4,8 @@
 //
 // Work requests are queued by post_*() and handed to ibv_post_send as one chained list
 // by ring_doorbell() (one doorbell per batch, as on the direct path). Send-queue slots:
-// an unsignaled request's slot is freed when a later signalled request of the same QP
-// completes, as on hardware. Light header: ibverbs types are forward-declared.
+// an unsignaled request's slot is freed when the completion of a later signalled request
+// of the same QP is polled, as on hardware (software_nic::SendQueueSlots keeps count). Light header: ibverbs types are forward-declared.
 #pragma once
 
 #include <algorithm>
@@ -20,6 +20,7 @@
 #include "core/transport.hpp"
 #include "transports/mlx5/descriptors.hpp"
 #include "transports/mlx5/device.hpp"
+#include "transports/software_nic/send_queue.hpp"
 
 struct ibv_qp;
 
@@ -56,10 +57,7 @@ class VerbsTransport {
       return queue(Pending{kRead, dst, len, lkey, src.addr, src.rkey, 0, wr_id, signaled});
     }
     void ring_doorbell();
-    uint32_t send_queue_free() const noexcept {
-      const uint64_t used = posted_seq_ - retired_seq_;
-      return used >= depth_ ? 0 : static_cast<uint32_t>(depth_ - used);
-    }
+    uint32_t send_queue_free() const noexcept { return slots_.free_slots(); }
     bool in_error() const noexcept { return error_; }
 
    private:
@@ -76,16 +74,16 @@ class VerbsTransport {
       uint64_t wr_id;
       bool signaled;
     };
-    struct Slot {
+    struct Sent {  // what a completion needs to know about its request
       uint64_t wr_id;
       uint64_t seq;
       Kind kind;
     };
     PostResult queue(const Pending& p) {
       if (!connected_) throw std::logic_error("verbs: post on queue pair " + std::to_string(qpn_) + " before connect()");
-      if (send_queue_free() == 0) return PostResult::kSendQueueFull;
+      if (slots_.full()) return PostResult::kSendQueueFull;
+      slots_.take();
       pending_.push_back(p);
-      ++posted_seq_;
       return PostResult::kOk;
     }
 
@@ -93,14 +91,12 @@ class VerbsTransport {
     ibv_qp* qp_ = nullptr;
     uint32_t qpn_ = 0;
     uint32_t index_ = 0;  // in the owner's QP list
-    uint32_t depth_ = 0;
-    uint64_t posted_seq_ = 0;   // requests accepted by post_*()
-    uint64_t retired_seq_ = 0;  // requests whose slot is free again
-    uint64_t sent_seq_ = 0;     // requests handed to ibv_post_send
+    software_nic::SendQueueSlots slots_;  // requests accepted by post_*() and freed again
+    uint64_t sent_seq_ = 0;               // requests handed to ibv_post_send
     bool connected_ = false;
     bool error_ = false;
     std::vector<Pending> pending_;
-    std::vector<Slot> slots_;  // by sequence % depth
+    std::vector<Sent> sent_;  // by sequence % depth
   };
 
   // Opens the verbs resources on `dev` (which must outlive the transport).

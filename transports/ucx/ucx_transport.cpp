@@ -129,8 +129,8 @@ struct UcxTransport::Impl {
   static void enter_error(UcxTransport& t, QueuePair& qp) {
     qp.state_ = QueuePair::State::kError;
     stop_responder(t, qp);
-    for (uint64_t s = qp.submitted_; s < qp.tail_; ++s) flush(qp.wqe(s), WcStatus::kWrFlushError);
-    qp.submitted_ = qp.tail_;
+    for (uint64_t s = qp.submitted_; s < qp.slots_.posted(); ++s) flush(qp.wqe(s), WcStatus::kWrFlushError);
+    qp.submitted_ = qp.slots_.posted();
     advance_completions(t, qp);
   }
 
@@ -204,6 +204,11 @@ struct UcxTransport::Impl {
 
   // ---- responder role ----
 
+  static software_nic::InboundWrite inbound_write(const AmHeader& h) noexcept {
+    return software_nic::InboundWrite{h.op == AmOp::kWriteImm ? WcOpcode::kRdmaWriteImm : WcOpcode::kRdmaWrite,
+                                      h.remote_addr, h.rkey, h.length, h.imm};
+  }
+
   static void queue_ack(UcxTransport& t, QueuePair& qp, uint64_t seq) {
     if (!t.outgoing_.empty()) {
       Outgoing& last = t.outgoing_.back();
@@ -249,34 +254,26 @@ struct UcxTransport::Impl {
         break;
       case AmOp::kWrite:
       case AmOp::kWriteImm: {
-        std::byte* dst = nullptr;
-        if (h.length > 0) {
-          dst = t.memory_.check_remote(h.remote_addr, h.length, h.rkey, kAccessRemoteWrite);
-          if (dst == nullptr) {
+        switch (t.responder_.write(qp.qp_num_, inbound_write(h), data)) {
+          case software_nic::ResponderStatus::kReceiverNotReady:
+            return false;  // retried after post_receives
+          case software_nic::ResponderStatus::kRemoteAccessError:
             nak(t, qp, h.seq, WcStatus::kRemoteAccessError);
             return true;
-          }
+          case software_nic::ResponderStatus::kExecuted:
+            break;
         }
-        if (h.op == AmOp::kWriteImm) {
-          if (t.srq_posted_ == 0) return false;  // receiver not ready: retry after post_receives
-          --t.srq_posted_;
-        }
-        if (h.length > 0) std::memcpy(dst, data, h.length);
-        if (h.op == AmOp::kWriteImm) t.recv_cq_.push(RecvCompletion{qp.qp_num_, h.imm, h.length, WcStatus::kSuccess});
         break;
       }
       case AmOp::kReadRequest: {
-        const std::byte* src = nullptr;
-        if (h.length > 0) {
-          src = t.memory_.check_remote(h.remote_addr, h.length, h.rkey, kAccessRemoteRead);
-          if (src == nullptr) {
-            nak(t, qp, h.seq, WcStatus::kRemoteAccessError);
-            return true;
-          }
+        const software_nic::Access src = t.responder_.check_read(h.remote_addr, h.length, h.rkey);
+        if (!src.ok) {
+          nak(t, qp, h.seq, WcStatus::kRemoteAccessError);
+          return true;
         }
         AmHeader r = reply_header(qp, AmOp::kReadResponse, h.seq);
         r.length = h.length;
-        t.outgoing_.push_back(Outgoing{&qp, r, src});
+        t.outgoing_.push_back(Outgoing{&qp, r, src.host});
         return true;  // the response acknowledges everything before it
       }
       default:
@@ -288,7 +285,7 @@ struct UcxTransport::Impl {
 
   // A WRITE whose rendezvous payload UCX placed directly: only the completion is left.
   static void finish_direct(UcxTransport& t, QueuePair& qp, const AmHeader& h) {
-    if (h.op == AmOp::kWriteImm) t.recv_cq_.push(RecvCompletion{qp.qp_num_, h.imm, h.length, WcStatus::kSuccess});
+    if (h.op == AmOp::kWriteImm) t.responder_.complete_receive(qp.qp_num_, inbound_write(h));
     if ((h.flags & kFlagAckRequested) != 0) queue_ack(t, qp, h.seq);
   }
 
@@ -329,14 +326,14 @@ struct UcxTransport::Impl {
       }
     }
     if (rndv && in_order && (h.op == AmOp::kWrite || h.op == AmOp::kWriteImm) &&
-        (h.op == AmOp::kWrite || t.srq_posted_ > 0)) {
+        (h.op == AmOp::kWrite || !t.srq_.empty())) {
       // Next in order: check now, take the receive, and let UCX place the bytes.
-      std::byte* dst = t.memory_.check_remote(h.remote_addr, h.length, h.rkey, kAccessRemoteWrite);
-      if (dst == nullptr) {
+      std::byte* dst = nullptr;
+      if (t.responder_.check_write(inbound_write(h), &dst) != software_nic::ResponderStatus::kExecuted) {
         nak(t, qp, h.seq, WcStatus::kRemoteAccessError);
         return UCS_OK;  // the rendezvous payload is dropped
       }
-      if (h.op == AmOp::kWriteImm) --t.srq_posted_;
+      if (h.op == AmOp::kWriteImm) t.responder_.take_receive();
       QueuePair::Parked& p = qp.parked_[h.seq];
       p.header = h;
       p.receiving = true;
@@ -465,7 +462,7 @@ struct UcxTransport::Impl {
 // ---------------------------------------------------------------------------------------
 
 QueuePair::QueuePair(UcxTransport& owner, uint32_t qp_num, uint32_t depth, uint64_t token)
-    : owner_(&owner), qp_num_(qp_num), depth_(depth), token_(token), sq_(depth) {}
+    : owner_(&owner), qp_num_(qp_num), token_(token), slots_(depth), sq_(depth) {}
 
 ConnectInfo QueuePair::local_info() const {
   ConnectInfo info{};
@@ -508,7 +505,7 @@ void QueuePair::connect(const ConnectInfo& remote) {
 
 void QueuePair::ring_doorbell() {
   UcxTransport& t = *owner_;
-  while (submitted_ < tail_) {
+  while (submitted_ < slots_.posted()) {
     const uint64_t seq = submitted_;
     Wqe& w = wqe(seq);
     if (state_ == State::kErrorPending) break;  // held until the fence is acknowledged
@@ -532,7 +529,7 @@ void QueuePair::ring_doorbell() {
     const bool is_read = w.opcode == WcOpcode::kRdmaRead;
     // Local protection (lkey, bounds, write access for a READ destination), checked
     // when the "NIC" picks the request up.
-    if (w.length > 0 && t.memory_.check_local(w.local, w.length, w.lkey, is_read) == nullptr) {
+    if (!software_nic::check_local_access(t.memory_, UcxTransport::kNode, w.opcode, w.local, w.length, w.lkey).ok) {
       w.status = WcStatus::kLocalProtectionError;
       h.op = AmOp::kNop;
       h.flags = kFlagAckRequested;
@@ -552,7 +549,8 @@ void QueuePair::ring_doorbell() {
 
 // ---------------------------------------------------------------------------------------
 
-UcxTransport::UcxTransport(const Config& config) : config_(config) {
+UcxTransport::UcxTransport(const Config& config)
+    : config_(config), srq_(config.srq_capacity), responder_(memory_, kNode, srq_, recv_cq_) {
   if (!std::has_single_bit(config.send_queue_depth))
     throw std::invalid_argument("ucx transport: send_queue_depth must be a power of two (got " +
                                 std::to_string(config.send_queue_depth) + ")");
@@ -647,11 +645,7 @@ QueuePair* UcxTransport::find_queue_pair(uint32_t qp_num) noexcept {
 }
 
 void UcxTransport::post_receives(uint32_t n) {
-  if (uint64_t{srq_posted_} + n > config_.srq_capacity)
-    throw std::logic_error("ucx transport: posting " + std::to_string(n) + " receives onto " +
-                           std::to_string(srq_posted_) + " would exceed the SRQ capacity " +
-                           std::to_string(config_.srq_capacity));
-  srq_posted_ += n;
+  srq_.post(n, "ucx transport");
   for (auto& qp : qps_) Impl::drain(*this, *qp);  // receiver-not-ready requests retry now
 }
 

@@ -13,9 +13,9 @@
 //    queue position), and the responder executes them strictly in that order, parking
 //    any that arrive early (UCX may deliver a rendezvous message after a later eager one).
 //  - The responder's AM handler validates the header (queue pair, token, peer, sequence)
-//    and then the rkey, bounds and permission against its registered regions with the
-//    loopback MemoryTable rules, copies the bytes into the registered memory and queues
-//    a receive completion (WRITE+IMM only; it consumes one SRQ receive). A rendezvous
+//    and then runs the software NIC responder (transports/software_nic/responder.hpp):
+//    rkey, bounds and permission against its registered regions, copy of the bytes into
+//    the registered memory, and for a WRITE+IMM one SRQ receive and a receive completion. A rendezvous
 //    payload that is next in order is received straight into the target memory; one
 //    that must wait is received into a side buffer and copied when its turn comes. With no receive
 //    posted the request waits (receiver-not-ready with infinite retry) until
@@ -62,7 +62,11 @@
 #include <vector>
 
 #include "core/transport.hpp"
-#include "transports/loopback/memory_table.hpp"
+#include "transports/software_nic/completion_queue.hpp"
+#include "transports/software_nic/memory_table.hpp"
+#include "transports/software_nic/receive_queue.hpp"
+#include "transports/software_nic/responder.hpp"
+#include "transports/software_nic/send_queue.hpp"
 
 // Opaque UCX handles (ucp/api/ucp_def.h); the UCX headers stay out of this header.
 struct ucp_context;
@@ -130,33 +134,6 @@ struct Config {
   std::string tls;                  // UCX_TLS override ("sm,self", "tcp"); empty = environment
 };
 
-namespace detail {
-// Growable FIFO for completion queues: never drops an entry; grows only when the user
-// lets completions pile up (a real CQ would overrun instead).
-template <class T>
-class Fifo {
- public:
-  bool empty() const noexcept { return head_ == tail_; }
-  size_t size() const noexcept { return static_cast<size_t>(tail_ - head_); }
-  void push(const T& v) {
-    if (tail_ - head_ == buf_.size()) grow();
-    buf_[tail_++ & (buf_.size() - 1)] = v;
-  }
-  T pop() noexcept { return buf_[head_++ & (buf_.size() - 1)]; }
-
- private:
-  void grow() {
-    std::vector<T> bigger(buf_.empty() ? 64 : buf_.size() * 2);
-    for (uint64_t i = head_; i < tail_; ++i) bigger[i - head_] = buf_[i & (buf_.size() - 1)];
-    tail_ -= head_;
-    head_ = 0;
-    buf_.swap(bigger);
-  }
-  std::vector<T> buf_;
-  uint64_t head_ = 0, tail_ = 0;
-};
-}  // namespace detail
-
 class UcxTransport;
 
 class QueuePair {
@@ -183,7 +160,7 @@ class QueuePair {
     return post(WcOpcode::kRdmaRead, dst, len, lkey, src, 0, wr_id, signaled);
   }
   void ring_doorbell();
-  uint32_t send_queue_free() const noexcept { return static_cast<uint32_t>(depth_ - (tail_ - freed_)); }
+  uint32_t send_queue_free() const noexcept { return slots_.free_slots(); }
   bool in_error() const noexcept { return state_ == State::kError; }
   bool connected() const noexcept { return ep_ != nullptr; }
 
@@ -216,29 +193,27 @@ class QueuePair {
 
   PostResult post(WcOpcode op, const void* local, uint32_t len, uint32_t lkey, RemoteBuffer remote, uint32_t imm,
                   uint64_t wr_id, bool signaled) noexcept {
-    if (tail_ - freed_ == depth_) return PostResult::kSendQueueFull;
-    Wqe& w = sq_[tail_ & (depth_ - 1)];
-    w = Wqe{static_cast<const std::byte*>(local), wr_id, remote.addr, remote.rkey, lkey, len, imm, op, signaled,
-            false, false, WcStatus::kSuccess};
-    ++tail_;
+    if (slots_.full()) return PostResult::kSendQueueFull;
+    wqe(slots_.take()) = Wqe{static_cast<const std::byte*>(local), wr_id, remote.addr, remote.rkey, lkey, len, imm,
+                             op, signaled, false, false, WcStatus::kSuccess};
     return PostResult::kOk;
   }
-  Wqe& wqe(uint64_t seq) noexcept { return sq_[seq & (depth_ - 1)]; }
+  // The send-queue ring (depth a power of two) indexed by sequence number.
+  Wqe& wqe(uint64_t seq) noexcept { return sq_[seq & (slots_.depth() - 1)]; }
 
   UcxTransport* owner_;
   uint32_t qp_num_;
-  uint32_t depth_;
   uint64_t token_;
   State state_ = State::kReady;
   ucp_ep* ep_ = nullptr;
   uint32_t remote_qp_ = 0;
   uint64_t remote_token_ = 0;
-  // Requester side. Sequence numbers: freed_ <= completed_ <= submitted_ <= tail_.
+  // Requester side. Sequence numbers:
+  //   slots_.freed() <= completed_ <= submitted_ <= slots_.posted().
+  software_nic::SendQueueSlots slots_;
   std::vector<Wqe> sq_;
-  uint64_t tail_ = 0;       // next request to post
   uint64_t submitted_ = 0;  // next request to hand to UCX
   uint64_t completed_ = 0;  // next request whose completion is not yet queued
-  uint64_t freed_ = 0;      // send-queue slots below this are free
   uint64_t fence_seq_ = 0;  // kErrorPending: the request that failed locally
   // Responder side.
   uint64_t expected_ = 0;   // next request sequence number to execute
@@ -258,41 +233,28 @@ class UcxTransport {
   UcxTransport& operator=(const UcxTransport&) = delete;
 
   MemoryRegion register_memory(void* ptr, size_t len, uint32_t access) {
-    return memory_.register_memory(ptr, len, access, 0);
+    return memory_.register_memory(ptr, len, access, kNode);
   }
   QueuePair& create_queue_pair();
 
   template <class F>
   uint32_t poll_recv(F&& on_recv, uint32_t max) {
     progress();
-    uint32_t n = 0;
-    while (n < max && !recv_cq_.empty()) {
-      const RecvCompletion c = recv_cq_.pop();
-      on_recv(c);
-      ++n;
-    }
-    return n;
+    return software_nic::poll_recv_queue(recv_cq_, max, on_recv);
   }
 
   template <class F>
   uint32_t poll_send(F&& on_send, uint32_t max) {
     progress();
-    uint32_t n = 0;
-    while (n < max && !send_cq_.empty()) {
-      const SendEntry e = send_cq_.pop();
-      // Polling a completion frees its slot and every earlier one on the queue pair.
-      if (e.qp->freed_ < e.seq + 1) e.qp->freed_ = e.seq + 1;
-      on_send(e.wc);
-      ++n;
-    }
-    return n;
+    return software_nic::poll_send_queue(
+        send_cq_, max, [](const SendEntry& e) -> software_nic::SendQueueSlots& { return e.qp->slots_; }, on_send);
   }
 
   // Adds n zero-length receives to the shared receive queue. More than srq_capacity()
   // outstanding is a programming error (std::logic_error).
   void post_receives(uint32_t n);
-  uint32_t srq_capacity() const noexcept { return config_.srq_capacity; }
-  uint32_t srq_posted() const noexcept { return srq_posted_; }
+  uint32_t srq_capacity() const noexcept { return srq_.capacity(); }
+  uint32_t srq_posted() const noexcept { return srq_.posted(); }
   uint32_t send_queue_depth() const noexcept { return config_.send_queue_depth; }
   Meter& meter() noexcept { return meter_; }
 
@@ -309,11 +271,8 @@ class UcxTransport {
 
  private:
   friend ucx::QueuePair;
-  struct SendEntry {
-    SendCompletion wc;
-    QueuePair* qp;
-    uint64_t seq;
-  };
+  static constexpr uint32_t kNode = 0;  // owner of every region in memory_
+  using SendEntry = software_nic::SendCqEntry<QueuePair*>;
   struct Outgoing {  // a reply the handlers queued, sent after ucp_worker_progress returns
     QueuePair* qp;
     AmHeader header;
@@ -337,16 +296,17 @@ class UcxTransport {
   ucp_context* context_ = nullptr;
   ucp_worker* worker_ = nullptr;
   std::vector<std::byte> address_;  // packed worker address
-  loopback::MemoryTable memory_;
+  software_nic::MemoryTable memory_;  // this worker's regions only: the owner is always kNode
   std::vector<std::unique_ptr<QueuePair>> qps_;
-  detail::Fifo<RecvCompletion> recv_cq_;
-  detail::Fifo<SendEntry> send_cq_;
+  software_nic::SharedReceiveQueue srq_;
+  software_nic::CompletionQueue<RecvCompletion> recv_cq_;
+  software_nic::CompletionQueue<SendEntry> send_cq_;
+  software_nic::Responder responder_;
   std::vector<Outgoing> outgoing_;
   std::vector<RndvRecv> rndv_;
   std::vector<std::unique_ptr<SendSlot>> send_slots_;
   std::vector<SendSlot*> free_send_slots_;
   bool closing_ = false;
-  uint32_t srq_posted_ = 0;
   uint64_t inflight_requests_ = 0;  // UCX requests not yet completed
   uint64_t protocol_errors_ = 0;
   uint64_t rendezvous_receives_ = 0;

@@ -1,6 +1,6 @@
-// Registered-memory table shared by the loopback transports (instant, discrete-event,
-// wall-clock): the keys a software NIC hands out and the checks a real NIC performs
-// before touching memory on behalf of a work request.
+// Registered-memory table of the software NIC (instant and wall-clock loopback, UCX, and
+// the discrete-event NIC model): the keys a software NIC hands out and the checks a real
+// NIC performs before touching memory on behalf of a work request.
 //
 // Rules followed (InfiniBand spec, memory protection):
 //  - a local gather/scatter entry must lie inside the region its lkey names, and a
@@ -9,7 +9,9 @@
 //    must grant remote-write (WRITE) or remote-read (READ) access;
 //  - a violation on the remote side completes the request with a remote access error
 //    and moves the requester's QP to the error state; a local violation completes it
-//    with a local protection error.
+//    with a local protection error;
+//  - a key is honoured only by the node that registered it (one table may serve several
+//    nodes of one fabric): the *_owned checks add that rule.
 //
 // Keys are never reused while the table lives, so a stale key cannot alias a new region.
 // The table is not thread-safe; the wall-clock mode registers memory before its
@@ -23,7 +25,7 @@
 
 #include "core/transport.hpp"
 
-namespace bkv::loopback {
+namespace bkv::software_nic {
 
 class MemoryTable {
  public:
@@ -31,7 +33,7 @@ class MemoryTable {
     std::byte* base = nullptr;
     uint64_t length = 0;
     uint32_t access = 0;
-    uint32_t owner = 0;  // node (transport) that registered it, for diagnostics
+    uint32_t owner = 0;  // node (transport) that registered it: the only one the key is valid on
   };
 
   MemoryRegion register_memory(void* ptr, size_t len, uint32_t access, uint32_t owner) {
@@ -42,14 +44,15 @@ class MemoryTable {
     return MemoryRegion{static_cast<std::byte*>(ptr), len, key, key};
   }
 
-  // Local side: [addr, addr+len) inside the lkey's region, with the needed access.
-  // Returns the host pointer or nullptr.
+  // The region a key names, or nullptr.
   const Region* lookup(uint32_t key) const noexcept {
     if (key < kKeyBase) return nullptr;
     const uint64_t idx = uint64_t{key} - kKeyBase;
     return idx < regions_.size() ? &regions_[idx] : nullptr;
   }
 
+  // Local side: [addr, addr+len) inside the lkey's region, with the needed access.
+  // Returns the host pointer or nullptr.
   std::byte* check_local(const void* addr, uint64_t len, uint32_t lkey, bool needs_write) const noexcept {
     const Region* r = lookup(lkey);
     if (r == nullptr) return nullptr;
@@ -62,6 +65,18 @@ class MemoryTable {
     const Region* r = lookup(rkey);
     if (r == nullptr || (r->access & needed_access) != needed_access) return nullptr;
     return in_bounds(*r, addr, len);
+  }
+
+  // The same checks, and the key must belong to `owner` (the node doing the access).
+  std::byte* check_local_owned(const void* addr, uint64_t len, uint32_t lkey, bool needs_write,
+                               uint32_t owner) const noexcept {
+    std::byte* p = check_local(addr, len, lkey, needs_write);
+    return p != nullptr && lookup(lkey)->owner == owner ? p : nullptr;
+  }
+  std::byte* check_remote_owned(uint64_t addr, uint64_t len, uint32_t rkey, uint32_t needed_access,
+                                uint32_t owner) const noexcept {
+    std::byte* p = check_remote(addr, len, rkey, needed_access);
+    return p != nullptr && lookup(rkey)->owner == owner ? p : nullptr;
   }
 
  private:
@@ -78,4 +93,4 @@ class MemoryTable {
   std::vector<Region> regions_;
 };
 
-}  // namespace bkv::loopback
+}  // namespace bkv::software_nic
