@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
 JOBS=${JOBS:-$(nproc)}
+# The compiler cache keys on paths relative to the checkout, so clones at other paths
+# (CI's fresh clone) reuse what an earlier build compiled.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
 run_suite() {  # run_suite <build-dir> <cmake args...>
   local dir=$1; shift
   echo "=== configure+build ${dir} ($*)"
