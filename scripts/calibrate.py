@@ -9,7 +9,8 @@ why: a share under 1% of loops, or a set-up the simulator does not reproduce).
 
 usage: calibrate.py [--benchkv PATH] [--model-dir DIR] [--only REGEX] [--csv FILE] [-j N]
   --model-dir DIR  use DIR/c1.json and DIR/c2.json instead of configs/model/ (to judge
-                   a candidate model without editing the configs)
+                   a candidate model without editing the configs; a file DIR lacks keeps
+                   the configured one)
   --only REGEX     run only the experiments whose name matches
   --csv FILE       also write the table as CSV (pandas.read_csv reads it)
   -j N             experiments run N at a time (default 1)
@@ -89,7 +90,9 @@ def run_experiment(benchkv, name, args, model_dir):
             i = args.index("--model")
             del args[i:i + 2]
         if which:
-            args += ["--model", os.path.join(os.path.abspath(model_dir), which)]
+            candidate = os.path.join(os.path.abspath(model_dir), which)
+            # A directory without a model for this set-up leaves the configured one.
+            args += ["--model", candidate if os.path.exists(candidate) else os.path.join(ROOT, "configs/model", which)]
     args = [os.path.join(ROOT, a) if a.startswith("configs/") else a for a in args]
     with tempfile.TemporaryDirectory(prefix="bkv_cal_") as d:
         cmd = [benchkv] + args + ["-o", os.path.join(d, "out.csv"), "--no-progress"]
