@@ -4,3 +4,13 @@ if(TARGET bkv_sim_runner)
     target_compile_definitions(test_calibration PRIVATE BKV_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   endif()
 endif()
+
+# The calibration suite's script against real summaries (not a Catch test).
+find_package(Python3 COMPONENTS Interpreter)
+bkv_group_enabled(sim BKV_CALIBRATE_SCRIPT)
+if(BKV_CALIBRATE_SCRIPT AND Python3_FOUND AND TARGET benchkv)
+  add_test(NAME calibrate_script
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/calibration/check_calibrate_script.py
+                   ${PROJECT_SOURCE_DIR} $<TARGET_FILE:benchkv>)
+  set_tests_properties(calibrate_script PROPERTIES LABELS sim TIMEOUT 300)
+endif()
