@@ -1,5 +1,5 @@
-// The discrete-event mode of the loopback transport: bkv::Transport over the simulated
-// NICs of sim/nic_model.hpp.
+// The discrete-event transport: bkv::Transport over the simulated NICs of
+// sim/nic_model.hpp.
 //
 // One DesTransport per simulated thread that owns an RDMA context. Its Meter is that
 // thread (sim::SimThread), so copyrpc's charges advance the thread's virtual clock, and

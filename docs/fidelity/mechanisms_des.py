@@ -7,10 +7,10 @@ Model (one daemon per node, owning NP-1 endpoints; 46 closed-loop clients x QD):
   loop cost = L0 + per-item CPU costs + c_post per WQE posted + c_cqe per CQE
   a loop snapshots its inputs at its start (ipc, delegation ring, CQ) and emits at its end:
     replies are flushed by the poll() flush (one WQE per endpoint with replies),
-    new calls by step F (one WQE per endpoint with calls)  -> up to 2 WQEs/endpoint/loop
+    new calls by the flush phase (one WQE per endpoint with calls)  -> up to 2 WQEs/endpoint/loop
   NIC send path, one of:
     none : no NIC limit (candidate 1, the original authors' explanation)
-    qp   : per-QP FIFO server, s_qp per WQE (candidate 2, today's simulator model)
+    qp   : per-QP FIFO server, s_qp per WQE (candidate 2, the per-QP model of configs/model/c1.json)
     node : per-node FIFO server, s_node per WQE, shared by all QPs of the node
     bf   : as node, but a WQE posted while the node's send path is idle costs s_fast
            (BlueFlame copy used) and one posted behind others costs s_node (WQE fetch)
@@ -42,7 +42,7 @@ class P:  # parameters (us)
         self.nic = 'node'; self.s_node = 0.57; self.s_fast = 0.08; self.s_qp = 5.0
         self.srq = 0; self.t_rnr = 640.0       # srq=0: RNR model off
         self.ring_ns = 0.0    # serialized fetch_add on the delegation ring head per node (c1.json: 0.150)
-        self.oneflush = True  # replies and calls leave in one WQE per endpoint (step F)
+        self.oneflush = True  # replies and calls leave in one WQE per endpoint (flush phase)
         self.start = 'sync'   # 'sync' or 'stagger' (clients start uniformly in 1 ms)
         self.T = 6000.0; self.warm = 2000.0; self.seed = 1
         for k, v in kw.items():
@@ -167,10 +167,10 @@ def run(p):
                 if m[0] == 'r': resps.append(m)
                 else: reqs.setdefault(src, []).append(m)
         nreq = sum(len(v) for v in reqs.values())
-        # step C (drain) + poll flush of replies
+        # poll phase (drain) + flush of replies
         tc = t + p.L0 * 0.5 + len(wq) * p.c_cqe + len(resps) * p.c_resp + nreq * p.c_req + len(reqs) * p.c_post
         if p.srq and n.srq * 3 < p.srq * 2: n.srq = p.srq
-        # step D + F
+        # calls phase + flush phase
         bydst = {}
         for (tq, client, r) in calls: bydst.setdefault(r, []).append(('q', client, a))
         te = tc + p.L0 * 0.5 + len(locs) * p.c_local + len(calls) * p.c_call + len(bydst) * p.c_post
