@@ -28,7 +28,7 @@
 //   completed counts; after the last run clients stop issuing and the threads keep
 //   stepping until no request is in flight on any rank (all-reduced), then stop. Rank 0
 //   gathers every rank's epoch records and daemon metrics: the same RunResults and
-//   DaemonMetrics (same CSV and summary keys) as the simulator fills.
+//   DaemonReport (same CSV and summary keys) as the simulator fills.
 //
 // Epochs: each rank measures its own epoch durations (duration_ns = the wall time
 // between two samples); the counters read at run start open the first epoch, so
@@ -122,8 +122,8 @@ inline DaemonRecord daemon_delta(const backend::DaemonMetrics& a, const backend:
 
 // The summary's per-daemon entry, with the simulator's keys where they have a wall-clock
 // meaning (busy_fraction and the RTT percentiles need the simulator's virtual clock).
-inline app::DaemonMetrics to_metrics(const DaemonRecord& d) {
-  app::DaemonMetrics m;
+inline app::DaemonReport to_metrics(const DaemonRecord& d) {
+  app::DaemonReport m;
   m.run = d.run;
   m.rank = d.rank;
   m.daemon = d.daemon;
@@ -363,7 +363,7 @@ static_assert(std::is_trivially_copyable_v<RankTotals> && sizeof(RankTotals) == 
 
 struct RealResult {
   std::vector<app::RunResults> runs;        // complete on the root
-  std::vector<app::DaemonMetrics> daemons;  // complete on the root
+  std::vector<app::DaemonReport> daemons;  // complete on the root
   std::vector<RankTotals> per_rank;           // by rank, complete on the root
   uint64_t issued = 0, completed = 0, errors = 0;  // all ranks (all-reduced)
   uint64_t drain_ns = 0;                      // this rank's drain time

@@ -174,7 +174,7 @@ void write_csv_file(const std::string& path, std::span<const RunResults> runs) {
 // Summary JSON
 // ---------------------------------------------------------------------------------------
 
-json summary_json(const json& config, std::span<const RunResults> runs, std::span<const DaemonMetrics> daemons) {
+json summary_json(const json& config, std::span<const RunResults> runs, std::span<const DaemonReport> daemons) {
   json j = json::object();
   j["config"] = config;
 
@@ -204,16 +204,16 @@ json summary_json(const json& config, std::span<const RunResults> runs, std::spa
   }
   j["runs"] = std::move(runs_json);
 
-  std::vector<const DaemonMetrics*> sorted;
+  std::vector<const DaemonReport*> sorted;
   sorted.reserve(daemons.size());
-  for (const DaemonMetrics& d : daemons) sorted.push_back(&d);
-  std::stable_sort(sorted.begin(), sorted.end(), [](const DaemonMetrics* a, const DaemonMetrics* b) {
+  for (const DaemonReport& d : daemons) sorted.push_back(&d);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const DaemonReport* a, const DaemonReport* b) {
     if (a->run != b->run) return a->run < b->run;
     if (a->rank != b->rank) return a->rank < b->rank;
     return a->daemon < b->daemon;
   });
   json daemons_json = json::array();
-  for (const DaemonMetrics* d : sorted) {
+  for (const DaemonReport* d : sorted) {
     json hist = json::object();
     for (size_t b = 0; b < metrics::kCqeBuckets; ++b) hist[metrics::kCqeBucketNames[b]] = d->cqe.buckets[b];
     json extra = json::object();
@@ -234,7 +234,7 @@ json summary_json(const json& config, std::span<const RunResults> runs, std::spa
   return j;
 }
 
-json summary_json(const Options& options, std::span<const RunResults> runs, std::span<const DaemonMetrics> daemons) {
+json summary_json(const Options& options, std::span<const RunResults> runs, std::span<const DaemonReport> daemons) {
   return summary_json(to_json(options), runs, daemons);
 }
 

@@ -100,8 +100,9 @@ class RunResults {
   std::vector<EpochRecord> records_;
 };
 
-// Per-daemon metrics of one run. loops and the CQE average come from `cqe`.
-struct DaemonMetrics {
+// The report of one daemon over one run (a summary row, made from the daemon's
+// backend::DaemonMetrics counters). loops and the CQE average come from `cqe`.
+struct DaemonReport {
   uint32_t run = 0;
   uint32_t rank = 0;
   uint32_t daemon = 0;
@@ -135,9 +136,9 @@ void write_csv_file(const std::string& path, std::span<const RunResults> runs);
 //                (run, rank, daemon).
 // The returned object may be extended by the caller before it is written.
 nlohmann::json summary_json(const nlohmann::json& config, std::span<const RunResults> runs,
-                            std::span<const DaemonMetrics> daemons);
+                            std::span<const DaemonReport> daemons);
 nlohmann::json summary_json(const Options& options, std::span<const RunResults> runs,
-                            std::span<const DaemonMetrics> daemons);
+                            std::span<const DaemonReport> daemons);
 std::string dump_summary(const nlohmann::json& summary);  // 2-space indent, final newline
 void write_summary_file(const std::string& path, const nlohmann::json& summary);
 

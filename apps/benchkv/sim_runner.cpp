@@ -266,7 +266,7 @@ class Experiment {
       for (uint32_t d = 0; d < D_; ++d) {
         const Snapshot& a = run_snap_[r * D_ + d];
         const Snapshot& b = now[r * D_ + d];
-        app::DaemonMetrics dm;
+        app::DaemonReport dm;
         dm.run = run;
         dm.rank = r;
         dm.daemon = d;
@@ -391,7 +391,7 @@ class Experiment {
   std::vector<std::unique_ptr<SimNode>> nodes_;
   std::vector<Binding> bindings_;
   std::vector<app::RunResults> results_;
-  std::vector<app::DaemonMetrics> daemon_metrics_;
+  std::vector<app::DaemonReport> daemon_metrics_;
   std::vector<uint64_t> last_completed_;
   std::vector<Snapshot> run_snap_;
   uint64_t run_issued_ = 0, run_completed_ = 0;

@@ -35,7 +35,7 @@ struct InflightSample {
 
 struct ExperimentResult {
   std::vector<app::RunResults> runs;
-  std::vector<app::DaemonMetrics> daemons;
+  std::vector<app::DaemonReport> daemons;
   std::vector<InflightSample> inflight;  // when requested
   std::string trace_json;                // when requested
   nlohmann::json extra;                  // simulator statistics (events, NIC, totals)

@@ -32,6 +32,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "backends/backend_kind.hpp"
 #include "backends/client.hpp"
 #include "backends/daemon_services.hpp"
 #include "backends/policies/loop_policy.hpp"
@@ -336,6 +337,7 @@ class DelegationDaemon0 {
 
 // The Delegation backend as Node composes it.
 struct DelegationBackend {
+  static constexpr BackendKind kKind = BackendKind::kDelegation;  // its command-line name: to_string(kKind)
   using NodeResources = DelegationRing;
   template <Transport T, class Waker>
   using Daemon0 = DelegationDaemon0<T, Waker>;

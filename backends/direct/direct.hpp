@@ -10,6 +10,7 @@
 
 #include <vector>
 
+#include "backends/backend_kind.hpp"
 #include "backends/client.hpp"
 #include "backends/daemon_services.hpp"
 #include "backends/topology.hpp"
@@ -91,6 +92,7 @@ class DirectDaemon {
 // The direct backend as Node composes it: every daemon is a DirectDaemon, every client
 // owns a context.
 struct DirectBackend {
+  static constexpr BackendKind kKind = BackendKind::kDirect;  // its command-line name: to_string(kKind)
   using NodeResources = NoNodeResources;
   template <Transport T, class Waker>
   using Daemon0 = DirectDaemon<T, Waker>;

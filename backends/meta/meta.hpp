@@ -20,6 +20,7 @@
 #include <deque>
 #include <vector>
 
+#include "backends/backend_kind.hpp"
 #include "backends/client.hpp"
 #include "backends/daemon_services.hpp"
 #include "backends/topology.hpp"
@@ -221,6 +222,7 @@ class MetaDaemon {
 
 // The Meta backend as Node composes it: every daemon is a MetaDaemon.
 struct MetaBackend {
+  static constexpr BackendKind kKind = BackendKind::kMeta;  // its command-line name: to_string(kKind)
   using NodeResources = NoNodeResources;
   template <Transport T, class Waker>
   using Daemon0 = MetaDaemon<T, Waker>;

@@ -38,8 +38,8 @@ RunResults make_run(uint32_t run, uint32_t ranks = 3, uint32_t clients = 3, uint
   return r;
 }
 
-std::vector<DaemonMetrics> make_daemons() {
-  std::vector<DaemonMetrics> d(3);
+std::vector<DaemonReport> make_daemons() {
+  std::vector<DaemonReport> d(3);
   // deliberately unsorted: the summary sorts by (run, rank, daemon)
   d[0].run = 0, d[0].rank = 1, d[0].daemon = 0;
   d[1].run = 0, d[1].rank = 0, d[1].daemon = 1;

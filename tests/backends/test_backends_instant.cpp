@@ -112,17 +112,22 @@ TEST_CASE("A single node runs with no remote traffic at all", "[backend]") {
 }
 
 TEST_CASE("The run-time choice of a backend instantiates that backend's node", "[backend]") {
-  const auto name = [](BackendKind k) {
-    return with_node_backend(k, []<class B>() -> std::string_view {
-      if constexpr (std::is_same_v<B, MetaBackend>) return "meta";
-      else if constexpr (std::is_same_v<B, DelegationBackend>) return "delegation";
-      else return "direct";
-    });
+  // Each traits type names its own kind: the dispatch must hand back the traits of the
+  // kind it was given, for every node backend, and refuse the others.
+  const auto kind_of = [](BackendKind k) {
+    return with_node_backend(k, []<class B>() { return B::kKind; });
   };
-  CHECK(name(BackendKind::kMeta) == "meta");
-  CHECK(name(BackendKind::kDelegation) == "delegation");
-  CHECK(name(BackendKind::kDirect) == "direct");
-  CHECK_THROWS_WITH(name(BackendKind::kUcxAm), Catch::Contains("not a copyrpc node backend"));
+  size_t node_backends = 0;
+  for (const auto& b : kBackendNames) {
+    INFO("backend " << b.name);
+    if (b.kind == BackendKind::kUcxAm || b.kind == BackendKind::kRpc) {
+      CHECK_THROWS_WITH(kind_of(b.kind), Catch::Contains("not a copyrpc node backend"));
+      continue;
+    }
+    CHECK(kind_of(b.kind) == b.kind);
+    ++node_backends;
+  }
+  CHECK(node_backends == 3);
 }
 
 TEST_CASE("Connections: each backend's shape", "[backend]") {
