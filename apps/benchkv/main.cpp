@@ -47,13 +47,7 @@ int run_sim(const app::Options& o) {
                static_cast<unsigned long long>(res.total_completed), double(res.extra["virtual_end_ns"].get<uint64_t>()) * 1e-9,
                wall, double(res.total_completed) / wall / 1e6);
   std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());
-  if (res.total_issued != res.total_completed || res.errors != 0) {
-    std::fprintf(stderr, "benchkv: %llu issued, %llu completed, %llu errors: the run is not consistent\n",
-                 static_cast<unsigned long long>(res.total_issued), static_cast<unsigned long long>(res.total_completed),
-                 static_cast<unsigned long long>(res.errors));
-    return 1;
-  }
-  return 0;
+  return app::consistency_status(res.total_issued, res.total_completed, res.errors);
 }
 
 // benchkv rpc --transport sim: copyrpc alone in the simulator.

@@ -78,12 +78,7 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
       for (const auto& r : res.runs)
         std::fprintf(stderr, "run %u: %.3f Mops total (%u ranks)\n", r.run(), r.total_mops(), r.num_ranks());
       std::fprintf(stderr, "wrote %s and %s\n", eff.output.c_str(), eff.summary.c_str());
-      if (res.issued != res.completed || res.errors != 0) {
-        std::fprintf(stderr, "benchkv: %llu issued, %llu completed, %llu errors: the run is not consistent\n",
-                     static_cast<unsigned long long>(res.issued), static_cast<unsigned long long>(res.completed),
-                     static_cast<unsigned long long>(res.errors));
-        status = 1;
-      }
+      status = app::consistency_status(res.issued, res.completed, res.errors);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "benchkv: %s\n", e.what());
       status = 1;

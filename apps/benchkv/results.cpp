@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -236,6 +237,14 @@ json summary_json(const json& config, std::span<const RunResults> runs, std::spa
 
 json summary_json(const Options& options, std::span<const RunResults> runs, std::span<const DaemonReport> daemons) {
   return summary_json(to_json(options), runs, daemons);
+}
+
+int consistency_status(uint64_t issued, uint64_t completed, uint64_t errors, const char* what) {
+  if (issued == completed && errors == 0) return 0;
+  std::fprintf(stderr, "benchkv: %llu %s issued, %llu completed, %llu errors: the run is not consistent\n",
+               static_cast<unsigned long long>(issued), what, static_cast<unsigned long long>(completed),
+               static_cast<unsigned long long>(errors));
+  return 1;
 }
 
 std::string dump_summary(const json& summary) { return summary.dump(2) + "\n"; }

@@ -139,7 +139,11 @@ nlohmann::json summary_json(const nlohmann::json& config, std::span<const RunRes
                             std::span<const DaemonReport> daemons);
 nlohmann::json summary_json(const Options& options, std::span<const RunResults> runs,
                             std::span<const DaemonReport> daemons);
-std::string dump_summary(const nlohmann::json& summary);  // 2-space indent, final newline
+std::string dump_summary(const nlohmann::json& summary);
+
+// The end of a run's report: every issued request completed and no error, or a line on
+// stderr saying what does not add up. Returns the exit status (0, or 1).
+int consistency_status(uint64_t issued, uint64_t completed, uint64_t errors, const char* what = "requests");  // 2-space indent, final newline
 void write_summary_file(const std::string& path, const nlohmann::json& summary);
 
 // The per-epoch progress line for stderr (no newline), e.g.

@@ -203,13 +203,7 @@ int write_rpc_outputs(const Options& o, const RpcResult& res, const std::string&
   write_summary_file(o.summary, summary);
   std::fputs(rpc_table(o, res).c_str(), stdout);
   std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());
-  if (res.issued != res.completed || res.errors != 0) {
-    std::fprintf(stderr, "benchkv: %llu calls issued, %llu completed, %llu errors: the run is not consistent\n",
-                 static_cast<unsigned long long>(res.issued), static_cast<unsigned long long>(res.completed),
-                 static_cast<unsigned long long>(res.errors));
-    return 1;
-  }
-  return 0;
+  return consistency_status(res.issued, res.completed, res.errors, "calls");
 }
 
 std::string rpc_table(const Options& o, const RpcResult& r) {
