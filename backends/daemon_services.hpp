@@ -35,7 +35,7 @@ template <Transport T, class Waker>
 struct DaemonWiring {
   using Ctx = copyrpc::Context<T, CallToken>;
   const NodeConfig& node;
-  const LoopPolicy& policy;
+  const LoopPolicySettings& policy;
   uint32_t id;
   Ctx* ctx;                                 // null when this daemon owns no endpoint
   const std::vector<uint32_t>& ep_of_rank;  // endpoint per remote rank (~0u: none)

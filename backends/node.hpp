@@ -52,7 +52,7 @@ class Node {
   using RemotePath = typename B::template RemotePath<T>;
   using ClientT = Client<Meter, RemotePath>;
 
-  Node(const NodeConfig& cfg, const LoopPolicy& policy, const kv::WorkloadConfig& wl,
+  Node(const NodeConfig& cfg, const LoopPolicySettings& policy, const kv::WorkloadConfig& wl,
        const copyrpc::ContextConfig& ccfg, R& rt)
       : cfg_(checked(cfg)), policy_(policy), wl_(wl), ccfg_(ccfg), rt_(rt), store_(cfg.rank, cfg.key_range) {
     const uint32_t D = cfg.daemons, C = cfg.clients;
@@ -169,7 +169,7 @@ class Node {
   }
 
   NodeConfig cfg_;
-  LoopPolicy policy_;
+  LoopPolicySettings policy_;
   kv::WorkloadConfig wl_;
   copyrpc::ContextConfig ccfg_;
   R& rt_;

@@ -18,7 +18,7 @@ inline constexpr uint32_t kSrqSize = 1024;
 
 struct NodeSetup {
   backend::NodeConfig node;
-  backend::LoopPolicy loop;
+  backend::LoopPolicySettings loop;
   kv::WorkloadConfig workload;
   copyrpc::ContextConfig context;
 };

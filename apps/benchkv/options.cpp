@@ -175,7 +175,7 @@ json get_field(const Options& o) {
   return json(o.*M);
 }
 
-// A field of Options::loop (backend::LoopPolicy), read and written as the flat key.
+// A field of Options::loop (backend::LoopPolicySettings), read and written as the flat key.
 template <auto M>
 void set_loop_field(Options& o, const json& v, const Spec& s, const Ctx& c) {
   using T = std::remove_cvref_t<decltype(o.loop.*M)>;
@@ -288,7 +288,7 @@ json get_trace_window(const Options& o) {
 }
 
 #define BKV_FIELD(member) &set_field<&Options::member>, &get_field<&Options::member>
-#define BKV_LOOP_FIELD(member) &set_loop_field<&backend::LoopPolicy::member>, &get_loop_field<&backend::LoopPolicy::member>
+#define BKV_LOOP_FIELD(member) &set_loop_field<&backend::LoopPolicySettings::member>, &get_loop_field<&backend::LoopPolicySettings::member>
 #define BKV_CHOICE(member, table) &set_choice<&Options::member, table>, &get_choice<&Options::member, table>
 
 constexpr std::string_view kGroupRun = "Benchmark";

@@ -84,7 +84,7 @@ struct Options {
   uint64_t seed = 1;
   uint32_t np = 2;             // simulator node count
   uint32_t pattern_len = static_cast<uint32_t>(kv::kDefaultPatternLen);
-  backend::LoopPolicy loop;    // Delegation daemon #0's loop policies; JSON keys = its fields
+  backend::LoopPolicySettings loop;    // Delegation daemon #0's loop policies; JSON keys = its fields
   std::string model;           // simulator model JSON ("" = built-in defaults)
   StartMode start_mode = StartMode::kSync;
   double start_stagger_us = 0;

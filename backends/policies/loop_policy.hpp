@@ -1,5 +1,5 @@
 // Loop policies of Delegation daemon #0 (docs/design.md §Loop policies): the knobs
-// (LoopPolicy, defaults = calibration runs) and the policies they select (LoopPolicies),
+// (LoopPolicySettings, defaults = calibration runs) and the policies they select (LoopPolicies),
 // which the daemon consults at fixed points of its loop:
 //   poll phase    poll_again(polls, cqes, responses); on_cqes(start of the poll)
 //   responses     holding() -> hold(...) instead of delivering
@@ -21,19 +21,19 @@
 
 namespace bkv::backend {
 
-struct LoopPolicy {
+struct LoopPolicySettings {
   uint32_t poll_budget = 1;          // PollBudget: up to N polls, stops at N responses
   double batch_hold_us = 0;          // ResponseHold with this hold time; 0 = off
   bool adaptive_hold = false;        // AdaptiveHoldTime
   double hold_rtt_multiplier = 0;    // RttHoldTime; 0 = off
   bool adaptive_poll_budget = false; // AdaptivePollBudget instead of PollBudget
-  friend bool operator==(const LoopPolicy&, const LoopPolicy&) = default;
+  friend bool operator==(const LoopPolicySettings&, const LoopPolicySettings&) = default;
 };
 
 class LoopPolicies {
  public:
   // np: the hold's batch target.
-  LoopPolicies(const LoopPolicy& p, uint32_t np) : budget_(p.poll_budget) {
+  LoopPolicies(const LoopPolicySettings& p, uint32_t np) : budget_(p.poll_budget) {
     if (p.adaptive_poll_budget) adaptive_budget_.emplace();
     if (p.adaptive_hold) adaptive_hold_.emplace(np);
     if (p.hold_rtt_multiplier > 0) rtt_hold_.emplace(p.hold_rtt_multiplier);

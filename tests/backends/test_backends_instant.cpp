@@ -21,7 +21,7 @@ struct Cluster {
   std::vector<std::unique_ptr<test::InstantRuntime>> rts;
   std::vector<std::unique_ptr<Node<B, test::InstantRuntime>>> nodes;
 
-  Cluster(uint32_t np, uint32_t daemons, uint32_t clients, uint32_t qd, LoopPolicy policy = {}) {
+  Cluster(uint32_t np, uint32_t daemons, uint32_t clients, uint32_t qd, LoopPolicySettings policy = {}) {
     kv::WorkloadConfig wl;
     wl.num_ranks = np;
     wl.key_range = 64;
@@ -83,7 +83,7 @@ TEST_CASE("Delegation over the instant loopback: everything issued completes", "
 }
 
 TEST_CASE("Delegation with loop policies (poll budget, batch hold, adaptive)", "[backend]") {
-  LoopPolicy p;
+  LoopPolicySettings p;
   SECTION("poll budget") { p.poll_budget = 4; }
   SECTION("fixed hold") { p.batch_hold_us = 3; }
   SECTION("adaptive hold") { p.adaptive_hold = true; }

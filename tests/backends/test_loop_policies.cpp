@@ -105,13 +105,13 @@ TEST_CASE("RttHoldTime: m times the EWMA of the delay from a flush to the first 
 }
 
 TEST_CASE("LoopPolicies: the knobs select the policies", "[policy]") {
-  const LoopPolicies none(LoopPolicy{}, 4);
+  const LoopPolicies none(LoopPolicySettings{}, 4);
   CHECK(none.polls() == 1);
   CHECK_FALSE(none.hold_enabled());
   CHECK_FALSE(none.holding());
   CHECK_FALSE(none.needs_clock());
 
-  LoopPolicy p;
+  LoopPolicySettings p;
   p.poll_budget = 3;
   p.batch_hold_us = 2;
   LoopPolicies fixed(p, 2);
@@ -124,7 +124,7 @@ TEST_CASE("LoopPolicies: the knobs select the policies", "[policy]") {
   fixed.release(2000, false, 0, [&](const HeldResponse& h) { out.push_back(h.client); });
   CHECK(out == std::vector<uint32_t>{7});
 
-  LoopPolicy rtt;
+  LoopPolicySettings rtt;
   rtt.hold_rtt_multiplier = 1.5;
   rtt.adaptive_poll_budget = true;
   LoopPolicies r(rtt, 2);
