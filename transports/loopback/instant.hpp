@@ -30,6 +30,7 @@
 #include "core/transport.hpp"
 #include "transports/software_nic/completion_queue.hpp"
 #include "transports/software_nic/memory_table.hpp"
+#include "transports/software_nic/post_verbs.hpp"
 #include "transports/software_nic/receive_queue.hpp"
 #include "transports/software_nic/responder.hpp"
 #include "transports/software_nic/send_queue.hpp"
@@ -64,7 +65,7 @@ class InstantTransport {
 
   static constexpr uint32_t kDefaultSendQueueDepth = 256;
 
-  class QueuePair {
+  class QueuePair : public software_nic::PostVerbs<QueuePair> {
    public:
     uint32_t qp_num() const noexcept { return qpn_; }
     ConnectInfo local_info() const noexcept { return ConnectInfo{owner_->node_id_, qpn_}; }
@@ -73,17 +74,6 @@ class InstantTransport {
       if (remote.qpn == 0 || remote.qpn > qps.size() || qps[remote.qpn - 1].owner->node_id_ != remote.node)
         throw std::invalid_argument("InstantTransport: connect to unknown queue pair " + std::to_string(remote.qpn));
       peer_qpn_ = remote.qpn;
-    }
-    PostResult post_write_imm(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst, uint32_t imm,
-                              uint64_t wr_id, bool signaled) {
-      return post(Wqe{WcOpcode::kRdmaWriteImm, const_cast<void*>(src), len, lkey, dst, imm, wr_id, signaled, 0});
-    }
-    PostResult post_write(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst, uint64_t wr_id,
-                          bool signaled) {
-      return post(Wqe{WcOpcode::kRdmaWrite, const_cast<void*>(src), len, lkey, dst, 0, wr_id, signaled, 0});
-    }
-    PostResult post_read(void* dst, uint32_t len, uint32_t lkey, RemoteBuffer src, uint64_t wr_id, bool signaled) {
-      return post(Wqe{WcOpcode::kRdmaRead, dst, len, lkey, src, 0, wr_id, signaled, 0});
     }
     // Every request posted so far may run now; they run at once unless an earlier one
     // of this queue pair waits for a receive at the target.
@@ -98,6 +88,11 @@ class InstantTransport {
 
    private:
     friend class InstantTransport;
+    friend class software_nic::PostVerbs<QueuePair>;
+    PostResult post(WcOpcode op, const void* local, uint32_t len, uint32_t lkey, RemoteBuffer remote, uint32_t imm,
+                    uint64_t wr_id, bool signaled) noexcept {
+      return post(Wqe{op, const_cast<void*>(local), len, lkey, remote, imm, wr_id, signaled, 0});
+    }
     struct Wqe {
       WcOpcode op;
       void* local;

@@ -59,6 +59,7 @@
 #include "core/transport.hpp"
 #include "transports/software_nic/completion_queue.hpp"
 #include "transports/software_nic/memory_table.hpp"
+#include "transports/software_nic/post_verbs.hpp"
 #include "transports/software_nic/receive_queue.hpp"
 #include "transports/software_nic/responder.hpp"
 #include "transports/software_nic/send_queue.hpp"
@@ -203,7 +204,7 @@ class WallclockTransport {
 
   static constexpr uint32_t kDefaultSendQueueDepth = 256;
 
-  class QueuePair {
+  class QueuePair : public software_nic::PostVerbs<QueuePair> {
    public:
     QueuePair(const QueuePair&) = delete;
     QueuePair& operator=(const QueuePair&) = delete;
@@ -214,18 +215,6 @@ class WallclockTransport {
     }
     void connect(const ConnectInfo& remote) { owner_->connect(*this, remote); }
 
-    PostResult post_write_imm(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst, uint32_t imm,
-                              uint64_t wr_id, bool signaled) noexcept {
-      return post(WcOpcode::kRdmaWriteImm, src, len, lkey, dst, imm, wr_id, signaled);
-    }
-    PostResult post_write(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst, uint64_t wr_id,
-                          bool signaled) noexcept {
-      return post(WcOpcode::kRdmaWrite, src, len, lkey, dst, 0, wr_id, signaled);
-    }
-    PostResult post_read(void* dst, uint32_t len, uint32_t lkey, RemoteBuffer src, uint64_t wr_id,
-                         bool signaled) noexcept {
-      return post(WcOpcode::kRdmaRead, dst, len, lkey, src, 0, wr_id, signaled);
-    }
     // Publishes every request posted since the previous doorbell (those that do not fit
     // in a full channel go out at the next doorbell or poll).
     void ring_doorbell() { owner_->submit(*this); }
@@ -235,6 +224,7 @@ class WallclockTransport {
 
    private:
     friend class WallclockTransport;
+    friend class software_nic::PostVerbs<QueuePair>;
     QueuePair(WallclockTransport& owner, uint32_t qp_num, uint32_t depth)
         : owner_(&owner), qp_num_(qp_num), slots_(depth), sq_(depth) {}
 

@@ -64,6 +64,7 @@
 #include "core/transport.hpp"
 #include "transports/software_nic/completion_queue.hpp"
 #include "transports/software_nic/memory_table.hpp"
+#include "transports/software_nic/post_verbs.hpp"
 #include "transports/software_nic/receive_queue.hpp"
 #include "transports/software_nic/responder.hpp"
 #include "transports/software_nic/send_queue.hpp"
@@ -136,7 +137,7 @@ struct Config {
 
 class UcxTransport;
 
-class QueuePair {
+class QueuePair : public software_nic::PostVerbs<QueuePair> {
  public:
   QueuePair(const QueuePair&) = delete;
   QueuePair& operator=(const QueuePair&) = delete;
@@ -147,18 +148,6 @@ class QueuePair {
   // std::invalid_argument naming the problem. Connecting twice throws std::logic_error.
   void connect(const ConnectInfo& remote);
 
-  PostResult post_write_imm(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst, uint32_t imm,
-                            uint64_t wr_id, bool signaled) noexcept {
-    return post(WcOpcode::kRdmaWriteImm, src, len, lkey, dst, imm, wr_id, signaled);
-  }
-  PostResult post_write(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst, uint64_t wr_id,
-                        bool signaled) noexcept {
-    return post(WcOpcode::kRdmaWrite, src, len, lkey, dst, 0, wr_id, signaled);
-  }
-  PostResult post_read(void* dst, uint32_t len, uint32_t lkey, RemoteBuffer src, uint64_t wr_id,
-                       bool signaled) noexcept {
-    return post(WcOpcode::kRdmaRead, dst, len, lkey, src, 0, wr_id, signaled);
-  }
   void ring_doorbell();
   uint32_t send_queue_free() const noexcept { return slots_.free_slots(); }
   bool in_error() const noexcept { return state_ == State::kError; }
@@ -166,6 +155,7 @@ class QueuePair {
 
  private:
   friend class UcxTransport;
+  friend class software_nic::PostVerbs<QueuePair>;
   QueuePair(UcxTransport& owner, uint32_t qp_num, uint32_t depth, uint64_t token);
 
   enum class State : uint8_t { kReady, kErrorPending, kError };
