@@ -70,6 +70,9 @@ int run_rdma(const app::Options& o) {
   }
   mpi::Session s(nullptr, nullptr);
   try {
+    // Rank 0 writes the outputs: their directories are made and each is checked writable
+    // before the run, so a bad path ends every rank now (abort below), not after the run.
+    if (s.rank() == 0) app::prepare_output_files(o);
     if (o.backend == backend::BackendKind::kRpc) {  // one thread per rank, left unpinned
       const nlohmann::json rpc_extra = {{"transport", transport},
                                         {"device", dev->name()},

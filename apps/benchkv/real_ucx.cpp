@@ -57,6 +57,9 @@ RealResult run_ucx_am(const mpi::Session& s, const app::Options& o, const RankPl
 int run_ucx(const app::Options& o) {
   mpi::Session s(nullptr, nullptr);
   try {
+    // Rank 0 writes the outputs: their directories are made and each is checked writable
+    // before the run, so a bad path ends every rank now (abort below), not after the run.
+    if (s.rank() == 0) app::prepare_output_files(o);
     if (o.backend == backend::BackendKind::kRpc) {  // one thread per rank, left unpinned
       UcxRuntime rt(1, {}, {});
       return run_rpc_mpi(s, o, rt,

@@ -120,6 +120,10 @@ void prepare_output_files(const Options& o) {
     if (path->empty()) continue;
     const std::filesystem::path p(*path);
     std::error_code ec;
+    if (p.has_parent_path() && std::filesystem::exists(p.parent_path(), ec) &&
+        !std::filesystem::is_directory(p.parent_path(), ec))
+      throw std::runtime_error(std::string(flag) + " " + *path + ": " + p.parent_path().string() +
+                               " is not a directory");
     if (p.has_parent_path() && !std::filesystem::exists(p.parent_path(), ec)) {
       std::filesystem::create_directories(p.parent_path(), ec);
       if (ec)

@@ -108,3 +108,14 @@ TEST_CASE("mpirun -np 3: benchkv rpc over UCX shared memory, rank 0 calling two 
   }
   CHECK_THAT(o.out, Catch::Contains("RTT p50 (us)"));
 }
+
+TEST_CASE("mpirun -np 2: an output path that cannot be written ends every rank before the run", "[real-run][mpi]") {
+  e2e::TempDir dir;
+  e2e::write_file(dir.path() / "plainfile", "x");
+  const Outcome o = mpirun_benchkv(2, small_real("delegation", {"-o", "plainfile/out.csv"}), dir.path(), "sm,self");
+  INFO(e2e::describe(o));
+  CHECK(o.status != 0);
+  CHECK_THAT(o.err, Catch::Contains("plainfile/out.csv"));
+  CHECK_THAT(o.err, !Catch::Contains("epoch"));  // no measurement ran
+  CHECK_FALSE(e2e::fs::exists(dir.path() / "out.csv"));
+}
