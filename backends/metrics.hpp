@@ -10,7 +10,8 @@
 namespace bkv::backend {
 
 struct DaemonMetrics {
-  metrics::CqeHistogram cqe;             // loops and CQEs per loop (0, 1, 2-10, 11-100, >100)
+  metrics::CqeHistogram cqe;             // loops and hardware CQEs per loop (0, 1, 2-10, 11-100, >100)
+  metrics::CqeHistogram completions;     // RPC completions (responses to callers) per loop
   uint64_t inflight_sum = 0;           // copyrpc calls in flight, summed over loops
   uint64_t busy_loops = 0;             // loops that did any work
   uint64_t calls = 0, replies = 0, local_ops = 0, responses = 0;
@@ -18,8 +19,9 @@ struct DaemonMetrics {
   uint64_t protocol_errors = 0;        // malformed messages from peers or clients
   uint64_t holds = 0, held_released = 0;
 
-  void record_loop(uint32_t cqes_this_loop, uint64_t inflight) noexcept {
+  void record_loop(uint32_t cqes_this_loop, uint32_t completions_this_loop, uint64_t inflight) noexcept {
     cqe.add(cqes_this_loop);
+    completions.add(completions_this_loop);
     inflight_sum += inflight;
   }
 };

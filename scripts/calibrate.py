@@ -53,15 +53,17 @@ def metric(s, name):
         return run["total_mops"] / np_
     if name == "calls_in_flight":
         return mean(d["inflight_avg"] for d in daemons0(s))
-    if name == "cqe_per_loop":
+    if name == "completions_per_loop":
+        return mean(d["completions_per_loop_avg"] for d in daemons0(s))
+    if name == "hw_cqe_per_loop":
         return mean(d["cqe_per_loop_avg"] for d in daemons0(s))
     if name == "loops_per_10s_M":
         return mean(d["extra"]["loops_per_s"] for d in daemons0(s)) * 10 / 1e6
-    m = re.fullmatch(r"cqe_share_pct\[(.+)\]", name)
+    m = re.fullmatch(r"completions_share_pct\[(.+)\]", name)
     if m:
         ds = daemons0(s)
         loops = sum(d["loops"] for d in ds)
-        return 100.0 * sum(d["cqe_per_loop_hist"][m.group(1)] for d in ds) / loops if loops else float("nan")
+        return 100.0 * sum(d["completions_per_loop_hist"][m.group(1)] for d in ds) / loops if loops else float("nan")
     if name in ("daemon_rtt_p50_us", "daemon_rtt_mean_us"):
         key = "rtt_p50_us" if name.endswith("p50_us") else "rtt_mean_us"
         return mean(d["extra"][key] for d in s["daemons"] if key in d["extra"])

@@ -86,15 +86,17 @@ struct DaemonRecord {
   uint32_t rank = 0;
   uint32_t daemon = 0;
   uint32_t reserved = 0;
-  std::array<uint64_t, metrics::kCqeBuckets> buckets{};
-  uint64_t loops = 0, cqes = 0, inflight_sum = 0, busy_loops = 0;
+  metrics::CqeHistogram cqe, completions;  // loops and CQEs; RPC completions per loop
+  uint64_t inflight_sum = 0, busy_loops = 0;
   uint64_t calls = 0, replies = 0, local_ops = 0, responses = 0;
   uint64_t backlog_peak = 0, protocol_errors = 0, holds = 0, held_released = 0;
   uint64_t span_ns = 0;  // wall time the record covers
 };
 static_assert(std::is_trivially_copyable_v<DaemonRecord>);
-static_assert(sizeof(DaemonRecord) == 16 + 8 * metrics::kCqeBuckets + 8 * 12 + 8);
-static_assert(offsetof(DaemonRecord, buckets) == 16 && offsetof(DaemonRecord, span_ns) == 16 + 8 * 5 + 8 * 12);
+inline constexpr size_t kHistogramBytes = 8 * (metrics::kCqeBuckets + 2);
+static_assert(sizeof(metrics::CqeHistogram) == kHistogramBytes);
+static_assert(sizeof(DaemonRecord) == 16 + 2 * kHistogramBytes + 8 * 10 + 8);
+static_assert(offsetof(DaemonRecord, cqe) == 16 && offsetof(DaemonRecord, span_ns) == 16 + 2 * kHistogramBytes + 8 * 10);
 
 // The difference of two snapshots of a daemon's metrics (counters) and the later peak.
 inline DaemonRecord daemon_delta(const backend::DaemonMetrics& a, const backend::DaemonMetrics& b, uint32_t run,
@@ -103,9 +105,8 @@ inline DaemonRecord daemon_delta(const backend::DaemonMetrics& a, const backend:
   d.run = run;
   d.rank = rank;
   d.daemon = daemon;
-  for (size_t i = 0; i < metrics::kCqeBuckets; ++i) d.buckets[i] = b.cqe.buckets[i] - a.cqe.buckets[i];
-  d.loops = b.cqe.loops - a.cqe.loops;
-  d.cqes = b.cqe.cqes - a.cqe.cqes;
+  d.cqe = b.cqe.since(a.cqe);
+  d.completions = b.completions.since(a.completions);
   d.inflight_sum = b.inflight_sum - a.inflight_sum;
   d.busy_loops = b.busy_loops - a.busy_loops;
   d.calls = b.calls - a.calls;
@@ -127,14 +128,13 @@ inline app::DaemonReport to_metrics(const DaemonRecord& d) {
   m.run = d.run;
   m.rank = d.rank;
   m.daemon = d.daemon;
-  for (size_t i = 0; i < metrics::kCqeBuckets; ++i) m.cqe.buckets[i] = d.buckets[i];
-  m.cqe.loops = d.loops;
-  m.cqe.cqes = d.cqes;
-  const double loops = static_cast<double>(d.loops);
-  m.inflight_avg = d.loops ? static_cast<double>(d.inflight_sum) / loops : 0.0;
+  m.cqe = d.cqe;
+  m.completions = d.completions;
+  const double loops = static_cast<double>(d.cqe.loops);
+  m.inflight_avg = d.cqe.loops ? static_cast<double>(d.inflight_sum) / loops : 0.0;
   const double secs = static_cast<double>(d.span_ns) * 1e-9;
   m.extra["loops_per_s"] = secs > 0 ? loops / secs : 0.0;
-  m.extra["loop_ns_avg"] = d.loops ? static_cast<double>(d.span_ns) / loops : 0.0;
+  m.extra["loop_ns_avg"] = d.cqe.loops ? static_cast<double>(d.span_ns) / loops : 0.0;
   m.extra["calls"] = static_cast<double>(d.calls);
   m.extra["replies"] = static_cast<double>(d.replies);
   m.extra["local_ops"] = static_cast<double>(d.local_ops);
@@ -143,7 +143,7 @@ inline app::DaemonReport to_metrics(const DaemonRecord& d) {
   m.extra["protocol_errors"] = static_cast<double>(d.protocol_errors);
   m.extra["holds"] = static_cast<double>(d.holds);
   m.extra["held_released"] = static_cast<double>(d.held_released);
-  m.extra["work_loop_fraction"] = d.loops ? static_cast<double>(d.busy_loops) / loops : 0.0;
+  m.extra["work_loop_fraction"] = d.cqe.loops ? static_cast<double>(d.busy_loops) / loops : 0.0;
   return m;
 }
 

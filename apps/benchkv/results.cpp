@@ -219,8 +219,11 @@ json summary_json(const json& config, std::span<const RunResults> runs, std::spa
   });
   json daemons_json = json::array();
   for (const DaemonReport* d : sorted) {
-    json hist = json::object();
-    for (size_t b = 0; b < metrics::kCqeBuckets; ++b) hist[metrics::kCqeBucketNames[b]] = d->cqe.buckets[b];
+    const auto buckets = [](const metrics::CqeHistogram& h) {
+      json hist = json::object();
+      for (size_t b = 0; b < metrics::kCqeBuckets; ++b) hist[metrics::kCqeBucketNames[b]] = h.buckets[b];
+      return hist;
+    };
     json extra = json::object();
     for (const auto& [name, value] : d->extra) extra[name] = value;
     json dj = json::object();
@@ -230,7 +233,10 @@ json summary_json(const json& config, std::span<const RunResults> runs, std::spa
     dj["loops"] = d->cqe.loops;
     dj["cqes"] = d->cqe.cqes;
     dj["cqe_per_loop_avg"] = round6(d->cqe.average());
-    dj["cqe_per_loop_hist"] = std::move(hist);
+    dj["cqe_per_loop_hist"] = buckets(d->cqe);
+    dj["completions"] = d->completions.cqes;
+    dj["completions_per_loop_avg"] = round6(d->completions.average());
+    dj["completions_per_loop_hist"] = buckets(d->completions);
     dj["inflight_avg"] = round6(d->inflight_avg);
     dj["extra"] = std::move(extra);
     daemons_json.push_back(std::move(dj));

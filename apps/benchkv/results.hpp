@@ -106,7 +106,8 @@ struct DaemonReport {
   uint32_t run = 0;
   uint32_t rank = 0;
   uint32_t daemon = 0;
-  metrics::CqeHistogram cqe;
+  metrics::CqeHistogram cqe;            // hardware CQEs drained per loop
+  metrics::CqeHistogram completions;    // RPC completions (responses to callers) per loop
   double inflight_avg = 0;              // copyrpc calls in flight, averaged over samples
   std::map<std::string, double> extra;  // more metrics, written under "extra" as given
 };
@@ -132,7 +133,8 @@ void write_csv_file(const std::string& path, std::span<const RunResults> runs);
 //                issued, completed, requests, duration_ns, epochs, first_kept_epoch,
 //                end_kept_epoch}] in the order given;
 //   "daemons": [{run, rank, daemon, loops, cqes, cqe_per_loop_avg, cqe_per_loop_hist
-//                {"0","1","2-10","11-100",">100"}, inflight_avg, extra {...}}] sorted by
+//                {"0","1","2-10","11-100",">100"}, completions, completions_per_loop_avg,
+//                completions_per_loop_hist {same buckets}, inflight_avg, extra {...}}] sorted by
 //                (run, rank, daemon).
 // The returned object may be extended by the caller before it is written.
 nlohmann::json summary_json(const nlohmann::json& config, std::span<const RunResults> runs,

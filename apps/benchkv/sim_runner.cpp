@@ -270,9 +270,8 @@ class Experiment {
         dm.run = run;
         dm.rank = r;
         dm.daemon = d;
-        for (size_t i = 0; i < dm.cqe.buckets.size(); ++i) dm.cqe.buckets[i] = b.m.cqe.buckets[i] - a.m.cqe.buckets[i];
-        dm.cqe.loops = b.m.cqe.loops - a.m.cqe.loops;
-        dm.cqe.cqes = b.m.cqe.cqes - a.m.cqe.cqes;
+        dm.cqe = b.m.cqe.since(a.m.cqe);
+        dm.completions = b.m.completions.since(a.m.completions);
         dm.inflight_avg = dm.cqe.loops ? double(b.m.inflight_sum - a.m.inflight_sum) / double(dm.cqe.loops) : 0.0;
         dm.extra["busy_fraction"] = double(b.busy_ns - a.busy_ns) / double(duration_);
         dm.extra["loops_per_s"] = double(dm.cqe.loops) / secs;

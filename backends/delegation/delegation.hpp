@@ -101,7 +101,7 @@ class WorkerDaemon {
       meter_.charge(Op::kKvOp, 1);
       ++work;
     }
-    m_.record_loop(0, 0);
+    m_.record_loop(0, 0, 0);
     if (work) ++m_.busy_loops;
     return true;
   }
@@ -196,7 +196,7 @@ class DelegationDaemon0 {
 
     work_ += poll_.cqes;
     policies_.end_of_loop(poll_.cqes);
-    m_.record_loop(poll_.cqes, ctx_.calls_in_flight());
+    m_.record_loop(poll_.cqes, poll_.responses, ctx_.calls_in_flight());
     if (work_) ++m_.busy_loops;
     return true;
   }

@@ -72,7 +72,7 @@ class DirectDaemon {
       ctx_->flush();
     }
     meter_.record(Phase::kCqes, cqes);
-    m_.record_loop(cqes, 0);
+    m_.record_loop(cqes, 0, 0);  // direct daemons only serve: no completions
     if (work + cqes) ++m_.busy_loops;
     return true;
   }

@@ -61,7 +61,7 @@ class MetaDaemon {
 
   bool step() {
     meter_.charge(Op::kLoop, 1);
-    uint32_t work = 0, cqes = 0;
+    uint32_t work = 0, cqes = 0, completions = 0;
     // ipc: this daemon's clients.
     const uint64_t scanned = ipc_.clients_scanned();
     ipc_.poll_with_skip();
@@ -80,6 +80,7 @@ class MetaDaemon {
           resp = Response::failure(kv::ErrorCode::kMalformedRequest);
         }
         ++m_.responses;
+        ++completions;
         answer(tok, resp);
       });
       incoming_.serve(*ctx_, [&](uint32_t owner, const Request& req, const CallToken& tok) {
@@ -117,7 +118,7 @@ class MetaDaemon {
     // flush.
     if (ctx_) ctx_->flush();
     meter_.record(Phase::kCqes, cqes);
-    m_.record_loop(cqes, ctx_ ? ctx_->calls_in_flight() : 0);
+    m_.record_loop(cqes, completions, ctx_ ? ctx_->calls_in_flight() : 0);
     if (work + cqes) ++m_.busy_loops;
     return true;
   }

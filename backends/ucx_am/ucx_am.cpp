@@ -255,7 +255,7 @@ struct UcxAmNode::Impl {
       ++d.m.replies;
     }
     d.pending.clear();
-    d.m.record_loop(static_cast<uint32_t>(n), 0);
+    d.m.record_loop(static_cast<uint32_t>(n), 0, 0);  // the server answers, it has no calls
     if (n) ++d.m.busy_loops;
     return true;
   }

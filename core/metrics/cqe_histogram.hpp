@@ -1,6 +1,8 @@
 // Per-daemon loop statistics (docs/design.md §Metrics and traces; docs/calibration.md §C1):
-// the histogram
-// of completions drained per daemon loop, with the buckets the calibration data uses.
+// a histogram of a count per daemon loop, with the buckets the calibration data uses.
+// Daemons keep two: hardware CQEs drained per loop, and RPC completions (responses
+// handed to callers) per loop; docs/calibration.md §"CQEs per loop" says which of the
+// two the measured figure is compared with, and why.
 // Header-only and dependency-free: meters and daemons include it on their hot path.
 #pragma once
 
@@ -39,6 +41,14 @@ struct CqeHistogram {
   }
   constexpr double average() const noexcept {
     return loops == 0 ? 0.0 : static_cast<double>(cqes) / static_cast<double>(loops);
+  }
+  // The loops recorded after `earlier` (a snapshot of this histogram).
+  constexpr CqeHistogram since(const CqeHistogram& earlier) const noexcept {
+    CqeHistogram d;
+    for (size_t i = 0; i < kCqeBuckets; ++i) d.buckets[i] = buckets[i] - earlier.buckets[i];
+    d.loops = loops - earlier.loops;
+    d.cqes = cqes - earlier.cqes;
+    return d;
   }
   constexpr void merge(const CqeHistogram& o) noexcept {
     for (size_t i = 0; i < kCqeBuckets; ++i) buckets[i] += o.buckets[i];

@@ -46,6 +46,7 @@ std::vector<DaemonReport> make_daemons() {
   d[2].run = 0, d[2].rank = 0, d[2].daemon = 0;
   for (uint64_t n : {0, 0, 1, 5, 50, 500}) d[2].cqe.add(n);
   d[2].cqe.add(0, 4);  // four idle loops recorded in bulk
+  for (uint64_t n : {3, 0, 120}) d[2].completions.add(n);  // a histogram of its own, not the CQEs'
   d[2].inflight_avg = 1343.0 / 3.0;
   d[2].extra["loop_ns_avg"] = 712.5;
   d[2].extra["nic_queue_max"] = 17;
@@ -192,6 +193,9 @@ TEST_CASE("summary: daemon metrics, sorted, with the C1 histogram buckets", "[be
   CHECK(d0["cqes"] == 556);
   CHECK(d0["cqe_per_loop_avg"].get<double>() == 55.6);
   CHECK(d0["cqe_per_loop_hist"] == json{{"0", 6}, {"1", 1}, {"2-10", 1}, {"11-100", 1}, {">100", 1}});
+  CHECK(d0["completions"] == 123);
+  CHECK(d0["completions_per_loop_avg"].get<double>() == 41.0);
+  CHECK(d0["completions_per_loop_hist"] == json{{"0", 1}, {"1", 0}, {"2-10", 1}, {"11-100", 0}, {">100", 1}});
   CHECK(d0["inflight_avg"].get<double>() == 447.666667);  // rounded to 1e-6
   CHECK(d0["extra"] == json{{"loop_ns_avg", 712.5}, {"nic_queue_max", 17.0}});
   CHECK(d[1]["extra"] == json::object());
@@ -258,4 +262,18 @@ TEST_CASE("CQE histogram buckets follow the calibration boundaries", "[bench][re
   CHECK(h.buckets[2] == 7);
   CHECK(h.loops == 13);
   CHECK(h.average() == Approx(static_cast<double>(h.cqes) / 13));
+}
+
+TEST_CASE("CQE histogram: since() is the loops recorded after a snapshot", "[bench][results]") {
+  CqeHistogram h;
+  h.add(0, 3);
+  h.add(50);
+  const CqeHistogram snap = h;
+  h.add(1);
+  h.add(200, 2);
+  const CqeHistogram d = h.since(snap);
+  CHECK(d.buckets == std::array<uint64_t, 5>{0, 1, 0, 0, 2});
+  CHECK(d.loops == 3);
+  CHECK(d.cqes == 401);
+  CHECK(h.since(h).loops == 0);
 }
