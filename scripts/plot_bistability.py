@@ -57,7 +57,9 @@ def hist(prefix):
     s = json.load(open(prefix + ".summary.json"))
     d0 = [d for d in s["daemons"] if d["daemon"] == 0]
     loops = sum(d["loops"] for d in d0)
-    return [100.0 * sum(d["cqe_per_loop_hist"][b] for d in d0) / loops for b in BUCKETS]
+    # RPC completions per loop: the reading C1's "CQEs per loop" is compared with
+    # (docs/calibration.md, "What CQEs per loop counts").
+    return [100.0 * sum(d["completions_per_loop_hist"][b] for d in d0) / loops for b in BUCKETS]
 
 
 def main(argv):
@@ -105,9 +107,9 @@ def main(argv):
         ax.bar([x + i * width for x in range(len(BUCKETS))], h, width, label=label)
     ax.set_xticks([x + width * (len(series) - 1) / 2 for x in range(len(BUCKETS))])
     ax.set_xticklabels(BUCKETS)
-    ax.set_xlabel("CQEs drained in one daemon loop")
+    ax.set_xlabel("RPC completions handed back in one daemon loop")
     ax.set_ylabel("share of loops (%)")
-    ax.set_title("CQEs per loop (kept epochs, daemon #0 of every rank)")
+    ax.set_title("Completions per loop (kept epochs, daemon #0 of every rank)")
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()

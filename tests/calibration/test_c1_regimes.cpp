@@ -4,6 +4,7 @@
 // simulator that loses the phenomenon fails here, not silently in the experiments.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <string>
 
 #include "apps/benchkv/options.hpp"
@@ -33,6 +34,12 @@ Outcome run(const std::string& config, double duration_s) {
   int n = 0;
   for (const auto& d : r.daemons)
     if (d.daemon == 0) {
+      // Completions count responses: over the window they equal the calls issued, up to
+      // the change in calls in flight (at most the node's 46 x 32 client slots).
+      const double calls = d.extra.at("calls");
+      INFO("rank " << d.rank << ": " << d.completions.cqes << " completions, " << calls << " calls");
+      CHECK(std::abs(static_cast<double>(d.completions.cqes) - calls) <= 46.0 * 32.0);
+      CHECK(d.completions.loops == d.cqe.loops);
       out.cqe_per_loop += d.cqe.average();
       out.inflight += d.inflight_avg;
       ++n;

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Predictions of the simulator's models for experiments outside the calibration data.
+
+The original system was also measured in set-ups whose results are withheld from this
+project. This script runs those set-ups in the simulator, for each model given, and prints
+the predicted figures as markdown tables (and, with --csv, one tidy CSV). The output is
+committed in docs/predictions.md before any comparison with measurements: nothing here is
+fitted to them.
+
+Set-ups (the C1/C5 cluster: 46 clients per node, 1 Delegation daemon, 1024 keys, read
+ratio 0.5, uniform):
+  budget  QD=32, NP 8 and 16, synchronized start, poll budget 1, 4, 16, 32
+  hold    QD=1, NP 2..32, reply batch-hold 0, 5, 10, 20 us, and the adaptive hold
+  direct  QD=1, NP 2..16: the direct backend against Delegation (direct with 64 KiB
+          copyrpc rings, Delegation with the C5 set-up's 4 MiB: at QD=1 neither ring
+          fills; direct at NP=32 does not fit in memory yet)
+
+usage: predictions.py [--benchkv PATH] [--model-dir DIR ...] [--only budget|hold|direct]
+                      [--csv FILE] [-j N]
+"""
+import argparse
+import concurrent.futures
+import csv
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import calibrate  # noqa: E402  (run_experiment, metric)
+
+ROOT = calibrate.ROOT
+C5 = ["--config", "configs/c1_np8.json", "--queue-depth", "1", "-d", "0.02", "--trim", "2"]
+NPS = (2, 4, 8, 16, 32)
+
+
+def setups(only):
+    """(group, label, parameters, benchkv args) for every predicted run."""
+    out = []
+    if only in ("", "budget"):
+        for np_ in (8, 16):
+            for b in (1, 4, 16, 32):
+                out.append(("budget", f"np{np_}_budget{b}", {"np": np_, "poll_budget": b},
+                            ["--config", f"configs/c1_np{np_}.json", "--poll-budget", str(b)]))
+    if only in ("", "hold"):
+        for np_ in NPS:
+            for h in (0, 5, 10, 20):
+                out.append(("hold", f"np{np_}_hold{h}", {"np": np_, "hold": str(h)},
+                            C5 + ["--np", str(np_), "--batch-hold-us", str(h)]))
+            out.append(("hold", f"np{np_}_adaptive", {"np": np_, "hold": "adaptive"},
+                        C5 + ["--np", str(np_), "--batch-hold-us", "0", "--adaptive-hold"]))
+    if only in ("", "direct"):
+        for np_ in NPS[:-1]:
+            out.append(("direct", f"np{np_}_delegation", {"np": np_, "backend": "delegation"},
+                        C5 + ["--np", str(np_), "--batch-hold-us", "0"]))
+            out.append(("direct", f"np{np_}_direct", {"np": np_, "backend": "direct"},
+                        C5 + ["direct", "--np", str(np_), "--ring-size", "65536"]))
+    return out
+
+
+def figures(s):
+    """The predicted figures of one run."""
+    f = {"mops_per_rank": calibrate.metric(s, "mops_per_rank")}
+    ds = calibrate.daemons0(s)
+    if ds:
+        f["completions_per_loop"] = calibrate.metric(s, "completions_per_loop")
+        f["calls_in_flight"] = calibrate.metric(s, "calls_in_flight")
+    return f
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--benchkv", default=os.path.join(ROOT, "build/apps/benchkv/benchkv"))
+    ap.add_argument("--model-dir", action="append", default=[])
+    ap.add_argument("--only", default="", choices=["", "budget", "hold", "direct"])
+    ap.add_argument("--csv", default="")
+    ap.add_argument("-j", type=int, default=1)
+    a = ap.parse_args(argv[1:])
+    if not os.access(a.benchkv, os.X_OK):
+        print(f"predictions: benchkv not found at {a.benchkv} (build it, or pass --benchkv)", file=sys.stderr)
+        return 2
+    if a.j < 1:
+        print("predictions: -j must be >= 1", file=sys.stderr)
+        return 2
+    models = a.model_dir or [os.path.join(ROOT, "configs/model")]
+    for m in models:
+        if not os.path.isfile(os.path.join(m, "c1.json")):
+            print(f"predictions: {m} has no c1.json", file=sys.stderr)
+            return 2
+    runs = [(m, s) for m in models for s in setups(a.only)]
+    results, failed = {}, []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=a.j) as pool:
+        futs = {pool.submit(calibrate.run_experiment, a.benchkv, s[1], s[3], m): (m, s) for m, s in runs}
+        for k, fut in enumerate(concurrent.futures.as_completed(futs), 1):
+            m, s = futs[fut]
+            _, res = fut.result()
+            ok = not isinstance(res, Exception)
+            print(f"[{k}/{len(runs)}] {os.path.relpath(m, ROOT)} {s[1]}: {'ok' if ok else 'FAILED'}", file=sys.stderr)
+            if ok:
+                results[(m, s[1])] = figures(res)
+            else:
+                failed.append((m, s[1], res))
+    rows = []
+    for m in models:
+        for group, label, params, _ in setups(a.only):
+            if (m, label) in results:
+                rows.append({"model": os.path.relpath(m, ROOT), "group": group, "setup": label, **params,
+                             **results[(m, label)]})
+    # Markdown: one table per group, one column of Mops per rank per model.
+    for group in ("budget", "hold", "direct"):
+        labels = [s[1] for s in setups(a.only) if s[0] == group]
+        if not labels:
+            continue
+        names = [os.path.relpath(m, ROOT) for m in models]
+        print(f"\n#### {group}\n")
+        print("| set-up | " + " | ".join(f"{n}: Mops/rank (completions/loop)" for n in names) + " |")
+        print("|---|" + "---:|" * len(names))
+        for label in labels:
+            cells = []
+            for m in models:
+                r = results.get((m, label))
+                if r is None:
+                    cells.append("failed")
+                elif "completions_per_loop" in r:
+                    cells.append(f"{r['mops_per_rank']:.2f} ({r['completions_per_loop']:.1f})")
+                else:
+                    cells.append(f"{r['mops_per_rank']:.2f}")
+            print(f"| {label} | " + " | ".join(cells) + " |")
+    if a.csv:
+        keys = []
+        for r in rows:
+            keys += [k for k in r if k not in keys]
+        with open(a.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            w.writerows(rows)
+    for m, label, err in failed:
+        print(f"predictions: {label} with {m} failed: {err}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
