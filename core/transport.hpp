@@ -134,4 +134,25 @@ concept Transport =
       { t.meter() } -> std::same_as<typename T::Meter&>;
     };
 
+// Optional, for transports whose memory is simulated (sim/des_transport.hpp): ring
+// buffers that cost host memory only for the pages holding live bytes. A transport that
+// has these members gets copyrpc's rings from them; copyrpc then tells it which whole
+// pages of a ring hold no live byte any more, on both ends of a connection:
+//   std::byte* allocate_ring(uint64_t size)      page-aligned, reads as zero
+//   void free_ring(std::byte* p, uint64_t size)
+//   void discard(std::byte* p, uint64_t len)      local memory: the whole pages inside
+//                                                 may be given back (they read as zero)
+//   qp.discard_remote(RemoteBuffer b)             the same for the connected peer's
+//                                                 memory named by b's rkey
+// A real NIC's registered memory is pinned and must never be given back under it, so
+// the hardware and real-run transports do not have them.
+template <class T>
+concept PagedRingMemory =
+    Transport<T> && requires(T& t, typename T::QueuePair& qp, std::byte* p, uint64_t n, RemoteBuffer rb) {
+      { t.allocate_ring(n) } -> std::same_as<std::byte*>;
+      { t.free_ring(p, n) } -> std::same_as<void>;
+      { t.discard(p, n) } -> std::same_as<void>;
+      { qp.discard_remote(rb) } -> std::same_as<void>;
+    };
+
 }  // namespace bkv

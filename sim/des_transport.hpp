@@ -22,11 +22,15 @@
 // sim/nic_model's.
 //
 // DesFabric creates nodes (one NIC each), transports and connections; all transports
-// share one MemoryTable, whose keys the simulated NICs check.
+// share one MemoryTable, whose keys the simulated NICs check, and one PagedMemory
+// (transports/software_nic/paged_memory.hpp), from which copyrpc's rings come
+// (PagedRingMemory in core/transport.hpp): a ring costs host memory for the pages that
+// hold live bytes, not for its size.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <stdexcept>
 #include <type_traits>
 
 #include "core/transport.hpp"
@@ -34,6 +38,7 @@
 #include "sim/sim_thread.hpp"
 #include "transports/software_nic/completion_queue.hpp"
 #include "transports/software_nic/memory_table.hpp"
+#include "transports/software_nic/paged_memory.hpp"
 #include "transports/software_nic/send_queue.hpp"
 
 namespace bkv::sim {
@@ -52,8 +57,8 @@ class DesTransport {
 
   class QueuePair {
    public:
-    QueuePair(sim::Network& net, sim::SimThread& thread, uint32_t index) noexcept
-        : net_(&net), thread_(&thread), index_(index) {}
+    QueuePair(sim::Network& net, sim::SimThread& thread, software_nic::PagedMemory& pages, uint32_t index) noexcept
+        : net_(&net), thread_(&thread), pages_(&pages), index_(index) {}
 
     uint32_t qp_num() const noexcept { return net_->qp(index_).qp_num; }
     ConnectInfo local_info() const noexcept { return ConnectInfo{net_->qp(index_).node, qp_num()}; }
@@ -75,6 +80,16 @@ class DesTransport {
     }
     void ring_doorbell() { net_->ring_doorbell(index_, thread_->now()); }
     uint32_t send_queue_free() const noexcept { return net_->send_queue_free(index_); }
+    // The connected peer's pages inside `b` hold no live byte: they may be given back.
+    // b must name paged memory the peer registered for remote writes.
+    void discard_remote(RemoteBuffer b) {
+      const sim::QpState& q = net_->qp(index_);
+      if (!q.connected() || b.length == 0) return;
+      std::byte* host = net_->memory().check_remote_owned(b.addr, b.length, b.rkey, kAccessRemoteWrite,
+                                                          net_->qp(q.peer).node);
+      if (host == nullptr) throw std::logic_error("discard_remote: the range is not the peer's registered memory");
+      pages_->discard(host, b.length);
+    }
 
     // Simulator extras.
     uint32_t index() const noexcept { return index_; }
@@ -83,11 +98,13 @@ class DesTransport {
    private:
     sim::Network* net_;
     sim::SimThread* thread_;
+    software_nic::PagedMemory* pages_;
     uint32_t index_;
   };
 
-  DesTransport(sim::Network& net, uint32_t node, sim::SimThread& thread, const sim::DeviceContextConfig& cfg)
-      : net_(net), thread_(thread), node_(node), ctx_(net.create_context(node, &thread, cfg)) {}
+  DesTransport(sim::Network& net, software_nic::PagedMemory& pages, uint32_t node, sim::SimThread& thread,
+               const sim::DeviceContextConfig& cfg)
+      : net_(net), pages_(pages), thread_(thread), node_(node), ctx_(net.create_context(node, &thread, cfg)) {}
   DesTransport(const DesTransport&) = delete;
   DesTransport& operator=(const DesTransport&) = delete;
 
@@ -95,7 +112,12 @@ class DesTransport {
     return net_.memory().register_memory(ptr, len, access, node_);
   }
 
-  QueuePair& create_queue_pair() { return qps_.emplace_back(net_, thread_, net_.create_qp(ctx_)); }
+  QueuePair& create_queue_pair() { return qps_.emplace_back(net_, thread_, pages_, net_.create_qp(ctx_)); }
+
+  // Paged ring memory (PagedRingMemory): copyrpc's rings cost only their live pages.
+  std::byte* allocate_ring(uint64_t size) { return pages_.allocate(size); }
+  void free_ring(std::byte* p, uint64_t size) { pages_.free(p, size); }
+  void discard(std::byte* p, uint64_t len) { pages_.discard(p, len); }
 
   // Drains up to `max` receive completions, oldest first.
   template <class F>
@@ -132,13 +154,14 @@ class DesTransport {
 
  private:
   sim::Network& net_;
+  software_nic::PagedMemory& pages_;
   sim::SimThread& thread_;
   uint32_t node_;
   uint32_t ctx_;
   std::deque<QueuePair> qps_;  // stable addresses: create_queue_pair returns references
 };
 
-static_assert(bkv::Transport<DesTransport>);
+static_assert(bkv::Transport<DesTransport> && bkv::PagedRingMemory<DesTransport>);
 
 // Nodes, NICs, transports and connections of one simulated cluster.
 class DesFabric {
@@ -147,7 +170,7 @@ class DesFabric {
 
   uint32_t add_node(const sim::NicConfig& cfg = {}) { return net_.add_node(cfg); }
   DesTransport& create_transport(uint32_t node, sim::SimThread& owner, const sim::DeviceContextConfig& cfg = {}) {
-    return transports_.emplace_back(net_, node, owner, cfg);
+    return transports_.emplace_back(net_, pages_, node, owner, cfg);
   }
   // Connects two queue pairs to each other (both directions), as an out-of-band
   // exchange of ConnectInfo would.
@@ -160,6 +183,7 @@ class DesFabric {
   software_nic::MemoryTable& memory() noexcept { return net_.memory(); }
 
  private:
+  software_nic::PagedMemory pages_;  // outlives the transports and the rings they handed out
   sim::Network net_;
   std::deque<DesTransport> transports_;
 };

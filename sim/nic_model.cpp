@@ -99,10 +99,8 @@ uint32_t Network::create_qp(uint32_t ctx) {
   q.ctx = ctx;
   q.qp_num = index + kQpnBase;
   q.slots = software_nic::SendQueueSlots(c.cfg.sq_depth);
-  uint64_t cap = 1;
-  while (cap < q.slots.depth()) cap <<= 1;
-  q.ring.resize(cap);
-  q.mask = cap - 1;
+  q.ring.resize(std::min<uint64_t>(kInitialWqeSlots, std::bit_ceil(q.slots.depth())));
+  q.mask = q.ring.size() - 1;
   c.qps.push_back(index);
   // Every SQ slot can hold one unpolled completion: the send CQ never overruns.
   c.send_cq.reserve_pow2(uint64_t{c.cfg.sq_depth} * c.qps.size());
@@ -130,6 +128,9 @@ PostResult Network::post(uint32_t qpi, WqeOp op, const void* local, uint32_t len
                          Time now) {
   QpState& q = qps_[qpi];
   if (q.slots.full()) return PostResult::kSendQueueFull;
+  // WQEs before the completion cursor are done: the live ones fit in a ring twice as
+  // large as the span [cursor, posted], and never need more than the send-queue depth.
+  if (q.slots.posted() - q.cursor[kStComplete] >= q.ring.size()) grow_wqe_ring(q);
   const uint64_t seq = q.slots.take();
   Wqe& w = q.ring[seq & q.mask];
   w.local = static_cast<const std::byte*>(local);
@@ -166,6 +167,14 @@ PostResult Network::post(uint32_t qpi, WqeOp op, const void* local, uint32_t len
     w.stage = kStPosted;
   }
   return PostResult::kOk;
+}
+
+void Network::grow_wqe_ring(QpState& q) {
+  const uint64_t cap = q.ring.size() * 2;
+  std::vector<Wqe> nb(cap);
+  for (uint64_t s = q.cursor[kStComplete]; s < q.slots.posted(); ++s) nb[s & (cap - 1)] = q.ring[s & q.mask];
+  q.ring = std::move(nb);
+  q.mask = cap - 1;
 }
 
 void Network::ring_doorbell(uint32_t qpi, Time now) {

@@ -85,7 +85,9 @@
 // comes from its own stream seeded by derive_seed(seed, {node, ...}).
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <deque>
 #include <stdexcept>
@@ -160,29 +162,39 @@ struct Wqe {
 using SendCqe = software_nic::SendCqEntry<uint32_t>;
 
 // Fixed-capacity FIFO ring (power-of-two capacity). Overflow is a simulation error,
-// as a CQ overrun is on a real NIC.
+// as a CQ overrun is on a real NIC. Storage grows (doubling) with the entries actually
+// queued, up to the capacity: a deep CQ that is polled often costs little memory.
 template <class T>
 class Ring {
  public:
   void reserve_pow2(uint64_t min_capacity) {
     uint64_t cap = 1;
     while (cap < min_capacity) cap <<= 1;
-    if (cap <= buf_.size()) return;
+    if (cap > capacity_) capacity_ = cap;
+  }
+  bool empty() const noexcept { return head_ == tail_; }
+  uint64_t size() const noexcept { return tail_ - head_; }
+  uint64_t capacity() const noexcept { return capacity_; }
+  bool full() const noexcept { return size() == capacity_; }
+  void push(const T& v) {
+    if (size() == buf_.size()) [[unlikely]] grow();
+    buf_[tail_++ & mask_] = v;
+  }
+  const T& front() const noexcept { return buf_[head_ & mask_]; }
+  void pop() noexcept { ++head_; }
+
+ private:
+  static constexpr uint64_t kInitialStorage = 16;
+  void grow() {
+    const uint64_t cap = buf_.empty() ? std::min(kInitialStorage, capacity_) : buf_.size() * 2;
     std::vector<T> nb(cap);
     for (uint64_t i = head_; i != tail_; ++i) nb[i & (cap - 1)] = buf_[i & mask_];
     buf_ = std::move(nb);
     mask_ = cap - 1;
   }
-  bool empty() const noexcept { return head_ == tail_; }
-  uint64_t size() const noexcept { return tail_ - head_; }
-  uint64_t capacity() const noexcept { return buf_.size(); }
-  bool full() const noexcept { return size() == buf_.size(); }
-  void push(const T& v) noexcept { buf_[tail_++ & mask_] = v; }
-  const T& front() const noexcept { return buf_[head_ & mask_]; }
-  void pop() noexcept { ++head_; }
 
- private:
-  std::vector<T> buf_;
+  std::vector<T> buf_;  // storage: a power of two <= capacity_, grown on demand
+  uint64_t capacity_ = 0;
   uint64_t mask_ = 0;
   uint64_t head_ = 0;
   uint64_t tail_ = 0;
@@ -216,7 +228,7 @@ struct QpState {
   uint32_t qp_num = 0;
   uint32_t peer = ~0u;  // global index of the connected QP
   uint64_t mask = 0;
-  std::vector<Wqe> ring;
+  std::vector<Wqe> ring;  // WQE of sequence s at s & mask; grows with the WQEs in flight
   software_nic::SendQueueSlots slots;  // posted() = sequence of the next WQE
   uint64_t rung = 0;    // WQEs published by a doorbell
   std::array<uint64_t, kStageCount> cursor{};  // first WQE not yet past each stage
@@ -348,6 +360,8 @@ class Network {
   // Processes the due head WQE `seq` at `stage`; false = blocked (stays at the stage).
   bool process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now);
   void try_admit(QpState& q, Time now);
+  static constexpr uint64_t kInitialWqeSlots = 8;  // a QP's WQE ring grows from here
+  void grow_wqe_ring(QpState& q);
   void schedule_stage(QpState& q, uint8_t stage, Time due);
   void nak(QpState& q, Wqe& w, uint64_t at_ps, Nic& responder);
   // Moves q to the error state: WQEs from `first` on that are not yet complete are

@@ -163,8 +163,14 @@ class Context {
     auto ep = std::make_unique<Ep>();
     ep->id = static_cast<uint32_t>(eps_.size());
     ep->qp = &t_.create_queue_pair();
-    ep->send_ring = RingMemory(cfg_.ring_size);
-    ep->recv_ring = RingMemory(cfg_.ring_size);
+    if constexpr (PagedRingMemory<T>) {
+      const RingMemory::Release release = [](void* t, std::byte* p, uint64_t n) { static_cast<T*>(t)->free_ring(p, n); };
+      ep->send_ring = RingMemory(t_.allocate_ring(cfg_.ring_size), cfg_.ring_size, release, &t_);
+      ep->recv_ring = RingMemory(t_.allocate_ring(cfg_.ring_size), cfg_.ring_size, release, &t_);
+    } else {
+      ep->send_ring = RingMemory(cfg_.ring_size);
+      ep->recv_ring = RingMemory(cfg_.ring_size);
+    }
     ep->send_mr = t_.register_memory(ep->send_ring.data(), cfg_.ring_size, kAccessLocalWrite);
     ep->recv_mr = t_.register_memory(ep->recv_ring.data(), cfg_.ring_size, kAccessLocalWrite | kAccessRemoteWrite);
     ep->consumer_mr = t_.register_memory(&ep->consumer_word, 8, kAccessLocalWrite | kAccessRemoteRead);
@@ -546,6 +552,40 @@ class Context {
     mark_dirty(e);
   }
 
+  // Paged ring memory: the pages that hold no live byte of this connection, in our send
+  // ring and in the peer's receive ring (same size, same offsets), are given back as the
+  // peer's consumed position passes them. Only the sender knows both ends of the live
+  // bytes of that pair of rings: the peer has consumed everything below
+  // remote_consumer(), and nothing beyond `producer` has been written. So a page at
+  // stream position [a, a + kRingPage) is dead when a + kRingPage <= remote_consumer()
+  // and producer <= a + ring size (its next cycle has not been written yet); a page that
+  // fails the second test holds live bytes of the next cycle and is looked at again when
+  // the consumer passes it next time.
+  static constexpr uint64_t kRingPage = 4096;
+  static_assert(kMinRingSize % kRingPage == 0);
+
+  void give_back_passed_pages(Ep& e) {
+    if constexpr (PagedRingMemory<T>) {
+      const uint64_t upto = align_down(e.remote_consumer(), kRingPage);
+      if (upto <= e.pages_passed) return;
+      const uint64_t size = e.ring_size();
+      const uint64_t next_cycle_floor = e.producer > size ? align_up(e.producer - size, kRingPage) : 0;
+      const uint64_t from = std::max(e.pages_passed, next_cycle_floor);
+      e.pages_passed = upto;
+      if (from >= upto) return;
+      // [from, upto) spans at most one ring (from >= producer - size, upto <= producer).
+      uint64_t off = from & (size - 1);
+      uint64_t left = upto - from;
+      while (left > 0) {
+        const uint64_t n = std::min(left, size - off);
+        t_.discard(e.send_ring.data() + off, n);
+        e.qp->discard_remote(RemoteBuffer{e.remote_ring.addr + off, e.remote_ring.rkey, 0, n});
+        left -= n;
+        off = 0;
+      }
+    }
+  }
+
   void publish_consumed(Ep& e) noexcept {
     // The peer's NIC may READ this word at any time: a single aligned 8-byte store.
     __atomic_store_n(&e.consumer_word, e.consumed(), __ATOMIC_RELEASE);
@@ -599,6 +639,7 @@ class Context {
         return fail(e, EndpointError::kBadMessageCount);
     }
     e.consumer_by_credit_return = new_consumer;
+    give_back_passed_pages(e);
     e.peer_credit += meta.credit_grant;
     e.recv_producer = end;
     ++e.batches_received;
@@ -667,7 +708,10 @@ class Context {
             e.read_outstanding = false;
             const uint64_t pos = __atomic_load_n(&e.read_buffer, __ATOMIC_ACQUIRE);
             if (pos > e.producer) return fail(e, EndpointError::kBadConsumerRead);
-            if (pos > e.consumer_by_read) e.consumer_by_read = pos;
+            if (pos > e.consumer_by_read) {
+              e.consumer_by_read = pos;
+              give_back_passed_pages(e);
+            }
           }
         },
         ~0u);

@@ -63,26 +63,42 @@ constexpr const char* to_string(EndpointError e) noexcept {
 
 // A ring buffer's memory: power-of-two size, 64-byte aligned, zero-filled (so a NIC
 // never reads uninitialized padding), registered with the transport by the owner.
+// Either allocated here, or handed over by a transport with paged memory
+// (PagedRingMemory in core/transport.hpp), which gets it back through `release`.
 class RingMemory {
  public:
+  using Release = void (*)(void* owner, std::byte* data, uint64_t size);
+
   RingMemory() = default;
   explicit RingMemory(uint64_t size)
       : data_(static_cast<std::byte*>(::operator new[](size, std::align_val_t{64}))), size_(size) {
     for (uint64_t i = 0; i < size; ++i) data_[i] = std::byte{0};
   }
-  RingMemory(RingMemory&& o) noexcept : data_(o.data_), size_(o.size_) { o.data_ = nullptr; }
+  // Zero-filled memory owned by `owner`, given back with release(owner, data, size).
+  RingMemory(std::byte* data, uint64_t size, Release release, void* owner) noexcept
+      : data_(data), size_(size), release_(release), owner_(owner) {}
+  RingMemory(RingMemory&& o) noexcept : data_(o.data_), size_(o.size_), release_(o.release_), owner_(o.owner_) {
+    o.data_ = nullptr;
+  }
   RingMemory& operator=(RingMemory&& o) noexcept {
     if (this != &o) {
       this->~RingMemory();
       data_ = o.data_;
       size_ = o.size_;
+      release_ = o.release_;
+      owner_ = o.owner_;
       o.data_ = nullptr;
     }
     return *this;
   }
   RingMemory(const RingMemory&) = delete;
   ~RingMemory() {
-    if (data_) ::operator delete[](data_, std::align_val_t{64});
+    if (!data_) return;
+    if (release_)
+      release_(owner_, data_, size_);
+    else
+      ::operator delete[](data_, std::align_val_t{64});
+    data_ = nullptr;
   }
   std::byte* data() const noexcept { return data_; }
   uint64_t size() const noexcept { return size_; }
@@ -91,6 +107,8 @@ class RingMemory {
  private:
   std::byte* data_ = nullptr;
   uint64_t size_ = 0;
+  Release release_ = nullptr;
+  void* owner_ = nullptr;
 };
 
 // Pending calls: a slab indexed by call_id holding the caller's token. O(1) insert and
@@ -198,6 +216,9 @@ struct Endpoint {
   uint32_t ringfull_streak = 0;
   bool need_read = false;
   bool read_outstanding = false;
+
+  // ---- paged ring memory (PagedRingMemory transports only) ----
+  uint64_t pages_passed = 0;  // stream position below which whole pages have been given back
 
   CallSlab<Token> pending;
   std::vector<uint64_t> call_time;  // by call id; kept only under a metering transport

@@ -1,0 +1,109 @@
+// Paged memory of a software NIC: ring buffers that cost host memory only for the pages
+// that hold bytes, used by the discrete-event transport (sim/des_transport.hpp) so that
+// a simulation of thousands of copyrpc endpoints with MiB-sized rings fits in memory.
+//
+// Rules:
+//  - an allocation is page-aligned and reads as zero (anonymous memory, materialized by
+//    the kernel on first write, one page at a time), as copyrpc's zero-filled rings do;
+//  - discard(p, len) gives back the whole pages inside [p, p+len): the caller vouches
+//    that no live byte is in them; they read as zero afterwards and are materialized
+//    again by the next write;
+//  - address space is reserved in large chunks (MAP_NORESERVE, no transparent huge
+//    pages: one touched byte must cost one small page, not 2 MiB), so a hundred
+//    thousand rings are a few mappings, not one each (the kernel caps mappings per
+//    process);
+//  - freed allocations are discarded and reused for allocations of the same size.
+// Not thread-safe: one simulation (one thread) owns one PagedMemory.
+#pragma once
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace bkv::software_nic {
+
+class PagedMemory {
+ public:
+  static constexpr uint64_t kChunkBytes = uint64_t{64} << 30;  // address space reserved at a time
+
+  PagedMemory() : page_(static_cast<uint64_t>(::sysconf(_SC_PAGESIZE))) {}
+  PagedMemory(const PagedMemory&) = delete;
+  PagedMemory& operator=(const PagedMemory&) = delete;
+  ~PagedMemory() {
+    for (const Chunk& c : chunks_) ::munmap(c.base, c.length);
+  }
+
+  uint64_t page_bytes() const noexcept { return page_; }
+
+  // `size` bytes, page-aligned, reading as zero.
+  std::byte* allocate(uint64_t size) {
+    if (size == 0) throw std::invalid_argument("PagedMemory: empty allocation");
+    size = round_up(size);
+    auto it = free_.find(size);
+    if (it != free_.end() && !it->second.empty()) {
+      std::byte* p = it->second.back();
+      it->second.pop_back();
+      return p;
+    }
+    if (chunks_.empty() || chunks_.back().length - chunks_.back().used < size) reserve_chunk(size);
+    Chunk& c = chunks_.back();
+    std::byte* p = c.base + c.used;
+    c.used += size;
+    return p;
+  }
+
+  void free(std::byte* p, uint64_t size) {
+    size = round_up(size);
+    discard(p, size);
+    free_[size].push_back(p);
+  }
+
+  // Gives back the whole pages inside [p, p+len). The range must lie in this memory.
+  void discard(std::byte* p, uint64_t len) {
+    if (len == 0) return;
+    if (!contains(p, len)) throw std::logic_error("PagedMemory: discard of memory it does not own");
+    const uint64_t a = reinterpret_cast<uint64_t>(p);
+    const uint64_t first = (a + page_ - 1) & ~(page_ - 1);
+    const uint64_t last = (a + len) & ~(page_ - 1);
+    if (first >= last) return;
+    if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0)
+      throw std::runtime_error("PagedMemory: madvise(MADV_DONTNEED) failed");
+  }
+
+  bool contains(const std::byte* p, uint64_t len) const noexcept {
+    for (const Chunk& c : chunks_)
+      if (p >= c.base && p <= c.base + c.used && len <= static_cast<uint64_t>(c.base + c.used - p)) return true;
+    return false;
+  }
+
+ private:
+  struct Chunk {
+    std::byte* base;
+    uint64_t length;
+    uint64_t used;
+  };
+
+  uint64_t round_up(uint64_t n) const noexcept { return (n + page_ - 1) & ~(page_ - 1); }
+
+  void reserve_chunk(uint64_t at_least) {
+    const uint64_t len = at_least > kChunkBytes ? at_least : kChunkBytes;
+    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+      throw std::runtime_error("PagedMemory: cannot reserve " + std::to_string(len >> 20) +
+                               " MiB of address space for simulated ring buffers");
+    ::madvise(p, len, MADV_NOHUGEPAGE);  // best effort: without it a touched byte may cost 2 MiB
+    chunks_.push_back(Chunk{static_cast<std::byte*>(p), len, 0});
+  }
+
+  uint64_t page_;
+  std::vector<Chunk> chunks_;
+  std::map<uint64_t, std::vector<std::byte*>> free_;  // by size
+};
+
+}  // namespace bkv::software_nic
