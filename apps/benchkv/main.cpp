@@ -63,6 +63,7 @@ int run_rpc_sim(const app::Options& o) {
 
 int main(int argc, char** argv) {
   app::ParseResult pr = app::parse_command_line(argc, argv);
+  for (const std::string& w : pr.warnings) std::fprintf(stderr, "benchkv: warning: %s\n", w.c_str());
   if (!pr.should_run()) {
     if (!pr.error.empty()) std::fprintf(stderr, "benchkv: %s\n", pr.error.c_str());
     return pr.exit_status;

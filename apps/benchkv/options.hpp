@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "backends/backend_kind.hpp"
 #include "backends/policies/loop_policy.hpp"
@@ -114,7 +115,13 @@ class OptionError : public std::runtime_error {
 // Checks every value and relation; throws OptionError naming the key. Requires a
 // backend unless require_backend is false (e.g. to print a configuration).
 // Relations: duration covers at least one interval and more than 2 * trim epochs;
-// trace requires trace_window; begin < end in trace_window.
+// trace requires trace_window; begin < end in trace_window. An option that does not
+// apply to the transport and backend (the simulator's options under a real transport,
+// the RDMA device options outside mlx5/verbs, the Delegation loop policies under another
+// backend, the KV options under rpc and the rpc options under the KV backends, zipf_s
+// without zipfian, start_stagger_us without staggered, trace_window without trace,
+// inflight_sample_interval_us without inflight_samples) is an error unless it has its
+// default value.
 void validate(const Options& o, bool require_backend = true);
 
 // Derived quantities.
@@ -145,6 +152,9 @@ struct ParseResult {
   Options options;
   int exit_status = 0;  // for kExit: 0 after help/print-config, 2 for usage errors
   std::string error;    // for kExit with exit_status != 0: the message for stderr
+  // One line each: an option the config file sets that does not apply to the chosen
+  // transport or backend, dropped (the same on the command line is an error).
+  std::vector<std::string> warnings;
 
   bool should_run() const noexcept { return action == Action::kRun; }
 };
