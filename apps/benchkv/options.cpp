@@ -50,6 +50,8 @@ constexpr std::array<Choice<Distribution>, 2> kDistributionChoices{
     {{"uniform", Distribution::kUniform}, {"zipfian", Distribution::kZipfian}}};
 constexpr std::array<Choice<StartMode>, 2> kStartModeChoices{
     {{"sync", StartMode::kSync}, {"staggered", StartMode::kStaggered}}};
+constexpr std::array<Choice<ReportFormat>, 3> kReportChoices{
+    {{"text", ReportFormat::kText}, {"csv", ReportFormat::kCsv}, {"none", ReportFormat::kNone}}};
 
 template <class E, size_t N>
 std::string_view name_of(const std::array<Choice<E>, N>& table, E v) noexcept {
@@ -315,6 +317,10 @@ const Spec kSpecs[] = {
      "JSON summary output",
      BKV_FIELD(summary)},
     {"progress", 0, Kind::kBool, kGroupRun, "", "a progress line per epoch on stderr", BKV_FIELD(progress)},
+    {"report", 0, Kind::kChoice, kGroupRun, "text|csv|none",
+     "final report on stdout: text (configuration, per run and [OVERALL] Mops, latency, daemon figures), csv (a "
+     "header and one line per run), none",
+     BKV_CHOICE(report, kReportChoices)},
     {"seed", 0, Kind::kUnsigned, kGroupRun, "U64", "seed of every pseudo-random stream", BKV_FIELD(seed)},
     {"server_threads", 0, Kind::kUnsigned, kGroupRun, "N", "daemon threads per node", BKV_FIELD(server_threads)},
     {"client_threads", 0, Kind::kUnsigned, kGroupRun, "N", "client threads per node", BKV_FIELD(client_threads)},
@@ -474,6 +480,7 @@ constexpr uint32_t kMaxEpochs = 10'000'000;   // per run
 
 std::string_view to_string(TransportKind t) noexcept { return name_of(kTransportChoices, t); }
 std::string_view to_string(StartMode m) noexcept { return name_of(kStartModeChoices, m); }
+std::string_view to_string(ReportFormat f) noexcept { return name_of(kReportChoices, f); }
 
 uint64_t TraceWindow::begin_ns() const noexcept { return rounded_ns(begin_us, 1e3); }
 uint64_t TraceWindow::end_ns() const noexcept { return rounded_ns(end_us, 1e3); }
@@ -606,6 +613,7 @@ void validate(const Options& o, bool require_backend) {
   if (name_of(kTransportChoices, o.transport).empty()) fail(o, "transport", "is invalid");
   if (name_of(kDistributionChoices, o.distribution).empty()) fail(o, "distribution", "is invalid");
   if (name_of(kStartModeChoices, o.start_mode).empty()) fail(o, "start_mode", "is invalid");
+  if (name_of(kReportChoices, o.report).empty()) fail(o, "report", "is invalid");
   validate_applicability(o);
 
   if (!(o.duration > 0 && o.duration <= kMaxDurationSeconds)) {
@@ -777,7 +785,10 @@ constexpr std::string_view kFooter =
     "line overrides the file. `benchkv --config FILE.json` alone runs when the file names the backend.\n"
     "Unknown keys, wrong JSON types and invalid values are errors naming the key.\n"
     "Output: the CSV has the columns run,rank,client_id,epoch,requests,duration_ns for the kept (untrimmed)\n"
-    "epochs; the summary JSON holds the effective configuration, per-run Mops and daemon metrics.";
+    "epochs; the summary JSON holds the effective configuration, per-run Mops, request latency (get/put x\n"
+    "local/remote: p50, p90, p99, p99.9, max), daemon metrics, their aggregates over the runs (\"overall\") and\n"
+    "where the numbers come from (\"provenance\"). Progress goes to stderr; the final report (--report) to\n"
+    "stdout. Human text counts runs from 1 (run 1/3); the CSV columns and the JSON \"run\" count from 0.";
 
 ParseResult usage_error(std::string message) {
   ParseResult r;

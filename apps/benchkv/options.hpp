@@ -37,11 +37,13 @@ namespace bkv::app {
 using backend::BackendKind;
 enum class TransportKind : uint8_t { kMlx5 = 0, kVerbs, kUcx, kSim };
 enum class StartMode : uint8_t { kSync = 0, kStaggered };
+enum class ReportFormat : uint8_t { kText = 0, kCsv, kNone };  // the final report on stdout
 using kv::Distribution;
 
 using backend::to_string;                               // BackendKind: "meta", ...
 std::string_view to_string(TransportKind t) noexcept;  // "mlx5", "verbs", "ucx", "sim"
 std::string_view to_string(StartMode m) noexcept;      // "sync", "staggered"
+std::string_view to_string(ReportFormat f) noexcept;   // "text", "csv", "none"
 
 // Trace window [begin_us, end_us) in microseconds of virtual time; JSON/CLI form "A:B".
 struct TraceWindow {
@@ -94,6 +96,7 @@ struct Options {
   std::string trace;                   // Chrome trace output path ("" = off)
   std::optional<TraceWindow> trace_window;  // required when trace is set
   bool progress = true;                // a line per epoch on stderr
+  ReportFormat report = ReportFormat::kText;  // the final report on stdout
   uint32_t endpoints = 1;              // rpc: endpoints per server rank at the caller
   uint32_t message_size = 32;          // rpc: request and response payload bytes
 
