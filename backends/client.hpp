@@ -5,7 +5,16 @@
 // daemon #0 (Delegation), or the client's own copyrpc context (direct). A remote path has
 //   static constexpr bool kSharedHead   every call contends on one shared ring head
 //   static RemotePath connect(NodeResources&, const ClientWiring<T>&)
-//   bool try_call(const Request&); uint32_t poll(F on_response); void after_issue()
+//   bool try_call(const Request&, uint64_t token); void after_issue()
+//   uint32_t poll(F on_response)   on_response(uint64_t token, const Response&)
+// The token is the client's own (returned with the response, never sent to a peer).
+//
+// Latency: every request's issue-to-answer time goes into the client's RequestLatency
+// (core/metrics/latency_histogram.hpp), by op (get/put) and path (local/remote). The
+// clock is meter.now_ns() (virtual time under the simulator: reading it charges nothing,
+// so recording changes no simulated timing), read at most once per step, when the step
+// first needs it; requests issued and answers collected in one step share that reading.
+// The token of a request is its index in the client's table of pending requests.
 //
 // step(): collect responses, then issue requests into the freed slots. It never blocks:
 // a remote path that is full (delegation ring) leaves the request for the next step and
@@ -16,6 +25,7 @@
 #include <vector>
 
 #include "backends/daemon_services.hpp"
+#include "core/metrics/latency_histogram.hpp"
 #include "core/kv/workload.hpp"
 
 namespace bkv::backend {
@@ -26,22 +36,45 @@ struct ClientStepResult {
   bool blocked = false;  // a request could not be posted: retry without waiting for a response
 };
 
-template <class Meter, class RemotePath>
+// kRecordLatency = false: the same client without latency recording (for measuring what
+// recording costs, bench/kv/bench_client_latency.cpp).
+template <class Meter, class RemotePath, bool kRecordLatency = true>
 class Client {
  public:
   // ipc: one connection per daemon of this node (index d = daemon d).
   Client(const NodeConfig& node, kv::Pattern pattern, std::vector<IpcClientT*> ipc, RemotePath remote, Meter& meter,
          ClientCounters& counters)
       : node_(node), pattern_(std::move(pattern)), ipc_(std::move(ipc)), remote_(remote), meter_(meter),
-        counters_(counters) {}
+        counters_(counters), pending_(node.queue_depth) {
+    free_tokens_.reserve(node.queue_depth);
+    for (uint32_t t = node.queue_depth; t-- > 0;) free_tokens_.push_back(t);
+  }
 
   ClientStepResult step() {
     ClientStepResult res;
-    auto on_resp = [&](const Response& r) {
+    uint64_t now = 0;
+    bool have_now = false;
+    auto clock = [&]() -> uint64_t {
+      if (!have_now) {
+        now = meter_.now_ns();
+        have_now = true;
+      }
+      return now;
+    };
+    auto on_resp = [&](uint64_t token, const Response& r) {
       ++res.completed;
       if (!r.valid() || r.is_error()) counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      if constexpr (kRecordLatency) {
+        if (token >= pending_.size()) [[unlikely]] {  // not a token this client gave out
+          counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+          return;
+        }
+        const Pending& p = pending_[token];
+        latency_[p.cls].record(clock() - p.issued_ns);
+        free_tokens_.push_back(static_cast<uint32_t>(token));
+      }
     };
-    for (IpcClientT* c : ipc_) c->poll([&](uint64_t, const Response& r) { on_resp(r); });
+    for (IpcClientT* c : ipc_) c->poll(on_resp);
     remote_.poll(on_resp);
     if (res.completed) {
       in_flight_ -= res.completed;
@@ -50,16 +83,23 @@ class Client {
     }
     while (!stopping_ && in_flight_ < node_.queue_depth) {
       const Request req = pattern_.peek();
+      const bool local = req.rank == node_.rank;
+      uint32_t token = 0;
+      if constexpr (kRecordLatency) token = free_tokens_.back();  // in_flight < queue_depth: one is free
       bool ok;
-      if (req.rank == node_.rank) {
-        ok = ipc_[owner_of(req.key, node_.daemons)]->call(req) == shm::IpcCallStatus::kOk;
+      if (local) {
+        ok = ipc_[owner_of(req.key, node_.daemons)]->call(req, token) == shm::IpcCallStatus::kOk;
       } else {
-        ok = remote_.try_call(req);
+        ok = remote_.try_call(req, token);
         if constexpr (RemotePath::kSharedHead) meter_.charge(Op::kRingReserve, 1);
       }
       if (!ok) {
         res.blocked = true;
         break;
+      }
+      if constexpr (kRecordLatency) {
+        free_tokens_.pop_back();
+        pending_[token] = Pending{clock(), metrics::latency_class(req.is_get(), local)};
       }
       pattern_.advance();
       ++in_flight_;
@@ -77,8 +117,16 @@ class Client {
   void stop_issuing() noexcept { stopping_ = true; }
   uint32_t in_flight() const noexcept { return in_flight_; }
   Meter& meter() noexcept { return meter_; }
+  // Written by the client's own thread: another thread reads a copy taken on it.
+  const metrics::RequestLatency& latency() const noexcept { return latency_; }
+  void restart_latency_max() noexcept { latency_.restart_max(); }
 
  private:
+  struct Pending {
+    uint64_t issued_ns = 0;
+    metrics::LatencyClass cls = metrics::LatencyClass::kGetLocal;
+  };
+
   NodeConfig node_;
   kv::Pattern pattern_;
   std::vector<IpcClientT*> ipc_;
@@ -87,6 +135,9 @@ class Client {
   ClientCounters& counters_;
   uint32_t in_flight_ = 0;
   bool stopping_ = false;
+  std::vector<Pending> pending_;       // by token
+  std::vector<uint32_t> free_tokens_;  // tokens of no pending request
+  metrics::RequestLatency latency_;
 };
 
 }  // namespace bkv::backend

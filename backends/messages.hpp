@@ -48,7 +48,7 @@ static_assert(sizeof(FluxMsg) == 48 && std::is_trivially_copyable_v<FluxMsg>);
 //   kDelegation   delegation client id           its response slot
 //   kIpc          ipc client id                  the ipc handle's token
 //   kFlux         calling daemon (flux source)   the caller's flux slot
-//   kClient       (a direct client's own call: nobody else waits)
+//   kClient       (a direct client's own call: nobody else waits)  the client's token
 //   kParked       index of the parked request    0
 struct CallToken {
   enum Origin : uint8_t { kDelegation = 1, kIpc = 2, kFlux = 3, kClient = 4, kParked = 5 };
@@ -59,7 +59,7 @@ struct CallToken {
   static CallToken delegation(uint32_t client, uint32_t resp_slot) noexcept { return {kDelegation, client, resp_slot}; }
   static CallToken ipc(const shm::IpcHandle& h) noexcept { return {kIpc, h.client, h.token}; }
   static CallToken flux(const shm::FluxReplyToken& t) noexcept { return {kFlux, t.source, t.slot}; }
-  static CallToken own_call() noexcept { return {kClient, 0, 0}; }
+  static CallToken own_call(uint32_t client_token = 0) noexcept { return {kClient, 0, client_token}; }
   static CallToken parked(uint32_t index) noexcept { return {kParked, index, 0}; }
 
   shm::IpcHandle ipc_handle() const noexcept { return shm::IpcHandle{waiter, slot}; }

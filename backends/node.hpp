@@ -144,6 +144,10 @@ class Node {
 
   // ---- inspection
   const ClientCounters& counters(uint32_t c) const { return counters_[c]; }
+  // A client's request latency: read on the client's thread (or, in the simulator, by
+  // the single thread that steps every client).
+  const metrics::RequestLatency& client_latency(uint32_t c) const { return clients_[c]->latency(); }
+  void restart_client_latency_max(uint32_t c) { clients_[c]->restart_latency_max(); }
   const DaemonMetrics& daemon_metrics(uint32_t d) const {
     return d == 0 ? daemon0_->metrics() : workers_[d - 1]->metrics();
   }

@@ -50,6 +50,8 @@ constexpr std::array<Choice<Distribution>, 2> kDistributionChoices{
     {{"uniform", Distribution::kUniform}, {"zipfian", Distribution::kZipfian}}};
 constexpr std::array<Choice<StartMode>, 2> kStartModeChoices{
     {{"sync", StartMode::kSync}, {"staggered", StartMode::kStaggered}}};
+constexpr std::array<Choice<ReportFormat>, 3> kReportChoices{
+    {{"text", ReportFormat::kText}, {"csv", ReportFormat::kCsv}, {"none", ReportFormat::kNone}}};
 
 template <class E, size_t N>
 std::string_view name_of(const std::array<Choice<E>, N>& table, E v) noexcept {
@@ -315,6 +317,10 @@ const Spec kSpecs[] = {
      "JSON summary output",
      BKV_FIELD(summary)},
     {"progress", 0, Kind::kBool, kGroupRun, "", "a progress line per epoch on stderr", BKV_FIELD(progress)},
+    {"report", 0, Kind::kChoice, kGroupRun, "text|csv|none",
+     "final report on stdout: text (configuration, per run and [OVERALL] Mops, latency, daemon figures), csv (a "
+     "header and one line per run), none",
+     BKV_CHOICE(report, kReportChoices)},
     {"seed", 0, Kind::kUnsigned, kGroupRun, "U64", "seed of every pseudo-random stream", BKV_FIELD(seed)},
     {"server_threads", 0, Kind::kUnsigned, kGroupRun, "N", "daemon threads per node", BKV_FIELD(server_threads)},
     {"client_threads", 0, Kind::kUnsigned, kGroupRun, "N", "client threads per node", BKV_FIELD(client_threads)},
@@ -474,6 +480,7 @@ constexpr uint32_t kMaxEpochs = 10'000'000;   // per run
 
 std::string_view to_string(TransportKind t) noexcept { return name_of(kTransportChoices, t); }
 std::string_view to_string(StartMode m) noexcept { return name_of(kStartModeChoices, m); }
+std::string_view to_string(ReportFormat f) noexcept { return name_of(kReportChoices, f); }
 
 uint64_t TraceWindow::begin_ns() const noexcept { return rounded_ns(begin_us, 1e3); }
 uint64_t TraceWindow::end_ns() const noexcept { return rounded_ns(end_us, 1e3); }
@@ -505,44 +512,92 @@ kv::WorkloadConfig workload_config(const Options& o, uint32_t num_ranks) {
 
 namespace {
 
-// rpc runs copyrpc alone: the KV backends' options do not apply to it, and its own
-// options do not apply to them. A value other than the default on the wrong side is an
-// error naming the option, never silently ignored.
-void validate_rpc_relations(const Options& o) {
+// Which options apply to which transport and backend. An option set to anything but its
+// default where it does not apply is an error naming it (validate), never silently
+// ignored; parse_command_line turns the case of a value that came from a config file
+// into a one-line warning and resets the option (a config file may describe several
+// modes). One rule per option, in kSpecs order.
+struct Applicability {
+  std::string_view key;
+  bool (*applies)(const Options&);
+  std::string_view what;  // what the option is, for the message
+};
+
+bool is_sim(const Options& o) { return o.transport == TransportKind::kSim; }
+bool is_rdma(const Options& o) { return o.transport == TransportKind::kMlx5 || o.transport == TransportKind::kVerbs; }
+bool is_rpc(const Options& o) { return o.backend == BackendKind::kRpc; }
+bool is_kv(const Options& o) { return !is_rpc(o); }  // no backend yet: judged when it is known
+bool has_copyrpc(const Options& o) { return o.backend != BackendKind::kUcxAm; }
+bool is_delegation(const Options& o) { return !o.backend || o.backend == BackendKind::kDelegation; }
+bool sim_kv(const Options& o) { return is_sim(o) && is_kv(o); }
+
+constexpr Applicability kApplicability[] = {
+    {"server_threads", &is_kv, "an option of the KV backends"},
+    {"client_threads", &is_kv, "an option of the KV backends"},
+    {"key_range", &is_kv, "an option of the KV backends"},
+    {"read_ratio", &is_kv, "an option of the KV backends"},
+    {"distribution", &is_kv, "an option of the KV backends"},
+    {"zipf_s", [](const Options& o) { return is_kv(o) && o.distribution == Distribution::kZipfian; },
+     "the exponent of --distribution zipfian"},
+    {"pattern_len", &is_kv, "an option of the KV backends"},
+    {"device", &is_rdma, "an RDMA device option of --transport mlx5|verbs"},
+    {"device_index", &is_rdma, "an RDMA device option of --transport mlx5|verbs"},
+    {"port", &is_rdma, "an RDMA device option of --transport mlx5|verbs"},
+    {"gid_index", &is_rdma, "an RDMA device option of --transport mlx5|verbs"},
+    {"ring_size", &has_copyrpc, "the copyrpc ring size; ucx-am has no copyrpc ring"},
+    {"poll_budget", [](const Options& o) { return is_kv(o) && is_delegation(o); }, "a Delegation daemon loop policy"},
+    {"batch_hold_us", [](const Options& o) { return is_kv(o) && is_delegation(o); }, "a Delegation daemon loop policy"},
+    {"adaptive_hold", [](const Options& o) { return is_kv(o) && is_delegation(o); }, "a Delegation daemon loop policy"},
+    {"hold_rtt_multiplier", [](const Options& o) { return is_kv(o) && is_delegation(o); },
+     "a Delegation daemon loop policy"},
+    {"adaptive_poll_budget", [](const Options& o) { return is_kv(o) && is_delegation(o); },
+     "a Delegation daemon loop policy"},
+    {"np", &is_sim, "the simulated node count; real runs take their ranks from mpirun"},
+    {"model", &is_sim, "the simulator model"},
+    {"start_mode", &sim_kv, "a client start option of the simulated KV backends"},
+    {"start_stagger_us", [](const Options& o) { return sim_kv(o) && o.start_mode == StartMode::kStaggered; },
+     "the spread of --start-mode staggered in the simulator"},
+    {"inflight_samples", &sim_kv, "a daemon in-flight sampler of the simulated KV backends"},
+    {"inflight_sample_interval_us", [](const Options& o) { return sim_kv(o) && !o.inflight_samples.empty(); },
+     "the period of --inflight-samples in the simulator"},
+    {"trace", &sim_kv, "a daemon loop trace of the simulated KV backends"},
+    {"trace_window", [](const Options& o) { return sim_kv(o) && !o.trace.empty(); },
+     "the window of --trace in the simulator"},
+    {"endpoints", &is_rpc, "an option of the rpc benchmark"},
+    {"message_size", &is_rpc, "an option of the rpc benchmark"},
+};
+
+// The mode an option was judged against, for messages: "--transport ucx, backend meta".
+std::string mode_of(const Options& o) {
+  std::string m = fmt::format("--transport {}", name_of(kTransportChoices, o.transport));
+  if (o.backend) m += fmt::format(", backend {}", name_of(kBackendChoices, *o.backend));
+  return m;
+}
+
+bool differs_from_default(const Options& o, std::string_view key) {
+  static const Options defaults{};
+  const Spec& s = spec_of(key);
+  return s.get(o) != s.get(defaults);
+}
+
+// The first option set where it does not apply, or nullptr.
+const Applicability* first_inapplicable(const Options& o) {
+  for (const Applicability& a : kApplicability)
+    if (!a.applies(o) && differs_from_default(o, a.key)) return &a;
+  return nullptr;
+}
+
+std::string inapplicable_message(const Options& o, const Applicability& a) {
+  return fmt::format("{}: {} does not apply to {} (it is {})", label(spec_of(a.key)), spec_of(a.key).get(o).dump(),
+                     mode_of(o), a.what);
+}
+
+void validate_applicability(const Options& o) {
   if (o.endpoints < 1 || o.endpoints > kMaxRpcEndpoints)
     fail(o, "endpoints", fmt::format("must be in [1, {}]", kMaxRpcEndpoints));
   if (o.message_size < 1 || o.message_size > o.ring_size / 8)
     fail(o, "message_size", fmt::format("must be in [1, ring_size / 8 = {}]", o.ring_size / 8));
-  const Options d{};
-  const bool rpc = o.backend == BackendKind::kRpc;
-  auto not_for = [&](std::string_view key, bool differs, std::string_view what) {
-    if (differs)
-      throw OptionError(std::string(key), fmt::format("{}: does not apply to {} (it is {})", label(spec_of(key)),
-                                                      rpc ? "the rpc benchmark" : "the KV backends", what));
-  };
-  if (rpc) {
-    constexpr std::string_view kv = "an option of the KV backends";
-    not_for("server_threads", o.server_threads != d.server_threads, kv);
-    not_for("client_threads", o.client_threads != d.client_threads, kv);
-    not_for("key_range", o.key_range != d.key_range, kv);
-    not_for("read_ratio", o.read_ratio != d.read_ratio, kv);
-    not_for("distribution", o.distribution != d.distribution, kv);
-    not_for("zipf_s", o.zipf_s != d.zipf_s, kv);
-    not_for("pattern_len", o.pattern_len != d.pattern_len, kv);
-    not_for("poll_budget", o.loop.poll_budget != d.loop.poll_budget, "a daemon loop policy");
-    not_for("batch_hold_us", o.loop.batch_hold_us != d.loop.batch_hold_us, "a daemon loop policy");
-    not_for("adaptive_hold", o.loop.adaptive_hold != d.loop.adaptive_hold, "a daemon loop policy");
-    not_for("hold_rtt_multiplier", o.loop.hold_rtt_multiplier != d.loop.hold_rtt_multiplier, "a daemon loop policy");
-    not_for("adaptive_poll_budget", o.loop.adaptive_poll_budget != d.loop.adaptive_poll_budget, "a daemon loop policy");
-    not_for("start_mode", o.start_mode != d.start_mode, "a client start option");
-    not_for("start_stagger_us", o.start_stagger_us != d.start_stagger_us, "a client start option");
-    not_for("inflight_samples", o.inflight_samples != d.inflight_samples, "a daemon in-flight sampler");
-    not_for("trace", o.trace != d.trace, "a daemon loop trace");
-  } else if (o.backend) {
-    constexpr std::string_view only_rpc = "an option of the rpc benchmark";
-    not_for("endpoints", o.endpoints != d.endpoints, only_rpc);
-    not_for("message_size", o.message_size != d.message_size, only_rpc);
-  }
+  if (const Applicability* a = first_inapplicable(o)) throw OptionError(std::string(a->key), inapplicable_message(o, *a));
 }
 
 }  // namespace
@@ -558,6 +613,8 @@ void validate(const Options& o, bool require_backend) {
   if (name_of(kTransportChoices, o.transport).empty()) fail(o, "transport", "is invalid");
   if (name_of(kDistributionChoices, o.distribution).empty()) fail(o, "distribution", "is invalid");
   if (name_of(kStartModeChoices, o.start_mode).empty()) fail(o, "start_mode", "is invalid");
+  if (name_of(kReportChoices, o.report).empty()) fail(o, "report", "is invalid");
+  validate_applicability(o);
 
   if (!(o.duration > 0 && o.duration <= kMaxDurationSeconds)) {
     fail(o, "duration", fmt::format("must be > 0 and <= {} seconds", kMaxDurationSeconds));
@@ -622,7 +679,6 @@ void validate(const Options& o, bool require_backend) {
                                                   "--trace-window A:B or \"trace_window\": \"A:B\"",
                                                   label(spec_of("trace_window")), o.trace));
   }
-  validate_rpc_relations(o);
   validate_distinct_outputs(o);
 }
 
@@ -729,7 +785,10 @@ constexpr std::string_view kFooter =
     "line overrides the file. `benchkv --config FILE.json` alone runs when the file names the backend.\n"
     "Unknown keys, wrong JSON types and invalid values are errors naming the key.\n"
     "Output: the CSV has the columns run,rank,client_id,epoch,requests,duration_ns for the kept (untrimmed)\n"
-    "epochs; the summary JSON holds the effective configuration, per-run Mops and daemon metrics.";
+    "epochs; the summary JSON holds the effective configuration, per-run Mops, request latency (get/put x\n"
+    "local/remote: p50, p90, p99, p99.9, max), daemon metrics, their aggregates over the runs (\"overall\") and\n"
+    "where the numbers come from (\"provenance\"). Progress goes to stderr; the final report (--report) to\n"
+    "stdout. Human text counts runs from 1 (run 1/3); the CSV columns and the JSON \"run\" count from 0.";
 
 ParseResult usage_error(std::string message) {
   ParseResult r;
@@ -794,20 +853,42 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
 
   Options o;
   bool summary_given = false;
+  std::vector<std::string> warnings;
   try {
     if (!config_path.empty()) {
       apply_object(o, read_config_file(config_path),
                    Ctx{fmt::format("config file \"{}\"", config_path), parent_dir(config_path)}, summary_given);
     }
     const Ctx cmdline{"command line", ""};
+    std::vector<std::string_view> given_on_command_line;
     for (size_t i = 0; i < kNumSpecs; ++i) {
       if (cli[i]->count() == 0) continue;
       const Spec& s = kSpecs[i];
       const json v = (s.kind == Kind::kBool) ? json(flags[i]) : cli_value(s, texts[i]);
       s.set(o, v, s, cmdline);
       if (s.key == "summary") summary_given = true;
+      given_on_command_line.push_back(s.key);
     }
     finish(o, summary_given);
+    // A model file must exist whatever the mode (also where it would be ignored).
+    if (!o.model.empty()) {
+      std::error_code ec;
+      if (!fs::is_regular_file(o.model, ec))
+        fail(o, "model", fs::exists(o.model, ec) ? "is not a regular file" : "does not exist");
+    }
+    // A config file may set options of another mode: warn and drop them. The same on the
+    // command line is an error (validate below). Dropping one option can make another
+    // inapplicable (trace -> trace_window), hence the loop.
+    const Options defaults;
+    while (const Applicability* a = first_inapplicable(o)) {
+      if (std::find(given_on_command_line.begin(), given_on_command_line.end(), a->key) !=
+          given_on_command_line.end())
+        break;
+      warnings.push_back(fmt::format("{}; the value from config file \"{}\" is ignored", inapplicable_message(o, *a),
+                                     config_path));
+      const Spec& s = spec_of(a->key);
+      s.set(o, s.get(defaults), s, cmdline);
+    }
     validate(o, /*require_backend=*/!print_config);
   } catch (const OptionError& e) {
     return usage_error(e.what());
@@ -815,9 +896,9 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
 
   if (print_config) {
     out << to_json(o).dump(2) << '\n';
-    return ParseResult{ParseResult::Action::kExit, o, 0, {}};
+    return ParseResult{ParseResult::Action::kExit, o, 0, {}, std::move(warnings)};
   }
-  return ParseResult{ParseResult::Action::kRun, o, 0, {}};
+  return ParseResult{ParseResult::Action::kRun, o, 0, {}, std::move(warnings)};
 }
 
 ParseResult parse_command_line(int argc, char** argv) { return parse_command_line(argc, argv, std::cout); }

@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "backends/backend_kind.hpp"
 #include "backends/policies/loop_policy.hpp"
@@ -36,11 +37,13 @@ namespace bkv::app {
 using backend::BackendKind;
 enum class TransportKind : uint8_t { kMlx5 = 0, kVerbs, kUcx, kSim };
 enum class StartMode : uint8_t { kSync = 0, kStaggered };
+enum class ReportFormat : uint8_t { kText = 0, kCsv, kNone };  // the final report on stdout
 using kv::Distribution;
 
 using backend::to_string;                               // BackendKind: "meta", ...
 std::string_view to_string(TransportKind t) noexcept;  // "mlx5", "verbs", "ucx", "sim"
 std::string_view to_string(StartMode m) noexcept;      // "sync", "staggered"
+std::string_view to_string(ReportFormat f) noexcept;   // "text", "csv", "none"
 
 // Trace window [begin_us, end_us) in microseconds of virtual time; JSON/CLI form "A:B".
 struct TraceWindow {
@@ -93,6 +96,7 @@ struct Options {
   std::string trace;                   // Chrome trace output path ("" = off)
   std::optional<TraceWindow> trace_window;  // required when trace is set
   bool progress = true;                // a line per epoch on stderr
+  ReportFormat report = ReportFormat::kText;  // the final report on stdout
   uint32_t endpoints = 1;              // rpc: endpoints per server rank at the caller
   uint32_t message_size = 32;          // rpc: request and response payload bytes
 
@@ -114,7 +118,13 @@ class OptionError : public std::runtime_error {
 // Checks every value and relation; throws OptionError naming the key. Requires a
 // backend unless require_backend is false (e.g. to print a configuration).
 // Relations: duration covers at least one interval and more than 2 * trim epochs;
-// trace requires trace_window; begin < end in trace_window.
+// trace requires trace_window; begin < end in trace_window. An option that does not
+// apply to the transport and backend (the simulator's options under a real transport,
+// the RDMA device options outside mlx5/verbs, the Delegation loop policies under another
+// backend, the KV options under rpc and the rpc options under the KV backends, zipf_s
+// without zipfian, start_stagger_us without staggered, trace_window without trace,
+// inflight_sample_interval_us without inflight_samples) is an error unless it has its
+// default value.
 void validate(const Options& o, bool require_backend = true);
 
 // Derived quantities.
@@ -145,6 +155,9 @@ struct ParseResult {
   Options options;
   int exit_status = 0;  // for kExit: 0 after help/print-config, 2 for usage errors
   std::string error;    // for kExit with exit_status != 0: the message for stderr
+  // One line each: an option the config file sets that does not apply to the chosen
+  // transport or backend, dropped (the same on the command line is an error).
+  std::vector<std::string> warnings;
 
   bool should_run() const noexcept { return action == Action::kRun; }
 };

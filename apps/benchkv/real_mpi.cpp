@@ -75,8 +75,9 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
       summary["real"]["per_rank"] = std::move(per_rank);
       summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
       app::write_summary_file(eff.summary, summary);
-      for (const auto& r : res.runs)
-        std::fprintf(stderr, "run %u: %.3f Mops total (%u ranks)\n", r.run(), r.total_mops(), r.num_ranks());
+      const std::string report = app::format_report(summary, eff.report);
+      std::fwrite(report.data(), 1, report.size(), stdout);
+      std::fflush(stdout);
       std::fprintf(stderr, "wrote %s and %s\n", eff.output.c_str(), eff.summary.c_str());
       status = app::consistency_status(res.issued, res.completed, res.errors);
     } catch (const std::exception& e) {

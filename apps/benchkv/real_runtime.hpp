@@ -15,6 +15,9 @@
 //  - daemon metrics: plain fields owned by the daemon thread, so the main thread asks the
 //    daemon thread for a copy (snapshot request/acknowledge through two atomics per
 //    daemon, checked once per loop) instead of reading them;
+//  - client request latency (N with client_latency(c)): plain fields owned by the client
+//    thread; copied by the client thread on request (same protocol as the daemons), at
+//    the start and end of each run's kept epochs;
 //  - stop_issuing(): the node's clients keep their "stopping" flag in plain fields, so
 //    the client threads are first parked (each acknowledges at the top of its next step
 //    and spins until released), the main thread sets the flags, then releases them.
@@ -59,6 +62,7 @@
 #include <vector>
 
 #include "backends/metrics.hpp"
+#include "core/metrics/latency_histogram.hpp"
 #include "backends/node_config.hpp"
 #include "apps/benchkv/options.hpp"
 #include "apps/benchkv/results.hpp"
@@ -250,6 +254,29 @@ class Driver {
     return out;
   }
 
+  // Whether the nodes record request latency (ucx-am does not).
+  static constexpr bool kHasLatency = requires(N& n) { n.client_latency(0u); };
+
+  // Every client's latency since the previous snapshot of it was taken (each client
+  // restarts its maximum after the copy), merged per local node. Blocks until every
+  // client served it.
+  std::vector<metrics::RequestLatency> snapshot_latency() {
+    std::vector<metrics::RequestLatency> out(nodes_.size());
+    if constexpr (kHasLatency) {
+      const uint64_t seq = ++latency_seq_;
+      const size_t n = nodes_.size() * C_;
+      for (size_t k = 0; k < n; ++k) cctl_[k].want.store(seq, std::memory_order_release);
+      wait_until("a client latency snapshot", [&] {
+        for (size_t k = 0; k < n; ++k)
+          if (cctl_[k].done.load(std::memory_order_acquire) != seq) return false;
+        return true;
+      });
+      for (size_t i = 0; i < nodes_.size(); ++i)
+        for (uint32_t c = 0; c < C_; ++c) out[i].merge(cctl_[i * C_ + c].copy);
+    }
+    return out;
+  }
+
   // Clients stop issuing (see the header comment: park, set, release).
   void stop_issuing() {
     park_.store(true, std::memory_order_release);
@@ -276,6 +303,10 @@ class Driver {
   };
   struct alignas(runtime::kCacheLineSize) ClientCtl {
     bool parked = false;  // client thread only
+    std::atomic<uint64_t> want{0};  // latency snapshot number the main thread asks for
+    std::atomic<uint64_t> done{0};  // snapshot number `copy` holds
+    uint64_t served = 0;            // client thread only
+    metrics::RequestLatency copy;
   };
 
   void daemon_step(size_t i, uint32_t d) {
@@ -303,6 +334,15 @@ class Driver {
       }
     }
     const auto r = nodes_[i].node->step_client(c);
+    if constexpr (kHasLatency) {
+      const uint64_t want = ctl.want.load(std::memory_order_acquire);
+      if (want != ctl.served) {
+        ctl.copy = nodes_[i].node->client_latency(c);
+        nodes_[i].node->restart_client_latency_max(c);
+        ctl.served = want;
+        ctl.done.store(want, std::memory_order_release);
+      }
+    }
     if (yield_ && r.completed == 0 && r.issued == 0) sched_yield();
   }
 
@@ -322,6 +362,7 @@ class Driver {
   bool yield_;
   bool stopping_ = false;
   uint64_t snapshot_seq_ = 0;
+  uint64_t latency_seq_ = 0;
   std::unique_ptr<DaemonCtl[]> dctl_;
   std::unique_ptr<ClientCtl[]> cctl_;
   alignas(runtime::kCacheLineSize) std::atomic<bool> park_{false};
@@ -399,11 +440,15 @@ RealResult run_measurement(Driver<N>& drv, const app::Options& o, Coord& coord, 
   std::vector<uint64_t> prev(L * C);
   std::vector<uint64_t> epoch_sum(L);
 
+  // Latency over each run's kept epochs, merged over this rank's clients (per run).
+  std::vector<metrics::RequestLatency> local_latency(o.runs);
+  std::vector<metrics::RequestLatency> kept_start;
   for (uint32_t run = 0; run < o.runs; ++run) {
     app::RunResults& rr = res.runs[run];
     coord.barrier();
     for (size_t i = 0; i < L; ++i)
       for (uint32_t c = 0; c < C; ++c) prev[i * C + c] = drv.completed(i, c);
+    if (o.trim == 0) kept_start = drv.snapshot_latency();
     const auto t0 = Clock::now();
     auto t_prev = t0;
     for (uint32_t e = 0; e < epochs; ++e) {
@@ -421,6 +466,11 @@ RealResult run_measurement(Driver<N>& drv, const app::Options& o, Coord& coord, 
         }
       }
       drv.rethrow_if_failed();
+      if (e + 1 == rr.first_kept_epoch()) kept_start = drv.snapshot_latency();
+      if (e + 1 == rr.end_kept_epoch()) {
+        const std::vector<metrics::RequestLatency> kept_end = drv.snapshot_latency();
+        for (size_t i = 0; i < L; ++i) local_latency[run].merge(kept_end[i].since(kept_start[i]));
+      }
       if (o.progress) {
         const std::vector<uint64_t> by_rank = coord.all_gather(std::span<const uint64_t>(epoch_sum));
         if (coord.is_root() && progress) {
@@ -516,6 +566,20 @@ RealResult run_measurement(Driver<N>& drv, const app::Options& o, Coord& coord, 
       for (uint32_t rank = 0; rank < np; ++rank)
         std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(rank * block), block,
                     res.runs[r].rank_records(rank).begin());
+    }
+  }
+  // Rank 0 merges every rank's latency (one RequestLatency per rank and run).
+  if constexpr (Driver<N>::kHasLatency) {
+    for (uint32_t r = 0; r < o.runs; ++r) {
+      const std::vector<metrics::RequestLatency> all =
+          coord.gather(std::span<const metrics::RequestLatency>(&local_latency[r], 1));
+      if (coord.is_root()) {
+        if (all.size() != np / L)  // one per gathering rank (in-process: one for every node)
+          throw std::runtime_error("benchkv: gathered " + std::to_string(all.size()) + " latency records");
+        metrics::RequestLatency merged;
+        for (const auto& l : all) merged.merge(l);
+        res.runs[r].set_latency(merged);
+      }
     }
   }
   const std::vector<DaemonRecord> all_daemons = coord.gather(std::span<const DaemonRecord>(local_daemons));

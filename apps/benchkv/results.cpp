@@ -179,9 +179,69 @@ void write_csv_file(const std::string& path, std::span<const RunResults> runs) {
 // Summary JSON
 // ---------------------------------------------------------------------------------------
 
+namespace {
+
+double round1(double x) noexcept { return std::round(x * 10) / 10; }
+
+// Sample standard deviation (n - 1); 0 for fewer than two values.
+double std_dev(const std::vector<double>& v) {
+  if (v.size() < 2) return 0.0;
+  const double mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  double sq = 0;
+  for (double x : v) sq += (x - mean) * (x - mean);
+  return std::sqrt(sq / static_cast<double>(v.size() - 1));
+}
+
+json spread_json(const std::vector<double>& v) {
+  json j = json::object();
+  if (v.empty()) return j;
+  j["mean"] = round6(std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size()));
+  j["std_dev"] = round6(std_dev(v));
+  j["min"] = round6(*std::min_element(v.begin(), v.end()));
+  j["max"] = round6(*std::max_element(v.begin(), v.end()));
+  return j;
+}
+
+json request_latency_json(const metrics::RequestLatency& l) {
+  json j = json::object();
+  for (size_t c = 0; c < metrics::kLatencyClasses; ++c) j[metrics::kLatencyClassNames[c]] = latency_json(l.by_class[c]);
+  j["all"] = latency_json(l.all());
+  return j;
+}
+
+// The daemons of one run: CQEs per loop and calls in flight over all their loops.
+struct RunDaemonFigures {
+  uint64_t loops = 0, cqes = 0;
+  double inflight_sum = 0;
+  bool any = false;
+};
+
+}  // namespace
+
+json latency_json(const metrics::LatencyHistogram& h) {
+  return json{{"count", h.count()},
+              {"mean_ns", round1(h.mean_ns())},
+              {"p50_ns", h.percentile_ns(0.50)},
+              {"p90_ns", h.percentile_ns(0.90)},
+              {"p99_ns", h.percentile_ns(0.99)},
+              {"p999_ns", h.percentile_ns(0.999)},
+              {"max_ns", h.max_ns()}};
+}
+
 json summary_json(const json& config, std::span<const RunResults> runs, std::span<const DaemonReport> daemons) {
   json j = json::object();
   j["config"] = config;
+  std::map<uint32_t, RunDaemonFigures> figures;  // by run
+  for (const DaemonReport& d : daemons) {
+    RunDaemonFigures& f = figures[d.run];
+    f.loops += d.cqe.loops;
+    f.cqes += d.cqe.cqes;
+    f.inflight_sum += d.inflight_avg * static_cast<double>(d.cqe.loops);
+    f.any = true;
+  }
+  std::vector<double> run_mops, run_cqe, run_inflight;
+  metrics::RequestLatency all_runs;
+  bool every_run_has_latency = !runs.empty();
 
   json runs_json = json::array();
   for (const RunResults& run : runs) {
@@ -205,9 +265,37 @@ json summary_json(const json& config, std::span<const RunResults> runs, std::spa
     rj["epochs"] = run.epochs();
     rj["first_kept_epoch"] = run.first_kept_epoch();
     rj["end_kept_epoch"] = run.end_kept_epoch();
+    run_mops.push_back(run.total_mops());
+    if (run.has_latency()) {
+      rj["latency"] = request_latency_json(run.latency());
+      all_runs.merge(run.latency());
+    } else {
+      rj["latency"] = nullptr;
+      every_run_has_latency = false;
+    }
+    const auto f = figures.find(run.run());
+    if (f != figures.end() && f->second.any) {
+      const RunDaemonFigures& d = f->second;
+      const double cqe = d.loops ? static_cast<double>(d.cqes) / static_cast<double>(d.loops) : 0.0;
+      const double inflight = d.loops ? d.inflight_sum / static_cast<double>(d.loops) : 0.0;
+      rj["daemon_cqe_per_loop"] = round6(cqe);
+      rj["daemon_calls_in_flight"] = round6(inflight);
+      run_cqe.push_back(cqe);
+      run_inflight.push_back(inflight);
+    }
     runs_json.push_back(std::move(rj));
   }
   j["runs"] = std::move(runs_json);
+
+  json overall = json::object();
+  overall["runs"] = runs.size();
+  overall["mops"] = spread_json(run_mops);
+  overall["latency"] = every_run_has_latency ? request_latency_json(all_runs) : json(nullptr);
+  if (run_cqe.size() == runs.size() && !runs.empty()) {
+    overall["daemon_cqe_per_loop"] = spread_json(run_cqe);
+    overall["daemon_calls_in_flight"] = spread_json(run_inflight);
+  }
+  j["overall"] = std::move(overall);
 
   std::vector<const DaemonReport*> sorted;
   sorted.reserve(daemons.size());
@@ -262,6 +350,105 @@ std::string dump_summary(const json& summary) { return summary.dump(2) + "\n"; }
 void write_summary_file(const std::string& path, const json& summary) {
   const std::string text = dump_summary(summary);
   write_file(path, [&](std::ostream& out) { out.write(text.data(), static_cast<std::streamsize>(text.size())); });
+}
+
+// ---------------------------------------------------------------------------------------
+// Final report (from the summary JSON only)
+// ---------------------------------------------------------------------------------------
+
+namespace {
+
+std::string config_line(const json& c) {
+  const bool rpc = c.value("backend", json()).is_string() && c["backend"] == "rpc";
+  std::string line = fmt::format("benchkv: backend {} over {}, {} ranks", c["backend"].is_string() ? c["backend"].get<std::string>() : "-",
+                                 c["transport"].get<std::string>(), c["np"].get<uint64_t>());
+  if (rpc) {
+    line += fmt::format(", {} endpoints per server rank, {} calls in flight per endpoint, {} B messages",
+                        c["endpoints"].get<uint64_t>(), c["queue_depth"].get<uint64_t>(),
+                        c["message_size"].get<uint64_t>());
+  } else {
+    line += fmt::format(" x ({} daemon threads + {} client threads), queue depth {}; workload {}",
+                        c["server_threads"].get<uint64_t>(), c["client_threads"].get<uint64_t>(),
+                        c["queue_depth"].get<uint64_t>(), c["distribution"].get<std::string>());
+    if (c["distribution"] == "zipfian") line += fmt::format(" (s = {})", c["zipf_s"].get<double>());
+    line += fmt::format(", {} keys per rank, read ratio {}", c["key_range"].get<uint64_t>(), c["read_ratio"].get<double>());
+  }
+  line += fmt::format("\nbenchkv: {} run(s) of {} s, epochs of {} ms, {} trimmed at each end, seed {}\n",
+                      c["runs"].get<uint64_t>(), c["duration"].get<double>(), c["interval_ms"].get<double>(),
+                      c["trim"].get<uint64_t>(), c["seed"].get<uint64_t>());
+  return line;
+}
+
+constexpr const char* kLatencyColumns[] = {"count", "mean_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"};
+
+void latency_table(std::string& out, const std::string& tag, const json& latency) {
+  out += fmt::format("{} latency (ns) {:>10} {:>10} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}\n", tag, "", "count",
+                     "mean", "p50", "p90", "p99", "p99.9", "max");
+  std::vector<std::string> names(metrics::kLatencyClassNames.begin(), metrics::kLatencyClassNames.end());
+  names.push_back("all");
+  for (const std::string& n : names) {
+    const json& h = latency[n];
+    out += fmt::format("{} latency (ns) {:>10} {:>10} {:>12.1f} {:>10} {:>10} {:>10} {:>10} {:>10}\n", tag, n,
+                       h["count"].get<uint64_t>(), h["mean_ns"].get<double>(), h["p50_ns"].get<uint64_t>(),
+                       h["p90_ns"].get<uint64_t>(), h["p99_ns"].get<uint64_t>(), h["p999_ns"].get<uint64_t>(),
+                       h["max_ns"].get<uint64_t>());
+  }
+}
+
+}  // namespace
+
+std::string format_report(const json& summary, ReportFormat format) {
+  std::string out;
+  const json& runs = summary["runs"];
+  if (format == ReportFormat::kNone) return out;
+  if (format == ReportFormat::kCsv) {
+    out += "run,mops,requests,duration_ns,issued,completed,latency_count,latency_mean_ns,latency_p50_ns,"
+           "latency_p90_ns,latency_p99_ns,latency_p999_ns,latency_max_ns,daemon_cqe_per_loop,daemon_calls_in_flight\n";
+    for (const json& r : runs) {
+      out += fmt::format("{},{:.6f},{},{},{},{}", r["run"].get<uint64_t>(), r["total_mops"].get<double>(),
+                         r["requests"].get<uint64_t>(), r["duration_ns"].get<uint64_t>(), r["issued"].get<uint64_t>(),
+                         r["completed"].get<uint64_t>());
+      if (r["latency"].is_object()) {
+        const json& a = r["latency"]["all"];
+        out += fmt::format(",{},{:.1f}", a["count"].get<uint64_t>(), a["mean_ns"].get<double>());
+        for (size_t k = 2; k < std::size(kLatencyColumns); ++k) out += fmt::format(",{}", a[kLatencyColumns[k]].get<uint64_t>());
+      } else {
+        out += ",,,,,,,";
+      }
+      if (r.contains("daemon_cqe_per_loop"))
+        out += fmt::format(",{:.6f},{:.6f}\n", r["daemon_cqe_per_loop"].get<double>(),
+                           r["daemon_calls_in_flight"].get<double>());
+      else
+        out += ",,\n";
+    }
+    return out;
+  }
+  out += config_line(summary["config"]);
+  const size_t n = runs.size();
+  for (const json& r : runs) {
+    const std::string tag = fmt::format("run {}/{}", r["run"].get<uint64_t>() + 1, n);
+    out += fmt::format("{}: {:.6f} Mops, {} requests in {:.6f} s ({} issued, {} completed over the whole run)", tag,
+                       r["total_mops"].get<double>(), r["requests"].get<uint64_t>(),
+                       static_cast<double>(r["duration_ns"].get<uint64_t>()) * 1e-9, r["issued"].get<uint64_t>(),
+                       r["completed"].get<uint64_t>());
+    if (r.contains("daemon_cqe_per_loop"))
+      out += fmt::format("; daemons: {:.6f} CQEs per loop, {:.6f} calls in flight", r["daemon_cqe_per_loop"].get<double>(),
+                         r["daemon_calls_in_flight"].get<double>());
+    out += "\n";
+    if (r["latency"].is_object()) latency_table(out, tag, r["latency"]);
+  }
+  const json& o = summary["overall"];
+  const auto spread = [](const json& s) {
+    return fmt::format("mean {:.6f} std dev {:.6f} min {:.6f} max {:.6f}", s["mean"].get<double>(),
+                       s["std_dev"].get<double>(), s["min"].get<double>(), s["max"].get<double>());
+  };
+  out += fmt::format("[OVERALL] {} runs: Mops {}\n", o["runs"].get<uint64_t>(), spread(o["mops"]));
+  if (o.contains("daemon_cqe_per_loop")) {
+    out += fmt::format("[OVERALL] daemon CQEs per loop {}\n", spread(o["daemon_cqe_per_loop"]));
+    out += fmt::format("[OVERALL] daemon calls in flight {}\n", spread(o["daemon_calls_in_flight"]));
+  }
+  if (o["latency"].is_object()) latency_table(out, "[OVERALL]", o["latency"]);
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------

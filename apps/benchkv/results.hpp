@@ -33,11 +33,11 @@
 #include <string>
 #include <vector>
 
+#include "apps/benchkv/options.hpp"
 #include "core/metrics/cqe_histogram.hpp"
+#include "core/metrics/latency_histogram.hpp"
 
 namespace bkv::app {
-
-struct Options;
 
 struct EpochRecord {
   uint64_t requests = 0;     // requests completed in the epoch
@@ -82,6 +82,15 @@ class RunResults {
   uint64_t issued() const noexcept { return issued_; }
   uint64_t completed() const noexcept { return completed_; }
 
+  // Issue-to-answer latency of the requests answered during the kept epochs, every
+  // client merged (absent for a backend that does not record it: ucx-am).
+  void set_latency(const metrics::RequestLatency& l) noexcept {
+    latency_ = l;
+    has_latency_ = true;
+  }
+  bool has_latency() const noexcept { return has_latency_; }
+  const metrics::RequestLatency& latency() const noexcept { return latency_; }
+
   // Derived values (see the definitions at the top of this header).
   uint64_t epoch_duration_ns(uint32_t epoch) const;
   uint64_t epoch_requests(uint32_t epoch) const;                // all ranks
@@ -98,6 +107,8 @@ class RunResults {
   uint32_t run_, num_ranks_, clients_, epochs_, trim_;
   uint64_t issued_ = 0, completed_ = 0;
   std::vector<EpochRecord> records_;
+  metrics::RequestLatency latency_;
+  bool has_latency_ = false;
 };
 
 // The report of one daemon over one run (a summary row, made from the daemon's
@@ -136,12 +147,31 @@ void write_csv_file(const std::string& path, std::span<const RunResults> runs);
 //                {"0","1","2-10","11-100",">100"}, completions, completions_per_loop_avg,
 //                completions_per_loop_hist {same buckets}, inflight_avg, extra {...}}] sorted by
 //                (run, rank, daemon).
+//   each run also: "latency" {get_local, get_remote, put_local, put_remote, all: latency_json}
+//                (null where the backend records none), daemon_cqe_per_loop and
+//                daemon_calls_in_flight (over all the run's daemon loops; absent
+//                without daemon reports);
+//   "overall": {runs, mops {mean, std_dev (sample, n - 1), min, max} over the runs,
+//                latency (every run merged), daemon_cqe_per_loop and
+//                daemon_calls_in_flight {mean, std_dev, min, max} over the runs}.
 // The returned object may be extended by the caller before it is written.
 nlohmann::json summary_json(const nlohmann::json& config, std::span<const RunResults> runs,
                             std::span<const DaemonReport> daemons);
 nlohmann::json summary_json(const Options& options, std::span<const RunResults> runs,
                             std::span<const DaemonReport> daemons);
 std::string dump_summary(const nlohmann::json& summary);
+
+// {count, mean_ns (to 0.1 ns), p50_ns, p90_ns, p99_ns, p999_ns, max_ns}: percentiles are
+// bucket lower bounds (at most 6.25 % low), max exact.
+nlohmann::json latency_json(const metrics::LatencyHistogram& h);
+
+// The final report on stdout, made from the summary JSON only (so its numbers are the
+// summary's): kText is a header with the effective configuration, a line per run (Mops,
+// requests, daemon CQEs per loop and calls in flight), the latency table per run and the
+// [OVERALL] lines over all kept runs; kCsv is a header and one line per run. Human
+// text counts runs from 1 ("run 1/3", as the progress lines); the CSV's run column
+// counts from 0, as the per-epoch CSV and the summary's "run".
+std::string format_report(const nlohmann::json& summary, ReportFormat format);
 
 // The end of a run's report: every issued request completed and no error, or a line on
 // stderr saying what does not add up. Returns the exit status (0, or 1).

@@ -201,7 +201,10 @@ int write_rpc_outputs(const Options& o, const RpcResult& res, const std::string&
   summary[section] = details;
   summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
   write_summary_file(o.summary, summary);
-  std::fputs(rpc_table(o, res).c_str(), stdout);
+  const std::string report = format_report(summary, o.report);
+  std::fwrite(report.data(), 1, report.size(), stdout);
+  if (o.report == ReportFormat::kText) std::fputs(rpc_table(o, res).c_str(), stdout);
+  std::fflush(stdout);
   std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());
   return consistency_status(res.issued, res.completed, res.errors, "calls");
 }

@@ -99,6 +99,7 @@ class Experiment {
       engine_.schedule(0, sample_target_, 0);
     }
     snapshot_all(run_snap_);
+    if (o_.trim == 0) latency_window_start();
     start_threads();
 
     const Time end = run_start(o_.runs);
@@ -231,7 +232,24 @@ class Experiment {
         last = now;
       }
     if (progress_) progress_(app::format_progress(rr, o_.runs, epoch));
+    // Latency is kept over the kept epochs, as the Mops are.
+    if (epoch + 1 == rr.end_kept_epoch()) rr.set_latency(latency_sum().since(latency_start_));
+    const uint32_t next_run = (idx + 1) / epochs_, next_epoch = (idx + 1) % epochs_;
+    if (next_run < o_.runs && next_epoch == o_.trim) latency_window_start();
     if (epoch + 1 == epochs_) finish_run(run);
+  }
+
+  // Every client's request latency, merged.
+  metrics::RequestLatency latency_sum() const {
+    metrics::RequestLatency sum;
+    for (auto& n : nodes_)
+      for (uint32_t c = 0; c < C_; ++c) sum.merge(n->client_latency(c));
+    return sum;
+  }
+  void latency_window_start() {
+    for (auto& n : nodes_)
+      for (uint32_t c = 0; c < C_; ++c) n->restart_client_latency_max(c);
+    latency_start_ = latency_sum();
   }
 
   uint64_t total_issued() const {
@@ -393,6 +411,7 @@ class Experiment {
   std::vector<app::DaemonReport> daemon_metrics_;
   std::vector<uint64_t> last_completed_;
   std::vector<Snapshot> run_snap_;
+  metrics::RequestLatency latency_start_;  // at the start of the current run's kept epochs
   uint64_t run_issued_ = 0, run_completed_ = 0;
   bool drained_ = false;
   Time drain_deadline_ = 0;

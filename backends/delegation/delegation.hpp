@@ -69,10 +69,12 @@ struct DelegationRemotePath {
     ring.clients.push_back(std::make_unique<DelegClientT>(DelegClientT::connect(ring.seg.bytes())));
     return DelegationRemotePath{ring.clients.back().get()};
   }
-  bool try_call(const Request& r) noexcept { return deleg->try_call(r).status == shm::DelegationCallStatus::kOk; }
+  bool try_call(const Request& r, uint64_t token) noexcept {
+    return deleg->try_call(r, token).status == shm::DelegationCallStatus::kOk;
+  }
   template <class F>
   uint32_t poll(F&& f) {
-    return deleg->poll([&](uint64_t, const Response& resp) { f(resp); });
+    return deleg->poll(f);
   }
   void after_issue() noexcept {}
 };

@@ -30,22 +30,23 @@ struct DirectRemotePath {
   static DirectRemotePath connect(NoNodeResources&, const ClientWiring<T>& w) {
     return DirectRemotePath{w.ctx, &w.ep_of_rank, &w.protocol_errors};
   }
-  bool try_call(const Request& r) {
+  bool try_call(const Request& r, uint64_t token) {
     if (r.rank >= ep_of_rank->size() || (*ep_of_rank)[r.rank] == ~0u) {
       ++*protocol_errors;
       return false;
     }
-    return ctx->call((*ep_of_rank)[r.rank], as_bytes(r), sizeof(Response), CallToken::own_call()).ok();
+    return ctx->call((*ep_of_rank)[r.rank], as_bytes(r), sizeof(Response), CallToken::own_call(static_cast<uint32_t>(token)))
+        .ok();
   }
   template <class F>
   uint32_t poll(F&& f) {
-    return ctx->drain([&](CallToken&&, std::span<const std::byte> bytes) {
+    return ctx->drain([&](CallToken&& tok, std::span<const std::byte> bytes) {
       Response resp;
       if (!decode(bytes, resp)) {
         ++*protocol_errors;
         resp = Response::failure(kv::ErrorCode::kMalformedRequest);
       }
-      f(resp);
+      f(uint64_t{tok.slot}, resp);
     });
   }
   void after_issue() { ctx->flush(); }

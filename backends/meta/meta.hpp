@@ -39,7 +39,7 @@ struct IpcRemotePath {
   static IpcRemotePath connect(NoNodeResources&, const ClientWiring<T>& w) {
     return IpcRemotePath{w.ipc[w.client % w.node.daemons]};
   }
-  bool try_call(const Request& r) noexcept { return ipc->call(r) == shm::IpcCallStatus::kOk; }
+  bool try_call(const Request& r, uint64_t token) noexcept { return ipc->call(r, token) == shm::IpcCallStatus::kOk; }
   template <class F>
   uint32_t poll(F&&) {
     return 0;

@@ -125,7 +125,7 @@ TEST_CASE("a missing or unknown backend is a usage error", "[bench][options]") {
 
 TEST_CASE("fractions, negative integers and flags on the command line", "[bench][options]") {
   const auto p = parse({"-d", "0.25", "--interval-ms", "12.5", "--trim", "1", "--gid-index", "-1", "--no-progress",
-                        "--adaptive-hold", "--read-ratio", "0.95", "-r", "2", "-o", "out/run.csv", "meta"});
+                        "--adaptive-hold", "--read-ratio", "0.95", "-r", "2", "-o", "out/run.csv", "delegation"});
   INFO(p.result.error);
   REQUIRE(p.result.should_run());
   const Options& o = p.result.options;
@@ -159,15 +159,16 @@ TEST_CASE("invalid command-line values name the key and the value", "[bench][opt
   require_usage_error(parse({"--read-ratio", "+-0.5", "meta"}), "read_ratio");
   require_usage_error(parse({"--read-ratio", "0.5x", "meta"}), "read_ratio");
   CHECK(parse({"--read-ratio", "+0.25", "meta"}).result.options.read_ratio == 0.25);
-  require_usage_error(parse({"--zipf-s", "0", "meta"}), "zipf_s");
+  require_usage_error(parse({"--distribution", "zipfian", "--zipf-s", "0", "meta"}), "zipf_s (--zipf-s): 0.0 must be");
   require_usage_error(parse({"--ring-size", "3000", "meta"}), "ring_size (--ring-size): 3000");
   require_usage_error(parse({"--ring-size", "2048", "meta"}), "ring_size");
-  require_usage_error(parse({"--port", "0", "meta"}), "port");
-  require_usage_error(parse({"--gid-index", "-2", "meta"}), "gid_index");
+  require_usage_error(parse({"--transport", "mlx5", "--port", "0", "meta"}), "port (--port): 0 must be");
+  require_usage_error(parse({"--transport", "mlx5", "--gid-index", "-2", "meta"}), "gid_index (--gid-index): -2 must be");
   require_usage_error(parse({"--server-threads", "0", "meta"}), "server_threads");
-  require_usage_error(parse({"--poll-budget", "0", "meta"}), "poll_budget");
-  require_usage_error(parse({"--batch-hold-us", "-1", "meta"}), "batch_hold_us");
-  require_usage_error(parse({"--inflight-sample-interval-us", "0", "meta"}), "inflight_sample_interval_us");
+  require_usage_error(parse({"--poll-budget", "0", "delegation"}), "poll_budget (--poll-budget): 0 must be");
+  require_usage_error(parse({"--batch-hold-us", "-1", "delegation"}), "batch_hold_us (--batch-hold-us): -1.0 must be");
+  require_usage_error(parse({"--inflight-samples", "i.csv", "--inflight-sample-interval-us", "0", "meta"}),
+                      "inflight_sample_interval_us (--inflight-sample-interval-us): 0.0 must be");
   require_usage_error(parse({"-d", "0", "meta"}), "duration");
   require_usage_error(parse({"-d", "5", "--interval-ms", "6000", "meta"}), "interval_ms");
   require_usage_error(parse({"-d", "5", "--trim", "3", "meta"}), "trim (--trim): 3 leaves no epoch");
@@ -178,6 +179,69 @@ TEST_CASE("invalid command-line values name the key and the value", "[bench][opt
   require_usage_error(parse({"--trace", "t.json", "--trace-window", "10:5", "meta"}), "trace_window");
   require_usage_error(parse({"--trace", "t.json", "--trace-window", "10", "meta"}), "trace_window");
   require_usage_error(parse({"-o", "", "meta"}), "output");
+}
+
+TEST_CASE("an option that does not apply to the transport or backend is an error naming it", "[bench][options]") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--transport", "ucx", "--trace", "x.json", "--trace-window", "1:2", "delegation"},
+       "trace (--trace): \"x.json\" does not apply to --transport ucx, backend delegation"},
+      {{"--transport", "ucx", "--inflight-samples", "y.csv", "delegation"}, "inflight_samples (--inflight-samples)"},
+      {{"--transport", "ucx", "--np", "8", "delegation"}, "np (--np): 8 does not apply to --transport ucx"},
+      {{"--transport", "mlx5", "--start-mode", "staggered", "meta"}, "start_mode (--start-mode)"},
+      {{"--transport", "sim", "--device", "mlx5_0", "meta"}, "device (--device): \"mlx5_0\" does not apply"},
+      {{"--transport", "ucx", "--port", "2", "meta"}, "port (--port): 2 does not apply to --transport ucx"},
+      {{"--poll-budget", "2", "meta"}, "poll_budget (--poll-budget): 2 does not apply to --transport sim, backend meta"},
+      {{"--adaptive-hold", "direct"}, "adaptive_hold (--adaptive-hold)"},
+      {{"--zipf-s", "0.9", "meta"}, "zipf_s (--zipf-s): 0.9 does not apply"},
+      {{"--start-stagger-us", "3", "meta"}, "start_stagger_us (--start-stagger-us)"},
+      {{"--trace-window", "1:2", "meta"}, "trace_window (--trace-window)"},
+      {{"--inflight-sample-interval-us", "5", "meta"}, "inflight_sample_interval_us"},
+      {{"--transport", "ucx", "--ring-size", "8192", "ucx-am"}, "ring_size (--ring-size): 8192 does not apply"},
+      {{"--np", "3", "--client-threads", "2", "rpc"}, "client_threads (--client-threads): 2 does not apply"},
+      {{"--message-size", "64", "meta"}, "message_size (--message-size): 64 does not apply"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.args);
+    require_usage_error(parse(c.args), c.message);
+  }
+  // The same options where they apply are accepted.
+  CHECK(parse({"--transport", "mlx5", "--device", "mlx5_0", "--port", "2", "meta"}).result.should_run());
+  CHECK(parse({"--poll-budget", "2", "delegation"}).result.should_run());
+  CHECK(parse({"--distribution", "zipfian", "--zipf-s", "0.9", "meta"}).result.should_run());
+  CHECK(parse({"--start-mode", "staggered", "--start-stagger-us", "3", "meta"}).result.should_run());
+  CHECK(parse({"--transport", "ucx", "ucx-am"}).result.should_run());
+}
+
+TEST_CASE("a config file option for another mode is a one-line warning and is dropped", "[bench][options]") {
+  TempDir dir;
+  const auto cfg = dir.write("c.json", R"({"np": 8, "trace": "t.json", "trace_window": "1:2", "poll_budget": 2,
+                                           "inflight_samples": "i.csv"})");
+  const auto p = parse({"--config", cfg, "--transport", "ucx", "delegation"});
+  INFO(p.result.error);
+  REQUIRE(p.result.should_run());
+  const Options& o = p.result.options;
+  CHECK(o.np == Options{}.np);
+  CHECK(o.trace.empty());
+  CHECK_FALSE(o.trace_window.has_value());
+  CHECK(o.inflight_samples.empty());
+  CHECK(o.loop.poll_budget == 2);  // applies to delegation: kept
+  REQUIRE(p.result.warnings.size() == 4);
+  for (const std::string& w : p.result.warnings) {
+    CHECK(w.find('\n') == std::string::npos);
+    CHECK_THAT(w, Catch::Contains("is ignored") && Catch::Contains(cfg) && Catch::Contains("--transport ucx"));
+  }
+  CHECK_THAT(p.result.warnings[0], Catch::StartsWith("np (--np): 8"));
+  // Given on the command line as well, the option is an error again.
+  require_usage_error(parse({"--config", cfg, "--transport", "ucx", "--np", "4", "delegation"}), "np (--np): 4");
+  // In the mode the file was written for, nothing is dropped and nothing is said.
+  const auto sim = parse({"--config", cfg, "delegation"});
+  REQUIRE(sim.result.should_run());
+  CHECK(sim.result.warnings.empty());
+  CHECK(sim.result.options.np == 8);
 }
 
 TEST_CASE("trace window parsing", "[bench][options]") {
@@ -286,20 +350,32 @@ TEST_CASE("options_from_json reports the key in OptionError", "[bench][options]"
 TEST_CASE("relative model paths: config file directory vs working directory", "[bench][options]") {
   TempDir dir;
   const auto cfg = dir.write("configs/exp.json", R"({"model": "../models/nic.json"})");
+  const auto model = dir.write("models/nic.json", "{}");
+  dir.write("local/m.json", "{}");
 
   const auto p = parse({"--config", cfg, "meta"});
   REQUIRE(p.result.should_run());
   CHECK(fs::path(p.result.options.model) == fs::absolute(dir.path / "models" / "nic.json").lexically_normal());
   CHECK(fs::path(p.result.options.model).is_absolute());
 
-  const auto q = parse({"--config", cfg, "--model", "local/m.json", "meta"});
+  // On the command line a relative path is relative to the working directory.
+  const std::string from_cwd = fs::relative(dir.path / "local" / "m.json", fs::current_path()).string();
+  const auto q = parse({"--config", cfg, "--model", from_cwd, "meta"});
   REQUIRE(q.result.should_run());
-  CHECK(fs::path(q.result.options.model) == (fs::current_path() / "local" / "m.json").lexically_normal());
+  CHECK(fs::path(q.result.options.model) == (fs::current_path() / from_cwd).lexically_normal());
 
-  const auto abs = dir.write("abs.json", R"({"model": "/opt/models/x.json"})");
+  const auto abs = dir.write("abs.json", R"({"model": ")" + model + R"("})");
   const auto r = parse({"--config", abs, "meta"});
   REQUIRE(r.result.should_run());
-  CHECK(r.result.options.model == "/opt/models/x.json");
+  CHECK(r.result.options.model == model);
+
+  // A model file that does not exist is an error, on the command line and in a config
+  // file, in every mode (even where the model would not apply).
+  require_usage_error(parse({"--model", (dir.path / "nope.json").string(), "meta"}), "does not exist");
+  const auto missing = dir.write("missing.json", R"({"model": "nope.json"})");
+  require_usage_error(parse({"--config", missing, "meta"}), "nope.json");
+  require_usage_error(parse({"--config", missing, "--transport", "ucx", "meta"}), "does not exist");
+  require_usage_error(parse({"--model", dir.path.string(), "meta"}), "is not a regular file");
 
   CHECK(options_from_json(json{{"model", "m.json"}}, "/base/dir").model == "/base/dir/m.json");
   CHECK(options_from_file(cfg).model == p.result.options.model);
@@ -308,15 +384,25 @@ TEST_CASE("relative model paths: config file directory vs working directory", "[
 
 TEST_CASE("print-config prints a configuration that reads back to the same options", "[bench][options]") {
   TempDir dir;
-  const std::vector<std::string> args = {
-      "--transport", "ucx", "-d", "2.5", "--interval-ms", "250", "--trim", "2", "-r", "5", "-o", "o.csv",
-      "--device", "mlx5_1", "--device-index", "3", "--port", "2", "--gid-index", "3", "--server-threads", "2",
+  const std::string model = dir.write("m.json", "{}");
+  // Every option in one of two modes: the simulator with Delegation (the simulator's
+  // options and the loop policies) and an RDMA transport (the device options).
+  const bool sim = GENERATE(true, false);
+  CAPTURE(sim);
+  std::vector<std::string> args = {
+      "-d", "2.5", "--interval-ms", "250", "--trim", "2", "-r", "5", "-o", "o.csv", "--server-threads", "2",
       "--client-threads", "46", "--queue-depth", "32", "--key-range", "4096", "--read-ratio", "0.3",
       "--distribution", "zipfian", "--zipf-s", "0.99", "--ring-size", "4194304", "--seed", "18446744073709551615",
-      "--np", "16", "--pattern-len", "1000", "--poll-budget", "4", "--batch-hold-us", "1.5", "--adaptive-hold",
-      "--hold-rtt-multiplier", "0.75", "--adaptive-poll-budget", "--model", "m.json", "--start-mode", "staggered",
+      "--pattern-len", "1000", "--no-progress"};
+  const std::vector<std::string> sim_args = {
+      "--transport", "sim", "--np", "16", "--poll-budget", "4", "--batch-hold-us", "1.5", "--adaptive-hold",
+      "--hold-rtt-multiplier", "0.75", "--adaptive-poll-budget", "--model", model, "--start-mode", "staggered",
       "--start-stagger-us", "3.25", "--inflight-samples", "inf.csv", "--inflight-sample-interval-us", "2.5",
-      "--trace", "t.json", "--trace-window", "100.5:200.25", "--no-progress", "direct"};
+      "--trace", "t.json", "--trace-window", "100.5:200.25", "delegation"};
+  const std::vector<std::string> rdma_args = {"--transport", "mlx5", "--device", "mlx5_1", "--device-index", "3",
+                                              "--port", "2", "--gid-index", "3", "direct"};
+  const auto& mode_args = sim ? sim_args : rdma_args;
+  args.insert(args.end(), mode_args.begin(), mode_args.end());
   const auto run = parse(args);
   INFO(run.result.error);
   REQUIRE(run.result.should_run());
@@ -338,9 +424,10 @@ TEST_CASE("print-config prints a configuration that reads back to the same optio
   CHECK(again.result.options == run.result.options);
 
   // every option is present in the JSON form
-  CHECK(j.size() == 38);
-  CHECK(j["backend"] == "direct");
-  CHECK(j["trace_window"] == "100.5:200.25");
+  CHECK(j.size() == 39);
+  CHECK(j["backend"] == (sim ? "delegation" : "direct"));
+  CHECK(j["trace_window"] == (sim ? "100.5:200.25" : ""));
+  CHECK(j["device"] == (sim ? "" : "mlx5_1"));
   CHECK(j["seed"].get<uint64_t>() == 18446744073709551615ull);
 
   // defaults round-trip too, and print-config needs no backend

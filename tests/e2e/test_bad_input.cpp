@@ -184,3 +184,26 @@ TEST_CASE("outputs: missing directories are created", "[e2e]") {
   CHECK(fs::exists(dir / "deep/er/out.csv"));
   CHECK(fs::exists(dir / "deep/er/out.summary.json"));
 }
+
+TEST_CASE("bad input: simulator options under a real transport are refused before anything runs",
+          "[e2e][bad-input]") {
+  TempDir dir;
+  require_rejected(run_in(dir, {"delegation", "--transport", "ucx", "--np", "8", "--trace", "x.json",
+                                "--inflight-samples", "y.csv", "-o", "out.csv"}),
+                   dir.path(), {"does not apply to --transport ucx"});
+  CHECK_FALSE(fs::exists(dir / "x.json"));
+  CHECK_FALSE(fs::exists(dir / "y.csv"));
+  require_rejected(run_in(dir, {"delegation", "--transport", "ucx", "--model", "missing.json", "-o", "out.csv"}),
+                   dir.path(), {"model (--model)", "missing.json", "does not exist"});
+}
+
+TEST_CASE("a config file option of another mode: one warning line on stderr, the run goes on", "[e2e]") {
+  TempDir dir;
+  write_file(dir / "c.json", R"({"poll_budget": 4, "zipf_s": 0.5})");
+  const Outcome o = run_ok(small_sim("meta", {"--config", "c.json", "-o", "out.csv", "-r", "1"}), dir.path());
+  CHECK_THAT(o.err, Catch::Contains("benchkv: warning: poll_budget (--poll-budget): 4 does not apply to "
+                                    "--transport sim, backend meta (it is a Delegation daemon loop policy); the value "
+                                    "from config file \"c.json\" is ignored\n"));
+  CHECK_THAT(o.err, Catch::Contains("benchkv: warning: zipf_s (--zipf-s): 0.5 does not apply"));
+  CHECK(read_json(dir / "out.summary.json")["config"]["poll_budget"] == 1);
+}

@@ -9,6 +9,7 @@
 // the results have the shape the CSV/summary writers expect.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <string>
 
 #include "apps/benchkv/real_wallclock.hpp"
@@ -34,6 +35,29 @@ app::Options small(app::BackendKind b, uint32_t np) {
   o.progress = false;
   app::validate(o);
   return o;
+}
+
+// Request latency of the kept epochs: each client copies its histograms at its first
+// step after the epoch boundary, so the count is the kept requests give or take a few
+// steps per client; every class was seen (local and remote, get and put); and the mean
+// obeys Little's law: requests in flight (np x clients x queue depth, all the time in
+// a closed loop) = rate x mean latency.
+void check_latency(const app::RunResults& rr, const app::Options& o) {
+  REQUIRE(rr.has_latency());
+  const bkv::metrics::LatencyHistogram all = rr.latency().all();
+  const double kept = static_cast<double>(rr.kept_requests());
+  CHECK(std::abs(static_cast<double>(all.count()) - kept) <= 0.1 * kept);
+  for (size_t c = 0; c < bkv::metrics::kLatencyClasses; ++c) {
+    INFO("class " << bkv::metrics::kLatencyClassNames[c]);
+    const auto& h = rr.latency().by_class[c];
+    CHECK(h.count() > 0);
+    CHECK(h.percentile_ns(0.5) <= h.percentile_ns(0.99));
+    CHECK(h.percentile_ns(0.99) <= h.max_ns());
+    CHECK(h.mean_ns() <= static_cast<double>(h.max_ns()));
+  }
+  const double in_flight = double(o.np) * o.client_threads * o.queue_depth;
+  const double rate_per_ns = kept / static_cast<double>(rr.kept_duration_ns());
+  CHECK(rate_per_ns * all.mean_ns() == Approx(in_flight).epsilon(0.25));
 }
 
 void check(const real::RealResult& res, const app::Options& o) {
@@ -68,6 +92,7 @@ void check(const real::RealResult& res, const app::Options& o) {
     uint64_t per_rank = 0;
     for (uint32_t k = 0; k < o.np; ++k) per_rank += rr.kept_requests(k);
     CHECK(per_rank == rr.kept_requests());
+    check_latency(rr, o);
   }
   CHECK(issued == res.issued);
   CHECK(completed == res.completed);
