@@ -2,6 +2,7 @@
 //
 //   benchkv [options] <meta|delegation|direct|ucx-am>       (see --help)
 //   benchkv --config configs/c1_np8.json                       (an experiment file)
+//   benchkv sweep configs/sweeps/regime_map.json [-j N]        (a grid of simulated runs)
 //
 // --transport sim runs NP simulated nodes in this process (no MPI, no RDMA device).
 // --transport mlx5|verbs need an RDMA device; without one benchkv exits with status 2.
@@ -16,6 +17,7 @@
 #include "apps/benchkv/results.hpp"
 #include "apps/benchkv/rpc_runner.hpp"
 #include "apps/benchkv/sim_runner.hpp"
+#include "apps/benchkv/sweep.hpp"
 
 using namespace bkv;
 
@@ -29,17 +31,7 @@ int run_sim(const app::Options& o) {
   app::ExperimentResult res = app::run_experiment(o, model, progress);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  app::write_csv_file(o.output, res.runs);
-  nlohmann::json summary = app::summary_json(o, res.runs, res.daemons);
-  summary["simulator"] = res.extra;
-  summary["totals"] = {{"issued", res.total_issued}, {"completed", res.total_completed}, {"errors", res.errors}};
-  app::write_summary_file(o.summary, summary);
-  if (!o.inflight_samples.empty()) app::write_inflight_csv(o.inflight_samples, res.inflight);
-  if (!o.trace.empty()) {
-    std::ofstream t(o.trace);
-    t << res.trace_json;
-    if (!t) throw std::runtime_error("cannot write the trace to " + o.trace);
-  }
+  app::write_experiment_outputs(o, res);
   for (const auto& r : res.runs)
     std::fprintf(stderr, "run %u: %.3f Mops total (%u ranks)\n", r.run(), r.total_mops(), r.num_ranks());
   // Wall-clock figures go to stderr only: output files stay byte-identical across runs.
@@ -62,6 +54,7 @@ int run_rpc_sim(const app::Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string_view(argv[1]) == "sweep") return app::sweep_main(argc, argv);
   app::ParseResult pr = app::parse_command_line(argc, argv);
   if (!pr.should_run()) {
     if (!pr.error.empty()) std::fprintf(stderr, "benchkv: %s\n", pr.error.c_str());
@@ -69,6 +62,8 @@ int main(int argc, char** argv) {
   }
   const app::Options& o = pr.options;
   try {
+    if (o.transport == app::TransportKind::kSim && o.backend != backend::BackendKind::kRpc)
+      app::check_simulation_fits(o);  // before any output file is made
     if (o.transport == app::TransportKind::kSim) app::prepare_output_files(o);
     if (o.transport == app::TransportKind::kSim) return o.backend == backend::BackendKind::kRpc ? run_rpc_sim(o) : run_sim(o);
     return run_real(o);

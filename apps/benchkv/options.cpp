@@ -729,7 +729,9 @@ constexpr std::string_view kFooter =
     "line overrides the file. `benchkv --config FILE.json` alone runs when the file names the backend.\n"
     "Unknown keys, wrong JSON types and invalid values are errors naming the key.\n"
     "Output: the CSV has the columns run,rank,client_id,epoch,requests,duration_ns for the kept (untrimmed)\n"
-    "epochs; the summary JSON holds the effective configuration, per-run Mops and daemon metrics.";
+    "epochs; the summary JSON holds the effective configuration, per-run Mops and daemon metrics.\n"
+    "Sweeps: `benchkv sweep SWEEP.json [-j N]` (or under mpirun) runs a grid of simulated runs into one\n"
+    "CSV (configs/sweeps/; see benchkv sweep --help).";
 
 ParseResult usage_error(std::string message) {
   ParseResult r;

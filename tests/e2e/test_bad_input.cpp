@@ -184,3 +184,13 @@ TEST_CASE("outputs: missing directories are created", "[e2e]") {
   CHECK(fs::exists(dir / "deep/er/out.csv"));
   CHECK(fs::exists(dir / "deep/er/out.summary.json"));
 }
+
+TEST_CASE("bad input: a simulation that cannot fit in memory is refused up front with an estimate",
+          "[e2e][bad-input]") {
+  TempDir dir;
+  // 10000 nodes x 46 clients, each with an endpoint to every other node: ~10^10 endpoints.
+  const Outcome o = run_in(dir, small_sim("direct", {"--np", "10000", "--client-threads", "46", "-o", "out.csv"}));
+  require_rejected(o, dir.path(), {"needs about", "GiB", "endpoints", "--np"});
+  // The estimate counts both sides of every connection: 2 x 10000 x 46 x 9999.
+  CHECK_THAT(o.err, Catch::Contains("9199080000 copyrpc endpoints"));
+}
