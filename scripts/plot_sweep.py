@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Figures and tables of a sweep (`benchkv sweep SWEEP.json`), as its "plot" entries say.
 
 usage: plot_sweep.py SWEEP.json [--csv RESULTS.csv] [--out-dir DIR]
@@ -16,10 +16,16 @@ import json
 import os
 import sys
 
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+
+def pyplot():
+    """matplotlib, loaded only for figures (a table needs none)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def as_list(v):
@@ -39,6 +45,7 @@ def ordered(values):
 
 
 def lines(p, rows, out_dir):
+    plt = pyplot()
     ys = as_list(p["y"])
     logy = set(as_list(p.get("logy", [])))
     groups = ordered(r[p["by"]] for r in rows) if "by" in p else [None]
@@ -59,6 +66,7 @@ def lines(p, rows, out_dir):
 
 
 def heatmap(p, rows, out_dir):
+    plt = pyplot()
     xs = sorted(ordered(r[p["x"]] for r in rows), key=sort_key)
     ys = sorted(ordered(r[p["y"]] for r in rows), key=sort_key)
     grid = [[float("nan")] * len(xs) for _ in ys]

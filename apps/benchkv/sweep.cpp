@@ -285,7 +285,7 @@ void print_usage(std::FILE* f) {
                "(every axis, then %s).\n"
                "Runs already finished in OUTPUT/runs/ are not run again. Progress goes to stderr.\n"
                "  -j N   runs at a time on local cores (default 1); under mpirun each rank is a run slot\n"
-               "Plot: python3 scripts/plot_sweep.py SWEEP.json\n",
+               "Plot: /usr/bin/python3 scripts/plot_sweep.py SWEEP.json (the sweep's \"plot\" entries)\n",
                [] {
                  std::string f;
                  for (const auto& x : kSweepFigures) f += (f.empty() ? "" : ", ") + x;
