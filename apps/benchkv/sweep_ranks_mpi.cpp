@@ -1,6 +1,8 @@
 // SweepRanks over MPI (apps/benchkv/mpi_orchestration.hpp) when started by mpirun; one
 // process otherwise.
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <span>
 
 #include "apps/benchkv/mpi_orchestration.hpp"
@@ -41,7 +43,10 @@ class MpiRanks final : public SweepRanks {
 }  // namespace
 
 std::unique_ptr<SweepRanks> make_sweep_ranks(int* argc, char*** argv) {
-  if (!started_by_mpirun()) return std::make_unique<SingleRank>();
+  // One rank: no MPI, so that -j may fork (forking after MPI_Init is not supported).
+  const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (!started_by_mpirun() || (world != nullptr && std::string_view(world) == "1"))
+    return std::make_unique<SingleRank>();
   return std::make_unique<MpiRanks>(argc, argv);
 }
 
