@@ -9,6 +9,7 @@
 //   B::RemotePath<T>           the clients' remote path (backends/client.hpp)
 //   B::kStandingContexts       threads owning a context whatever the connections
 //   B::connections(np, D, C)   which threads hold endpoints to which (backends/topology.hpp)
+//   B::connection_count(np, D, C)  its size, without building it
 // Daemons are built from DaemonWiring and the NodeResources, remote paths from
 // ClientWiring and the NodeResources (backends/daemon_services.hpp).
 //

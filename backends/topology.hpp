@@ -46,6 +46,14 @@ inline std::vector<Connection> client_to_daemon_mesh(uint32_t np, uint32_t daemo
   return out;
 }
 
+// The number of connections of each mesh, without building it (the simulator estimates
+// its memory before a run, at scales where the list itself would not fit).
+constexpr uint64_t daemon0_mesh_size(uint32_t np) noexcept { return uint64_t{np} * (np == 0 ? 0 : np - 1) / 2; }
+constexpr uint64_t daemon_by_rank_mesh_size(uint32_t np) noexcept { return daemon0_mesh_size(np); }
+constexpr uint64_t client_to_daemon_mesh_size(uint32_t np, uint32_t clients) noexcept {
+  return uint64_t{np} * clients * (np == 0 ? 0 : np - 1);
+}
+
 // Threads that own a copyrpc context whatever the connections (at NP = 1 too):
 //   kDaemon0      daemon #0 (it polls its context every loop); created with the node
 //   kEveryClient  every client (its remote path is its own context); created at start

@@ -28,4 +28,4 @@ print("(same model, same NP: the start decides the equilibrium)")
 PY
 /usr/bin/python3 scripts/plot_bistability.py out/figures "NP=8 sync=out/c1_np8" "NP=16 sync=out/c1_np16" \
   "NP=16 staggered=out/c1_np16_staggered"
-echo "pictures: out/figures/timeseries.png out/figures/cqe_histogram.png (regime map: scripts/regime_map.sh)"
+echo "pictures: out/figures/timeseries.png out/figures/cqe_histogram.png (regime map: benchkv sweep configs/sweeps/regime_map.json)"

@@ -3,6 +3,7 @@
 # transports, and copyrpc over each (tests/transport/).
 bkv_add_test(test_conformance_instant GROUP unit SOURCES transport/test_conformance_instant.cpp)
 bkv_add_test(test_conformance_des GROUP sim SOURCES transport/test_conformance_des.cpp LIBS bkv_sim)
+bkv_add_test(test_paged_memory GROUP unit SOURCES transport/test_paged_memory.cpp)
 if(TARGET bkv_mlx5_emulator)
   bkv_add_test(test_conformance_mlx5_emulator GROUP mlx5 SOURCES transport/test_conformance_mlx5_emulator.cpp
                LIBS bkv_mlx5_emulator)

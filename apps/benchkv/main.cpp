@@ -2,6 +2,7 @@
 //
 //   benchkv [options] <meta|delegation|direct|ucx-am>       (see --help)
 //   benchkv --config configs/c1_np8.json                       (an experiment file)
+//   benchkv sweep configs/sweeps/regime_map.json [-j N]        (a grid of simulated runs)
 //
 // --transport sim runs NP simulated nodes in this process (no MPI, no RDMA device).
 // --transport mlx5|verbs need an RDMA device; without one benchkv exits with status 2.
@@ -16,6 +17,7 @@
 #include "apps/benchkv/results.hpp"
 #include "apps/benchkv/rpc_runner.hpp"
 #include "apps/benchkv/sim_runner.hpp"
+#include "apps/benchkv/sweep.hpp"
 
 using namespace bkv;
 
@@ -29,17 +31,7 @@ int run_sim(const app::Options& o) {
   app::ExperimentResult res = app::run_experiment(o, model, progress);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  app::write_csv_file(o.output, res.runs);
-  nlohmann::json summary = app::summary_json(o, res.runs, res.daemons);
-  summary["simulator"] = res.extra;
-  summary["totals"] = {{"issued", res.total_issued}, {"completed", res.total_completed}, {"errors", res.errors}};
-  app::write_summary_file(o.summary, summary);
-  if (!o.inflight_samples.empty()) app::write_inflight_csv(o.inflight_samples, res.inflight);
-  if (!o.trace.empty()) {
-    std::ofstream t(o.trace);
-    t << res.trace_json;
-    if (!t) throw std::runtime_error("cannot write the trace to " + o.trace);
-  }
+  const nlohmann::json summary = app::write_experiment_outputs(o, res);
   const std::string report = app::format_report(summary, o.report);
   std::fwrite(report.data(), 1, report.size(), stdout);
   std::fflush(stdout);
@@ -63,6 +55,7 @@ int run_rpc_sim(const app::Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string_view(argv[1]) == "sweep") return app::sweep_main(argc, argv);
   app::ParseResult pr = app::parse_command_line(argc, argv);
   for (const std::string& w : pr.warnings) std::fprintf(stderr, "benchkv: warning: %s\n", w.c_str());
   if (!pr.should_run()) {
@@ -71,6 +64,8 @@ int main(int argc, char** argv) {
   }
   const app::Options& o = pr.options;
   try {
+    if (o.transport == app::TransportKind::kSim && o.backend != backend::BackendKind::kRpc)
+      app::check_simulation_fits(o);  // before any output file is made
     if (o.transport == app::TransportKind::kSim) app::prepare_output_files(o);
     if (o.transport == app::TransportKind::kSim) return o.backend == backend::BackendKind::kRpc ? run_rpc_sim(o) : run_sim(o);
     return run_real(o);

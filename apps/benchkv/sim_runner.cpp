@@ -1,6 +1,8 @@
 #include "apps/benchkv/sim_runner.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -9,6 +11,7 @@
 #include <stdexcept>
 
 #include "apps/benchkv/node_runtime.hpp"
+#include "apps/benchkv/results.hpp"
 #include "apps/benchkv/node_setup.hpp"
 #include "backends/node_backends.hpp"
 #include "sim/engine.hpp"
@@ -433,10 +436,66 @@ ExperimentResult run_experiment(const app::Options& o, const sim::Model& model,
   if (!o.backend) throw std::runtime_error("no backend given");
   if (*o.backend == backend::BackendKind::kUcxAm)
     throw std::runtime_error("the ucx-am baseline has no simulated form: run it with --transport ucx");
+  check_simulation_fits(o);
   return backend::with_node_backend(*o.backend, [&]<class B>() {
     Experiment<B> e(o, model, progress);
     return e.run();
   });
+}
+
+MemoryEstimate estimate_memory(const app::Options& o) {
+  MemoryEstimate m;
+  const uint32_t np = o.np, D = o.server_threads, C = o.client_threads;
+  if (o.backend && *o.backend != backend::BackendKind::kUcxAm && *o.backend != backend::BackendKind::kRpc)
+    m.endpoints = 2 * backend::with_node_backend(*o.backend, [&]<class B>() { return B::connection_count(np, D, C); });
+  m.threads = uint64_t{np} * (D + C);
+  // Per endpoint: its bookkeeping (copyrpc endpoint, queue pair, registrations) and the
+  // ring pages that traffic materializes (rings are paged: see sim/des_transport.hpp).
+  const uint64_t ring_pages = 2 * std::min<uint64_t>(o.ring_size, kEstimateRingPageBytes);
+  const double bytes = double(m.endpoints) * double(kEstimateEndpointBytes + ring_pages) +
+                       double(m.threads) * double(kEstimateThreadBytes) +
+                       double(np) * double(o.key_range) * double(kEstimateKeyBytes) + double(kEstimateBaseBytes);
+  m.bytes = bytes >= 1.8e19 ? ~uint64_t{0} : static_cast<uint64_t>(bytes);
+  return m;
+}
+
+uint64_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
+void check_simulation_fits(const app::Options& o) {
+  const MemoryEstimate m = estimate_memory(o);
+  const uint64_t avail = available_memory_bytes();
+  if (avail == 0 || m.bytes <= avail) return;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "this simulation needs about %.1f GiB (%llu copyrpc endpoints, %llu simulated threads), more than "
+                "the %.1f GiB of memory available (MemAvailable in /proc/meminfo); lower --np, --client-threads "
+                "or --server-threads",
+                double(m.bytes) / double(1ull << 30), static_cast<unsigned long long>(m.endpoints),
+                static_cast<unsigned long long>(m.threads), double(avail) / double(1ull << 30));
+  throw std::runtime_error(buf);
+}
+
+nlohmann::json write_experiment_outputs(const app::Options& o, const ExperimentResult& res) {
+  app::write_csv_file(o.output, res.runs);
+  nlohmann::json summary = app::summary_json(o, res.runs, res.daemons);
+  summary["simulator"] = res.extra;
+  summary["totals"] = {{"issued", res.total_issued}, {"completed", res.total_completed}, {"errors", res.errors}};
+  app::write_summary_file(o.summary, summary);
+  if (!o.inflight_samples.empty()) app::write_inflight_csv(o.inflight_samples, res.inflight);
+  if (!o.trace.empty()) {
+    std::ofstream t(o.trace);
+    t << res.trace_json;
+    if (!t) throw std::runtime_error("cannot write the trace to " + o.trace);
+  }
+  return summary;
 }
 
 void write_inflight_csv(const std::string& path, const std::vector<InflightSample>& samples) {

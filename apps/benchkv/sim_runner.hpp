@@ -48,6 +48,29 @@ struct ExperimentResult {
 ExperimentResult run_experiment(const app::Options& o, const sim::Model& model,
                                 const std::function<void(const std::string&)>& progress);
 
+// The memory a simulation of `o` needs, estimated before it is built (a run that
+// cannot fit is refused up front instead of being killed by the kernel). The constants
+// are measured (docs/benchmarks.md, "Simulator memory"): an endpoint costs its
+// bookkeeping and the ring pages its traffic touches, a thread its state and workload.
+inline constexpr uint64_t kEstimateEndpointBytes = 4 << 10;
+inline constexpr uint64_t kEstimateRingPageBytes = 4 << 10;  // touched per ring, at least
+inline constexpr uint64_t kEstimateThreadBytes = 56 << 10;
+inline constexpr uint64_t kEstimateKeyBytes = 64;
+inline constexpr uint64_t kEstimateBaseBytes = 16 << 20;
+struct MemoryEstimate {
+  uint64_t bytes = 0;
+  uint64_t endpoints = 0;  // copyrpc endpoints, both sides of every connection
+  uint64_t threads = 0;
+};
+MemoryEstimate estimate_memory(const app::Options& o);
+// Throws std::runtime_error naming the estimate and the memory available when the
+// estimate exceeds what the machine has available (MemAvailable); run_experiment calls it.
+void check_simulation_fits(const app::Options& o);
+
 void write_inflight_csv(const std::string& path, const std::vector<InflightSample>& samples);
+
+// Writes what a simulated run writes (CSV, summary JSON, in-flight samples and trace when
+// asked for) and returns the summary.
+nlohmann::json write_experiment_outputs(const app::Options& o, const ExperimentResult& res);
 
 }  // namespace bkv::app

@@ -351,6 +351,9 @@ struct DelegationBackend {
   static std::vector<Connection> connections(uint32_t np, uint32_t /*daemons*/, uint32_t /*clients*/) {
     return daemon0_mesh(np);
   }
+  static uint64_t connection_count(uint32_t np, uint32_t /*daemons*/, uint32_t /*clients*/) {
+    return daemon0_mesh_size(np);
+  }
 };
 
 }  // namespace bkv::backend

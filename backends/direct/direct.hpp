@@ -105,6 +105,9 @@ struct DirectBackend {
   static std::vector<Connection> connections(uint32_t np, uint32_t daemons, uint32_t clients) {
     return client_to_daemon_mesh(np, daemons, clients);
   }
+  static uint64_t connection_count(uint32_t np, uint32_t /*daemons*/, uint32_t clients) {
+    return client_to_daemon_mesh_size(np, clients);
+  }
 };
 
 }  // namespace bkv::backend

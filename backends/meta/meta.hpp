@@ -235,6 +235,9 @@ struct MetaBackend {
   static std::vector<Connection> connections(uint32_t np, uint32_t daemons, uint32_t /*clients*/) {
     return daemon_by_rank_mesh(np, daemons);
   }
+  static uint64_t connection_count(uint32_t np, uint32_t /*daemons*/, uint32_t /*clients*/) {
+    return daemon_by_rank_mesh_size(np);
+  }
 };
 
 }  // namespace bkv::backend

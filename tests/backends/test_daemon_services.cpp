@@ -79,3 +79,19 @@ TEST_CASE("FluxForwarder first fit: a full target does not hold back the others"
   CHECK(f.backlog() == 0);
   CHECK(n.received(n.d1) == std::vector<uint64_t>{2});
 }
+
+#include "backends/node_backends.hpp"
+
+TEST_CASE("connection_count of every backend is the size of its connection list", "[backend]") {
+  for (uint32_t np : {1u, 2u, 3u, 8u, 17u})
+    for (uint32_t d : {1u, 3u})
+      for (uint32_t c : {1u, 5u}) {
+        auto check = [&]<class B>() {
+          INFO("np " << np << " daemons " << d << " clients " << c);
+          CHECK(B::connection_count(np, d, c) == B::connections(np, d, c).size());
+        };
+        check.template operator()<bkv::backend::DelegationBackend>();
+        check.template operator()<bkv::backend::MetaBackend>();
+        check.template operator()<bkv::backend::DirectBackend>();
+      }
+}

@@ -207,3 +207,13 @@ TEST_CASE("a config file option of another mode: one warning line on stderr, the
   CHECK_THAT(o.err, Catch::Contains("benchkv: warning: zipf_s (--zipf-s): 0.5 does not apply"));
   CHECK(read_json(dir / "out.summary.json")["config"]["poll_budget"] == 1);
 }
+
+TEST_CASE("bad input: a simulation that cannot fit in memory is refused up front with an estimate",
+          "[e2e][bad-input]") {
+  TempDir dir;
+  // 10000 nodes x 46 clients, each with an endpoint to every other node: ~10^10 endpoints.
+  const Outcome o = run_in(dir, small_sim("direct", {"--np", "10000", "--client-threads", "46", "-o", "out.csv"}));
+  require_rejected(o, dir.path(), {"needs about", "GiB", "endpoints", "--np"});
+  // The estimate counts both sides of every connection: 2 x 10000 x 46 x 9999.
+  CHECK_THAT(o.err, Catch::Contains("9199080000 copyrpc endpoints"));
+}

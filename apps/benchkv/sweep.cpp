@@ -1,0 +1,566 @@
+#include "apps/benchkv/sweep.hpp"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include "apps/benchkv/options.hpp"
+#include "apps/benchkv/results.hpp"
+#include "apps/benchkv/sim_runner.hpp"
+#include "apps/benchkv/sweep_ranks.hpp"
+#include "sim/model.hpp"
+
+namespace bkv::app {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+bool started_by_mpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
+         std::getenv("PMIX_RANK") != nullptr;
+}
+
+namespace {
+
+constexpr const char* kModelPrefix = "model.";
+// Keys the sweep sets itself for every run.
+const std::vector<std::string> kReservedKeys = {"output", "summary", "progress"};
+const std::vector<std::string> kPlotKeys = {"kind", "x", "y", "z", "by", "logy", "title", "file"};
+
+[[noreturn]] void fail(const std::string& file, const std::string& what) {
+  throw std::runtime_error("sweep " + file + ": " + what);
+}
+
+ojson read_json_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + what + " " + path);
+  try {
+    return ojson::parse(in);
+  } catch (const json::parse_error& e) {
+    throw std::runtime_error(what + " " + path + " is not valid JSON: " + e.what());
+  }
+}
+
+std::string label_of(const ojson& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+// A setting key: an option key (checked when the run's options are parsed) or "model." +
+// a path; the reserved keys are the sweep's own.
+void check_setting_key(const std::string& file, const std::string& where, const std::string& key) {
+  for (const auto& r : kReservedKeys)
+    if (key == r) fail(file, where + ": \"" + key + "\" is set by the sweep for every run (in its output directory)");
+  if (key.rfind(kModelPrefix, 0) == 0 && key.size() == std::string(kModelPrefix).size())
+    fail(file, where + ": \"model.\" needs a path into the model, e.g. \"model.nic.send.qp_window\"");
+}
+
+// "model" given in the sweep file is relative to the sweep file.
+ojson resolve_setting(const fs::path& dir, const std::string& key, const ojson& v) {
+  if (key == "model" && v.is_string() && !v.get<std::string>().empty() && fs::path(v.get<std::string>()).is_relative())
+    return (dir / v.get<std::string>()).lexically_normal().string();
+  return v;
+}
+
+void set_path(json& root, const std::string& dotted, const json& v) {
+  json* at = &root;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = dotted.find('.', start);
+    const std::string part = dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (part.empty()) throw std::runtime_error("empty component in \"model." + dotted + "\"");
+    if (dot == std::string::npos) {
+      (*at)[part] = v;
+      return;
+    }
+    json& next = (*at)[part];
+    if (next.is_null()) next = json::object();
+    if (!next.is_object()) throw std::runtime_error("\"model." + dotted + "\": \"" + part + "\" is not an object");
+    at = &next;
+    start = dot + 1;
+  }
+}
+
+// The model of a run: its model file (or the defaults) with the run's "model." keys.
+sim::Model model_of(const Options& o, const json& patch, json* patched_out) {
+  json m = o.model.empty() ? sim::Model::defaults().to_json() : json(read_json_file(o.model, "model file"));
+  for (const auto& [k, v] : patch.items()) set_path(m, k, v);
+  sim::Model model = sim::Model::from_json(m, patch.empty() ? o.model : "the model with the sweep's model. keys");
+  if (patched_out) *patched_out = std::move(m);
+  return model;
+}
+
+std::string describe(const Sweep& s, const SweepRun& r) {
+  std::string d = "run " + std::to_string(r.index) + " (";
+  for (size_t i = 0; i < s.axes.size(); ++i) d += (i ? ", " : "") + s.axes[i] + "=" + r.labels[i];
+  return d + ")";
+}
+
+std::string run_dir(const Sweep& s, uint32_t index) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%04u", index);
+  return (fs::path(s.output_dir) / "runs" / b).string();
+}
+
+// The options of a run, outputs in its directory.
+Options options_of(const Sweep& s, const SweepRun& r) {
+  json cfg = r.config;
+  const std::string dir = run_dir(s, r.index);
+  cfg["output"] = dir + "/out.csv";
+  cfg["progress"] = false;
+  if (cfg.contains("inflight_samples") && cfg["inflight_samples"].is_string() &&
+      !cfg["inflight_samples"].get<std::string>().empty())
+    cfg["inflight_samples"] = dir + "/inflight.csv";
+  if (cfg.contains("trace") && cfg["trace"].is_string() && !cfg["trace"].get<std::string>().empty())
+    cfg["trace"] = dir + "/trace.json";
+  return options_from_json(cfg, "/");
+}
+
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string csv_header(const Sweep& s) {
+  std::string h = "run";
+  for (const auto& a : s.axes) h += "," + csv_field(a);
+  for (const auto& f : kSweepFigures) h += "," + f;
+  return h;
+}
+
+// The row of a finished run, from its summary.
+std::string row_of(const SweepRun& r, const json& summary) {
+  const auto& runs = summary.at("runs");
+  const double np = summary.at("config").at("np").get<double>();
+  double mops = 0;
+  for (const auto& x : runs) mops += x.at("total_mops").get<double>();
+  mops /= double(runs.size());
+  double cqe = 0, inflight = 0;
+  uint64_t n0 = 0;
+  for (const auto& d : summary.at("daemons"))
+    if (d.at("daemon").get<uint32_t>() == 0) {
+      cqe += d.at("cqe_per_loop_avg").get<double>();
+      inflight += d.at("inflight_avg").get<double>();
+      ++n0;
+    }
+  if (n0) cqe /= double(n0), inflight /= double(n0);
+  const auto& t = summary.at("totals");
+  char buf[256];
+  std::snprintf(buf, sizeof buf, ",%.6f,%.6f,%.6f,%.3f,%llu,%llu,%llu", mops, mops / np, cqe, inflight,
+                static_cast<unsigned long long>(t.at("issued").get<uint64_t>()),
+                static_cast<unsigned long long>(t.at("completed").get<uint64_t>()),
+                static_cast<unsigned long long>(t.at("errors").get<uint64_t>()));
+  std::string row = std::to_string(r.index);
+  for (const auto& l : r.labels) row += "," + csv_field(l);
+  return row + buf;
+}
+
+json params_of(const Sweep& s, const SweepRun& r) {
+  json p = json::object();
+  for (size_t i = 0; i < s.axes.size(); ++i) p[s.axes[i]] = r.labels[i];
+  return p;
+}
+
+// The row of a run finished earlier (resume), or "" if it has not finished.
+std::string finished_row(const Sweep& s, const SweepRun& r) {
+  const fs::path f = fs::path(run_dir(s, r.index)) / "row.json";
+  if (!fs::exists(f)) return "";
+  const json j = json(read_json_file(f.string(), "finished run"));
+  if (!j.contains("params") || j["params"] != params_of(s, r) || !j.contains("row") || !j["row"].is_string())
+    fail(s.file, "the output directory " + s.output_dir + " holds a different " + describe(s, r) + " (" +
+                     f.string() + "); remove it or choose another \"output\"");
+  return j["row"].get<std::string>();
+}
+
+// Runs one point in this process and records its row. Returns the row.
+std::string run_point(const Sweep& s, const SweepRun& r) {
+  const std::string dir = run_dir(s, r.index);
+  fs::create_directories(dir);
+  Options o = options_of(s, r);
+  json patched;
+  const sim::Model model = model_of(o, r.model_patch, &patched);
+  if (!r.model_patch.empty()) {  // the run's model, kept with its outputs and named in its summary
+    o.model = dir + "/model.json";
+    std::ofstream m(o.model);
+    m << patched.dump(2) << "\n";
+    if (!m) throw std::runtime_error("cannot write " + o.model);
+  }
+  const ExperimentResult res = run_experiment(o, model, nullptr);
+  const json summary = write_experiment_outputs(o, res);
+  if (consistency_status(res.total_issued, res.total_completed, res.errors) != 0)
+    throw std::runtime_error(describe(s, r) + ": the run is inconsistent (see its summary)");
+  const std::string row = row_of(r, summary);
+  const std::string tmp = dir + "/row.json.tmp";
+  {
+    std::ofstream out(tmp);
+    out << json{{"params", params_of(s, r)}, {"row", row}}.dump(2) << "\n";
+    if (!out) throw std::runtime_error("cannot write " + tmp);
+  }
+  fs::rename(tmp, dir + "/row.json");
+  return row;
+}
+
+void progress(const Sweep& s, const SweepRun& r, size_t done, size_t total, double seconds, const std::string& rank) {
+  std::fprintf(stderr, "sweep: [%zu/%zu]%s %s done in %.1f s\n", done, total, rank.c_str(), describe(s, r).c_str(),
+               seconds);
+}
+
+// Local runs, up to `jobs` child processes at a time. Returns the number of failures.
+size_t run_local(const Sweep& s, const std::vector<const SweepRun*>& todo, uint32_t jobs, size_t total,
+                 size_t already) {
+  std::map<pid_t, std::pair<const SweepRun*, std::chrono::steady_clock::time_point>> live;
+  size_t failures = 0, done = already;
+  auto wait_one = [&]() {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) throw std::runtime_error("sweep: waitpid failed");
+    auto it = live.find(pid);
+    if (it == live.end()) return;
+    const SweepRun& r = *it->second.first;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.second).count();
+    live.erase(it);
+    ++done;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      progress(s, r, done, total, secs, "");
+    } else {
+      ++failures;
+      std::fprintf(stderr, "sweep: %s failed (%s %d); its messages: %s/log.txt\n", describe(s, r).c_str(),
+                   WIFEXITED(status) ? "exit status" : "signal",
+                   WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), run_dir(s, r.index).c_str());
+    }
+  };
+  for (const SweepRun* r : todo) {
+    while (live.size() >= jobs) wait_one();
+    const std::string dir = run_dir(s, r->index);
+    fs::create_directories(dir);
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error("sweep: fork failed");
+    if (pid == 0) {
+      const int fd = ::open((dir + "/log.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) ::dup2(fd, 2);
+      int rc = 0;
+      try {
+        run_point(s, *r);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "benchkv sweep: %s: %s\n", describe(s, *r).c_str(), e.what());
+        rc = 1;
+      }
+      std::fflush(nullptr);
+      ::_exit(rc);
+    }
+    live.emplace(pid, std::make_pair(r, std::chrono::steady_clock::now()));
+  }
+  while (!live.empty()) wait_one();
+  return failures;
+}
+
+void write_results(const Sweep& s, const std::vector<std::string>& rows) {
+  const std::string path = (fs::path(s.output_dir) / "results.csv").string();
+  std::ofstream out(path + ".tmp");
+  out << csv_header(s) << "\n";
+  for (const auto& r : rows)
+    if (!r.empty()) out << r << "\n";
+  out.close();
+  if (!out) throw std::runtime_error("cannot write " + path);
+  fs::rename(path + ".tmp", path);
+}
+
+void print_usage(std::FILE* f) {
+  std::fprintf(f,
+               "Usage: benchkv sweep SWEEP.json [-j N]\n"
+               "       mpirun -np N benchkv sweep SWEEP.json\n"
+               "Runs the grid of simulated runs a sweep file describes (configs/sweeps/; format in\n"
+               "docs/benchmarks.md, \"Sweeps\") and writes one row per run to OUTPUT/results.csv\n"
+               "(every axis, then %s).\n"
+               "Runs already finished in OUTPUT/runs/ are not run again. Progress goes to stderr.\n"
+               "  -j N   runs at a time on local cores (default 1); under mpirun each rank is a run slot\n"
+               "Plot: /usr/bin/python3 scripts/plot_sweep.py SWEEP.json (the sweep's \"plot\" entries)\n",
+               [] {
+                 std::string f;
+                 for (const auto& x : kSweepFigures) f += (f.empty() ? "" : ", ") + x;
+                 return f;
+               }()
+                   .c_str());
+}
+
+}  // namespace
+
+Sweep load_sweep(const std::string& path) {
+  Sweep s;
+  s.file = path;
+  const ojson j = read_json_file(path, "sweep file");
+  if (!j.is_object()) fail(path, "must be a JSON object");
+  const fs::path dir = fs::absolute(path).parent_path();
+  static const std::vector<std::string> kKeys = {"description", "base", "set", "grid", "output", "plot"};
+  for (const auto& [k, v] : j.items())
+    if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end())
+      fail(path, "unknown key \"" + k + "\" (keys: description, base, set, grid, output, plot)");
+  if (j.contains("description") && !j["description"].is_string()) fail(path, "\"description\" must be a string");
+
+  // The base configuration: option keys, with a relative model path made absolute.
+  json base = json::object();
+  if (j.contains("base")) {
+    const ojson& b = j["base"];
+    if (b.is_string()) {
+      const fs::path f = (dir / b.get<std::string>()).lexically_normal();
+      const ojson cfg = read_json_file(f.string(), "base config");
+      if (!cfg.is_object()) fail(path, "\"base\" " + f.string() + " is not a JSON object");
+      for (const auto& [k, v] : cfg.items()) base[k] = json(resolve_setting(f.parent_path(), k, v));
+    } else if (b.is_object()) {
+      for (const auto& [k, v] : b.items()) base[k] = json(resolve_setting(dir, k, v));
+    } else {
+      fail(path, "\"base\" must be a config file path or an object of option keys");
+    }
+  }
+  json patch = json::object();
+  auto apply = [&](json& cfg, json& mp, const std::string& where, const std::string& k, const ojson& v) {
+    check_setting_key(path, where, k);
+    if (k.rfind(kModelPrefix, 0) == 0)
+      mp[k.substr(std::string(kModelPrefix).size())] = json(v);
+    else
+      cfg[k] = json(resolve_setting(dir, k, v));
+  };
+  if (j.contains("set")) {
+    if (!j["set"].is_object()) fail(path, "\"set\" must be an object of option keys");
+    for (const auto& [k, v] : j["set"].items()) apply(base, patch, "\"set\"", k, v);
+  }
+
+  // Axes: a list of values of one key, or named values setting several keys.
+  struct Axis {
+    std::string name;
+    std::vector<std::string> labels;
+    std::vector<ojson> settings;  // objects: key -> value
+  };
+  std::vector<Axis> axes;
+  if (!j.contains("grid") || !j["grid"].is_object() || j["grid"].empty())
+    fail(path, "\"grid\" must be a non-empty object of axes");
+  for (const auto& [name, v] : j["grid"].items()) {
+    Axis a;
+    a.name = name;
+    const std::string where = "grid axis \"" + name + "\"";
+    if (v.is_array()) {
+      check_setting_key(path, where, name);
+      for (const auto& x : v) {
+        if (x.is_object() || x.is_array() || x.is_null()) fail(path, where + ": values must be numbers, strings or booleans");
+        a.labels.push_back(label_of(x));
+        a.settings.push_back(ojson{{name, x}});
+      }
+    } else if (v.is_object()) {
+      for (const auto& [label, set] : v.items()) {
+        if (!set.is_object()) fail(path, where + ": \"" + label + "\" must be an object of option keys");
+        for (const auto& [k, x] : set.items()) check_setting_key(path, where + " \"" + label + "\"", k);
+        a.labels.push_back(label);
+        a.settings.push_back(set);
+      }
+    } else {
+      fail(path, where + " must be a list of values or an object of named settings");
+    }
+    if (a.labels.empty()) fail(path, where + " has no values");
+    for (size_t i = 0; i < a.labels.size(); ++i)
+      for (size_t k = 0; k < i; ++k)
+        if (a.labels[i] == a.labels[k]) fail(path, where + ": value \"" + a.labels[i] + "\" appears twice");
+    if (name == "run") fail(path, "grid axis \"run\": the name is the CSV's run column");
+    for (const auto& f : kSweepFigures)
+      if (name == f) fail(path, "grid axis \"" + name + "\": the name is a summary figure's column");
+    s.axes.push_back(name);
+    axes.push_back(std::move(a));
+  }
+
+  // The product, last axis fastest.
+  uint64_t n = 1;
+  for (const auto& a : axes) {
+    n *= a.labels.size();
+    if (n > 1'000'000) fail(path, "the grid has more than 1000000 runs");
+  }
+  for (uint64_t i = 0; i < n; ++i) {
+    SweepRun r;
+    r.index = static_cast<uint32_t>(i);
+    r.config = base;
+    r.model_patch = patch;
+    uint64_t rest = i;
+    std::vector<size_t> pick(axes.size());
+    for (size_t a = axes.size(); a-- > 0;) {
+      pick[a] = rest % axes[a].labels.size();
+      rest /= axes[a].labels.size();
+    }
+    for (size_t a = 0; a < axes.size(); ++a) {
+      r.labels.push_back(axes[a].labels[pick[a]]);
+      for (const auto& [k, v] : axes[a].settings[pick[a]].items())
+        apply(r.config, r.model_patch, "grid axis \"" + axes[a].name + "\"", k, v);
+    }
+    s.runs.push_back(std::move(r));
+  }
+
+  // Output directory.
+  if (!j.contains("output") || !j["output"].is_string() || j["output"].get<std::string>().empty())
+    fail(path, "\"output\" must name the output directory (relative to the sweep file)");
+  s.output_dir = (dir / j["output"].get<std::string>()).lexically_normal().string();
+  while (s.output_dir.size() > 1 && s.output_dir.back() == '/') s.output_dir.pop_back();
+
+  // Every run's options and model, checked now.
+  for (const auto& r : s.runs) {
+    try {
+      const Options o = options_of(s, r);
+      validate(o, true);
+      if (o.transport != TransportKind::kSim) throw std::runtime_error("sweeps run the simulator: transport must be sim");
+      if (*o.backend == backend::BackendKind::kUcxAm)
+        throw std::runtime_error("the ucx-am baseline has no simulated form");
+      model_of(o, r.model_patch, nullptr);
+    } catch (const std::exception& e) {
+      fail(path, describe(s, r) + ": " + e.what());
+    }
+  }
+
+  // Plot entries (drawn by scripts/plot_sweep.py): known keys, columns that exist.
+  if (j.contains("plot")) {
+    const ojson& p = j["plot"];
+    if (!p.is_array()) fail(path, "\"plot\" must be a list of plot objects");
+    auto is_column = [&](const std::string& c) {
+      return std::find(s.axes.begin(), s.axes.end(), c) != s.axes.end() ||
+             std::find(kSweepFigures.begin(), kSweepFigures.end(), c) != kSweepFigures.end();
+    };
+    for (size_t i = 0; i < p.size(); ++i) {
+      const std::string where = "plot " + std::to_string(i);
+      if (!p[i].is_object()) fail(path, where + " must be an object");
+      for (const auto& [k, v] : p[i].items())
+        if (std::find(kPlotKeys.begin(), kPlotKeys.end(), k) == kPlotKeys.end())
+          fail(path, where + ": unknown key \"" + k + "\" (keys: kind, x, y, z, by, logy, title, file)");
+      const std::string kind = p[i].value("kind", "");
+      if (kind != "lines" && kind != "heatmap" && kind != "table")
+        fail(path, where + ": \"kind\" must be \"lines\", \"heatmap\" or \"table\"");
+      for (const char* k : {"x", "y", "z", "by"}) {
+        if (!p[i].contains(k)) continue;
+        std::vector<std::string> cols;
+        if (p[i][k].is_string()) cols.push_back(p[i][k]);
+        else if (p[i][k].is_array())
+          for (const auto& c : p[i][k]) cols.push_back(c.is_string() ? c.get<std::string>() : c.dump());
+        else fail(path, where + ": \"" + k + "\" must be a column name or a list of them");
+        for (const auto& c : cols)
+          if (!is_column(c)) fail(path, where + ": \"" + k + "\" names \"" + c + "\", which is not a column");
+      }
+      const bool need_z = kind == "heatmap";
+      if (!p[i].contains("x") || !p[i].contains("y") || (need_z && !p[i].contains("z")))
+        fail(path, where + ": \"" + kind + "\" needs " + (need_z ? "\"x\", \"y\" and \"z\"" : "\"x\" and \"y\""));
+    }
+    s.plot = json(p);
+  }
+  return s;
+}
+
+int sweep_main(int argc, char** argv) {
+  std::string file;
+  uint32_t jobs = 1;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      print_usage(stdout);
+      return 0;
+    }
+    if (a == "-j" || a == "--jobs") {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "benchkv sweep: %s needs a number of runs at a time\n", a.c_str());
+        return 2;
+      }
+      const std::string v = argv[++i];
+      char* end = nullptr;
+      const unsigned long n = std::strtoul(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n == 0 || n > 1024) {
+        std::fprintf(stderr, "benchkv sweep: -j \"%s\" is not a number of runs in [1, 1024]\n", v.c_str());
+        return 2;
+      }
+      jobs = static_cast<uint32_t>(n);
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "benchkv sweep: unknown option \"%s\" (see benchkv sweep --help)\n", a.c_str());
+      return 2;
+    } else if (file.empty()) {
+      file = a;
+    } else {
+      std::fprintf(stderr, "benchkv sweep: one sweep file only (got \"%s\" and \"%s\")\n", file.c_str(), a.c_str());
+      return 2;
+    }
+  }
+  if (file.empty()) {
+    print_usage(stderr);
+    return 2;
+  }
+
+  std::unique_ptr<SweepRanks> ranks;
+  try {
+    ranks = make_sweep_ranks(&argc, &argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
+  if (ranks->size() > 1 && jobs > 1) {
+    std::fprintf(stderr, "benchkv sweep: -j with mpirun: each MPI rank is one run slot, drop -j\n");
+    return 2;
+  }
+  try {
+    const Sweep s = load_sweep(file);
+    fs::create_directories(fs::path(s.output_dir) / "runs");
+    std::vector<std::string> rows(s.runs.size());
+    std::vector<const SweepRun*> todo;
+    for (const auto& r : s.runs) {
+      rows[r.index] = finished_row(s, r);
+      if (rows[r.index].empty()) todo.push_back(&r);
+    }
+    const size_t already = s.runs.size() - todo.size();
+    if (ranks->rank() == 0)
+      std::fprintf(stderr, "sweep: %zu runs, %zu finished earlier, %zu to run (%s)\n", s.runs.size(), already,
+                   todo.size(),
+                   ranks->size() > 1 ? (std::to_string(ranks->size()) + " MPI ranks").c_str()
+                                     : (std::to_string(jobs) + " at a time").c_str());
+    size_t failures = 0;
+    if (ranks->size() == 1) {
+      failures = run_local(s, todo, jobs, s.runs.size(), already);
+      for (const SweepRun* r : todo) rows[r->index] = finished_row(s, *r);
+    } else {
+      // Rank k runs todo[k], todo[k + size], ...; every rank computed the same list.
+      json mine = json::array();
+      size_t done = 0, share = 0;
+      for (size_t i = static_cast<size_t>(ranks->rank()); i < todo.size(); i += static_cast<size_t>(ranks->size())) ++share;
+      for (size_t i = static_cast<size_t>(ranks->rank()); i < todo.size(); i += static_cast<size_t>(ranks->size())) {
+        const SweepRun& r = *todo[i];
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          const std::string row = run_point(s, r);
+          mine.push_back({r.index, row});
+          progress(s, r, ++done, share, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                   " rank " + std::to_string(ranks->rank()) + ":");
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "sweep: rank %d: %s failed: %s\n", ranks->rank(), describe(s, r).c_str(), e.what());
+          ++failures;
+        }
+      }
+      const std::vector<std::string> all = ranks->gather_to_root(mine.dump());
+      if (ranks->rank() != 0) return failures ? 1 : 0;
+      size_t gathered = 0;
+      for (const auto& text : all)
+        for (const auto& e : json::parse(text)) {
+          rows.at(e.at(0).get<uint32_t>()) = e.at(1).get<std::string>();
+          ++gathered;
+        }
+      failures = todo.size() - gathered;
+    }
+    write_results(s, rows);
+    std::fprintf(stderr, "sweep: wrote %s/results.csv (%zu of %zu runs)%s\n", s.output_dir.c_str(),
+                 s.runs.size() - failures, s.runs.size(), failures ? "; rerun to retry the failed runs" : "");
+    return failures ? 1 : 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "benchkv %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace bkv::app

@@ -1,0 +1,60 @@
+// benchkv sweep SWEEP.json: a grid of simulated runs (docs/benchmarks.md, "Sweeps").
+//
+// A sweep file (strict: unknown keys and bad values are errors naming them):
+//   {
+//     "description": "...",                       optional
+//     "base": "../c1_np8.json",                   a config file (relative to the sweep
+//                                                 file) or an object of option keys
+//     "set": {"duration": 0.03, ...},             options fixed for every run (optional)
+//     "grid": {                                   axes, in order; the runs are their
+//       "np": [2, 4, 8],                          product, the last axis varying fastest.
+//       "start_mode": ["sync", "staggered"],      A list: values of one key. A key is an
+//       "model.nic.send.qp_window": [8, 64],      option's JSON key or "model." + a path
+//       "variant": {"calibrated": {},             in the simulator model. An object: named
+//                   "no contention": {...}}       values, each setting several keys.
+//     },
+//     "output": "../../out/regime",               directory (relative to the sweep file)
+//     "plot": [{...}]                             for scripts/plot_sweep.py (optional)
+//   }
+// Output directory: runs/NNNN/ (each run's CSV, summary, model, row.json) and results.csv
+// (one row per run: run, every axis, then the summary figures). A run whose row.json
+// exists is not run again (resume after interruption).
+// Runs in parallel on local cores (-j N, one child process per run), or under mpirun
+// as MPI ranks: rank r runs the runs r, r + size, ... and the rows are gathered to rank 0,
+// which writes results.csv.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace bkv::app {
+
+// The summary figures of a run, in CSV column order after the axes.
+inline const std::vector<std::string> kSweepFigures = {"mops_total", "mops_per_rank", "cqe_per_loop", "inflight",
+                                                       "issued",     "completed",     "errors"};
+
+struct SweepRun {
+  uint32_t index = 0;
+  std::vector<std::string> labels;  // one per axis
+  nlohmann::json config;            // option keys of this run (absolute model path)
+  nlohmann::json model_patch;       // "model." keys: path -> value (object, may be empty)
+};
+
+struct Sweep {
+  std::string file;
+  std::string output_dir;            // absolute
+  std::vector<std::string> axes;     // axis names, in order
+  std::vector<SweepRun> runs;
+  nlohmann::json plot;               // as given (validated), or null
+};
+
+// Reads, expands and validates a sweep file: every run's options and model are checked
+// before anything runs. Throws std::runtime_error naming the file, the key and the run.
+Sweep load_sweep(const std::string& path);
+
+// `benchkv sweep ...`: argv[1] is "sweep". Returns the exit status.
+int sweep_main(int argc, char** argv);
+
+}  // namespace bkv::app

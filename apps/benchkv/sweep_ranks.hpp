@@ -1,0 +1,26 @@
+// The ranks a sweep runs on: one process (rank 0 of 1), or the MPI ranks when benchkv
+// sweep was started by mpirun. sweep_ranks_mpi.cpp provides it when MPI was found,
+// sweep_ranks_single.cpp otherwise (which refuses to run under mpirun with more ranks).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bkv::app {
+
+class SweepRanks {
+ public:
+  virtual ~SweepRanks() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Every rank's `mine`, in rank order, on rank 0 (the other ranks get nothing).
+  virtual std::vector<std::string> gather_to_root(const std::string& mine) = 0;
+};
+
+// True when the environment says this process is one of several started by mpirun.
+bool started_by_mpirun();
+
+std::unique_ptr<SweepRanks> make_sweep_ranks(int* argc, char*** argv);
+
+}  // namespace bkv::app

@@ -1,0 +1,134 @@
+// benchkv sweep: a small grid gives byte-identical rows run one at a time, two at a time
+// and as two MPI ranks; finished runs are not run again; bad sweep files are rejected
+// with a message naming the problem.
+#include <string>
+#include <vector>
+
+#include "e2e/benchkv_run.hpp"
+
+using namespace bkv::e2e;
+
+namespace {
+
+// 2 x 2 x 2 = 8 short runs (the staggered start really staggers; the model key changes
+// the NIC), a few seconds in all.
+constexpr const char* kSweep = R"({
+  "base": {"backend": "delegation", "transport": "sim", "client_threads": 2, "queue_depth": 4,
+           "interval_ms": 1, "trim": 1, "runs": 1, "start_stagger_us": 200},
+  "set": {"duration": 0.004},
+  "grid": {"np": [2, 3], "start_mode": ["sync", "staggered"], "model.nic.send.qp_window": [1, 8]},
+  "output": "OUT"
+})";
+
+std::string sweep_text(const std::string& out) {
+  std::string s = kSweep;
+  s.replace(s.find("OUT"), 3, out);
+  return s;
+}
+
+Outcome sweep(const TempDir& dir, std::vector<std::string> args) {
+  args.insert(args.begin(), "sweep");
+  return run_benchkv(args, dir.path());
+}
+
+void require_rejected(const Outcome& o, std::initializer_list<std::string> fragments) {
+  INFO(describe(o));
+  CHECK(o.status != 0);
+  CHECK(o.status < 126);
+  for (const auto& f : fragments) CHECK_THAT(o.err, Catch::Contains(f));
+}
+
+}  // namespace
+
+TEST_CASE("sweep: -j 1, -j 2 and 2 MPI ranks give byte-identical rows", "[e2e][sweep]") {
+  TempDir dir;
+  write_file(dir / "j1.json", sweep_text("j1"));
+  write_file(dir / "j2.json", sweep_text("j2"));
+  const Outcome a = sweep(dir, {"j1.json", "-j", "1"});
+  REQUIRE(a.status == 0);
+  const Outcome b = sweep(dir, {"j2.json", "-j", "2"});
+  REQUIRE(b.status == 0);
+  const std::string rows = read_file(dir / "j1" / "results.csv");
+  CHECK(read_file(dir / "j2" / "results.csv") == rows);
+
+  // One row per run: header + 8, every run consistent, and the grid really varies the runs.
+  std::vector<std::string> lines;
+  for (size_t at = 0, nl; (nl = rows.find('\n', at)) != std::string::npos; at = nl + 1)
+    lines.push_back(rows.substr(at, nl - at));
+  REQUIRE(lines.size() == 9);
+  CHECK(lines[0] ==
+        "run,np,start_mode,model.nic.send.qp_window,mops_total,mops_per_rank,cqe_per_loop,inflight,issued,completed,"
+        "errors");
+  CHECK(lines[1].rfind("0,2,sync,1,", 0) == 0);
+  CHECK(lines[8].rfind("7,3,staggered,8,", 0) == 0);
+  for (size_t i = 1; i < lines.size(); ++i) CHECK(lines[i].substr(lines[i].rfind(',')) == ",0");  // no errors
+  CHECK(lines[1].substr(11) != lines[2].substr(11));  // qp_window 1 vs 8
+  CHECK(lines[1].substr(11) != lines[3].substr(18));  // sync vs staggered
+  // The model key reached the run's model.
+  CHECK(read_json(dir / "j1" / "runs" / "0001" / "model.json")["nic"]["send"]["qp_window"] == 8);
+
+#ifdef MPIEXEC_BIN
+  write_file(dir / "mpi.json", sweep_text("mpi"));
+  const Outcome m = spawn({MPIEXEC_BIN, "-np", "2", "--oversubscribe", "--bind-to", "none", BENCHKV_BIN, "sweep",
+                           "mpi.json"},
+                          dir.path(),
+                          {{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+                           {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+                           {"OMPI_MCA_rmaps_base_oversubscribe", "1"}});
+  INFO(describe(m));
+  REQUIRE(m.status == 0);
+  CHECK_THAT(m.err, Catch::Contains("rank 1:"));  // both ranks ran runs
+  CHECK(read_file(dir / "mpi" / "results.csv") == rows);
+#else
+  WARN("benchkv built without MPI: the mpirun part of this test did not run");
+#endif
+}
+
+TEST_CASE("sweep: a rerun resumes, running only what has not finished", "[e2e][sweep]") {
+  TempDir dir;
+  write_file(dir / "s.json", sweep_text("out"));
+  REQUIRE(sweep(dir, {"s.json", "-j", "2"}).status == 0);
+  const std::string rows = read_file(dir / "out" / "results.csv");
+  const Outcome again = sweep(dir, {"s.json"});
+  REQUIRE(again.status == 0);
+  CHECK_THAT(again.err, Catch::Contains("8 finished earlier, 0 to run"));
+  // An interrupted sweep: run 5 never finished.
+  fs::remove(dir / "out" / "runs" / "0005" / "row.json");
+  fs::remove(dir / "out" / "results.csv");
+  const Outcome resumed = sweep(dir, {"s.json"});
+  REQUIRE(resumed.status == 0);
+  CHECK_THAT(resumed.err, Catch::Contains("7 finished earlier, 1 to run"));
+  CHECK_THAT(resumed.err, Catch::Contains("run 5 (np=3, start_mode=sync, model.nic.send.qp_window=8) done"));
+  CHECK(read_file(dir / "out" / "results.csv") == rows);
+  // A changed grid does not reuse another sweep's results.
+  std::string changed = sweep_text("out");
+  changed.replace(changed.find("\"np\": [2, 3]"), 12, "\"np\": [3, 2]");
+  write_file(dir / "s.json", changed);
+  require_rejected(sweep(dir, {"s.json"}), {"holds a different run 0", "np=3"});
+}
+
+TEST_CASE("sweep: bad sweep files and options are rejected naming the problem", "[e2e][sweep][bad-input]") {
+  TempDir dir;
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = sweep_text("out");
+    REQUIRE(s.find(from) != std::string::npos);
+    s.replace(s.find(from), from.size(), to);
+    write_file(dir / "bad.json", s);
+    return sweep(dir, {"bad.json"});
+  };
+  require_rejected(with("\"set\":", "\"sett\":"), {"unknown key \"sett\""});
+  require_rejected(with("\"np\": [2, 3]", "\"npp\": [2, 3]"), {"\"npp\"", "run 0"});
+  require_rejected(with("\"start_mode\": [\"sync\", \"staggered\"]", "\"start_mode\": [\"sync\", \"sideways\"]"),
+                   {"start_mode", "sideways", "run 2"});
+  require_rejected(with("\"model.nic.send.qp_window\"", "\"model.nic.send.qp_windw\""), {"qp_windw"});
+  require_rejected(with("\"np\": [2, 3]", "\"np\": []"), {"grid axis \"np\" has no values"});
+  require_rejected(with("\"np\": [2, 3]", "\"output\": [\"a\"]"), {"\"output\" is set by the sweep"});
+  require_rejected(with("\"output\": \"out\"", "\"output\": \"out\", \"plot\": [{\"kind\": \"lines\", \"x\": \"np\", "
+                                               "\"y\": \"mops\"}]"),
+                   {"plot 0", "\"mops\"", "not a column"});
+  CHECK_FALSE(fs::exists(dir / "out"));  // nothing ran
+  write_file(dir / "s.json", sweep_text("out"));
+  require_rejected(sweep(dir, {"s.json", "-j", "0"}), {"-j", "\"0\""});
+  require_rejected(sweep(dir, {"s.json", "--jobz", "2"}), {"unknown option \"--jobz\""});
+  require_rejected(sweep(dir, {"absent.json"}), {"absent.json"});
+}

@@ -1,0 +1,64 @@
+// The software NIC's paged memory (transports/software_nic/paged_memory.hpp): allocations
+// read as zero and cost pages only once written; discard gives whole pages back (they
+// read as zero again); memory it does not own is refused; freed memory is reused.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "transports/software_nic/paged_memory.hpp"
+
+using bkv::software_nic::PagedMemory;
+
+namespace {
+uint64_t resident_pages(const std::byte* p, uint64_t len) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> v((len + page - 1) / page);
+  REQUIRE(::mincore(const_cast<std::byte*>(p), len, v.data()) == 0);
+  uint64_t n = 0;
+  for (unsigned char x : v) n += x & 1;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("PagedMemory: pages materialize on write and go back on discard", "[unit][paged-memory]") {
+  PagedMemory m;
+  const uint64_t page = m.page_bytes();
+  const uint64_t size = 64 * page;
+  std::byte* p = m.allocate(size);
+  REQUIRE(p != nullptr);
+  CHECK(reinterpret_cast<uintptr_t>(p) % page == 0);
+  CHECK(resident_pages(p, size) == 0);  // nothing written, nothing resident
+  for (uint64_t i = 0; i < size; i += 97) CHECK(p[i] == std::byte{0});
+  m.discard(p, size);  // reading mapped the shared zero page, which mincore counts
+  CHECK(resident_pages(p, size) == 0);
+  std::memset(p + 3 * page + 10, 0xAB, 2 * page);  // touches pages 3, 4, 5
+  CHECK(resident_pages(p, size) == 3);
+
+  // The whole pages inside the range only: page 3 is partly outside, so it stays.
+  m.discard(p + 3 * page + 5, 3 * page - 5);
+  CHECK(p[3 * page + 10] == std::byte{0xAB});
+  CHECK(resident_pages(p + 4 * page, 2 * page) == 0);  // pages 4 and 5 went back...
+  CHECK(p[4 * page] == std::byte{0});                  // ...and read as zero
+  CHECK(p[5 * page] == std::byte{0});
+  m.discard(p, size);
+  CHECK(resident_pages(p, size) == 0);
+  CHECK(p[3 * page + 10] == std::byte{0});
+
+  std::vector<std::byte> heap(4 * page);
+  CHECK_THROWS_AS(m.discard(heap.data(), heap.size()), std::logic_error);
+  CHECK_THROWS_AS(m.discard(p, size + page), std::logic_error);  // beyond what was handed out
+
+  // Freed memory is discarded and handed out again for the same size, reading as zero.
+  p[0] = std::byte{1};
+  m.free(p, size);
+  std::byte* q = m.allocate(size);
+  CHECK(q == p);
+  CHECK(q[0] == std::byte{0});
+  std::byte* r = m.allocate(size);
+  CHECK(r != q);
+}
