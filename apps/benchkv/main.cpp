@@ -13,6 +13,7 @@
 
 #include "apps/benchkv/real_transports.hpp"
 #include "apps/benchkv/options.hpp"
+#include "apps/benchkv/provenance.hpp"
 #include "apps/benchkv/results.hpp"
 #include "apps/benchkv/rpc_runner.hpp"
 #include "apps/benchkv/sim_runner.hpp"
@@ -33,6 +34,7 @@ int run_sim(const app::Options& o) {
   nlohmann::json summary = app::summary_json(o, res.runs, res.daemons);
   summary["simulator"] = res.extra;
   summary["totals"] = {{"issued", res.total_issued}, {"completed", res.total_completed}, {"errors", res.errors}};
+  summary["provenance"] = app::provenance_json();  // simulated threads: no CPU map
   app::write_summary_file(o.summary, summary);
   if (!o.inflight_samples.empty()) app::write_inflight_csv(o.inflight_samples, res.inflight);
   if (!o.trace.empty()) {

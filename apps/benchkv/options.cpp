@@ -1,5 +1,6 @@
 #include "apps/benchkv/options.hpp"
 
+#include "apps/benchkv/provenance.hpp"
 #include "core/strict_json.hpp"
 
 #include <fmt/format.h>
@@ -423,7 +424,7 @@ void apply_object(Options& o, const json& j, const Ctx& c, bool& summary_given) 
                                             j.type_name(), c.source));
   }
   for (const auto& [key, value] : j.items()) {
-    if (key == "config" || key == "print_config") {
+    if (key == "config" || key == "print_config" || key == "version") {
       throw OptionError(key, fmt::format("{}: only valid on the command line, not as a JSON key ({})", key,
                                          c.source));
     }
@@ -834,6 +835,11 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
                  "[command line only]")
       ->type_name("FILE.json")
       ->group("Configuration");
+  bool print_version = false;
+  app.add_flag("--version", print_version,
+               "print the git commit, build type, compiler and UCX/MPI versions of this build and exit [command line "
+               "only]")
+      ->group("Configuration");
   bool print_config = false;
   app.add_flag("--print-config", print_config,
                "print the effective configuration as JSON (a valid config file) and exit [command line only]")
@@ -849,6 +855,11 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
     return ParseResult{ParseResult::Action::kExit, Options{}, 0, {}};
   } catch (const CLI::ParseError& e) {
     return usage_error(fmt::format("{} (see benchkv --help)", e.what()));
+  }
+
+  if (print_version) {
+    out << version_text();
+    return ParseResult{ParseResult::Action::kExit, Options{}, 0, {}};
   }
 
   Options o;

@@ -217,3 +217,30 @@ TEST_CASE("report: simulated latency obeys Little's law and counts every kept re
   CHECK(s1["runs"][0]["latency"]["put_remote"]["count"] == 0);
   CHECK(s1["runs"][0]["latency"]["get_local"]["count"].get<uint64_t>() > 0);
 }
+
+TEST_CASE("provenance: the summary says which build made it, and --version says the same", "[e2e][sim][provenance]") {
+  TempDir dir;
+  const Outcome v = run_ok({"--version"}, dir.path());
+  const auto vw = words(lines_of(v.out).at(0));
+  REQUIRE(vw.size() >= 2);
+  CHECK(vw[0] == "benchkv");
+  run_ok(small_sim("meta", {"-o", "out.csv", "-r", "1"}), dir.path());
+  const json p = read_json(dir / "out.summary.json")["provenance"];
+  INFO(p.dump(2));
+  CHECK(p["git_commit"] == vw[1]);
+  const std::string commit = p["git_commit"].get<std::string>();
+  CHECK((commit == "unknown" || (commit.size() == 40 && commit.find_first_not_of("0123456789abcdef") == std::string::npos)));
+  CHECK((p["git_dirty"] == "true" || p["git_dirty"] == "false" || p["git_dirty"] == "unknown"));
+  CHECK_THAT(v.out, Catch::Contains("build_type: " + p["build_type"].get<std::string>()));
+  CHECK_THAT(v.out, Catch::Contains("compiler: " + p["compiler"].get<std::string>()));
+  CHECK_FALSE(p["host"].get<std::string>().empty());
+  const std::string date = p["date_utc"].get<std::string>();
+  REQUIRE(date.size() == 20);  // 2026-01-31T12:34:56Z
+  CHECK(date[4] == '-');
+  CHECK(date[10] == 'T');
+  CHECK(date[19] == 'Z');
+  CHECK_FALSE(p["cpu_model"].get<std::string>().empty());
+  CHECK(p["threads"].is_null());  // simulated threads have no CPU
+  CHECK(p.contains("ucx_version"));
+  CHECK(p.contains("mpi_version"));
+}
