@@ -22,11 +22,27 @@ using namespace bkv;
 
 namespace {
 
+// A simulation's wall time is unknown beforehand (it grows with the nodes, clients and
+// virtual time): after the first epoch, the projected total is printed once on stderr
+// when it exceeds kEstimateAboveSeconds, so a long run announces itself early.
+constexpr double kEstimateAboveSeconds = 10;
+
 int run_sim(const app::Options& o) {
   const sim::Model model = o.model.empty() ? sim::Model::defaults() : sim::Model::load_file(o.model);
-  std::function<void(const std::string&)> progress;
-  if (o.progress) progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t total_epochs = uint64_t{o.runs} * app::epochs_per_run(o);
+  uint64_t epochs_done = 0;
+  std::function<void(const std::string&)> progress = [&](const std::string& line) {
+    if (o.progress) std::fprintf(stderr, "%s\n", line.c_str());
+    if (++epochs_done != 1) return;
+    const double first = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double projected = first * static_cast<double>(total_epochs);
+    if (projected > kEstimateAboveSeconds)
+      std::fprintf(stderr,
+                   "benchkv: %u run(s) x %g s of virtual time (%llu epochs); the first epoch took %.2f s of wall "
+                   "time, so the simulation needs about %.0f s\n",
+                   o.runs, o.duration, static_cast<unsigned long long>(total_epochs), first, projected);
+  };
   app::ExperimentResult res = app::run_experiment(o, model, progress);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
