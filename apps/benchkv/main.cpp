@@ -2,6 +2,7 @@
 //
 //   benchkv [options] <meta|delegation|direct|ucx-am>       (see --help)
 //   benchkv --config configs/c1_np8.json                       (an experiment file)
+//   benchkv compare A.summary.json B.summary.json              (two results side by side)
 //
 // --transport sim runs NP simulated nodes in this process (no MPI, no RDMA device).
 // --transport mlx5|verbs need an RDMA device; without one benchkv exits with status 2.
@@ -80,7 +81,34 @@ int run_rpc_sim(const app::Options& o) {
 
 }  // namespace
 
+// benchkv compare A.summary.json B.summary.json
+int compare(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "benchkv: usage: benchkv compare A.summary.json B.summary.json\n");
+    return 2;
+  }
+  try {
+    nlohmann::json s[2];
+    for (int i = 0; i < 2; ++i) {
+      std::ifstream in(argv[2 + i]);
+      if (!in) throw std::runtime_error(std::string("compare: cannot open ") + argv[2 + i]);
+      try {
+        s[i] = nlohmann::json::parse(in);
+      } catch (const nlohmann::json::exception& e) {
+        throw std::runtime_error(std::string("compare: ") + argv[2 + i] + " is not valid JSON: " + e.what());
+      }
+    }
+    const std::string text = app::compare_summaries(s[0], s[1], argv[2], argv[3]);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "benchkv: %s\n", e.what());
+    return 2;
+  }
+}
+
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "compare") return compare(argc, argv);
   app::ParseResult pr = app::parse_command_line(argc, argv);
   for (const std::string& w : pr.warnings) std::fprintf(stderr, "benchkv: warning: %s\n", w.c_str());
   if (!pr.should_run()) {

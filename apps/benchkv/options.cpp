@@ -789,7 +789,8 @@ constexpr std::string_view kFooter =
     "epochs; the summary JSON holds the effective configuration, per-run Mops, request latency (get/put x\n"
     "local/remote: p50, p90, p99, p99.9, max), daemon metrics, their aggregates over the runs (\"overall\") and\n"
     "where the numbers come from (\"provenance\"). Progress goes to stderr; the final report (--report) to\n"
-    "stdout. Human text counts runs from 1 (run 1/3); the CSV columns and the JSON \"run\" count from 0.";
+    "stdout. Human text counts runs from 1 (run 1/3); the CSV columns and the JSON \"run\" count from 0.\n"
+    "`benchkv compare A.summary.json B.summary.json` prints two results side by side with the ratio B / A.";
 
 ParseResult usage_error(std::string message) {
   ParseResult r;

@@ -244,3 +244,27 @@ TEST_CASE("provenance: the summary says which build made it, and --version says 
   CHECK(p.contains("ucx_version"));
   CHECK(p.contains("mpi_version"));
 }
+
+TEST_CASE("compare: two summaries side by side, ratio and spread verdict", "[e2e][sim][compare]") {
+  TempDir dir;
+  run_ok(small_sim("meta", {"-r", "3", "-o", "a.csv", "--queue-depth", "1", "--report", "none"}), dir.path());
+  run_ok(small_sim("meta", {"-r", "3", "-o", "b.csv", "--queue-depth", "8", "--report", "none"}), dir.path());
+  const json a = read_json(dir / "a.summary.json"), b = read_json(dir / "b.summary.json");
+  const Outcome o = run_ok({"compare", "a.summary.json", "b.summary.json"}, dir.path());
+  const auto lines = lines_of(o.out);
+  const auto w = words(line_starting(lines, "Mops mean"));
+  REQUIRE(w.size() == 5);
+  CHECK(std::stod(w[2]) == a["overall"]["mops"]["mean"].get<double>());
+  CHECK(std::stod(w[3]) == b["overall"]["mops"]["mean"].get<double>());
+  CHECK(std::stod(w[4]) == Approx(b["overall"]["mops"]["mean"].get<double>() / a["overall"]["mops"]["mean"].get<double>())
+                               .margin(1e-4));
+  const auto lat = words(line_starting(lines, "latency p99_ns"));
+  CHECK(std::stod(lat[3]) == b["overall"]["latency"]["all"]["p99_ns"].get<double>());
+  // Eight times the queue depth is far more than the simulator's run-to-run spread.
+  CHECK_THAT(o.out, Catch::Contains("Mops difference exceeds the run-to-run spread: yes"));
+  const Outcome same = run_ok({"compare", "a.summary.json", "a.summary.json"}, dir.path());
+  CHECK_THAT(same.out, Catch::Contains("exceeds the run-to-run spread: no"));
+  const Outcome bad = run_benchkv({"compare", "a.summary.json", "missing.json"}, dir.path());
+  CHECK(bad.status == 2);
+  CHECK_THAT(bad.err, Catch::Contains("missing.json"));
+}
