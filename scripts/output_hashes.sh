@@ -22,7 +22,14 @@ run() {  # run <name> <args...>
   local name=$1; shift
   mkdir -p "$work/$name"
   (cd "$work/$name" && "$bin" "$@" >/dev/null 2>&1) || { echo "output_hashes: run $name failed" >&2; exit 1; }
-  (cd "$work/$name" && for f in $(ls | sort); do echo "$name/$f $(sha256sum "$f" | cut -d' ' -f1)"; done)
+  # A summary is hashed without its "provenance" object (host, date, commit: different on
+  # every run by design); the rest of it is re-dumped as benchkv writes it (indent 2).
+  (cd "$work/$name" && for f in $(ls | sort); do
+     case $f in
+       *.summary.json) h=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d.pop("provenance"); sys.stdout.write(json.dumps(d, indent=2, sort_keys=True, ensure_ascii=False) + "\n")' "$f" | sha256sum | cut -d' ' -f1) ;;
+       *) h=$(sha256sum "$f" | cut -d' ' -f1) ;;
+     esac
+     echo "$name/$f $h"; done)
 }
 for b in meta delegation direct; do run "small_$b" "${small[@]}" "$b"; done
 run c1_np8 --config ../configs/c1_np8.json -d 0.003 --interval-ms 1 --trim 0 -r 1 --no-progress -o out.csv --inflight-samples inflight.csv

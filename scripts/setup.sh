@@ -9,7 +9,7 @@ PACKAGES=(
   libucx-dev ucx-utils
   libopenmpi-dev openmpi-bin
   libfmt-dev catch2 nlohmann-json3-dev libcli11-dev
-  python3-matplotlib valgrind
+  python3-matplotlib python3-pandas valgrind
 )
 
 missing=()

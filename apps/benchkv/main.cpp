@@ -3,6 +3,7 @@
 //   benchkv [options] <meta|delegation|direct|ucx-am>       (see --help)
 //   benchkv --config configs/c1_np8.json                       (an experiment file)
 //   benchkv sweep configs/sweeps/regime_map.json [-j N]        (a grid of simulated runs)
+//   benchkv compare A.summary.json B.summary.json              (two results side by side)
 //
 // --transport sim runs NP simulated nodes in this process (no MPI, no RDMA device).
 // --transport mlx5|verbs need an RDMA device; without one benchkv exits with status 2.
@@ -14,6 +15,7 @@
 
 #include "apps/benchkv/real_transports.hpp"
 #include "apps/benchkv/options.hpp"
+#include "apps/benchkv/provenance.hpp"
 #include "apps/benchkv/results.hpp"
 #include "apps/benchkv/rpc_runner.hpp"
 #include "apps/benchkv/sim_runner.hpp"
@@ -23,11 +25,27 @@ using namespace bkv;
 
 namespace {
 
+// A simulation's wall time is unknown beforehand (it grows with the nodes, clients and
+// virtual time): after the first epoch, the projected total is printed once on stderr
+// when it exceeds kEstimateAboveSeconds, so a long run announces itself early.
+constexpr double kEstimateAboveSeconds = 10;
+
 int run_sim(const app::Options& o) {
   const sim::Model model = o.model.empty() ? sim::Model::defaults() : sim::Model::load_file(o.model);
-  std::function<void(const std::string&)> progress;
-  if (o.progress) progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t total_epochs = uint64_t{o.runs} * app::epochs_per_run(o);
+  uint64_t epochs_done = 0;
+  std::function<void(const std::string&)> progress = [&](const std::string& line) {
+    if (o.progress) std::fprintf(stderr, "%s\n", line.c_str());
+    if (++epochs_done != 1) return;
+    const double first = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double projected = first * static_cast<double>(total_epochs);
+    if (projected > kEstimateAboveSeconds)
+      std::fprintf(stderr,
+                   "benchkv: %u run(s) x %g s of virtual time (%llu epochs); the first epoch took %.2f s of wall "
+                   "time, so the simulation needs about %.0f s\n",
+                   o.runs, o.duration, static_cast<unsigned long long>(total_epochs), first, projected);
+  };
   app::ExperimentResult res = app::run_experiment(o, model, progress);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -54,8 +72,35 @@ int run_rpc_sim(const app::Options& o) {
 
 }  // namespace
 
+// benchkv compare A.summary.json B.summary.json
+int compare(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "benchkv: usage: benchkv compare A.summary.json B.summary.json\n");
+    return 2;
+  }
+  try {
+    nlohmann::json s[2];
+    for (int i = 0; i < 2; ++i) {
+      std::ifstream in(argv[2 + i]);
+      if (!in) throw std::runtime_error(std::string("compare: cannot open ") + argv[2 + i]);
+      try {
+        s[i] = nlohmann::json::parse(in);
+      } catch (const nlohmann::json::exception& e) {
+        throw std::runtime_error(std::string("compare: ") + argv[2 + i] + " is not valid JSON: " + e.what());
+      }
+    }
+    const std::string text = app::compare_summaries(s[0], s[1], argv[2], argv[3]);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "benchkv: %s\n", e.what());
+    return 2;
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string_view(argv[1]) == "sweep") return app::sweep_main(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "compare") return compare(argc, argv);
   app::ParseResult pr = app::parse_command_line(argc, argv);
   for (const std::string& w : pr.warnings) std::fprintf(stderr, "benchkv: warning: %s\n", w.c_str());
   if (!pr.should_run()) {

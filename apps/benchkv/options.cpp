@@ -1,5 +1,6 @@
 #include "apps/benchkv/options.hpp"
 
+#include "apps/benchkv/provenance.hpp"
 #include "core/strict_json.hpp"
 
 #include <fmt/format.h>
@@ -423,7 +424,7 @@ void apply_object(Options& o, const json& j, const Ctx& c, bool& summary_given) 
                                             j.type_name(), c.source));
   }
   for (const auto& [key, value] : j.items()) {
-    if (key == "config" || key == "print_config") {
+    if (key == "config" || key == "print_config" || key == "version") {
       throw OptionError(key, fmt::format("{}: only valid on the command line, not as a JSON key ({})", key,
                                          c.source));
     }
@@ -790,7 +791,9 @@ constexpr std::string_view kFooter =
     "where the numbers come from (\"provenance\"). Progress goes to stderr; the final report (--report) to\n"
     "stdout. Human text counts runs from 1 (run 1/3); the CSV columns and the JSON \"run\" count from 0.\n"
     "Sweeps: `benchkv sweep SWEEP.json [-j N]` (or under mpirun) runs a grid of simulated runs into one\n"
-    "CSV (configs/sweeps/; see benchkv sweep --help).";
+    "CSV (configs/sweeps/; see benchkv sweep --help).\n"
+
+    "`benchkv compare A.summary.json B.summary.json` prints two results side by side with the ratio B / A.";
 
 ParseResult usage_error(std::string message) {
   ParseResult r;
@@ -836,6 +839,11 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
                  "[command line only]")
       ->type_name("FILE.json")
       ->group("Configuration");
+  bool print_version = false;
+  app.add_flag("--version", print_version,
+               "print the git commit, build type, compiler and UCX/MPI versions of this build and exit [command line "
+               "only]")
+      ->group("Configuration");
   bool print_config = false;
   app.add_flag("--print-config", print_config,
                "print the effective configuration as JSON (a valid config file) and exit [command line only]")
@@ -851,6 +859,11 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
     return ParseResult{ParseResult::Action::kExit, Options{}, 0, {}};
   } catch (const CLI::ParseError& e) {
     return usage_error(fmt::format("{} (see benchkv --help)", e.what()));
+  }
+
+  if (print_version) {
+    out << version_text();
+    return ParseResult{ParseResult::Action::kExit, Options{}, 0, {}};
   }
 
   Options o;

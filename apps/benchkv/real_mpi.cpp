@@ -1,6 +1,8 @@
 // The rank-level pieces of real runs that need no transport: pinning plan, outputs.
 #include "apps/benchkv/real_mpi.hpp"
 
+#include "apps/benchkv/provenance.hpp"
+
 #include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -59,7 +61,14 @@ void print_pin_notes(const std::vector<std::string>& notes, int rank) {
   for (const auto& n : notes) std::fprintf(stderr, "benchkv: rank %d: %s\n", rank, n.c_str());
 }
 
-int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& res, const nlohmann::json& extra) {
+int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& res, const nlohmann::json& extra,
+               const RankPlan& plan) {
+  // Thread-to-CPU map: every rank's daemon CPUs, then its client CPUs (the same counts
+  // on every rank).
+  std::vector<int32_t> mine;
+  for (int c : plan.pins.daemon_cpus) mine.push_back(c);
+  for (int c : plan.pins.client_cpus) mine.push_back(c);
+  const std::vector<int32_t> all_cpus = s.gather_to_root(std::span<const int32_t>(mine));
   uint64_t status = 0;
   if (s.rank() == 0) {
     try {
@@ -74,6 +83,16 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
       for (const RankTotals& t : res.per_rank) per_rank.push_back({{"issued", t.issued}, {"completed", t.completed}});
       summary["real"]["per_rank"] = std::move(per_rank);
       summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
+      std::vector<app::ThreadCpu> threads;
+      const size_t threads_per_rank = mine.size();
+      for (size_t k = 0; threads_per_rank && k < all_cpus.size(); ++k) {
+        const size_t t = k % threads_per_rank;
+        const bool daemon = t < plan.pins.daemon_cpus.size();
+        threads.push_back({static_cast<uint32_t>(k / threads_per_rank),
+                           (daemon ? "d" : "c") + std::to_string(daemon ? t : t - plan.pins.daemon_cpus.size()),
+                           all_cpus[k]});
+      }
+      summary["provenance"] = app::provenance_json(app::threads_json(threads));
       app::write_summary_file(eff.summary, summary);
       const std::string report = app::format_report(summary, eff.report);
       std::fwrite(report.data(), 1, report.size(), stdout);

@@ -67,7 +67,9 @@ void print_pin_notes(const std::vector<std::string>& notes, int rank);
 // Rank 0 writes the CSV and the summary (with `extra` under "real" and the totals), every
 // rank prints nothing but errors; returns the exit status, the same on every rank
 // (0 = every issued request completed without error and the outputs were written).
-int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& res, const nlohmann::json& extra);
+// The summary's "provenance" holds every rank's thread-to-CPU map from `plan` (collective).
+int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& res, const nlohmann::json& extra,
+               const RankPlan& plan);
 
 // The connections of `conns` between this rank and every peer, in connection order.
 inline std::vector<std::vector<size_t>> connections_by_peer(const std::vector<backend::Connection>& conns,

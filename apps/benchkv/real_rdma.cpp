@@ -104,7 +104,7 @@ int run_rdma(const app::Options& o) {
       app::NodeRuntime<app::RealThreads, MakeVerbsTransport> rt(threads, {}, MakeVerbsTransport{&*dev, {}});
       res = run_node_mpi(s, o, rt, plan, progress);
     }
-    return finish_mpi(s, o, res, extra);
+    return finish_mpi(s, o, res, extra, plan);
   } catch (const std::exception& e) {
     s.abort(1, std::string("benchkv: ") + e.what());
   }

@@ -89,7 +89,7 @@ int run_ucx(const app::Options& o) {
       extra["ucx_workers_per_rank"] = rt.transports();
       res.errors += dropped;
     }
-    return finish_mpi(s, o, res, extra);
+    return finish_mpi(s, o, res, extra, plan);
   } catch (const std::exception& e) {
     s.abort(1, std::string("benchkv: ") + e.what());
   }

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -448,6 +449,55 @@ std::string format_report(const json& summary, ReportFormat format) {
     out += fmt::format("[OVERALL] daemon calls in flight {}\n", spread(o["daemon_calls_in_flight"]));
   }
   if (o["latency"].is_object()) latency_table(out, "[OVERALL]", o["latency"]);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// compare
+// ---------------------------------------------------------------------------------------
+
+namespace {
+
+double figure(const json& summary, const std::string& name, std::initializer_list<const char*> path) {
+  const json* at = &summary;
+  std::string where;
+  for (const char* k : path) {
+    where += where.empty() ? k : std::string("/") + k;
+    if (!at->is_object() || !at->contains(k) || (*at)[k].is_null())
+      throw std::runtime_error(fmt::format("compare: {} has no \"{}\"", name, where));
+    at = &(*at)[k];
+  }
+  if (!at->is_number()) throw std::runtime_error(fmt::format("compare: {}: \"{}\" is not a number", name, where));
+  return at->get<double>();
+}
+
+}  // namespace
+
+std::string compare_summaries(const json& a, const json& b, const std::string& name_a, const std::string& name_b) {
+  std::string out = fmt::format("A: {}\nB: {}\n{:<28} {:>14} {:>14} {:>9}\n", name_a, name_b, "figure", "A", "B", "B / A");
+  const auto row = [&](const std::string& label, double x, double y) {
+    out += fmt::format("{:<28} {:>14.6f} {:>14.6f} {:>9}\n", label, x, y, x != 0 ? fmt::format("{:.4f}", y / x) : "n/a");
+  };
+  const double ma = figure(a, name_a, {"overall", "mops", "mean"}), mb = figure(b, name_b, {"overall", "mops", "mean"});
+  const double sa = figure(a, name_a, {"overall", "mops", "std_dev"}), sb = figure(b, name_b, {"overall", "mops", "std_dev"});
+  const double ra = figure(a, name_a, {"overall", "runs"}), rb = figure(b, name_b, {"overall", "runs"});
+  row("Mops mean", ma, mb);
+  row("Mops std dev", sa, sb);
+  for (const char* k : {"daemon_cqe_per_loop", "daemon_calls_in_flight"})
+    if (a["overall"].contains(k) && b["overall"].contains(k))
+      row(std::string(k) + " mean", figure(a, name_a, {"overall", k, "mean"}), figure(b, name_b, {"overall", k, "mean"}));
+  if (a["overall"]["latency"].is_object() && b["overall"]["latency"].is_object())
+    for (const char* k : {"mean_ns", "p50_ns", "p99_ns", "p999_ns"})
+      row(std::string("latency ") + k, figure(a, name_a, {"overall", "latency", "all", k}),
+          figure(b, name_b, {"overall", "latency", "all", k}));
+  std::string verdict;
+  if (ra < 2 || rb < 2) {
+    verdict = "n/a (a single run has no spread: use -r 3 or more)";
+  } else {
+    const double diff = std::abs(mb - ma), spread = sa + sb;
+    verdict = fmt::format("{} (|B - A| = {:.6f} Mops, std dev A + B = {:.6f})", diff > spread ? "yes" : "no", diff, spread);
+  }
+  out += "Mops difference exceeds the run-to-run spread: " + verdict + "\n";
   return out;
 }
 

@@ -178,6 +178,15 @@ std::string format_report(const nlohmann::json& summary, ReportFormat format);
 int consistency_status(uint64_t issued, uint64_t completed, uint64_t errors, const char* what = "requests");  // 2-space indent, final newline
 void write_summary_file(const std::string& path, const nlohmann::json& summary);
 
+// `benchkv compare A.summary.json B.summary.json`: the overall figures of two summaries
+// side by side (Mops mean and std dev over the runs, daemon CQEs per loop and calls in
+// flight, latency mean/p50/p99/p99.9 of all requests), the ratio B / A, and for Mops
+// whether the difference of the means exceeds the run-to-run spread (the sum of the two
+// sample std devs; "n/a" when either summary has a single run). Throws
+// std::runtime_error naming the file and key when a summary lacks a figure.
+std::string compare_summaries(const nlohmann::json& a, const nlohmann::json& b, const std::string& name_a,
+                              const std::string& name_b);
+
 // The per-epoch progress line for stderr (no newline), e.g.
 //   run 1/3 epoch 4/30 [kept]  1.000 s  15.263 Mops | per rank avg 7.632 min 7.501 (rank 1)
 //   max 7.762 (rank 0) spread 3.4%

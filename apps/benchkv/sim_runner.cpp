@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "apps/benchkv/node_runtime.hpp"
+#include "apps/benchkv/provenance.hpp"
 #include "apps/benchkv/results.hpp"
 #include "apps/benchkv/node_setup.hpp"
 #include "backends/node_backends.hpp"
@@ -488,6 +489,7 @@ nlohmann::json write_experiment_outputs(const app::Options& o, const ExperimentR
   nlohmann::json summary = app::summary_json(o, res.runs, res.daemons);
   summary["simulator"] = res.extra;
   summary["totals"] = {{"issued", res.total_issued}, {"completed", res.total_completed}, {"errors", res.errors}};
+  summary["provenance"] = app::provenance_json();  // simulated threads: no CPU map
   app::write_summary_file(o.summary, summary);
   if (!o.inflight_samples.empty()) app::write_inflight_csv(o.inflight_samples, res.inflight);
   if (!o.trace.empty()) {

@@ -9,8 +9,8 @@
 //             = (e - 3) * 16 + ((v >> (e - 4)) & 15)  e = floor(log2 v) >= 4
 //
 // so a bucket spans 1/16 of its power of two: a percentile read as the bucket's lower
-// bound is at most 6.25 % below the value (exact below 32 ns). 61 powers of two from
-// 2^4 cover every u64 (the last bucket, 975 + 15 = 990 < kBuckets).
+// bound is at most 6.25 % below the value (exact below 32 ns). The powers of two 2^4 to
+// 2^63 cover every u64: the last bucket is (63 - 3) * 16 + 15 = 975 < kBuckets.
 //
 // Fixed size, trivially copyable (gathered over MPI as raw bytes), no allocation:
 // record() is a count-leading-zeros, a shift and four adds on the client's hot path.
@@ -30,9 +30,9 @@ class LatencyHistogram {
  public:
   static constexpr uint32_t kSub = 16;                    // sub-buckets per power of two
   static constexpr uint32_t kSubBits = 4;                 // log2(kSub)
-  static constexpr uint32_t kBuckets = 64 * kSub;         // (63 - 3) * 16 + 15 = 975 < 1024
+  static constexpr uint32_t kBuckets = 61 * kSub;         // 0 .. (63 - 3) * 16 + 15 = 975
   static_assert(uint32_t{1} << kSubBits == kSub);
-  static_assert((63 - 3) * kSub + (kSub - 1) < kBuckets);
+  static_assert((63 - 3) * kSub + (kSub - 1) == kBuckets - 1);
 
   static constexpr uint32_t bucket(uint64_t ns) noexcept {
     if (ns < kSub) return static_cast<uint32_t>(ns);
@@ -40,7 +40,7 @@ class LatencyHistogram {
     const uint32_t sub = static_cast<uint32_t>((ns >> (e - kSubBits)) & (kSub - 1));
     return (e - 3) * kSub + sub;
   }
-  // The smallest value of bucket b.
+  // The smallest value of bucket b (b < kBuckets).
   static constexpr uint64_t lower_bound(uint32_t b) noexcept {
     if (b < kSub) return b;
     const uint32_t e = b / kSub + 3, sub = b % kSub;

@@ -277,3 +277,66 @@ TEST_CASE("CQE histogram: since() is the loops recorded after a snapshot", "[ben
   CHECK(d.cqes == 401);
   CHECK(h.since(h).loops == 0);
 }
+
+TEST_CASE("latency histogram: percentiles of a known distribution within one bucket", "[bench][latency]") {
+  using bkv::metrics::LatencyHistogram;
+  LatencyHistogram h;
+  // 1 .. 100000 ns, once each: the p-quantile is ceil(p * 100000).
+  for (uint64_t v = 1; v <= 100000; ++v) h.record(v);
+  CHECK(h.count() == 100000);
+  CHECK(h.sum_ns() == 100000ull * 100001 / 2);
+  CHECK(h.mean_ns() == Approx(50000.5));
+  CHECK(h.max_ns() == 100000);
+  for (double p : {0.5, 0.9, 0.99, 0.999}) {
+    INFO("p = " << p);
+    const double exact = std::ceil(p * 100000);
+    const double got = static_cast<double>(h.percentile_ns(p));
+    CHECK(got <= exact);                  // a bucket's lower bound
+    CHECK(got > exact * (1 - 1.0 / 16));  // 16 buckets per power of two
+    CHECK(LatencyHistogram::bucket(static_cast<uint64_t>(got)) == LatencyHistogram::bucket(static_cast<uint64_t>(exact)));
+  }
+  CHECK(h.percentile_ns(1.0) == 100000);
+  // Exact below 32 ns.
+  LatencyHistogram small;
+  for (uint64_t v : {3, 3, 7, 20, 31}) small.record(v);
+  CHECK(small.percentile_ns(0.4) == 3);
+  CHECK(small.percentile_ns(0.6) == 7);
+  CHECK(small.percentile_ns(0.8) == 20);
+  CHECK(small.percentile_ns(0.99) == 31);
+  CHECK(LatencyHistogram{}.percentile_ns(0.5) == 0);
+  // Every bucket's lower bound falls in that bucket, the next value above the previous.
+  constexpr uint32_t kLast = LatencyHistogram::bucket(~uint64_t{0});  // 2^63 .. 2^64 - 1, top sixteenth
+  CHECK(kLast == 975);
+  for (uint32_t b = 0; b < kLast; ++b) {
+    INFO("bucket " << b);
+    CHECK(LatencyHistogram::bucket(LatencyHistogram::lower_bound(b)) == b);
+    CHECK(LatencyHistogram::bucket(LatencyHistogram::lower_bound(b + 1) - 1) == b);
+  }
+  CHECK(LatencyHistogram::bucket(LatencyHistogram::lower_bound(kLast)) == kLast);
+}
+
+TEST_CASE("latency histogram: merge, and the values since a snapshot with the maximum restarted", "[bench][latency]") {
+  using bkv::metrics::LatencyHistogram;
+  using bkv::metrics::LatencyClass;
+  bkv::metrics::RequestLatency l;
+  for (uint64_t v = 0; v < 1000; ++v) l[LatencyClass::kGetRemote].record(5000 + v);
+  l[LatencyClass::kPutLocal].record(100);
+  const bkv::metrics::RequestLatency before = l;
+  l.restart_max();
+  for (uint64_t v = 0; v < 10; ++v) l[LatencyClass::kGetRemote].record(200 + v);
+  const bkv::metrics::RequestLatency d = l.since(before);
+  CHECK(d[LatencyClass::kGetRemote].count() == 10);
+  CHECK(d[LatencyClass::kGetRemote].sum_ns() == 2045);
+  CHECK(d[LatencyClass::kGetRemote].max_ns() == 209);  // not the 5999 before the snapshot
+  CHECK(d[LatencyClass::kGetRemote].percentile_ns(0.99) <= 209);
+  CHECK(d[LatencyClass::kPutLocal].count() == 0);
+  CHECK(d[LatencyClass::kPutLocal].max_ns() == 0);
+  const LatencyHistogram all = l.all();
+  CHECK(all.count() == 1011);
+  CHECK(all.max_ns() == 209);  // restarted, then 200..209 recorded
+  LatencyHistogram m = before[LatencyClass::kGetRemote];
+  m.merge(d[LatencyClass::kGetRemote]);
+  CHECK(m.count() == 1010);
+  CHECK(m.max_ns() == 5999);
+  CHECK(m.percentile_ns(0.005) < 5000);  // the 10 small values come first
+}

@@ -99,6 +99,19 @@ inline json read_json(const fs::path& p) {
   return {};
 }
 
+// The bytes of an output file as determinism compares them: a summary JSON without its
+// "provenance" object (host, date, commit differ between runs by design; the summary is
+// written with dump(2), so the re-dump keeps every other byte), any other file as is.
+// A summary without provenance fails the test.
+inline std::string deterministic_bytes(const fs::path& p) {
+  const std::string text = read_file(p);
+  if (p.string().size() < 13 || p.string().substr(p.string().size() - 13) != ".summary.json") return text;
+  json j = json::parse(text);
+  REQUIRE(j.contains("provenance"));
+  j.erase("provenance");
+  return j.dump(2) + "\n";
+}
+
 // Reads back everything written to an unnamed temporary file.
 inline std::string slurp(std::FILE* f) {
   std::string s;

@@ -1,0 +1,38 @@
+// Where a benchkv result comes from: the "provenance" object of every summary JSON and
+// the text of `benchkv --version`.
+//
+//   {"git_commit", "git_dirty" ("true"|"false"|"unknown": tracked files differ from the
+//    commit, at build time), "build_type", "compiler", "ucx_version", "mpi_version" (""
+//    when the build has no UCX / MPI), "host", "date_utc" (ISO 8601, when the summary was
+//    made), "cpu_model" (/proc/cpuinfo), "threads": the thread-to-CPU map of a real run,
+//    [{rank, thread ("d0", "c3"), cpu (-1 = not pinned)}], or null in the simulator,
+//    whose threads are simulated}
+//
+// The provenance differs from one run to the next (date, host, dirty flag) while the
+// simulator's results do not: the determinism of the simulator holds for the summary
+// without its "provenance" object (tests/e2e compare that way; see docs/design.md
+// §Determinism).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace bkv::app {
+
+struct ThreadCpu {
+  uint32_t rank = 0;
+  std::string thread;  // "d<daemon>" or "c<client>"
+  int cpu = -1;        // -1: not pinned
+};
+
+// The build's fields (commit, dirty, build type, compiler, UCX, MPI).
+nlohmann::json build_provenance();
+// Build fields plus host, date, CPU model and the thread map (null if `threads` is null).
+nlohmann::json provenance_json(const nlohmann::json& threads = nullptr);
+nlohmann::json threads_json(const std::vector<ThreadCpu>& threads);
+// `benchkv --version`: one line per field of build_provenance().
+std::string version_text();
+
+}  // namespace bkv::app

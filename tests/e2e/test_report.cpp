@@ -1,0 +1,270 @@
+// benchkv's final report on stdout and the aggregates and latency of the summary JSON:
+// the report's numbers are the summary's (text and CSV forms), progress stays on
+// stderr, and the simulated request latency obeys Little's law exactly enough to tell
+// a wrong clock or a lost request.
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "e2e/benchkv_run.hpp"
+
+using namespace bkv::e2e;
+
+namespace {
+
+const std::vector<std::string> kClasses = {"get_local", "get_remote", "put_local", "put_remote", "all"};
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+std::vector<std::string> words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> w;
+  for (std::string x; in >> x;) w.push_back(x);
+  return w;
+}
+
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> f;
+  std::string cur;
+  for (char c : line) {
+    if (c == ',') {
+      f.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  f.push_back(cur);
+  return f;
+}
+
+// The latency row of `tag` ("run 1/2" or "[OVERALL]") for class `cls`, as numbers:
+// count mean p50 p90 p99 p99.9 max.
+std::vector<double> latency_row(const std::vector<std::string>& lines, const std::string& tag, const std::string& cls) {
+  const std::string prefix = tag + " latency (ns)";
+  for (const auto& l : lines) {
+    if (l.rfind(prefix, 0) != 0) continue;
+    const auto w = words(l.substr(prefix.size()));
+    if (w.size() == 8 && w[0] == cls) {
+      std::vector<double> v;
+      for (size_t i = 1; i < w.size(); ++i) v.push_back(std::stod(w[i]));
+      return v;
+    }
+  }
+  FAIL("no latency row " << tag << " " << cls);
+  return {};
+}
+
+void check_latency_row(const std::vector<double>& row, const json& h) {
+  REQUIRE(row.size() == 7);
+  CHECK(row[0] == h["count"].get<double>());
+  CHECK(row[1] == h["mean_ns"].get<double>());
+  CHECK(row[2] == h["p50_ns"].get<double>());
+  CHECK(row[3] == h["p90_ns"].get<double>());
+  CHECK(row[4] == h["p99_ns"].get<double>());
+  CHECK(row[5] == h["p999_ns"].get<double>());
+  CHECK(row[6] == h["max_ns"].get<double>());
+}
+
+// "... Mops mean A std dev B min C max D" -> {A, B, C, D}
+std::vector<double> spread_of(const std::string& line) {
+  const auto w = words(line.substr(line.find("mean")));
+  REQUIRE(w.size() == 9);
+  return {std::stod(w[1]), std::stod(w[4]), std::stod(w[6]), std::stod(w[8])};
+}
+
+void check_spread(const std::string& line, const json& s) {
+  const auto v = spread_of(line);
+  CHECK(v[0] == s["mean"].get<double>());
+  CHECK(v[1] == s["std_dev"].get<double>());
+  CHECK(v[2] == s["min"].get<double>());
+  CHECK(v[3] == s["max"].get<double>());
+}
+
+std::string line_starting(const std::vector<std::string>& lines, const std::string& prefix) {
+  for (const auto& l : lines)
+    if (l.rfind(prefix, 0) == 0) return l;
+  FAIL("no line starting with \"" << prefix << "\"");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("report: stdout carries the final report and its numbers are the summary's", "[e2e][sim][report]") {
+  const std::string backend = GENERATE(as<std::string>{}, "meta", "delegation", "direct");
+  CAPTURE(backend);
+  TempDir dir;
+  const Outcome o = run_ok(small_sim(backend, {"-r", "3", "-o", "out.csv", "--progress"}), dir.path());
+  const json s = read_json(dir / "out.summary.json");
+  const auto lines = lines_of(o.out);
+  INFO("stdout:\n" << o.out);
+  // Header: the effective configuration.
+  CHECK_THAT(lines.at(0), Catch::Contains("backend " + backend + " over sim, 2 ranks x (1 daemon threads + 2 client "
+                                          "threads), queue depth 4; workload uniform, 1024 keys per rank"));
+  CHECK_THAT(lines.at(1), Catch::Contains("3 run(s) of 0.006 s, epochs of 1 ms, 1 trimmed at each end, seed 1"));
+  // Progress only on stderr, final report only on stdout; both count runs from 1.
+  CHECK_THAT(o.err, Catch::Contains("run 3/3 epoch 6/6"));
+  CHECK_THAT(o.out, !Catch::Contains("[kept]") && !Catch::Contains("[warm-up]"));
+  // Per run: Mops, requests, daemon figures and the latency table.
+  const json& runs = s["runs"];
+  REQUIRE(runs.size() == 3);
+  std::vector<double> mops;
+  for (size_t r = 0; r < 3; ++r) {
+    const std::string tag = "run " + std::to_string(r + 1) + "/3";
+    const auto w = words(line_starting(lines, tag + ": "));
+    INFO(tag);
+    CHECK(std::stod(w[2]) == runs[r]["total_mops"].get<double>());
+    CHECK(std::stoull(w[4]) == runs[r]["requests"].get<uint64_t>());
+    CHECK(std::stod(w[18]) == runs[r]["daemon_cqe_per_loop"].get<double>());
+    CHECK(std::stod(w[22]) == runs[r]["daemon_calls_in_flight"].get<double>());
+    for (const auto& c : kClasses) check_latency_row(latency_row(lines, tag, c), runs[r]["latency"][c]);
+    mops.push_back(runs[r]["total_mops"].get<double>());
+  }
+  // Overall: the spread of the runs' Mops (recomputed here), daemon figures, latency.
+  const json& overall = s["overall"];
+  CHECK(overall["runs"] == 3);
+  const double mean = std::accumulate(mops.begin(), mops.end(), 0.0) / 3;
+  double sq = 0;
+  for (double m : mops) sq += (m - mean) * (m - mean);
+  CHECK(overall["mops"]["mean"].get<double>() == Approx(mean).margin(1e-6));
+  CHECK(overall["mops"]["std_dev"].get<double>() == Approx(std::sqrt(sq / 2)).margin(1e-6));
+  CHECK(overall["mops"]["min"].get<double>() == *std::min_element(mops.begin(), mops.end()));
+  CHECK(overall["mops"]["max"].get<double>() == *std::max_element(mops.begin(), mops.end()));
+  check_spread(line_starting(lines, "[OVERALL] 3 runs: Mops"), overall["mops"]);
+  check_spread(line_starting(lines, "[OVERALL] daemon CQEs per loop"), overall["daemon_cqe_per_loop"]);
+  check_spread(line_starting(lines, "[OVERALL] daemon calls in flight"), overall["daemon_calls_in_flight"]);
+  for (const auto& c : kClasses) {
+    check_latency_row(latency_row(lines, "[OVERALL]", c), overall["latency"][c]);
+    uint64_t count = 0;
+    for (const json& r : runs) count += r["latency"][c]["count"].get<uint64_t>();
+    CHECK(overall["latency"][c]["count"].get<uint64_t>() == count);
+  }
+}
+
+TEST_CASE("report: --report csv prints a header and one line per run, equal to the summary", "[e2e][sim][report]") {
+  TempDir dir;
+  const Outcome o = run_ok(small_sim("delegation", {"-o", "out.csv", "--report", "csv"}), dir.path());
+  const json s = read_json(dir / "out.summary.json");
+  const auto lines = lines_of(o.out);
+  REQUIRE(lines.size() == 3);
+  const auto header = split_csv(lines[0]);
+  REQUIRE(header.size() == 15);
+  CHECK(header[0] == "run");
+  for (size_t r = 0; r < 2; ++r) {
+    const auto f = split_csv(lines[r + 1]);
+    REQUIRE(f.size() == header.size());
+    std::map<std::string, std::string> v;
+    for (size_t k = 0; k < f.size(); ++k) v[header[k]] = f[k];
+    const json& run = s["runs"][r];
+    CHECK(std::stoull(v["run"]) == r);
+    CHECK(std::stod(v["mops"]) == run["total_mops"].get<double>());
+    CHECK(std::stoull(v["requests"]) == run["requests"].get<uint64_t>());
+    CHECK(std::stoull(v["duration_ns"]) == run["duration_ns"].get<uint64_t>());
+    CHECK(std::stoull(v["latency_count"]) == run["latency"]["all"]["count"].get<uint64_t>());
+    CHECK(std::stod(v["latency_mean_ns"]) == run["latency"]["all"]["mean_ns"].get<double>());
+    CHECK(std::stoull(v["latency_p99_ns"]) == run["latency"]["all"]["p99_ns"].get<uint64_t>());
+    CHECK(std::stoull(v["latency_max_ns"]) == run["latency"]["all"]["max_ns"].get<uint64_t>());
+    CHECK(std::stod(v["daemon_cqe_per_loop"]) == run["daemon_cqe_per_loop"].get<double>());
+  }
+  const Outcome quiet = run_ok(small_sim("delegation", {"-o", "q.csv", "--report", "none"}), dir.path());
+  CHECK(quiet.out.empty());
+}
+
+// The latency a closed loop must show: every client keeps queue_depth requests in
+// flight all the time, so by Little's law the mean latency is (clients x queue depth) /
+// rate. The simulator's latency window is the kept epochs exactly, so the histogram
+// counts every kept request once. With one node every request is local; with a
+// peer, remote requests take the network and are slower than local ones.
+TEST_CASE("report: simulated latency obeys Little's law and counts every kept request once", "[e2e][sim][latency]") {
+  const std::string backend = GENERATE(as<std::string>{}, "meta", "delegation", "direct");
+  const std::string qd = GENERATE(as<std::string>{}, "1", "8");
+  CAPTURE(backend, qd);
+  TempDir dir;
+  run_ok(small_sim(backend, {"-o", "out.csv", "--queue-depth", qd, "--client-threads", "3"}), dir.path());
+  const json s = read_json(dir / "out.summary.json");
+  for (const json& run : s["runs"]) {
+    const json& lat = run["latency"];
+    const double requests = run["requests"].get<double>();
+    CHECK(lat["all"]["count"].get<double>() == requests);
+    double by_class = 0;
+    for (size_t c = 0; c + 1 < kClasses.size(); ++c) by_class += lat[kClasses[c]]["count"].get<double>();
+    CHECK(by_class == requests);
+    const double in_flight = 2.0 * 3 * std::stod(qd);
+    const double rate_per_ns = requests / run["duration_ns"].get<double>();
+    CHECK(rate_per_ns * lat["all"]["mean_ns"].get<double>() == Approx(in_flight).epsilon(0.02));
+    CHECK(lat["get_remote"]["mean_ns"].get<double>() > lat["get_local"]["mean_ns"].get<double>());
+    for (const auto& c : kClasses) {
+      INFO(c);
+      CHECK(lat[c]["p50_ns"] <= lat[c]["p90_ns"]);
+      CHECK(lat[c]["p90_ns"] <= lat[c]["p99_ns"]);
+      CHECK(lat[c]["p99_ns"] <= lat[c]["p999_ns"]);
+      CHECK(lat[c]["p999_ns"] <= lat[c]["max_ns"]);
+    }
+  }
+  // One node: nothing is remote.
+  TempDir one;
+  run_ok(small_sim(backend, {"-o", "out.csv", "--np", "1"}), one.path());
+  const json s1 = read_json(one / "out.summary.json");
+  CHECK(s1["runs"][0]["latency"]["get_remote"]["count"] == 0);
+  CHECK(s1["runs"][0]["latency"]["put_remote"]["count"] == 0);
+  CHECK(s1["runs"][0]["latency"]["get_local"]["count"].get<uint64_t>() > 0);
+}
+
+TEST_CASE("provenance: the summary says which build made it, and --version says the same", "[e2e][sim][provenance]") {
+  TempDir dir;
+  const Outcome v = run_ok({"--version"}, dir.path());
+  const auto vw = words(lines_of(v.out).at(0));
+  REQUIRE(vw.size() >= 2);
+  CHECK(vw[0] == "benchkv");
+  run_ok(small_sim("meta", {"-o", "out.csv", "-r", "1"}), dir.path());
+  const json p = read_json(dir / "out.summary.json")["provenance"];
+  INFO(p.dump(2));
+  CHECK(p["git_commit"] == vw[1]);
+  const std::string commit = p["git_commit"].get<std::string>();
+  CHECK((commit == "unknown" || (commit.size() == 40 && commit.find_first_not_of("0123456789abcdef") == std::string::npos)));
+  CHECK((p["git_dirty"] == "true" || p["git_dirty"] == "false" || p["git_dirty"] == "unknown"));
+  CHECK_THAT(v.out, Catch::Contains("build_type: " + p["build_type"].get<std::string>()));
+  CHECK_THAT(v.out, Catch::Contains("compiler: " + p["compiler"].get<std::string>()));
+  CHECK_FALSE(p["host"].get<std::string>().empty());
+  const std::string date = p["date_utc"].get<std::string>();
+  REQUIRE(date.size() == 20);  // 2026-01-31T12:34:56Z
+  CHECK(date[4] == '-');
+  CHECK(date[10] == 'T');
+  CHECK(date[19] == 'Z');
+  CHECK_FALSE(p["cpu_model"].get<std::string>().empty());
+  CHECK(p["threads"].is_null());  // simulated threads have no CPU
+  CHECK(p.contains("ucx_version"));
+  CHECK(p.contains("mpi_version"));
+}
+
+TEST_CASE("compare: two summaries side by side, ratio and spread verdict", "[e2e][sim][compare]") {
+  TempDir dir;
+  run_ok(small_sim("meta", {"-r", "3", "-o", "a.csv", "--queue-depth", "1", "--report", "none"}), dir.path());
+  run_ok(small_sim("meta", {"-r", "3", "-o", "b.csv", "--queue-depth", "8", "--report", "none"}), dir.path());
+  const json a = read_json(dir / "a.summary.json"), b = read_json(dir / "b.summary.json");
+  const Outcome o = run_ok({"compare", "a.summary.json", "b.summary.json"}, dir.path());
+  const auto lines = lines_of(o.out);
+  const auto w = words(line_starting(lines, "Mops mean"));
+  REQUIRE(w.size() == 5);
+  CHECK(std::stod(w[2]) == a["overall"]["mops"]["mean"].get<double>());
+  CHECK(std::stod(w[3]) == b["overall"]["mops"]["mean"].get<double>());
+  CHECK(std::stod(w[4]) == Approx(b["overall"]["mops"]["mean"].get<double>() / a["overall"]["mops"]["mean"].get<double>())
+                               .margin(1e-4));
+  const auto lat = words(line_starting(lines, "latency p99_ns"));
+  CHECK(std::stod(lat[3]) == b["overall"]["latency"]["all"]["p99_ns"].get<double>());
+  // Eight times the queue depth is far more than the simulator's run-to-run spread.
+  CHECK_THAT(o.out, Catch::Contains("Mops difference exceeds the run-to-run spread: yes"));
+  const Outcome same = run_ok({"compare", "a.summary.json", "a.summary.json"}, dir.path());
+  CHECK_THAT(same.out, Catch::Contains("exceeds the run-to-run spread: no"));
+  const Outcome bad = run_benchkv({"compare", "a.summary.json", "missing.json"}, dir.path());
+  CHECK(bad.status == 2);
+  CHECK_THAT(bad.err, Catch::Contains("missing.json"));
+}
