@@ -593,6 +593,21 @@ std::string inapplicable_message(const Options& o, const Applicability& a) {
                      mode_of(o), a.what);
 }
 
+// Resets to its default every option set where it does not apply and that may_drop
+// accepts, telling note() about each (one line, no trailing period); stops at the first
+// one may_drop refuses (validate() then reports it as an error). Dropping one option can
+// make another inapplicable (trace -> trace_window), hence the loop.
+template <class MayDrop, class Note>
+void drop_inapplicable(Options& o, MayDrop&& may_drop, Note&& note) {
+  const Options defaults;
+  while (const Applicability* a = first_inapplicable(o)) {
+    if (!may_drop(a->key)) break;
+    note(inapplicable_message(o, *a));
+    const Spec& s = spec_of(a->key);
+    s.set(o, s.get(defaults), s, Ctx{"defaults", ""});
+  }
+}
+
 void validate_applicability(const Options& o) {
   if (o.endpoints < 1 || o.endpoints > kMaxRpcEndpoints)
     fail(o, "endpoints", fmt::format("must be in [1, {}]", kMaxRpcEndpoints));
@@ -694,6 +709,19 @@ Options options_from_json(const json& j, const std::string& base_dir) {
   bool summary_given = false;
   apply_object(o, j, Ctx{"JSON configuration", base_dir}, summary_given);
   finish(o, summary_given);
+  validate(o, /*require_backend=*/false);
+  return o;
+}
+
+Options options_from_json(const json& j, const std::string& base_dir, const std::vector<std::string>& strict_keys,
+                          std::vector<std::string>& dropped) {
+  Options o;
+  bool summary_given = false;
+  apply_object(o, j, Ctx{"JSON configuration", base_dir}, summary_given);
+  finish(o, summary_given);
+  drop_inapplicable(o, [&](std::string_view key) {
+    return std::find(strict_keys.begin(), strict_keys.end(), key) == strict_keys.end();
+  }, [&](std::string line) { dropped.push_back(std::move(line)); });
   validate(o, /*require_backend=*/false);
   return o;
 }
@@ -894,16 +922,15 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
     // A config file may set options of another mode: warn and drop them. The same on the
     // command line is an error (validate below). Dropping one option can make another
     // inapplicable (trace -> trace_window), hence the loop.
-    const Options defaults;
-    while (const Applicability* a = first_inapplicable(o)) {
-      if (std::find(given_on_command_line.begin(), given_on_command_line.end(), a->key) !=
-          given_on_command_line.end())
-        break;
-      warnings.push_back(fmt::format("{}; the value from config file \"{}\" is ignored", inapplicable_message(o, *a),
-                                     config_path));
-      const Spec& s = spec_of(a->key);
-      s.set(o, s.get(defaults), s, cmdline);
-    }
+    drop_inapplicable(
+        o,
+        [&](std::string_view key) {
+          return std::find(given_on_command_line.begin(), given_on_command_line.end(), key) ==
+                 given_on_command_line.end();
+        },
+        [&](std::string line) {
+          warnings.push_back(fmt::format("{}; the value from config file \"{}\" is ignored", line, config_path));
+        });
     validate(o, /*require_backend=*/!print_config);
   } catch (const OptionError& e) {
     return usage_error(e.what());

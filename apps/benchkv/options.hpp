@@ -142,6 +142,11 @@ nlohmann::json to_json(const Options& o);
 // types and invalid values throw OptionError naming the key; a relative model path is
 // resolved against base_dir. The result is validated with require_backend = false.
 Options options_from_json(const nlohmann::json& j, const std::string& base_dir);
+// The same, except that an option set where it does not apply to the configuration is
+// reset to its default and named in `dropped` (one line each), unless its key is one of
+// strict_keys (then it is an error, as above).
+Options options_from_json(const nlohmann::json& j, const std::string& base_dir,
+                          const std::vector<std::string>& strict_keys, std::vector<std::string>& dropped);
 
 // Reads and parses a config file (errors name the file: missing, unreadable, malformed).
 Options options_from_file(const std::string& path);

@@ -110,8 +110,10 @@ std::string run_dir(const Sweep& s, uint32_t index) {
   return (fs::path(s.output_dir) / "runs" / b).string();
 }
 
-// The options of a run, outputs in its directory.
-Options options_of(const Sweep& s, const SweepRun& r) {
+// The options of a run, outputs in its directory. A "base" or "set" option that does not
+// apply to this run (start_stagger_us in a start_mode "sync" run) is left at its default
+// and named in `dropped`; a grid axis that does not apply is an error.
+Options options_of(const Sweep& s, const SweepRun& r, std::vector<std::string>& dropped) {
   json cfg = r.config;
   const std::string dir = run_dir(s, r.index);
   cfg["output"] = dir + "/out.csv";
@@ -121,7 +123,12 @@ Options options_of(const Sweep& s, const SweepRun& r) {
     cfg["inflight_samples"] = dir + "/inflight.csv";
   if (cfg.contains("trace") && cfg["trace"].is_string() && !cfg["trace"].get<std::string>().empty())
     cfg["trace"] = dir + "/trace.json";
-  return options_from_json(cfg, "/");
+  return options_from_json(cfg, "/", s.axes, dropped);
+}
+
+Options options_of(const Sweep& s, const SweepRun& r) {
+  std::vector<std::string> dropped;
+  return options_of(s, r, dropped);
 }
 
 std::string csv_field(const std::string& v) {
@@ -278,13 +285,14 @@ void write_results(const Sweep& s, const std::vector<std::string>& rows) {
 
 void print_usage(std::FILE* f) {
   std::fprintf(f,
-               "Usage: benchkv sweep SWEEP.json [-j N]\n"
+               "Usage: benchkv sweep SWEEP.json [-j N] [--check]\n"
                "       mpirun -np N benchkv sweep SWEEP.json\n"
                "Runs the grid of simulated runs a sweep file describes (configs/sweeps/; format in\n"
                "docs/benchmarks.md, \"Sweeps\") and writes one row per run to OUTPUT/results.csv\n"
                "(every axis, then %s).\n"
                "Runs already finished in OUTPUT/runs/ are not run again. Progress goes to stderr.\n"
-               "  -j N   runs at a time on local cores (default 1); under mpirun each rank is a run slot\n"
+               "  -j N     runs at a time on local cores (default 1); under mpirun each rank is a run slot\n"
+               "  --check  validates every run's options and model, prints the warnings, runs nothing\n"
                "Plot: /usr/bin/python3 scripts/plot_sweep.py SWEEP.json (the sweep's \"plot\" entries)\n",
                [] {
                  std::string f;
@@ -408,10 +416,18 @@ Sweep load_sweep(const std::string& path) {
   s.output_dir = (dir / j["output"].get<std::string>()).lexically_normal().string();
   while (s.output_dir.size() > 1 && s.output_dir.back() == '/') s.output_dir.pop_back();
 
-  // Every run's options and model, checked now.
+  // Every run's options and model, checked now. Options dropped from some runs: one
+  // warning each, with the number of runs.
+  std::vector<std::pair<std::string, size_t>> dropped_counts;
   for (const auto& r : s.runs) {
     try {
-      const Options o = options_of(s, r);
+      std::vector<std::string> dropped;
+      const Options o = options_of(s, r, dropped);
+      for (const auto& d : dropped) {
+        auto it = std::find_if(dropped_counts.begin(), dropped_counts.end(), [&](const auto& p) { return p.first == d; });
+        if (it == dropped_counts.end()) dropped_counts.emplace_back(d, 1);
+        else ++it->second;
+      }
       validate(o, true);
       if (o.transport != TransportKind::kSim) throw std::runtime_error("sweeps run the simulator: transport must be sim");
       if (*o.backend == backend::BackendKind::kUcxAm)
@@ -421,6 +437,9 @@ Sweep load_sweep(const std::string& path) {
       fail(path, describe(s, r) + ": " + e.what());
     }
   }
+
+  for (const auto& [line, n] : dropped_counts)
+    s.warnings.push_back(line + "; ignored in " + std::to_string(n) + " of " + std::to_string(s.runs.size()) + " runs");
 
   // Plot entries (drawn by scripts/plot_sweep.py): known keys, columns that exist.
   if (j.contains("plot")) {
@@ -461,11 +480,16 @@ Sweep load_sweep(const std::string& path) {
 int sweep_main(int argc, char** argv) {
   std::string file;
   uint32_t jobs = 1;
+  bool check_only = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
       print_usage(stdout);
       return 0;
+    }
+    if (a == "--check") {
+      check_only = true;
+      continue;
     }
     if (a == "-j" || a == "--jobs") {
       if (i + 1 >= argc) {
@@ -495,6 +519,19 @@ int sweep_main(int argc, char** argv) {
     return 2;
   }
 
+  if (check_only) {
+    try {
+      const Sweep s = load_sweep(file);
+      for (const auto& w : s.warnings) std::fprintf(stderr, "benchkv sweep: warning: %s\n", w.c_str());
+      std::printf("%s: %zu runs, every run's options and model valid; output %s\n", file.c_str(), s.runs.size(),
+                  s.output_dir.c_str());
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      return 2;
+    }
+  }
+
   std::unique_ptr<SweepRanks> ranks;
   try {
     ranks = make_sweep_ranks(&argc, &argv);
@@ -508,6 +545,8 @@ int sweep_main(int argc, char** argv) {
   }
   try {
     const Sweep s = load_sweep(file);
+    if (ranks->rank() == 0)
+      for (const auto& w : s.warnings) std::fprintf(stderr, "benchkv sweep: warning: %s\n", w.c_str());
     fs::create_directories(fs::path(s.output_dir) / "runs");
     std::vector<std::string> rows(s.runs.size());
     std::vector<const SweepRun*> todo;

@@ -48,6 +48,7 @@ struct Sweep {
   std::vector<std::string> axes;     // axis names, in order
   std::vector<SweepRun> runs;
   nlohmann::json plot;               // as given (validated), or null
+  std::vector<std::string> warnings; // options of "base"/"set" that some runs ignore, one line each
 };
 
 // Reads, expands and validates a sweep file: every run's options and model are checked

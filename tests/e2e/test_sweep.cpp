@@ -46,6 +46,10 @@ TEST_CASE("sweep: -j 1, -j 2 and 2 MPI ranks give byte-identical rows", "[e2e][s
   write_file(dir / "j2.json", sweep_text("j2"));
   const Outcome a = sweep(dir, {"j1.json", "-j", "1"});
   REQUIRE(a.status == 0);
+  // The base's stagger does not apply to the sync runs: one warning for the sweep.
+  CHECK_THAT(a.err, Catch::Contains("benchkv sweep: warning: start_stagger_us (--start-stagger-us): 200.0 does not "
+                                    "apply to --transport sim, backend delegation"));
+  CHECK_THAT(a.err, Catch::Contains("ignored in 4 of 8 runs\n"));
   const Outcome b = sweep(dir, {"j2.json", "-j", "2"});
   REQUIRE(b.status == 0);
   const std::string rows = read_file(dir / "j1" / "results.csv");
@@ -120,6 +124,9 @@ TEST_CASE("sweep: bad sweep files and options are rejected naming the problem", 
   require_rejected(with("\"np\": [2, 3]", "\"npp\": [2, 3]"), {"\"npp\"", "run 0"});
   require_rejected(with("\"start_mode\": [\"sync\", \"staggered\"]", "\"start_mode\": [\"sync\", \"sideways\"]"),
                    {"start_mode", "sideways", "run 2"});
+  // A grid axis that does not apply to a run is an error, not a dropped value.
+  require_rejected(with("\"start_mode\": [\"sync\", \"staggered\"]", "\"start_stagger_us\": [100, 200]"),
+                   {"run 0", "start_stagger_us", "does not apply"});
   require_rejected(with("\"model.nic.send.qp_window\"", "\"model.nic.send.qp_windw\""), {"qp_windw"});
   require_rejected(with("\"np\": [2, 3]", "\"np\": []"), {"grid axis \"np\" has no values"});
   require_rejected(with("\"np\": [2, 3]", "\"output\": [\"a\"]"), {"\"output\" is set by the sweep"});
@@ -131,4 +138,19 @@ TEST_CASE("sweep: bad sweep files and options are rejected naming the problem", 
   require_rejected(sweep(dir, {"s.json", "-j", "0"}), {"-j", "\"0\""});
   require_rejected(sweep(dir, {"s.json", "--jobz", "2"}), {"unknown option \"--jobz\""});
   require_rejected(sweep(dir, {"absent.json"}), {"absent.json"});
+}
+
+TEST_CASE("sweep: every sweep file the repository ships is valid (--check)", "[e2e][sweep]") {
+  for (const char* name : {"regime_map", "ablation", "np_queue_depth"}) {
+    const std::string file = std::string(BKV_SOURCE_DIR) + "/configs/sweeps/" + name + ".json";
+    TempDir dir;
+    const Outcome o = run_benchkv({"sweep", file, "--check"}, dir.path());
+    INFO(describe(o));
+    CHECK(o.status == 0);
+    CHECK_THAT(o.out, Catch::Contains("every run's options and model valid"));
+  }
+  // --check runs nothing and still rejects a bad file.
+  TempDir dir;
+  write_file(dir / "bad.json", "{\"grid\": {}}");
+  CHECK(run_benchkv({"sweep", "bad.json", "--check"}, dir.path()).status == 2);
 }
