@@ -50,8 +50,6 @@ class ByteBlock {
   MPI_Datatype type_ = MPI_DATATYPE_NULL;
 };
 
-}  // namespace
-
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
