@@ -68,8 +68,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 2: {  // attach to a segment of another length
         const size_t len = in.below(static_cast<uint32_t>(mem.size()) + 1);
         try {
-          (void)validate_delegation_segment<Req, Resp>(mem.subspan(0, len));
-          if (len != mem.size()) violated("a delegationrpc header accepted for a segment of another size");
+          const DelegationConfig declared = validate_delegation_segment<Req, Resp>(mem.subspan(0, len));
+          // A forged header may declare another shape; it must fit the segment exactly.
+          if (Layout::segment_size(declared) != len)
+            violated("a delegationrpc header accepted for a segment of another size");
         } catch (const ShmError&) {
         }
         break;
