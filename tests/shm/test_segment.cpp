@@ -70,7 +70,7 @@ TEST_CASE("attach maps the same bytes and checks the size", "[shm][segment]") {
   // A non-owner going away leaves the object in place.
   REQUIRE(shm_exists(name));
   REQUIRE_THROWS_WITH(Segment::attach_shm(name, 4096), Contains("has size 8192, expected 4096"));
-  REQUIRE_THROWS_WITH(Segment::create_shm(name, 4096), Contains("shm_open"));  // exists, no replace
+  REQUIRE_THROWS_WITH(Segment::create_shm(name, 4096), Contains("is in use by live process"));  // exists, owner alive
 }
 
 TEST_CASE("the owner unlinks the name when destroyed", "[shm][segment]") {
@@ -97,7 +97,7 @@ TEST_CASE("bad shared-memory names and sizes are refused", "[shm][segment]") {
   REQUIRE_THROWS_WITH(Segment::attach_shm(huge), Contains("shm_open"));  // nothing was left behind
 }
 
-TEST_CASE("a /dev/shm segment records its owner; attachers see whether the owner lives", "[shm][segment][faults]") {
+TEST_CASE("a /dev/shm segment records its owner, and attachers see whether the owner lives", "[shm][segment][faults]") {
   const std::string name = shmtest::shm_name("owner");
   Segment owner = Segment::create_shm(name, 4096, true);
   Segment peer = Segment::attach_shm(name, 4096);
