@@ -175,7 +175,7 @@ TEST_CASE("mpirun -np 2: a rank killed mid-run (SIGKILL) ends the job with a non
 TEST_CASE("mpirun -np 2: SIGTERM to a rank mid-run ends it with a message and the job with a non-zero status",
           "[real-run][mpi][faults]") {
   e2e::TempDir dir;
-  const Outcome o = run_with_rank1_signal("TERM", "1.5", dir.path(), {});
+  const Outcome o = run_with_rank1_signal("TERM", "1.5", dir.path(), {{"BENCHKV_PEER_TIMEOUT", "60"}});
   INFO(e2e::describe(o));
   CHECK(o.status != 0);
   CHECK_THAT(o.err, Catch::Contains("benchkv: terminated (SIGTERM); ending this rank"));
