@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "backends/client.hpp"
@@ -161,6 +162,24 @@ class Node {
     uint64_t n = 0;
     for (uint64_t e : client_errors_) n += e;
     return n;
+  }
+  // The copyrpc endpoints of this node that stopped (a peer broke a receive-path rule,
+  // or the transport reported an error completion): one line each, naming the thread,
+  // the peer rank and the rule (copyrpc::EndpointError).
+  std::vector<std::string> failed_endpoints() const {
+    std::vector<std::string> out;
+    for (size_t t = 0; t < ctxs_.size(); ++t) {
+      if (!ctxs_[t]) continue;
+      for (uint32_t peer = 0; peer < ep_of_rank_[t].size(); ++peer) {
+        const uint32_t ep = ep_of_rank_[t][peer];
+        if (ep == ~0u) continue;
+        const copyrpc::EndpointError e = ctxs_[t]->error(ep);
+        if (e == copyrpc::EndpointError::kNone) continue;
+        out.push_back("rank " + std::to_string(cfg_.rank) + " thread " + std::to_string(t) + ": copyrpc endpoint to rank " +
+                      std::to_string(peer) + " stopped: " + copyrpc::to_string(e));
+      }
+    }
+    return out;
   }
 
  private:

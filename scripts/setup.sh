@@ -10,6 +10,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   libfmt-dev catch2 nlohmann-json3-dev libcli11-dev
   python3-matplotlib python3-pandas valgrind
+  clang-14 libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes (fuzz/, scripts/fuzz.sh)
 )
 
 missing=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): installs dependencies, builds, runs every test,
 # then rebuilds the protocol tests under AddressSanitizer+UndefinedBehaviorSanitizer and
-# the concurrency tests under ThreadSanitizer and runs those too.
+# the concurrency tests under ThreadSanitizer and runs those too, and runs the libFuzzer
+# harnesses for a bounded number of executions each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -26,5 +27,10 @@ if [ "${BKV_SKIP_SANITIZERS:-0}" != "1" ]; then
     "-DBKV_SKIP=bench;apps/benchkv;sim;transports/ucx"
   run_suite build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBKV_SANITIZE=thread -DBKV_TEST_GROUPS=concurrency \
     "-DBKV_SKIP=bench;apps/benchkv;sim;transports/ucx;transports/mlx5"
+  # The libFuzzer harnesses (fuzz/), clang with ASan+UBSan: each runs a bounded number
+  # of executions from its seed corpus and replays its saved regressions.
+  run_suite build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DCMAKE_C_COMPILER=clang-14 -DBKV_SANITIZE=address -DBKV_FUZZ=ON -DBKV_TEST_GROUPS=fuzz \
+    "-DBKV_SKIP=bench;apps/benchkv;transports/ucx"
 fi
 echo "=== all test suites passed"

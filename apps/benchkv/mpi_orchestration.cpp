@@ -7,10 +7,18 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
+#include <thread>
 
 namespace bkv::mpi {
 
@@ -42,11 +50,47 @@ class ByteBlock {
   MPI_Datatype type_ = MPI_DATATYPE_NULL;
 };
 
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// SIGINT/SIGTERM: say so and end the rank (async-signal-safe: write and _exit only).
+// A real run holds no /dev/shm segment (its channels are process memory), so nothing is
+// left behind; mpirun ends the other ranks when one exits non-zero.
+void on_terminate(int sig) {
+  const char* text = sig == SIGINT ? "benchkv: interrupted (SIGINT); ending this rank\n"
+                                   : "benchkv: terminated (SIGTERM); ending this rank\n";
+  [[maybe_unused]] const ssize_t w = ::write(STDERR_FILENO, text, std::strlen(text));
+  ::_exit(128 + sig);
+}
+
 }  // namespace
+
+double peer_timeout_seconds() {
+  const char* v = std::getenv(kPeerTimeoutEnv);
+  if (v == nullptr) return kDefaultPeerTimeoutSeconds;
+  char* end = nullptr;
+  errno = 0;
+  const double t = std::strtod(v, &end);
+  if (end == v || *end != '\0' || errno != 0 || !(t > 0) || t > 86400)
+    throw std::invalid_argument(std::string(kPeerTimeoutEnv) + "=\"" + v +
+                                "\": must be a number of seconds in (0, 86400]");
+  return t;
+}
 
 struct Session::Impl {
   bool finalize = false;
   MPI_Comm node = MPI_COMM_NULL;
+  // Watchdog: the deadline (steady clock, ns) by which the next collective must have
+  // completed; 0 = not armed. Refreshed by every completed collective.
+  std::atomic<int64_t> deadline_ns{0};
+  std::atomic<bool> stop{false};
+  int64_t quiet_ns = 0;
+  std::thread watchdog;
+  void progress() {
+    if (quiet_ns > 0) deadline_ns.store(now_ns() + quiet_ns, std::memory_order_relaxed);
+  }
 };
 
 Session::Session(int* argc, char*** argv) : impl_(std::make_unique<Impl>()) {
@@ -70,6 +114,10 @@ Session::Session(int* argc, char*** argv) : impl_(std::make_unique<Impl>()) {
 }
 
 Session::~Session() {
+  if (impl_->watchdog.joinable()) {
+    impl_->stop.store(true);
+    impl_->watchdog.join();
+  }
   if (impl_->node != MPI_COMM_NULL) MPI_Comm_free(&impl_->node);
   if (impl_->finalize) MPI_Finalize();
 }
@@ -81,7 +129,39 @@ std::string Session::processor_name() const {
   return std::string(name, static_cast<size_t>(len));
 }
 
-void Session::barrier() const { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+void Session::barrier() const {
+  check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+  impl_->progress();
+}
+
+void Session::start_watchdog(double longest_phase_seconds) {
+  if (impl_->watchdog.joinable()) throw std::logic_error("MPI: the watchdog is already running");
+  if (!(longest_phase_seconds >= 0)) throw std::invalid_argument("MPI watchdog: negative phase length");
+  const double timeout = peer_timeout_seconds();
+  const double quiet = longest_phase_seconds + timeout;
+  impl_->quiet_ns = static_cast<int64_t>(quiet * 1e9);
+  impl_->progress();
+  struct sigaction sa {};
+  sa.sa_handler = on_terminate;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  const int rank = rank_;
+  impl_->watchdog = std::thread([impl = impl_.get(), rank, quiet, timeout] {
+    while (!impl->stop.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const int64_t d = impl->deadline_ns.load(std::memory_order_relaxed);
+      if (d != 0 && now_ns() > d) {
+        std::fprintf(stderr,
+                     "rank %d: no collective completed for %.1f s (the longest phase plus %s=%.1f s): a peer rank "
+                     "is stopped, dead or unreachable; ending this rank\n",
+                     rank, quiet, kPeerTimeoutEnv, timeout);
+        std::fflush(stderr);
+        ::_exit(kPeerLostExitCode);  // MPI may not be called from this thread (FUNNELED)
+      }
+    }
+  });
+}
 
 std::vector<std::byte> Session::all_to_all(std::span<const std::byte> outgoing, size_t blob_size) const {
   const size_t n = static_cast<size_t>(size_);
@@ -91,6 +171,7 @@ std::vector<std::byte> Session::all_to_all(std::span<const std::byte> outgoing, 
   ByteBlock block(blob_size);
   std::vector<std::byte> in(outgoing.size());
   check(MPI_Alltoall(outgoing.data(), 1, block.type(), in.data(), 1, block.type(), MPI_COMM_WORLD), "MPI_Alltoall");
+  impl_->progress();
   return in;
 }
 
@@ -98,27 +179,32 @@ std::vector<std::byte> Session::all_gather_bytes(std::span<const std::byte> mine
   ByteBlock block(mine.size());
   std::vector<std::byte> in(mine.size() * static_cast<size_t>(size_));
   check(MPI_Allgather(mine.data(), 1, block.type(), in.data(), 1, block.type(), MPI_COMM_WORLD), "MPI_Allgather");
+  impl_->progress();
   return in;
 }
 
 uint64_t Session::allreduce_sum(uint64_t v) const {
   uint64_t out = 0;
   check(MPI_Allreduce(&v, &out, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce(sum)");
+  impl_->progress();
   return out;
 }
 double Session::allreduce_sum(double v) const {
   double out = 0;
   check(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce(sum)");
+  impl_->progress();
   return out;
 }
 uint64_t Session::allreduce_max(uint64_t v) const {
   uint64_t out = 0;
   check(MPI_Allreduce(&v, &out, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce(max)");
+  impl_->progress();
   return out;
 }
 uint64_t Session::allreduce_min(uint64_t v) const {
   uint64_t out = 0;
   check(MPI_Allreduce(&v, &out, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce(min)");
+  impl_->progress();
   return out;
 }
 
@@ -147,6 +233,7 @@ std::vector<std::byte> Session::gather_to_root(std::span<const std::byte> mine) 
   check(MPI_Gatherv(mine.data(), static_cast<int>(my_len), MPI_BYTE, out.data(), counts.data(), displs.data(), MPI_BYTE,
                     0, MPI_COMM_WORLD),
         "MPI_Gatherv");
+  impl_->progress();
   return out;
 }
 

@@ -24,6 +24,18 @@
 
 namespace bkv::mpi {
 
+// Peer liveness of real runs: a rank whose peer is stopped (SIGSTOP), dead or cut off
+// would wait forever in the next collective or for its calls' responses. A watchdog
+// thread (start_watchdog) ends the rank with a message and kPeerLostExitCode when no
+// collective completes for the longest phase between two collectives plus the peer
+// timeout (environment variable BENCHKV_PEER_TIMEOUT, seconds, default 60); mpirun then
+// ends the other ranks. SIGINT and SIGTERM end a rank with a message, status 128+signal.
+inline constexpr const char* kPeerTimeoutEnv = "BENCHKV_PEER_TIMEOUT";
+inline constexpr double kDefaultPeerTimeoutSeconds = 60;
+inline constexpr int kPeerLostExitCode = 3;
+// BENCHKV_PEER_TIMEOUT, checked: a number of seconds in (0, 86400]; else invalid_argument.
+double peer_timeout_seconds();
+
 class Session {
  public:
   // Initializes MPI (unless it already is; then Finalize is left to whoever did it)
@@ -40,6 +52,10 @@ class Session {
   std::string processor_name() const;
 
   void barrier() const;
+
+  // Starts the watchdog (header comment) and the SIGINT/SIGTERM handlers. Call once,
+  // after the setup exchanges; every collective completed after that re-arms it.
+  void start_watchdog(double longest_phase_seconds);
 
   // All-to-all of fixed-size blobs: `outgoing` holds size() slots of `blob_size` bytes,
   // slot j goes to rank j. Returns size() slots, slot j came from rank j.

@@ -52,6 +52,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <span>
@@ -536,6 +537,14 @@ RealResult run_measurement(Driver<N>& drv, const app::Options& o, Coord& coord, 
   for (size_t i = 0; i < L; ++i) {
     errors += drv.local(i).node->client_protocol_errors();
     for (uint32_t d = 0; d < D; ++d) errors += drv.local(i).node->daemon_metrics(d).protocol_errors;
+    // A stopped copyrpc endpoint is an error of its own (its calls fail, and are
+    // counted above, only if any were made after it stopped): named on stderr.
+    if constexpr (requires { drv.local(i).node->failed_endpoints(); }) {  // copyrpc nodes only
+      for (const std::string& line : drv.local(i).node->failed_endpoints()) {
+        std::fprintf(stderr, "benchkv: %s\n", line.c_str());
+        ++errors;
+      }
+    }
   }
   res.errors = coord.sum(errors);
 

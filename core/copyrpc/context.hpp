@@ -616,7 +616,8 @@ class Context {
     const uint64_t start = e.recv_producer;
     const uint64_t end = start + delta;
     if (end - e.consumed() > size) return fail(e, EndpointError::kRingOverrun);
-    if (delta < kFlowMetadataSize) return fail(e, EndpointError::kTruncatedMetadata);
+    // delta is a non-zero multiple of 32, so the flow metadata is always inside it.
+    static_assert(decode_imm(1) == kFlowMetadataSize);
     const uint64_t start_off = start & (size - 1);
     const FlowMetadata meta = load_metadata(e.recv_ring.at(start));
 

@@ -28,9 +28,10 @@ namespace bkv::copyrpc {
 // researcher reading a log) knows exactly which rule a peer broke.
 enum class EndpointError : uint8_t {
   kNone = 0,
-  kBadImmediate,         // imm = 0, or larger than the receive ring could hold
+  kBadImmediate,         // imm = 0, or larger than the receive ring could hold (a
+                         // non-zero imm always covers the 32-byte flow metadata:
+                         // wire.hpp, so no batch can be shorter than its metadata)
   kRingOverrun,          // the batch would overwrite bytes not yet consumed
-  kTruncatedMetadata,    // fewer than 32 bytes for the flow metadata
   kBadWrapMarker,        // a wrap marker that does not end exactly at the ring end
   kBadMessageCount,      // more messages than the batch can hold, or bytes left over
   kBadLength,            // a message's length runs past the batch
@@ -47,7 +48,6 @@ constexpr const char* to_string(EndpointError e) noexcept {
     case EndpointError::kNone: return "none";
     case EndpointError::kBadImmediate: return "bad immediate (batch length)";
     case EndpointError::kRingOverrun: return "batch overruns unconsumed receive-ring bytes";
-    case EndpointError::kTruncatedMetadata: return "batch shorter than its flow metadata";
     case EndpointError::kBadWrapMarker: return "wrap marker does not end at the ring end";
     case EndpointError::kBadMessageCount: return "message count does not match the batch";
     case EndpointError::kBadLength: return "message length runs past the batch";

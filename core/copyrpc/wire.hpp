@@ -91,6 +91,9 @@ constexpr uint32_t encode_imm(uint64_t delta_bytes) noexcept {
 }
 constexpr uint64_t decode_imm(uint32_t imm) noexcept { return uint64_t{imm} * kAlignment; }
 static_assert(decode_imm(encode_imm(96)) == 96);
+// The smallest non-zero immediate covers exactly one flow-metadata block: a batch is
+// never shorter than its metadata (the receiver checks imm != 0, nothing more).
+static_assert(decode_imm(1) == kFlowMetadataSize);
 
 constexpr bool is_response(uint32_t call_id) noexcept { return (call_id & kResponseFlag) != 0; }
 constexpr uint32_t to_response_id(uint32_t call_id) noexcept { return call_id | kResponseFlag; }

@@ -74,7 +74,9 @@
 //  - try_call(): non-blocking variant for the simulator (single thread: nothing may
 //    spin). It returns kFull without reserving when head - tail >= ring_depth; on real
 //    threads a producer that races past that check spins briefly as call() does.
-//  - a spinning call() gives up with kServerDisconnected if the server shuts down.
+//  - a spinning call() gives up with kServerDisconnected if the server shuts down, and
+//    with kServerUnresponsive if tail does not move for wait_limit() (a server that
+//    died or was stopped without clearing server_alive); its reservation stays a hole.
 //  - a tail beyond the caller's position (forged: the server never passes a position
 //    that is not committed) ends try_call() and call() with kRingCorrupted instead of
 //    waiting forever. try_call() detects it before reserving; call() after reserving,
@@ -82,6 +84,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -102,6 +105,10 @@ inline constexpr uint32_t kDelegationVersion = 1;
 inline constexpr uint32_t kDelegationMaxClients = 1u << 16;
 inline constexpr uint32_t kDelegationMaxRingDepth = 1u << 20;
 inline constexpr uint32_t kDelegationMaxRespDepth = 1u << 16;
+
+// A blocking call() gives up (kServerUnresponsive) when the ring stays full and the
+// server's tail does not move for this long: a dead or stopped server.
+inline constexpr std::chrono::nanoseconds kDelegationDefaultWaitLimit = std::chrono::seconds(10);
 
 // ---- layout ----------------------------------------------------------------------
 
@@ -499,6 +506,7 @@ enum class DelegationCallStatus : uint8_t {
   kNoFreeSlot,          // every response slot awaits a response: poll() first
   kServerDisconnected,  // server_alive is false
   kRingCorrupted,       // tail beyond the caller's position (forged): see the header comment
+  kServerUnresponsive,  // call() only: the ring stayed full, tail unmoved, for wait_limit()
 };
 
 struct DelegationCallResult {
@@ -589,6 +597,9 @@ class alignas(kCacheLine) DelegationClient {
 
   uint32_t client_id() const noexcept { return client_id_; }
   uint32_t in_flight() const noexcept { return in_flight_; }
+  // How long call() waits for ring space while the server makes no progress at all.
+  void set_wait_limit(std::chrono::nanoseconds limit) noexcept { wait_limit_ = limit; }
+  std::chrono::nanoseconds wait_limit() const noexcept { return wait_limit_; }
   // Responses found in slots that awaited none (answers to forged requests), discarded.
   uint64_t stray_responses() const noexcept { return stray_responses_; }
   bool slot_busy(uint32_t slot) const noexcept { return slot < busy_.size() && busy_[slot] != 0; }
@@ -628,6 +639,8 @@ class alignas(kCacheLine) DelegationClient {
     const uint64_t depth = view_.config().ring_depth;
     const uint64_t pos = atomic_field(ctl.head).fetch_add(1, std::memory_order_relaxed);
     SpinWait spin;
+    uint64_t seen_tail = ~uint64_t{0};
+    std::chrono::steady_clock::time_point tail_moved{};
     for (;;) {
       const uint64_t tail = atomic_field(ctl.tail).load(std::memory_order_acquire);
       // The server never passes a position that is not committed, so tail <= pos; a
@@ -635,6 +648,14 @@ class alignas(kCacheLine) DelegationClient {
       if (tail > pos) return {DelegationCallStatus::kRingCorrupted, 0};
       if (pos - tail < depth) break;
       if (!view_.server_alive()) return {DelegationCallStatus::kServerDisconnected, 0};
+      // A server that died without clearing server_alive (or is stopped) never moves
+      // tail again: give up after wait_limit without progress (checked once per yield).
+      if (tail != seen_tail) {
+        seen_tail = tail;
+        tail_moved = std::chrono::steady_clock::now();
+      } else if (spin.spins + 1 == kSpinsBeforeYield && std::chrono::steady_clock::now() - tail_moved > wait_limit_) {
+        return {DelegationCallStatus::kServerUnresponsive, 0};
+      }
       spin.wait();
     }
     std::byte* p = view_.req_slot(pos);
@@ -655,6 +676,7 @@ class alignas(kCacheLine) DelegationClient {
   uint32_t next_resp_slot_ = 0;
   uint32_t in_flight_ = 0;
   uint64_t stray_responses_ = 0;
+  std::chrono::nanoseconds wait_limit_ = kDelegationDefaultWaitLimit;
   LineVector<uint8_t> busy_;     // slot awaits a response (client-local)
   LineVector<uint64_t> tokens_;  // user token of the call in each slot (client-local)
 };

@@ -147,3 +147,28 @@ TEST_CASE("Connections: each backend's shape", "[backend]") {
     CHECK(c.thread_b == (c.thread_a - 2) % 2);
   }
 }
+
+// A peer that breaks a copyrpc receive-path rule stops that endpoint; the node names it
+// (rank, thread, peer rank and the rule) so a real run can print and count it.
+TEST_CASE("a copyrpc endpoint stopped by a forged batch is named by the node", "[backend][faults]") {
+  Cluster<DelegationBackend> c(2, 1, 1, 4);
+  CHECK(c.nodes[0]->failed_endpoints().empty());
+  auto* ctx = c.nodes[0]->context_of(0);  // daemon 0 of rank 0: its one endpoint goes to rank 1
+  REQUIRE(ctx != nullptr);
+  REQUIRE(ctx->endpoint_count() == 1);
+  const auto target = ctx->local_info(0);
+  // A stranger's queue pair on the same fabric writes a batch with a zero immediate.
+  loopback::InstantTransport stranger(c.fabric, 16);
+  auto& qp = stranger.create_queue_pair();
+  qp.connect(target.qp);
+  std::vector<std::byte> src(64);
+  const MemoryRegion mr = stranger.register_memory(src.data(), src.size(), kAccessLocalWrite);
+  const RemoteBuffer dst{target.recv_ring_addr, target.recv_ring_rkey, 0, 64};
+  REQUIRE(qp.post_write_imm(src.data(), 64, mr.lkey, dst, 0, 1, true) == PostResult::kOk);
+  qp.ring_doorbell();
+  for (int i = 0; i < 10; ++i) c.round();
+  const auto failed = c.nodes[0]->failed_endpoints();
+  REQUIRE(failed.size() == 1);
+  CHECK_THAT(failed[0], Catch::Contains("rank 0 thread 0: copyrpc endpoint to rank 1 stopped: bad immediate"));
+  CHECK(c.nodes[1]->failed_endpoints().empty());
+}

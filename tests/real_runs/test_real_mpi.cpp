@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -118,4 +119,78 @@ TEST_CASE("mpirun -np 2: an output path that cannot be written ends every rank b
   CHECK_THAT(o.err, Catch::Contains("plainfile/out.csv"));
   CHECK_THAT(o.err, !Catch::Contains("epoch"));  // no measurement ran
   CHECK_FALSE(e2e::fs::exists(dir.path() / "out.csv"));
+}
+
+namespace {
+
+// mpirun -np 2 where rank 1 sends itself `signal` `after` seconds into its life (a
+// shell that execs benchkv, with a background `kill` aimed at the same pid).
+Outcome run_with_rank1_signal(const char* signal, const char* after, const e2e::fs::path& dir,
+                              std::vector<std::pair<std::string, std::string>> env) {
+  std::string cmd = "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then (sleep " + std::string(after) + "; kill -" + signal +
+                    " $$) & fi; exec " BENCHKV_BIN;
+  for (const std::string& a : small_real("delegation", {"-d", "4", "--interval-ms", "200"})) cmd += " '" + a + "'";
+  std::vector<std::string> argv = {MPIEXEC_BIN, "-np", "2", "--oversubscribe", "--bind-to", "none", "-x", "UCX_TLS",
+                                   "-x", "BENCHKV_PEER_TIMEOUT", "/bin/sh", "-c", cmd};
+  auto e = mpi_env("sm,self");
+  e.insert(e.end(), env.begin(), env.end());
+  return e2e::spawn(argv, dir, e);
+}
+
+}  // namespace
+
+TEST_CASE("mpirun -np 2: a rank stopped mid-run (SIGSTOP) ends the other with a message, in bounded time",
+          "[real-run][mpi][faults]") {
+  e2e::TempDir dir;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Outcome o = run_with_rank1_signal("STOP", "1.5", dir.path(), {{"BENCHKV_PEER_TIMEOUT", "2"}});
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(e2e::describe(o));
+  CHECK(o.status != 0);
+  CHECK_THAT(o.err, Catch::Contains("rank 0: no collective completed for 6.0 s"));
+  CHECK_THAT(o.err, Catch::Contains("a peer rank is stopped, dead or unreachable"));
+  // Run of 4 s + peer timeout 2 s after the last collective, plus start-up and teardown.
+  CHECK(secs < 30);
+  CHECK_FALSE(e2e::fs::exists(dir.path() / "out.csv"));
+}
+
+TEST_CASE("mpirun -np 2: a rank killed mid-run (SIGKILL) ends the job with a non-zero status, in bounded time",
+          "[real-run][mpi][faults]") {
+  e2e::TempDir dir;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Outcome o = run_with_rank1_signal("KILL", "1.5", dir.path(), {{"BENCHKV_PEER_TIMEOUT", "2"}});
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(e2e::describe(o));
+  CHECK(o.status != 0);
+  // mpirun sees rank 1 die and ends rank 0 (SIGTERM: our handler says so), or rank 0's
+  // watchdog ends it first; either way the run stops with a message naming why.
+  const bool explained = o.err.find("terminated (SIGTERM)") != std::string::npos ||
+                         o.err.find("no collective completed") != std::string::npos ||
+                         o.err.find("signal 9") != std::string::npos;
+  CHECK(explained);
+  CHECK(secs < 30);
+  CHECK_FALSE(e2e::fs::exists(dir.path() / "out.csv"));
+}
+
+TEST_CASE("mpirun -np 2: SIGTERM to a rank mid-run ends it with a message and the job with a non-zero status",
+          "[real-run][mpi][faults]") {
+  e2e::TempDir dir;
+  const Outcome o = run_with_rank1_signal("TERM", "1.5", dir.path(), {{"BENCHKV_PEER_TIMEOUT", "60"}});
+  INFO(e2e::describe(o));
+  CHECK(o.status != 0);
+  CHECK_THAT(o.err, Catch::Contains("benchkv: terminated (SIGTERM); ending this rank"));
+  CHECK_FALSE(e2e::fs::exists(dir.path() / "out.csv"));
+}
+
+TEST_CASE("benchkv refuses a malformed BENCHKV_PEER_TIMEOUT, naming it", "[real-run][mpi][faults]") {
+  e2e::TempDir dir;
+  auto env = mpi_env("sm,self");
+  env.emplace_back("BENCHKV_PEER_TIMEOUT", "soon");
+  std::vector<std::string> argv = {MPIEXEC_BIN, "-np", "2", "--oversubscribe", "--bind-to", "none",
+                                   "-x", "BENCHKV_PEER_TIMEOUT", BENCHKV_BIN};
+  for (const std::string& a : small_real("delegation")) argv.push_back(a);
+  const Outcome o = e2e::spawn(argv, dir.path(), env);
+  INFO(e2e::describe(o));
+  CHECK(o.status != 0);
+  CHECK_THAT(o.err, Catch::Contains("BENCHKV_PEER_TIMEOUT=\"soon\""));
 }

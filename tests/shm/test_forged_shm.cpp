@@ -372,3 +372,22 @@ TEST_CASE("delegationrpc random forged entries: every call is answered exactly o
                  << ", wrong answers " << wrong << ", stray discarded "
                  << clients[0].stray_responses() + clients[1].stray_responses() + clients[2].stray_responses());
 }
+
+// A server that stopped (or died without clearing server_alive) never moves tail: a
+// client waiting for ring space used to spin forever.
+TEST_CASE("delegationrpc call on a full ring whose server makes no progress gives up after its wait limit",
+          "[shm][forged][faults]") {
+  const DelegationConfig cfg{1, 1, 4};
+  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
+  DServer server(seg.bytes(), cfg);  // alive, but never polled
+  DClient c = DClient::connect(seg.bytes());
+  c.set_wait_limit(std::chrono::milliseconds(50));
+  REQUIRE(c.call(Req{}, 1).status == DelegationCallStatus::kOk);  // fills the one-slot ring
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = run_with_deadline([&] { return static_cast<int>(c.call(Req{}, 2).status); }, std::chrono::seconds(10));
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  REQUIRE(rc >= 0);  // finished
+  CHECK(rc == static_cast<int>(DelegationCallStatus::kServerUnresponsive));
+  CHECK(waited >= std::chrono::milliseconds(50));
+  CHECK(c.in_flight() == 1);  // only the first call is awaited (the run above was a child process)
+}

@@ -4,9 +4,12 @@
 // and the validation of incoming messages.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "tests/transport/conformance.hpp"
 #include "transports/ucx/ucx_transport.hpp"
@@ -131,4 +134,41 @@ TEST_CASE("ucx: a bad configuration is rejected with a message", "[ucx]") {
     c.tls = "no_such_transport";
     CHECK_THROWS_WITH(bkv::ucx::UcxTransport(c), Catch::Contains("ucp_init failed"));
   }
+}
+
+// Peer failure: over TCP UCX reports a failed peer (UCP_ERR_HANDLING_MODE_PEER), so a
+// queue pair whose peer is gone fails its requests instead of waiting for them forever;
+// over shared memory UCX 1.13 has no such mode and the queue pair falls back to none.
+TEST_CASE("ucx: queue pairs use peer error handling where UCX offers it", "[ucx][faults]") {
+  UcxHarness sm{"sm,self"};
+  LinkedPair<UcxHarness> over_sm(sm);
+  CHECK_FALSE(over_sm.qa->peer_error_handling());
+  UcxHarness tcp{"tcp"};
+  LinkedPair<UcxHarness> over_tcp(tcp);
+  CHECK(over_tcp.qa->peer_error_handling());
+}
+
+TEST_CASE("ucx: over tcp, requests to a peer that is gone complete with an error", "[ucx][faults]") {
+  UcxHarness h{"tcp"};
+  LinkedPair<UcxHarness> p(h);
+  std::vector<std::byte> local(256, std::byte{1}), remote(256);
+  const MemoryRegion lmr = p.a->register_memory(local.data(), local.size(), kAccessLocalWrite);
+  const MemoryRegion rmr = p.b->register_memory(remote.data(), remote.size(), kAccessLocalWrite | kAccessRemoteWrite);
+  REQUIRE(p.qa->post_write(local.data(), 64, lmr.lkey, p.remote(rmr), 1, true) == PostResult::kOk);
+  p.qa->ring_doorbell();
+  REQUIRE(pump_until([&] { p.pump(); }, [&] { return !p.sends.empty(); }));
+  REQUIRE(p.sends[0].status == WcStatus::kSuccess);
+  p.sends.clear();
+  p.b.reset();  // the peer goes away (its worker and sockets closed)
+  const auto t0 = std::chrono::steady_clock::now();
+  bool failed = false;
+  uint64_t id = 2;
+  while (!failed && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+    if (p.qa->post_write(local.data(), 64, lmr.lkey, p.remote(rmr), id++, true) == PostResult::kOk) p.qa->ring_doorbell();
+    p.a->poll_send([&](const SendCompletion& c) { failed |= c.status != WcStatus::kSuccess; }, 64);
+    progress(*p.a);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(failed);
+  CHECK(p.qa->in_error());
 }

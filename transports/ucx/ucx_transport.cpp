@@ -486,17 +486,23 @@ void QueuePair::connect(const ConnectInfo& remote) {
     throw std::invalid_argument("ucx transport: connect: invalid peer queue-pair number " +
                                 std::to_string(remote.qp_num));
   ucp_ep_params_t p{};
-  // Error mode NONE: UCX 1.13 has no peer-failure support over shared memory, so
-  // UCP_ERR_HANDLING_MODE_PEER would rule out UCX_TLS=sm. The handler still reports
-  // whatever failures UCX does detect.
+  // Peer error handling (a failed peer fails this endpoint's requests and calls
+  // on_ep_error, which puts the queue pair in error) where the transports offer it;
+  // UCX 1.13 has none over shared memory, where ucp_ep_create refuses PEER mode: then
+  // mode NONE, and a lost peer is caught by the run's watchdog (docs/reliability.md).
   p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
   p.address = reinterpret_cast<const ucp_address_t*>(remote.address);
-  p.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+  p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   p.err_handler.cb = &UcxTransport::Impl::on_ep_error;
   p.err_handler.arg = this;
   ucp_ep_h ep = nullptr;
-  const ucs_status_t st = ucp_ep_create(owner_->worker_, &p, &ep);
+  ucs_status_t st = ucp_ep_create(owner_->worker_, &p, &ep);
+  peer_error_handling_ = st == UCS_OK;
+  if (st != UCS_OK) {
+    p.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    st = ucp_ep_create(owner_->worker_, &p, &ep);
+  }
   if (st != UCS_OK) fail("ucp_ep_create", st);
   ep_ = ep;
   remote_qp_ = remote.qp_num;

@@ -151,6 +151,9 @@ class QueuePair : public software_nic::PostVerbs<QueuePair> {
   void ring_doorbell();
   uint32_t send_queue_free() const noexcept { return slots_.free_slots(); }
   bool in_error() const noexcept { return state_ == State::kError; }
+  // Whether UCX reports a failed peer on this queue pair (UCP_ERR_HANDLING_MODE_PEER);
+  // false over transports without it (shared memory in UCX 1.13).
+  bool peer_error_handling() const noexcept { return peer_error_handling_; }
   bool connected() const noexcept { return ep_ != nullptr; }
 
  private:
@@ -197,6 +200,7 @@ class QueuePair : public software_nic::PostVerbs<QueuePair> {
   State state_ = State::kReady;
   ucp_ep* ep_ = nullptr;
   uint32_t remote_qp_ = 0;
+  bool peer_error_handling_ = false;
   uint64_t remote_token_ = 0;
   // Requester side. Sequence numbers:
   //   slots_.freed() <= completed_ <= submitted_ <= slots_.posted().

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the binary harnesses (fuzz/corpus/<name>/): short, valid
+programs in each harness's input encoding (see the harness sources), so a bounded run
+starts from well-formed traffic and mutates it. The JSON harnesses' seeds are copies of
+files in configs/. Usage: make_seeds.py (from anywhere; rewrites the seed files)."""
+import pathlib
+import shutil
+import struct
+
+ROOT = pathlib.Path(__file__).resolve().parent
+REPO = ROOT.parent
+
+
+def u8(v): return struct.pack("<B", v)
+def u16(v): return struct.pack("<H", v)
+def u32(v): return struct.pack("<I", v)
+def u64(v): return struct.pack("<Q", v)
+
+
+def write(name, seeds):
+    d = ROOT / "corpus" / name
+    d.mkdir(parents=True, exist_ok=True)
+    for old in d.iterdir():
+        old.unlink()
+    for i, data in enumerate(seeds):
+        (d / f"seed{i}").write_bytes(data)
+
+
+# copyrpc_recv: op u32 (mod 6); op 0 = imm u32, len u16, bytes.
+def meta(ret, grant, count): return u64(ret) + u64(grant) + u32(count) + bytes(12)
+def header(call_id, units, length): return u32(call_id) + u32(units) + u32(length)
+
+
+def batch(imm, body): return u32(0) + u32(imm) + u16(len(body)) + body
+
+
+request = meta(0, 0, 1) + header(5, 2, 10) + bytes(20)
+response = meta(0, 64, 1) + header(0x8000_0000, 0, 8) + bytes(20)
+wrap = meta(0, 0, 0xFFFF_FFFF)
+write("copyrpc_recv", [
+    batch(2, request) + u32(2) + u32(0) + u32(3),                      # request, reply, flush
+    u32(1) + u32(8) + u32(8) + u32(3) + batch(2, response) + u32(5),   # call, response
+    batch(2, request) + batch(126, wrap) + batch(1, meta(32, 0, 0)),    # request, wrap, empty batch
+])
+
+# shm harnesses: shape u32s, then op u32 (mod 8, flux mod 5) with its arguments.
+write("shm_delegationrpc", [
+    u32(1) + u32(2) + u32(1) + u32(1) + u32(1) + u32(3) + u64(7) + u32(5) + u32(6) + u64(9) + u32(7) + u32(4),
+    u32(0) + u32(0) + u32(0) + u32(0) + u8(1) + u32(16) + u32(4) + u64(0xFFFF) + u32(1),  # forged tail
+])
+write("shm_ipc", [
+    u32(1) + u32(2) + u32(0) + u32(0) + u32(1) + u8(1) + u32(3) + u64(7) + u32(5) + u8(0) + u32(6) + u64(9) + u32(4),
+    u32(0) + u32(0) + u32(0) + u32(0) + u32(0) + u8(1) + u32(12) + u32(4) + u32(1 << 20) + u32(1) + u8(1),
+])
+write("shm_flux", [
+    u32(1) + u32(1) + u32(0) + u32(1) + u32(1) + u32(1) + u32(3) + u32(1) + u32(4) + u32(0) + u32(2),
+    u32(1) + u32(1) + u32(0) + u32(0) + u32(1) + u32(0) + u64(0) + u32(0x8000_0000) + u64(1) + u32(0) + u32(2),
+])
+
+# mlx5_cqe: cqe-size byte, then op u32 (mod 6).
+def cqe(op_own, qpn=1, imm=0, byte_cnt=0, wqe_counter=0):
+    c = bytearray(64)
+    c[44:48] = struct.pack(">I", byte_cnt)
+    c[48:52] = struct.pack(">I", imm)
+    c[56:60] = struct.pack(">I", qpn)
+    c[60:62] = struct.pack(">H", wqe_counter)
+    c[63] = op_own
+    return bytes(c)
+
+
+def forge(cq, off, body): return u32(0) + u32(cq) + u32(off) + u32(len(body) - 1) + body
+
+
+write("mlx5_cqe", [
+    u8(0) + forge(0, 0, cqe(0x20)) + u32(2) + u32(4),                               # RESP_WR_IMM
+    u8(0) + u32(4) + u32(10) + u8(1) + u32(0) + forge(1, 0, cqe(0x00)) + u32(3) + u32(4),  # WRITE, REQ CQE
+    u8(0) + forge(0, 0, cqe(0x2C, byte_cnt=3)) + forge(0, 64, bytes(64)) + u32(2) + u32(8),  # compressed
+])
+
+for name, files in {
+    "json_strict": ["configs/c1_np2.json", "configs/c2_clients1.json"],
+    "sim_model": ["configs/model/c1.json"],
+    "benchkv_options": ["configs/c1_np2.json", "configs/c2_clients1.json", "configs/c1_np8_staggered.json"],
+}.items():
+    d = ROOT / "corpus" / name
+    d.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        shutil.copyfile(REPO / f, d / pathlib.Path(f).name)

@@ -1,0 +1,123 @@
+// Fuzzes ipc over corrupted shared memory: a server formats a segment, then the input
+// interleaves forged writes anywhere in it (header, claim lines, request and response
+// rings) with attaches, client call/poll and server poll/recv/reply. Nothing may read
+// or write outside the segment, a bad header must be refused with ShmError, and each
+// client gets back only tokens of calls it made, each at most once.
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "core/shm/ipc.hpp"
+#include "core/shm/segment.hpp"
+#include "fuzz/fuzz_input.hpp"
+
+using namespace bkv::shm;
+using bkv::fuzz::FuzzInput;
+using bkv::fuzz::violated;
+
+namespace {
+struct Req {
+  uint64_t a, b;
+};
+struct Resp {
+  uint64_t v;
+};
+using Server = IpcServer<Req, Resp>;
+using Client = IpcClient<Req, Resp>;
+using Layout = IpcLayout<Req, Resp>;
+
+struct TrackedClient {
+  Client c;
+  std::map<uint64_t, bool> open;  // tokens issued and not yet answered
+};
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  FuzzInput in(data, size);
+  IpcConfig cfg;
+  cfg.max_clients = 1 + in.below(4);
+  cfg.depth = 1u << in.below(4);
+  IpcSkipConfig skip;
+  skip.idle_after = 1 + in.below(4);
+  skip.period = 1u << in.below(3);
+  Segment seg = Segment::create_process(Layout::segment_size(cfg));
+  const std::span<std::byte> mem = seg.bytes();
+  Server server(mem, cfg, skip);
+  std::vector<TrackedClient> clients;
+  std::vector<IpcHandle> received;
+  uint64_t next_token = 1;
+
+  for (uint32_t step = 0; step < 512 && !in.empty(); ++step) {
+    switch (in.below(8)) {
+      case 0: {  // a forged write: mostly into the header
+        const bool low = in.take<uint8_t>() & 1;
+        const size_t off = low ? in.below(256) : in.below(static_cast<uint32_t>(mem.size()));
+        const auto b = in.bytes(std::min<size_t>(1 + in.below(16), mem.size() - off));
+        std::memcpy(mem.data() + off, b.data(), b.size());
+        break;
+      }
+      case 1: {
+        try {
+          const bool any = in.take<uint8_t>() & 1;
+          Client c = any ? Client::connect(mem) : Client::connect(mem, in.take<uint32_t>() % 8);
+          if (clients.size() < 4) clients.push_back(TrackedClient{std::move(c), {}});
+        } catch (const ShmError&) {
+        }
+        break;
+      }
+      case 2: {
+        const size_t len = in.below(static_cast<uint32_t>(mem.size()) + 1);
+        try {
+          const IpcConfig declared = validate_ipc_segment<Req, Resp>(mem.subspan(0, len));
+          // A forged header may declare another shape; it must fit the segment exactly.
+          if (Layout::segment_size(declared) != len) violated("an ipc header accepted for a segment of another size");
+        } catch (const ShmError&) {
+        }
+        break;
+      }
+      case 3: {
+        if (clients.empty()) break;
+        TrackedClient& t = clients[in.below(static_cast<uint32_t>(clients.size()))];
+        const uint64_t tok = next_token++;
+        if (t.c.call(Req{tok, in.take<uint64_t>()}, tok) == IpcCallStatus::kOk) t.open[tok] = true;
+        if (t.c.in_flight() > t.c.config().depth) violated("client in flight beyond its depth");
+        break;
+      }
+      case 4:
+        for (auto& t : clients) {
+          t.c.poll([&](uint64_t tok, const Resp&) {
+            auto it = t.open.find(tok);
+            if (it == t.open.end()) violated("a client was handed a token it never issued or already got back");
+            t.open.erase(it);
+          });
+        }
+        break;
+      case 5:
+        if (in.take<uint8_t>() & 1) {
+          (void)server.poll_with_skip();
+        } else {
+          (void)server.poll();
+        }
+        while (auto r = server.recv()) {
+          if (r->handle.client >= cfg.max_clients || r->handle.token >= cfg.depth)
+            violated("recv returned a handle outside the layout");
+          received.push_back(r->handle);
+        }
+        break;
+      case 6:
+        if (!received.empty()) {
+          const size_t i = in.below(static_cast<uint32_t>(received.size()));
+          (void)server.reply(received[i], Resp{in.take<uint64_t>()});
+          received.erase(received.begin() + static_cast<std::ptrdiff_t>(i));
+        } else {
+          (void)server.reply(IpcHandle{in.take<uint32_t>(), in.take<uint32_t>()}, Resp{0});
+        }
+        break;
+      default:
+        if (in.take<uint8_t>() == 0xFF) server.shutdown();
+        break;
+    }
+  }
+  return 0;
+}
