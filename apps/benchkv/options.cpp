@@ -297,6 +297,7 @@ constexpr std::string_view kGroupRdma = "RDMA and rings";
 constexpr std::string_view kGroupLoop = "Daemon loop policies";
 constexpr std::string_view kGroupSim = "Simulator";
 constexpr std::string_view kGroupRpc = "copyrpc alone (rpc)";
+constexpr std::string_view kGroupData = "bulk values (data)";
 
 const Spec kSpecs[] = {
     {"backend", 0, Kind::kChoice, kGroupRun, "" /* --help lists backend::kBackendNames */,
@@ -367,7 +368,15 @@ const Spec kSpecs[] = {
      BKV_FIELD(endpoints)},
     {"message_size", 0, Kind::kUnsigned, kGroupRpc, "BYTES",
      "rpc: request and response payload size (1 to ring_size / 8)", BKV_FIELD(message_size)},
+    {"value_size", 0, Kind::kString, kGroupData, "SIZES",
+     "data: value sizes in bytes, a list \"A,B\" and/or ranges \"A..B\" of every power of two from A to B",
+     BKV_FIELD(value_size)},
+    {"data_backend", 0, Kind::kString, kGroupData, "NAME", "data: delegation or direct", BKV_FIELD(data_backend)},
 };
+
+// Keys only the data benchmark has: written by to_json only for it, so the recorded
+// configuration (and the output bytes) of the other modes do not change.
+constexpr std::array<std::string_view, 2> kDataOnlyKeys{"value_size", "data_backend"};
 
 #undef BKV_FIELD
 #undef BKV_CHOICE
@@ -545,6 +554,52 @@ void validate_rpc_relations(const Options& o) {
   }
 }
 
+// data moves bulk values with daemon #0 and the clients of each node: the options of
+// the KV workload generator, of several daemons and of the daemon loop do not apply.
+void validate_data_relations(const Options& o) {
+  const Options d{};
+  const bool data = o.backend == BackendKind::kData;
+  auto not_for = [&](std::string_view key, bool differs, std::string_view what) {
+    if (differs)
+      throw OptionError(std::string(key), fmt::format("{}: does not apply to {} (it is {})", label(spec_of(key)),
+                                                      data ? "the data benchmark" : "this backend", what));
+  };
+  if (!data) {
+    if (o.backend) {
+      not_for("value_size", o.value_size != d.value_size, "an option of the data benchmark");
+      not_for("data_backend", o.data_backend != d.data_backend, "an option of the data benchmark");
+    }
+    return;
+  }
+  if (o.data_backend != "delegation" && o.data_backend != "direct")
+    fail(o, "data_backend", "is not one of delegation, direct");
+  const std::vector<uint32_t> sizes = data_value_sizes(o);
+  uint32_t largest = 0;
+  for (uint32_t v : sizes) largest = std::max(largest, v);
+  if (o.key_range > kMaxDataStoreBytes / largest)
+    throw OptionError("key_range", fmt::format("{}: {} keys x the largest value size {} = {} bytes of store per node "
+                                               "exceeds {} bytes; give fewer keys or smaller values",
+                                               label(spec_of("key_range")), o.key_range, largest,
+                                               o.key_range * largest, kMaxDataStoreBytes));
+  if (uint64_t{o.client_threads} * o.queue_depth * largest > kMaxDataStoreBytes)
+    fail(o, "queue_depth", fmt::format("x client_threads x the largest value size exceeds {} bytes of client "
+                                       "buffers per node", kMaxDataStoreBytes));
+  constexpr std::string_view kv = "an option of the KV backends";
+  not_for("server_threads", o.server_threads != d.server_threads, "daemon #0 alone serves data");
+  not_for("distribution", o.distribution != d.distribution, kv);
+  not_for("zipf_s", o.zipf_s != d.zipf_s, kv);
+  not_for("pattern_len", o.pattern_len != d.pattern_len, kv);
+  not_for("poll_budget", o.loop.poll_budget != d.loop.poll_budget, "a daemon loop policy");
+  not_for("batch_hold_us", o.loop.batch_hold_us != d.loop.batch_hold_us, "a daemon loop policy");
+  not_for("adaptive_hold", o.loop.adaptive_hold != d.loop.adaptive_hold, "a daemon loop policy");
+  not_for("hold_rtt_multiplier", o.loop.hold_rtt_multiplier != d.loop.hold_rtt_multiplier, "a daemon loop policy");
+  not_for("adaptive_poll_budget", o.loop.adaptive_poll_budget != d.loop.adaptive_poll_budget, "a daemon loop policy");
+  not_for("start_mode", o.start_mode != d.start_mode, "a client start option");
+  not_for("start_stagger_us", o.start_stagger_us != d.start_stagger_us, "a client start option");
+  not_for("inflight_samples", o.inflight_samples != d.inflight_samples, "a daemon in-flight sampler");
+  not_for("trace", o.trace != d.trace, "a daemon loop trace");
+}
+
 }  // namespace
 
 void validate(const Options& o, bool require_backend) {
@@ -623,13 +678,51 @@ void validate(const Options& o, bool require_backend) {
                                                   label(spec_of("trace_window")), o.trace));
   }
   validate_rpc_relations(o);
+  validate_data_relations(o);
   validate_distinct_outputs(o);
 }
 
 json to_json(const Options& o) {
   json j = json::object();
-  for (const auto& s : kSpecs) j[std::string(s.key)] = s.get(o);
+  for (const auto& s : kSpecs) {
+    const bool data_only = std::find(kDataOnlyKeys.begin(), kDataOnlyKeys.end(), s.key) != kDataOnlyKeys.end();
+    if (data_only && o.backend != BackendKind::kData) continue;
+    j[std::string(s.key)] = s.get(o);
+  }
   return j;
+}
+
+std::vector<uint32_t> data_value_sizes(const Options& o) {
+  auto bad = [&](const std::string& why) -> OptionError {
+    return OptionError("value_size", fmt::format("{}: \"{}\" {}", label(spec_of("value_size")), o.value_size, why));
+  };
+  auto number = [&](std::string_view t) -> uint32_t {
+    if (t.empty() || t.size() > 10 || t.find_first_not_of("0123456789") != std::string_view::npos)
+      throw bad(fmt::format("has \"{}\" where a size in bytes was expected", t));
+    const uint64_t v = std::stoull(std::string(t));
+    if (v < kMinDataValueSize || v > kMaxDataValueSize)
+      throw bad(fmt::format("has {}: sizes must be in [{}, {}]", v, kMinDataValueSize, kMaxDataValueSize));
+    return static_cast<uint32_t>(v);
+  };
+  std::vector<uint32_t> sizes;
+  std::string_view rest = o.value_size;
+  if (rest.empty()) throw bad("is empty");
+  while (true) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    const size_t dots = item.find("..");
+    if (dots == std::string_view::npos) {
+      sizes.push_back(number(item));
+    } else {
+      const uint32_t a = number(item.substr(0, dots)), b = number(item.substr(dots + 2));
+      if (!is_pow2(a) || !is_pow2(b) || a > b)
+        throw bad(fmt::format("has the range {}..{}: a range runs from a power of two to a larger or equal one", a, b));
+      for (uint64_t v = a; v <= b; v *= 2) sizes.push_back(static_cast<uint32_t>(v));
+    }
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  return sizes;
 }
 
 Options options_from_json(const json& j, const std::string& base_dir) {

@@ -128,6 +128,7 @@ class DataDaemon {
   // After every endpoint is connected. Delegation: registers the buffer region and
   // announces it on every calling endpoint.
   void start() {
+    started_ = true;
     if (cfg_.backend != DataBackend::kDelegation) return;
     const auto region = buffers_.region();
     region_mr_ = ctx_.transport().register_memory(region.data(), region.size(),
@@ -145,10 +146,19 @@ class DataDaemon {
     }
     ctx_.flush();
   }
-  bool announced() const noexcept { return announcements_acked_ == announcements_sent_; }
+  bool announced() const noexcept { return started_ && announcements_acked_ == announcements_sent_; }
 
-  // One loop iteration. Returns the receive completions drained.
+  // Called with the client's index after its answer was written into the ring (the
+  // simulator steps the client then; real clients poll).
+  void set_client_waker(void (*wake)(void*, uint32_t), void* arg) noexcept {
+    wake_ = wake;
+    wake_arg_ = arg;
+  }
+
+  // One loop iteration (the first one starts the daemon). Returns the work it found:
+  // receive completions, RDMA completions and ring entries (0: an idle loop).
   uint32_t step() {
+    if (!started_) start();
     auto& meter = ctx_.transport().meter();
     meter.charge(Op::kLoop, 1);
     const uint32_t cqes = ctx_.drain([this](DataToken&& tok, std::span<const std::byte> resp) { on_response(tok, resp); });
@@ -157,19 +167,23 @@ class DataDaemon {
       meter.charge(Op::kKvOp, 1);
       server_.on_request(h);
     }
-    ctx_.poll_raw([this](uint64_t id, WcStatus s) { server_.on_raw_completion(id, s); });
+    uint32_t work = cqes;
+    work += ctx_.poll_raw([this](uint64_t id, WcStatus s) { server_.on_raw_completion(id, s); });
     server_.retry_parked();
     retry_backlog();
-    ring_.poll();
-    while (auto e = ring_.recv()) {
-      meter.charge(Op::kRingOp, 1);
-      if (!backlog_.empty() || !start_client_request(e->client_id, e->resp_slot_idx, e->payload))
-        backlog_.push_back(Waiting{e->client_id, e->resp_slot_idx, e->payload});
+    if (announced()) {  // clients' requests wait in the ring until the peers know the region
+      ring_.poll();
+      while (auto e = ring_.recv()) {
+        meter.charge(Op::kRingOp, 1);
+        ++work;
+        if (!backlog_.empty() || !start_client_request(e->client_id, e->resp_slot_idx, e->payload))
+          backlog_.push_back(Waiting{e->client_id, e->resp_slot_idx, e->payload});
+      }
+      ring_.advance_tail();
     }
-    ring_.advance_tail();
     ctx_.flush();
     meter.record(Phase::kCqes, cqes);
-    return cqes;
+    return work;
   }
 
   const DataServerCounters& server_counters() const noexcept { return server_.counters(); }
@@ -233,7 +247,11 @@ class DataDaemon {
   }
 
   void reply_to_client(uint32_t client, uint32_t slot, const kv::DataResponse& resp) {
-    if (ring_.reply(client, slot, resp) != shm::DelegationReplyStatus::kOk) ++protocol_errors_;
+    if (ring_.reply(client, slot, resp) != shm::DelegationReplyStatus::kOk) {
+      ++protocol_errors_;
+      return;
+    }
+    if (wake_) wake_(wake_arg_, client);
   }
 
   DataNodeConfig cfg_;
@@ -246,7 +264,10 @@ class DataDaemon {
   MemoryRegion region_mr_{};
   std::deque<Waiting> backlog_;
   uint32_t announcements_sent_ = 0, announcements_acked_ = 0;
+  bool started_ = false;
   uint64_t protocol_errors_ = 0;
+  void (*wake_)(void*, uint32_t) = nullptr;
+  void* wake_arg_ = nullptr;
 };
 
 // Counters a sampler on another thread may read (relaxed; one writer).
@@ -287,6 +308,7 @@ class DataClient {
   }
   // direct: registers the slice and announces it on every endpoint.
   void start() {
+    started_ = true;
     if (!ctx_) return;
     mr_ = t_.register_memory(slice_, cfg_.slice_bytes(), kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite);
     kv::RegionAnnouncement a;
@@ -301,19 +323,24 @@ class DataClient {
     }
     ctx_->flush();
   }
-  bool announced() const noexcept { return announcements_acked_ == announcements_sent_; }
+  bool announced() const noexcept { return started_ && announcements_acked_ == announcements_sent_; }
 
   void stop_issuing() noexcept { issuing_ = false; }
   uint64_t in_flight() const noexcept { return in_flight_; }
 
-  // One activation: collect answers, issue into free slots.
-  void step() {
+  // One activation (the first one starts the client): collect answers, issue into free
+  // slots. Returns true when a request is waiting for room on its path (the caller
+  // steps again soon); false when only answers can make progress.
+  bool step() {
+    if (!started_) start();
     auto& meter = t_.meter();
     meter.charge(Op::kLoop, 1);
     ring_.poll([this](uint64_t slot, const kv::DataResponse& r) { complete(static_cast<uint32_t>(slot), r); });
     if (ctx_) ctx_->drain([this](DataToken&& tok, std::span<const std::byte> bytes) { on_response(tok, bytes); });
-    if (issuing_) issue();
+    bool waiting = false;
+    if (issuing_ && announced()) waiting = !issue();
     if (ctx_) ctx_->flush();
+    return waiting;
   }
 
   const DataClientCounters& counters() const noexcept { return counters_; }
@@ -331,7 +358,8 @@ class DataClient {
     uint64_t issued_ns = 0;
   };
 
-  void issue() {
+  // false: a request could not be handed to its path (full); it is retried first.
+  bool issue() {
     auto& meter = t_.meter();
     for (uint32_t s = 0; s < slots_.size(); ++s) {
       Slot& sl = slots_[s];
@@ -348,11 +376,12 @@ class DataClient {
       kv::DataRequest req = sl.is_put ? kv::DataRequest::put(sl.rank, sl.key, offset, cfg_.value_bytes)
                                       : kv::DataRequest::get(sl.rank, sl.key, offset, cfg_.value_bytes);
       meter.charge(Op::kClientRequest, 1);
-      if (!send(s, req)) return;  // the path is full: try again next step, in order
+      if (!send(s, req)) return false;  // the path is full: try again next step, in order
       sl.waiting = false;
       ++in_flight_;
       counters_.issued.store(counters_.issued.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
+    return true;
   }
 
   bool send(uint32_t s, kv::DataRequest req) {
@@ -448,6 +477,7 @@ class DataClient {
   MemoryRegion mr_{};
   uint32_t announcements_sent_ = 0, announcements_acked_ = 0;
   uint32_t seq_ = 0;
+  bool started_ = false;
   uint64_t in_flight_ = 0;
   bool issuing_ = true;
   uint64_t protocol_errors_ = 0;
