@@ -112,7 +112,15 @@ class DataDaemon {
   DataDaemon(T& t, const copyrpc::ContextConfig& cc, const DataNodeConfig& cfg, kv::BlobStore& store,
              ClientBuffers& buffers, std::span<std::byte> ring_mem)
       : cfg_(cfg), ctx_(t, cc), store_(store), server_(ctx_, store), buffers_(buffers),
-        ring_(ring_mem, shm::DelegationConfig{cfg.clients, 1024, cfg.queue_depth}), endpoint_of_rank_(cfg.np, kNone) {}
+        ring_(ring_mem, shm::DelegationConfig{cfg.clients, 1024, cfg.queue_depth}), endpoint_of_rank_(cfg.np, kNone) {
+    // Registered here, while the node is being built: a transport's memory table may be
+    // read by other threads once they run (the wall-clock loopback's is).
+    if (cfg.backend == DataBackend::kDelegation) {
+      const auto region = buffers_.region();
+      region_mr_ = t.register_memory(region.data(), region.size(),
+                                     kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite);
+    }
+  }
 
   Ctx& context() noexcept { return ctx_; }
   // An endpoint this daemon calls through (Delegation) to daemon #0 of `rank`.
@@ -125,14 +133,12 @@ class DataDaemon {
   // An endpoint a remote client calls this daemon through (direct).
   uint32_t create_serving_endpoint() { return ctx_.create_endpoint(); }
 
-  // After every endpoint is connected. Delegation: registers the buffer region and
-  // announces it on every calling endpoint.
+  // After every endpoint is connected. Delegation: announces the buffer region on every
+  // calling endpoint.
   void start() {
     started_ = true;
     if (cfg_.backend != DataBackend::kDelegation) return;
     const auto region = buffers_.region();
-    region_mr_ = ctx_.transport().register_memory(region.data(), region.size(),
-                                                  kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite);
     kv::RegionAnnouncement a;
     a.rkey = region_mr_.rkey;
     a.addr = reinterpret_cast<uint64_t>(region.data());
@@ -294,7 +300,11 @@ class DataClient {
         rng_(derive_seed(cfg.seed, {0x44415441ull, cfg.rank, index})), slots_(cfg.queue_depth),
         endpoint_of_rank_(cfg.np, kNone) {
     if (ring_.client_id() != index) throw std::logic_error("data: clients must connect to the ring in index order");
-    if (cfg.backend == DataBackend::kDirect) ctx_ = std::make_unique<Ctx>(transport, cc);
+    if (cfg.backend == DataBackend::kDirect) {
+      ctx_ = std::make_unique<Ctx>(transport, cc);
+      mr_ = transport.register_memory(slice_, cfg.slice_bytes(),
+                                      kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite);
+    }
     for (uint32_t s = 0; s < cfg.queue_depth; ++s)  // a recognisable pattern under each stamp
       for (uint64_t i = 0; i < cfg.max_value_bytes; ++i)
         slice_[uint64_t{s} * cfg.max_value_bytes + i] = std::byte(uint8_t(i * 7 + s + index));
@@ -306,11 +316,10 @@ class DataClient {
     endpoint_of_rank_.at(rank) = ep;
     return ep;
   }
-  // direct: registers the slice and announces it on every endpoint.
+  // direct: announces the slice (registered at construction) on every endpoint.
   void start() {
     started_ = true;
     if (!ctx_) return;
-    mr_ = t_.register_memory(slice_, cfg_.slice_bytes(), kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite);
     kv::RegionAnnouncement a;
     a.rkey = mr_.rkey;
     a.addr = reinterpret_cast<uint64_t>(slice_);
