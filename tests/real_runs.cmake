@@ -35,6 +35,10 @@ if(BKV_REAL_RUNS_E2E AND TARGET benchkv)
     target_compile_definitions(test_real_mpi PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>"
                                                      MPIEXEC_BIN="${MPIEXEC_EXECUTABLE}")
     add_dependencies(test_real_mpi benchkv)
+    bkv_add_test(test_data_mpi GROUP e2e SOURCES real_runs/test_data_mpi.cpp LIBS nlohmann_json::nlohmann_json)
+    target_compile_definitions(test_data_mpi PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>"
+                                                     MPIEXEC_BIN="${MPIEXEC_EXECUTABLE}")
+    add_dependencies(test_data_mpi benchkv)
   endif()
 endif()
 

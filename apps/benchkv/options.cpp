@@ -300,6 +300,7 @@ constexpr std::string_view kGroupRdma = "RDMA and rings";
 constexpr std::string_view kGroupLoop = "Daemon loop policies";
 constexpr std::string_view kGroupSim = "Simulator";
 constexpr std::string_view kGroupRpc = "copyrpc alone (rpc)";
+constexpr std::string_view kGroupData = "bulk values (data)";
 
 const Spec kSpecs[] = {
     {"backend", 0, Kind::kChoice, kGroupRun, "" /* --help lists backend::kBackendNames */,
@@ -374,7 +375,15 @@ const Spec kSpecs[] = {
      BKV_FIELD(endpoints)},
     {"message_size", 0, Kind::kUnsigned, kGroupRpc, "BYTES",
      "rpc: request and response payload size (1 to ring_size / 8)", BKV_FIELD(message_size)},
+    {"value_size", 0, Kind::kString, kGroupData, "SIZES",
+     "data: value sizes in bytes, a list \"A,B\" and/or ranges \"A..B\" of every power of two from A to B",
+     BKV_FIELD(value_size)},
+    {"data_backend", 0, Kind::kString, kGroupData, "NAME", "data: delegation or direct", BKV_FIELD(data_backend)},
 };
+
+// Keys only the data benchmark has: written by to_json only for it, so the recorded
+// configuration (and the output bytes) of the other modes do not change.
+constexpr std::array<std::string_view, 2> kDataOnlyKeys{"value_size", "data_backend"};
 
 #undef BKV_FIELD
 #undef BKV_CHOICE
@@ -527,16 +536,19 @@ struct Applicability {
 bool is_sim(const Options& o) { return o.transport == TransportKind::kSim; }
 bool is_rdma(const Options& o) { return o.transport == TransportKind::kMlx5 || o.transport == TransportKind::kVerbs; }
 bool is_rpc(const Options& o) { return o.backend == BackendKind::kRpc; }
-bool is_kv(const Options& o) { return !is_rpc(o); }  // no backend yet: judged when it is known
+bool is_data(const Options& o) { return o.backend == BackendKind::kData; }
+// The KV (meta) backends; no backend yet: judged when it is known.
+bool is_kv(const Options& o) { return !is_rpc(o) && !is_data(o); }
+bool has_clients(const Options& o) { return is_kv(o) || is_data(o); }
 bool has_copyrpc(const Options& o) { return o.backend != BackendKind::kUcxAm; }
 bool is_delegation(const Options& o) { return !o.backend || o.backend == BackendKind::kDelegation; }
 bool sim_kv(const Options& o) { return is_sim(o) && is_kv(o); }
 
 constexpr Applicability kApplicability[] = {
-    {"server_threads", &is_kv, "an option of the KV backends"},
-    {"client_threads", &is_kv, "an option of the KV backends"},
-    {"key_range", &is_kv, "an option of the KV backends"},
-    {"read_ratio", &is_kv, "an option of the KV backends"},
+    {"server_threads", &is_kv, "an option of the KV backends; daemon #0 alone serves data"},
+    {"client_threads", &has_clients, "an option of the KV and data backends"},
+    {"key_range", &has_clients, "an option of the KV and data backends"},
+    {"read_ratio", &has_clients, "an option of the KV and data backends"},
     {"distribution", &is_kv, "an option of the KV backends"},
     {"zipf_s", [](const Options& o) { return is_kv(o) && o.distribution == Distribution::kZipfian; },
      "the exponent of --distribution zipfian"},
@@ -566,6 +578,8 @@ constexpr Applicability kApplicability[] = {
      "the window of --trace in the simulator"},
     {"endpoints", &is_rpc, "an option of the rpc benchmark"},
     {"message_size", &is_rpc, "an option of the rpc benchmark"},
+    {"value_size", &is_data, "an option of the data benchmark"},
+    {"data_backend", &is_data, "an option of the data benchmark"},
 };
 
 // The mode an option was judged against, for messages: "--transport ucx, backend meta".
@@ -614,6 +628,24 @@ void validate_applicability(const Options& o) {
   if (o.message_size < 1 || o.message_size > o.ring_size / 8)
     fail(o, "message_size", fmt::format("must be in [1, ring_size / 8 = {}]", o.ring_size / 8));
   if (const Applicability* a = first_inapplicable(o)) throw OptionError(std::string(a->key), inapplicable_message(o, *a));
+}
+
+// The data benchmark's own rules: the data backend's name and the memory its sizes need.
+void validate_data_relations(const Options& o) {
+  if (o.backend != BackendKind::kData) return;
+  if (o.data_backend != "delegation" && o.data_backend != "direct")
+    fail(o, "data_backend", "is not one of delegation, direct");
+  const std::vector<uint32_t> sizes = data_value_sizes(o);
+  uint32_t largest = 0;
+  for (uint32_t v : sizes) largest = std::max(largest, v);
+  if (o.key_range > kMaxDataStoreBytes / largest)
+    throw OptionError("key_range", fmt::format("{}: {} keys x the largest value size {} = {} bytes of store per node "
+                                               "exceeds {} bytes; give fewer keys or smaller values",
+                                               label(spec_of("key_range")), o.key_range, largest,
+                                               o.key_range * largest, kMaxDataStoreBytes));
+  if (uint64_t{o.client_threads} * o.queue_depth * largest > kMaxDataStoreBytes)
+    fail(o, "queue_depth", fmt::format("x client_threads x the largest value size exceeds {} bytes of client "
+                                       "buffers per node", kMaxDataStoreBytes));
 }
 
 }  // namespace
@@ -695,13 +727,51 @@ void validate(const Options& o, bool require_backend) {
                                                   "--trace-window A:B or \"trace_window\": \"A:B\"",
                                                   label(spec_of("trace_window")), o.trace));
   }
+  validate_data_relations(o);
   validate_distinct_outputs(o);
 }
 
 json to_json(const Options& o) {
   json j = json::object();
-  for (const auto& s : kSpecs) j[std::string(s.key)] = s.get(o);
+  for (const auto& s : kSpecs) {
+    const bool data_only = std::find(kDataOnlyKeys.begin(), kDataOnlyKeys.end(), s.key) != kDataOnlyKeys.end();
+    if (data_only && o.backend != BackendKind::kData) continue;
+    j[std::string(s.key)] = s.get(o);
+  }
   return j;
+}
+
+std::vector<uint32_t> data_value_sizes(const Options& o) {
+  auto bad = [&](const std::string& why) -> OptionError {
+    return OptionError("value_size", fmt::format("{}: \"{}\" {}", label(spec_of("value_size")), o.value_size, why));
+  };
+  auto number = [&](std::string_view t) -> uint32_t {
+    if (t.empty() || t.size() > 10 || t.find_first_not_of("0123456789") != std::string_view::npos)
+      throw bad(fmt::format("has \"{}\" where a size in bytes was expected", t));
+    const uint64_t v = std::stoull(std::string(t));
+    if (v < kMinDataValueSize || v > kMaxDataValueSize)
+      throw bad(fmt::format("has {}: sizes must be in [{}, {}]", v, kMinDataValueSize, kMaxDataValueSize));
+    return static_cast<uint32_t>(v);
+  };
+  std::vector<uint32_t> sizes;
+  std::string_view rest = o.value_size;
+  if (rest.empty()) throw bad("is empty");
+  while (true) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    const size_t dots = item.find("..");
+    if (dots == std::string_view::npos) {
+      sizes.push_back(number(item));
+    } else {
+      const uint32_t a = number(item.substr(0, dots)), b = number(item.substr(dots + 2));
+      if (!is_pow2(a) || !is_pow2(b) || a > b)
+        throw bad(fmt::format("has the range {}..{}: a range runs from a power of two to a larger or equal one", a, b));
+      for (uint64_t v = a; v <= b; v *= 2) sizes.push_back(static_cast<uint32_t>(v));
+    }
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  return sizes;
 }
 
 Options options_from_json(const json& j, const std::string& base_dir) {

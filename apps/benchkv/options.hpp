@@ -99,6 +99,8 @@ struct Options {
   ReportFormat report = ReportFormat::kText;  // the final report on stdout
   uint32_t endpoints = 1;              // rpc: endpoints per server rank at the caller
   uint32_t message_size = 32;          // rpc: request and response payload bytes
+  std::string value_size = "4096";     // data: value sizes, "A,B,..." and/or "A..B" (powers of two)
+  std::string data_backend = "delegation";  // data: delegation | direct
 
   friend bool operator==(const Options&, const Options&) = default;
 };
@@ -133,6 +135,12 @@ uint64_t interval_ns(const Options& o);   // llround(interval_ms * 1e6)
 uint32_t epochs_per_run(const Options& o);  // duration_ns / interval_ns (whole epochs)
 std::string default_summary_path(const std::string& output);  // extension -> ".summary.json"
 kv::WorkloadConfig workload_config(const Options& o, uint32_t num_ranks);
+// data: the value sizes of --value-size, in the order given; "A..B" is every power of two
+// from A to B (A and B powers of two). Throws OptionError("value_size", ...).
+std::vector<uint32_t> data_value_sizes(const Options& o);
+inline constexpr uint32_t kMinDataValueSize = 16;        // the stamp (backends/data/data_node.hpp)
+inline constexpr uint32_t kMaxDataValueSize = 64u << 20;
+inline constexpr uint64_t kMaxDataStoreBytes = uint64_t{4} << 30;  // key_range x largest value, per node
 
 // The full effective configuration, every key present (objects keep keys sorted, so the
 // order is stable). Enum values are their option strings; trace_window "A:B" or "".

@@ -10,6 +10,7 @@
 
 #include "apps/benchkv/node_runtime.hpp"
 #include "apps/benchkv/real_mpi.hpp"
+#include "apps/benchkv/real_data.hpp"
 #include "apps/benchkv/real_rpc.hpp"
 #include "apps/benchkv/real_transports.hpp"
 #include "backends/ucx_am/ucx_am.hpp"
@@ -63,6 +64,13 @@ int run_ucx(const app::Options& o) {
     // Rank 0 writes the outputs: their directories are made and each is checked writable
     // before the run, so a bad path ends every rank now (abort below), not after the run.
     if (s.rank() == 0) app::prepare_output_files(o);
+    if (o.backend == backend::BackendKind::kData) {  // one thread per rank, left unpinned
+      return run_data_mpi<ucx::UcxTransport>(
+          s, o, [] { return std::make_unique<ucx::UcxTransport>(ucx::Config{}); },
+          {{"transport", "ucx"},
+           {"ucx_tls", std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : ""},
+           {"pinning", "unpinned (the main thread steps daemon #0 and every client in turn)"}});
+    }
     if (o.backend == backend::BackendKind::kRpc) {  // one thread per rank, left unpinned
       UcxRuntime rt(1, {}, {});
       return run_rpc_mpi(s, o, rt,

@@ -1,0 +1,96 @@
+// `benchkv data --transport sim`: bulk values. Checks the run's consistency per size and
+// backend, that the figures follow from the CSV, that bandwidth grows with the value
+// size, determinism, and that bad or inapplicable options are refused.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "e2e/benchkv_run.hpp"
+
+using namespace bkv::e2e;
+
+namespace {
+
+std::vector<std::string> data_args(std::vector<std::string> extra) {
+  std::vector<std::string> a = {"data", "--transport", "sim", "--np", "2", "--client-threads", "2", "-d", "0.004", "--interval-ms", "1", "--trim", "1", "-r", "1", "--no-progress",
+                                "-o", "out.csv"};
+  if (std::find(extra.begin(), extra.end(), "--key-range") == extra.end()) extra.insert(extra.end(), {"--key-range", "8"});
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("data: every operation completes and the figures follow from the CSV", "[e2e][sim][data]") {
+  const std::string backend = GENERATE(std::string("delegation"), std::string("direct"));
+  TempDir dir;
+  const Outcome o = run_ok(data_args({"--data-backend", backend, "--value-size", "64,4096..16384"}), dir.path());
+  const json s = read_json(dir / "out.summary.json");
+  CHECK(s["totals"]["issued"] == s["totals"]["completed"]);
+  CHECK(s["totals"]["errors"] == 0);
+  CHECK(s["data"]["rejected"] == 0);
+  CHECK(s["data"]["backend"] == backend);
+  CHECK(s["config"]["value_size"] == "64,4096..16384");
+  const json& runs = s["data"]["runs"];
+  REQUIRE(runs.size() == 4);
+  const std::vector<uint32_t> sizes{64, 4096, 8192, 16384};
+  const std::vector<CsvRow> rows = read_csv(dir / "out.csv");
+  double last_gib = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    INFO("size " << sizes[i]);
+    CHECK(runs[i]["value_size"] == sizes[i]);
+    CHECK(runs[i]["run"] == i);
+    uint64_t ops = 0;
+    for (const CsvRow& row : rows)
+      if (row.run == i) ops += row.requests;
+    CHECK(ops > 0);
+    CHECK(ops == runs[i]["ops"].get<uint64_t>());
+    const double ns = runs[i]["duration_ns"].get<double>();
+    CHECK(runs[i]["ops_per_s"].get<double>() == Approx(double(ops) * 1e9 / ns).epsilon(1e-5));
+    // Bytes: at most one value per operation (a get of an absent key moves nothing).
+    CHECK(runs[i]["bytes"].get<uint64_t>() <= ops * sizes[i]);
+    CHECK(runs[i]["bytes"].get<uint64_t>() >= ops * sizes[i] / 4);
+    CHECK(runs[i]["latency_p99_us"].get<double>() >= runs[i]["latency_p50_us"].get<double>());
+    const double gib = runs[i]["gib_per_s"].get<double>();
+    CHECK(gib > last_gib);  // larger values move more bytes per second in this range
+    last_gib = gib;
+  }
+  CHECK_THAT(o.out, Catch::Contains("GiB/s"));
+}
+
+TEST_CASE("data: the same configuration gives the same bytes", "[e2e][sim][data]") {
+  TempDir a, b;
+  run_ok(data_args({"--value-size", "1024"}), a.path());
+  run_ok(data_args({"--value-size", "1024"}), b.path());
+  CHECK(read_file(a / "out.csv") == read_file(b / "out.csv"));
+  CHECK(read_file(a / "out.summary.json") == read_file(b / "out.summary.json"));
+}
+
+TEST_CASE("data: bad value sizes and options that do not apply are refused", "[e2e][data][bad-input]") {
+  TempDir dir;
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::vector<Case> cases{
+      {{"--value-size", "8"}, "sizes must be in [16,"},
+      {{"--value-size", "100..1000"}, "a range runs from a power of two"},
+      {{"--value-size", "64,,128"}, "where a size in bytes was expected"},
+      {{"--value-size", "4k"}, "where a size in bytes was expected"},
+      {{"--value-size", "1048576", "--key-range", "8192"}, "bytes of store per node"},
+      {{"--value-size", "67108864", "--queue-depth", "64"}, "bytes of client buffers per node"},
+      {{"--data-backend", "meta"}, "is not one of delegation, direct"},
+      {{"--server-threads", "2"}, "daemon #0 alone serves data"},
+      {{"--poll-budget", "2"}, "does not apply to --transport sim, backend data (it is a Delegation daemon loop policy)"},
+  };
+  for (const Case& c : cases) {
+    const Outcome o = run_benchkv(data_args(c.args), dir.path());
+    INFO(describe(o));
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, Catch::Contains(c.says));
+  }
+  // And the data options on another backend.
+  const Outcome o = run_benchkv({"delegation", "--transport", "sim", "--value-size", "64"}, dir.path());
+  CHECK(o.status == 2);
+  CHECK_THAT(o.err, Catch::Contains("does not apply to --transport sim, backend delegation (it is an option of the data benchmark)"));
+}
