@@ -119,8 +119,9 @@ int main(int argc, char** argv) {
   }
   const app::Options& o = pr.options;
   try {
-    if (o.transport == app::TransportKind::kSim && o.backend != backend::BackendKind::kRpc)
-      app::check_simulation_fits(o);  // before any output file is made
+    if (o.transport == app::TransportKind::kSim && o.backend != backend::BackendKind::kRpc &&
+        o.backend != backend::BackendKind::kData)
+      app::check_simulation_fits(o);  // before any output file is made (the KV node backends)
     if (o.transport == app::TransportKind::kSim) app::prepare_output_files(o);
     if (o.transport == app::TransportKind::kSim) {
       if (o.backend == backend::BackendKind::kData) return run_data_sim(o);

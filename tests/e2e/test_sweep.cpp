@@ -124,6 +124,7 @@ TEST_CASE("sweep: bad sweep files and options are rejected naming the problem", 
   require_rejected(with("\"np\": [2, 3]", "\"npp\": [2, 3]"), {"\"npp\"", "run 0"});
   require_rejected(with("\"start_mode\": [\"sync\", \"staggered\"]", "\"start_mode\": [\"sync\", \"sideways\"]"),
                    {"start_mode", "sideways", "run 2"});
+  require_rejected(with("\"backend\": \"delegation\"", "\"backend\": \"rpc\""), {"sweeps run the KV backends"});
   // A grid axis that does not apply to a run is an error, not a dropped value.
   require_rejected(with("\"start_mode\": [\"sync\", \"staggered\"]", "\"start_stagger_us\": [100, 200]"),
                    {"run 0", "start_stagger_us", "does not apply"});
