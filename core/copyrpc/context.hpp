@@ -215,9 +215,15 @@ class Context {
       mark_dirty(e);  // pending data goes out, so the peer can answer and grant again
       return {CallStatus::kInsufficientCredit, 0};
     }
+    // The append is computed once: where the message lands decides both the bytes it
+    // adds to the stream (checked against the credit invariant) and how it is written.
     const uint64_t msg = padded_message_size(payload.size());
-    const uint64_t added = append_cost(e, msg);
-    if (e.in_flight() + added + 2 * e.resp_reservation > e.remote_ring.length || e.pending.full()) {
+    const uint64_t size = e.ring_size();
+    const uint64_t off = e.producer & (size - 1);
+    const uint64_t open_cost = e.batch_open ? 0 : kFlowMetadataSize;
+    const bool wraps = off + open_cost + msg >= size;
+    const uint64_t added = wraps ? (size - off) + kFlowMetadataSize + msg : open_cost + msg;
+    if (e.in_flight() + added + 2 * e.resp_reservation > e.remote_ring.length || e.pending.full()) [[unlikely]] {
       note_ring_full(e);
       return {CallStatus::kRingFull, 0};
     }
@@ -229,7 +235,8 @@ class Context {
       e.call_time[call_id] = t_.meter().now_ns();
     }
     e.peer_credit -= need_credit;
-    append_message(e, call_id, static_cast<uint32_t>(need_credit / kAlignment), payload);
+    if (wraps) [[unlikely]] wrap(e, msg);
+    write_message(e, call_id, static_cast<uint32_t>(need_credit / kAlignment), payload, msg);
     t_.meter().charge(Op::kCallEncode, 1);
     return {CallStatus::kOk, call_id};
   }
@@ -387,40 +394,37 @@ class Context {
     }
   }
 
-  // Bytes an append of a `msg`-byte message adds to the stream: the message, a new
-  // batch's metadata if none is open, and when the batch would reach the ring end
-  // (strict `<`), the wrap marker's padding to the end plus the new batch's metadata.
-  static uint64_t append_cost(const Ep& e, uint64_t msg) noexcept {
-    const uint64_t size = e.ring_size();
-    const uint64_t off = e.producer & (size - 1);
-    const uint64_t open_cost = e.batch_open ? 0 : kFlowMetadataSize;
-    if (off + open_cost + msg < size) return open_cost + msg;
-    return (size - off) + kFlowMetadataSize + msg;
-  }
-
-  // Hot path of call() and reply(): inlined so the common case (no wrap, batch open)
-  // is a bounds test, a header store and a small copy.
+  // reply()'s append: wraps first when the message (with a new batch's metadata if none
+  // is open) would reach the ring end (strict `<` keeps a batch off the ring end).
   [[gnu::always_inline]] inline void append_message(Ep& e, uint32_t call_id, uint32_t response_allowance_units,
                                                     std::span<const std::byte> payload) {
     const uint64_t msg = padded_message_size(payload.size());
     const uint64_t mask = e.ring_size() - 1;
     const uint64_t open_cost = e.batch_open ? 0 : kFlowMetadataSize;
     if ((e.producer & mask) + open_cost + msg > mask) [[unlikely]] wrap(e, msg);  // >= size
-    if (!e.batch_open) open_batch(e);
-    std::byte* p = e.send_ring.data() + (e.producer & mask);
-    store_header(p, MessageHeader{call_id, response_allowance_units, static_cast<uint32_t>(payload.size())});
-    copy_payload(p + kHeaderSize, payload.data(), payload.size());
-    e.producer += msg;
-    ++e.batch_count;
-    ++stats_.messages_sent;
-    mark_dirty(e);
+    write_message(e, call_id, response_allowance_units, payload, msg);
   }
 
-  void open_batch(Ep& e) noexcept {
-    e.meta_pos = e.producer;
-    e.producer += kFlowMetadataSize;
-    e.batch_open = true;
-    e.batch_count = 0;
+  // Writes a `msg`-byte message at the producer, opening a batch if none is open; the
+  // caller has made sure it ends before the ring end. Inlined so the common case (batch
+  // open) is a header store and a small copy, with the queue state in registers.
+  [[gnu::always_inline]] inline void write_message(Ep& e, uint32_t call_id, uint32_t response_allowance_units,
+                                                   std::span<const std::byte> payload, uint64_t msg) {
+    uint64_t pos = e.producer;
+    uint32_t count = e.batch_count;
+    if (!e.batch_open) {
+      e.meta_pos = pos;
+      pos += kFlowMetadataSize;
+      e.batch_open = true;
+      count = 0;
+    }
+    std::byte* p = e.send_ring.data() + (pos & (e.ring_size() - 1));
+    e.producer = pos + msg;
+    e.batch_count = count + 1;
+    ++stats_.messages_sent;
+    mark_dirty(e);
+    store_header(p, MessageHeader{call_id, response_allowance_units, static_cast<uint32_t>(payload.size())});
+    copy_payload(p + kHeaderSize, payload.data(), payload.size());
   }
 
   // Flow metadata for a batch (or wrap marker) whose stream ends at `end`: report the
@@ -567,7 +571,7 @@ class Context {
 
   // One received batch: validate, apply the flow metadata, then the messages in order.
   template <class OnResponse>
-  void process_batch(Ep& e, uint32_t imm, OnResponse& on_response) {
+  [[gnu::noinline]] void process_batch(Ep& e, uint32_t imm, OnResponse& on_response) {
     const uint64_t size = e.recv_ring.size();
     const uint64_t delta = decode_imm(imm);
     if (delta == 0 || delta > size) return fail(e, EndpointError::kBadImmediate);
@@ -610,40 +614,85 @@ class Context {
       return;
     }
 
+    // Messages. The batch is contiguous in the ring (checked above), so it is walked by
+    // pointer. The cursor and the batch end are 32 bytes apart at least while the cursor
+    // is short of the end (both are multiples of 32 from the batch start), so "a header
+    // fits" is `cursor < limit` and "the payload fits" is
+    // `payload_len <= limit - cursor - 12`. Room for every request the batch can carry
+    // (count <= max_msgs, checked above) is made once, before the walk.
+    if (recv_size_ + meta.message_count > recv_queue_.size())
+      recv_queue_.resize(std::max<size_t>(64, 2 * (recv_size_ + meta.message_count)));
+    const std::byte* p = e.recv_ring.data() + start_off + kFlowMetadataSize;
+    const std::byte* const limit = e.recv_ring.data() + start_off + delta;
     auto& meter = t_.meter();
-    uint64_t cursor = start + kFlowMetadataSize;
-    for (uint32_t i = 0; i < meta.message_count; ++i) {
-      if (end - cursor < kHeaderSize) return fail(e, EndpointError::kBadLength);
-      const std::byte* p = e.recv_ring.at(cursor);
-      const MessageHeader h = load_header(p);
-      if (h.payload_len > end - cursor - kHeaderSize) return fail(e, EndpointError::kBadLength);
-      const uint64_t msg = padded_message_size(h.payload_len);
-      meter.charge(Op::kMsgParse, 1);
-      if (is_response(h.call_id)) {
-        const uint32_t id = from_response_id(h.call_id);
-        if (!e.pending.contains(id)) return fail(e, EndpointError::kUnknownCallId);
-        Token tok = e.pending.take(id);
-        --in_flight_calls_;
-        if constexpr (T::Meter::kEnabled) stats_.rtt.add(meter.now_ns() - e.call_time[id]);
-        on_response(std::move(tok), std::span<const std::byte>(p + kHeaderSize, h.payload_len));
-        if (e.error != EndpointError::kNone) return;
-      } else {
-        const uint64_t allowance = uint64_t{h.response_allowance_units} * kAlignment;
-        if (h.call_id > kMaxCallId || allowance < internal_allowance(0) ||
-            e.resp_committed + allowance > e.resp_reservation)
-          return fail(e, EndpointError::kBadAllowance);
-        e.resp_committed += allowance;
-        if (recv_size_ == recv_queue_.size()) recv_queue_.resize(std::max<size_t>(64, 2 * recv_size_));
-        recv_queue_[recv_size_++] = RecvHandle{e.id, h.call_id, p + kHeaderSize, h.payload_len,
-                                               static_cast<uint32_t>(allowance)};
-        if (e.unpopped++ == 0) e.hold_pos = start;  // pin this batch until recv() takes it
+    // Requests are queued through locals (`queued`, `committed`) and published before
+    // anything that may look at the endpoint: the response callback, a failure, the end
+    // of the batch.
+    RecvHandle* queued = recv_queue_.data() + recv_size_;
+    uint64_t committed = e.resp_committed;
+    EndpointError broken = EndpointError::kNone;
+    for (uint32_t left = meta.message_count; left != 0; --left) {
+      if (p >= limit) {
+        broken = EndpointError::kBadLength;
+        break;
       }
-      cursor += msg;
+      const MessageHeader h = load_header(p);
+      if (h.payload_len > static_cast<uint64_t>(limit - p) - kHeaderSize) {
+        broken = EndpointError::kBadLength;
+        break;
+      }
+      meter.charge(Op::kMsgParse, 1);
+      const std::byte* const payload = p + kHeaderSize;
+      p += padded_message_size(h.payload_len);
+      if (!is_response(h.call_id)) [[likely]] {
+        // A request (its id is at most kMaxCallId: the response bit is clear).
+        const uint64_t allowance = uint64_t{h.response_allowance_units} * kAlignment;
+        if (allowance < internal_allowance(0) || committed + allowance > e.resp_reservation) {
+          broken = EndpointError::kBadAllowance;
+          break;
+        }
+        committed += allowance;
+        *queued++ = RecvHandle{e.id, h.call_id, payload, h.payload_len, static_cast<uint32_t>(allowance)};
+        continue;
+      }
+      const uint32_t id = from_response_id(h.call_id);
+      Token* slot = e.pending.find(id);
+      if (slot == nullptr) {
+        broken = EndpointError::kUnknownCallId;
+        break;
+      }
+      Token tok = std::move(*slot);
+      e.pending.release(id);
+      --in_flight_calls_;
+      if constexpr (T::Meter::kEnabled) stats_.rtt.add(meter.now_ns() - e.call_time[id]);
       ++stats_.messages_received;
+      publish_requests(e, queued, committed, start);
+      on_response(std::move(tok), std::span<const std::byte>(payload, h.payload_len));
+      if (e.error != EndpointError::kNone) return;
+      // The callback may have replied (credit) or taken requests (recv() empties the
+      // queue when it reaches the end).
+      committed = e.resp_committed;
+      queued = recv_queue_.data() + recv_size_;
     }
-    if (cursor != end) return fail(e, EndpointError::kBadMessageCount);
+    publish_requests(e, queued, committed, start);
+    if (broken != EndpointError::kNone) return fail(e, broken);
+    if (p != limit) return fail(e, EndpointError::kBadMessageCount);
     e.parsed = end;
     if (e.unpopped == 0) publish_consumed(e);
+  }
+
+  // The requests written to the receive queue up to `queued` (of the batch starting at
+  // `start`) become visible, with the response credit committed so far.
+  [[gnu::always_inline]] inline void publish_requests(Ep& e, const RecvHandle* queued, uint64_t committed,
+                                                      uint64_t start) noexcept {
+    const RecvHandle* const published = recv_queue_.data() + recv_size_;
+    if (queued == published) return;
+    const uint32_t n = static_cast<uint32_t>(queued - published);
+    e.resp_committed = committed;
+    recv_size_ += n;
+    stats_.messages_received += n;
+    if (e.unpopped == 0) e.hold_pos = start;  // pin this batch until recv() takes its requests
+    e.unpopped += n;
   }
 
   void reap_send_completions() {

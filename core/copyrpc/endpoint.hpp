@@ -94,41 +94,53 @@ class RingMemory {
 };
 
 // Pending calls: a slab indexed by call_id holding the caller's token. O(1) insert and
-// remove; free ids form an intrusive list threaded through `next_` (no allocation once
-// the slab has grown to the number of calls in flight).
+// remove; free ids form an intrusive list threaded through each slot's `next` (no
+// allocation once the slab has grown to the number of calls in flight). Token and link
+// share a slot, so a response finds, checks and frees its call with one bounds test.
 template <class Token>
 class CallSlab {
  public:
   static constexpr uint32_t kNone = ~0u;
-  static constexpr uint32_t kLive = ~0u - 1;  // next_[id] of an occupied entry
+  static constexpr uint32_t kLive = ~0u - 1;  // `next` of an occupied slot
 
   uint32_t insert(Token t) {
     uint32_t id = free_head_;
-    if (id != kNone) {
-      free_head_ = next_[id];
-      tokens_[id] = std::move(t);
+    if (id != kNone) [[likely]] {
+      Slot& s = slots_[id];
+      free_head_ = s.next;
+      s.token = std::move(t);
+      s.next = kLive;
     } else {
-      id = static_cast<uint32_t>(tokens_.size());
-      tokens_.push_back(std::move(t));
-      next_.push_back(0);
+      id = slot_count_;
+      slots_.push_back(Slot{std::move(t), kLive});
+      ++slot_count_;
     }
-    next_[id] = kLive;
     ++size_;
     return id;
   }
-  bool contains(uint32_t id) const noexcept { return id < next_.size() && next_[id] == kLive; }
-  Token take(uint32_t id) {
-    next_[id] = free_head_;
+  bool contains(uint32_t id) const noexcept { return id < slot_count_ && slots_[id].next == kLive; }
+  // The token of pending call `id`, or nullptr if `id` is not a pending call.
+  Token* find(uint32_t id) noexcept {
+    if (id >= slot_count_) return nullptr;
+    Slot& s = slots_[id];
+    return s.next == kLive ? &s.token : nullptr;
+  }
+  // Frees the slot of pending call `id` (one find() returned non-null for).
+  void release(uint32_t id) noexcept {
+    slots_[id].next = free_head_;
     free_head_ = id;
     --size_;
-    return std::move(tokens_[id]);
   }
   uint32_t size() const noexcept { return size_; }
-  bool full() const noexcept { return free_head_ == kNone && tokens_.size() > kMaxCallId; }
+  bool full() const noexcept { return free_head_ == kNone && slot_count_ > kMaxCallId; }
 
  private:
-  std::vector<Token> tokens_;
-  std::vector<uint32_t> next_;
+  struct Slot {
+    Token token;
+    uint32_t next;  // kLive, or the next free id (kNone ends the list)
+  };
+  std::vector<Slot> slots_;
+  uint32_t slot_count_ = 0;  // slots_.size(), kept as a count (no division by the slot size)
   uint32_t free_head_ = kNone;
   uint32_t size_ = 0;
 };
