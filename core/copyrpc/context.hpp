@@ -172,6 +172,7 @@ class Context {
     ep->max_resp_reservation = cfg_.max_resp_reservation;
     qpn_table_.set(ep->qp->qp_num(), ep->id);
     eps_.push_back(std::move(ep));
+    endpoint_count_ = static_cast<uint32_t>(eps_.size());
     return eps_.back()->id;
   }
 
@@ -202,6 +203,7 @@ class Context {
     // Initial R and credit = min(max_R, ring/4): set at connect, no handshake.
     e.resp_reservation = initial_credit();
     e.peer_credit = remote.initial_credit;
+    e.refresh_send_limit();
     e.connected = true;
   }
 
@@ -223,7 +225,8 @@ class Context {
     const uint64_t open_cost = e.batch_open ? 0 : kFlowMetadataSize;
     const bool wraps = off + open_cost + msg >= size;
     const uint64_t added = wraps ? (size - off) + kFlowMetadataSize + msg : open_cost + msg;
-    if (e.in_flight() + added + 2 * e.resp_reservation > e.remote_ring.length || e.pending.full()) [[unlikely]] {
+    assert(e.send_limit == e.computed_send_limit());
+    if (e.producer + added > e.send_limit || e.pending.full()) [[unlikely]] {  // in_flight + added + 2R > C
       note_ring_full(e);
       return {CallStatus::kRingFull, 0};
     }
@@ -236,7 +239,7 @@ class Context {
     }
     e.peer_credit -= need_credit;
     if (wraps) [[unlikely]] wrap(e, msg);
-    write_message(e, call_id, static_cast<uint32_t>(need_credit / kAlignment), payload, msg);
+    write_message(reserve_message(e, msg), call_id, static_cast<uint32_t>(need_credit / kAlignment), payload);
     t_.meter().charge(Op::kCallEncode, 1);
     return {CallStatus::kOk, call_id};
   }
@@ -256,7 +259,8 @@ class Context {
   // Answers a request. Never fails for space; fails only for a reply larger than the
   // caller's allowance (a programming error) or a failed endpoint.
   CallStatus reply(const RecvHandle& h, std::span<const std::byte> payload) {
-    Ep& e = *eps_.at(h.endpoint);
+    if (h.endpoint >= endpoint_count_) throw std::out_of_range("copyrpc: reply to a handle of no endpoint");
+    Ep& e = *eps_[h.endpoint];
     if (e.error != EndpointError::kNone) return CallStatus::kEndpointError;
     if (payload.size() > max_reply_payload(h.allowance)) return CallStatus::kTooLarge;
     // Each request's allowance is committed once when parsed and released once here;
@@ -265,6 +269,7 @@ class Context {
     append_message(e, to_response_id(h.call_id), 0, payload);
     e.resp_reservation -= h.allowance;
     e.resp_committed -= h.allowance;
+    e.send_limit += 2 * uint64_t{h.allowance};
     assert(e.in_flight() <= e.remote_ring.length);
     t_.meter().charge(Op::kReplyEncode, 1);
     return CallStatus::kOk;
@@ -402,14 +407,14 @@ class Context {
     const uint64_t mask = e.ring_size() - 1;
     const uint64_t open_cost = e.batch_open ? 0 : kFlowMetadataSize;
     if ((e.producer & mask) + open_cost + msg > mask) [[unlikely]] wrap(e, msg);  // >= size
-    write_message(e, call_id, response_allowance_units, payload, msg);
+    write_message(reserve_message(e, msg), call_id, response_allowance_units, payload);
   }
 
-  // Writes a `msg`-byte message at the producer, opening a batch if none is open; the
-  // caller has made sure it ends before the ring end. Inlined so the common case (batch
-  // open) is a header store and a small copy, with the queue state in registers.
-  [[gnu::always_inline]] inline void write_message(Ep& e, uint32_t call_id, uint32_t response_allowance_units,
-                                                   std::span<const std::byte> payload, uint64_t msg) {
+  // Takes `msg` bytes at the producer for a message, opening a batch if none is open,
+  // and returns where the message goes; the caller has made sure it ends before the ring
+  // end. The endpoint's state is all read and written here, before the bytes are
+  // stored (byte stores may alias anything, so the compiler would reload it after them).
+  [[gnu::always_inline]] inline std::byte* reserve_message(Ep& e, uint64_t msg) {
     uint64_t pos = e.producer;
     uint32_t count = e.batch_count;
     if (!e.batch_open) {
@@ -418,11 +423,18 @@ class Context {
       e.batch_open = true;
       count = 0;
     }
-    std::byte* p = e.send_ring.data() + (pos & (e.ring_size() - 1));
+    std::byte* const p = e.send_ring.data() + (pos & (e.ring_size() - 1));
     e.producer = pos + msg;
     e.batch_count = count + 1;
     ++stats_.messages_sent;
     mark_dirty(e);
+    return p;
+  }
+
+  // Stores a message (header and payload) where reserve_message() said.
+  [[gnu::always_inline]] static inline void write_message(std::byte* p, uint32_t call_id,
+                                                          uint32_t response_allowance_units,
+                                                          std::span<const std::byte> payload) noexcept {
     store_header(p, MessageHeader{call_id, response_allowance_units, static_cast<uint32_t>(payload.size())});
     copy_payload(p + kHeaderSize, payload.data(), payload.size());
   }
@@ -443,6 +455,7 @@ class Context {
         grant = align_down(std::min(half - e.resp_reservation, e.max_resp_reservation - e.resp_reservation));
     }
     e.resp_reservation += grant;
+    e.send_limit -= 2 * grant;
     store_metadata(e.send_ring.at(at), credit_return, grant, count);
   }
 
@@ -603,6 +616,7 @@ class Context {
         return fail(e, EndpointError::kBadMessageCount);
     }
     e.consumer_by_credit_return = new_consumer;
+    e.refresh_send_limit();
     e.peer_credit += meta.credit_grant;
     e.recv_producer = end;
     ++e.batches_received;
@@ -652,7 +666,12 @@ class Context {
           break;
         }
         committed += allowance;
-        *queued++ = RecvHandle{e.id, h.call_id, payload, h.payload_len, static_cast<uint32_t>(allowance)};
+        RecvHandle& r = *queued++;
+        r.endpoint = e.id;
+        r.call_id = h.call_id;
+        r.data = payload;
+        r.len = h.payload_len;
+        r.allowance = static_cast<uint32_t>(allowance);
         continue;
       }
       const uint32_t id = from_response_id(h.call_id);
@@ -717,6 +736,7 @@ class Context {
             const uint64_t pos = __atomic_load_n(&e.read_buffer, __ATOMIC_ACQUIRE);
             if (pos > e.producer) return fail(e, EndpointError::kBadConsumerRead);
             if (pos > e.consumer_by_read) e.consumer_by_read = pos;
+            e.refresh_send_limit();
           }
         },
         ~0u);
@@ -753,6 +773,7 @@ class Context {
   T& t_;
   ContextConfig cfg_;
   std::vector<std::unique_ptr<Ep>> eps_;
+  uint32_t endpoint_count_ = 0;  // eps_.size()
   QpnTable qpn_table_;
   std::vector<uint32_t> dirty_;
   std::vector<RecvCompletion> cqe_buf_;

@@ -196,6 +196,10 @@ struct Endpoint {
   uint64_t resp_committed = 0;         // part of R held by requests received, not yet replied
   uint64_t max_resp_reservation = 0;
   uint64_t peer_credit = 0;            // credit the peer granted us for our calls
+  // Where the send stream may reach under the credit invariant, kept equal to
+  // remote_consumer() + C - 2R by every change of its terms (refresh_send_limit() or an
+  // exact adjustment), so a call checks `producer + added <= send_limit` alone.
+  uint64_t send_limit = 0;
 
   // ---- receive side ----
   uint64_t recv_producer = 0;   // end of the bytes the peer has written (from imm)
@@ -222,6 +226,8 @@ struct Endpoint {
   // Consumed position: bytes the peer may overwrite. Requests not yet taken by recv()
   // pin their batch, so a handle's payload stays valid until the next flush.
   uint64_t consumed() const noexcept { return unpopped ? hold_pos : parsed; }
+  uint64_t computed_send_limit() const noexcept { return remote_consumer() + remote_ring.length - 2 * resp_reservation; }
+  void refresh_send_limit() noexcept { send_limit = computed_send_limit(); }
   bool credit_invariant_holds() const noexcept {
     return in_flight() + 2 * resp_reservation <= remote_ring.length;
   }
