@@ -178,6 +178,7 @@ class Context {
     ep->max_resp_reservation = cfg_.max_resp_reservation;
     qpn_table_.set(ep->qp->qp_num(), ep->id);
     eps_.push_back(std::move(ep));
+    endpoint_count_ = static_cast<uint32_t>(eps_.size());
     return eps_.back()->id;
   }
 
@@ -208,6 +209,7 @@ class Context {
     // Initial R and credit = min(max_R, ring/4): set at connect, no handshake.
     e.resp_reservation = initial_credit();
     e.peer_credit = remote.initial_credit;
+    e.refresh_send_limit();
     e.connected = true;
   }
 
@@ -221,9 +223,16 @@ class Context {
       mark_dirty(e);  // pending data goes out, so the peer can answer and grant again
       return {CallStatus::kInsufficientCredit, 0};
     }
+    // The append is computed once: where the message lands decides both the bytes it
+    // adds to the stream (checked against the credit invariant) and how it is written.
     const uint64_t msg = padded_message_size(payload.size());
-    const uint64_t added = append_cost(e, msg);
-    if (e.in_flight() + added + 2 * e.resp_reservation > e.remote_ring.length || e.pending.full()) {
+    const uint64_t size = e.ring_size();
+    const uint64_t off = e.producer & (size - 1);
+    const uint64_t open_cost = e.batch_open ? 0 : kFlowMetadataSize;
+    const bool wraps = off + open_cost + msg >= size;
+    const uint64_t added = wraps ? (size - off) + kFlowMetadataSize + msg : open_cost + msg;
+    assert(e.send_limit == e.computed_send_limit());
+    if (e.producer + added > e.send_limit || e.pending.full()) [[unlikely]] {  // in_flight + added + 2R > C
       note_ring_full(e);
       return {CallStatus::kRingFull, 0};
     }
@@ -235,7 +244,8 @@ class Context {
       e.call_time[call_id] = t_.meter().now_ns();
     }
     e.peer_credit -= need_credit;
-    append_message(e, call_id, static_cast<uint32_t>(need_credit / kAlignment), payload);
+    if (wraps) [[unlikely]] wrap(e, msg);
+    write_message(reserve_message(e, msg), call_id, static_cast<uint32_t>(need_credit / kAlignment), payload);
     t_.meter().charge(Op::kCallEncode, 1);
     return {CallStatus::kOk, call_id};
   }
@@ -255,7 +265,8 @@ class Context {
   // Answers a request. Never fails for space; fails only for a reply larger than the
   // caller's allowance (a programming error) or a failed endpoint.
   CallStatus reply(const RecvHandle& h, std::span<const std::byte> payload) {
-    Ep& e = *eps_.at(h.endpoint);
+    if (h.endpoint >= endpoint_count_) throw std::out_of_range("copyrpc: reply to a handle of no endpoint");
+    Ep& e = *eps_[h.endpoint];
     if (e.error != EndpointError::kNone) return CallStatus::kEndpointError;
     if (payload.size() > max_reply_payload(h.allowance)) return CallStatus::kTooLarge;
     // Each request's allowance is committed once when parsed and released once here;
@@ -264,6 +275,7 @@ class Context {
     append_message(e, to_response_id(h.call_id), 0, payload);
     e.resp_reservation -= h.allowance;
     e.resp_committed -= h.allowance;
+    e.send_limit += 2 * uint64_t{h.allowance};
     assert(e.in_flight() <= e.remote_ring.length);
     t_.meter().charge(Op::kReplyEncode, 1);
     return CallStatus::kOk;
@@ -393,40 +405,44 @@ class Context {
     }
   }
 
-  // Bytes an append of a `msg`-byte message adds to the stream: the message, a new
-  // batch's metadata if none is open, and when the batch would reach the ring end
-  // (strict `<`), the wrap marker's padding to the end plus the new batch's metadata.
-  static uint64_t append_cost(const Ep& e, uint64_t msg) noexcept {
-    const uint64_t size = e.ring_size();
-    const uint64_t off = e.producer & (size - 1);
-    const uint64_t open_cost = e.batch_open ? 0 : kFlowMetadataSize;
-    if (off + open_cost + msg < size) return open_cost + msg;
-    return (size - off) + kFlowMetadataSize + msg;
-  }
-
-  // Hot path of call() and reply(): inlined so the common case (no wrap, batch open)
-  // is a bounds test, a header store and a small copy.
+  // reply()'s append: wraps first when the message (with a new batch's metadata if none
+  // is open) would reach the ring end (strict `<` keeps a batch off the ring end).
   [[gnu::always_inline]] inline void append_message(Ep& e, uint32_t call_id, uint32_t response_allowance_units,
                                                     std::span<const std::byte> payload) {
     const uint64_t msg = padded_message_size(payload.size());
     const uint64_t mask = e.ring_size() - 1;
     const uint64_t open_cost = e.batch_open ? 0 : kFlowMetadataSize;
     if ((e.producer & mask) + open_cost + msg > mask) [[unlikely]] wrap(e, msg);  // >= size
-    if (!e.batch_open) open_batch(e);
-    std::byte* p = e.send_ring.data() + (e.producer & mask);
-    store_header(p, MessageHeader{call_id, response_allowance_units, static_cast<uint32_t>(payload.size())});
-    copy_payload(p + kHeaderSize, payload.data(), payload.size());
-    e.producer += msg;
-    ++e.batch_count;
-    ++stats_.messages_sent;
-    mark_dirty(e);
+    write_message(reserve_message(e, msg), call_id, response_allowance_units, payload);
   }
 
-  void open_batch(Ep& e) noexcept {
-    e.meta_pos = e.producer;
-    e.producer += kFlowMetadataSize;
-    e.batch_open = true;
-    e.batch_count = 0;
+  // Takes `msg` bytes at the producer for a message, opening a batch if none is open,
+  // and returns where the message goes; the caller has made sure it ends before the ring
+  // end. The endpoint's state is all read and written here, before the bytes are
+  // stored (byte stores may alias anything, so the compiler would reload it after them).
+  [[gnu::always_inline]] inline std::byte* reserve_message(Ep& e, uint64_t msg) {
+    uint64_t pos = e.producer;
+    uint32_t count = e.batch_count;
+    if (!e.batch_open) {
+      e.meta_pos = pos;
+      pos += kFlowMetadataSize;
+      e.batch_open = true;
+      count = 0;
+    }
+    std::byte* const p = e.send_ring.data() + (pos & (e.ring_size() - 1));
+    e.producer = pos + msg;
+    e.batch_count = count + 1;
+    ++stats_.messages_sent;
+    mark_dirty(e);
+    return p;
+  }
+
+  // Stores a message (header and payload) where reserve_message() said.
+  [[gnu::always_inline]] static inline void write_message(std::byte* p, uint32_t call_id,
+                                                          uint32_t response_allowance_units,
+                                                          std::span<const std::byte> payload) noexcept {
+    store_header(p, MessageHeader{call_id, response_allowance_units, static_cast<uint32_t>(payload.size())});
+    copy_payload(p + kHeaderSize, payload.data(), payload.size());
   }
 
   // Flow metadata for a batch (or wrap marker) whose stream ends at `end`: report the
@@ -445,6 +461,7 @@ class Context {
         grant = align_down(std::min(half - e.resp_reservation, e.max_resp_reservation - e.resp_reservation));
     }
     e.resp_reservation += grant;
+    e.send_limit -= 2 * grant;
     store_metadata(e.send_ring.at(at), credit_return, grant, count);
   }
 
@@ -607,7 +624,7 @@ class Context {
 
   // One received batch: validate, apply the flow metadata, then the messages in order.
   template <class OnResponse>
-  void process_batch(Ep& e, uint32_t imm, OnResponse& on_response) {
+  [[gnu::noinline]] void process_batch(Ep& e, uint32_t imm, OnResponse& on_response) {
     const uint64_t size = e.recv_ring.size();
     const uint64_t delta = decode_imm(imm);
     if (delta == 0 || delta > size) return fail(e, EndpointError::kBadImmediate);
@@ -641,6 +658,7 @@ class Context {
     }
     e.consumer_by_credit_return = new_consumer;
     give_back_passed_pages(e);
+    e.refresh_send_limit();
     e.peer_credit += meta.credit_grant;
     e.recv_producer = end;
     ++e.batches_received;
@@ -652,40 +670,90 @@ class Context {
       return;
     }
 
+    // Messages. The batch is contiguous in the ring (checked above), so it is walked by
+    // pointer. The cursor and the batch end are 32 bytes apart at least while the cursor
+    // is short of the end (both are multiples of 32 from the batch start), so "a header
+    // fits" is `cursor < limit` and "the payload fits" is
+    // `payload_len <= limit - cursor - 12`. Room for every request the batch can carry
+    // (count <= max_msgs, checked above) is made once, before the walk.
+    if (recv_size_ + meta.message_count > recv_queue_.size())
+      recv_queue_.resize(std::max<size_t>(64, 2 * (recv_size_ + meta.message_count)));
+    const std::byte* p = e.recv_ring.data() + start_off + kFlowMetadataSize;
+    const std::byte* const limit = e.recv_ring.data() + start_off + delta;
     auto& meter = t_.meter();
-    uint64_t cursor = start + kFlowMetadataSize;
-    for (uint32_t i = 0; i < meta.message_count; ++i) {
-      if (end - cursor < kHeaderSize) return fail(e, EndpointError::kBadLength);
-      const std::byte* p = e.recv_ring.at(cursor);
-      const MessageHeader h = load_header(p);
-      if (h.payload_len > end - cursor - kHeaderSize) return fail(e, EndpointError::kBadLength);
-      const uint64_t msg = padded_message_size(h.payload_len);
-      meter.charge(Op::kMsgParse, 1);
-      if (is_response(h.call_id)) {
-        const uint32_t id = from_response_id(h.call_id);
-        if (!e.pending.contains(id)) return fail(e, EndpointError::kUnknownCallId);
-        Token tok = e.pending.take(id);
-        --in_flight_calls_;
-        if constexpr (T::Meter::kEnabled) stats_.rtt.add(meter.now_ns() - e.call_time[id]);
-        on_response(std::move(tok), std::span<const std::byte>(p + kHeaderSize, h.payload_len));
-        if (e.error != EndpointError::kNone) return;
-      } else {
-        const uint64_t allowance = uint64_t{h.response_allowance_units} * kAlignment;
-        if (h.call_id > kMaxCallId || allowance < internal_allowance(0) ||
-            e.resp_committed + allowance > e.resp_reservation)
-          return fail(e, EndpointError::kBadAllowance);
-        e.resp_committed += allowance;
-        if (recv_size_ == recv_queue_.size()) recv_queue_.resize(std::max<size_t>(64, 2 * recv_size_));
-        recv_queue_[recv_size_++] = RecvHandle{e.id, h.call_id, p + kHeaderSize, h.payload_len,
-                                               static_cast<uint32_t>(allowance)};
-        if (e.unpopped++ == 0) e.hold_pos = start;  // pin this batch until recv() takes it
+    // Requests are queued through locals (`queued`, `committed`) and published before
+    // anything that may look at the endpoint: the response callback, a failure, the end
+    // of the batch.
+    RecvHandle* queued = recv_queue_.data() + recv_size_;
+    uint64_t committed = e.resp_committed;
+    EndpointError broken = EndpointError::kNone;
+    for (uint32_t left = meta.message_count; left != 0; --left) {
+      if (p >= limit) {
+        broken = EndpointError::kBadLength;
+        break;
       }
-      cursor += msg;
+      const MessageHeader h = load_header(p);
+      if (h.payload_len > static_cast<uint64_t>(limit - p) - kHeaderSize) {
+        broken = EndpointError::kBadLength;
+        break;
+      }
+      meter.charge(Op::kMsgParse, 1);
+      const std::byte* const payload = p + kHeaderSize;
+      p += padded_message_size(h.payload_len);
+      if (!is_response(h.call_id)) [[likely]] {
+        // A request (its id is at most kMaxCallId: the response bit is clear).
+        const uint64_t allowance = uint64_t{h.response_allowance_units} * kAlignment;
+        if (allowance < internal_allowance(0) || committed + allowance > e.resp_reservation) {
+          broken = EndpointError::kBadAllowance;
+          break;
+        }
+        committed += allowance;
+        RecvHandle& r = *queued++;
+        r.endpoint = e.id;
+        r.call_id = h.call_id;
+        r.data = payload;
+        r.len = h.payload_len;
+        r.allowance = static_cast<uint32_t>(allowance);
+        continue;
+      }
+      const uint32_t id = from_response_id(h.call_id);
+      Token* slot = e.pending.find(id);
+      if (slot == nullptr) {
+        broken = EndpointError::kUnknownCallId;
+        break;
+      }
+      Token tok = std::move(*slot);
+      e.pending.release(id);
+      --in_flight_calls_;
+      if constexpr (T::Meter::kEnabled) stats_.rtt.add(meter.now_ns() - e.call_time[id]);
       ++stats_.messages_received;
+      publish_requests(e, queued, committed, start);
+      on_response(std::move(tok), std::span<const std::byte>(payload, h.payload_len));
+      if (e.error != EndpointError::kNone) return;
+      // The callback may have replied (credit) or taken requests (recv() empties the
+      // queue when it reaches the end).
+      committed = e.resp_committed;
+      queued = recv_queue_.data() + recv_size_;
     }
-    if (cursor != end) return fail(e, EndpointError::kBadMessageCount);
+    publish_requests(e, queued, committed, start);
+    if (broken != EndpointError::kNone) return fail(e, broken);
+    if (p != limit) return fail(e, EndpointError::kBadMessageCount);
     e.parsed = end;
     if (e.unpopped == 0) publish_consumed(e);
+  }
+
+  // The requests written to the receive queue up to `queued` (of the batch starting at
+  // `start`) become visible, with the response credit committed so far.
+  [[gnu::always_inline]] inline void publish_requests(Ep& e, const RecvHandle* queued, uint64_t committed,
+                                                      uint64_t start) noexcept {
+    const RecvHandle* const published = recv_queue_.data() + recv_size_;
+    if (queued == published) return;
+    const uint32_t n = static_cast<uint32_t>(queued - published);
+    e.resp_committed = committed;
+    recv_size_ += n;
+    stats_.messages_received += n;
+    if (e.unpopped == 0) e.hold_pos = start;  // pin this batch until recv() takes its requests
+    e.unpopped += n;
   }
 
   void reap_send_completions() {
@@ -713,6 +781,7 @@ class Context {
               e.consumer_by_read = pos;
               give_back_passed_pages(e);
             }
+            e.refresh_send_limit();
           }
         },
         ~0u);
@@ -749,6 +818,7 @@ class Context {
   T& t_;
   ContextConfig cfg_;
   std::vector<std::unique_ptr<Ep>> eps_;
+  uint32_t endpoint_count_ = 0;  // eps_.size()
   QpnTable qpn_table_;
   std::vector<uint32_t> dirty_;
   std::vector<RecvCompletion> cqe_buf_;

@@ -112,41 +112,53 @@ class RingMemory {
 };
 
 // Pending calls: a slab indexed by call_id holding the caller's token. O(1) insert and
-// remove; free ids form an intrusive list threaded through `next_` (no allocation once
-// the slab has grown to the number of calls in flight).
+// remove; free ids form an intrusive list threaded through each slot's `next` (no
+// allocation once the slab has grown to the number of calls in flight). Token and link
+// share a slot, so a response finds, checks and frees its call with one bounds test.
 template <class Token>
 class CallSlab {
  public:
   static constexpr uint32_t kNone = ~0u;
-  static constexpr uint32_t kLive = ~0u - 1;  // next_[id] of an occupied entry
+  static constexpr uint32_t kLive = ~0u - 1;  // `next` of an occupied slot
 
   uint32_t insert(Token t) {
     uint32_t id = free_head_;
-    if (id != kNone) {
-      free_head_ = next_[id];
-      tokens_[id] = std::move(t);
+    if (id != kNone) [[likely]] {
+      Slot& s = slots_[id];
+      free_head_ = s.next;
+      s.token = std::move(t);
+      s.next = kLive;
     } else {
-      id = static_cast<uint32_t>(tokens_.size());
-      tokens_.push_back(std::move(t));
-      next_.push_back(0);
+      id = slot_count_;
+      slots_.push_back(Slot{std::move(t), kLive});
+      ++slot_count_;
     }
-    next_[id] = kLive;
     ++size_;
     return id;
   }
-  bool contains(uint32_t id) const noexcept { return id < next_.size() && next_[id] == kLive; }
-  Token take(uint32_t id) {
-    next_[id] = free_head_;
+  bool contains(uint32_t id) const noexcept { return id < slot_count_ && slots_[id].next == kLive; }
+  // The token of pending call `id`, or nullptr if `id` is not a pending call.
+  Token* find(uint32_t id) noexcept {
+    if (id >= slot_count_) return nullptr;
+    Slot& s = slots_[id];
+    return s.next == kLive ? &s.token : nullptr;
+  }
+  // Frees the slot of pending call `id` (one find() returned non-null for).
+  void release(uint32_t id) noexcept {
+    slots_[id].next = free_head_;
     free_head_ = id;
     --size_;
-    return std::move(tokens_[id]);
   }
   uint32_t size() const noexcept { return size_; }
-  bool full() const noexcept { return free_head_ == kNone && tokens_.size() > kMaxCallId; }
+  bool full() const noexcept { return free_head_ == kNone && slot_count_ > kMaxCallId; }
 
  private:
-  std::vector<Token> tokens_;
-  std::vector<uint32_t> next_;
+  struct Slot {
+    Token token;
+    uint32_t next;  // kLive, or the next free id (kNone ends the list)
+  };
+  std::vector<Slot> slots_;
+  uint32_t slot_count_ = 0;  // slots_.size(), kept as a count (no division by the slot size)
   uint32_t free_head_ = kNone;
   uint32_t size_ = 0;
 };
@@ -202,6 +214,10 @@ struct Endpoint {
   uint64_t resp_committed = 0;         // part of R held by requests received, not yet replied
   uint64_t max_resp_reservation = 0;
   uint64_t peer_credit = 0;            // credit the peer granted us for our calls
+  // Where the send stream may reach under the credit invariant, kept equal to
+  // remote_consumer() + C - 2R by every change of its terms (refresh_send_limit() or an
+  // exact adjustment), so a call checks `producer + added <= send_limit` alone.
+  uint64_t send_limit = 0;
 
   // ---- receive side ----
   uint64_t recv_producer = 0;   // end of the bytes the peer has written (from imm)
@@ -231,6 +247,8 @@ struct Endpoint {
   // Consumed position: bytes the peer may overwrite. Requests not yet taken by recv()
   // pin their batch, so a handle's payload stays valid until the next flush.
   uint64_t consumed() const noexcept { return unpopped ? hold_pos : parsed; }
+  uint64_t computed_send_limit() const noexcept { return remote_consumer() + remote_ring.length - 2 * resp_reservation; }
+  void refresh_send_limit() noexcept { send_limit = computed_send_limit(); }
   bool credit_invariant_holds() const noexcept {
     return in_flight() + 2 * resp_reservation <= remote_ring.length;
   }

@@ -105,12 +105,14 @@ constexpr uint32_t from_response_id(uint32_t call_id) noexcept { return call_id 
 inline void copy_payload(std::byte* dst, const std::byte* src, size_t n) noexcept {
   if (n > 64) {
     std::memcpy(dst, src, n);
-  } else if (n >= 32) {
+  } else if (n > 32) {
     std::memcpy(dst, src, 32);
     std::memcpy(dst + n - 32, src + n - 32, 32);
-  } else if (n >= 16) {
+  } else if (n > 16) {
     std::memcpy(dst, src, 16);
     std::memcpy(dst + n - 16, src + n - 16, 16);
+  } else if (n == 16) {
+    std::memcpy(dst, src, 16);
   } else if (n >= 8) {
     std::memcpy(dst, src, 8);
     std::memcpy(dst + n - 8, src + n - 8, 8);
@@ -124,12 +126,22 @@ inline void copy_payload(std::byte* dst, const std::byte* src, size_t n) noexcep
 
 // Loads and stores through memcpy: ring memory is written by a NIC and carries no C++
 // objects, so it is read and written as bytes.
+// Headers go field by field, so the fields land in registers (a whole-struct copy
+// makes the compiler bounce them through the stack).
 inline MessageHeader load_header(const std::byte* p) noexcept {
   MessageHeader h;
-  std::memcpy(&h, p, sizeof h);
+  std::memcpy(&h.call_id, p + offsetof(MessageHeader, call_id), sizeof h.call_id);
+  std::memcpy(&h.response_allowance_units, p + offsetof(MessageHeader, response_allowance_units),
+              sizeof h.response_allowance_units);
+  std::memcpy(&h.payload_len, p + offsetof(MessageHeader, payload_len), sizeof h.payload_len);
   return h;
 }
-inline void store_header(std::byte* p, const MessageHeader& h) noexcept { std::memcpy(p, &h, sizeof h); }
+inline void store_header(std::byte* p, const MessageHeader& h) noexcept {
+  std::memcpy(p + offsetof(MessageHeader, call_id), &h.call_id, sizeof h.call_id);
+  std::memcpy(p + offsetof(MessageHeader, response_allowance_units), &h.response_allowance_units,
+              sizeof h.response_allowance_units);
+  std::memcpy(p + offsetof(MessageHeader, payload_len), &h.payload_len, sizeof h.payload_len);
+}
 inline FlowMetadata load_metadata(const std::byte* p) noexcept {
   FlowMetadata m;
   std::memcpy(&m, p, sizeof m);

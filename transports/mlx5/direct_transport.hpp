@@ -306,6 +306,11 @@ class DirectTransport {
     [[noreturn, gnu::cold, gnu::noinline]] void not_connected() const {
       throw std::logic_error("mlx5: post on queue pair " + std::to_string(qpn_) + " before connect()");
     }
+    [[noreturn, gnu::cold, gnu::noinline]] void not_outstanding(uint16_t wqe_counter) const {
+      detail::cq_fault("CQE for WQE index " + std::to_string(wqe_counter) + " of QP " + std::to_string(qpn_) +
+                       ", which is not outstanding (consumer " + std::to_string(static_cast<uint16_t>(ci_)) +
+                       ", producer " + std::to_string(static_cast<uint16_t>(pi_)) + ")");
+    }
     [[noreturn, gnu::cold, gnu::noinline]] static void too_long(uint32_t len) {
       throw std::invalid_argument("mlx5: a work request of " + std::to_string(len) +
                                   " bytes exceeds the 2 GiB limit of one gather entry");
@@ -319,13 +324,10 @@ class DirectTransport {
     };
     // Completion of the WQE starting at 16-bit counter `wqe_counter`: retires it and
     // every earlier block.
-    Retired retire(uint16_t wqe_counter) {
+    [[gnu::always_inline]] Retired retire(uint16_t wqe_counter) {
       const uint64_t outstanding = pi_ - ci_;
       const uint16_t off = static_cast<uint16_t>(wqe_counter - static_cast<uint16_t>(ci_));
-      if (off >= outstanding)
-        detail::cq_fault("CQE for WQE index " + std::to_string(wqe_counter) + " of QP " + std::to_string(qpn_) +
-                         ", which is not outstanding (consumer " + std::to_string(static_cast<uint16_t>(ci_)) +
-                         ", producer " + std::to_string(static_cast<uint16_t>(pi_)) + ")");
+      if (off >= outstanding) [[unlikely]] not_outstanding(wqe_counter);
       const uint64_t start = ci_ + off;
       const uint32_t slot = static_cast<uint32_t>(start) & mask_;
       const std::byte* ctrl = sq_buf_ + (static_cast<size_t>(slot) << kWqeBbShift);
@@ -459,50 +461,43 @@ class DirectTransport {
     return n;
   }
 
-  // Send completions (signalled WQEs and errors), at most `max`.
+  // Send completions (signalled WQEs and errors), at most `max`. A plain REQ CQE (the
+  // common case) is recognised by one compare of its owner byte, as in poll_recv; the
+  // rest (compressed sessions, inline scatter, errors) goes to send_slow().
   template <class F>
   uint32_t poll_send(F&& cb, uint32_t max) {
     CqState& cq = send_cq_;
+    const std::byte* const begin = cq.base;
+    const std::byte* const end = cq.end;
+    const size_t stride = cq.cqe_size;
+    uint32_t ci = cq.ci;
+    const std::byte* c = cq.cqe64(ci);
+    // Owner byte of an uncompressed, non-scattered REQ CQE that software owns (the
+    // solicited bit is ignored).
+    uint8_t want = static_cast<uint8_t>((MLX5_CQE_REQ << 4) | sw_owner_bit(ci, cq.log2_cnt));
+    const uint32_t ci_before = ci;
     uint32_t n = 0;
-    uint32_t consumed = 0;
     while (n < max) {
-      const uint32_t ci = cq.ci;
-      const std::byte* c = cq.cqe64(ci);
       const uint8_t op_own = load_op_own(c);
-      if (!cqe_is_sw_owned(op_own, sw_owner_bit(ci, cq.log2_cnt))) break;
-      ++consumed;
-      const uint8_t opcode = cqe_opcode(op_own);
-      const uint8_t format = cqe_format(op_own);
-      if (format == kCqeFormatCompressed) {
-        if (opcode != MLX5_CQE_REQ) detail::cq_fault("compressed session of opcode " + std::to_string(opcode) + " on the send CQ");
-        n += expand_session(cq, c, max - n, [&](const std::byte* mini) {
-          return complete_send(cqe_qpn(c), load_be16(mini + kMiniWqeCounterOffset), WcStatus::kSuccess,
-                               load_be32(mini + kMiniByteCntOffset), nullptr, 0, cb);
-        });
+      if ((op_own & ~kCqeSeBit) == want) [[likely]] {
+        const std::byte* const cur = c;
+        c += stride;
+        if (c == end) [[unlikely]] {
+          c = begin;
+          want ^= MLX5_CQE_OWNER_MASK;
+        }
+        prefetch_cqe(c);
+        cq.ci = ++ci;
+        n += complete_send(cqe_qpn(cur), cqe_wqe_counter(cur), WcStatus::kSuccess, 0, nullptr, 0, cb);
         continue;
       }
-      cq.ci = ci + 1;
-      if (opcode == MLX5_CQE_REQ) {
-        const std::byte* scattered = nullptr;
-        uint32_t scatter_limit = 0;
-        if (format == 1) {  // MLX5_INLINE_SCATTER_32: data in bytes 0..31 of the CQE
-          scattered = c;
-          scatter_limit = kScatter32Max;
-        } else if (format == 2) {  // MLX5_INLINE_SCATTER_64: data in the first half of a 128-byte CQE
-          if (cq.cqe_size != 128) detail::cq_fault("64-byte inline scatter in a 64-byte CQE");
-          scattered = c - kCqe64Size;
-          scatter_limit = kScatter64Max;
-        }
-        n += complete_send(cqe_qpn(c), cqe_wqe_counter(c), WcStatus::kSuccess, cqe_byte_cnt(c), scattered,
-                           scatter_limit, cb);
-      } else if (opcode == MLX5_CQE_REQ_ERR) {
-        const WcStatus st = status_of_syndrome(err_cqe_syndrome(c));
-        n += complete_send(err_cqe_qpn(c), cqe_wqe_counter(c), st, 0, nullptr, 0, cb);
-      } else {
-        detail::cq_fault("unexpected CQE opcode " + std::to_string(opcode) + " on the send CQ");
-      }
+      if (!cqe_is_sw_owned(op_own, want & MLX5_CQE_OWNER_MASK)) break;
+      n += send_slow(cb, c, op_own, max - n);
+      ci = cq.ci;
+      c = cq.cqe64(ci);
+      want = static_cast<uint8_t>((MLX5_CQE_REQ << 4) | sw_owner_bit(ci, cq.log2_cnt));
     }
-    if (consumed) cq.publish_ci();
+    if (cq.ci != ci_before || cq.zip_n != 0) cq.publish_ci();
     return n;
   }
 
@@ -561,6 +556,42 @@ class DirectTransport {
     detail::cq_fault("unexpected CQE opcode " + std::to_string(opcode) + " on the receive CQ");
   }
 
+  // Everything on the send CQ that is not a plain REQ CQE: compressed sessions, inline
+  // scatter (a small READ's data inside the CQE), error CQEs. `c` is software-owned.
+  template <class F>
+  [[gnu::noinline]] uint32_t send_slow(F& cb, const std::byte* c, uint8_t op_own, uint32_t budget) {
+    CqState& cq = send_cq_;
+    const uint8_t opcode = cqe_opcode(op_own);
+    const uint8_t format = cqe_format(op_own);
+    if (format == kCqeFormatCompressed) {
+      if (opcode != MLX5_CQE_REQ) detail::cq_fault("compressed session of opcode " + std::to_string(opcode) + " on the send CQ");
+      return expand_session(cq, c, budget, [&](const std::byte* mini) {
+        return complete_send(cqe_qpn(c), load_be16(mini + kMiniWqeCounterOffset), WcStatus::kSuccess,
+                             load_be32(mini + kMiniByteCntOffset), nullptr, 0, cb);
+      });
+    }
+    ++cq.ci;
+    if (opcode == MLX5_CQE_REQ) {
+      const std::byte* scattered = nullptr;
+      uint32_t scatter_limit = 0;
+      if (format == 1) {  // MLX5_INLINE_SCATTER_32: data in bytes 0..31 of the CQE
+        scattered = c;
+        scatter_limit = kScatter32Max;
+      } else if (format == 2) {  // MLX5_INLINE_SCATTER_64: data in the first half of a 128-byte CQE
+        if (cq.cqe_size != 128) detail::cq_fault("64-byte inline scatter in a 64-byte CQE");
+        scattered = c - kCqe64Size;
+        scatter_limit = kScatter64Max;
+      }
+      return complete_send(cqe_qpn(c), cqe_wqe_counter(c), WcStatus::kSuccess, cqe_byte_cnt(c), scattered,
+                           scatter_limit, cb);
+    }
+    if (opcode == MLX5_CQE_REQ_ERR) {
+      const WcStatus st = status_of_syndrome(err_cqe_syndrome(c));
+      return complete_send(err_cqe_qpn(c), cqe_wqe_counter(c), st, 0, nullptr, 0, cb);
+    }
+    detail::cq_fault("unexpected CQE opcode " + std::to_string(opcode) + " on the send CQ");
+  }
+
   // Expands (part of) the compressed session whose title is at cq.ci, calling
   // per_mini(mini_cqe_bytes) -> completions reported. Returns the completions reported.
   template <class PerMini>
@@ -599,7 +630,7 @@ class DirectTransport {
   }
 
   template <class F>
-  uint32_t complete_send(uint32_t qpn, uint16_t wqe_counter, WcStatus status, uint32_t byte_cnt,
+  [[gnu::always_inline]] uint32_t complete_send(uint32_t qpn, uint16_t wqe_counter, WcStatus status, uint32_t byte_cnt,
                          const std::byte* scattered, uint32_t scatter_limit, F& cb) {
     QueuePair* qp = qps_by_num_.find(qpn);
     if (qp == nullptr) detail::cq_fault("send CQE for unknown QP number " + std::to_string(qpn));
