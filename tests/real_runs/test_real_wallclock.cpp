@@ -38,15 +38,19 @@ app::Options small(app::BackendKind b, uint32_t np) {
 }
 
 // Request latency of the kept epochs: each client copies its histograms at its first
-// step after the epoch boundary, so the count is the kept requests give or take a few
-// steps per client; every class was seen (local and remote, get and put); and the mean
-// obeys Little's law: requests in flight (np x clients x queue depth, all the time in
-// a closed loop) = rate x mean latency.
+// step after the epoch boundary, so the count is the kept requests give or take what
+// the clients completed in those steps (at most queue_depth each, at each end of the
+// kept window: 2 x the requests in flight); every class was seen (local and remote, get
+// and put); and the mean obeys Little's law: requests in flight (np x clients x queue
+// depth, all the time in a closed loop) = rate x mean latency, up to the same boundary
+// terms, so it is checked where the window holds many times the requests in flight (a
+// loaded machine or a sanitizer build can slow a run to a few dozen kept requests).
 void check_latency(const app::RunResults& rr, const app::Options& o) {
   REQUIRE(rr.has_latency());
   const bkv::metrics::LatencyHistogram all = rr.latency().all();
   const double kept = static_cast<double>(rr.kept_requests());
-  CHECK(std::abs(static_cast<double>(all.count()) - kept) <= 0.1 * kept);
+  const double in_flight = double(o.np) * o.client_threads * o.queue_depth;
+  CHECK(std::abs(static_cast<double>(all.count()) - kept) <= 2 * in_flight);
   for (size_t c = 0; c < bkv::metrics::kLatencyClasses; ++c) {
     INFO("class " << bkv::metrics::kLatencyClassNames[c]);
     const auto& h = rr.latency().by_class[c];
@@ -55,9 +59,12 @@ void check_latency(const app::RunResults& rr, const app::Options& o) {
     CHECK(h.percentile_ns(0.99) <= h.max_ns());
     CHECK(h.mean_ns() <= static_cast<double>(h.max_ns()));
   }
-  const double in_flight = double(o.np) * o.client_threads * o.queue_depth;
   const double rate_per_ns = kept / static_cast<double>(rr.kept_duration_ns());
-  CHECK(rate_per_ns * all.mean_ns() == Approx(in_flight).epsilon(0.25));
+  if (kept >= 40 * in_flight) {
+    CHECK(rate_per_ns * all.mean_ns() == Approx(in_flight).epsilon(0.25));
+  } else {
+    WARN("Little's law not checked: " << kept << " kept requests for " << in_flight << " in flight");
+  }
 }
 
 void check(const real::RealResult& res, const app::Options& o) {
