@@ -4,10 +4,11 @@
 if(TARGET benchkv)
   bkv_add_test(test_benchkv_e2e GROUP e2e
     SOURCES e2e/test_sim_runs.cpp e2e/test_determinism_config.cpp e2e/test_bad_input.cpp e2e/test_rpc.cpp e2e/test_sweep.cpp
-            e2e/test_report.cpp
+            e2e/test_report.cpp e2e/test_fast_paths.cpp
     LIBS nlohmann_json::nlohmann_json)
   if(TARGET test_benchkv_e2e)
-    target_compile_definitions(test_benchkv_e2e PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>")
+    target_compile_definitions(test_benchkv_e2e PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>"
+                                                        BKV_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
     add_dependencies(test_benchkv_e2e benchkv)
     if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE)  # the sweep as MPI ranks (e2e/test_sweep.cpp)
       target_compile_definitions(test_benchkv_e2e PRIVATE MPIEXEC_BIN="${MPIEXEC_EXECUTABLE}")
