@@ -181,6 +181,9 @@ class DesFabric {
 
   sim::Network& network() noexcept { return net_; }
   software_nic::MemoryTable& memory() noexcept { return net_.memory(); }
+  // The rings' paged memory: its discard mode trades host memory for speed and leaves
+  // every byte the simulation reads unchanged.
+  software_nic::PagedMemory& pages() noexcept { return pages_; }
 
  private:
   software_nic::PagedMemory pages_;  // outlives the transports and the rings they handed out

@@ -51,6 +51,8 @@ constexpr std::array<Choice<Distribution>, 2> kDistributionChoices{
     {{"uniform", Distribution::kUniform}, {"zipfian", Distribution::kZipfian}}};
 constexpr std::array<Choice<StartMode>, 2> kStartModeChoices{
     {{"sync", StartMode::kSync}, {"staggered", StartMode::kStaggered}}};
+constexpr std::array<Choice<RingPages>, 2> kRingPagesChoices{
+    {{"release", RingPages::kRelease}, {"keep", RingPages::kKeep}}};
 constexpr std::array<Choice<ReportFormat>, 3> kReportChoices{
     {{"text", ReportFormat::kText}, {"csv", ReportFormat::kCsv}, {"none", ReportFormat::kNone}}};
 
@@ -363,6 +365,11 @@ const Spec kSpecs[] = {
      BKV_CHOICE(start_mode, kStartModeChoices)},
     {"start_stagger_us", 0, Kind::kDouble, kGroupSim, "US", "client start spread in staggered mode (>= 0)",
      BKV_FIELD(start_stagger_us)},
+    {"ring_pages", 0, Kind::kChoice, kGroupSim, "release|keep",
+     "copyrpc ring pages the peer has consumed: given back to the kernel (release: memory for live pages only) or "
+     "zeroed and kept (keep: faster, no system call or page fault per page, but every page a ring has touched "
+     "stays resident); the output bytes are the same",
+     BKV_CHOICE(ring_pages, kRingPagesChoices)},
     {"inflight_samples", 0, Kind::kString, kGroupSim, "FILE", "in-flight time series output (empty: off)",
      BKV_FIELD(inflight_samples)},
     {"inflight_sample_interval_us", 0, Kind::kDouble, kGroupSim, "US", "in-flight sampling period (> 0)",
@@ -491,6 +498,7 @@ constexpr uint32_t kMaxEpochs = 10'000'000;   // per run
 std::string_view to_string(TransportKind t) noexcept { return name_of(kTransportChoices, t); }
 std::string_view to_string(StartMode m) noexcept { return name_of(kStartModeChoices, m); }
 std::string_view to_string(ReportFormat f) noexcept { return name_of(kReportChoices, f); }
+std::string_view to_string(RingPages p) noexcept { return name_of(kRingPagesChoices, p); }
 
 uint64_t TraceWindow::begin_ns() const noexcept { return rounded_ns(begin_us, 1e3); }
 uint64_t TraceWindow::end_ns() const noexcept { return rounded_ns(end_us, 1e3); }
@@ -570,6 +578,8 @@ constexpr Applicability kApplicability[] = {
     {"start_mode", &sim_kv, "a client start option of the simulated KV backends"},
     {"start_stagger_us", [](const Options& o) { return sim_kv(o) && o.start_mode == StartMode::kStaggered; },
      "the spread of --start-mode staggered in the simulator"},
+    {"ring_pages", [](const Options& o) { return is_sim(o) && !is_data(o); },
+     "how the simulator keeps copyrpc ring pages (KV and rpc runs)"},
     {"inflight_samples", &sim_kv, "a daemon in-flight sampler of the simulated KV backends"},
     {"inflight_sample_interval_us", [](const Options& o) { return sim_kv(o) && !o.inflight_samples.empty(); },
      "the period of --inflight-samples in the simulator"},
@@ -661,6 +671,7 @@ void validate(const Options& o, bool require_backend) {
   if (name_of(kTransportChoices, o.transport).empty()) fail(o, "transport", "is invalid");
   if (name_of(kDistributionChoices, o.distribution).empty()) fail(o, "distribution", "is invalid");
   if (name_of(kStartModeChoices, o.start_mode).empty()) fail(o, "start_mode", "is invalid");
+  if (name_of(kRingPagesChoices, o.ring_pages).empty()) fail(o, "ring_pages", "is invalid");
   if (name_of(kReportChoices, o.report).empty()) fail(o, "report", "is invalid");
   validate_applicability(o);
 

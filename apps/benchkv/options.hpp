@@ -38,12 +38,17 @@ using backend::BackendKind;
 enum class TransportKind : uint8_t { kMlx5 = 0, kVerbs, kUcx, kSim };
 enum class StartMode : uint8_t { kSync = 0, kStaggered };
 enum class ReportFormat : uint8_t { kText = 0, kCsv, kNone };  // the final report on stdout
+// Simulated copyrpc rings: a consumed page goes back to the kernel (kRelease: memory for
+// live pages only) or is zeroed and kept (kKeep: no system call or page fault per page,
+// the pages a ring has touched stay resident). Output bytes are the same either way.
+enum class RingPages : uint8_t { kRelease = 0, kKeep };
 using kv::Distribution;
 
 using backend::to_string;                               // BackendKind: "meta", ...
 std::string_view to_string(TransportKind t) noexcept;  // "mlx5", "verbs", "ucx", "sim"
 std::string_view to_string(StartMode m) noexcept;      // "sync", "staggered"
 std::string_view to_string(ReportFormat f) noexcept;   // "text", "csv", "none"
+std::string_view to_string(RingPages p) noexcept;      // "release", "keep"
 
 // Trace window [begin_us, end_us) in microseconds of virtual time; JSON/CLI form "A:B".
 struct TraceWindow {
@@ -95,6 +100,7 @@ struct Options {
   double inflight_sample_interval_us = 10;
   std::string trace;                   // Chrome trace output path ("" = off)
   std::optional<TraceWindow> trace_window;  // required when trace is set
+  RingPages ring_pages = RingPages::kRelease;  // simulated rings' consumed pages
   bool progress = true;                // a line per epoch on stderr
   ReportFormat report = ReportFormat::kText;  // the final report on stdout
   uint32_t endpoints = 1;              // rpc: endpoints per server rank at the caller

@@ -1,5 +1,6 @@
 #include "apps/benchkv/rpc_runner.hpp"
 #include "apps/benchkv/provenance.hpp"
+#include "apps/benchkv/sim_runner.hpp"
 
 #include <cstdio>
 #include <memory>
@@ -47,6 +48,7 @@ class RpcExperiment {
     duration_ = duration_ns(o);
     interval_ = interval_ns(o);
     epochs_ = epochs_per_run(o);
+    fabric_.pages().set_discard_mode(discard_mode(o.ring_pages));
     const rpc::RpcConfig rc = rpc_config(o);
     const copyrpc::ContextConfig cc = rpc_context_config(o);
     for (uint32_t r = 0; r < np_; ++r) {

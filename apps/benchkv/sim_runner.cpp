@@ -88,6 +88,7 @@ class Experiment {
     duration_ = app::duration_ns(o);
     interval_ = app::interval_ns(o);
     epochs_ = app::epochs_per_run(o);
+    fabric_.pages().set_discard_mode(discard_mode(o.ring_pages));
     build();
   }
 
@@ -431,6 +432,10 @@ class Experiment {
 
 }  // namespace
 
+software_nic::DiscardMode discard_mode(RingPages p) {
+  return p == RingPages::kKeep ? software_nic::DiscardMode::kZeroInPlace : software_nic::DiscardMode::kRelease;
+}
+
 ExperimentResult run_experiment(const app::Options& o, const sim::Model& model,
                                 const std::function<void(const std::string&)>& progress) {
   if (o.transport != app::TransportKind::kSim) throw std::runtime_error("run_experiment: transport must be sim");
@@ -452,7 +457,9 @@ MemoryEstimate estimate_memory(const app::Options& o) {
   m.threads = uint64_t{np} * (D + C);
   // Per endpoint: its bookkeeping (copyrpc endpoint, queue pair, registrations) and the
   // ring pages that traffic materializes (rings are paged: see sim/des_transport.hpp).
-  const uint64_t ring_pages = 2 * std::min<uint64_t>(o.ring_size, kEstimateRingPageBytes);
+  // Kept pages (--ring-pages keep) stay resident once touched: the whole ring, at worst.
+  const uint64_t ring_pages =
+      2 * (o.ring_pages == RingPages::kKeep ? o.ring_size : std::min<uint64_t>(o.ring_size, kEstimateRingPageBytes));
   const double bytes = double(m.endpoints) * double(kEstimateEndpointBytes + ring_pages) +
                        double(m.threads) * double(kEstimateThreadBytes) +
                        double(np) * double(o.key_range) * double(kEstimateKeyBytes) + double(kEstimateBaseBytes);

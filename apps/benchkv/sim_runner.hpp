@@ -20,6 +20,7 @@
 #include "apps/benchkv/options.hpp"
 #include "apps/benchkv/results.hpp"
 #include "sim/model.hpp"
+#include "transports/software_nic/paged_memory.hpp"
 
 namespace bkv::app {
 
@@ -41,6 +42,9 @@ struct ExperimentResult {
   nlohmann::json extra;                  // simulator statistics (events, NIC, totals)
   uint64_t total_issued = 0, total_completed = 0, errors = 0;
 };
+
+// How the simulated rings' paged memory discards consumed pages under --ring-pages.
+software_nic::DiscardMode discard_mode(RingPages p);
 
 // Runs the experiment `o` (transport must be sim). progress(line) gets the per-epoch
 // lines (nullptr: none). Throws std::runtime_error with a clear message on a model or

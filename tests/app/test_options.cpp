@@ -424,7 +424,7 @@ TEST_CASE("print-config prints a configuration that reads back to the same optio
   CHECK(again.result.options == run.result.options);
 
   // every option is present in the JSON form
-  CHECK(j.size() == 39);
+  CHECK(j.size() == 40);
   CHECK(j["backend"] == (sim ? "delegation" : "direct"));
   CHECK(j["trace_window"] == (sim ? "100.5:200.25" : ""));
   CHECK(j["device"] == (sim ? "" : "mlx5_1"));

@@ -62,3 +62,32 @@ TEST_CASE("PagedMemory: pages materialize on write and go back on discard", "[un
   std::byte* r = m.allocate(size);
   CHECK(r != q);
 }
+
+TEST_CASE("PagedMemory: zero-in-place discard keeps the pages and zeroes them", "[unit][paged-memory]") {
+  PagedMemory m;
+  m.set_discard_mode(bkv::software_nic::DiscardMode::kZeroInPlace);
+  const uint64_t page = m.page_bytes();
+  const uint64_t size = 16 * page;
+  std::byte* p = m.allocate(size);
+  std::memset(p + 3 * page + 10, 0xAB, 2 * page);  // touches pages 3, 4, 5
+  REQUIRE(resident_pages(p, size) == 3);
+
+  // The whole pages inside the range only, as in release mode; they stay resident.
+  m.discard(p + 3 * page + 5, 3 * page - 5);
+  CHECK(p[3 * page + 10] == std::byte{0xAB});
+  CHECK(p[4 * page] == std::byte{0});
+  CHECK(p[4 * page + 10] == std::byte{0});
+  CHECK(p[5 * page + 9] == std::byte{0});
+  CHECK(resident_pages(p, size) == 3);
+
+  std::vector<std::byte> heap(4 * page);
+  CHECK_THROWS_AS(m.discard(heap.data(), heap.size()), std::logic_error);
+  CHECK_THROWS_AS(m.discard(p, size + page), std::logic_error);
+
+  // free() releases whatever the mode: nothing stays resident, the memory reads as zero.
+  m.free(p, size);
+  CHECK(resident_pages(p, size) == 0);
+  std::byte* q = m.allocate(size);
+  CHECK(q == p);
+  CHECK(q[3 * page + 10] == std::byte{0});
+}

@@ -13,6 +13,11 @@
 //    thousand rings are a few mappings, not one each (the kernel caps mappings per
 //    process);
 //  - freed allocations are discarded and reused for allocations of the same size.
+// How discard gives pages back is a speed/memory trade (DiscardMode): kRelease returns
+// them to the kernel (madvise: a system call now, a page fault and a zeroed page at the
+// next write), kZeroInPlace keeps them and writes zeros over them (no system call, no
+// fault; the memory stays resident). Either way the pages read as zero afterwards, so
+// what a program reads is the same byte for byte; free() always releases.
 // Not thread-safe: one simulation (one thread) owns one PagedMemory.
 #pragma once
 
@@ -21,12 +26,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bkv::software_nic {
+
+enum class DiscardMode : uint8_t { kRelease = 0, kZeroInPlace };
 
 class PagedMemory {
  public:
@@ -40,6 +49,8 @@ class PagedMemory {
   }
 
   uint64_t page_bytes() const noexcept { return page_; }
+  DiscardMode discard_mode() const noexcept { return mode_; }
+  void set_discard_mode(DiscardMode m) noexcept { mode_ = m; }
 
   // `size` bytes, page-aligned, reading as zero.
   std::byte* allocate(uint64_t size) {
@@ -60,20 +71,19 @@ class PagedMemory {
 
   void free(std::byte* p, uint64_t size) {
     size = round_up(size);
-    discard(p, size);
+    release(p, size);
     free_[size].push_back(p);
   }
 
-  // Gives back the whole pages inside [p, p+len). The range must lie in this memory.
+  // Gives back the whole pages inside [p, p+len) as the discard mode says. The range
+  // must lie in this memory.
   void discard(std::byte* p, uint64_t len) {
-    if (len == 0) return;
-    if (!contains(p, len)) throw std::logic_error("PagedMemory: discard of memory it does not own");
-    const uint64_t a = reinterpret_cast<uint64_t>(p);
-    const uint64_t first = (a + page_ - 1) & ~(page_ - 1);
-    const uint64_t last = (a + len) & ~(page_ - 1);
-    if (first >= last) return;
-    if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0)
-      throw std::runtime_error("PagedMemory: madvise(MADV_DONTNEED) failed");
+    if (mode_ == DiscardMode::kRelease) {
+      release(p, len);
+      return;
+    }
+    const auto [first, last] = whole_pages(p, len);
+    if (first < last) std::memset(reinterpret_cast<void*>(first), 0, last - first);
   }
 
   bool contains(const std::byte* p, uint64_t len) const noexcept {
@@ -91,6 +101,23 @@ class PagedMemory {
 
   uint64_t round_up(uint64_t n) const noexcept { return (n + page_ - 1) & ~(page_ - 1); }
 
+  // The whole pages inside [p, p+len) as [first, last) addresses; first >= last if none.
+  // The range must lie in this memory.
+  std::pair<uint64_t, uint64_t> whole_pages(std::byte* p, uint64_t len) const {
+    if (len == 0) return {0, 0};
+    if (!contains(p, len)) throw std::logic_error("PagedMemory: discard of memory it does not own");
+    const uint64_t a = reinterpret_cast<uint64_t>(p);
+    return {(a + page_ - 1) & ~(page_ - 1), (a + len) & ~(page_ - 1)};
+  }
+
+  // Returns the whole pages inside [p, p+len) to the kernel.
+  void release(std::byte* p, uint64_t len) {
+    const auto [first, last] = whole_pages(p, len);
+    if (first >= last) return;
+    if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0)
+      throw std::runtime_error("PagedMemory: madvise(MADV_DONTNEED) failed");
+  }
+
   void reserve_chunk(uint64_t at_least) {
     const uint64_t len = at_least > kChunkBytes ? at_least : kChunkBytes;
     void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -102,6 +129,7 @@ class PagedMemory {
   }
 
   uint64_t page_;
+  DiscardMode mode_ = DiscardMode::kRelease;
   std::vector<Chunk> chunks_;
   std::map<uint64_t, std::vector<std::byte*>> free_;  // by size
 };

@@ -1,0 +1,75 @@
+// Simulator fast paths change speed, never output: a run with a fast path on writes the
+// same CSV, in-flight samples and summary bytes as the same run with it off (the summary
+// compared without its "provenance" object and without the switch's own config key).
+//
+// --ring-pages keep (transports/software_nic/paged_memory.hpp, DiscardMode): consumed
+// copyrpc ring pages are zeroed in place instead of given back to the kernel. Checked on
+// the calibrated C1 model (configs/model/c1.json, 46 clients per node at QD 32) in both of
+// its states: NP=8 collapses (about one CQE per daemon loop), NP=16 stays high (tens of
+// CQEs per loop); with the C1 ring size and with a 64 KiB ring that wraps many times in
+// the run, so that zeroed pages are written again.
+#include <string>
+#include <vector>
+
+#include "e2e/benchkv_run.hpp"
+
+using namespace bkv::e2e;
+
+namespace {
+
+const fs::path kC1Model = fs::path(BKV_SOURCE_DIR) / "configs" / "model" / "c1.json";
+
+std::vector<std::string> c1_run(uint32_t np, uint64_t ring_size, const std::string& ring_pages) {
+  return {"--transport", "sim", "--np", std::to_string(np), "--client-threads", "46", "--queue-depth", "32",
+          "--ring-size", std::to_string(ring_size), "--model", kC1Model.string(), "-d", "0.004", "--interval-ms",
+          "1", "--trim", "1", "-r", "1", "--no-progress", "--report", "none", "--ring-pages", ring_pages,
+          "--inflight-samples", "inflight.csv", "-o", "out.csv", "delegation"};
+}
+
+// The summary's bytes without provenance and without the ring_pages key of its config.
+std::string summary_without_switch(const fs::path& p) {
+  json j = read_json(p);
+  REQUIRE(j.contains("provenance"));
+  j.erase("provenance");
+  REQUIRE(j["config"].contains("ring_pages"));
+  j["config"].erase("ring_pages");
+  return j.dump(2);
+}
+
+}  // namespace
+
+TEST_CASE("sim: --ring-pages keep writes the same output bytes as release (C1 collapsed and high)",
+          "[e2e][sim][determinism][fast-path]") {
+  const uint32_t np = GENERATE(8u, 16u);
+  const uint64_t ring_size = GENERATE(uint64_t{4194304}, uint64_t{65536});
+  CAPTURE(np, ring_size);
+  TempDir dir;
+  const fs::path off = dir.subdir("release"), on = dir.subdir("keep");
+  run_ok(c1_run(np, ring_size, "release"), off);
+  run_ok(c1_run(np, ring_size, "keep"), on);
+  CHECK(read_json(on / "out.summary.json")["config"]["ring_pages"] == "keep");
+
+  // The state the run is in, so that both regimes are covered.
+  const double cqes_per_loop = read_json(off / "out.summary.json")["overall"]["daemon_cqe_per_loop"]["mean"];
+  if (np == 8) CHECK(cqes_per_loop < 3);
+  if (np == 16) CHECK(cqes_per_loop > 10);
+
+  for (const std::string name : {"out.csv", "inflight.csv"}) {
+    INFO("file " << name);
+    const std::string x = read_file(off / name);
+    CHECK_FALSE(x.empty());
+    CHECK(x == read_file(on / name));
+  }
+  CHECK(summary_without_switch(off / "out.summary.json") == summary_without_switch(on / "out.summary.json"));
+  check_run_in(on);
+}
+
+TEST_CASE("sim: --ring-pages takes release or keep, and only with the simulator", "[e2e][sim][bad-input]") {
+  TempDir dir;
+  const Outcome bad = run_benchkv(small_sim("delegation", {"--ring-pages", "sometimes"}), dir.path());
+  CHECK(bad.status != 0);
+  CHECK(bad.err.find("ring") != std::string::npos);
+  const Outcome real = run_benchkv({"--transport", "ucx", "--ring-pages", "keep", "delegation"}, dir.path());
+  CHECK(real.status != 0);
+  CHECK(real.err.find("ring_pages") != std::string::npos);
+}
