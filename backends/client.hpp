@@ -4,6 +4,8 @@
 // remote path (its traits' RemotePath): ipc to a daemon (Meta), the delegation ring of
 // daemon #0 (Delegation), or the client's own copyrpc context (direct). A remote path has
 //   static constexpr bool kSharedHead   every call contends on one shared ring head
+//   static constexpr bool kDaemonAnswers its responses are written by a daemon's core
+//                                        (into a line the client polls), not by a NIC
 //   static RemotePath connect(NodeResources&, const ClientWiring<T>&)
 //   bool try_call(const Request&, uint64_t token); void after_issue()
 //   uint32_t poll(F on_response)   on_response(uint64_t token, const Response&)
@@ -75,11 +77,16 @@ class Client {
       }
     };
     for (IpcClientT* c : ipc_) c->poll(on_resp);
+    const uint32_t ipc_answers = res.completed;
     remote_.poll(on_resp);
+    const uint32_t remote_answers = res.completed - ipc_answers;
     if (res.completed) {
       in_flight_ -= res.completed;
       counters_.add_completed(res.completed);
       meter_.charge(Op::kRingOp, res.completed);
+      // Every ipc answer, and a remote answer when a daemon wrote it, came as a line
+      // from a daemon's core (sim::Model::response_handoff_ns; nothing on real runs).
+      meter_.answers_arrive(ipc_answers + (RemotePath::kDaemonAnswers ? remote_answers : 0));
     }
     while (!stopping_ && in_flight_ < node_.queue_depth) {
       const Request req = pattern_.peek();

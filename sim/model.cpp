@@ -2,6 +2,7 @@
 
 #include "core/strict_json.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -18,6 +19,10 @@ Model Model::from_json(const nlohmann::json& j, const std::string& where) {
     else if (k == "ring_head_contention") {
       if (!it.value().is_boolean()) throw std::runtime_error(where + ".ring_head_contention: must be true or false");
       m.ring_head_contention = it.value().get<bool>();
+    } else if (k == "response_handoff_ns") {
+      if (!it.value().is_number() || !std::isfinite(it.value().get<double>()) || it.value().get<double>() < 0)
+        throw std::runtime_error(where + ".response_handoff_ns: must be a number >= 0 (0 = off)");
+      m.response_handoff_ns = it.value().get<double>();
     } else if (k == "client_wake_ns" || k == "client_retry_ns") {
       if (!it.value().is_number() || it.value().get<double>() < 0)
         throw std::runtime_error(where + "." + k + ": must be a number >= 0");
@@ -25,7 +30,7 @@ Model Model::from_json(const nlohmann::json& j, const std::string& where) {
     } else if (k == "description" || k == "basis") {
       // documentation only
     } else {
-      throw std::runtime_error(where + ": unknown key \"" + k + "\" (expected cpu, nic, client_wake_ns, client_retry_ns, ring_head_contention, description, basis)");
+      throw std::runtime_error(where + ": unknown key \"" + k + "\" (expected cpu, nic, client_wake_ns, client_retry_ns, ring_head_contention, response_handoff_ns, description, basis)");
     }
   }
   if (m.client_retry_ns < 1) throw std::runtime_error(where + ".client_retry_ns: must be >= 1");
@@ -48,8 +53,10 @@ Model Model::load_file(const std::string& path) {
 }
 
 nlohmann::json Model::to_json() const {
-  return {{"cpu", cpu.to_json()}, {"nic", nic.to_json()}, {"client_wake_ns", client_wake_ns},
-          {"client_retry_ns", client_retry_ns}, {"ring_head_contention", ring_head_contention}};
+  nlohmann::json j = {{"cpu", cpu.to_json()}, {"nic", nic.to_json()}, {"client_wake_ns", client_wake_ns},
+                      {"client_retry_ns", client_retry_ns}, {"ring_head_contention", ring_head_contention}};
+  if (response_handoff_ns > 0) j["response_handoff_ns"] = response_handoff_ns;
+  return j;
 }
 
 }  // namespace bkv::sim

@@ -21,6 +21,12 @@ struct Model {
   // reads) of it are served one at a time (cost: cpu.ring_reserve each). false: each
   // thread pays the cost without waiting for the others (the ablation).
   bool ring_head_contention = true;
+  // Answer handoff (docs/bistability.md §8, "A node-wide answer handoff"): every answer a
+  // daemon's core writes into a line a client of its node polls (ipc response, delegation
+  // response slot) reaches the client through one node-wide serial stage held this long
+  // per answer; the collecting client waits its turn. 0 = off (the default; the key is
+  // then absent from to_json(), as in the model files that predate it).
+  double response_handoff_ns = 0;
 
   static Model defaults() { return Model{}; }
   static Model from_json(const nlohmann::json& j, const std::string& where);

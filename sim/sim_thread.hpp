@@ -36,6 +36,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -122,6 +123,19 @@ class SimThread {
   // holds it. nullptr unbinds.
   void bind_shared(Op op, SharedResource* r) noexcept { shared_[static_cast<size_t>(op)] = r; }
 
+  // Makes each answer this thread collects (answers_arrive) a use of `r` lasting `ns`
+  // (sim::Model::response_handoff_ns): the thread waits while another thread of the
+  // node holds it, then holds it itself. nullptr unbinds (the default: no cost).
+  void bind_answer_handoff(SharedResource* r, double ns) noexcept {
+    handoff_ = r;
+    handoff_ps_ = static_cast<uint64_t>(std::llround(ns * 1000.0));
+  }
+  // --- CostMeter ---
+  void answers_arrive(uint32_t n) noexcept {
+    if (handoff_ == nullptr || n == 0) return;
+    charged_ps_ += handoff_->hold(step_start_ * 1000 + charged_ps_, handoff_ps_ * n);
+  }
+
   // Charges raw time not tied to an Op (a modelled wait, a timer).
   void advance(Time ns) noexcept { charged_ps_ += ns * 1000; }
 
@@ -167,6 +181,8 @@ class SimThread {
   TargetId target_;
   std::array<uint64_t, kOpCount> cost_ps_{};
   std::array<SharedResource*, kOpCount> shared_{};
+  SharedResource* handoff_ = nullptr;  // answers_arrive(): see bind_answer_handoff
+  uint64_t handoff_ps_ = 0;
   CostJitter jitter_;
   Rng rng_;
   std::string name_;

@@ -3,6 +3,10 @@ if(TARGET bkv_sim_runner)
   if(TARGET test_calibration)
     target_compile_definitions(test_calibration PRIVATE BKV_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   endif()
+  bkv_add_test(test_answer_handoff GROUP sim SOURCES calibration/test_answer_handoff.cpp LIBS bkv_sim_runner bkv_app)
+  if(TARGET test_answer_handoff)
+    target_compile_definitions(test_answer_handoff PRIVATE BKV_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  endif()
 endif()
 
 # The calibration suite's script against real summaries (not a Catch test).

@@ -138,6 +138,16 @@ class Experiment {
                  {"completed", res.total_completed},
                  {"errors", res.errors},
                  {"model", model_.to_json()}};
+    if (model_.response_handoff_ns > 0) {  // absent when off: the outputs of models without it keep their bytes
+      double handoff_wait = 0;
+      uint64_t handoffs = 0;
+      for (uint32_t r = 0; r < np_; ++r) {
+        handoff_wait += answer_handoffs_[r].mean_wait_ns() / np_;
+        handoffs += answer_handoffs_[r].uses();
+      }
+      res.extra["answer_handoff_mean_wait_ns"] = handoff_wait;
+      res.extra["answer_handoff_holds"] = handoffs;  // one hold per client step that collected answers
+    }
     // Per-NIC station statistics (queue depths, waits, utilization) over the whole
     // simulation, drain included.
     nlohmann::json nics = nlohmann::json::array();
@@ -155,6 +165,7 @@ class Experiment {
     threads_.resize(np_);
     runtimes_.resize(np_);
     head_lines_ = std::make_unique<SharedResource[]>(np_);
+    answer_handoffs_ = std::make_unique<SharedResource[]>(np_);
     for (uint32_t r = 0; r < np_; ++r) {
       fabric_.add_node(model_.nic);
       for (uint32_t t = 0; t < D_ + C_; ++t) {
@@ -163,6 +174,8 @@ class Experiment {
         threads_[r].push_back(std::make_unique<SimThread>(engine_, model_.cpu, derive_seed(o_.seed, {0x544852ull, r, t}), name));
         if (model_.ring_head_contention && SimNode::RemotePath::kSharedHead && client)
           threads_[r].back()->bind_shared(Op::kRingReserve, &head_lines_[r]);
+        if (model_.response_handoff_ns > 0 && client)
+          threads_[r].back()->bind_answer_handoff(&answer_handoffs_[r], model_.response_handoff_ns);
       }
       SimThreads th;
       th.threads = &threads_[r];
@@ -410,6 +423,7 @@ class Experiment {
   std::vector<std::vector<std::unique_ptr<SimThread>>> threads_;
   std::vector<std::unique_ptr<SimRuntime>> runtimes_;
   std::unique_ptr<SharedResource[]> head_lines_;  // per node: the delegation ring's head line
+  std::unique_ptr<SharedResource[]> answer_handoffs_;  // per node: Model::response_handoff_ns
   std::vector<std::unique_ptr<SimNode>> nodes_;
   std::vector<Binding> bindings_;
   std::vector<app::RunResults> results_;

@@ -61,7 +61,8 @@ struct DelegationRing {
 // Remote path of a Delegation client: the shared MPSC ring of daemon #0. try_call never
 // spins: a full ring (or no free response slot) leaves the request for the next step.
 struct DelegationRemotePath {
-  static constexpr bool kSharedHead = true;  // every call is a fetch_add on the ring head
+  static constexpr bool kSharedHead = true;     // every call is a fetch_add on the ring head
+  static constexpr bool kDaemonAnswers = true;  // daemon #0 writes the client's response slot
   DelegClientT* deleg;
 
   template <Transport T>

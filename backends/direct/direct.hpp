@@ -22,6 +22,7 @@ namespace bkv::backend {
 template <Transport T>
 struct DirectRemotePath {
   static constexpr bool kSharedHead = false;
+  static constexpr bool kDaemonAnswers = false;  // the client's own context: the NIC writes the answers
   using Ctx = copyrpc::Context<T, CallToken>;
   Ctx* ctx;
   const std::vector<uint32_t>* ep_of_rank;

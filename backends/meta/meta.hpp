@@ -33,6 +33,7 @@ namespace bkv::backend {
 // (poll is a no-op).
 struct IpcRemotePath {
   static constexpr bool kSharedHead = false;
+  static constexpr bool kDaemonAnswers = true;  // answered over ipc (counted there: poll is a no-op)
   IpcClientT* ipc;
 
   template <Transport T>

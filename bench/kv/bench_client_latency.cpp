@@ -34,6 +34,7 @@ namespace {
 // Answers every call at the next poll (a ring of the tokens in flight).
 struct InstantRemotePath {
   static constexpr bool kSharedHead = false;
+  static constexpr bool kDaemonAnswers = false;
   std::vector<uint64_t>* tokens;
   bool try_call(const kv::Request&, uint64_t token) {
     tokens->push_back(token);
