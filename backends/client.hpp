@@ -76,7 +76,8 @@ class Client {
         free_tokens_.push_back(static_cast<uint32_t>(token));
       }
     };
-    for (IpcClientT* c : ipc_) c->poll(on_resp);
+    uint32_t visits = 0;  // response areas that held answers (one per ipc ring, one for the remote path)
+    for (IpcClientT* c : ipc_) visits += c->poll(on_resp) > 0 ? 1 : 0;
     const uint32_t ipc_answers = res.completed;
     remote_.poll(on_resp);
     const uint32_t remote_answers = res.completed - ipc_answers;
@@ -86,7 +87,8 @@ class Client {
       meter_.charge(Op::kRingOp, res.completed);
       // Every ipc answer, and a remote answer when a daemon wrote it, came as a line
       // from a daemon's core (sim::Model::response_handoff_ns; nothing on real runs).
-      meter_.answers_arrive(ipc_answers + (RemotePath::kDaemonAnswers ? remote_answers : 0));
+      const bool daemon_wrote_remote = RemotePath::kDaemonAnswers && remote_answers > 0;
+      meter_.answers_arrive(ipc_answers + (daemon_wrote_remote ? remote_answers : 0), visits + (daemon_wrote_remote ? 1 : 0));
     }
     while (!stopping_ && in_flight_ < node_.queue_depth) {
       const Request req = pattern_.peek();

@@ -53,14 +53,16 @@ enum class Phase : uint8_t {
   kCount
 };
 
-// meter.answers_arrive(n) reports that n answers written by a daemon's core were just
-// collected by this (client) thread; a simulated thread may make that a use of a
-// node-wide serial resource (sim::Model::response_handoff_ns), a real one does nothing.
+// meter.answers_arrive(n, visits) reports that n answers written by a daemon's core were
+// just collected by this (client) thread, found in `visits` response areas (one per
+// daemon ipc ring or delegation slot set that held any; visits <= n); a simulated thread
+// may make that a use of a node-wide serial resource (sim::Model::response_handoff_ns,
+// per answer or per visit), a real one does nothing.
 
 template <class M>
 concept CostMeter = requires(M& m, Op op, Phase ph, uint32_t n) {
   { m.charge(op, n) } -> std::same_as<void>;
-  { m.answers_arrive(n) } -> std::same_as<void>;
+  { m.answers_arrive(n, n) } -> std::same_as<void>;
   { m.record(ph, n) } -> std::same_as<void>;
   { m.now_ns() } -> std::same_as<uint64_t>;
   { M::kEnabled } -> std::convertible_to<bool>;
@@ -70,7 +72,7 @@ struct NullMeter {
   static constexpr bool kEnabled = false;
   void charge(Op, uint32_t = 1) noexcept {}
   void record(Phase, uint32_t) noexcept {}
-  void answers_arrive(uint32_t) noexcept {}
+  void answers_arrive(uint32_t, uint32_t) noexcept {}
   uint64_t now_ns() const noexcept {
     return static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());

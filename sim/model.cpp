@@ -12,6 +12,7 @@ namespace bkv::sim {
 Model Model::from_json(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) throw std::runtime_error(where + ": the model must be a JSON object");
   Model m;
+  bool unit_given = false;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     if (k == "cpu") m.cpu = CostModel::from_json(it.value(), where + ".cpu");
@@ -23,6 +24,12 @@ Model Model::from_json(const nlohmann::json& j, const std::string& where) {
       if (!it.value().is_number() || !std::isfinite(it.value().get<double>()) || it.value().get<double>() < 0)
         throw std::runtime_error(where + ".response_handoff_ns: must be a number >= 0 (0 = off)");
       m.response_handoff_ns = it.value().get<double>();
+    } else if (k == "response_handoff_unit") {
+      const std::string u = it.value().is_string() ? it.value().get<std::string>() : std::string();
+      if (u == "answer") m.response_handoff_unit = HandoffUnit::kAnswer;
+      else if (u == "visit") m.response_handoff_unit = HandoffUnit::kVisit;
+      else throw std::runtime_error(where + ".response_handoff_unit: must be \"answer\" or \"visit\"");
+      unit_given = true;
     } else if (k == "client_wake_ns" || k == "client_retry_ns") {
       if (!it.value().is_number() || it.value().get<double>() < 0)
         throw std::runtime_error(where + "." + k + ": must be a number >= 0");
@@ -30,10 +37,12 @@ Model Model::from_json(const nlohmann::json& j, const std::string& where) {
     } else if (k == "description" || k == "basis") {
       // documentation only
     } else {
-      throw std::runtime_error(where + ": unknown key \"" + k + "\" (expected cpu, nic, client_wake_ns, client_retry_ns, ring_head_contention, response_handoff_ns, description, basis)");
+      throw std::runtime_error(where + ": unknown key \"" + k + "\" (expected cpu, nic, client_wake_ns, client_retry_ns, ring_head_contention, response_handoff_ns, response_handoff_unit, description, basis)");
     }
   }
   if (m.client_retry_ns < 1) throw std::runtime_error(where + ".client_retry_ns: must be >= 1");
+  if (unit_given && m.response_handoff_ns == 0)
+    throw std::runtime_error(where + ".response_handoff_unit: given, but response_handoff_ns is 0 (off): set both or neither");
   return m;
 }
 
@@ -56,6 +65,7 @@ nlohmann::json Model::to_json() const {
   nlohmann::json j = {{"cpu", cpu.to_json()}, {"nic", nic.to_json()}, {"client_wake_ns", client_wake_ns},
                       {"client_retry_ns", client_retry_ns}, {"ring_head_contention", ring_head_contention}};
   if (response_handoff_ns > 0) j["response_handoff_ns"] = response_handoff_ns;
+  if (response_handoff_unit == HandoffUnit::kVisit) j["response_handoff_unit"] = "visit";
   return j;
 }
 

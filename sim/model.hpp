@@ -11,6 +11,19 @@
 
 namespace bkv::sim {
 
+// What one hold of the answer handoff stands for (Model::response_handoff_unit).
+//  kAnswer  every answer a client collects is one transfer (the element as first built);
+//  kVisit   the answers a client collects from one response area in one step (the lines
+//           one daemon wrote into that client's ipc ring, or into its delegation response
+//           slots, since the client's last look) are one transfer: the daemon writes them
+//           back to back and the client reads them back to back, so their line transfers
+//           overlap (several outstanding ownership requests / misses between the same two
+//           cores) and cost about one transfer's latency. Every answer has a line of its
+//           own in both layouts (core/shm/stamped_ring.hpp, core/shm/delegationrpc.hpp),
+//           so counting distinct lines would count answers: the amortization C4's ipc
+//           figures show (docs/bistability.md §8) can only come from overlap per visit.
+enum class HandoffUnit : uint8_t { kAnswer = 0, kVisit };
+
 // The simulator's model: CPU costs, NIC and network, and the client wake-up latency.
 struct Model {
   CostModel cpu = CostModel::defaults();
@@ -27,6 +40,9 @@ struct Model {
   // per answer; the collecting client waits its turn. 0 = off (the default; the key is
   // then absent from to_json(), as in the model files that predate it).
   double response_handoff_ns = 0;
+  // The unit the stage is held per (HandoffUnit). Key "response_handoff_unit": "answer"
+  // (the default; absent from to_json() then) or "visit"; only with response_handoff_ns > 0.
+  HandoffUnit response_handoff_unit = HandoffUnit::kAnswer;
 
   static Model defaults() { return Model{}; }
   static Model from_json(const nlohmann::json& j, const std::string& where);

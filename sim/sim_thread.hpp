@@ -123,18 +123,27 @@ class SimThread {
   // holds it. nullptr unbinds.
   void bind_shared(Op op, SharedResource* r) noexcept { shared_[static_cast<size_t>(op)] = r; }
 
-  // Makes each answer this thread collects (answers_arrive) a use of `r` lasting `ns`
-  // (sim::Model::response_handoff_ns): the thread waits while another thread of the
-  // node holds it, then holds it itself. nullptr unbinds (the default: no cost).
-  void bind_answer_handoff(SharedResource* r, double ns) noexcept {
+  // Makes the answers this thread collects (answers_arrive) a use of `r` lasting `ns`
+  // per transfer (sim::Model::response_handoff_ns): one transfer per answer, or with
+  // `per_visit` one per response area that held answers. The thread waits while another
+  // thread of the node holds `r`, then holds it itself. nullptr unbinds (the default: no
+  // cost).
+  void bind_answer_handoff(SharedResource* r, double ns, bool per_visit = false) noexcept {
     handoff_ = r;
     handoff_ps_ = static_cast<uint64_t>(std::llround(ns * 1000.0));
+    handoff_per_visit_ = per_visit;
   }
   // --- CostMeter ---
-  void answers_arrive(uint32_t n) noexcept {
+  void answers_arrive(uint32_t n, uint32_t visits) noexcept {
     if (handoff_ == nullptr || n == 0) return;
-    charged_ps_ += handoff_->hold(step_start_ * 1000 + charged_ps_, handoff_ps_ * n);
+    const uint32_t transfers = handoff_per_visit_ ? visits : n;
+    handoff_answers_ += n;
+    handoff_transfers_ += transfers;
+    charged_ps_ += handoff_->hold(step_start_ * 1000 + charged_ps_, handoff_ps_ * transfers);
   }
+  // Answers collected through the handoff, and the transfers they were charged as.
+  uint64_t handoff_answers() const noexcept { return handoff_answers_; }
+  uint64_t handoff_transfers() const noexcept { return handoff_transfers_; }
 
   // Charges raw time not tied to an Op (a modelled wait, a timer).
   void advance(Time ns) noexcept { charged_ps_ += ns * 1000; }
@@ -183,6 +192,9 @@ class SimThread {
   std::array<SharedResource*, kOpCount> shared_{};
   SharedResource* handoff_ = nullptr;  // answers_arrive(): see bind_answer_handoff
   uint64_t handoff_ps_ = 0;
+  bool handoff_per_visit_ = false;
+  uint64_t handoff_answers_ = 0;
+  uint64_t handoff_transfers_ = 0;
   CostJitter jitter_;
   Rng rng_;
   std::string name_;

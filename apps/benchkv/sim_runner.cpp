@@ -147,6 +147,16 @@ class Experiment {
       }
       res.extra["answer_handoff_mean_wait_ns"] = handoff_wait;
       res.extra["answer_handoff_holds"] = handoffs;  // one hold per client step that collected answers
+      if (model_.response_handoff_unit == HandoffUnit::kVisit) {  // absent per answer: those outputs keep their bytes
+        uint64_t answers = 0, transfers = 0;
+        for (uint32_t r = 0; r < np_; ++r)
+          for (uint32_t c = 0; c < C_; ++c) {
+            answers += threads_[r][D_ + c]->handoff_answers();
+            transfers += threads_[r][D_ + c]->handoff_transfers();
+          }
+        res.extra["answer_handoff_answers"] = answers;
+        res.extra["answer_handoff_transfers"] = transfers;  // one per visit
+      }
     }
     // Per-NIC station statistics (queue depths, waits, utilization) over the whole
     // simulation, drain included.
@@ -175,7 +185,8 @@ class Experiment {
         if (model_.ring_head_contention && SimNode::RemotePath::kSharedHead && client)
           threads_[r].back()->bind_shared(Op::kRingReserve, &head_lines_[r]);
         if (model_.response_handoff_ns > 0 && client)
-          threads_[r].back()->bind_answer_handoff(&answer_handoffs_[r], model_.response_handoff_ns);
+          threads_[r].back()->bind_answer_handoff(&answer_handoffs_[r], model_.response_handoff_ns,
+                                                  model_.response_handoff_unit == HandoffUnit::kVisit);
       }
       SimThreads th;
       th.threads = &threads_[r];

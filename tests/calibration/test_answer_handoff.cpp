@@ -2,9 +2,12 @@
 // the simulated-thread mechanism (a collecting client waits its turn and holds the stage
 // per answer), the model key, and its effect on a whole experiment: with it on, a node
 // completes at most 1 / response_handoff_ns requests per second whatever the share of
-// local requests, and with it off the same set-up runs far above that.
+// local requests, and with it off the same set-up runs far above that. And its per-visit
+// variant (response_handoff_unit "visit"): the answers a client finds in one response
+// area in one step cost one transfer, answers in different areas one each.
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -34,6 +37,29 @@ std::string error_of(const json& j) {
 // `handoff_ns` (0 = off). The model is the cpu_only candidate (NIC at its defaults), so
 // that no NIC limit of the configured model (one busy QP throttled, docs/bistability.md
 // §6) stands in for the cap under test.
+app::ExperimentResult run_handoff(uint32_t np, double handoff_ns, sim::HandoffUnit unit, uint32_t queue_depth,
+                                  uint32_t daemons = 1, std::optional<backend::BackendKind> backend = std::nullopt) {
+  app::Options o = app::options_from_file(std::string(BKV_SOURCE_DIR) + "/configs/c1_np8.json");
+  o.np = np;
+  o.client_threads = 8;
+  o.queue_depth = queue_depth;
+  o.server_threads = daemons;
+  if (backend) o.backend = backend;
+  o.duration = 0.004;
+  o.interval_ms = 1;
+  o.trim = 1;
+  o.inflight_samples.clear();
+  o.output.clear();
+  sim::Model model =
+      sim::Model::load_file(std::string(BKV_SOURCE_DIR) + "/configs/model/candidates/cpu_only/c1.json");
+  model.response_handoff_ns = handoff_ns;
+  model.response_handoff_unit = unit;
+  app::ExperimentResult r = app::run_experiment(o, model, nullptr);
+  REQUIRE(r.total_issued == r.total_completed);
+  REQUIRE(r.errors == 0);
+  return r;
+}
+
 double mops_per_rank(uint32_t np, double handoff_ns) {
   app::Options o = app::options_from_file(std::string(BKV_SOURCE_DIR) + "/configs/c1_np8.json");
   o.np = np;
@@ -68,7 +94,7 @@ TEST_CASE("answer handoff: a collecting thread waits for the node's stage and ho
     uint32_t answers;
     sim::Time charged = 0;
     sim::StepResult step(sim::SimThread& th) {
-      th.answers_arrive(answers);
+      th.answers_arrive(answers, answers);
       charged = th.charged_ns();
       return sim::StepResult::kExit;
     }
@@ -113,4 +139,90 @@ TEST_CASE("answer handoff: a node's rate is capped at 1 / cost whatever the loca
     INFO("NP=" << np << ", off");
     CHECK(mops_per_rank(np, 0) > 2 * 0.5);
   }
+}
+
+TEST_CASE("answer handoff per visit: the answers of one visit cost one transfer, of k visits k", "[handoff]") {
+  sim::Engine e;
+  sim::CostModel costs;
+  costs.ns.fill(0.0);
+  sim::SharedResource stage;
+  sim::SimThread a(e, costs, 1, "a"), b(e, costs, 2, "b"), per_answer(e, costs, 3, "p");
+  sim::SharedResource other;
+  a.bind_answer_handoff(&stage, 100, /*per_visit=*/true);
+  b.bind_answer_handoff(&stage, 100, /*per_visit=*/true);
+  per_answer.bind_answer_handoff(&other, 100);  // the default unit: visits are ignored
+  struct Collect {
+    uint32_t answers, visits;
+    sim::Time charged = 0;
+    sim::StepResult step(sim::SimThread& th) {
+      th.answers_arrive(answers, visits);
+      charged = th.charged_ns();
+      return sim::StepResult::kExit;
+    }
+  } ca{4, 1}, cb{3, 3}, cp{4, 1};
+  a.bind<Collect, &Collect::step>(&ca);
+  b.bind<Collect, &Collect::step>(&cb);
+  per_answer.bind<Collect, &Collect::step>(&cp);
+  a.start(1000);
+  b.start(1050);
+  per_answer.start(1000);
+  e.run();
+  CHECK(ca.charged == 100);        // 4 answers found in one area: one transfer
+  CHECK(cb.charged == 50 + 300);   // waits until 1100, then 3 areas: three transfers
+  CHECK(cp.charged == 400);        // per answer: 4 transfers whatever the visits
+  CHECK(a.handoff_answers() == 4);
+  CHECK(a.handoff_transfers() == 1);
+  CHECK(b.handoff_transfers() == 3);
+  CHECK(per_answer.handoff_transfers() == 4);
+}
+
+TEST_CASE("answer handoff per visit: the model key, its errors and its absence by default", "[handoff]") {
+  CHECK(sim::Model::defaults().response_handoff_unit == sim::HandoffUnit::kAnswer);
+  const sim::Model m = sim::Model::from_json(json{{"response_handoff_ns", 190}, {"response_handoff_unit", "visit"}}, "m");
+  CHECK(m.response_handoff_unit == sim::HandoffUnit::kVisit);
+  CHECK(m.to_json().at("response_handoff_unit") == "visit");
+  CHECK(sim::Model::from_json(m.to_json(), "m").response_handoff_unit == sim::HandoffUnit::kVisit);
+  const sim::Model per_answer =
+      sim::Model::from_json(json{{"response_handoff_ns", 190}, {"response_handoff_unit", "answer"}}, "m");
+  CHECK(per_answer.response_handoff_unit == sim::HandoffUnit::kAnswer);
+  CHECK_FALSE(per_answer.to_json().contains("response_handoff_unit"));  // the default keeps the old bytes
+  CHECK(error_of(json{{"response_handoff_ns", 190}, {"response_handoff_unit", "line"}})
+            .find("m.response_handoff_unit: must be \"answer\" or \"visit\"") != std::string::npos);
+  CHECK(error_of(json{{"response_handoff_ns", 190}, {"response_handoff_unit", 1}}).find("m.response_handoff_unit") !=
+        std::string::npos);
+  CHECK(error_of(json{{"response_handoff_unit", "visit"}}).find("response_handoff_ns is 0") != std::string::npos);
+}
+
+TEST_CASE("answer handoff per visit: a client's batch of answers amortizes the transfer", "[handoff]") {
+  // 2 us per transfer, NP=1 (all local), 8 clients. At depth 1 a visit holds one answer:
+  // the cap is 0.5 M/s as per answer. At depth 4 the stage-bound clients collect their
+  // four answers in one visit: the cap rises towards 4 x 0.5 M/s.
+  const app::ExperimentResult d1 = run_handoff(1, 2000, sim::HandoffUnit::kVisit, 1);
+  CHECK(d1.extra.at("answer_handoff_transfers") == d1.extra.at("answer_handoff_answers"));
+  const double d1_mops = d1.runs[0].total_mops();
+  CHECK(d1_mops <= 0.5 * 1.01);
+  CHECK(d1_mops >= 0.5 * 0.9);
+  const app::ExperimentResult d4 = run_handoff(1, 2000, sim::HandoffUnit::kVisit, 4);
+  const double answers = d4.extra.at("answer_handoff_answers").get<double>();
+  const double transfers = d4.extra.at("answer_handoff_transfers").get<double>();
+  CHECK(answers / transfers > 3.5);
+  CHECK(d4.runs[0].total_mops() > 3 * 0.5);
+  CHECK(d4.runs[0].total_mops() <= 4 * 0.5 * 1.01);
+  // Per answer, the same depth-4 set-up stays at the per-answer cap.
+  const app::ExperimentResult a4 = run_handoff(1, 2000, sim::HandoffUnit::kAnswer, 4);
+  CHECK(a4.runs[0].total_mops() <= 0.5 * 1.01);
+  CHECK_FALSE(a4.extra.contains("answer_handoff_transfers"));
+}
+
+TEST_CASE("answer handoff per visit: answers from two daemons' rings in one step are two transfers", "[handoff]") {
+  // Meta with two daemons: a client's local requests go to both daemons' ipc rings, and a
+  // step that finds answers in both is charged two transfers, so transfers exceed the
+  // holds (client steps that collected answers) but never the answers.
+  const app::ExperimentResult r = run_handoff(1, 500, sim::HandoffUnit::kVisit, 8, 2, backend::BackendKind::kMeta);
+  const uint64_t holds = r.extra.at("answer_handoff_holds").get<uint64_t>();
+  const uint64_t transfers = r.extra.at("answer_handoff_transfers").get<uint64_t>();
+  const uint64_t answers = r.extra.at("answer_handoff_answers").get<uint64_t>();
+  CHECK(transfers > holds);
+  CHECK(transfers <= 2 * holds);
+  CHECK(transfers < answers);
 }
