@@ -6,7 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <vector>
+
 #include "sim/cost_model.hpp"
+#include "sim/faults.hpp"
 #include "sim/nic_config.hpp"
 
 namespace bkv::sim {
@@ -27,6 +30,8 @@ struct Model {
   // per answer; the collecting client waits its turn. 0 = off (the default; the key is
   // then absent from to_json(), as in the model files that predate it).
   double response_handoff_ns = 0;
+  // Faults injected into the run (sim/faults.hpp); absent from to_json() when empty.
+  std::vector<Fault> faults;
 
   static Model defaults() { return Model{}; }
   static Model from_json(const nlohmann::json& j, const std::string& where);
