@@ -966,6 +966,9 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
                  "| stall_daemon:node=R,daemon=D,start_us=A,end_us=B | link_delay:from=R,to=S,start_us=A,end_us=B,"
                  "extra_ns=X (added to the model's \"faults\"; docs/reliability.md) [command line only]")
       ->type_name("KIND:K=V,...")
+      ->expected(1)  // one fault per --fault (the positional backend is not a fault)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->group("Simulator");
   bool print_config = false;
   app.add_flag("--print-config", print_config,
