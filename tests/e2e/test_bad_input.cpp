@@ -218,7 +218,7 @@ TEST_CASE("bad input: a simulation that cannot fit in memory is refused up front
   CHECK_THAT(o.err, Catch::Contains("9199080000 copyrpc endpoints"));
 }
 
-TEST_CASE("faults: --fault before the backend, in the summary; bad faults name the key", "[e2e][bad-input][faults]") {
+TEST_CASE("faults: --fault before the backend, faults in the summary, bad faults name the key", "[e2e][bad-input][faults]") {
   TempDir dir;
   // --fault takes one value each: the positional backend after it is not a fault.
   const Outcome ok = run_ok(small_sim("delegation", {"-o", "out.csv", "--check-exactly-once", "--fault",
