@@ -377,7 +377,7 @@ const Spec kSpecs[] = {
     {"trace", 0, Kind::kString, kGroupSim, "FILE", "Chrome/Perfetto trace output (empty: off)", BKV_FIELD(trace)},
     {"check_exactly_once", 0, Kind::kBool, kGroupSim, "",
      "record every request and store operation and check after the run that each request was answered exactly "
-     "once and each get returned a value its key held meanwhile (memory: about 100 bytes per request; a "
+     "once and each get returned a value its key held meanwhile (memory: about 170 bytes per request; a "
      "violation ends the run with an error after the outputs are written)",
      BKV_FIELD(check_exactly_once)},
     {"trace_window", 0, Kind::kWindow, kGroupSim, "A:B",

@@ -212,5 +212,7 @@ class HistoryOracle {
  private:
   std::vector<Event> events_;
 };
+// Three events per request (issue, store operation, answer): the memory the oracle costs.
+static_assert(sizeof(HistoryOracle::Event) == 56);
 
 }  // namespace bkv::kv
