@@ -28,6 +28,7 @@
 
 #include "backends/daemon_services.hpp"
 #include "core/metrics/latency_histogram.hpp"
+#include "core/kv/history_oracle.hpp"
 #include "core/kv/workload.hpp"
 
 namespace bkv::backend {
@@ -65,6 +66,7 @@ class Client {
     };
     auto on_resp = [&](uint64_t token, const Response& r) {
       ++res.completed;
+      if (oracle_ != nullptr) [[unlikely]] oracle_->answered(node_.rank, oracle_client_, static_cast<uint32_t>(token), r);
       if (!r.valid() || r.is_error()) counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       if constexpr (kRecordLatency) {
         if (token >= pending_.size()) [[unlikely]] {  // not a token this client gave out
@@ -106,6 +108,7 @@ class Client {
         res.blocked = true;
         break;
       }
+      if (oracle_ != nullptr) [[unlikely]] oracle_->issued(node_.rank, oracle_client_, token, req);
       if constexpr (kRecordLatency) {
         free_tokens_.pop_back();
         pending_[token] = Pending{clock(), metrics::latency_class(req.is_get(), local)};
@@ -124,6 +127,14 @@ class Client {
   }
 
   void stop_issuing() noexcept { stopping_ = true; }
+  // Reports every issue and answer to `oracle` as client `client` of this node (nullptr:
+  // none, the default). Needs the tokens of kRecordLatency.
+  void set_oracle(kv::HistoryOracle* oracle, uint32_t client) noexcept
+    requires kRecordLatency
+  {
+    oracle_ = oracle;
+    oracle_client_ = client;
+  }
   uint32_t in_flight() const noexcept { return in_flight_; }
   Meter& meter() noexcept { return meter_; }
   // Written by the client's own thread: another thread reads a copy taken on it.
@@ -147,6 +158,8 @@ class Client {
   std::vector<Pending> pending_;       // by token
   std::vector<uint32_t> free_tokens_;  // tokens of no pending request
   metrics::RequestLatency latency_;
+  kv::HistoryOracle* oracle_ = nullptr;
+  uint32_t oracle_client_ = 0;
 };
 
 }  // namespace bkv::backend

@@ -137,6 +137,12 @@ class Node {
   void stop_issuing() {
     for (auto& c : clients_) c->stop_issuing();
   }
+  // Reports this node's store operations and its clients' issues and answers to `oracle`
+  // (core/kv/history_oracle.hpp; nullptr: stop reporting).
+  void attach_oracle(kv::HistoryOracle* oracle) {
+    store_.set_oracle(oracle);
+    for (uint32_t c = 0; c < cfg_.clients; ++c) clients_[c]->set_oracle(oracle, c);
+  }
   uint64_t client_in_flight(uint32_t c) const { return clients_[c]->in_flight(); }
   uint64_t in_flight() const {
     uint64_t n = 0;

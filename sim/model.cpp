@@ -34,10 +34,12 @@ Model Model::from_json(const nlohmann::json& j, const std::string& where) {
       if (!it.value().is_number() || it.value().get<double>() < 0)
         throw std::runtime_error(where + "." + k + ": must be a number >= 0");
       (k == "client_wake_ns" ? m.client_wake_ns : m.client_retry_ns) = it.value().get<double>();
+    } else if (k == "faults") {
+      m.faults = faults_from_json(it.value(), where + ".faults");
     } else if (k == "description" || k == "basis") {
       // documentation only
     } else {
-      throw std::runtime_error(where + ": unknown key \"" + k + "\" (expected cpu, nic, client_wake_ns, client_retry_ns, ring_head_contention, response_handoff_ns, response_handoff_unit, description, basis)");
+      throw std::runtime_error(where + ": unknown key \"" + k + "\" (expected cpu, nic, client_wake_ns, client_retry_ns, ring_head_contention, response_handoff_ns, response_handoff_unit, faults, description, basis)");
     }
   }
   if (m.client_retry_ns < 1) throw std::runtime_error(where + ".client_retry_ns: must be >= 1");
@@ -66,6 +68,7 @@ nlohmann::json Model::to_json() const {
                       {"client_retry_ns", client_retry_ns}, {"ring_head_contention", ring_head_contention}};
   if (response_handoff_ns > 0) j["response_handoff_ns"] = response_handoff_ns;
   if (response_handoff_unit == HandoffUnit::kVisit) j["response_handoff_unit"] = "visit";
+  if (!faults.empty()) j["faults"] = faults_to_json(faults);
   return j;
 }
 

@@ -6,7 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <vector>
+
 #include "sim/cost_model.hpp"
+#include "sim/faults.hpp"
 #include "sim/nic_config.hpp"
 
 namespace bkv::sim {
@@ -43,6 +46,8 @@ struct Model {
   // The unit the stage is held per (HandoffUnit). Key "response_handoff_unit": "answer"
   // (the default; absent from to_json() then) or "visit"; only with response_handoff_ns > 0.
   HandoffUnit response_handoff_unit = HandoffUnit::kAnswer;
+  // Faults injected into the run (sim/faults.hpp); absent from to_json() when empty.
+  std::vector<Fault> faults;
 
   static Model defaults() { return Model{}; }
   static Model from_json(const nlohmann::json& j, const std::string& where);

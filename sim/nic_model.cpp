@@ -310,8 +310,9 @@ uint64_t Network::mtt_misses(Nic& nic, uint32_t key, uint64_t addr, uint32_t len
   return misses;
 }
 
-Time Network::wire_latency(Nic& from, uint32_t to_node) {
-  const uint64_t base = from.node == to_node ? from.loopback_latency_ns : from.base_latency_ns;
+Time Network::wire_latency(Nic& from, uint32_t to_node, Time at) {
+  uint64_t base = from.node == to_node ? from.loopback_latency_ns : from.base_latency_ns;
+  if (link_delay_ != nullptr) [[unlikely]] base += link_delay_(link_delay_ctx_, from.node, to_node, at);
   if (from.cfg.latency.jitter.is_zero()) return base;
   const double j = from.cfg.latency.jitter.sample(from.rng);
   return base + static_cast<uint64_t>(std::llround(j));
@@ -319,7 +320,8 @@ Time Network::wire_latency(Nic& from, uint32_t to_node) {
 
 void Network::nak(QpState& q, Wqe& w, uint64_t at_ps, Nic& responder) {
   w.stage = kStAck;
-  w.due = ps_to_ns_ceil(at_ps) + responder.ack_turnaround_ns + wire_latency(responder, q.node);
+  w.due = ps_to_ns_ceil(at_ps) + responder.ack_turnaround_ns +
+          wire_latency(responder, q.node, ps_to_ns_ceil(at_ps) + responder.ack_turnaround_ns);
   schedule_stage(q, kStAck, w.due);
 }
 
@@ -393,7 +395,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
       ++nic.n.wqes_sent;
       const uint32_t to_node = qps_[q.peer].node;
       w.stage = kStRx;
-      w.due = ps_to_ns_ceil(out_ps) + wire_latency(nic, to_node);
+      w.due = ps_to_ns_ceil(out_ps) + wire_latency(nic, to_node, ps_to_ns_ceil(out_ps));
       schedule_stage(q, kStRx, w.due);
       return true;
     }
@@ -498,7 +500,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
       }
       if (w.flags & kWqeSignaled) {
         w.stage = kStAck;
-        w.due = now + rn.ack_turnaround_ns + wire_latency(rn, q.node);
+        w.due = now + rn.ack_turnaround_ns + wire_latency(rn, q.node, now + rn.ack_turnaround_ns);
         schedule_stage(q, kStAck, w.due);
       } else {
         w.stage = kStComplete;
@@ -521,7 +523,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
       ++rn.n.reads_served;
       const uint64_t out_ps = rn.tx_port.send(ns_to_ps(now), w.len);
       w.stage = kStReadRx;
-      w.due = ps_to_ns_ceil(out_ps) + wire_latency(rn, q.node);
+      w.due = ps_to_ns_ceil(out_ps) + wire_latency(rn, q.node, ps_to_ns_ceil(out_ps));
       schedule_stage(q, kStReadRx, w.due);
       return true;
     }

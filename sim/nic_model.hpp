@@ -254,6 +254,9 @@ struct WqeEvent {
   const Wqe* wqe;
 };
 using WqeObserver = void (*)(void* ctx, const WqeEvent& ev);
+// Extra one-way delay of a packet from node `from` to node `to` leaving at `at` (fault
+// injection, sim/faults.hpp); none is set by default.
+using LinkDelay = Time (*)(void* ctx, uint32_t from, uint32_t to, Time at);
 
 struct NicCounters {
   uint64_t doorbells = 0;
@@ -333,6 +336,10 @@ class Network {
     observer_ = fn;
     observer_ctx_ = ctx;
   }
+  void set_link_delay(LinkDelay fn, void* ctx) noexcept {
+    link_delay_ = fn;
+    link_delay_ctx_ = ctx;
+  }
 
   // --- data path (called by the owning thread; `now` is its mid-step time) ---
   PostResult post(uint32_t qp, WqeOp op, const void* local, uint32_t len, uint32_t lkey, uint64_t remote_addr,
@@ -371,7 +378,8 @@ class Network {
   // goes to the error state itself.
   void responder_error(QpState& b, uint64_t seq, Time now);
   static bool discarded(const QpState& b, uint64_t seq) noexcept { return b.resp_error && seq > b.resp_error_seq; }
-  Time wire_latency(Nic& from, uint32_t to_node);
+  // One-way latency of a packet `from` sends to `to_node` leaving at `at`.
+  Time wire_latency(Nic& from, uint32_t to_node, Time at);
   void notify(WqeEvent::Kind kind, const QpState& q, uint64_t seq, const Wqe& w, Time t) {
     if (observer_ != nullptr) [[unlikely]]
       observer_(observer_ctx_, WqeEvent{kind, w.status, q.index, seq, t, &w});
@@ -391,6 +399,8 @@ class Network {
   std::deque<QpState> qps_;
   WqeObserver observer_ = nullptr;
   void* observer_ctx_ = nullptr;
+  LinkDelay link_delay_ = nullptr;
+  void* link_delay_ctx_ = nullptr;
   bool need_complete_drain_ = false;
 };
 

@@ -5,3 +5,8 @@ bkv_add_test(test_sim GROUP sim
           sim/test_nic_model.cpp
   LIBS bkv_sim)
 bkv_add_test(test_sim_copyrpc GROUP sim SOURCES sim/test_des_copyrpc.cpp LIBS bkv_sim)
+# The exactly-once oracle and fault injection over whole simulated experiments.
+if(TARGET bkv_sim_runner)
+  bkv_add_test(test_exactly_once GROUP sim SOURCES sim/test_exactly_once.cpp sim/test_faults.cpp
+    LIBS bkv_sim_runner bkv_app)
+endif()

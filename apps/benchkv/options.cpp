@@ -375,6 +375,11 @@ const Spec kSpecs[] = {
     {"inflight_sample_interval_us", 0, Kind::kDouble, kGroupSim, "US", "in-flight sampling period (> 0)",
      BKV_FIELD(inflight_sample_interval_us)},
     {"trace", 0, Kind::kString, kGroupSim, "FILE", "Chrome/Perfetto trace output (empty: off)", BKV_FIELD(trace)},
+    {"check_exactly_once", 0, Kind::kBool, kGroupSim, "",
+     "record every request and store operation and check after the run that each request was answered exactly "
+     "once and each get returned a value its key held meanwhile (memory: about 170 bytes per request; a "
+     "violation ends the run with an error after the outputs are written)",
+     BKV_FIELD(check_exactly_once)},
     {"trace_window", 0, Kind::kWindow, kGroupSim, "A:B",
      "traced window of virtual time in microseconds, A < B (required with --trace)", &set_trace_window,
      &get_trace_window},
@@ -584,6 +589,7 @@ constexpr Applicability kApplicability[] = {
     {"inflight_sample_interval_us", [](const Options& o) { return sim_kv(o) && !o.inflight_samples.empty(); },
      "the period of --inflight-samples in the simulator"},
     {"trace", &sim_kv, "a daemon loop trace of the simulated KV backends"},
+    {"check_exactly_once", &sim_kv, "the exactly-once oracle of the simulated KV backends"},
     {"trace_window", [](const Options& o) { return sim_kv(o) && !o.trace.empty(); },
      "the window of --trace in the simulator"},
     {"endpoints", &is_rpc, "an option of the rpc benchmark"},
@@ -747,6 +753,7 @@ json to_json(const Options& o) {
   for (const auto& s : kSpecs) {
     const bool data_only = std::find(kDataOnlyKeys.begin(), kDataOnlyKeys.end(), s.key) != kDataOnlyKeys.end();
     if (data_only && o.backend != BackendKind::kData) continue;
+    if (s.key == "check_exactly_once" && !o.check_exactly_once) continue;  // absent while off: outputs keep their bytes
     j[std::string(s.key)] = s.get(o);
   }
   return j;
@@ -953,6 +960,16 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
                "print the git commit, build type, compiler and UCX/MPI versions of this build and exit [command line "
                "only]")
       ->group("Configuration");
+  std::vector<std::string> fault_texts;
+  app.add_option("--fault", fault_texts,
+                 "a fault injected into a simulated KV run, repeatable: slow_node:node=R,start_us=A,end_us=B,factor=F "
+                 "| stall_daemon:node=R,daemon=D,start_us=A,end_us=B | link_delay:from=R,to=S,start_us=A,end_us=B,"
+                 "extra_ns=X (added to the model's \"faults\"; docs/reliability.md) [command line only]")
+      ->type_name("KIND:K=V,...")
+      ->expected(1)  // one fault per --fault (the positional backend is not a fault)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->group("Simulator");
   bool print_config = false;
   app.add_flag("--print-config", print_config,
                "print the effective configuration as JSON (a valid config file) and exit [command line only]")
@@ -1013,6 +1030,11 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
           warnings.push_back(fmt::format("{}; the value from config file \"{}\" is ignored", line, config_path));
         });
     validate(o, /*require_backend=*/!print_config);
+    o.faults = fault_texts;
+    if (!o.faults.empty() && !(o.transport == TransportKind::kSim && o.backend && *o.backend != BackendKind::kRpc &&
+                               *o.backend != BackendKind::kData))
+      throw OptionError("fault", "--fault: faults are injected into simulated KV runs only (--transport sim with "
+                                 "backend meta, delegation or direct)");
   } catch (const OptionError& e) {
     return usage_error(e.what());
   }

@@ -102,6 +102,14 @@ struct Options {
   std::optional<TraceWindow> trace_window;  // required when trace is set
   RingPages ring_pages = RingPages::kRelease;  // simulated rings' consumed pages
   bool progress = true;                // a line per epoch on stderr
+  // Simulated KV runs: record every request and store operation and check exactly-once
+  // delivery and per-key histories after the run (core/kv/history_oracle.hpp). The JSON
+  // key is absent from the effective configuration while false (outputs keep their bytes).
+  bool check_exactly_once = false;
+  // Simulated KV runs: faults given with --fault (command line only, repeatable), in the
+  // syntax of sim/faults.hpp; added to the model's "faults". Not in the JSON configuration:
+  // the summary shows them in the model.
+  std::vector<std::string> faults;
   ReportFormat report = ReportFormat::kText;  // the final report on stdout
   uint32_t endpoints = 1;              // rpc: endpoints per server rank at the caller
   uint32_t message_size = 32;          // rpc: request and response payload bytes

@@ -89,6 +89,8 @@ class Experiment {
     interval_ = app::interval_ns(o);
     epochs_ = app::epochs_per_run(o);
     fabric_.pages().set_discard_mode(discard_mode(o.ring_pages));
+    for (const std::string& text : o.faults) model_.faults.push_back(sim::Fault::parse(text));
+    sim::check_shape(model_.faults, np_, D_);
     build();
   }
 
@@ -116,9 +118,18 @@ class Experiment {
     drain_deadline_ = end + kDrainLimit;
     engine_.schedule(end, drain_target_, 0);
     engine_.run();
-    if (!drained_) throw std::runtime_error("simulation ended with requests still in flight");
+    if (!drained_ && !oracle_) throw std::runtime_error("simulation ended with requests still in flight");
 
     ExperimentResult res;
+    if (oracle_) {  // the oracle reports requests still in flight as lost
+      for (auto& n : nodes_) n->attach_oracle(nullptr);
+      check_all_endpoints();
+      res.exactly_once = oracle_->check();
+      res.oracle = std::move(oracle_);
+      res.credit_checks = credit_checks_;
+      res.credit_violations = credit_violations_;
+      res.credit_examples = credit_examples_;
+    }
     res.runs = std::move(results_);
     res.daemons = std::move(daemon_metrics_);
     res.inflight = std::move(samples_);
@@ -138,6 +149,18 @@ class Experiment {
                  {"completed", res.total_completed},
                  {"errors", res.errors},
                  {"model", model_.to_json()}};
+    if (res.exactly_once) {
+      const kv::HistoryOracle::Verdict& v = *res.exactly_once;
+      nlohmann::json counts = nlohmann::json::object();
+      for (size_t k = 0; k < kv::HistoryOracle::kViolationKinds; ++k)
+        counts[kv::HistoryOracle::to_string(static_cast<kv::HistoryOracle::ViolationKind>(k))] = v.counts[k];
+      res.extra["exactly_once"] = {{"requests", v.requests},        {"answered", v.answered},
+                                   {"failed", v.failed},            {"gets_checked", v.gets_checked},
+                                   {"puts_applied", v.puts_applied}, {"violations", counts},
+                                   {"examples", v.examples},        {"credit_checks", res.credit_checks},
+                                   {"credit_violations", res.credit_violations},
+                                   {"credit_examples", res.credit_examples}};
+    }
     if (model_.response_handoff_ns > 0) {  // absent when off: the outputs of models without it keep their bytes
       double handoff_wait = 0;
       uint64_t handoffs = 0;
@@ -200,6 +223,16 @@ class Experiment {
       nodes_.push_back(std::make_unique<SimNode>(ns.node, ns.loop, ns.workload, ns.context, *runtimes_[r]));
     }
     backend::connect_in_process(nodes_);
+    if (o_.check_exactly_once) {
+      oracle_ = std::make_shared<kv::HistoryOracle>();
+      for (auto& n : nodes_) n->attach_oracle(oracle_.get());
+    }
+    for (const sim::Fault& f : model_.faults) {
+      if (f.kind == sim::FaultKind::kLinkDelay) link_delays_.push_back(f);
+      else if (f.kind == sim::FaultKind::kSlowNode) slow_nodes_.push_back(f);
+      else stalls_.push_back(f);
+    }
+    if (!link_delays_.empty()) fabric_.network().set_link_delay(&Experiment::link_delay, this);
     last_completed_.assign(size_t(np_) * C_, 0);
     bindings_.reserve(size_t(np_) * (D_ + C_));
     for (uint32_t r = 0; r < np_; ++r)
@@ -236,8 +269,20 @@ class Experiment {
 
   static StepResult daemon_step(void* ctx, SimThread& self) {
     auto* b = static_cast<Binding*>(ctx);
-    b->exp->runtimes_[b->rank]->waker().current = &self;
-    b->exp->nodes_[b->rank]->step_daemon(b->thread);
+    Experiment& e = *b->exp;
+    if (!e.stalls_.empty()) [[unlikely]] {
+      // A stalled daemon: the step due now waits, busy, until the stall ends.
+      const Time now = self.now();
+      for (const sim::Fault& f : e.stalls_)
+        if (f.node == b->rank && f.daemon == b->thread && f.active(now)) {
+          self.advance(f.end_ns() - now);
+          return StepResult::kContinue;
+        }
+    }
+    e.runtimes_[b->rank]->waker().current = &self;
+    e.nodes_[b->rank]->step_daemon(b->thread);
+    if (!e.slow_nodes_.empty()) [[unlikely]] e.slow_down(b->rank, self);
+    if (e.oracle_) [[unlikely]] e.check_endpoints(b->rank, b->thread);
     return StepResult::kContinue;
   }
 
@@ -245,8 +290,51 @@ class Experiment {
     auto* b = static_cast<Binding*>(ctx);
     Experiment& e = *b->exp;
     const auto r = e.nodes_[b->rank]->step_client(b->thread - e.D_);
+    if (!e.slow_nodes_.empty()) [[unlikely]] e.slow_down(b->rank, self);
+    if (e.oracle_) [[unlikely]] e.check_endpoints(b->rank, b->thread);
     if (r.blocked) self.wake(self.now() + static_cast<Time>(std::llround(e.model_.client_retry_ns)));
     return StepResult::kIdle;
+  }
+
+  // ---- faults (sim/faults.hpp)
+  // A slow node: the step that just ran takes factor x its charged time (the largest
+  // factor of the windows its start lies in).
+  void slow_down(uint32_t rank, SimThread& self) {
+    double factor = 1;
+    for (const sim::Fault& f : slow_nodes_)
+      if (f.node == rank && f.active(self.step_start())) factor = std::max(factor, f.factor);
+    if (factor > 1) self.advance(static_cast<Time>(std::llround(double(self.charged_ns()) * (factor - 1))));
+  }
+  static Time link_delay(void* ctx, uint32_t from, uint32_t to, Time at) {
+    Time extra = 0;
+    for (const sim::Fault& f : static_cast<Experiment*>(ctx)->link_delays_)
+      if (f.node == from && f.to_node == to && f.active(at)) extra += static_cast<Time>(std::llround(f.extra_ns));
+    return extra;
+  }
+
+  // ---- copyrpc endpoint checks (with the oracle): after every step of a thread that owns
+  // a context, each of its endpoints holds the credit invariant and has not stopped.
+  void check_endpoints(uint32_t rank, uint32_t thread) {
+    auto* ctx = nodes_[rank]->context_of(thread);
+    if (ctx == nullptr) return;
+    for (uint32_t i = 0; i < ctx->endpoint_count(); ++i) {
+      const auto& ep = ctx->endpoint(i);
+      ++credit_checks_;
+      if (ep.credit_invariant_holds() && ep.error == copyrpc::EndpointError::kNone &&
+          ep.resp_committed <= ep.resp_reservation)
+        continue;
+      ++credit_violations_;
+      if (credit_examples_.size() < 8)
+        credit_examples_.push_back("rank " + std::to_string(rank) + " thread " + std::to_string(thread) +
+                                   " endpoint " + std::to_string(i) + ": in_flight " + std::to_string(ep.in_flight()) +
+                                   " R " + std::to_string(ep.resp_reservation) + " C " +
+                                   std::to_string(ep.remote_ring.length) + " error " +
+                                   std::to_string(static_cast<int>(ep.error)));
+    }
+  }
+  void check_all_endpoints() {
+    for (uint32_t r = 0; r < np_; ++r)
+      for (uint32_t t = 0; t < D_ + C_; ++t) check_endpoints(r, t);
   }
 
   // ---- epochs and runs
@@ -416,6 +504,13 @@ class Experiment {
       if (r) out << ",\n";
       out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << r << ",\"args\":{\"name\":\"rank " << r << "\"}}";
     }
+    for (const sim::Fault& f : model_.faults) {  // one span per fault, on the node it hits
+      char buf[256];
+      std::snprintf(buf, sizeof buf, ",\n{\"name\":\"fault %s\",\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f,\"args\":%s}",
+                    sim::to_string(f.kind), f.node, f.kind == sim::FaultKind::kStallDaemon ? f.daemon : 0u,
+                    f.start_ns() / 1000.0, (f.end_ns() - f.start_ns()) / 1000.0, f.to_json().dump().c_str());
+      out << buf;
+    }
     if (!body.empty()) out << ",\n" << body;
     out << "\n]}\n";
     return out.str();
@@ -452,6 +547,10 @@ class Experiment {
   std::vector<std::pair<uint64_t, uint64_t>> last_sample_;
   bool tracing_ = false;
   Time trace_begin_ = 0, trace_end_ = 0;
+  std::shared_ptr<kv::HistoryOracle> oracle_;  // --check-exactly-once
+  uint64_t credit_checks_ = 0, credit_violations_ = 0;
+  std::vector<std::string> credit_examples_;
+  std::vector<sim::Fault> slow_nodes_, stalls_, link_delays_;
   std::ostringstream trace_;
 };
 
@@ -528,6 +627,13 @@ nlohmann::json write_experiment_outputs(const app::Options& o, const ExperimentR
     std::ofstream t(o.trace);
     t << res.trace_json;
     if (!t) throw std::runtime_error("cannot write the trace to " + o.trace);
+  }
+  if (res.exactly_once && (!res.exactly_once->ok() || res.credit_violations > 0)) {
+    std::string msg = "exactly-once oracle: " + std::to_string(res.exactly_once->violations()) +
+                      " violation(s), " + std::to_string(res.credit_violations) + " copyrpc endpoint check(s) failed";
+    for (const auto& e : res.exactly_once->examples) msg += "\n  " + e;
+    for (const auto& e : res.credit_examples) msg += "\n  " + e;
+    throw std::runtime_error(msg);
   }
   return summary;
 }

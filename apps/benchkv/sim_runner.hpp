@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,7 @@
 
 #include "apps/benchkv/options.hpp"
 #include "apps/benchkv/results.hpp"
+#include "core/kv/history_oracle.hpp"
 #include "sim/model.hpp"
 #include "transports/software_nic/paged_memory.hpp"
 
@@ -41,6 +44,12 @@ struct ExperimentResult {
   std::string trace_json;                // when requested
   nlohmann::json extra;                  // simulator statistics (events, NIC, totals)
   uint64_t total_issued = 0, total_completed = 0, errors = 0;
+  // --check-exactly-once: the oracle's record of the run and its verdict, and the number
+  // of copyrpc endpoint checks (credit invariant, no endpoint error) that failed.
+  std::shared_ptr<kv::HistoryOracle> oracle;
+  std::optional<kv::HistoryOracle::Verdict> exactly_once;
+  uint64_t credit_checks = 0, credit_violations = 0;
+  std::vector<std::string> credit_examples;
 };
 
 // How the simulated rings' paged memory discards consumed pages under --ring-pages.

@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/kv/history_oracle.hpp"
 #include "core/kv/types.hpp"
 
 namespace bkv::kv {
@@ -62,6 +63,11 @@ class Store {
   // Unchecked slot access for execute(); callers must have checked in_range(key).
   std::atomic<uint64_t>& slot_unchecked(uint64_t key) noexcept { return slots_[key]; }
 
+  // The exactly-once oracle execute() reports every operation to (nullptr: none, the
+  // default; core/kv/history_oracle.hpp).
+  void set_oracle(HistoryOracle* oracle) noexcept { oracle_ = oracle; }
+  HistoryOracle* oracle() const noexcept { return oracle_; }
+
  private:
   void check(uint64_t key) const {
     if (!in_range(key)) {
@@ -73,6 +79,7 @@ class Store {
   uint32_t rank_;
   uint64_t key_range_;
   std::unique_ptr<std::atomic<uint64_t>[]> slots_;
+  HistoryOracle* oracle_ = nullptr;
 };
 
 // Executes one request on this node's store. Never throws, never reads or writes out of
@@ -83,12 +90,16 @@ inline Response execute(Store& store, const Request& req) noexcept {
   if (req.rank != store.rank()) return Response::failure(ErrorCode::kWrongRank, req.key);
   if (!store.in_range(req.key)) return Response::failure(ErrorCode::kKeyOutOfRange, req.key);
   auto& slot = store.slot_unchecked(req.key);
+  Response resp;
   if (req.is_put()) {
     slot.store(req.value, std::memory_order_relaxed);
-    return Response::put_ok();
+    resp = Response::put_ok();
+  } else {
+    const uint64_t v = slot.load(std::memory_order_relaxed);
+    resp = v == kAbsentValue ? Response::get_not_found() : Response::get_ok(v);
   }
-  const uint64_t v = slot.load(std::memory_order_relaxed);
-  return v == kAbsentValue ? Response::get_not_found() : Response::get_ok(v);
+  if (store.oracle() != nullptr) [[unlikely]] store.oracle()->applied(store.rank(), req, resp);
+  return resp;
 }
 
 }  // namespace bkv::kv

@@ -217,3 +217,28 @@ TEST_CASE("bad input: a simulation that cannot fit in memory is refused up front
   // The estimate counts both sides of every connection: 2 x 10000 x 46 x 9999.
   CHECK_THAT(o.err, Catch::Contains("9199080000 copyrpc endpoints"));
 }
+
+TEST_CASE("faults: --fault before the backend, faults in the summary, bad faults name the key", "[e2e][bad-input][faults]") {
+  TempDir dir;
+  // --fault takes one value each: the positional backend after it is not a fault.
+  const Outcome ok = run_ok(small_sim("delegation", {"-o", "out.csv", "--check-exactly-once", "--fault",
+                                                     "stall_daemon:node=1,daemon=0,start_us=100,end_us=300", "--fault",
+                                                     "link_delay:from=0,to=1,start_us=0,end_us=50,extra_ns=1000"}),
+                            dir.path());
+  const json s = read_json(dir / "out.summary.json");
+  REQUIRE(s["simulator"]["model"]["faults"].size() == 2);
+  CHECK(s["simulator"]["model"]["faults"][0]["kind"] == "stall_daemon");
+  CHECK(s["simulator"]["model"]["faults"][1]["extra_ns"] == 1000.0);
+  CHECK(s["config"]["check_exactly_once"] == true);
+  CHECK(s["simulator"]["exactly_once"]["answered"] == s["simulator"]["exactly_once"]["requests"]);
+  fs::remove(dir / "out.csv");
+  fs::remove(dir / "out.summary.json");
+  require_rejected(run_in(dir, small_sim("delegation", {"-o", "out.csv", "--fault", "slow_node:node=1"})), dir.path(),
+                   {"--fault \"slow_node:node=1\"", "missing key \"start_us\""});
+  require_rejected(run_in(dir, small_sim("delegation", {"-o", "out.csv", "--fault",
+                                                        "stall_daemon:node=0,daemon=5,start_us=1,end_us=2"})),
+                   dir.path(), {"fault 0 (stall_daemon).daemon", "daemon 5"});
+  require_rejected(run_in(dir, {"--transport", "sim", "--np", "2", "-d", "0.006", "--interval-ms", "1", "--trim", "1", "-o", "out.csv",
+                                "--fault", "stall_daemon:node=0,daemon=0,start_us=1,end_us=2", "rpc"}),
+                   dir.path(), {"--fault", "simulated KV runs only"});
+}
