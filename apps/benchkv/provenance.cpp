@@ -46,7 +46,8 @@ std::string cpu_model() {
 
 json build_provenance() {
   return json{{"git_commit", BKV_GIT_COMMIT}, {"git_dirty", BKV_GIT_DIRTY}, {"build_type", BKV_BUILD_TYPE},
-              {"compiler", BKV_COMPILER},     {"ucx_version", BKV_UCX_VERSION}, {"mpi_version", BKV_MPI_VERSION}};
+              {"compiler", BKV_COMPILER},     {"ucx_version", BKV_UCX_VERSION}, {"mpi_version", BKV_MPI_VERSION},
+              {"rdma_core_version", BKV_RDMA_CORE_VERSION}};
 }
 
 json provenance_json(const json& threads) {
@@ -69,7 +70,7 @@ std::string version_text() {
   std::string s = "benchkv " + b["git_commit"].get<std::string>();
   if (b["git_dirty"] == "true") s += " (with uncommitted changes)";
   s += "\n";
-  for (const char* k : {"build_type", "compiler", "ucx_version", "mpi_version"}) {
+  for (const char* k : {"build_type", "compiler", "ucx_version", "mpi_version", "rdma_core_version"}) {
     const std::string v = b[k].get<std::string>();
     s += std::string(k) + ": " + (v.empty() ? "(not built with it)" : v) + "\n";
   }

@@ -2,8 +2,9 @@
 // the text of `benchkv --version`.
 //
 //   {"git_commit", "git_dirty" ("true"|"false"|"unknown": tracked files differ from the
-//    commit, at build time), "build_type", "compiler", "ucx_version", "mpi_version" (""
-//    when the build has no UCX / MPI), "host", "date_utc" (ISO 8601, when the summary was
+//    commit, at build time), "build_type", "compiler", "ucx_version", "mpi_version",
+//    "rdma_core_version" ("44.0 (libibverbs 1.14.44.0)": from pkg-config at configure
+//    time; "" when the build has no UCX / MPI / libibverbs), "host", "date_utc" (ISO 8601, when the summary was
 //    made), "cpu_model" (/proc/cpuinfo), "threads": the thread-to-CPU map of a real run,
 //    [{rank, thread ("d0", "c3"), cpu (-1 = not pinned)}], or null in the simulator,
 //    whose threads are simulated}
@@ -27,7 +28,7 @@ struct ThreadCpu {
   int cpu = -1;        // -1: not pinned
 };
 
-// The build's fields (commit, dirty, build type, compiler, UCX, MPI).
+// The build's fields (commit, dirty, build type, compiler, UCX, MPI, rdma-core).
 nlohmann::json build_provenance();
 // Build fields plus host, date, CPU model and the thread map (null if `threads` is null).
 nlohmann::json provenance_json(const nlohmann::json& threads = nullptr);
