@@ -5,6 +5,11 @@ add_library(bkv_app STATIC ${PROJECT_SOURCE_DIR}/apps/benchkv/options.cpp ${PROJ
             ${PROJECT_SOURCE_DIR}/apps/benchkv/provenance.cpp)
 target_link_libraries(bkv_app PUBLIC bkv_kv fmt::fmt nlohmann_json::nlohmann_json PRIVATE CLI11::CLI11)
 
+# CPUs and NUMA nodes for pinning real runs (apps/benchkv/runtime/cpu_topology.cpp).
+pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
+add_library(bkv_cpu_topology STATIC ${PROJECT_SOURCE_DIR}/apps/benchkv/runtime/cpu_topology.cpp)
+target_link_libraries(bkv_cpu_topology PUBLIC bkv_core PRIVATE PkgConfig::HWLOC)
+
 # Provenance (apps/benchkv/provenance.hpp): the git commit and dirty flag are read at
 # every build, the rest comes from this configure step.
 set(BKV_BUILD_INFO_DIR ${CMAKE_BINARY_DIR}/generated)

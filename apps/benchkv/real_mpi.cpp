@@ -30,7 +30,7 @@ static_assert(kMaskWords * 64 >= CPU_SETSIZE);
 
 RankPlan plan_rank(const app::Options& o, const mpi::Session& s, std::string_view device) {
   const std::vector<int> allowed = runtime::allowed_cpus();
-  const runtime::CpuTopology topo = runtime::read_topology("/sys", device, &allowed);
+  const runtime::CpuTopology topo = runtime::read_topology(device, &allowed);
   Affinity mine;
   mine.host = std::hash<std::string>{}(s.processor_name());
   for (int c : allowed)
