@@ -140,6 +140,17 @@ inline const Scale& scale() noexcept {
   return s;
 }
 
+// Which clock now_ns() reads, for a result's provenance: "TSC, 2596.1 MHz" or "steady clock".
+inline std::string describe() {
+  const Scale& s = scale();
+  if (!s.usable) return "steady clock";
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(1);
+  o << "TSC, " << s.tsc_hz() / 1e6 << " MHz";
+  return o.str();
+}
+
 // The clock: TSC-derived where usable, the steady clock otherwise.
 inline uint64_t now_ns() noexcept {
   const Scale& s = scale();

@@ -7,7 +7,9 @@
 //    time; "" when the build has no UCX / MPI / libibverbs), "host", "date_utc" (ISO 8601, when the summary was
 //    made), "cpu_model" (/proc/cpuinfo), "threads": the thread-to-CPU map of a real run,
 //    [{rank, thread ("d0", "c3"), cpu (-1 = not pinned)}], or null in the simulator,
-//    whose threads are simulated}
+//    whose threads are simulated, "latency_clock": the clock request latencies were
+//    timed with: "virtual time" in the simulator, else core/tsc_clock.hpp's describe()
+//    ("TSC, 2596.1 MHz" or "steady clock")}
 //
 // The provenance differs from one run to the next (date, host, dirty flag) while the
 // simulator's results do not: the determinism of the simulator holds for the summary
@@ -30,8 +32,9 @@ struct ThreadCpu {
 
 // The build's fields (commit, dirty, build type, compiler, UCX, MPI, rdma-core).
 nlohmann::json build_provenance();
-// Build fields plus host, date, CPU model and the thread map (null if `threads` is null).
-nlohmann::json provenance_json(const nlohmann::json& threads = nullptr);
+// Build fields plus host, date, CPU model, the thread map (null if `threads` is null) and
+// the latency clock (virtual time when `simulated`).
+nlohmann::json provenance_json(bool simulated, const nlohmann::json& threads = nullptr);
 nlohmann::json threads_json(const std::vector<ThreadCpu>& threads);
 // `benchkv --version`: one line per field of build_provenance().
 std::string version_text();

@@ -92,7 +92,7 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
                            (daemon ? "d" : "c") + std::to_string(daemon ? t : t - plan.pins.daemon_cpus.size()),
                            all_cpus[k]});
       }
-      summary["provenance"] = app::provenance_json(app::threads_json(threads));
+      summary["provenance"] = app::provenance_json(false, app::threads_json(threads));
       app::write_summary_file(eff.summary, summary);
       const std::string report = app::format_report(summary, eff.report);
       std::fwrite(report.data(), 1, report.size(), stdout);

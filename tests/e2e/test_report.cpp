@@ -242,6 +242,7 @@ TEST_CASE("provenance: the summary says which build made it, and --version says 
   CHECK(date[19] == 'Z');
   CHECK_FALSE(p["cpu_model"].get<std::string>().empty());
   CHECK(p["threads"].is_null());  // simulated threads have no CPU
+  CHECK(p["latency_clock"] == "virtual time");
   CHECK(p.contains("ucx_version"));
   CHECK(p.contains("mpi_version"));
   // rdma-core: the libibverbs version pkg-config gave the configure step (empty without it).

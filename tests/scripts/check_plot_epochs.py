@@ -117,4 +117,4 @@ def main(root, benchkv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(sys.argv[1], os.path.abspath(sys.argv[2])))
