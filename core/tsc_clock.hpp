@@ -11,7 +11,8 @@
 // Anything else (another architecture, a flag missing, cpuinfo unreadable, a calibrated
 // rate outside kMinTscHz..kMaxTscHz) selects the steady clock.
 //
-// Calibration, once per process at the first read: pairs (tsc, steady ns) at the start
+// Calibration, once per process at the first read (real runs call scale() before their
+// threads start): pairs (tsc, steady ns) at the start
 // and after kCalibrationNs of steady time; each steady read is bracketed by two TSC reads
 // and paired with their midpoint; of kPairAttempts such reads the narrowest bracket is
 // kept, and it must be at most kMaxBracketTicks (else the thread was interrupted every
@@ -21,7 +22,7 @@
 //
 // with a 128-bit product (no overflow for any tsc - tsc0 < 2^64 while mult < 2^64).
 // The rate error is at most a bracket over the window's ticks (kMaxBracketTicks / 2e7 =
-// 1e-4 at 2 GHz; about 60 / 2.6e7 = 2e-6 on the development VM); readings are meant for
+// 1e-4 at 2 GHz; about 90 / 2.6e7 = 3.5e-6 on the development VM); readings are meant for
 // differences taken on one thread (a request's issue and answer, a hold's start and end),
 // as the TSCs of different cores are only as synchronized as the platform keeps them.
 #pragma once
@@ -40,13 +41,14 @@ namespace bkv::tsc_clock {
 
 inline constexpr uint32_t kShift = 32;                       // fixed-point bits of mult
 inline constexpr uint64_t kCalibrationNs = 10'000'000;       // 10 ms of steady time
-inline constexpr uint64_t kMaxBracketTicks = 2'000;          // a steady read takes ~60 ticks
+inline constexpr uint64_t kMaxBracketTicks = 2'000;          // a steady read takes ~90 ticks
 inline constexpr int kPairAttempts = 8;                      // the narrowest bracket of these is kept
 inline constexpr uint64_t kMinTscHz = 100'000'000;           // 100 MHz
 inline constexpr uint64_t kMaxTscHz = 20'000'000'000;        // 20 GHz
 static_assert(kMinTscHz < kMaxTscHz);
-// mult = 2^kShift * 1e9 / hz stays below 2^64 for every accepted rate.
-static_assert((uint64_t{1} << kShift) / kMinTscHz * 1'000'000'000 < (uint64_t{1} << 63));
+// mult = 2^kShift * 1e9 / hz stays below 2^64 for every accepted rate (largest at kMinTscHz).
+static_assert(1'000'000'000 % kMinTscHz == 0 &&
+              (uint64_t{1} << kShift) * (1'000'000'000 / kMinTscHz) < (uint64_t{1} << 63));
 
 inline uint64_t steady_ns() noexcept {
   return static_cast<uint64_t>(

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "apps/benchkv/results.hpp"
+#include "core/tsc_clock.hpp"
 
 namespace bkv::real {
 
@@ -29,6 +30,9 @@ static_assert(kMaskWords * 64 >= CPU_SETSIZE);
 }  // namespace
 
 RankPlan plan_rank(const app::Options& o, const mpi::Session& s, std::string_view device) {
+  // The threads' clock calibrates now (10 ms), not in the first step of a client, which
+  // the other threads would wait for.
+  (void)tsc_clock::scale();
   const std::vector<int> allowed = runtime::allowed_cpus();
   const runtime::CpuTopology topo = runtime::read_topology(device, &allowed);
   Affinity mine;
