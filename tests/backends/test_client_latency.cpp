@@ -16,7 +16,7 @@ namespace {
 
 // A clock the test sets.
 struct SetClockMeter {
-  static constexpr bool kEnabled = false;
+  [[maybe_unused]] static constexpr bool kEnabled = false;
   uint64_t now = 0;
   void charge(Op, uint32_t = 1) noexcept {}
   void record(Phase, uint32_t) noexcept {}
