@@ -14,9 +14,11 @@
 // Latency: every request's issue-to-answer time goes into the client's RequestLatency
 // (core/metrics/latency_histogram.hpp), by op (get/put) and path (local/remote). The
 // clock is meter.now_ns() (virtual time under the simulator: reading it charges nothing,
-// so recording changes no simulated timing), read at most once per step, when the step
-// first needs it; requests issued and answers collected in one step share that reading.
-// The token of a request is its index in the client's table of pending requests.
+// so recording changes no simulated timing; the TSC-derived clock of core/tsc_clock.hpp
+// on real threads), read at most once per step, when the step first needs it; requests
+// issued and answers collected in one step share that reading. The token of a request is
+// its index in the client's table of pending requests; free tokens are a stack. What
+// recording costs: bench/kv/bench_client_latency.cpp, docs/benchmarks.md.
 //
 // step(): collect responses, then issue requests into the freed slots. It never blocks:
 // a remote path that is full (delegation ring) leaves the request for the next step and
@@ -48,9 +50,8 @@ class Client {
   Client(const NodeConfig& node, kv::Pattern pattern, std::vector<IpcClientT*> ipc, RemotePath remote, Meter& meter,
          ClientCounters& counters)
       : node_(node), pattern_(std::move(pattern)), ipc_(std::move(ipc)), remote_(remote), meter_(meter),
-        counters_(counters), pending_(node.queue_depth) {
-    free_tokens_.reserve(node.queue_depth);
-    for (uint32_t t = node.queue_depth; t-- > 0;) free_tokens_.push_back(t);
+        counters_(counters), pending_(node.queue_depth), free_tokens_(node.queue_depth) {
+    for (uint32_t t = node.queue_depth; t-- > 0;) free_tokens_[free_count_++] = t;
   }
 
   ClientStepResult step() {
@@ -64,19 +65,22 @@ class Client {
       }
       return now;
     };
-    auto on_resp = [&](uint64_t token, const Response& r) {
-      ++res.completed;
-      if (oracle_ != nullptr) [[unlikely]] oracle_->answered(node_.rank, oracle_client_, static_cast<uint32_t>(token), r);
-      if (!r.valid() || r.is_error()) counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    auto on_resp = [&](uint64_t token, const Response& r) __attribute__((always_inline)) {
       if constexpr (kRecordLatency) {
-        if (token >= pending_.size()) [[unlikely]] {  // not a token this client gave out
+        // Not a token this client gave out, or one with no request pending (a duplicate
+        // answer): an error, and no request completes.
+        if (token >= pending_.size() || !pending_[token].live) [[unlikely]] {
           counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
           return;
         }
-        const Pending& p = pending_[token];
+        Pending& p = pending_[token];
+        p.live = false;
         latency_[p.cls].record(clock() - p.issued_ns);
-        free_tokens_.push_back(static_cast<uint32_t>(token));
+        free_tokens_[free_count_++] = static_cast<uint32_t>(token);
       }
+      ++res.completed;
+      if (oracle_ != nullptr) [[unlikely]] oracle_->answered(node_.rank, oracle_client_, static_cast<uint32_t>(token), r);
+      if (!r.valid() || r.is_error()) counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     };
     uint32_t visits = 0;  // response areas that held answers (one per ipc ring, one for the remote path)
     for (IpcClientT* c : ipc_) visits += c->poll(on_resp) > 0 ? 1 : 0;
@@ -96,7 +100,7 @@ class Client {
       const Request req = pattern_.peek();
       const bool local = req.rank == node_.rank;
       uint32_t token = 0;
-      if constexpr (kRecordLatency) token = free_tokens_.back();  // in_flight < queue_depth: one is free
+      if constexpr (kRecordLatency) token = free_tokens_[free_count_ - 1];  // in_flight < queue_depth: one is free
       bool ok;
       if (local) {
         ok = ipc_[owner_of(req.key, node_.daemons)]->call(req, token) == shm::IpcCallStatus::kOk;
@@ -110,8 +114,8 @@ class Client {
       }
       if (oracle_ != nullptr) [[unlikely]] oracle_->issued(node_.rank, oracle_client_, token, req);
       if constexpr (kRecordLatency) {
-        free_tokens_.pop_back();
-        pending_[token] = Pending{clock(), metrics::latency_class(req.is_get(), local)};
+        --free_count_;
+        pending_[token] = Pending{clock(), metrics::latency_class(req.is_get(), local), true};
       }
       pattern_.advance();
       ++in_flight_;
@@ -145,6 +149,7 @@ class Client {
   struct Pending {
     uint64_t issued_ns = 0;
     metrics::LatencyClass cls = metrics::LatencyClass::kGetLocal;
+    bool live = false;  // issued and not yet answered
   };
 
   NodeConfig node_;
@@ -156,7 +161,8 @@ class Client {
   uint32_t in_flight_ = 0;
   bool stopping_ = false;
   std::vector<Pending> pending_;       // by token
-  std::vector<uint32_t> free_tokens_;  // tokens of no pending request
+  std::vector<uint32_t> free_tokens_;  // [0, free_count_): tokens of no pending request (a stack)
+  uint32_t free_count_ = 0;
   metrics::RequestLatency latency_;
   kv::HistoryOracle* oracle_ = nullptr;
   uint32_t oracle_client_ = 0;

@@ -4,7 +4,7 @@
 # configure_file rewrites the header only when its content changes, so an unchanged
 # tree rebuilds nothing.
 #   cmake -DSRC=<source dir> -DOUT=<header> -DBUILD_TYPE=... -DCOMPILER=... -DUCX_VERSION=...
-#         -DMPI_VERSION=... -P cmake/build_info.cmake
+#         -DMPI_VERSION=... -DRDMA_CORE_VERSION=... -P cmake/build_info.cmake
 find_package(Git QUIET)
 set(BKV_GIT_COMMIT "unknown")
 set(BKV_GIT_DIRTY "unknown")
@@ -33,6 +33,7 @@ file(WRITE ${OUT}.tmp
 #define BKV_COMPILER \"${COMPILER}\"
 #define BKV_UCX_VERSION \"${UCX_VERSION}\"
 #define BKV_MPI_VERSION \"${MPI_VERSION}\"
+#define BKV_RDMA_CORE_VERSION \"${RDMA_CORE_VERSION}\"
 ")
 configure_file(${OUT}.tmp ${OUT} COPYONLY)
 file(REMOVE ${OUT}.tmp)

@@ -8,13 +8,16 @@
 //
 // meter.record(Phase, items) reports how much work each phase of a loop did (for the
 // CQEs-per-loop histogram and friends); it also compiles to nothing on real runs.
-// meter.now_ns() is the thread's clock: virtual time under the simulator, the steady
-// clock on real runs (only loop policies that hold work for a time read it).
+// meter.now_ns() is the thread's clock: virtual time under the simulator; on real runs
+// the steady clock's nanoseconds, read from the TSC where that is a clock
+// (core/tsc_clock.hpp). Readers: the clients' latency recording, loop policies that
+// hold work for a time, the rpc and data benchmarks' round trips.
 #pragma once
 
-#include <chrono>
 #include <concepts>
 #include <cstdint>
+
+#include "core/tsc_clock.hpp"
 
 namespace bkv {
 
@@ -73,10 +76,7 @@ struct NullMeter {
   void charge(Op, uint32_t = 1) noexcept {}
   void record(Phase, uint32_t) noexcept {}
   void answers_arrive(uint32_t, uint32_t) noexcept {}
-  uint64_t now_ns() const noexcept {
-    return static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
-  }
+  uint64_t now_ns() const noexcept { return tsc_clock::now_ns(); }
 };
 static_assert(CostMeter<NullMeter>);
 

@@ -8,7 +8,7 @@ PACKAGES=(
   libibverbs-dev rdma-core ibverbs-providers
   libucx-dev ucx-utils
   libopenmpi-dev openmpi-bin
-  libfmt-dev catch2 nlohmann-json3-dev libcli11-dev
+  libfmt-dev catch2 nlohmann-json3-dev libcli11-dev libhwloc-dev
   python3-matplotlib python3-pandas valgrind
   clang-14 libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes (fuzz/, scripts/fuzz.sh)
 )

@@ -1,7 +1,7 @@
 # Real runs: CPU pinning and the MPI orchestration helpers, the threaded runtime over the
 # wall-clock loopback (group concurrency, also under ThreadSanitizer), benchkv over MPI +
 # UCX and the real-path CLI checks (group e2e).
-bkv_add_test(test_runtime GROUP concurrency SOURCES real_runs/test_runtime.cpp)
+bkv_add_test(test_runtime GROUP concurrency SOURCES real_runs/test_runtime.cpp LIBS bkv_cpu_topology)
 
 # mpirun -np 2 smoke test of the MPI orchestration helpers (+ a UCX exchange between the
 # two processes when UCX is built). Registered directly with CTest: it is not a Catch test.

@@ -5,6 +5,11 @@ add_library(bkv_app STATIC ${PROJECT_SOURCE_DIR}/apps/benchkv/options.cpp ${PROJ
             ${PROJECT_SOURCE_DIR}/apps/benchkv/provenance.cpp)
 target_link_libraries(bkv_app PUBLIC bkv_kv fmt::fmt nlohmann_json::nlohmann_json PRIVATE CLI11::CLI11)
 
+# CPUs and NUMA nodes for pinning real runs (apps/benchkv/runtime/cpu_topology.cpp).
+pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
+add_library(bkv_cpu_topology STATIC ${PROJECT_SOURCE_DIR}/apps/benchkv/runtime/cpu_topology.cpp)
+target_link_libraries(bkv_cpu_topology PUBLIC bkv_core PRIVATE PkgConfig::HWLOC)
+
 # Provenance (apps/benchkv/provenance.hpp): the git commit and dirty flag are read at
 # every build, the rest comes from this configure step.
 set(BKV_BUILD_INFO_DIR ${CMAKE_BINARY_DIR}/generated)
@@ -22,11 +27,21 @@ if(MPI_C_FOUND)
 else()
   set(bkv_mpi_version "")
 endif()
+# rdma-core: libibverbs's pkg-config version is 1.<ABI>.<rdma-core release>, e.g.
+# 1.14.44.0 for rdma-core 44.0; both are recorded.
+set(bkv_rdma_core_version "")
+if(IBVERBS_FOUND)
+  set(bkv_rdma_core_version "libibverbs ${IBVERBS_libibverbs_VERSION}")
+  if(IBVERBS_libibverbs_VERSION MATCHES "^1\\.[0-9]+\\.([0-9]+\\.[0-9]+)$")
+    set(bkv_rdma_core_version "${CMAKE_MATCH_1} (libibverbs ${IBVERBS_libibverbs_VERSION})")
+  endif()
+endif()
 add_custom_target(bkv_build_info
   COMMAND ${CMAKE_COMMAND} -DSRC=${PROJECT_SOURCE_DIR} -DOUT=${BKV_BUILD_INFO_DIR}/bkv_build_info.hpp
           -DBUILD_TYPE=${CMAKE_BUILD_TYPE}
           "-DCOMPILER=${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}"
           "-DUCX_VERSION=${UCX_VERSION}" "-DMPI_VERSION=${bkv_mpi_version}"
+          "-DRDMA_CORE_VERSION=${bkv_rdma_core_version}"
           -P ${PROJECT_SOURCE_DIR}/cmake/build_info.cmake
   BYPRODUCTS ${BKV_BUILD_INFO_DIR}/bkv_build_info.hpp
   COMMENT "Recording the git commit for benchkv's provenance" VERBATIM)

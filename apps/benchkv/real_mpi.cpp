@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "apps/benchkv/results.hpp"
+#include "core/tsc_clock.hpp"
 
 namespace bkv::real {
 
@@ -29,8 +30,11 @@ static_assert(kMaskWords * 64 >= CPU_SETSIZE);
 }  // namespace
 
 RankPlan plan_rank(const app::Options& o, const mpi::Session& s, std::string_view device) {
+  // The threads' clock calibrates now (10 ms), not in the first step of a client, which
+  // the other threads would wait for.
+  (void)tsc_clock::scale();
   const std::vector<int> allowed = runtime::allowed_cpus();
-  const runtime::CpuTopology topo = runtime::read_topology("/sys", device, &allowed);
+  const runtime::CpuTopology topo = runtime::read_topology(device, &allowed);
   Affinity mine;
   mine.host = std::hash<std::string>{}(s.processor_name());
   for (int c : allowed)
@@ -92,7 +96,7 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
                            (daemon ? "d" : "c") + std::to_string(daemon ? t : t - plan.pins.daemon_cpus.size()),
                            all_cpus[k]});
       }
-      summary["provenance"] = app::provenance_json(app::threads_json(threads));
+      summary["provenance"] = app::provenance_json(false, app::threads_json(threads));
       app::write_summary_file(eff.summary, summary);
       const std::string report = app::format_report(summary, eff.report);
       std::fwrite(report.data(), 1, report.size(), stdout);

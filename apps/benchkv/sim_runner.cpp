@@ -620,7 +620,7 @@ nlohmann::json write_experiment_outputs(const app::Options& o, const ExperimentR
   nlohmann::json summary = app::summary_json(o, res.runs, res.daemons);
   summary["simulator"] = res.extra;
   summary["totals"] = {{"issued", res.total_issued}, {"completed", res.total_completed}, {"errors", res.errors}};
-  summary["provenance"] = app::provenance_json();  // simulated threads: no CPU map
+  summary["provenance"] = app::provenance_json(true);  // simulated threads: no CPU map
   app::write_summary_file(o.summary, summary);
   if (!o.inflight_samples.empty()) app::write_inflight_csv(o.inflight_samples, res.inflight);
   if (!o.trace.empty()) {

@@ -9,27 +9,36 @@
 // Each configuration is measured 7 times, alternating with and without recording, and
 // the fastest of each is compared (the least disturbed by the shared machine).
 //
-// Measured on the 2-core development VM (5e6 requests, GCC 12 -O2): without / with
-// recording 7.4 / 40.6 ns per request at queue depth 1, 5.3 / 19.2 at 4, 5.2 / 12.6 at
-// 32. The added cost is one steady_clock read per client step (shared by the requests
-// of the step) plus the histogram update; against this bare client (no shared memory,
-// no network) it is far above the 2 % goal; its share of a real path's per-request
-// cost (shared memory, copyrpc, network) is not measured here.
+// Also printed: what one read of the steady clock and of the meter's clock
+// (core/tsc_clock.hpp) cost, back to back, and which clock the meter uses.
+//
+// Measured on the 2-core development VM (5e6 requests, GCC 12 -O2), without / with
+// recording in ns per request (docs/benchmarks.md has the table and the history):
+// 7.1-7.3 / 22.6 at queue depth 1, 5.3 / 12.2 at 4, 5.2 / 10.0 at 32 (steady clock before
+// the TSC clock: 7.4 / 40.5, 5.3 / 18.0, 5.2 / 11.8). One clock read per client step
+// (shared by the requests of the step: ~9.5 ns for RDTSC here) plus ~3-5 ns of histogram
+// and token bookkeeping per request; against this bare client (no shared memory, no
+// network) that is far above the 2 % goal; against a real path's per-request cost (an
+// ipc round trip is ~270 ns, docs/benchmarks.md) it is ~5 % at depth 1.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "backends/client.hpp"
 #include "core/meter.hpp"
+#include "core/tsc_clock.hpp"
 
 using namespace bkv;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+volatile uint64_t clock_sink = 0;  // keeps the timed clock reads
 
 // Answers every call at the next poll (a ring of the tokens in flight).
 struct InstantRemotePath {
@@ -90,6 +99,22 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "bench_client_latency: requests must be a positive integer, got \"{}\"\n", argv[1]);
       return 2;
     }
+  }
+  {
+    constexpr int kReads = 10'000'000;
+    NullMeter meter;
+    uint64_t sink = meter.now_ns();  // calibrates the TSC clock before timing
+    const auto t0 = Clock::now();
+    for (int i = 0; i < kReads; ++i) sink += static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+    const auto t1 = Clock::now();
+    for (int i = 0; i < kReads; ++i) sink += meter.now_ns();
+    const auto t2 = Clock::now();
+    const tsc_clock::Scale& s = tsc_clock::scale();
+    fmt::print("clock read: steady {:.2f} ns, meter {:.2f} ns ({})\n",
+               std::chrono::duration<double, std::nano>(t1 - t0).count() / kReads,
+               std::chrono::duration<double, std::nano>(t2 - t1).count() / kReads,
+               s.usable ? fmt::format("TSC, {:.1f} MHz", s.tsc_hz() / 1e6) : std::string("steady clock"));
+    clock_sink = sink;
   }
   fmt::print("{:>11} {:>16} {:>16} {:>8}\n", "queue_depth", "without (ns/req)", "with (ns/req)", "ratio");
   for (uint32_t qd : {1u, 4u, 32u}) {

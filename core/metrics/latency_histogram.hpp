@@ -12,8 +12,15 @@
 // bound is at most 6.25 % below the value (exact below 32 ns). The powers of two 2^4 to
 // 2^63 cover every u64: the last bucket is (63 - 3) * 16 + 15 = 975 < kBuckets.
 //
+// Computed without a branch: with e' = floor(log2(v | 16)) (= e for v >= 16, 4 below),
+// v >> (e' - 4) is 16 + the sub-bucket for v >= 16 and v itself below, so
+//
+//   bucket(v) = (e' - 4) * 16 + (v >> (e' - 4))
+//
+// gives both lines above.
+//
 // Fixed size, trivially copyable (gathered over MPI as raw bytes), no allocation:
-// record() is a count-leading-zeros, a shift and four adds on the client's hot path.
+// record() is an or, a count-leading-zeros, a shift and four adds on the client's hot path.
 #pragma once
 
 #include <algorithm>
@@ -35,10 +42,8 @@ class LatencyHistogram {
   static_assert((63 - 3) * kSub + (kSub - 1) == kBuckets - 1);
 
   static constexpr uint32_t bucket(uint64_t ns) noexcept {
-    if (ns < kSub) return static_cast<uint32_t>(ns);
-    const uint32_t e = 63 - static_cast<uint32_t>(std::countl_zero(ns));  // ns in [2^e, 2^(e+1))
-    const uint32_t sub = static_cast<uint32_t>((ns >> (e - kSubBits)) & (kSub - 1));
-    return (e - 3) * kSub + sub;
+    const uint32_t shift = 63 - kSubBits - static_cast<uint32_t>(std::countl_zero(ns | kSub));  // e' - 4
+    return shift * kSub + static_cast<uint32_t>(ns >> shift);
   }
   // The smallest value of bucket b (b < kBuckets).
   static constexpr uint64_t lower_bound(uint32_t b) noexcept {

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <bit>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -313,6 +314,33 @@ TEST_CASE("latency histogram: percentiles of a known distribution within one buc
     CHECK(LatencyHistogram::bucket(LatencyHistogram::lower_bound(b + 1) - 1) == b);
   }
   CHECK(LatencyHistogram::bucket(LatencyHistogram::lower_bound(kLast)) == kLast);
+}
+
+// The bucket as docs define it (two cases, a branch); bucket() computes it without one.
+static uint32_t bucket_by_definition(uint64_t v) {
+  if (v < 16) return static_cast<uint32_t>(v);
+  const uint32_t e = 63 - static_cast<uint32_t>(std::countl_zero(v));
+  return (e - 3) * 16 + static_cast<uint32_t>((v >> (e - 4)) & 15);
+}
+
+TEST_CASE("latency histogram: the branch-free bucket equals the two-case definition", "[bench][latency]") {
+  using bkv::metrics::LatencyHistogram;
+  for (uint64_t v = 0; v < (1u << 16); ++v) {
+    if (LatencyHistogram::bucket(v) != bucket_by_definition(v)) FAIL("bucket(" << v << ")");
+  }
+  for (uint32_t e = 4; e < 64; ++e) {  // around every power of two, and its top
+    const uint64_t p = uint64_t{1} << e;
+    for (uint64_t v : {p - 1, p, p + 1, p + (p >> 4), p + (p >> 4) - 1, p | (p - 1)}) {
+      INFO("v = " << v);
+      CHECK(LatencyHistogram::bucket(v) == bucket_by_definition(v));
+    }
+  }
+  uint64_t x = 0x9e3779b97f4a7c15ull;  // xorshift: values of every magnitude
+  for (int i = 0; i < 100000; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    const uint64_t v = x >> (x & 63);
+    if (LatencyHistogram::bucket(v) != bucket_by_definition(v)) FAIL("bucket(" << v << ")");
+  }
 }
 
 TEST_CASE("latency histogram: merge, and the values since a snapshot with the maximum restarted", "[bench][latency]") {

@@ -2,6 +2,7 @@
 // the report's numbers are the summary's (text and CSV forms), progress stays on
 // stderr, and the simulated request latency obeys Little's law exactly enough to tell
 // a wrong clock or a lost request.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -241,8 +242,23 @@ TEST_CASE("provenance: the summary says which build made it, and --version says 
   CHECK(date[19] == 'Z');
   CHECK_FALSE(p["cpu_model"].get<std::string>().empty());
   CHECK(p["threads"].is_null());  // simulated threads have no CPU
+  CHECK(p["latency_clock"] == "virtual time");
   CHECK(p.contains("ucx_version"));
   CHECK(p.contains("mpi_version"));
+  // rdma-core: the libibverbs version pkg-config gave the configure step (empty without it).
+  const std::string rdma = p["rdma_core_version"].get<std::string>();
+  const std::string libibverbs = BKV_LIBIBVERBS_VERSION;
+  if (libibverbs.empty()) {
+    CHECK(rdma.empty());
+    CHECK_THAT(v.out, Catch::Contains("rdma_core_version: (not built with it)"));
+  } else {
+    CHECK_THAT(rdma, Catch::Contains("libibverbs " + libibverbs));
+    if (libibverbs.rfind("1.", 0) == 0 && std::count(libibverbs.begin(), libibverbs.end(), '.') == 3) {
+      const std::string release = libibverbs.substr(libibverbs.find('.', 2) + 1);  // 1.14.44.0 -> 44.0
+      CHECK(rdma == release + " (libibverbs " + libibverbs + ")");
+    }
+    CHECK_THAT(v.out, Catch::Contains("rdma_core_version: " + rdma + "\n"));
+  }
 }
 
 TEST_CASE("compare: two summaries side by side, ratio and spread verdict", "[e2e][sim][compare]") {

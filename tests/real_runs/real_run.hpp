@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/tsc_clock.hpp"
 #include "e2e/benchkv_run.hpp"
 
 namespace bkv::real_runs {
@@ -69,6 +70,12 @@ inline e2e::Checked check_real_run(const path& dir, uint32_t expect_np) {
   REQUIRE(s.contains("daemons"));
   REQUIRE(s.contains("totals"));
   REQUIRE(s.contains("real"));
+  // The clock of the latencies: the one this process also gets on this machine.
+  const std::string clock = s.at("provenance").at("latency_clock").get<std::string>();
+  if (bkv::tsc_clock::scale().usable)
+    CHECK_THAT(clock, Catch::StartsWith("TSC, ") && Catch::EndsWith(" MHz"));
+  else
+    CHECK(clock == "steady clock");
   const json& cfg = s["config"];
   const uint64_t np = cfg.at("np").get<uint64_t>();
   CHECK(np == expect_np);

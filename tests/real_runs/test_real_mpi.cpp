@@ -93,6 +93,7 @@ TEST_CASE("mpirun -np 3: benchkv rpc over UCX shared memory, rank 0 calling two 
   CHECK(s["totals"]["errors"] == 0);
   CHECK(s["totals"]["issued"] == s["totals"]["completed"]);
   CHECK(s["real"]["ranks"] == 3);
+  CHECK(s["provenance"]["latency_clock"] != "virtual time");  // round trips timed on real threads
   REQUIRE(s["rpc"]["runs"].size() == 2);
   const std::vector<e2e::CsvRow> rows = e2e::read_csv(dir.path() / "out.csv");
   for (size_t r = 0; r < 2; ++r) {

@@ -2,6 +2,7 @@
 // fake sysfs tree, and the thread group (init before start, stop, exceptions).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -15,18 +16,6 @@
 #include "apps/benchkv/runtime/thread_group.hpp"
 
 using namespace bkv::runtime;
-
-TEST_CASE("runtime: CPU lists parse as the kernel writes them", "[runtime]") {
-  CHECK(parse_cpu_list("0-3\n") == std::vector<int>{0, 1, 2, 3});
-  CHECK(parse_cpu_list("0,2-4,9") == std::vector<int>{0, 2, 3, 4, 9});
-  CHECK(parse_cpu_list("5") == std::vector<int>{5});
-  CHECK(parse_cpu_list("3,1-2,2") == std::vector<int>{1, 2, 3});
-  CHECK(parse_cpu_list("").empty());
-  for (const char* bad : {"a", "1-", "-1", "3-1", "1,,2", "1-2-3", "0x3"}) {
-    INFO(bad);
-    CHECK_THROWS_WITH(parse_cpu_list(bad), Catch::Contains("malformed CPU list"));
-  }
-}
 
 namespace {
 CpuTopology two_nodes(int cpus_per_node, int nic_node) {
@@ -99,50 +88,63 @@ TEST_CASE("runtime: pinning on a small machine degrades with one warning", "[run
   CHECK_THROWS_WITH(plan_pinning(t, PinRequest{1, 1, 2, 2}), Catch::Contains("local rank"));
 }
 
-TEST_CASE("runtime: topology from a sysfs tree", "[runtime]") {
+TEST_CASE("runtime: CPUs and NUMA nodes from hwloc, the NIC node from sysfs", "[runtime]") {
   namespace fs = std::filesystem;
+  // Two NUMA nodes of four CPUs, numbered across the nodes: node 0 holds 0, 4, 1, 5.
+  const std::string machine = "node:2 core:2 pu:2(indexes=0,4,1,5,2,6,3,7)";
+  CpuTopology t = read_cpu_topology(nullptr, machine);
+  CHECK(t.cpus == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(t.node_of == std::vector<int>{0, 0, 1, 1, 0, 0, 1, 1});
+  CHECK(t.cpu_note.empty());
+
   const fs::path root = fs::temp_directory_path() / ("bkv_sysfs_" + std::to_string(::getpid()));
   fs::remove_all(root);
   auto write = [&](const fs::path& rel, const std::string& text) {
     fs::create_directories((root / rel).parent_path());
     std::ofstream(root / rel) << text;
   };
-  write("devices/system/cpu/online", "0-7\n");
-  write("devices/system/node/node0/cpulist", "0-3\n");
-  write("devices/system/node/node1/cpulist", "4-7\n");
-  write("devices/system/node/possible", "0-1\n");  // not a nodeN directory: ignored
   write("class/infiniband/mlx5_0/device/numa_node", "1\n");
   write("class/infiniband/mlx5_1/device/numa_node", "-1\n");
-
-  const CpuTopology t = read_topology(root, "mlx5_0", nullptr);
-  CHECK(t.cpus == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
-  CHECK(t.node_of == std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1});
+  write("class/infiniband/mlx5_2/device/numa_node", "1x\n");
+  read_nic_node(root, "mlx5_0", t);
   CHECK(t.nic_node == 1);
   CHECK(t.nic_note.empty());
   const PinPlan p = plan_pinning(t, PinRequest{1, 2, 0, 1});
-  CHECK(p.daemon_cpus == std::vector<int>{4});
-  CHECK(p.client_cpus == std::vector<int>{5, 6});
+  CHECK(p.daemon_cpus == std::vector<int>{2});  // the NIC's node first, cores 0-1 kept free
+  CHECK(p.client_cpus == std::vector<int>{3, 6});
 
   const std::vector<int> allowed = {1, 2, 5};
-  const CpuTopology restricted = read_topology(root, "", &allowed);
+  const CpuTopology restricted = read_cpu_topology(&allowed, machine);
   CHECK(restricted.cpus == allowed);
-  CHECK(restricted.node_of == std::vector<int>{0, 0, 1});
+  CHECK(restricted.node_of == std::vector<int>{0, 1, 0});
   CHECK(restricted.nic_node == -1);
 
-  const CpuTopology unknown = read_topology(root, "mlx5_1", nullptr);
+  CpuTopology unknown = read_cpu_topology(nullptr, machine);
+  read_nic_node(root, "mlx5_1", unknown);
   CHECK(unknown.nic_node == -1);
   CHECK_THAT(unknown.nic_note, Catch::Contains("no NUMA node"));
-  const CpuTopology missing = read_topology(root, "mlx5_9", nullptr);
+  CpuTopology garbled = read_cpu_topology(nullptr, machine);
+  read_nic_node(root, "mlx5_2", garbled);
+  CHECK(garbled.nic_node == -1);
+  CHECK_THAT(garbled.nic_note, Catch::Contains("no NUMA node"));
+  CpuTopology missing = read_cpu_topology(nullptr, machine);
+  read_nic_node(root, "mlx5_9", missing);
   CHECK_THAT(missing.nic_note, Catch::Contains("mlx5_9"));
   CHECK_THAT(plan_pinning(missing, PinRequest{1, 1, 0, 1}).warning, Catch::Contains("no NUMA preference"));
   fs::remove_all(root);
+
+  CHECK_THROWS_WITH(read_cpu_topology(nullptr, "node:2 bogus:3"), Catch::Contains("node:2 bogus:3"));
 }
 
 TEST_CASE("runtime: this machine's topology reads and pins without failing", "[runtime]") {
   const std::vector<int> allowed = allowed_cpus();
   REQUIRE_FALSE(allowed.empty());
-  const CpuTopology t = read_topology("/sys", "", &allowed);
+  const CpuTopology t = read_topology("", &allowed);
   REQUIRE_FALSE(t.cpus.empty());
+  CHECK(t.cpu_note.empty());  // hwloc read this machine
+  CHECK(t.cpus == allowed);   // every CPU this process may use is one hwloc lists
+  CHECK(t.node_of.size() == t.cpus.size());
+  CHECK(std::count(t.node_of.begin(), t.node_of.end(), -1) == 0);  // each on a NUMA node
   const PinPlan p = plan_pinning(t, PinRequest{1, 1, 0, 1});
   bool pinned = false;
   std::thread th([&] { pinned = pin_current_thread(p.daemon_cpus[0]); });

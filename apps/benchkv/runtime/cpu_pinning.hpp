@@ -9,18 +9,17 @@
 // leaves the threads unpinned (busy-polling threads pinned two to a core would starve
 // each other). Pinning never fails a run.
 //
-// sysfs is read from a root directory so tests can hand in a fake tree.
+// The CPUs and their NUMA nodes come from hwloc (read_cpu_topology, which tests feed a
+// synthetic machine); the RDMA device's NUMA node is one sysfs file, read from a root
+// directory so tests can hand in a fake tree.
 #pragma once
 
 #include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -30,44 +29,12 @@ namespace bkv::runtime {
 
 inline constexpr int kIrqCores[] = {0, 1};  // left free for interrupts when possible
 
-// Parses a Linux CPU list such as "0-3,8,10-11\n". Throws std::invalid_argument naming
-// the text when it is malformed.
-inline std::vector<int> parse_cpu_list(std::string_view text) {
-  std::vector<int> out;
-  auto bad = [&] { return std::invalid_argument("malformed CPU list '" + std::string(text) + "'"); };
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
-  if (text.empty()) return out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t comma = std::min(text.find(',', pos), text.size());
-    const std::string_view item = text.substr(pos, comma - pos);
-    const size_t dash = item.find('-');
-    int lo = 0, hi = 0;
-    auto parse = [&](std::string_view s, int& v) {
-      const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-      if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size() || v < 0) throw bad();
-    };
-    if (dash == std::string_view::npos) {
-      parse(item, lo);
-      hi = lo;
-    } else {
-      parse(item.substr(0, dash), lo);
-      parse(item.substr(dash + 1), hi);
-      if (hi < lo) throw bad();
-    }
-    for (int c = lo; c <= hi; ++c) out.push_back(c);
-    pos = comma + 1;
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
 struct CpuTopology {
   std::vector<int> cpus;     // usable CPUs, ascending
   std::vector<int> node_of;  // NUMA node of cpus[i] (-1 unknown)
   int nic_node = -1;         // NUMA node of the RDMA device (-1 unknown or no device)
   std::string nic_note;      // why nic_node is unknown although a device was named
+  std::string cpu_note;      // why node_of is unknown (hwloc failed)
 };
 
 // The CPUs this process may run on (sched_getaffinity).
@@ -81,73 +48,22 @@ inline std::vector<int> allowed_cpus() {
   return out;
 }
 
-namespace detail {
-inline bool read_text(const std::filesystem::path& p, std::string& out) {
-  std::ifstream f(p);
-  if (!f) return false;
-  out.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  return true;
-}
-}  // namespace detail
+// The CPUs of this machine and their NUMA nodes, from hwloc (cpu_topology.cpp), restricted
+// to `allowed` (normally allowed_cpus(); nullptr = every CPU hwloc lists). `synthetic`
+// is an hwloc synthetic description ("node:2 core:4 pu:1", for tests) or "" for this
+// machine. An hwloc failure degrades to the allowed CPUs with unknown nodes and says
+// why in cpu_note, never to an error (nor with a synthetic description: that throws
+// std::invalid_argument naming it, as it is the caller's mistake).
+CpuTopology read_cpu_topology(const std::vector<int>* allowed, const std::string& synthetic = "");
 
-// Reads the topology from `sysfs_root` (normally "/sys"). `device` is an RDMA device
-// name ("" = none). `allowed` restricts the CPUs (normally allowed_cpus()); nullptr = all
-// online CPUs. Missing or unreadable files degrade to "unknown", never to an error.
-inline CpuTopology read_topology(const std::filesystem::path& sysfs_root, std::string_view device,
-                                 const std::vector<int>* allowed) {
-  namespace fs = std::filesystem;
-  CpuTopology t;
-  std::string text;
-  std::vector<int> online;
-  if (detail::read_text(sysfs_root / "devices/system/cpu/online", text)) {
-    try {
-      online = parse_cpu_list(text);
-    } catch (const std::invalid_argument&) {
-      online.clear();
-    }
-  }
-  if (online.empty() && allowed != nullptr) online = *allowed;
-  std::set<int> allow;
-  if (allowed != nullptr) allow.insert(allowed->begin(), allowed->end());
-  for (int c : online)
-    if (allowed == nullptr || allow.count(c) != 0) t.cpus.push_back(c);
-  t.node_of.assign(t.cpus.size(), -1);
-  std::error_code ec;
-  const fs::path nodes = sysfs_root / "devices/system/node";
-  if (fs::is_directory(nodes, ec)) {
-    for (const auto& entry : fs::directory_iterator(nodes, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.rfind("node", 0) != 0) continue;
-      int node = -1;
-      const auto r = std::from_chars(name.data() + 4, name.data() + name.size(), node);
-      if (r.ec != std::errc() || r.ptr != name.data() + name.size()) continue;
-      if (!detail::read_text(entry.path() / "cpulist", text)) continue;
-      std::vector<int> list;
-      try {
-        list = parse_cpu_list(text);
-      } catch (const std::invalid_argument&) {
-        continue;
-      }
-      for (int c : list) {
-        const auto it = std::lower_bound(t.cpus.begin(), t.cpus.end(), c);
-        if (it != t.cpus.end() && *it == c) t.node_of[static_cast<size_t>(it - t.cpus.begin())] = node;
-      }
-    }
-  }
-  if (!device.empty()) {
-    const fs::path p = sysfs_root / "class/infiniband" / std::string(device) / "device/numa_node";
-    if (!detail::read_text(p, text)) {
-      t.nic_note = "RDMA device '" + std::string(device) + "' has no " + p.string();
-    } else {
-      int node = -1;
-      while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-      const auto r = std::from_chars(text.data(), text.data() + text.size(), node);
-      if (r.ec != std::errc() || node < 0)
-        t.nic_note = "RDMA device '" + std::string(device) + "' reports no NUMA node";
-      else
-        t.nic_node = node;
-    }
-  }
+// Sets t.nic_node from `sysfs_root`/class/infiniband/<device>/device/numa_node (one
+// integer; -1 or a missing file leave it unknown and say why in t.nic_note).
+void read_nic_node(const std::filesystem::path& sysfs_root, std::string_view device, CpuTopology& t);
+
+// Both, for this machine: `device` is an RDMA device name ("" = none).
+inline CpuTopology read_topology(std::string_view device, const std::vector<int>* allowed) {
+  CpuTopology t = read_cpu_topology(allowed);
+  if (!device.empty()) read_nic_node("/sys", device, t);
   return t;
 }
 
@@ -175,6 +91,7 @@ inline PinPlan plan_pinning(const CpuTopology& topo, const PinRequest& req) {
   plan.daemon_cpus.assign(req.daemons, -1);
   plan.client_cpus.assign(req.clients, -1);
   std::vector<std::string> notes;
+  if (!topo.cpu_note.empty()) notes.push_back(topo.cpu_note);
   if (!topo.nic_note.empty()) notes.push_back(topo.nic_note + ", so no NUMA preference");
 
   // Candidates: NIC node first, then the rest, each ascending.

@@ -1,0 +1,137 @@
+// backends/client.hpp: each request's issue-to-answer time lands in the histogram of its
+// class, answers in any order; a token the client did not give out, or an answer with
+// no request pending, is an error and completes nothing.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "backends/client.hpp"
+
+using namespace bkv;
+using namespace bkv::backend;
+
+namespace {
+
+// A clock the test sets.
+struct SetClockMeter {
+  [[maybe_unused]] static constexpr bool kEnabled = false;
+  uint64_t now = 0;
+  void charge(Op, uint32_t = 1) noexcept {}
+  void record(Phase, uint32_t) noexcept {}
+  uint64_t now_ns() const noexcept { return now; }
+};
+
+// Keeps the tokens of the calls; answers, at the next poll, the tokens the test lists.
+struct ScriptedRemotePath {
+  static constexpr bool kSharedHead = false;
+  std::vector<uint64_t>* called;
+  std::vector<uint64_t>* to_answer;
+  bool try_call(const kv::Request&, uint64_t token) {
+    called->push_back(token);
+    return true;
+  }
+  template <class F>
+  uint32_t poll(F&& f) {
+    for (uint64_t t : *to_answer) f(t, kv::Response::put_ok());
+    const auto n = static_cast<uint32_t>(to_answer->size());
+    to_answer->clear();
+    return n;
+  }
+  void after_issue() noexcept {}
+};
+
+struct Rig {
+  NodeConfig node;
+  SetClockMeter meter;
+  ClientCounters counters;
+  std::vector<uint64_t> called, to_answer;
+  Client<SetClockMeter, ScriptedRemotePath> client;
+  static NodeConfig remote_only() {
+    NodeConfig n;
+    n.rank = 2;  // not a rank of the workload: every request is remote
+    n.np = 2;
+    n.queue_depth = 4;
+    return n;
+  }
+  static kv::WorkloadConfig workload() {
+    kv::WorkloadConfig wl;
+    wl.num_ranks = 2;
+    wl.key_range = 64;
+    wl.pattern_len = 64;
+    wl.read_ratio = 0.5;
+    return wl;
+  }
+  Rig() : node(remote_only()), client(node, kv::Pattern(workload(), 0, 0), {}, ScriptedRemotePath{&called, &to_answer}, meter, counters) {}
+  metrics::LatencyHistogram remote() const {
+    metrics::LatencyHistogram h = client.latency()[metrics::LatencyClass::kGetRemote];
+    h.merge(client.latency()[metrics::LatencyClass::kPutRemote]);
+    return h;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("client latency: each answer records its own issue time, answers out of order", "[backends][latency]") {
+  Rig rig;
+  rig.meter.now = 100;
+  CHECK(rig.client.step().issued == 4);
+  REQUIRE(rig.called.size() == 4);
+  const std::vector<uint64_t> first = rig.called;
+  rig.called.clear();
+
+  rig.meter.now = 150;  // two answers, the later-issued first
+  rig.to_answer = {first[2], first[0]};
+  const ClientStepResult s2 = rig.client.step();
+  CHECK(s2.completed == 2);
+  CHECK(s2.issued == 2);
+  REQUIRE(rig.called.size() == 2);
+  // The freed tokens are reused, each by one new request.
+  std::vector<uint64_t> reused = rig.called, freed = {first[2], first[0]};
+  std::sort(reused.begin(), reused.end());
+  std::sort(freed.begin(), freed.end());
+  CHECK(reused == freed);
+
+  rig.meter.now = 400;  // the rest: two issued at 100, two at 150
+  rig.to_answer = {rig.called[1], first[3], rig.called[0], first[1]};
+  CHECK(rig.client.step().completed == 4);
+
+  const metrics::LatencyHistogram h = rig.remote();
+  CHECK(h.count() == 6);
+  CHECK(h.sum_ns() == 50 + 50 + 250 + 250 + 300 + 300);
+  CHECK(h.max_ns() == 300);
+  CHECK(rig.client.latency().all().count() == 6);  // no local class got any
+  CHECK(rig.counters.completed.load() == 6);
+  CHECK(rig.counters.errors.load() == 0);
+  // Gets and puts are told apart: the first 6 requests of the same pattern.
+  kv::Pattern same(Rig::workload(), 0, 0);
+  uint64_t gets = 0;
+  for (int i = 0; i < 6; ++i, same.advance()) gets += same.peek().is_get() ? 1 : 0;
+  INFO(gets << " gets among the first 6 requests");
+  CHECK(gets > 0);
+  CHECK(gets < 6);
+  CHECK(rig.client.latency()[metrics::LatencyClass::kGetRemote].count() == gets);
+  CHECK(rig.client.latency()[metrics::LatencyClass::kPutRemote].count() == 6 - gets);
+}
+
+TEST_CASE("client latency: an unknown token or an answer with nothing pending is an error", "[backends][latency]") {
+  Rig rig;
+  rig.meter.now = 10;
+  rig.client.stop_issuing();  // nothing issued: every token is free
+  rig.to_answer = {0};
+  const ClientStepResult s = rig.client.step();
+  CHECK(s.completed == 0);
+  CHECK(rig.counters.errors.load() == 1);
+  CHECK(rig.client.in_flight() == 0);
+
+  Rig rig2;
+  rig2.meter.now = 10;
+  CHECK(rig2.client.step().issued == 4);
+  rig2.meter.now = 30;
+  rig2.to_answer = {4, 1u << 20};  // out of range (queue depth 4)
+  CHECK(rig2.client.step().completed == 0);
+  CHECK(rig2.counters.errors.load() == 2);
+  CHECK(rig2.client.in_flight() == 4);
+  CHECK(rig2.client.latency().all().count() == 0);
+}

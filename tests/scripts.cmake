@@ -1,0 +1,9 @@
+# The plotting scripts of scripts/ against small inputs (not Catch tests). They need
+# matplotlib and pandas: the Debian packages, for the system interpreter.
+bkv_group_enabled(unit BKV_SCRIPT_TESTS)
+if(BKV_SCRIPT_TESTS AND EXISTS /usr/bin/python3 AND TARGET benchkv)
+  add_test(NAME plot_epochs_script
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/scripts/check_plot_epochs.py
+                   ${PROJECT_SOURCE_DIR} $<TARGET_FILE:benchkv>)
+  set_tests_properties(plot_epochs_script PROPERTIES LABELS unit TIMEOUT 300)
+endif()

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""scripts/plot_epochs.py: the per-epoch Mops it prints are the hand-computed ones, the
+picture is written, a CSV that is not benchkv's is refused by name, and on a real benchkv
+CSV its epochs add up to the summary's Mops of each run.
+usage: check_plot_epochs.py REPO_ROOT BENCHKV
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def run(root, *args):
+    return subprocess.run([sys.executable, os.path.join(root, "scripts/plot_epochs.py"), *args],
+                          capture_output=True, text=True)
+
+
+def printed(stdout):
+    """{(run, epoch): mops} and {(run, epoch, rank): mops} from the printed lines."""
+    tot, rank = {}, {}
+    for line in stdout.splitlines():
+        w = line.split()
+        if len(w) == 3:
+            tot[(int(w[0]), int(w[1]))] = float(w[2])
+        elif len(w) == 4:
+            rank[(int(w[0]), int(w[1]), int(w[2]))] = float(w[3])
+        else:
+            raise AssertionError(f"unexpected output line {line!r}")
+    return tot, rank
+
+
+def main(root, benchkv):
+    failures = []
+
+    def check(cond, what):
+        if not cond:
+            failures.append(what)
+
+    with tempfile.TemporaryDirectory() as d:
+        # Hand-made: run 0 epoch 1 lasts 2000 ns (its longest client), 180 requests -> 90 Mops;
+        # rank 0 has 150 of them -> 75 Mops, rank 1 30 -> 15. Epoch 2: 30 requests / 1000 ns.
+        csv = os.path.join(d, "hand.csv")
+        with open(csv, "w") as f:
+            f.write("run,rank,client_id,epoch,requests,duration_ns\n"
+                    "0,0,0,1,100,1000\n0,0,1,1,50,1000\n0,1,0,1,30,2000\n"
+                    "0,0,0,2,10,1000\n0,1,0,2,20,1000\n1,0,0,1,5,500\n")
+        p = run(root, csv, "--per-rank", "-o", os.path.join(d, "hand.png"))
+        check(p.returncode == 0, f"hand-made CSV: exit {p.returncode}: {p.stderr}")
+        tot, rank = printed(p.stdout)
+        check(tot == {(0, 1): 90.0, (0, 2): 30.0, (1, 1): 10.0}, f"per-epoch totals {tot}")
+        check(rank == {(0, 1, 0): 75.0, (0, 1, 1): 15.0, (0, 2, 0): 10.0, (0, 2, 1): 20.0, (1, 1, 0): 10.0},
+              f"per-rank figures {rank}")
+        with open(os.path.join(d, "hand.png"), "rb") as f:
+            check(f.read(8) == PNG_MAGIC, "hand.png is not a PNG")
+        # Default output name: the CSV's with .png.
+        p = run(root, csv)
+        check(p.returncode == 0 and os.path.exists(os.path.join(d, "hand.png")), "default output name")
+
+        # Not benchkv's CSV, bad values, missing file: exit 2 naming the problem.
+        bad_cases = {
+            "columns.csv": ("a,b,c\n1,2,3\n", "not a benchkv per-epoch CSV"),
+            "value.csv": ("run,rank,client_id,epoch,requests,duration_ns\n0,0,0,1,x,10\n", "line 2: requests is 'x'"),
+            "negative.csv": ("run,rank,client_id,epoch,requests,duration_ns\n0,0,0,1,5,-10\n", "duration_ns is '-10'"),
+            "twice.csv": ("run,rank,client_id,epoch,requests,duration_ns\n0,0,0,1,5,10\n0,0,0,1,6,10\n",
+                          "line 3: a second row"),
+            "zero.csv": ("run,rank,client_id,epoch,requests,duration_ns\n0,0,0,1,5,0\n", "duration of 0 ns"),
+            "empty.csv": ("", "empty file"),
+            "header.csv": ("run,rank,client_id,epoch,requests,duration_ns\n", "no rows"),
+        }
+        for name, (text, msg) in bad_cases.items():
+            path = os.path.join(d, name)
+            with open(path, "w") as f:
+                f.write(text)
+            p = run(root, path)
+            check(p.returncode == 2 and msg in p.stderr, f"{name}: exit {p.returncode}, stderr {p.stderr!r}")
+            check(not os.path.exists(path[:-4] + ".png"), f"{name}: a picture was written")
+        p = run(root, os.path.join(d, "missing.csv"))
+        check(p.returncode == 2 and "missing.csv: no such file" in p.stderr, f"missing file: {p.stderr!r}")
+
+        # A real benchkv CSV: each run's epochs, weighted by their durations, give the
+        # summary's total_mops of that run.
+        b = subprocess.run([benchkv, "--transport", "sim", "--np", "2", "--client-threads", "2", "--queue-depth", "4",
+                            "-d", "0.004", "--interval-ms", "1", "--trim", "1", "-r", "2", "--no-progress",
+                            "--report", "none", "-o", "sim.csv", "meta"], cwd=d, capture_output=True, text=True)
+        check(b.returncode == 0, f"benchkv: {b.stderr}")
+        if b.returncode == 0:
+            p = run(root, os.path.join(d, "sim.csv"), "--per-rank")
+            check(p.returncode == 0, f"sim.csv: {p.stderr}")
+            tot, rank = printed(p.stdout)
+            longest = {}
+            with open(os.path.join(d, "sim.csv")) as f:
+                next(f)
+                for line in f:
+                    r, _, _, e, _, ns = map(int, line.split(","))
+                    longest[(r, e)] = max(longest.get((r, e), 0), ns)
+            with open(os.path.join(d, "sim.summary.json")) as f:
+                summary = json.load(f)
+            for rj in summary["runs"]:
+                r = rj["run"]
+                epochs = [e for (rr, e) in longest if rr == r]
+                check(len(epochs) >= 2, f"run {r}: {len(epochs)} epochs")
+                ns = sum(longest[(r, e)] for e in epochs)
+                weighted = sum(tot[(r, e)] * longest[(r, e)] for e in epochs) / ns
+                check(abs(weighted - rj["total_mops"]) <= 1e-5 * rj["total_mops"],
+                      f"run {r}: epochs give {weighted} Mops, the summary {rj['total_mops']}")
+                for k, rank_mops in enumerate(rj["per_rank_mops"]):
+                    w = sum(rank[(r, e, k)] * longest[(r, e)] for e in epochs) / ns
+                    check(abs(w - rank_mops) <= 1e-5 * rank_mops + 1e-6,
+                          f"run {r} rank {k}: epochs give {w} Mops, the summary {rank_mops}")
+
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], os.path.abspath(sys.argv[2])))
