@@ -20,12 +20,14 @@ struct SetClockMeter {
   uint64_t now = 0;
   void charge(Op, uint32_t = 1) noexcept {}
   void record(Phase, uint32_t) noexcept {}
+  void answers_arrive(uint32_t, uint32_t) noexcept {}
   uint64_t now_ns() const noexcept { return now; }
 };
 
 // Keeps the tokens of the calls; answers, at the next poll, the tokens the test lists.
 struct ScriptedRemotePath {
   static constexpr bool kSharedHead = false;
+  static constexpr bool kDaemonAnswers = false;
   std::vector<uint64_t>* called;
   std::vector<uint64_t>* to_answer;
   bool try_call(const kv::Request&, uint64_t token) {
@@ -134,4 +136,23 @@ TEST_CASE("client latency: an unknown token or an answer with nothing pending is
   CHECK(rig2.counters.errors.load() == 2);
   CHECK(rig2.client.in_flight() == 4);
   CHECK(rig2.client.latency().all().count() == 0);
+}
+
+TEST_CASE("client latency: a duplicate answer while other requests are pending completes nothing", "[backends][latency]") {
+  Rig rig;
+  rig.meter.now = 10;
+  REQUIRE(rig.client.step().issued == 4);
+  const uint64_t t = rig.called[0];
+  rig.to_answer = {t, t};  // the second is a duplicate: three requests are still pending
+  rig.meter.now = 20;
+  const ClientStepResult s = rig.client.step();
+  CHECK(s.completed == 1);
+  CHECK(rig.counters.errors.load() == 1);
+  CHECK(s.issued == 1);  // refilled once: the duplicate freed no second token
+  CHECK(rig.client.in_flight() == 4);
+  // The four requests in flight hold four different tokens.
+  std::vector<uint64_t> live(rig.called.end() - 4, rig.called.end());
+  std::sort(live.begin(), live.end());
+  CHECK(std::adjacent_find(live.begin(), live.end()) == live.end());
+  CHECK(rig.remote().count() == 1);
 }
