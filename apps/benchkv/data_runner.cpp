@@ -4,6 +4,7 @@
 #include <memory>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "apps/benchkv/provenance.hpp"
 #include "apps/benchkv/rpc_runner.hpp"
@@ -241,15 +242,19 @@ class DataExperiment {
     s.latency = std::move(kept_latency_);
     out_->stats.push_back(std::move(s));
     snapshot(kept_start_latency_, kept_start_bytes_);  // the next run's window opens here when it trims nothing
+    const auto [issued, completed] = client_totals();
+    run_counts_.close_run(rr, issued, completed);
+  }
+
+  // Requests issued and completed by every client so far.
+  std::pair<uint64_t, uint64_t> client_totals() const {
     uint64_t issued = 0, completed = 0;
-    for (auto& n : nodes_)
-      for (auto& c : n->clients) {
+    for (const auto& n : nodes_)
+      for (const auto& c : n->clients) {
         issued += c->counters().issued.load();
         completed += c->counters().completed.load();
       }
-    rr.set_counts(issued - run_issued_, completed - run_completed_);
-    run_issued_ = issued;
-    run_completed_ = completed;
+    return {issued, completed};
   }
 
   void on_drain_check(uint32_t) {
@@ -260,14 +265,8 @@ class DataExperiment {
     }
     if (idle) {
       drained_ = true;
-      uint64_t issued = 0, completed = 0;
-      for (auto& n : nodes_)
-        for (auto& c : n->clients) {
-          issued += c->counters().issued.load();
-          completed += c->counters().completed.load();
-        }
-      RunResults& last = out_->runs.back();
-      last.set_counts(last.issued() + issued - run_issued_, last.completed() + completed - run_completed_);
+      const auto [issued, completed] = client_totals();
+      run_counts_.add_drain(out_->runs.back(), issued, completed);
       engine_.stop();
       return;
     }
@@ -293,7 +292,7 @@ class DataExperiment {
   std::vector<uint64_t> last_completed_;
   copyrpc::RttHistogram kept_start_latency_, kept_latency_;
   uint64_t kept_start_bytes_ = 0, kept_bytes_ = 0;
-  uint64_t run_issued_ = 0, run_completed_ = 0;
+  RunCounter run_counts_;
   bool drained_ = false;
 };
 

@@ -111,6 +111,24 @@ class RunResults {
   bool has_latency_ = false;
 };
 
+// Per-run issued/completed counts from a simulation's cumulative counters: a run gets
+// what was added since the previous run closed, and the drain after the last run is
+// added to the last run, so issued == completed over the runs.
+class RunCounter {
+ public:
+  void close_run(RunResults& rr, uint64_t issued, uint64_t completed) noexcept {
+    rr.set_counts(issued - issued_, completed - completed_);
+    issued_ = issued;
+    completed_ = completed;
+  }
+  void add_drain(RunResults& last, uint64_t issued, uint64_t completed) noexcept {
+    last.set_counts(last.issued() + issued - issued_, last.completed() + completed - completed_);
+  }
+
+ private:
+  uint64_t issued_ = 0, completed_ = 0;  // the counters when the previous run closed
+};
+
 // The report of one daemon over one run (a summary row, made from the daemon's
 // backend::DaemonMetrics counters). loops and the CQE average come from `cqe`.
 struct DaemonReport {

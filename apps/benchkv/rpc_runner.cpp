@@ -132,18 +132,13 @@ class RpcExperiment {
     kept_start_rtt_ = caller().rtt();  // the next run's window opens here when it trims nothing
     stats_.push_back(std::move(s));
     const uint64_t issued = caller().counters().issued.load(), completed = caller().counters().completed.load();
-    results_[run].set_counts(issued - run_issued_, completed - run_completed_);
-    run_issued_ = issued;
-    run_completed_ = completed;
+    run_counts_.close_run(results_[run], issued, completed);
   }
 
   void on_drain_check(uint32_t) {
     if (caller().in_flight() == 0) {
       drained_ = true;
-      // The last run's counts include the drain, so issued == completed over the runs.
-      const uint64_t issued = caller().counters().issued.load(), completed = caller().counters().completed.load();
-      RunResults& last = results_.back();
-      last.set_counts(last.issued() + issued - run_issued_, last.completed() + completed - run_completed_);
+      run_counts_.add_drain(results_.back(), caller().counters().issued.load(), caller().counters().completed.load());
       engine_.stop();
       return;
     }
@@ -167,7 +162,8 @@ class RpcExperiment {
   std::vector<RunResults> results_;
   std::vector<RpcRunStats> stats_;
   copyrpc::RttHistogram kept_start_rtt_, kept_rtt_;
-  uint64_t last_completed_ = 0, run_issued_ = 0, run_completed_ = 0;
+  uint64_t last_completed_ = 0;
+  RunCounter run_counts_;
   bool drained_ = false;
 };
 

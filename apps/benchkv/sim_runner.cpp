@@ -426,9 +426,7 @@ class Experiment {
         daemon_metrics_.push_back(std::move(dm));
       }
     const uint64_t issued = total_issued(), completed = total_completed();
-    results_[run].set_counts(issued - run_issued_, completed - run_completed_);
-    run_issued_ = issued;
-    run_completed_ = completed;
+    run_counts_.close_run(results_[run], issued, completed);
     run_snap_ = std::move(now);
   }
 
@@ -437,10 +435,7 @@ class Experiment {
     for (auto& n : nodes_) in_flight += n->in_flight();
     if (in_flight == 0) {
       drained_ = true;
-      // The last run's counts include the drain, so issued == completed over the runs.
-      const uint64_t issued = total_issued(), completed = total_completed();
-      app::RunResults& last = results_.back();
-      last.set_counts(last.issued() + issued - run_issued_, last.completed() + completed - run_completed_);
+      run_counts_.add_drain(results_.back(), total_issued(), total_completed());
       engine_.stop();
       return;
     }
@@ -537,7 +532,7 @@ class Experiment {
   std::vector<uint64_t> last_completed_;
   std::vector<Snapshot> run_snap_;
   metrics::RequestLatency latency_start_;  // at the start of the current run's kept epochs
-  uint64_t run_issued_ = 0, run_completed_ = 0;
+  app::RunCounter run_counts_;
   bool drained_ = false;
   Time drain_deadline_ = 0;
   TargetId sample_target_{};
