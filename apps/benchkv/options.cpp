@@ -375,14 +375,14 @@ const Spec kSpecs[] = {
     {"inflight_sample_interval_us", 0, Kind::kDouble, kGroupSim, "US", "in-flight sampling period (> 0)",
      BKV_FIELD(inflight_sample_interval_us)},
     {"trace", 0, Kind::kString, kGroupSim, "FILE", "Chrome/Perfetto trace output (empty: off)", BKV_FIELD(trace)},
+    {"trace_window", 0, Kind::kWindow, kGroupSim, "A:B",
+     "traced window of virtual time in microseconds, A < B (required with --trace)", &set_trace_window,
+     &get_trace_window},
     {"check_exactly_once", 0, Kind::kBool, kGroupSim, "",
      "record every request and store operation and check after the run that each request was answered exactly "
      "once and each get returned a value its key held meanwhile (memory: about 170 bytes per request; a "
      "violation ends the run with an error after the outputs are written)",
      BKV_FIELD(check_exactly_once)},
-    {"trace_window", 0, Kind::kWindow, kGroupSim, "A:B",
-     "traced window of virtual time in microseconds, A < B (required with --trace)", &set_trace_window,
-     &get_trace_window},
     {"endpoints", 0, Kind::kUnsigned, kGroupRpc, "N", "rpc: endpoints from the caller to each server rank (>= 1)",
      BKV_FIELD(endpoints)},
     {"message_size", 0, Kind::kUnsigned, kGroupRpc, "BYTES",
