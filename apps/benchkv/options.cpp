@@ -356,7 +356,9 @@ const Spec kSpecs[] = {
      "hold = M x EWMA of the flush -> first CQE delay; 0 = off", BKV_LOOP_FIELD(hold_rtt_multiplier)},
     {"adaptive_poll_budget", 0, Kind::kBool, kGroupLoop, "", "adaptive poll budget controller",
      BKV_LOOP_FIELD(adaptive_poll_budget)},
-    {"np", 0, Kind::kUnsigned, kGroupSim, "N", "simulated node count (>= 1)", BKV_FIELD(np)},
+    {"np", 0, Kind::kUnsigned, kGroupSim, "N",
+     "simulated node count (>= 1); rpc: 1 runs caller and server on one NIC (loopback), N >= 2 one caller rank and N-1 server ranks",
+     BKV_FIELD(np)},
     {"model", 0, Kind::kString, kGroupSim, "FILE.json",
      "simulator model JSON (empty: built-in defaults); relative paths are resolved against the config file's "
      "directory, or the working directory on the command line",

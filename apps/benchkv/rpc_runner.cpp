@@ -43,28 +43,34 @@ class RpcExperiment {
 
   RpcExperiment(const Options& o, const Model& model, const std::function<void(const std::string&)>& progress)
       : o_(o), model_(model), progress_(progress), fabric_(engine_, derive_seed(o.seed, {0x4E4943ull})) {
-    if (o.np < 2) throw std::invalid_argument("rpc: needs --np >= 2 (rank 0 calls, the other ranks answer)");
+    // --np 1 is NIC loopback: one node whose NIC carries both ends (caller thread and
+    // server thread), as copyrpc's loopback micro-benchmarks run on one machine.
     np_ = o.np;
+    const bool loopback = np_ == 1;
+    const uint32_t servers = loopback ? 1 : np_ - 1;
     duration_ = duration_ns(o);
     interval_ = interval_ns(o);
     epochs_ = epochs_per_run(o);
     fabric_.pages().set_discard_mode(discard_mode(o.ring_pages));
     const rpc::RpcConfig rc = rpc_config(o);
     const copyrpc::ContextConfig cc = rpc_context_config(o);
-    for (uint32_t r = 0; r < np_; ++r) {
-      fabric_.add_node(model_.nic);
-      threads_.push_back(std::make_unique<SimThread>(engine_, model_.cpu, derive_seed(o.seed, {0x525043ull, r}),
-                                                     "r" + std::to_string(r) + ".rpc"));
-      DesTransport& t = fabric_.create_transport(r, *threads_.back());
-      rpc_.push_back(std::make_unique<Thread>(t, cc, rc, r == 0));
+    for (uint32_t r = 0; r < np_; ++r) fabric_.add_node(model_.nic);
+    // Thread 0 calls; threads 1..servers answer, each on its own rank's node (loopback:
+    // on node 0, the caller's). Seeds and names are per thread, as they were per rank.
+    for (uint32_t t = 0; t <= servers; ++t) {
+      const uint32_t node = loopback ? 0 : t;
+      threads_.push_back(std::make_unique<SimThread>(engine_, model_.cpu, derive_seed(o.seed, {0x525043ull, t}),
+                                                     "r" + std::to_string(t) + ".rpc"));
+      DesTransport& tr = fabric_.create_transport(node, *threads_.back());
+      rpc_.push_back(std::make_unique<Thread>(tr, cc, rc, t == 0));
     }
-    for (uint32_t s = 1; s < np_; ++s)
+    for (uint32_t s = 1; s <= servers; ++s)
       for (uint32_t e = 0; e < rc.endpoints; ++e) {
         const uint32_t a = rpc_[0]->create_endpoint(), b = rpc_[s]->create_endpoint();
         rpc_[0]->context().connect(a, rpc_[s]->context().local_info(b));
         rpc_[s]->context().connect(b, rpc_[0]->context().local_info(a));
       }
-    for (uint32_t r = 0; r < np_; ++r) threads_[r]->set_step(&RpcExperiment::step, rpc_[r].get());
+    for (size_t t = 0; t < threads_.size(); ++t) threads_[t]->set_step(&RpcExperiment::step, rpc_[t].get());
   }
 
   RpcResult run() {
@@ -189,7 +195,8 @@ nlohmann::json rpc_summary(const Options& o, const RpcResult& r) {
           {"queue_depth", o.queue_depth},
           {"message_size", o.message_size},
           {"callers", 1},
-          {"servers", o.np - 1},
+          {"servers", o.np == 1 ? 1u : o.np - 1},
+          {"loopback", o.np == 1},
           {"runs", std::move(runs)}};
 }
 
