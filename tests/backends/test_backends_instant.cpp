@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "backends/node_backends.hpp"
-#include "tests/backends/instant_runtime.hpp"
+#include "apps/benchkv/instant_runtime.hpp"
 
 using namespace bkv;
 using namespace bkv::backend;
@@ -18,8 +18,8 @@ namespace {
 template <class B>
 struct Cluster {
   loopback::InstantFabric fabric;
-  std::vector<std::unique_ptr<test::InstantRuntime>> rts;
-  std::vector<std::unique_ptr<Node<B, test::InstantRuntime>>> nodes;
+  std::vector<std::unique_ptr<app::InstantRuntime>> rts;
+  std::vector<std::unique_ptr<Node<B, app::InstantRuntime>>> nodes;
 
   Cluster(uint32_t np, uint32_t daemons, uint32_t clients, uint32_t qd, LoopPolicySettings policy = {}) {
     kv::WorkloadConfig wl;
@@ -32,9 +32,9 @@ struct Cluster {
     cc.srq_size = 256;
     for (uint32_t r = 0; r < np; ++r) {
       NodeConfig nc{r, np, daemons, clients, qd, wl.key_range, 64};
-      rts.push_back(std::make_unique<test::InstantRuntime>(daemons + clients, app::RealThreads{},
-                                                           test::MakeInstantTransport{&fabric, {}}));
-      nodes.push_back(std::make_unique<Node<B, test::InstantRuntime>>(nc, policy, wl, cc, *rts.back()));
+      rts.push_back(std::make_unique<app::InstantRuntime>(daemons + clients, app::RealThreads{},
+                                                           app::MakeInstantTransport{&fabric, {}}));
+      nodes.push_back(std::make_unique<Node<B, app::InstantRuntime>>(nc, policy, wl, cc, *rts.back()));
     }
     connect_in_process(nodes);
   }
