@@ -281,7 +281,7 @@ struct DataCluster {
       c.rank = r;
       stores.push_back(std::make_unique<kv::BlobStore>(r, c.key_range, c.max_value_bytes, c.clients * c.queue_depth + 4));
       buffers.push_back(std::make_unique<data::ClientBuffers>(c.clients, c.slice_bytes()));
-      rings.push_back(shm::Segment::create_process(data::data_ring_bytes(c.clients, c.queue_depth)));
+      rings.push_back(shm::Segment::create_process(data::data_ring_bytes(c.backend, c.clients, c.queue_depth)));
       transports.push_back(net.make());
       daemons.push_back(std::make_unique<data::DataDaemon<T>>(*transports.back(), cc, c, *stores.back(),
                                                               *buffers.back(), rings.back().bytes()));
@@ -295,7 +295,7 @@ struct DataCluster {
     for (uint32_t a = 0; a < base.np; ++a)
       for (uint32_t b = 0; b < base.np; ++b) {
         if (a == b) continue;
-        if (base.backend == data::DataBackend::kDelegation) {
+        if (data::daemon_calls_for_clients(base.backend)) {
           if (a > b) continue;
           const uint32_t ea = daemons[a]->create_endpoint_to(b), eb = daemons[b]->create_endpoint_to(a);
           daemons[a]->context().connect(ea, daemons[b]->context().local_info(eb));
@@ -326,7 +326,7 @@ struct DataCluster {
   }
 };
 
-// Both backends, remote only or mixed with local requests: every request completes,
+// Every backend, remote only or mixed with local requests: every request completes,
 // without error, and each daemon ends idle.
 template <class Net>
 void data_case_whole_nodes(const typename Net::Options& no, data::DataBackend backend, bool remote_only) {
@@ -352,6 +352,14 @@ void data_case_whole_nodes(const typename Net::Options& no, data::DataBackend ba
   }
   CHECK(served == issued);
   CHECK(rejected == 0);
+  // The channel to daemon #0: Meta's clients use the ipc rings (a private SPSC pair
+  // each), the others the delegation ring.
+  for (auto& ring : c.rings) {
+    if (data::uses_ipc(backend))
+      CHECK(shm::validate_ipc_segment<kv::DataRequest, kv::DataResponse>(ring.bytes()).max_clients == cfg.clients);
+    else
+      CHECK_THROWS_AS((shm::validate_ipc_segment<kv::DataRequest, kv::DataResponse>(ring.bytes())), shm::ShmError);
+  }
 }
 
 }  // namespace bkv::test

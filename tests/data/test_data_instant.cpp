@@ -48,8 +48,8 @@ TEST_CASE("data over instant: with fewer free blocks than puts in flight the put
   test::data_case_parking<InstantNet>({});
 }
 
-TEST_CASE("data nodes over instant: both backends complete every remote and local request without errors") {
-  const auto backend = GENERATE(data::DataBackend::kDelegation, data::DataBackend::kDirect);
+TEST_CASE("data nodes over instant: every backend completes every remote and local request without errors") {
+  const auto backend = GENERATE(data::DataBackend::kDelegation, data::DataBackend::kMeta, data::DataBackend::kDirect);
   const bool remote_only = GENERATE(true, false);
   test::data_case_whole_nodes<InstantNet>({}, backend, remote_only);
 }

@@ -173,8 +173,8 @@ TEST_CASE("data over mlx5 and the NIC emulator: an announced rkey without remote
   }
 }
 
-TEST_CASE("data nodes over mlx5 and the NIC emulator: both backends complete every remote and local request") {
-  const auto backend = GENERATE(data::DataBackend::kDelegation, data::DataBackend::kDirect);
+TEST_CASE("data nodes over mlx5 and the NIC emulator: every backend completes every remote and local request") {
+  const auto backend = GENERATE(data::DataBackend::kDelegation, data::DataBackend::kMeta, data::DataBackend::kDirect);
   const bool remote_only = GENERATE(true, false);
   for (const auto& v : variants()) {
     INFO("NIC: " << v.name);
