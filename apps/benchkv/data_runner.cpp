@@ -27,7 +27,9 @@ data::DataNodeConfig data_node_config(const Options& o, uint32_t rank, uint32_t 
   c.read_ratio = o.read_ratio;
   c.remote_only = true;
   c.seed = o.seed;
-  c.backend = o.data_backend == "direct" ? data::DataBackend::kDirect : data::DataBackend::kDelegation;
+  c.backend = o.data_backend == "direct" ? data::DataBackend::kDirect
+              : o.data_backend == "meta"   ? data::DataBackend::kMeta
+                                           : data::DataBackend::kDelegation;
   c.validate();
   return c;
 }
@@ -71,7 +73,7 @@ class DataExperiment {
       Node& n = *nodes_.emplace_back(std::make_unique<Node>());
       n.store = std::make_unique<kv::BlobStore>(r, c.key_range, c.max_value_bytes, c.clients * c.queue_depth + 1);
       n.buffers = std::make_unique<data::ClientBuffers>(c.clients, c.slice_bytes());
-      n.ring = shm::Segment::create_process(data::data_ring_bytes(c.clients, c.queue_depth));
+      n.ring = shm::Segment::create_process(data::data_ring_bytes(c.backend, c.clients, c.queue_depth));
       n.threads.push_back(std::make_unique<SimThread>(engine_, model_.cpu, derive_seed(o.seed, {0x44415441ull, r, 0}),
                                                       "r" + std::to_string(r) + ".d0"));
       n.daemon = std::make_unique<Daemon>(fabric_.create_transport(r, *n.threads.back()), cc, c, *n.store, *n.buffers,
@@ -84,11 +86,11 @@ class DataExperiment {
                                                      *n.buffers, n.ring.bytes()));
       }
     }
-    const bool delegation = data_node_config(o, 0, np_, value_size).backend == data::DataBackend::kDelegation;
+    const bool daemon_mesh = data::daemon_calls_for_clients(data_node_config(o, 0, np_, value_size).backend);
     for (uint32_t a = 0; a < np_; ++a)
       for (uint32_t b = 0; b < np_; ++b) {
         if (a == b) continue;
-        if (delegation) {
+        if (daemon_mesh) {
           if (a > b) continue;
           Daemon& da = *nodes_[a]->daemon;
           Daemon& db = *nodes_[b]->daemon;

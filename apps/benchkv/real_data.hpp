@@ -52,7 +52,7 @@ int run_data_mpi(const mpi::Session& s, const app::Options& o, Make make, nlohma
     std::vector<std::unique_ptr<T>> transports;
     kv::BlobStore store(rank, cfg.key_range, cfg.max_value_bytes, np * C * cfg.queue_depth + 1);
     data::ClientBuffers buffers(C, cfg.slice_bytes());
-    shm::Segment ring = shm::Segment::create_process(data::data_ring_bytes(C, cfg.queue_depth));
+    shm::Segment ring = shm::Segment::create_process(data::data_ring_bytes(cfg.backend, C, cfg.queue_depth));
     transports.push_back(make());
     Daemon daemon(*transports.back(), cc, cfg, store, buffers, ring.bytes());
     std::vector<std::unique_ptr<Client>> clients;
@@ -61,13 +61,13 @@ int run_data_mpi(const mpi::Session& s, const app::Options& o, Make make, nlohma
       clients.push_back(std::make_unique<Client>(*transports.back(), cc, cfg, c, buffers, ring.bytes()));
     }
     // Endpoint infos, 2C per pair: [0, C) the client side, [C, 2C) the daemon side
-    // (Delegation uses entry C only: daemon to daemon).
+    // (Delegation and Meta use entry C only: daemon to daemon).
     std::vector<Info> out(size_t{np} * 2 * C);
     std::vector<std::vector<uint32_t>> client_ep(np, std::vector<uint32_t>(C)), daemon_ep(np, std::vector<uint32_t>(C));
     for (uint32_t j = 0; j < np; ++j) {
       if (j == rank) continue;
       Info* blob = out.data() + size_t{j} * 2 * C;
-      if (cfg.backend == data::DataBackend::kDelegation) {
+      if (data::daemon_calls_for_clients(cfg.backend)) {
         daemon_ep[j][0] = daemon.create_endpoint_to(j);
         blob[C] = daemon.context().local_info(daemon_ep[j][0]);
       } else {
@@ -83,7 +83,7 @@ int run_data_mpi(const mpi::Session& s, const app::Options& o, Make make, nlohma
     for (uint32_t j = 0; j < np; ++j) {
       if (j == rank) continue;
       const Info* blob = in.data() + size_t{j} * 2 * C;
-      if (cfg.backend == data::DataBackend::kDelegation) {
+      if (data::daemon_calls_for_clients(cfg.backend)) {
         daemon.context().connect(daemon_ep[j][0], blob[C]);
       } else {
         for (uint32_t c = 0; c < C; ++c) {

@@ -5,7 +5,9 @@
 // machine without one exits here with status 2 and a message naming the problem.
 //
 // Not exercised on the machines this project is tested on (no RDMA device); it is the
-// same MPI flow (real_mpi.hpp) as --transport ucx with another runtime.
+// same MPI flow (real_mpi.hpp, real_data.hpp) as --transport ucx with another runtime.
+// The data path of `benchkv data` over DirectTransport is tested against the NIC
+// emulator (tests/data/test_data_mlx5.cpp); the verbs transport and HwProvider are not.
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "apps/benchkv/node_runtime.hpp"
+#include "apps/benchkv/real_data.hpp"
 #include "apps/benchkv/real_mpi.hpp"
 #include "apps/benchkv/real_rpc.hpp"
 #include "apps/benchkv/real_transports.hpp"
@@ -47,6 +50,20 @@ struct MakeMlx5Transport {
   }
 };
 
+// `benchkv data`: run_data_mpi makes fresh transports for each value size, and a direct
+// transport needs its provider to outlive it: this one owns it (a base class, so it is
+// made first and destroyed last).
+struct HwProviderHolder {
+  explicit HwProviderHolder(mlx5::Device& dev) : provider(dev, mlx5::HwOptions{}) {}
+  mlx5::HwProvider provider;
+};
+class OwningHwDirectTransport : private HwProviderHolder, public mlx5::DirectTransport<mlx5::HwProvider> {
+ public:
+  explicit OwningHwDirectTransport(mlx5::Device& dev)
+      : HwProviderHolder(dev), mlx5::DirectTransport<mlx5::HwProvider>(provider, mlx5::DirectOptions{}) {}
+};
+static_assert(Transport<OwningHwDirectTransport>);
+
 }  // namespace
 
 int run_rdma(const app::Options& o) {
@@ -76,6 +93,19 @@ int run_rdma(const app::Options& o) {
     // Rank 0 writes the outputs: their directories are made and each is checked writable
     // before the run, so a bad path ends every rank now (abort below), not after the run.
     if (s.rank() == 0) app::prepare_output_files(o);
+    if (o.backend == backend::BackendKind::kData) {  // one thread per rank, left unpinned
+      const nlohmann::json data_extra = {
+          {"transport", transport},
+          {"device", dev->name()},
+          {"port", dev->port()},
+          {"pinning", "unpinned (the main thread steps daemon #0 and every client in turn)"}};
+      mlx5::Device& d = *dev;
+      if (o.transport == app::TransportKind::kMlx5)
+        return run_data_mpi<OwningHwDirectTransport>(
+            s, o, [&d] { return std::make_unique<OwningHwDirectTransport>(d); }, data_extra);
+      return run_data_mpi<mlx5::VerbsTransport>(
+          s, o, [&d] { return std::make_unique<mlx5::VerbsTransport>(d, mlx5::VerbsOptions{}); }, data_extra);
+    }
     if (o.backend == backend::BackendKind::kRpc) {  // one thread per rank, left unpinned
       const nlohmann::json rpc_extra = {{"transport", transport},
                                         {"device", dev->name()},

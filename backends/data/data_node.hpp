@@ -1,16 +1,22 @@
 // The threads of `benchkv data` (docs/data.md): per node, daemon #0 (owner of the node's
-// values, server of data requests) and the client threads, for two backends:
+// values, server of data requests) and the client threads, for three backends:
 //
-//   Delegation: a client writes its data_put / data_get into daemon #0's delegation ring;
-//     a request for another node is sent by daemon #0 over its copyrpc endpoint to that
-//     node's daemon #0, naming the client's slice of the node's buffer region, which
-//     daemon #0 registered once and announced on every endpoint.
+//   Delegation: a client writes its data_put / data_get into daemon #0's delegation ring
+//     (one MPSC ring shared by the node's clients); a request for another node is sent
+//     by daemon #0 over its copyrpc endpoint to that node's daemon #0, naming the
+//     client's slice of the node's buffer region, which daemon #0 registered once and
+//     announced on every endpoint.
+//   Meta: as Delegation, but each client talks to daemon #0 over its own pair of SPSC
+//     rings (the ipc channel, core/shm/ipc.hpp), which daemon #0 scans client by client.
+//     With one serving daemon (the data benchmark's only shape) the daemon that owns
+//     the endpoint of every rank is daemon #0, so nothing is forwarded between daemons.
 //   direct: a client owns a copyrpc context with an endpoint to daemon #0 of every other
 //     node, registers its own slice and announces it on each endpoint, and calls the
 //     owner itself.
 //
-// In both, a request for the client's own node goes through the delegation ring and
-// daemon #0 copies between the client's slice and the store (shared memory, no RDMA).
+// In all three, a request for the client's own node goes through the client's channel
+// to daemon #0 (the delegation ring; Meta: the ipc rings), which copies between the
+// client's slice and the store (shared memory, no RDMA).
 //
 // Buffers: the node's region is `clients` slices of `queue_depth x max_value_bytes`; a
 // client's request in flight k uses bytes [k x max_value_bytes, + value size) of its
@@ -36,16 +42,28 @@
 #include "core/meter.hpp"
 #include "core/random.hpp"
 #include "core/shm/delegationrpc.hpp"
+#include "core/shm/ipc.hpp"
 #include "core/shm/segment.hpp"
 #include "core/transport.hpp"
 
 namespace bkv::data {
 
-enum class DataBackend : uint8_t { kDelegation = 0, kDirect };
+enum class DataBackend : uint8_t { kDelegation = 0, kDirect, kMeta };
 
 constexpr const char* to_string(DataBackend b) noexcept {
-  return b == DataBackend::kDelegation ? "delegation" : "direct";
+  switch (b) {
+    case DataBackend::kDelegation: return "delegation";
+    case DataBackend::kDirect: return "direct";
+    case DataBackend::kMeta: return "meta";
+  }
+  return "?";
 }
+// Daemon #0 registers the node's buffer region and calls the owners for the clients
+// (Delegation, Meta); direct clients do both themselves.
+constexpr bool daemon_calls_for_clients(DataBackend b) noexcept { return b != DataBackend::kDirect; }
+// The channel between the clients and daemon #0: the delegation ring (Delegation,
+// direct) or the ipc rings (Meta).
+constexpr bool uses_ipc(DataBackend b) noexcept { return b == DataBackend::kMeta; }
 
 struct DataNodeConfig {
   uint32_t rank = 0;
@@ -68,17 +86,23 @@ struct DataNodeConfig {
       throw std::invalid_argument("data: value size must be in [1, max_value_bytes]");
     if (value_bytes < kStampBytes) throw std::invalid_argument("data: value size must be >= 16 bytes (the stamp)");
     if (remote_only && np < 2) throw std::invalid_argument("data: remote requests need np >= 2");
+    if (uses_ipc(backend) && (queue_depth & (queue_depth - 1)) != 0)
+      throw std::invalid_argument("data: the Meta backend's ipc rings need a power-of-two queue depth (got " +
+                                  std::to_string(queue_depth) + ")");
   }
   static constexpr uint32_t kStampBytes = 16;
 };
 
 using DataRing = shm::DelegationServer<kv::DataRequest, kv::DataResponse>;
 using DataRingClient = shm::DelegationClient<kv::DataRequest, kv::DataResponse>;
+using DataIpc = shm::IpcServer<kv::DataRequest, kv::DataResponse>;
+using DataIpcClient = shm::IpcClient<kv::DataRequest, kv::DataResponse>;
 
 // What waits in a copyrpc call slab for a data response.
 struct DataToken {
-  uint32_t client = 0;  // Delegation: the ring client; direct: unused
-  uint32_t slot = 0;    // the ring's response slot (Delegation) or the request in flight (direct)
+  uint32_t client = 0;  // Delegation, Meta: the channel's client; direct: unused
+  uint32_t slot = 0;    // the ring's response slot (Delegation), the ipc token (Meta) or
+                        // the request in flight (direct)
   bool announce = false;
 };
 
@@ -99,7 +123,9 @@ class ClientBuffers {
   shm::Segment seg_;
 };
 
-inline size_t data_ring_bytes(uint32_t clients, uint32_t queue_depth) {
+// Bytes of the segment of the channel between the clients and daemon #0.
+inline size_t data_ring_bytes(DataBackend backend, uint32_t clients, uint32_t queue_depth) {
+  if (uses_ipc(backend)) return DataIpc::Layout::segment_size(shm::IpcConfig{clients, queue_depth});
   return DataRing::Layout::segment_size(shm::DelegationConfig{clients, 1024, queue_depth});
 }
 
@@ -111,11 +137,14 @@ class DataDaemon {
 
   DataDaemon(T& t, const copyrpc::ContextConfig& cc, const DataNodeConfig& cfg, kv::BlobStore& store,
              ClientBuffers& buffers, std::span<std::byte> ring_mem)
-      : cfg_(cfg), ctx_(t, cc), store_(store), server_(ctx_, store), buffers_(buffers),
-        ring_(ring_mem, shm::DelegationConfig{cfg.clients, 1024, cfg.queue_depth}), endpoint_of_rank_(cfg.np, kNone) {
+      : cfg_(cfg), ctx_(t, cc), store_(store), server_(ctx_, store), buffers_(buffers), endpoint_of_rank_(cfg.np, kNone) {
+    if (uses_ipc(cfg.backend))
+      ipc_.emplace(ring_mem, shm::IpcConfig{cfg.clients, cfg.queue_depth});
+    else
+      ring_.emplace(ring_mem, shm::DelegationConfig{cfg.clients, 1024, cfg.queue_depth});
     // Registered here, while the node is being built: a transport's memory table may be
     // read by other threads once they run (the wall-clock loopback's is).
-    if (cfg.backend == DataBackend::kDelegation) {
+    if (daemon_calls_for_clients(cfg.backend)) {
       const auto region = buffers_.region();
       region_mr_ = t.register_memory(region.data(), region.size(),
                                      kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite);
@@ -123,7 +152,7 @@ class DataDaemon {
   }
 
   Ctx& context() noexcept { return ctx_; }
-  // An endpoint this daemon calls through (Delegation) to daemon #0 of `rank`.
+  // An endpoint this daemon calls through (Delegation, Meta) to daemon #0 of `rank`.
   uint32_t create_endpoint_to(uint32_t rank) {
     const uint32_t ep = ctx_.create_endpoint();
     if (rank >= cfg_.np) throw std::invalid_argument("data: endpoint to a rank >= np");
@@ -133,11 +162,11 @@ class DataDaemon {
   // An endpoint a remote client calls this daemon through (direct).
   uint32_t create_serving_endpoint() { return ctx_.create_endpoint(); }
 
-  // After every endpoint is connected. Delegation: announces the buffer region on every
-  // calling endpoint.
+  // After every endpoint is connected. Delegation, Meta: announces the buffer region on
+  // every calling endpoint.
   void start() {
     started_ = true;
-    if (cfg_.backend != DataBackend::kDelegation) return;
+    if (!daemon_calls_for_clients(cfg_.backend)) return;
     const auto region = buffers_.region();
     kv::RegionAnnouncement a;
     a.rkey = region_mr_.rkey;
@@ -177,15 +206,22 @@ class DataDaemon {
     work += ctx_.poll_raw([this](uint64_t id, WcStatus s) { server_.on_raw_completion(id, s); });
     server_.retry_parked();
     retry_backlog();
-    if (announced()) {  // clients' requests wait in the ring until the peers know the region
-      ring_.poll();
-      while (auto e = ring_.recv()) {
+    if (announced()) {  // clients' requests wait in the channel until the peers know the region
+      auto take = [&](uint32_t client, uint32_t slot, const kv::DataRequest& req) {
         meter.charge(Op::kRingOp, 1);
         ++work;
-        if (!backlog_.empty() || !start_client_request(e->client_id, e->resp_slot_idx, e->payload))
-          backlog_.push_back(Waiting{e->client_id, e->resp_slot_idx, e->payload});
+        if (!backlog_.empty() || !start_client_request(client, slot, req)) backlog_.push_back(Waiting{client, slot, req});
+      };
+      if (ipc_) {
+        const uint64_t scanned = ipc_->clients_scanned();
+        ipc_->poll_with_skip();
+        meter.charge(Op::kPollSlot, static_cast<uint32_t>(ipc_->clients_scanned() - scanned));
+        while (auto e = ipc_->recv()) take(e->handle.client, e->handle.token, e->payload);
+      } else {
+        ring_->poll();
+        while (auto e = ring_->recv()) take(e->client_id, e->resp_slot_idx, e->payload);
+        ring_->advance_tail();
       }
-      ring_.advance_tail();
     }
     ctx_.flush();
     meter.record(Phase::kCqes, cqes);
@@ -215,11 +251,11 @@ class DataDaemon {
       reply_to_client(client, slot, *resp);
       return true;
     }
-    if (cfg_.backend != DataBackend::kDelegation || req.rank >= cfg_.np || endpoint_of_rank_[req.rank] == kNone) {
+    if (!daemon_calls_for_clients(cfg_.backend) || req.rank >= cfg_.np || endpoint_of_rank_[req.rank] == kNone) {
       reply_to_client(client, slot, kv::DataResponse::failure(kv::DataError::kWrongRank, req.key));
       return true;
     }
-    req.slice = client;  // the ring checked client < clients
+    req.slice = client;  // the ring (or ipc) checked client < clients
     req.rkey = region_mr_.rkey;
     const copyrpc::CallResult r =
         ctx_.call(endpoint_of_rank_[req.rank], kv::data_bytes(req), sizeof(kv::DataResponse), DataToken{client, slot, false});
@@ -253,7 +289,9 @@ class DataDaemon {
   }
 
   void reply_to_client(uint32_t client, uint32_t slot, const kv::DataResponse& resp) {
-    if (ring_.reply(client, slot, resp) != shm::DelegationReplyStatus::kOk) {
+    const bool ok = ipc_ ? ipc_->reply(shm::IpcHandle{client, slot}, resp) == shm::IpcReplyStatus::kOk
+                         : ring_->reply(client, slot, resp) == shm::DelegationReplyStatus::kOk;
+    if (!ok) {
       ++protocol_errors_;
       return;
     }
@@ -265,7 +303,8 @@ class DataDaemon {
   kv::BlobStore& store_;
   DataServer<T, DataToken> server_;
   ClientBuffers& buffers_;
-  DataRing ring_;
+  std::optional<DataRing> ring_;  // Delegation, direct
+  std::optional<DataIpc> ipc_;    // Meta
   std::vector<uint32_t> endpoint_of_rank_;
   MemoryRegion region_mr_{};
   std::deque<Waiting> backlog_;
@@ -293,13 +332,18 @@ class DataClient {
   using Ctx = copyrpc::Context<T, DataToken>;
   using Meter = typename T::Meter;
 
-  // Delegation: `transport` gives only the meter; direct: the client's own context.
+  // Delegation, Meta: `transport` gives only the meter; direct: the client's own context.
   DataClient(T& transport, const copyrpc::ContextConfig& cc, const DataNodeConfig& cfg, uint32_t index,
              ClientBuffers& buffers, std::span<std::byte> ring_mem)
-      : cfg_(cfg), index_(index), t_(transport), slice_(buffers.slice(index)), ring_(DataRingClient::connect(ring_mem)),
+      : cfg_(cfg), index_(index), t_(transport), slice_(buffers.slice(index)),
         rng_(derive_seed(cfg.seed, {0x44415441ull, cfg.rank, index})), slots_(cfg.queue_depth),
         endpoint_of_rank_(cfg.np, kNone) {
-    if (ring_.client_id() != index) throw std::logic_error("data: clients must connect to the ring in index order");
+    if (uses_ipc(cfg.backend)) {
+      ipc_.emplace(DataIpcClient::connect(ring_mem, index));
+    } else {
+      ring_.emplace(DataRingClient::connect(ring_mem));
+      if (ring_->client_id() != index) throw std::logic_error("data: clients must connect to the ring in index order");
+    }
     if (cfg.backend == DataBackend::kDirect) {
       ctx_ = std::make_unique<Ctx>(transport, cc);
       mr_ = transport.register_memory(slice_, cfg.slice_bytes(),
@@ -344,7 +388,11 @@ class DataClient {
     if (!started_) start();
     auto& meter = t_.meter();
     meter.charge(Op::kLoop, 1);
-    ring_.poll([this](uint64_t slot, const kv::DataResponse& r) { complete(static_cast<uint32_t>(slot), r); });
+    auto on_answer = [this](uint64_t slot, const kv::DataResponse& r) { complete(static_cast<uint32_t>(slot), r); };
+    if (ipc_)
+      ipc_->poll(on_answer);
+    else
+      ring_->poll(on_answer);
     if (ctx_) ctx_->drain([this](DataToken&& tok, std::span<const std::byte> bytes) { on_response(tok, bytes); });
     bool waiting = false;
     if (issuing_ && announced()) waiting = !issue();
@@ -403,7 +451,13 @@ class DataClient {
       if (r.status == copyrpc::CallStatus::kRingFull || r.status == copyrpc::CallStatus::kInsufficientCredit) return false;
       throw std::runtime_error(std::string("data: call failed: ") + copyrpc::to_string(r.status));
     }
-    const auto r = ring_.try_call(req, s);
+    if (ipc_) {
+      const shm::IpcCallStatus st = ipc_->call(req, s);
+      if (st == shm::IpcCallStatus::kOk) return true;
+      if (st == shm::IpcCallStatus::kFull) return false;
+      throw std::runtime_error("data: daemon #0 has shut down its ipc rings");
+    }
+    const auto r = ring_->try_call(req, s);
     if (r.status == shm::DelegationCallStatus::kOk) return true;
     if (r.status == shm::DelegationCallStatus::kFull) return false;
     throw std::runtime_error("data: the delegation ring refused a request");
@@ -478,7 +532,8 @@ class DataClient {
   uint32_t index_;
   T& t_;
   std::byte* slice_;
-  DataRingClient ring_;
+  std::optional<DataRingClient> ring_;  // Delegation, direct
+  std::optional<DataIpcClient> ipc_;    // Meta
   Rng rng_;
   std::vector<Slot> slots_;
   std::vector<uint32_t> endpoint_of_rank_;

@@ -18,7 +18,7 @@ using loopback::WallclockFabric;
 using loopback::WallclockTransport;
 
 TEST_CASE("data nodes over the wall-clock loopback: every request completes with the stamped bytes on real threads") {
-  const auto backend = GENERATE(data::DataBackend::kDelegation, data::DataBackend::kDirect);
+  const auto backend = GENERATE(data::DataBackend::kDelegation, data::DataBackend::kMeta, data::DataBackend::kDirect);
   data::DataNodeConfig base;
   base.np = 3, base.clients = 2, base.queue_depth = 4, base.max_value_bytes = 20000, base.value_bytes = 20000;
   base.key_range = 8, base.backend = backend, base.remote_only = false;
@@ -40,7 +40,7 @@ TEST_CASE("data nodes over the wall-clock loopback: every request completes with
     c.rank = r;
     stores.push_back(std::make_unique<kv::BlobStore>(r, c.key_range, c.max_value_bytes, c.clients * c.queue_depth + 1));
     buffers.push_back(std::make_unique<data::ClientBuffers>(c.clients, c.slice_bytes()));
-    rings.push_back(shm::Segment::create_process(data::data_ring_bytes(c.clients, c.queue_depth)));
+    rings.push_back(shm::Segment::create_process(data::data_ring_bytes(c.backend, c.clients, c.queue_depth)));
     transports.push_back(std::make_unique<WallclockTransport>(fabric, 4096, 256));
     daemons.push_back(std::make_unique<data::DataDaemon<WallclockTransport>>(*transports.back(), cc, c, *stores.back(),
                                                                             *buffers.back(), rings.back().bytes()));
@@ -54,7 +54,7 @@ TEST_CASE("data nodes over the wall-clock loopback: every request completes with
   for (uint32_t a = 0; a < base.np; ++a)
     for (uint32_t b = 0; b < base.np; ++b) {
       if (a == b) continue;
-      if (backend == data::DataBackend::kDelegation) {
+      if (data::daemon_calls_for_clients(backend)) {
         if (a > b) continue;
         const uint32_t ea = daemons[a]->create_endpoint_to(b), eb = daemons[b]->create_endpoint_to(a);
         daemons[a]->context().connect(ea, daemons[b]->context().local_info(eb));

@@ -22,7 +22,7 @@ std::vector<std::string> data_args(std::vector<std::string> extra) {
 }  // namespace
 
 TEST_CASE("data: every operation completes and the figures follow from the CSV", "[e2e][sim][data]") {
-  const std::string backend = GENERATE(std::string("delegation"), std::string("direct"));
+  const std::string backend = GENERATE(std::string("delegation"), std::string("meta"), std::string("direct"));
   TempDir dir;
   const Outcome o = run_ok(data_args({"--data-backend", backend, "--value-size", "64,4096..16384"}), dir.path());
   const json s = read_json(dir / "out.summary.json");
@@ -81,7 +81,7 @@ TEST_CASE("data: bad value sizes and options that do not apply are refused", "[e
       {{"--value-size", "4k"}, "where a size in bytes was expected"},
       {{"--value-size", "1048576", "--key-range", "8192"}, "bytes of store per node"},
       {{"--value-size", "67108864", "--queue-depth", "64"}, "bytes of client buffers per node"},
-      {{"--data-backend", "meta"}, "is not one of delegation, direct"},
+      {{"--data-backend", "metaa"}, "is not one of delegation, meta, direct"},
       {{"--server-threads", "2"}, "daemon #0 alone serves data"},
       {{"--poll-budget", "2"}, "does not apply to --transport sim, backend data (it is a Delegation daemon loop policy)"},
   };

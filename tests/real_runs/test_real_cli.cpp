@@ -72,6 +72,15 @@ TEST_CASE("real path: no RDMA device gives status 2 and says so", "[real-run][ba
                      {"--transport verbs", "RDMA"}, 2);
 #endif
   }
+  SECTION("benchkv data --transport mlx5 and verbs") {
+    // The data benchmark is wired to both (real_rdma.cpp): here the device lookup refuses,
+    // not a "not supported" message.
+    for (const char* t : {"mlx5", "verbs"}) {
+      const Outcome o = run_benchkv(args({"data", "--transport", t, "--value-size", "64"}), dir.path());
+      require_rejected(o, dir, {std::string("--transport ") + t, "RDMA"}, 2);
+      CHECK_THAT(o.err, !Catch::Contains("not wired"));
+    }
+  }
 }
 
 TEST_CASE("real path: ucx-am needs the UCX transport", "[real-run][bad-input]") {
