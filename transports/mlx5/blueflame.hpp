@@ -26,7 +26,7 @@
 namespace bkv::mlx5 {
 
 // Rule 1.
-inline void udma_to_device_barrier() noexcept {
+[[gnu::always_inline]] inline void udma_to_device_barrier() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   asm volatile("" ::: "memory");
 #else
@@ -34,8 +34,9 @@ inline void udma_to_device_barrier() noexcept {
 #endif
 }
 
-// Rules 2 and 3: order and flush write-combined stores.
-inline void mmio_flush_writes() noexcept {
+// Rules 2 and 3: order and flush write-combined stores (mmio_wc_start before the
+// BlueFlame write, mmio_flush_writes after it; both are a store fence on x86).
+[[gnu::always_inline]] inline void mmio_flush_writes() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_sfence();
 #else
@@ -43,15 +44,15 @@ inline void mmio_flush_writes() noexcept {
 #endif
 }
 
-// Doorbell record store (big-endian word), after rule 1.
-inline void write_doorbell_record(uint32_t* dbrec_word, uint32_t host_value) noexcept {
+// Rule 1: the doorbell record (a big-endian word) is written after the WQE stores.
+[[gnu::always_inline]] inline void write_doorbell_record(uint32_t* dbrec_word, uint32_t host_value) noexcept {
   udma_to_device_barrier();
   __atomic_store_n(dbrec_word, htobe32(host_value), __ATOMIC_RELEASE);
 }
 
 // The 8-byte doorbell: the first 8 bytes of a WQE's control segment (opmod_idx_opcode
 // and qpn_ds), written as one 64-bit store.
-inline void bf_write8(std::byte* reg, const std::byte* ctrl) noexcept {
+[[gnu::always_inline]] inline void bf_write8(std::byte* reg, const std::byte* ctrl) noexcept {
   uint64_t v;
   std::memcpy(&v, ctrl, sizeof v);
   __atomic_store_n(reinterpret_cast<uint64_t*>(reg), v, __ATOMIC_RELAXED);
@@ -67,12 +68,10 @@ inline void bf_copy_plain(std::byte* reg, const std::byte* src, uint32_t chunks)
   }
 }
 
-// SIMD BlueFlame copy: one 64-byte chunk per iteration with the widest aligned vector
-// stores the build targets (AVX-512: one store; AVX: two; SSE2: four). Both the send
-// queue and the register are 64-byte aligned (checked when the queue pair is created);
-// chunks >= 1.
-// One 64-byte chunk.
-inline void bf_copy64(std::byte* reg, const std::byte* src) noexcept {
+// Rule 3, one 64-byte chunk with the widest aligned vector stores the build targets
+// (AVX-512: one store; AVX: two; SSE2: four). Both the send queue and the register are
+// 64-byte aligned (checked when the queue pair is created).
+[[gnu::always_inline]] inline void bf_copy64(std::byte* reg, const std::byte* src) noexcept {
 #if defined(__AVX512F__)
   _mm512_store_si512(reinterpret_cast<__m512i*>(reg), _mm512_load_si512(reinterpret_cast<const __m512i*>(src)));
 #elif defined(__AVX__)
@@ -94,9 +93,26 @@ inline void bf_copy64(std::byte* reg, const std::byte* src) noexcept {
 #endif
 }
 
-inline void bf_copy(std::byte* reg, const std::byte* src, uint32_t chunks) noexcept {
-  bf_copy64(reg, src);  // chunks >= 1; one chunk (a WQE of one basic block) is the common case
+// Rule 3: `chunks` >= 1 whole 64-byte chunks; one chunk (a WQE of one basic block) is
+// the common case and costs no loop.
+[[gnu::always_inline]] inline void bf_copy(std::byte* reg, const std::byte* src, uint32_t chunks) noexcept {
+  bf_copy64(reg, src);
   for (uint32_t i = 1; i < chunks; ++i) bf_copy64(reg + 64 * i, src + 64 * i);
+}
+
+// Rules 2 and 3 around one BlueFlame write, after the doorbell record: fence
+// (mmio_wc_start), the write, fence (mmio_flush_writes) so the write-combining buffer
+// goes out now. blueflame_copy: `chunks` >= 1 chunks of WQEs; blueflame_doorbell8:
+// the 8-byte doorbell of the WQE whose control segment is at `ctrl`.
+[[gnu::always_inline]] inline void blueflame_copy(std::byte* reg, const std::byte* src, uint32_t chunks) noexcept {
+  mmio_flush_writes();
+  bf_copy(reg, src, chunks);
+  mmio_flush_writes();
+}
+[[gnu::always_inline]] inline void blueflame_doorbell8(std::byte* reg, const std::byte* ctrl) noexcept {
+  mmio_flush_writes();
+  bf_write8(reg, ctrl);
+  mmio_flush_writes();
 }
 
 }  // namespace bkv::mlx5

@@ -152,7 +152,9 @@ class DirectTransport {
           inline_head_(owner.opts_.inline_head),
           gather_ds_(owner.opts_.inline_head ? ds_rdma_inline_gather(owner.opts_.inline_head) : ds_rdma_gather()),
           gather_bbs_(bbs_of_ds(gather_ds_)),
-          gather_qpn_ds_(qpn_ds_be(qpn8_be_, gather_ds_)),
+          gather_word0_(ctrl_word0_fixed(0, qpn_ds_be(qpn8_be_, gather_ds_))),
+          gather_data_offset_(kCtrlSegSize + kRaddrSegSize +
+                              (owner.opts_.inline_head ? align16(kInlineHdrSize + owner.opts_.inline_head) : 0)),
           dbrec_sq_(d.dbrec + kSendDbrIndex),
           bf_reg_(d.bf_reg),
           bf_cur_(d.bf_reg),
@@ -175,24 +177,35 @@ class DirectTransport {
 
     [[gnu::always_inline]] PostResult post_write_imm(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst,
                                                      uint32_t imm, uint64_t wr_id, bool signaled) {
-      return post_write_op<MLX5_OPCODE_RDMA_WRITE_IMM>(src, len, lkey, dst, imm, wr_id, signaled);
+      return post_write_op<MLX5_OPCODE_RDMA_WRITE_IMM>(src, len, lkey, dst.addr, dst.rkey, imm, wr_id, signaled);
     }
     [[gnu::always_inline]] PostResult post_write(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst,
                                                  uint64_t wr_id, bool signaled) {
-      return post_write_op<MLX5_OPCODE_RDMA_WRITE>(src, len, lkey, dst, 0, wr_id, signaled);
+      return post_write_op<MLX5_OPCODE_RDMA_WRITE>(src, len, lkey, dst.addr, dst.rkey, 0, wr_id, signaled);
     }
     PostResult post_read(void* dst, uint32_t len, uint32_t lkey, RemoteBuffer src, uint64_t wr_id, bool signaled) {
       if (len > kMaxMessageSize) [[unlikely]] too_long(len);
       const uint32_t ds = len ? ds_rdma_gather() : ds_rdma_no_data();
-      return emit<MLX5_OPCODE_RDMA_READ>(qpn_ds_be(qpn8_be_, ds), 1, src, 0, wr_id, signaled,
-                                         [&](std::byte* seg, uint32_t slot) {
-        if (len) write_data_seg(seg, len, lkey, reinterpret_cast<uint64_t>(dst));
-        read_dst_[slot] = static_cast<std::byte*>(dst);
-        read_len_[slot] = len;
-      });
+      const uint32_t bbs = bbs_of_ds(ds);
+      if (pi_ + bbs > limit_ && !make_room(bbs)) return PostResult::kSendQueueFull;
+      const uint64_t pi = pi_;
+      const uint32_t slot = static_cast<uint32_t>(pi) & mask_;
+      std::byte* const wqe = begin_wqe(pi, bbs, wr_id);
+      write_ctrl_words(wqe,
+                       ctrl_word0_fixed(MLX5_OPCODE_RDMA_READ, qpn_ds_be(qpn8_be_, ds)) |
+                           ctrl_word0_index(static_cast<uint16_t>(pi)),
+                       ctrl_word1(signaled, 0));
+      write_raddr_seg(wqe + kCtrlSegSize, src.addr, src.rkey);
+      if (len) write_data_seg(wqe + kCtrlSegSize + kRaddrSegSize, len, lkey, reinterpret_cast<uint64_t>(dst));
+      read_dst_[slot] = static_cast<std::byte*>(dst);
+      read_len_[slot] = len;
+      return PostResult::kOk;
     }
 
     // Publishes every WQE posted since the previous doorbell (blueflame.hpp rules).
+    // The common case, one WQE since the last doorbell that fits the BlueFlame half, is
+    // handled here: that WQE is contiguous (WQEs never cross the queue end), so it goes
+    // out from last_ctrl_. Everything else goes to ring_doorbell_general().
     [[gnu::always_inline]] void ring_doorbell() noexcept {
       // Everything is read into locals first: the barriers below are compiler memory
       // clobbers, after which members would be reloaded.
@@ -200,28 +213,14 @@ class DirectTransport {
       const uint64_t db = db_pi_;
       if (pi == db) return;
       const uint32_t bbs = static_cast<uint32_t>(pi - db);
+      if (bbs != last_bbs_ || bbs > bf_bbs_) [[unlikely]] return ring_doorbell_general(pi, db);
       std::byte* const reg = bf_cur_;
-      const std::byte* src = last_ctrl_;
-      // One WQE since the last doorbell (the common case): it is contiguous (WQEs never
-      // cross the queue end), so it goes out from last_ctrl_. Several: contiguous unless
-      // a NOP fill wrapped the range.
-      bool copy = bbs <= bf_bbs_;
-      if (bbs != last_bbs_) [[unlikely]] {
-        const uint32_t first = static_cast<uint32_t>(db) & mask_;
-        copy = copy && first + bbs <= wqe_cnt_;
-        src = sq_buf_ + (static_cast<size_t>(first) << kWqeBbShift);
-      }
-      const std::byte* const last = last_ctrl_;
+      const std::byte* const src = last_ctrl_;
       uint32_t* const dbrec = dbrec_sq_;
       bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
       db_pi_ = pi;
       write_doorbell_record(dbrec, static_cast<uint16_t>(pi));
-      mmio_flush_writes();
-      if (copy)
-        bf_copy(reg, src, bbs);
-      else
-        bf_write8(reg, last);
-      mmio_flush_writes();
+      blueflame_copy(reg, src, bbs);
     }
 
     // WQEs of the largest size this QP builds that are sure to fit now (one NOP fill
@@ -240,56 +239,79 @@ class DirectTransport {
    private:
     friend class DirectTransport;
 
+    // One WRITE / WRITE_IMM. The queue state is read once into locals and written back
+    // before the WQE bytes: stores into the send queue (std::byte) may alias anything,
+    // so nothing is read from the QP after them. A payload copy, if any, comes last so
+    // that no value lives across its call.
     template <uint8_t Opcode>
-    [[gnu::always_inline]] PostResult post_write_op(const void* src, uint32_t len, uint32_t lkey,
-                                                    const RemoteBuffer& dst, uint32_t imm, uint64_t wr_id,
-                                                    bool signaled) {
+    [[gnu::always_inline]] PostResult post_write_op(const void* src, uint32_t len, uint32_t lkey, uint64_t raddr,
+                                                    uint32_t rkey, uint32_t imm, uint64_t wr_id, bool signaled) {
+      const uint64_t pi = pi_;
       if (len > max_inline_) {
         if (len > kMaxMessageSize) [[unlikely]] too_long(len);
+        const uint32_t bbs = gather_bbs_;
+        if (pi + bbs > limit_) [[unlikely]]
+          return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, imm, wr_id, signaled, bbs);
+        const uint64_t word0 = gather_word0_;
+        std::byte* const wqe = begin_wqe(pi, bbs, wr_id);
+        write_ctrl_words(wqe, word0 | ctrl_word0_fixed(Opcode, 0) | ctrl_word0_index(static_cast<uint16_t>(pi)),
+                         ctrl_word1(signaled, imm));
+        write_raddr_seg(wqe + kCtrlSegSize, raddr, rkey);
         const uint32_t head = inline_head_;
-        return emit<Opcode>(gather_qpn_ds_, gather_bbs_, dst, imm, wr_id, signaled, [&](std::byte* seg, uint32_t) {
-          if (head) seg += write_inline_seg(seg, src, head);
-          write_data_seg(seg, len - head, lkey, reinterpret_cast<uint64_t>(src) + head);
-        });
+        if (head == 0) {
+          write_data_seg(wqe + kCtrlSegSize + kRaddrSegSize, len, lkey, reinterpret_cast<uint64_t>(src));
+        } else {
+          write_data_seg(wqe + gather_data_offset_, len - head, lkey, reinterpret_cast<uint64_t>(src) + head);
+          write_inline_seg(wqe + kCtrlSegSize + kRaddrSegSize, src, head);
+        }
+        return PostResult::kOk;
       }
       const uint32_t ds = len ? ds_rdma_inline(len) : ds_rdma_no_data();
-      return emit<Opcode>(qpn_ds_be(qpn8_be_, ds), bbs_of_ds(ds), dst, imm, wr_id, signaled, [&](std::byte* seg, uint32_t) {
-        if (len) write_inline_seg(seg, src, len);
-      });
+      const uint32_t bbs = bbs_of_ds(ds);
+      if (pi + bbs > limit_) [[unlikely]] return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, imm, wr_id, signaled, bbs);
+      const uint32_t qpn8 = qpn8_be_;
+      std::byte* const wqe = begin_wqe(pi, bbs, wr_id);
+      write_ctrl_words(wqe, ctrl_word0_fixed(Opcode, qpn_ds_be(qpn8, ds)) | ctrl_word0_index(static_cast<uint16_t>(pi)),
+                       ctrl_word1(signaled, imm));
+      write_raddr_seg(wqe + kCtrlSegSize, raddr, rkey);
+      if (len) write_inline_seg(wqe + kCtrlSegSize + kRaddrSegSize, src, len);
+      return PostResult::kOk;
     }
 
-    // One WQE: control (qpn_ds given in wire order) and remote-address segments, then
-    // fill(segment, slot) for the rest. The common case costs one comparison against limit_.
-    template <uint8_t Opcode, class Fill>
-    [[gnu::always_inline]] PostResult emit(uint32_t qpn_ds, uint32_t bbs, const RemoteBuffer& remote, uint32_t imm,
-                                           uint64_t wr_id, bool signaled, Fill&& fill) {
-      uint64_t pi = pi_;
-      if (pi + bbs > limit_) [[unlikely]] {
-        if (!make_room(bbs)) return PostResult::kSendQueueFull;
-        pi = pi_;
-      }
+    // Claims the `bbs` blocks at producer counter `pi` (which fit: pi + bbs <= limit_)
+    // for a WQE of wr_id `wr_id`; returns where the WQE goes.
+    [[gnu::always_inline]] std::byte* begin_wqe(uint64_t pi, uint32_t bbs, uint64_t wr_id) noexcept {
       const uint32_t slot = static_cast<uint32_t>(pi) & mask_;
       std::byte* const wqe = sq_buf_ + (static_cast<size_t>(slot) << kWqeBbShift);
-      uint64_t* const wr_ids = wr_ids_.get();
-      write_ctrl_seg_be(wqe, static_cast<uint16_t>(pi), Opcode, qpn_ds, signaled, imm);
-      write_raddr_seg(wqe + kCtrlSegSize, remote.addr, remote.rkey);
-      fill(wqe + kCtrlSegSize + kRaddrSegSize, slot);
-      wr_ids[slot] = wr_id;
+      wr_ids_[slot] = wr_id;
       last_ctrl_ = wqe;
       last_bbs_ = bbs;
       pi_ = pi + bbs;
-      return PostResult::kOk;
+      return wqe;
+    }
+
+    // A post that does not fit below limit_: make_room() and post again (then it fits),
+    // or the queue is full.
+    template <uint8_t Opcode>
+    [[gnu::noinline]] PostResult post_write_slow(const void* src, uint32_t len, uint32_t lkey, uint64_t raddr,
+                                                 uint32_t rkey, uint32_t imm, uint64_t wr_id, bool signaled,
+                                                 uint32_t bbs) {
+      if (!make_room(bbs)) return PostResult::kSendQueueFull;
+      return post_write_op<Opcode>(src, len, lkey, raddr, rkey, imm, wr_id, signaled);
     }
 
     // limit_ = the producer counter a WQE may reach without a NOP fill and without
     // overrunning unretired blocks: min(end of the current pass, ci + wqe_cnt); 0 until
-    // the QP is connected, so that every post then takes the slow path.
+    // the QP is connected, so that every post then takes the slow path. Retiring blocks
+    // does not raise it (that would cost every completion); a post that reaches it
+    // recomputes it in make_room().
     void update_limit() noexcept {
       const uint64_t pass_end = (pi_ | mask_) + 1;
       limit_ = connected_ ? std::min<uint64_t>(pass_end, ci_ + wqe_cnt_) : 0;
     }
 
-    // Slow path of a post: not connected, queue full, or a NOP fill at the queue end.
+    // Slow path of a post of `bbs` blocks: not connected, queue full (false), or a NOP
+    // fill at the queue end. On true, pi_ + bbs <= limit_.
     [[gnu::noinline]] bool make_room(uint32_t bbs) {
       if (!connected_) not_connected();
       const uint32_t slot = static_cast<uint32_t>(pi_) & mask_;
@@ -298,9 +320,28 @@ class DirectTransport {
       if (nop) {
         write_nop_wqe(sq_buf_ + (static_cast<size_t>(slot) << kWqeBbShift), static_cast<uint16_t>(pi_), qpn_, nop);
         pi_ += nop;
-        update_limit();
       }
+      update_limit();
       return true;
+    }
+
+    // Several WQEs since the last doorbell, or no BlueFlame: they go out in one copy
+    // when they fit the half and are contiguous (a NOP fill may have wrapped the range),
+    // else as the 8-byte doorbell of the last WQE.
+    [[gnu::noinline]] void ring_doorbell_general(uint64_t pi, uint64_t db) noexcept {
+      const uint32_t bbs = static_cast<uint32_t>(pi - db);
+      const uint32_t first = static_cast<uint32_t>(db) & mask_;
+      std::byte* const reg = bf_cur_;
+      const std::byte* const first_wqe = sq_buf_ + (static_cast<size_t>(first) << kWqeBbShift);
+      const std::byte* const last = last_ctrl_;
+      const bool copy = bbs <= bf_bbs_ && first + bbs <= wqe_cnt_;
+      bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
+      db_pi_ = pi;
+      write_doorbell_record(dbrec_sq_, static_cast<uint16_t>(pi));
+      if (copy)
+        blueflame_copy(reg, first_wqe, bbs);
+      else
+        blueflame_doorbell8(reg, last);
     }
 
     [[noreturn, gnu::cold, gnu::noinline]] void not_connected() const {
@@ -334,7 +375,6 @@ class DirectTransport {
       const uint32_t ds = static_cast<uint32_t>(ctrl[offsetof(mlx5_wqe_ctrl_seg, qpn_ds) + 3]) & kMaxDs;
       const uint8_t opcode = static_cast<uint8_t>(ctrl[offsetof(mlx5_wqe_ctrl_seg, opmod_idx_opcode) + 3]);
       ci_ = start + std::max<uint32_t>(bbs_of_ds(ds), 1);
-      update_limit();
       return Retired{slot, opcode};
     }
 
@@ -352,7 +392,8 @@ class DirectTransport {
     uint32_t inline_head_;
     uint32_t gather_ds_;   // DS of a WQE with a gather entry (after inline_head bytes inline)
     uint32_t gather_bbs_;
-    uint32_t gather_qpn_ds_;  // qpn_ds of such a WQE, in wire order
+    uint64_t gather_word0_;         // control-segment word 0 of such a WQE, opcode and index 0
+    uint32_t gather_data_offset_;   // where its data segment goes (after the inline head)
     bool connected_ = false;
     bool error_ = false;
     uint32_t* dbrec_sq_;

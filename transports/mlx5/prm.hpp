@@ -106,16 +106,39 @@ constexpr uint32_t qpn_ds_be(uint32_t qpn_part, uint32_t ds) noexcept { return q
 static_assert(std::endian::native == std::endian::little, "the wire-order shortcuts assume a little-endian host");
 static_assert(qpn_ds_be(qpn_part_be(0xABCDEF), 5) == __builtin_bswap32(ctrl_qpn_ds(0xABCDEF, 5)));
 
-// Control segment from its wire-order QP part: written as two 8-byte words.
-inline void write_ctrl_seg_be(std::byte* wqe, uint16_t wqe_index, uint8_t opcode, uint32_t qpn_ds_wire, bool signaled,
-                              uint32_t imm) noexcept {
-  const uint64_t w0 = uint64_t{htobe32(ctrl_opmod_idx_opcode(wqe_index, opcode))} | (uint64_t{qpn_ds_wire} << 32);
-  const uint64_t w1 = (uint64_t{ctrl_fm_ce_se(signaled)} << 24) | (uint64_t{htobe32(imm)} << 32);
+// The control segment as two 8-byte little-endian words, as they are stored:
+//  - word 0 = opmod_idx_opcode (wire order: opmod 0, index high, index low, opcode) in
+//    bytes 0..3 and qpn_ds in bytes 4..7. Everything but the WQE index is fixed for a
+//    given QP, opcode and size, so it is computed once per QP (ctrl_word0_fixed) and
+//    the index is merged per WQE (ctrl_word0_index: its two bytes, swapped, at byte 1);
+//  - word 1 = signature 0, fm_ce_se in byte 3, imm (wire order) in bytes 4..7.
+constexpr uint64_t ctrl_word0_fixed(uint8_t opcode, uint32_t qpn_ds_wire) noexcept {
+  return (uint64_t{qpn_ds_wire} << 32) | (uint64_t{opcode} << 24);
+}
+constexpr uint64_t ctrl_word0_index(uint16_t wqe_index) noexcept {
+  return uint64_t{__builtin_bswap16(wqe_index)} << 8;
+}
+constexpr uint64_t ctrl_word1(bool signaled, uint32_t imm) noexcept {
+  return (uint64_t{signaled} << (24 + 3)) | (uint64_t{__builtin_bswap32(imm)} << 32);
+}
+static_assert(MLX5_WQE_CTRL_CQ_UPDATE == 1u << 3 && ctrl_word1(true, 0) == uint64_t{ctrl_fm_ce_se(true)} << 24,
+              "CE is bit 3 of fm_ce_se (byte 3 of word 1)");
+static_assert((ctrl_word0_fixed(0x09, 0x11223344) | ctrl_word0_index(0xABCD)) ==
+                  ((uint64_t{0x11223344} << 32) | __builtin_bswap32(ctrl_opmod_idx_opcode(0xABCD, 0x09))),
+              "word 0: opmod_idx_opcode in wire order, then qpn_ds");
+static_assert(offsetof(mlx5_wqe_ctrl_seg, fm_ce_se) == 8 + 3 && offsetof(mlx5_wqe_ctrl_seg, imm) == 8 + 4,
+              "second word: fm_ce_se in byte 3, imm in bytes 4..7");
+
+inline void write_ctrl_words(std::byte* wqe, uint64_t w0, uint64_t w1) noexcept {
   std::memcpy(wqe, &w0, sizeof w0);
   std::memcpy(wqe + sizeof w0, &w1, sizeof w1);
 }
-static_assert(offsetof(mlx5_wqe_ctrl_seg, fm_ce_se) == 8 + 3 && offsetof(mlx5_wqe_ctrl_seg, imm) == 8 + 4,
-              "second word: fm_ce_se in byte 3, imm in bytes 4..7");
+
+// Control segment from its wire-order QP part.
+inline void write_ctrl_seg_be(std::byte* wqe, uint16_t wqe_index, uint8_t opcode, uint32_t qpn_ds_wire, bool signaled,
+                              uint32_t imm) noexcept {
+  write_ctrl_words(wqe, ctrl_word0_fixed(opcode, qpn_ds_wire) | ctrl_word0_index(wqe_index), ctrl_word1(signaled, imm));
+}
 
 inline void write_ctrl_seg(std::byte* wqe, uint16_t wqe_index, uint8_t opcode, uint32_t qpn, uint32_t ds,
                            bool signaled, uint32_t imm) noexcept {
