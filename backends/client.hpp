@@ -36,7 +36,7 @@
 namespace bkv::backend {
 
 struct ClientStepResult {
-  uint32_t completed = 0;
+  uint32_t completed = 0;  // answers collected (requests reported failed included)
   uint32_t issued = 0;
   bool blocked = false;  // a request could not be posted: retry without waiting for a response
 };
@@ -65,6 +65,7 @@ class Client {
       }
       return now;
     };
+    uint32_t failed = 0;  // answers that reported their request failed (kEndpointStopped)
     auto on_resp = [&](uint64_t token, const Response& r) __attribute__((always_inline)) {
       if constexpr (kRecordLatency) {
         // Not a token this client gave out, or one with no request pending (a duplicate
@@ -80,7 +81,14 @@ class Client {
       }
       ++res.completed;
       if (oracle_ != nullptr) [[unlikely]] oracle_->answered(node_.rank, oracle_client_, static_cast<uint32_t>(token), r);
-      if (!r.valid() || r.is_error()) counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      if (!r.valid() || r.is_error()) [[unlikely]] {
+        // Reported failed (the path to the target rank stopped) is an outcome a fault may
+        // cause, counted apart and not as completed; any other error answer is an error.
+        if (r.valid() && r.error == kv::ErrorCode::kEndpointStopped)
+          ++failed;
+        else
+          counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      }
     };
     uint32_t visits = 0;  // response areas that held answers (one per ipc ring, one for the remote path)
     for (IpcClientT* c : ipc_) visits += c->poll(on_resp) > 0 ? 1 : 0;
@@ -89,7 +97,9 @@ class Client {
     const uint32_t remote_answers = res.completed - ipc_answers;
     if (res.completed) {
       in_flight_ -= res.completed;
-      counters_.add_completed(res.completed);
+      counters_.add_completed(res.completed - failed);
+      if (failed != 0) [[unlikely]]
+        counters_.failed.store(counters_.failed.load(std::memory_order_relaxed) + failed, std::memory_order_relaxed);
       meter_.charge(Op::kRingOp, res.completed);
       // Every ipc answer, and a remote answer when a daemon wrote it, came as a line
       // from a daemon's core (sim::Model::response_handoff_ns; nothing on real runs).

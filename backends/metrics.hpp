@@ -17,6 +17,8 @@ struct DaemonMetrics {
   uint64_t calls = 0, replies = 0, local_ops = 0, responses = 0;
   uint64_t backlog_peak = 0;
   uint64_t protocol_errors = 0;        // malformed messages from peers or clients
+  uint64_t failed_calls = 0;           // requests answered kEndpointStopped: their copyrpc
+                                       // endpoint stopped (failed back, or refused at call)
   uint64_t holds = 0, held_released = 0;
 
   void record_loop(uint32_t cqes_this_loop, uint32_t completions_this_loop, uint64_t inflight) noexcept {
@@ -30,8 +32,10 @@ struct DaemonMetrics {
 // epochs: relaxed atomics, each client's on its own cache line.
 struct alignas(64) ClientCounters {
   std::atomic<uint64_t> issued{0};
-  std::atomic<uint64_t> completed{0};
+  std::atomic<uint64_t> completed{0};  // answered, requests reported failed not included
   std::atomic<uint64_t> errors{0};  // error responses (never expected in a correct run)
+  std::atomic<uint64_t> failed{0};  // reported failed (kEndpointStopped: the path to the target
+                                    // rank stopped; expected under faults, not an error)
   void add_completed(uint64_t n) noexcept { completed.store(completed.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
   void add_issued(uint64_t n) noexcept { issued.store(issued.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
 };

@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/copyrpc/context.hpp"
@@ -47,14 +49,14 @@ struct Setup {
     for (uint32_t i = 0; i < ceps.size(); ++i)
       while (inflight[i] < depth && client.call(ceps[i], req, 16, i).ok()) ++inflight[i];
     client.flush();
-    server.drain([](uint32_t, std::span<const std::byte>) {});
+    server.drain([](uint32_t, std::span<const std::byte>) {}, [](auto&&, copyrpc::EndpointError e) { throw std::runtime_error(std::string("bench: a call failed back: ") + copyrpc::to_string(e)); });
     copyrpc::RecvHandle h;
     while (server.recv(h)) server.reply(h, resp);
     server.flush();
     client.drain([this](uint32_t ep, std::span<const std::byte>) {
       --inflight[ep];
       ++completed;
-    });
+    }, [](auto&&, copyrpc::EndpointError e) { throw std::runtime_error(std::string("bench: a call failed back: ") + copyrpc::to_string(e)); });
   }
 };
 

@@ -185,7 +185,7 @@ double copyrpc_client(const Options& o, int fd) {
       ctx.poll([&](uint64_t, std::span<const std::byte>) {
         --inflight;
         ++answered;
-      });
+      }, [](auto&&, copyrpc::EndpointError e) { throw std::runtime_error(std::string("bench: a call failed back: ") + copyrpc::to_string(e)); });
     }
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     return static_cast<double>(answered - start) / dt;
@@ -211,7 +211,7 @@ void copyrpc_server(const Options& o, int fd) {
   std::vector<std::byte> resp(o.size, std::byte{0x22});
   uint64_t iter = 0;
   for (;;) {
-    ctx.drain([](uint64_t, std::span<const std::byte>) {});
+    ctx.drain([](uint64_t, std::span<const std::byte>) {}, [](auto&&, copyrpc::EndpointError e) { throw std::runtime_error(std::string("bench: a call failed back: ") + copyrpc::to_string(e)); });
     copyrpc::RecvHandle h;
     while (ctx.recv(h))
       if (ctx.reply(h, resp) != copyrpc::CallStatus::kOk) throw std::runtime_error("bench: reply failed");

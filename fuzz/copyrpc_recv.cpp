@@ -5,7 +5,9 @@
 // and flushes, so requests, responses to its own calls, wrap markers and credit all
 // meet forged values. The victim must never read or write out of bounds and never
 // throw; a batch that breaks a rule stops the endpoint with an EndpointError, after
-// which calls and replies on it fail with kEndpointError.
+// which calls and replies on it fail with kEndpointError. Every call the victim made ends
+// at most once, by a response or by being failed back, and once the endpoint stopped,
+// the next drain leaves none pending.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -82,6 +84,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FakePeer f;
   std::vector<std::byte> payload(kRing);
   uint64_t token = 0;
+  std::vector<uint8_t> pending;  // by token: a call accepted and not yet ended
+  auto end_call = [&](uint64_t t) {
+    if (t >= pending.size() || !pending[t]) violated("a call ended twice, or one never made");
+    pending[t] = 0;
+  };
+  auto on_response = [&](uint64_t t, std::span<const std::byte>) { end_call(t); };
+  auto on_failed_call = [&](uint64_t t, copyrpc::EndpointError e) {
+    if (e == copyrpc::EndpointError::kNone || e != f.victim.error(f.ep)) violated("a call failed back without its endpoint's reason");
+    end_call(t);
+  };
+  auto drained = [&]() {
+    if (f.victim.error(f.ep) != copyrpc::EndpointError::kNone && f.victim.calls_in_flight(f.ep) != 0)
+      violated("a stopped endpoint kept pending calls after a drain");
+  };
   for (uint32_t step = 0; step < 256 && !in.empty(); ++step) {
     switch (in.below(6)) {
       case 0: {  // a batch: immediate, length, bytes (the rest of src keeps older bytes)
@@ -98,13 +114,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (f.qp->post_write_imm(f.src.data(), len, f.src_mr.lkey, dst, imm, 0, true) != PostResult::kOk) break;
         f.qp->ring_doorbell();
         f.offset += uint64_t{imm} * 32;
-        f.victim.drain([](uint64_t, std::span<const std::byte>) {});
+        f.victim.drain(on_response, on_failed_call);
+        drained();
         break;
       }
       case 1: {  // the victim calls the peer (its call ids are what forged responses name)
         const uint32_t len = in.below(64);
         const uint32_t allowance = in.below(64);
-        const auto r = f.victim.call(f.ep, std::span<const std::byte>(payload.data(), len), allowance, token++);
+        const auto r = f.victim.call(f.ep, std::span<const std::byte>(payload.data(), len), allowance, token);
+        pending.push_back(r.ok() ? 1 : 0);
+        ++token;
         if (f.victim.error(f.ep) != copyrpc::EndpointError::kNone && r.status != copyrpc::CallStatus::kEndpointError)
           violated("a call on a failed endpoint did not fail");
         break;
@@ -127,7 +146,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         f.consumer_word = in.take<uint64_t>();
         break;
       default:
-        f.victim.poll([](uint64_t, std::span<const std::byte>) {});
+        f.victim.poll(on_response, on_failed_call);
+        drained();
         f.peer_poll();
         break;
     }

@@ -59,7 +59,7 @@ int run_sim(const app::Options& o) {
                static_cast<unsigned long long>(res.total_completed), double(res.extra["virtual_end_ns"].get<uint64_t>()) * 1e-9,
                wall, double(res.total_completed) / wall / 1e6);
   std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());
-  return app::consistency_status(res.total_issued, res.total_completed, res.errors);
+  return app::consistency_status(res.total_issued, res.total_completed, res.errors, "requests", res.failed);
 }
 
 // benchkv rpc --transport sim: copyrpc alone in the simulator.

@@ -87,6 +87,7 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
       for (const RankTotals& t : res.per_rank) per_rank.push_back({{"issued", t.issued}, {"completed", t.completed}});
       summary["real"]["per_rank"] = std::move(per_rank);
       summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
+      if (res.failed > 0) summary["totals"]["failed"] = res.failed;
       std::vector<app::ThreadCpu> threads;
       const size_t threads_per_rank = mine.size();
       for (size_t k = 0; threads_per_rank && k < all_cpus.size(); ++k) {
@@ -102,7 +103,7 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
       std::fwrite(report.data(), 1, report.size(), stdout);
       std::fflush(stdout);
       std::fprintf(stderr, "wrote %s and %s\n", eff.output.c_str(), eff.summary.c_str());
-      status = app::consistency_status(res.issued, res.completed, res.errors);
+      status = app::consistency_status(res.issued, res.completed, res.errors, "requests", res.failed);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "benchkv: %s\n", e.what());
       status = 1;

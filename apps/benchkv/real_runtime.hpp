@@ -224,6 +224,12 @@ class Driver {
       for (uint32_t c = 0; c < C_; ++c) s += completed(i, c);
     return s;
   }
+  uint64_t failed_total() const noexcept {
+    uint64_t s = 0;
+    for (const Local& l : nodes_)
+      for (uint32_t c = 0; c < C_; ++c) s += l.node->counters(c).failed.load(std::memory_order_relaxed);
+    return s;
+  }
   uint64_t client_errors_total() const noexcept {
     uint64_t s = 0;
     for (const Local& l : nodes_)
@@ -233,7 +239,7 @@ class Driver {
   // Requests issued and not answered yet. Exact once the clients stopped issuing (the
   // completed counter is read first, so the difference never goes negative).
   uint64_t in_flight() const noexcept {
-    const uint64_t done = completed_total();
+    const uint64_t done = completed_total() + failed_total();
     const uint64_t issued = issued_total();
     return issued > done ? issued - done : 0;
   }
@@ -408,6 +414,7 @@ struct RealResult {
   std::vector<app::DaemonReport> daemons;  // complete on the root
   std::vector<RankTotals> per_rank;           // by rank, complete on the root
   uint64_t issued = 0, completed = 0, errors = 0;  // all ranks (all-reduced)
+  uint64_t failed = 0;  // requests reported failed (their copyrpc endpoint stopped), all ranks
   uint64_t drain_ns = 0;                      // this rank's drain time
   double wall_s = 0;                          // this rank: measurement start to stop
 };
@@ -547,6 +554,7 @@ RealResult run_measurement(Driver<N>& drv, const app::Options& o, Coord& coord, 
     }
   }
   res.errors = coord.sum(errors);
+  res.failed = coord.sum(drv.failed_total());
 
   std::vector<RankTotals> mine_totals;
   for (size_t i = 0; i < L; ++i) {

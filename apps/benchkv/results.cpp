@@ -338,11 +338,11 @@ json summary_json(const Options& options, std::span<const RunResults> runs, std:
   return summary_json(to_json(options), runs, daemons);
 }
 
-int consistency_status(uint64_t issued, uint64_t completed, uint64_t errors, const char* what) {
-  if (issued == completed && errors == 0) return 0;
-  std::fprintf(stderr, "benchkv: %llu %s issued, %llu completed, %llu errors: the run is not consistent\n",
+int consistency_status(uint64_t issued, uint64_t completed, uint64_t errors, const char* what, uint64_t failed) {
+  if (issued == completed + failed && errors == 0) return 0;
+  std::fprintf(stderr, "benchkv: %llu %s issued, %llu completed, %llu reported failed, %llu errors: the run is not consistent\n",
                static_cast<unsigned long long>(issued), what, static_cast<unsigned long long>(completed),
-               static_cast<unsigned long long>(errors));
+               static_cast<unsigned long long>(failed), static_cast<unsigned long long>(errors));
   return 1;
 }
 
@@ -449,6 +449,10 @@ std::string format_report(const json& summary, ReportFormat format) {
     out += fmt::format("[OVERALL] daemon calls in flight {}\n", spread(o["daemon_calls_in_flight"]));
   }
   if (o["latency"].is_object()) latency_table(out, "[OVERALL]", o["latency"]);
+  // Present when the run had faults or a request failed (kv::ErrorCode::kEndpointStopped).
+  if (summary.contains("totals") && summary["totals"].contains("failed"))
+    out += fmt::format("[OVERALL] {} requests reported failed (their copyrpc endpoint stopped)\n",
+                       summary["totals"]["failed"].get<uint64_t>());
   return out;
 }
 

@@ -193,7 +193,8 @@ std::string format_report(const nlohmann::json& summary, ReportFormat format);
 
 // The end of a run's report: every issued request completed and no error, or a line on
 // stderr saying what does not add up. Returns the exit status (0, or 1).
-int consistency_status(uint64_t issued, uint64_t completed, uint64_t errors, const char* what = "requests");  // 2-space indent, final newline
+int consistency_status(uint64_t issued, uint64_t completed, uint64_t errors, const char* what = "requests",
+                       uint64_t failed = 0);  // 2-space indent, final newline
 void write_summary_file(const std::string& path, const nlohmann::json& summary);
 
 // `benchkv compare A.summary.json B.summary.json`: the overall figures of two summaries

@@ -138,6 +138,8 @@ class Experiment {
     for (auto& n : nodes_)
       for (uint32_t c = 0; c < C_; ++c) res.errors += n->counters(c).errors.load();
     for (auto& n : nodes_) res.errors += n->client_protocol_errors();
+    for (auto& n : nodes_)
+      for (uint32_t c = 0; c < C_; ++c) res.failed += n->counters(c).failed.load();
     if (tracing_) res.trace_json = finish_trace();
     double head_wait = 0;
     for (uint32_t r = 0; r < np_; ++r) head_wait += head_lines_[r].mean_wait_ns() / np_;
@@ -416,6 +418,8 @@ class Experiment {
         dm.extra["local_ops"] = double(b.m.local_ops - a.m.local_ops);
         dm.extra["backlog_peak"] = double(b.m.backlog_peak);
         dm.extra["protocol_errors"] = double(b.m.protocol_errors - a.m.protocol_errors);
+        if (b.m.failed_calls != a.m.failed_calls)  // absent when none: outputs without faults keep their bytes
+          dm.extra["failed_calls"] = double(b.m.failed_calls - a.m.failed_calls);
         dm.extra["work_loop_fraction"] = dm.cqe.loops ? double(b.m.busy_loops - a.m.busy_loops) / double(dm.cqe.loops) : 0.0;
         const copyrpc::RttHistogram rtt = rtt_delta(a.rtt, b.rtt);
         if (rtt.n) {
@@ -615,6 +619,8 @@ nlohmann::json write_experiment_outputs(const app::Options& o, const ExperimentR
   nlohmann::json summary = app::summary_json(o, res.runs, res.daemons);
   summary["simulator"] = res.extra;
   summary["totals"] = {{"issued", res.total_issued}, {"completed", res.total_completed}, {"errors", res.errors}};
+  // Requests reported failed: shown with faults or when any failed (outputs without keep their bytes).
+  if (res.failed > 0 || res.extra["model"].contains("faults")) summary["totals"]["failed"] = res.failed;
   summary["provenance"] = app::provenance_json(true);  // simulated threads: no CPU map
   app::write_summary_file(o.summary, summary);
   if (!o.inflight_samples.empty()) app::write_inflight_csv(o.inflight_samples, res.inflight);

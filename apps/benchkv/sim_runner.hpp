@@ -44,6 +44,7 @@ struct ExperimentResult {
   std::string trace_json;                // when requested
   nlohmann::json extra;                  // simulator statistics (events, NIC, totals)
   uint64_t total_issued = 0, total_completed = 0, errors = 0;
+  uint64_t failed = 0;  // requests reported failed (their copyrpc endpoint stopped)
   // --check-exactly-once: the oracle's record of the run and its verdict, and the number
   // of copyrpc endpoint checks (credit invariant, no endpoint error) that failed.
   std::shared_ptr<kv::HistoryOracle> oracle;

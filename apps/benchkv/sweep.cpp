@@ -204,7 +204,7 @@ std::string run_point(const Sweep& s, const SweepRun& r) {
   }
   const ExperimentResult res = run_experiment(o, model, nullptr);
   const json summary = write_experiment_outputs(o, res);
-  if (consistency_status(res.total_issued, res.total_completed, res.errors) != 0)
+  if (consistency_status(res.total_issued, res.total_completed, res.errors, "requests", res.failed) != 0)
     throw std::runtime_error(describe(s, r) + ": the run is inconsistent (see its summary)");
   const std::string row = row_of(r, summary);
   const std::string tmp = dir + "/row.json.tmp";

@@ -196,7 +196,9 @@ class DataDaemon {
     if (!started_) start();
     auto& meter = ctx_.transport().meter();
     meter.charge(Op::kLoop, 1);
-    const uint32_t cqes = ctx_.drain([this](DataToken&& tok, std::span<const std::byte> resp) { on_response(tok, resp); });
+    const uint32_t cqes = ctx_.drain([this](DataToken&& tok, std::span<const std::byte> resp) { on_response(tok, resp); }, [](DataToken&&, copyrpc::EndpointError e) {
+      throw std::runtime_error(std::string("data: a call was failed back: its endpoint stopped (") + copyrpc::to_string(e) + ")");
+    });
     copyrpc::RecvHandle h;
     while (ctx_.recv(h)) {
       meter.charge(Op::kKvOp, 1);
@@ -393,7 +395,9 @@ class DataClient {
       ipc_->poll(on_answer);
     else
       ring_->poll(on_answer);
-    if (ctx_) ctx_->drain([this](DataToken&& tok, std::span<const std::byte> bytes) { on_response(tok, bytes); });
+    if (ctx_) ctx_->drain([this](DataToken&& tok, std::span<const std::byte> bytes) { on_response(tok, bytes); }, [](DataToken&&, copyrpc::EndpointError e) {
+      throw std::runtime_error(std::string("data: a call was failed back: its endpoint stopped (") + copyrpc::to_string(e) + ")");
+    });
     bool waiting = false;
     if (issuing_ && announced()) waiting = !issue();
     if (ctx_) ctx_->flush();

@@ -160,10 +160,12 @@ class DelegationDaemon0 {
 
     // poll: one copyrpc poll (drain the CQ: responses to the clients' slots or held).
     const uint64_t poll_start = policies_.needs_clock() ? meter_.now_ns() : 0;
-    const uint32_t cqes = ctx_.drain([&](CallToken&& tok, std::span<const std::byte> bytes) {
-      ++poll_.responses;
-      on_response(tok, bytes);
-    });
+    const uint32_t cqes = ctx_.drain(
+        [&](CallToken&& tok, std::span<const std::byte> bytes) {
+          ++poll_.responses;
+          on_response(tok, bytes);
+        },
+        [&](CallToken&& tok, copyrpc::EndpointError) { on_failed_call(tok); });
     if (cqes) policies_.on_cqes(poll_start);
     poll_.cqes += cqes;
     ++poll_.polls;
@@ -244,6 +246,17 @@ class DelegationDaemon0 {
     }
   }
 
+  // A call failed back (its endpoint stopped): the client gets kEndpointStopped at once
+  // (never held: no response batch is coming to release it with).
+  void on_failed_call(const CallToken& tok, uint64_t key = 0) {
+    if (tok.origin != CallToken::kDelegation) {
+      ++m_.protocol_errors;
+      return;
+    }
+    ++m_.failed_calls;
+    deliver(tok.waiter, tok.slot, Response::failure(kv::ErrorCode::kEndpointStopped, key));
+  }
+
   void deliver(uint32_t client, uint32_t slot, const Response& resp) {
     if (deleg_.reply(client, slot, resp) != shm::DelegationReplyStatus::kOk) {
       ++m_.protocol_errors;  // a client id or slot out of range came through the ring
@@ -299,6 +312,8 @@ class DelegationDaemon0 {
     if (r.status == copyrpc::CallStatus::kRingFull || r.status == copyrpc::CallStatus::kInsufficientCredit) {
       backlog_.push_back({req, tok});
       m_.backlog_peak = std::max<uint64_t>(m_.backlog_peak, backlog_.size());
+    } else if (r.status == copyrpc::CallStatus::kEndpointError) {
+      on_failed_call(tok, req.key);
     } else {
       ++m_.protocol_errors;
       deliver(tok.waiter, tok.slot, Response::failure(kv::ErrorCode::kMalformedRequest, req.key));

@@ -31,24 +31,40 @@ struct DirectRemotePath {
   static DirectRemotePath connect(NoNodeResources&, const ClientWiring<T>& w) {
     return DirectRemotePath{w.ctx, &w.ep_of_rank, &w.protocol_errors};
   }
+  std::vector<uint32_t> refused;  // tokens of requests whose endpoint had stopped: failed at the next poll
+
   bool try_call(const Request& r, uint64_t token) {
     if (r.rank >= ep_of_rank->size() || (*ep_of_rank)[r.rank] == ~0u) {
       ++*protocol_errors;
       return false;
     }
-    return ctx->call((*ep_of_rank)[r.rank], as_bytes(r), sizeof(Response), CallToken::own_call(static_cast<uint32_t>(token)))
-        .ok();
+    const auto res =
+        ctx->call((*ep_of_rank)[r.rank], as_bytes(r), sizeof(Response), CallToken::own_call(static_cast<uint32_t>(token)));
+    if (res.status == copyrpc::CallStatus::kEndpointError) [[unlikely]] {
+      // The endpoint to that rank stopped: the request is taken and reported failed.
+      refused.push_back(static_cast<uint32_t>(token));
+      return true;
+    }
+    return res.ok();
   }
   template <class F>
   uint32_t poll(F&& f) {
-    return ctx->drain([&](CallToken&& tok, std::span<const std::byte> bytes) {
-      Response resp;
-      if (!decode(bytes, resp)) {
-        ++*protocol_errors;
-        resp = Response::failure(kv::ErrorCode::kMalformedRequest);
-      }
-      f(uint64_t{tok.slot}, resp);
-    });
+    const Response stopped = Response::failure(kv::ErrorCode::kEndpointStopped);
+    const uint32_t n = ctx->drain(
+        [&](CallToken&& tok, std::span<const std::byte> bytes) {
+          Response resp;
+          if (!decode(bytes, resp)) {
+            ++*protocol_errors;
+            resp = Response::failure(kv::ErrorCode::kMalformedRequest);
+          }
+          f(uint64_t{tok.slot}, resp);
+        },
+        [&](CallToken&& tok, copyrpc::EndpointError) { f(uint64_t{tok.slot}, stopped); });
+    if (!refused.empty()) [[unlikely]] {
+      for (uint32_t t : refused) f(uint64_t{t}, stopped);
+      refused.clear();
+    }
+    return n;
   }
   void after_issue() { ctx->flush(); }
 };
@@ -69,7 +85,9 @@ class DirectDaemon {
     uint32_t work = serve_shard_ipc(ipc_, store_, meter_, waker_, m_);
     uint32_t cqes = 0;
     if (ctx_) {
-      cqes = ctx_->drain([&](CallToken&&, std::span<const std::byte>) { ++m_.protocol_errors; });
+      // Direct daemons make no calls: a response or a failed call is a protocol error.
+      cqes = ctx_->drain([&](CallToken&&, std::span<const std::byte>) { ++m_.protocol_errors; },
+                         [&](CallToken&&, copyrpc::EndpointError) { ++m_.protocol_errors; });
       work += incoming_.serve(*ctx_, [](uint32_t, const Request&, const CallToken&) {});
       ctx_->flush();
     }

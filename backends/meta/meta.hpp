@@ -83,6 +83,10 @@ class MetaDaemon {
         ++m_.responses;
         ++completions;
         answer(tok, resp);
+      }, [&](CallToken&& tok, copyrpc::EndpointError) {
+        ++m_.failed_calls;
+        ++completions;
+        answer(tok, Response::failure(kv::ErrorCode::kEndpointStopped));
       });
       incoming_.serve(*ctx_, [&](uint32_t owner, const Request& req, const CallToken& tok) {
         forward(owner, FluxMsg::kExecute, req, tok);
@@ -163,6 +167,9 @@ class MetaDaemon {
     } else if (r.status == copyrpc::CallStatus::kRingFull || r.status == copyrpc::CallStatus::kInsufficientCredit) {
       call_backlog_.push_back({req, tok});
       m_.backlog_peak = std::max<uint64_t>(m_.backlog_peak, backlog());
+    } else if (r.status == copyrpc::CallStatus::kEndpointError) {
+      ++m_.failed_calls;
+      answer(tok, Response::failure(kv::ErrorCode::kEndpointStopped, req.key));
     } else {
       ++m_.protocol_errors;
       answer(tok, Response::failure(kv::ErrorCode::kMalformedRequest, req.key));

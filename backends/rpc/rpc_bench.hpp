@@ -72,7 +72,9 @@ class RpcThread {
   uint32_t step() {
     auto& meter = ctx_.transport().meter();
     meter.charge(Op::kLoop, 1);
-    const uint32_t cqes = ctx_.drain([this](RpcToken&& tok, std::span<const std::byte> resp) { on_response(tok, resp); });
+    const uint32_t cqes = ctx_.drain([this](RpcToken&& tok, std::span<const std::byte> resp) { on_response(tok, resp); }, [](RpcToken&&, copyrpc::EndpointError e) {
+      throw std::runtime_error(std::string("rpc: a call was failed back: its endpoint stopped (") + copyrpc::to_string(e) + ")");
+    });
     if (caller_) {
       if (issuing_) issue();
     } else {

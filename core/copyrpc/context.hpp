@@ -10,6 +10,17 @@
 //                   RingFull persists without news from the peer;
 //   poll()          drain() then flush().
 //
+// Every call() that returned kOk ends exactly once, through drain(): either its response
+// comes (on_response(Token&&, payload)) or its endpoint stops first and the call is
+// failed back (on_failed_call(Token&&, EndpointError), the reason the endpoint stopped).
+// An endpoint stops when a peer's batch breaks a receive-path rule, on an error
+// completion of its queue pair, or when its owner stops it (stop_endpoint(): a peer
+// declared dead). At that moment every call still pending on it is taken out of its
+// pending table, so nothing the peer sends later can complete it a second time (the
+// stopped endpoint ignores its completions anyway); the failures are handed out at the
+// end of the drain() in which the endpoint stopped (or the next one, when it stopped
+// in poll_raw() or stop_endpoint()), in call-id order.
+//
 // Requests are ingested in order; replies may be sent in any order (slab-indexed).
 // `reply()` never fails for space: the credit invariant `in_flight + 2R <= C` reserves it.
 // Everything read from a receive ring is validated against the ring and the flow state;
@@ -124,6 +135,7 @@ struct ContextStats {
   uint64_t messages_sent = 0;
   uint64_t reads_posted = 0;
   uint64_t wraps = 0;
+  uint64_t calls_failed = 0;  // calls failed back because their endpoint stopped
   RttHistogram rtt;  // filled only under a metering (simulated) transport
 };
 
@@ -283,9 +295,11 @@ class Context {
 
   // The poll phase of a daemon loop: drain the receive CQ (up to max_cqes completions),
   // process each batch in order, calling on_response(Token&&, span payload) for each
-  // response; repost the SRQ; reap send completions. Returns completions drained.
-  template <class OnResponse>
-  uint32_t drain(OnResponse&& on_response, uint32_t max_cqes = ~0u) {
+  // response; repost the SRQ; reap send completions; then on_failed_call(Token&&,
+  // EndpointError) for each call failed back because its endpoint stopped. Returns
+  // completions drained.
+  template <class OnResponse, class OnFailedCall>
+  uint32_t drain(OnResponse&& on_response, OnFailedCall&& on_failed_call, uint32_t max_cqes = ~0u) {
     uint32_t total = 0;
     auto& meter = t_.meter();
     while (total < max_cqes) {
@@ -308,6 +322,7 @@ class Context {
     }
     reap_send_completions();
     stats_.cqes += total;
+    if (!failed_calls_.empty()) [[unlikely]] hand_back_failed_calls(on_failed_call);
     return total;
   }
 
@@ -328,12 +343,17 @@ class Context {
     dirty_.erase(dirty_.begin() + static_cast<std::ptrdiff_t>(keep), dirty_.begin() + static_cast<std::ptrdiff_t>(n));
   }
 
-  template <class OnResponse>
-  uint32_t poll(OnResponse&& on_response) {
-    const uint32_t n = drain(on_response);
+  template <class OnResponse, class OnFailedCall>
+  uint32_t poll(OnResponse&& on_response, OnFailedCall&& on_failed_call) {
+    const uint32_t n = drain(on_response, on_failed_call);
     flush();
     return n;
   }
+
+  // Stops endpoint `id` (its owner gave up on the peer: declared dead). Its pending calls
+  // are failed back with kStoppedByOwner by the next drain(); an endpoint stopped
+  // already keeps its first reason.
+  void stop_endpoint(uint32_t id) { fail(*eps_.at(id), EndpointError::kStoppedByOwner); }
 
   // ---------------------------------------------------------------- raw RDMA (bulk data)
   // Raw READ/WRITE on an endpoint's queue pair, always signalled; their completions are
@@ -608,8 +628,23 @@ class Context {
     __atomic_store_n(&e.consumer_word, e.consumed(), __ATOMIC_RELEASE);
   }
 
+  // Stops an endpoint (the first reason stays) and takes its pending calls out, to be
+  // failed back by drain().
   void fail(Ep& e, EndpointError err) {
-    if (e.error == EndpointError::kNone) e.error = err;
+    if (e.error != EndpointError::kNone) return;
+    e.error = err;
+    const uint32_t n = e.pending.take_all([&](Token&& t) { failed_calls_.push_back(FailedCall{std::move(t), err}); });
+    in_flight_calls_ -= n;
+    stats_.calls_failed += n;
+  }
+
+  template <class OnFailedCall>
+  [[gnu::noinline]] void hand_back_failed_calls(OnFailedCall& on_failed_call) {
+    // The callback may stop another endpoint (stop_endpoint), adding to the list: taken
+    // out first, so every failure is handed back once.
+    std::vector<FailedCall> calls;
+    calls.swap(failed_calls_);
+    for (FailedCall& f : calls) on_failed_call(std::move(f.token), f.reason);
   }
 
   template <class OnResponse>
@@ -832,6 +867,11 @@ class Context {
   std::vector<uint32_t> raw_free_;
   std::vector<std::pair<uint64_t, WcStatus>> raw_done_;
   uint64_t raw_outstanding_ = 0;
+  struct FailedCall {
+    Token token;
+    EndpointError reason;
+  };
+  std::vector<FailedCall> failed_calls_;  // taken from stopped endpoints, not yet handed back
 };
 
 }  // namespace bkv::copyrpc

@@ -17,6 +17,7 @@
 #include <memory>
 #include <new>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/copyrpc/wire.hpp"
@@ -41,6 +42,7 @@ enum class EndpointError : uint8_t {
   kBadCreditGrant,       // unaligned grant, or a balance larger than the ring
   kBadConsumerRead,      // the RDMA-READ consumer position is out of range
   kCompletionError,      // the NIC reported an error completion for this QP
+  kStoppedByOwner,       // the owner stopped it (Context::stop_endpoint: a peer declared dead)
 };
 
 constexpr const char* to_string(EndpointError e) noexcept {
@@ -57,6 +59,7 @@ constexpr const char* to_string(EndpointError e) noexcept {
     case EndpointError::kBadCreditGrant: return "invalid credit grant";
     case EndpointError::kBadConsumerRead: return "RDMA-READ consumer position out of range";
     case EndpointError::kCompletionError: return "error completion on the queue pair";
+    case EndpointError::kStoppedByOwner: return "stopped by its owner";
   }
   return "unknown";
 }
@@ -148,6 +151,19 @@ class CallSlab {
     slots_[id].next = free_head_;
     free_head_ = id;
     --size_;
+  }
+  // Takes every pending call, in call-id order: f(Token&&) for each, its slot freed.
+  // Returns how many.
+  template <class F>
+  uint32_t take_all(F&& f) {
+    uint32_t n = 0;
+    for (uint32_t id = 0; id < slot_count_; ++id) {
+      if (slots_[id].next != kLive) continue;
+      f(std::move(slots_[id].token));
+      release(id);
+      ++n;
+    }
+    return n;
   }
   uint32_t size() const noexcept { return size_; }
   bool full() const noexcept { return free_head_ == kNone && slot_count_ > kMaxCallId; }

@@ -4,8 +4,9 @@
 // What it checks (check()):
 //  1. exactly once: every issued request got exactly one answer. An answer for a token
 //     with no request pending is a duplicate (or an answer nobody asked for); a request
-//     still pending at the end is lost. An error answer (kError) counts as "reported
-//     failed" and is allowed.
+//     still pending at the end is lost. An error answer (kError; kEndpointStopped when
+//     the copyrpc endpoint the request went over stopped) counts as "reported failed"
+//     and is allowed: it ends the request, so an answer after it is a duplicate.
 //  2. the answer fits the request: PutOk for a put; GetOk / GetNotFound for a get.
 //  3. per-key history: a get's value (or "not found") is one the store held for that key
 //     at some point between the get's issue and its answer.

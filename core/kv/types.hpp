@@ -45,8 +45,11 @@ enum class ErrorCode : uint8_t {
   kMalformedRequest = 1,  // the request bytes failed Request::valid()
   kKeyOutOfRange = 2,     // key >= key_range of the target node
   kWrongRank = 3,         // the request names another node than the one executing it
+  kEndpointStopped = 4,   // reported failed: the copyrpc endpoint the request went over (or
+                          // would have) stopped before its answer came; it may or may not
+                          // have been executed (copyrpc::Context, "failed back")
 };
-inline constexpr uint8_t kMaxErrorCode = static_cast<uint8_t>(ErrorCode::kWrongRank);
+inline constexpr uint8_t kMaxErrorCode = static_cast<uint8_t>(ErrorCode::kEndpointStopped);
 
 constexpr const char* to_string(ErrorCode e) noexcept {
   switch (e) {
@@ -54,6 +57,7 @@ constexpr const char* to_string(ErrorCode e) noexcept {
     case ErrorCode::kMalformedRequest: return "malformed request";
     case ErrorCode::kKeyOutOfRange: return "key out of range";
     case ErrorCode::kWrongRank: return "request for another rank";
+    case ErrorCode::kEndpointStopped: return "endpoint to the target rank stopped";
   }
   return "unknown error code";
 }

@@ -172,3 +172,61 @@ TEST_CASE("a copyrpc endpoint stopped by a forged batch is named by the node", "
   CHECK_THAT(failed[0], Catch::Contains("rank 0 thread 0: copyrpc endpoint to rank 1 stopped: bad immediate"));
   CHECK(c.nodes[1]->failed_endpoints().empty());
 }
+
+// Both ranks declare each other dead mid-run (every copyrpc endpoint between them
+// stopped while calls are pending): each pending call is failed back to its client as
+// kEndpointStopped, later remote requests fail at once, and the oracle sees every
+// request end exactly once (completed or reported failed).
+template <class B>
+void stop_all_endpoints_mid_run() {
+  Cluster<B> c(2, 2, 2, 4);
+  kv::HistoryOracle oracle;
+  for (auto& n : c.nodes) n->attach_oracle(&oracle);
+  for (int i = 0; i < 60; ++i) c.round();
+  uint64_t pending = 0;
+  for (auto& n : c.nodes)
+    for (uint32_t t = 0; t < n->threads(); ++t)
+      if (auto* ctx = n->context_of(t)) {
+        pending += ctx->calls_in_flight();
+        for (uint32_t ep = 0; ep < ctx->endpoint_count(); ++ep) ctx->stop_endpoint(ep);
+      }
+  REQUIRE(pending > 0);
+  for (int i = 0; i < 100; ++i) c.round();
+  for (auto& n : c.nodes) n->stop_issuing();
+  for (int i = 0; i < 100000 && c.in_flight() > 0; ++i) c.round();
+  REQUIRE(c.in_flight() == 0);
+  uint64_t failed_back = 0, failed = 0, completed = 0;
+  for (auto& n : c.nodes) {
+    for (uint32_t t = 0; t < n->threads(); ++t)
+      if (auto* ctx = n->context_of(t)) failed_back += ctx->stats().calls_failed;
+    for (uint32_t k = 0; k < n->config().clients; ++k) {
+      const auto& ctr = n->counters(k);
+      CHECK(ctr.issued.load() == ctr.completed.load() + ctr.failed.load());
+      CHECK(ctr.errors.load() == 0);
+      failed += ctr.failed.load();
+      completed += ctr.completed.load();
+    }
+    for (uint32_t d = 0; d < n->config().daemons; ++d) CHECK(n->daemon_metrics(d).protocol_errors == 0);
+    CHECK(n->client_protocol_errors() == 0);
+    CHECK(n->failed_endpoints().size() > 0);
+  }
+  CHECK(failed_back == pending);  // each call pending at the stop, failed back once
+  CHECK(failed > failed_back);    // and the remote requests made after it, failed at once
+  CHECK(completed > 0);           // local requests still complete
+  for (auto& n : c.nodes) n->attach_oracle(nullptr);
+  const auto v = oracle.check();
+  INFO((v.examples.empty() ? std::string() : v.examples[0]));
+  CHECK(v.ok());
+  CHECK(v.failed == failed);
+  CHECK(v.answered == v.requests);
+}
+
+TEST_CASE("Delegation: calls pending on stopped endpoints are failed back to their clients", "[backend][faults]") {
+  stop_all_endpoints_mid_run<DelegationBackend>();
+}
+TEST_CASE("Meta: calls pending on stopped endpoints are failed back to their clients", "[backend][faults]") {
+  stop_all_endpoints_mid_run<MetaBackend>();
+}
+TEST_CASE("Direct: calls pending on stopped endpoints are failed back to their clients", "[backend][faults]") {
+  stop_all_endpoints_mid_run<DirectBackend>();
+}

@@ -140,16 +140,24 @@ class PropertyDriver {
     } else if (r < 75) {
       do_reply(c);
     } else if (r < 85) {
-      ctx.drain(on_response(c));
+      ctx.drain(on_response(c), on_failed_call(c));
       pump_();
     } else if (r < 92) {
       ctx.flush();
       pump_();
     } else {
-      ctx.poll(on_response(c));
+      ctx.poll(on_response(c), on_failed_call(c));
       ++stats_.polls;
       pump_();
     }
+  }
+
+  // Every endpoint stays healthy in these runs: a call failed back is a failure.
+  auto on_failed_call(uint32_t c) {
+    return [this, c](uint64_t token, copyrpc::EndpointError e) {
+      INFO(where() << " context " << c << " token " << token);
+      FAIL("a call was failed back: " << copyrpc::to_string(e));
+    };
   }
 
   auto on_response(uint32_t c) {
@@ -246,7 +254,7 @@ class PropertyDriver {
       bool busy = false;
       for (uint32_t c = 0; c < ctxs_.size(); ++c) {
         Ctx& ctx = *ctxs_[c];
-        ctx.poll(on_response(c));
+        ctx.poll(on_response(c), on_failed_call(c));
         pump_();
         copyrpc::RecvHandle h;
         while (ctx.recv(h)) held_[c].push_back(Held{h, std::vector<std::byte>(h.data, h.data + h.len)});

@@ -32,6 +32,8 @@ struct Pair {
 };
 
 auto ignore_responses = [](uint64_t, std::span<const std::byte>) {};
+// For runs where every endpoint stays healthy: a call failed back is a test failure.
+auto no_failed_calls = [](uint64_t, EndpointError e) { FAIL("a call was failed back: " << copyrpc::to_string(e)); };
 
 }  // namespace
 
@@ -42,7 +44,7 @@ TEST_CASE("calls are batched: one WRITE+IMM and one doorbell per endpoint per fl
   p.a.flush();
   CHECK(p.a.stats().wqes_posted == 1);
   CHECK(p.a.stats().doorbells == 1);
-  CHECK(p.b.drain(ignore_responses) == 1);  // one completion carries all ten
+  CHECK(p.b.drain(ignore_responses, no_failed_calls) == 1);  // one completion carries all ten
   copyrpc::RecvHandle h;
   int n = 0;
   while (p.b.recv(h)) {
@@ -56,7 +58,7 @@ TEST_CASE("calls are batched: one WRITE+IMM and one doorbell per endpoint per fl
   p.a.drain([&](uint64_t tok, std::span<const std::byte> pl) {
     CHECK(pl.size() == 16);
     got.push_back(tok);
-  });
+  }, no_failed_calls);
   CHECK(got.size() == 10);
   CHECK(p.a.calls_in_flight() == 0);
 }
@@ -65,7 +67,7 @@ TEST_CASE("a reply larger than the caller's allowance is refused, a second reply
   Pair p;
   REQUIRE(p.a.call(p.ea, bytes(8, 1), 20, 7).ok());
   p.a.flush();
-  p.b.drain(ignore_responses);
+  p.b.drain(ignore_responses, no_failed_calls);
   copyrpc::RecvHandle h;
   REQUIRE(p.b.recv(h));
   CHECK(p.b.reply(h, bytes(copyrpc::max_reply_payload(h.allowance) + 1, 0)) == CallStatus::kTooLarge);
@@ -88,11 +90,11 @@ TEST_CASE("InsufficientCredit when the peer's grant is spent - credit returns wi
   }
   CHECK(ok == fit);
   p.a.flush();
-  p.b.drain(ignore_responses);
+  p.b.drain(ignore_responses, no_failed_calls);
   copyrpc::RecvHandle h;
   while (p.b.recv(h)) REQUIRE(p.b.reply(h, bytes(10, 0)) == CallStatus::kOk);
   p.b.flush();
-  p.a.drain(ignore_responses);
+  p.a.drain(ignore_responses, no_failed_calls);
   CHECK(p.a.call(p.ea, bytes(0, 0), 1000, 99).ok());
 }
 
@@ -108,15 +110,15 @@ TEST_CASE("RingFull persists without news from the peer: the consumer position i
   const uint64_t first_burst = tok;
   REQUIRE(first_burst > 0);
   p.a.flush();
-  p.b.drain(ignore_responses);
+  p.b.drain(ignore_responses, no_failed_calls);
   copyrpc::RecvHandle h;
   std::vector<copyrpc::RecvHandle> unanswered;
   while (p.b.recv(h)) unanswered.push_back(h);
   CHECK(unanswered.size() == first_burst);
   CHECK(p.a.call(p.ea, bytes(200, 3), 0, tok).status == CallStatus::kRingFull);
   CHECK(p.a.call(p.ea, bytes(200, 3), 0, tok).status == CallStatus::kRingFull);
-  p.a.poll(ignore_responses);  // posts the READ; the instant NIC completes it at the doorbell
-  p.a.drain(ignore_responses);  // reaps the READ completion
+  p.a.poll(ignore_responses, no_failed_calls);  // posts the READ; the instant NIC completes it at the doorbell
+  p.a.drain(ignore_responses, no_failed_calls);  // reaps the READ completion
   CHECK(p.a.stats().reads_posted == 1);
   CHECK(p.a.endpoint(p.ea).consumer_by_read > 0);
   CHECK(p.a.call(p.ea, bytes(200, 3), 0, tok).ok());
@@ -132,11 +134,11 @@ TEST_CASE("the shared receive queue is reposted to full when it drops below 2/3"
     p.a.flush();
   }
   CHECK(p.tb.srq_posted() == 20);
-  p.b.drain(ignore_responses);  // 20 >= 2/3 of 30: no repost yet
+  p.b.drain(ignore_responses, no_failed_calls);  // 20 >= 2/3 of 30: no repost yet
   CHECK(p.tb.srq_posted() == 20);
   REQUIRE(p.a.call(p.ea, bytes(1, 0), 0, 10).ok());
   p.a.flush();
-  p.b.drain(ignore_responses);  // 19 < 20: reposted to 30
+  p.b.drain(ignore_responses, no_failed_calls);  // 19 < 20: reposted to 30
   CHECK(p.tb.srq_posted() == 30);
 }
 
@@ -146,10 +148,10 @@ TEST_CASE("one WQE in 64 is signalled, so the send queue never fills", "[copyrpc
   for (uint64_t i = 0; i < 2000; ++i) {  // 2000 flushes >> send queue depth 256
     REQUIRE(p.a.call(p.ea, bytes(4, 0), 0, i).ok());
     p.a.flush();
-    p.b.poll(ignore_responses);
+    p.b.poll(ignore_responses, no_failed_calls);
     while (p.b.recv(h)) REQUIRE(p.b.reply(h, bytes(0, 0)) == CallStatus::kOk);
     p.b.flush();
-    p.a.drain(ignore_responses);
+    p.a.drain(ignore_responses, no_failed_calls);
   }
   CHECK(p.a.stats().wqes_posted == 2000);
   CHECK(p.a.calls_in_flight() == 0);
@@ -172,7 +174,7 @@ TEST_CASE("raw RDMA WRITE and READ complete apart from RPC traffic - a bad rkey 
   CHECK(done[1] == std::make_pair(uint64_t{42}, WcStatus::kSuccess));
   CHECK(dst == src);
   CHECK(back == src);
-  CHECK(p.b.drain(ignore_responses) == 0);  // raw writes make no receive completions
+  CHECK(p.b.drain(ignore_responses, no_failed_calls) == 0);  // raw writes make no receive completions
   const RemoteBuffer bad{remote.addr, remote.rkey + 1000, 0, 256};
   REQUIRE(p.a.post_raw_write(p.ea, src.data(), 256, src_mr.lkey, bad, 43) == PostResult::kOk);
   done.clear();
@@ -234,7 +236,7 @@ struct Attack {
     copyrpc::store_header(src.data() + at, copyrpc::MessageHeader{call_id, piggy, len});
   }
   EndpointError poll() {
-    victim.drain(ignore_responses);
+    victim.drain(ignore_responses, no_failed_calls);
     return victim.error(ep);
   }
 };
@@ -354,7 +356,7 @@ TEST_CASE("a failed endpoint does not disturb the others", "[copyrpc][hostile]")
   CHECK(a.poll() == EndpointError::kBadMessageCount);
   REQUIRE(good.call(gv, bytes(5, 1), 8, 77).ok());
   good.flush();
-  a.victim.drain(ignore_responses);
+  a.victim.drain(ignore_responses, no_failed_calls);
   copyrpc::RecvHandle h;
   REQUIRE(a.victim.recv(h));
   REQUIRE(a.victim.reply(h, bytes(8, 9)) == CallStatus::kOk);
@@ -362,7 +364,7 @@ TEST_CASE("a failed endpoint does not disturb the others", "[copyrpc][hostile]")
   bool got = false;
   good.drain([&](uint64_t tok, std::span<const std::byte> pl) {
     got = tok == 77 && pl.size() == 8;
-  });
+  }, no_failed_calls);
   CHECK(got);
 }
 
@@ -381,13 +383,101 @@ TEST_CASE("with the send queue full, the open batch keeps growing and goes out w
   }
   CHECK(a.stats().wqes_posted == 128);
   CHECK(a.has_unflushed());
-  a.drain(ignore_responses);  // reaps the signalled completions: slots free again
+  a.drain(ignore_responses, no_failed_calls);  // reaps the signalled completions: slots free again
   a.flush();
   CHECK(a.stats().wqes_posted == 129);  // the other 172 calls went out as ONE batch
   CHECK_FALSE(a.has_unflushed());
-  b.drain(ignore_responses);
+  b.drain(ignore_responses, no_failed_calls);
   copyrpc::RecvHandle h;
   uint64_t n = 0;
   while (b.recv(h)) ++n;
   CHECK(n == 300);
+}
+
+// ---------------------------------------------------------------------------------
+// Calls pending on an endpoint that stops are failed back to their callers, once.
+
+TEST_CASE("a stopped endpoint fails back each of its N pending calls once; later responses are refused",
+          "[copyrpc][failed_calls]") {
+  Pair p;
+  constexpr uint64_t kCalls = 7;
+  for (uint64_t i = 0; i < kCalls; ++i) REQUIRE(p.a.call(p.ea, bytes(24, 1), 16, 100 + i).ok());
+  p.a.flush();
+  p.b.drain(ignore_responses, no_failed_calls);
+  copyrpc::RecvHandle h;
+  uint32_t answered = 0;
+  while (p.b.recv(h)) {
+    REQUIRE(p.b.reply(h, bytes(16, 2)) == CallStatus::kOk);
+    ++answered;
+  }
+  REQUIRE(answered == kCalls);  // the answers wait in b's send ring (not flushed yet)
+  REQUIRE(p.a.calls_in_flight(p.ea) == kCalls);
+
+  p.a.stop_endpoint(p.ea);
+  CHECK(p.a.error(p.ea) == EndpointError::kStoppedByOwner);
+  CHECK(p.a.calls_in_flight() == 0);  // taken out at once: nothing can complete them now
+  std::vector<uint64_t> failed;
+  auto count_responses = [&](uint64_t tok, std::span<const std::byte>) { FAIL("response delivered: token " << tok); };
+  p.a.drain(count_responses, [&](uint64_t tok, EndpointError e) {
+    CHECK(e == EndpointError::kStoppedByOwner);
+    failed.push_back(tok);
+  });
+  REQUIRE(failed.size() == kCalls);
+  for (uint64_t i = 0; i < kCalls; ++i) CHECK(failed[i] == 100 + i);  // call-id order
+  CHECK(p.a.stats().calls_failed == kCalls);
+
+  // The answers arrive after the stop: the stopped endpoint completes nothing, fails
+  // nothing a second time.
+  p.b.flush();
+  p.a.drain(count_responses, [&](uint64_t tok, EndpointError) { FAIL("failed twice: token " << tok); });
+  p.a.drain(count_responses, [&](uint64_t tok, EndpointError) { FAIL("failed twice: token " << tok); });
+  CHECK(p.a.call(p.ea, bytes(8, 1), 16, 999).status == CallStatus::kEndpointError);
+  // Stopping again keeps the first reason and fails nothing more.
+  p.a.stop_endpoint(p.ea);
+  p.a.drain(count_responses, [&](uint64_t tok, EndpointError) { FAIL("failed twice: token " << tok); });
+  CHECK(p.a.stats().calls_failed == kCalls);
+}
+
+TEST_CASE("a hostile batch stops the endpoint: responses before the broken message complete, the rest fail back",
+          "[copyrpc][failed_calls][hostile]") {
+  Attack a;
+  // Three calls from the victim: call ids 0, 1, 2 with tokens 10, 11, 12.
+  for (uint64_t i = 0; i < 3; ++i) REQUIRE(a.victim.call(a.ep, bytes(8, 1), 16, 10 + i).ok());
+  // One batch: the response to call 1, then a message whose length runs past the batch.
+  a.meta(0, 0, 2);
+  a.header(32, copyrpc::to_response_id(1), 0, 4);
+  a.header(64, copyrpc::to_response_id(2), 0, 1000);
+  a.send(96, 3);
+  std::vector<uint64_t> completed, failed;
+  a.victim.drain([&](uint64_t tok, std::span<const std::byte>) { completed.push_back(tok); },
+                 [&](uint64_t tok, EndpointError e) {
+                   CHECK(e == EndpointError::kBadLength);
+                   failed.push_back(tok);
+                 });
+  CHECK(a.victim.error(a.ep) == EndpointError::kBadLength);
+  CHECK(completed == std::vector<uint64_t>{11});
+  CHECK(failed == std::vector<uint64_t>{10, 12});  // never both, never lost
+  CHECK(a.victim.calls_in_flight() == 0);
+}
+
+TEST_CASE("an error completion stops the endpoint and fails back its pending calls", "[copyrpc][failed_calls]") {
+  Pair p;
+  for (uint64_t i = 0; i < 4; ++i) REQUIRE(p.a.call(p.ea, bytes(8, 1), 16, 20 + i).ok());
+  // A raw WRITE with a wrong rkey: a remote access error puts the queue pair in error,
+  // so the batch carrying the four calls completes with a flush error.
+  std::array<uint8_t, 64> src{}, dst{};
+  const MemoryRegion src_mr = p.ta.register_memory(src.data(), src.size(), kAccessLocalWrite);
+  const MemoryRegion dst_mr = p.tb.register_memory(dst.data(), dst.size(), kAccessLocalWrite | kAccessRemoteWrite);
+  const RemoteBuffer bad{reinterpret_cast<uint64_t>(dst.data()), dst_mr.rkey + 1000, 0, dst.size()};
+  REQUIRE(p.a.post_raw_write(p.ea, src.data(), 64, src_mr.lkey, bad, 1) == PostResult::kOk);
+  p.a.poll_raw([](uint64_t, WcStatus st) { CHECK(st == WcStatus::kRemoteAccessError); });
+  p.a.flush();
+  std::vector<uint64_t> failed;
+  p.a.drain(ignore_responses, [&](uint64_t tok, EndpointError e) {
+    CHECK(e == EndpointError::kCompletionError);
+    failed.push_back(tok);
+  });
+  CHECK(p.a.error(p.ea) == EndpointError::kCompletionError);
+  CHECK(failed == std::vector<uint64_t>{20, 21, 22, 23});
+  CHECK(p.a.calls_in_flight() == 0);
 }

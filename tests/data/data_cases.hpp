@@ -89,8 +89,8 @@ struct DataPair {
         const auto r = kv::decode_data<kv::DataResponse>(b);
         REQUIRE(r);
         answers[id] = *r;
-      });
-      srv.drain([](uint64_t&&, std::span<const std::byte>) {});
+      }, [](uint64_t&&, copyrpc::EndpointError) { FAIL("a call was failed back"); });
+      srv.drain([](uint64_t&&, std::span<const std::byte>) {}, [](uint64_t&&, copyrpc::EndpointError) { FAIL("a call was failed back"); });
       copyrpc::RecvHandle h;
       while (srv.recv(h)) server.on_request(h);
       srv.poll_raw([this](uint64_t id, WcStatus s) { server.on_raw_completion(id, s); });

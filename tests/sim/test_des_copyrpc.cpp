@@ -77,7 +77,7 @@ struct Daemon {
       rtt_sum += rtt;
       ++rtt_count;
       rtt_min = std::min(rtt_min, rtt);
-    });
+    }, [&](uint64_t, copyrpc::EndpointError) { ++bad; });
     copyrpc::RecvHandle h;
     while (ctx->recv(h)) {
       Payload q{};

@@ -210,6 +210,24 @@ TEST_CASE("the oracle's per-key history on hand-made records", "[oracle]") {
   f.answered(1, 0, 3, kv::Response::failure(kv::ErrorCode::kWrongRank, 5));
   CHECK(f.check().ok());
   CHECK(f.check().failed == 1);
+  // Reported failed ends the request: exactly once, never failed and completed, never
+  // failed twice. A failed put may still have been applied (the store saw it before the
+  // endpoint stopped): a later get may return its value.
+  Oracle g;
+  g.issued(0, 0, 1, put1);
+  g.applied(0, put1, kv::Response::put_ok());
+  g.answered(0, 0, 1, kv::Response::failure(kv::ErrorCode::kEndpointStopped));
+  g.issued(0, 0, 1, get);
+  g.answered(0, 0, 1, kv::Response::get_ok(111));
+  CHECK(g.check().ok());
+  CHECK(g.check().failed == 1);
+  std::vector<Oracle::Event> failed_then_answered = g.events();
+  failed_then_answered.insert(failed_then_answered.begin() + 3,
+                              Oracle::Event{Oracle::EventKind::kAnswer, 0, 0, 1, {}, kv::Response::put_ok()});
+  CHECK(Oracle::check(failed_then_answered).count(VK::kDuplicateAnswer) == 1);
+  std::vector<Oracle::Event> failed_twice = g.events();
+  failed_twice.insert(failed_twice.begin() + 3, failed_twice[2]);
+  CHECK(Oracle::check(failed_twice).count(VK::kDuplicateAnswer) == 1);
   // A token issued again while pending.
   Oracle t;
   t.issued(0, 1, 2, get);

@@ -116,7 +116,7 @@ ThreadedCopyrpcResult run_copyrpc_threads(std::vector<T*> transports, copyrpc::C
           fail = "wrong response bytes";
         ++s.answered_from[peer];
         ++res.answered[me];
-      });
+      }, [&](uint64_t, copyrpc::EndpointError e) { fail = std::string("call failed back: ") + copyrpc::to_string(e); });
       copyrpc::RecvHandle h;
       while (c.recv(h)) {
         const std::vector<std::byte> ans = tc_answer(h.payload(), copyrpc::max_reply_payload(h.allowance));
