@@ -397,7 +397,7 @@ TEST_CASE("with the send queue full, the open batch keeps growing and goes out w
 // ---------------------------------------------------------------------------------
 // Calls pending on an endpoint that stops are failed back to their callers, once.
 
-TEST_CASE("a stopped endpoint fails back each of its N pending calls once; later responses are refused",
+TEST_CASE("a stopped endpoint fails back each of its N pending calls once and later responses are refused",
           "[copyrpc][failed_calls]") {
   Pair p;
   constexpr uint64_t kCalls = 7;
