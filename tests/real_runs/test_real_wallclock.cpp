@@ -61,7 +61,9 @@ void check_latency(const app::RunResults& rr, const app::Options& o) {
   }
   const double rate_per_ns = kept / static_cast<double>(rr.kept_duration_ns());
   if (kept >= 40 * in_flight) {
-    CHECK(rate_per_ns * all.mean_ns() == Approx(in_flight).epsilon(0.25));
+    // 0.4: a client thread descheduled across a window boundary (the machine runs more
+    // threads than cores) puts one stall into every latency it completes in the window.
+    CHECK(rate_per_ns * all.mean_ns() == Approx(in_flight).epsilon(0.4));
   } else {
     WARN("Little's law not checked: " << kept << " kept requests for " << in_flight << " in flight");
   }
