@@ -480,7 +480,7 @@ class DirectTransport {
     while (n < max) {
       uint8_t op_own;
       n += recv_run(cq, cb, max - n, op_own);
-      if (op_own == kRunAtRingEnd || n == max) continue;
+      if (op_own == kRunAtRingEnd) continue;
       if (!cqe_is_sw_owned(op_own, op_own_owner(cq))) break;
       const std::byte* const c = cq.cqe64(cq.ci);
       if (cqe_format(op_own) == kCqeFormatCompressed) {
@@ -557,17 +557,17 @@ class DirectTransport {
   QueuePair* find_queue_pair(uint32_t qpn) const noexcept { return qps_by_num_.find(qpn); }
 
  private:
-  // recv_run's op_own when the run ended at the ring end (no CQE byte has it: 0xFF is
-  // an INVALID opcode).
+  // A run's op_own when it used up its CQEs (ring end or budget). The runs report owner
+  // bytes with the solicited bit (bit 1) cleared, so no CQE byte can look like it.
   static constexpr uint8_t kRunAtRingEnd = 0xFF;
-  static_assert(cqe_opcode(kRunAtRingEnd) == MLX5_CQE_INVALID);
+  static_assert((kRunAtRingEnd & kCqeSeBit) != 0);
 
   // The owner bit software expects at cq.ci.
   static uint8_t op_own_owner(const CqState& cq) noexcept { return sw_owner_bit(cq.ci, cq.log2_cnt); }
 
   // One run of plain RESP_WR_IMM CQEs from cq.ci, at most `max` (>= 1) and not past the
   // ring end. Returns how many it reported; op_own = the owner byte (solicited bit
-  // cleared) of the CQE it stopped at, or kRunAtRingEnd.
+  // cleared) of the CQE it stopped at, or kRunAtRingEnd when it used up its CQEs.
   template <class F>
   [[gnu::always_inline]] static uint32_t recv_run(CqState& cq, F& cb, uint32_t max, uint8_t& op_own) {
     uint32_t ci = cq.ci;
@@ -587,7 +587,7 @@ class DirectTransport {
       cb(RecvCompletion{cqe_qpn(c), cqe_imm(c), cqe_byte_cnt(c), WcStatus::kSuccess});
       c += stride;
       if (ci == run_end) {
-        if (max > to_end) op_own = kRunAtRingEnd;
+        op_own = kRunAtRingEnd;
         break;
       }
     }

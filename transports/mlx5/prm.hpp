@@ -269,9 +269,6 @@ constexpr bool cqe_is_sw_owned(uint8_t op_own, uint8_t sw_bit) noexcept {
 // half carries inline-scattered data).
 constexpr uint32_t cqe64_offset(uint32_t cqe_size) noexcept { return cqe_size - kCqe64Size; }
 
-// The next CQE is fetched while this one is handled (its line is written by the NIC;
-// a prefetch past the ring end is harmless: prefetches never fault).
-inline void prefetch_cqe(const std::byte* next_cqe64) noexcept { __builtin_prefetch(next_cqe64, 0, 3); }
 inline uint8_t load_op_own(const std::byte* cqe64) noexcept {
   // Acquire: the rest of the CQE is read only after its owner byte says it is ours.
   return __atomic_load_n(reinterpret_cast<const uint8_t*>(cqe64 + offsetof(mlx5_cqe64, op_own)), __ATOMIC_ACQUIRE);
