@@ -372,9 +372,9 @@ class DirectTransport {
       const uint64_t start = ci_ + off;
       const uint32_t slot = static_cast<uint32_t>(start) & mask_;
       const std::byte* ctrl = sq_buf_ + (static_cast<size_t>(slot) << kWqeBbShift);
-      const uint32_t ds = static_cast<uint32_t>(ctrl[offsetof(mlx5_wqe_ctrl_seg, qpn_ds) + 3]) & kMaxDs;
+      const uint8_t ds_byte = static_cast<uint8_t>(ctrl[offsetof(mlx5_wqe_ctrl_seg, qpn_ds) + 3]);
       const uint8_t opcode = static_cast<uint8_t>(ctrl[offsetof(mlx5_wqe_ctrl_seg, opmod_idx_opcode) + 3]);
-      ci_ = start + std::max<uint32_t>(bbs_of_ds(ds), 1);
+      ci_ = start + kBbsOfDsByte.bbs[ds_byte];
       return Retired{slot, opcode};
     }
 
@@ -467,76 +467,69 @@ class DirectTransport {
   }
 
   // Receive completions (WRITE-with-immediate arrivals), at most `max`.
+  // The CQ is read in runs (recv_run): from the consumer counter up to the ring end or
+  // the budget, plain RESP_WR_IMM CQEs are recognised by one compare of their owner byte
+  // and reported without other branches. A compressed session is expanded here, array
+  // by array; single CQEs that are neither (inline scatter, errors) are decoded by
+  // recv_single(). The callback is not handed to any out-of-line function, so what it
+  // captures can stay in registers.
   template <class F>
   uint32_t poll_recv(F&& cb, uint32_t max) {
     CqState& cq = recv_cq_;
-    const std::byte* const begin = cq.base;
-    const std::byte* const end = cq.end;
-    const size_t stride = cq.cqe_size;
-    uint32_t ci = cq.ci;
-    const std::byte* c = cq.cqe64(ci);
-    // The owner byte of a plain RESP_WR_IMM CQE that software owns (the owner bit
-    // flips with every pass over the ring; the solicited bit is ignored).
-    uint8_t want = static_cast<uint8_t>((MLX5_CQE_RESP_WR_IMM << 4) | sw_owner_bit(ci, cq.log2_cnt));
     uint32_t n = 0;
     while (n < max) {
-      const uint8_t op_own = load_op_own(c);
-      if ((op_own & ~kCqeSeBit) == want) [[likely]] {
-        cq.ci = ++ci;  // before the callback: it may post receives (SRQ count follows ci)
-        ++n;
-        cb(RecvCompletion{cqe_qpn(c), cqe_imm(c), cqe_byte_cnt(c), WcStatus::kSuccess});
-        c += stride;
-        if (c == end) [[unlikely]] {
-          c = begin;
-          want ^= MLX5_CQE_OWNER_MASK;
-        }
+      uint8_t op_own;
+      n += recv_run(cq, cb, max - n, op_own);
+      if (op_own == kRunAtRingEnd) continue;
+      if (!cqe_is_sw_owned(op_own, op_own_owner(cq))) break;
+      const std::byte* const c = cq.cqe64(cq.ci);
+      if (cqe_format(op_own) == kCqeFormatCompressed) {
+        if (cq.zip_n == 0) begin_session(cq, c, op_own, MLX5_CQE_RESP_WR_IMM);
+        const uint32_t qpn = cqe_qpn(c);
+        const uint32_t imm = cqe_imm(c);
+        n += for_each_mini(cq, max - n, [&](const std::byte* mini) {
+          cb(RecvCompletion{qpn, imm, load_be32(mini + kMiniByteCntOffset), WcStatus::kSuccess});
+          return 1u;
+        });
         continue;
       }
-      if (!cqe_is_sw_owned(op_own, want & MLX5_CQE_OWNER_MASK)) break;
-      n += recv_slow(cb, c, op_own, max - n);
-      ci = cq.ci;
-      c = cq.cqe64(ci);
-      want = static_cast<uint8_t>((MLX5_CQE_RESP_WR_IMM << 4) | sw_owner_bit(ci, cq.log2_cnt));
+      const RecvCompletion rc = recv_single(c, op_own);
+      ++n;
+      cb(rc);
     }
     if (n) cq.publish_ci();
     return n;
   }
 
-  // Send completions (signalled WQEs and errors), at most `max`. A plain REQ CQE (the
-  // common case) is recognised by one compare of its owner byte, as in poll_recv; the
-  // rest (compressed sessions, inline scatter, errors) goes to send_slow().
+  // Send completions (signalled WQEs and errors), at most `max`. Read in runs as
+  // poll_recv reads: a plain REQ CQE (the common case) is recognised by one compare of
+  // its owner byte; compressed sessions are expanded here; single CQEs that are neither
+  // (inline scatter, errors) are decoded by send_single(). Consecutive CQEs of one QP
+  // (the usual case) look the QP up once.
   template <class F>
   uint32_t poll_send(F&& cb, uint32_t max) {
     CqState& cq = send_cq_;
-    const std::byte* const begin = cq.base;
-    const std::byte* const end = cq.end;
-    const size_t stride = cq.cqe_size;
-    uint32_t ci = cq.ci;
-    const std::byte* c = cq.cqe64(ci);
-    // Owner byte of an uncompressed, non-scattered REQ CQE that software owns (the
-    // solicited bit is ignored).
-    uint8_t want = static_cast<uint8_t>((MLX5_CQE_REQ << 4) | sw_owner_bit(ci, cq.log2_cnt));
-    const uint32_t ci_before = ci;
+    const uint32_t ci_before = cq.ci;
+    SendQpCache qps;
     uint32_t n = 0;
     while (n < max) {
-      const uint8_t op_own = load_op_own(c);
-      if ((op_own & ~kCqeSeBit) == want) [[likely]] {
-        const std::byte* const cur = c;
-        c += stride;
-        if (c == end) [[unlikely]] {
-          c = begin;
-          want ^= MLX5_CQE_OWNER_MASK;
-        }
-        prefetch_cqe(c);
-        cq.ci = ++ci;
-        n += complete_send(cqe_qpn(cur), cqe_wqe_counter(cur), WcStatus::kSuccess, 0, nullptr, 0, cb);
+      uint8_t op_own;
+      n += send_run(cq, cb, max - n, op_own, qps);
+      if (op_own == kRunAtRingEnd) continue;
+      if (!cqe_is_sw_owned(op_own, op_own_owner(cq))) break;
+      const std::byte* const c = cq.cqe64(cq.ci);
+      if (cqe_format(op_own) == kCqeFormatCompressed) {
+        if (cq.zip_n == 0) begin_session(cq, c, op_own, MLX5_CQE_REQ);
+        const uint32_t qpn = cqe_qpn(c);
+        n += for_each_mini(cq, max - n, [&](const std::byte* mini) {
+          return complete_send(send_qp(qpn, qps), qpn, load_be16(mini + kMiniWqeCounterOffset), WcStatus::kSuccess,
+                               load_be32(mini + kMiniByteCntOffset), nullptr, 0, cb);
+        });
         continue;
       }
-      if (!cqe_is_sw_owned(op_own, want & MLX5_CQE_OWNER_MASK)) break;
-      n += send_slow(cb, c, op_own, max - n);
-      ci = cq.ci;
-      c = cq.cqe64(ci);
-      want = static_cast<uint8_t>((MLX5_CQE_REQ << 4) | sw_owner_bit(ci, cq.log2_cnt));
+      const SendCqe e = send_single(c, op_own);
+      n += complete_send(send_qp(e.qpn, qps), e.qpn, e.wqe_counter, e.status, e.byte_cnt, e.scattered,
+                         e.scatter_limit, cb);
     }
     if (cq.ci != ci_before || cq.zip_n != 0) cq.publish_ci();
     return n;
@@ -564,53 +557,120 @@ class DirectTransport {
   QueuePair* find_queue_pair(uint32_t qpn) const noexcept { return qps_by_num_.find(qpn); }
 
  private:
-  // Everything on the receive CQ that is not a plain RESP_WR_IMM: compressed sessions,
-  // inline-scattered receives, error CQEs.
+  // A run's op_own when it used up its CQEs (ring end or budget). The runs report owner
+  // bytes with the solicited bit (bit 1) cleared, so no CQE byte can look like it.
+  static constexpr uint8_t kRunAtRingEnd = 0xFF;
+  static_assert((kRunAtRingEnd & kCqeSeBit) != 0);
+
+  // The owner bit software expects at cq.ci.
+  static uint8_t op_own_owner(const CqState& cq) noexcept { return sw_owner_bit(cq.ci, cq.log2_cnt); }
+
+  // One run of plain RESP_WR_IMM CQEs from cq.ci, at most `max` (>= 1) and not past the
+  // ring end. Returns how many it reported; op_own = the owner byte (solicited bit
+  // cleared) of the CQE it stopped at, or kRunAtRingEnd when it used up its CQEs.
   template <class F>
-  [[gnu::noinline]] uint32_t recv_slow(F& cb, const std::byte* c, uint8_t op_own, uint32_t budget) {
-    CqState& cq = recv_cq_;
-    const uint8_t opcode = cqe_opcode(op_own);
-    const uint8_t format = cqe_format(op_own);
-    if (format == kCqeFormatCompressed) {
-      if (opcode != MLX5_CQE_RESP_WR_IMM)
-        detail::cq_fault("compressed session of opcode " + std::to_string(opcode) + " on the receive CQ");
-      const uint32_t qpn = cqe_qpn(c);
-      const uint32_t imm = cqe_imm(c);
-      return expand_session(cq, c, budget, [&](const std::byte* mini) {
-        cb(RecvCompletion{qpn, imm, load_be32(mini + kMiniByteCntOffset), WcStatus::kSuccess});
-        return 1u;
-      });
+  [[gnu::always_inline]] static uint32_t recv_run(CqState& cq, F& cb, uint32_t max, uint8_t& op_own) {
+    uint32_t ci = cq.ci;
+    const uint32_t pos = ci & cq.mask;
+    const size_t stride = cq.cqe_size;
+    const std::byte* c = cq.base + (static_cast<size_t>(pos) << cq.entry_shift);
+    // The owner byte of a plain RESP_WR_IMM CQE that software owns (the owner bit
+    // flips with every pass over the ring; the solicited bit is ignored).
+    const uint8_t want = static_cast<uint8_t>((MLX5_CQE_RESP_WR_IMM << 4) | sw_owner_bit(ci, cq.log2_cnt));
+    const uint32_t run_begin = ci;
+    const uint32_t to_end = cq.mask + 1 - pos;
+    const uint32_t run_end = ci + std::min(max, to_end);
+    for (;;) {
+      op_own = load_op_own(c) & ~kCqeSeBit;
+      if (op_own != want) break;
+      cq.ci = ++ci;  // before the callback: it may post receives (SRQ count follows ci)
+      cb(RecvCompletion{cqe_qpn(c), cqe_imm(c), cqe_byte_cnt(c), WcStatus::kSuccess});
+      c += stride;
+      if (ci == run_end) {
+        op_own = kRunAtRingEnd;
+        break;
+      }
     }
-    ++cq.ci;
+    return ci - run_begin;
+  }
+
+  // One software-owned receive CQE that is neither plain nor compressed: inline-
+  // scattered receives and error CQEs. Consumes it (before the callback runs).
+  [[gnu::noinline]] RecvCompletion recv_single(const std::byte* c, uint8_t op_own) {
+    const uint8_t opcode = cqe_opcode(op_own);
+    ++recv_cq_.ci;
     if (opcode == MLX5_CQE_RESP_WR_IMM) {
       // Inline scatter on a receive: data for the receive buffer was placed in the CQE.
       // Our receives have no buffer, so any such byte is a local length error.
-      const uint32_t bytes = cqe_byte_cnt(c);
-      cb(RecvCompletion{cqe_qpn(c), cqe_imm(c), bytes, WcStatus::kLocalLengthError});
-      return 1;
+      return RecvCompletion{cqe_qpn(c), cqe_imm(c), cqe_byte_cnt(c), WcStatus::kLocalLengthError};
     }
     if (opcode == MLX5_CQE_RESP_ERR) {
       // Responder errors flush or fail a receive taken from the SRQ.
-      cb(RecvCompletion{err_cqe_qpn(c), 0, 0, status_of_syndrome(err_cqe_syndrome(c))});
-      return 1;
+      return RecvCompletion{err_cqe_qpn(c), 0, 0, status_of_syndrome(err_cqe_syndrome(c))};
     }
     detail::cq_fault("unexpected CQE opcode " + std::to_string(opcode) + " on the receive CQ");
   }
 
-  // Everything on the send CQ that is not a plain REQ CQE: compressed sessions, inline
-  // scatter (a small READ's data inside the CQE), error CQEs. `c` is software-owned.
+  // The QP of the previous send CQE of this poll (QP numbers are 24 bits, so ~0 is none).
+  struct SendQpCache {
+    uint32_t qpn = ~0u;
+    QueuePair* qp = nullptr;
+  };
+  // The QP of a send CQE, through the cache: consecutive CQEs of one QP (the usual
+  // case) look it up once.
+  [[gnu::always_inline]] QueuePair* send_qp(uint32_t qpn, SendQpCache& qps) const {
+    if (qpn != qps.qpn) [[unlikely]] {
+      qps.qp = find_send_qp(qpn);
+      qps.qpn = qpn;
+    }
+    return qps.qp;
+  }
+
+  // One run of plain REQ CQEs from cq.ci: at most `max` (>= 1) CQEs, not past the ring
+  // end. Returns the completions reported (a CQE of a NOP reports none); op_own as in
+  // recv_run (kRunAtRingEnd when the run used up its CQEs).
   template <class F>
-  [[gnu::noinline]] uint32_t send_slow(F& cb, const std::byte* c, uint8_t op_own, uint32_t budget) {
+  [[gnu::always_inline]] uint32_t send_run(CqState& cq, F& cb, uint32_t max, uint8_t& op_own, SendQpCache& qps) {
+    uint32_t ci = cq.ci;
+    const uint32_t pos = ci & cq.mask;
+    const size_t stride = cq.cqe_size;
+    const std::byte* c = cq.base + (static_cast<size_t>(pos) << cq.entry_shift);
+    // Owner byte of an uncompressed, non-scattered REQ CQE that software owns (the
+    // solicited bit is ignored).
+    const uint8_t want = static_cast<uint8_t>((MLX5_CQE_REQ << 4) | sw_owner_bit(ci, cq.log2_cnt));
+    const uint32_t run_end = ci + std::min(max, cq.mask + 1 - pos);
+    uint32_t reported = 0;
+    for (;;) {
+      op_own = load_op_own(c) & ~kCqeSeBit;
+      if (op_own != want) break;
+      cq.ci = ++ci;
+      const uint32_t qpn = cqe_qpn(c);
+      reported += complete_send(send_qp(qpn, qps), qpn, cqe_wqe_counter(c), WcStatus::kSuccess, 0, nullptr, 0, cb);
+      c += stride;
+      if (ci == run_end) {
+        op_own = kRunAtRingEnd;
+        break;
+      }
+    }
+    return reported;
+  }
+
+  // What complete_send() needs of one send CQE.
+  struct SendCqe {
+    uint32_t qpn;
+    uint16_t wqe_counter;
+    WcStatus status;
+    uint32_t byte_cnt;
+    const std::byte* scattered;  // inline-scattered READ data, or nullptr
+    uint32_t scatter_limit;
+  };
+
+  // One software-owned send CQE that is neither plain nor compressed: inline scatter (a
+  // small READ's data inside the CQE) and error CQEs. Consumes it.
+  [[gnu::noinline]] SendCqe send_single(const std::byte* c, uint8_t op_own) {
     CqState& cq = send_cq_;
     const uint8_t opcode = cqe_opcode(op_own);
     const uint8_t format = cqe_format(op_own);
-    if (format == kCqeFormatCompressed) {
-      if (opcode != MLX5_CQE_REQ) detail::cq_fault("compressed session of opcode " + std::to_string(opcode) + " on the send CQ");
-      return expand_session(cq, c, budget, [&](const std::byte* mini) {
-        return complete_send(cqe_qpn(c), load_be16(mini + kMiniWqeCounterOffset), WcStatus::kSuccess,
-                             load_be32(mini + kMiniByteCntOffset), nullptr, 0, cb);
-      });
-    }
     ++cq.ci;
     if (opcode == MLX5_CQE_REQ) {
       const std::byte* scattered = nullptr;
@@ -623,58 +683,83 @@ class DirectTransport {
         scattered = c - kCqe64Size;
         scatter_limit = kScatter64Max;
       }
-      return complete_send(cqe_qpn(c), cqe_wqe_counter(c), WcStatus::kSuccess, cqe_byte_cnt(c), scattered,
-                           scatter_limit, cb);
+      return SendCqe{cqe_qpn(c), cqe_wqe_counter(c), WcStatus::kSuccess, cqe_byte_cnt(c), scattered, scatter_limit};
     }
-    if (opcode == MLX5_CQE_REQ_ERR) {
-      const WcStatus st = status_of_syndrome(err_cqe_syndrome(c));
-      return complete_send(err_cqe_qpn(c), cqe_wqe_counter(c), st, 0, nullptr, 0, cb);
-    }
+    if (opcode == MLX5_CQE_REQ_ERR)
+      return SendCqe{err_cqe_qpn(c), cqe_wqe_counter(c), status_of_syndrome(err_cqe_syndrome(c)), 0, nullptr, 0};
     detail::cq_fault("unexpected CQE opcode " + std::to_string(opcode) + " on the send CQ");
   }
 
-  // Expands (part of) the compressed session whose title is at cq.ci, calling
-  // per_mini(mini_cqe_bytes) -> completions reported. Returns the completions reported.
+  // Starts the compressed session whose title `title` (software-owned, format 3) is at
+  // cq.ci: checks its opcode and size (2 <= n <= the ring).
+  [[gnu::noinline]] static void begin_session(CqState& cq, const std::byte* title, uint8_t op_own,
+                                              uint8_t expected_opcode) {
+    const uint8_t opcode = cqe_opcode(op_own);
+    if (opcode != expected_opcode)
+      detail::cq_fault("compressed session of opcode " + std::to_string(opcode) + " on the " +
+                       (expected_opcode == MLX5_CQE_REQ ? "send" : "receive") + " CQ");
+    const uint32_t n = cqe_byte_cnt(title);
+    if (n < 2 || n > cq.cqe_cnt())
+      detail::cq_fault("compressed session of " + std::to_string(n) + " CQEs in a CQ of " +
+                       std::to_string(cq.cqe_cnt()));
+    cq.zip_n = n;
+    cq.zip_i = 0;
+  }
+
+  // Expands up to `budget` mini CQEs of the session in progress (title at cq.ci),
+  // calling per_mini(mini_cqe_bytes) -> completions reported, array by array (no
+  // per-mini test for the array change). Returns the completions reported; ends the
+  // session when its last mini CQE is done.
   template <class PerMini>
-  uint32_t expand_session(CqState& cq, const std::byte* title, uint32_t budget, PerMini&& per_mini) {
-    if (cq.zip_n == 0) {
-      const uint32_t n = cqe_byte_cnt(title);
-      if (n < 2 || n > cq.cqe_cnt())
-        detail::cq_fault("compressed session of " + std::to_string(n) + " CQEs in a CQ of " +
-                         std::to_string(cq.cqe_cnt()));
-      cq.zip_n = n;
-      cq.zip_i = 0;
-    }
+  [[gnu::always_inline]] static uint32_t for_each_mini(CqState& cq, uint32_t budget, PerMini&& per_mini) {
     const uint32_t n = cq.zip_n;
     uint32_t i = cq.zip_i;
-    const std::byte* array = cq.cqe64(cq.ci + mini_array_entry(i));
+    const uint32_t stop = n - i <= budget ? n : i + budget;
     uint32_t reported = 0;
-    while (i < n && reported < budget) {
-      if (i % kMiniCqesPerArray == 0) array = cq.cqe64(cq.ci + mini_array_entry(i));
-      const std::byte* mini = array + (i % kMiniCqesPerArray) * kMiniCqeSize;
-      cq.zip_i = ++i;  // before the callback (the SRQ count follows it)
-      reported += per_mini(mini);
+    while (i != stop) {
+      const std::byte* mini = cq.cqe64(cq.ci + mini_array_entry(i)) + (i % kMiniCqesPerArray) * kMiniCqeSize;
+      const uint32_t array_stop = std::min(stop, (i | (kMiniCqesPerArray - 1)) + 1);
+      do {
+        cq.zip_i = ++i;  // before the callback (the SRQ count follows it)
+        reported += per_mini(mini);
+        mini += kMiniCqeSize;
+      } while (i != array_stop);
     }
-    if (cq.zip_i == cq.zip_n) {
-      // Hand the whole session back: reset its entries so no stale byte looks valid.
-      std::byte* e = cq.cqe64(cq.ci);
-      for (uint32_t k = 0; k < cq.zip_n; ++k) {
-        store_op_own(e, kCqeInvalidOpOwn);
-        e += cq.cqe_size;
-        if (e == cq.end) e = cq.base;
-      }
-      cq.ci += cq.zip_n;
-      cq.zip_n = 0;
-      cq.zip_i = 0;
-    }
+    if (i == n) end_session(cq);
     return reported;
   }
 
-  template <class F>
-  [[gnu::always_inline]] uint32_t complete_send(uint32_t qpn, uint16_t wqe_counter, WcStatus status, uint32_t byte_cnt,
-                         const std::byte* scattered, uint32_t scatter_limit, F& cb) {
+  // Hands the whole session back: resets its entries so no stale byte looks valid on a
+  // later pass, and moves the consumer counter past it.
+  [[gnu::noinline]] static void end_session(CqState& cq) noexcept {
+    std::byte* e = cq.cqe64(cq.ci);
+    for (uint32_t k = 0; k < cq.zip_n; ++k) {
+      store_op_own(e, kCqeInvalidOpOwn);
+      e += cq.cqe_size;
+      if (e == cq.end) e = cq.base;
+    }
+    cq.ci += cq.zip_n;
+    cq.zip_n = 0;
+    cq.zip_i = 0;
+  }
+
+  [[gnu::noinline]] QueuePair* find_send_qp(uint32_t qpn) const {
     QueuePair* qp = qps_by_num_.find(qpn);
-    if (qp == nullptr) detail::cq_fault("send CQE for unknown QP number " + std::to_string(qpn));
+    if (qp == nullptr) unknown_send_qp(qpn);
+    return qp;
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] static void unknown_send_qp(uint32_t qpn) {
+    detail::cq_fault("send CQE for unknown QP number " + std::to_string(qpn));
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] static void bad_scatter(uint32_t byte_cnt, uint8_t opcode, uint32_t read_len) {
+    detail::cq_fault("inline-scattered CQE of " + std::to_string(byte_cnt) + " bytes for a WQE of opcode " +
+                     std::to_string(opcode) + " reading " + std::to_string(read_len) + " bytes");
+  }
+
+  template <class F>
+  [[gnu::always_inline]] uint32_t complete_send(QueuePair* qp, uint32_t qpn, uint16_t wqe_counter, WcStatus status,
+                                                uint32_t byte_cnt, const std::byte* scattered, uint32_t scatter_limit,
+                                                F& cb) {
     const typename QueuePair::Retired w = qp->retire(wqe_counter);
     if (status != WcStatus::kSuccess) qp->error_ = true;
     if (w.opcode == MLX5_OPCODE_NOP) return 0;
@@ -683,8 +768,7 @@ class DirectTransport {
       // READ's local buffer.
       const uint32_t read_len = qp->read_len_[w.slot];
       if (w.opcode != MLX5_OPCODE_RDMA_READ || byte_cnt > read_len || byte_cnt > scatter_limit)
-        detail::cq_fault("inline-scattered CQE of " + std::to_string(byte_cnt) + " bytes for a WQE of opcode " +
-                         std::to_string(w.opcode) + " reading " + std::to_string(read_len) + " bytes");
+        bad_scatter(byte_cnt, w.opcode, read_len);
       std::memcpy(qp->read_dst_[w.slot], scattered, byte_cnt);
     }
     cb(SendCompletion{qpn, qp->wr_ids_[w.slot], detail::wc_opcode_of(w.opcode), status});

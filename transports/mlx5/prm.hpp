@@ -67,9 +67,29 @@ inline constexpr uint64_t kMaxMessageSize = 1ull << 31;
 // DS of a WQE: its size in 16-byte units (6-bit field).
 constexpr uint32_t ds_of(uint32_t bytes) noexcept { return align16(bytes) / kDsUnit; }
 // Basic blocks a WQE of `ds` units occupies.
-constexpr uint32_t bbs_of_ds(uint32_t ds) noexcept { return (ds * kDsUnit + kWqeBb - 1) / kWqeBb; }
+constexpr uint32_t bbs_of_ds(uint32_t ds) noexcept {
+  constexpr uint32_t kDsPerBb = kWqeBb / kDsUnit;
+  return (ds + kDsPerBb - 1) / kDsPerBb;  // = ceil(ds * 16 / 64)
+}
 static_assert(bbs_of_ds(3) == 1 && bbs_of_ds(4) == 1 && bbs_of_ds(5) == 2 && bbs_of_ds(16) == 4);
 inline constexpr uint32_t kMaxDs = 63;  // qpn_ds bits 5:0
+
+// Blocks to retire for a WQE, from the last byte of its qpn_ds as it sits in the queue
+// (bits 5:0 = DS, bits 7:6 = low QP-number bits): one table load instead of mask,
+// round-up and clamp. A DS of 0 (never written by this transport) still counts one
+// block, so retiring always moves forward.
+struct BbsOfDsByteTable {
+  uint8_t bbs[256];
+  constexpr BbsOfDsByteTable() : bbs{} {
+    for (uint32_t b = 0; b < 256; ++b) {
+      const uint32_t n = bbs_of_ds(b & kMaxDs);
+      bbs[b] = static_cast<uint8_t>(n == 0 ? 1 : n);
+    }
+  }
+};
+inline constexpr BbsOfDsByteTable kBbsOfDsByte{};
+static_assert(kBbsOfDsByte.bbs[0] == 1 && kBbsOfDsByte.bbs[3] == 1 && kBbsOfDsByte.bbs[5] == 2 &&
+              kBbsOfDsByte.bbs[0x40 | 16] == 4 && kBbsOfDsByte.bbs[0xC0 | 63] == 16);
 
 // WQE size classes of WRITE / WRITE_IMM / READ (DS units).
 constexpr uint32_t ds_rdma_no_data() noexcept { return (kCtrlSegSize + kRaddrSegSize) / kDsUnit; }
@@ -249,9 +269,6 @@ constexpr bool cqe_is_sw_owned(uint8_t op_own, uint8_t sw_bit) noexcept {
 // half carries inline-scattered data).
 constexpr uint32_t cqe64_offset(uint32_t cqe_size) noexcept { return cqe_size - kCqe64Size; }
 
-// The next CQE is fetched while this one is handled (its line is written by the NIC;
-// a prefetch past the ring end is harmless: prefetches never fault).
-inline void prefetch_cqe(const std::byte* next_cqe64) noexcept { __builtin_prefetch(next_cqe64, 0, 3); }
 inline uint8_t load_op_own(const std::byte* cqe64) noexcept {
   // Acquire: the rest of the CQE is read only after its owner byte says it is ours.
   return __atomic_load_n(reinterpret_cast<const uint8_t*>(cqe64 + offsetof(mlx5_cqe64, op_own)), __ATOMIC_ACQUIRE);
