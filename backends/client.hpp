@@ -9,6 +9,8 @@
 //   static RemotePath connect(NodeResources&, const ClientWiring<T>&)
 //   bool try_call(const Request&, uint64_t token); void after_issue()
 //   uint32_t poll(F on_response)   on_response(uint64_t token, const Response&)
+//   bool failures_waiting()        (optional) requests refused at once wait for poll() to
+//                                  report them failed
 // The token is the client's own (returned with the response, never sent to a peer).
 //
 // Latency: every request's issue-to-answer time goes into the client's RequestLatency
@@ -132,6 +134,10 @@ class Client {
       ++res.issued;
     }
     remote_.after_issue();  // a path that batches (copyrpc) sends what was issued
+    // A path that refused requests at once (their endpoint stopped) reports them failed at
+    // its next poll: step again without waiting for a response.
+    if constexpr (requires { remote_.failures_waiting(); })
+      if (remote_.failures_waiting()) [[unlikely]] res.blocked = true;
     if (res.issued) {
       counters_.add_issued(res.issued);
       meter_.charge(Op::kClientRequest, res.issued);
