@@ -367,16 +367,14 @@ bool Network::lose(QpState& q, uint64_t seq, Wqe& w, Time out, const Retransmiss
   notify(WqeEvent::kLost, q, seq, w, out);
   const Time timer = out + rt.timeout_ns;  // the local ACK timer expires
   if (w.transport_retries >= rt.retry_cnt) {
-    // Retries exhausted: the WQE completes with RETRY_EXC_ERR, the QP goes to error and
-    // the connection fails.
-    --q.in_window;
+    // Retries exhausted: when the timer expires the connection fails (the QP goes to
+    // error) and the WQE completes with RETRY_EXC_ERR. Until then it holds the QP's later
+    // WQEs at Tx, never due again.
     ++nic.n.retry_exceeded;
-    w.status = WcStatus::kRetryExceeded;
-    w.stage = kStComplete;
-    w.due = timer;
-    enter_error(q, seq + 1, timer);
+    w.flags |= kWqeRetriesExhausted;
+    w.due = kTimeNever;
     engine_.schedule(timer, failure_target_, q.index);
-    return true;
+    return false;
   }
   ++w.transport_retries;
   ++nic.n.retransmissions;
@@ -408,10 +406,14 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
     Wqe& x = q.ring[s & q.mask];
     if (x.stage >= kStComplete) continue;
     if (x.stage == kStAdmit) --nic.n.admit_depth;
-    x.status = WcStatus::kWrFlushError;
+    if (x.flags & kWqeRetriesExhausted) {
+      x.status = WcStatus::kRetryExceeded;
+    } else {
+      x.status = WcStatus::kWrFlushError;
+      ++nic.n.flushed;
+    }
     x.stage = kStComplete;
     x.due = complete_due;
-    ++nic.n.flushed;
   }
   q.rung = q.slots.posted();
   schedule_stage(q, kStComplete, complete_due);

@@ -151,7 +151,9 @@ inline constexpr uint32_t kMaxQps = 1u << (32 - kStageBits);
 inline constexpr uint32_t kQpnBase = 0x40;
 inline constexpr uint32_t kMaxQpn = (1u << 24) - 1;
 
-enum WqeFlags : uint8_t { kWqeSignaled = 1, kWqeBlueFlame = 2, kWqeInline = 4 };
+// kWqeRetriesExhausted: its packet was lost once more than the retry count allows; the
+// QP's error flush completes it with kRetryExceeded.
+enum WqeFlags : uint8_t { kWqeSignaled = 1, kWqeBlueFlame = 2, kWqeInline = 4, kWqeRetriesExhausted = 8 };
 
 struct Wqe {
   const std::byte* local = nullptr;  // WRITE: source, READ: destination (checked at Engine)

@@ -332,9 +332,18 @@ class Experiment {
     for (const sim::Fault& f : e.packet_losses_)
       if (f.node == from && f.to_node == to && f.active(at) && e.loss_rng_.uniform() < f.loss) {
         rt = sim::Retransmission{sim::ack_timeout_ns(f.timeout), f.retry_cnt};
+        e.trace_instant("packet lost", from, at, "{\"to\":" + std::to_string(to) + "}");
         return true;
       }
     return false;
+  }
+  // An instant event on node `rank`'s trace (fault events), inside the trace window.
+  void trace_instant(const char* name, uint32_t rank, Time at, const std::string& args) {
+    if (!tracing_ || at < trace_begin_ || at >= trace_end_) return;
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "{\"name\":\"%s\",\"ph\":\"i\",\"s\":\"p\",\"pid\":%u,\"ts\":%.3f,\"args\":", name,
+                  rank, at / 1000.0);
+    trace_ << buf << args << "},\n";
   }
   // qp_error fault i: every QP of its node connected to its peer node fails now.
   void on_qp_error(uint32_t i) {
@@ -344,6 +353,7 @@ class Experiment {
       const sim::QpState& s = net.qp(q);
       if (s.node == f.node && s.connected() && net.qp(s.peer).node == f.to_node) net.fail_connection(q);
     }
+    trace_instant("qp error", f.node, engine_.now(), "{\"peer\":" + std::to_string(f.to_node) + "}");
   }
 
   // ---- copyrpc endpoint checks (with the oracle): after every step of a thread that owns
