@@ -9,6 +9,8 @@
 //   static RemotePath connect(NodeResources&, const ClientWiring<T>&)
 //   bool try_call(const Request&, uint64_t token); void after_issue()
 //   uint32_t poll(F on_response)   on_response(uint64_t token, const Response&)
+//   bool failures_waiting()        (optional) requests refused at once wait for poll() to
+//                                  report them failed
 // The token is the client's own (returned with the response, never sent to a peer).
 //
 // Latency: every request's issue-to-answer time goes into the client's RequestLatency
@@ -65,7 +67,6 @@ class Client {
       }
       return now;
     };
-    uint32_t failed = 0;  // answers that reported their request failed (kEndpointStopped)
     auto on_resp = [&](uint64_t token, const Response& r) __attribute__((always_inline)) {
       if constexpr (kRecordLatency) {
         // Not a token this client gave out, or one with no request pending (a duplicate
@@ -81,14 +82,7 @@ class Client {
       }
       ++res.completed;
       if (oracle_ != nullptr) [[unlikely]] oracle_->answered(node_.rank, oracle_client_, static_cast<uint32_t>(token), r);
-      if (!r.valid() || r.is_error()) [[unlikely]] {
-        // Reported failed (the path to the target rank stopped) is an outcome a fault may
-        // cause, counted apart and not as completed; any other error answer is an error.
-        if (r.valid() && r.error == kv::ErrorCode::kEndpointStopped)
-          ++failed;
-        else
-          counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      }
+      if (!r.valid() || r.is_error()) [[unlikely]] note_error_answer(r);
     };
     uint32_t visits = 0;  // response areas that held answers (one per ipc ring, one for the remote path)
     for (IpcClientT* c : ipc_) visits += c->poll(on_resp) > 0 ? 1 : 0;
@@ -97,9 +91,10 @@ class Client {
     const uint32_t remote_answers = res.completed - ipc_answers;
     if (res.completed) {
       in_flight_ -= res.completed;
-      counters_.add_completed(res.completed - failed);
-      if (failed != 0) [[unlikely]]
-        counters_.failed.store(counters_.failed.load(std::memory_order_relaxed) + failed, std::memory_order_relaxed);
+      if (failed_this_step_ == 0) [[likely]]
+        counters_.add_completed(res.completed);
+      else
+        count_failed(res.completed);
       meter_.charge(Op::kRingOp, res.completed);
       // Every ipc answer, and a remote answer when a daemon wrote it, came as a line
       // from a daemon's core (sim::Model::response_handoff_ns; nothing on real runs).
@@ -132,6 +127,10 @@ class Client {
       ++res.issued;
     }
     remote_.after_issue();  // a path that batches (copyrpc) sends what was issued
+    // A path that refused requests at once (their endpoint stopped) reports them failed at
+    // its next poll: step again without waiting for a response.
+    if constexpr (requires { remote_.failures_waiting(); })
+      if (remote_.failures_waiting()) [[unlikely]] res.blocked = true;
     if (res.issued) {
       counters_.add_issued(res.issued);
       meter_.charge(Op::kClientRequest, res.issued);
@@ -156,6 +155,21 @@ class Client {
   void restart_latency_max() noexcept { latency_.restart_max(); }
 
  private:
+  // An error answer. Reported failed (the path to the target rank stopped) is an outcome
+  // a fault may cause, counted apart and not as completed; any other is an error.
+  [[gnu::noinline]] void note_error_answer(const Response& r) {
+    if (r.valid() && r.error == kv::ErrorCode::kEndpointStopped)
+      ++failed_this_step_;
+    else
+      counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  // `answers` collected this step, failed_this_step_ of them reported failed.
+  [[gnu::noinline]] void count_failed(uint32_t answers) {
+    counters_.add_completed(answers - failed_this_step_);
+    counters_.failed.store(counters_.failed.load(std::memory_order_relaxed) + failed_this_step_, std::memory_order_relaxed);
+    failed_this_step_ = 0;
+  }
+
   struct Pending {
     uint64_t issued_ns = 0;
     metrics::LatencyClass cls = metrics::LatencyClass::kGetLocal;
@@ -169,6 +183,7 @@ class Client {
   Meter& meter_;
   ClientCounters& counters_;
   uint32_t in_flight_ = 0;
+  uint32_t failed_this_step_ = 0;  // answers of the current step that reported failed
   bool stopping_ = false;
   std::vector<Pending> pending_;       // by token
   std::vector<uint32_t> free_tokens_;  // [0, free_count_): tokens of no pending request (a stack)

@@ -170,8 +170,9 @@ class Node {
     return n;
   }
   // The copyrpc endpoints of this node that stopped (a peer broke a receive-path rule,
-  // or the transport reported an error completion): one line each, naming the thread,
-  // the peer rank and the rule (copyrpc::EndpointError).
+  // the transport reported an error completion, or the owner stopped it): one line each,
+  // naming the thread, the peer rank and the reason (copyrpc::EndpointError). Their
+  // pending calls were failed back to the clients (kEndpointStopped).
   std::vector<std::string> failed_endpoints() const {
     std::vector<std::string> out;
     for (size_t t = 0; t < ctxs_.size(); ++t) {

@@ -5,6 +5,7 @@ starts from well-formed traffic and mutates it. The JSON harnesses' seeds are co
 files in configs/. Usage: make_seeds.py (from anywhere; rewrites the seed files)."""
 import pathlib
 import shutil
+import json
 import struct
 
 ROOT = pathlib.Path(__file__).resolve().parent
@@ -86,3 +87,13 @@ for name, files in {
     d.mkdir(parents=True, exist_ok=True)
     for f in files:
         shutil.copyfile(REPO / f, d / pathlib.Path(f).name)
+
+# A model with one fault of each kind (sim/faults.hpp).
+(ROOT / "corpus" / "sim_model" / "faults.json").write_text(json.dumps({"faults": [
+    {"kind": "slow_node", "node": 1, "start_us": 100, "end_us": 300, "factor": 4},
+    {"kind": "stall_daemon", "node": 0, "daemon": 0, "start_us": 5, "end_us": 6.5},
+    {"kind": "link_delay", "from": 0, "to": 1, "start_us": 0, "end_us": 10, "extra_ns": 2500},
+    {"kind": "packet_loss", "from": 0, "to": 1, "start_us": 0, "end_us": 50, "loss": 0.01, "timeout": 14,
+     "retry_cnt": 7},
+    {"kind": "qp_error", "node": 1, "peer": 0, "at_us": 42.5},
+]}, indent=2) + "\n")

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 namespace bkv::sim {
 
@@ -14,15 +15,18 @@ std::vector<std::string> keys_of(FaultKind k) {
     case FaultKind::kSlowNode: return {"node", "start_us", "end_us", "factor"};
     case FaultKind::kStallDaemon: return {"node", "daemon", "start_us", "end_us"};
     case FaultKind::kLinkDelay: return {"from", "to", "start_us", "end_us", "extra_ns"};
+    case FaultKind::kPacketLoss: return {"from", "to", "start_us", "end_us", "loss", "timeout", "retry_cnt"};
+    case FaultKind::kQpError: return {"node", "peer", "at_us"};
   }
   return {};
 }
 
 FaultKind kind_of(const std::string& name, const std::string& where) {
-  for (FaultKind k : {FaultKind::kSlowNode, FaultKind::kStallDaemon, FaultKind::kLinkDelay})
+  for (FaultKind k : {FaultKind::kSlowNode, FaultKind::kStallDaemon, FaultKind::kLinkDelay, FaultKind::kPacketLoss,
+                      FaultKind::kQpError})
     if (name == to_string(k)) return k;
   throw std::runtime_error(where + ".kind: unknown fault kind \"" + name +
-                           "\" (expected slow_node, stall_daemon, link_delay)");
+                           "\" (expected slow_node, stall_daemon, link_delay, packet_loss, qp_error)");
 }
 
 std::string joined(const std::vector<std::string>& keys) {
@@ -39,12 +43,25 @@ void set_key(Fault& f, const std::string& key, double v, const std::string& wher
     if (v < 0 || v != std::floor(v) || v > 1e6) throw std::runtime_error(at + ": must be an integer in [0, 1000000]");
     return static_cast<uint32_t>(v);
   };
+  auto integer_in = [&](uint32_t lo, uint32_t hi) -> uint32_t {
+    if (v < lo || v > hi || v != std::floor(v))
+      throw std::runtime_error(at + ": must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return static_cast<uint32_t>(v);
+  };
   if (key == "node" || key == "from") f.node = index();
   else if (key == "daemon") f.daemon = index();
-  else if (key == "to") f.to_node = index();
-  else if (key == "start_us" || key == "end_us") {
+  else if (key == "to" || key == "peer") f.to_node = index();
+  else if (key == "start_us" || key == "end_us" || key == "at_us") {
     if (v < 0 || v > kMaxFaultTimeUs) throw std::runtime_error(at + ": must be in [0, 3.6e9] microseconds");
-    (key == "start_us" ? f.start_us : f.end_us) = v;
+    if (key != "end_us") f.start_us = v;
+    if (key != "start_us") f.end_us = v;
+  } else if (key == "loss") {
+    if (!(v > 0 && v <= 1)) throw std::runtime_error(at + ": must be a probability in (0, 1]");
+    f.loss = v;
+  } else if (key == "timeout") {
+    f.timeout = integer_in(kMinAckTimeout, kMaxAckTimeout);  // 0 (no timeout) would never retransmit
+  } else if (key == "retry_cnt") {
+    f.retry_cnt = integer_in(0, kMaxRetryCount);
   } else if (key == "factor") {
     if (v < 1 || v > 1000) throw std::runtime_error(at + ": must be in [1, 1000]");
     f.factor = v;
@@ -55,6 +72,7 @@ void set_key(Fault& f, const std::string& key, double v, const std::string& wher
 }
 
 void check_window(const Fault& f, const std::string& where) {
+  if (f.kind == FaultKind::kQpError) return;  // an instant (at_us), not a window
   if (!(f.end_us > f.start_us)) throw std::runtime_error(where + ".end_us: must be greater than start_us");
 }
 
@@ -121,12 +139,23 @@ nlohmann::json Fault::to_json() const {
   switch (kind) {
     case FaultKind::kSlowNode: j["node"] = node; break;
     case FaultKind::kStallDaemon: j["node"] = node; j["daemon"] = daemon; break;
-    case FaultKind::kLinkDelay: j["from"] = node; j["to"] = to_node; break;
+    case FaultKind::kLinkDelay:
+    case FaultKind::kPacketLoss: j["from"] = node; j["to"] = to_node; break;
+    case FaultKind::kQpError: j["node"] = node; j["peer"] = to_node; break;
+  }
+  if (kind == FaultKind::kQpError) {
+    j["at_us"] = start_us;
+    return j;
   }
   j["start_us"] = start_us;
   j["end_us"] = end_us;
   if (kind == FaultKind::kSlowNode) j["factor"] = factor;
   if (kind == FaultKind::kLinkDelay) j["extra_ns"] = extra_ns;
+  if (kind == FaultKind::kPacketLoss) {
+    j["loss"] = loss;
+    j["timeout"] = timeout;
+    j["retry_cnt"] = retry_cnt;
+  }
   return j;
 }
 
@@ -147,13 +176,18 @@ void check_shape(const std::vector<Fault>& faults, uint32_t nodes, uint32_t daem
   for (size_t i = 0; i < faults.size(); ++i) {
     const Fault& f = faults[i];
     const std::string where = "fault " + std::to_string(i) + " (" + to_string(f.kind) + ")";
-    const char* node_key = f.kind == FaultKind::kLinkDelay ? "from" : "node";
+    const bool link = f.kind == FaultKind::kLinkDelay || f.kind == FaultKind::kPacketLoss;
+    const char* node_key = link ? "from" : "node";
+    const char* to_key = link ? "to" : "peer";
     if (f.node >= nodes)
       throw std::runtime_error(where + "." + node_key + ": node " + std::to_string(f.node) + " but the run has " +
                                std::to_string(nodes) + " nodes");
-    if (f.kind == FaultKind::kLinkDelay && f.to_node >= nodes)
-      throw std::runtime_error(where + ".to: node " + std::to_string(f.to_node) + " but the run has " +
+    if ((link || f.kind == FaultKind::kQpError) && f.to_node >= nodes)
+      throw std::runtime_error(where + "." + to_key + ": node " + std::to_string(f.to_node) + " but the run has " +
                                std::to_string(nodes) + " nodes");
+    if ((f.kind == FaultKind::kPacketLoss || f.kind == FaultKind::kQpError) && f.to_node == f.node)
+      throw std::runtime_error(where + "." + to_key + ": node " + std::to_string(f.to_node) + " is the fault's own node (no " +
+                               "connection joins a node to itself)");
     if (f.kind == FaultKind::kStallDaemon && f.daemon >= daemons)
       throw std::runtime_error(where + ".daemon: daemon " + std::to_string(f.daemon) + " but the nodes have " +
                                std::to_string(daemons) + " daemons");

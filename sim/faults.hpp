@@ -10,16 +10,34 @@
 //                 until end_us (the thread is busy for the stall)
 //   link_delay    packets node R sends to node S (data, acks, read responses) that leave
 //                 in the window fly `extra_ns` longer one way
+//   packet_loss   request packets (WRITE, WRITE+IMM, READ request) node R sends to node S
+//                 that leave in the window are lost with probability `loss`; the RC
+//                 requester retransmits a lost one after its local ACK timeout,
+//                 4.096 us x 2^timeout (IB spec: the QP's 5-bit Local ACK Timeout,
+//                 0 = infinite, not accepted here), its later WQEs waiting behind it
+//                 (go-back-N), at most retry_cnt times (the QP's 3-bit Retry Count, 0..7);
+//                 one more loss completes the WQE with RETRY_EXC_ERR and puts the QP in
+//                 the error state (its connection fails, below)
+//   qp_error      at at_us, every QP of node R connected to node S goes to the error
+//                 state (a fatal QP error): its connection fails
+// A connection fails (sim/nic_model.hpp, Network::fail_connection): both QPs end in the
+// error state, unfinished WQEs complete with flush errors, and each owner gets an error
+// completion on its receive CQ, the peer's one wire latency later; copyrpc stops the
+// endpoint and fails back its pending calls.
 //
 // JSON (the model's "faults", an array): {"kind": "slow_node", "node": 1, "start_us": 100,
 // "end_us": 300, "factor": 4}; {"kind": "stall_daemon", "node": 0, "daemon": 0, ...};
-// {"kind": "link_delay", "from": 0, "to": 1, ..., "extra_ns": 5000}. Command line
+// {"kind": "link_delay", "from": 0, "to": 1, ..., "extra_ns": 5000}; {"kind": "packet_loss",
+// "from": 0, "to": 1, ..., "loss": 0.01, "timeout": 1, "retry_cnt": 7}; {"kind": "qp_error",
+// "node": 0, "peer": 1, "at_us": 500}. Command line
 // (--fault, repeatable): "slow_node:node=1,start_us=100,end_us=300,factor=4", the same
 // keys. Every key is required, none other is allowed; errors name the fault and the key.
 // Nodes and daemons are checked against the run's shape by check_shape().
 //
-// Faults are explicit, so a run with faults is as deterministic as one without: the same
-// configuration, seed and faults give the same bytes.
+// Faults are explicit and packet losses are drawn from a stream of their own (seeded from
+// the run's seed, drawn only for packets a packet_loss window covers), so a run with
+// faults is as deterministic as one without: the same configuration, seed and faults
+// give the same bytes.
 #pragma once
 
 #include <cstdint>
@@ -32,26 +50,39 @@
 
 namespace bkv::sim {
 
-enum class FaultKind : uint8_t { kSlowNode = 0, kStallDaemon, kLinkDelay };
+enum class FaultKind : uint8_t { kSlowNode = 0, kStallDaemon, kLinkDelay, kPacketLoss, kQpError };
 
 constexpr const char* to_string(FaultKind k) noexcept {
   switch (k) {
     case FaultKind::kSlowNode: return "slow_node";
     case FaultKind::kStallDaemon: return "stall_daemon";
     case FaultKind::kLinkDelay: return "link_delay";
+    case FaultKind::kPacketLoss: return "packet_loss";
+    case FaultKind::kQpError: return "qp_error";
   }
   return "unknown";
 }
 
+// IB local ACK timeout: 4.096 us x 2^exponent (the QP attribute `timeout`, 5 bits; 0
+// means no timeout, which would never retransmit).
+inline constexpr Time kAckTimeoutUnitNs = 4096;
+inline constexpr uint32_t kMinAckTimeout = 1, kMaxAckTimeout = 31;
+inline constexpr uint32_t kMaxRetryCount = 7;  // the QP attribute `retry_cnt`, 3 bits
+constexpr Time ack_timeout_ns(uint32_t exponent) noexcept { return kAckTimeoutUnitNs << exponent; }
+static_assert(ack_timeout_ns(kMaxAckTimeout) == 4096ull * (1ull << 31));
+
 struct Fault {
   FaultKind kind = FaultKind::kSlowNode;
-  uint32_t node = 0;      // slow_node, stall_daemon: the node; link_delay: the sender
+  uint32_t node = 0;      // slow_node, stall_daemon, qp_error: the node; link_delay, packet_loss: the sender
   uint32_t daemon = 0;    // stall_daemon
-  uint32_t to_node = 0;   // link_delay: the receiver
-  double start_us = 0;
-  double end_us = 0;
+  uint32_t to_node = 0;   // link_delay, packet_loss: the receiver; qp_error: the peer
+  double start_us = 0;    // qp_error: at_us
+  double end_us = 0;      // qp_error: at_us
   double factor = 1;      // slow_node: >= 1
   double extra_ns = 0;    // link_delay: >= 0
+  double loss = 0;        // packet_loss: probability in (0, 1]
+  uint32_t timeout = 0;   // packet_loss: local ACK timeout exponent, 1..31
+  uint32_t retry_cnt = 0; // packet_loss: retransmissions before the error, 0..7
 
   Time start_ns() const noexcept;
   Time end_ns() const noexcept;
@@ -68,7 +99,8 @@ inline constexpr double kMaxFaultTimeUs = 3.6e9;
 
 std::vector<Fault> faults_from_json(const nlohmann::json& j, const std::string& where);
 nlohmann::json faults_to_json(const std::vector<Fault>& faults);
-// Throws std::runtime_error naming the fault when a node or daemon is outside the run.
+// Throws std::runtime_error naming the fault when a node or daemon is outside the run, or
+// a packet_loss / qp_error names one node twice (no connection joins a node to itself).
 void check_shape(const std::vector<Fault>& faults, uint32_t nodes, uint32_t daemons);
 
 }  // namespace bkv::sim

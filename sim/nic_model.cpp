@@ -148,6 +148,7 @@ PostResult Network::post(uint32_t qpi, WqeOp op, const void* local, uint32_t len
                                  (is_write(op) && len <= nic_of(q).cfg.inline_max_bytes ? kWqeInline : 0));
   w.status = WcStatus::kSuccess;
   w.rnr_tries = 0;
+  w.transport_retries = 0;
   ++nic_of(q).n.wqes_posted;
   if (q.error || !q.connected()) {
     // Posting to a QP in the error state (or one never connected, still in RESET/INIT):
@@ -318,6 +319,70 @@ Time Network::wire_latency(Nic& from, uint32_t to_node, Time at) {
   return base + static_cast<uint64_t>(std::llround(j));
 }
 
+void Network::enable_connection_faults(PacketLoss fn, void* ctx) {
+  if (!connection_faults_) failure_target_ = engine_.add_target(&Network::on_connection_failure, this);
+  connection_faults_ = true;
+  packet_loss_ = fn;
+  packet_loss_ctx_ = ctx;
+}
+
+void Network::fail_connection(uint32_t qpi) {
+  if (!connection_faults_) throw std::logic_error("fail_connection: connection faults are not enabled");
+  fail_qp(qps_.at(qpi), engine_.now());
+}
+
+void Network::on_connection_failure(void* ctx, uint32_t qpi) {
+  auto* self = static_cast<Network*>(ctx);
+  self->fail_qp(self->qps_[qpi], self->engine_.now());
+}
+
+void Network::fail_qp(QpState& q, Time now) {
+  if (q.failed) return;
+  q.failed = true;
+  Nic& nic = nic_of(q);
+  ++nic.n.connection_failures;
+  if (!q.error)
+    enter_error(q, q.cursor[kStComplete], now);
+  else
+    schedule_stage(q, kStComplete, now);  // WQEs dropped at a failed responder complete now
+  // The owner learns it from an error completion on its receive CQ (see "Faults").
+  DeviceContext& c = ctxs_[q.ctx];
+  if (c.recv_cq.full()) [[unlikely]]
+    throw std::runtime_error("receive CQ overrun on node " + std::to_string(c.node) + " (depth " +
+                             std::to_string(c.recv_cq.capacity()) + "): completions are not polled");
+  if (!c.srq.empty()) c.srq.consume();
+  c.recv_cq.push(RecvCompletion{q.qp_num, 0, 0, WcStatus::kWrFlushError});
+  ++c.recv_cqes;
+  ++nic.n.recv_cqes;
+  if (c.thread != nullptr) c.thread->wake(now);
+  if (q.connected() && !qps_[q.peer].failed) {
+    const QpState& b = qps_[q.peer];
+    engine_.schedule(now + wire_latency(nic, b.node, now), failure_target_, b.index);
+  }
+}
+
+bool Network::lose(QpState& q, uint64_t seq, Wqe& w, Time out, const Retransmission& rt) {
+  Nic& nic = nic_of(q);
+  ++nic.n.packets_lost;
+  notify(WqeEvent::kLost, q, seq, w, out);
+  const Time timer = out + rt.timeout_ns;  // the local ACK timer expires
+  if (w.transport_retries >= rt.retry_cnt) {
+    // Retries exhausted: when the timer expires the connection fails (the QP goes to
+    // error) and the WQE completes with RETRY_EXC_ERR. Until then it holds the QP's later
+    // WQEs at Tx, never due again.
+    ++nic.n.retry_exceeded;
+    w.flags |= kWqeRetriesExhausted;
+    w.due = kTimeNever;
+    engine_.schedule(timer, failure_target_, q.index);
+    return false;
+  }
+  ++w.transport_retries;
+  ++nic.n.retransmissions;
+  w.due = timer;
+  schedule_stage(q, kStTx, timer);
+  return false;  // stays at Tx: the QP's later WQEs wait behind it
+}
+
 void Network::nak(QpState& q, Wqe& w, uint64_t at_ps, Nic& responder) {
   w.stage = kStAck;
   w.due = ps_to_ns_ceil(at_ps) + responder.ack_turnaround_ns +
@@ -341,10 +406,14 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
     Wqe& x = q.ring[s & q.mask];
     if (x.stage >= kStComplete) continue;
     if (x.stage == kStAdmit) --nic.n.admit_depth;
-    x.status = WcStatus::kWrFlushError;
+    if (x.flags & kWqeRetriesExhausted) {
+      x.status = WcStatus::kRetryExceeded;
+    } else {
+      x.status = WcStatus::kWrFlushError;
+      ++nic.n.flushed;
+    }
     x.stage = kStComplete;
     x.due = complete_due;
-    ++nic.n.flushed;
   }
   q.rung = q.slots.posted();
   schedule_stage(q, kStComplete, complete_due);
@@ -389,11 +458,16 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
 
     case kStTx: {
       Nic& nic = nic_of(q);
-      --q.in_window;
       const uint64_t payload = is_write(w.op) ? w.len : 0;
       const uint64_t out_ps = nic.tx_port.send(ns_to_ps(now), payload);
       ++nic.n.wqes_sent;
       const uint32_t to_node = qps_[q.peer].node;
+      if (packet_loss_ != nullptr) [[unlikely]] {
+        Retransmission rt;
+        if (packet_loss_(packet_loss_ctx_, nic.node, to_node, ps_to_ns_ceil(out_ps), rt))
+          return lose(q, seq, w, ps_to_ns_ceil(out_ps), rt);
+      }
+      --q.in_window;
       w.stage = kStRx;
       w.due = ps_to_ns_ceil(out_ps) + wire_latency(nic, to_node, ps_to_ns_ceil(out_ps));
       schedule_stage(q, kStRx, w.due);
@@ -404,6 +478,13 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
       QpState& b = qps_[q.peer];
       Nic& rn = nic_of(b);
       ++rn.n.packets_in;
+      if (b.failed) [[unlikely]] {
+        // Its connection failed: the packet is dropped; the requester fails too (told
+        // one wire latency after b) and flushes the WQE.
+        w.status = WcStatus::kWrFlushError;
+        w.stage = kStComplete;
+        return true;
+      }
       if (discarded(b, seq)) {
         // The responder NAKed an earlier WQE of this QP and discards what follows; the
         // requester flushes it when the NAK arrives.
@@ -456,7 +537,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
       QpState& b = qps_[q.peer];
       Nic& rn = nic_of(b);
       DeviceContext& rc = ctxs_[b.ctx];
-      if (discarded(b, seq)) {  // behind a WQE this responder NAKed: discarded, flushed
+      if (b.failed || discarded(b, seq)) {  // connection failed, or behind a WQE this responder NAKed: flushed
         w.status = WcStatus::kWrFlushError;
         w.stage = kStComplete;
         return true;
@@ -513,7 +594,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
     case kStReadTx: {
       QpState& b = qps_[q.peer];
       Nic& rn = nic_of(b);
-      if (discarded(b, seq)) {
+      if (b.failed || discarded(b, seq)) {
         w.status = WcStatus::kWrFlushError;
         w.stage = kStComplete;
         return true;
@@ -609,6 +690,12 @@ nlohmann::json Network::report_json(uint32_t node, Time elapsed_ns) const {
                    {"rnr_naks", c.rnr_naks},           {"remote_errors", c.remote_errors},
                    {"local_errors", c.local_errors},   {"flushed", c.flushed},
                    {"fetches", c.fetches}};
+  if (connection_faults_) {  // absent without faults: those outputs keep their bytes
+    j["counters"]["packets_lost"] = c.packets_lost;
+    j["counters"]["retransmissions"] = c.retransmissions;
+    j["counters"]["retry_exceeded"] = c.retry_exceeded;
+    j["counters"]["connection_failures"] = c.connection_failures;
+  }
   j["latency"] = {{"land_mean_ns", c.land_count == 0 ? 0.0 : static_cast<double>(c.land_latency_ns) / c.land_count},
                   {"land_max_ns", c.land_latency_max_ns},
                   {"complete_mean_ns",

@@ -57,6 +57,20 @@
 // WRITEs are coalesced into later ones and not modelled; ACKs that are modelled use
 // the requester's port and receive engines but not the responder's port.
 //
+// Faults (sim/faults.hpp; none by default): a request packet may be lost at Tx (the
+// packet_loss hook): the requester retransmits it after the local ACK timeout, the QP's
+// later WQEs waiting behind it at Tx (go-back-N: the responder would drop the packets
+// that follow a gap, and they are resent after it; their first transmissions are not
+// modelled), at most retry_cnt times; one more loss completes it with kRetryExceeded and
+// the connection fails. A failed connection (fail_connection; also a qp_error fault):
+// both QPs go to the error state, their unfinished WQEs complete with flush errors, and
+// each owner gets one error completion (kWrFlushError) on its receive CQ, standing for
+// the asynchronous QP event / connection-manager disconnect a real owner would learn it
+// from (it consumes one SRQ receive when one is posted, as a flushed receive would); the
+// peer's comes one wire latency later. Packets reaching a QP whose connection failed are
+// dropped (their WQEs flush). Losses of ACKs and READ responses are not modelled (the
+// requester's view is the same: a timeout, then a resend).
+//
 // ----------------------------------------------------------------------------------
 // Load-dependent latency: which mechanisms make latency grow with outstanding work,
 // and their hardware basis (each is a knob in NicConfig):
@@ -137,7 +151,9 @@ inline constexpr uint32_t kMaxQps = 1u << (32 - kStageBits);
 inline constexpr uint32_t kQpnBase = 0x40;
 inline constexpr uint32_t kMaxQpn = (1u << 24) - 1;
 
-enum WqeFlags : uint8_t { kWqeSignaled = 1, kWqeBlueFlame = 2, kWqeInline = 4 };
+// kWqeRetriesExhausted: its packet was lost once more than the retry count allows; the
+// QP's error flush completes it with kRetryExceeded.
+enum WqeFlags : uint8_t { kWqeSignaled = 1, kWqeBlueFlame = 2, kWqeInline = 4, kWqeRetriesExhausted = 8 };
 
 struct Wqe {
   const std::byte* local = nullptr;  // WRITE: source, READ: destination (checked at Engine)
@@ -155,6 +171,7 @@ struct Wqe {
   uint8_t flags = 0;
   WcStatus status = WcStatus::kSuccess;
   uint32_t rnr_tries = 0;
+  uint32_t transport_retries = 0;  // retransmissions after a lost packet (packet_loss faults)
 };
 
 // A send completion as queued in the CQ: the user-visible part, the global index of its
@@ -238,6 +255,7 @@ struct QpState {
   uint64_t eng_free_ps = 0;  // per-QP serialization in the send engines
   uint64_t rx_free_ps = 0;   // per-QP serialization in the receive engines (as responder)
   bool error = false;       // requester side in the error state
+  bool failed = false;      // its connection failed (fault injection): inbound is dropped
   bool resp_error = false;  // responder side discards inbound after a NAK it sent...
   uint64_t resp_error_seq = 0;  // ...for WQEs after this one (sequence in the peer's SQ)
   bool connected() const noexcept { return peer != ~0u; }
@@ -245,7 +263,7 @@ struct QpState {
 
 // What happened to a WQE, for observers (tests, trace export).
 struct WqeEvent {
-  enum Kind : uint8_t { kLanded = 0, kCompleted, kRnrNak, kRemoteError, kLocalError };
+  enum Kind : uint8_t { kLanded = 0, kCompleted, kRnrNak, kRemoteError, kLocalError, kLost };
   Kind kind;
   WcStatus status;
   uint32_t qp;  // global index of the requester QP
@@ -257,6 +275,15 @@ using WqeObserver = void (*)(void* ctx, const WqeEvent& ev);
 // Extra one-way delay of a packet from node `from` to node `to` leaving at `at` (fault
 // injection, sim/faults.hpp); none is set by default.
 using LinkDelay = Time (*)(void* ctx, uint32_t from, uint32_t to, Time at);
+// The requester's RC retransmission parameters for a lost packet: the local ACK timeout
+// and how many times it resends before completing the WQE with kRetryExceeded.
+struct Retransmission {
+  Time timeout_ns = 0;
+  uint32_t retry_cnt = 0;
+};
+// Is the request packet node `from` sends to node `to` at `at` lost? If so, `rt` says how
+// the requester retransmits it (fault injection, sim/faults.hpp).
+using PacketLoss = bool (*)(void* ctx, uint32_t from, uint32_t to, Time at, Retransmission& rt);
 
 struct NicCounters {
   uint64_t doorbells = 0;
@@ -272,6 +299,11 @@ struct NicCounters {
   uint64_t local_errors = 0;
   uint64_t flushed = 0;
   uint64_t fetches = 0;          // WQE fetch DMA reads
+  // Faults (reported only when connection faults are enabled).
+  uint64_t packets_lost = 0;       // request packets lost on the wire (sent by this NIC)
+  uint64_t retransmissions = 0;    // of those, resent after the ACK timeout
+  uint64_t retry_exceeded = 0;     // WQEs completed with kRetryExceeded
+  uint64_t connection_failures = 0;  // QPs of this NIC whose connection failed
   // Admission (per-QP window) queue.
   uint64_t admitted = 0;
   uint64_t admit_wait_ps = 0;
@@ -340,6 +372,10 @@ class Network {
     link_delay_ = fn;
     link_delay_ctx_ = ctx;
   }
+  // Enables packet losses (`fn`, may be null) and connection failures; before the run.
+  void enable_connection_faults(PacketLoss fn, void* ctx);
+  // The connection of QP `qp` fails now (a qp_error fault): see "Faults" above.
+  void fail_connection(uint32_t qp);
 
   // --- data path (called by the owning thread; `now` is its mid-step time) ---
   PostResult post(uint32_t qp, WqeOp op, const void* local, uint32_t len, uint32_t lkey, uint64_t remote_addr,
@@ -363,6 +399,12 @@ class Network {
 
  private:
   static void on_event(void* ctx, uint32_t arg);
+  static void on_connection_failure(void* ctx, uint32_t qp);
+  // QP q's connection failed at `now`: error state, flushed WQEs, the owner told; the
+  // peer fails one wire latency later.
+  void fail_qp(QpState& q, Time now);
+  // The request packet of WQE `seq` left at `out` and was lost: retransmit or give up.
+  bool lose(QpState& q, uint64_t seq, Wqe& w, Time out, const Retransmission& rt);
   void drain(uint32_t qp, uint8_t stage);
   // Processes the due head WQE `seq` at `stage`; false = blocked (stays at the stage).
   bool process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now);
@@ -401,6 +443,10 @@ class Network {
   void* observer_ctx_ = nullptr;
   LinkDelay link_delay_ = nullptr;
   void* link_delay_ctx_ = nullptr;
+  bool connection_faults_ = false;  // enable_connection_faults() was called
+  PacketLoss packet_loss_ = nullptr;
+  void* packet_loss_ctx_ = nullptr;
+  TargetId failure_target_{};  // connection failures (added only with connection faults)
   bool need_complete_drain_ = false;
 };
 

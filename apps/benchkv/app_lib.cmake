@@ -3,7 +3,13 @@
 # (also in the sanitizer builds) read options and write results.
 add_library(bkv_app STATIC ${PROJECT_SOURCE_DIR}/apps/benchkv/options.cpp ${PROJECT_SOURCE_DIR}/apps/benchkv/results.cpp
             ${PROJECT_SOURCE_DIR}/apps/benchkv/provenance.cpp)
-target_link_libraries(bkv_app PUBLIC bkv_kv fmt::fmt nlohmann_json::nlohmann_json PRIVATE CLI11::CLI11)
+target_link_libraries(bkv_app PUBLIC bkv_kv fmt::fmt nlohmann_json::nlohmann_json PRIVATE CLI11::CLI11 bkv_sim_faults)
+
+# The simulator's fault descriptions alone (sim/faults.cpp): the options check --fault
+# while parsing, so this is built with bkv_app also when sim/ is skipped (sanitizer
+# builds); bkv_sim links it.
+add_library(bkv_sim_faults STATIC ${PROJECT_SOURCE_DIR}/sim/faults.cpp)
+target_link_libraries(bkv_sim_faults PUBLIC bkv_core nlohmann_json::nlohmann_json)
 
 # CPUs and NUMA nodes for pinning real runs (apps/benchkv/runtime/cpu_topology.cpp).
 pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)

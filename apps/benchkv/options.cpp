@@ -2,6 +2,7 @@
 
 #include "apps/benchkv/provenance.hpp"
 #include "core/strict_json.hpp"
+#include "sim/faults.hpp"
 
 #include <fmt/format.h>
 
@@ -966,7 +967,9 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
   app.add_option("--fault", fault_texts,
                  "a fault injected into a simulated KV run, repeatable: slow_node:node=R,start_us=A,end_us=B,factor=F "
                  "| stall_daemon:node=R,daemon=D,start_us=A,end_us=B | link_delay:from=R,to=S,start_us=A,end_us=B,"
-                 "extra_ns=X (added to the model's \"faults\"; docs/reliability.md) [command line only]")
+                 "extra_ns=X | packet_loss:from=R,to=S,start_us=A,end_us=B,loss=P,timeout=T,retry_cnt=N | "
+                 "qp_error:node=R,peer=S,at_us=A (added to the model's \"faults\"; docs/reliability.md) [command "
+                 "line only]")
       ->type_name("KIND:K=V,...")
       ->expected(1)  // one fault per --fault (the positional backend is not a fault)
       ->allow_extra_args(false)
@@ -1037,6 +1040,14 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
                                *o.backend != BackendKind::kData))
       throw OptionError("fault", "--fault: faults are injected into simulated KV runs only (--transport sim with "
                                  "backend meta, delegation or direct)");
+    // Bad faults are bad input like any other option: refused here (exit status 2).
+    std::vector<sim::Fault> faults;
+    try {
+      for (const std::string& text : o.faults) faults.push_back(sim::Fault::parse(text));
+      sim::check_shape(faults, o.np, o.server_threads);
+    } catch (const std::runtime_error& e) {
+      throw OptionError("fault", e.what());
+    }
   } catch (const OptionError& e) {
     return usage_error(e.what());
   }

@@ -90,6 +90,7 @@ class Experiment {
     epochs_ = app::epochs_per_run(o);
     fabric_.pages().set_discard_mode(discard_mode(o.ring_pages));
     for (const std::string& text : o.faults) model_.faults.push_back(sim::Fault::parse(text));
+    loss_rng_ = Rng(derive_seed(o.seed, {0x4C4F5353ull /* "LOSS" */}));
     sim::check_shape(model_.faults, np_, D_);
     build();
   }
@@ -230,11 +231,21 @@ class Experiment {
       for (auto& n : nodes_) n->attach_oracle(oracle_.get());
     }
     for (const sim::Fault& f : model_.faults) {
-      if (f.kind == sim::FaultKind::kLinkDelay) link_delays_.push_back(f);
-      else if (f.kind == sim::FaultKind::kSlowNode) slow_nodes_.push_back(f);
-      else stalls_.push_back(f);
+      switch (f.kind) {
+        case sim::FaultKind::kLinkDelay: link_delays_.push_back(f); break;
+        case sim::FaultKind::kSlowNode: slow_nodes_.push_back(f); break;
+        case sim::FaultKind::kStallDaemon: stalls_.push_back(f); break;
+        case sim::FaultKind::kPacketLoss: packet_losses_.push_back(f); break;
+        case sim::FaultKind::kQpError: qp_errors_.push_back(f); break;
+      }
     }
     if (!link_delays_.empty()) fabric_.network().set_link_delay(&Experiment::link_delay, this);
+    if (!packet_losses_.empty() || !qp_errors_.empty()) {
+      connection_faults_ = true;
+      fabric_.network().enable_connection_faults(packet_losses_.empty() ? nullptr : &Experiment::packet_loss, this);
+      const TargetId qp_error_target = engine_.add_member<Experiment, &Experiment::on_qp_error>(this);
+      for (uint32_t i = 0; i < qp_errors_.size(); ++i) engine_.schedule(qp_errors_[i].start_ns(), qp_error_target, i);
+    }
     last_completed_.assign(size_t(np_) * C_, 0);
     bindings_.reserve(size_t(np_) * (D_ + C_));
     for (uint32_t r = 0; r < np_; ++r)
@@ -314,17 +325,49 @@ class Experiment {
     return extra;
   }
 
+  // A request packet on a link with a packet_loss window: lost with the fault's
+  // probability, drawn from the losses' own stream (only for packets a window covers).
+  static bool packet_loss(void* ctx, uint32_t from, uint32_t to, Time at, sim::Retransmission& rt) {
+    auto& e = *static_cast<Experiment*>(ctx);
+    for (const sim::Fault& f : e.packet_losses_)
+      if (f.node == from && f.to_node == to && f.active(at) && e.loss_rng_.uniform() < f.loss) {
+        rt = sim::Retransmission{sim::ack_timeout_ns(f.timeout), f.retry_cnt};
+        e.trace_instant("packet lost", from, at, "{\"to\":" + std::to_string(to) + "}");
+        return true;
+      }
+    return false;
+  }
+  // An instant event on node `rank`'s trace (fault events), inside the trace window.
+  void trace_instant(const char* name, uint32_t rank, Time at, const std::string& args) {
+    if (!tracing_ || at < trace_begin_ || at >= trace_end_) return;
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "{\"name\":\"%s\",\"ph\":\"i\",\"s\":\"p\",\"pid\":%u,\"ts\":%.3f,\"args\":", name,
+                  rank, at / 1000.0);
+    trace_ << buf << args << "},\n";
+  }
+  // qp_error fault i: every QP of its node connected to its peer node fails now.
+  void on_qp_error(uint32_t i) {
+    const sim::Fault& f = qp_errors_[i];
+    sim::Network& net = fabric_.network();
+    for (uint32_t q = 0; q < net.qp_count(); ++q) {
+      const sim::QpState& s = net.qp(q);
+      if (s.node == f.node && s.connected() && net.qp(s.peer).node == f.to_node) net.fail_connection(q);
+    }
+    trace_instant("qp error", f.node, engine_.now(), "{\"peer\":" + std::to_string(f.to_node) + "}");
+  }
+
   // ---- copyrpc endpoint checks (with the oracle): after every step of a thread that owns
-  // a context, each of its endpoints holds the credit invariant and has not stopped.
+  // a context, each of its endpoints holds the credit invariant and has not stopped (with
+  // packet_loss or qp_error faults an endpoint may stop on an error completion).
   void check_endpoints(uint32_t rank, uint32_t thread) {
     auto* ctx = nodes_[rank]->context_of(thread);
     if (ctx == nullptr) return;
     for (uint32_t i = 0; i < ctx->endpoint_count(); ++i) {
       const auto& ep = ctx->endpoint(i);
       ++credit_checks_;
-      if (ep.credit_invariant_holds() && ep.error == copyrpc::EndpointError::kNone &&
-          ep.resp_committed <= ep.resp_reservation)
-        continue;
+      const bool running = ep.error == copyrpc::EndpointError::kNone ||
+                           (connection_faults_ && ep.error == copyrpc::EndpointError::kCompletionError);
+      if (ep.credit_invariant_holds() && running && ep.resp_committed <= ep.resp_reservation) continue;
       ++credit_violations_;
       if (credit_examples_.size() < 8)
         credit_examples_.push_back("rank " + std::to_string(rank) + " thread " + std::to_string(thread) +
@@ -549,7 +592,9 @@ class Experiment {
   std::shared_ptr<kv::HistoryOracle> oracle_;  // --check-exactly-once
   uint64_t credit_checks_ = 0, credit_violations_ = 0;
   std::vector<std::string> credit_examples_;
-  std::vector<sim::Fault> slow_nodes_, stalls_, link_delays_;
+  std::vector<sim::Fault> slow_nodes_, stalls_, link_delays_, packet_losses_, qp_errors_;
+  bool connection_faults_ = false;  // packet_loss or qp_error faults: endpoints may stop
+  Rng loss_rng_;                    // packet losses (seeded from the run's seed)
   std::ostringstream trace_;
 };
 

@@ -67,6 +67,7 @@ struct DirectRemotePath {
     return n;
   }
   void after_issue() { ctx->flush(); }
+  bool failures_waiting() const noexcept { return !refused.empty(); }
 };
 
 template <Transport T, class Waker>

@@ -85,7 +85,6 @@ class MetaDaemon {
         answer(tok, resp);
       }, [&](CallToken&& tok, copyrpc::EndpointError) {
         ++m_.failed_calls;
-        ++completions;
         answer(tok, Response::failure(kv::ErrorCode::kEndpointStopped));
       });
       incoming_.serve(*ctx_, [&](uint32_t owner, const Request& req, const CallToken& tok) {

@@ -135,7 +135,7 @@ struct ContextStats {
   uint64_t messages_sent = 0;
   uint64_t reads_posted = 0;
   uint64_t wraps = 0;
-  uint64_t calls_failed = 0;  // calls failed back because their endpoint stopped
+  uint64_t failed_calls = 0;  // calls failed back because their endpoint stopped
   RttHistogram rtt;  // filled only under a metering (simulated) transport
 };
 
@@ -635,7 +635,7 @@ class Context {
     e.error = err;
     const uint32_t n = e.pending.take_all([&](Token&& t) { failed_calls_.push_back(FailedCall{std::move(t), err}); });
     in_flight_calls_ -= n;
-    stats_.calls_failed += n;
+    stats_.failed_calls += n;
   }
 
   template <class OnFailedCall>

@@ -198,7 +198,7 @@ void stop_all_endpoints_mid_run() {
   uint64_t failed_back = 0, failed = 0, completed = 0;
   for (auto& n : c.nodes) {
     for (uint32_t t = 0; t < n->threads(); ++t)
-      if (auto* ctx = n->context_of(t)) failed_back += ctx->stats().calls_failed;
+      if (auto* ctx = n->context_of(t)) failed_back += ctx->stats().failed_calls;
     for (uint32_t k = 0; k < n->config().clients; ++k) {
       const auto& ctr = n->counters(k);
       CHECK(ctr.issued.load() == ctr.completed.load() + ctr.failed.load());

@@ -397,7 +397,7 @@ TEST_CASE("with the send queue full, the open batch keeps growing and goes out w
 // ---------------------------------------------------------------------------------
 // Calls pending on an endpoint that stops are failed back to their callers, once.
 
-TEST_CASE("a stopped endpoint fails back each of its N pending calls once and later responses are refused",
+TEST_CASE("a stopped endpoint fails back each of its N pending calls once, and later responses complete nothing",
           "[copyrpc][failed_calls]") {
   Pair p;
   constexpr uint64_t kCalls = 7;
@@ -424,7 +424,7 @@ TEST_CASE("a stopped endpoint fails back each of its N pending calls once and la
   });
   REQUIRE(failed.size() == kCalls);
   for (uint64_t i = 0; i < kCalls; ++i) CHECK(failed[i] == 100 + i);  // call-id order
-  CHECK(p.a.stats().calls_failed == kCalls);
+  CHECK(p.a.stats().failed_calls == kCalls);
 
   // The answers arrive after the stop: the stopped endpoint completes nothing, fails
   // nothing a second time.
@@ -435,7 +435,7 @@ TEST_CASE("a stopped endpoint fails back each of its N pending calls once and la
   // Stopping again keeps the first reason and fails nothing more.
   p.a.stop_endpoint(p.ea);
   p.a.drain(count_responses, [&](uint64_t tok, EndpointError) { FAIL("failed twice: token " << tok); });
-  CHECK(p.a.stats().calls_failed == kCalls);
+  CHECK(p.a.stats().failed_calls == kCalls);
 }
 
 TEST_CASE("a hostile batch stops the endpoint: responses before the broken message complete, the rest fail back",

@@ -233,11 +233,33 @@ TEST_CASE("faults: --fault before the backend, faults in the summary, bad faults
   CHECK(s["simulator"]["exactly_once"]["answered"] == s["simulator"]["exactly_once"]["requests"]);
   fs::remove(dir / "out.csv");
   fs::remove(dir / "out.summary.json");
-  require_rejected(run_in(dir, small_sim("delegation", {"-o", "out.csv", "--fault", "slow_node:node=1"})), dir.path(),
-                   {"--fault \"slow_node:node=1\"", "missing key \"start_us\""});
-  require_rejected(run_in(dir, small_sim("delegation", {"-o", "out.csv", "--fault",
-                                                        "stall_daemon:node=0,daemon=5,start_us=1,end_us=2"})),
-                   dir.path(), {"fault 0 (stall_daemon).daemon", "daemon 5"});
+  // Bad faults are bad input like any other option: exit status 2, nothing written.
+  const Outcome missing = run_in(dir, small_sim("delegation", {"-o", "out.csv", "--fault", "slow_node:node=1"}));
+  require_rejected(missing, dir.path(), {"--fault \"slow_node:node=1\"", "missing key \"start_us\""});
+  CHECK(missing.status == 2);
+  const Outcome shape = run_in(dir, small_sim("delegation", {"-o", "out.csv", "--fault",
+                                                             "stall_daemon:node=0,daemon=5,start_us=1,end_us=2"}));
+  require_rejected(shape, dir.path(), {"fault 0 (stall_daemon).daemon", "daemon 5"});
+  CHECK(shape.status == 2);
+  const Outcome retry = run_in(dir, small_sim("delegation", {"-o", "out.csv", "--fault",
+                                                             "packet_loss:from=0,to=1,start_us=0,end_us=9,loss=0.1,"
+                                                             "timeout=1,retry_cnt=9"}));
+  require_rejected(retry, dir.path(), {".retry_cnt: must be an integer in [0, 7]"});
+  CHECK(retry.status == 2);
+  // A connection that fails mid-run: requests reported failed, in the summary and the
+  // report, and the run is consistent (exit status 0, the oracle passes).
+  const Outcome failing = run_ok(small_sim("delegation", {"-o", "out.csv", "--check-exactly-once", "--fault",
+                                                          "qp_error:node=0,peer=1,at_us=2000"}),
+                                 dir.path());
+  const json f = read_json(dir / "out.summary.json");
+  CHECK(f["totals"]["failed"].get<uint64_t>() > 0);
+  CHECK(f["totals"]["issued"].get<uint64_t>() ==
+        f["totals"]["completed"].get<uint64_t>() + f["totals"]["failed"].get<uint64_t>());
+  CHECK(f["simulator"]["exactly_once"]["failed"] == f["totals"]["failed"]);
+  CHECK(f["simulator"]["model"]["faults"][0]["kind"] == "qp_error");
+  CHECK_THAT(failing.out, Catch::Contains("requests reported failed (their copyrpc endpoint stopped)"));
+  fs::remove(dir / "out.csv");
+  fs::remove(dir / "out.summary.json");
   require_rejected(run_in(dir, {"--transport", "sim", "--np", "2", "-d", "0.006", "--interval-ms", "1", "--trim", "1", "-o", "out.csv",
                                 "--fault", "stall_daemon:node=0,daemon=0,start_us=1,end_us=2", "rpc"}),
                    dir.path(), {"--fault", "simulated KV runs only"});

@@ -1,7 +1,8 @@
 // Fault injection (sim/faults.hpp): strict parsing (errors name the fault and the key),
 // the effect of each fault on a small experiment, determinism, and many random small
 // fault schedules, each checked by the exactly-once oracle and the copyrpc endpoint
-// checks (credit invariant, no stopped endpoint).
+// checks (credit invariant, no stopped endpoint except on an error completion where
+// packet_loss or qp_error faults may fail a connection).
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -76,11 +77,25 @@ TEST_CASE("faults parse strictly, from JSON and from --fault", "[faults]") {
   CHECK(l.node == 1);
   CHECK(l.to_node == 0);
   CHECK(l.extra_ns == 2500);
+  const sim::Fault p = sim::Fault::parse("packet_loss:from=0,to=1,start_us=10,end_us=20,loss=0.25,timeout=14,retry_cnt=7");
+  CHECK(p.kind == sim::FaultKind::kPacketLoss);
+  CHECK(p.to_node == 1);
+  CHECK(p.loss == 0.25);
+  CHECK(p.timeout == 14);
+  CHECK(p.retry_cnt == 7);
+  CHECK(sim::ack_timeout_ns(p.timeout) == 67'108'864);  // 4.096 us x 2^14 = 67.1 ms
+  CHECK(sim::ack_timeout_ns(1) == 8'192);
+  const sim::Fault q = sim::Fault::parse("qp_error:node=1,peer=0,at_us=42.5");
+  CHECK(q.kind == sim::FaultKind::kQpError);
+  CHECK(q.node == 1);
+  CHECK(q.to_node == 0);
+  CHECK(q.start_ns() == 42'500);
+  CHECK(q.to_json() == json{{"kind", "qp_error"}, {"node", 1}, {"peer", 0}, {"at_us", 42.5}});
   // Round trip through the model JSON.
   sim::Model m;
-  m.faults = {s, d, l};
+  m.faults = {s, d, l, p, q};
   const sim::Model back = sim::Model::from_json(m.to_json(), "m");
-  REQUIRE(back.faults.size() == 3);
+  REQUIRE(back.faults.size() == 5);
   CHECK(back.to_json() == m.to_json());
   CHECK_FALSE(sim::Model{}.to_json().contains("faults"));  // absent when empty: outputs keep their bytes
 
@@ -100,6 +115,19 @@ TEST_CASE("faults parse strictly, from JSON and from --fault", "[faults]") {
   CHECK(parse_error("link_delay:from=0,to=1,start_us=0,end_us=1,extra_ns=-1").find(".extra_ns: must be in") !=
         std::string::npos);
   CHECK(parse_error("link_delay:from=0,from=1").find("key \"from\" given twice") != std::string::npos);
+  const std::string loss = "packet_loss:from=0,to=1,start_us=0,end_us=1,";
+  CHECK(parse_error(loss + "loss=0,timeout=1,retry_cnt=0").find(".loss: must be a probability in (0, 1]") != std::string::npos);
+  CHECK(parse_error(loss + "loss=1.5,timeout=1,retry_cnt=0").find(".loss: must be a probability") != std::string::npos);
+  CHECK(parse_error(loss + "loss=1,timeout=0,retry_cnt=0").find(".timeout: must be an integer in [1, 31]") !=
+        std::string::npos);
+  CHECK(parse_error(loss + "loss=1,timeout=32,retry_cnt=0").find(".timeout: must be an integer in [1, 31]") !=
+        std::string::npos);
+  CHECK(parse_error(loss + "loss=1,timeout=1,retry_cnt=8").find(".retry_cnt: must be an integer in [0, 7]") !=
+        std::string::npos);
+  CHECK(parse_error(loss + "loss=1,timeout=1.5,retry_cnt=1").find(".timeout: must be an integer") != std::string::npos);
+  CHECK(parse_error(loss + "loss=1,timeout=1").find("missing key \"retry_cnt\"") != std::string::npos);
+  CHECK(parse_error("qp_error:node=0,peer=1").find("missing key \"at_us\"") != std::string::npos);
+  CHECK(parse_error("qp_error:node=0,peer=1,at_us=1,end_us=2").find("unknown key \"end_us\"") != std::string::npos);
   CHECK(model_error({{"faults", json::object()}}).find("m.faults: must be an array") != std::string::npos);
   CHECK(model_error({{"faults", {{{"kind", "stall_daemon"}, {"node", 0}, {"daemon", 0}, {"start_us", 1}}}}})
             .find("m.faults[0]: missing key \"end_us\"") != std::string::npos);
@@ -110,12 +138,19 @@ TEST_CASE("faults parse strictly, from JSON and from --fault", "[faults]") {
                     Catch::Contains("fault 0 (stall_daemon).daemon: daemon 2 but the nodes have 2 daemons"));
   CHECK_THROWS_WITH(sim::check_shape({sim::Fault::parse("link_delay:from=0,to=3,start_us=1,end_us=2,extra_ns=1")}, 2, 2),
                     Catch::Contains(".to: node 3 but the run has 2 nodes"));
+  CHECK_THROWS_WITH(sim::check_shape({sim::Fault::parse("qp_error:node=0,peer=2,at_us=1")}, 2, 2),
+                    Catch::Contains("fault 0 (qp_error).peer: node 2 but the run has 2 nodes"));
+  CHECK_THROWS_WITH(
+      sim::check_shape({sim::Fault::parse("packet_loss:from=1,to=1,start_us=0,end_us=1,loss=1,timeout=1,retry_cnt=0")}, 2, 2),
+      Catch::Contains("fault 0 (packet_loss).to: node 1 is the fault's own node"));
 }
 
 TEST_CASE("each fault costs throughput, deterministically, and shows in the summary", "[faults]") {
   // The whole 1 ms run under the fault, every request checked by the oracle.
   app::Options base = small_run(backend::BackendKind::kDelegation, 0.001);
   base.check_exactly_once = true;
+  uint64_t failed = 0;  // requests reported failed in the last run
+  json nics;            // the last run's NIC reports
   auto completed = [&](const std::vector<std::string>& faults, json* model_out = nullptr) {
     app::Options o = base;
     o.faults = faults;
@@ -123,7 +158,10 @@ TEST_CASE("each fault costs throughput, deterministically, and shows in the summ
     REQUIRE(r.exactly_once.has_value());
     CHECK(r.exactly_once->ok());
     CHECK(r.credit_violations == 0);
+    CHECK(r.exactly_once->failed == r.failed);
     if (model_out) *model_out = r.extra["model"];
+    failed = r.failed;
+    nics = r.extra["nics"];
     return r.runs[0].completed();
   };
   const uint64_t clean = completed({});
@@ -134,10 +172,34 @@ TEST_CASE("each fault costs throughput, deterministically, and shows in the summ
   const uint64_t stall = completed({"stall_daemon:node=1,daemon=0,start_us=200,end_us=700"});
   const uint64_t delay = completed({"link_delay:from=0,to=1,start_us=0,end_us=1000,extra_ns=20000",
                                     "link_delay:from=1,to=0,start_us=0,end_us=1000,extra_ns=20000"});
-  INFO("clean " << clean << " slow " << slow << " stall " << stall << " delay " << delay);
+  CHECK(failed == 0);
+  // 5% of node 0's request packets lost, resent after 8.2 us (timeout 1), up to 7 times.
+  const uint64_t lossy = completed({"packet_loss:from=0,to=1,start_us=0,end_us=1000,loss=0.05,timeout=1,retry_cnt=7"});
+  CHECK(failed == 0);  // seven retries: no WQE runs out of them at 5% loss here
+  CHECK(nics[0]["counters"]["packets_lost"].get<uint64_t>() > 0);
+  CHECK(nics[0]["counters"]["retransmissions"] == nics[0]["counters"]["packets_lost"]);
+  CHECK(nics[0]["counters"]["connection_failures"] == 0);
+  CHECK(nics[1]["counters"]["packets_lost"] == 0);  // node 1 loses nothing
+  // Every packet lost for 100 us with 2 retries: the QP's retries run out, the connection
+  // fails, and the requests on it (and later ones to that node) are reported failed.
+  const uint64_t down = completed({"packet_loss:from=0,to=1,start_us=200,end_us=300,loss=1,timeout=1,retry_cnt=2"});
+  CHECK(failed > 0);
+  CHECK(nics[0]["counters"]["retry_exceeded"] == 1);
+  CHECK(nics[0]["counters"]["connection_failures"] == 1);
+  CHECK(nics[1]["counters"]["connection_failures"] == 1);
+  const uint64_t down_failed = failed;
+  CHECK(completed({"packet_loss:from=0,to=1,start_us=200,end_us=300,loss=1,timeout=1,retry_cnt=2"}) == down);
+  CHECK(failed == down_failed);  // the same losses, the same run
+  const uint64_t broken = completed({"qp_error:node=1,peer=0,at_us=500"});
+  CHECK(failed > 0);
+  CHECK(nics[0]["counters"]["connection_failures"] == 1);
+  CHECK(nics[1]["counters"]["connection_failures"] == 1);
+  INFO("clean " << clean << " slow " << slow << " stall " << stall << " delay " << delay << " lossy " << lossy
+                << " down " << down << " broken " << broken);
   CHECK(slow < clean * 0.8);
   CHECK(stall < clean * 0.8);
   CHECK(delay < clean * 0.8);
+  CHECK(lossy < clean * 0.95);
   CHECK(completed({"slow_node:node=0,start_us=0,end_us=1000,factor=4"}) == slow);  // same faults, same run
   // A window after the run ends changes nothing.
   CHECK(completed({"slow_node:node=0,start_us=5000,end_us=6000,factor=4"}) == clean);
@@ -149,7 +211,7 @@ TEST_CASE("random small fault schedules keep every request exactly once and ever
   constexpr uint32_t kSchedules = 2000;
   const backend::BackendKind kinds[] = {backend::BackendKind::kMeta, backend::BackendKind::kDelegation,
                                         backend::BackendKind::kDirect};
-  uint64_t requests = 0, faults = 0;
+  uint64_t requests = 0, faults = 0, failed = 0, lost = 0, connection_failures = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (uint32_t i = 0; i < kSchedules; ++i) {
     Rng rng(derive_seed(kSeed, {i}));
@@ -166,7 +228,8 @@ TEST_CASE("random small fault schedules keep every request exactly once and ever
       const double start = double(rng.next() % 200), len = 1 + double(rng.next() % 100);
       const std::string window = ",start_us=" + std::to_string(start) + ",end_us=" + std::to_string(start + len);
       const uint32_t a = static_cast<uint32_t>(rng.next() % o.np), b = static_cast<uint32_t>(rng.next() % o.np);
-      switch (rng.next() % 3) {
+      const uint32_t other = static_cast<uint32_t>((a + 1 + rng.next() % (o.np - 1)) % o.np);  // != a
+      switch (rng.next() % 5) {
         case 0:
           o.faults.push_back("slow_node:node=" + std::to_string(a) + window + ",factor=" + std::to_string(1 + rng.next() % 10));
           break;
@@ -174,9 +237,18 @@ TEST_CASE("random small fault schedules keep every request exactly once and ever
           o.faults.push_back("stall_daemon:node=" + std::to_string(a) + ",daemon=" +
                              std::to_string(rng.next() % o.server_threads) + window);
           break;
-        default:
+        case 2:
           o.faults.push_back("link_delay:from=" + std::to_string(a) + ",to=" + std::to_string(b) + window +
                              ",extra_ns=" + std::to_string(rng.next() % 50'000));
+          break;
+        case 3:  // timeouts of 8.2-32.8 us, so that retries run out within the short run
+          o.faults.push_back("packet_loss:from=" + std::to_string(a) + ",to=" + std::to_string(other) + window +
+                             ",loss=" + std::to_string(double(1 + rng.next() % 100) / 100) +
+                             ",timeout=" + std::to_string(1 + rng.next() % 3) + ",retry_cnt=" + std::to_string(rng.next() % 8));
+          break;
+        default:
+          o.faults.push_back("qp_error:node=" + std::to_string(a) + ",peer=" + std::to_string(other) +
+                             ",at_us=" + std::to_string(start));
       }
     }
     faults += n;
@@ -186,16 +258,31 @@ TEST_CASE("random small fault schedules keep every request exactly once and ever
     if (!v.ok() || r.credit_violations != 0) {
       std::string faults_text;
       for (const auto& f : o.faults) faults_text += " --fault " + f;
-      INFO("schedule " << i << ":" << faults_text);
-      for (const auto& e : v.examples) INFO(e);
-      for (const auto& e : r.credit_examples) INFO(e);
+      INFO("schedule " << i << ": benchkv --transport sim " << backend::to_string(*o.backend) << " --np " << o.np
+                        << " --server-threads " << o.server_threads << " --client-threads " << o.client_threads
+                        << " --queue-depth " << o.queue_depth << " --key-range " << o.key_range << " --seed " << o.seed
+                        << " -d 0.0002 --interval-ms 0.2 --trim 0 -r 1 --check-exactly-once" << faults_text);
+      for (const auto& e : v.examples) UNSCOPED_INFO(e);
+      for (const auto& e : r.credit_examples) UNSCOPED_INFO(e);
       REQUIRE(v.ok());
       REQUIRE(r.credit_violations == 0);
     }
     REQUIRE(v.requests > 0);
     REQUIRE(v.answered == v.requests);
+    REQUIRE(v.failed == r.failed);
     requests += v.requests;
+    failed += r.failed;
+    for (const json& nic : r.extra["nics"]) {
+      lost += nic["counters"].value("packets_lost", uint64_t{0});
+      connection_failures += nic["counters"].value("connection_failures", uint64_t{0});
+    }
   }
+  // The new faults were exercised: packets lost, connections failed, requests failed back.
+  CHECK(lost > 0);
+  CHECK(connection_failures > 0);
+  CHECK(failed > 0);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  WARN(kSchedules << " schedules, " << faults << " faults, " << requests << " requests checked in " << secs << " s");
+  WARN(kSchedules << " schedules, " << faults << " faults, " << requests << " requests (" << failed
+                  << " reported failed) checked, " << lost << " packets lost, " << connection_failures
+                  << " connection failures, in " << secs << " s");
 }
