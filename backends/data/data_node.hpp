@@ -240,7 +240,9 @@ class DataDaemon {
   }
 
   const DataServerCounters& server_counters() const noexcept { return server_.counters(); }
-  uint64_t protocol_errors() const noexcept { return protocol_errors_; }
+  // Answers that could not be delivered or decoded, and (Meta) requests the ipc rings
+  // dropped for a token out of range.
+  uint64_t protocol_errors() const noexcept { return protocol_errors_ + (ipc_ ? ipc_->bad_requests() : 0); }
   bool idle() const noexcept {
     return ctx_.calls_in_flight() == 0 && server_.transfers_in_flight() == 0 && server_.parked() == 0 &&
            backlog_.empty();
@@ -414,7 +416,8 @@ class DataClient {
 
   const DataClientCounters& counters() const noexcept { return counters_; }
   const copyrpc::RttHistogram& latency() const noexcept { return latency_; }
-  uint64_t protocol_errors() const noexcept { return protocol_errors_; }
+  // Answers that matched no request, and (Meta) answers the ipc rings dropped for a bad token.
+  uint64_t protocol_errors() const noexcept { return protocol_errors_ + (ipc_ ? ipc_->protocol_errors() : 0); }
 
  private:
   static constexpr uint32_t kNone = ~0u;
