@@ -45,4 +45,5 @@ endif()
 # The ucx-am baseline in one process (threads, and a stranger's malformed messages).
 if(TARGET bkv_ucx_am)
   bkv_add_test(test_ucx_am GROUP unit SOURCES real_runs/test_ucx_am.cpp LIBS bkv_ucx_am bkv_app)
+  bkv_add_test(test_ucx_am_data GROUP unit SOURCES real_runs/test_ucx_am_data.cpp LIBS bkv_ucx_am)
 endif()

@@ -27,8 +27,9 @@ data::DataNodeConfig data_node_config(const Options& o, uint32_t rank, uint32_t 
   c.read_ratio = o.read_ratio;
   c.remote_only = true;
   c.seed = o.seed;
-  c.backend = o.data_backend == "direct" ? data::DataBackend::kDirect
+  c.backend = o.data_backend == "direct"   ? data::DataBackend::kDirect
               : o.data_backend == "meta"   ? data::DataBackend::kMeta
+              : o.data_backend == "ucx-am" ? data::DataBackend::kUcxAm
                                            : data::DataBackend::kDelegation;
   c.validate();
   return c;

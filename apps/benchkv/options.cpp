@@ -393,7 +393,7 @@ const Spec kSpecs[] = {
     {"value_size", 0, Kind::kString, kGroupData, "SIZES",
      "data: value sizes in bytes, a list \"A,B\" and/or ranges \"A..B\" of every power of two from A to B",
      BKV_FIELD(value_size)},
-    {"data_backend", 0, Kind::kString, kGroupData, "NAME", "data: delegation, meta or direct", BKV_FIELD(data_backend)},
+    {"data_backend", 0, Kind::kString, kGroupData, "NAME", "data: delegation, meta, direct or ucx-am (--transport ucx)", BKV_FIELD(data_backend)},
 };
 
 // Keys only the data benchmark has: written by to_json only for it, so the recorded
@@ -652,8 +652,11 @@ void validate_applicability(const Options& o) {
 // The data benchmark's own rules: the data backend's name and the memory its sizes need.
 void validate_data_relations(const Options& o) {
   if (o.backend != BackendKind::kData) return;
-  if (o.data_backend != "delegation" && o.data_backend != "meta" && o.data_backend != "direct")
-    fail(o, "data_backend", "is not one of delegation, meta, direct");
+  if (o.data_backend != "delegation" && o.data_backend != "meta" && o.data_backend != "direct" &&
+      o.data_backend != "ucx-am")
+    fail(o, "data_backend", "is not one of delegation, meta, direct, ucx-am");
+  if (o.data_backend == "ucx-am" && o.transport != TransportKind::kUcx)
+    fail(o, "data_backend", fmt::format("ucx-am runs over --transport ucx only (got --transport {})", to_string(o.transport)));
   const std::vector<uint32_t> sizes = data_value_sizes(o);
   uint32_t largest = 0;
   for (uint32_t v : sizes) largest = std::max(largest, v);

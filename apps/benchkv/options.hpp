@@ -114,7 +114,7 @@ struct Options {
   uint32_t endpoints = 1;              // rpc: endpoints per server rank at the caller
   uint32_t message_size = 32;          // rpc: request and response payload bytes
   std::string value_size = "4096";     // data: value sizes, "A,B,..." and/or "A..B" (powers of two)
-  std::string data_backend = "delegation";  // data: delegation | meta | direct
+  std::string data_backend = "delegation";  // data: delegation | meta | direct | ucx-am
 
   friend bool operator==(const Options&, const Options&) = default;
 };

@@ -1,7 +1,8 @@
-// `benchkv data` on a real transport under MPI (so far UCX): per rank, daemon #0 and the
-// clients of backends/data/data_node.hpp, all stepped in turn by the main thread, each
-// with its own transport (UCP worker). One experiment per value size, each with fresh
-// transports and nodes.
+// `benchkv data` on a real transport under MPI (UCX; mlx5 and verbs where a device
+// exists): per rank, daemon #0 and the clients of backends/data/data_node.hpp, all
+// stepped in turn by the main thread, each with its own transport (UCP worker, or queue
+// pairs and CQs on the device); or the ucx-am data node (backends/ucx_am/ucx_am_data.hpp)
+// with the same loop. One experiment per value size, each with fresh transports and nodes.
 //
 // Ending a size: after a barrier every rank measures its runs on its own clock, stops
 // issuing and keeps stepping (serving its peers) for kDataDrainSeconds; a request still in
@@ -28,16 +29,22 @@ namespace bkv::real {
 
 inline constexpr double kDataDrainSeconds = 2;
 
-// make() returns a std::unique_ptr<T> to a new transport.
-template <class T, class Make>
-int run_data_mpi(const mpi::Session& s, const app::Options& o, Make make, nlohmann::json extra) {
-  using Daemon = data::DataDaemon<T>;
-  using Client = data::DataClient<T>;
-  using Info = typename Daemon::Ctx::Info;
+// One rank's data node as the measuring loop sees it (copyrpc nodes below; ucx-am data in
+// real_ucx.cpp):
+//   void step();                       daemon #0, then every client, once
+//   const data::DataClientCounters& counters(uint32_t c) const;
+//   const copyrpc::RttHistogram& latency(uint32_t c) const;
+//   uint64_t in_flight(uint32_t c) const;
+//   uint64_t errors() const;           protocol errors of daemon and clients
+//   uint64_t rejected() const;         requests the daemon answered with a DataError
+//   void stop_issuing();
+// build(cfg) makes and connects the node of one value size (collectives inside are fine:
+// every rank calls it at the same point).
+template <class Build>
+int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, nlohmann::json extra) {
   const uint32_t np = static_cast<uint32_t>(s.size()), rank = static_cast<uint32_t>(s.rank());
   if (np < 2) throw std::invalid_argument("data: needs at least 2 ranks (requests go to other nodes)");
   const uint32_t C = o.client_threads;
-  const copyrpc::ContextConfig cc = app::rpc_context_config(o);
   const std::vector<uint32_t> sizes = app::data_value_sizes(o);
   const uint32_t epochs = app::epochs_per_run(o);
   const uint64_t duration = app::duration_ns(o), interval = app::interval_ns(o);
@@ -49,66 +56,21 @@ int run_data_mpi(const mpi::Session& s, const app::Options& o, Make make, nlohma
   app::DataResult res;
   for (uint32_t si = 0; si < sizes.size(); ++si) {
     const data::DataNodeConfig cfg = app::data_node_config(o, rank, np, sizes[si]);
-    std::vector<std::unique_ptr<T>> transports;
-    kv::BlobStore store(rank, cfg.key_range, cfg.max_value_bytes, np * C * cfg.queue_depth + 1);
-    data::ClientBuffers buffers(C, cfg.slice_bytes());
-    shm::Segment ring = shm::Segment::create_process(data::data_ring_bytes(cfg.backend, C, cfg.queue_depth));
-    transports.push_back(make());
-    Daemon daemon(*transports.back(), cc, cfg, store, buffers, ring.bytes());
-    std::vector<std::unique_ptr<Client>> clients;
-    for (uint32_t c = 0; c < C; ++c) {
-      transports.push_back(make());
-      clients.push_back(std::make_unique<Client>(*transports.back(), cc, cfg, c, buffers, ring.bytes()));
-    }
-    // Endpoint infos, 2C per pair: [0, C) the client side, [C, 2C) the daemon side
-    // (Delegation and Meta use entry C only: daemon to daemon).
-    std::vector<Info> out(size_t{np} * 2 * C);
-    std::vector<std::vector<uint32_t>> client_ep(np, std::vector<uint32_t>(C)), daemon_ep(np, std::vector<uint32_t>(C));
-    for (uint32_t j = 0; j < np; ++j) {
-      if (j == rank) continue;
-      Info* blob = out.data() + size_t{j} * 2 * C;
-      if (data::daemon_calls_for_clients(cfg.backend)) {
-        daemon_ep[j][0] = daemon.create_endpoint_to(j);
-        blob[C] = daemon.context().local_info(daemon_ep[j][0]);
-      } else {
-        for (uint32_t c = 0; c < C; ++c) {
-          client_ep[j][c] = clients[c]->create_endpoint_to(j);
-          blob[c] = clients[c]->context()->local_info(client_ep[j][c]);
-          daemon_ep[j][c] = daemon.create_serving_endpoint();
-          blob[C + c] = daemon.context().local_info(daemon_ep[j][c]);
-        }
-      }
-    }
-    const std::vector<Info> in = s.all_to_all(std::span<const Info>(out), 2 * C);
-    for (uint32_t j = 0; j < np; ++j) {
-      if (j == rank) continue;
-      const Info* blob = in.data() + size_t{j} * 2 * C;
-      if (data::daemon_calls_for_clients(cfg.backend)) {
-        daemon.context().connect(daemon_ep[j][0], blob[C]);
-      } else {
-        for (uint32_t c = 0; c < C; ++c) {
-          clients[c]->context()->connect(client_ep[j][c], blob[C + c]);  // to j's daemon
-          daemon.context().connect(daemon_ep[j][c], blob[c]);            // from j's client c
-        }
-      }
-    }
+    auto node = build(cfg);
     s.barrier();
 
-    auto step_all = [&] {
-      daemon.step();
-      for (auto& c : clients) c->step();
-    };
-    auto completed_of = [&](uint32_t c) { return clients[c]->counters().completed.load(std::memory_order_relaxed); };
+    auto step_all = [&] { node->step(); };
+    auto completed_of = [&](uint32_t c) { return node->counters(c).completed.load(std::memory_order_relaxed); };
     auto snapshot = [&](copyrpc::RttHistogram& h, uint64_t& bytes) {
       h = copyrpc::RttHistogram{};
       h.counts.assign(copyrpc::RttHistogram::kBuckets, 0);
       bytes = 0;
-      for (auto& c : clients) {
-        const copyrpc::RttHistogram& l = c->latency();
+      for (uint32_t c = 0; c < C; ++c) {
+        const copyrpc::RttHistogram& l = node->latency(c);
         for (size_t i = 0; i < l.counts.size(); ++i) h.counts[i] += l.counts[i];
         h.n += l.n;
         h.sum_ns += l.sum_ns;
-        bytes += c->counters().bytes.load(std::memory_order_relaxed);
+        bytes += node->counters(c).bytes.load(std::memory_order_relaxed);
       }
     };
     std::vector<uint64_t> last(C, 0);
@@ -132,9 +94,9 @@ int run_data_mpi(const mpi::Session& s, const app::Options& o, Make make, nlohma
         if (o.progress && rank == 0) std::fprintf(stderr, "size %u run %u epoch %u\n", sizes[si], r, e);
       }
       uint64_t issued = 0, completed = 0;
-      for (auto& c : clients) {
-        issued += c->counters().issued.load();
-        completed += c->counters().completed.load();
+      for (uint32_t c = 0; c < C; ++c) {
+        issued += node->counters(c).issued.load();
+        completed += node->counters(c).completed.load();
       }
       rr.set_counts(issued - run_issued, completed - run_completed);
       run_issued = issued;
@@ -166,15 +128,15 @@ int run_data_mpi(const mpi::Session& s, const app::Options& o, Make make, nlohma
         res.runs.push_back(std::move(rr));
       }
     }
-    for (auto& c : clients) c->stop_issuing();
+    node->stop_issuing();
     const Clock::time_point drain_start = Clock::now();
     while (std::chrono::duration<double>(Clock::now() - drain_start).count() < kDataDrainSeconds) step_all();
-    uint64_t issued = 0, completed = 0, errors = daemon.protocol_errors(), lost = 0;
-    for (auto& c : clients) {
-      issued += c->counters().issued.load();
-      completed += c->counters().completed.load();
-      errors += c->counters().errors.load() + c->protocol_errors();
-      lost += c->in_flight();
+    uint64_t issued = 0, completed = 0, errors = node->errors(), lost = 0;
+    for (uint32_t c = 0; c < C; ++c) {
+      issued += node->counters(c).issued.load();
+      completed += node->counters(c).completed.load();
+      errors += node->counters(c).errors.load();
+      lost += node->in_flight(c);
     }
     // The drain's completions belong to the last run of this size.
     const uint64_t extra_iss = s.allreduce_sum(issued - run_issued), extra_comp = s.allreduce_sum(completed - run_completed);
@@ -182,7 +144,7 @@ int run_data_mpi(const mpi::Session& s, const app::Options& o, Make make, nlohma
     res.issued += s.allreduce_sum(issued);
     res.completed += s.allreduce_sum(completed);
     res.errors += s.allreduce_sum(errors);
-    res.rejected += s.allreduce_sum(daemon.server_counters().rejected_total());
+    res.rejected += s.allreduce_sum(node->rejected());
     if (s.allreduce_sum(lost) > 0 && rank == 0)
       std::fprintf(stderr, "benchkv data: requests still in flight %.0f s after the last run of size %u\n",
                    kDataDrainSeconds, sizes[si]);
@@ -191,6 +153,100 @@ int run_data_mpi(const mpi::Session& s, const app::Options& o, Make make, nlohma
   if (rank != 0) return res.errors == 0 && res.issued == res.completed ? 0 : 1;
   extra["ranks"] = np;
   return app::write_data_outputs(o, res, "real", extra);
+}
+
+// A copyrpc data node of one rank: daemon #0 and the clients, each with its own transport
+// (T; make() returns a std::unique_ptr<T> to a new one), connected to every other rank.
+template <class T>
+class CopyrpcDataRank {
+ public:
+  using Daemon = data::DataDaemon<T>;
+  using Client = data::DataClient<T>;
+  using Info = typename Daemon::Ctx::Info;
+
+  template <class Make>
+  CopyrpcDataRank(const mpi::Session& s, const app::Options& o, const data::DataNodeConfig& cfg, Make& make)
+      : C_(cfg.clients),
+        store_(cfg.rank, cfg.key_range, cfg.max_value_bytes, cfg.np * cfg.clients * cfg.queue_depth + 1),
+        buffers_(cfg.clients, cfg.slice_bytes()),
+        ring_(shm::Segment::create_process(data::data_ring_bytes(cfg.backend, cfg.clients, cfg.queue_depth))) {
+    const uint32_t np = cfg.np, rank = cfg.rank, C = C_;
+    const copyrpc::ContextConfig cc = app::rpc_context_config(o);
+    transports_.push_back(make());
+    daemon_ = std::make_unique<Daemon>(*transports_.back(), cc, cfg, store_, buffers_, ring_.bytes());
+    for (uint32_t c = 0; c < C; ++c) {
+      transports_.push_back(make());
+      clients_.push_back(std::make_unique<Client>(*transports_.back(), cc, cfg, c, buffers_, ring_.bytes()));
+    }
+    // Endpoint infos, 2C per pair: [0, C) the client side, [C, 2C) the daemon side
+    // (Delegation and Meta use entry C only: daemon to daemon).
+    std::vector<Info> out(size_t{np} * 2 * C);
+    std::vector<std::vector<uint32_t>> client_ep(np, std::vector<uint32_t>(C)), daemon_ep(np, std::vector<uint32_t>(C));
+    for (uint32_t j = 0; j < np; ++j) {
+      if (j == rank) continue;
+      Info* blob = out.data() + size_t{j} * 2 * C;
+      if (data::daemon_calls_for_clients(cfg.backend)) {
+        daemon_ep[j][0] = daemon_->create_endpoint_to(j);
+        blob[C] = daemon_->context().local_info(daemon_ep[j][0]);
+      } else {
+        for (uint32_t c = 0; c < C; ++c) {
+          client_ep[j][c] = clients_[c]->create_endpoint_to(j);
+          blob[c] = clients_[c]->context()->local_info(client_ep[j][c]);
+          daemon_ep[j][c] = daemon_->create_serving_endpoint();
+          blob[C + c] = daemon_->context().local_info(daemon_ep[j][c]);
+        }
+      }
+    }
+    const std::vector<Info> in = s.all_to_all(std::span<const Info>(out), 2 * C);
+    for (uint32_t j = 0; j < np; ++j) {
+      if (j == rank) continue;
+      const Info* blob = in.data() + size_t{j} * 2 * C;
+      if (data::daemon_calls_for_clients(cfg.backend)) {
+        daemon_->context().connect(daemon_ep[j][0], blob[C]);
+      } else {
+        for (uint32_t c = 0; c < C; ++c) {
+          clients_[c]->context()->connect(client_ep[j][c], blob[C + c]);  // to j's daemon
+          daemon_->context().connect(daemon_ep[j][c], blob[c]);            // from j's client c
+        }
+      }
+    }
+  }
+
+  void step() {
+    daemon_->step();
+    for (auto& c : clients_) c->step();
+  }
+  const data::DataClientCounters& counters(uint32_t c) const { return clients_[c]->counters(); }
+  const copyrpc::RttHistogram& latency(uint32_t c) const { return clients_[c]->latency(); }
+  uint64_t in_flight(uint32_t c) const { return clients_[c]->in_flight(); }
+  uint64_t errors() const {
+    uint64_t n = daemon_->protocol_errors();
+    for (const auto& c : clients_) n += c->protocol_errors();
+    return n;
+  }
+  uint64_t rejected() const { return daemon_->server_counters().rejected_total(); }
+  void stop_issuing() {
+    for (auto& c : clients_) c->stop_issuing();
+  }
+
+ private:
+  uint32_t C_;
+  // Declared in construction order; destroyed in reverse: nodes before their transports,
+  // the store, buffers and ring.
+  std::vector<std::unique_ptr<T>> transports_;
+  kv::BlobStore store_;
+  data::ClientBuffers buffers_;
+  shm::Segment ring_;
+  std::unique_ptr<Daemon> daemon_;
+  std::vector<std::unique_ptr<Client>> clients_;
+};
+
+// The copyrpc data backends (Delegation, Meta, direct) over transport T.
+template <class T, class Make>
+int run_data_mpi(const mpi::Session& s, const app::Options& o, Make make, nlohmann::json extra) {
+  return measure_data_mpi(
+      s, o, [&](const data::DataNodeConfig& cfg) { return std::make_unique<CopyrpcDataRank<T>>(s, o, cfg, make); },
+      std::move(extra));
 }
 
 }  // namespace bkv::real

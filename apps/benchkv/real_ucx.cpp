@@ -1,6 +1,7 @@
 // benchkv --transport ucx under MPI: the copyrpc backends (meta, delegation, direct) over
 // the UCX transport, one UcxTransport (UCP context + worker) per thread that owns a
-// copyrpc context; and the pure UCX active-message baseline (ucx-am).
+// copyrpc context; and the pure UCX active-message baseline (ucx-am), for the KV
+// benchmark and for `benchkv data --data-backend ucx-am`.
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "apps/benchkv/real_rpc.hpp"
 #include "apps/benchkv/real_transports.hpp"
 #include "backends/ucx_am/ucx_am.hpp"
+#include "backends/ucx_am/ucx_am_data.hpp"
 #include "transports/ucx/ucx_transport.hpp"
 
 namespace bkv::real {
@@ -28,6 +30,30 @@ struct MakeUcxTransport {
   ucx::UcxTransport& operator()(uint32_t /*thread*/, NullMeter& /*meter*/) { return owned.emplace(ucx::Config{}); }
 };
 using UcxRuntime = app::NodeRuntime<app::RealThreads, MakeUcxTransport>;
+
+// The ucx-am data node of one rank, connected to every rank (measure_data_mpi's node).
+class UcxAmDataRank {
+ public:
+  UcxAmDataRank(const mpi::Session& s, const data::DataNodeConfig& cfg) : node_(cfg) {
+    const std::vector<ucx_am::WorkerAddress> mine = node_.local_addresses();
+    std::vector<ucx_am::WorkerAddress> out;
+    for (uint32_t j = 0; j < cfg.np; ++j) out.insert(out.end(), mine.begin(), mine.end());
+    node_.connect(s.all_to_all(std::span<const ucx_am::WorkerAddress>(out), mine.size()));
+  }
+  void step() {
+    node_.step_daemon();
+    for (uint32_t c = 0; c < node_.clients(); ++c) node_.step_client(c);
+  }
+  const data::DataClientCounters& counters(uint32_t c) const { return node_.counters(c); }
+  const copyrpc::RttHistogram& latency(uint32_t c) const { return node_.latency(c); }
+  uint64_t in_flight(uint32_t c) const { return node_.in_flight(c); }
+  uint64_t errors() const { return node_.protocol_errors(); }
+  uint64_t rejected() const { return node_.server_counters().rejected_total(); }
+  void stop_issuing() { node_.stop_issuing(); }
+
+ private:
+  ucx_am::UcxAmDataNode node_;
+};
 
 RealResult run_ucx_am(const mpi::Session& s, const app::Options& o, const RankPlan& plan,
                       const ProgressFn& progress) {
@@ -64,6 +90,13 @@ int run_ucx(const app::Options& o) {
     // Rank 0 writes the outputs: their directories are made and each is checked writable
     // before the run, so a bad path ends every rank now (abort below), not after the run.
     if (s.rank() == 0) app::prepare_output_files(o);
+    if (o.backend == backend::BackendKind::kData && o.data_backend == "ucx-am") {
+      return measure_data_mpi(
+          s, o, [&](const data::DataNodeConfig& cfg) { return std::make_unique<UcxAmDataRank>(s, cfg); },
+          {{"transport", "ucx"},
+           {"ucx_tls", std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : ""},
+           {"pinning", "unpinned (the main thread steps daemon #0 and every client in turn)"}});
+    }
     if (o.backend == backend::BackendKind::kData) {  // one thread per rank, left unpinned
       return run_data_mpi<ucx::UcxTransport>(
           s, o, [] { return std::make_unique<ucx::UcxTransport>(ucx::Config{}); },

@@ -48,19 +48,24 @@
 
 namespace bkv::data {
 
-enum class DataBackend : uint8_t { kDelegation = 0, kDirect, kMeta };
+// kUcxAm names the UCX active-message baseline (backends/ucx_am/ucx_am_data.hpp), which
+// has its own node; DataDaemon and DataClient refuse it.
+enum class DataBackend : uint8_t { kDelegation = 0, kDirect, kMeta, kUcxAm };
 
 constexpr const char* to_string(DataBackend b) noexcept {
   switch (b) {
     case DataBackend::kDelegation: return "delegation";
     case DataBackend::kDirect: return "direct";
     case DataBackend::kMeta: return "meta";
+    case DataBackend::kUcxAm: return "ucx-am";
   }
   return "?";
 }
 // Daemon #0 registers the node's buffer region and calls the owners for the clients
 // (Delegation, Meta); direct clients do both themselves.
-constexpr bool daemon_calls_for_clients(DataBackend b) noexcept { return b != DataBackend::kDirect; }
+constexpr bool daemon_calls_for_clients(DataBackend b) noexcept {
+  return b == DataBackend::kDelegation || b == DataBackend::kMeta;
+}
 // The channel between the clients and daemon #0: the delegation ring (Delegation,
 // direct) or the ipc rings (Meta).
 constexpr bool uses_ipc(DataBackend b) noexcept { return b == DataBackend::kMeta; }
@@ -123,6 +128,11 @@ class ClientBuffers {
   shm::Segment seg_;
 };
 
+inline void refuse_non_copyrpc(DataBackend b) {
+  if (b == DataBackend::kUcxAm)
+    throw std::invalid_argument("data: the ucx-am data backend has its own node (backends/ucx_am/ucx_am_data.hpp)");
+}
+
 // Bytes of the segment of the channel between the clients and daemon #0.
 inline size_t data_ring_bytes(DataBackend backend, uint32_t clients, uint32_t queue_depth) {
   if (uses_ipc(backend)) return DataIpc::Layout::segment_size(shm::IpcConfig{clients, queue_depth});
@@ -138,6 +148,7 @@ class DataDaemon {
   DataDaemon(T& t, const copyrpc::ContextConfig& cc, const DataNodeConfig& cfg, kv::BlobStore& store,
              ClientBuffers& buffers, std::span<std::byte> ring_mem)
       : cfg_(cfg), ctx_(t, cc), store_(store), server_(ctx_, store), buffers_(buffers), endpoint_of_rank_(cfg.np, kNone) {
+    refuse_non_copyrpc(cfg.backend);
     if (uses_ipc(cfg.backend))
       ipc_.emplace(ring_mem, shm::IpcConfig{cfg.clients, cfg.queue_depth});
     else
@@ -231,7 +242,9 @@ class DataDaemon {
   }
 
   const DataServerCounters& server_counters() const noexcept { return server_.counters(); }
-  uint64_t protocol_errors() const noexcept { return protocol_errors_; }
+  // Answers that could not be delivered or decoded, and (Meta) requests the ipc rings
+  // dropped for a token out of range.
+  uint64_t protocol_errors() const noexcept { return protocol_errors_ + (ipc_ ? ipc_->bad_requests() : 0); }
   bool idle() const noexcept {
     return ctx_.calls_in_flight() == 0 && server_.transfers_in_flight() == 0 && server_.parked() == 0 &&
            backlog_.empty();
@@ -340,6 +353,7 @@ class DataClient {
       : cfg_(cfg), index_(index), t_(transport), slice_(buffers.slice(index)),
         rng_(derive_seed(cfg.seed, {0x44415441ull, cfg.rank, index})), slots_(cfg.queue_depth),
         endpoint_of_rank_(cfg.np, kNone) {
+    refuse_non_copyrpc(cfg.backend);
     if (uses_ipc(cfg.backend)) {
       ipc_.emplace(DataIpcClient::connect(ring_mem, index));
     } else {
@@ -406,7 +420,8 @@ class DataClient {
 
   const DataClientCounters& counters() const noexcept { return counters_; }
   const copyrpc::RttHistogram& latency() const noexcept { return latency_; }
-  uint64_t protocol_errors() const noexcept { return protocol_errors_; }
+  // Answers that matched no request, and (Meta) answers the ipc rings dropped for a bad token.
+  uint64_t protocol_errors() const noexcept { return protocol_errors_ + (ipc_ ? ipc_->protocol_errors() : 0); }
 
  private:
   static constexpr uint32_t kNone = ~0u;

@@ -1,4 +1,4 @@
-// `mpirun -np 2 benchkv data --transport ucx` (docs/data.md): the three backends over UCX
+// `mpirun -np 2 benchkv data --transport ucx` (docs/data.md): the four data backends over UCX
 // shared memory, two value sizes. Each run must exit 0 with every operation completed,
 // nothing rejected, bytes moved at every size, and rows from both ranks in the CSV.
 #include <catch2/catch.hpp>
@@ -12,7 +12,7 @@ using namespace bkv;
 using namespace bkv::real_runs;
 
 TEST_CASE("mpirun -np 2: benchkv data over UCX shared memory", "[real-run][mpi][data]") {
-  const std::string backend = GENERATE(as<std::string>{}, "delegation", "meta", "direct");
+  const std::string backend = GENERATE(as<std::string>{}, "delegation", "meta", "direct", "ucx-am");
   INFO("backend " << backend);
   e2e::TempDir dir;
   const Outcome o = mpirun_benchkv(2,

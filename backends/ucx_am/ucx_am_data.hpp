@@ -1,0 +1,104 @@
+// ucx-am data: data_put / data_get as UCX active messages (docs/data.md §ucx-am), the
+// baseline beside the copyrpc data backends, as ucx-am is beside the KV backends. No
+// copyrpc and no announced regions: UCX moves the value inside the active message and
+// chooses the protocol by size (eager below its rendezvous threshold, rendezvous above:
+// the receiver pulls the data with a zero-copy get once it names the destination).
+//
+//   put: a client sends one AM to daemon #0 of the owner rank: header DataAmRequest, data
+//     = the value from the client's buffer slot. The daemon validates the header, takes a
+//     free store block and receives the value straight into it (ucp_am_recv_data_nbx on
+//     the rendezvous descriptor or the persistent eager data), commits the block when the
+//     receive completes and answers PutOk (an AM with a DataAmResponse header, no data).
+//   get: the request carries no data; the daemon pins the key's block and answers GetOk
+//     with the value as the AM's data (or GetNotFound / an error, without data); the
+//     block stays pinned until UCX has completed that send. The client receives the
+//     value straight into the request's buffer slot.
+//   Local requests go through UCX as well (shared memory or self), as in ucx-am.
+//
+// Wire (AM headers; native little-endian layout, static_asserts below):
+//   DataAmRequest  (48 B) {client u32 (rank * C + c), tag u32 (slot < queue_depth),
+//                          kv::DataRequest (offset, slice and rkey 0: unused here)}
+//   DataAmResponse (24 B) {tag u32, reserved u32 = 0, kv::DataResponse}
+// Checks on the daemon, before anything is received or sent: header size, a known
+// client, request structure (kv::DataRequest::valid, unused fields zero), put data
+// length == request length, get without data, rank, key range, put length against the
+// store, get value against the buffer capacity. A request that fails them is answered
+// with a DataError and counted (rejected()); one without a usable client id is dropped
+// and counted as a protocol error. The client accepts a response only for an
+// outstanding slot, of the right key, with data exactly for GetOk and no longer than
+// the slot.
+//
+// Threads: like real_data.hpp, one thread steps daemon #0 and every client in turn;
+// each owns its UCP worker (UCS_THREAD_MODE_SINGLE).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "backends/data/data_node.hpp"
+#include "backends/ucx_am/ucx_am.hpp"
+#include "core/copyrpc/context.hpp"
+#include "core/kv/data_wire.hpp"
+
+namespace bkv::ucx_am {
+
+inline constexpr uint32_t kDataRequestAmId = 0x51;   // client -> daemon #0
+inline constexpr uint32_t kDataResponseAmId = 0x52;  // daemon #0 -> client
+static_assert(kDataRequestAmId != kDataResponseAmId && kDataRequestAmId != kRequestAmId &&
+              kDataRequestAmId != kResponseAmId && kDataResponseAmId != kRequestAmId &&
+              kDataResponseAmId != kResponseAmId);
+
+struct DataAmRequest {
+  uint32_t client = 0;
+  uint32_t tag = 0;
+  kv::DataRequest req{};
+};
+static_assert(std::is_trivially_copyable_v<DataAmRequest> && sizeof(DataAmRequest) == 8 + kv::kDataRequestSize);
+static_assert(offsetof(DataAmRequest, tag) == 4 && offsetof(DataAmRequest, req) == 8);
+
+struct DataAmResponse {
+  uint32_t tag = 0;
+  uint32_t reserved = 0;
+  kv::DataResponse resp{};
+};
+static_assert(std::is_trivially_copyable_v<DataAmResponse> && sizeof(DataAmResponse) == 8 + sizeof(kv::DataResponse));
+static_assert(offsetof(DataAmResponse, resp) == 8);
+
+class UcxAmDataNode {
+ public:
+  // cfg.backend is not read (this is its own backend); cfg.validate() must pass.
+  UcxAmDataNode(const data::DataNodeConfig& cfg, const Config& ucx = {});
+  ~UcxAmDataNode();
+  UcxAmDataNode(const UcxAmDataNode&) = delete;
+  UcxAmDataNode& operator=(const UcxAmDataNode&) = delete;
+
+  // ---- wiring: worker addresses of daemon #0, then clients 0..C-1; connect() takes
+  // every rank's, rank-major (np * (1 + C)).
+  std::vector<WorkerAddress> local_addresses() const;
+  void connect(std::span<const WorkerAddress> all);
+
+  // ---- stepping (one thread)
+  void step_daemon();
+  void step_client(uint32_t c);
+  void stop_issuing() noexcept;
+
+  // ---- inspection
+  uint32_t clients() const noexcept { return cfg_.clients; }
+  const data::DataClientCounters& counters(uint32_t c) const;
+  const copyrpc::RttHistogram& latency(uint32_t c) const;
+  uint64_t in_flight(uint32_t c) const;
+  const data::DataServerCounters& server_counters() const noexcept;
+  uint64_t protocol_errors() const noexcept;  // dropped messages, daemon and clients
+  uint64_t rendezvous_receives() const noexcept;  // values UCX moved by rendezvous (the rest: eager)
+
+ private:
+  struct Impl;
+  data::DataNodeConfig cfg_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace bkv::ucx_am
