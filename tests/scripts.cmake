@@ -7,3 +7,8 @@ if(BKV_SCRIPT_TESTS AND EXISTS /usr/bin/python3 AND TARGET benchkv)
                    ${PROJECT_SOURCE_DIR} $<TARGET_FILE:benchkv>)
   set_tests_properties(plot_epochs_script PROPERTIES LABELS unit TIMEOUT 300)
 endif()
+if(BKV_SCRIPT_TESTS AND Python3_EXECUTABLE)
+  add_test(NAME c1_accounting_script
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/scripts/check_c1_accounting.py ${PROJECT_SOURCE_DIR})
+  set_tests_properties(c1_accounting_script PROPERTIES LABELS unit TIMEOUT 60)
+endif()
