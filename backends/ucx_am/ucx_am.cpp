@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "backends/ucx_am/ucp_worker.hpp"
 #include "core/kv/store.hpp"
 
 namespace bkv::ucx_am {
@@ -16,9 +17,9 @@ namespace {
 
 constexpr uint64_t kMaxReportedErrors = 5;  // protocol errors printed on stderr (all are counted)
 
-[[noreturn]] void fail(const std::string& what, ucs_status_t status) {
-  throw std::runtime_error("ucx-am: " + what + " failed: " + ucs_status_string(status));
-}
+constexpr const char* kOwner = "ucx-am";  // the prefix of every error message
+
+[[noreturn]] void fail(const std::string& what, ucs_status_t status) { ucx_am::fail(kOwner, what, status); }
 
 // A message is accepted only whole, eager and of its exact size, without an AM header.
 bool well_formed(size_t header_length, size_t length, size_t expected, const ucp_am_recv_param_t* param) noexcept {
@@ -28,11 +29,7 @@ bool well_formed(size_t header_length, size_t length, size_t expected, const ucp
 }  // namespace
 
 struct UcxAmNode::Impl {
-  struct Worker {
-    ucp_worker_h worker = nullptr;
-    std::vector<ucp_ep_h> eps;  // daemons: by global client id; clients: by global daemon id
-    WorkerAddress address{};
-  };
+  using Worker = UcpWorker;  // eps: daemons: by global client id; clients: by global daemon id
 
   struct DaemonState;
   struct ReplySlot {  // keeps a response alive until UCX completes its send
@@ -89,89 +86,12 @@ struct UcxAmNode::Impl {
     if (reported++ < kMaxReportedErrors) std::fprintf(stderr, "ucx-am: dropped a message: %s\n", what);
   }
 
-  // ---- control path
-  void init_context(const Config& ucx) {
-    ucp_config_t* config = nullptr;
-    ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
-    if (st != UCS_OK) fail("ucp_config_read", st);
-    if (!ucx.tls.empty()) {
-      st = ucp_config_modify(config, "TLS", ucx.tls.c_str());
-      if (st != UCS_OK) {
-        ucp_config_release(config);
-        throw std::invalid_argument("ucx-am: bad transport list '" + ucx.tls + "': " + ucs_status_string(st));
-      }
-    }
-    ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-    params.features = UCP_FEATURE_AM;
-    params.mt_workers_shared = 1;  // the workers run on different threads
-    st = ucp_init(&params, config, &context);
-    ucp_config_release(config);
-    if (st != UCS_OK) fail("ucp_init", st);
-  }
-
+  // ---- control path (backends/ucx_am/ucp_worker.hpp)
+  void init_context(const Config& ucx) { context = create_context(ucx, kOwner); }
   void init_worker(Worker& w, uint32_t am_id, ucp_am_recv_callback_t handler, void* arg) {
-    ucp_worker_params_t wp{};
-    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-    ucs_status_t st = ucp_worker_create(context, &wp, &w.worker);
-    if (st != UCS_OK) fail("ucp_worker_create", st);
-    ucp_worker_attr_t attr{};
-    attr.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS;
-    st = ucp_worker_query(w.worker, &attr);
-    if (st != UCS_OK) fail("ucp_worker_query", st);
-    const size_t len = attr.address_length;
-    if (len == 0 || len > kWorkerAddressBytes) {
-      ucp_worker_release_address(w.worker, attr.address);
-      throw std::length_error("ucx-am: the worker address is " + std::to_string(len) + " bytes; at most " +
-                              std::to_string(kWorkerAddressBytes) + " fit (restrict UCX_TLS)");
-    }
-    w.address.length = static_cast<uint32_t>(len);
-    std::memcpy(w.address.bytes, attr.address, len);
-    ucp_worker_release_address(w.worker, attr.address);
-    ucp_am_handler_param_t hp{};
-    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
-                    UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
-    hp.id = am_id;
-    hp.flags = UCP_AM_FLAG_WHOLE_MSG;
-    hp.cb = handler;
-    hp.arg = arg;
-    st = ucp_worker_set_am_recv_handler(w.worker, &hp);
-    if (st != UCS_OK) fail("ucp_worker_set_am_recv_handler", st);
+    open_worker(w, context, am_id, handler, arg, UCP_AM_FLAG_WHOLE_MSG, kOwner);
   }
-
-  ucp_ep_h create_ep(Worker& w, const WorkerAddress& to) {
-    ucp_ep_params_t p{};
-    // Error mode NONE: UCX 1.13 has no peer-failure support over shared memory.
-    p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-    p.address = reinterpret_cast<const ucp_address_t*>(to.bytes);
-    p.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-    ucp_ep_h ep = nullptr;
-    const ucs_status_t st = ucp_ep_create(w.worker, &p, &ep);
-    if (st != UCS_OK) fail("ucp_ep_create", st);
-    return ep;
-  }
-
-  void close_worker(Worker& w) {
-    for (ucp_ep_h ep : w.eps) {
-      if (ep == nullptr) continue;
-      ucp_request_param_t p{};
-      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      p.flags = UCP_EP_CLOSE_FLAG_FORCE;  // no handshake with peers that may be gone
-      ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
-      if (UCS_PTR_IS_PTR(r)) {
-        while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(w.worker);
-        ucp_request_free(r);
-      }
-    }
-    w.eps.clear();
-    if (w.worker != nullptr) {
-      while (ucp_worker_progress(w.worker) != 0) {
-      }
-      ucp_worker_destroy(w.worker);
-      w.worker = nullptr;
-    }
-  }
+  ucp_ep_h create_ep(Worker& w, const WorkerAddress& to) { return connect_endpoint(w, to, kOwner); }
 
   ~Impl() {
     closing = true;
