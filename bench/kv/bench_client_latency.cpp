@@ -20,7 +20,8 @@
 //               local (ipc), half remote (delegation ring, copyrpc, the peer's daemon).
 // Each at queue depth 1, 4 and 32; ns per completed request, without / with, the ratio.
 //
-//   bench_client_latency [bare_requests [path_requests]]   (defaults 20000000, 1000000)
+//   bench_client_latency [bare_requests [path_requests [SETUP,SETUP...]]]
+//       defaults 20000000, 1000000, every setup
 //   bench_client_latency --one SETUP QD with|without REQUESTS
 //       one measurement (after REQUESTS / 10 warm-up requests), for instruction counts:
 //       bench/kv/client_latency_callgrind.sh counts only the timed loop (timed_*).
@@ -293,20 +294,30 @@ int main(int argc, char** argv) try {
     if (s == Setup::kIpc2t) runtime::pin_current_thread(1);
     const double ns = rec == "with" ? measure<true>(s, static_cast<uint32_t>(qd), n)
                                     : measure<false>(s, static_cast<uint32_t>(qd), n);
-    fmt::print("{} qd {} {}: {:.2f} ns/req over {} requests\n", setup_name(s), qd, rec, ns, n);
+    fmt::print("{} qd {} {}: {:.2f} ns/req over {} requests (meter clock: {})\n", setup_name(s), qd, rec, ns, n,
+               tsc_clock::describe());
     return 0;
   }
   const uint64_t bare_requests = argc > 1 ? parse_count(argv[1], "bare_requests") : 20'000'000;
   const uint64_t path_requests = argc > 2 ? parse_count(argv[2], "path_requests") : 1'000'000;
+  std::vector<Setup> setups = {Setup::kBare, Setup::kBareRawTsc, Setup::kIpc1t, Setup::kDeleg1t, Setup::kIpc2t};
+  if (argc > 3) {
+    setups.clear();
+    const std::string list = argv[3];
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      setups.push_back(parse_setup(list.substr(at, comma - at)));
+      at = comma + 1;
+    }
+  }
+  if (argc > 4) throw std::invalid_argument("too many arguments");
   const unsigned cpus = std::thread::hardware_concurrency();
   fmt::print("bench_client_latency: {} requests per bare measurement, {} per path measurement, {} measurements "
              "each way, alternating, fastest kept; {} CPUs\n",
              bare_requests, path_requests, kReps, cpus);
   print_clock_reads();
   fmt::print("{:>12} {:>4} {:>16} {:>16} {:>8}\n", "setup", "qd", "without (ns/req)", "with (ns/req)", "ratio");
-  std::vector<Setup> setups = {Setup::kBare, Setup::kBareRawTsc, Setup::kIpc1t, Setup::kDeleg1t};
-  if (cpus >= 2) setups.push_back(Setup::kIpc2t);
-  else fmt::print("(ipc-2t skipped: needs 2 CPUs)\n");
+  if (cpus < 2 && std::erase(setups, Setup::kIpc2t) > 0) fmt::print("(ipc-2t skipped: needs 2 CPUs)\n");
   runtime::pin_current_thread(1);  // ipc-2t: the daemon thread takes CPU 0
   for (Setup s : setups) {
     const bool bare = s == Setup::kBare || s == Setup::kBareRawTsc;

@@ -19,6 +19,9 @@
 //
 // gives both lines above.
 //
+// Values are nanoseconds, not TSC ticks: the histograms of ranks whose TSCs tick at
+// different rates are merged (docs/benchmarks.md §Latency recording in the client).
+//
 // Fixed size, trivially copyable (gathered over MPI as raw bytes), no allocation:
 // record() is an or, a count-leading-zeros, a shift, two adds and a max on the client's
 // hot path: three read-modify-writes of memory (the bucket, the sum, the maximum). The
