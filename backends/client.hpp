@@ -71,7 +71,7 @@ class Client {
       if constexpr (kRecordLatency) {
         // Not a token this client gave out, or one with no request pending (a duplicate
         // answer): an error, and no request completes.
-        if (token >= pending_.size() || !pending_[token].live) [[unlikely]] {
+        if (token >= node_.queue_depth || !pending_[token].live) [[unlikely]] {  // queue_depth: pending_.size()
           counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
           return;
         }

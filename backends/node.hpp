@@ -24,6 +24,9 @@
 // R, the runtime, supplies per thread the transport (threads owning a context) and the
 // meter, and the waker clients are woken with:
 //   R::Transport, R::Waker, T& transport(thread), T::Meter& meter(thread), Waker& waker()
+//
+// kRecordLatency = false: clients without latency recording (backends/client.hpp), for
+// measuring what recording costs on the real paths (bench/kv/bench_client_latency.cpp).
 #pragma once
 
 #include <map>
@@ -40,7 +43,7 @@
 
 namespace bkv::backend {
 
-template <class B, class R>
+template <class B, class R, bool kRecordLatency = true>
 class Node {
  public:
   using Backend = B;
@@ -52,7 +55,7 @@ class Node {
   using Daemon0 = typename B::template Daemon0<T, Waker>;
   using Worker = typename B::template Worker<T, Waker>;
   using RemotePath = typename B::template RemotePath<T>;
-  using ClientT = Client<Meter, RemotePath>;
+  using ClientT = Client<Meter, RemotePath, kRecordLatency>;
 
   Node(const NodeConfig& cfg, const LoopPolicySettings& policy, const kv::WorkloadConfig& wl,
        const copyrpc::ContextConfig& ccfg, R& rt)

@@ -19,8 +19,14 @@
 //
 // gives both lines above.
 //
+// Values are nanoseconds, not TSC ticks: the histograms of ranks whose TSCs tick at
+// different rates are merged (docs/benchmarks.md §Latency recording in the client).
+//
 // Fixed size, trivially copyable (gathered over MPI as raw bytes), no allocation:
-// record() is an or, a count-leading-zeros, a shift and four adds on the client's hot path.
+// record() is an or, a count-leading-zeros, a shift, two adds and a max on the client's
+// hot path: three read-modify-writes of memory (the bucket, the sum, the maximum). The
+// number of values is not kept apart: it is the sum of the buckets, computed when read
+// (a report reads it a few times; a client records every request).
 #pragma once
 
 #include <algorithm>
@@ -54,24 +60,32 @@ class LatencyHistogram {
 
   void record(uint64_t ns) noexcept {
     ++counts_[bucket(ns)];
-    ++count_;
     sum_ns_ += ns;
     max_ns_ = std::max(max_ns_, ns);
   }
 
-  uint64_t count() const noexcept { return count_; }
+  // The number of values recorded (kBuckets adds).
+  uint64_t count() const noexcept {
+    uint64_t n = 0;
+    for (uint64_t c : counts_) n += c;
+    return n;
+  }
   uint64_t sum_ns() const noexcept { return sum_ns_; }
   uint64_t max_ns() const noexcept { return max_ns_; }
   uint64_t bucket_count(uint32_t b) const noexcept { return counts_[b]; }
-  double mean_ns() const noexcept { return count_ ? static_cast<double>(sum_ns_) / static_cast<double>(count_) : 0.0; }
+  double mean_ns() const noexcept {
+    const uint64_t n = count();
+    return n ? static_cast<double>(sum_ns_) / static_cast<double>(n) : 0.0;
+  }
 
   // The value below which a fraction p of the recorded values lie: the lower bound of
   // the bucket holding the ceil(p * count)-th smallest value (never above max_ns);
   // p = 1 gives max_ns exactly. 0 when empty.
   uint64_t percentile_ns(double p) const noexcept {
-    if (count_ == 0) return 0;
+    const uint64_t n = count();
+    if (n == 0) return 0;
     if (p >= 1.0) return max_ns_;
-    const uint64_t rank = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(p * static_cast<double>(count_))));
+    const uint64_t rank = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(p * static_cast<double>(n))));
     uint64_t seen = 0;
     for (uint32_t b = 0; b < kBuckets; ++b) {
       seen += counts_[b];
@@ -82,7 +96,6 @@ class LatencyHistogram {
 
   void merge(const LatencyHistogram& o) noexcept {
     for (uint32_t b = 0; b < kBuckets; ++b) counts_[b] += o.counts_[b];
-    count_ += o.count_;
     sum_ns_ += o.sum_ns_;
     max_ns_ = std::max(max_ns_, o.max_ns_);
   }
@@ -92,9 +105,8 @@ class LatencyHistogram {
   LatencyHistogram since(const LatencyHistogram& earlier) const noexcept {
     LatencyHistogram d;
     for (uint32_t b = 0; b < kBuckets; ++b) d.counts_[b] = counts_[b] - earlier.counts_[b];
-    d.count_ = count_ - earlier.count_;
     d.sum_ns_ = sum_ns_ - earlier.sum_ns_;
-    d.max_ns_ = d.count_ ? max_ns_ : 0;
+    d.max_ns_ = d.count() ? max_ns_ : 0;
     return d;
   }
   // Starts a new maximum (at a snapshot, by the thread that records).
@@ -102,7 +114,6 @@ class LatencyHistogram {
 
  private:
   std::array<uint64_t, kBuckets> counts_{};
-  uint64_t count_ = 0;
   uint64_t sum_ns_ = 0;
   uint64_t max_ns_ = 0;
 };

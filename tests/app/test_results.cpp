@@ -368,3 +368,28 @@ TEST_CASE("latency histogram: merge, and the values since a snapshot with the ma
   CHECK(m.max_ns() == 5999);
   CHECK(m.percentile_ns(0.005) < 5000);  // the 10 small values come first
 }
+
+TEST_CASE("latency histogram: the count is the values recorded, kept in the buckets only", "[bench][latency]") {
+  using bkv::metrics::LatencyHistogram;
+  LatencyHistogram h;
+  CHECK(h.count() == 0);
+  CHECK(h.mean_ns() == 0.0);
+  // The first and the last bucket count too (0 ns, and the largest u64).
+  for (uint64_t v : {uint64_t{0}, uint64_t{0}, uint64_t{5}, uint64_t{1000}, ~uint64_t{0}}) h.record(v);
+  CHECK(h.count() == 5);
+  CHECK(h.bucket_count(0) == 2);
+  CHECK(h.bucket_count(LatencyHistogram::kBuckets - 1) == 1);
+  CHECK(h.percentile_ns(0.4) == 0);  // 2nd of 5
+  CHECK(h.percentile_ns(0.6) == 5);  // 3rd of 5
+  CHECK(h.percentile_ns(0.8) == LatencyHistogram::lower_bound(LatencyHistogram::bucket(1000)));
+  LatencyHistogram m = h;
+  m.merge(h);
+  CHECK(m.count() == 10);
+  CHECK(m.since(h).count() == 5);
+  CHECK(h.since(h).count() == 0);
+  CHECK(h.since(h).max_ns() == 0);  // nothing new: no maximum
+  LatencyHistogram ten;
+  for (uint64_t v = 1; v <= 10; ++v) ten.record(v * 10);
+  CHECK(ten.count() == 10);
+  CHECK(ten.mean_ns() == Approx(55.0));
+}
