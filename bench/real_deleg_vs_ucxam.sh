@@ -38,7 +38,7 @@ run() {  # run <backend> <tag>: prints total_mops; fails on an inconsistent run
   (cd "$WORK" && mpirun -np 2 --oversubscribe --bind-to none -x UCX_TLS "$BENCHKV" --transport ucx \
      -d "$SECS" --interval-ms "$INTERVAL_MS" --trim "$TRIM" -r 1 --server-threads "$DAEMONS" \
      --client-threads "$CLIENTS" --queue-depth "$QD" --key-range "$KEYS" --read-ratio "$READ_RATIO" \
-     --no-progress -o "$tag.csv" "$backend" 2>"$tag.err") || { cat "$WORK/$tag.err" >&2; exit 1; }
+     --no-progress -o "$tag.csv" "$backend" >"$tag.out" 2>"$tag.err") || { cat "$WORK/$tag.out" "$WORK/$tag.err" >&2; exit 1; }
   /usr/bin/python3 - "$WORK/$tag.summary.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
