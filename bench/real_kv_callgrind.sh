@@ -4,6 +4,7 @@
 # measurement on an oversubscribed machine is not), with the breakdown by stage.
 #
 #   bench/real_kv_callgrind.sh [build-dir] -- 'LABEL=BACKEND [benchkv options]' ...
+#     (a configuration whose first word is @PATH runs the benchkv binary at PATH)
 #     env: TLS=sm,self SECS=4 QD=4 KEYS=1024 READ_RATIO=0.5 (1 daemon + 1 client per rank)
 #
 # Each configuration runs once, both ranks under valgrind --tool=callgrind. The counts are
@@ -50,8 +51,10 @@ for c in "$@"; do
   [[ "$c" == *=* ]] || { echo "real_kv_callgrind: configuration '$c' is not LABEL=BACKEND [options]" >&2; exit 2; }
   label=${c%%=*}
   read -r -a spec <<<"${c#*=}"
+  bin=$BENCHKV
+  if [[ "${spec[0]}" == @* ]]; then bin=$(realpath "${spec[0]#@}"); spec=("${spec[@]:1}"); fi
   (cd "$WORK" && mpirun -np 2 --oversubscribe --bind-to none -x UCX_TLS valgrind --tool=callgrind \
-     --callgrind-out-file="cg.$i.%q{OMPI_COMM_WORLD_RANK}" "$BENCHKV" --transport ucx -d "$SECS" --interval-ms 200 \
+     --callgrind-out-file="cg.$i.%q{OMPI_COMM_WORLD_RANK}" "$bin" --transport ucx -d "$SECS" --interval-ms 200 \
      --trim 2 -r 1 --server-threads 1 --client-threads 1 --queue-depth "$QD" --key-range "$KEYS" \
      --read-ratio "$READ_RATIO" --no-progress -o "c$i.csv" "${spec[@]}" >"c$i.out" 2>"c$i.err") ||
     { cat "$WORK/c$i.out" "$WORK/c$i.err" >&2; exit 1; }

@@ -9,6 +9,9 @@
 #
 #   e.g. bench/real_kv_side_by_side.sh build -- 'am=ucx-am' 'deleg=delegation' 'direct=direct'
 #
+# A configuration whose first word is @PATH runs the benchkv binary at PATH instead of the
+# build directory's (two builds side by side: 'old=@/tmp/benchkv.old delegation').
+#
 # PLACEMENT: where the ranks' threads may run (the process CPU mask, set with taskset;
 # benchkv leaves threads unpinned when they outnumber the CPUs):
 #   shared        every rank on every CPU (what bench/real_deleg_vs_ucxam.sh does)
@@ -57,8 +60,10 @@ run() {  # run <index> <tag>: prints total_mops; fails on an inconsistent run
   local i=$1 tag=$2
   local -a spec
   read -r -a spec <<<"${specs[$i]}"
-  local -a launch=("$BENCHKV")
-  [ -n "$CPU_OF_RANK" ] && launch=(sh -c "exec taskset -c $CPU_OF_RANK \"\$0\" \"\$@\"" "$BENCHKV")
+  local bin=$BENCHKV
+  if [[ "${spec[0]}" == @* ]]; then bin=$(realpath "${spec[0]#@}"); spec=("${spec[@]:1}"); fi
+  local -a launch=("$bin")
+  [ -n "$CPU_OF_RANK" ] && launch=(sh -c "exec taskset -c $CPU_OF_RANK \"\$0\" \"\$@\"" "$bin")
   (cd "$WORK" && mpirun -np 2 --oversubscribe --bind-to none -x UCX_TLS "${launch[@]}" --transport ucx \
      -d "$SECS" --interval-ms "$INTERVAL_MS" --trim "$TRIM" -r 1 --server-threads "$DAEMONS" \
      --client-threads "$CLIENTS" --queue-depth "$QD" --key-range "$KEYS" --read-ratio "$READ_RATIO" \
