@@ -50,6 +50,10 @@ constexpr std::array<Choice<TransportKind>, 4> kTransportChoices{{{"mlx5", Trans
                                                                   {"sim", TransportKind::kSim}}};
 constexpr std::array<Choice<Distribution>, 2> kDistributionChoices{
     {{"uniform", Distribution::kUniform}, {"zipfian", Distribution::kZipfian}}};
+constexpr std::array<Choice<backend::LoopOrder>, 3> kLoopOrderChoices{
+    {{"calibrated", backend::LoopOrder::kCalibrated},
+     {"one-flush", backend::LoopOrder::kOneFlush},
+     {"calls-first", backend::LoopOrder::kCallsFirst}}};
 constexpr std::array<Choice<StartMode>, 2> kStartModeChoices{
     {{"sync", StartMode::kSync}, {"staggered", StartMode::kStaggered}}};
 constexpr std::array<Choice<RingPages>, 2> kRingPagesChoices{
@@ -221,6 +225,26 @@ json get_choice(const Options& o) {
   return json(std::string(name_of(Table, o.*M)));
 }
 
+// A choice among the loop policy settings (o.loop.*M).
+template <auto M, const auto& Table>
+void set_loop_choice(Options& o, const json& v, const Spec& s, const Ctx& c) {
+  if (!v.is_string()) type_error(s, c, fmt::format("a string ({})", choice_list(Table)), v);
+  const auto name = v.get<std::string>();
+  for (const auto& ch : Table) {
+    if (ch.name == name) {
+      o.loop.*M = ch.value;
+      return;
+    }
+  }
+  throw OptionError(std::string(s.key), fmt::format("{}: \"{}\" is not one of {} ({})", label(s), name,
+                                                    choice_list(Table), c.source));
+}
+
+template <auto M, const auto& Table>
+json get_loop_choice(const Options& o) {
+  return json(std::string(name_of(Table, o.loop.*M)));
+}
+
 void set_backend(Options& o, const json& v, const Spec& s, const Ctx& c) {
   if (v.is_null()) {
     o.backend.reset();
@@ -357,6 +381,12 @@ const Spec kSpecs[] = {
      "hold = M x EWMA of the flush -> first CQE delay; 0 = off", BKV_LOOP_FIELD(hold_rtt_multiplier)},
     {"adaptive_poll_budget", 0, Kind::kBool, kGroupLoop, "", "adaptive poll budget controller",
      BKV_LOOP_FIELD(adaptive_poll_budget)},
+    {"loop_order", 0, Kind::kChoice, kGroupLoop, "calibrated|one-flush|calls-first",
+     "where daemon #0's calls leave: calibrated (after the poll phase and its flush of the replies: two flushes "
+     "per loop), one-flush (replies and calls in one flush after the calls), calls-first (calls and their flush "
+     "before the poll phase)",
+     &set_loop_choice<&backend::LoopPolicySettings::order, kLoopOrderChoices>,
+     &get_loop_choice<&backend::LoopPolicySettings::order, kLoopOrderChoices>},
     {"np", 0, Kind::kUnsigned, kGroupSim, "N",
      "simulated node count (>= 1); rpc: 1 runs caller and server on one NIC (loopback), N >= 2 one caller rank and N-1 server ranks",
      BKV_FIELD(np)},
@@ -581,6 +611,7 @@ constexpr Applicability kApplicability[] = {
      "a Delegation daemon loop policy"},
     {"adaptive_poll_budget", [](const Options& o) { return is_kv(o) && is_delegation(o); },
      "a Delegation daemon loop policy"},
+    {"loop_order", [](const Options& o) { return is_kv(o) && is_delegation(o); }, "a Delegation daemon loop policy"},
     {"np", &is_sim, "the simulated node count; real runs take their ranks from mpirun"},
     {"model", &is_sim, "the simulator model"},
     {"start_mode", &sim_kv, "a client start option of the simulated KV backends"},
@@ -683,6 +714,7 @@ void validate(const Options& o, bool require_backend) {
   if (name_of(kTransportChoices, o.transport).empty()) fail(o, "transport", "is invalid");
   if (name_of(kDistributionChoices, o.distribution).empty()) fail(o, "distribution", "is invalid");
   if (name_of(kStartModeChoices, o.start_mode).empty()) fail(o, "start_mode", "is invalid");
+  if (name_of(kLoopOrderChoices, o.loop.order).empty()) fail(o, "loop_order", "is invalid");
   if (name_of(kRingPagesChoices, o.ring_pages).empty()) fail(o, "ring_pages", "is invalid");
   if (name_of(kReportChoices, o.report).empty()) fail(o, "report", "is invalid");
   validate_applicability(o);
@@ -760,6 +792,7 @@ json to_json(const Options& o) {
     const bool data_only = std::find(kDataOnlyKeys.begin(), kDataOnlyKeys.end(), s.key) != kDataOnlyKeys.end();
     if (data_only && o.backend != BackendKind::kData) continue;
     if (s.key == "check_exactly_once" && !o.check_exactly_once) continue;  // absent while off: outputs keep their bytes
+    if (s.key == "loop_order" && o.loop.order == backend::LoopOrder::kCalibrated) continue;  // likewise
     j[std::string(s.key)] = s.get(o);
   }
   return j;

@@ -23,7 +23,9 @@
 //   flush             one WRITE+IMM per endpoint with pending data
 //   flux              responses of forwarded requests -> copyrpc replies; flux backlog
 //   release held      held responses, when due
-// Nothing blocks.
+// Nothing blocks. That is the calibrated order (LoopOrder::kCalibrated, the default);
+// --loop-order one-flush drops the poll phase's flush (replies leave with the calls),
+// calls-first moves calls, backlog retry and flush right after the ring read.
 #pragma once
 
 #include <algorithm>
@@ -154,6 +156,8 @@ class DelegationDaemon0 {
         meter_.charge(Op::kRingOp, 1);
       }
       deleg_.advance_tail();
+      // calls-first order: the batch leaves before the poll phase.
+      if (policies_.order() == LoopOrder::kCallsFirst) issue_and_flush_calls();
       in_poll_phase_ = true;
       poll_ = {};
     }
@@ -174,25 +178,14 @@ class DelegationDaemon0 {
     incoming_.serve(ctx_, [&](uint32_t owner, const Request& req, const CallToken& tok) {
       forwarder_.forward(owner, FluxMsg::kExecute, req, tok, meter_);
     });
-    ctx_.flush();
+    // The poll phase's flush (the replies), except when they wait for the calls' flush.
+    if (policies_.order() != LoopOrder::kOneFlush) ctx_.flush();
     m_.responses += poll_.responses;
     meter_.record(Phase::kCqes, poll_.cqes);
     meter_.record(Phase::kResponses, poll_.responses);
 
-    // calls: the batch of delegation requests -> copyrpc calls.
-    uint32_t calls = 0;
-    for (const auto& e : batch_) calls += issue(e.payload, CallToken::delegation(e.client_id, e.resp_slot_idx));
-    work_ += static_cast<uint32_t>(batch_.size());
-    batch_.clear();
-
-    // backlog retry: the calls that found the ring full or no credit.
-    calls += retry_backlog();
-    meter_.record(Phase::kCallsOut, calls);
-
-    // flush: one WRITE+IMM per endpoint with pending data.
-    const bool sent = ctx_.has_unflushed();
-    ctx_.flush();
-    if (sent) policies_.on_flush(policies_.needs_clock() ? meter_.now_ns() : 0);
+    // calls, backlog retry, flush (calibrated and one-flush orders).
+    if (policies_.order() != LoopOrder::kCallsFirst) issue_and_flush_calls();
 
     // flux: responses of forwarded incoming requests -> copyrpc replies.
     if (flux_) work_ += serve_flux();
@@ -295,6 +288,21 @@ class DelegationDaemon0 {
     }
     forwarder_.retry();
     return n;
+  }
+
+  // calls: the batch of delegation requests -> copyrpc calls; backlog retry: the calls
+  // that found the ring full or no credit; flush: one WRITE+IMM per endpoint with
+  // pending data.
+  void issue_and_flush_calls() {
+    uint32_t calls = 0;
+    for (const auto& e : batch_) calls += issue(e.payload, CallToken::delegation(e.client_id, e.resp_slot_idx));
+    work_ += static_cast<uint32_t>(batch_.size());
+    batch_.clear();
+    calls += retry_backlog();
+    meter_.record(Phase::kCallsOut, calls);
+    const bool sent = ctx_.has_unflushed();
+    ctx_.flush();
+    if (sent) policies_.on_flush(policies_.needs_clock() ? meter_.now_ns() : 0);
   }
 
   // One copyrpc call; on a retryable refusal the request waits in the backlog.

@@ -21,19 +21,28 @@
 
 namespace bkv::backend {
 
+// Where daemon #0's calls leave relative to its poll phase (docs/design.md §Delegation
+// daemon loop). Every order reads the delegation ring at the top of the loop.
+enum class LoopOrder : uint8_t {
+  kCalibrated = 0,  // poll, serve, flush (replies), calls, backlog, flush (calls): two flushes
+  kOneFlush,        // poll, serve, calls, backlog, flush: replies and calls share one flush
+  kCallsFirst,      // calls, backlog, flush (calls), poll, serve, flush (replies)
+};
+
 struct LoopPolicySettings {
   uint32_t poll_budget = 1;          // PollBudget: up to N polls, stops at N responses
   double batch_hold_us = 0;          // ResponseHold with this hold time; 0 = off
   bool adaptive_hold = false;        // AdaptiveHoldTime
   double hold_rtt_multiplier = 0;    // RttHoldTime; 0 = off
   bool adaptive_poll_budget = false; // AdaptivePollBudget instead of PollBudget
+  LoopOrder order = LoopOrder::kCalibrated;
   friend bool operator==(const LoopPolicySettings&, const LoopPolicySettings&) = default;
 };
 
 class LoopPolicies {
  public:
   // np: the hold's batch target.
-  LoopPolicies(const LoopPolicySettings& p, uint32_t np) : budget_(p.poll_budget) {
+  LoopPolicies(const LoopPolicySettings& p, uint32_t np) : budget_(p.poll_budget), order_(p.order) {
     if (p.adaptive_poll_budget) adaptive_budget_.emplace();
     if (p.adaptive_hold) adaptive_hold_.emplace(np);
     if (p.hold_rtt_multiplier > 0) rtt_hold_.emplace(p.hold_rtt_multiplier);
@@ -42,6 +51,8 @@ class LoopPolicies {
       hold_.emplace(np, adaptive_hold_ ? AdaptiveHoldTime::start_ns(configured) : configured);
     }
   }
+
+  LoopOrder order() const noexcept { return order_; }
 
   // ---- poll phase
   uint32_t polls() const noexcept { return adaptive_budget_ ? adaptive_budget_->polls() : budget_.polls(); }
@@ -77,6 +88,7 @@ class LoopPolicies {
 
  private:
   PollBudget budget_;
+  LoopOrder order_;
   std::optional<AdaptivePollBudget> adaptive_budget_;
   std::optional<ResponseHold> hold_;
   std::optional<AdaptiveHoldTime> adaptive_hold_;

@@ -82,13 +82,19 @@ TEST_CASE("Delegation over the instant loopback: everything issued completes", "
   CHECK(c.nodes[0]->daemon_metrics(0).calls > 0);
 }
 
-TEST_CASE("Delegation with loop policies (poll budget, batch hold, adaptive)", "[backend]") {
+TEST_CASE("Delegation with loop policies (poll budget, batch hold, adaptive, loop order)", "[backend]") {
   LoopPolicySettings p;
   SECTION("poll budget") { p.poll_budget = 4; }
   SECTION("fixed hold") { p.batch_hold_us = 3; }
   SECTION("adaptive hold") { p.adaptive_hold = true; }
   SECTION("rtt hold") { p.hold_rtt_multiplier = 1.5; }
   SECTION("adaptive poll budget") { p.adaptive_poll_budget = true; }
+  SECTION("one-flush loop order") { p.order = LoopOrder::kOneFlush; }
+  SECTION("calls-first loop order") { p.order = LoopOrder::kCallsFirst; }
+  SECTION("calls-first loop order with a poll budget") {
+    p.order = LoopOrder::kCallsFirst;
+    p.poll_budget = 4;
+  }
   Cluster<DelegationBackend> c(3, 1, 4, 4, p);
   run_and_check(c, 300);
 }

@@ -101,6 +101,8 @@ TEST_CASE("sim: delegation loop policies run end to end and change the run", "[e
       Policy{{"--adaptive-hold"}, {{"adaptive_hold", true}}},
       Policy{{"--hold-rtt-multiplier", "1.5"}, {{"hold_rtt_multiplier", 1.5}}},
       Policy{{"--adaptive-poll-budget"}, {{"adaptive_poll_budget", true}}},
+      Policy{{"--loop-order", "one-flush"}, {{"loop_order", "one-flush"}}},
+      Policy{{"--loop-order", "calls-first"}, {{"loop_order", "calls-first"}}},
       Policy{{"--poll-budget", "4", "--batch-hold-us", "2", "--adaptive-hold", "--hold-rtt-multiplier", "1.5",
               "--adaptive-poll-budget", "--server-threads", "2"},
              {{"poll_budget", 4},

@@ -42,9 +42,14 @@
 //  - ring_doorbell(): hands every request posted on this queue pair since the previous
 //    doorbell to UCX (ucp_am_send_nbx), in post order. UCX sends what it can at once;
 //    the rest leaves as the worker progresses.
-//  - poll_recv()/poll_send() progress the worker once (ucp_worker_progress, which runs
-//    the AM handlers), send the ACKs/NAKs/READ responses the handlers queued, then
-//    drain the completion queue.
+//  - poll_recv() progresses the worker once (ucp_worker_progress, which runs the AM
+//    handlers), sends the ACKs/NAKs/READ responses the handlers queued, then drains the
+//    receive completion queue. poll_send() does the same for the send completion queue,
+//    except right after a poll_recv(): copyrpc's drain calls the two back to back, and a
+//    second progress there costs a UCX progress per daemon loop (about 240 instructions
+//    over shared memory) for completions that the next loop's poll_recv() picks up
+//    anyway. So poll_send() progresses unless a poll_recv() has since the previous
+//    poll_send(): a caller that only polls the send queue still progresses every time.
 //
 // Contract as on RDMA: the source of a WRITE must stay unchanged, and the destination of
 // a READ untouched, until the request (or a later one on the queue pair) has completed
@@ -234,12 +239,14 @@ class UcxTransport {
   template <class F>
   uint32_t poll_recv(F&& on_recv, uint32_t max) {
     progress();
+    recv_progressed_ = true;
     return software_nic::poll_recv_queue(recv_cq_, max, on_recv);
   }
 
   template <class F>
   uint32_t poll_send(F&& on_send, uint32_t max) {
-    progress();
+    if (!recv_progressed_) progress();  // a poll_recv since the last poll_send has progressed
+    recv_progressed_ = false;
     return software_nic::poll_send_queue(
         send_cq_, max, [](const SendEntry& e) -> software_nic::SendQueueSlots& { return e.qp->slots_; }, on_send);
   }
@@ -301,6 +308,7 @@ class UcxTransport {
   std::vector<std::unique_ptr<SendSlot>> send_slots_;
   std::vector<SendSlot*> free_send_slots_;
   bool closing_ = false;
+  bool recv_progressed_ = false;  // a poll_recv() progressed since the last poll_send()
   uint64_t inflight_requests_ = 0;  // UCX requests not yet completed
   uint64_t protocol_errors_ = 0;
   uint64_t rendezvous_receives_ = 0;

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Instructions per completed request of benchkv configurations over the UCX transport,
+# 2 MPI ranks under callgrind: robust to how the ranks' threads share the CPUs (a time
+# measurement on an oversubscribed machine is not), with the breakdown by stage.
+#
+#   bench/real_kv_callgrind.sh [build-dir] -- 'LABEL=BACKEND [benchkv options]' ...
+#     (a configuration whose first word is @PATH runs the benchkv binary at PATH)
+#     env: TLS=sm,self SECS=4 QD=4 KEYS=1024 READ_RATIO=0.5 (1 daemon + 1 client per rank)
+#
+# Each configuration runs once, both ranks under valgrind --tool=callgrind. The counts are
+# the inclusive instructions of the worker threads (daemons and clients: start_thread;
+# setup, MPI and the main thread are left out) summed over both ranks, divided by the
+# requests completed over the whole run (both ranks); so are the call counts. Under
+# valgrind the threads of a rank run one at a time, as on a single CPU: idle polls (a
+# daemon loop or client step that finds nothing) are part of the counts.
+# Rows (per completed request):
+#   threads                 every worker thread
+#   client / daemon threads everything the client / daemon threads ran
+#     ipc, ring read        Delegation daemon #0: local requests (ipc), the delegation ring
+#     copyrpc over UCX      the UCX transport's progress (UCX progress, the software NIC's
+#                           responder, ACKs) and doorbell (the WRITE+IMMs handed to UCX)
+# (copyrpc's and the backends' inline functions are not rows: the compiler inlines them
+# differently from build to build, and callgrind then charges their code to the caller)
+#   ucp_worker_progress     UCX progress, wherever called
+#   ucp_am_send_nbx         UCX active-message sends, wherever called
+#   calls/request: ucp_worker_progress, ucp_am_send_nbx, daemon loops, client steps, sched_yield
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=build
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then BUILD=$1; shift; fi
+[ "${1:-}" = "--" ] && shift
+[ $# -ge 1 ] || { echo "real_kv_callgrind: give configurations 'LABEL=BACKEND [options]' after --" >&2; exit 2; }
+BENCHKV=$(realpath "$BUILD/apps/benchkv/benchkv")
+TLS=${TLS:-sm,self}
+SECS=${SECS:-4}
+QD=${QD:-4}
+KEYS=${KEYS:-1024}
+READ_RATIO=${READ_RATIO:-0.5}
+[ -x "$BENCHKV" ] || { echo "real_kv_callgrind: $BENCHKV not built" >&2; exit 2; }
+for tool in mpirun valgrind callgrind_annotate; do
+  command -v "$tool" >/dev/null || { echo "real_kv_callgrind: $tool not found (apt-get install openmpi-bin valgrind)" >&2; exit 2; }
+done
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 UCX_TLS=$TLS
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+echo "setup: 2 ranks x (1 daemon + 1 client threads) under callgrind, QD ${QD}, ${KEYS} keys/rank, read ratio ${READ_RATIO}," \
+     "${SECS} s runs, UCX_TLS=${TLS}, UCX $(ucx_info -v | head -1 | sed 's/# //')"
+i=0
+for c in "$@"; do
+  [[ "$c" == *=* ]] || { echo "real_kv_callgrind: configuration '$c' is not LABEL=BACKEND [options]" >&2; exit 2; }
+  label=${c%%=*}
+  read -r -a spec <<<"${c#*=}"
+  bin=$BENCHKV
+  if [[ "${spec[0]}" == @* ]]; then bin=$(realpath "${spec[0]#@}"); spec=("${spec[@]:1}"); fi
+  (cd "$WORK" && mpirun -np 2 --oversubscribe --bind-to none -x UCX_TLS valgrind --tool=callgrind \
+     --callgrind-out-file="cg.$i.%q{OMPI_COMM_WORLD_RANK}" "$bin" --transport ucx -d "$SECS" --interval-ms 200 \
+     --trim 2 -r 1 --server-threads 1 --client-threads 1 --queue-depth "$QD" --key-range "$KEYS" \
+     --read-ratio "$READ_RATIO" --no-progress -o "c$i.csv" "${spec[@]}" >"c$i.out" 2>"c$i.err") ||
+    { cat "$WORK/c$i.out" "$WORK/c$i.err" >&2; exit 1; }
+  /usr/bin/python3 - "$label" "${c#*=}" "$WORK/c$i.summary.json" "$WORK/cg.$i.0" "$WORK/cg.$i.1" <<'PY'
+import collections, json, re, subprocess, sys
+label, spec, summary, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+s = json.load(open(summary))
+t = s["totals"]
+if t["issued"] != t["completed"] or t["errors"] != 0:
+    sys.exit(f"inconsistent run: {t}")
+requests = t["completed"]
+
+incl = collections.Counter()  # inclusive Ir of each function (its own entry, the one naming its object)
+whole = collections.Counter()  # largest inclusive Ir among a function's entries (the inlined pieces too)
+calls = collections.Counter()  # calls of each function
+for f in files:
+    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", f],
+                         capture_output=True, text=True, check=True).stdout
+    seen = collections.Counter()
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+\S*?:(.*)$", line)
+        if not m:
+            continue
+        v, name = int(m.group(1).replace(",", "")), m.group(2)
+        if name.endswith("]"):
+            incl[name] += v
+            name = name[: name.rindex(" [")]
+        seen[name] = max(seen[name], v)
+    whole.update(seen)
+    names, callee = {}, None
+    for line in open(f, errors="replace"):
+        if line.startswith(("fn=", "cfn=")):
+            key, rest = line.rstrip("\n").split("=", 1)
+            m = re.match(r"\((\d+)\)(?: (.*))?", rest)
+            ident = m.group(1) if m else rest
+            if m and m.group(2):
+                names[ident] = m.group(2)
+            elif not m:
+                names[ident] = rest
+            if key == "cfn":
+                callee = ident
+        elif line.startswith("calls="):
+            calls[names.get(callee, callee)] += int(line[6:].split()[0])
+
+def ir(pattern):
+    return sum(v for k, v in incl.items() if re.search(pattern, k)) / requests
+
+def thread(pattern):  # a thread body (std::thread's _M_run of the Driver's lambda): all it ran
+    return sum(v for k, v in whole.items() if re.search(pattern, k)) / requests
+
+def n(pattern):
+    return sum(v for k, v in calls.items() if re.search(pattern, k)) / requests
+
+rows = [
+    ("threads", ir(r"^start_thread ")),
+    ("client threads", thread(r"^std::thread::_State_impl<.*Driver<.*>::spawn\(\)::\{lambda\(\)#2\}")),
+    ("daemon threads", thread(r"^std::thread::_State_impl<.*Driver<.*>::spawn\(\)::\{lambda\(\)#1\}")),
+    ("  ipc", ir(r"serve_shard_ipc<")),
+    ("  ring read", ir(r"DelegationServer<.*>::recv\(\)")),
+    ("  copyrpc over UCX: progress", ir(r"^bkv::ucx::UcxTransport::progress\(\) ")),
+    ("  copyrpc over UCX: send", ir(r"^bkv::ucx::QueuePair::ring_doorbell\(\) ")),
+    ("ucp_worker_progress", ir(r"^ucp_worker_progress ")),
+    ("ucp_am_send_nbx", ir(r"^ucp_am_send_nbx ")),
+]
+print(f"{label} ({spec}): {requests} requests")
+print("  instructions/request: " + "  ".join(f"{k.strip()} {v:.0f}" for k, v in rows))
+loops = n(r"DelegationDaemon0<.*>::step\(\)$|Impl::step_daemon")
+steps = n(r"Client<.*>::step\(\)$|Impl::step_client")
+print(f"  calls/request: ucp_worker_progress {n('^ucp_worker_progress$'):.2f}  ucp_am_send_nbx {n('^ucp_am_send_nbx$'):.2f}"
+      f"  daemon loops {loops:.2f}  client steps {steps:.2f}  sched_yield {n('^sched_yield$'):.2f}")
+PY
+  i=$((i + 1))
+done
