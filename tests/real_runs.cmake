@@ -15,7 +15,7 @@ if(BKV_REAL_E2E AND MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
   endif()
   add_test(NAME mpi_smoke_np2
            COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --oversubscribe $<TARGET_FILE:test_mpi_smoke>)
-  set_tests_properties(mpi_smoke_np2 PROPERTIES LABELS e2e TIMEOUT 300
+  set_tests_properties(mpi_smoke_np2 PROPERTIES LABELS e2e TIMEOUT 300 RESOURCE_LOCK mpirun
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 endif()
 
@@ -31,11 +31,11 @@ if(BKV_REAL_RUNS_E2E AND TARGET benchkv)
     target_compile_definitions(test_real_cli PRIVATE BKV_REAL_RDMA=1)
   endif()
   if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE AND TARGET bkv_ucx_am)
-    bkv_add_test(test_real_mpi GROUP e2e SOURCES real_runs/test_real_mpi.cpp LIBS nlohmann_json::nlohmann_json)
+    bkv_add_test(test_real_mpi GROUP e2e LOCK mpirun SOURCES real_runs/test_real_mpi.cpp LIBS nlohmann_json::nlohmann_json)
     target_compile_definitions(test_real_mpi PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>"
                                                      MPIEXEC_BIN="${MPIEXEC_EXECUTABLE}")
     add_dependencies(test_real_mpi benchkv)
-    bkv_add_test(test_data_mpi GROUP e2e SOURCES real_runs/test_data_mpi.cpp LIBS nlohmann_json::nlohmann_json)
+    bkv_add_test(test_data_mpi GROUP e2e LOCK mpirun SOURCES real_runs/test_data_mpi.cpp LIBS nlohmann_json::nlohmann_json)
     target_compile_definitions(test_data_mpi PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>"
                                                      MPIEXEC_BIN="${MPIEXEC_EXECUTABLE}")
     add_dependencies(test_data_mpi benchkv)
