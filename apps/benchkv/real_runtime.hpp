@@ -31,7 +31,10 @@
 //   completed counts; after the last run clients stop issuing and the threads keep
 //   stepping until no request is in flight on any rank (all-reduced), then stop. Rank 0
 //   gathers every rank's epoch records and daemon metrics: the same RunResults and
-//   DaemonReport (same CSV and summary keys) as the simulator fills.
+//   DaemonReport (same CSV and summary keys) as the simulator fills. A collective that
+//   misses its deadline (mpi::PeerLost: a peer stopped or died) ends the flow on this
+//   rank instead: wind_down_after_peer_lost (stop every copyrpc endpoint, fail the
+//   pending calls back, drain locally) and a result marked incomplete.
 //
 // Epochs: each rank measures its own epoch durations (duration_ns = the wall time
 // between two samples); the counters read at run start open the first epoch, so

@@ -371,7 +371,7 @@ class Experiment {
 
   // ---- copyrpc endpoint checks (with the oracle): after every step of a thread that owns
   // a context, each of its endpoints holds the credit invariant and has not stopped (with
-  // packet_loss or qp_error faults an endpoint may stop on an error completion).
+  // packet_loss, qp_error or rnr_storm faults an endpoint may stop on an error completion).
   void check_endpoints(uint32_t rank, uint32_t thread) {
     auto* ctx = nodes_[rank]->context_of(thread);
     if (ctx == nullptr) return;

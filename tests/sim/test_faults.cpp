@@ -2,7 +2,7 @@
 // the effect of each fault on a small experiment, determinism, and many random small
 // fault schedules, each checked by the exactly-once oracle and the copyrpc endpoint
 // checks (credit invariant, no stopped endpoint except on an error completion where
-// packet_loss or qp_error faults may fail a connection).
+// packet_loss, qp_error or rnr_storm faults may fail a connection).
 #include <catch2/catch.hpp>
 
 #include <chrono>
