@@ -172,6 +172,14 @@ class Node {
     for (uint64_t e : client_errors_) n += e;
     return n;
   }
+  // Stops every copyrpc endpoint thread `thread` owns (Context::stop_endpoint: a peer was
+  // declared lost); their pending calls are failed back at the thread's next drain. Call
+  // on that thread only (the context's owner).
+  void stop_thread_endpoints(uint32_t thread) {
+    if (thread >= ctxs_.size() || !ctxs_[thread]) return;
+    for (const uint32_t ep : ep_of_rank_[thread])
+      if (ep != ~0u) ctxs_[thread]->stop_endpoint(ep);
+  }
   // The copyrpc endpoints of this node that stopped (a peer broke a receive-path rule,
   // the transport reported an error completion, or the owner stopped it): one line each,
   // naming the thread, the peer rank and the reason (copyrpc::EndpointError). Their

@@ -3,7 +3,9 @@
 // slots, response slots) with attaches (connect validates the header), client
 // try_call/poll and server poll/recv/reply/advance_tail. Nothing may read or write
 // outside the segment, a bad header must be refused with ShmError, and each client
-// gets back only tokens of calls it made, each at most once.
+// gets back only tokens of calls it made, each at most once (answered, or failed on a
+// response carrying another call's tag). The call tags' key comes from the input, so a
+// run replays exactly.
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -59,7 +61,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 1: {  // attach: validates whatever the header says now
         try {
-          Client c = Client::connect(mem);
+          Client c = Client::connect(mem, in.take<uint32_t>());
           if (clients.size() < 4) clients.push_back(TrackedClient{std::move(c), {}});
         } catch (const ShmError&) {
         }
@@ -87,11 +89,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 4:
         for (auto& t : clients) {
-          t.c.poll([&](uint64_t tok, const Resp&) {
+          auto end_call = [&](uint64_t tok) {
             auto it = t.open.find(tok);
             if (it == t.open.end()) violated("a client was handed a token it never issued or already got back");
             t.open.erase(it);
-          });
+          };
+          t.c.poll([&](uint64_t tok, const Resp&) { end_call(tok); }, end_call);
         }
         break;
       case 5:

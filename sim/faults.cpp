@@ -17,16 +17,17 @@ std::vector<std::string> keys_of(FaultKind k) {
     case FaultKind::kLinkDelay: return {"from", "to", "start_us", "end_us", "extra_ns"};
     case FaultKind::kPacketLoss: return {"from", "to", "start_us", "end_us", "loss", "timeout", "retry_cnt"};
     case FaultKind::kQpError: return {"node", "peer", "at_us"};
+    case FaultKind::kRnrStorm: return {"node", "start_us", "end_us", "rnr_retry"};
   }
   return {};
 }
 
 FaultKind kind_of(const std::string& name, const std::string& where) {
   for (FaultKind k : {FaultKind::kSlowNode, FaultKind::kStallDaemon, FaultKind::kLinkDelay, FaultKind::kPacketLoss,
-                      FaultKind::kQpError})
+                      FaultKind::kQpError, FaultKind::kRnrStorm})
     if (name == to_string(k)) return k;
   throw std::runtime_error(where + ".kind: unknown fault kind \"" + name +
-                           "\" (expected slow_node, stall_daemon, link_delay, packet_loss, qp_error)");
+                           "\" (expected slow_node, stall_daemon, link_delay, packet_loss, qp_error, rnr_storm)");
 }
 
 std::string joined(const std::vector<std::string>& keys) {
@@ -62,6 +63,8 @@ void set_key(Fault& f, const std::string& key, double v, const std::string& wher
     f.timeout = integer_in(kMinAckTimeout, kMaxAckTimeout);  // 0 (no timeout) would never retransmit
   } else if (key == "retry_cnt") {
     f.retry_cnt = integer_in(0, kMaxRetryCount);
+  } else if (key == "rnr_retry") {
+    f.rnr_retry = integer_in(0, kRnrRetryForever);
   } else if (key == "factor") {
     if (v < 1 || v > 1000) throw std::runtime_error(at + ": must be in [1, 1000]");
     f.factor = v;
@@ -137,7 +140,8 @@ Fault Fault::parse(const std::string& text) {
 nlohmann::json Fault::to_json() const {
   nlohmann::json j = {{"kind", to_string(kind)}};
   switch (kind) {
-    case FaultKind::kSlowNode: j["node"] = node; break;
+    case FaultKind::kSlowNode:
+    case FaultKind::kRnrStorm: j["node"] = node; break;
     case FaultKind::kStallDaemon: j["node"] = node; j["daemon"] = daemon; break;
     case FaultKind::kLinkDelay:
     case FaultKind::kPacketLoss: j["from"] = node; j["to"] = to_node; break;
@@ -151,6 +155,7 @@ nlohmann::json Fault::to_json() const {
   j["end_us"] = end_us;
   if (kind == FaultKind::kSlowNode) j["factor"] = factor;
   if (kind == FaultKind::kLinkDelay) j["extra_ns"] = extra_ns;
+  if (kind == FaultKind::kRnrStorm) j["rnr_retry"] = rnr_retry;
   if (kind == FaultKind::kPacketLoss) {
     j["loss"] = loss;
     j["timeout"] = timeout;

@@ -20,6 +20,15 @@
 //                 the error state (its connection fails, below)
 //   qp_error      at at_us, every QP of node R connected to node S goes to the error
 //                 state (a fatal QP error): its connection fails
+//   rnr_storm     node R's receive queue is treated as empty in the window (a receiver
+//                 that stopped reposting receives): every WRITE+IMM landing on a QP of
+//                 node R is RNR NAKed, and its requester resends it after the RNR timer
+//                 (the NIC model's rnr.delay_ns, the responder's min_rnr_timer), the QP's
+//                 later WQEs waiting behind it, at most rnr_retry times (the requester
+//                 QP's 3-bit RNR Retry Count; 7 = retry forever); one more NAK completes
+//                 the WQE with a retry-exceeded error when the NAK reaches the requester,
+//                 and its connection fails (below). Plain WRITEs and READs need no
+//                 receive and pass.
 // A connection fails (sim/nic_model.hpp, Network::fail_connection): both QPs end in the
 // error state, unfinished WQEs complete with flush errors, and each owner gets an error
 // completion on its receive CQ, the peer's one wire latency later; copyrpc stops the
@@ -29,7 +38,8 @@
 // "end_us": 300, "factor": 4}; {"kind": "stall_daemon", "node": 0, "daemon": 0, ...};
 // {"kind": "link_delay", "from": 0, "to": 1, ..., "extra_ns": 5000}; {"kind": "packet_loss",
 // "from": 0, "to": 1, ..., "loss": 0.01, "timeout": 1, "retry_cnt": 7}; {"kind": "qp_error",
-// "node": 0, "peer": 1, "at_us": 500}. Command line
+// "node": 0, "peer": 1, "at_us": 500}; {"kind": "rnr_storm", "node": 1, "start_us": 100,
+// "end_us": 300, "rnr_retry": 7}. Command line
 // (--fault, repeatable): "slow_node:node=1,start_us=100,end_us=300,factor=4", the same
 // keys. Every key is required, none other is allowed; errors name the fault and the key.
 // Nodes and daemons are checked against the run's shape by check_shape().
@@ -50,7 +60,7 @@
 
 namespace bkv::sim {
 
-enum class FaultKind : uint8_t { kSlowNode = 0, kStallDaemon, kLinkDelay, kPacketLoss, kQpError };
+enum class FaultKind : uint8_t { kSlowNode = 0, kStallDaemon, kLinkDelay, kPacketLoss, kQpError, kRnrStorm };
 
 constexpr const char* to_string(FaultKind k) noexcept {
   switch (k) {
@@ -59,6 +69,7 @@ constexpr const char* to_string(FaultKind k) noexcept {
     case FaultKind::kLinkDelay: return "link_delay";
     case FaultKind::kPacketLoss: return "packet_loss";
     case FaultKind::kQpError: return "qp_error";
+    case FaultKind::kRnrStorm: return "rnr_storm";
   }
   return "unknown";
 }
@@ -68,6 +79,9 @@ constexpr const char* to_string(FaultKind k) noexcept {
 inline constexpr Time kAckTimeoutUnitNs = 4096;
 inline constexpr uint32_t kMinAckTimeout = 1, kMaxAckTimeout = 31;
 inline constexpr uint32_t kMaxRetryCount = 7;  // the QP attribute `retry_cnt`, 3 bits
+// The QP attribute `rnr_retry` (3 bits): RNR NAKs a WQE may get before it fails; the
+// largest value means no limit (IB semantics).
+inline constexpr uint32_t kRnrRetryForever = 7;
 constexpr Time ack_timeout_ns(uint32_t exponent) noexcept { return kAckTimeoutUnitNs << exponent; }
 static_assert(ack_timeout_ns(kMaxAckTimeout) == 4096ull * (1ull << 31));
 
@@ -83,6 +97,7 @@ struct Fault {
   double loss = 0;        // packet_loss: probability in (0, 1]
   uint32_t timeout = 0;   // packet_loss: local ACK timeout exponent, 1..31
   uint32_t retry_cnt = 0; // packet_loss: retransmissions before the error, 0..7
+  uint32_t rnr_retry = 0; // rnr_storm: RNR NAKs a WQE may get, 0..7 (7: no limit)
 
   Time start_ns() const noexcept;
   Time end_ns() const noexcept;

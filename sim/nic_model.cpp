@@ -326,6 +326,12 @@ void Network::enable_connection_faults(PacketLoss fn, void* ctx) {
   packet_loss_ctx_ = ctx;
 }
 
+void Network::set_rnr_storm(RnrStorm fn, void* ctx) {
+  if (!connection_faults_) throw std::logic_error("set_rnr_storm: connection faults are not enabled");
+  rnr_storm_ = fn;
+  rnr_storm_ctx_ = ctx;
+}
+
 void Network::fail_connection(uint32_t qpi) {
   if (!connection_faults_) throw std::logic_error("fail_connection: connection faults are not enabled");
   fail_qp(qps_.at(qpi), engine_.now());
@@ -543,11 +549,24 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
         return true;
       }
       if (w.op == WqeOp::kWriteImm) {
-        if (rc.srq.empty()) {
+        uint32_t storm_retry = 0;
+        const bool storm = rnr_storm_ != nullptr && rnr_storm_(rnr_storm_ctx_, rn.node, now, storm_retry);
+        if (storm || rc.srq.empty()) {
           ++w.rnr_tries;
           ++rn.n.rnr_naks;
           notify(WqeEvent::kRnrNak, q, seq, w, now);
-          if (rn.cfg.rnr.retry_limit != 7 && w.rnr_tries > rn.cfg.rnr.retry_limit) {
+          if (storm) [[unlikely]] {
+            if (storm_retry != 7 && w.rnr_tries > storm_retry) {
+              // RNR retries exhausted in a storm: when the NAK is back at the requester its
+              // connection fails (the WQE completes with a retry-exceeded error). Until
+              // then it holds the QP's later WQEs here, never due again.
+              ++nic_of(q).n.retry_exceeded;
+              w.flags |= kWqeRetriesExhausted;
+              w.due = kTimeNever;
+              engine_.schedule(now + wire_latency(rn, q.node, now), failure_target_, q.index);
+              return false;
+            }
+          } else if (rn.cfg.rnr.retry_limit != 7 && w.rnr_tries > rn.cfg.rnr.retry_limit) {
             w.status = WcStatus::kRetryExceeded;
             if (!b.resp_error) b.resp_error_seq = seq;
             b.resp_error = true;

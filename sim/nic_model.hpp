@@ -57,7 +57,10 @@
 // WRITEs are coalesced into later ones and not modelled; ACKs that are modelled use
 // the requester's port and receive engines but not the responder's port.
 //
-// Faults (sim/faults.hpp; none by default): a request packet may be lost at Tx (the
+// Faults (sim/faults.hpp; none by default): a receive queue may be treated as empty for
+// a while (the rnr_storm hook): WRITE+IMMs landing there are RNR NAKed as above, with
+// the storm's retry count; exhausting it fails the connection when the NAK is back at
+// the requester. A request packet may be lost at Tx (the
 // packet_loss hook): the requester retransmits it after the local ACK timeout, the QP's
 // later WQEs waiting behind it at Tx (go-back-N: the responder would drop the packets
 // that follow a gap, and they are resent after it; their first transmissions are not
@@ -151,8 +154,9 @@ inline constexpr uint32_t kMaxQps = 1u << (32 - kStageBits);
 inline constexpr uint32_t kQpnBase = 0x40;
 inline constexpr uint32_t kMaxQpn = (1u << 24) - 1;
 
-// kWqeRetriesExhausted: its packet was lost once more than the retry count allows; the
-// QP's error flush completes it with kRetryExceeded.
+// kWqeRetriesExhausted: its packet was lost once more than the retry count allows (or
+// it was RNR NAKed once more than an RNR storm's retry count allows); the QP's error
+// flush completes it with kRetryExceeded.
 enum WqeFlags : uint8_t { kWqeSignaled = 1, kWqeBlueFlame = 2, kWqeInline = 4, kWqeRetriesExhausted = 8 };
 
 struct Wqe {
@@ -284,6 +288,10 @@ struct Retransmission {
 // Is the request packet node `from` sends to node `to` at `at` lost? If so, `rt` says how
 // the requester retransmits it (fault injection, sim/faults.hpp).
 using PacketLoss = bool (*)(void* ctx, uint32_t from, uint32_t to, Time at, Retransmission& rt);
+// Is node `node`'s receive queue treated as empty at `at` (an RNR storm)? If so,
+// `rnr_retry` is the requester's RNR retry count for the NAKs it causes (7: no limit)
+// (fault injection, sim/faults.hpp).
+using RnrStorm = bool (*)(void* ctx, uint32_t node, Time at, uint32_t& rnr_retry);
 
 struct NicCounters {
   uint64_t doorbells = 0;
@@ -376,6 +384,10 @@ class Network {
   void enable_connection_faults(PacketLoss fn, void* ctx);
   // The connection of QP `qp` fails now (a qp_error fault): see "Faults" above.
   void fail_connection(uint32_t qp);
+  // Enables RNR storms (`fn`): WRITE+IMMs landing while fn says so are RNR NAKed; a WQE
+  // that exhausts the storm's retry count fails its connection (needs
+  // enable_connection_faults first).
+  void set_rnr_storm(RnrStorm fn, void* ctx);
 
   // --- data path (called by the owning thread; `now` is its mid-step time) ---
   PostResult post(uint32_t qp, WqeOp op, const void* local, uint32_t len, uint32_t lkey, uint64_t remote_addr,
@@ -446,6 +458,8 @@ class Network {
   bool connection_faults_ = false;  // enable_connection_faults() was called
   PacketLoss packet_loss_ = nullptr;
   void* packet_loss_ctx_ = nullptr;
+  RnrStorm rnr_storm_ = nullptr;
+  void* rnr_storm_ctx_ = nullptr;
   TargetId failure_target_{};  // connection failures (added only with connection faults)
   bool need_complete_drain_ = false;
 };

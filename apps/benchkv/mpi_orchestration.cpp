@@ -87,9 +87,32 @@ struct Session::Impl {
   std::atomic<int64_t> deadline_ns{0};
   std::atomic<bool> stop{false};
   int64_t quiet_ns = 0;
+  double collective_timeout_s = 0;  // 0: collectives wait without a deadline
   std::thread watchdog;
   void progress() {
     if (quiet_ns > 0) deadline_ns.store(now_ns() + quiet_ns, std::memory_order_relaxed);
+  }
+  // Waits for a started non-blocking collective: MPI_Wait without a deadline, else
+  // MPI_Test until the peer timeout passes (PeerLost; the request stays pending: MPI
+  // offers no way to cancel a collective). Completed: re-arms the watchdog.
+  void complete(MPI_Request& req, const char* call) {
+    if (collective_timeout_s <= 0) {
+      check(MPI_Wait(&req, MPI_STATUS_IGNORE), call);
+    } else {
+      const int64_t deadline = now_ns() + static_cast<int64_t>(collective_timeout_s * 1e9);
+      for (int done = 0;;) {
+        check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), call);
+        if (done) break;
+        if (now_ns() > deadline) {
+          char text[160];
+          std::snprintf(text, sizeof text, "%s did not complete within %s=%.1f s: a peer rank is stopped, dead or unreachable",
+                        call, kPeerTimeoutEnv, collective_timeout_s);
+          throw PeerLost(text);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
+    progress();
   }
 };
 
@@ -130,16 +153,21 @@ std::string Session::processor_name() const {
 }
 
 void Session::barrier() const {
-  check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-  impl_->progress();
+  MPI_Request req;
+  check(MPI_Ibarrier(MPI_COMM_WORLD, &req), "MPI_Ibarrier");
+  impl_->complete(req, "MPI_Barrier");
 }
+
+void Session::rearm_watchdog() const { impl_->progress(); }
+double Session::collective_deadline_seconds() const noexcept { return impl_->collective_timeout_s; }
 
 void Session::start_watchdog(double longest_phase_seconds) {
   if (impl_->watchdog.joinable()) throw std::logic_error("MPI: the watchdog is already running");
   if (!(longest_phase_seconds >= 0)) throw std::invalid_argument("MPI watchdog: negative phase length");
   const double timeout = peer_timeout_seconds();
-  const double quiet = longest_phase_seconds + timeout;
+  const double quiet = longest_phase_seconds + 2 * timeout;
   impl_->quiet_ns = static_cast<int64_t>(quiet * 1e9);
+  impl_->collective_timeout_s = timeout;
   impl_->progress();
   struct sigaction sa {};
   sa.sa_handler = on_terminate;
@@ -153,8 +181,8 @@ void Session::start_watchdog(double longest_phase_seconds) {
       const int64_t d = impl->deadline_ns.load(std::memory_order_relaxed);
       if (d != 0 && now_ns() > d) {
         std::fprintf(stderr,
-                     "rank %d: no collective completed for %.1f s (the longest phase plus %s=%.1f s): a peer rank "
-                     "is stopped, dead or unreachable; ending this rank\n",
+                     "rank %d: no collective completed for %.1f s (the longest phase plus twice %s=%.1f s): a "
+                     "peer rank is stopped, dead or unreachable; ending this rank\n",
                      rank, quiet, kPeerTimeoutEnv, timeout);
         std::fflush(stderr);
         ::_exit(kPeerLostExitCode);  // MPI may not be called from this thread (FUNNELED)
@@ -170,41 +198,49 @@ std::vector<std::byte> Session::all_to_all(std::span<const std::byte> outgoing, 
                                 std::to_string(n) + " blobs of " + std::to_string(blob_size) + " bytes");
   ByteBlock block(blob_size);
   std::vector<std::byte> in(outgoing.size());
-  check(MPI_Alltoall(outgoing.data(), 1, block.type(), in.data(), 1, block.type(), MPI_COMM_WORLD), "MPI_Alltoall");
-  impl_->progress();
+  MPI_Request req;
+  check(MPI_Ialltoall(outgoing.data(), 1, block.type(), in.data(), 1, block.type(), MPI_COMM_WORLD, &req),
+        "MPI_Ialltoall");
+  impl_->complete(req, "MPI_Alltoall");
   return in;
 }
 
 std::vector<std::byte> Session::all_gather_bytes(std::span<const std::byte> mine) const {
   ByteBlock block(mine.size());
   std::vector<std::byte> in(mine.size() * static_cast<size_t>(size_));
-  check(MPI_Allgather(mine.data(), 1, block.type(), in.data(), 1, block.type(), MPI_COMM_WORLD), "MPI_Allgather");
-  impl_->progress();
+  MPI_Request req;
+  check(MPI_Iallgather(mine.data(), 1, block.type(), in.data(), 1, block.type(), MPI_COMM_WORLD, &req),
+        "MPI_Iallgather");
+  impl_->complete(req, "MPI_Allgather");
   return in;
 }
 
 uint64_t Session::allreduce_sum(uint64_t v) const {
   uint64_t out = 0;
-  check(MPI_Allreduce(&v, &out, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce(sum)");
-  impl_->progress();
+  MPI_Request req;
+  check(MPI_Iallreduce(&v, &out, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD, &req), "MPI_Allreduce(sum)");
+  impl_->complete(req, "MPI_Allreduce(sum)");
   return out;
 }
 double Session::allreduce_sum(double v) const {
   double out = 0;
-  check(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce(sum)");
-  impl_->progress();
+  MPI_Request req;
+  check(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req), "MPI_Allreduce(sum)");
+  impl_->complete(req, "MPI_Allreduce(sum)");
   return out;
 }
 uint64_t Session::allreduce_max(uint64_t v) const {
   uint64_t out = 0;
-  check(MPI_Allreduce(&v, &out, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce(max)");
-  impl_->progress();
+  MPI_Request req;
+  check(MPI_Iallreduce(&v, &out, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD, &req), "MPI_Allreduce(max)");
+  impl_->complete(req, "MPI_Allreduce(max)");
   return out;
 }
 uint64_t Session::allreduce_min(uint64_t v) const {
   uint64_t out = 0;
-  check(MPI_Allreduce(&v, &out, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce(min)");
-  impl_->progress();
+  MPI_Request req;
+  check(MPI_Iallreduce(&v, &out, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD, &req), "MPI_Allreduce(min)");
+  impl_->complete(req, "MPI_Allreduce(min)");
   return out;
 }
 
@@ -212,7 +248,9 @@ std::vector<std::byte> Session::gather_to_root(std::span<const std::byte> mine) 
   const uint64_t my_len = mine.size();
   const size_t n = static_cast<size_t>(size_);
   std::vector<uint64_t> lens(rank_ == 0 ? n : 0);
-  check(MPI_Gather(&my_len, 1, MPI_UINT64_T, lens.data(), 1, MPI_UINT64_T, 0, MPI_COMM_WORLD), "MPI_Gather");
+  MPI_Request req;
+  check(MPI_Igather(&my_len, 1, MPI_UINT64_T, lens.data(), 1, MPI_UINT64_T, 0, MPI_COMM_WORLD, &req), "MPI_Igather");
+  impl_->complete(req, "MPI_Gather");
   std::vector<int> counts, displs;
   std::vector<std::byte> out;
   bool fits = true;
@@ -228,12 +266,13 @@ std::vector<std::byte> Session::gather_to_root(std::span<const std::byte> mine) 
   }
   // Every rank must learn whether the root can take it, or the others would hang.
   int ok = fits ? 1 : 0;
-  check(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  check(MPI_Ibcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD, &req), "MPI_Ibcast");
+  impl_->complete(req, "MPI_Bcast");
   if (!ok) throw std::length_error("MPI gather_to_root: more than 2 GiB to gather on rank 0");
-  check(MPI_Gatherv(mine.data(), static_cast<int>(my_len), MPI_BYTE, out.data(), counts.data(), displs.data(), MPI_BYTE,
-                    0, MPI_COMM_WORLD),
-        "MPI_Gatherv");
-  impl_->progress();
+  check(MPI_Igatherv(mine.data(), static_cast<int>(my_len), MPI_BYTE, out.data(), counts.data(), displs.data(),
+                     MPI_BYTE, 0, MPI_COMM_WORLD, &req),
+        "MPI_Igatherv");
+  impl_->complete(req, "MPI_Gatherv");
   return out;
 }
 

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -25,16 +26,28 @@
 namespace bkv::mpi {
 
 // Peer liveness of real runs: a rank whose peer is stopped (SIGSTOP), dead or cut off
-// would wait forever in the next collective or for its calls' responses. A watchdog
-// thread (start_watchdog) ends the rank with a message and kPeerLostExitCode when no
-// collective completes for the longest phase between two collectives plus the peer
-// timeout (environment variable BENCHKV_PEER_TIMEOUT, seconds, default 60); mpirun then
-// ends the other ranks. SIGINT and SIGTERM end a rank with a message, status 128+signal.
+// would wait forever in the next collective or for its calls' responses. Two bounds:
+//  - once start_watchdog ran, every collective is started non-blocking and waited for
+//    at most the peer timeout (environment variable BENCHKV_PEER_TIMEOUT, seconds,
+//    default 60); past it the collective throws PeerLost on this rank, whose caller can
+//    wind its rank down without MPI (real_runtime.hpp: the measurement ends, endpoints
+//    stopped, outputs marked incomplete);
+//  - a watchdog thread ends the rank with a message and kPeerLostExitCode when no
+//    collective completes for the longest phase between two collectives plus twice the
+//    peer timeout: the backstop when the main thread is stuck outside a collective (or
+//    in its wind-down); mpirun then ends the other ranks.
+// SIGINT and SIGTERM end a rank with a message, status 128+signal.
 inline constexpr const char* kPeerTimeoutEnv = "BENCHKV_PEER_TIMEOUT";
 inline constexpr double kDefaultPeerTimeoutSeconds = 60;
 inline constexpr int kPeerLostExitCode = 3;
 // BENCHKV_PEER_TIMEOUT, checked: a number of seconds in (0, 86400]; else invalid_argument.
 double peer_timeout_seconds();
+
+// A collective did not complete within the peer timeout: some rank is stopped, dead or
+// unreachable. MPI is unusable for this rank afterwards (the collective stays pending).
+struct PeerLost : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 class Session {
  public:
@@ -53,9 +66,15 @@ class Session {
 
   void barrier() const;
 
-  // Starts the watchdog (header comment) and the SIGINT/SIGTERM handlers. Call once,
-  // after the setup exchanges; every collective completed after that re-arms it.
+  // Starts the watchdog and the collectives' deadline (header comment) and the
+  // SIGINT/SIGTERM handlers. Call once, after the setup exchanges; every collective
+  // completed after that re-arms the watchdog.
   void start_watchdog(double longest_phase_seconds);
+  // Re-arms the watchdog as a completed collective would: a rank winding down after
+  // PeerLost gets another full watchdog period for it.
+  void rearm_watchdog() const;
+  // The peer timeout the collectives wait (0 before start_watchdog: no deadline).
+  double collective_deadline_seconds() const noexcept;
 
   // All-to-all of fixed-size blobs: `outgoing` holds size() slots of `blob_size` bytes,
   // slot j goes to rank j. Returns size() slots, slot j came from rank j.

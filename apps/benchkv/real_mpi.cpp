@@ -3,8 +3,12 @@
 
 #include "apps/benchkv/provenance.hpp"
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <functional>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
@@ -65,6 +69,43 @@ void print_pin_notes(const std::vector<std::string>& notes, int rank) {
   for (const auto& n : notes) std::fprintf(stderr, "benchkv: rank %d: %s\n", rank, n.c_str());
 }
 
+void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res) {
+  std::fprintf(stderr,
+               "benchkv: rank %d: %s; the measurement ended early on this rank: %llu requests issued, %llu completed, "
+               "%llu reported failed (every copyrpc endpoint stopped, their pending calls failed back), %llu never "
+               "answered\n",
+               s.rank(), res.incomplete.c_str(), static_cast<unsigned long long>(res.issued),
+               static_cast<unsigned long long>(res.completed), static_cast<unsigned long long>(res.failed),
+               static_cast<unsigned long long>(res.unanswered));
+  std::fflush(stderr);
+  if (s.rank() == 0) {
+    try {
+      app::Options eff = o;
+      eff.np = static_cast<uint32_t>(s.size());
+      app::write_csv_file(eff.output, res.runs);
+      nlohmann::json summary = app::summary_json(eff, res.runs, {});
+      summary["incomplete"] = {{"reason", res.incomplete}, {"ranks_reported", nlohmann::json::array({0})}};
+      summary["real"] = {{"ranks", s.size()}, {"wall_s", app::round6(res.wall_s)}, {"drain_ns", res.drain_ns}};
+      nlohmann::json per_rank = nlohmann::json::array();
+      for (const RankTotals& t : res.per_rank)
+        per_rank.push_back({{"issued", t.issued}, {"completed", t.completed}, {"failed", t.failed}});
+      summary["real"]["per_rank"] = std::move(per_rank);
+      summary["totals"] = {{"issued", res.issued},   {"completed", res.completed},   {"errors", res.errors},
+                           {"failed", res.failed},   {"unanswered", res.unanswered}};
+      app::write_summary_file(eff.summary, summary);
+      std::fprintf(stderr, "wrote %s and %s, marked incomplete (rank 0's epochs only; the other ranks' are zero)\n",
+                   eff.output.c_str(), eff.summary.c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "benchkv: %s\n", e.what());
+    }
+    std::fflush(stderr);
+  } else {
+    // Let a live rank 0 write its outputs before this rank's exit makes mpirun end the job.
+    std::this_thread::sleep_for(std::chrono::duration<double>(s.collective_deadline_seconds()));
+  }
+  ::_exit(mpi::kPeerLostExitCode);
+}
+
 int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& res, const nlohmann::json& extra,
                const RankPlan& plan) {
   // Thread-to-CPU map: every rank's daemon CPUs, then its client CPUs (the same counts
@@ -84,7 +125,8 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
       summary["real"]["wall_s"] = app::round6(res.wall_s);
       summary["real"]["drain_ns"] = res.drain_ns;
       nlohmann::json per_rank = nlohmann::json::array();
-      for (const RankTotals& t : res.per_rank) per_rank.push_back({{"issued", t.issued}, {"completed", t.completed}});
+      for (const RankTotals& t : res.per_rank)
+        per_rank.push_back({{"issued", t.issued}, {"completed", t.completed}, {"failed", t.failed}});
       summary["real"]["per_rank"] = std::move(per_rank);
       summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
       if (res.failed > 0) summary["totals"]["failed"] = res.failed;

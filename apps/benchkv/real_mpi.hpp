@@ -71,6 +71,15 @@ void print_pin_notes(const std::vector<std::string>& notes, int rank);
 int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& res, const nlohmann::json& extra,
                const RankPlan& plan);
 
+// The end of a rank whose measurement was cut short (RealResult::incomplete: a
+// collective missed its deadline, mpi::PeerLost). No MPI call is made (a peer is gone):
+// every rank prints its own totals on stderr; rank 0 writes the CSV (its own epochs; the
+// other ranks' rows are zero) and a summary marked "incomplete" with the reason and its
+// own totals, failed and unanswered counts included. Non-root ranks then wait up to the
+// peer timeout, so a live rank 0 finishes its outputs before mpirun ends the job. Ends
+// the process with kPeerLostExitCode (MPI_Finalize would wait for the lost peer).
+[[noreturn]] void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res);
+
 // The connections of `conns` between this rank and every peer, in connection order.
 inline std::vector<std::vector<size_t>> connections_by_peer(const std::vector<backend::Connection>& conns,
                                                             uint32_t rank, uint32_t np, size_t& per_pair) {
@@ -121,6 +130,8 @@ RealResult run_node_mpi(const mpi::Session& s, const app::Options& o, R& rt, con
   print_pin_notes(drv.pin_notes(), s.rank());
   MpiCoordinator coord{s};
   RealResult res = run_measurement(drv, o, coord, progress);
+  // Before the node is torn down: its transport may wait for the lost peer.
+  if (!res.incomplete.empty()) finish_incomplete(s, o, res);
   s.barrier();  // no rank tears its node down while a peer may still use it
   return res;
 }

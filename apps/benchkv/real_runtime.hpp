@@ -31,7 +31,10 @@
 //   completed counts; after the last run clients stop issuing and the threads keep
 //   stepping until no request is in flight on any rank (all-reduced), then stop. Rank 0
 //   gathers every rank's epoch records and daemon metrics: the same RunResults and
-//   DaemonReport (same CSV and summary keys) as the simulator fills.
+//   DaemonReport (same CSV and summary keys) as the simulator fills. A collective that
+//   misses its deadline (mpi::PeerLost: a peer stopped or died) ends the flow on this
+//   rank instead: wind_down_after_peer_lost (stop every copyrpc endpoint, fail the
+//   pending calls back, drain locally) and a result marked incomplete.
 //
 // Epochs: each rank measures its own epoch durations (duration_ns = the wall time
 // between two samples); the counters read at run start open the first epoch, so
@@ -69,6 +72,7 @@
 #include "apps/benchkv/results.hpp"
 #include "apps/benchkv/runtime/cpu_pinning.hpp"
 #include "apps/benchkv/runtime/thread_group.hpp"
+#include "apps/benchkv/mpi_orchestration.hpp"
 
 namespace bkv::real {
 
@@ -284,6 +288,12 @@ class Driver {
     return out;
   }
 
+  // Every thread of every local node stops the copyrpc endpoints it owns (a peer was
+  // declared lost): each thread does it in its next step, as the endpoints' owner, and
+  // their pending calls are failed back to the clients (kEndpointStopped). Nodes without
+  // copyrpc endpoints (ucx-am) have nothing to stop.
+  void stop_endpoints() noexcept { stop_endpoints_.store(true, std::memory_order_release); }
+
   // Clients stop issuing (see the header comment: park, set, release).
   void stop_issuing() {
     park_.store(true, std::memory_order_release);
@@ -294,6 +304,7 @@ class Driver {
   }
 
   // Raises the stop flag and joins every thread (rethrows a thread's exception).
+  bool stopped() const noexcept { return stopping_; }
   void stop() {
     stopping_ = true;
     group_.request_stop();
@@ -306,19 +317,33 @@ class Driver {
     std::atomic<uint64_t> want{0};  // snapshot number the main thread asks for
     std::atomic<uint64_t> done{0};  // snapshot number `copy` holds
     uint64_t served = 0;            // daemon thread only
+    bool endpoints_stopped = false;  // daemon thread only
     backend::DaemonMetrics copy;
   };
   struct alignas(runtime::kCacheLineSize) ClientCtl {
     bool parked = false;  // client thread only
+    bool endpoints_stopped = false;  // client thread only
     std::atomic<uint64_t> want{0};  // latency snapshot number the main thread asks for
     std::atomic<uint64_t> done{0};  // snapshot number `copy` holds
     uint64_t served = 0;            // client thread only
     metrics::RequestLatency copy;
   };
 
+  // The thread `thread` (daemons 0..D-1, then clients) stops its endpoints once asked.
+  template <class Ctl>
+  void stop_endpoints_if_asked(N& node, uint32_t thread, Ctl& ctl) {
+    if constexpr (requires { node.stop_thread_endpoints(thread); }) {
+      if (!ctl.endpoints_stopped && stop_endpoints_.load(std::memory_order_acquire)) [[unlikely]] {
+        node.stop_thread_endpoints(thread);
+        ctl.endpoints_stopped = true;
+      }
+    }
+  }
+
   void daemon_step(size_t i, uint32_t d) {
     N& node = *nodes_[i].node;
     DaemonCtl& ctl = dctl_[i * D_ + d];
+    stop_endpoints_if_asked(node, d, ctl);
     const uint64_t busy_before = yield_ ? node.daemon_metrics(d).busy_loops : 0;
     const bool whole_loop = node.step_daemon(d);  // false: a loop split into several steps
     const uint64_t want = ctl.want.load(std::memory_order_acquire);
@@ -340,6 +365,7 @@ class Driver {
         sched_yield();
       }
     }
+    stop_endpoints_if_asked(*nodes_[i].node, D_ + c, ctl);
     const auto r = nodes_[i].node->step_client(c);
     if constexpr (kHasLatency) {
       const uint64_t want = ctl.want.load(std::memory_order_acquire);
@@ -374,6 +400,7 @@ class Driver {
   std::unique_ptr<ClientCtl[]> cctl_;
   alignas(runtime::kCacheLineSize) std::atomic<bool> park_{false};
   std::atomic<bool> resume_{false};
+  std::atomic<bool> stop_endpoints_{false};
   alignas(runtime::kCacheLineSize) std::atomic<uint64_t> parked_{0};
   runtime::ThreadGroup group_;  // last: destroyed (joined) first
 };
@@ -406,8 +433,9 @@ struct InProcessCoordinator {
 struct RankTotals {
   uint64_t issued = 0;
   uint64_t completed = 0;
+  uint64_t failed = 0;  // reported failed (kEndpointStopped): neither completed nor an error
 };
-static_assert(std::is_trivially_copyable_v<RankTotals> && sizeof(RankTotals) == 16);
+static_assert(std::is_trivially_copyable_v<RankTotals> && sizeof(RankTotals) == 24);
 
 struct RealResult {
   std::vector<app::RunResults> runs;        // complete on the root
@@ -417,23 +445,84 @@ struct RealResult {
   uint64_t failed = 0;  // requests reported failed (their copyrpc endpoint stopped), all ranks
   uint64_t drain_ns = 0;                      // this rank's drain time
   double wall_s = 0;                          // this rank: measurement start to stop
+  // Set when a collective missed its deadline (mpi::PeerLost): the measurement ended
+  // early on this rank and every field above is this rank's alone (runs: its own epochs,
+  // the other ranks' left at zero; per_rank: this rank only). Holds the reason.
+  std::string incomplete;
+  uint64_t unanswered = 0;  // incomplete only: requests still in flight when the wind-down gave up
 };
 
 using ProgressFn = std::function<void(const std::string&)>;
 
-// The measurement flow (header comment). The driver's threads must be spawned (not yet
-// started). Every rank calls it with the same options; collectives happen in the same
-// order everywhere. `progress` (root only, may be empty) gets the per-epoch lines when
-// o.progress is set.
+// What one rank's clients did so far (its own counters).
+template <class N>
+RankTotals local_totals(const Driver<N>& drv, size_t i) {
+  RankTotals t;
+  for (uint32_t c = 0; c < drv.clients(); ++c) {
+    t.issued += drv.local(i).node->counters(c).issued.load(std::memory_order_relaxed);
+    t.completed += drv.completed(i, c);
+    t.failed += drv.local(i).node->counters(c).failed.load(std::memory_order_relaxed);
+  }
+  return t;
+}
+
+// A collective missed its deadline (mpi::PeerLost): this rank ends its measurement
+// without MPI. Its threads stop every copyrpc endpoint they own (the rank cannot tell
+// which peer is gone, so the calls to every peer are failed back: kEndpointStopped,
+// counted failed by the clients), the clients stop issuing, and the threads keep
+// stepping until nothing is in flight here (the requests of local clients to local
+// daemons complete, the failed-back ones end as failed) or `wait_s` passed; what is
+// still in flight then is reported unanswered. `res` keeps the epochs recorded so far.
+template <class N>
+void wind_down_after_peer_lost(Driver<N>& drv, RealResult& res, const std::string& why, double wait_s,
+                               Clock::time_point t_start) {
+  res.incomplete = why;
+  if (!drv.stopped()) {  // lost before the drain ended (else only the gathers were left)
+    if (t_start == Clock::time_point{}) {  // lost in the first barrier: the threads never ran
+      drv.start();
+      t_start = Clock::now();
+    }
+    drv.stop_endpoints();
+    const auto t_drain = Clock::now();
+    drv.stop_issuing();
+    const auto limit = std::chrono::duration<double>(wait_s);
+    while (drv.in_flight() > 0 && Clock::now() - t_drain < limit) {
+      drv.rethrow_if_failed();
+      std::this_thread::sleep_for(kDrainPoll);
+    }
+    res.drain_ns = elapsed_ns(t_drain, Clock::now());
+    drv.stop();
+    res.wall_s = static_cast<double>(elapsed_ns(t_start, Clock::now())) * 1e-9;
+  }
+  res.unanswered = drv.in_flight();
+  res.per_rank.clear();
+  res.issued = res.completed = res.failed = 0;
+  for (size_t i = 0; i < drv.local_nodes(); ++i) {
+    const RankTotals t = local_totals(drv, i);
+    res.per_rank.push_back(t);
+    res.issued += t.issued;
+    res.completed += t.completed;
+    res.failed += t.failed;
+  }
+  uint64_t errors = drv.client_errors_total();
+  for (size_t i = 0; i < drv.local_nodes(); ++i) {
+    errors += drv.local(i).node->client_protocol_errors();
+    for (uint32_t d = 0; d < drv.daemons(); ++d) errors += drv.local(i).node->daemon_metrics(d).protocol_errors;
+  }
+  res.errors = errors;
+  for (app::RunResults& r : res.runs) r.set_counts(0, 0);  // no run's counts were agreed on
+}
+
+// The collective part of run_measurement (below).
 template <class N, class Coord>
-RealResult run_measurement(Driver<N>& drv, const app::Options& o, Coord& coord, const ProgressFn& progress) {
+void run_measurement_collective(Driver<N>& drv, const app::Options& o, Coord& coord, const ProgressFn& progress,
+                                RealResult& res, Clock::time_point& t_start_out) {
   const uint32_t np = coord.num_ranks();
   const uint32_t C = drv.clients(), D = drv.daemons();
   const uint32_t epochs = app::epochs_per_run(o);
   const auto interval = std::chrono::nanoseconds(app::interval_ns(o));
   const size_t L = drv.local_nodes();
 
-  RealResult res;
   for (uint32_t r = 0; r < o.runs; ++r) res.runs.emplace_back(r, np, C, epochs, o.trim);
   std::vector<DaemonRecord> local_daemons;
   std::vector<uint64_t> run_issued(o.runs), run_completed(o.runs);
@@ -441,6 +530,7 @@ RealResult run_measurement(Driver<N>& drv, const app::Options& o, Coord& coord, 
   coord.barrier();
   drv.start();
   const auto t_start = Clock::now();
+  t_start_out = t_start;
   std::vector<backend::DaemonMetrics> snap = drv.snapshot_daemons();
   auto t_snap = Clock::now();
   // Counted from the start of the threads: run 0 includes the start-up.
@@ -557,14 +647,7 @@ RealResult run_measurement(Driver<N>& drv, const app::Options& o, Coord& coord, 
   res.failed = coord.sum(drv.failed_total());
 
   std::vector<RankTotals> mine_totals;
-  for (size_t i = 0; i < L; ++i) {
-    RankTotals t;
-    for (uint32_t c = 0; c < C; ++c) {
-      t.issued += drv.local(i).node->counters(c).issued.load(std::memory_order_relaxed);
-      t.completed += drv.completed(i, c);
-    }
-    mine_totals.push_back(t);
-  }
+  for (size_t i = 0; i < L; ++i) mine_totals.push_back(local_totals(drv, i));
   res.per_rank = coord.gather(std::span<const RankTotals>(mine_totals));
 
   // Rank 0 gathers every rank's epoch records (one contiguous block per rank and run).
@@ -602,6 +685,26 @@ RealResult run_measurement(Driver<N>& drv, const app::Options& o, Coord& coord, 
   const std::vector<DaemonRecord> all_daemons = coord.gather(std::span<const DaemonRecord>(local_daemons));
   if (coord.is_root())
     for (const DaemonRecord& d : all_daemons) res.daemons.push_back(to_metrics(d));
+}
+
+// The measurement flow (header comment). The driver's threads must be spawned (not yet
+// started). Every rank calls it with the same options; collectives happen in the same
+// order everywhere. `progress` (root only, may be empty) gets the per-epoch lines when
+// o.progress is set. A collective that misses its deadline (MPI runs: mpi::PeerLost)
+// ends the measurement on this rank (wind_down_after_peer_lost): the result is marked
+// incomplete and holds this rank's values only.
+template <class N, class Coord>
+RealResult run_measurement(Driver<N>& drv, const app::Options& o, Coord& coord, const ProgressFn& progress) {
+  RealResult res;
+  Clock::time_point t_start{};
+  try {
+    run_measurement_collective(drv, o, coord, progress, res, t_start);
+  } catch (const mpi::PeerLost& e) {
+    if constexpr (requires { coord.s.rearm_watchdog(); }) coord.s.rearm_watchdog();
+    double wait_s = 60;
+    if constexpr (requires { coord.s.collective_deadline_seconds(); }) wait_s = coord.s.collective_deadline_seconds();
+    wind_down_after_peer_lost(drv, res, e.what(), wait_s, t_start);
+  }
   return res;
 }
 

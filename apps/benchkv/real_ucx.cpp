@@ -75,6 +75,7 @@ RealResult run_ucx_am(const mpi::Session& s, const app::Options& o, const RankPl
   print_pin_notes(drv.pin_notes(), s.rank());
   MpiCoordinator coord{s};
   RealResult res = run_measurement(drv, o, coord, progress);
+  if (!res.incomplete.empty()) finish_incomplete(s, o, res);
   s.barrier();
   return res;
 }

@@ -237,12 +237,14 @@ class Experiment {
         case sim::FaultKind::kStallDaemon: stalls_.push_back(f); break;
         case sim::FaultKind::kPacketLoss: packet_losses_.push_back(f); break;
         case sim::FaultKind::kQpError: qp_errors_.push_back(f); break;
+        case sim::FaultKind::kRnrStorm: rnr_storms_.push_back(f); break;
       }
     }
     if (!link_delays_.empty()) fabric_.network().set_link_delay(&Experiment::link_delay, this);
-    if (!packet_losses_.empty() || !qp_errors_.empty()) {
+    if (!packet_losses_.empty() || !qp_errors_.empty() || !rnr_storms_.empty()) {
       connection_faults_ = true;
       fabric_.network().enable_connection_faults(packet_losses_.empty() ? nullptr : &Experiment::packet_loss, this);
+      if (!rnr_storms_.empty()) fabric_.network().set_rnr_storm(&Experiment::rnr_storm, this);
       const TargetId qp_error_target = engine_.add_member<Experiment, &Experiment::on_qp_error>(this);
       for (uint32_t i = 0; i < qp_errors_.size(); ++i) engine_.schedule(qp_errors_[i].start_ns(), qp_error_target, i);
     }
@@ -337,6 +339,17 @@ class Experiment {
       }
     return false;
   }
+  // A WRITE+IMM landing on node `node` at `at`: RNR NAKed if an rnr_storm window of the
+  // node covers `at` (the smallest retry count among overlapping storms applies).
+  static bool rnr_storm(void* ctx, uint32_t node, Time at, uint32_t& rnr_retry) {
+    bool storm = false;
+    for (const sim::Fault& f : static_cast<Experiment*>(ctx)->rnr_storms_)
+      if (f.node == node && f.active(at)) {
+        rnr_retry = storm ? std::min(rnr_retry, f.rnr_retry) : f.rnr_retry;
+        storm = true;
+      }
+    return storm;
+  }
   // An instant event on node `rank`'s trace (fault events), inside the trace window.
   void trace_instant(const char* name, uint32_t rank, Time at, const std::string& args) {
     if (!tracing_ || at < trace_begin_ || at >= trace_end_) return;
@@ -358,7 +371,7 @@ class Experiment {
 
   // ---- copyrpc endpoint checks (with the oracle): after every step of a thread that owns
   // a context, each of its endpoints holds the credit invariant and has not stopped (with
-  // packet_loss or qp_error faults an endpoint may stop on an error completion).
+  // packet_loss, qp_error or rnr_storm faults an endpoint may stop on an error completion).
   void check_endpoints(uint32_t rank, uint32_t thread) {
     auto* ctx = nodes_[rank]->context_of(thread);
     if (ctx == nullptr) return;
@@ -592,8 +605,8 @@ class Experiment {
   std::shared_ptr<kv::HistoryOracle> oracle_;  // --check-exactly-once
   uint64_t credit_checks_ = 0, credit_violations_ = 0;
   std::vector<std::string> credit_examples_;
-  std::vector<sim::Fault> slow_nodes_, stalls_, link_delays_, packet_losses_, qp_errors_;
-  bool connection_faults_ = false;  // packet_loss or qp_error faults: endpoints may stop
+  std::vector<sim::Fault> slow_nodes_, stalls_, link_delays_, packet_losses_, qp_errors_, rnr_storms_;
+  bool connection_faults_ = false;  // packet_loss, qp_error or rnr_storm faults: endpoints may stop
   Rng loss_rng_;                    // packet losses (seeded from the run's seed)
   std::ostringstream trace_;
 };

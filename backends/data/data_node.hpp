@@ -408,7 +408,9 @@ class DataClient {
     if (ipc_)
       ipc_->poll(on_answer);
     else
-      ring_->poll(on_answer);
+      ring_->poll(on_answer, [](uint64_t) {
+        throw std::runtime_error("data: a delegation ring response carried another call's tag (a forged or misdirected request)");
+      });
     if (ctx_) ctx_->drain([this](DataToken&& tok, std::span<const std::byte> bytes) { on_response(tok, bytes); }, [](DataToken&&, copyrpc::EndpointError e) {
       throw std::runtime_error(std::string("data: a call was failed back: its endpoint stopped (") + copyrpc::to_string(e) + ")");
     });

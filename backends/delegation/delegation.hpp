@@ -75,9 +75,12 @@ struct DelegationRemotePath {
   bool try_call(const Request& r, uint64_t token) noexcept {
     return deleg->try_call(r, token).status == shm::DelegationCallStatus::kOk;
   }
+  // A response that carried another call's tag (a forged or misdirected request took
+  // the slot: shm::DelegationClient, call tags) ends its call with an invalid response,
+  // which the client counts as an error (and the oracle as a mismatched answer).
   template <class F>
   uint32_t poll(F&& f) {
-    return deleg->poll(f);
+    return deleg->poll(f, [&f](uint64_t token) { f(token, Response{}); });
   }
   void after_issue() noexcept {}
 };

@@ -10,7 +10,7 @@
 //   [128, 256)  control  {head atomic u64 @128, tail atomic u64 @192} (own cache lines)
 //   [256, ...)  ring_depth request slots of align_up(16 + sizeof(Req), 64) bytes:
 //                          {committed atomic u8 @0, client_id u32 @4,
-//                           resp_slot_idx u32 @8, payload @16}
+//                           resp_slot_idx u32 @8, call_tag u32 @12, payload @16}
 //   then        max_clients * resp_depth response slots of align_up(8 + sizeof(Resp), 64):
 //                          {valid atomic u8 @0, payload @8}
 //               slot (c, s) at resp_area + (c * resp_depth + s) * resp_slot_size.
@@ -19,7 +19,7 @@
 //   client call : server_alive (acquire) -> ServerDisconnected; pick a response slot
 //                 round-robin; pos = head.fetch_add(1, relaxed); spin while
 //                 pos - tail (acquire) >= ring_depth; write client_id, resp_slot_idx,
-//                 payload; committed.store(1, release); in_flight++.
+//                 call_tag (below), payload; committed.store(1, release); in_flight++.
 //   server poll : snapshot head (acquire); count contiguous committed slots from the
 //                 cursor; stop at the first hole (reserved, not yet committed).
 //   server recv : stop at a hole; read the entry; committed.store(0, release); cursor++;
@@ -27,10 +27,12 @@
 //                 (client, slot) marked as awaiting a reply, a forged one is counted
 //                 and skipped.
 //   advance_tail: tail.store(cursor, release) releases ring space to spinning clients.
-//   reply       : only to an awaited (client, slot): write the payload,
-//                 valid.store(1, release), clear the awaiting mark.
+//   reply       : only to an awaited (client, slot): write the payload and the
+//                 call_tag of the request it answers, valid.store(1, release), clear
+//                 the awaiting mark.
 //   client poll : for each awaited slot: valid (acquire), read, valid.store(0, release),
-//                 in_flight--, callback.
+//                 in_flight--; the response's call_tag is the awaited call's: callback
+//                 with the response; another tag: the call ends failed (below).
 //
 // What a client can legitimately have in the ring (recv() checks each rule; the
 // entries come from shared memory written by possibly buggy clients):
@@ -42,14 +44,34 @@
 //     before it committed (release), so the server's acquire of `committed` sees 0.
 // An entry breaking a rule is rejected and counted per rule (rejected()). With rules 3
 // and 4 a victim whose (client, slot) is named by a forged entry still receives exactly
-// one answer per call, never waits forever: while the victim's own request awaits a
+// one end per call, never waits forever: while the victim's own request awaits a
 // reply the forged one is refused, and a forged request accepted first is answered
 // into the slot the victim reads. The server cannot tell who wrote an entry (the
 // layout carries no writer identity, and every client can write every slot), so when
-// the forged entry comes first that answer is the forged request's; the same holds
-// when a forged request for an idle slot is answered just as the victim reuses the
-// slot. A client discards a response found in a slot it does not await (the answer
+// the forged entry comes first that answer is the forged request's, which the call
+// tags (below) keep from being taken for the victim's; the same holds when a forged
+// request for an idle slot is answered just as the victim reuses the slot. A client discards a response found in a slot it does not await (the answer
 // to a forged request) before it reuses the slot, and counts it (stray_responses()).
+//
+// Call tags (per-call response authentication): every call carries a 32-bit tag the
+// client draws for it, tag = mix32(sequence + key), mix32 a bijection, the sequence
+// counting the client's calls and the key drawn at connect (std::random_device, or
+// given): the tags of one client never repeat within 2^32 calls, and a writer that did
+// not read the victim's entry cannot name the tag of the victim's call except by a
+// 2^-32 chance. The server keeps the tag of each request awaiting a reply and writes
+// it into the response header. A client accepts a response only if it carries the tag
+// of the call awaiting in that slot; any other (the answer to a forged request naming
+// the victim's (client, slot), accepted before the victim's own, which rule 3 or 4
+// then refused) ends the awaited call as failed: poll's on_failed(token) runs once,
+// the response is discarded and counted (mismatched_responses()). So a forged
+// client_id never hands the victim another request's answer: every call ends once,
+// with its own answer or failed. The victim's refused request is never answered (it
+// was dropped); a request still in the ring when its call was failed may be answered
+// later into the slot: an idle slot's stray response (discarded on reuse, above), or a
+// busy slot's response with the old tag (that call fails too). What no check in a
+// shared segment can stop: a writer that copies the victim's tag from the ring, or
+// writes the victim's response slot directly; the tags catch buggy clients (a wrong
+// client_id or slot index), not a deliberate attacker with write access.
 //
 // Sizes: the header fields are capped (kDelegationMax*), segment sizes are computed
 // with checked arithmetic, and attach refuses a header that declares more bytes than
@@ -89,6 +111,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -150,20 +173,34 @@ struct DelegationSlotHeader {
   uint8_t pad0[3];
   uint32_t client_id;
   uint32_t resp_slot_idx;
-  uint32_t pad1;
+  uint32_t call_tag;  // echoed in the response (header comment: call tags)
 };
 static_assert(std::is_standard_layout_v<DelegationSlotHeader> && sizeof(DelegationSlotHeader) == 16);
 static_assert(offsetof(DelegationSlotHeader, committed) == 0 && offsetof(DelegationSlotHeader, client_id) == 4);
-static_assert(offsetof(DelegationSlotHeader, resp_slot_idx) == 8);
+static_assert(offsetof(DelegationSlotHeader, resp_slot_idx) == 8 && offsetof(DelegationSlotHeader, call_tag) == 12);
 inline constexpr size_t kDelegationReqPayloadOffset = 16;
 
 // Fixed part of a response slot; the payload follows at byte 8.
 struct DelegationRespHeader {
   uint8_t valid;  // atomic: 0 = empty, 1 = response present
-  uint8_t pad[7];
+  uint8_t pad[3];
+  uint32_t call_tag;  // the tag of the request this response answers
 };
 static_assert(std::is_standard_layout_v<DelegationRespHeader> && sizeof(DelegationRespHeader) == 8);
-static_assert(offsetof(DelegationRespHeader, valid) == 0);
+static_assert(offsetof(DelegationRespHeader, valid) == 0 && offsetof(DelegationRespHeader, call_tag) == 4);
+
+// The call tag of a client's sequence-th call under its key: a bijection of
+// sequence + key (the 32-bit finalizer of MurmurHash3: xor-shifts and odd multipliers,
+// each invertible), so one client's tags repeat only after 2^32 calls.
+constexpr uint32_t delegation_call_tag(uint32_t sequence, uint32_t key) noexcept {
+  uint32_t x = sequence + key;
+  x ^= x >> 16;
+  x *= 0x85EBCA6Bu;
+  x ^= x >> 13;
+  x *= 0xC2B2AE35u;
+  x ^= x >> 16;
+  return x;
+}
 inline constexpr size_t kDelegationRespPayloadOffset = 8;
 
 struct DelegationConfig {
@@ -336,6 +373,7 @@ template <class Req>
 struct DelegationEntry {
   uint32_t client_id;      // checked by recv() against the rules in the header comment
   uint32_t resp_slot_idx;  // idem
+  uint32_t call_tag;       // any value: reply() echoes the one recv() kept
   Req payload;
 };
 
@@ -380,6 +418,7 @@ class alignas(kCacheLine) DelegationServer {
     std::memset(mem.data(), 0, mem.size());
     view_ = DelegationView<Req, Resp>(mem.data(), cfg);
     awaiting_.assign(size_t{cfg.max_clients} * cfg.resp_depth, 0);
+    awaited_tag_.assign(size_t{cfg.max_clients} * cfg.resp_depth, 0);
     DelegationHeader& h = view_.header();
     h.version = kDelegationVersion;
     h.max_clients = cfg.max_clients;
@@ -422,6 +461,7 @@ class alignas(kCacheLine) DelegationServer {
       Entry e;
       e.client_id = s.client_id;
       e.resp_slot_idx = s.resp_slot_idx;
+      e.call_tag = s.call_tag;
       std::memcpy(&e.payload, slot + kDelegationReqPayloadOffset, sizeof(Req));
       atomic_field(s.committed).store(0, std::memory_order_release);
       ++cursor_;
@@ -429,7 +469,9 @@ class alignas(kCacheLine) DelegationServer {
         ++rejected_[static_cast<size_t>(*why)];
         continue;
       }
-      awaiting_[awaiting_index(e.client_id, e.resp_slot_idx)] = 1;
+      const size_t k = awaiting_index(e.client_id, e.resp_slot_idx);
+      awaiting_[k] = 1;
+      awaited_tag_[k] = e.call_tag;
       return e;
     }
     return std::nullopt;
@@ -440,18 +482,20 @@ class alignas(kCacheLine) DelegationServer {
     atomic_field(view_.control().tail).store(cursor_, std::memory_order_release);
   }
 
-  // Writes resp into client_id's response slot resp_slot_idx, which must await a reply
-  // (an entry recv() returned and not answered yet). The values are bounds-checked
-  // before any use. Answered or dropped (kSlotBusy), the slot no longer awaits a reply.
+  // Writes resp, with the call tag of the request recv() returned for it, into
+  // client_id's response slot resp_slot_idx, which must await a reply (an entry recv()
+  // returned and not answered yet). The values are bounds-checked before any use.
+  // Answered or dropped (kSlotBusy), the slot no longer awaits a reply.
   DelegationReplyStatus reply(uint32_t client_id, uint32_t resp_slot_idx, const Resp& resp) noexcept {
     if (client_id >= view_.config().max_clients) return DelegationReplyStatus::kBadClientId;
     if (resp_slot_idx >= view_.config().resp_depth) return DelegationReplyStatus::kBadSlot;
-    uint8_t& awaiting = awaiting_[awaiting_index(client_id, resp_slot_idx)];
-    if (awaiting == 0) return DelegationReplyStatus::kNotAwaited;
-    awaiting = 0;
+    const size_t k = awaiting_index(client_id, resp_slot_idx);
+    if (awaiting_[k] == 0) return DelegationReplyStatus::kNotAwaited;
+    awaiting_[k] = 0;
     std::byte* slot = view_.resp_slot(client_id, resp_slot_idx);
     auto& r = DelegationView<Req, Resp>::resp_header(slot);
     if (atomic_field(r.valid).load(std::memory_order_acquire) != 0) return DelegationReplyStatus::kSlotBusy;
+    r.call_tag = awaited_tag_[k];
     std::memcpy(slot + kDelegationRespPayloadOffset, &resp, sizeof(Resp));
     atomic_field(r.valid).store(1, std::memory_order_release);
     return DelegationReplyStatus::kOk;
@@ -495,6 +539,7 @@ class alignas(kCacheLine) DelegationServer {
   uint64_t cached_head_ = 0;  // head snapshot of the last poll()
   uint32_t registered_ = 0;   // clients known to have registered (next_client_id seen)
   LineVector<uint8_t> awaiting_;  // (client, slot) has a request awaiting a reply
+  LineVector<uint32_t> awaited_tag_;  // the call tag of that request
   std::array<uint64_t, kDelegationRejectReasons> rejected_{};
 };
 
@@ -520,8 +565,11 @@ class alignas(kCacheLine) DelegationClient {
   using Layout = DelegationLayout<Req, Resp>;
 
   // Validates the segment and registers: client ids are handed out in order and the
-  // (max_clients + 1)-th registration is refused.
-  static DelegationClient connect(std::span<std::byte> mem) {
+  // (max_clients + 1)-th registration is refused. The call tags' key (header comment)
+  // is drawn from std::random_device.
+  static DelegationClient connect(std::span<std::byte> mem) { return connect(mem, std::random_device{}()); }
+  // The same with a given key (tests, fuzzing: reproducible tags).
+  static DelegationClient connect(std::span<std::byte> mem, uint32_t tag_key) {
     const DelegationConfig cfg = validate_delegation_segment<Req, Resp>(mem);
     DelegationView<Req, Resp> view(mem.data(), cfg);
     if (!view.server_alive()) throw ShmError("delegationrpc connect: the server has shut down");
@@ -531,7 +579,7 @@ class alignas(kCacheLine) DelegationClient {
       if (id >= cfg.max_clients)
         throw ShmError("delegationrpc connect: all " + std::to_string(cfg.max_clients) + " client ids are taken");
     } while (!next.compare_exchange_weak(id, id + 1, std::memory_order_relaxed));
-    return DelegationClient(view, id);
+    return DelegationClient(view, id, tag_key);
   }
 
   DelegationClient(const DelegationClient&) = delete;  // one client state per client id
@@ -566,33 +614,50 @@ class alignas(kCacheLine) DelegationClient {
     return reserve_and_commit(static_cast<uint32_t>(slot), req, user_token);
   }
 
-  // Delivers every arrived response: on_response(uint64_t user_token, const Resp&).
-  // Returns the number delivered. The slot is released before the callback runs, so
-  // the callback may call() again.
+  // Ends every call whose slot holds a response: on_response(uint64_t user_token,
+  // const Resp&) when the response carries the call's tag, else on_failed(uint64_t
+  // user_token) (header comment: call tags). Returns the number of calls ended. The slot
+  // is released before the callback runs, so the callback may call() again.
+  template <class F, class G>
+  uint32_t poll(F&& on_response, G&& on_failed) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < view_.config().resp_depth; ++i) n += poll_slot(i, on_response, on_failed) ? 1u : 0u;
+    return n;
+  }
+  // For callers that need no failure callback (tests, benchmarks): a call failed on a
+  // mismatched tag ends without one, counted only in mismatched_responses().
   template <class F>
   uint32_t poll(F&& on_response) {
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < view_.config().resp_depth; ++i) n += poll_slot(i, on_response) ? 1u : 0u;
-    return n;
+    return poll(on_response, [](uint64_t) {});
   }
 
   // Checks one response slot (for event-driven callers that know which slot changed).
-  // Returns true if a response was delivered. Slots not awaiting a response are not
-  // read at all.
-  template <class F>
-  bool poll_slot(uint32_t slot, F&& on_response) {
+  // Returns true if a call ended (answered or failed). Slots not awaiting a response
+  // are not read at all.
+  template <class F, class G>
+  bool poll_slot(uint32_t slot, F&& on_response, G&& on_failed) {
     if (slot >= view_.config().resp_depth || busy_[slot] == 0) return false;
     std::byte* p = view_.resp_slot(client_id_, slot);
     auto& r = DelegationView<Req, Resp>::resp_header(p);
     if (atomic_field(r.valid).load(std::memory_order_acquire) == 0) return false;
+    const uint32_t tag = r.call_tag;
     Resp resp;
     std::memcpy(&resp, p + kDelegationRespPayloadOffset, sizeof(Resp));
     atomic_field(r.valid).store(0, std::memory_order_release);
     const uint64_t token = tokens_[slot];  // copy: the callback may reuse the slot
     busy_[slot] = 0;
     --in_flight_;
-    on_response(token, static_cast<const Resp&>(resp));
+    if (tag != call_tags_[slot]) [[unlikely]] {
+      ++mismatched_responses_;
+      on_failed(token);
+    } else {
+      on_response(token, static_cast<const Resp&>(resp));
+    }
     return true;
+  }
+  template <class F>
+  bool poll_slot(uint32_t slot, F&& on_response) {
+    return poll_slot(slot, on_response, [](uint64_t) {});
   }
 
   uint32_t client_id() const noexcept { return client_id_; }
@@ -602,13 +667,22 @@ class alignas(kCacheLine) DelegationClient {
   std::chrono::nanoseconds wait_limit() const noexcept { return wait_limit_; }
   // Responses found in slots that awaited none (answers to forged requests), discarded.
   uint64_t stray_responses() const noexcept { return stray_responses_; }
+  // Responses whose call tag was not the awaited call's: each failed that call.
+  uint64_t mismatched_responses() const noexcept { return mismatched_responses_; }
+  // The tag of the call awaiting in `slot` (meaningful while slot_busy(slot)).
+  uint32_t call_tag(uint32_t slot) const noexcept { return slot < call_tags_.size() ? call_tags_[slot] : 0; }
   bool slot_busy(uint32_t slot) const noexcept { return slot < busy_.size() && busy_[slot] != 0; }
   bool server_alive() const noexcept { return view_.server_alive(); }
   const DelegationConfig& config() const noexcept { return view_.config(); }
 
  private:
-  DelegationClient(const DelegationView<Req, Resp>& view, uint32_t id)
-      : view_(view), client_id_(id), busy_(view.config().resp_depth, 0), tokens_(view.config().resp_depth, 0) {}
+  DelegationClient(const DelegationView<Req, Resp>& view, uint32_t id, uint32_t tag_key)
+      : view_(view),
+        client_id_(id),
+        tag_key_(tag_key),
+        busy_(view.config().resp_depth, 0),
+        tokens_(view.config().resp_depth, 0),
+        call_tags_(view.config().resp_depth, 0) {}
 
   // Round-robin over the response slots, skipping those still awaiting a response.
   // The cursor moves only when a call succeeds (reserve_and_commit).
@@ -660,12 +734,15 @@ class alignas(kCacheLine) DelegationClient {
     }
     std::byte* p = view_.req_slot(pos);
     auto& s = DelegationView<Req, Resp>::req_header(p);
+    const uint32_t tag = delegation_call_tag(call_sequence_++, tag_key_);
     s.client_id = client_id_;
     s.resp_slot_idx = slot;
+    s.call_tag = tag;
     std::memcpy(p + kDelegationReqPayloadOffset, &req, sizeof(Req));
     atomic_field(s.committed).store(1, std::memory_order_release);
     busy_[slot] = 1;
     tokens_[slot] = user_token;
+    call_tags_[slot] = tag;
     ++in_flight_;
     next_resp_slot_ = (slot + 1) & (view_.config().resp_depth - 1);
     return {DelegationCallStatus::kOk, slot};
@@ -676,9 +753,13 @@ class alignas(kCacheLine) DelegationClient {
   uint32_t next_resp_slot_ = 0;
   uint32_t in_flight_ = 0;
   uint64_t stray_responses_ = 0;
+  uint64_t mismatched_responses_ = 0;
+  uint32_t tag_key_ = 0;
+  uint32_t call_sequence_ = 0;   // calls made: the next call's tag is its tag
   std::chrono::nanoseconds wait_limit_ = kDelegationDefaultWaitLimit;
   LineVector<uint8_t> busy_;     // slot awaits a response (client-local)
   LineVector<uint64_t> tokens_;  // user token of the call in each slot (client-local)
+  LineVector<uint32_t> call_tags_;  // tag of the call in each slot (client-local)
 };
 
 }  // namespace bkv::shm

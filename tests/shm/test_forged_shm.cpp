@@ -54,12 +54,14 @@ void forge_ipc_header(std::byte* b, uint32_t max_clients, uint32_t depth) {
 }
 
 // A raw ring entry, written as a client with a forged client_id would write it.
-void forge_entry(std::byte* base, uint32_t ring_depth, uint32_t client_id, uint32_t slot, const Req& r) {
+void forge_entry(std::byte* base, uint32_t ring_depth, uint32_t client_id, uint32_t slot, const Req& r,
+                 uint32_t call_tag = 0) {
   const uint64_t pos = load_le<uint64_t>(base, 128);
   store_le<uint64_t>(base, 128, pos + 1);  // head
   const size_t off = 256 + (pos & (ring_depth - 1)) * 64;
   store_le<uint32_t>(base, off + 4, client_id);
   store_le<uint32_t>(base, off + 8, slot);
+  store_le<uint32_t>(base, off + 12, call_tag);
   std::memcpy(base + off + 16, &r, sizeof r);
   store_le<uint8_t>(base, off, 1);  // committed
 }
@@ -284,6 +286,77 @@ TEST_CASE("delegationrpc client discards a stray response left in an idle slot",
   CHECK(server.rejected_total() == 0);
 }
 
+// Call tags: a forged entry naming the victim's (client, slot) reaches the server before
+// the victim's own request on that slot, so the server accepts the forged one and
+// refuses the victim's (rule 3). Without the tags the victim took the forged request's
+// answer for its own; with them its call ends failed, once, and its next call on the
+// slot gets its own answer.
+TEST_CASE("delegationrpc client fails a call whose slot received another call's answer (forged client_id)",
+          "[shm][forged]") {
+  const DelegationConfig cfg{2, 8, 1};
+  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
+  DServer server(seg.bytes(), cfg);
+  DClient victim = DClient::connect(seg.bytes(), 0x1234u);
+  DClient other = DClient::connect(seg.bytes(), 0x5678u);  // the forger: a registered client
+  auto serve = [&] {
+    server.poll();
+    std::vector<DelegationEntry<Req>> got;
+    while (auto e = server.recv()) got.push_back(*e);
+    server.advance_tail();
+    for (const auto& e : got)
+      REQUIRE(server.reply(e.client_id, e.resp_slot_idx, Resp{e.payload.seq, e.payload.value + 1}) ==
+              DelegationReplyStatus::kOk);
+    return got.size();
+  };
+  forge_entry(seg.data(), cfg.ring_depth, victim.client_id(), 0, Req{1, 0, 98, 980}, 0xDEADBEEFu);
+  REQUIRE(victim.call(Req{0, 0, 6, 60}, 6).status == DelegationCallStatus::kOk);
+  REQUIRE(victim.call_tag(0) != 0xDEADBEEFu);
+  CHECK(serve() == 1);
+  CHECK(server.rejected(DelegationReject::kSlotAwaitingReply) == 1);
+  std::vector<uint64_t> answered, failed;
+  auto on_answer = [&](uint64_t t, const Resp&) { answered.push_back(t); };
+  auto on_failed = [&](uint64_t t) { failed.push_back(t); };
+  REQUIRE(victim.poll(on_answer, on_failed) == 1);
+  CHECK(answered.empty());
+  CHECK(failed == std::vector<uint64_t>{6});
+  CHECK(victim.in_flight() == 0);
+  CHECK(victim.mismatched_responses() == 1);
+  CHECK(victim.poll(on_answer, on_failed) == 0);  // ended once
+  // The slot works again: the next call gets its own answer.
+  REQUIRE(victim.call(Req{0, 0, 7, 70}, 7).status == DelegationCallStatus::kOk);
+  CHECK(serve() == 1);
+  uint64_t v7 = 0;
+  REQUIRE(victim.poll([&](uint64_t t, const Resp& r) {
+    CHECK(t == 7);
+    v7 = r.value;
+  }, on_failed) == 1);
+  CHECK(v7 == 71);
+  CHECK(failed.size() == 1);
+  CHECK(other.in_flight() == 0);
+}
+
+// A response written straight into an awaited slot (valid set, no request behind it)
+// carries no tag of the victim's call: the call fails instead of taking it.
+TEST_CASE("delegationrpc client fails a call on a response forged into its slot", "[shm][forged]") {
+  const DelegationConfig cfg{1, 8, 2};
+  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
+  DServer server(seg.bytes(), cfg);
+  DClient victim = DClient::connect(seg.bytes(), 77u);
+  const auto r = victim.call(Req{0, 0, 1, 10}, 1);
+  REQUIRE(r.status == DelegationCallStatus::kOk);
+  const size_t resp_area = DLayout::resp_area_offset(cfg.ring_depth);
+  const size_t off = resp_area + r.resp_slot * DLayout::kRespSlotSize;
+  store_le<uint32_t>(seg.data(), off + 4, victim.call_tag(r.resp_slot) + 1);
+  const Resp forged{1, 555};
+  std::memcpy(seg.data() + off + 8, &forged, sizeof forged);
+  store_le<uint8_t>(seg.data(), off, 1);  // valid
+  uint64_t failed = 0;
+  CHECK(victim.poll([](uint64_t, const Resp&) { FAIL("a forged response was delivered"); },
+                    [&](uint64_t t) { failed = t; }) == 1);
+  CHECK(failed == 1);
+  CHECK(victim.mismatched_responses() == 1);
+}
+
 // An entry naming a client id that never registered (below max_clients) is rejected:
 // its answer would sit in a slot that a later client inherits.
 TEST_CASE("delegationrpc server rejects an entry from an unregistered client id", "[shm][forged]") {
@@ -303,16 +376,18 @@ TEST_CASE("delegationrpc server rejects an entry from an unregistered client id"
 }
 
 // Property: with forged entries naming random (client, slot) pairs mixed into the ring,
-// every legitimate call still gets exactly one answer (no client waits forever), and
-// a call gets another request's answer only when a forged entry was accepted.
-TEST_CASE("delegationrpc random forged entries: every call is answered exactly once", "[shm][forged]") {
+// every legitimate call still ends exactly once (no client waits forever), never with
+// another request's answer (call tags), failed only when a forged entry was accepted.
+TEST_CASE("delegationrpc random forged entries: every call ends exactly once, with its own answer or failed",
+          "[shm][forged]") {
   const DelegationConfig cfg{4, 8, 2};
   Segment seg = Segment::create_process(DLayout::segment_size(cfg));
   DServer server(seg.bytes(), cfg);
   std::vector<DClient> clients;
-  for (int i = 0; i < 3; ++i) clients.push_back(DClient::connect(seg.bytes()));  // id 3 never registers
+  for (uint32_t i = 0; i < 3; ++i) clients.push_back(DClient::connect(seg.bytes(), 100 + i));  // id 3 never registers
   bkv::Rng rng(bkv::derive_seed(7, {11}));
   std::vector<uint64_t> calls(3, 0), answers(3, 0);
+  uint64_t failed = 0;
   uint64_t wrong = 0, forged = 0, accepted = 0, accepted_forged = 0;
   std::vector<DelegationEntry<Req>> held;
   auto drained = [&] { return held.empty() && server.cursor() == load_le<uint64_t>(seg.data(), 128); };
@@ -346,18 +421,28 @@ TEST_CASE("delegationrpc random forged entries: every call is answered exactly o
       }
     } else {
       const uint32_t i = static_cast<uint32_t>(rng.below(3));
-      clients[i].poll([&](uint64_t token, const Resp& r) {
-        ++answers[i];
-        if (r.seq != token || r.value != token * 2 + 1) ++wrong;
-      });
+      clients[i].poll(
+          [&](uint64_t token, const Resp& r) {
+            ++answers[i];
+            if (r.seq != token || r.value != token * 2 + 1) ++wrong;
+          },
+          [&](uint64_t) {
+            ++answers[i];
+            ++failed;
+          });
     }
   }
   uint64_t legit_calls = 0;
   for (uint32_t i = 0; i < 3; ++i) {
-    clients[i].poll([&](uint64_t token, const Resp& r) {
-      ++answers[i];
-      if (r.seq != token || r.value != token * 2 + 1) ++wrong;
-    });
+    clients[i].poll(
+        [&](uint64_t token, const Resp& r) {
+          ++answers[i];
+          if (r.seq != token || r.value != token * 2 + 1) ++wrong;
+        },
+        [&](uint64_t) {
+          ++answers[i];
+          ++failed;
+        });
     CHECK(clients[i].in_flight() == 0);
     CHECK(answers[i] == calls[i]);
     legit_calls += calls[i];
@@ -366,10 +451,16 @@ TEST_CASE("delegationrpc random forged entries: every call is answered exactly o
   CHECK(accepted_forged > 0);
   CHECK(server.rejected_total() > 0);
   CHECK(accepted + server.rejected_total() == legit_calls + forged);
-  // A call gets a forged request's answer only if that forged request was accepted.
-  CHECK(wrong <= accepted_forged);
+  // No call takes a forged request's answer; a call fails only on the answer of an
+  // accepted forged request.
+  CHECK(wrong == 0);
+  CHECK(failed > 0);
+  CHECK(failed <= accepted_forged);
+  uint64_t mismatched = 0;
+  for (const DClient& c : clients) mismatched += c.mismatched_responses();
+  CHECK(mismatched == failed);
   INFO("forged " << forged << ", accepted forged " << accepted_forged << ", rejected " << server.rejected_total()
-                 << ", wrong answers " << wrong << ", stray discarded "
+                 << ", wrong answers " << wrong << ", failed " << failed << ", stray discarded "
                  << clients[0].stray_responses() + clients[1].stray_responses() + clients[2].stray_responses());
 }
 

@@ -2,7 +2,7 @@
 // the effect of each fault on a small experiment, determinism, and many random small
 // fault schedules, each checked by the exactly-once oracle and the copyrpc endpoint
 // checks (credit invariant, no stopped endpoint except on an error completion where
-// packet_loss or qp_error faults may fail a connection).
+// packet_loss, qp_error or rnr_storm faults may fail a connection).
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -91,11 +91,19 @@ TEST_CASE("faults parse strictly, from JSON and from --fault", "[faults]") {
   CHECK(q.to_node == 0);
   CHECK(q.start_ns() == 42'500);
   CHECK(q.to_json() == json{{"kind", "qp_error"}, {"node", 1}, {"peer", 0}, {"at_us", 42.5}});
+  const sim::Fault st = sim::Fault::parse("rnr_storm:node=1,start_us=10,end_us=30,rnr_retry=7");
+  CHECK(st.kind == sim::FaultKind::kRnrStorm);
+  CHECK(st.node == 1);
+  CHECK(st.rnr_retry == sim::kRnrRetryForever);
+  CHECK(st.to_json() == json{{"kind", "rnr_storm"}, {"node", 1}, {"start_us", 10.0}, {"end_us", 30.0}, {"rnr_retry", 7}});
+  CHECK(parse_error("rnr_storm:node=1,start_us=10,end_us=30,rnr_retry=8").find(".rnr_retry: must be an integer in [0, 7]") !=
+        std::string::npos);
+  CHECK(parse_error("rnr_storm:node=1,start_us=10,end_us=30").find("missing key \"rnr_retry\"") != std::string::npos);
   // Round trip through the model JSON.
   sim::Model m;
-  m.faults = {s, d, l, p, q};
+  m.faults = {s, d, l, p, q, st};
   const sim::Model back = sim::Model::from_json(m.to_json(), "m");
-  REQUIRE(back.faults.size() == 5);
+  REQUIRE(back.faults.size() == 6);
   CHECK(back.to_json() == m.to_json());
   CHECK_FALSE(sim::Model{}.to_json().contains("faults"));  // absent when empty: outputs keep their bytes
 
@@ -205,13 +213,57 @@ TEST_CASE("each fault costs throughput, deterministically, and shows in the summ
   CHECK(completed({"slow_node:node=0,start_us=5000,end_us=6000,factor=4"}) == clean);
 }
 
+TEST_CASE("an RNR storm NAKs every WRITE+IMM to the node; requests complete once, or are reported failed when "
+          "rnr_retry runs out", "[faults]") {
+  app::Options base = small_run(backend::BackendKind::kDelegation, 0.001);
+  base.check_exactly_once = true;
+  struct Outcome {
+    uint64_t completed = 0, failed = 0;
+    json nics;
+  };
+  auto run = [&](const std::vector<std::string>& faults) {
+    app::Options o = base;
+    o.faults = faults;
+    const app::ExperimentResult r = app::run_experiment(o, sim::Model::defaults(), nullptr);
+    REQUIRE(r.exactly_once.has_value());
+    CHECK(r.exactly_once->ok());
+    CHECK(r.credit_violations == 0);
+    CHECK(r.exactly_once->answered == r.exactly_once->requests);  // each ended once (answered or failed)
+    CHECK(r.exactly_once->failed == r.failed);
+    return Outcome{r.runs[0].completed(), r.failed, r.extra["nics"]};
+  };
+  const Outcome clean = run({});
+  CHECK(clean.nics[1]["counters"]["rnr_naks"] == 0);  // the SRQ never runs dry by itself here
+  // Node 1's receive queue "empty" for 500 us, retrying forever: WRITE+IMMs to node 1 are
+  // NAKed and resent every RNR timer (10 us), nothing fails, throughput drops.
+  const Outcome storm = run({"rnr_storm:node=1,start_us=200,end_us=700,rnr_retry=7"});
+  CHECK(storm.nics[1]["counters"]["rnr_naks"].get<uint64_t>() > 0);
+  CHECK(storm.nics[0]["counters"]["rnr_naks"] == 0);
+  CHECK(storm.failed == 0);
+  CHECK(storm.nics[0]["counters"]["connection_failures"] == 0);
+  CHECK(storm.completed < clean.completed * 0.8);
+  // Two retries: the first WQE NAKed three times fails its connection; the requests on
+  // it are reported failed, every one ends once.
+  const Outcome brief = run({"rnr_storm:node=1,start_us=200,end_us=300,rnr_retry=2"});
+  CHECK(brief.nics[1]["counters"]["rnr_naks"].get<uint64_t>() >= 3);
+  CHECK(brief.nics[0]["counters"]["retry_exceeded"].get<uint64_t>() >= 1);
+  CHECK(brief.nics[0]["counters"]["connection_failures"].get<uint64_t>() >= 1);
+  CHECK(brief.nics[1]["counters"]["connection_failures"].get<uint64_t>() >= 1);
+  CHECK(brief.failed > 0);
+  // Deterministic, and a window after the run changes nothing.
+  const Outcome again = run({"rnr_storm:node=1,start_us=200,end_us=300,rnr_retry=2"});
+  CHECK(again.completed == brief.completed);
+  CHECK(again.failed == brief.failed);
+  CHECK(run({"rnr_storm:node=1,start_us=5000,end_us=6000,rnr_retry=0"}).completed == clean.completed);
+}
+
 TEST_CASE("random small fault schedules keep every request exactly once and every endpoint's credit", "[faults]") {
   // Deterministic from one seed: schedule i uses derive_seed(kSeed, {i}).
   constexpr uint64_t kSeed = 0xFA017;
   constexpr uint32_t kSchedules = 2000;
   const backend::BackendKind kinds[] = {backend::BackendKind::kMeta, backend::BackendKind::kDelegation,
                                         backend::BackendKind::kDirect};
-  uint64_t requests = 0, faults = 0, failed = 0, lost = 0, connection_failures = 0;
+  uint64_t requests = 0, faults = 0, failed = 0, lost = 0, connection_failures = 0, rnr_naks = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (uint32_t i = 0; i < kSchedules; ++i) {
     Rng rng(derive_seed(kSeed, {i}));
@@ -229,7 +281,7 @@ TEST_CASE("random small fault schedules keep every request exactly once and ever
       const std::string window = ",start_us=" + std::to_string(start) + ",end_us=" + std::to_string(start + len);
       const uint32_t a = static_cast<uint32_t>(rng.next() % o.np), b = static_cast<uint32_t>(rng.next() % o.np);
       const uint32_t other = static_cast<uint32_t>((a + 1 + rng.next() % (o.np - 1)) % o.np);  // != a
-      switch (rng.next() % 5) {
+      switch (rng.next() % 6) {
         case 0:
           o.faults.push_back("slow_node:node=" + std::to_string(a) + window + ",factor=" + std::to_string(1 + rng.next() % 10));
           break;
@@ -246,9 +298,12 @@ TEST_CASE("random small fault schedules keep every request exactly once and ever
                              ",loss=" + std::to_string(double(1 + rng.next() % 100) / 100) +
                              ",timeout=" + std::to_string(1 + rng.next() % 3) + ",retry_cnt=" + std::to_string(rng.next() % 8));
           break;
-        default:
+        case 4:
           o.faults.push_back("qp_error:node=" + std::to_string(a) + ",peer=" + std::to_string(other) +
                              ",at_us=" + std::to_string(start));
+          break;
+        default:
+          o.faults.push_back("rnr_storm:node=" + std::to_string(a) + window + ",rnr_retry=" + std::to_string(rng.next() % 8));
       }
     }
     faults += n;
@@ -275,14 +330,17 @@ TEST_CASE("random small fault schedules keep every request exactly once and ever
     for (const json& nic : r.extra["nics"]) {
       lost += nic["counters"].value("packets_lost", uint64_t{0});
       connection_failures += nic["counters"].value("connection_failures", uint64_t{0});
+      rnr_naks += nic["counters"].value("rnr_naks", uint64_t{0});
     }
   }
   // The new faults were exercised: packets lost, connections failed, requests failed back.
   CHECK(lost > 0);
+  CHECK(rnr_naks > 0);
   CHECK(connection_failures > 0);
   CHECK(failed > 0);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   WARN(kSchedules << " schedules, " << faults << " faults, " << requests << " requests (" << failed
-                  << " reported failed) checked, " << lost << " packets lost, " << connection_failures
+                  << " reported failed) checked, " << lost << " packets lost, " << rnr_naks << " RNR NAKs, "
+                  << connection_failures
                   << " connection failures, in " << secs << " s");
 }
