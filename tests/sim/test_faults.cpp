@@ -213,7 +213,7 @@ TEST_CASE("each fault costs throughput, deterministically, and shows in the summ
   CHECK(completed({"slow_node:node=0,start_us=5000,end_us=6000,factor=4"}) == clean);
 }
 
-TEST_CASE("an RNR storm NAKs every WRITE+IMM to the node; requests complete once, or are reported failed when "
+TEST_CASE("an RNR storm NAKs every WRITE+IMM to the node: requests complete once, or are reported failed when "
           "rnr_retry runs out", "[faults]") {
   app::Options base = small_run(backend::BackendKind::kDelegation, 0.001);
   base.check_exactly_once = true;
