@@ -50,7 +50,11 @@ void check_latency(const app::RunResults& rr, const app::Options& o) {
   const bkv::metrics::LatencyHistogram all = rr.latency().all();
   const double kept = static_cast<double>(rr.kept_requests());
   const double in_flight = double(o.np) * o.client_threads * o.queue_depth;
-  CHECK(std::abs(static_cast<double>(all.count()) - kept) <= 2 * in_flight);
+  // Twice the bound derived above: on a loaded 2-core CI machine the direct backend's
+  // run once missed by 68 against 48 (a client descheduled across a boundary can reach
+  // its copy a step late); the check is for lost or double-counted epochs, which would
+  // be off by a whole epoch (thousands of requests), not by a step.
+  CHECK(std::abs(static_cast<double>(all.count()) - kept) <= 4 * in_flight);
   for (size_t c = 0; c < bkv::metrics::kLatencyClasses; ++c) {
     INFO("class " << bkv::metrics::kLatencyClassNames[c]);
     const auto& h = rr.latency().by_class[c];
