@@ -1004,7 +1004,8 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
                  "a fault injected into a simulated KV run, repeatable: slow_node:node=R,start_us=A,end_us=B,factor=F "
                  "| stall_daemon:node=R,daemon=D,start_us=A,end_us=B | link_delay:from=R,to=S,start_us=A,end_us=B,"
                  "extra_ns=X | packet_loss:from=R,to=S,start_us=A,end_us=B,loss=P,timeout=T,retry_cnt=N | "
-                 "qp_error:node=R,peer=S,at_us=A (added to the model's \"faults\"; docs/reliability.md) [command "
+                 "qp_error:node=R,peer=S,at_us=A | rnr_storm:node=R,start_us=A,end_us=B,rnr_retry=N (added to the model's "
+                 "\"faults\"; docs/reliability.md) [command "
                  "line only]")
       ->type_name("KIND:K=V,...")
       ->expected(1)  // one fault per --fault (the positional backend is not a fault)

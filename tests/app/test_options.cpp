@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "apps/benchkv/options.hpp"
+#include "sim/faults.hpp"
 
 using namespace bkv::app;
 using nlohmann::json;
@@ -460,6 +461,10 @@ TEST_CASE("--help lists every option with its default and JSON key", "[bench][op
   }
   for (const char* s : {"--config", "--print-config", "-d,", "-r,", "-o,", "--no-progress", "meta|delegation|direct|ucx-am"}) {
     CHECK_THAT(p.out, Catch::Contains(s));
+  }
+  // --fault names every kind the simulator injects, with its keys after it.
+  for (uint8_t k = 0; k <= static_cast<uint8_t>(bkv::sim::FaultKind::kRnrStorm); ++k) {
+    CHECK_THAT(p.out, Catch::Contains(std::string(bkv::sim::to_string(static_cast<bkv::sim::FaultKind>(k))) + ":"));
   }
 }
 
