@@ -69,13 +69,16 @@ void print_pin_notes(const std::vector<std::string>& notes, int rank) {
   for (const auto& n : notes) std::fprintf(stderr, "benchkv: rank %d: %s\n", rank, n.c_str());
 }
 
-void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res) {
+void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res,
+                       const nlohmann::json& extra) {
+  const char* pending = res.calls_failed_back
+                            ? "every copyrpc endpoint stopped, their pending calls failed back"
+                            : "this backend has no endpoints to stop: its calls to the lost peer stay unanswered";
   std::fprintf(stderr,
                "benchkv: rank %d: %s; the measurement ended early on this rank: %llu requests issued, %llu completed, "
-               "%llu reported failed (every copyrpc endpoint stopped, their pending calls failed back), %llu never "
-               "answered\n",
+               "%llu reported failed (%s), %llu never answered\n",
                s.rank(), res.incomplete.c_str(), static_cast<unsigned long long>(res.issued),
-               static_cast<unsigned long long>(res.completed), static_cast<unsigned long long>(res.failed),
+               static_cast<unsigned long long>(res.completed), static_cast<unsigned long long>(res.failed), pending,
                static_cast<unsigned long long>(res.unanswered));
   std::fflush(stderr);
   if (s.rank() == 0) {
@@ -85,7 +88,10 @@ void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealR
       app::write_csv_file(eff.output, res.runs);
       nlohmann::json summary = app::summary_json(eff, res.runs, {});
       summary["incomplete"] = {{"reason", res.incomplete}, {"ranks_reported", nlohmann::json::array({0})}};
-      summary["real"] = {{"ranks", s.size()}, {"wall_s", app::round6(res.wall_s)}, {"drain_ns", res.drain_ns}};
+      summary["real"] = extra;
+      summary["real"]["ranks"] = s.size();
+      summary["real"]["wall_s"] = app::round6(res.wall_s);
+      summary["real"]["drain_ns"] = res.drain_ns;
       nlohmann::json per_rank = nlohmann::json::array();
       for (const RankTotals& t : res.per_rank)
         per_rank.push_back({{"issued", t.issued}, {"completed", t.completed}, {"failed", t.failed}});

@@ -75,10 +75,12 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
 // collective missed its deadline, mpi::PeerLost). No MPI call is made (a peer is gone):
 // every rank prints its own totals on stderr; rank 0 writes the CSV (its own epochs; the
 // other ranks' rows are zero) and a summary marked "incomplete" with the reason and its
-// own totals, failed and unanswered counts included. Non-root ranks then wait up to the
+// own totals, failed and unanswered counts included, and `extra` (the transport's
+// details, as finish_mpi writes them) under "real". Non-root ranks then wait up to the
 // peer timeout, so a live rank 0 finishes its outputs before mpirun ends the job. Ends
 // the process with kPeerLostExitCode (MPI_Finalize would wait for the lost peer).
-[[noreturn]] void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res);
+[[noreturn]] void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res,
+                                    const nlohmann::json& extra);
 
 // The connections of `conns` between this rank and every peer, in connection order.
 inline std::vector<std::vector<size_t>> connections_by_peer(const std::vector<backend::Connection>& conns,
@@ -98,9 +100,10 @@ inline std::vector<std::vector<size_t>> connections_by_peer(const std::vector<ba
 
 // Builds this rank's node of copyrpc backend B over runtime `rt`, wires it to the peers
 // and measures. `rt` must outlive the call (the node, destroyed on return, uses it).
+// `extra`: the transport's details for the summary, should the run end incomplete.
 template <class B, class R>
 RealResult run_node_mpi(const mpi::Session& s, const app::Options& o, R& rt, const RankPlan& plan,
-                        const ProgressFn& progress) {
+                        const ProgressFn& progress, const nlohmann::json& extra) {
   using NodeT = backend::Node<B, R>;
   using Info = typename NodeT::Info;
   static_assert(std::is_trivially_copyable_v<Info>, "endpoint infos travel as raw bytes");
@@ -131,7 +134,7 @@ RealResult run_node_mpi(const mpi::Session& s, const app::Options& o, R& rt, con
   MpiCoordinator coord{s};
   RealResult res = run_measurement(drv, o, coord, progress);
   // Before the node is torn down: its transport may wait for the lost peer.
-  if (!res.incomplete.empty()) finish_incomplete(s, o, res);
+  if (!res.incomplete.empty()) finish_incomplete(s, o, res, extra);
   s.barrier();  // no rank tears its node down while a peer may still use it
   return res;
 }
@@ -139,10 +142,10 @@ RealResult run_node_mpi(const mpi::Session& s, const app::Options& o, R& rt, con
 // run_node_mpi for the backend the options name (the run-time choice, made here).
 template <class R>
 RealResult run_node_mpi(const mpi::Session& s, const app::Options& o, R& rt, const RankPlan& plan,
-                        const ProgressFn& progress) {
+                        const ProgressFn& progress, const nlohmann::json& extra) {
   if (!o.backend) throw std::invalid_argument("no backend given");
   return backend::with_node_backend(*o.backend,
-                                    [&]<class B>() { return run_node_mpi<B>(s, o, rt, plan, progress); });
+                                    [&]<class B>() { return run_node_mpi<B>(s, o, rt, plan, progress, extra); });
 }
 
 }  // namespace bkv::real

@@ -132,10 +132,10 @@ int run_rdma(const app::Options& o) {
     RealResult res;
     if (o.transport == app::TransportKind::kMlx5) {
       app::NodeRuntime<app::RealThreads, MakeMlx5Transport> rt(threads, {}, MakeMlx5Transport{&*dev, {}, {}});
-      res = run_node_mpi(s, o, rt, plan, progress);
+      res = run_node_mpi(s, o, rt, plan, progress, extra);
     } else {
       app::NodeRuntime<app::RealThreads, MakeVerbsTransport> rt(threads, {}, MakeVerbsTransport{&*dev, {}});
-      res = run_node_mpi(s, o, rt, plan, progress);
+      res = run_node_mpi(s, o, rt, plan, progress, extra);
     }
     return finish_mpi(s, o, res, extra, plan);
   } catch (const std::exception& e) {

@@ -450,6 +450,10 @@ struct RealResult {
   // the other ranks' left at zero; per_rank: this rank only). Holds the reason.
   std::string incomplete;
   uint64_t unanswered = 0;  // incomplete only: requests still in flight when the wind-down gave up
+  // incomplete only: the backend's remote calls were failed back when the endpoints
+  // stopped (copyrpc backends); false for a backend without that (ucx-am), whose calls
+  // to the lost peer stay unanswered.
+  bool calls_failed_back = false;
 };
 
 using ProgressFn = std::function<void(const std::string&)>;
@@ -477,6 +481,7 @@ template <class N>
 void wind_down_after_peer_lost(Driver<N>& drv, RealResult& res, const std::string& why, double wait_s,
                                Clock::time_point t_start) {
   res.incomplete = why;
+  res.calls_failed_back = requires(N& n) { n.stop_thread_endpoints(uint32_t{0}); };
   if (!drv.stopped()) {  // lost before the drain ended (else only the gathers were left)
     if (t_start == Clock::time_point{}) {  // lost in the first barrier: the threads never ran
       drv.start();

@@ -56,7 +56,7 @@ class UcxAmDataRank {
 };
 
 RealResult run_ucx_am(const mpi::Session& s, const app::Options& o, const RankPlan& plan,
-                      const ProgressFn& progress) {
+                      const ProgressFn& progress, const nlohmann::json& extra) {
   const uint32_t np = static_cast<uint32_t>(s.size()), rank = static_cast<uint32_t>(s.rank());
   const uint32_t D = o.server_threads, C = o.client_threads;
   const app::NodeSetup ns = app::node_setup(o, rank, np);
@@ -75,7 +75,7 @@ RealResult run_ucx_am(const mpi::Session& s, const app::Options& o, const RankPl
   print_pin_notes(drv.pin_notes(), s.rank());
   MpiCoordinator coord{s};
   RealResult res = run_measurement(drv, o, coord, progress);
-  if (!res.incomplete.empty()) finish_incomplete(s, o, res);
+  if (!res.incomplete.empty()) finish_incomplete(s, o, res, extra);
   s.barrier();
   return res;
 }
@@ -123,10 +123,10 @@ int run_ucx(const app::Options& o) {
                             {"idle_yield", plan.oversubscribed},
                             {"pinning", plan.pins.warning.empty() ? "pinned" : plan.pins.warning}};
     if (o.backend == backend::BackendKind::kUcxAm) {
-      res = run_ucx_am(s, o, plan, progress);
+      res = run_ucx_am(s, o, plan, progress, extra);
     } else {
       UcxRuntime rt(o.server_threads + o.client_threads, {}, {});
-      res = run_node_mpi(s, o, rt, plan, progress);
+      res = run_node_mpi(s, o, rt, plan, progress, extra);
       uint64_t protocol_errors = 0;
       rt.for_each_transport([&](const ucx::UcxTransport& t) { protocol_errors += t.protocol_errors(); });
       const uint64_t dropped = s.allreduce_sum(protocol_errors);

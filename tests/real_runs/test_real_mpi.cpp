@@ -127,10 +127,11 @@ namespace {
 // mpirun -np 2 where rank 1 sends itself `signal` `after` seconds into its life (a
 // shell that execs benchkv, with a background `kill` aimed at the same pid).
 Outcome run_with_rank1_signal(const char* signal, const char* after, const e2e::fs::path& dir,
-                              std::vector<std::pair<std::string, std::string>> env) {
+                              std::vector<std::pair<std::string, std::string>> env,
+                              const std::string& backend = "delegation") {
   std::string cmd = "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then (sleep " + std::string(after) + "; kill -" + signal +
                     " $$) & fi; exec " BENCHKV_BIN;
-  for (const std::string& a : small_real("delegation", {"-d", "4", "--interval-ms", "200"})) cmd += " '" + a + "'";
+  for (const std::string& a : small_real(backend, {"-d", "4", "--interval-ms", "200"})) cmd += " '" + a + "'";
   std::vector<std::string> argv = {MPIEXEC_BIN, "-np", "2", "--oversubscribe", "--bind-to", "none", "-x", "UCX_TLS",
                                    "-x", "BENCHKV_PEER_TIMEOUT", "/bin/sh", "-c", cmd};
   auto e = mpi_env("sm,self");
@@ -154,12 +155,17 @@ TEST_CASE("mpirun -np 2: a rank stopped mid-run (SIGSTOP): the other fails its c
   CHECK_THAT(o.err, Catch::Contains("a peer rank is stopped, dead or unreachable"));
   CHECK_THAT(o.err, Catch::Contains("benchkv: rank 0: MPI_Allreduce"));
   CHECK_THAT(o.err, Catch::Contains("marked incomplete"));
+  CHECK_THAT(o.err, Catch::Contains("every copyrpc endpoint stopped, their pending calls failed back"));
   // Run of 4 s + peer timeout 2 s, plus start-up, wind-down and teardown.
   CHECK(secs < 30);
   REQUIRE(e2e::fs::exists(dir.path() / "out.csv"));
   const json s = e2e::read_json(dir.path() / "out.summary.json");
   CHECK_THAT(s["incomplete"]["reason"].get<std::string>(), Catch::Contains("MPI_Allreduce"));
   CHECK(s["incomplete"]["ranks_reported"] == json::array({0}));
+  // The transport's details, as a complete run's summary has them.
+  CHECK(s["real"]["transport"] == "ucx");
+  CHECK(s["real"]["ucx_tls"] == "sm,self");
+  CHECK(s["real"]["ranks"] == 2);
   const json& t = s["totals"];
   // Rank 0's clients had calls pending at rank 1 when it stopped (half the keys live
   // there, queue depth 4): each ended reported failed, none was left unanswered.
@@ -174,6 +180,27 @@ TEST_CASE("mpirun -np 2: a rank stopped mid-run (SIGSTOP): the other fails its c
   for (const e2e::CsvRow& row : e2e::read_csv(dir.path() / "out.csv")) (row.rank == 0 ? rank0 : others) += row.requests;
   CHECK(rank0 > 0);
   CHECK(others == 0);
+}
+
+TEST_CASE("mpirun -np 2, ucx-am: a rank stopped mid-run (SIGSTOP): the other says its calls stay unanswered",
+          "[real-run][mpi][faults]") {
+  e2e::TempDir dir;
+  const Outcome o = run_with_rank1_signal("STOP", "1.5", dir.path(), {{"BENCHKV_PEER_TIMEOUT", "2"}}, "ucx-am");
+  INFO(e2e::describe(o));
+  CHECK(o.status != 0);
+  CHECK_THAT(o.err, Catch::Contains("did not complete within BENCHKV_PEER_TIMEOUT=2.0 s"));
+  CHECK_THAT(o.err, Catch::Contains("marked incomplete"));
+  // ucx-am has no copyrpc endpoints: the message says what happened to its calls instead.
+  CHECK_THAT(o.err, !Catch::Contains("copyrpc"));
+  CHECK_THAT(o.err, Catch::Contains("its calls to the lost peer stay unanswered"));
+  REQUIRE(e2e::fs::exists(dir.path() / "out.summary.json"));
+  const json s = e2e::read_json(dir.path() / "out.summary.json");
+  CHECK(s["real"]["transport"] == "ucx");
+  const json& t = s["totals"];
+  CHECK(t["failed"] == 0);
+  // Rank 0's clients had requests pending at rank 1 (half the keys live there): unanswered.
+  CHECK(t["unanswered"].get<uint64_t>() > 0);
+  CHECK(t["issued"].get<uint64_t>() == t["completed"].get<uint64_t>() + t["unanswered"].get<uint64_t>());
 }
 
 TEST_CASE("mpirun -np 2: a rank killed mid-run (SIGKILL) ends the job with a non-zero status, in bounded time",
