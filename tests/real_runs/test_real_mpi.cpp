@@ -225,6 +225,27 @@ TEST_CASE("mpirun -np 2: a rank killed mid-run (SIGKILL) ends the job with a non
   CHECK_FALSE(e2e::fs::exists(dir.path() / "out.csv"));
 }
 
+TEST_CASE("mpirun -np 2 over shared memory: a rank killed mid-run, the job kept alive: the survivor fails its calls back",
+          "[real-run][mpi][faults]") {
+  e2e::TempDir dir;
+  const Outcome o =
+      run_with_rank1_signal("KILL", "1.5", dir.path(), {{"BENCHKV_PEER_TIMEOUT", "2"}}, "delegation", "sm,self", true);
+  INFO(e2e::describe(o));
+  // UCX 1.13 has no peer error handling over shared memory: the survivor's calls to the
+  // dead rank stay pending until the drain all-reduce misses its deadline, and the
+  // wind-down fails them back (at most 2 clients x queue depth 4).
+  CHECK_THAT(o.err, Catch::Contains("did not complete within BENCHKV_PEER_TIMEOUT=2.0 s"));
+  CHECK_THAT(o.err, Catch::Contains("marked incomplete"));
+  REQUIRE(e2e::fs::exists(dir.path() / "out.summary.json"));
+  const json s = e2e::read_json(dir.path() / "out.summary.json");
+  const json& t = s["totals"];
+  CHECK(t["errors"] == 0);
+  CHECK(t["unanswered"] == 0);
+  CHECK(t["failed"].get<uint64_t>() > 0);
+  CHECK(t["failed"].get<uint64_t>() <= 8);
+  CHECK(t["issued"].get<uint64_t>() == t["completed"].get<uint64_t>() + t["failed"].get<uint64_t>());
+}
+
 TEST_CASE("mpirun -np 2 over tcp: a rank killed mid-run: the survivor's queue pairs fail and copyrpc fails calls back",
           "[real-run][mpi][faults]") {
   e2e::TempDir dir;
