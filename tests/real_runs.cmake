@@ -17,6 +17,14 @@ if(BKV_REAL_E2E AND MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
            COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --oversubscribe $<TARGET_FILE:test_mpi_smoke>)
   set_tests_properties(mpi_smoke_np2 PROPERTIES LABELS e2e TIMEOUT 300 RESOURCE_LOCK mpirun
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+  # The watchdog backstop ends a rank stuck outside a collective: its message, then the
+  # job's exit status (rank 0's kPeerLostExitCode, 3, as mpirun passes it on).
+  add_test(NAME mpi_watchdog
+           COMMAND sh -c "\"$1\" -np 1 \"$2\" --watchdog; echo \"exit status $?\"" sh
+                   ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_mpi_smoke>)
+  set_tests_properties(mpi_watchdog PROPERTIES LABELS e2e TIMEOUT 120 RESOURCE_LOCK mpirun
+    PASS_REGULAR_EXPRESSION "rank 0: no collective completed for 1\\.2 s \\(the longest phase plus twice BENCHKV_PEER_TIMEOUT=0\\.5 s\\): a peer rank is stopped, dead or unreachable; ending this rank.*exit status 3"
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;BENCHKV_PEER_TIMEOUT=0.5")
 endif()
 
 bkv_add_test(test_real_wallclock GROUP concurrency SOURCES real_runs/test_real_wallclock.cpp LIBS bkv_kv bkv_app)

@@ -4,8 +4,10 @@
 // gather to rank 0; with UCX built in, it also connects a UcxTransport queue pair to
 // every peer through the exchanged ConnectInfos and moves WRITE+IMM data both ways
 // between the processes. Exit status 0 = pass; every failure prints its reason.
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <set>
 #include <string>
 #include <vector>
@@ -113,8 +115,23 @@ void ucx_exchange(const bkv::mpi::Session& s) {
 
 }  // namespace
 
+// `--watchdog`: the watchdog backstop. After one completed collective, this rank sits
+// outside any collective for longer than the watchdog's quiet period (the longest phase,
+// 0.2 s, plus twice BENCHKV_PEER_TIMEOUT): the watchdog must end it with its message and
+// kPeerLostExitCode. Falling through the wait is a failure (exit 1).
+int watchdog_probe(bkv::mpi::Session& s) {
+  s.start_watchdog(0.2);
+  s.barrier();
+  const double quiet = 0.2 + 2 * s.collective_deadline_seconds();
+  std::this_thread::sleep_for(std::chrono::duration<double>(quiet + 10));
+  std::fprintf(stderr, "rank %d: FAILED: the watchdog did not end this rank within %.1f s of quiet\n", s.rank(),
+               quiet + 10);
+  return 1;
+}
+
 int main(int argc, char** argv) {
   bkv::mpi::Session s(&argc, &argv);
+  if (argc > 1 && std::strcmp(argv[1], "--watchdog") == 0) return watchdog_probe(s);
   const int me = s.rank(), n = s.size();
   expect(n >= 2, "at least two ranks (run under mpirun -np 2)", me);
   expect(s.local_size() >= 1 && s.local_size() <= n, "local size within world size", me);
