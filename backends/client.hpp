@@ -106,6 +106,8 @@ class Client {
       const bool local = req.rank == node_.rank;
       uint32_t token = 0;
       if constexpr (kRecordLatency) token = free_tokens_[free_count_ - 1];  // in_flight < queue_depth: one is free
+      // Recorded before the post: on real threads a daemon may apply the request at once.
+      if (oracle_ != nullptr) [[unlikely]] oracle_->issued(node_.rank, oracle_client_, token, req);
       bool ok;
       if (local) {
         ok = ipc_[owner_of(req.key, node_.daemons)]->call(req, token) == shm::IpcCallStatus::kOk;
@@ -114,10 +116,10 @@ class Client {
         if constexpr (RemotePath::kSharedHead) meter_.charge(Op::kRingReserve, 1);
       }
       if (!ok) {
+        if (oracle_ != nullptr) [[unlikely]] oracle_->withdrawn(node_.rank, oracle_client_, token);
         res.blocked = true;
         break;
       }
-      if (oracle_ != nullptr) [[unlikely]] oracle_->issued(node_.rank, oracle_client_, token, req);
       if constexpr (kRecordLatency) {
         --free_count_;
         pending_[token] = Pending{clock(), metrics::latency_class(req.is_get(), local), true};

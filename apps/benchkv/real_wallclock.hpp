@@ -32,7 +32,10 @@ using WallclockRuntime = app::NodeRuntime<app::RealThreads, MakeWallclockTranspo
 
 // Runs o.np nodes of o.backend (meta, delegation or direct) in this process; every
 // other option as for benchkv. Returns the full results (this process is every rank).
-inline RealResult run_wallclock_cluster(const app::Options& o, const loopback::WallclockConfig& wc = {}) {
+// `oracle` (optional, made with HistoryOracle::Threads::kSharedByThreads) records every
+// issue, store operation and answer of the whole run, drain included, for its check().
+inline RealResult run_wallclock_cluster(const app::Options& o, const loopback::WallclockConfig& wc = {},
+                                        kv::HistoryOracle* oracle = nullptr) {
   if (!o.backend) throw std::invalid_argument("no backend given");
   return backend::with_node_backend(*o.backend, [&]<class B>() {
     using NodeT = backend::Node<B, WallclockRuntime>;
@@ -47,6 +50,8 @@ inline RealResult run_wallclock_cluster(const app::Options& o, const loopback::W
       nodes.push_back(std::make_unique<NodeT>(ns.node, ns.loop, ns.workload, ns.context, *rts.back()));
     }
     backend::connect_in_process(nodes);
+    if (oracle != nullptr)
+      for (auto& n : nodes) n->attach_oracle(oracle);
 
     std::vector<typename Driver<NodeT>::Local> locals;
     for (uint32_t r = 0; r < np; ++r) {
@@ -58,7 +63,7 @@ inline RealResult run_wallclock_cluster(const app::Options& o, const loopback::W
     Driver<NodeT> drv(std::move(locals), D, C, /*yield_when_idle=*/true);
     drv.spawn();
     InProcessCoordinator coord{np};
-    return run_measurement(drv, o, coord, {});
+    return run_measurement(drv, o, coord, {});  // its threads are joined: the oracle's record is whole
   });
 }
 

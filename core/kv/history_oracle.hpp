@@ -17,8 +17,16 @@
 // value a store slot held between two ticks is exactly the last put applied before.
 // (Virtual time is not used: simulated threads timestamp their work mid-step, and two
 // daemons writing one key (direct backend) can carry timestamps out of the order their
-// writes took effect.) The oracle is not thread-safe: runs whose threads are real OS
-// threads do not use it.
+// writes took effect.)
+//
+// Runs on real OS threads (the in-process wall-clock cluster) construct the oracle
+// with kSharedByThreads: every record then takes the oracle's mutex, and a store
+// operation runs inside it with its record (kv::execute, through apply_lock()), so the
+// record order is an order in which the operations really happened: a put recorded
+// before another to the same key was applied before it, and the value a get read is
+// the one of the last put recorded before it. A client records a request's issue
+// before it posts the request (so no thread can apply it before its issue tick) and
+// withdraws it when the post is refused (kWithdraw: the request never left).
 //
 // Recording is off unless a run asks for it: Store and Client hold a null pointer to
 // the oracle by default and test it once per operation.
@@ -26,6 +34,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -36,12 +45,14 @@ namespace bkv::kv {
 
 class HistoryOracle {
  public:
-  enum class EventKind : uint8_t { kIssue = 0, kAnswer = 1, kApply = 2 };
+  enum class EventKind : uint8_t { kIssue = 0, kAnswer = 1, kApply = 2, kWithdraw = 3 };
 
   // One recorded event; its tick is its index in events().
-  //   kIssue:  client (rank, client, token) issued `req`
-  //   kAnswer: client (rank, client, token) received `resp`
-  //   kApply:  the store of node `rank` executed `req` (client and token unused)
+  //   kIssue:    client (rank, client, token) issued `req`
+  //   kAnswer:   client (rank, client, token) received `resp`
+  //   kApply:    the store of node `rank` executed `req` (client and token unused)
+  //   kWithdraw: client (rank, client, token) took back the request it had just
+  //              recorded as issued: its post was refused, so it never left
   struct Event {
     EventKind kind = EventKind::kIssue;
     uint32_t rank = 0;
@@ -89,14 +100,25 @@ class HistoryOracle {
     uint64_t count(ViolationKind k) const noexcept { return counts[static_cast<size_t>(k)]; }
   };
 
+  enum class Threads : uint8_t { kOne, kSharedByThreads };
+  explicit HistoryOracle(Threads threads = Threads::kOne) : shared_(threads == Threads::kSharedByThreads) {}
+
   void issued(uint32_t rank, uint32_t client, uint32_t token, const Request& req) {
-    events_.push_back(Event{EventKind::kIssue, rank, client, token, req, Response{}});
+    record(Event{EventKind::kIssue, rank, client, token, req, Response{}});
+  }
+  void withdrawn(uint32_t rank, uint32_t client, uint32_t token) {
+    record(Event{EventKind::kWithdraw, rank, client, token, Request{}, Response{}});
   }
   void answered(uint32_t rank, uint32_t client, uint32_t token, const Response& resp) {
-    events_.push_back(Event{EventKind::kAnswer, rank, client, token, Request{}, resp});
+    record(Event{EventKind::kAnswer, rank, client, token, Request{}, resp});
   }
+  // A store operation: the caller holds apply_lock() across the operation and this call.
   void applied(uint32_t rank, const Request& req, const Response& resp) {
     events_.push_back(Event{EventKind::kApply, rank, 0, 0, req, resp});
+  }
+  // Held across a store operation and its applied() record (empty for kOne).
+  std::unique_lock<std::mutex> apply_lock() {
+    return shared_ ? std::unique_lock<std::mutex>(mu_) : std::unique_lock<std::mutex>();
   }
 
   const std::vector<Event>& events() const noexcept { return events_; }
@@ -157,7 +179,17 @@ class HistoryOracle {
     };
     for (uint64_t t = 0; t < events.size(); ++t) {
       const Event& e = events[t];
-      if (e.kind == EventKind::kIssue) {
+      if (e.kind == EventKind::kWithdraw) {
+        // Only the request just issued on that token can be withdrawn.
+        const auto it = pending.find(slot_id(e));
+        if (it == pending.end()) {
+          violation(ViolationKind::kDuplicateAnswer,
+                    who(e) + " withdrawn at tick " + std::to_string(t) + " with no request pending");
+          continue;
+        }
+        pending.erase(it);
+        --v.requests;
+      } else if (e.kind == EventKind::kIssue) {
         ++v.requests;
         auto [it, fresh] = pending.try_emplace(slot_id(e), Pending{t, e.req});
         if (!fresh) {
@@ -211,6 +243,13 @@ class HistoryOracle {
   }
 
  private:
+  void record(const Event& e) {
+    const std::unique_lock<std::mutex> lock = apply_lock();
+    events_.push_back(e);
+  }
+
+  bool shared_;
+  std::mutex mu_;
   std::vector<Event> events_;
 };
 // Three events per request (issue, store operation, answer): the memory the oracle costs.

@@ -90,16 +90,22 @@ inline Response execute(Store& store, const Request& req) noexcept {
   if (req.rank != store.rank()) return Response::failure(ErrorCode::kWrongRank, req.key);
   if (!store.in_range(req.key)) return Response::failure(ErrorCode::kKeyOutOfRange, req.key);
   auto& slot = store.slot_unchecked(req.key);
-  Response resp;
-  if (req.is_put()) {
-    slot.store(req.value, std::memory_order_relaxed);
-    resp = Response::put_ok();
-  } else {
+  auto apply = [&]() {
+    if (req.is_put()) {
+      slot.store(req.value, std::memory_order_relaxed);
+      return Response::put_ok();
+    }
     const uint64_t v = slot.load(std::memory_order_relaxed);
-    resp = v == kAbsentValue ? Response::get_not_found() : Response::get_ok(v);
+    return v == kAbsentValue ? Response::get_not_found() : Response::get_ok(v);
+  };
+  if (HistoryOracle* oracle = store.oracle(); oracle != nullptr) [[unlikely]] {
+    // The operation and its record as one step of the oracle's order (history_oracle.hpp).
+    const std::unique_lock<std::mutex> lock = oracle->apply_lock();
+    const Response resp = apply();
+    oracle->applied(store.rank(), req, resp);
+    return resp;
   }
-  if (store.oracle() != nullptr) [[unlikely]] store.oracle()->applied(store.rank(), req, resp);
-  return resp;
+  return apply();
 }
 
 }  // namespace bkv::kv

@@ -173,6 +173,27 @@ TEST_CASE("real runtime over the wall-clock loopback with injected delay", "[rea
   check(real::run_wallclock_cluster(o, wc), o);
 }
 
+TEST_CASE("real runtime over the wall-clock loopback: the exactly-once oracle holds on real threads",
+          "[real-run][wallclock][oracle]") {
+  const app::BackendKind b =
+      GENERATE(app::BackendKind::kDelegation, app::BackendKind::kMeta, app::BackendKind::kDirect);
+  INFO("backend " << backend::to_string(b));
+  app::Options o = small(b, 2);
+  o.runs = 1;
+  kv::HistoryOracle oracle(kv::HistoryOracle::Threads::kSharedByThreads);
+  const real::RealResult res = real::run_wallclock_cluster(o, {}, &oracle);
+  const kv::HistoryOracle::Verdict v = oracle.check();
+  for (const std::string& e : v.examples) UNSCOPED_INFO(e);
+  CHECK(v.ok());
+  // Every request the clients counted is in the record, issued and answered once.
+  CHECK(v.requests == res.issued);
+  CHECK(v.answered == res.completed);
+  CHECK(v.failed == 0);
+  // Values were checked against the keys' histories, written by several threads.
+  CHECK(v.gets_checked > 0);
+  CHECK(v.puts_applied > 0);
+}
+
 TEST_CASE("real runtime: a backend that is not a copyrpc node is refused", "[real-run][wallclock]") {
   app::Options o = small(app::BackendKind::kDelegation, 2);
   o.backend = app::BackendKind::kUcxAm;

@@ -235,4 +235,22 @@ TEST_CASE("the oracle's per-key history on hand-made records", "[oracle]") {
   const Oracle::Verdict tv = t.check();
   CHECK(tv.count(VK::kTokenReused) == 1);
   CHECK(tv.count(VK::kLostRequest) == 1);
+  // A withdrawn request (its post refused) never left: not counted, not lost, and an
+  // answer for it is a duplicate; withdrawing a token with nothing pending is one too.
+  Oracle w;
+  w.issued(0, 0, 4, get);
+  w.withdrawn(0, 0, 4);
+  w.issued(0, 0, 4, put1);
+  w.applied(0, put1, kv::Response::put_ok());
+  w.answered(0, 0, 4, kv::Response::put_ok());
+  const Oracle::Verdict wv = w.check();
+  CHECK(wv.ok());
+  CHECK(wv.requests == 1);
+  CHECK(wv.answered == 1);
+  std::vector<Oracle::Event> answered_withdrawn = w.events();
+  answered_withdrawn.insert(answered_withdrawn.begin() + 2,
+                            Oracle::Event{Oracle::EventKind::kAnswer, 0, 0, 4, {}, kv::Response::get_not_found()});
+  CHECK(Oracle::check(answered_withdrawn).count(VK::kDuplicateAnswer) == 1);
+  w.withdrawn(0, 0, 4);
+  CHECK(w.check().count(VK::kDuplicateAnswer) == 1);
 }
