@@ -1,0 +1,36 @@
+"""Daemon #0's loop texture from a simulator trace made with waves_probe.patch applied.
+
+Usage: python3 waves_loops.py TRACE.json A_US B_US [RANK]
+Rebuilds loops from the traced steps (a loop ends at the step where the daemon's loop count
+moves), keeps those that start in [A, B) us, and prints over all ranks: loops per rank, mean
+loop, completions (responses handed back) per loop, remote completions per second per node,
+and the share of loops with 0, 1, 2-10, 11-100 and >100 completions (calibration.md C1's
+bins). With RANK, also lists that rank's loops: start, duration, responses, incoming
+requests, calls issued, hardware CQEs. See bistability.md, "Three candidates for what keeps
+the NP=16 wave together".
+"""
+import json,sys,collections
+f=sys.argv[1]; a=float(sys.argv[2]); b=float(sys.argv[3]); show=len(sys.argv)>4
+t=json.load(open(f))
+steps=collections.defaultdict(list)
+for e in t['traceEvents']:
+    if e.get('name')=='loop' and e.get('tid')==0: steps[e['pid']].append(e)
+H=collections.Counter(); loops=0; comp=0; busy=0.0; span=0.0; ranks=0; bigs=[]
+for r,ev in sorted(steps.items()):
+    ev.sort(key=lambda e:e['ts']); prev=None; start=None; L=[]
+    for e in ev:
+        g=e['args']
+        if start is None: start=e['ts']
+        if prev is not None and g['nloop']!=prev:
+            L.append((start,e['ts']+e['dur']-start,g['resp'],g['reqin'],g['callsout'],g['cqes'])); start=None
+        prev=g['nloop']
+    L=[x for x in L if a<=x[0]<b]
+    ranks+=1
+    for s,d,resp,rq,co,cq in L:
+        loops+=1; comp+=resp; busy+=d
+        H['0' if resp==0 else '1' if resp==1 else '2-10' if resp<=10 else '11-100' if resp<=100 else '>100']+=1
+        if resp>100: bigs.append((r,s,resp))
+    if show and r==int(sys.argv[4]):
+        for x in L: print("%9.2f %7.2f resp %4d reqin %4d out %4d cqe %3d"%x)
+n=sum(H.values())
+print(f"{f.split('/')[-1]:24s} [{a:.0f},{b:.0f}) loops/rank {loops/ranks:.0f} mean loop {busy/loops:.2f}us compl/loop {comp/loops:.1f} remote compl/s/node {comp/ranks/(b-a):.2f}M  "+' '.join(f"{k}:{100*H[k]/n:.1f}%" for k in ['0','1','2-10','11-100','>100']), f" big-loop mean {sum(x[2] for x in bigs)/max(1,len(bigs)):.0f}")
