@@ -561,6 +561,11 @@ UcxTransport::UcxTransport(const Config& config)
     throw std::invalid_argument("ucx transport: send_queue_depth must be a power of two (got " +
                                 std::to_string(config.send_queue_depth) + ")");
   if (config.srq_capacity == 0) throw std::invalid_argument("ucx transport: srq_capacity must be positive");
+  if (config.shm_fifo_element_size != 0 && (config.shm_fifo_element_size < kMinShmFifoElementSize ||
+                                            config.shm_fifo_element_size > kMaxShmFifoElementSize))
+    throw std::invalid_argument("ucx transport: shm_fifo_element_size " + std::to_string(config.shm_fifo_element_size) +
+                                " is outside " + std::to_string(kMinShmFifoElementSize) + ".." +
+                                std::to_string(kMaxShmFifoElementSize) + " (0 = UCX's setting)");
   ucp_config_t* cfg = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &cfg);
   if (st != UCS_OK) fail("ucp_config_read", st);
@@ -569,6 +574,16 @@ UcxTransport::UcxTransport(const Config& config)
     if (st != UCS_OK) {
       ucp_config_release(cfg);
       throw std::invalid_argument("ucx transport: bad transport list '" + config.tls + "': " + ucs_status_string(st));
+    }
+  }
+  if (config.shm_fifo_element_size != 0) {
+    const std::string size = std::to_string(config.shm_fifo_element_size);
+    // "MM_" reaches the table posix and sysv share (UCX 1.13 ignores "POSIX_..."/"SYSV_..." here).
+    st = ucp_config_modify(cfg, "MM_FIFO_ELEM_SIZE", size.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(cfg);
+      throw std::invalid_argument("ucx transport: bad shared-memory FIFO element size " + size + ": " +
+                                  ucs_status_string(st));
     }
   }
   ucp_params_t params{};

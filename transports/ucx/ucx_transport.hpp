@@ -134,10 +134,28 @@ static_assert(offsetof(AmHeader, dst_qp) == 4 && offsetof(AmHeader, src_qp) == 8
               offsetof(AmHeader, remote_addr) == 40 && offsetof(AmHeader, rkey) == 48 &&
               offsetof(AmHeader, length) == 52);
 
+// UCX's shared-memory transports (posix, sysv) send a message by copying it into one
+// element of the receiver's FIFO; a message fits UCX's short path (no request, no pack
+// callbacks: about 340 instructions a send against about 720 on the bcopy path, UCX 1.13)
+// when the user header, payload and UCX's own headers fit one element. UCX's default
+// element (128 bytes) leaves 93 bytes for user header and payload: less than AmHeader
+// plus the smallest copyrpc batch (64 bytes). kShmFifoElementSize leaves 477: AmHeader
+// plus a batch of up to 416 bytes takes the short path (ucp_ep_print_info shows the
+// thresholds). The FIFOs grow from 8 KiB to 32 KiB (64 elements) per worker.
+inline constexpr uint32_t kShmFifoElementSize = 512;
+inline constexpr uint32_t kMinShmFifoElementSize = 128;   // UCX's default
+inline constexpr uint32_t kMaxShmFifoElementSize = 8192;  // about UCX's bcopy segment (8256)
+static_assert(kMinShmFifoElementSize <= kShmFifoElementSize && kShmFifoElementSize <= kMaxShmFifoElementSize);
+
 struct Config {
   uint32_t send_queue_depth = 256;  // per queue pair, a power of two
   uint32_t srq_capacity = 4096;     // receives the shared receive queue holds
   std::string tls;                  // UCX_TLS override ("sm,self", "tcp"); empty = environment
+  // Bytes of a shared-memory FIFO element (UCX_POSIX_FIFO_ELEM_SIZE and
+  // UCX_SYSV_FIFO_ELEM_SIZE), kMinShmFifoElementSize..kMaxShmFifoElementSize; 0 = UCX's
+  // setting (environment or default). UCX indexes the peer's FIFO with its own element
+  // size: every process of a job must use the same size.
+  uint32_t shm_fifo_element_size = kShmFifoElementSize;
 };
 
 class UcxTransport;
