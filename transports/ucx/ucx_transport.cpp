@@ -43,40 +43,41 @@ struct UcxTransport::Impl {
   }
 
   static AmHeader reply_header(const QueuePair& qp, AmOp op, uint64_t seq) {
-    AmHeader h{};
+    AmHeader h = qp.header_template_;
     h.op = op;
-    h.dst_qp = qp.remote_qp_;
-    h.src_qp = qp.qp_num_;
-    h.dst_token = qp.remote_token_;
-    h.src_token = qp.token_;
     h.seq = seq;
     return h;
   }
 
-  static void send(UcxTransport& t, QueuePair& qp, const AmHeader& h, const void* data, size_t len) {
-    SendSlot* slot;
-    if (t.free_send_slots_.empty()) {
-      t.send_slots_.push_back(std::make_unique<SendSlot>());
-      slot = t.send_slots_.back().get();
-    } else {
-      slot = t.free_send_slots_.back();
-      t.free_send_slots_.pop_back();
+  static SendSlot& spare_send_slot(UcxTransport& t) {
+    if (t.spare_send_slot_ == nullptr) {
+      if (t.free_send_slots_.empty()) {
+        t.send_slots_.push_back(std::make_unique<SendSlot>());
+        t.spare_send_slot_ = t.send_slots_.back().get();
+      } else {
+        t.spare_send_slot_ = t.free_send_slots_.back();
+        t.free_send_slots_.pop_back();
+      }
     }
-    slot->qp = &qp;
-    slot->header = h;
-    ucp_request_param_t p{};
+    return *t.spare_send_slot_;
+  }
+
+  static void send(UcxTransport& t, QueuePair& qp, const AmHeader& h, const void* data, size_t len) {
+    SendSlot& slot = spare_send_slot(t);
+    slot.qp = &qp;
+    slot.header = h;
+    ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = &Impl::on_send_done;
-    p.user_data = slot;
-    ucs_status_ptr_t r = ucp_am_send_nbx(qp.ep_, kAmId, &slot->header, sizeof(AmHeader), data, len, &p);
-    if (r == nullptr) {
-      t.free_send_slots_.push_back(slot);
-    } else if (UCS_PTR_IS_ERR(r)) {
-      t.free_send_slots_.push_back(slot);
+    p.user_data = &slot;
+    ucs_status_ptr_t r = ucp_am_send_nbx(qp.ep_, kAmId, &slot.header, sizeof(AmHeader), data, len, &p);
+    if (r == nullptr) return;  // done in place: the slot stays the spare
+    if (UCS_PTR_IS_ERR(r)) {
       transport_failure(t, qp);
-    } else {
-      ++t.inflight_requests_;
+      return;
     }
+    t.spare_send_slot_ = nullptr;  // UCX holds the header until on_send_done
+    ++t.inflight_requests_;
   }
 
   static void on_send_done(void* request, ucs_status_t status, void* user_data) {
@@ -507,6 +508,10 @@ void QueuePair::connect(const ConnectInfo& remote) {
   ep_ = ep;
   remote_qp_ = remote.qp_num;
   remote_token_ = remote.token;
+  header_template_.dst_qp = remote_qp_;
+  header_template_.src_qp = qp_num_;
+  header_template_.dst_token = remote_token_;
+  header_template_.src_token = token_;
 }
 
 void QueuePair::ring_doorbell() {
@@ -521,11 +526,7 @@ void QueuePair::ring_doorbell() {
       ++submitted_;
       continue;
     }
-    AmHeader h{};
-    h.dst_qp = remote_qp_;
-    h.src_qp = qp_num_;
-    h.dst_token = remote_token_;
-    h.src_token = token_;
+    AmHeader h = header_template_;
     h.seq = seq;
     h.remote_addr = w.remote_addr;
     h.rkey = w.rkey;

@@ -225,6 +225,7 @@ class QueuePair : public software_nic::PostVerbs<QueuePair> {
   uint32_t remote_qp_ = 0;
   bool peer_error_handling_ = false;
   uint64_t remote_token_ = 0;
+  AmHeader header_template_{};  // connect(): the queue-pair numbers and tokens every message carries
   // Requester side. Sequence numbers:
   //   slots_.freed() <= completed_ <= submitted_ <= slots_.posted().
   software_nic::SendQueueSlots slots_;
@@ -325,6 +326,9 @@ class UcxTransport {
   std::vector<RndvRecv> rndv_;
   std::vector<std::unique_ptr<SendSlot>> send_slots_;
   std::vector<SendSlot*> free_send_slots_;
+  // The slot the next send uses: a send UCX completes in place leaves it here for the
+  // one after (the common case: UCX's short and bcopy paths).
+  SendSlot* spare_send_slot_ = nullptr;
   bool closing_ = false;
   bool recv_progressed_ = false;  // a poll_recv() progressed since the last poll_send()
   uint64_t inflight_requests_ = 0;  // UCX requests not yet completed
