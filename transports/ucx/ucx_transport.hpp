@@ -41,7 +41,9 @@
 //    flushes the rest. Zero-length requests touch no memory and are not checked.
 //  - ring_doorbell(): hands every request posted on this queue pair since the previous
 //    doorbell to UCX (ucp_am_send_nbx), in post order. UCX sends what it can at once;
-//    the rest leaves as the worker progresses.
+//    the rest leaves as the worker progresses. Over shared memory the transport asks UCX
+//    for FIFO elements large enough (kShmFifoElementSize) that a WRITE of up to 416
+//    bytes, header included, leaves by UCX's short path, the cheapest it has.
 //  - poll_recv() progresses the worker once (ucp_worker_progress, which runs the AM
 //    handlers), sends the ACKs/NAKs/READ responses the handlers queued, then drains the
 //    receive completion queue. poll_send() does the same for the send completion queue,
