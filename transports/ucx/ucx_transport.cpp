@@ -4,8 +4,10 @@
 
 #include <ucp/api/ucp.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -31,6 +33,27 @@ constexpr bool carries_data(AmOp op) noexcept {
 }
 constexpr bool valid_op(uint8_t op) noexcept {
   return op >= static_cast<uint8_t>(AmOp::kWrite) && op <= static_cast<uint8_t>(AmOp::kReadResponse);
+}
+
+// Whether UCX may use its shared-memory FIFOs (posix, sysv) with this UCX_TLS list ("" =
+// UCX's default, all; "^a,b" = all but a and b; "sm"/"shm" = every shared-memory
+// transport, "mm" = posix and sysv). A FIFO setting no transport uses makes UCX warn.
+bool may_use_shm_fifos(const std::string& tls) {
+  if (tls.empty()) return true;
+  const bool exclude = tls.front() == '^';
+  bool all = false, group = false, posix = false, sysv = false;
+  size_t pos = exclude ? 1 : 0;
+  while (pos <= tls.size()) {
+    const size_t end = std::min(tls.find(',', pos), tls.size());
+    const std::string name = tls.substr(pos, end - pos);
+    all |= name == "all";
+    group |= name == "sm" || name == "shm" || name == "mm";
+    posix |= name == "posix";
+    sysv |= name == "sysv";
+    pos = end + 1;
+  }
+  if (exclude) return !(group || (posix && sysv));
+  return all || group || posix || sysv;
 }
 
 }  // namespace
@@ -577,7 +600,9 @@ UcxTransport::UcxTransport(const Config& config)
       throw std::invalid_argument("ucx transport: bad transport list '" + config.tls + "': " + ucs_status_string(st));
     }
   }
-  if (config.shm_fifo_element_size != 0) {
+  const char* env_tls = std::getenv("UCX_TLS");
+  const std::string tls = !config.tls.empty() ? config.tls : env_tls != nullptr ? env_tls : "";
+  if (config.shm_fifo_element_size != 0 && may_use_shm_fifos(tls)) {
     const std::string size = std::to_string(config.shm_fifo_element_size);
     // "MM_" reaches the table posix and sysv share (UCX 1.13 ignores "POSIX_..."/"SYSV_..." here).
     st = ucp_config_modify(cfg, "MM_FIFO_ELEM_SIZE", size.c_str());
