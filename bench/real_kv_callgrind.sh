@@ -6,6 +6,8 @@
 #   bench/real_kv_callgrind.sh [build-dir] -- 'LABEL=BACKEND [benchkv options]' ...
 #     (a configuration whose first word is @PATH runs the benchkv binary at PATH)
 #     env: TLS=sm,self SECS=4 QD=4 KEYS=1024 READ_RATIO=0.5 (1 daemon + 1 client per rank)
+#          KEEP=DIR keeps the callgrind files (DIR/cg.N.RANK, N = configuration index) for
+#          callgrind_annotate
 #
 # Each configuration runs once, both ranks under valgrind --tool=callgrind. The counts are
 # the inclusive instructions of the worker threads (daemons and clients: start_thread;
@@ -43,6 +45,7 @@ done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 UCX_TLS=$TLS
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
+if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP"; KEEP=$(realpath "$KEEP"); fi
 
 echo "setup: 2 ranks x (1 daemon + 1 client threads) under callgrind, QD ${QD}, ${KEYS} keys/rank, read ratio ${READ_RATIO}," \
      "${SECS} s runs, UCX_TLS=${TLS}, UCX $(ucx_info -v | head -1 | sed 's/# //')"
@@ -126,5 +129,6 @@ steps = n(r"Client<.*>::step\(\)$|Impl::step_client")
 print(f"  calls/request: ucp_worker_progress {n('^ucp_worker_progress$'):.2f}  ucp_am_send_nbx {n('^ucp_am_send_nbx$'):.2f}"
       f"  daemon loops {loops:.2f}  client steps {steps:.2f}  sched_yield {n('^sched_yield$'):.2f}")
 PY
+  if [ -n "${KEEP:-}" ]; then cp "$WORK/cg.$i.0" "$WORK/cg.$i.1" "$KEEP/"; fi
   i=$((i + 1))
 done

@@ -28,9 +28,11 @@ struct UcxHarness {
   };
   std::string tls;
   std::function<void(const T&)> on_destroy;
+  uint32_t shm_fifo_element_size = bkv::ucx::kShmFifoElementSize;
   std::unique_ptr<T, Deleter> make() {
     bkv::ucx::Config c;
     c.tls = tls;
+    c.shm_fifo_element_size = shm_fifo_element_size;
     c.send_queue_depth = 64;
     c.srq_capacity = 256;
     return std::unique_ptr<T, Deleter>(new T(c), Deleter{this});
@@ -55,6 +57,12 @@ TEST_CASE("ucx: WRITE+IMM order and integrity with rendezvous-sized messages", "
   check_write_imm_order_and_integrity(h, 120, 300 * 1024);
   h.reset();
   CHECK(rndv > 0);  // the large messages really took the rendezvous path
+}
+
+TEST_CASE("ucx: WRITE+IMM order and integrity with UCX's own shared-memory FIFO element size", "[ucx]") {
+  UcxHarness h{"sm,self"};
+  h.shm_fifo_element_size = 0;  // UCX's 128-byte elements: most messages take the bcopy path
+  check_write_imm_order_and_integrity(h, 300, 4 * 1024);
 }
 
 TEST_CASE("ucx: WRITE+IMM order and integrity over tcp", "[ucx]") {
@@ -129,6 +137,14 @@ TEST_CASE("ucx: a bad configuration is rejected with a message", "[ucx]") {
   SECTION("empty shared receive queue") {
     c.srq_capacity = 0;
     CHECK_THROWS_WITH(bkv::ucx::UcxTransport(c), Catch::Contains("srq_capacity"));
+  }
+  SECTION("shared-memory FIFO element too small") {
+    c.shm_fifo_element_size = bkv::ucx::kMinShmFifoElementSize - 1;
+    CHECK_THROWS_WITH(bkv::ucx::UcxTransport(c), Catch::Contains("shm_fifo_element_size"));
+  }
+  SECTION("shared-memory FIFO element too large") {
+    c.shm_fifo_element_size = bkv::ucx::kMaxShmFifoElementSize + 1;
+    CHECK_THROWS_WITH(bkv::ucx::UcxTransport(c), Catch::Contains("shm_fifo_element_size"));
   }
   SECTION("a transport list UCX cannot use") {
     c.tls = "no_such_transport";

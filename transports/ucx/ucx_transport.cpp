@@ -4,8 +4,10 @@
 
 #include <ucp/api/ucp.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -33,6 +35,27 @@ constexpr bool valid_op(uint8_t op) noexcept {
   return op >= static_cast<uint8_t>(AmOp::kWrite) && op <= static_cast<uint8_t>(AmOp::kReadResponse);
 }
 
+// Whether UCX may use its shared-memory FIFOs (posix, sysv) with this UCX_TLS list ("" =
+// UCX's default, all; "^a,b" = all but a and b; "sm"/"shm" = every shared-memory
+// transport, "mm" = posix and sysv). A FIFO setting no transport uses makes UCX warn.
+bool may_use_shm_fifos(const std::string& tls) {
+  if (tls.empty()) return true;
+  const bool exclude = tls.front() == '^';
+  bool all = false, group = false, posix = false, sysv = false;
+  size_t pos = exclude ? 1 : 0;
+  while (pos <= tls.size()) {
+    const size_t end = std::min(tls.find(',', pos), tls.size());
+    const std::string name = tls.substr(pos, end - pos);
+    all |= name == "all";
+    group |= name == "sm" || name == "shm" || name == "mm";
+    posix |= name == "posix";
+    sysv |= name == "sysv";
+    pos = end + 1;
+  }
+  if (exclude) return !(group || (posix && sysv));
+  return all || group || posix || sysv;
+}
+
 }  // namespace
 
 struct UcxTransport::Impl {
@@ -43,40 +66,41 @@ struct UcxTransport::Impl {
   }
 
   static AmHeader reply_header(const QueuePair& qp, AmOp op, uint64_t seq) {
-    AmHeader h{};
+    AmHeader h = qp.header_template_;
     h.op = op;
-    h.dst_qp = qp.remote_qp_;
-    h.src_qp = qp.qp_num_;
-    h.dst_token = qp.remote_token_;
-    h.src_token = qp.token_;
     h.seq = seq;
     return h;
   }
 
-  static void send(UcxTransport& t, QueuePair& qp, const AmHeader& h, const void* data, size_t len) {
-    SendSlot* slot;
-    if (t.free_send_slots_.empty()) {
-      t.send_slots_.push_back(std::make_unique<SendSlot>());
-      slot = t.send_slots_.back().get();
-    } else {
-      slot = t.free_send_slots_.back();
-      t.free_send_slots_.pop_back();
+  static SendSlot& spare_send_slot(UcxTransport& t) {
+    if (t.spare_send_slot_ == nullptr) {
+      if (t.free_send_slots_.empty()) {
+        t.send_slots_.push_back(std::make_unique<SendSlot>());
+        t.spare_send_slot_ = t.send_slots_.back().get();
+      } else {
+        t.spare_send_slot_ = t.free_send_slots_.back();
+        t.free_send_slots_.pop_back();
+      }
     }
-    slot->qp = &qp;
-    slot->header = h;
-    ucp_request_param_t p{};
+    return *t.spare_send_slot_;
+  }
+
+  static void send(UcxTransport& t, QueuePair& qp, const AmHeader& h, const void* data, size_t len) {
+    SendSlot& slot = spare_send_slot(t);
+    slot.qp = &qp;
+    slot.header = h;
+    ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = &Impl::on_send_done;
-    p.user_data = slot;
-    ucs_status_ptr_t r = ucp_am_send_nbx(qp.ep_, kAmId, &slot->header, sizeof(AmHeader), data, len, &p);
-    if (r == nullptr) {
-      t.free_send_slots_.push_back(slot);
-    } else if (UCS_PTR_IS_ERR(r)) {
-      t.free_send_slots_.push_back(slot);
+    p.user_data = &slot;
+    ucs_status_ptr_t r = ucp_am_send_nbx(qp.ep_, kAmId, &slot.header, sizeof(AmHeader), data, len, &p);
+    if (r == nullptr) return;  // done in place: the slot stays the spare
+    if (UCS_PTR_IS_ERR(r)) {
       transport_failure(t, qp);
-    } else {
-      ++t.inflight_requests_;
+      return;
     }
+    t.spare_send_slot_ = nullptr;  // UCX holds the header until on_send_done
+    ++t.inflight_requests_;
   }
 
   static void on_send_done(void* request, ucs_status_t status, void* user_data) {
@@ -507,6 +531,10 @@ void QueuePair::connect(const ConnectInfo& remote) {
   ep_ = ep;
   remote_qp_ = remote.qp_num;
   remote_token_ = remote.token;
+  header_template_.dst_qp = remote_qp_;
+  header_template_.src_qp = qp_num_;
+  header_template_.dst_token = remote_token_;
+  header_template_.src_token = token_;
 }
 
 void QueuePair::ring_doorbell() {
@@ -521,11 +549,7 @@ void QueuePair::ring_doorbell() {
       ++submitted_;
       continue;
     }
-    AmHeader h{};
-    h.dst_qp = remote_qp_;
-    h.src_qp = qp_num_;
-    h.dst_token = remote_token_;
-    h.src_token = token_;
+    AmHeader h = header_template_;
     h.seq = seq;
     h.remote_addr = w.remote_addr;
     h.rkey = w.rkey;
@@ -561,6 +585,11 @@ UcxTransport::UcxTransport(const Config& config)
     throw std::invalid_argument("ucx transport: send_queue_depth must be a power of two (got " +
                                 std::to_string(config.send_queue_depth) + ")");
   if (config.srq_capacity == 0) throw std::invalid_argument("ucx transport: srq_capacity must be positive");
+  if (config.shm_fifo_element_size != 0 && (config.shm_fifo_element_size < kMinShmFifoElementSize ||
+                                            config.shm_fifo_element_size > kMaxShmFifoElementSize))
+    throw std::invalid_argument("ucx transport: shm_fifo_element_size " + std::to_string(config.shm_fifo_element_size) +
+                                " is outside " + std::to_string(kMinShmFifoElementSize) + ".." +
+                                std::to_string(kMaxShmFifoElementSize) + " (0 = UCX's setting)");
   ucp_config_t* cfg = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &cfg);
   if (st != UCS_OK) fail("ucp_config_read", st);
@@ -569,6 +598,18 @@ UcxTransport::UcxTransport(const Config& config)
     if (st != UCS_OK) {
       ucp_config_release(cfg);
       throw std::invalid_argument("ucx transport: bad transport list '" + config.tls + "': " + ucs_status_string(st));
+    }
+  }
+  const char* env_tls = std::getenv("UCX_TLS");
+  const std::string tls = !config.tls.empty() ? config.tls : env_tls != nullptr ? env_tls : "";
+  if (config.shm_fifo_element_size != 0 && may_use_shm_fifos(tls)) {
+    const std::string size = std::to_string(config.shm_fifo_element_size);
+    // "MM_" reaches the table posix and sysv share (UCX 1.13 ignores "POSIX_..."/"SYSV_..." here).
+    st = ucp_config_modify(cfg, "MM_FIFO_ELEM_SIZE", size.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(cfg);
+      throw std::invalid_argument("ucx transport: bad shared-memory FIFO element size " + size + ": " +
+                                  ucs_status_string(st));
     }
   }
   ucp_params_t params{};

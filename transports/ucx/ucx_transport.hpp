@@ -41,7 +41,9 @@
 //    flushes the rest. Zero-length requests touch no memory and are not checked.
 //  - ring_doorbell(): hands every request posted on this queue pair since the previous
 //    doorbell to UCX (ucp_am_send_nbx), in post order. UCX sends what it can at once;
-//    the rest leaves as the worker progresses.
+//    the rest leaves as the worker progresses. Over shared memory the transport asks UCX
+//    for FIFO elements large enough (kShmFifoElementSize) that a WRITE of up to 416
+//    bytes, header included, leaves by UCX's short path, the cheapest it has.
 //  - poll_recv() progresses the worker once (ucp_worker_progress, which runs the AM
 //    handlers), sends the ACKs/NAKs/READ responses the handlers queued, then drains the
 //    receive completion queue. poll_send() does the same for the send completion queue,
@@ -134,10 +136,29 @@ static_assert(offsetof(AmHeader, dst_qp) == 4 && offsetof(AmHeader, src_qp) == 8
               offsetof(AmHeader, remote_addr) == 40 && offsetof(AmHeader, rkey) == 48 &&
               offsetof(AmHeader, length) == 52);
 
+// UCX's shared-memory transports (posix, sysv) send a message by copying it into one
+// element of the receiver's FIFO; a message fits UCX's short path (no request, no pack
+// callbacks: about 340 instructions a send against about 720 on the bcopy path, UCX 1.13)
+// when the user header, payload and UCX's own headers fit one element. UCX's default
+// element (128 bytes) leaves 93 bytes for user header and payload: less than AmHeader
+// plus the smallest copyrpc batch (64 bytes). kShmFifoElementSize leaves 477: AmHeader
+// plus a batch of up to 416 bytes takes the short path (ucp_ep_print_info shows the
+// thresholds). The FIFOs grow from 8 KiB to 32 KiB (64 elements) per worker.
+inline constexpr uint32_t kShmFifoElementSize = 512;
+inline constexpr uint32_t kMinShmFifoElementSize = 128;   // UCX's default
+inline constexpr uint32_t kMaxShmFifoElementSize = 8192;  // about UCX's bcopy segment (8256)
+static_assert(kMinShmFifoElementSize <= kShmFifoElementSize && kShmFifoElementSize <= kMaxShmFifoElementSize);
+
 struct Config {
   uint32_t send_queue_depth = 256;  // per queue pair, a power of two
   uint32_t srq_capacity = 4096;     // receives the shared receive queue holds
   std::string tls;                  // UCX_TLS override ("sm,self", "tcp"); empty = environment
+  // Bytes of a shared-memory FIFO element (UCX_POSIX_FIFO_ELEM_SIZE and
+  // UCX_SYSV_FIFO_ELEM_SIZE), kMinShmFifoElementSize..kMaxShmFifoElementSize; 0 = UCX's
+  // setting (environment or default). Applied when the transport list (tls, else
+  // UCX_TLS) can include posix or sysv. UCX indexes the peer's FIFO with its own element
+  // size: every process of a job must use the same size.
+  uint32_t shm_fifo_element_size = kShmFifoElementSize;
 };
 
 class UcxTransport;
@@ -207,6 +228,7 @@ class QueuePair : public software_nic::PostVerbs<QueuePair> {
   uint32_t remote_qp_ = 0;
   bool peer_error_handling_ = false;
   uint64_t remote_token_ = 0;
+  AmHeader header_template_{};  // connect(): the queue-pair numbers and tokens every message carries
   // Requester side. Sequence numbers:
   //   slots_.freed() <= completed_ <= submitted_ <= slots_.posted().
   software_nic::SendQueueSlots slots_;
@@ -307,6 +329,9 @@ class UcxTransport {
   std::vector<RndvRecv> rndv_;
   std::vector<std::unique_ptr<SendSlot>> send_slots_;
   std::vector<SendSlot*> free_send_slots_;
+  // The slot the next send uses: a send UCX completes in place leaves it here for the
+  // one after (the common case: UCX's short and bcopy paths).
+  SendSlot* spare_send_slot_ = nullptr;
   bool closing_ = false;
   bool recv_progressed_ = false;  // a poll_recv() progressed since the last poll_send()
   uint64_t inflight_requests_ = 0;  // UCX requests not yet completed
