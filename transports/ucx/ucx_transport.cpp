@@ -602,7 +602,11 @@ UcxTransport::UcxTransport(const Config& config)
   }
   const char* env_tls = std::getenv("UCX_TLS");
   const std::string tls = !config.tls.empty() ? config.tls : env_tls != nullptr ? env_tls : "";
-  if (config.shm_fifo_element_size != 0 && may_use_shm_fifos(tls)) {
+  // A FIFO size the user set in the environment wins: the transport's own is a default.
+  const bool env_sets_fifo = std::getenv("UCX_MM_FIFO_ELEM_SIZE") != nullptr ||
+                             std::getenv("UCX_POSIX_FIFO_ELEM_SIZE") != nullptr ||
+                             std::getenv("UCX_SYSV_FIFO_ELEM_SIZE") != nullptr;
+  if (config.shm_fifo_element_size != 0 && !env_sets_fifo && may_use_shm_fifos(tls)) {
     const std::string size = std::to_string(config.shm_fifo_element_size);
     // "MM_" reaches the table posix and sysv share (UCX 1.13 ignores "POSIX_..."/"SYSV_..." here).
     st = ucp_config_modify(cfg, "MM_FIFO_ELEM_SIZE", size.c_str());

@@ -156,7 +156,8 @@ struct Config {
   // Bytes of a shared-memory FIFO element (UCX_POSIX_FIFO_ELEM_SIZE and
   // UCX_SYSV_FIFO_ELEM_SIZE), kMinShmFifoElementSize..kMaxShmFifoElementSize; 0 = UCX's
   // setting (environment or default). Applied when the transport list (tls, else
-  // UCX_TLS) can include posix or sysv. UCX indexes the peer's FIFO with its own element
+  // UCX_TLS) can include posix or sysv, and not when the environment sets a FIFO element
+  // size itself (UCX_MM_, UCX_POSIX_ or UCX_SYSV_FIFO_ELEM_SIZE: the user's choice wins). UCX indexes the peer's FIFO with its own element
   // size: every process of a job must use the same size.
   uint32_t shm_fifo_element_size = kShmFifoElementSize;
 };
