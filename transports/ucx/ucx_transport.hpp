@@ -73,6 +73,7 @@
 #include "transports/software_nic/receive_queue.hpp"
 #include "transports/software_nic/responder.hpp"
 #include "transports/software_nic/send_queue.hpp"
+#include "transports/ucx/ucx_rma.hpp"
 
 // Opaque UCX handles (ucp/api/ucp_def.h); the UCX headers stay out of this header.
 struct ucp_context;
@@ -138,6 +139,7 @@ struct Config {
   uint32_t send_queue_depth = 256;  // per queue pair, a power of two
   uint32_t srq_capacity = 4096;     // receives the shared receive queue holds
   std::string tls;                  // UCX_TLS override ("sm,self", "tcp"); empty = environment
+  bool rma = true;                  // READ/WRITE as UCX RMA where announced (ucx_rma.hpp); false = AM only
 };
 
 class UcxTransport;
@@ -163,8 +165,12 @@ class QueuePair : public software_nic::PostVerbs<QueuePair> {
 
  private:
   friend class UcxTransport;
+  friend class RmaEngine;
   friend class software_nic::PostVerbs<QueuePair>;
   QueuePair(UcxTransport& owner, uint32_t qp_num, uint32_t depth, uint64_t token);
+  // Hands posted requests up to the last doorbell to UCX, in order (ring_doorbell, and
+  // again when an RMA operation that held later requests completes).
+  void submit();
 
   enum class State : uint8_t { kReady, kErrorPending, kError };
   struct Wqe {
@@ -178,8 +184,9 @@ class QueuePair : public software_nic::PostVerbs<QueuePair> {
     WcOpcode opcode = WcOpcode::kRdmaWrite;
     bool signaled = false;
     bool done = false;
-    bool receiving = false;  // READ data arriving by rendezvous into `local`
+    bool receiving = false;  // UCX still uses `local` (READ data by rendezvous, or an RMA operation)
     WcStatus status = WcStatus::kSuccess;
+    bool rma = false;        // issued as ucp_get_nbx / ucp_put_nbx (completes on its own, not by ACK)
   };
   // A request that arrived out of order or could not run yet (receiver not ready).
   struct Parked {
@@ -214,6 +221,14 @@ class QueuePair : public software_nic::PostVerbs<QueuePair> {
   uint64_t submitted_ = 0;  // next request to hand to UCX
   uint64_t completed_ = 0;  // next request whose completion is not yet queued
   uint64_t fence_seq_ = 0;  // kErrorPending: the request that failed locally
+  uint64_t doorbell_end_ = 0;  // requests below this were rung
+  // AM requests carry their own consecutive numbers (the responder runs them in that
+  // order); am_position_ maps the last `depth` of them to send-queue positions.
+  uint64_t am_next_ = 0;
+  std::vector<uint64_t> am_position_;
+  uint32_t rma_inflight_ = 0;  // RMA operations not yet complete (a WRITE: not yet flushed)
+  bool am_unacknowledged_ = false;  // the last AM request asked for no ACK
+  bool resume_queued_ = false;
   // Responder side.
   uint64_t expected_ = 0;   // next request sequence number to execute
   bool responder_error_ = false;
@@ -232,7 +247,9 @@ class UcxTransport {
   UcxTransport& operator=(const UcxTransport&) = delete;
 
   MemoryRegion register_memory(void* ptr, size_t len, uint32_t access) {
-    return memory_.register_memory(ptr, len, access, kNode);
+    const MemoryRegion mr = memory_.register_memory(ptr, len, access, kNode);
+    if (rma_) rma_->on_register(mr, access);
+    return mr;
   }
   QueuePair& create_queue_pair();
 
@@ -269,9 +286,15 @@ class UcxTransport {
   uint64_t parked_requests() const noexcept { return parked_requests_; }
   // Test hook: queue pair by number (nullptr if unknown).
   QueuePair* find_queue_pair(uint32_t qp_num) noexcept;
+  // The RMA path (nullptr when Config::rma is false) and what it did.
+  RmaEngine* rma() noexcept { return rma_.get(); }
+  RmaCounters rma_counters() const noexcept { return rma_ ? rma_->counters() : RmaCounters{}; }
 
  private:
   friend ucx::QueuePair;
+  friend class RmaEngine;
+  // An RMA operation of `qp` at send-queue position `seq` completed (ok) or failed.
+  void rma_done(QueuePair& qp, uint64_t seq, bool ok);
   static constexpr uint32_t kNode = 0;  // owner of every region in memory_
   using SendEntry = software_nic::SendCqEntry<QueuePair*>;
   struct Outgoing {  // a reply the handlers queued, sent after ucp_worker_progress returns
@@ -314,6 +337,8 @@ class UcxTransport {
   uint64_t rendezvous_receives_ = 0;
   uint64_t parked_requests_ = 0;
   Meter meter_;
+  std::unique_ptr<RmaEngine> rma_;         // destroyed before the worker (explicitly, in the destructor)
+  std::vector<QueuePair*> rma_resume_;     // queue pairs whose held requests may go now
 };
 
 static_assert(Transport<UcxTransport>);
