@@ -46,6 +46,11 @@
 // operations issued on the ep prior to this call are completed both at the origin and at
 // the target", ucp.h), one flush per doorbell for the WRITEs it handed to UCX. A UCX
 // error completes the request with kRetryExceeded and flushes the queue pair.
+//
+// UCX 1.13 over shared memory (UCX_TLS=sm,self) executes ucp_put/ucp_get on such user
+// memory as its own software emulation over active messages (UCX_PROTO_INFO reports
+// "software emulation"): the target's worker must progress for them to complete, as
+// for the AM path. docs/data.md ("UCX RMA") has the details.
 #pragma once
 
 #include <cstddef>

@@ -4,14 +4,32 @@
 // one thread. Each queue pair has its own UCP endpoint to the peer queue pair's worker.
 // The software here plays the part of the RDMA NIC on both sides:
 //
-//  - Every work request becomes one active message (id kAmId) whose user header is an
+//  - RDMA READ and WRITE (no immediate) to a region the peer announced go through UCX
+//    RMA: ucp_get_nbx / ucp_put_nbx with the peer's packed remote key, after the
+//    requester checked the range and access against the announcement (ucx_rma.hpp:
+//    regions, announcements, which request takes which path, counters). Everything
+//    else (WRITE+IMM, zero length, an rkey not announced (yet), a range or access
+//    outside the announced region, a request behind an outstanding AM request to the
+//    same rkey) takes the active-message path below, where the peer's software
+//    responder checks it; Config::rma = false keeps every request on that path.
+//  - Every AM-path work request becomes one active message (id kAmId) whose user header is an
 //    AmHeader {op, dst qp, src qp, imm, dst token, src token, sequence number, remote
 //    address, rkey, length}; the two random tokens tie a message to one connection
 //    (queue-pair numbers alone repeat across workers); WRITE data travels as the AM payload (eager or rendezvous, as UCX
 //    chooses). READ is a request AM answered by a response AM carrying the data.
-//  - RC order: requests of one queue pair carry consecutive sequence numbers (the send
-//    queue position), and the responder executes them strictly in that order, parking
-//    any that arrive early (UCX may deliver a rendezvous message after a later eager one).
+//  - RC order: AM requests of one queue pair carry consecutive AM sequence numbers (the
+//    requester maps them back to send-queue positions), and the responder executes them
+//    strictly in that order, parking any that arrive early (UCX may deliver a rendezvous
+//    message after a later eager one). Across the two paths: an AM request is handed to
+//    UCX only when every earlier RMA operation of its queue pair has completed, a WRITE
+//    remotely (its ucp_ep_flush_nbx completed: "completed both at the origin and at the
+//    target", ucp.h); so a WRITE+IMM answer never overtakes the value WRITE before it.
+//    An RMA operation waits for earlier RMA operations on overlapping bytes of the same
+//    region (unless both are READs), and takes the AM path when an AM request to the same
+//    rkey is outstanding, so every request that touches the same memory keeps post order.
+//    An RMA operation after unacknowledged AM requests is preceded by a NOP asking for an
+//    ACK, so its completion is not stuck behind them. (ucp_worker_fence is not relied on:
+//    ucp.h does not say it orders active messages after RMA.)
 //  - The responder's AM handler validates the header (queue pair, token, peer, sequence)
 //    and then runs the software NIC responder (transports/software_nic/responder.hpp):
 //    rkey, bounds and permission against its registered regions, copy of the bytes into
@@ -20,7 +38,9 @@
 //    that must wait is received into a side buffer and copied when its turn comes. With no receive
 //    posted the request waits (receiver-not-ready with infinite retry) until
 //    post_receives() is called; later requests of that queue pair wait behind it.
-//  - Completion semantics (documented choice): a WRITE completes when the PEER
+//  - Completion semantics (documented choice): an RMA READ completes when ucp_get_nbx
+//    completed (data in the local buffer), an RMA WRITE when the flush issued after it
+//    (one per doorbell) completed; an AM-path WRITE completes when the PEER
 //    ACKNOWLEDGES it, i.e. after its data was placed in the target memory: signalled
 //    requests ask for an ACK (consecutive ACKs of one queue pair are coalesced), and an
 //    ACK or READ response for sequence s completes every earlier WRITE as well (in-order
@@ -37,11 +57,14 @@
 //    its request completed). A local violation (bad lkey or bounds) is sent as a NOP
 //    fence; when the peer acknowledges it the request completes with
 //    kLocalProtectionError and the queue pair moves to the error state. A UCX-level
-//    failure (peer gone) completes the oldest outstanding request with kRetryExceeded and
-//    flushes the rest. Zero-length requests touch no memory and are not checked.
+//    failure (peer gone, or a failed ucp_get/ucp_put/flush) completes the oldest outstanding
+//    request with kRetryExceeded and flushes the rest; an RMA operation still in UCX's hands
+//    then completes (kWrFlushError) when UCX gives its buffer back. Zero-length requests
+//    touch no memory and are not checked.
 //  - ring_doorbell(): hands every request posted on this queue pair since the previous
-//    doorbell to UCX (ucp_am_send_nbx), in post order. UCX sends what it can at once;
-//    the rest leaves as the worker progresses.
+//    doorbell to UCX (ucp_am_send_nbx, ucp_get_nbx, ucp_put_nbx), in post order, up to
+//    the first one that must wait for an RMA operation (handed over by progress() once
+//    that completed). UCX sends what it can at once; the rest leaves as the worker progresses.
 //  - poll_recv() progresses the worker once (ucp_worker_progress, which runs the AM
 //    handlers), sends the ACKs/NAKs/READ responses the handlers queued, then drains the
 //    receive completion queue. poll_send() does the same for the send completion queue,
