@@ -370,6 +370,33 @@ TEST_CASE("ucx rma: a WRITE+IMM after RMA WRITEs arrives after their data", "[uc
   CHECK(p.a->rma_counters().am_not_announced == 0);
 }
 
+// A region the requester has not heard of yet: the WRITE takes the AM path (counted) and
+// still lands; once the announcement is in, the next one is a ucp_put.
+TEST_CASE("ucx rma: a WRITE to a region not announced yet goes as an active message and is counted", "[ucx][rma]") {
+  UcxHarness h{"sm,self"};
+  LinkedPair<UcxHarness> p(h);
+  std::vector<std::byte> local(512, std::byte{0x21}), remote(512, std::byte{0});
+  const MemoryRegion lmr = p.a->register_memory(local.data(), local.size(), kAccessLocalWrite);
+  const MemoryRegion rmr = p.b->register_memory(remote.data(), remote.size(), kAccessLocalWrite | kAccessRemoteWrite);
+  // Posted before a's worker progressed: b's announcement has not been received.
+  REQUIRE(p.qa->post_write(local.data(), 256, lmr.lkey, p.remote(rmr), 1, true) == PostResult::kOk);
+  p.qa->ring_doorbell();
+  REQUIRE(pump_until([&] { p.pump(); }, [&] { return !p.sends.empty(); }));
+  CHECK(p.sends[0].status == WcStatus::kSuccess);
+  CHECK(remote[255] == std::byte{0x21});
+  CHECK(remote[256] == std::byte{0});
+  CHECK(p.a->rma_counters().am_not_announced == 1);
+  CHECK(p.a->rma_counters().puts == 0);
+  await_announcements(p, *p.a, 1);
+  REQUIRE(p.qa->post_write(local.data(), 512, lmr.lkey, p.remote(rmr), 2, true) == PostResult::kOk);
+  p.qa->ring_doorbell();
+  REQUIRE(pump_until([&] { p.pump(); }, [&] { return p.sends.size() >= 2; }));
+  CHECK(p.sends[1].status == WcStatus::kSuccess);
+  CHECK(remote[511] == std::byte{0x21});
+  CHECK(p.a->rma_counters().puts == 1);
+  CHECK(p.a->rma_counters().am_not_announced == 1);
+}
+
 TEST_CASE("ucx rma: with rma off READ and WRITE stay active messages", "[ucx][rma]") {
   struct AmOnly : UcxHarness {
     std::unique_ptr<T, Deleter> make() {
