@@ -10,6 +10,7 @@
 // gathers the CSV rows, the bytes and the latency histograms.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -145,6 +146,15 @@ int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, 
     res.completed += s.allreduce_sum(completed);
     res.errors += s.allreduce_sum(errors);
     res.rejected += s.allreduce_sum(node->rejected());
+    if constexpr (requires { node->rma_counts(); }) {
+      const std::array<uint64_t, 3> n = node->rma_counts();
+      const char* names[3] = {"ucp_get", "ucp_put", "read_write_as_am"};
+      for (int i = 0; i < 3; ++i) {
+        const uint64_t sum = s.allreduce_sum(n[i]);
+        nlohmann::json& slot = extra["ucx_rma"][names[i]];
+        slot = (slot.is_null() ? uint64_t{0} : slot.get<uint64_t>()) + sum;
+      }
+    }
     if (s.allreduce_sum(lost) > 0 && rank == 0)
       std::fprintf(stderr, "benchkv data: requests still in flight %.0f s after the last run of size %u\n",
                    kDataDrainSeconds, sizes[si]);
@@ -225,6 +235,19 @@ class CopyrpcDataRank {
     return n;
   }
   uint64_t rejected() const { return daemon_->server_counters().rejected_total(); }
+  // UCX: how the owner's READs and WRITEs travelled (transports/ucx/ucx_rma.hpp), summed
+  // over this rank's transports: {ucp_get, ucp_put, on the AM path}.
+  std::array<uint64_t, 3> rma_counts() const
+    requires requires(const T& t) { t.rma_counters(); }
+  {
+    std::array<uint64_t, 3> n{};
+    for (const auto& t : transports_) {
+      const auto c = t->rma_counters();
+      n[0] += c.gets, n[1] += c.puts;
+      n[2] += c.am_not_announced + c.am_outside_region + c.am_behind_am + c.am_zero_length;
+    }
+    return n;
+  }
   void stop_issuing() {
     for (auto& c : clients_) c->stop_issuing();
   }

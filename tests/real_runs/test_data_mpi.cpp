@@ -33,6 +33,11 @@ TEST_CASE("mpirun -np 2: benchkv data over UCX shared memory", "[real-run][mpi][
     CHECK(r["bytes"].get<uint64_t>() > 0);
     CHECK(r["bytes"].get<uint64_t>() <= r["ops"].get<uint64_t>() * r["value_size"].get<uint64_t>());
   }
+  if (backend != "ucx-am") {  // the owner READ and WROTE the values with UCX RMA
+    INFO(s["real"].dump());
+    CHECK(s["real"]["ucx_rma"]["ucp_get"].get<uint64_t>() > 0);
+    CHECK(s["real"]["ucx_rma"]["ucp_put"].get<uint64_t>() > 0);
+  }
   uint64_t per_rank[2] = {0, 0};
   for (const e2e::CsvRow& row : e2e::read_csv(dir / "out.csv")) per_rank[row.rank] += row.requests;
   CHECK(per_rank[0] > 0);

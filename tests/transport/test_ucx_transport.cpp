@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -187,4 +188,243 @@ TEST_CASE("ucx: over tcp, requests to a peer that is gone complete with an error
   }
   CHECK(failed);
   CHECK(p.qa->in_error());
+}
+
+// ---------------------------------------------------------------- RMA (ucx_rma.hpp)
+// READ and WRITE to a region the peer announced go through ucp_get_nbx / ucp_put_nbx;
+// the counters say which path each request took.
+
+namespace {
+
+// Pumps until `t` has accepted `n` announcements in total.
+template <class P>
+void await_announcements(P& p, bkv::ucx::UcxTransport& t, uint64_t n) {
+  REQUIRE(pump_until([&] { p.pump(); }, [&] { return t.rma_counters().announcements_accepted >= n; }));
+}
+
+uint8_t byte_at(uint64_t seed, uint64_t i) { return static_cast<uint8_t>(seed * 131 + i * 7 + (i >> 8)); }
+
+}  // namespace
+
+TEST_CASE("ucx rma: WRITE then READ of an announced region go through ucp_put and ucp_get, up to 1 MiB", "[ucx][rma]") {
+  const uint32_t size = GENERATE(1u, 4095u, 65536u, 1u << 20);
+  UcxHarness h{"sm,self"};
+  LinkedPair<UcxHarness> p(h);
+  std::vector<std::byte> local(size), back(size, std::byte{0}), remote((2u << 20) + 64, std::byte{0});
+  for (uint32_t i = 0; i < size; ++i) local[i] = std::byte{byte_at(size, i)};
+  const MemoryRegion lmr = p.a->register_memory(local.data(), local.size(), kAccessLocalWrite);
+  const MemoryRegion bmr = p.a->register_memory(back.data(), back.size(), kAccessLocalWrite);
+  const MemoryRegion rmr =
+      p.b->register_memory(remote.data(), remote.size(), kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
+  await_announcements(p, *p.a, 1);
+  REQUIRE(p.qa->post_write(local.data(), size, lmr.lkey, p.remote(rmr, 32), 1, true) == PostResult::kOk);
+  REQUIRE(p.qa->post_read(back.data(), size, bmr.lkey, p.remote(rmr, 32), 2, true) == PostResult::kOk);
+  p.qa->ring_doorbell();
+  REQUIRE(pump_until([&] { p.pump(); }, [&] { return p.sends.size() >= 2; }));
+  REQUIRE(p.sends.size() == 2);
+  CHECK(p.sends[0].wr_id == 1);
+  CHECK(p.sends[0].status == WcStatus::kSuccess);
+  CHECK(p.sends[1].wr_id == 2);
+  CHECK(p.sends[1].status == WcStatus::kSuccess);
+  CHECK(std::memcmp(remote.data() + 32, local.data(), size) == 0);
+  CHECK(std::memcmp(back.data(), local.data(), size) == 0);
+  CHECK(remote[31] == std::byte{0});
+  CHECK(remote[32 + size] == std::byte{0});
+  const bkv::ucx::RmaCounters c = p.a->rma_counters();
+  CHECK(c.puts == 1);
+  CHECK(c.gets == 1);
+  CHECK(c.flushes >= 1);
+  CHECK(c.am_not_announced + c.am_outside_region + c.am_behind_am + c.am_zero_length == 0);
+  CHECK(p.b->rendezvous_receives() == 0);  // no byte travelled as an active message
+  CHECK(p.a->protocol_errors() + p.b->protocol_errors() == 0);
+}
+
+TEST_CASE("ucx rma: a range outside the announced region fails with kRemoteAccessError and writes nothing", "[ucx][rma]") {
+  enum class Case { kPastEnd, kBeforeStart, kReadWithoutRemoteRead, kWriteWithoutRemoteWrite };
+  const Case v = GENERATE(Case::kPastEnd, Case::kBeforeStart, Case::kReadWithoutRemoteRead, Case::kWriteWithoutRemoteWrite);
+  UcxHarness h{"sm,self"};
+  LinkedPair<UcxHarness> p(h);
+  std::vector<std::byte> local(512, std::byte{0x5A}), remote(8192, std::byte{0});
+  const MemoryRegion lmr = p.a->register_memory(local.data(), local.size(), kAccessLocalWrite);
+  const uint32_t access = v == Case::kReadWithoutRemoteRead    ? kAccessRemoteWrite
+                          : v == Case::kWriteWithoutRemoteWrite ? kAccessRemoteRead
+                                                                : (kAccessRemoteRead | kAccessRemoteWrite);
+  // The region is the middle of the buffer: bytes around it must stay zero too.
+  const MemoryRegion rmr = p.b->register_memory(remote.data() + 1024, 4096, kAccessLocalWrite | access);
+  await_announcements(p, *p.a, 1);
+  RemoteBuffer dst = p.remote(rmr);
+  bool read = false;
+  switch (v) {
+    case Case::kPastEnd: dst.addr += 4000; break;  // 4000 + 200 > 4096
+    case Case::kBeforeStart: dst.addr -= 8; break;
+    case Case::kReadWithoutRemoteRead: read = true; break;
+    case Case::kWriteWithoutRemoteWrite: break;
+  }
+  const PostResult r = read ? p.qa->post_read(local.data(), 200, lmr.lkey, dst, 10, false)
+                            : p.qa->post_write(local.data(), 200, lmr.lkey, dst, 10, false);
+  REQUIRE(r == PostResult::kOk);
+  REQUIRE(p.qa->post_write(local.data(), 8, lmr.lkey, p.remote(rmr), 11, true) == PostResult::kOk);
+  p.qa->ring_doorbell();
+  REQUIRE(pump_until([&] { p.pump(); }, [&] { return p.sends.size() >= 2; }));
+  REQUIRE(p.sends.size() == 2);
+  CHECK(p.sends[0].wr_id == 10);
+  CHECK(p.sends[0].status == WcStatus::kRemoteAccessError);
+  CHECK(p.sends[1].wr_id == 11);
+  CHECK(p.sends[1].status == WcStatus::kWrFlushError);
+  CHECK(p.qa->in_error());
+  CHECK(p.qb->in_error());
+  for (std::byte x : remote) REQUIRE(x == std::byte{0});
+  for (std::byte x : local) REQUIRE(x == std::byte{0x5A});
+  const bkv::ucx::RmaCounters c = p.a->rma_counters();
+  // Refused by the initiator's check and NAKed by the peer; without remote write on the
+  // region the second WRITE is outside it as well.
+  CHECK(c.am_outside_region == (v == Case::kWriteWithoutRemoteWrite ? 2u : 1u));
+  CHECK(c.puts + c.gets == 0);
+}
+
+TEST_CASE("ucx rma: forged or garbled region announcements are rejected and counted", "[ucx][rma]") {
+  UcxHarness h{"sm,self"};
+  LinkedPair<UcxHarness> p(h);
+  std::vector<std::byte> remote(4096, std::byte{0}), local(64, std::byte{0x77});
+  const MemoryRegion lmr = p.a->register_memory(local.data(), local.size(), kAccessLocalWrite);
+  const MemoryRegion rmr = p.b->register_memory(remote.data(), remote.size(), kAccessLocalWrite | kAccessRemoteWrite);
+  await_announcements(p, *p.a, 1);
+  REQUIRE(p.a->rma_counters().announcements_rejected == 0);
+  bkv::ucx::RegionAnnouncementHeader good{};
+  good.magic = bkv::ucx::kRegionMagic;
+  good.dst_qp = p.qa->qp_num();
+  good.src_qp = p.qb->qp_num();
+  good.dst_token = p.qa->local_info().token;
+  good.src_token = p.qb->local_info().token;
+  good.base = 0x10000;
+  good.length = 4096;
+  good.rkey = rmr.rkey + 100;  // not a key b handed out
+  good.access = kAccessRemoteWrite;
+  good.packed_length = 16;
+  std::vector<std::byte> packed(16, std::byte{0});
+  struct Forgery {
+    const char* what;
+    void (*edit)(bkv::ucx::RegionAnnouncementHeader&);
+  };
+  const Forgery forgeries[] = {
+      {"bad magic", [](auto& x) { x.magic ^= 1; }},
+      {"unknown queue pair", [](auto& x) { x.dst_qp += 7; }},
+      {"wrong token of the receiver", [](auto& x) { x.dst_token ^= 2; }},
+      {"a stranger's queue pair", [](auto& x) { x.src_qp += 1; }},
+      {"a stranger's token", [](auto& x) { x.src_token ^= 4; }},
+      {"packed length differs from the payload", [](auto& x) { x.packed_length = 15; }},
+      {"empty region", [](auto& x) { x.length = 0; }},
+      {"base + length overflows", [](auto& x) { x.base = ~uint64_t{0} - 100; }},
+      {"no access", [](auto& x) { x.access = 0; }},
+      {"local access bits", [](auto& x) { x.access = kAccessLocalWrite | kAccessRemoteWrite; }},
+      {"reserved not zero", [](auto& x) { x.reserved = 1; }},
+      {"rkey 0", [](auto& x) { x.rkey = 0; }},
+  };
+  uint64_t rejected = 0;
+  for (const Forgery& f : forgeries) {
+    INFO(f.what);
+    bkv::ucx::RegionAnnouncementHeader x = good;
+    f.edit(x);
+    p.a->rma()->inject_announcement(&x, sizeof x, packed.data(), packed.size());
+    CHECK(p.a->rma_counters().announcements_rejected == ++rejected);
+  }
+  // Wrong header size, and the real rkey announced a second time (a larger region).
+  p.a->rma()->inject_announcement(&good, sizeof good - 1, packed.data(), packed.size());
+  CHECK(p.a->rma_counters().announcements_rejected == ++rejected);
+  bkv::ucx::RegionAnnouncementHeader again = good;
+  again.rkey = rmr.rkey;
+  again.length = 1u << 30;
+  p.a->rma()->inject_announcement(&again, sizeof again, packed.data(), packed.size());
+  CHECK(p.a->rma_counters().announcements_rejected == ++rejected);
+  CHECK(p.a->rma_counters().announcements_accepted == 1);  // only b's real one
+  // The real region keeps its real bounds: past its end is still refused, nothing written.
+  REQUIRE(p.qa->post_write(local.data(), 64, lmr.lkey, RemoteBuffer{reinterpret_cast<uint64_t>(remote.data()) + 4090,
+                                                                     rmr.rkey, 0, 64}, 1, true) == PostResult::kOk);
+  p.qa->ring_doorbell();
+  REQUIRE(pump_until([&] { p.pump(); }, [&] { return !p.sends.empty(); }));
+  CHECK(p.sends[0].status == WcStatus::kRemoteAccessError);
+  for (std::byte x : remote) REQUIRE(x == std::byte{0});
+  CHECK(p.a->rma_counters().am_outside_region == 1);
+}
+
+// RC order across the two paths: a WRITE+IMM posted after RMA WRITEs is delivered only
+// when their bytes are in place (the AM waits for the WRITEs' flush).
+TEST_CASE("ucx rma: a WRITE+IMM after RMA WRITEs arrives after their data", "[ucx][rma]") {
+  UcxHarness h{"sm,self"};
+  LinkedPair<UcxHarness> p(h);
+  constexpr uint32_t kSize = 256 * 1024;
+  std::vector<std::byte> local(kSize), flag(8), remote(kSize, std::byte{0}), ring(64);
+  const MemoryRegion lmr = p.a->register_memory(local.data(), local.size(), kAccessLocalWrite);
+  const MemoryRegion fmr = p.a->register_memory(flag.data(), flag.size(), kAccessLocalWrite);
+  const MemoryRegion rmr = p.b->register_memory(remote.data(), remote.size(), kAccessLocalWrite | kAccessRemoteWrite);
+  const MemoryRegion ringmr = p.b->register_memory(ring.data(), ring.size(), kAccessLocalWrite | kAccessRemoteWrite);
+  await_announcements(p, *p.a, 2);
+  p.b->post_receives(40);
+  for (uint32_t round = 0; round < 40; ++round) {
+    for (uint32_t i = 0; i < kSize; ++i) local[i] = std::byte{byte_at(round, i)};
+    REQUIRE(p.qa->post_write(local.data(), kSize / 2, lmr.lkey, p.remote(rmr), 1, false) == PostResult::kOk);
+    REQUIRE(p.qa->post_write(local.data() + kSize / 2, kSize / 2, lmr.lkey, p.remote(rmr, kSize / 2), 2, false) ==
+            PostResult::kOk);
+    REQUIRE(p.qa->post_write_imm(flag.data(), 8, fmr.lkey, p.remote(ringmr), round, 3, true) == PostResult::kOk);
+    p.qa->ring_doorbell();
+    const size_t want = p.recvs.size() + 1;
+    bool intact = false;
+    REQUIRE(pump_until([&] {
+      p.pump();
+      if (p.recvs.size() == want) {  // checked at the moment the receive completion is seen
+        intact = true;
+        for (uint32_t i = 0; i < kSize; i += 509) intact &= remote[i] == std::byte{byte_at(round, i)};
+        intact &= remote[kSize - 1] == std::byte{byte_at(round, kSize - 1)};
+      }
+    }, [&] { return p.recvs.size() >= want; }));
+    REQUIRE(intact);
+    REQUIRE(p.recvs.back().imm == round);
+    REQUIRE(pump_until([&] { p.pump(); }, [&] { return p.sends.size() >= round + 1; }));
+    REQUIRE(p.sends.back().status == WcStatus::kSuccess);
+  }
+  CHECK(p.a->rma_counters().puts == 80);
+  CHECK(p.a->rma_counters().am_not_announced == 0);
+}
+
+// A region the requester has not heard of yet: the WRITE takes the AM path (counted) and
+// still lands; once the announcement is in, the next one is a ucp_put.
+TEST_CASE("ucx rma: a WRITE to a region not announced yet goes as an active message and is counted", "[ucx][rma]") {
+  UcxHarness h{"sm,self"};
+  LinkedPair<UcxHarness> p(h);
+  std::vector<std::byte> local(512, std::byte{0x21}), remote(512, std::byte{0});
+  const MemoryRegion lmr = p.a->register_memory(local.data(), local.size(), kAccessLocalWrite);
+  const MemoryRegion rmr = p.b->register_memory(remote.data(), remote.size(), kAccessLocalWrite | kAccessRemoteWrite);
+  // Posted before a's worker progressed: b's announcement has not been received.
+  REQUIRE(p.qa->post_write(local.data(), 256, lmr.lkey, p.remote(rmr), 1, true) == PostResult::kOk);
+  p.qa->ring_doorbell();
+  REQUIRE(pump_until([&] { p.pump(); }, [&] { return !p.sends.empty(); }));
+  CHECK(p.sends[0].status == WcStatus::kSuccess);
+  CHECK(remote[255] == std::byte{0x21});
+  CHECK(remote[256] == std::byte{0});
+  CHECK(p.a->rma_counters().am_not_announced == 1);
+  CHECK(p.a->rma_counters().puts == 0);
+  await_announcements(p, *p.a, 1);
+  REQUIRE(p.qa->post_write(local.data(), 512, lmr.lkey, p.remote(rmr), 2, true) == PostResult::kOk);
+  p.qa->ring_doorbell();
+  REQUIRE(pump_until([&] { p.pump(); }, [&] { return p.sends.size() >= 2; }));
+  CHECK(p.sends[1].status == WcStatus::kSuccess);
+  CHECK(remote[511] == std::byte{0x21});
+  CHECK(p.a->rma_counters().puts == 1);
+  CHECK(p.a->rma_counters().am_not_announced == 1);
+}
+
+TEST_CASE("ucx rma: with rma off READ and WRITE stay active messages", "[ucx][rma]") {
+  struct AmOnly : UcxHarness {
+    std::unique_ptr<T, Deleter> make() {
+      bkv::ucx::Config c;
+      c.tls = "sm,self";
+      c.rma = false;
+      return std::unique_ptr<T, Deleter>(new T(c), Deleter{this});
+    }
+  };
+  AmOnly h;
+  check_write_and_read(h);
+  LinkedPair<AmOnly> p(h);
+  CHECK(p.a->rma() == nullptr);
+  CHECK(p.a->rma_counters().announcements_sent == 0);
 }

@@ -124,6 +124,7 @@ struct UcxTransport::Impl {
   static void executed_below(QueuePair& qp, uint64_t end) {
     for (uint64_t s = qp.completed_; s < end; ++s) {
       QueuePair::Wqe& w = qp.wqe(s);
+      if (w.rma) continue;  // completes by its own UCX request
       if (w.opcode != WcOpcode::kRdmaRead || w.status != WcStatus::kSuccess) w.done = true;
     }
   }
@@ -169,27 +170,31 @@ struct UcxTransport::Impl {
 
   static ucs_status_t handle_response(UcxTransport& t, QueuePair& qp, const AmHeader& h, void* data,
                                       size_t length, bool rndv) {
-    if (h.seq >= qp.submitted_) {
+    if (h.seq >= qp.am_next_) {
       protocol_error(t, "response for a request that was never sent");
       return UCS_OK;
     }
-    if (h.seq < qp.completed_) return UCS_OK;  // already settled
+    // The AM number back to the send-queue position; one older than the last `depth` AM
+    // requests lies below completed_ (at most `depth` requests are outstanding).
+    if (qp.am_next_ - h.seq > qp.slots_.depth()) return UCS_OK;
+    const uint64_t pos = qp.am_position_[h.seq & (qp.slots_.depth() - 1)];
+    if (pos < qp.completed_) return UCS_OK;  // already settled
     switch (h.op) {
       case AmOp::kAck:
-        executed_below(qp, h.seq + 1);
-        if (qp.state_ == QueuePair::State::kErrorPending && qp.fence_seq_ <= h.seq) {
+        executed_below(qp, pos + 1);
+        if (qp.state_ == QueuePair::State::kErrorPending && qp.fence_seq_ <= pos) {
           advance_completions(t, qp);
           enter_error(t, qp);
         }
         break;
       case AmOp::kNak: {
         if (h.status == static_cast<uint8_t>(WcStatus::kRemoteAccessError)) {
-          executed_below(qp, h.seq);  // the responder ran everything before it
+          executed_below(qp, pos);  // the responder ran everything before it
         } else if (h.status != static_cast<uint8_t>(WcStatus::kWrFlushError)) {
           protocol_error(t, "NAK with an invalid status");
           return UCS_OK;
         }
-        QueuePair::Wqe& w = qp.wqe(h.seq);
+        QueuePair::Wqe& w = qp.wqe(pos);
         if (w.receiving) {
           protocol_error(t, "NAK for a READ whose data is arriving");
           return UCS_OK;
@@ -201,15 +206,15 @@ struct UcxTransport::Impl {
         break;
       }
       case AmOp::kReadResponse: {
-        QueuePair::Wqe& w = qp.wqe(h.seq);
-        if (w.opcode != WcOpcode::kRdmaRead || w.done || w.receiving || w.length != h.length) {
+        QueuePair::Wqe& w = qp.wqe(pos);
+        if (w.opcode != WcOpcode::kRdmaRead || w.rma || w.done || w.receiving || w.length != h.length) {
           protocol_error(t, "READ response does not match the READ request");
           return UCS_OK;
         }
-        executed_below(qp, h.seq);
+        executed_below(qp, pos);
         if (rndv) {
           w.receiving = true;
-          t.rndv_.push_back(RndvRecv{data, const_cast<std::byte*>(w.local), length, &qp, h.seq,
+          t.rndv_.push_back(RndvRecv{data, const_cast<std::byte*>(w.local), length, &qp, pos,
                                      true});
           advance_completions(t, qp);
           return UCS_INPROGRESS;
@@ -486,7 +491,7 @@ struct UcxTransport::Impl {
 // ---------------------------------------------------------------------------------------
 
 QueuePair::QueuePair(UcxTransport& owner, uint32_t qp_num, uint32_t depth, uint64_t token)
-    : owner_(&owner), qp_num_(qp_num), token_(token), slots_(depth), sq_(depth) {}
+    : owner_(&owner), qp_num_(qp_num), token_(token), slots_(depth), sq_(depth), am_position_(depth) {}
 
 ConnectInfo QueuePair::local_info() const {
   ConnectInfo info{};
@@ -535,11 +540,17 @@ void QueuePair::connect(const ConnectInfo& remote) {
   header_template_.src_qp = qp_num_;
   header_template_.dst_token = remote_token_;
   header_template_.src_token = token_;
+  if (owner_->rma_) owner_->rma_->on_connect(*this);
 }
 
 void QueuePair::ring_doorbell() {
+  doorbell_end_ = slots_.posted();
+  submit();
+}
+
+void QueuePair::submit() {
   UcxTransport& t = *owner_;
-  while (submitted_ < slots_.posted()) {
+  while (submitted_ < doorbell_end_) {
     const uint64_t seq = submitted_;
     Wqe& w = wqe(seq);
     if (state_ == State::kErrorPending) break;  // held until the fence is acknowledged
@@ -549,17 +560,52 @@ void QueuePair::ring_doorbell() {
       ++submitted_;
       continue;
     }
+    const bool is_read = w.opcode == WcOpcode::kRdmaRead;
+    // Local protection (lkey, bounds, write access for a READ destination), checked
+    // when the "NIC" picks the request up.
+    const bool local_ok =
+        software_nic::check_local_access(t.memory_, UcxTransport::kNode, w.opcode, w.local, w.length, w.lkey).ok;
+    // ---- RMA hook (ucx_rma.hpp): READ / WRITE as ucp_get / ucp_put where announced ----
+    if (t.rma_ && local_ok && w.opcode != WcOpcode::kRdmaWriteImm) {
+      const RmaEngine::Route route = t.rma_->route(*this, seq);
+      if (route == RmaEngine::Route::kHold) break;
+      if (route == RmaEngine::Route::kRma) {
+        // Earlier AM requests sent without an ACK request complete only when an ACK
+        // covers them: ask for one (a NOP) so this request's completion is not stuck
+        // behind them.
+        if (am_unacknowledged_) {
+          AmHeader nop = header_template_;
+          nop.op = AmOp::kNop;
+          nop.flags = kFlagAckRequested;
+          am_position_[am_next_ & (slots_.depth() - 1)] = seq - 1;  // covers everything before this request
+          nop.seq = am_next_++;
+          am_unacknowledged_ = false;
+          UcxTransport::Impl::send(t, *this, nop, nullptr, 0);
+          if (state_ != State::kReady) continue;  // the send failed: the queue pair flushed this request
+        }
+        ++submitted_;  // handed over first: the engine may complete (or fail) it at once
+        t.rma_->issue(*this, seq);
+        continue;
+      }
+    }
+    if (rma_inflight_ > 0) {  // an AM request goes after every earlier RMA operation completed
+      t.rma_->flush_writes(*this);
+      if (rma_inflight_ > 0) {  // resumed by rma_done
+        t.rma_->count_hold();
+        break;
+      }
+    }
+    // ---- end of the RMA hook ----
     AmHeader h = header_template_;
-    h.seq = seq;
+    am_position_[am_next_ & (slots_.depth() - 1)] = seq;
+    h.seq = am_next_++;
     h.remote_addr = w.remote_addr;
     h.rkey = w.rkey;
     h.length = w.length;
     h.imm = w.imm;
     h.flags = w.signaled ? kFlagAckRequested : 0;
-    const bool is_read = w.opcode == WcOpcode::kRdmaRead;
-    // Local protection (lkey, bounds, write access for a READ destination), checked
-    // when the "NIC" picks the request up.
-    if (!software_nic::check_local_access(t.memory_, UcxTransport::kNode, w.opcode, w.local, w.length, w.lkey).ok) {
+    am_unacknowledged_ = !w.signaled;
+    if (!local_ok) {
       w.status = WcStatus::kLocalProtectionError;
       h.op = AmOp::kNop;
       h.flags = kFlagAckRequested;
@@ -574,7 +620,27 @@ void QueuePair::ring_doorbell() {
     ++submitted_;
     UcxTransport::Impl::send(t, *this, h, is_read ? nullptr : w.local, is_read ? 0 : w.length);
   }
+  if (t.rma_) t.rma_->flush_writes(*this);  // the WRITEs of this doorbell complete at their flush
   UcxTransport::Impl::advance_completions(t, *this);
+}
+
+void UcxTransport::rma_done(QueuePair& qp, uint64_t seq, bool ok) {
+  if (closing_) return;
+  QueuePair::Wqe& w = qp.wqe(seq);
+  if (!w.rma || !w.receiving) return;  // already settled (a failed WRITE's later flush)
+  w.receiving = false;
+  --qp.rma_inflight_;
+  if (!ok) {
+    Impl::transport_failure(*this, qp);  // the oldest request: kRetryExceeded, the rest flushed
+  } else {
+    w.done = true;
+    if (qp.state_ == QueuePair::State::kError) w.status = WcStatus::kWrFlushError;
+  }
+  Impl::advance_completions(*this, qp);
+  if (qp.submitted_ < qp.doorbell_end_ && !qp.resume_queued_) {
+    qp.resume_queued_ = true;
+    rma_resume_.push_back(&qp);
+  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -618,7 +684,7 @@ UcxTransport::UcxTransport(const Config& config)
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_AM;
+  params.features = UCP_FEATURE_AM | (config.rma ? UCP_FEATURE_RMA : 0);
   st = ucp_init(&params, cfg, &context_);
   ucp_config_release(cfg);
   if (st != UCS_OK) fail("ucp_init", st);
@@ -652,6 +718,7 @@ UcxTransport::UcxTransport(const Config& config)
     hp.arg = this;
     st = ucp_worker_set_am_recv_handler(worker_, &hp);
     if (st != UCS_OK) fail("ucp_worker_set_am_recv_handler", st);
+    if (config.rma) rma_ = std::make_unique<RmaEngine>(*this, context_, worker_);
   } catch (...) {
     if (worker_ != nullptr) ucp_worker_destroy(worker_);
     ucp_cleanup(context_);
@@ -661,6 +728,7 @@ UcxTransport::UcxTransport(const Config& config)
 
 UcxTransport::~UcxTransport() {
   closing_ = true;
+  if (rma_) rma_->release_remote_keys();  // before the endpoints they were unpacked on
   // Force-close: no handshake with peers that may already be gone. Outstanding sends
   // complete with UCS_ERR_CANCELED.
   for (auto& qp : qps_) {
@@ -678,6 +746,7 @@ UcxTransport::~UcxTransport() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (inflight_requests_ > 0 && std::chrono::steady_clock::now() < deadline) ucp_worker_progress(worker_);
   for (const RndvRecv& r : rndv_) ucp_am_data_release(worker_, r.desc);
+  rma_.reset();  // unmaps the regions
   ucp_worker_destroy(worker_);
   ucp_cleanup(context_);
 }
@@ -704,6 +773,14 @@ void UcxTransport::progress() {
   ucp_worker_progress(worker_);
   if (!rndv_.empty()) Impl::start_rndv(*this);
   if (!outgoing_.empty()) Impl::flush_outgoing(*this);
+  if (!rma_resume_.empty()) {  // requests held behind RMA operations that completed
+    std::vector<QueuePair*> resume;
+    resume.swap(rma_resume_);
+    for (QueuePair* qp : resume) {
+      qp->resume_queued_ = false;
+      qp->submit();
+    }
+  }
 }
 
 }  // namespace bkv::ucx

@@ -4,14 +4,32 @@
 // one thread. Each queue pair has its own UCP endpoint to the peer queue pair's worker.
 // The software here plays the part of the RDMA NIC on both sides:
 //
-//  - Every work request becomes one active message (id kAmId) whose user header is an
+//  - RDMA READ and WRITE (no immediate) to a region the peer announced go through UCX
+//    RMA: ucp_get_nbx / ucp_put_nbx with the peer's packed remote key, after the
+//    requester checked the range and access against the announcement (ucx_rma.hpp:
+//    regions, announcements, which request takes which path, counters). Everything
+//    else (WRITE+IMM, zero length, an rkey not announced (yet), a range or access
+//    outside the announced region, a request behind an outstanding AM request to the
+//    same rkey) takes the active-message path below, where the peer's software
+//    responder checks it; Config::rma = false keeps every request on that path.
+//  - Every AM-path work request becomes one active message (id kAmId) whose user header is an
 //    AmHeader {op, dst qp, src qp, imm, dst token, src token, sequence number, remote
 //    address, rkey, length}; the two random tokens tie a message to one connection
 //    (queue-pair numbers alone repeat across workers); WRITE data travels as the AM payload (eager or rendezvous, as UCX
 //    chooses). READ is a request AM answered by a response AM carrying the data.
-//  - RC order: requests of one queue pair carry consecutive sequence numbers (the send
-//    queue position), and the responder executes them strictly in that order, parking
-//    any that arrive early (UCX may deliver a rendezvous message after a later eager one).
+//  - RC order: AM requests of one queue pair carry consecutive AM sequence numbers (the
+//    requester maps them back to send-queue positions), and the responder executes them
+//    strictly in that order, parking any that arrive early (UCX may deliver a rendezvous
+//    message after a later eager one). Across the two paths: an AM request is handed to
+//    UCX only when every earlier RMA operation of its queue pair has completed, a WRITE
+//    remotely (its ucp_ep_flush_nbx completed: "completed both at the origin and at the
+//    target", ucp.h); so a WRITE+IMM answer never overtakes the value WRITE before it.
+//    An RMA operation waits for earlier RMA operations on overlapping bytes of the same
+//    region (unless both are READs), and takes the AM path when an AM request to the same
+//    rkey is outstanding, so every request that touches the same memory keeps post order.
+//    An RMA operation after unacknowledged AM requests is preceded by a NOP asking for an
+//    ACK, so its completion is not stuck behind them. (ucp_worker_fence is not relied on:
+//    ucp.h does not say it orders active messages after RMA.)
 //  - The responder's AM handler validates the header (queue pair, token, peer, sequence)
 //    and then runs the software NIC responder (transports/software_nic/responder.hpp):
 //    rkey, bounds and permission against its registered regions, copy of the bytes into
@@ -20,7 +38,9 @@
 //    that must wait is received into a side buffer and copied when its turn comes. With no receive
 //    posted the request waits (receiver-not-ready with infinite retry) until
 //    post_receives() is called; later requests of that queue pair wait behind it.
-//  - Completion semantics (documented choice): a WRITE completes when the PEER
+//  - Completion semantics (documented choice): an RMA READ completes when ucp_get_nbx
+//    completed (data in the local buffer), an RMA WRITE when the flush issued after it
+//    (one per doorbell) completed; an AM-path WRITE completes when the PEER
 //    ACKNOWLEDGES it, i.e. after its data was placed in the target memory: signalled
 //    requests ask for an ACK (consecutive ACKs of one queue pair are coalesced), and an
 //    ACK or READ response for sequence s completes every earlier WRITE as well (in-order
@@ -37,13 +57,17 @@
 //    its request completed). A local violation (bad lkey or bounds) is sent as a NOP
 //    fence; when the peer acknowledges it the request completes with
 //    kLocalProtectionError and the queue pair moves to the error state. A UCX-level
-//    failure (peer gone) completes the oldest outstanding request with kRetryExceeded and
-//    flushes the rest. Zero-length requests touch no memory and are not checked.
+//    failure (peer gone, or a failed ucp_get/ucp_put/flush) completes the oldest outstanding
+//    request with kRetryExceeded and flushes the rest; an RMA operation still in UCX's hands
+//    then completes (kWrFlushError) when UCX gives its buffer back. Zero-length requests
+//    touch no memory and are not checked.
 //  - ring_doorbell(): hands every request posted on this queue pair since the previous
-//    doorbell to UCX (ucp_am_send_nbx), in post order. UCX sends what it can at once;
-//    the rest leaves as the worker progresses. Over shared memory the transport asks UCX
-//    for FIFO elements large enough (kShmFifoElementSize) that a WRITE of up to 416
-//    bytes, header included, leaves by UCX's short path, the cheapest it has.
+//    doorbell to UCX (ucp_am_send_nbx, ucp_get_nbx, ucp_put_nbx), in post order, up to
+//    the first one that must wait for an RMA operation (handed over by progress() once
+//    that completed). UCX sends what it can at once; the rest leaves as the worker
+//    progresses. Over shared memory the transport asks UCX for FIFO elements large
+//    enough (kShmFifoElementSize) that a WRITE of up to 416 bytes, header included,
+//    leaves by UCX's short path, the cheapest it has.
 //  - poll_recv() progresses the worker once (ucp_worker_progress, which runs the AM
 //    handlers), sends the ACKs/NAKs/READ responses the handlers queued, then drains the
 //    receive completion queue. poll_send() does the same for the send completion queue,
@@ -75,6 +99,7 @@
 #include "transports/software_nic/receive_queue.hpp"
 #include "transports/software_nic/responder.hpp"
 #include "transports/software_nic/send_queue.hpp"
+#include "transports/ucx/ucx_rma.hpp"
 
 // Opaque UCX handles (ucp/api/ucp_def.h); the UCX headers stay out of this header.
 struct ucp_context;
@@ -160,6 +185,7 @@ struct Config {
   // size itself (UCX_MM_, UCX_POSIX_ or UCX_SYSV_FIFO_ELEM_SIZE: the user's choice wins). UCX indexes the peer's FIFO with its own element
   // size: every process of a job must use the same size.
   uint32_t shm_fifo_element_size = kShmFifoElementSize;
+  bool rma = true;  // READ/WRITE as UCX RMA where announced (ucx_rma.hpp); false = AM only
 };
 
 class UcxTransport;
@@ -185,8 +211,12 @@ class QueuePair : public software_nic::PostVerbs<QueuePair> {
 
  private:
   friend class UcxTransport;
+  friend class RmaEngine;
   friend class software_nic::PostVerbs<QueuePair>;
   QueuePair(UcxTransport& owner, uint32_t qp_num, uint32_t depth, uint64_t token);
+  // Hands posted requests up to the last doorbell to UCX, in order (ring_doorbell, and
+  // again when an RMA operation that held later requests completes).
+  void submit();
 
   enum class State : uint8_t { kReady, kErrorPending, kError };
   struct Wqe {
@@ -200,8 +230,9 @@ class QueuePair : public software_nic::PostVerbs<QueuePair> {
     WcOpcode opcode = WcOpcode::kRdmaWrite;
     bool signaled = false;
     bool done = false;
-    bool receiving = false;  // READ data arriving by rendezvous into `local`
+    bool receiving = false;  // UCX still uses `local` (READ data by rendezvous, or an RMA operation)
     WcStatus status = WcStatus::kSuccess;
+    bool rma = false;        // issued as ucp_get_nbx / ucp_put_nbx (completes on its own, not by ACK)
   };
   // A request that arrived out of order or could not run yet (receiver not ready).
   struct Parked {
@@ -237,6 +268,14 @@ class QueuePair : public software_nic::PostVerbs<QueuePair> {
   uint64_t submitted_ = 0;  // next request to hand to UCX
   uint64_t completed_ = 0;  // next request whose completion is not yet queued
   uint64_t fence_seq_ = 0;  // kErrorPending: the request that failed locally
+  uint64_t doorbell_end_ = 0;  // requests below this were rung
+  // AM requests carry their own consecutive numbers (the responder runs them in that
+  // order); am_position_ maps the last `depth` of them to send-queue positions.
+  uint64_t am_next_ = 0;
+  std::vector<uint64_t> am_position_;
+  uint32_t rma_inflight_ = 0;  // RMA operations not yet complete (a WRITE: not yet flushed)
+  bool am_unacknowledged_ = false;  // the last AM request asked for no ACK
+  bool resume_queued_ = false;
   // Responder side.
   uint64_t expected_ = 0;   // next request sequence number to execute
   bool responder_error_ = false;
@@ -255,7 +294,9 @@ class UcxTransport {
   UcxTransport& operator=(const UcxTransport&) = delete;
 
   MemoryRegion register_memory(void* ptr, size_t len, uint32_t access) {
-    return memory_.register_memory(ptr, len, access, kNode);
+    const MemoryRegion mr = memory_.register_memory(ptr, len, access, kNode);
+    if (rma_) rma_->on_register(mr, access);
+    return mr;
   }
   QueuePair& create_queue_pair();
 
@@ -292,9 +333,15 @@ class UcxTransport {
   uint64_t parked_requests() const noexcept { return parked_requests_; }
   // Test hook: queue pair by number (nullptr if unknown).
   QueuePair* find_queue_pair(uint32_t qp_num) noexcept;
+  // The RMA path (nullptr when Config::rma is false) and what it did.
+  RmaEngine* rma() noexcept { return rma_.get(); }
+  RmaCounters rma_counters() const noexcept { return rma_ ? rma_->counters() : RmaCounters{}; }
 
  private:
   friend ucx::QueuePair;
+  friend class RmaEngine;
+  // An RMA operation of `qp` at send-queue position `seq` completed (ok) or failed.
+  void rma_done(QueuePair& qp, uint64_t seq, bool ok);
   static constexpr uint32_t kNode = 0;  // owner of every region in memory_
   using SendEntry = software_nic::SendCqEntry<QueuePair*>;
   struct Outgoing {  // a reply the handlers queued, sent after ucp_worker_progress returns
@@ -340,6 +387,8 @@ class UcxTransport {
   uint64_t rendezvous_receives_ = 0;
   uint64_t parked_requests_ = 0;
   Meter meter_;
+  std::unique_ptr<RmaEngine> rma_;         // destroyed before the worker (explicitly, in the destructor)
+  std::vector<QueuePair*> rma_resume_;     // queue pairs whose held requests may go now
 };
 
 static_assert(Transport<UcxTransport>);
