@@ -56,6 +56,22 @@ bool may_use_shm_fifos(const std::string& tls) {
   return all || group || posix || sysv;
 }
 
+// Whether this UCX_TLS list names shared-memory transports (and self) only, none of
+// which offers peer error handling in UCX 1.13 ("" and "^..." lists may hold others).
+bool shared_memory_only(const std::string& tls) {
+  if (tls.empty() || tls.front() == '^') return false;
+  size_t pos = 0;
+  while (pos <= tls.size()) {
+    const size_t end = std::min(tls.find(',', pos), tls.size());
+    const std::string name = tls.substr(pos, end - pos);
+    if (name != "sm" && name != "shm" && name != "mm" && name != "posix" && name != "sysv" && name != "cma" &&
+        name != "knem" && name != "xpmem" && name != "self")
+      return false;
+    pos = end + 1;
+  }
+  return true;
+}
+
 }  // namespace
 
 struct UcxTransport::Impl {
@@ -526,7 +542,11 @@ void QueuePair::connect(const ConnectInfo& remote) {
   p.err_handler.cb = &UcxTransport::Impl::on_ep_error;
   p.err_handler.arg = this;
   ucp_ep_h ep = nullptr;
-  ucs_status_t st = ucp_ep_create(owner_->worker_, &p, &ep);
+  ucs_status_t st = UCS_ERR_UNSUPPORTED;
+  if (owner_->try_peer_error_handling_) {
+    st = ucp_ep_create(owner_->worker_, &p, &ep);
+    owner_->try_peer_error_handling_ = st == UCS_OK;
+  }
   peer_error_handling_ = st == UCS_OK;
   if (st != UCS_OK) {
     p.err_mode = UCP_ERR_HANDLING_MODE_NONE;
@@ -669,6 +689,7 @@ UcxTransport::UcxTransport(const Config& config)
   const char* env_tls = std::getenv("UCX_TLS");
   const std::string tls = !config.tls.empty() ? config.tls : env_tls != nullptr ? env_tls : "";
   // A FIFO size the user set in the environment wins: the transport's own is a default.
+  try_peer_error_handling_ = !shared_memory_only(tls);
   const bool env_sets_fifo = std::getenv("UCX_MM_FIFO_ELEM_SIZE") != nullptr ||
                              std::getenv("UCX_POSIX_FIFO_ELEM_SIZE") != nullptr ||
                              std::getenv("UCX_SYSV_FIFO_ELEM_SIZE") != nullptr;

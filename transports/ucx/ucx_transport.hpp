@@ -382,6 +382,10 @@ class UcxTransport {
   SendSlot* spare_send_slot_ = nullptr;
   bool closing_ = false;
   bool recv_progressed_ = false;  // a poll_recv() progressed since the last poll_send()
+  // Whether a queue pair's endpoint may ask for peer error handling: false when the
+  // transport list holds only shared-memory transports (none offers it in UCX 1.13), or
+  // once UCX refused it on this worker (a refusal logs a UCX error line; one is enough).
+  bool try_peer_error_handling_ = true;
   uint64_t inflight_requests_ = 0;  // UCX requests not yet completed
   uint64_t protocol_errors_ = 0;
   uint64_t rendezvous_receives_ = 0;
