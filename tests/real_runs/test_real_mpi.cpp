@@ -149,7 +149,7 @@ TEST_CASE("mpirun -np 2: a rank stopped mid-run (SIGSTOP): the other fails its c
           "[real-run][mpi][faults]") {
   e2e::TempDir dir;
   const auto t0 = std::chrono::steady_clock::now();
-  const Outcome o = run_with_rank1_signal("STOP", "1.5", dir.path(), {{"BENCHKV_PEER_TIMEOUT", "2"}});
+  const Outcome o = run_with_rank1_signal("STOP", "2.5", dir.path(), {{"BENCHKV_PEER_TIMEOUT", "2"}});
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(e2e::describe(o));
   CHECK(o.status != 0);
