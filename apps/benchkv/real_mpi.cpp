@@ -69,6 +69,19 @@ void print_pin_notes(const std::vector<std::string>& notes, int rank) {
   for (const auto& n : notes) std::fprintf(stderr, "benchkv: rank %d: %s\n", rank, n.c_str());
 }
 
+// The summary's "real" section: `extra` (the transport's details), the rank's wall and
+// drain times, and the per-rank totals.
+static nlohmann::json real_section(const nlohmann::json& extra, const RealResult& res) {
+  nlohmann::json real = extra;
+  real["wall_s"] = app::round6(res.wall_s);
+  real["drain_ns"] = res.drain_ns;
+  nlohmann::json per_rank = nlohmann::json::array();
+  for (const RankTotals& t : res.per_rank)
+    per_rank.push_back({{"issued", t.issued}, {"completed", t.completed}, {"failed", t.failed}});
+  real["per_rank"] = std::move(per_rank);
+  return real;
+}
+
 void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res,
                        const nlohmann::json& extra) {
   const char* pending = res.calls_failed_back
@@ -88,14 +101,8 @@ void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealR
       app::write_csv_file(eff.output, res.runs);
       nlohmann::json summary = app::summary_json(eff, res.runs, {});
       summary["incomplete"] = {{"reason", res.incomplete}, {"ranks_reported", nlohmann::json::array({0})}};
-      summary["real"] = extra;
+      summary["real"] = real_section(extra, res);
       summary["real"]["ranks"] = s.size();
-      summary["real"]["wall_s"] = app::round6(res.wall_s);
-      summary["real"]["drain_ns"] = res.drain_ns;
-      nlohmann::json per_rank = nlohmann::json::array();
-      for (const RankTotals& t : res.per_rank)
-        per_rank.push_back({{"issued", t.issued}, {"completed", t.completed}, {"failed", t.failed}});
-      summary["real"]["per_rank"] = std::move(per_rank);
       summary["totals"] = {{"issued", res.issued},   {"completed", res.completed},   {"errors", res.errors},
                            {"failed", res.failed},   {"unanswered", res.unanswered}};
       app::write_summary_file(eff.summary, summary);
@@ -127,13 +134,7 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
       eff.np = static_cast<uint32_t>(s.size());  // a real run's node count is the MPI size
       app::write_csv_file(eff.output, res.runs);
       nlohmann::json summary = app::summary_json(eff, res.runs, res.daemons);
-      summary["real"] = extra;
-      summary["real"]["wall_s"] = app::round6(res.wall_s);
-      summary["real"]["drain_ns"] = res.drain_ns;
-      nlohmann::json per_rank = nlohmann::json::array();
-      for (const RankTotals& t : res.per_rank)
-        per_rank.push_back({{"issued", t.issued}, {"completed", t.completed}, {"failed", t.failed}});
-      summary["real"]["per_rank"] = std::move(per_rank);
+      summary["real"] = real_section(extra, res);
       summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
       if (res.failed > 0) summary["totals"]["failed"] = res.failed;
       std::vector<app::ThreadCpu> threads;
