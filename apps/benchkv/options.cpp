@@ -403,6 +403,12 @@ const Spec kSpecs[] = {
      "zeroed and kept (keep: faster, no system call or page fault per page, but every page a ring has touched "
      "stays resident); the output bytes are the same",
      BKV_CHOICE(ring_pages, kRingPagesChoices)},
+    {"ring_page_batch", 0, Kind::kUnsigned, kGroupSim, "PAGES",
+     "copyrpc ring pages the peer has consumed are given back this many at a time, in one system call per ring, "
+     "and as many pages ahead of where the ring is written next are made resident in one call (1: page by page, "
+     "a page fault at each first write; 16 by default: faster, up to 2 x PAGES more resident pages per busy "
+     "ring); in [1, 1024]; the output bytes are the same",
+     BKV_FIELD(ring_page_batch)},
     {"inflight_samples", 0, Kind::kString, kGroupSim, "FILE", "in-flight time series output (empty: off)",
      BKV_FIELD(inflight_samples)},
     {"inflight_sample_interval_us", 0, Kind::kDouble, kGroupSim, "US", "in-flight sampling period (> 0)",
@@ -619,6 +625,8 @@ constexpr Applicability kApplicability[] = {
      "the spread of --start-mode staggered in the simulator"},
     {"ring_pages", [](const Options& o) { return is_sim(o) && !is_data(o); },
      "how the simulator keeps copyrpc ring pages (KV and rpc runs)"},
+    {"ring_page_batch", [](const Options& o) { return is_sim(o) && !is_data(o); },
+     "how many simulated copyrpc ring pages are given back at a time (KV and rpc runs)"},
     {"inflight_samples", &sim_kv, "a daemon in-flight sampler of the simulated KV backends"},
     {"inflight_sample_interval_us", [](const Options& o) { return sim_kv(o) && !o.inflight_samples.empty(); },
      "the period of --inflight-samples in the simulator"},
@@ -760,6 +768,8 @@ void validate(const Options& o, bool require_backend) {
     fail(o, "ring_size", fmt::format("is not a power of two in [{}, 2^32]", kMinRingSize));
   }
   if (o.np < 1 || o.np > kv::kMaxRanks) fail(o, "np", "must be in [1, 2^20]");
+  if (o.ring_page_batch < 1 || o.ring_page_batch > kMaxRingPageBatch)
+    fail(o, "ring_page_batch", fmt::format("must be in [1, {}]", kMaxRingPageBatch));
   if (o.loop.poll_budget < 1) fail(o, "poll_budget", "must be >= 1");
   if (!(o.loop.batch_hold_us >= 0 && std::isfinite(o.loop.batch_hold_us))) fail(o, "batch_hold_us", "must be >= 0");
   if (!(o.loop.hold_rtt_multiplier >= 0 && std::isfinite(o.loop.hold_rtt_multiplier))) {
@@ -793,6 +803,7 @@ json to_json(const Options& o) {
     if (data_only && o.backend != BackendKind::kData) continue;
     if (s.key == "check_exactly_once" && !o.check_exactly_once) continue;  // absent while off: outputs keep their bytes
     if (s.key == "loop_order" && o.loop.order == backend::LoopOrder::kCalibrated) continue;  // likewise
+    if (s.key == "ring_page_batch" && o.ring_page_batch == kDefaultRingPageBatch) continue;  // likewise
     j[std::string(s.key)] = s.get(o);
   }
   return j;

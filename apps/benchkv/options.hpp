@@ -67,6 +67,8 @@ inline constexpr uint32_t kMaxThreads = 1024;  // server_threads, client_threads
 inline constexpr uint32_t kMaxRpcEndpoints = 4096;  // rpc: endpoints per server rank
 inline constexpr uint32_t kMaxPort = 255;      // RDMA port numbers are u8, from 1
 inline constexpr int32_t kMaxGidIndex = 255;
+inline constexpr uint32_t kDefaultRingPageBatch = 16;  // ring_page_batch (pages)
+inline constexpr uint32_t kMaxRingPageBatch = 1024;    // = PagedMemory::kMaxGiveBackPages
 
 struct Options {
   std::optional<BackendKind> backend;  // positional; JSON "backend"; required to run
@@ -101,6 +103,10 @@ struct Options {
   std::string trace;                   // Chrome trace output path ("" = off)
   std::optional<TraceWindow> trace_window;  // required when trace is set
   RingPages ring_pages = RingPages::kRelease;  // simulated rings' consumed pages
+  // Simulated rings: consumed pages are given back this many at a time, and as many are
+  // prefaulted ahead of the writer (1: page by page, no prefault). The JSON key is
+  // absent from the effective configuration at the default (outputs keep their bytes).
+  uint32_t ring_page_batch = kDefaultRingPageBatch;
   bool progress = true;                // a line per epoch on stderr
   // Simulated KV runs: record every request and store operation and check exactly-once
   // delivery and per-key histories after the run (core/kv/history_oracle.hpp). The JSON

@@ -19,6 +19,9 @@
 #include "sim/sim_thread.hpp"
 #include "sim/des_transport.hpp"
 
+static_assert(bkv::app::kMaxRingPageBatch == bkv::software_nic::PagedMemory::kMaxGiveBackPages,
+              "--ring-page-batch takes what PagedMemory accepts");
+
 namespace bkv::app {
 
 using namespace bkv::sim;
@@ -89,6 +92,7 @@ class Experiment {
     interval_ = app::interval_ns(o);
     epochs_ = app::epochs_per_run(o);
     fabric_.pages().set_discard_mode(discard_mode(o.ring_pages));
+    fabric_.pages().set_give_back_pages(o.ring_page_batch);
     for (const std::string& text : o.faults) model_.faults.push_back(sim::Fault::parse(text));
     loss_rng_ = Rng(derive_seed(o.seed, {0x4C4F5353ull /* "LOSS" */}));
     sim::check_shape(model_.faults, np_, D_);
