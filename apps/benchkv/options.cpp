@@ -58,6 +58,8 @@ constexpr std::array<Choice<StartMode>, 2> kStartModeChoices{
     {{"sync", StartMode::kSync}, {"staggered", StartMode::kStaggered}}};
 constexpr std::array<Choice<RingPages>, 2> kRingPagesChoices{
     {{"release", RingPages::kRelease}, {"keep", RingPages::kKeep}}};
+constexpr std::array<Choice<EventSet>, 2> kEventSetChoices{
+    {{"heap", EventSet::kHeap}, {"calendar", EventSet::kCalendar}}};
 constexpr std::array<Choice<ReportFormat>, 3> kReportChoices{
     {{"text", ReportFormat::kText}, {"csv", ReportFormat::kCsv}, {"none", ReportFormat::kNone}}};
 
@@ -409,6 +411,10 @@ const Spec kSpecs[] = {
      "a page fault at each first write; 16 by default: faster, up to 2 x PAGES more resident pages per busy "
      "ring); in [1, 1024]; the output bytes are the same",
      BKV_FIELD(ring_page_batch)},
+    {"event_set", 0, Kind::kChoice, kGroupSim, "heap|calendar",
+     "the simulator's future-event set: binary heap or calendar queue (sim/calendar_queue.hpp); both run the same "
+     "events in the same order, so the output bytes are the same, only the speed differs",
+     BKV_CHOICE(event_set, kEventSetChoices)},
     {"inflight_samples", 0, Kind::kString, kGroupSim, "FILE", "in-flight time series output (empty: off)",
      BKV_FIELD(inflight_samples)},
     {"inflight_sample_interval_us", 0, Kind::kDouble, kGroupSim, "US", "in-flight sampling period (> 0)",
@@ -543,6 +549,7 @@ std::string_view to_string(TransportKind t) noexcept { return name_of(kTransport
 std::string_view to_string(StartMode m) noexcept { return name_of(kStartModeChoices, m); }
 std::string_view to_string(ReportFormat f) noexcept { return name_of(kReportChoices, f); }
 std::string_view to_string(RingPages p) noexcept { return name_of(kRingPagesChoices, p); }
+std::string_view to_string(EventSet e) noexcept { return name_of(kEventSetChoices, e); }
 
 uint64_t TraceWindow::begin_ns() const noexcept { return rounded_ns(begin_us, 1e3); }
 uint64_t TraceWindow::end_ns() const noexcept { return rounded_ns(end_us, 1e3); }
@@ -627,6 +634,7 @@ constexpr Applicability kApplicability[] = {
      "how the simulator keeps copyrpc ring pages (KV and rpc runs)"},
     {"ring_page_batch", [](const Options& o) { return is_sim(o) && !is_data(o); },
      "how many simulated copyrpc ring pages are given back at a time (KV and rpc runs)"},
+    {"event_set", [](const Options& o) { return is_sim(o) && !is_data(o); }, "the simulator's event set (KV and rpc runs)"},
     {"inflight_samples", &sim_kv, "a daemon in-flight sampler of the simulated KV backends"},
     {"inflight_sample_interval_us", [](const Options& o) { return sim_kv(o) && !o.inflight_samples.empty(); },
      "the period of --inflight-samples in the simulator"},
@@ -724,6 +732,7 @@ void validate(const Options& o, bool require_backend) {
   if (name_of(kStartModeChoices, o.start_mode).empty()) fail(o, "start_mode", "is invalid");
   if (name_of(kLoopOrderChoices, o.loop.order).empty()) fail(o, "loop_order", "is invalid");
   if (name_of(kRingPagesChoices, o.ring_pages).empty()) fail(o, "ring_pages", "is invalid");
+  if (name_of(kEventSetChoices, o.event_set).empty()) fail(o, "event_set", "is invalid");
   if (name_of(kReportChoices, o.report).empty()) fail(o, "report", "is invalid");
   validate_applicability(o);
 
@@ -804,6 +813,7 @@ json to_json(const Options& o) {
     if (s.key == "check_exactly_once" && !o.check_exactly_once) continue;  // absent while off: outputs keep their bytes
     if (s.key == "loop_order" && o.loop.order == backend::LoopOrder::kCalibrated) continue;  // likewise
     if (s.key == "ring_page_batch" && o.ring_page_batch == kDefaultRingPageBatch) continue;  // likewise
+    if (s.key == "event_set" && o.event_set == kDefaultEventSet) continue;                     // likewise
     j[std::string(s.key)] = s.get(o);
   }
   return j;

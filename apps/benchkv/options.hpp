@@ -42,6 +42,10 @@ enum class ReportFormat : uint8_t { kText = 0, kCsv, kNone };  // the final repo
 // live pages only) or is zeroed and kept (kKeep: no system call or page fault per page,
 // the pages a ring has touched stay resident). Output bytes are the same either way.
 enum class RingPages : uint8_t { kRelease = 0, kKeep };
+// The simulator's future-event set (sim/selectable_event_set.hpp): binary heap or
+// calendar queue. Both run the same events in the same order; only the speed differs.
+enum class EventSet : uint8_t { kHeap = 0, kCalendar };
+inline constexpr EventSet kDefaultEventSet = EventSet::kCalendar;
 using kv::Distribution;
 
 using backend::to_string;                               // BackendKind: "meta", ...
@@ -49,6 +53,7 @@ std::string_view to_string(TransportKind t) noexcept;  // "mlx5", "verbs", "ucx"
 std::string_view to_string(StartMode m) noexcept;      // "sync", "staggered"
 std::string_view to_string(ReportFormat f) noexcept;   // "text", "csv", "none"
 std::string_view to_string(RingPages p) noexcept;      // "release", "keep"
+std::string_view to_string(EventSet e) noexcept;       // "heap", "calendar"
 
 // Trace window [begin_us, end_us) in microseconds of virtual time; JSON/CLI form "A:B".
 struct TraceWindow {
@@ -107,6 +112,9 @@ struct Options {
   // prefaulted ahead of the writer (1: page by page, no prefault). The JSON key is
   // absent from the effective configuration at the default (outputs keep their bytes).
   uint32_t ring_page_batch = kDefaultRingPageBatch;
+  // The simulator's event set. The JSON key is absent from the effective configuration
+  // at the default (outputs keep their bytes).
+  EventSet event_set = kDefaultEventSet;
   bool progress = true;                // a line per epoch on stderr
   // Simulated KV runs: record every request and store operation and check exactly-once
   // delivery and per-key histories after the run (core/kv/history_oracle.hpp). The JSON

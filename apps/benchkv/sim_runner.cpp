@@ -93,6 +93,7 @@ class Experiment {
     epochs_ = app::epochs_per_run(o);
     fabric_.pages().set_discard_mode(discard_mode(o.ring_pages));
     fabric_.pages().set_give_back_pages(o.ring_page_batch);
+    engine_.event_set_to_configure().select(event_set_kind(o.event_set));
     for (const std::string& text : o.faults) model_.faults.push_back(sim::Fault::parse(text));
     loss_rng_ = Rng(derive_seed(o.seed, {0x4C4F5353ull /* "LOSS" */}));
     sim::check_shape(model_.faults, np_, D_);
@@ -616,6 +617,10 @@ class Experiment {
 };
 
 }  // namespace
+
+sim::EventSetKind event_set_kind(EventSet e) {
+  return e == EventSet::kCalendar ? sim::EventSetKind::kCalendarQueue : sim::EventSetKind::kBinaryHeap;
+}
 
 software_nic::DiscardMode discard_mode(RingPages p) {
   return p == RingPages::kKeep ? software_nic::DiscardMode::kZeroInPlace : software_nic::DiscardMode::kRelease;

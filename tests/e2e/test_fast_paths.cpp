@@ -12,6 +12,9 @@
 // --ring-page-batch N (core/copyrpc/context.hpp, give_back_passed_pages): consumed ring
 // pages are given back N at a time and N pages ahead of the writer are prefaulted; the
 // default (16) and 64 are checked against 1 (page by page, no prefault), on the same runs.
+//
+// --event-set calendar (sim/selectable_event_set.hpp, the default) against heap: the same
+// events in the same order, so the same bytes, C1 and every backend with a trace.
 #include <string>
 #include <vector>
 
@@ -98,6 +101,50 @@ TEST_CASE("sim: --ring-page-batch 16 (default) and 64 write the same output byte
   check_same_outputs(off, on, "ring_page_batch");
   check_same_outputs(off, big, "ring_page_batch");
   check_run_in(on);
+}
+
+TEST_CASE("sim: --event-set heap and calendar (default) write the same output bytes (C1 collapsed and high)",
+          "[e2e][sim][determinism][fast-path]") {
+  const uint32_t np = GENERATE(8u, 16u);
+  CAPTURE(np);
+  TempDir dir;
+  const fs::path off = dir.subdir("heap"), on = dir.subdir("calendar");
+  run_ok(c1_run(np, 4194304, {"--event-set", "heap"}), off);
+  run_ok(c1_run(np, 4194304, {}), on);
+  CHECK(read_json(off / "out.summary.json")["config"]["event_set"] == "heap");
+  CHECK_FALSE(read_json(on / "out.summary.json")["config"].contains("event_set"));  // absent at the default
+  check_state(np, off);
+  check_same_outputs(off, on, "event_set");
+  check_run_in(on);
+}
+
+TEST_CASE("sim: --event-set writes the same output bytes for every simulated backend, with a trace",
+          "[e2e][sim][determinism][fast-path]") {
+  const std::string backend = GENERATE("meta", "delegation", "direct");
+  CAPTURE(backend);
+  TempDir dir;
+  const fs::path off = dir.subdir("heap"), on = dir.subdir("calendar");
+  auto args = [&](const std::string& set) {
+    return small_sim(backend, {"--server-threads", "2", "--event-set", set, "--inflight-samples", "inflight.csv",
+                               "--trace", "trace.json", "--trace-window", "1000:1100", "-o", "out.csv"});
+  };
+  run_ok(args("heap"), off);
+  run_ok(args("calendar"), on);
+  CHECK_FALSE(read_json(on / "out.summary.json")["config"].contains("event_set"));  // the default, though given
+  check_same_outputs(off, on, "event_set");
+  const std::string trace = read_file(off / "trace.json");
+  CHECK_FALSE(trace.empty());
+  CHECK(trace == read_file(on / "trace.json"));
+}
+
+TEST_CASE("sim: --event-set takes heap or calendar, and only with the simulator", "[e2e][sim][bad-input]") {
+  TempDir dir;
+  const Outcome bad = run_benchkv(small_sim("delegation", {"--event-set", "splay"}), dir.path());
+  CHECK(bad.status != 0);
+  CHECK(bad.err.find("event-set") != std::string::npos);
+  const Outcome real = run_benchkv({"--transport", "ucx", "--event-set", "heap", "delegation"}, dir.path());
+  CHECK(real.status != 0);
+  CHECK(real.err.find("event_set") != std::string::npos);
 }
 
 TEST_CASE("sim: --ring-page-batch takes 1..1024, and only with the simulator", "[e2e][sim][bad-input]") {
