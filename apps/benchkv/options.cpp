@@ -415,6 +415,10 @@ const Spec kSpecs[] = {
      "the simulator's future-event set: binary heap or calendar queue (sim/calendar_queue.hpp); both run the same "
      "events in the same order, so the output bytes are the same, only the speed differs",
      BKV_CHOICE(event_set, kEventSetChoices)},
+    {"step_log", 0, Kind::kString, kGroupSim, "FILE",
+     "write which simulated thread each step ran, in order, over the measured runs, to FILE (binary, "
+     "apps/benchkv/step_log.hpp; bench/sim_limit.cpp replays it; empty: off)",
+     BKV_FIELD(step_log)},
     {"inflight_samples", 0, Kind::kString, kGroupSim, "FILE", "in-flight time series output (empty: off)",
      BKV_FIELD(inflight_samples)},
     {"inflight_sample_interval_us", 0, Kind::kDouble, kGroupSim, "US", "in-flight sampling period (> 0)",
@@ -513,7 +517,8 @@ void finish(Options& o, bool summary_given) {
 // Output files must be distinct: two outputs on one path would silently overwrite each other.
 void validate_distinct_outputs(const Options& o) {
   const std::pair<std::string_view, const std::string*> outs[] = {
-      {"output", &o.output}, {"summary", &o.summary}, {"inflight_samples", &o.inflight_samples}, {"trace", &o.trace}};
+      {"output", &o.output}, {"summary", &o.summary}, {"inflight_samples", &o.inflight_samples}, {"trace", &o.trace},
+      {"step_log", &o.step_log}};
   for (size_t i = 0; i < std::size(outs); ++i)
     for (size_t j = i + 1; j < std::size(outs); ++j) {
       if (outs[i].second->empty() || outs[j].second->empty()) continue;
@@ -635,6 +640,7 @@ constexpr Applicability kApplicability[] = {
     {"ring_page_batch", [](const Options& o) { return is_sim(o) && !is_data(o); },
      "how many simulated copyrpc ring pages are given back at a time (KV and rpc runs)"},
     {"event_set", [](const Options& o) { return is_sim(o) && !is_data(o); }, "the simulator's event set (KV and rpc runs)"},
+    {"step_log", &sim_kv, "a step recorder of the simulated KV backends"},
     {"inflight_samples", &sim_kv, "a daemon in-flight sampler of the simulated KV backends"},
     {"inflight_sample_interval_us", [](const Options& o) { return sim_kv(o) && !o.inflight_samples.empty(); },
      "the period of --inflight-samples in the simulator"},
@@ -814,6 +820,7 @@ json to_json(const Options& o) {
     if (s.key == "loop_order" && o.loop.order == backend::LoopOrder::kCalibrated) continue;  // likewise
     if (s.key == "ring_page_batch" && o.ring_page_batch == kDefaultRingPageBatch) continue;  // likewise
     if (s.key == "event_set" && o.event_set == kDefaultEventSet) continue;                     // likewise
+    if (s.key == "step_log" && o.step_log.empty()) continue;                                     // likewise
     j[std::string(s.key)] = s.get(o);
   }
   return j;

@@ -115,6 +115,9 @@ struct Options {
   // The simulator's event set. The JSON key is absent from the effective configuration
   // at the default (outputs keep their bytes).
   EventSet event_set = kDefaultEventSet;
+  // Simulated KV runs: the step log (apps/benchkv/step_log.hpp) is written here ("" =
+  // off; the JSON key is absent while off).
+  std::string step_log;
   bool progress = true;                // a line per epoch on stderr
   // Simulated KV runs: record every request and store operation and check exactly-once
   // delivery and per-key histories after the run (core/kv/history_oracle.hpp). The JSON

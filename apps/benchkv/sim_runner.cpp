@@ -13,6 +13,7 @@
 #include "apps/benchkv/node_runtime.hpp"
 #include "apps/benchkv/provenance.hpp"
 #include "apps/benchkv/results.hpp"
+#include "apps/benchkv/step_log.hpp"
 #include "apps/benchkv/node_setup.hpp"
 #include "backends/node_backends.hpp"
 #include "sim/engine.hpp"
@@ -113,10 +114,15 @@ class Experiment {
     }
     snapshot_all(run_snap_);
     if (o_.trim == 0) latency_window_start();
+    if (!o_.step_log.empty()) step_log_ = std::make_unique<StepLog>(StepLog{np_, D_ + C_, D_, {}});
     start_threads();
 
     const Time end = run_start(o_.runs);
     engine_.run_until(end);
+    if (step_log_) {
+      step_log_->write(o_.step_log);
+      step_log_.reset();
+    }
 
     // Drain: clients stop issuing, the simulation continues until nothing is in flight.
     for (auto& n : nodes_) n->stop_issuing();
@@ -299,6 +305,7 @@ class Experiment {
           return StepResult::kContinue;
         }
     }
+    if (e.step_log_) [[unlikely]] e.log_step(*b);
     e.runtimes_[b->rank]->waker().current = &self;
     e.nodes_[b->rank]->step_daemon(b->thread);
     if (!e.slow_nodes_.empty()) [[unlikely]] e.slow_down(b->rank, self);
@@ -309,12 +316,15 @@ class Experiment {
   static StepResult client_step(void* ctx, SimThread& self) {
     auto* b = static_cast<Binding*>(ctx);
     Experiment& e = *b->exp;
+    if (e.step_log_) [[unlikely]] e.log_step(*b);
     const auto r = e.nodes_[b->rank]->step_client(b->thread - e.D_);
     if (!e.slow_nodes_.empty()) [[unlikely]] e.slow_down(b->rank, self);
     if (e.oracle_) [[unlikely]] e.check_endpoints(b->rank, b->thread);
     if (r.blocked) self.wake(self.now() + static_cast<Time>(std::llround(e.model_.client_retry_ns)));
     return StepResult::kIdle;
   }
+
+  void log_step(const Binding& b) { step_log_->steps.push_back(b.rank * (D_ + C_) + b.thread); }
 
   // ---- faults (sim/faults.hpp)
   // A slow node: the step that just ran takes factor x its charged time (the largest
@@ -581,6 +591,7 @@ class Experiment {
   const app::Options& o_;
   sim::Model model_;
   std::function<void(const std::string&)> progress_;
+  std::unique_ptr<StepLog> step_log_;  // --step-log: recording while set
   Engine engine_;
   sim::DesFabric fabric_;
   uint32_t np_, D_, C_;

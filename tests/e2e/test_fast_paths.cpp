@@ -15,9 +15,12 @@
 //
 // --event-set calendar (sim/selectable_event_set.hpp, the default) against heap: the same
 // events in the same order, so the same bytes, C1 and every backend with a trace.
+//
+// --step-log (apps/benchkv/step_log.hpp) only records: the outputs are the same with it.
 #include <string>
 #include <vector>
 
+#include "apps/benchkv/step_log.hpp"
 #include "e2e/benchkv_run.hpp"
 
 using namespace bkv::e2e;
@@ -145,6 +148,60 @@ TEST_CASE("sim: --event-set takes heap or calendar, and only with the simulator"
   const Outcome real = run_benchkv({"--transport", "ucx", "--event-set", "heap", "delegation"}, dir.path());
   CHECK(real.status != 0);
   CHECK(real.err.find("event_set") != std::string::npos);
+}
+
+TEST_CASE("sim: --step-log records every thread step of the measured runs and changes no output",
+          "[e2e][sim][determinism]") {
+  TempDir dir;
+  const fs::path off = dir.subdir("off"), on = dir.subdir("on");
+  run_ok(c1_run(8, 4194304, {}), off);
+  run_ok(c1_run(8, 4194304, {"--step-log", "steps.bin"}), on);
+  CHECK(read_json(on / "out.summary.json")["config"]["step_log"] == "steps.bin");
+  CHECK_FALSE(read_json(off / "out.summary.json")["config"].contains("step_log"));  // absent while off
+  check_same_outputs(off, on, "step_log");
+  const bkv::app::StepLog log = bkv::app::StepLog::read((on / "steps.bin").string());
+  CHECK(log.np == 8);
+  CHECK(log.daemons == 1);
+  CHECK(log.threads_per_node == 47);
+  // Every thread stepped, daemons far more often than a single client.
+  std::vector<uint64_t> per_thread(8 * 47, 0);
+  for (uint32_t s : log.steps) ++per_thread.at(s);
+  for (uint32_t t = 0; t < per_thread.size(); ++t) {
+    INFO("thread " << t);
+    CHECK(per_thread[t] > 0);
+    if (t % 47 == 0) CHECK(per_thread[t] > 10 * per_thread[t + 1]);
+  }
+}
+
+TEST_CASE("step logs that are cut, foreign or out of range are refused", "[e2e][sim][bad-input]") {
+  TempDir dir;
+  bkv::app::StepLog good{2, 3, 1, {0, 1, 2, 5, 3}};
+  const std::string path = (dir.path() / "s.bin").string();
+  good.write(path);
+  const bkv::app::StepLog back = bkv::app::StepLog::read(path);
+  CHECK(back.steps == good.steps);
+  CHECK(back.np == 2);
+  CHECK(back.threads_per_node == 3);
+  CHECK(back.daemons == 1);
+  auto refused = [&](const std::string& bytes, const std::string& why) {
+    write_file(dir.path() / "bad.bin", bytes);
+    try {
+      (void)bkv::app::StepLog::read((dir.path() / "bad.bin").string());
+      FAIL("accepted: " << why);
+    } catch (const std::runtime_error& e) {
+      CHECK(std::string(e.what()).find(why) != std::string::npos);
+    }
+  };
+  const std::string bytes = read_file(path);
+  refused(bytes.substr(0, bytes.size() - 1), "cut inside an entry");
+  refused("BKVSTEP2" + bytes.substr(8), "not a step log");
+  refused(bytes.substr(0, 10), "not a step log");
+  std::string far = bytes;
+  far[far.size() - 4] = 6;  // thread 6 of 2 x 3
+  refused(far, "names thread 6 of 6");
+  std::string shape = bytes;
+  shape[16] = 3;  // 3 daemons of 3 threads
+  refused(shape, "impossible shape");
 }
 
 TEST_CASE("sim: --ring-page-batch takes 1..1024, and only with the simulator", "[e2e][sim][bad-input]") {
