@@ -144,6 +144,13 @@ concept Transport =
 //                                                 may be given back (they read as zero)
 //   qp.discard_remote(RemoteBuffer b)             the same for the connected peer's
 //                                                 memory named by b's rkey
+//   uint64_t give_back_batch()                    bytes (whole pages) that must have
+//                                                 passed before pages are given back
+//                                                 in one call; above one page, the
+//                                                 caller also prefaults that much ahead
+//   void prefault(std::byte* p, uint64_t len)     the whole pages inside are made
+//                                                 resident; no byte changes
+//   qp.prefault_remote(RemoteBuffer b)            the same for the peer's memory
 // A real NIC's registered memory is pinned and must never be given back under it, so
 // the hardware and real-run transports do not have them.
 template <class T>
@@ -153,6 +160,9 @@ concept PagedRingMemory =
       { t.free_ring(p, n) } -> std::same_as<void>;
       { t.discard(p, n) } -> std::same_as<void>;
       { qp.discard_remote(rb) } -> std::same_as<void>;
+      { t.give_back_batch() } -> std::same_as<uint64_t>;
+      { t.prefault(p, n) } -> std::same_as<void>;
+      { qp.prefault_remote(rb) } -> std::same_as<void>;
     };
 
 }  // namespace bkv

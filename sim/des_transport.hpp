@@ -90,6 +90,16 @@ class DesTransport {
       if (host == nullptr) throw std::logic_error("discard_remote: the range is not the peer's registered memory");
       pages_->discard(host, b.length);
     }
+    // Materializes the connected peer's pages inside `b` ahead of the writes that will
+    // reach them (PagedMemory::prefault); no byte changes. b as for discard_remote.
+    void prefault_remote(RemoteBuffer b) {
+      const sim::QpState& q = net_->qp(index_);
+      if (!q.connected() || b.length == 0) return;
+      std::byte* host = net_->memory().check_remote_owned(b.addr, b.length, b.rkey, kAccessRemoteWrite,
+                                                          net_->qp(q.peer).node);
+      if (host == nullptr) throw std::logic_error("prefault_remote: the range is not the peer's registered memory");
+      pages_->prefault(host, b.length);
+    }
 
     // Simulator extras.
     uint32_t index() const noexcept { return index_; }
@@ -118,6 +128,8 @@ class DesTransport {
   std::byte* allocate_ring(uint64_t size) { return pages_.allocate(size); }
   void free_ring(std::byte* p, uint64_t size) { pages_.free(p, size); }
   void discard(std::byte* p, uint64_t len) { pages_.discard(p, len); }
+  void prefault(std::byte* p, uint64_t len) { pages_.prefault(p, len); }
+  uint64_t give_back_batch() const noexcept { return pages_.give_back_pages() * pages_.page_bytes(); }
 
   // Drains up to `max` receive completions, oldest first.
   template <class F>

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "sim/event_set.hpp"
+#include "sim/selectable_event_set.hpp"
 
 namespace bkv::sim {
 
@@ -71,6 +72,11 @@ class BasicEngine {
   Time next_time() const noexcept { return events_.empty() ? kTimeNever : events_.min().time; }
   uint64_t events_run() const noexcept { return events_run_; }
   const EventSet& event_set() const noexcept { return events_; }  // read-only: statistics
+  // The set to configure (SelectableEventSet::select) before any event is scheduled.
+  EventSet& event_set_to_configure() {
+    if (next_seq_ != 0) throw std::logic_error("Engine: the event set is configured before any event is scheduled");
+    return events_;
+  }
   uint64_t events_scheduled() const noexcept { return next_seq_; }
 
   // Runs events with time <= limit in order. Afterwards now() == limit unless stop() was
@@ -144,7 +150,8 @@ class BasicEngine {
   bool stop_ = false;
 };
 
-// The engine the simulator runs on.
-using Engine = BasicEngine<>;
+// The engine the simulator runs on: the heap or the calendar queue, chosen at run time
+// (sim/selectable_event_set.hpp); the heap unless selected.
+using Engine = BasicEngine<SelectableEventSet>;
 
 }  // namespace bkv::sim

@@ -58,6 +58,8 @@ constexpr std::array<Choice<StartMode>, 2> kStartModeChoices{
     {{"sync", StartMode::kSync}, {"staggered", StartMode::kStaggered}}};
 constexpr std::array<Choice<RingPages>, 2> kRingPagesChoices{
     {{"release", RingPages::kRelease}, {"keep", RingPages::kKeep}}};
+constexpr std::array<Choice<EventSet>, 2> kEventSetChoices{
+    {{"heap", EventSet::kHeap}, {"calendar", EventSet::kCalendar}}};
 constexpr std::array<Choice<ReportFormat>, 3> kReportChoices{
     {{"text", ReportFormat::kText}, {"csv", ReportFormat::kCsv}, {"none", ReportFormat::kNone}}};
 
@@ -403,6 +405,20 @@ const Spec kSpecs[] = {
      "zeroed and kept (keep: faster, no system call or page fault per page, but every page a ring has touched "
      "stays resident); the output bytes are the same",
      BKV_CHOICE(ring_pages, kRingPagesChoices)},
+    {"ring_page_batch", 0, Kind::kUnsigned, kGroupSim, "PAGES",
+     "copyrpc ring pages the peer has consumed are given back this many at a time, in one system call per ring, "
+     "and as many pages ahead of where the ring is written next are made resident in one call (1: page by page, "
+     "a page fault at each first write; 16 by default: faster, up to 2 x PAGES more resident pages per busy "
+     "ring); in [1, 1024]; the output bytes are the same",
+     BKV_FIELD(ring_page_batch)},
+    {"event_set", 0, Kind::kChoice, kGroupSim, "heap|calendar",
+     "the simulator's future-event set: binary heap or calendar queue (sim/calendar_queue.hpp); both run the same "
+     "events in the same order, so the output bytes are the same, only the speed differs",
+     BKV_CHOICE(event_set, kEventSetChoices)},
+    {"step_log", 0, Kind::kString, kGroupSim, "FILE",
+     "write which simulated thread each step ran, in order, over the measured runs, to FILE (binary, "
+     "apps/benchkv/step_log.hpp; bench/sim_limit.cpp replays it; empty: off)",
+     BKV_FIELD(step_log)},
     {"inflight_samples", 0, Kind::kString, kGroupSim, "FILE", "in-flight time series output (empty: off)",
      BKV_FIELD(inflight_samples)},
     {"inflight_sample_interval_us", 0, Kind::kDouble, kGroupSim, "US", "in-flight sampling period (> 0)",
@@ -501,7 +517,8 @@ void finish(Options& o, bool summary_given) {
 // Output files must be distinct: two outputs on one path would silently overwrite each other.
 void validate_distinct_outputs(const Options& o) {
   const std::pair<std::string_view, const std::string*> outs[] = {
-      {"output", &o.output}, {"summary", &o.summary}, {"inflight_samples", &o.inflight_samples}, {"trace", &o.trace}};
+      {"output", &o.output}, {"summary", &o.summary}, {"inflight_samples", &o.inflight_samples}, {"trace", &o.trace},
+      {"step_log", &o.step_log}};
   for (size_t i = 0; i < std::size(outs); ++i)
     for (size_t j = i + 1; j < std::size(outs); ++j) {
       if (outs[i].second->empty() || outs[j].second->empty()) continue;
@@ -537,6 +554,7 @@ std::string_view to_string(TransportKind t) noexcept { return name_of(kTransport
 std::string_view to_string(StartMode m) noexcept { return name_of(kStartModeChoices, m); }
 std::string_view to_string(ReportFormat f) noexcept { return name_of(kReportChoices, f); }
 std::string_view to_string(RingPages p) noexcept { return name_of(kRingPagesChoices, p); }
+std::string_view to_string(EventSet e) noexcept { return name_of(kEventSetChoices, e); }
 
 uint64_t TraceWindow::begin_ns() const noexcept { return rounded_ns(begin_us, 1e3); }
 uint64_t TraceWindow::end_ns() const noexcept { return rounded_ns(end_us, 1e3); }
@@ -619,6 +637,10 @@ constexpr Applicability kApplicability[] = {
      "the spread of --start-mode staggered in the simulator"},
     {"ring_pages", [](const Options& o) { return is_sim(o) && !is_data(o); },
      "how the simulator keeps copyrpc ring pages (KV and rpc runs)"},
+    {"ring_page_batch", [](const Options& o) { return is_sim(o) && !is_data(o); },
+     "how many simulated copyrpc ring pages are given back at a time (KV and rpc runs)"},
+    {"event_set", [](const Options& o) { return is_sim(o) && !is_data(o); }, "the simulator's event set (KV and rpc runs)"},
+    {"step_log", &sim_kv, "a step recorder of the simulated KV backends"},
     {"inflight_samples", &sim_kv, "a daemon in-flight sampler of the simulated KV backends"},
     {"inflight_sample_interval_us", [](const Options& o) { return sim_kv(o) && !o.inflight_samples.empty(); },
      "the period of --inflight-samples in the simulator"},
@@ -716,6 +738,7 @@ void validate(const Options& o, bool require_backend) {
   if (name_of(kStartModeChoices, o.start_mode).empty()) fail(o, "start_mode", "is invalid");
   if (name_of(kLoopOrderChoices, o.loop.order).empty()) fail(o, "loop_order", "is invalid");
   if (name_of(kRingPagesChoices, o.ring_pages).empty()) fail(o, "ring_pages", "is invalid");
+  if (name_of(kEventSetChoices, o.event_set).empty()) fail(o, "event_set", "is invalid");
   if (name_of(kReportChoices, o.report).empty()) fail(o, "report", "is invalid");
   validate_applicability(o);
 
@@ -760,6 +783,8 @@ void validate(const Options& o, bool require_backend) {
     fail(o, "ring_size", fmt::format("is not a power of two in [{}, 2^32]", kMinRingSize));
   }
   if (o.np < 1 || o.np > kv::kMaxRanks) fail(o, "np", "must be in [1, 2^20]");
+  if (o.ring_page_batch < 1 || o.ring_page_batch > kMaxRingPageBatch)
+    fail(o, "ring_page_batch", fmt::format("must be in [1, {}]", kMaxRingPageBatch));
   if (o.loop.poll_budget < 1) fail(o, "poll_budget", "must be >= 1");
   if (!(o.loop.batch_hold_us >= 0 && std::isfinite(o.loop.batch_hold_us))) fail(o, "batch_hold_us", "must be >= 0");
   if (!(o.loop.hold_rtt_multiplier >= 0 && std::isfinite(o.loop.hold_rtt_multiplier))) {
@@ -793,6 +818,9 @@ json to_json(const Options& o) {
     if (data_only && o.backend != BackendKind::kData) continue;
     if (s.key == "check_exactly_once" && !o.check_exactly_once) continue;  // absent while off: outputs keep their bytes
     if (s.key == "loop_order" && o.loop.order == backend::LoopOrder::kCalibrated) continue;  // likewise
+    if (s.key == "ring_page_batch" && o.ring_page_batch == kDefaultRingPageBatch) continue;  // likewise
+    if (s.key == "event_set" && o.event_set == kDefaultEventSet) continue;                     // likewise
+    if (s.key == "step_log" && o.step_log.empty()) continue;                                     // likewise
     j[std::string(s.key)] = s.get(o);
   }
   return j;

@@ -42,6 +42,10 @@ enum class ReportFormat : uint8_t { kText = 0, kCsv, kNone };  // the final repo
 // live pages only) or is zeroed and kept (kKeep: no system call or page fault per page,
 // the pages a ring has touched stay resident). Output bytes are the same either way.
 enum class RingPages : uint8_t { kRelease = 0, kKeep };
+// The simulator's future-event set (sim/selectable_event_set.hpp): binary heap or
+// calendar queue. Both run the same events in the same order; only the speed differs.
+enum class EventSet : uint8_t { kHeap = 0, kCalendar };
+inline constexpr EventSet kDefaultEventSet = EventSet::kCalendar;
 using kv::Distribution;
 
 using backend::to_string;                               // BackendKind: "meta", ...
@@ -49,6 +53,7 @@ std::string_view to_string(TransportKind t) noexcept;  // "mlx5", "verbs", "ucx"
 std::string_view to_string(StartMode m) noexcept;      // "sync", "staggered"
 std::string_view to_string(ReportFormat f) noexcept;   // "text", "csv", "none"
 std::string_view to_string(RingPages p) noexcept;      // "release", "keep"
+std::string_view to_string(EventSet e) noexcept;       // "heap", "calendar"
 
 // Trace window [begin_us, end_us) in microseconds of virtual time; JSON/CLI form "A:B".
 struct TraceWindow {
@@ -67,6 +72,8 @@ inline constexpr uint32_t kMaxThreads = 1024;  // server_threads, client_threads
 inline constexpr uint32_t kMaxRpcEndpoints = 4096;  // rpc: endpoints per server rank
 inline constexpr uint32_t kMaxPort = 255;      // RDMA port numbers are u8, from 1
 inline constexpr int32_t kMaxGidIndex = 255;
+inline constexpr uint32_t kDefaultRingPageBatch = 16;  // ring_page_batch (pages)
+inline constexpr uint32_t kMaxRingPageBatch = 1024;    // = PagedMemory::kMaxGiveBackPages
 
 struct Options {
   std::optional<BackendKind> backend;  // positional; JSON "backend"; required to run
@@ -101,6 +108,16 @@ struct Options {
   std::string trace;                   // Chrome trace output path ("" = off)
   std::optional<TraceWindow> trace_window;  // required when trace is set
   RingPages ring_pages = RingPages::kRelease;  // simulated rings' consumed pages
+  // Simulated rings: consumed pages are given back this many at a time, and as many are
+  // prefaulted ahead of the writer (1: page by page, no prefault). The JSON key is
+  // absent from the effective configuration at the default (outputs keep their bytes).
+  uint32_t ring_page_batch = kDefaultRingPageBatch;
+  // The simulator's event set. The JSON key is absent from the effective configuration
+  // at the default (outputs keep their bytes).
+  EventSet event_set = kDefaultEventSet;
+  // Simulated KV runs: the step log (apps/benchkv/step_log.hpp) is written here ("" =
+  // off; the JSON key is absent while off).
+  std::string step_log;
   bool progress = true;                // a line per epoch on stderr
   // Simulated KV runs: record every request and store operation and check exactly-once
   // delivery and per-key histories after the run (core/kv/history_oracle.hpp). The JSON

@@ -52,6 +52,8 @@ class RpcExperiment {
     interval_ = interval_ns(o);
     epochs_ = epochs_per_run(o);
     fabric_.pages().set_discard_mode(discard_mode(o.ring_pages));
+    fabric_.pages().set_give_back_pages(o.ring_page_batch);
+    engine_.event_set_to_configure().select(event_set_kind(o.event_set));
     const rpc::RpcConfig rc = rpc_config(o);
     const copyrpc::ContextConfig cc = rpc_context_config(o);
     for (uint32_t r = 0; r < np_; ++r) fabric_.add_node(model_.nic);

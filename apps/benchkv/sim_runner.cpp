@@ -13,11 +13,15 @@
 #include "apps/benchkv/node_runtime.hpp"
 #include "apps/benchkv/provenance.hpp"
 #include "apps/benchkv/results.hpp"
+#include "apps/benchkv/step_log.hpp"
 #include "apps/benchkv/node_setup.hpp"
 #include "backends/node_backends.hpp"
 #include "sim/engine.hpp"
 #include "sim/sim_thread.hpp"
 #include "sim/des_transport.hpp"
+
+static_assert(bkv::app::kMaxRingPageBatch == bkv::software_nic::PagedMemory::kMaxGiveBackPages,
+              "--ring-page-batch takes what PagedMemory accepts");
 
 namespace bkv::app {
 
@@ -89,6 +93,8 @@ class Experiment {
     interval_ = app::interval_ns(o);
     epochs_ = app::epochs_per_run(o);
     fabric_.pages().set_discard_mode(discard_mode(o.ring_pages));
+    fabric_.pages().set_give_back_pages(o.ring_page_batch);
+    engine_.event_set_to_configure().select(event_set_kind(o.event_set));
     for (const std::string& text : o.faults) model_.faults.push_back(sim::Fault::parse(text));
     loss_rng_ = Rng(derive_seed(o.seed, {0x4C4F5353ull /* "LOSS" */}));
     sim::check_shape(model_.faults, np_, D_);
@@ -108,10 +114,15 @@ class Experiment {
     }
     snapshot_all(run_snap_);
     if (o_.trim == 0) latency_window_start();
+    if (!o_.step_log.empty()) step_log_ = std::make_unique<StepLog>(StepLog{np_, D_ + C_, D_, {}});
     start_threads();
 
     const Time end = run_start(o_.runs);
     engine_.run_until(end);
+    if (step_log_) {
+      step_log_->write(o_.step_log);
+      step_log_.reset();
+    }
 
     // Drain: clients stop issuing, the simulation continues until nothing is in flight.
     for (auto& n : nodes_) n->stop_issuing();
@@ -294,6 +305,7 @@ class Experiment {
           return StepResult::kContinue;
         }
     }
+    if (e.step_log_) [[unlikely]] e.log_step(*b);
     e.runtimes_[b->rank]->waker().current = &self;
     e.nodes_[b->rank]->step_daemon(b->thread);
     if (!e.slow_nodes_.empty()) [[unlikely]] e.slow_down(b->rank, self);
@@ -304,12 +316,15 @@ class Experiment {
   static StepResult client_step(void* ctx, SimThread& self) {
     auto* b = static_cast<Binding*>(ctx);
     Experiment& e = *b->exp;
+    if (e.step_log_) [[unlikely]] e.log_step(*b);
     const auto r = e.nodes_[b->rank]->step_client(b->thread - e.D_);
     if (!e.slow_nodes_.empty()) [[unlikely]] e.slow_down(b->rank, self);
     if (e.oracle_) [[unlikely]] e.check_endpoints(b->rank, b->thread);
     if (r.blocked) self.wake(self.now() + static_cast<Time>(std::llround(e.model_.client_retry_ns)));
     return StepResult::kIdle;
   }
+
+  void log_step(const Binding& b) { step_log_->steps.push_back(b.rank * (D_ + C_) + b.thread); }
 
   // ---- faults (sim/faults.hpp)
   // A slow node: the step that just ran takes factor x its charged time (the largest
@@ -576,6 +591,7 @@ class Experiment {
   const app::Options& o_;
   sim::Model model_;
   std::function<void(const std::string&)> progress_;
+  std::unique_ptr<StepLog> step_log_;  // --step-log: recording while set
   Engine engine_;
   sim::DesFabric fabric_;
   uint32_t np_, D_, C_;
@@ -612,6 +628,10 @@ class Experiment {
 };
 
 }  // namespace
+
+sim::EventSetKind event_set_kind(EventSet e) {
+  return e == EventSet::kCalendar ? sim::EventSetKind::kCalendarQueue : sim::EventSetKind::kBinaryHeap;
+}
 
 software_nic::DiscardMode discard_mode(RingPages p) {
   return p == RingPages::kKeep ? software_nic::DiscardMode::kZeroInPlace : software_nic::DiscardMode::kRelease;

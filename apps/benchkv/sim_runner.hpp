@@ -23,6 +23,7 @@
 #include "apps/benchkv/results.hpp"
 #include "core/kv/history_oracle.hpp"
 #include "sim/model.hpp"
+#include "sim/selectable_event_set.hpp"
 #include "transports/software_nic/paged_memory.hpp"
 
 namespace bkv::app {
@@ -55,6 +56,7 @@ struct ExperimentResult {
 
 // How the simulated rings' paged memory discards consumed pages under --ring-pages.
 software_nic::DiscardMode discard_mode(RingPages p);
+sim::EventSetKind event_set_kind(EventSet e);
 
 // Runs the experiment `o` (transport must be sim). progress(line) gets the per-epoch
 // lines (nullptr: none). Throws std::runtime_error with a clear message on a model or

@@ -598,6 +598,12 @@ class Context {
   // and producer <= a + ring size (its next cycle has not been written yet); a page that
   // fails the second test holds live bytes of the next cycle and is looked at again when
   // the consumer passes it next time.
+  // The transport's give-back batch (give_back_batch(), whole pages): dead pages are
+  // given back once that many bytes of them have passed, in one call per ring end, and
+  // as many bytes ahead of the producer are prefaulted on both ends, so that the writes
+  // that come next find their pages resident (one system call instead of a page fault
+  // per page). Up to a batch of dead pages stays resident per ring meanwhile; which
+  // pages are given back, and every byte read, are the same as page by page.
   static constexpr uint64_t kRingPage = 4096;
   static_assert(kMinRingSize % kRingPage == 0);
 
@@ -608,18 +614,34 @@ class Context {
       const uint64_t size = e.ring_size();
       const uint64_t next_cycle_floor = e.producer > size ? align_up(e.producer - size, kRingPage) : 0;
       const uint64_t from = std::max(e.pages_passed, next_cycle_floor);
+      const uint64_t batch = t_.give_back_batch();
+      if (from < upto && upto - from < batch) return;  // not a batch yet: looked at again when more has passed
       e.pages_passed = upto;
       if (from >= upto) return;
       // [from, upto) spans at most one ring (from >= producer - size, upto <= producer).
-      uint64_t off = from & (size - 1);
-      uint64_t left = upto - from;
-      while (left > 0) {
-        const uint64_t n = std::min(left, size - off);
+      for_each_ring_piece(size, from, upto - from, [&](uint64_t off, uint64_t n) {
         t_.discard(e.send_ring.data() + off, n);
         e.qp->discard_remote(RemoteBuffer{e.remote_ring.addr + off, e.remote_ring.rkey, 0, n});
-        left -= n;
-        off = 0;
+      });
+      if (batch > kRingPage) {
+        for_each_ring_piece(size, align_up(e.producer, kRingPage), std::min(batch, size), [&](uint64_t off, uint64_t n) {
+          t_.prefault(e.send_ring.data() + off, n);
+          e.qp->prefault_remote(RemoteBuffer{e.remote_ring.addr + off, e.remote_ring.rkey, 0, n});
+        });
       }
+    }
+  }
+
+  // The stream bytes [from, from + len), len <= size, as at most two pieces of a ring of
+  // `size` bytes: f(offset in the ring, length).
+  template <class F>
+  static void for_each_ring_piece(uint64_t size, uint64_t from, uint64_t len, F&& f) {
+    uint64_t off = from & (size - 1);
+    while (len > 0) {
+      const uint64_t n = std::min(len, size - off);
+      f(off, n);
+      len -= n;
+      off = 0;
     }
   }
 

@@ -15,6 +15,7 @@
 #include "sim/distributions.hpp"
 #include "sim/engine.hpp"
 #include "sim/event_set.hpp"
+#include "sim/selectable_event_set.hpp"
 
 using namespace bkv::sim;
 using bkv::Rng;
@@ -359,4 +360,37 @@ TEST_CASE("the engine runs the identical event sequence over every event set", "
   CHECK(calendar.e.pending() == heap.e.pending());
   CHECK(calendar.e.next_time() == heap.e.next_time());
   CHECK(calendar.e.events_scheduled() == heap.e.events_scheduled());
+}
+
+TEST_CASE("the engine's selectable event set runs the same sequence with the heap or the calendar queue",
+          "[event_set][engine]") {
+  constexpr Time kLimit = 3'000'000;
+  Scenario<BinaryHeapEventSet> heap;
+  heap.run(kLimit);
+  REQUIRE(heap.trace.size() > 100'000);
+  for (const EventSetKind kind : {EventSetKind::kBinaryHeap, EventSetKind::kCalendarQueue}) {
+    INFO("kind " << static_cast<int>(kind));
+    Scenario<SelectableEventSet> s;
+    CHECK(s.e.event_set().kind() == EventSetKind::kBinaryHeap);  // the heap unless selected
+    s.e.event_set_to_configure().select(kind);
+    CHECK(s.e.event_set().kind() == kind);
+    s.run(kLimit);
+    REQUIRE(s.trace.size() == heap.trace.size());
+    for (size_t i = 0; i < heap.trace.size(); ++i) {
+      INFO("event " << i);
+      REQUIRE(key_of(s.trace[i]) == key_of(heap.trace[i]));
+    }
+    CHECK(s.e.trace_hash() == heap.e.trace_hash());
+    CHECK(s.e.pending() == heap.e.pending());
+    CHECK(s.e.next_time() == heap.e.next_time());
+    // Once events are scheduled, the set is no longer chosen.
+    CHECK_THROWS_AS(s.e.event_set_to_configure(), std::logic_error);
+  }
+  SelectableEventSet set;
+  set.push(Event{5, 0, 0, 0});
+  CHECK_THROWS_AS(set.select(EventSetKind::kCalendarQueue), std::logic_error);
+  CHECK(set.kind() == EventSetKind::kBinaryHeap);
+  CHECK(set.pop_min().time == 5);
+  set.select(EventSetKind::kCalendarQueue);  // empty again: may be chosen
+  CHECK(set.kind() == EventSetKind::kCalendarQueue);
 }

@@ -91,3 +91,31 @@ TEST_CASE("PagedMemory: zero-in-place discard keeps the pages and zeroes them", 
   CHECK(q == p);
   CHECK(q[3 * page + 10] == std::byte{0});
 }
+
+TEST_CASE("PagedMemory: prefault makes whole pages resident without changing a byte", "[unit][paged-memory]") {
+  PagedMemory m;
+  const uint64_t page = m.page_bytes();
+  const uint64_t size = 32 * page;
+  std::byte* p = m.allocate(size);
+  std::memset(p + 2 * page, 0x5C, page);  // page 2 holds bytes
+  CHECK(resident_pages(p, size) == 1);
+  // Pages 1..5 are wholly inside; page 0 and page 6 only partly, so they stay out.
+  m.prefault(p + page - 1, 5 * page + 2);
+  CHECK(resident_pages(p, size) == 5);
+  CHECK(resident_pages(p, page) == 0);
+  CHECK(resident_pages(p + 6 * page, page) == 0);
+  CHECK(p[2 * page] == std::byte{0x5C});  // the written page keeps its bytes...
+  CHECK(p[2 * page + page - 1] == std::byte{0x5C});
+  for (uint64_t i = page; i < 6 * page; i += 61)  // ...and the others read as zero
+    if (i < 2 * page || i >= 3 * page) CHECK(p[i] == std::byte{0});
+  std::vector<std::byte> heap(4 * page);
+  CHECK_THROWS_AS(m.prefault(heap.data(), heap.size()), std::logic_error);
+
+  // The give-back batch: 1 page by default, in [1, kMaxGiveBackPages].
+  CHECK(m.give_back_pages() == 1);
+  m.set_give_back_pages(16);
+  CHECK(m.give_back_pages() == 16);
+  CHECK_THROWS_AS(m.set_give_back_pages(0), std::invalid_argument);
+  CHECK_THROWS_AS(m.set_give_back_pages(PagedMemory::kMaxGiveBackPages + 1), std::invalid_argument);
+  CHECK(m.give_back_pages() == 16);
+}

@@ -18,6 +18,13 @@
 // next write), kZeroInPlace keeps them and writes zeros over them (no system call, no
 // fault; the memory stays resident). Either way the pages read as zero afterwards, so
 // what a program reads is the same byte for byte; free() always releases.
+// Give-back batch (set_give_back_pages): the caller (copyrpc, core/copyrpc/context.hpp
+// give_back_passed_pages) gives dead pages back once at least this many have passed, in
+// one call, and then asks prefault() for as many pages ahead of where its rings are
+// written next. prefault(p, len) materializes the whole pages inside [p, p+len) that are
+// not there yet, in one system call (madvise(MADV_POPULATE_WRITE)), instead of one page
+// fault per page at their first write; it never changes a byte. 1 page (no prefault) is
+// the page-at-a-time give-back.
 // Not thread-safe: one simulation (one thread) owns one PagedMemory.
 #pragma once
 
@@ -48,7 +55,17 @@ class PagedMemory {
     for (const Chunk& c : chunks_) ::munmap(c.base, c.length);
   }
 
+  // Batches of more pages than this cost more memory than they save in system calls.
+  static constexpr uint64_t kMaxGiveBackPages = 1024;
+
   uint64_t page_bytes() const noexcept { return page_; }
+  uint64_t give_back_pages() const noexcept { return give_back_pages_; }
+  void set_give_back_pages(uint64_t n) {
+    if (n == 0 || n > kMaxGiveBackPages)
+      throw std::invalid_argument("PagedMemory: give-back batch of " + std::to_string(n) + " pages, not in [1, " +
+                                  std::to_string(kMaxGiveBackPages) + "]");
+    give_back_pages_ = n;
+  }
   DiscardMode discard_mode() const noexcept { return mode_; }
   void set_discard_mode(DiscardMode m) noexcept { mode_ = m; }
 
@@ -84,6 +101,16 @@ class PagedMemory {
     }
     const auto [first, last] = whole_pages(p, len);
     if (first < last) std::memset(reinterpret_cast<void*>(first), 0, last - first);
+  }
+
+  // Materializes the whole pages inside [p, p+len) (the range must lie in this memory);
+  // their bytes are unchanged.
+  void prefault(std::byte* p, uint64_t len) {
+    const auto [first, last] = whole_pages(p, len);
+    if (first >= last) return;
+    if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE) != 0)
+      throw std::runtime_error("PagedMemory: madvise(MADV_POPULATE_WRITE) failed (it needs Linux 5.14 or later; "
+                               "a give-back batch of 1 page does not use it)");
   }
 
   bool contains(const std::byte* p, uint64_t len) const noexcept {
@@ -130,6 +157,7 @@ class PagedMemory {
 
   uint64_t page_;
   DiscardMode mode_ = DiscardMode::kRelease;
+  uint64_t give_back_pages_ = 1;
   std::vector<Chunk> chunks_;
   std::map<uint64_t, std::vector<std::byte*>> free_;  // by size
 };
