@@ -152,6 +152,7 @@ class DirectTransport {
           inline_head_(owner.opts_.inline_head),
           gather_ds_(owner.opts_.inline_head ? ds_rdma_inline_gather(owner.opts_.inline_head) : ds_rdma_gather()),
           gather_bbs_(bbs_of_ds(gather_ds_)),
+          plain_gather_above_(owner.opts_.inline_head ? ~0u : owner.opts_.max_inline),
           gather_word0_(ctrl_word0_fixed(0, qpn_ds_be(qpn8_be_, gather_ds_))),
           gather_data_offset_(kCtrlSegSize + kRaddrSegSize +
                               (owner.opts_.inline_head ? align16(kInlineHdrSize + owner.opts_.inline_head) : 0)),
@@ -211,8 +212,8 @@ class DirectTransport {
       // clobbers, after which members would be reloaded.
       const uint64_t pi = pi_;
       const uint64_t db = db_pi_;
-      if (pi == db) return;
       const uint32_t bbs = static_cast<uint32_t>(pi - db);
+      // last_bbs_ >= 1 (kNoWqeYet before the first post), so this also means pi != db.
       if (bbs != last_bbs_ || bbs > bf_bbs_) [[unlikely]] return ring_doorbell_general(pi, db);
       std::byte* const reg = bf_cur_;
       const std::byte* const src = last_ctrl_;
@@ -247,23 +248,35 @@ class DirectTransport {
     [[gnu::always_inline]] PostResult post_write_op(const void* src, uint32_t len, uint32_t lkey, uint64_t raddr,
                                                     uint32_t rkey, uint32_t imm, uint64_t wr_id, bool signaled) {
       const uint64_t pi = pi_;
-      if (len > max_inline_) {
+      if (len > plain_gather_above_) {
+        // ctrl + raddr + one gather entry (no inline head): one block.
         if (len > kMaxMessageSize) [[unlikely]] too_long(len);
+        constexpr uint32_t kBbs = bbs_of_ds(ds_rdma_gather());
+        const uint64_t word0 = gather_word0_;
+        if (pi + kBbs > limit_) [[unlikely]]
+          return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, imm, wr_id, signaled, kBbs);
+        std::byte* const wqe = begin_wqe(pi, kBbs, wr_id);
+        write_ctrl_words(wqe, word0 | ctrl_word0_fixed(Opcode, 0) | ctrl_word0_index(static_cast<uint16_t>(pi)),
+                         ctrl_word1(signaled, imm));
+        write_raddr_seg(wqe + kCtrlSegSize, raddr, rkey);
+        write_data_seg(wqe + kCtrlSegSize + kRaddrSegSize, len, lkey, reinterpret_cast<uint64_t>(src));
+        return PostResult::kOk;
+      }
+      if (len > max_inline_) {
+        // Inline head + gather entry.
+        if (len > kMaxMessageSize) [[unlikely]] too_long(len);
+        const uint32_t head = inline_head_;
+        const uint64_t word0 = gather_word0_;
         const uint32_t bbs = gather_bbs_;
         if (pi + bbs > limit_) [[unlikely]]
           return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, imm, wr_id, signaled, bbs);
-        const uint64_t word0 = gather_word0_;
+        const uint32_t data_offset = gather_data_offset_;
         std::byte* const wqe = begin_wqe(pi, bbs, wr_id);
         write_ctrl_words(wqe, word0 | ctrl_word0_fixed(Opcode, 0) | ctrl_word0_index(static_cast<uint16_t>(pi)),
                          ctrl_word1(signaled, imm));
         write_raddr_seg(wqe + kCtrlSegSize, raddr, rkey);
-        const uint32_t head = inline_head_;
-        if (head == 0) {
-          write_data_seg(wqe + kCtrlSegSize + kRaddrSegSize, len, lkey, reinterpret_cast<uint64_t>(src));
-        } else {
-          write_data_seg(wqe + gather_data_offset_, len - head, lkey, reinterpret_cast<uint64_t>(src) + head);
-          write_inline_seg(wqe + kCtrlSegSize + kRaddrSegSize, src, head);
-        }
+        write_data_seg(wqe + data_offset, len - head, lkey, reinterpret_cast<uint64_t>(src) + head);
+        write_inline_seg(wqe + kCtrlSegSize + kRaddrSegSize, src, head);
         return PostResult::kOk;
       }
       const uint32_t ds = len ? ds_rdma_inline(len) : ds_rdma_no_data();
@@ -325,10 +338,11 @@ class DirectTransport {
       return true;
     }
 
-    // Several WQEs since the last doorbell, or no BlueFlame: they go out in one copy
+    // No WQE since the last doorbell (nothing to do), several WQEs, or no BlueFlame: they go out in one copy
     // when they fit the half and are contiguous (a NOP fill may have wrapped the range),
     // else as the 8-byte doorbell of the last WQE.
     [[gnu::noinline]] void ring_doorbell_general(uint64_t pi, uint64_t db) noexcept {
+      if (pi == db) return;  // nothing posted since the last doorbell
       const uint32_t bbs = static_cast<uint32_t>(pi - db);
       const uint32_t first = static_cast<uint32_t>(db) & mask_;
       std::byte* const reg = bf_cur_;
@@ -392,6 +406,9 @@ class DirectTransport {
     uint32_t inline_head_;
     uint32_t gather_ds_;   // DS of a WQE with a gather entry (after inline_head bytes inline)
     uint32_t gather_bbs_;
+    // Payloads longer than this go through a gather entry with no inline head: max_inline
+    // when inline_head is 0, else the largest length (no payload takes that path).
+    uint32_t plain_gather_above_;
     uint64_t gather_word0_;         // control-segment word 0 of such a WQE, opcode and index 0
     uint32_t gather_data_offset_;   // where its data segment goes (after the inline head)
     bool connected_ = false;
@@ -403,7 +420,8 @@ class DirectTransport {
     uint32_t bf_bbs_;  // BlueFlame capacity in blocks (0: always the 8-byte doorbell)
     uint32_t max_bbs_;
     std::byte* last_ctrl_ = nullptr;  // the last WQE posted, and its size in blocks
-    uint32_t last_bbs_ = 0;
+    static constexpr uint32_t kNoWqeYet = ~0u;  // no WQE is that long
+    uint32_t last_bbs_ = kNoWqeYet;
     std::unique_ptr<uint64_t[]> wr_ids_;       // by first block
     std::unique_ptr<std::byte*[]> read_dst_;   // READs only: local buffer (scatter-to-CQE)
     std::unique_ptr<uint32_t[]> read_len_;
