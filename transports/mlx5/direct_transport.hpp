@@ -162,7 +162,7 @@ class DirectTransport {
           bf_toggle_(reinterpret_cast<uintptr_t>(d.bf_reg) ^ reinterpret_cast<uintptr_t>(d.bf_reg + d.bf_size)),
           bf_bbs_(owner.opts_.doorbell == DoorbellMode::kBlueFlame ? d.bf_size / kWqeBb : 0),
           max_bbs_(max_bbs),
-          wr_ids_(std::make_unique<uint64_t[]>(d.wqe_cnt)),
+          wr_ids_(std::make_unique<WrIdSlot[]>(d.wqe_cnt)),
           read_dst_(std::make_unique<std::byte*[]>(d.wqe_cnt)),
           read_len_(std::make_unique<uint32_t[]>(d.wqe_cnt)) {}
     QueuePair(const QueuePair&) = delete;
@@ -296,7 +296,7 @@ class DirectTransport {
     [[gnu::always_inline]] std::byte* begin_wqe(uint64_t pi, uint32_t bbs, uint64_t wr_id) noexcept {
       const uint32_t slot = static_cast<uint32_t>(pi) & mask_;
       std::byte* const wqe = sq_buf_ + (static_cast<size_t>(slot) << kWqeBbShift);
-      wr_ids_[slot] = wr_id;
+      wr_ids_[slot].wr_id = wr_id;
       last_ctrl_ = wqe;
       last_bbs_ = bbs;
       pi_ = pi + bbs;
@@ -422,7 +422,13 @@ class DirectTransport {
     std::byte* last_ctrl_ = nullptr;  // the last WQE posted, and its size in blocks
     static constexpr uint32_t kNoWqeYet = ~0u;  // no WQE is that long
     uint32_t last_bbs_ = kNoWqeYet;
-    std::unique_ptr<uint64_t[]> wr_ids_;       // by first block
+    // The wr_id of each WQE, by first block, in its own type: a store of a plain
+    // uint64_t might modify any uint64_t the caller holds (its arguments, this QP's
+    // counters), which the compiler would then reload; a WrIdSlot store modifies none.
+    struct WrIdSlot {
+      uint64_t wr_id;
+    };
+    std::unique_ptr<WrIdSlot[]> wr_ids_;
     std::unique_ptr<std::byte*[]> read_dst_;   // READs only: local buffer (scatter-to-CQE)
     std::unique_ptr<uint32_t[]> read_len_;
   };
@@ -789,7 +795,7 @@ class DirectTransport {
         bad_scatter(byte_cnt, w.opcode, read_len);
       std::memcpy(qp->read_dst_[w.slot], scattered, byte_cnt);
     }
-    cb(SendCompletion{qpn, qp->wr_ids_[w.slot], detail::wc_opcode_of(w.opcode), status});
+    cb(SendCompletion{qpn, qp->wr_ids_[w.slot].wr_id, detail::wc_opcode_of(w.opcode), status});
     return 1;
   }
 
