@@ -635,9 +635,14 @@ class DirectTransport {
     detail::cq_fault("unexpected CQE opcode " + std::to_string(opcode) + " on the receive CQ");
   }
 
-  // The QP of the previous send CQE of this poll (QP numbers are 24 bits, so ~0 is none).
+  // The QP of the previous send CQE of this poll (QP numbers are 24 bits, so ~0 is none),
+  // and that CQE's sop_drop_qpn word as it sits in the CQE (wire order, send opcode
+  // included; kNoWord, which no 32-bit word equals, when there is none): a CQE with the
+  // same word is of the same QP without a decode.
+  static constexpr uint64_t kNoWord = ~uint64_t{0};
   struct SendQpCache {
     uint32_t qpn = ~0u;
+    uint64_t sop_drop_qpn_wire = kNoWord;
     QueuePair* qp = nullptr;
   };
   // The QP of a send CQE, through the cache: consecutive CQEs of one QP (the usual
@@ -646,36 +651,61 @@ class DirectTransport {
     if (qpn != qps.qpn) [[unlikely]] {
       qps.qp = find_send_qp(qpn);
       qps.qpn = qpn;
+      qps.sop_drop_qpn_wire = kNoWord;  // no CQE word matches until send_qpn() sets one
     }
     return qps.qp;
+  }
+  // The QP number of the plain send CQE `c`, with qps.qp its queue pair. A CQE whose
+  // sop_drop_qpn word equals the previous CQE's (same QP, same send opcode) is not
+  // decoded again.
+  [[gnu::always_inline]] uint32_t send_qpn(const std::byte* c, SendQpCache& qps) const {
+    uint32_t wire;
+    std::memcpy(&wire, c + offsetof(mlx5_cqe64, sop_drop_qpn), sizeof wire);
+    if (uint64_t{wire} != qps.sop_drop_qpn_wire) [[unlikely]] {
+      const uint32_t qpn = cqe_qpn(c);
+      send_qp(qpn, qps);
+      qps.sop_drop_qpn_wire = wire;
+    }
+    return qps.qpn;
   }
 
   // One run of plain REQ CQEs from cq.ci: at most `max` (>= 1) CQEs, not past the ring
   // end. Returns the completions reported (a CQE of a NOP reports none); op_own as in
-  // recv_run (kRunAtRingEnd when the run used up its CQEs).
+  // recv_run (kRunAtRingEnd when the run used up its CQEs). The run walks by CQE address
+  // and writes the consumer counter back once at its end: nothing reads the send CQ's
+  // counter during a callback (the SRQ count follows the receive CQ only). A callback or
+  // a fault that throws still leaves every CQE up to its own consumed.
   template <class F>
   [[gnu::always_inline]] uint32_t send_run(CqState& cq, F& cb, uint32_t max, uint8_t& op_own, SendQpCache& qps) {
-    uint32_t ci = cq.ci;
+    const uint32_t ci = cq.ci;
     const uint32_t pos = ci & cq.mask;
+    const uint32_t shift = cq.entry_shift;
     const size_t stride = cq.cqe_size;
-    const std::byte* c = cq.base + (static_cast<size_t>(pos) << cq.entry_shift);
+    const std::byte* const first = cq.base + (static_cast<size_t>(pos) << shift);
+    const std::byte* const end = first + (static_cast<size_t>(std::min(max, cq.mask + 1 - pos)) << shift);
     // Owner byte of an uncompressed, non-scattered REQ CQE that software owns (the
     // solicited bit is ignored).
     const uint8_t want = static_cast<uint8_t>((MLX5_CQE_REQ << 4) | sw_owner_bit(ci, cq.log2_cnt));
-    const uint32_t run_end = ci + std::min(max, cq.mask + 1 - pos);
+    const std::byte* c = first;
     uint32_t reported = 0;
-    for (;;) {
-      op_own = load_op_own(c) & ~kCqeSeBit;
-      if (op_own != want) break;
-      cq.ci = ++ci;
-      const uint32_t qpn = cqe_qpn(c);
-      reported += complete_send(send_qp(qpn, qps), qpn, cqe_wqe_counter(c), WcStatus::kSuccess, 0, nullptr, 0, cb);
-      c += stride;
-      if (ci == run_end) {
-        op_own = kRunAtRingEnd;
-        break;
+    try {
+      for (;;) {
+        op_own = load_op_own(c) & ~kCqeSeBit;
+        if (op_own != want) break;
+        const std::byte* const cqe = c;
+        c += stride;  // consumed
+        const uint32_t qpn = send_qpn(cqe, qps);
+        reported += complete_send(qps.qp, qpn, cqe_wqe_counter(cqe), WcStatus::kSuccess, 0, nullptr, 0, cb);
+        if (c == end) {
+          op_own = kRunAtRingEnd;
+          break;
+        }
       }
+    } catch (...) {
+      cq.ci = ci + static_cast<uint32_t>((c - first) >> shift);
+      throw;
     }
+    cq.ci = ci + static_cast<uint32_t>((c - first) >> shift);
     return reported;
   }
 
