@@ -692,17 +692,16 @@ class DirectTransport {
       for (;;) {
         op_own = load_op_own(c) & ~kCqeSeBit;
         if (op_own != want) break;
-        const std::byte* const cqe = c;
-        c += stride;  // consumed
-        const uint32_t qpn = send_qpn(cqe, qps);
-        reported += complete_send(qps.qp, qpn, cqe_wqe_counter(cqe), WcStatus::kSuccess, 0, nullptr, 0, cb);
+        const uint32_t qpn = send_qpn(c, qps);
+        reported += complete_send(qps.qp, qpn, cqe_wqe_counter(c), WcStatus::kSuccess, 0, nullptr, 0, cb);
+        c += stride;
         if (c == end) {
           op_own = kRunAtRingEnd;
           break;
         }
       }
     } catch (...) {
-      cq.ci = ci + static_cast<uint32_t>((c - first) >> shift);
+      cq.ci = ci + static_cast<uint32_t>((c - first) >> shift) + 1;  // c: the CQE being completed
       throw;
     }
     cq.ci = ci + static_cast<uint32_t>((c - first) >> shift);
