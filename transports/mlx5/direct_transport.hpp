@@ -380,10 +380,11 @@ class DirectTransport {
     // Completion of the WQE starting at 16-bit counter `wqe_counter`: retires it and
     // every earlier block.
     [[gnu::always_inline]] Retired retire(uint16_t wqe_counter) {
-      const uint64_t outstanding = pi_ - ci_;
-      const uint16_t off = static_cast<uint16_t>(wqe_counter - static_cast<uint16_t>(ci_));
-      if (off >= outstanding) [[unlikely]] not_outstanding(wqe_counter);
-      const uint64_t start = ci_ + off;
+      // The WQE starts `off` blocks after the first unretired one; it is outstanding when
+      // it starts before the producer counter (ci_ + off < pi_, i.e. off < pi_ - ci_).
+      const uint64_t ci = ci_;
+      const uint64_t start = ci + static_cast<uint16_t>(wqe_counter - static_cast<uint16_t>(ci));
+      if (start >= pi_) [[unlikely]] not_outstanding(wqe_counter);
       const uint32_t slot = static_cast<uint32_t>(start) & mask_;
       const std::byte* ctrl = sq_buf_ + (static_cast<size_t>(slot) << kWqeBbShift);
       const uint8_t ds_byte = static_cast<uint8_t>(ctrl[offsetof(mlx5_wqe_ctrl_seg, qpn_ds) + 3]);
@@ -657,16 +658,18 @@ class DirectTransport {
   }
   // The QP number of the plain send CQE `c`, with qps.qp its queue pair. A CQE whose
   // sop_drop_qpn word equals the previous CQE's (same QP, same send opcode) is not
-  // decoded again.
+  // decoded again (the decode is out of line: it is rare, and inline it holds registers).
   [[gnu::always_inline]] uint32_t send_qpn(const std::byte* c, SendQpCache& qps) const {
     uint32_t wire;
     std::memcpy(&wire, c + offsetof(mlx5_cqe64, sop_drop_qpn), sizeof wire);
-    if (uint64_t{wire} != qps.sop_drop_qpn_wire) [[unlikely]] {
-      const uint32_t qpn = cqe_qpn(c);
-      send_qp(qpn, qps);
-      qps.sop_drop_qpn_wire = wire;
-    }
+    if (uint64_t{wire} != qps.sop_drop_qpn_wire) [[unlikely]] send_qpn_decode(c, qps);
     return qps.qpn;
+  }
+  [[gnu::noinline]] void send_qpn_decode(const std::byte* c, SendQpCache& qps) const {
+    uint32_t wire;
+    std::memcpy(&wire, c + offsetof(mlx5_cqe64, sop_drop_qpn), sizeof wire);
+    send_qp(cqe_qpn(c), qps);
+    qps.sop_drop_qpn_wire = wire;
   }
 
   // One run of plain REQ CQEs from cq.ci: at most `max` (>= 1) CQEs, not past the ring
