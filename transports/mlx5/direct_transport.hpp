@@ -162,9 +162,12 @@ class DirectTransport {
           bf_toggle_(reinterpret_cast<uintptr_t>(d.bf_reg) ^ reinterpret_cast<uintptr_t>(d.bf_reg + d.bf_size)),
           bf_bbs_(owner.opts_.doorbell == DoorbellMode::kBlueFlame ? d.bf_size / kWqeBb : 0),
           max_bbs_(max_bbs),
+          db_tag_bit_(bf_bbs_ >= max_bbs ? 0 : kGeneralDoorbellsOnly),
           wr_ids_(std::make_unique<WrIdSlot[]>(d.wqe_cnt)),
           read_dst_(std::make_unique<std::byte*[]>(d.wqe_cnt)),
-          read_len_(std::make_unique<uint32_t[]>(d.wqe_cnt)) {}
+          read_len_(std::make_unique<uint32_t[]>(d.wqe_cnt)) {
+      db_tag_ = db_tag_bit_;  // the last doorbell left off at 0
+    }
     QueuePair(const QueuePair&) = delete;
     QueuePair& operator=(const QueuePair&) = delete;
 
@@ -204,22 +207,24 @@ class DirectTransport {
     }
 
     // Publishes every WQE posted since the previous doorbell (blueflame.hpp rules).
-    // The common case, one WQE since the last doorbell that fits the BlueFlame half, is
-    // handled here: that WQE is contiguous (WQEs never cross the queue end), so it goes
-    // out from last_ctrl_. Everything else goes to ring_doorbell_general().
+    // The common case, one WQE since the last doorbell, on a QP whose BlueFlame half
+    // holds any WQE it builds, is handled here: that WQE is contiguous (WQEs never cross
+    // the queue end), so it goes out from last_ctrl_. It is recognised by one compare:
+    // the last WQE starts where the last doorbell left off (db_tag_ == last_start_; the
+    // tag's bit 63 keeps the compare false on QPs that always take the general path).
+    // Everything else goes to ring_doorbell_general().
     [[gnu::always_inline]] void ring_doorbell() noexcept {
       // Everything is read into locals first: the barriers below are compiler memory
       // clobbers, after which members would be reloaded.
       const uint64_t pi = pi_;
-      const uint64_t db = db_pi_;
-      const uint32_t bbs = static_cast<uint32_t>(pi - db);
-      // last_bbs_ >= 1 (kNoWqeYet before the first post), so this also means pi != db.
-      if (bbs != last_bbs_ || bbs > bf_bbs_) [[unlikely]] return ring_doorbell_general(pi, db);
+      const uint64_t db = db_tag_;
+      if (db != last_start_) [[unlikely]] return ring_doorbell_general(pi, db & ~kGeneralDoorbellsOnly);
+      const uint32_t bbs = static_cast<uint32_t>(pi - db);  // the one WQE's size, <= bf_bbs_
       std::byte* const reg = bf_cur_;
       const std::byte* const src = last_ctrl_;
       uint32_t* const dbrec = dbrec_sq_;
       bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
-      db_pi_ = pi;
+      db_tag_ = pi;  // db_tag_bit_ is 0 on this path
       write_doorbell_record(dbrec, static_cast<uint16_t>(pi));
       blueflame_copy(reg, src, bbs);
     }
@@ -298,7 +303,7 @@ class DirectTransport {
       std::byte* const wqe = sq_buf_ + (static_cast<size_t>(slot) << kWqeBbShift);
       wr_ids_[slot].wr_id = wr_id;
       last_ctrl_ = wqe;
-      last_bbs_ = bbs;
+      last_start_ = pi;
       pi_ = pi + bbs;
       return wqe;
     }
@@ -350,7 +355,7 @@ class DirectTransport {
       const std::byte* const last = last_ctrl_;
       const bool copy = bbs <= bf_bbs_ && first + bbs <= wqe_cnt_;
       bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
-      db_pi_ = pi;
+      db_tag_ = pi | db_tag_bit_;
       write_doorbell_record(dbrec_sq_, static_cast<uint16_t>(pi));
       if (copy)
         blueflame_copy(reg, first_wqe, bbs);
@@ -400,7 +405,11 @@ class DirectTransport {
     uint64_t pi_ = 0;     // producer counter (basic blocks; the wire carries its low 16 bits)
     uint64_t limit_ = 0;  // see update_limit()
     uint64_t ci_ = 0;     // first block not yet retired
-    uint64_t db_pi_ = 0;  // producer counter at the last doorbell
+    // The producer counter at the last doorbell, with bit 63 (kGeneralDoorbellsOnly) set
+    // on a QP whose doorbells all take the general path: no BlueFlame, or a BlueFlame
+    // half smaller than its largest WQE (producer counters never reach bit 63).
+    static constexpr uint64_t kGeneralDoorbellsOnly = uint64_t{1} << 63;
+    uint64_t db_tag_ = 0;
     uint32_t qpn_;
     uint32_t qpn8_be_;  // the QP-number part of qpn_ds, in wire order
     uint32_t max_inline_;
@@ -420,9 +429,10 @@ class DirectTransport {
     uintptr_t bf_toggle_;    // bf_cur_ ^= bf_toggle_ alternates the halves (0 without BlueFlame)
     uint32_t bf_bbs_;  // BlueFlame capacity in blocks (0: always the 8-byte doorbell)
     uint32_t max_bbs_;
-    std::byte* last_ctrl_ = nullptr;  // the last WQE posted, and its size in blocks
-    static constexpr uint32_t kNoWqeYet = ~0u;  // no WQE is that long
-    uint32_t last_bbs_ = kNoWqeYet;
+    uint64_t db_tag_bit_;  // kGeneralDoorbellsOnly or 0, as db_tag_ carries it
+    std::byte* last_ctrl_ = nullptr;  // the last WQE posted, and the producer counter it starts at
+    static constexpr uint64_t kNoWqeYet = ~uint64_t{0};  // no db_tag_ equals it
+    uint64_t last_start_ = kNoWqeYet;
     // The wr_id of each WQE, by first block, in its own type: a store of a plain
     // uint64_t might modify any uint64_t the caller holds (its arguments, this QP's
     // counters), which the compiler would then reload; a WrIdSlot store modifies none.
