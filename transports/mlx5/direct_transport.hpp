@@ -153,7 +153,7 @@ class DirectTransport {
           gather_ds_(owner.opts_.inline_head ? ds_rdma_inline_gather(owner.opts_.inline_head) : ds_rdma_gather()),
           gather_bbs_(bbs_of_ds(gather_ds_)),
           plain_gather_above_(owner.opts_.inline_head ? ~0u : owner.opts_.max_inline),
-          gather_word0_(ctrl_word0_fixed(0, qpn_ds_be(qpn8_be_, gather_ds_))),
+          gather_word0_(ctrl_word0_fixed(MLX5_OPCODE_RDMA_WRITE_IMM, qpn_ds_be(qpn8_be_, gather_ds_))),
           gather_data_offset_(kCtrlSegSize + kRaddrSegSize +
                               (owner.opts_.inline_head ? align16(kInlineHdrSize + owner.opts_.inline_head) : 0)),
           dbrec_sq_(d.dbrec + kSendDbrIndex),
@@ -261,7 +261,8 @@ class DirectTransport {
         if (pi + kBbs > limit_) [[unlikely]]
           return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, imm, wr_id, signaled, kBbs);
         std::byte* const wqe = begin_wqe(pi, kBbs, wr_id);
-        write_ctrl_words(wqe, word0 | ctrl_word0_fixed(Opcode, 0) | ctrl_word0_index(static_cast<uint16_t>(pi)),
+        write_ctrl_words(wqe, ctrl_word0_reopcode(word0, MLX5_OPCODE_RDMA_WRITE_IMM, Opcode) |
+                                  ctrl_word0_index(static_cast<uint16_t>(pi)),
                          ctrl_word1(signaled, imm));
         write_raddr_seg(wqe + kCtrlSegSize, raddr, rkey);
         write_data_seg(wqe + kCtrlSegSize + kRaddrSegSize, len, lkey, reinterpret_cast<uint64_t>(src));
@@ -277,7 +278,8 @@ class DirectTransport {
           return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, imm, wr_id, signaled, bbs);
         const uint32_t data_offset = gather_data_offset_;
         std::byte* const wqe = begin_wqe(pi, bbs, wr_id);
-        write_ctrl_words(wqe, word0 | ctrl_word0_fixed(Opcode, 0) | ctrl_word0_index(static_cast<uint16_t>(pi)),
+        write_ctrl_words(wqe, ctrl_word0_reopcode(word0, MLX5_OPCODE_RDMA_WRITE_IMM, Opcode) |
+                                  ctrl_word0_index(static_cast<uint16_t>(pi)),
                          ctrl_word1(signaled, imm));
         write_raddr_seg(wqe + kCtrlSegSize, raddr, rkey);
         write_data_seg(wqe + data_offset, len - head, lkey, reinterpret_cast<uint64_t>(src) + head);
@@ -419,7 +421,7 @@ class DirectTransport {
     // Payloads longer than this go through a gather entry with no inline head: max_inline
     // when inline_head is 0, else the largest length (no payload takes that path).
     uint32_t plain_gather_above_;
-    uint64_t gather_word0_;         // control-segment word 0 of such a WQE, opcode and index 0
+    uint64_t gather_word0_;  // control-segment word 0 of such a WQE as WRITE_IMM, index 0
     uint32_t gather_data_offset_;   // where its data segment goes (after the inline head)
     bool connected_ = false;
     bool error_ = false;

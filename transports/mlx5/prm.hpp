@@ -135,6 +135,12 @@ static_assert(qpn_ds_be(qpn_part_be(0xABCDEF), 5) == __builtin_bswap32(ctrl_qpn_
 constexpr uint64_t ctrl_word0_fixed(uint8_t opcode, uint32_t qpn_ds_wire) noexcept {
   return (uint64_t{qpn_ds_wire} << 32) | (uint64_t{opcode} << 24);
 }
+// Word 0 of opcode `to` from word 0 of opcode `from` (same QP, size and index): the
+// opcode byte changed by one xor, none when the two are equal.
+constexpr uint64_t ctrl_word0_reopcode(uint64_t word0, uint8_t from, uint8_t to) noexcept {
+  return word0 ^ ctrl_word0_fixed(static_cast<uint8_t>(from ^ to), 0);
+}
+static_assert(ctrl_word0_reopcode(ctrl_word0_fixed(0x09, 0x11223344), 0x09, 0x08) == ctrl_word0_fixed(0x08, 0x11223344));
 constexpr uint64_t ctrl_word0_index(uint16_t wqe_index) noexcept {
   return uint64_t{__builtin_bswap16(wqe_index)} << 8;
 }
