@@ -7,8 +7,10 @@
 // mlx5_err_cqe. The mini CQE of a compressed CQE block is not in the public header;
 // its 8-byte layout is defined here (MiniCqe offsets) from the PRM.
 //
-// Everything the NIC reads or writes is big-endian and is accessed here through
-// memcpy of whole segments: the queue memory holds no C++ objects.
+// Everything the NIC reads or writes is big-endian. WQE segments are stored as
+// WqeSegment words (see store_segment: such a store cannot modify the queue pair's own
+// state, so the compiler keeps that state in registers); everything else (inline data,
+// CQEs, the reads back of a WQE) is accessed as bytes (memcpy).
 #pragma once
 
 #include <endian.h>
