@@ -345,9 +345,10 @@ class DirectTransport {
       return true;
     }
 
-    // No WQE since the last doorbell (nothing to do), several WQEs, or no BlueFlame: they go out in one copy
-    // when they fit the half and are contiguous (a NOP fill may have wrapped the range),
-    // else as the 8-byte doorbell of the last WQE.
+    // No WQE since the last doorbell (nothing to do), several WQEs, or a QP without a
+    // usable BlueFlame half: the WQEs go out in one copy when they fit the half and are
+    // contiguous (a NOP fill may have wrapped the range), else as the 8-byte doorbell of
+    // the last WQE.
     [[gnu::noinline]] void ring_doorbell_general(uint64_t pi, uint64_t db) noexcept {
       if (pi == db) return;  // nothing posted since the last doorbell
       const uint32_t bbs = static_cast<uint32_t>(pi - db);
