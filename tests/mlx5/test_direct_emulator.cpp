@@ -131,6 +131,23 @@ TEST_CASE("RDMA WRITE produces no receive completion - READ brings remote bytes 
   CHECK(p.b.srq_posted() == 4);
 }
 
+TEST_CASE("A send-completion callback that throws has consumed its CQE - the next poll goes on after it") {
+  Pair p;
+  for (uint64_t wr = 1; wr <= 4; ++wr) {
+    REQUIRE(p.qa.post_write(p.src.data(), 64, p.src_mr.lkey, p.at(0), wr, true) == PostResult::kOk);
+    p.qa.ring_doorbell();
+  }
+  std::vector<uint64_t> seen;
+  auto throw_at_2 = [&](const SendCompletion& c) {
+    seen.push_back(c.wr_id);
+    if (c.wr_id == 2) throw std::runtime_error("callback gives up");
+  };
+  CHECK_THROWS_AS(p.a.poll_send(throw_at_2, 64), std::runtime_error);
+  CHECK(seen == std::vector<uint64_t>{1, 2});
+  for (const SendCompletion& c : p.send_all()) seen.push_back(c.wr_id);
+  CHECK(seen == std::vector<uint64_t>{1, 2, 3, 4});  // 2 is not reported twice, none is lost
+}
+
 TEST_CASE("A tiny send queue wraps thousands of times with NOP fill - every write stays exact") {
   for (uint32_t blocks : {4u, 8u}) {
     // 4 blocks: WQEs of at most 2 blocks (60 bytes inline, else one gather entry);

@@ -303,6 +303,24 @@ TEST_CASE("Doorbell record, then BlueFlame: whole WQE, batch, 8-byte fallback, a
   for (int i = 8; i < 256; ++i) CHECK(r.hw.bf_half(1)[i] == std::byte{0});
 }
 
+TEST_CASE("A BlueFlame half smaller than the largest WQE: a WQE that fits is copied, a larger one rings 8 bytes") {
+  Rig r(Rig::small(), 64);  // 64-byte halves; this QP builds WQEs of up to 4 blocks
+  const auto src = pattern(64, 5);
+  const RemoteBuffer rb{kRaddr, kRkey, 0, 4096};
+  REQUIRE(r.qp.post_write_imm(src.data(), 8, kLkey, rb, 1, 1, false) == PostResult::kOk);  // 1 block
+  r.qp.ring_doorbell();
+  CHECK(r.hw.sq_dbrec() == 1);
+  CHECK(std::memcmp(r.hw.bf_half(0), r.hw.wqe(0), 64) == 0);
+  CHECK(r.qp.bf_offset() == 64);
+  REQUIRE(r.qp.post_write_imm(src.data(), 40, kLkey, rb, 2, 2, false) == PostResult::kOk);  // 2 blocks
+  r.qp.ring_doorbell();
+  CHECK(r.hw.sq_dbrec() == 3);
+  CHECK(std::memcmp(r.hw.bf_half(1), r.hw.wqe(1), 8) == 0);
+  for (int i = 8; i < 64; ++i) CHECK(r.hw.bf_half(1)[i] == std::byte{0});
+  CHECK(std::memcmp(r.hw.bf_half(0), r.hw.wqe(0), 64) == 0);  // the other half is untouched
+  CHECK(r.qp.bf_offset() == 0);
+}
+
 TEST_CASE("Doorbell-only mode and a queue without BlueFlame always write the 8-byte doorbell") {
   for (int variant = 0; variant < 2; ++variant) {
     DirectOptions o = Rig::small();

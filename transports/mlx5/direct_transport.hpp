@@ -152,7 +152,8 @@ class DirectTransport {
           inline_head_(owner.opts_.inline_head),
           gather_ds_(owner.opts_.inline_head ? ds_rdma_inline_gather(owner.opts_.inline_head) : ds_rdma_gather()),
           gather_bbs_(bbs_of_ds(gather_ds_)),
-          gather_word0_(ctrl_word0_fixed(0, qpn_ds_be(qpn8_be_, gather_ds_))),
+          plain_gather_above_(owner.opts_.inline_head ? ~0u : owner.opts_.max_inline),
+          gather_word0_(ctrl_word0_fixed(MLX5_OPCODE_RDMA_WRITE_IMM, qpn_ds_be(qpn8_be_, gather_ds_))),
           gather_data_offset_(kCtrlSegSize + kRaddrSegSize +
                               (owner.opts_.inline_head ? align16(kInlineHdrSize + owner.opts_.inline_head) : 0)),
           dbrec_sq_(d.dbrec + kSendDbrIndex),
@@ -161,9 +162,12 @@ class DirectTransport {
           bf_toggle_(reinterpret_cast<uintptr_t>(d.bf_reg) ^ reinterpret_cast<uintptr_t>(d.bf_reg + d.bf_size)),
           bf_bbs_(owner.opts_.doorbell == DoorbellMode::kBlueFlame ? d.bf_size / kWqeBb : 0),
           max_bbs_(max_bbs),
-          wr_ids_(std::make_unique<uint64_t[]>(d.wqe_cnt)),
+          db_tag_bit_(bf_bbs_ >= max_bbs ? 0 : kGeneralDoorbellsOnly),
+          wr_ids_(std::make_unique<WrIdSlot[]>(d.wqe_cnt)),
           read_dst_(std::make_unique<std::byte*[]>(d.wqe_cnt)),
-          read_len_(std::make_unique<uint32_t[]>(d.wqe_cnt)) {}
+          read_len_(std::make_unique<uint32_t[]>(d.wqe_cnt)) {
+      db_tag_ = db_tag_bit_;  // the last doorbell left off at 0
+    }
     QueuePair(const QueuePair&) = delete;
     QueuePair& operator=(const QueuePair&) = delete;
 
@@ -203,22 +207,24 @@ class DirectTransport {
     }
 
     // Publishes every WQE posted since the previous doorbell (blueflame.hpp rules).
-    // The common case, one WQE since the last doorbell that fits the BlueFlame half, is
-    // handled here: that WQE is contiguous (WQEs never cross the queue end), so it goes
-    // out from last_ctrl_. Everything else goes to ring_doorbell_general().
+    // The common case, one WQE since the last doorbell, on a QP whose BlueFlame half
+    // holds any WQE it builds, is handled here: that WQE is contiguous (WQEs never cross
+    // the queue end), so it goes out from last_ctrl_. It is recognised by one compare:
+    // the last WQE starts where the last doorbell left off (db_tag_ == last_start_; the
+    // tag's bit 63 keeps the compare false on QPs that always take the general path).
+    // Everything else goes to ring_doorbell_general().
     [[gnu::always_inline]] void ring_doorbell() noexcept {
       // Everything is read into locals first: the barriers below are compiler memory
       // clobbers, after which members would be reloaded.
       const uint64_t pi = pi_;
-      const uint64_t db = db_pi_;
-      if (pi == db) return;
-      const uint32_t bbs = static_cast<uint32_t>(pi - db);
-      if (bbs != last_bbs_ || bbs > bf_bbs_) [[unlikely]] return ring_doorbell_general(pi, db);
+      const uint64_t db = db_tag_;
+      if (db != last_start_) [[unlikely]] return ring_doorbell_general(pi, db & ~kGeneralDoorbellsOnly);
+      const uint32_t bbs = static_cast<uint32_t>(pi - db);  // the one WQE's size, <= bf_bbs_
       std::byte* const reg = bf_cur_;
       const std::byte* const src = last_ctrl_;
       uint32_t* const dbrec = dbrec_sq_;
       bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
-      db_pi_ = pi;
+      db_tag_ = pi;  // db_tag_bit_ is 0 on this path
       write_doorbell_record(dbrec, static_cast<uint16_t>(pi));
       blueflame_copy(reg, src, bbs);
     }
@@ -247,23 +253,37 @@ class DirectTransport {
     [[gnu::always_inline]] PostResult post_write_op(const void* src, uint32_t len, uint32_t lkey, uint64_t raddr,
                                                     uint32_t rkey, uint32_t imm, uint64_t wr_id, bool signaled) {
       const uint64_t pi = pi_;
-      if (len > max_inline_) {
+      if (len > plain_gather_above_) {
+        // ctrl + raddr + one gather entry (no inline head): one block.
         if (len > kMaxMessageSize) [[unlikely]] too_long(len);
+        constexpr uint32_t kBbs = bbs_of_ds(ds_rdma_gather());
+        const uint64_t word0 = gather_word0_;
+        if (pi + kBbs > limit_) [[unlikely]]
+          return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, imm, wr_id, signaled, kBbs);
+        std::byte* const wqe = begin_wqe(pi, kBbs, wr_id);
+        write_ctrl_words(wqe, ctrl_word0_reopcode(word0, MLX5_OPCODE_RDMA_WRITE_IMM, Opcode) |
+                                  ctrl_word0_index(static_cast<uint16_t>(pi)),
+                         ctrl_word1(signaled, imm));
+        write_raddr_seg(wqe + kCtrlSegSize, raddr, rkey);
+        write_data_seg(wqe + kCtrlSegSize + kRaddrSegSize, len, lkey, reinterpret_cast<uint64_t>(src));
+        return PostResult::kOk;
+      }
+      if (len > max_inline_) {
+        // Inline head + gather entry.
+        if (len > kMaxMessageSize) [[unlikely]] too_long(len);
+        const uint32_t head = inline_head_;
+        const uint64_t word0 = gather_word0_;
         const uint32_t bbs = gather_bbs_;
         if (pi + bbs > limit_) [[unlikely]]
           return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, imm, wr_id, signaled, bbs);
-        const uint64_t word0 = gather_word0_;
+        const uint32_t data_offset = gather_data_offset_;
         std::byte* const wqe = begin_wqe(pi, bbs, wr_id);
-        write_ctrl_words(wqe, word0 | ctrl_word0_fixed(Opcode, 0) | ctrl_word0_index(static_cast<uint16_t>(pi)),
+        write_ctrl_words(wqe, ctrl_word0_reopcode(word0, MLX5_OPCODE_RDMA_WRITE_IMM, Opcode) |
+                                  ctrl_word0_index(static_cast<uint16_t>(pi)),
                          ctrl_word1(signaled, imm));
         write_raddr_seg(wqe + kCtrlSegSize, raddr, rkey);
-        const uint32_t head = inline_head_;
-        if (head == 0) {
-          write_data_seg(wqe + kCtrlSegSize + kRaddrSegSize, len, lkey, reinterpret_cast<uint64_t>(src));
-        } else {
-          write_data_seg(wqe + gather_data_offset_, len - head, lkey, reinterpret_cast<uint64_t>(src) + head);
-          write_inline_seg(wqe + kCtrlSegSize + kRaddrSegSize, src, head);
-        }
+        write_data_seg(wqe + data_offset, len - head, lkey, reinterpret_cast<uint64_t>(src) + head);
+        write_inline_seg(wqe + kCtrlSegSize + kRaddrSegSize, src, head);
         return PostResult::kOk;
       }
       const uint32_t ds = len ? ds_rdma_inline(len) : ds_rdma_no_data();
@@ -283,9 +303,9 @@ class DirectTransport {
     [[gnu::always_inline]] std::byte* begin_wqe(uint64_t pi, uint32_t bbs, uint64_t wr_id) noexcept {
       const uint32_t slot = static_cast<uint32_t>(pi) & mask_;
       std::byte* const wqe = sq_buf_ + (static_cast<size_t>(slot) << kWqeBbShift);
-      wr_ids_[slot] = wr_id;
+      wr_ids_[slot].wr_id = wr_id;
       last_ctrl_ = wqe;
-      last_bbs_ = bbs;
+      last_start_ = pi;
       pi_ = pi + bbs;
       return wqe;
     }
@@ -325,10 +345,12 @@ class DirectTransport {
       return true;
     }
 
-    // Several WQEs since the last doorbell, or no BlueFlame: they go out in one copy
-    // when they fit the half and are contiguous (a NOP fill may have wrapped the range),
-    // else as the 8-byte doorbell of the last WQE.
+    // No WQE since the last doorbell (nothing to do), several WQEs, or a QP without a
+    // usable BlueFlame half: the WQEs go out in one copy when they fit the half and are
+    // contiguous (a NOP fill may have wrapped the range), else as the 8-byte doorbell of
+    // the last WQE.
     [[gnu::noinline]] void ring_doorbell_general(uint64_t pi, uint64_t db) noexcept {
+      if (pi == db) return;  // nothing posted since the last doorbell
       const uint32_t bbs = static_cast<uint32_t>(pi - db);
       const uint32_t first = static_cast<uint32_t>(db) & mask_;
       std::byte* const reg = bf_cur_;
@@ -336,7 +358,7 @@ class DirectTransport {
       const std::byte* const last = last_ctrl_;
       const bool copy = bbs <= bf_bbs_ && first + bbs <= wqe_cnt_;
       bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
-      db_pi_ = pi;
+      db_tag_ = pi | db_tag_bit_;
       write_doorbell_record(dbrec_sq_, static_cast<uint16_t>(pi));
       if (copy)
         blueflame_copy(reg, first_wqe, bbs);
@@ -366,10 +388,11 @@ class DirectTransport {
     // Completion of the WQE starting at 16-bit counter `wqe_counter`: retires it and
     // every earlier block.
     [[gnu::always_inline]] Retired retire(uint16_t wqe_counter) {
-      const uint64_t outstanding = pi_ - ci_;
-      const uint16_t off = static_cast<uint16_t>(wqe_counter - static_cast<uint16_t>(ci_));
-      if (off >= outstanding) [[unlikely]] not_outstanding(wqe_counter);
-      const uint64_t start = ci_ + off;
+      // The WQE starts `off` blocks after the first unretired one; it is outstanding when
+      // it starts before the producer counter (ci_ + off < pi_, i.e. off < pi_ - ci_).
+      const uint64_t ci = ci_;
+      const uint64_t start = ci + static_cast<uint16_t>(wqe_counter - static_cast<uint16_t>(ci));
+      if (start >= pi_) [[unlikely]] not_outstanding(wqe_counter);
       const uint32_t slot = static_cast<uint32_t>(start) & mask_;
       const std::byte* ctrl = sq_buf_ + (static_cast<size_t>(slot) << kWqeBbShift);
       const uint8_t ds_byte = static_cast<uint8_t>(ctrl[offsetof(mlx5_wqe_ctrl_seg, qpn_ds) + 3]);
@@ -385,14 +408,21 @@ class DirectTransport {
     uint64_t pi_ = 0;     // producer counter (basic blocks; the wire carries its low 16 bits)
     uint64_t limit_ = 0;  // see update_limit()
     uint64_t ci_ = 0;     // first block not yet retired
-    uint64_t db_pi_ = 0;  // producer counter at the last doorbell
+    // The producer counter at the last doorbell, with bit 63 (kGeneralDoorbellsOnly) set
+    // on a QP whose doorbells all take the general path: no BlueFlame, or a BlueFlame
+    // half smaller than its largest WQE (producer counters never reach bit 63).
+    static constexpr uint64_t kGeneralDoorbellsOnly = uint64_t{1} << 63;
+    uint64_t db_tag_ = 0;
     uint32_t qpn_;
     uint32_t qpn8_be_;  // the QP-number part of qpn_ds, in wire order
     uint32_t max_inline_;
     uint32_t inline_head_;
     uint32_t gather_ds_;   // DS of a WQE with a gather entry (after inline_head bytes inline)
     uint32_t gather_bbs_;
-    uint64_t gather_word0_;         // control-segment word 0 of such a WQE, opcode and index 0
+    // Payloads longer than this go through a gather entry with no inline head: max_inline
+    // when inline_head is 0, else the largest length (no payload takes that path).
+    uint32_t plain_gather_above_;
+    uint64_t gather_word0_;  // control-segment word 0 of such a WQE as WRITE_IMM, index 0
     uint32_t gather_data_offset_;   // where its data segment goes (after the inline head)
     bool connected_ = false;
     bool error_ = false;
@@ -402,9 +432,17 @@ class DirectTransport {
     uintptr_t bf_toggle_;    // bf_cur_ ^= bf_toggle_ alternates the halves (0 without BlueFlame)
     uint32_t bf_bbs_;  // BlueFlame capacity in blocks (0: always the 8-byte doorbell)
     uint32_t max_bbs_;
-    std::byte* last_ctrl_ = nullptr;  // the last WQE posted, and its size in blocks
-    uint32_t last_bbs_ = 0;
-    std::unique_ptr<uint64_t[]> wr_ids_;       // by first block
+    uint64_t db_tag_bit_;  // kGeneralDoorbellsOnly or 0, as db_tag_ carries it
+    std::byte* last_ctrl_ = nullptr;  // the last WQE posted, and the producer counter it starts at
+    static constexpr uint64_t kNoWqeYet = ~uint64_t{0};  // no db_tag_ equals it
+    uint64_t last_start_ = kNoWqeYet;
+    // The wr_id of each WQE, by first block, in its own type: a store of a plain
+    // uint64_t might modify any uint64_t the caller holds (its arguments, this QP's
+    // counters), which the compiler would then reload; a WrIdSlot store modifies none.
+    struct WrIdSlot {
+      uint64_t wr_id;
+    };
+    std::unique_ptr<WrIdSlot[]> wr_ids_;
     std::unique_ptr<std::byte*[]> read_dst_;   // READs only: local buffer (scatter-to-CQE)
     std::unique_ptr<uint32_t[]> read_len_;
   };
@@ -611,9 +649,14 @@ class DirectTransport {
     detail::cq_fault("unexpected CQE opcode " + std::to_string(opcode) + " on the receive CQ");
   }
 
-  // The QP of the previous send CQE of this poll (QP numbers are 24 bits, so ~0 is none).
+  // The QP of the previous send CQE of this poll (QP numbers are 24 bits, so ~0 is none),
+  // and that CQE's sop_drop_qpn word as it sits in the CQE (wire order, send opcode
+  // included; kNoWord, which no 32-bit word equals, when there is none): a CQE with the
+  // same word is of the same QP without a decode.
+  static constexpr uint64_t kNoWord = ~uint64_t{0};
   struct SendQpCache {
     uint32_t qpn = ~0u;
+    uint64_t sop_drop_qpn_wire = kNoWord;
     QueuePair* qp = nullptr;
   };
   // The QP of a send CQE, through the cache: consecutive CQEs of one QP (the usual
@@ -622,36 +665,62 @@ class DirectTransport {
     if (qpn != qps.qpn) [[unlikely]] {
       qps.qp = find_send_qp(qpn);
       qps.qpn = qpn;
+      qps.sop_drop_qpn_wire = kNoWord;  // no CQE word matches until send_qpn() sets one
     }
     return qps.qp;
+  }
+  // The QP number of the plain send CQE `c`, with qps.qp its queue pair. A CQE whose
+  // sop_drop_qpn word equals the previous CQE's (same QP, same send opcode) is not
+  // decoded again (the decode is out of line: it is rare, and inline it holds registers).
+  [[gnu::always_inline]] uint32_t send_qpn(const std::byte* c, SendQpCache& qps) const {
+    uint32_t wire;
+    std::memcpy(&wire, c + offsetof(mlx5_cqe64, sop_drop_qpn), sizeof wire);
+    if (uint64_t{wire} != qps.sop_drop_qpn_wire) [[unlikely]] send_qpn_decode(c, qps);
+    return qps.qpn;
+  }
+  [[gnu::noinline]] void send_qpn_decode(const std::byte* c, SendQpCache& qps) const {
+    uint32_t wire;
+    std::memcpy(&wire, c + offsetof(mlx5_cqe64, sop_drop_qpn), sizeof wire);
+    send_qp(cqe_qpn(c), qps);
+    qps.sop_drop_qpn_wire = wire;
   }
 
   // One run of plain REQ CQEs from cq.ci: at most `max` (>= 1) CQEs, not past the ring
   // end. Returns the completions reported (a CQE of a NOP reports none); op_own as in
-  // recv_run (kRunAtRingEnd when the run used up its CQEs).
+  // recv_run (kRunAtRingEnd when the run used up its CQEs). The run walks by CQE address
+  // and writes the consumer counter back once at its end: nothing reads the send CQ's
+  // counter during a callback (the SRQ count follows the receive CQ only). A callback or
+  // a fault that throws still leaves every CQE up to its own consumed.
   template <class F>
   [[gnu::always_inline]] uint32_t send_run(CqState& cq, F& cb, uint32_t max, uint8_t& op_own, SendQpCache& qps) {
-    uint32_t ci = cq.ci;
+    const uint32_t ci = cq.ci;
     const uint32_t pos = ci & cq.mask;
+    const uint32_t shift = cq.entry_shift;
     const size_t stride = cq.cqe_size;
-    const std::byte* c = cq.base + (static_cast<size_t>(pos) << cq.entry_shift);
+    const std::byte* const first = cq.base + (static_cast<size_t>(pos) << shift);
+    const std::byte* const end = first + (static_cast<size_t>(std::min(max, cq.mask + 1 - pos)) << shift);
     // Owner byte of an uncompressed, non-scattered REQ CQE that software owns (the
     // solicited bit is ignored).
     const uint8_t want = static_cast<uint8_t>((MLX5_CQE_REQ << 4) | sw_owner_bit(ci, cq.log2_cnt));
-    const uint32_t run_end = ci + std::min(max, cq.mask + 1 - pos);
+    const std::byte* c = first;
     uint32_t reported = 0;
-    for (;;) {
-      op_own = load_op_own(c) & ~kCqeSeBit;
-      if (op_own != want) break;
-      cq.ci = ++ci;
-      const uint32_t qpn = cqe_qpn(c);
-      reported += complete_send(send_qp(qpn, qps), qpn, cqe_wqe_counter(c), WcStatus::kSuccess, 0, nullptr, 0, cb);
-      c += stride;
-      if (ci == run_end) {
-        op_own = kRunAtRingEnd;
-        break;
+    try {
+      for (;;) {
+        op_own = load_op_own(c) & ~kCqeSeBit;
+        if (op_own != want) break;
+        const uint32_t qpn = send_qpn(c, qps);
+        reported += complete_send(qps.qp, qpn, cqe_wqe_counter(c), WcStatus::kSuccess, 0, nullptr, 0, cb);
+        c += stride;
+        if (c == end) {
+          op_own = kRunAtRingEnd;
+          break;
+        }
       }
+    } catch (...) {
+      cq.ci = ci + static_cast<uint32_t>((c - first) >> shift) + 1;  // c: the CQE being completed
+      throw;
     }
+    cq.ci = ci + static_cast<uint32_t>((c - first) >> shift);
     return reported;
   }
 
@@ -771,7 +840,7 @@ class DirectTransport {
         bad_scatter(byte_cnt, w.opcode, read_len);
       std::memcpy(qp->read_dst_[w.slot], scattered, byte_cnt);
     }
-    cb(SendCompletion{qpn, qp->wr_ids_[w.slot], detail::wc_opcode_of(w.opcode), status});
+    cb(SendCompletion{qpn, qp->wr_ids_[w.slot].wr_id, detail::wc_opcode_of(w.opcode), status});
     return 1;
   }
 

@@ -7,8 +7,10 @@
 // mlx5_err_cqe. The mini CQE of a compressed CQE block is not in the public header;
 // its 8-byte layout is defined here (MiniCqe offsets) from the PRM.
 //
-// Everything the NIC reads or writes is big-endian and is accessed here through
-// memcpy of whole segments: the queue memory holds no C++ objects.
+// Everything the NIC reads or writes is big-endian. WQE segments are stored as
+// WqeSegment words (see store_segment: such a store cannot modify the queue pair's own
+// state, so the compiler keeps that state in registers); everything else (inline data,
+// CQEs, the reads back of a WQE) is accessed as bytes (memcpy).
 #pragma once
 
 #include <endian.h>
@@ -135,12 +137,21 @@ static_assert(qpn_ds_be(qpn_part_be(0xABCDEF), 5) == __builtin_bswap32(ctrl_qpn_
 constexpr uint64_t ctrl_word0_fixed(uint8_t opcode, uint32_t qpn_ds_wire) noexcept {
   return (uint64_t{qpn_ds_wire} << 32) | (uint64_t{opcode} << 24);
 }
+// Word 0 of opcode `to` from word 0 of opcode `from` (same QP, size and index): the
+// opcode byte changed by one xor, none when the two are equal.
+constexpr uint64_t ctrl_word0_reopcode(uint64_t word0, uint8_t from, uint8_t to) noexcept {
+  return word0 ^ ctrl_word0_fixed(static_cast<uint8_t>(from ^ to), 0);
+}
+static_assert(ctrl_word0_reopcode(ctrl_word0_fixed(0x09, 0x11223344), 0x09, 0x08) == ctrl_word0_fixed(0x08, 0x11223344));
 constexpr uint64_t ctrl_word0_index(uint16_t wqe_index) noexcept {
   return uint64_t{__builtin_bswap16(wqe_index)} << 8;
 }
+// (bswap64 of the zero-extended imm is bswap32(imm) << 32: one swap, no shift.)
 constexpr uint64_t ctrl_word1(bool signaled, uint32_t imm) noexcept {
-  return (uint64_t{signaled} << (24 + 3)) | (uint64_t{__builtin_bswap32(imm)} << 32);
+  return (uint64_t{signaled} << (24 + 3)) | __builtin_bswap64(uint64_t{imm});
 }
+static_assert(ctrl_word1(false, 0x11223344) == uint64_t{__builtin_bswap32(0x11223344)} << 32,
+              "imm in wire order in bytes 4..7");
 static_assert(MLX5_WQE_CTRL_CQ_UPDATE == 1u << 3 && ctrl_word1(true, 0) == uint64_t{ctrl_fm_ce_se(true)} << 24,
               "CE is bit 3 of fm_ce_se (byte 3 of word 1)");
 static_assert((ctrl_word0_fixed(0x09, 0x11223344) | ctrl_word0_index(0xABCD)) ==
@@ -149,9 +160,25 @@ static_assert((ctrl_word0_fixed(0x09, 0x11223344) | ctrl_word0_index(0xABCD)) ==
 static_assert(offsetof(mlx5_wqe_ctrl_seg, fm_ce_se) == 8 + 3 && offsetof(mlx5_wqe_ctrl_seg, imm) == 8 + 4,
               "second word: fm_ce_se in byte 3, imm in bytes 4..7");
 
-inline void write_ctrl_words(std::byte* wqe, uint64_t w0, uint64_t w1) noexcept {
-  std::memcpy(wqe, &w0, sizeof w0);
-  std::memcpy(wqe + sizeof w0, &w1, sizeof w1);
+// WQE stores: every 16-byte segment (control, remote address, data) is stored as one
+// WqeSegment, two little-endian words, not as bytes. A byte (memcpy) store may modify
+// any object, so after one the compiler reloads the queue pair's state and its caller's
+// arguments from memory; a WqeSegment store modifies only WqeSegment objects, which
+// nothing else in the program holds, so queue state stays in registers across the WQE
+// build. Segments are 16-byte aligned in the 64-byte aligned send queue (checked when
+// the queue pair is created). Readers of the queue (retire, the BlueFlame copy, the NIC)
+// read bytes, which may read any object.
+struct WqeSegment {
+  uint64_t lo;  // bytes 0..7
+  uint64_t hi;  // bytes 8..15
+};
+static_assert(sizeof(WqeSegment) == kDsUnit);
+[[gnu::always_inline]] inline void store_segment(std::byte* seg, uint64_t lo, uint64_t hi) noexcept {
+  *reinterpret_cast<WqeSegment*>(seg) = WqeSegment{lo, hi};
+}
+
+[[gnu::always_inline]] inline void write_ctrl_words(std::byte* wqe, uint64_t w0, uint64_t w1) noexcept {
+  store_segment(wqe, w0, w1);
 }
 
 // Control segment from its wire-order QP part.
@@ -166,21 +193,23 @@ inline void write_ctrl_seg(std::byte* wqe, uint16_t wqe_index, uint8_t opcode, u
 }
 
 // PRM remote address segment: 64-bit remote virtual address and rkey.
-inline void write_raddr_seg(std::byte* seg, uint64_t raddr, uint32_t rkey) noexcept {
-  mlx5_wqe_raddr_seg r;
-  r.raddr = htobe64(raddr);
-  r.rkey = htobe32(rkey);
-  r.reserved = 0;
-  std::memcpy(seg, &r, sizeof r);
+// Stored as words: raddr (wire order) in word 0, rkey (wire order) in the low half of
+// word 1, the reserved word 0.
+[[gnu::always_inline]] inline void write_raddr_seg(std::byte* seg, uint64_t raddr, uint32_t rkey) noexcept {
+  store_segment(seg, htobe64(raddr), htobe32(rkey));
 }
 
 // PRM data (gather/scatter pointer) segment: byte_count, lkey, local address.
-inline void write_data_seg(std::byte* seg, uint32_t len, uint32_t lkey, uint64_t addr) noexcept {
-  mlx5_wqe_data_seg d;
-  d.byte_count = htobe32(len);
-  d.lkey = htobe32(lkey);
-  d.addr = htobe64(addr);
-  std::memcpy(seg, &d, sizeof d);
+// Stored as words: byte_count then lkey (both wire order) in word 0, which is one swap
+// of (len << 32 | lkey); addr (wire order) in word 1.
+constexpr uint64_t data_seg_word0(uint32_t len, uint32_t lkey) noexcept {
+  return __builtin_bswap64((uint64_t{len} << 32) | lkey);
+}
+static_assert(data_seg_word0(0x11223344, 0xAABBCCDD) ==
+                  (uint64_t{__builtin_bswap32(0x11223344)} | (uint64_t{__builtin_bswap32(0xAABBCCDD)} << 32)),
+              "data segment word 0: byte_count (wire order) in bytes 0..3, lkey in bytes 4..7");
+[[gnu::always_inline]] inline void write_data_seg(std::byte* seg, uint32_t len, uint32_t lkey, uint64_t addr) noexcept {
+  store_segment(seg, data_seg_word0(len, lkey), htobe64(addr));
 }
 
 // PRM inline data segment: byte_count = len | MLX5_INLINE_SEG (bit 31), then the bytes,
