@@ -140,6 +140,10 @@ class Node {
   void stop_issuing() {
     for (auto& c : clients_) c->stop_issuing();
   }
+  // Paced issue for every client (backend::Client::set_paced_issue; simulator only).
+  void set_paced_issue(bool on) {
+    for (auto& c : clients_) c->set_paced_issue(on);
+  }
   // Reports this node's store operations and its clients' issues and answers to `oracle`
   // (core/kv/history_oracle.hpp; nullptr: stop reporting).
   void attach_oracle(kv::HistoryOracle* oracle) {

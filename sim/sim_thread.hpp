@@ -12,7 +12,7 @@
 //    S + 120.
 //  - The step occupies the thread until busy_until = S + max(C, min_step), where
 //    min_step = max(1 ns, cost[loop]) so that even a step that charges nothing moves
-//    the simulation forward.
+//    the simulation forward (set_min_step overrides it for a thread).
 //  - The step's result decides what follows: kContinue schedules the next step at
 //    busy_until (a polling daemon); kIdle schedules nothing until wake() (an event-driven
 //    client); kExit retires the thread.
@@ -165,6 +165,10 @@ class SimThread {
   uint64_t skipped_steps() const noexcept { return skipped_steps_; }
   Time pending_time() const noexcept { return pending_ ? pending_time_ : kTimeNever; }
   Time min_step() const noexcept { return min_step_; }
+  // Overrides the minimum step (>= 1 ns; the default is cost[loop]): for a thread whose
+  // steps are not loop iterations, e.g. a paced client (sim::Model::client_issue), whose
+  // steps last what they charge.
+  void set_min_step(Time ns) noexcept { min_step_ = ns < 1 ? 1 : ns; }
 
   // Metrics.
   uint64_t steps() const noexcept { return steps_; }

@@ -7,6 +7,10 @@ if(TARGET bkv_sim_runner)
   if(TARGET test_answer_handoff)
     target_compile_definitions(test_answer_handoff PRIVATE BKV_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   endif()
+  bkv_add_test(test_client_issue GROUP sim SOURCES calibration/test_client_issue.cpp LIBS bkv_sim_runner bkv_app)
+  if(TARGET test_client_issue)
+    target_compile_definitions(test_client_issue PRIVATE BKV_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  endif()
 endif()
 
 # The calibration suite's script against real summaries (not a Catch test).

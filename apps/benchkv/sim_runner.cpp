@@ -237,6 +237,13 @@ class Experiment {
       nodes_.push_back(std::make_unique<SimNode>(ns.node, ns.loop, ns.workload, ns.context, *runtimes_[r]));
     }
     backend::connect_in_process(nodes_);
+    if (model_.client_issue == sim::ClientIssue::kPaced) {
+      // A paced client's steps are pieces of its loop, not loop iterations: each lasts
+      // what it charges (docs/design.md §Simulated threads).
+      for (auto& n : nodes_) n->set_paced_issue(true);  // the clients exist once connected
+      for (auto& node_threads : threads_)
+        for (uint32_t t = D_; t < D_ + C_; ++t) node_threads[t]->set_min_step(1);
+    }
     if (o_.check_exactly_once) {
       oracle_ = std::make_shared<kv::HistoryOracle>();
       for (auto& n : nodes_) n->attach_oracle(oracle_.get());
@@ -321,7 +328,7 @@ class Experiment {
     if (!e.slow_nodes_.empty()) [[unlikely]] e.slow_down(b->rank, self);
     if (e.oracle_) [[unlikely]] e.check_endpoints(b->rank, b->thread);
     if (r.blocked) self.wake(self.now() + static_cast<Time>(std::llround(e.model_.client_retry_ns)));
-    return StepResult::kIdle;
+    return r.again ? StepResult::kContinue : StepResult::kIdle;
   }
 
   void log_step(const Binding& b) { step_log_->steps.push_back(b.rank * (D_ + C_) + b.thread); }
