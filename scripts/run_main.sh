@@ -28,4 +28,6 @@ print("(same model, same NP: the start decides the equilibrium)")
 PY
 /usr/bin/python3 scripts/plot_bistability.py out/figures "NP=8 sync=out/c1_np8" "NP=16 sync=out/c1_np16" \
   "NP=16 staggered=out/c1_np16_staggered"
+echo "caveat: this model misses C5, C3, C4 and NP=16's texture, and its NP=16 high state needs clients' re-issues written"
+echo "        at their step's start (with model key client_issue \"paced\" it collapses): docs/bistability.md, opening and section 8"
 echo "pictures: out/figures/timeseries.png out/figures/cqe_histogram.png (regime map: benchkv sweep configs/sweeps/regime_map.json)"
