@@ -264,10 +264,7 @@ class Context {
 
   // Takes the next received request (in arrival order), if any.
   bool recv(RecvHandle& out) {
-    if (recv_head_ == recv_size_) {
-      recv_head_ = recv_size_ = 0;
-      return false;
-    }
+    if (recv_head_ == recv_size_) return false;
     out = recv_queue_[recv_head_++];
     Ep& e = *eps_[out.endpoint];
     if (--e.unpopped == 0) publish_consumed(e);
@@ -732,7 +729,9 @@ class Context {
     // is short of the end (both are multiples of 32 from the batch start), so "a header
     // fits" is `cursor < limit` and "the payload fits" is
     // `payload_len <= limit - cursor - 12`. Room for every request the batch can carry
-    // (count <= max_msgs, checked above) is made once, before the walk.
+    // (count <= max_msgs, checked above) is made once, before the walk; a queue whose
+    // requests have all been taken starts over at its beginning.
+    if (recv_head_ == recv_size_) recv_head_ = recv_size_ = 0;
     if (recv_size_ + meta.message_count > recv_queue_.size())
       recv_queue_.resize(std::max<size_t>(64, 2 * (recv_size_ + meta.message_count)));
     const std::byte* p = e.recv_ring.data() + start_off + kFlowMetadataSize;
@@ -740,11 +739,15 @@ class Context {
     auto& meter = t_.meter();
     // Requests are queued through locals (`queued`, `committed`) and published before
     // anything that may look at the endpoint: the response callback, a failure, the end
-    // of the batch.
+    // of the batch. The callback may reply (credit: `committed` is read again after it)
+    // or take requests (recv() only advances the queue head, so `queued` and `published`
+    // stay valid); it must not drain this context.
     RecvHandle* queued = recv_queue_.data() + recv_size_;
+    const RecvHandle* published = queued;
     uint64_t committed = e.resp_committed;
     EndpointError broken = EndpointError::kNone;
-    for (uint32_t left = meta.message_count; left != 0; --left) {
+    uint32_t left = meta.message_count;
+    for (; left != 0; --left) {
       if (p >= limit) {
         broken = EndpointError::kBadLength;
         break;
@@ -783,32 +786,30 @@ class Context {
       e.pending.release(id);
       --in_flight_calls_;
       if constexpr (T::Meter::kEnabled) stats_.rtt.add(meter.now_ns() - e.call_time[id]);
-      ++stats_.messages_received;
-      publish_requests(e, queued, committed, start);
+      if (queued != published) {
+        publish_requests(e, static_cast<uint32_t>(queued - published), committed, start);
+        published = queued;
+      }
       on_response(std::move(tok), std::span<const std::byte>(payload, h.payload_len));
-      if (e.error != EndpointError::kNone) return;
-      // The callback may have replied (credit) or taken requests (recv() empties the
-      // queue when it reaches the end).
+      if (e.error != EndpointError::kNone) {
+        stats_.messages_received += meta.message_count - left + 1;
+        return;
+      }
       committed = e.resp_committed;
-      queued = recv_queue_.data() + recv_size_;
     }
-    publish_requests(e, queued, committed, start);
+    if (queued != published) publish_requests(e, static_cast<uint32_t>(queued - published), committed, start);
+    stats_.messages_received += meta.message_count - left;
     if (broken != EndpointError::kNone) return fail(e, broken);
     if (p != limit) return fail(e, EndpointError::kBadMessageCount);
     e.parsed = end;
     if (e.unpopped == 0) publish_consumed(e);
   }
 
-  // The requests written to the receive queue up to `queued` (of the batch starting at
-  // `start`) become visible, with the response credit committed so far.
-  [[gnu::always_inline]] inline void publish_requests(Ep& e, const RecvHandle* queued, uint64_t committed,
-                                                      uint64_t start) noexcept {
-    const RecvHandle* const published = recv_queue_.data() + recv_size_;
-    if (queued == published) return;
-    const uint32_t n = static_cast<uint32_t>(queued - published);
+  // `n` requests written to the receive queue (of the batch starting at `start`) become
+  // visible, with the response credit committed so far.
+  [[gnu::always_inline]] inline void publish_requests(Ep& e, uint32_t n, uint64_t committed, uint64_t start) noexcept {
     e.resp_committed = committed;
     recv_size_ += n;
-    stats_.messages_received += n;
     if (e.unpopped == 0) e.hold_pos = start;  // pin this batch until recv() takes its requests
     e.unpopped += n;
   }
