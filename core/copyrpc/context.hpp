@@ -129,10 +129,10 @@ struct RttHistogram {
 struct ContextStats {
   uint64_t cqes = 0;
   uint64_t batches_received = 0;
-  uint64_t messages_received = 0;
+  uint64_t messages_received = 0;  // requests queued and responses dispatched (per batch)
   uint64_t wqes_posted = 0;
   uint64_t doorbells = 0;
-  uint64_t messages_sent = 0;
+  uint64_t messages_sent = 0;      // messages in finished batches (counted per batch)
   uint64_t reads_posted = 0;
   uint64_t wraps = 0;
   uint64_t failed_calls = 0;  // calls failed back because their endpoint stopped
@@ -238,26 +238,26 @@ class Context {
     // The append is computed once: where the message lands decides both the bytes it
     // adds to the stream (checked against the credit invariant) and how it is written.
     const uint64_t msg = padded_message_size(payload.size());
-    const uint64_t size = e.ring_size();
-    const uint64_t off = e.producer & (size - 1);
-    const uint64_t open_cost = e.batch_open ? 0 : kFlowMetadataSize;
-    const bool wraps = off + open_cost + msg >= size;
-    const uint64_t added = wraps ? (size - off) + kFlowMetadataSize + msg : open_cost + msg;
+    const AppendPlan plan = plan_append(e, msg);
+    const uint64_t added = plan.wraps ? (e.ring_size() - plan.off) + kFlowMetadataSize + msg
+                                      : (plan.open ? 0 : kFlowMetadataSize) + msg;
     assert(e.send_limit == e.computed_send_limit());
-    if (e.producer + added > e.send_limit || e.pending.full()) [[unlikely]] {  // in_flight + added + 2R > C
+    if (plan.producer + added > e.send_limit || !e.pending.make_free_slot()) [[unlikely]] {  // in_flight + added + 2R > C
       note_ring_full(e);
       return {CallStatus::kRingFull, 0};
     }
     e.ringfull_streak = 0;
+    e.peer_credit -= need_credit;
+    // The endpoint's stream state is all updated before the slab insert (its stores may
+    // alias anything, so the compiler would reload the state after them).
+    std::byte* const at = reserve_message(e, plan, msg);
     const uint32_t call_id = e.pending.insert(std::move(token));
     ++in_flight_calls_;
     if constexpr (T::Meter::kEnabled) {
       if (call_id >= e.call_time.size()) e.call_time.resize(call_id + 1);
       e.call_time[call_id] = t_.meter().now_ns();
     }
-    e.peer_credit -= need_credit;
-    if (wraps) [[unlikely]] wrap(e, msg);
-    write_message(reserve_message(e, msg), call_id, static_cast<uint32_t>(need_credit / kAlignment), payload);
+    write_message(at, call_id, static_cast<uint32_t>(need_credit / kAlignment), payload);
     t_.meter().charge(Op::kCallEncode, 1);
     return {CallStatus::kOk, call_id};
   }
@@ -281,7 +281,8 @@ class Context {
     // Each request's allowance is committed once when parsed and released once here;
     // a second reply would release credit that is not there.
     if (e.resp_committed < h.allowance || e.resp_reservation < h.allowance) return CallStatus::kInvalidHandle;
-    append_message(e, to_response_id(h.call_id), 0, payload);
+    const uint64_t msg = padded_message_size(payload.size());
+    write_message(reserve_message(e, plan_append(e, msg), msg), to_response_id(h.call_id), 0, payload);
     e.resp_reservation -= h.allowance;
     e.resp_committed -= h.allowance;
     e.send_limit += 2 * uint64_t{h.allowance};
@@ -422,36 +423,51 @@ class Context {
     }
   }
 
-  // reply()'s append: wraps first when the message (with a new batch's metadata if none
-  // is open) would reach the ring end (strict `<` keeps a batch off the ring end).
-  [[gnu::always_inline]] inline void append_message(Ep& e, uint32_t call_id, uint32_t response_allowance_units,
-                                                    std::span<const std::byte> payload) {
-    const uint64_t msg = padded_message_size(payload.size());
-    const uint64_t mask = e.ring_size() - 1;
-    const uint64_t open_cost = e.batch_open ? 0 : kFlowMetadataSize;
-    if ((e.producer & mask) + open_cost + msg > mask) [[unlikely]] wrap(e, msg);  // >= size
-    write_message(reserve_message(e, msg), call_id, response_allowance_units, payload);
+  // Where a message of `msg` padded bytes goes: the producer, its ring offset, whether a
+  // batch is open, and whether the message (with a new batch's metadata if none is
+  // open) would reach the ring end, so a wrap comes first (the strict `<` keeps a batch
+  // off the ring end). Computed once per message: call() also derives its credit cost
+  // from it.
+  struct AppendPlan {
+    uint64_t producer;
+    uint64_t off;
+    bool open;
+    bool wraps;
+  };
+  static AppendPlan plan_append(const Ep& e, uint64_t msg) noexcept {
+    const uint64_t size = e.ring_size();
+    const uint64_t off = e.producer & (size - 1);
+    const bool open = e.batch_open;
+    const uint64_t open_cost = open ? 0 : kFlowMetadataSize;
+    return {e.producer, off, open, off + open_cost + msg >= size};
   }
 
-  // Takes `msg` bytes at the producer for a message, opening a batch if none is open,
-  // and returns where the message goes; the caller has made sure it ends before the ring
-  // end. The endpoint's state is all read and written here, before the bytes are
-  // stored (byte stores may alias anything, so the compiler would reload it after them).
-  [[gnu::always_inline]] inline std::byte* reserve_message(Ep& e, uint64_t msg) {
-    uint64_t pos = e.producer;
-    uint32_t count = e.batch_count;
-    if (!e.batch_open) {
-      e.meta_pos = pos;
-      pos += kFlowMetadataSize;
-      e.batch_open = true;
-      count = 0;
+  // Takes the bytes of a planned message at the producer (wrapping first if planned,
+  // opening a batch if none is open) and returns where the message goes. The
+  // endpoint's state is all read and written here, before the bytes are stored (byte
+  // stores may alias anything, so the compiler would reload it after them).
+  [[gnu::always_inline]] inline std::byte* reserve_message(Ep& e, AppendPlan a, uint64_t msg) {
+    if (a.wraps) [[unlikely]] {
+      wrap(e, msg);  // continues at offset 0 of the next cycle, no batch open
+      a.producer = e.producer;
+      a.off = 0;
+      a.open = false;
     }
-    std::byte* const p = e.send_ring.data() + (pos & (e.ring_size() - 1));
-    e.producer = pos + msg;
-    e.batch_count = count + 1;
-    ++stats_.messages_sent;
+    std::byte* const ring = e.send_ring.data();
+    if (a.open) [[likely]] {
+      // An open batch of a live endpoint is always on the flush list (flush_endpoint
+      // keeps it there until the batch is finished), so only opening one marks it.
+      assert(e.dirty);
+      e.producer = a.producer + msg;
+      ++e.batch_count;
+      return ring + a.off;
+    }
+    e.meta_pos = a.producer;
+    e.batch_open = true;
+    e.batch_count = 1;
+    e.producer = a.producer + kFlowMetadataSize + msg;
     mark_dirty(e);
-    return p;
+    return ring + a.off + kFlowMetadataSize;
   }
 
   // Stores a message (header and payload) where reserve_message() said.
@@ -494,6 +510,7 @@ class Context {
   // the grant must leave room for those bytes too.
   void finish_batch(Ep& e, uint64_t stream_end) {
     fill_metadata(e, e.meta_pos, stream_end, e.batch_count);
+    stats_.messages_sent += e.batch_count;
     const uint64_t len = e.producer - e.meta_pos;
     push_emit(e, PendingEmit{e.meta_pos, static_cast<uint32_t>(len), encode_imm(len)});
     e.flush_start = e.producer;

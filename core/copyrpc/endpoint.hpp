@@ -124,18 +124,22 @@ class CallSlab {
   static constexpr uint32_t kNone = ~0u;
   static constexpr uint32_t kLive = ~0u - 1;  // `next` of an occupied slot
 
-  uint32_t insert(Token t) {
-    uint32_t id = free_head_;
-    if (id != kNone) [[likely]] {
-      Slot& s = slots_[id];
-      free_head_ = s.next;
-      s.token = std::move(t);
-      s.next = kLive;
-    } else {
-      id = slot_count_;
-      slots_.push_back(Slot{std::move(t), kLive});
-      ++slot_count_;
-    }
+  // Makes sure insert() has a free slot (growing the slab by one if none is free).
+  // Returns false when every call id is taken.
+  bool make_free_slot() {
+    if (free_head_ != kNone) [[likely]] return true;
+    if (slot_count_ > kMaxCallId) return false;
+    slots_.push_back(Slot{Token{}, kNone});
+    free_head_ = slot_count_++;
+    return true;
+  }
+  // Takes the free slot make_free_slot() guaranteed for `t`: never allocates, never throws.
+  uint32_t insert(Token t) noexcept {
+    const uint32_t id = free_head_;
+    Slot& s = slots_[id];
+    free_head_ = s.next;
+    s.token = std::move(t);
+    s.next = kLive;
     ++size_;
     return id;
   }
@@ -166,7 +170,6 @@ class CallSlab {
     return n;
   }
   uint32_t size() const noexcept { return size_; }
-  bool full() const noexcept { return free_head_ == kNone && slot_count_ > kMaxCallId; }
 
  private:
   struct Slot {
