@@ -223,12 +223,13 @@ class Context {
     e.peer_credit = remote.initial_credit;
     e.refresh_send_limit();
     e.connected = true;
+    e.takes_calls = e.error == EndpointError::kNone;
   }
 
   // ---------------------------------------------------------------- data path
   CallResult call(uint32_t id, std::span<const std::byte> payload, uint32_t response_allowance, Token token) {
     Ep& e = *eps_[id];
-    if (e.error != EndpointError::kNone || !e.connected) return {CallStatus::kEndpointError, 0};
+    if (!e.takes_calls) return {CallStatus::kEndpointError, 0};  // not connected, or stopped
     if (payload.size() > max_payload() || response_allowance > max_payload()) return {CallStatus::kTooLarge, 0};
     const uint64_t need_credit = internal_allowance(response_allowance);
     if (e.peer_credit < need_credit) {
@@ -242,7 +243,12 @@ class Context {
     const uint64_t added = plan.wraps ? (e.ring_size() - plan.off) + kFlowMetadataSize + msg
                                       : (plan.open ? 0 : kFlowMetadataSize) + msg;
     assert(e.send_limit == e.computed_send_limit());
-    if (plan.producer + added > e.send_limit || !e.pending.make_free_slot()) [[unlikely]] {  // in_flight + added + 2R > C
+    if (plan.producer + added > e.send_limit) [[unlikely]] {  // in_flight + added + 2R > C
+      note_ring_full(e);
+      return {CallStatus::kRingFull, 0};
+    }
+    const uint32_t call_id = e.pending.make_free_slot();
+    if (call_id == CallSlab<Token>::kNone) [[unlikely]] {  // every call id is pending
       note_ring_full(e);
       return {CallStatus::kRingFull, 0};
     }
@@ -251,7 +257,7 @@ class Context {
     // The endpoint's stream state is all updated before the slab insert (its stores may
     // alias anything, so the compiler would reload the state after them).
     std::byte* const at = reserve_message(e, plan, msg);
-    const uint32_t call_id = e.pending.insert(std::move(token));
+    e.pending.insert(call_id, std::move(token));
     ++in_flight_calls_;
     if constexpr (T::Meter::kEnabled) {
       if (call_id >= e.call_time.size()) e.call_time.resize(call_id + 1);
@@ -669,6 +675,7 @@ class Context {
   void fail(Ep& e, EndpointError err) {
     if (e.error != EndpointError::kNone) return;
     e.error = err;
+    e.takes_calls = false;
     const uint32_t n = e.pending.take_all([&](Token&& t) { failed_calls_.push_back(FailedCall{std::move(t), err}); });
     in_flight_calls_ -= n;
     stats_.failed_calls += n;
@@ -745,7 +752,7 @@ class Context {
     // pointer. The cursor and the batch end are 32 bytes apart at least while the cursor
     // is short of the end (both are multiples of 32 from the batch start), so "a header
     // fits" is `cursor < limit` and "the payload fits" is
-    // `payload_len <= limit - cursor - 12`. Room for every request the batch can carry
+    // `cursor + padded_message_size(payload_len) <= limit`. Room for every request the batch can carry
     // (count <= max_msgs, checked above) is made once, before the walk; a queue whose
     // requests have all been taken starts over at its beginning.
     if (recv_head_ == recv_size_) recv_head_ = recv_size_ = 0;
@@ -770,13 +777,17 @@ class Context {
         break;
       }
       const MessageHeader h = load_header(p);
-      if (h.payload_len > static_cast<uint64_t>(limit - p) - kHeaderSize) {
+      // The padded message must end by the batch end (the room is a multiple of 32, so
+      // this is "header and payload fit"); computed on addresses, no pointer is formed
+      // past the batch.
+      const uintptr_t next = reinterpret_cast<uintptr_t>(p) + padded_message_size(h.payload_len);
+      if (next > reinterpret_cast<uintptr_t>(limit)) {
         broken = EndpointError::kBadLength;
         break;
       }
       meter.charge(Op::kMsgParse, 1);
       const std::byte* const payload = p + kHeaderSize;
-      p += padded_message_size(h.payload_len);
+      p = reinterpret_cast<const std::byte*>(next);
       if (!is_response(h.call_id)) [[likely]] {
         // A request (its id is at most kMaxCallId: the response bit is clear).
         const uint64_t allowance = uint64_t{h.response_allowance_units} * kAlignment;

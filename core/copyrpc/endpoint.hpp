@@ -124,24 +124,22 @@ class CallSlab {
   static constexpr uint32_t kNone = ~0u;
   static constexpr uint32_t kLive = ~0u - 1;  // `next` of an occupied slot
 
-  // Makes sure insert() has a free slot (growing the slab by one if none is free).
-  // Returns false when every call id is taken.
-  bool make_free_slot() {
-    if (free_head_ != kNone) [[likely]] return true;
-    if (slot_count_ > kMaxCallId) return false;
+  // The id insert() will take: a free slot, the slab grown by one if none is free.
+  // Returns kNone when every call id is taken.
+  uint32_t make_free_slot() {
+    if (free_head_ != kNone) [[likely]] return free_head_;
+    if (slot_count_ > kMaxCallId) return kNone;
     slots_.push_back(Slot{Token{}, kNone});
     free_head_ = slot_count_++;
-    return true;
+    return free_head_;
   }
-  // Takes the free slot make_free_slot() guaranteed for `t`: never allocates, never throws.
-  uint32_t insert(Token t) noexcept {
-    const uint32_t id = free_head_;
+  // Takes slot `id`, the one make_free_slot() returned, for `t`: never allocates, never
+  // throws.
+  void insert(uint32_t id, Token t) noexcept {
     Slot& s = slots_[id];
     free_head_ = s.next;
     s.token = std::move(t);
     s.next = kLive;
-    ++size_;
-    return id;
   }
   bool contains(uint32_t id) const noexcept { return id < slot_count_ && slots_[id].next == kLive; }
   // The token of pending call `id`, or nullptr if `id` is not a pending call.
@@ -154,7 +152,6 @@ class CallSlab {
   void release(uint32_t id) noexcept {
     slots_[id].next = free_head_;
     free_head_ = id;
-    --size_;
   }
   // Takes every pending call, in call-id order: f(Token&&) for each, its slot freed.
   // Returns how many.
@@ -169,7 +166,12 @@ class CallSlab {
     }
     return n;
   }
-  uint32_t size() const noexcept { return size_; }
+  // Pending calls, counted over the slab (for inspection: not kept per insert).
+  uint32_t size() const noexcept {
+    uint32_t n = 0;
+    for (uint32_t id = 0; id < slot_count_; ++id) n += slots_[id].next == kLive;
+    return n;
+  }
 
  private:
   struct Slot {
@@ -179,7 +181,6 @@ class CallSlab {
   std::vector<Slot> slots_;
   uint32_t slot_count_ = 0;  // slots_.size(), kept as a count (no division by the slot size)
   uint32_t free_head_ = kNone;
-  uint32_t size_ = 0;
 };
 
 // One WRITE+IMM waiting to be posted: a finished batch or a wrap marker.
@@ -207,6 +208,7 @@ struct Endpoint {
   QueuePair* qp = nullptr;
   bool connected = false;
   EndpointError error = EndpointError::kNone;
+  bool takes_calls = false;  // connected and not stopped: call()'s one test
 
   RingMemory send_ring, recv_ring;
   MemoryRegion send_mr{}, recv_mr{}, consumer_mr{}, read_mr{};
