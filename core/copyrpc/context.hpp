@@ -240,8 +240,8 @@ class Context {
     // adds to the stream (checked against the credit invariant) and how it is written.
     const uint64_t msg = padded_message_size(payload.size());
     const AppendPlan plan = plan_append(e, msg);
-    const uint64_t added = plan.wraps ? (e.ring_size() - plan.off) + kFlowMetadataSize + msg
-                                      : (plan.open ? 0 : kFlowMetadataSize) + msg;
+    uint64_t added = plan.open_cost + msg;
+    if (plan.wraps) [[unlikely]] added = (e.ring_size() - plan.off) + kFlowMetadataSize + msg;
     assert(e.send_limit == e.computed_send_limit());
     if (plan.producer + added > e.send_limit) [[unlikely]] {  // in_flight + added + 2R > C
       note_ring_full(e);
@@ -429,23 +429,22 @@ class Context {
     }
   }
 
-  // Where a message of `msg` padded bytes goes: the producer, its ring offset, whether a
-  // batch is open, and whether the message (with a new batch's metadata if none is
-  // open) would reach the ring end, so a wrap comes first (the strict `<` keeps a batch
+  // Where a message of `msg` padded bytes goes: the producer, its ring offset, the
+  // metadata bytes it adds (32 when it opens a batch), and whether the message with
+  // them would reach the ring end, so a wrap comes first (the strict `<` keeps a batch
   // off the ring end). Computed once per message: call() also derives its credit cost
   // from it.
   struct AppendPlan {
     uint64_t producer;
     uint64_t off;
-    bool open;
+    uint64_t open_cost;
     bool wraps;
   };
   static AppendPlan plan_append(const Ep& e, uint64_t msg) noexcept {
     const uint64_t size = e.ring_size();
     const uint64_t off = e.producer & (size - 1);
-    const bool open = e.batch_open;
-    const uint64_t open_cost = open ? 0 : kFlowMetadataSize;
-    return {e.producer, off, open, off + open_cost + msg >= size};
+    const uint64_t open_cost = e.batch_open_cost;
+    return {e.producer, off, open_cost, off + open_cost + msg >= size};
   }
 
   // Takes the bytes of a planned message at the producer (wrapping first if planned,
@@ -457,10 +456,10 @@ class Context {
       wrap(e, msg);  // continues at offset 0 of the next cycle, no batch open
       a.producer = e.producer;
       a.off = 0;
-      a.open = false;
+      a.open_cost = kFlowMetadataSize;
     }
     std::byte* const ring = e.send_ring.data();
-    if (a.open) [[likely]] {
+    if (a.open_cost == 0) [[likely]] {
       // An open batch of a live endpoint is always on the flush list (flush_endpoint
       // keeps it there until the batch is finished), so only opening one marks it.
       assert(e.dirty);
@@ -469,7 +468,7 @@ class Context {
       return ring + a.off;
     }
     e.meta_pos = a.producer;
-    e.batch_open = true;
+    e.batch_open_cost = 0;
     e.batch_count = 1;
     e.producer = a.producer + kFlowMetadataSize + msg;
     mark_dirty(e);
@@ -520,7 +519,7 @@ class Context {
     const uint64_t len = e.producer - e.meta_pos;
     push_emit(e, PendingEmit{e.meta_pos, static_cast<uint32_t>(len), encode_imm(len)});
     e.flush_start = e.producer;
-    e.batch_open = false;
+    e.batch_open_cost = kFlowMetadataSize;
     e.batch_count = 0;
   }
 
@@ -532,7 +531,7 @@ class Context {
     const uint64_t marker = e.producer;
     const uint64_t next_cycle = (marker | (e.ring_size() - 1)) + 1;
     const uint64_t stream_end = next_cycle + kFlowMetadataSize + msg;
-    if (e.batch_open) finish_batch(e, stream_end);
+    if (e.batch_open()) finish_batch(e, stream_end);
     fill_metadata(e, marker, stream_end, kWrapMessageCount);
     push_emit(e, PendingEmit{marker, kFlowMetadataSize, encode_imm(next_cycle - marker)});
     e.producer = next_cycle;
@@ -548,8 +547,8 @@ class Context {
     if (e.error != EndpointError::kNone) return true;
     bool posted_any = false;
     bool done = post_pending_emits(e, posted_any);
-    if (done && e.batch_open && e.qp->send_queue_free() == 0) done = false;
-    if (done && e.batch_open && e.qp->send_queue_free() > 0) {
+    if (done && e.batch_open() && e.qp->send_queue_free() == 0) done = false;
+    if (done && e.batch_open() && e.qp->send_queue_free() > 0) {
       finish_batch(e, e.producer);
       done = post_pending_emits(e, posted_any);
     }

@@ -219,7 +219,10 @@ struct Endpoint {
   uint64_t producer = 0;     // next byte to write
   uint64_t flush_start = 0;  // first byte not yet handed to the NIC
   uint64_t meta_pos = 0;     // metadata slot of the open batch
-  bool batch_open = false;
+  // Metadata bytes the next message adds for its batch: kFlowMetadataSize while no batch
+  // is open (the message opens one), 0 while one is (kept as a byte count, the form
+  // the append's arithmetic uses).
+  uint64_t batch_open_cost = kFlowMetadataSize;
   uint32_t batch_count = 0;
   PendingEmit emits[8];      // ranges finished but not yet posted (bounded, see Context)
   uint32_t emit_head = 0, emit_count = 0;
@@ -261,6 +264,7 @@ struct Endpoint {
   std::vector<uint64_t> call_time;  // by call id; kept only under a metering transport
 
   uint64_t ring_size() const noexcept { return send_ring.size(); }
+  bool batch_open() const noexcept { return batch_open_cost == 0; }
   uint64_t remote_consumer() const noexcept {
     return consumer_by_credit_return > consumer_by_read ? consumer_by_credit_return : consumer_by_read;
   }
