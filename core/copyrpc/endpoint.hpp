@@ -235,8 +235,11 @@ struct Endpoint {
   uint64_t consumer_by_credit_return = 0;  // sum of ring_credit_return received
   uint64_t consumer_by_read = 0;       // last consumed position read by RDMA READ
   uint64_t resp_reservation = 0;       // R: credit granted to the peer, not yet used by replies
-  uint64_t resp_committed = 0;         // part of R held by requests received, not yet replied
   uint64_t max_resp_reservation = 0;
+  // Part of R held by requests received, not yet replied. Not next to R: reply() lowers
+  // both by the same amount, and the compiler turns two adjacent updates into vector
+  // instructions that cost more than the two subtractions.
+  uint64_t resp_committed = 0;
   uint64_t peer_credit = 0;            // credit the peer granted us for our calls
   // Where the send stream may reach under the credit invariant, kept equal to
   // remote_consumer() + C - 2R by every change of its terms (refresh_send_limit() or an
