@@ -286,7 +286,9 @@ class Context {
     if (payload.size() > max_reply_payload(h.allowance)) return CallStatus::kTooLarge;
     // Each request's allowance is committed once when parsed and released once here;
     // a second reply would release credit that is not there.
-    if (e.resp_committed < h.allowance || e.resp_reservation < h.allowance) return CallStatus::kInvalidHandle;
+    // (R >= committed always holds, so R covers the allowance too.)
+    assert(e.resp_committed <= e.resp_reservation);
+    if (e.resp_committed < h.allowance) return CallStatus::kInvalidHandle;
     const uint64_t msg = padded_message_size(payload.size());
     write_message(reserve_message(e, plan_append(e, msg), msg), to_response_id(h.call_id), 0, payload);
     e.resp_reservation -= h.allowance;
