@@ -240,12 +240,17 @@ class Context {
     // adds to the stream (checked against the credit invariant) and how it is written.
     const uint64_t msg = padded_message_size(payload.size());
     const AppendPlan plan = plan_append(e, msg);
-    uint64_t added = plan.open_cost + msg;
-    if (plan.wraps) [[unlikely]] added = (e.ring_size() - plan.off) + kFlowMetadataSize + msg;
     assert(e.send_limit == e.computed_send_limit());
-    if (plan.producer + added > e.send_limit) [[unlikely]] {  // in_flight + added + 2R > C
-      note_ring_full(e);
-      return {CallStatus::kRingFull, 0};
+    // in_flight + added + 2R <= C, with `added` the bytes the message adds to the stream:
+    // its batch's metadata if it opens one; if it wraps, the skipped ring tail and a new
+    // batch's metadata instead (never fewer bytes, so the common test filters both).
+    if (plan.producer + plan.open_cost + msg > e.send_limit || plan.wraps) [[unlikely]] {
+      const uint64_t added =
+          plan.wraps ? (e.ring_size() - plan.off) + kFlowMetadataSize + msg : plan.open_cost + msg;
+      if (plan.producer + added > e.send_limit) {
+        note_ring_full(e);
+        return {CallStatus::kRingFull, 0};
+      }
     }
     const uint32_t call_id = e.pending.make_free_slot();
     if (call_id == CallSlab<Token>::kNone) [[unlikely]] {  // every call id is pending
