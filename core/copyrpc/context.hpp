@@ -129,10 +129,10 @@ struct RttHistogram {
 struct ContextStats {
   uint64_t cqes = 0;
   uint64_t batches_received = 0;
-  uint64_t messages_received = 0;
+  uint64_t messages_received = 0;  // requests queued and responses dispatched (per batch)
   uint64_t wqes_posted = 0;
   uint64_t doorbells = 0;
-  uint64_t messages_sent = 0;
+  uint64_t messages_sent = 0;      // messages in finished batches (counted per batch)
   uint64_t reads_posted = 0;
   uint64_t wraps = 0;
   uint64_t failed_calls = 0;  // calls failed back because their endpoint stopped
@@ -223,12 +223,13 @@ class Context {
     e.peer_credit = remote.initial_credit;
     e.refresh_send_limit();
     e.connected = true;
+    e.takes_calls = e.error == EndpointError::kNone;
   }
 
   // ---------------------------------------------------------------- data path
   CallResult call(uint32_t id, std::span<const std::byte> payload, uint32_t response_allowance, Token token) {
     Ep& e = *eps_[id];
-    if (e.error != EndpointError::kNone || !e.connected) return {CallStatus::kEndpointError, 0};
+    if (!e.takes_calls) return {CallStatus::kEndpointError, 0};  // not connected, or stopped
     if (payload.size() > max_payload() || response_allowance > max_payload()) return {CallStatus::kTooLarge, 0};
     const uint64_t need_credit = internal_allowance(response_allowance);
     if (e.peer_credit < need_credit) {
@@ -238,36 +239,43 @@ class Context {
     // The append is computed once: where the message lands decides both the bytes it
     // adds to the stream (checked against the credit invariant) and how it is written.
     const uint64_t msg = padded_message_size(payload.size());
-    const uint64_t size = e.ring_size();
-    const uint64_t off = e.producer & (size - 1);
-    const uint64_t open_cost = e.batch_open ? 0 : kFlowMetadataSize;
-    const bool wraps = off + open_cost + msg >= size;
-    const uint64_t added = wraps ? (size - off) + kFlowMetadataSize + msg : open_cost + msg;
+    const AppendPlan plan = plan_append(e, msg);
     assert(e.send_limit == e.computed_send_limit());
-    if (e.producer + added > e.send_limit || e.pending.full()) [[unlikely]] {  // in_flight + added + 2R > C
+    // in_flight + added + 2R <= C, with `added` the bytes the message adds to the stream:
+    // its batch's metadata if it opens one; if it wraps, the skipped ring tail and a new
+    // batch's metadata instead (never fewer bytes, so the common test filters both).
+    if (plan.producer + plan.open_cost + msg > e.send_limit || plan.wraps) [[unlikely]] {
+      const uint64_t added =
+          plan.wraps ? (e.ring_size() - plan.off) + kFlowMetadataSize + msg : plan.open_cost + msg;
+      if (plan.producer + added > e.send_limit) {
+        note_ring_full(e);
+        return {CallStatus::kRingFull, 0};
+      }
+    }
+    const uint32_t call_id = e.pending.make_free_slot();
+    if (call_id == CallSlab<Token>::kNone) [[unlikely]] {  // every call id is pending
       note_ring_full(e);
       return {CallStatus::kRingFull, 0};
     }
     e.ringfull_streak = 0;
-    const uint32_t call_id = e.pending.insert(std::move(token));
+    e.peer_credit -= need_credit;
+    // The endpoint's stream state is all updated before the slab insert (its stores may
+    // alias anything, so the compiler would reload the state after them).
+    std::byte* const at = reserve_message(e, plan, msg);
+    e.pending.insert(call_id, std::move(token));
     ++in_flight_calls_;
     if constexpr (T::Meter::kEnabled) {
       if (call_id >= e.call_time.size()) e.call_time.resize(call_id + 1);
       e.call_time[call_id] = t_.meter().now_ns();
     }
-    e.peer_credit -= need_credit;
-    if (wraps) [[unlikely]] wrap(e, msg);
-    write_message(reserve_message(e, msg), call_id, static_cast<uint32_t>(need_credit / kAlignment), payload);
+    write_message(at, call_id, static_cast<uint32_t>(need_credit / kAlignment), payload);
     t_.meter().charge(Op::kCallEncode, 1);
     return {CallStatus::kOk, call_id};
   }
 
   // Takes the next received request (in arrival order), if any.
   bool recv(RecvHandle& out) {
-    if (recv_head_ == recv_size_) {
-      recv_head_ = recv_size_ = 0;
-      return false;
-    }
+    if (recv_head_ == recv_size_) return false;
     out = recv_queue_[recv_head_++];
     Ep& e = *eps_[out.endpoint];
     if (--e.unpopped == 0) publish_consumed(e);
@@ -283,8 +291,11 @@ class Context {
     if (payload.size() > max_reply_payload(h.allowance)) return CallStatus::kTooLarge;
     // Each request's allowance is committed once when parsed and released once here;
     // a second reply would release credit that is not there.
-    if (e.resp_committed < h.allowance || e.resp_reservation < h.allowance) return CallStatus::kInvalidHandle;
-    append_message(e, to_response_id(h.call_id), 0, payload);
+    // (R >= committed always holds, so R covers the allowance too.)
+    assert(e.resp_committed <= e.resp_reservation);
+    if (e.resp_committed < h.allowance) return CallStatus::kInvalidHandle;
+    const uint64_t msg = padded_message_size(payload.size());
+    write_message(reserve_message(e, plan_append(e, msg), msg), to_response_id(h.call_id), 0, payload);
     e.resp_reservation -= h.allowance;
     e.resp_committed -= h.allowance;
     e.send_limit += 2 * uint64_t{h.allowance};
@@ -425,36 +436,50 @@ class Context {
     }
   }
 
-  // reply()'s append: wraps first when the message (with a new batch's metadata if none
-  // is open) would reach the ring end (strict `<` keeps a batch off the ring end).
-  [[gnu::always_inline]] inline void append_message(Ep& e, uint32_t call_id, uint32_t response_allowance_units,
-                                                    std::span<const std::byte> payload) {
-    const uint64_t msg = padded_message_size(payload.size());
-    const uint64_t mask = e.ring_size() - 1;
-    const uint64_t open_cost = e.batch_open ? 0 : kFlowMetadataSize;
-    if ((e.producer & mask) + open_cost + msg > mask) [[unlikely]] wrap(e, msg);  // >= size
-    write_message(reserve_message(e, msg), call_id, response_allowance_units, payload);
+  // Where a message of `msg` padded bytes goes: the producer, its ring offset, the
+  // metadata bytes it adds (32 when it opens a batch), and whether the message with
+  // them would reach the ring end, so a wrap comes first (the strict `<` keeps a batch
+  // off the ring end). Computed once per message: call() also derives its credit cost
+  // from it.
+  struct AppendPlan {
+    uint64_t producer;
+    uint64_t off;
+    uint64_t open_cost;
+    bool wraps;
+  };
+  static AppendPlan plan_append(const Ep& e, uint64_t msg) noexcept {
+    const uint64_t size = e.ring_size();
+    const uint64_t off = e.producer & (size - 1);
+    const uint64_t open_cost = e.batch_open_cost;
+    return {e.producer, off, open_cost, off + open_cost + msg >= size};
   }
 
-  // Takes `msg` bytes at the producer for a message, opening a batch if none is open,
-  // and returns where the message goes; the caller has made sure it ends before the ring
-  // end. The endpoint's state is all read and written here, before the bytes are
-  // stored (byte stores may alias anything, so the compiler would reload it after them).
-  [[gnu::always_inline]] inline std::byte* reserve_message(Ep& e, uint64_t msg) {
-    uint64_t pos = e.producer;
-    uint32_t count = e.batch_count;
-    if (!e.batch_open) {
-      e.meta_pos = pos;
-      pos += kFlowMetadataSize;
-      e.batch_open = true;
-      count = 0;
+  // Takes the bytes of a planned message at the producer (wrapping first if planned,
+  // opening a batch if none is open) and returns where the message goes. The
+  // endpoint's state is all read and written here, before the bytes are stored (byte
+  // stores may alias anything, so the compiler would reload it after them).
+  [[gnu::always_inline]] inline std::byte* reserve_message(Ep& e, AppendPlan a, uint64_t msg) {
+    if (a.wraps) [[unlikely]] {
+      wrap(e, msg);  // continues at offset 0 of the next cycle, no batch open
+      a.producer = e.producer;
+      a.off = 0;
+      a.open_cost = kFlowMetadataSize;
     }
-    std::byte* const p = e.send_ring.data() + (pos & (e.ring_size() - 1));
-    e.producer = pos + msg;
-    e.batch_count = count + 1;
-    ++stats_.messages_sent;
+    std::byte* const ring = e.send_ring.data();
+    if (a.open_cost == 0) [[likely]] {
+      // An open batch of a live endpoint is always on the flush list (flush_endpoint
+      // keeps it there until the batch is finished), so only opening one marks it.
+      assert(e.dirty);
+      e.producer = a.producer + msg;
+      ++e.batch_count;
+      return ring + a.off;
+    }
+    e.meta_pos = a.producer;
+    e.batch_open_cost = 0;
+    e.batch_count = 1;
+    e.producer = a.producer + kFlowMetadataSize + msg;
     mark_dirty(e);
-    return p;
+    return ring + a.off + kFlowMetadataSize;
   }
 
   // Stores a message (header and payload) where reserve_message() said.
@@ -497,10 +522,11 @@ class Context {
   // the grant must leave room for those bytes too.
   void finish_batch(Ep& e, uint64_t stream_end) {
     fill_metadata(e, e.meta_pos, stream_end, e.batch_count);
+    stats_.messages_sent += e.batch_count;
     const uint64_t len = e.producer - e.meta_pos;
     push_emit(e, PendingEmit{e.meta_pos, static_cast<uint32_t>(len), encode_imm(len)});
     e.flush_start = e.producer;
-    e.batch_open = false;
+    e.batch_open_cost = kFlowMetadataSize;
     e.batch_count = 0;
   }
 
@@ -512,7 +538,7 @@ class Context {
     const uint64_t marker = e.producer;
     const uint64_t next_cycle = (marker | (e.ring_size() - 1)) + 1;
     const uint64_t stream_end = next_cycle + kFlowMetadataSize + msg;
-    if (e.batch_open) finish_batch(e, stream_end);
+    if (e.batch_open()) finish_batch(e, stream_end);
     fill_metadata(e, marker, stream_end, kWrapMessageCount);
     push_emit(e, PendingEmit{marker, kFlowMetadataSize, encode_imm(next_cycle - marker)});
     e.producer = next_cycle;
@@ -528,8 +554,8 @@ class Context {
     if (e.error != EndpointError::kNone) return true;
     bool posted_any = false;
     bool done = post_pending_emits(e, posted_any);
-    if (done && e.batch_open && e.qp->send_queue_free() == 0) done = false;
-    if (done && e.batch_open && e.qp->send_queue_free() > 0) {
+    if (done && e.batch_open() && e.qp->send_queue_free() == 0) done = false;
+    if (done && e.batch_open() && e.qp->send_queue_free() > 0) {
       finish_batch(e, e.producer);
       done = post_pending_emits(e, posted_any);
     }
@@ -655,6 +681,7 @@ class Context {
   void fail(Ep& e, EndpointError err) {
     if (e.error != EndpointError::kNone) return;
     e.error = err;
+    e.takes_calls = false;
     const uint32_t n = e.pending.take_all([&](Token&& t) { failed_calls_.push_back(FailedCall{std::move(t), err}); });
     in_flight_calls_ -= n;
     stats_.failed_calls += n;
@@ -731,8 +758,10 @@ class Context {
     // pointer. The cursor and the batch end are 32 bytes apart at least while the cursor
     // is short of the end (both are multiples of 32 from the batch start), so "a header
     // fits" is `cursor < limit` and "the payload fits" is
-    // `payload_len <= limit - cursor - 12`. Room for every request the batch can carry
-    // (count <= max_msgs, checked above) is made once, before the walk.
+    // `cursor + padded_message_size(payload_len) <= limit`. Room for every request the batch can carry
+    // (count <= max_msgs, checked above) is made once, before the walk; a queue whose
+    // requests have all been taken starts over at its beginning.
+    if (recv_head_ == recv_size_) recv_head_ = recv_size_ = 0;
     if (recv_size_ + meta.message_count > recv_queue_.size())
       recv_queue_.resize(std::max<size_t>(64, 2 * (recv_size_ + meta.message_count)));
     const std::byte* p = e.recv_ring.data() + start_off + kFlowMetadataSize;
@@ -740,23 +769,31 @@ class Context {
     auto& meter = t_.meter();
     // Requests are queued through locals (`queued`, `committed`) and published before
     // anything that may look at the endpoint: the response callback, a failure, the end
-    // of the batch.
+    // of the batch. The callback may reply (credit: `committed` is read again after it)
+    // or take requests (recv() only advances the queue head, so `queued` and `published`
+    // stay valid); it must not drain this context.
     RecvHandle* queued = recv_queue_.data() + recv_size_;
+    const RecvHandle* published = queued;
     uint64_t committed = e.resp_committed;
     EndpointError broken = EndpointError::kNone;
-    for (uint32_t left = meta.message_count; left != 0; --left) {
+    uint32_t left = meta.message_count;
+    for (; left != 0; --left) {
       if (p >= limit) {
         broken = EndpointError::kBadLength;
         break;
       }
       const MessageHeader h = load_header(p);
-      if (h.payload_len > static_cast<uint64_t>(limit - p) - kHeaderSize) {
+      // The padded message must end by the batch end (the room is a multiple of 32, so
+      // this is "header and payload fit"); computed on addresses, no pointer is formed
+      // past the batch.
+      const uintptr_t next = reinterpret_cast<uintptr_t>(p) + padded_message_size(h.payload_len);
+      if (next > reinterpret_cast<uintptr_t>(limit)) {
         broken = EndpointError::kBadLength;
         break;
       }
       meter.charge(Op::kMsgParse, 1);
       const std::byte* const payload = p + kHeaderSize;
-      p += padded_message_size(h.payload_len);
+      p = reinterpret_cast<const std::byte*>(next);
       if (!is_response(h.call_id)) [[likely]] {
         // A request (its id is at most kMaxCallId: the response bit is clear).
         const uint64_t allowance = uint64_t{h.response_allowance_units} * kAlignment;
@@ -783,32 +820,30 @@ class Context {
       e.pending.release(id);
       --in_flight_calls_;
       if constexpr (T::Meter::kEnabled) stats_.rtt.add(meter.now_ns() - e.call_time[id]);
-      ++stats_.messages_received;
-      publish_requests(e, queued, committed, start);
+      if (queued != published) {
+        publish_requests(e, static_cast<uint32_t>(queued - published), committed, start);
+        published = queued;
+      }
       on_response(std::move(tok), std::span<const std::byte>(payload, h.payload_len));
-      if (e.error != EndpointError::kNone) return;
-      // The callback may have replied (credit) or taken requests (recv() empties the
-      // queue when it reaches the end).
+      if (e.error != EndpointError::kNone) {
+        stats_.messages_received += meta.message_count - left + 1;
+        return;
+      }
       committed = e.resp_committed;
-      queued = recv_queue_.data() + recv_size_;
     }
-    publish_requests(e, queued, committed, start);
+    if (queued != published) publish_requests(e, static_cast<uint32_t>(queued - published), committed, start);
+    stats_.messages_received += meta.message_count - left;
     if (broken != EndpointError::kNone) return fail(e, broken);
     if (p != limit) return fail(e, EndpointError::kBadMessageCount);
     e.parsed = end;
     if (e.unpopped == 0) publish_consumed(e);
   }
 
-  // The requests written to the receive queue up to `queued` (of the batch starting at
-  // `start`) become visible, with the response credit committed so far.
-  [[gnu::always_inline]] inline void publish_requests(Ep& e, const RecvHandle* queued, uint64_t committed,
-                                                      uint64_t start) noexcept {
-    const RecvHandle* const published = recv_queue_.data() + recv_size_;
-    if (queued == published) return;
-    const uint32_t n = static_cast<uint32_t>(queued - published);
+  // `n` requests written to the receive queue (of the batch starting at `start`) become
+  // visible, with the response credit committed so far.
+  [[gnu::always_inline]] inline void publish_requests(Ep& e, uint32_t n, uint64_t committed, uint64_t start) noexcept {
     e.resp_committed = committed;
     recv_size_ += n;
-    stats_.messages_received += n;
     if (e.unpopped == 0) e.hold_pos = start;  // pin this batch until recv() takes its requests
     e.unpopped += n;
   }

@@ -124,20 +124,22 @@ class CallSlab {
   static constexpr uint32_t kNone = ~0u;
   static constexpr uint32_t kLive = ~0u - 1;  // `next` of an occupied slot
 
-  uint32_t insert(Token t) {
-    uint32_t id = free_head_;
-    if (id != kNone) [[likely]] {
-      Slot& s = slots_[id];
-      free_head_ = s.next;
-      s.token = std::move(t);
-      s.next = kLive;
-    } else {
-      id = slot_count_;
-      slots_.push_back(Slot{std::move(t), kLive});
-      ++slot_count_;
-    }
-    ++size_;
-    return id;
+  // The id insert() will take: a free slot, the slab grown by one if none is free.
+  // Returns kNone when every call id is taken.
+  uint32_t make_free_slot() {
+    if (free_head_ != kNone) [[likely]] return free_head_;
+    if (slot_count_ > kMaxCallId) return kNone;
+    slots_.push_back(Slot{Token{}, kNone});
+    free_head_ = slot_count_++;
+    return free_head_;
+  }
+  // Takes slot `id`, the one make_free_slot() returned, for `t`: never allocates, never
+  // throws.
+  void insert(uint32_t id, Token t) noexcept {
+    Slot& s = slots_[id];
+    free_head_ = s.next;
+    s.token = std::move(t);
+    s.next = kLive;
   }
   bool contains(uint32_t id) const noexcept { return id < slot_count_ && slots_[id].next == kLive; }
   // The token of pending call `id`, or nullptr if `id` is not a pending call.
@@ -150,7 +152,6 @@ class CallSlab {
   void release(uint32_t id) noexcept {
     slots_[id].next = free_head_;
     free_head_ = id;
-    --size_;
   }
   // Takes every pending call, in call-id order: f(Token&&) for each, its slot freed.
   // Returns how many.
@@ -165,8 +166,12 @@ class CallSlab {
     }
     return n;
   }
-  uint32_t size() const noexcept { return size_; }
-  bool full() const noexcept { return free_head_ == kNone && slot_count_ > kMaxCallId; }
+  // Pending calls, counted over the slab (for inspection: not kept per insert).
+  uint32_t size() const noexcept {
+    uint32_t n = 0;
+    for (uint32_t id = 0; id < slot_count_; ++id) n += slots_[id].next == kLive;
+    return n;
+  }
 
  private:
   struct Slot {
@@ -176,7 +181,6 @@ class CallSlab {
   std::vector<Slot> slots_;
   uint32_t slot_count_ = 0;  // slots_.size(), kept as a count (no division by the slot size)
   uint32_t free_head_ = kNone;
-  uint32_t size_ = 0;
 };
 
 // One WRITE+IMM waiting to be posted: a finished batch or a wrap marker.
@@ -204,6 +208,7 @@ struct Endpoint {
   QueuePair* qp = nullptr;
   bool connected = false;
   EndpointError error = EndpointError::kNone;
+  bool takes_calls = false;  // connected and not stopped: call()'s one test
 
   RingMemory send_ring, recv_ring;
   MemoryRegion send_mr{}, recv_mr{}, consumer_mr{}, read_mr{};
@@ -214,7 +219,10 @@ struct Endpoint {
   uint64_t producer = 0;     // next byte to write
   uint64_t flush_start = 0;  // first byte not yet handed to the NIC
   uint64_t meta_pos = 0;     // metadata slot of the open batch
-  bool batch_open = false;
+  // Metadata bytes the next message adds for its batch: kFlowMetadataSize while no batch
+  // is open (the message opens one), 0 while one is (kept as a byte count, the form
+  // the append's arithmetic uses).
+  uint64_t batch_open_cost = kFlowMetadataSize;
   uint32_t batch_count = 0;
   PendingEmit emits[8];      // ranges finished but not yet posted (bounded, see Context)
   uint32_t emit_head = 0, emit_count = 0;
@@ -227,8 +235,11 @@ struct Endpoint {
   uint64_t consumer_by_credit_return = 0;  // sum of ring_credit_return received
   uint64_t consumer_by_read = 0;       // last consumed position read by RDMA READ
   uint64_t resp_reservation = 0;       // R: credit granted to the peer, not yet used by replies
-  uint64_t resp_committed = 0;         // part of R held by requests received, not yet replied
   uint64_t max_resp_reservation = 0;
+  // Part of R held by requests received, not yet replied. Not next to R: reply() lowers
+  // both by the same amount, and the compiler turns two adjacent updates into vector
+  // instructions that cost more than the two subtractions.
+  uint64_t resp_committed = 0;
   uint64_t peer_credit = 0;            // credit the peer granted us for our calls
   // Where the send stream may reach under the credit invariant, kept equal to
   // remote_consumer() + C - 2R by every change of its terms (refresh_send_limit() or an
@@ -256,6 +267,7 @@ struct Endpoint {
   std::vector<uint64_t> call_time;  // by call id; kept only under a metering transport
 
   uint64_t ring_size() const noexcept { return send_ring.size(); }
+  bool batch_open() const noexcept { return batch_open_cost == 0; }
   uint64_t remote_consumer() const noexcept {
     return consumer_by_credit_return > consumer_by_read ? consumer_by_credit_return : consumer_by_read;
   }

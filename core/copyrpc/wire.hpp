@@ -142,9 +142,13 @@ inline void store_header(std::byte* p, const MessageHeader& h) noexcept {
               sizeof h.response_allowance_units);
   std::memcpy(p + offsetof(MessageHeader, payload_len), &h.payload_len, sizeof h.payload_len);
 }
+// Only the fields are loaded (the receiver does not look at the zero bytes), one by one
+// for the same reason as the header's.
 inline FlowMetadata load_metadata(const std::byte* p) noexcept {
-  FlowMetadata m;
-  std::memcpy(&m, p, sizeof m);
+  FlowMetadata m{};
+  std::memcpy(&m.ring_credit_return, p + offsetof(FlowMetadata, ring_credit_return), sizeof m.ring_credit_return);
+  std::memcpy(&m.credit_grant, p + offsetof(FlowMetadata, credit_grant), sizeof m.credit_grant);
+  std::memcpy(&m.message_count, p + offsetof(FlowMetadata, message_count), sizeof m.message_count);
   return m;
 }
 inline void store_metadata(std::byte* p, uint64_t credit_return, uint64_t grant, uint32_t count) noexcept {

@@ -177,7 +177,7 @@ class PropertyDriver {
     const auto& e = ctx.endpoint(ep);
     const uint64_t size = e.ring_size();
     const uint64_t msg = copyrpc::padded_message_size(payload_len);
-    const uint64_t open = e.batch_open ? 0 : copyrpc::kFlowMetadataSize;
+    const uint64_t open = e.batch_open() ? 0 : copyrpc::kFlowMetadataSize;
     if ((e.producer & (size - 1)) + open + msg == size) ++stats_.exact_boundary;
   }
 
