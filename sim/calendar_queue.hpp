@@ -13,7 +13,8 @@
 //   ...
 //
 // Invariant: when the set is not empty, current_bucket_'s first live event is the
-// minimum of the whole set, and current_slot_ is its slot. So min() is a read.
+// minimum of the whole set, current_slot_ is its slot, and min_ is a copy of it. So
+// min() is a read of the set's own fields.
 //
 // push: binary position search is not needed: a new event is usually the latest in its
 //   bucket (ties in time come in sequence order), so the insertion point is found by
@@ -75,14 +76,14 @@ class CalendarQueueEventSet {
     count_op();
   }
 
-  const Event& min() const noexcept {
-    const Bucket& b = buckets_[current_bucket_];
-    return b.events[b.head];
-  }
+  // A copy kept in the set itself: the engine reads the minimum's time after every event
+  // and push compares with it, and the bucket it lives in is usually out of the cache by
+  // then.
+  const Event& min() const noexcept { return min_; }
 
   Event pop_min() {
     Bucket& b = buckets_[current_bucket_];
-    const Event first = b.events[b.head];
+    const Event first = min_;
     ++b.head;
     if (b.head == b.events.size()) {
       b.events.clear();
@@ -123,7 +124,7 @@ class CalendarQueueEventSet {
 
   // Puts ev in its bucket (size_ is the caller's business) and keeps the invariant.
   void insert(const Event& ev) {
-    const bool new_min = size_ == 0 || event_before(ev, min());
+    const bool new_min = size_ == 0 || event_before(ev, min_);
     const uint64_t slot = slot_of(ev.time);
     Bucket& b = buckets_[bucket_of_slot(slot)];
     std::vector<Event>& v = b.events;
@@ -142,6 +143,7 @@ class CalendarQueueEventSet {
     if (new_min) {
       current_slot_ = slot;
       current_bucket_ = bucket_of_slot(slot);
+      min_ = ev;
     }
   }
 
@@ -156,6 +158,7 @@ class CalendarQueueEventSet {
       if (b.head < b.events.size() && slot_of(b.events[b.head].time) == slot) {
         current_slot_ = slot;
         current_bucket_ = bucket_of_slot(slot);
+        min_ = b.events[b.head];
         work_ += step;
         return;
       }
@@ -173,6 +176,7 @@ class CalendarQueueEventSet {
     }
     current_slot_ = slot_of(best->time);
     current_bucket_ = best_bucket;
+    min_ = *best;
   }
 
   void count_op() {
@@ -207,6 +211,7 @@ class CalendarQueueEventSet {
     if (!scratch_.empty()) {
       current_slot_ = slot_of(scratch_.front().time);
       current_bucket_ = bucket_of_slot(current_slot_);
+      min_ = scratch_.front();
     }
   }
 
@@ -230,6 +235,7 @@ class CalendarQueueEventSet {
   unsigned shift_ = 0;
   uint64_t current_slot_ = 0;
   size_t current_bucket_ = 0;
+  Event min_{};  // the first live event of current_bucket_ (valid while size_ > 0)
   uint64_t ops_ = 0;
   uint64_t work_ = 0;
   uint64_t rebuilds_ = 0;

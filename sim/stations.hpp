@@ -51,24 +51,62 @@ struct StationStats {
   double mean_sojourn_ns() const noexcept { return jobs == 0 ? 0.0 : static_cast<double>(sojourn_ps) * 1e-3 / jobs; }
 };
 
-// Number of jobs present at a station: a min-heap of the finish times of the jobs that
-// arrived so far; an arrival drops those finished by its arrival time. The vector only
-// grows to the peak depth.
+// Number of jobs present at a station: the finish times of the jobs that arrived so far;
+// an arrival drops those finished by its arrival time and counts the rest, itself
+// included.
+//
+// Two layouts hold the same set of finish times and drop exactly the same ones (every
+// time <= the arrival), so the depth they return is the same:
+//  - ascending: while each finish time is >= the previous one (always so on a one-server
+//    FCFS station: a job finishes after the one before it), the times sit in arrival
+//    order in a vector; dropping is advancing `head_` past the finished prefix.
+//  - heap: the first finish time earlier than the latest one (a multi-server pool, or
+//    per-QP constraints) turns the live times into a min-heap, which it stays until the
+//    station runs empty. The vectors only grow to the peak depth.
 class DepthTracker {
  public:
   uint32_t arrive(uint64_t arrive_ps, uint64_t finish_ps) {
-    while (!heap_.empty() && heap_.front() <= arrive_ps) {
-      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>{});
-      heap_.pop_back();
+    if (!heap_mode_) {
+      while (head_ < times_.size() && times_[head_] <= arrive_ps) ++head_;
+      if (head_ == times_.size()) {
+        times_.clear();
+        head_ = 0;
+      } else if (head_ >= kCompactAfter && 2 * head_ >= times_.size()) [[unlikely]] {
+        times_.erase(times_.begin(), times_.begin() + static_cast<ptrdiff_t>(head_));
+        head_ = 0;
+      }
+      if (times_.empty() || finish_ps >= times_.back()) {
+        times_.push_back(finish_ps);
+        return static_cast<uint32_t>(times_.size() - head_);
+      }
+      // Out of order: the live times become a heap (an ascending range already is one).
+      times_.erase(times_.begin(), times_.begin() + static_cast<ptrdiff_t>(head_));
+      head_ = 0;
+      heap_mode_ = true;
+    } else {
+      while (!times_.empty() && times_.front() <= arrive_ps) {
+        std::pop_heap(times_.begin(), times_.end(), std::greater<>{});
+        times_.pop_back();
+      }
+      if (times_.empty()) {  // the station ran empty: back to the ascending layout
+        heap_mode_ = false;
+        times_.push_back(finish_ps);
+        return 1;
+      }
     }
-    heap_.push_back(finish_ps);
-    std::push_heap(heap_.begin(), heap_.end(), std::greater<>{});
-    return static_cast<uint32_t>(heap_.size());
+    times_.push_back(finish_ps);
+    std::push_heap(times_.begin(), times_.end(), std::greater<>{});
+    return static_cast<uint32_t>(times_.size());
   }
-  uint32_t depth() const noexcept { return static_cast<uint32_t>(heap_.size()); }
+  uint32_t depth() const noexcept { return static_cast<uint32_t>(times_.size() - head_); }
 
  private:
-  std::vector<uint64_t> heap_;
+  // The ascending layout drops its finished prefix once it is this long and at least
+  // half the vector.
+  static constexpr size_t kCompactAfter = 32;
+  std::vector<uint64_t> times_;  // ascending from head_ on, or (heap_mode_) a min-heap
+  size_t head_ = 0;              // ascending layout: times before head_ are finished
+  bool heap_mode_ = false;
 };
 
 // k identical servers in front of one queue (a NIC engine pool, a link when k == 1).

@@ -136,3 +136,34 @@ TEST_CASE("token pool: k jobs hold tokens at once - later ones wait for the earl
     unlimited.hold(7, 7, 1000);
   }
 }
+
+// The depth tracker against a plain reference: the depth an arrival sees is the number of
+// finish times recorded so far that are later than its arrival, itself included. The
+// sequences go through both of the tracker's layouts: ascending finish times (one-server
+// stations), finish times out of order (multi-server pools), and the station running
+// empty in between (which returns it to the ascending layout).
+TEST_CASE("depth tracker: ascending and out-of-order finish times give the reference depth", "[stations]") {
+  bkv::Rng rng(11);
+  for (int phase_kind = 0; phase_kind < 3; ++phase_kind) {
+    DepthTracker d;
+    std::vector<uint64_t> live;  // reference: finish times not yet passed
+    uint64_t t = 0;
+    uint64_t last_finish = 0;
+    for (int i = 0; i < 20000; ++i) {
+      // Phases of 500 arrivals: ascending, shuffled, or a gap that empties the station.
+      const int phase = (i / 500 + phase_kind) % 3;
+      t += phase == 2 && i % 500 == 0 ? 1000000 : rng.below(100);
+      uint64_t finish;
+      if (phase == 1) {
+        finish = t + rng.below(2000);
+      } else {
+        finish = std::max(last_finish, t) + rng.below(150);
+      }
+      last_finish = std::max(last_finish, finish);
+      std::erase_if(live, [&](uint64_t f) { return f <= t; });
+      live.push_back(finish);
+      REQUIRE(d.arrive(t, finish) == live.size());
+      REQUIRE(d.depth() == live.size());
+    }
+  }
+}
