@@ -32,7 +32,7 @@ bool is_write(WqeOp op) noexcept { return op != WqeOp::kRead; }
 }  // namespace
 
 Network::Network(Engine& engine, uint64_t seed) : engine_(engine), seed_(seed) {
-  target_ = engine_.add_target(&Network::on_event, this);
+  target_ = engine_.add_target(&Network::on_event, this, &Network::prefetch_event);
 }
 
 uint32_t Network::add_node(const NicConfig& cfg) {
@@ -210,6 +210,16 @@ void Network::schedule_stage(QpState& q, uint8_t stage, Time due) {
 void Network::on_event(void* ctx, uint32_t arg) {
   auto* self = static_cast<Network*>(ctx);
   self->drain(arg >> kStageBits, static_cast<uint8_t>(arg & ((1u << kStageBits) - 1)));
+}
+
+void Network::prefetch_event(void* ctx, uint32_t arg) {
+  auto* self = static_cast<Network*>(ctx);
+  const QpState& q = self->qps_[arg >> kStageBits];
+  const uint8_t stage = static_cast<uint8_t>(arg & ((1u << kStageBits) - 1));
+  __builtin_prefetch(&q.ring);
+  __builtin_prefetch(&q.cursor[stage]);
+  __builtin_prefetch(&q.cursor[kStComplete]);
+  __builtin_prefetch(&q.rung);
 }
 
 void Network::drain(uint32_t qpi, uint8_t stage) {
