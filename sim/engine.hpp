@@ -30,8 +30,9 @@
 namespace bkv::sim {
 
 using Handler = void (*)(void* ctx, uint32_t arg);
-// Optional: called with the next event's argument while the current event is about to
-// run, to issue cache prefetches for the state the next event will touch. It must not
+// Optional, per target: called with the target's context and the next event's argument
+// just before the current event runs, to issue cache prefetches for the state the next
+// event will touch. It must not
 // change any state the simulation reads (it is a hint: the next event may still be
 // preceded by one the current event schedules).
 using Prefetcher = void (*)(void* ctx, uint32_t arg);
