@@ -13,13 +13,15 @@
 //   ...
 //
 // Invariant: when the set is not empty, current_bucket_'s first live event is the
-// minimum of the whole set, and current_slot_ is its slot. So min() is a read.
+// minimum of the whole set, current_slot_ is its slot, and min_ is a copy of it. So
+// min() is a read of the set's own fields.
 //
 // push: binary position search is not needed: a new event is usually the latest in its
 //   bucket (ties in time come in sequence order), so the insertion point is found by
 //   scanning from the back; an event before the bucket's first one takes the free slot
-//   at head - 1 when there is one. An event before the current minimum moves the
-//   current position back to it.
+//   at head - 1 when there is one. An event later than the time of the bucket's last
+//   event (kept in the bucket header) is appended without reading the events. An event
+//   before the current minimum moves the current position back to it.
 // pop: take the current bucket's first event, then walk forward slot by slot: the next
 //   minimum is the first event found whose slot equals the slot being looked at. After a
 //   whole year of buckets without a match (all events are far away), search the bucket
@@ -75,19 +77,22 @@ class CalendarQueueEventSet {
     count_op();
   }
 
-  const Event& min() const noexcept {
-    const Bucket& b = buckets_[current_bucket_];
-    return b.events[b.head];
-  }
+  // A copy kept in the set itself: the engine reads the minimum's time after every event
+  // and push compares with it, and the bucket it lives in is usually out of the cache by
+  // then.
+  const Event& min() const noexcept { return min_; }
 
   Event pop_min() {
     Bucket& b = buckets_[current_bucket_];
-    const Event first = b.events[b.head];
+    const Event first = min_;
     ++b.head;
     if (b.head == b.events.size()) {
       b.events.clear();
       b.head = 0;
-    } else if (b.head >= kCompactAfter && 2 * b.head >= b.events.size()) [[unlikely]] {
+    } else {
+      b.front_time = b.events[b.head].time;  // next to the event just taken
+    }
+    if (b.head >= kCompactAfter && 2 * b.head >= b.events.size()) [[unlikely]] {
       // A bucket that never runs empty (a steady stream of equal or close times) drops
       // its consumed prefix; moving at most `head` live events per `head` pops.
       b.events.erase(b.events.begin(), b.events.begin() + static_cast<ptrdiff_t>(b.head));
@@ -116,6 +121,10 @@ class CalendarQueueEventSet {
   struct Bucket {
     std::vector<Event> events;  // ascending (time, seq) from index head on
     size_t head = 0;            // events before head are consumed
+    // Copies of the first live and the last event's times while the bucket holds events
+    // (push decides most insertions from the header alone).
+    Time front_time = 0;
+    Time back_time = 0;
   };
 
   uint64_t slot_of(Time t) const noexcept { return t >> shift_; }
@@ -123,12 +132,22 @@ class CalendarQueueEventSet {
 
   // Puts ev in its bucket (size_ is the caller's business) and keeps the invariant.
   void insert(const Event& ev) {
-    const bool new_min = size_ == 0 || event_before(ev, min());
+    const bool new_min = size_ == 0 || event_before(ev, min_);
     const uint64_t slot = slot_of(ev.time);
     Bucket& b = buckets_[bucket_of_slot(slot)];
     std::vector<Event>& v = b.events;
-    if (b.head > 0 && b.head < v.size() && event_before(ev, v[b.head])) {
+    if (v.empty()) {
+      v.push_back(ev);
+      b.front_time = b.back_time = ev.time;
+    } else if (ev.time > b.back_time || (ev.time == b.back_time && ev.seq > max_seq_)) {
+      // The usual case, decided from the bucket's header alone: later than every event
+      // of the bucket (a tie in time goes after them when its sequence number is larger
+      // than any pushed so far, as the engine's always are).
+      v.push_back(ev);
+      b.back_time = ev.time;
+    } else if (b.head > 0 && ev.time < b.front_time) {
       v[--b.head] = ev;  // new first event of the bucket: reuse a consumed place
+      b.front_time = ev.time;
     } else {
       v.push_back(ev);
       size_t i = v.size() - 1;
@@ -138,11 +157,15 @@ class CalendarQueueEventSet {
       }
       v[i] = ev;
       work_ += v.size() - 1 - i;
+      b.front_time = v[b.head].time;
+      b.back_time = v.back().time;
     }
     if (new_min) {
       current_slot_ = slot;
       current_bucket_ = bucket_of_slot(slot);
+      min_ = ev;
     }
+    max_seq_ = std::max(max_seq_, ev.seq);
   }
 
   // Precondition: size_ > 0 and every pending event is at or after current_slot_.
@@ -156,6 +179,7 @@ class CalendarQueueEventSet {
       if (b.head < b.events.size() && slot_of(b.events[b.head].time) == slot) {
         current_slot_ = slot;
         current_bucket_ = bucket_of_slot(slot);
+        min_ = b.events[b.head];
         work_ += step;
         return;
       }
@@ -173,6 +197,7 @@ class CalendarQueueEventSet {
     }
     current_slot_ = slot_of(best->time);
     current_bucket_ = best_bucket;
+    min_ = *best;
   }
 
   void count_op() {
@@ -194,7 +219,10 @@ class CalendarQueueEventSet {
       b.events.clear();
       b.head = 0;
     }
-    if (extra != nullptr) scratch_.push_back(*extra);
+    if (extra != nullptr) {
+      scratch_.push_back(*extra);
+      max_seq_ = std::max(max_seq_, extra->seq);
+    }
     std::sort(scratch_.begin(), scratch_.end(), event_before);
     buckets_.resize(bucket_count);
     shift_ = shift_for(scratch_);
@@ -202,11 +230,14 @@ class CalendarQueueEventSet {
     work_ = 0;
     for (const Event& ev : scratch_) {
       Bucket& b = buckets_[bucket_of_slot(slot_of(ev.time))];
+      if (b.events.empty()) b.front_time = ev.time;
       b.events.push_back(ev);  // sorted input: every insertion is an append
+      b.back_time = ev.time;
     }
     if (!scratch_.empty()) {
       current_slot_ = slot_of(scratch_.front().time);
       current_bucket_ = bucket_of_slot(current_slot_);
+      min_ = scratch_.front();
     }
   }
 
@@ -230,6 +261,8 @@ class CalendarQueueEventSet {
   unsigned shift_ = 0;
   uint64_t current_slot_ = 0;
   size_t current_bucket_ = 0;
+  Event min_{};  // the first live event of current_bucket_ (valid while size_ > 0)
+  uint64_t max_seq_ = 0;  // the largest sequence number inserted so far (0: none yet)
   uint64_t ops_ = 0;
   uint64_t work_ = 0;
   uint64_t rebuilds_ = 0;

@@ -30,6 +30,12 @@
 namespace bkv::sim {
 
 using Handler = void (*)(void* ctx, uint32_t arg);
+// Optional, per target: called with the target's context and the next event's argument
+// just before the current event runs, to issue cache prefetches for the state the next
+// event will touch. It must not
+// change any state the simulation reads (it is a hint: the next event may still be
+// preceded by one the current event schedules).
+using Prefetcher = void (*)(void* ctx, uint32_t arg);
 
 struct TargetId {
   uint32_t value = 0;
@@ -47,9 +53,9 @@ class BasicEngine {
 
   // Registers a handler. Targets live as long as the engine (there is no removal: a
   // finished object simply stops scheduling events).
-  TargetId add_target(Handler fn, void* ctx) {
+  TargetId add_target(Handler fn, void* ctx, Prefetcher prefetch = nullptr) {
     if (fn == nullptr) throw std::invalid_argument("Engine::add_target: null handler");
-    targets_.push_back(Target{fn, ctx});
+    targets_.push_back(Target{fn, ctx, prefetch});
     return TargetId{static_cast<uint32_t>(targets_.size() - 1)};
   }
 
@@ -116,6 +122,7 @@ class BasicEngine {
   struct Target {
     Handler fn;
     void* ctx;
+    Prefetcher prefetch;  // may be null
   };
 
   [[noreturn]] void throw_past(Time t) const {
@@ -135,6 +142,12 @@ class BasicEngine {
     ++events_run_;
     hash_ = mix(mix(hash_, ev.time), (uint64_t{ev.target} << 32) | ev.arg);
     if (trace_fn_ != nullptr) trace_fn_(trace_ctx_, ev);
+    if (!events_.empty()) {
+      // The next event's state travels to the cache while this one runs.
+      const Event& next = events_.min();
+      const Target& n = targets_[next.target];
+      if (n.prefetch != nullptr) n.prefetch(n.ctx, next.arg);
+    }
     const Target& t = targets_[ev.target];
     t.fn(t.ctx, ev.arg);
   }

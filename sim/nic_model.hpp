@@ -106,7 +106,6 @@
 #include <array>
 #include <bit>
 #include <cstdint>
-#include <deque>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -411,6 +410,8 @@ class Network {
 
  private:
   static void on_event(void* ctx, uint32_t arg);
+  // The engine's prefetch hint for an event of on_event: the QP's cursor and its WQE.
+  static void prefetch_event(void* ctx, uint32_t arg);
   static void on_connection_failure(void* ctx, uint32_t qp);
   // QP q's connection failed at `now`: error state, flushed WQEs, the owner told; the
   // peer fails one wire latency later.
@@ -448,9 +449,11 @@ class Network {
   TargetId target_;
   uint64_t seed_;
   software_nic::MemoryTable memory_;
-  std::deque<Nic> nics_;
-  std::deque<DeviceContext> ctxs_;
-  std::deque<QpState> qps_;
+  // Vectors, indexed on every event: created during setup only (nothing keeps a
+  // reference across add_node, create_context or create_qp).
+  std::vector<Nic> nics_;
+  std::vector<DeviceContext> ctxs_;
+  std::vector<QpState> qps_;
   WqeObserver observer_ = nullptr;
   void* observer_ctx_ = nullptr;
   LinkDelay link_delay_ = nullptr;

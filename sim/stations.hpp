@@ -51,24 +51,62 @@ struct StationStats {
   double mean_sojourn_ns() const noexcept { return jobs == 0 ? 0.0 : static_cast<double>(sojourn_ps) * 1e-3 / jobs; }
 };
 
-// Number of jobs present at a station: a min-heap of the finish times of the jobs that
-// arrived so far; an arrival drops those finished by its arrival time. The vector only
-// grows to the peak depth.
+// Number of jobs present at a station: the finish times of the jobs that arrived so far;
+// an arrival drops those finished by its arrival time and counts the rest, itself
+// included.
+//
+// Two layouts hold the same set of finish times and drop exactly the same ones (every
+// time <= the arrival), so the depth they return is the same:
+//  - ascending: while each finish time is >= the previous one (always so on a one-server
+//    FCFS station: a job finishes after the one before it), the times sit in arrival
+//    order in a vector; dropping is advancing `head_` past the finished prefix.
+//  - heap: the first finish time earlier than the latest one (a multi-server pool, or
+//    per-QP constraints) turns the live times into a min-heap, which it stays until the
+//    station runs empty. The vectors only grow to the peak depth.
 class DepthTracker {
  public:
   uint32_t arrive(uint64_t arrive_ps, uint64_t finish_ps) {
-    while (!heap_.empty() && heap_.front() <= arrive_ps) {
-      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>{});
-      heap_.pop_back();
+    if (!heap_mode_) {
+      while (head_ < times_.size() && times_[head_] <= arrive_ps) ++head_;
+      if (head_ == times_.size()) {
+        times_.clear();
+        head_ = 0;
+      } else if (head_ >= kCompactAfter && 2 * head_ >= times_.size()) [[unlikely]] {
+        times_.erase(times_.begin(), times_.begin() + static_cast<ptrdiff_t>(head_));
+        head_ = 0;
+      }
+      if (times_.empty() || finish_ps >= times_.back()) {
+        times_.push_back(finish_ps);
+        return static_cast<uint32_t>(times_.size() - head_);
+      }
+      // Out of order: the live times become a heap (an ascending range already is one).
+      times_.erase(times_.begin(), times_.begin() + static_cast<ptrdiff_t>(head_));
+      head_ = 0;
+      heap_mode_ = true;
+    } else {
+      while (!times_.empty() && times_.front() <= arrive_ps) {
+        std::pop_heap(times_.begin(), times_.end(), std::greater<>{});
+        times_.pop_back();
+      }
+      if (times_.empty()) {  // the station ran empty: back to the ascending layout
+        heap_mode_ = false;
+        times_.push_back(finish_ps);
+        return 1;
+      }
     }
-    heap_.push_back(finish_ps);
-    std::push_heap(heap_.begin(), heap_.end(), std::greater<>{});
-    return static_cast<uint32_t>(heap_.size());
+    times_.push_back(finish_ps);
+    std::push_heap(times_.begin(), times_.end(), std::greater<>{});
+    return static_cast<uint32_t>(times_.size());
   }
-  uint32_t depth() const noexcept { return static_cast<uint32_t>(heap_.size()); }
+  uint32_t depth() const noexcept { return static_cast<uint32_t>(times_.size() - head_); }
 
  private:
-  std::vector<uint64_t> heap_;
+  // The ascending layout drops its finished prefix once it is this long and at least
+  // half the vector.
+  static constexpr size_t kCompactAfter = 32;
+  std::vector<uint64_t> times_;  // ascending from head_ on, or (heap_mode_) a min-heap
+  size_t head_ = 0;              // ascending layout: times before head_ are finished
+  bool heap_mode_ = false;
 };
 
 // k identical servers in front of one queue (a NIC engine pool, a link when k == 1).
@@ -86,22 +124,36 @@ class ServerPool {
     uint64_t finish_ps;
   };
 
-  explicit ServerPool(uint32_t servers = 1) : free_ps_(servers, 0) {}
+  explicit ServerPool(uint32_t servers = 1) : servers_(servers), free_ps_(servers > 1 ? servers : 0, 0) {}
 
-  uint32_t servers() const noexcept { return static_cast<uint32_t>(free_ps_.size()); }
+  uint32_t servers() const noexcept { return servers_; }
 
   Slot reserve(uint64_t arrive_ps, uint64_t not_before_ps, uint64_t service_ps) {
     const uint64_t ready = std::max(arrive_ps, not_before_ps);
     uint64_t start = ready;
-    if (!free_ps_.empty()) {
-      size_t best = free_ps_.size();
+    if (servers_ == 1) {
+      // One server (a port, a PCIe direction): it is the best fit and the earliest.
+      start = std::max(ready, one_free_ps_);
+      one_free_ps_ = start + service_ps;
+    } else if (servers_ > 1) {
+      // Ties go to the lowest index, for the best fit and for the earliest.
+      const size_t n = free_ps_.size();
+      size_t best = n;
+      uint64_t best_free = 0;
       size_t earliest = 0;
-      for (size_t i = 0; i < free_ps_.size(); ++i) {
+      uint64_t earliest_free = free_ps_[0];
+      for (size_t i = 0; i < n; ++i) {
         const uint64_t f = free_ps_[i];
-        if (f <= ready && (best == free_ps_.size() || f > free_ps_[best])) best = i;
-        if (f < free_ps_[earliest]) earliest = i;
+        if (f <= ready && (best == n || f > best_free)) {
+          best = i;
+          best_free = f;
+        }
+        if (f < earliest_free) {
+          earliest = i;
+          earliest_free = f;
+        }
       }
-      const size_t pick = best != free_ps_.size() ? best : earliest;
+      const size_t pick = best != n ? best : earliest;
       start = std::max(ready, free_ps_[pick]);
       free_ps_[pick] = start + service_ps;
     }
@@ -116,6 +168,7 @@ class ServerPool {
 
   // Earliest time any server is free.
   uint64_t earliest_free_ps() const noexcept {
+    if (servers_ == 1) return one_free_ps_;
     if (free_ps_.empty()) return 0;
     return *std::min_element(free_ps_.begin(), free_ps_.end());
   }
@@ -123,7 +176,9 @@ class ServerPool {
   const StationStats& stats() const noexcept { return stats_; }
 
  private:
-  std::vector<uint64_t> free_ps_;
+  uint32_t servers_ = 1;
+  uint64_t one_free_ps_ = 0;        // servers_ == 1: when the server is free
+  std::vector<uint64_t> free_ps_;   // servers_ > 1: when each server is free
   StationStats stats_;
   DepthTracker depth_;
 };
@@ -134,20 +189,41 @@ class ServerPool {
 // order. k == 0 means unlimited tokens.
 class TokenPool {
  public:
-  explicit TokenPool(uint32_t tokens = 0) : free_ps_(tokens, 0) {}  // all-zero is a valid heap
+  explicit TokenPool(uint32_t tokens = 0) : free_ps_(tokens, 0) {}  // all-zero is ascending
 
   uint32_t tokens() const noexcept { return static_cast<uint32_t>(free_ps_.size()); }
 
   // When a job arriving at arrive_ps gets a token.
   uint64_t start_time(uint64_t arrive_ps) const noexcept {
-    return free_ps_.empty() ? arrive_ps : std::max(arrive_ps, free_ps_.front());
+    if (free_ps_.empty()) return arrive_ps;
+    return std::max(arrive_ps, heap_mode_ ? free_ps_.front() : free_ps_[oldest_]);
   }
   // Takes the earliest-free token for [start_ps, finish_ps) (start_ps from start_time()).
+  //
+  // The release times are a multiset: take the smallest, add finish_ps. While every
+  // finish_ps is >= the largest release time (a read tag released when the data is back
+  // over a FIFO bus), they stay ascending in a ring from oldest_: the smallest is
+  // replaced in place. The first smaller finish_ps turns them into a min-heap (an
+  // ascending array is one) for good. Either way the same multiset: the same start times.
   void hold(uint64_t arrive_ps, uint64_t start_ps, uint64_t finish_ps) {
     if (!free_ps_.empty()) {
-      std::pop_heap(free_ps_.begin(), free_ps_.end(), std::greater<>{});
-      free_ps_.back() = finish_ps;
-      std::push_heap(free_ps_.begin(), free_ps_.end(), std::greater<>{});
+      const size_t k = free_ps_.size();
+      if (!heap_mode_) {
+        const size_t newest = oldest_ == 0 ? k - 1 : oldest_ - 1;
+        if (finish_ps >= free_ps_[newest]) {
+          free_ps_[oldest_] = finish_ps;
+          oldest_ = oldest_ + 1 == k ? 0 : oldest_ + 1;
+        } else {
+          std::rotate(free_ps_.begin(), free_ps_.begin() + static_cast<ptrdiff_t>(oldest_), free_ps_.end());
+          oldest_ = 0;
+          heap_mode_ = true;
+        }
+      }
+      if (heap_mode_) {
+        std::pop_heap(free_ps_.begin(), free_ps_.end(), std::greater<>{});
+        free_ps_.back() = finish_ps;
+        std::push_heap(free_ps_.begin(), free_ps_.end(), std::greater<>{});
+      }
     }
     stats_.jobs += 1;
     stats_.busy_ps += finish_ps - start_ps;
@@ -159,7 +235,9 @@ class TokenPool {
   const StationStats& stats() const noexcept { return stats_; }
 
  private:
-  std::vector<uint64_t> free_ps_;
+  std::vector<uint64_t> free_ps_;  // release times: an ascending ring from oldest_, or a min-heap
+  size_t oldest_ = 0;
+  bool heap_mode_ = false;
   StationStats stats_;
   DepthTracker depth_;
 };

@@ -152,3 +152,44 @@ TEST_CASE("member targets and the trace hash", "[engine]") {
   CHECK(a.second == b.second);
   CHECK(a.second != c.second);
 }
+
+namespace {
+// A target with a prefetcher (both get the target's context): records the events it
+// runs and, for each prefetch hint, the argument named and how many events had run.
+struct HintedLog {
+  Engine* engine = nullptr;
+  std::vector<std::pair<Time, uint32_t>> seen;
+  std::vector<std::pair<uint64_t, uint32_t>> hints;  // (events run so far, hinted argument)
+  static void on(void* ctx, uint32_t arg) {
+    auto* self = static_cast<HintedLog*>(ctx);
+    self->seen.emplace_back(self->engine->now(), arg);
+  }
+  static void hint(void* ctx, uint32_t arg) {
+    auto* self = static_cast<HintedLog*>(ctx);
+    self->hints.emplace_back(self->engine->events_run(), arg);
+  }
+};
+}  // namespace
+
+TEST_CASE("a target's prefetcher is told the next event before the current one runs", "[engine]") {
+  Engine e;
+  Log plain_log{&e, {}};
+  HintedLog hinted_log{&e, {}, {}};
+  const TargetId plain = e.add_target(&Log::on, &plain_log);
+  const TargetId hinted = e.add_target(&HintedLog::on, &hinted_log, &HintedLog::hint);
+  e.schedule(10, hinted, 1);
+  e.schedule(20, plain, 2);
+  e.schedule(30, hinted, 3);
+  e.schedule(40, hinted, 4);
+  e.run();
+  // Before event k runs (k events counted as run, the current one included), the next
+  // event is named if its target has a prefetcher: 3 before the 2nd event runs, 4 before
+  // the 3rd; none before the 1st (the next is the plain target's) nor the last.
+  const std::vector<std::pair<uint64_t, uint32_t>> want_hints{{2, 3}, {3, 4}};
+  CHECK(hinted_log.hints == want_hints);
+  // Hints change nothing that runs.
+  const std::vector<std::pair<Time, uint32_t>> want_hinted{{10, 1}, {30, 3}, {40, 4}};
+  const std::vector<std::pair<Time, uint32_t>> want_plain{{20, 2}};
+  CHECK(hinted_log.seen == want_hinted);
+  CHECK(plain_log.seen == want_plain);
+}

@@ -1,5 +1,6 @@
 // Queueing stations, each on its own: server pools, channels, caches, statistics.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -134,5 +135,89 @@ TEST_CASE("token pool: k jobs hold tokens at once - later ones wait for the earl
   for (int i = 0; i < 10; ++i) {
     CHECK(unlimited.start_time(7) == 7);
     unlimited.hold(7, 7, 1000);
+  }
+}
+
+// The depth tracker against a plain reference: the depth an arrival sees is the number of
+// finish times recorded so far that are later than its arrival, itself included. The
+// sequences go through both of the tracker's layouts: ascending finish times (one-server
+// stations), finish times out of order (multi-server pools), and the station running
+// empty in between (which returns it to the ascending layout).
+TEST_CASE("depth tracker: ascending and out-of-order finish times give the reference depth", "[stations]") {
+  bkv::Rng rng(11);
+  for (int phase_kind = 0; phase_kind < 3; ++phase_kind) {
+    DepthTracker d;
+    std::vector<uint64_t> live;  // reference: finish times not yet passed
+    uint64_t t = 0;
+    uint64_t last_finish = 0;
+    for (int i = 0; i < 20000; ++i) {
+      // Phases of 500 arrivals: ascending, shuffled, or a gap that empties the station.
+      const int phase = (i / 500 + phase_kind) % 3;
+      t += phase == 2 && i % 500 == 0 ? 1000000 : rng.below(100);
+      uint64_t finish;
+      if (phase == 1) {
+        finish = t + rng.below(2000);
+      } else {
+        finish = std::max(last_finish, t) + rng.below(150);
+      }
+      last_finish = std::max(last_finish, finish);
+      std::erase_if(live, [&](uint64_t f) { return f <= t; });
+      live.push_back(finish);
+      REQUIRE(d.arrive(t, finish) == live.size());
+      REQUIRE(d.depth() == live.size());
+    }
+  }
+}
+
+// The token pool against a plain reference multiset of release times: a job starts at
+// max(arrival, smallest release time), which it then replaces by its own finish time.
+// Finish times first ascend (the pool's ring layout), then come out of order (its heap
+// layout), for several pool sizes.
+TEST_CASE("token pool: ascending and out-of-order release times give the reference start times", "[stations]") {
+  for (uint32_t k : {1u, 2u, 7u, 256u}) {
+    bkv::Rng rng(k);
+    TokenPool p(k);
+    std::vector<uint64_t> ref(k, 0);
+    uint64_t t = 0;
+    uint64_t last_finish = 0;
+    for (int i = 0; i < 4000; ++i) {
+      t += rng.below(50);
+      const uint64_t start = p.start_time(t);
+      const auto smallest = std::min_element(ref.begin(), ref.end());
+      REQUIRE(start == std::max(t, *smallest));
+      const uint64_t finish = i < 2000 ? std::max(last_finish, start) + rng.below(400) : start + rng.below(4000);
+      last_finish = std::max(last_finish, finish);
+      *smallest = finish;
+      p.hold(t, start, finish);
+    }
+  }
+}
+
+// The server pool against a reference written from its rule: best fit (the server free
+// last but no later than the job is ready, lowest index on ties), else the earliest-free
+// one (lowest index on ties); one server and several, with and without not_before.
+TEST_CASE("server pool: the pick follows the best-fit rule, ties to the lowest index", "[stations]") {
+  for (uint32_t k : {1u, 2u, 16u}) {
+    bkv::Rng rng(100 + k);
+    ServerPool s(k);
+    std::vector<uint64_t> ref(k, 0);
+    uint64_t t = 0;
+    for (int i = 0; i < 5000; ++i) {
+      t += rng.below(40);
+      const uint64_t not_before = rng.below(4) == 0 ? t + rng.below(300) : 0;
+      const uint64_t service = rng.below(8) * 25;  // repeated values: ties between servers
+      const uint64_t ready = std::max(t, not_before);
+      size_t pick = k;
+      for (size_t j = 0; j < k; ++j)
+        if (ref[j] <= ready && (pick == k || ref[j] > ref[pick])) pick = j;
+      if (pick == k) pick = static_cast<size_t>(std::min_element(ref.begin(), ref.end()) - ref.begin());
+      const uint64_t start = std::max(ready, ref[pick]);
+      ref[pick] = start + service;
+      const ServerPool::Slot slot = s.reserve(t, not_before, service);
+      REQUIRE(slot.start_ps == start);
+      REQUIRE(slot.finish_ps == start + service);
+      REQUIRE(s.earliest_free_ps() == *std::min_element(ref.begin(), ref.end()));
+    }
+    CHECK(s.servers() == k);
   }
 }
