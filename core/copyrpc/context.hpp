@@ -715,6 +715,9 @@ class Context {
     // The batch must start where the last one ended, and must not reach bytes we have
     // not consumed yet (the peer's credit accounting forbids it).
     const uint64_t start = e.recv_producer;
+    // Every earlier batch was parsed to its end (a batch that breaks a rule stops the
+    // endpoint), so `parsed` is this batch's start while it is walked.
+    assert(e.parsed == start);
     const uint64_t end = start + delta;
     if (end - e.consumed() > size) return fail(e, EndpointError::kRingOverrun);
     // delta is a non-zero multiple of 32, so the flow metadata is always inside it.
@@ -776,6 +779,9 @@ class Context {
     const RecvHandle* published = queued;
     uint64_t committed = e.resp_committed;
     EndpointError broken = EndpointError::kNone;
+    // Counted for the whole batch up front; a walk that stops early takes back the
+    // messages it did not reach (so the count is not kept live through the walk).
+    stats_.messages_received += meta.message_count;
     uint32_t left = meta.message_count;
     for (; left != 0; --left) {
       if (p >= limit) {
@@ -821,30 +827,31 @@ class Context {
       --in_flight_calls_;
       if constexpr (T::Meter::kEnabled) stats_.rtt.add(meter.now_ns() - e.call_time[id]);
       if (queued != published) {
-        publish_requests(e, static_cast<uint32_t>(queued - published), committed, start);
+        publish_requests(e, static_cast<uint32_t>(queued - published), committed);
         published = queued;
       }
       on_response(std::move(tok), std::span<const std::byte>(payload, h.payload_len));
       if (e.error != EndpointError::kNone) {
-        stats_.messages_received += meta.message_count - left + 1;
+        stats_.messages_received -= left - 1;
         return;
       }
       committed = e.resp_committed;
     }
-    if (queued != published) publish_requests(e, static_cast<uint32_t>(queued - published), committed, start);
-    stats_.messages_received += meta.message_count - left;
+    if (queued != published) publish_requests(e, static_cast<uint32_t>(queued - published), committed);
+    stats_.messages_received -= left;
     if (broken != EndpointError::kNone) return fail(e, broken);
     if (p != limit) return fail(e, EndpointError::kBadMessageCount);
     e.parsed = end;
     if (e.unpopped == 0) publish_consumed(e);
   }
 
-  // `n` requests written to the receive queue (of the batch starting at `start`) become
+  // `n` requests written to the receive queue (of the batch being walked) become
   // visible, with the response credit committed so far.
-  [[gnu::always_inline]] inline void publish_requests(Ep& e, uint32_t n, uint64_t committed, uint64_t start) noexcept {
+  [[gnu::always_inline]] inline void publish_requests(Ep& e, uint32_t n, uint64_t committed) noexcept {
     e.resp_committed = committed;
     recv_size_ += n;
-    if (e.unpopped == 0) e.hold_pos = start;  // pin this batch until recv() takes its requests
+    // Pin this batch until recv() takes its requests (`parsed` is its start: process_batch).
+    if (e.unpopped == 0) e.hold_pos = e.parsed;
     e.unpopped += n;
   }
 
