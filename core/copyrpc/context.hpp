@@ -792,14 +792,14 @@ class Context {
       // The padded message must end by the batch end (the room is a multiple of 32, so
       // this is "header and payload fit"); computed on addresses, no pointer is formed
       // past the batch.
-      const uintptr_t next = reinterpret_cast<uintptr_t>(p) + padded_message_size(h.payload_len);
-      if (next > reinterpret_cast<uintptr_t>(limit)) {
+      // The cursor moves past the message at the end of each branch, once its payload
+      // address is taken (the cursor's one register holds both).
+      const uint64_t padded = padded_message_size(h.payload_len);
+      if (reinterpret_cast<uintptr_t>(p) + padded > reinterpret_cast<uintptr_t>(limit)) {
         broken = EndpointError::kBadLength;
         break;
       }
       meter.charge(Op::kMsgParse, 1);
-      const std::byte* const payload = p + kHeaderSize;
-      p = reinterpret_cast<const std::byte*>(next);
       if (!is_response(h.call_id)) [[likely]] {
         // A request (its id is at most kMaxCallId: the response bit is clear).
         const uint64_t allowance = uint64_t{h.response_allowance_units} * kAlignment;
@@ -811,13 +811,16 @@ class Context {
         RecvHandle& r = *queued++;
         r.endpoint = e.id;
         r.call_id = h.call_id;
-        r.data = payload;
+        r.data = p + kHeaderSize;
         r.len = h.payload_len;
         r.allowance = static_cast<uint32_t>(allowance);
+        p += padded;
         continue;
       }
       const uint32_t id = from_response_id(h.call_id);
       Token* slot = e.pending.find(id);
+      const std::byte* const payload = p + kHeaderSize;
+      p += padded;
       if (slot == nullptr) {
         broken = EndpointError::kUnknownCallId;
         break;
