@@ -275,8 +275,8 @@ class Context {
 
   // Takes the next received request (in arrival order), if any.
   bool recv(RecvHandle& out) {
-    if (recv_head_ == recv_size_) return false;
-    out = recv_queue_[recv_head_++];
+    if (recv_head_ == recv_end_) return false;
+    out = *recv_head_++;
     Ep& e = *eps_[out.endpoint];
     if (--e.unpopped == 0) publish_consumed(e);
     return true;
@@ -764,9 +764,14 @@ class Context {
     // `cursor + padded_message_size(payload_len) <= limit`. Room for every request the batch can carry
     // (count <= max_msgs, checked above) is made once, before the walk; a queue whose
     // requests have all been taken starts over at its beginning.
-    if (recv_head_ == recv_size_) recv_head_ = recv_size_ = 0;
-    if (recv_size_ + meta.message_count > recv_queue_.size())
-      recv_queue_.resize(std::max<size_t>(64, 2 * (recv_size_ + meta.message_count)));
+    if (recv_head_ == recv_end_) recv_head_ = recv_end_ = recv_queue_.data();
+    const size_t queue_end = static_cast<size_t>(recv_end_ - recv_queue_.data());
+    if (queue_end + meta.message_count > recv_queue_.size()) {
+      const size_t queue_head = static_cast<size_t>(recv_head_ - recv_queue_.data());
+      recv_queue_.resize(std::max<size_t>(64, 2 * (queue_end + meta.message_count)));
+      recv_head_ = recv_queue_.data() + queue_head;
+      recv_end_ = recv_queue_.data() + queue_end;
+    }
     const std::byte* p = e.recv_ring.data() + start_off + kFlowMetadataSize;
     const std::byte* const limit = e.recv_ring.data() + start_off + delta;
     auto& meter = t_.meter();
@@ -775,7 +780,7 @@ class Context {
     // of the batch. The callback may reply (credit: `committed` is read again after it)
     // or take requests (recv() only advances the queue head, so `queued` and `published`
     // stay valid); it must not drain this context.
-    RecvHandle* queued = recv_queue_.data() + recv_size_;
+    RecvHandle* queued = recv_end_;
     const RecvHandle* published = queued;
     uint64_t committed = e.resp_committed;
     EndpointError broken = EndpointError::kNone;
@@ -852,7 +857,7 @@ class Context {
   // visible, with the response credit committed so far.
   [[gnu::always_inline]] inline void publish_requests(Ep& e, uint32_t n, uint64_t committed) noexcept {
     e.resp_committed = committed;
-    recv_size_ += n;
+    recv_end_ += n;
     // Pin this batch until recv() takes its requests (`parsed` is its start: process_batch).
     if (e.unpopped == 0) e.hold_pos = e.parsed;
     e.unpopped += n;
@@ -924,8 +929,11 @@ class Context {
   QpnTable qpn_table_;
   std::vector<uint32_t> dirty_;
   std::vector<RecvCompletion> cqe_buf_;
-  std::vector<RecvHandle> recv_queue_;  // [recv_head_, recv_size_) not yet taken
-  size_t recv_head_ = 0, recv_size_ = 0;
+  // [recv_head_, recv_end_) not yet taken; both point into recv_queue_ (or are null
+  // while it has no storage), so recv() takes a handle without indexing.
+  std::vector<RecvHandle> recv_queue_;
+  RecvHandle* recv_head_ = nullptr;
+  RecvHandle* recv_end_ = nullptr;
   uint32_t srq_posted_ = 0;
   uint64_t in_flight_calls_ = 0;
   ContextStats stats_;
