@@ -239,18 +239,24 @@ class Context {
     // The append is computed once: where the message lands decides both the bytes it
     // adds to the stream (checked against the credit invariant) and how it is written.
     const uint64_t msg = padded_message_size(payload.size());
-    const AppendPlan plan = plan_append(e, msg);
+    AppendPlan plan{e.producer, e.producer & (e.ring_size() - 1), e.batch_open_cost, false};
     assert(e.send_limit == e.computed_send_limit());
-    // in_flight + added + 2R <= C, with `added` the bytes the message adds to the stream:
-    // its batch's metadata if it opens one; if it wraps, the skipped ring tail and a new
-    // batch's metadata instead (never fewer bytes, so the common test filters both).
-    if (plan.producer + plan.open_cost + msg > e.send_limit || plan.wraps) [[unlikely]] {
+    assert(e.call_fast_end <= e.computed_call_fast_end());
+    // Below call_fast_end the message neither wraps nor breaks the credit invariant: one
+    // test. At or past it (rare), the precise tests, and call_fast_end is brought up to
+    // date (a reply raises the send limit without raising it).
+    if (plan.producer + plan.open_cost + msg >= e.call_fast_end) [[unlikely]] {
+      plan.wraps = plan.off + plan.open_cost + msg >= e.ring_size();
+      // in_flight + added + 2R <= C, with `added` the bytes the message adds to the
+      // stream: its batch's metadata if it opens one; if it wraps, the skipped ring tail
+      // and a new batch's metadata instead.
       const uint64_t added =
           plan.wraps ? (e.ring_size() - plan.off) + kFlowMetadataSize + msg : plan.open_cost + msg;
       if (plan.producer + added > e.send_limit) {
         note_ring_full(e);
         return {CallStatus::kRingFull, 0};
       }
+      e.refresh_call_fast_end();  // a wrap refreshes it again once the producer has moved
     }
     const uint32_t call_id = e.pending.make_free_slot();
     if (call_id == CallSlab<Token>::kNone) [[unlikely]] {  // every call id is pending
@@ -507,6 +513,7 @@ class Context {
     }
     e.resp_reservation += grant;
     e.send_limit -= 2 * grant;
+    e.refresh_call_fast_end();
     store_metadata(e.send_ring.at(at), credit_return, grant, count);
   }
 
@@ -543,6 +550,7 @@ class Context {
     push_emit(e, PendingEmit{marker, kFlowMetadataSize, encode_imm(next_cycle - marker)});
     e.producer = next_cycle;
     e.flush_start = next_cycle;
+    e.refresh_call_fast_end();
     ++stats_.wraps;
   }
 
