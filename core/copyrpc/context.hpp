@@ -221,7 +221,7 @@ class Context {
     // Initial R and credit = min(max_R, ring/4): set at connect, no handshake.
     e.resp_reservation = initial_credit();
     e.peer_credit = remote.initial_credit;
-    e.refresh_send_limit();
+    e.refresh_call_fast_end();
     e.connected = true;
     e.takes_calls = e.error == EndpointError::kNone;
   }
@@ -240,23 +240,14 @@ class Context {
     // adds to the stream (checked against the credit invariant) and how it is written.
     const uint64_t msg = padded_message_size(payload.size());
     AppendPlan plan{e.producer, e.producer & (e.ring_size() - 1), e.batch_open_cost, false};
-    assert(e.send_limit == e.computed_send_limit());
     assert(e.call_fast_end <= e.computed_call_fast_end());
     // Below call_fast_end the message neither wraps nor breaks the credit invariant: one
     // test. At or past it (rare), the precise tests, and call_fast_end is brought up to
     // date (a reply raises the send limit without raising it).
     if (plan.producer + plan.open_cost + msg >= e.call_fast_end) [[unlikely]] {
-      plan.wraps = plan.off + plan.open_cost + msg >= e.ring_size();
-      // in_flight + added + 2R <= C, with `added` the bytes the message adds to the
-      // stream: its batch's metadata if it opens one; if it wraps, the skipped ring tail
-      // and a new batch's metadata instead.
-      const uint64_t added =
-          plan.wraps ? (e.ring_size() - plan.off) + kFlowMetadataSize + msg : plan.open_cost + msg;
-      if (plan.producer + added > e.send_limit) {
-        note_ring_full(e);
-        return {CallStatus::kRingFull, 0};
-      }
-      e.refresh_call_fast_end();  // a wrap refreshes it again once the producer has moved
+      const CallRoom room = call_room(e, plan.open_cost, msg);
+      if (room == CallRoom::kNone) return {CallStatus::kRingFull, 0};
+      plan.wraps = room == CallRoom::kAfterWrap;
     }
     const uint32_t call_id = e.pending.make_free_slot();
     if (call_id == CallSlab<Token>::kNone) [[unlikely]] {  // every call id is pending
@@ -304,7 +295,6 @@ class Context {
     write_message(reserve_message(e, plan_append(e, msg), msg), to_response_id(h.call_id), 0, payload);
     e.resp_reservation -= h.allowance;
     e.resp_committed -= h.allowance;
-    e.send_limit += 2 * uint64_t{h.allowance};
     assert(e.in_flight() <= e.remote_ring.length);
     t_.meter().charge(Op::kReplyEncode, 1);
     return CallStatus::kOk;
@@ -460,6 +450,26 @@ class Context {
     return {e.producer, off, open_cost, off + open_cost + msg >= size};
   }
 
+  // call()'s precise tests, out of line (call() stays small enough to be inlined): does
+  // the planned message fit the credit invariant, and does it wrap first?
+  // in_flight + added + 2R <= C, with `added` the bytes the message adds to the stream:
+  // its batch's metadata if it opens one; if it wraps, the skipped ring tail and a new
+  // batch's metadata instead. No room: noted (note_ring_full). Room: call_fast_end is
+  // brought up to date (a wrap refreshes it again once the producer has moved).
+  enum class CallRoom : uint8_t { kNone, kInPlace, kAfterWrap };
+  // (The plan's terms are taken as values, so the caller's plan stays in registers.)
+  [[gnu::noinline]] CallRoom call_room(Ep& e, uint64_t open_cost, uint64_t msg) {
+    const uint64_t off = e.producer & (e.ring_size() - 1);
+    const bool wraps = off + open_cost + msg >= e.ring_size();
+    const uint64_t added = wraps ? (e.ring_size() - off) + kFlowMetadataSize + msg : open_cost + msg;
+    if (e.producer + added > e.send_limit()) {
+      note_ring_full(e);
+      return CallRoom::kNone;
+    }
+    e.refresh_call_fast_end();
+    return wraps ? CallRoom::kAfterWrap : CallRoom::kInPlace;
+  }
+
   // Takes the bytes of a planned message at the producer (wrapping first if planned,
   // opening a batch if none is open) and returns where the message goes. The
   // endpoint's state is all read and written here, before the bytes are stored (byte
@@ -512,7 +522,6 @@ class Context {
         grant = align_down(std::min(half - e.resp_reservation, e.max_resp_reservation - e.resp_reservation));
     }
     e.resp_reservation += grant;
-    e.send_limit -= 2 * grant;
     e.refresh_call_fast_end();
     store_metadata(e.send_ring.at(at), credit_return, grant, count);
   }
@@ -753,7 +762,7 @@ class Context {
     }
     e.consumer_by_credit_return = new_consumer;
     give_back_passed_pages(e);
-    e.refresh_send_limit();
+    e.refresh_call_fast_end();
     e.peer_credit += meta.credit_grant;
     e.recv_producer = end;
     ++e.batches_received;
@@ -896,7 +905,7 @@ class Context {
               e.consumer_by_read = pos;
               give_back_passed_pages(e);
             }
-            e.refresh_send_limit();
+            e.refresh_call_fast_end();
           }
         },
         ~0u);

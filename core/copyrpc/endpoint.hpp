@@ -241,16 +241,12 @@ struct Endpoint {
   // instructions that cost more than the two subtractions.
   uint64_t resp_committed = 0;
   uint64_t peer_credit = 0;            // credit the peer granted us for our calls
-  // Where the send stream may reach under the credit invariant, kept equal to
-  // remote_consumer() + C - 2R by every change of its terms (refresh_send_limit() or an
-  // exact adjustment), so a call checks `producer + added <= send_limit` alone.
-  uint64_t send_limit = 0;
   // call()'s one test: a message whose stream end (producer + metadata it opens +
-  // padded size) is below this position fits without a wrap and within send_limit.
-  // Kept at most computed_call_fast_end() = min(send_limit + 1, start of the next ring
-  // cycle) by every change that lowers either term (a grant, a refresh of send_limit, a
-  // wrap); a reply raises send_limit and leaves it low, which only sends a call to the
-  // precise tests, where it is refreshed.
+  // padded size) is below this position fits without a wrap and within send_limit().
+  // Kept at most computed_call_fast_end() = min(send_limit() + 1, start of the next ring
+  // cycle) by every change that lowers either term (a grant, a wrap); a reply (R
+  // lowered) and a consumer moving forward raise send_limit() and may leave it low,
+  // which only sends a call to the precise tests, where it is refreshed.
   uint64_t call_fast_end = 0;
 
   // ---- receive side ----
@@ -282,16 +278,14 @@ struct Endpoint {
   // Consumed position: bytes the peer may overwrite. Requests not yet taken by recv()
   // pin their batch, so a handle's payload stays valid until the next flush.
   uint64_t consumed() const noexcept { return unpopped ? hold_pos : parsed; }
-  uint64_t computed_send_limit() const noexcept { return remote_consumer() + remote_ring.length - 2 * resp_reservation; }
+  // Where the send stream may reach under the credit invariant (in_flight + 2R <= C).
+  uint64_t send_limit() const noexcept { return remote_consumer() + remote_ring.length - 2 * resp_reservation; }
   uint64_t computed_call_fast_end() const noexcept {
     const uint64_t next_cycle = (producer | (ring_size() - 1)) + 1;
-    return send_limit + 1 < next_cycle ? send_limit + 1 : next_cycle;
+    const uint64_t credit_end = send_limit() + 1;
+    return credit_end < next_cycle ? credit_end : next_cycle;
   }
   void refresh_call_fast_end() noexcept { call_fast_end = computed_call_fast_end(); }
-  void refresh_send_limit() noexcept {
-    send_limit = computed_send_limit();
-    refresh_call_fast_end();
-  }
   bool credit_invariant_holds() const noexcept {
     return in_flight() + 2 * resp_reservation <= remote_ring.length;
   }
