@@ -239,7 +239,7 @@ class Context {
     // The append is computed once: where the message lands decides both the bytes it
     // adds to the stream (checked against the credit invariant) and how it is written.
     const uint64_t msg = padded_message_size(payload.size());
-    AppendPlan plan{e.producer, e.producer & (e.ring_size() - 1), e.batch_open_cost, false};
+    AppendPlan plan{e.producer, e.producer & e.ring_mask(), e.batch_open_cost, false};
     assert(e.call_fast_end <= e.computed_call_fast_end());
     // Below call_fast_end the message neither wraps nor breaks the credit invariant: one
     // test. At or past it (rare), the precise tests, and call_fast_end is brought up to
@@ -444,10 +444,10 @@ class Context {
     bool wraps;
   };
   static AppendPlan plan_append(const Ep& e, uint64_t msg) noexcept {
-    const uint64_t size = e.ring_size();
-    const uint64_t off = e.producer & (size - 1);
+    const uint64_t mask = e.ring_mask();
+    const uint64_t off = e.producer & mask;
     const uint64_t open_cost = e.batch_open_cost;
-    return {e.producer, off, open_cost, off + open_cost + msg >= size};
+    return {e.producer, off, open_cost, off + open_cost + msg > mask};  // > mask: reaches the ring end
   }
 
   // call()'s precise tests, out of line (call() stays small enough to be inlined): does
@@ -459,8 +459,8 @@ class Context {
   enum class CallRoom : uint8_t { kNone, kInPlace, kAfterWrap };
   // (The plan's terms are taken as values, so the caller's plan stays in registers.)
   [[gnu::noinline]] CallRoom call_room(Ep& e, uint64_t open_cost, uint64_t msg) {
-    const uint64_t off = e.producer & (e.ring_size() - 1);
-    const bool wraps = off + open_cost + msg >= e.ring_size();
+    const uint64_t off = e.producer & e.ring_mask();
+    const bool wraps = off + open_cost + msg > e.ring_mask();  // reaches the ring end
     const uint64_t added = wraps ? (e.ring_size() - off) + kFlowMetadataSize + msg : open_cost + msg;
     if (e.producer + added > e.send_limit()) {
       note_ring_full(e);

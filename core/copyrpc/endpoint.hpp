@@ -74,13 +74,14 @@ class RingMemory {
 
   RingMemory() = default;
   explicit RingMemory(uint64_t size)
-      : data_(static_cast<std::byte*>(::operator new[](size, std::align_val_t{64}))), size_(size) {
+      : data_(static_cast<std::byte*>(::operator new[](size, std::align_val_t{64}))), size_(size), mask_(size - 1) {
     for (uint64_t i = 0; i < size; ++i) data_[i] = std::byte{0};
   }
   // Zero-filled memory owned by `owner`, given back with release(owner, data, size).
   RingMemory(std::byte* data, uint64_t size, Release release, void* owner) noexcept
-      : data_(data), size_(size), release_(release), owner_(owner) {}
-  RingMemory(RingMemory&& o) noexcept : data_(o.data_), size_(o.size_), release_(o.release_), owner_(o.owner_) {
+      : data_(data), size_(size), mask_(size - 1), release_(release), owner_(owner) {}
+  RingMemory(RingMemory&& o) noexcept
+      : data_(o.data_), size_(o.size_), mask_(o.mask_), release_(o.release_), owner_(o.owner_) {
     o.data_ = nullptr;
   }
   RingMemory& operator=(RingMemory&& o) noexcept {
@@ -88,6 +89,7 @@ class RingMemory {
       this->~RingMemory();
       data_ = o.data_;
       size_ = o.size_;
+      mask_ = o.mask_;
       release_ = o.release_;
       owner_ = o.owner_;
       o.data_ = nullptr;
@@ -105,11 +107,14 @@ class RingMemory {
   }
   std::byte* data() const noexcept { return data_; }
   uint64_t size() const noexcept { return size_; }
-  std::byte* at(uint64_t pos) const noexcept { return data_ + (pos & (size_ - 1)); }
+  // size() - 1 (size is a power of two): `pos & mask()` is the ring offset of `pos`.
+  uint64_t mask() const noexcept { return mask_; }
+  std::byte* at(uint64_t pos) const noexcept { return data_ + (pos & mask_); }
 
  private:
   std::byte* data_ = nullptr;
   uint64_t size_ = 0;
+  uint64_t mask_ = 0;  // size_ - 1, kept (the append's offset and wrap tests use it)
   Release release_ = nullptr;
   void* owner_ = nullptr;
 };
@@ -270,6 +275,7 @@ struct Endpoint {
   std::vector<uint64_t> call_time;  // by call id; kept only under a metering transport
 
   uint64_t ring_size() const noexcept { return send_ring.size(); }
+  uint64_t ring_mask() const noexcept { return send_ring.mask(); }
   bool batch_open() const noexcept { return batch_open_cost == 0; }
   uint64_t remote_consumer() const noexcept {
     return consumer_by_credit_return > consumer_by_read ? consumer_by_credit_return : consumer_by_read;
