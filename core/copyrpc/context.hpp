@@ -221,7 +221,7 @@ class Context {
     // Initial R and credit = min(max_R, ring/4): set at connect, no handshake.
     e.resp_reservation = initial_credit();
     e.peer_credit = remote.initial_credit;
-    e.refresh_send_limit();
+    e.refresh_call_fast_end();
     e.connected = true;
     e.takes_calls = e.error == EndpointError::kNone;
   }
@@ -239,18 +239,15 @@ class Context {
     // The append is computed once: where the message lands decides both the bytes it
     // adds to the stream (checked against the credit invariant) and how it is written.
     const uint64_t msg = padded_message_size(payload.size());
-    const AppendPlan plan = plan_append(e, msg);
-    assert(e.send_limit == e.computed_send_limit());
-    // in_flight + added + 2R <= C, with `added` the bytes the message adds to the stream:
-    // its batch's metadata if it opens one; if it wraps, the skipped ring tail and a new
-    // batch's metadata instead (never fewer bytes, so the common test filters both).
-    if (plan.producer + plan.open_cost + msg > e.send_limit || plan.wraps) [[unlikely]] {
-      const uint64_t added =
-          plan.wraps ? (e.ring_size() - plan.off) + kFlowMetadataSize + msg : plan.open_cost + msg;
-      if (plan.producer + added > e.send_limit) {
-        note_ring_full(e);
-        return {CallStatus::kRingFull, 0};
-      }
+    AppendPlan plan{e.producer, e.producer & e.ring_mask(), e.batch_open_cost, false};
+    assert(e.call_fast_end <= e.computed_call_fast_end());
+    // Below call_fast_end the message neither wraps nor breaks the credit invariant: one
+    // test. At or past it (rare), the precise tests, and call_fast_end is brought up to
+    // date (a reply raises the send limit without raising it).
+    if (plan.producer + plan.open_cost + msg >= e.call_fast_end) [[unlikely]] {
+      const CallRoom room = call_room(e, plan.open_cost, msg);
+      if (room == CallRoom::kNone) return {CallStatus::kRingFull, 0};
+      plan.wraps = room == CallRoom::kAfterWrap;
     }
     const uint32_t call_id = e.pending.make_free_slot();
     if (call_id == CallSlab<Token>::kNone) [[unlikely]] {  // every call id is pending
@@ -275,8 +272,8 @@ class Context {
 
   // Takes the next received request (in arrival order), if any.
   bool recv(RecvHandle& out) {
-    if (recv_head_ == recv_size_) return false;
-    out = recv_queue_[recv_head_++];
+    if (recv_head_ == recv_end_) return false;
+    out = *recv_head_++;
     Ep& e = *eps_[out.endpoint];
     if (--e.unpopped == 0) publish_consumed(e);
     return true;
@@ -298,7 +295,6 @@ class Context {
     write_message(reserve_message(e, plan_append(e, msg), msg), to_response_id(h.call_id), 0, payload);
     e.resp_reservation -= h.allowance;
     e.resp_committed -= h.allowance;
-    e.send_limit += 2 * uint64_t{h.allowance};
     assert(e.in_flight() <= e.remote_ring.length);
     t_.meter().charge(Op::kReplyEncode, 1);
     return CallStatus::kOk;
@@ -448,10 +444,30 @@ class Context {
     bool wraps;
   };
   static AppendPlan plan_append(const Ep& e, uint64_t msg) noexcept {
-    const uint64_t size = e.ring_size();
-    const uint64_t off = e.producer & (size - 1);
+    const uint64_t mask = e.ring_mask();
+    const uint64_t off = e.producer & mask;
     const uint64_t open_cost = e.batch_open_cost;
-    return {e.producer, off, open_cost, off + open_cost + msg >= size};
+    return {e.producer, off, open_cost, off + open_cost + msg > mask};  // > mask: reaches the ring end
+  }
+
+  // call()'s precise tests, out of line (call() stays small enough to be inlined): does
+  // the planned message fit the credit invariant, and does it wrap first?
+  // in_flight + added + 2R <= C, with `added` the bytes the message adds to the stream:
+  // its batch's metadata if it opens one; if it wraps, the skipped ring tail and a new
+  // batch's metadata instead. No room: noted (note_ring_full). Room: call_fast_end is
+  // brought up to date (a wrap refreshes it again once the producer has moved).
+  enum class CallRoom : uint8_t { kNone, kInPlace, kAfterWrap };
+  // (The plan's terms are taken as values, so the caller's plan stays in registers.)
+  [[gnu::noinline]] CallRoom call_room(Ep& e, uint64_t open_cost, uint64_t msg) {
+    const uint64_t off = e.producer & e.ring_mask();
+    const bool wraps = off + open_cost + msg > e.ring_mask();  // reaches the ring end
+    const uint64_t added = wraps ? (e.ring_size() - off) + kFlowMetadataSize + msg : open_cost + msg;
+    if (e.producer + added > e.send_limit()) {
+      note_ring_full(e);
+      return CallRoom::kNone;
+    }
+    e.refresh_call_fast_end();
+    return wraps ? CallRoom::kAfterWrap : CallRoom::kInPlace;
   }
 
   // Takes the bytes of a planned message at the producer (wrapping first if planned,
@@ -506,7 +522,7 @@ class Context {
         grant = align_down(std::min(half - e.resp_reservation, e.max_resp_reservation - e.resp_reservation));
     }
     e.resp_reservation += grant;
-    e.send_limit -= 2 * grant;
+    e.refresh_call_fast_end();
     store_metadata(e.send_ring.at(at), credit_return, grant, count);
   }
 
@@ -543,6 +559,7 @@ class Context {
     push_emit(e, PendingEmit{marker, kFlowMetadataSize, encode_imm(next_cycle - marker)});
     e.producer = next_cycle;
     e.flush_start = next_cycle;
+    e.refresh_call_fast_end();
     ++stats_.wraps;
   }
 
@@ -715,6 +732,9 @@ class Context {
     // The batch must start where the last one ended, and must not reach bytes we have
     // not consumed yet (the peer's credit accounting forbids it).
     const uint64_t start = e.recv_producer;
+    // Every earlier batch was parsed to its end (a batch that breaks a rule stops the
+    // endpoint), so `parsed` is this batch's start while it is walked.
+    assert(e.parsed == start);
     const uint64_t end = start + delta;
     if (end - e.consumed() > size) return fail(e, EndpointError::kRingOverrun);
     // delta is a non-zero multiple of 32, so the flow metadata is always inside it.
@@ -742,7 +762,7 @@ class Context {
     }
     e.consumer_by_credit_return = new_consumer;
     give_back_passed_pages(e);
-    e.refresh_send_limit();
+    e.refresh_call_fast_end();
     e.peer_credit += meta.credit_grant;
     e.recv_producer = end;
     ++e.batches_received;
@@ -761,9 +781,14 @@ class Context {
     // `cursor + padded_message_size(payload_len) <= limit`. Room for every request the batch can carry
     // (count <= max_msgs, checked above) is made once, before the walk; a queue whose
     // requests have all been taken starts over at its beginning.
-    if (recv_head_ == recv_size_) recv_head_ = recv_size_ = 0;
-    if (recv_size_ + meta.message_count > recv_queue_.size())
-      recv_queue_.resize(std::max<size_t>(64, 2 * (recv_size_ + meta.message_count)));
+    if (recv_head_ == recv_end_) recv_head_ = recv_end_ = recv_queue_.data();
+    const size_t queue_end = static_cast<size_t>(recv_end_ - recv_queue_.data());
+    if (queue_end + meta.message_count > recv_queue_.size()) {
+      const size_t queue_head = static_cast<size_t>(recv_head_ - recv_queue_.data());
+      recv_queue_.resize(std::max<size_t>(64, 2 * (queue_end + meta.message_count)));
+      recv_head_ = recv_queue_.data() + queue_head;
+      recv_end_ = recv_queue_.data() + queue_end;
+    }
     const std::byte* p = e.recv_ring.data() + start_off + kFlowMetadataSize;
     const std::byte* const limit = e.recv_ring.data() + start_off + delta;
     auto& meter = t_.meter();
@@ -772,10 +797,13 @@ class Context {
     // of the batch. The callback may reply (credit: `committed` is read again after it)
     // or take requests (recv() only advances the queue head, so `queued` and `published`
     // stay valid); it must not drain this context.
-    RecvHandle* queued = recv_queue_.data() + recv_size_;
+    RecvHandle* queued = recv_end_;
     const RecvHandle* published = queued;
     uint64_t committed = e.resp_committed;
     EndpointError broken = EndpointError::kNone;
+    // Counted for the whole batch up front; a walk that stops early takes back the
+    // messages it did not reach (so the count is not kept live through the walk).
+    stats_.messages_received += meta.message_count;
     uint32_t left = meta.message_count;
     for (; left != 0; --left) {
       if (p >= limit) {
@@ -786,14 +814,14 @@ class Context {
       // The padded message must end by the batch end (the room is a multiple of 32, so
       // this is "header and payload fit"); computed on addresses, no pointer is formed
       // past the batch.
-      const uintptr_t next = reinterpret_cast<uintptr_t>(p) + padded_message_size(h.payload_len);
-      if (next > reinterpret_cast<uintptr_t>(limit)) {
+      // The cursor moves past the message at the end of each branch, once its payload
+      // address is taken (the cursor's one register holds both).
+      const uint64_t padded = padded_message_size(h.payload_len);
+      if (reinterpret_cast<uintptr_t>(p) + padded > reinterpret_cast<uintptr_t>(limit)) {
         broken = EndpointError::kBadLength;
         break;
       }
       meter.charge(Op::kMsgParse, 1);
-      const std::byte* const payload = p + kHeaderSize;
-      p = reinterpret_cast<const std::byte*>(next);
       if (!is_response(h.call_id)) [[likely]] {
         // A request (its id is at most kMaxCallId: the response bit is clear).
         const uint64_t allowance = uint64_t{h.response_allowance_units} * kAlignment;
@@ -805,13 +833,16 @@ class Context {
         RecvHandle& r = *queued++;
         r.endpoint = e.id;
         r.call_id = h.call_id;
-        r.data = payload;
+        r.data = p + kHeaderSize;
         r.len = h.payload_len;
         r.allowance = static_cast<uint32_t>(allowance);
+        p += padded;
         continue;
       }
       const uint32_t id = from_response_id(h.call_id);
       Token* slot = e.pending.find(id);
+      const std::byte* const payload = p + kHeaderSize;
+      p += padded;
       if (slot == nullptr) {
         broken = EndpointError::kUnknownCallId;
         break;
@@ -821,30 +852,31 @@ class Context {
       --in_flight_calls_;
       if constexpr (T::Meter::kEnabled) stats_.rtt.add(meter.now_ns() - e.call_time[id]);
       if (queued != published) {
-        publish_requests(e, static_cast<uint32_t>(queued - published), committed, start);
+        publish_requests(e, static_cast<uint32_t>(queued - published), committed);
         published = queued;
       }
       on_response(std::move(tok), std::span<const std::byte>(payload, h.payload_len));
       if (e.error != EndpointError::kNone) {
-        stats_.messages_received += meta.message_count - left + 1;
+        stats_.messages_received -= left - 1;
         return;
       }
       committed = e.resp_committed;
     }
-    if (queued != published) publish_requests(e, static_cast<uint32_t>(queued - published), committed, start);
-    stats_.messages_received += meta.message_count - left;
+    if (queued != published) publish_requests(e, static_cast<uint32_t>(queued - published), committed);
+    stats_.messages_received -= left;
     if (broken != EndpointError::kNone) return fail(e, broken);
     if (p != limit) return fail(e, EndpointError::kBadMessageCount);
     e.parsed = end;
     if (e.unpopped == 0) publish_consumed(e);
   }
 
-  // `n` requests written to the receive queue (of the batch starting at `start`) become
+  // `n` requests written to the receive queue (of the batch being walked) become
   // visible, with the response credit committed so far.
-  [[gnu::always_inline]] inline void publish_requests(Ep& e, uint32_t n, uint64_t committed, uint64_t start) noexcept {
+  [[gnu::always_inline]] inline void publish_requests(Ep& e, uint32_t n, uint64_t committed) noexcept {
     e.resp_committed = committed;
-    recv_size_ += n;
-    if (e.unpopped == 0) e.hold_pos = start;  // pin this batch until recv() takes its requests
+    recv_end_ += n;
+    // Pin this batch until recv() takes its requests (`parsed` is its start: process_batch).
+    if (e.unpopped == 0) e.hold_pos = e.parsed;
     e.unpopped += n;
   }
 
@@ -873,7 +905,7 @@ class Context {
               e.consumer_by_read = pos;
               give_back_passed_pages(e);
             }
-            e.refresh_send_limit();
+            e.refresh_call_fast_end();
           }
         },
         ~0u);
@@ -914,8 +946,11 @@ class Context {
   QpnTable qpn_table_;
   std::vector<uint32_t> dirty_;
   std::vector<RecvCompletion> cqe_buf_;
-  std::vector<RecvHandle> recv_queue_;  // [recv_head_, recv_size_) not yet taken
-  size_t recv_head_ = 0, recv_size_ = 0;
+  // [recv_head_, recv_end_) not yet taken; both point into recv_queue_ (or are null
+  // while it has no storage), so recv() takes a handle without indexing.
+  std::vector<RecvHandle> recv_queue_;
+  RecvHandle* recv_head_ = nullptr;
+  RecvHandle* recv_end_ = nullptr;
   uint32_t srq_posted_ = 0;
   uint64_t in_flight_calls_ = 0;
   ContextStats stats_;

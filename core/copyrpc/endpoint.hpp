@@ -74,13 +74,14 @@ class RingMemory {
 
   RingMemory() = default;
   explicit RingMemory(uint64_t size)
-      : data_(static_cast<std::byte*>(::operator new[](size, std::align_val_t{64}))), size_(size) {
+      : data_(static_cast<std::byte*>(::operator new[](size, std::align_val_t{64}))), size_(size), mask_(size - 1) {
     for (uint64_t i = 0; i < size; ++i) data_[i] = std::byte{0};
   }
   // Zero-filled memory owned by `owner`, given back with release(owner, data, size).
   RingMemory(std::byte* data, uint64_t size, Release release, void* owner) noexcept
-      : data_(data), size_(size), release_(release), owner_(owner) {}
-  RingMemory(RingMemory&& o) noexcept : data_(o.data_), size_(o.size_), release_(o.release_), owner_(o.owner_) {
+      : data_(data), size_(size), mask_(size - 1), release_(release), owner_(owner) {}
+  RingMemory(RingMemory&& o) noexcept
+      : data_(o.data_), size_(o.size_), mask_(o.mask_), release_(o.release_), owner_(o.owner_) {
     o.data_ = nullptr;
   }
   RingMemory& operator=(RingMemory&& o) noexcept {
@@ -88,6 +89,7 @@ class RingMemory {
       this->~RingMemory();
       data_ = o.data_;
       size_ = o.size_;
+      mask_ = o.mask_;
       release_ = o.release_;
       owner_ = o.owner_;
       o.data_ = nullptr;
@@ -105,11 +107,14 @@ class RingMemory {
   }
   std::byte* data() const noexcept { return data_; }
   uint64_t size() const noexcept { return size_; }
-  std::byte* at(uint64_t pos) const noexcept { return data_ + (pos & (size_ - 1)); }
+  // size() - 1 (size is a power of two): `pos & mask()` is the ring offset of `pos`.
+  uint64_t mask() const noexcept { return mask_; }
+  std::byte* at(uint64_t pos) const noexcept { return data_ + (pos & mask_); }
 
  private:
   std::byte* data_ = nullptr;
   uint64_t size_ = 0;
+  uint64_t mask_ = 0;  // size_ - 1, kept (the append's offset and wrap tests use it)
   Release release_ = nullptr;
   void* owner_ = nullptr;
 };
@@ -241,10 +246,13 @@ struct Endpoint {
   // instructions that cost more than the two subtractions.
   uint64_t resp_committed = 0;
   uint64_t peer_credit = 0;            // credit the peer granted us for our calls
-  // Where the send stream may reach under the credit invariant, kept equal to
-  // remote_consumer() + C - 2R by every change of its terms (refresh_send_limit() or an
-  // exact adjustment), so a call checks `producer + added <= send_limit` alone.
-  uint64_t send_limit = 0;
+  // call()'s one test: a message whose stream end (producer + metadata it opens +
+  // padded size) is below this position fits without a wrap and within send_limit().
+  // Kept at most computed_call_fast_end() = min(send_limit() + 1, start of the next ring
+  // cycle) by every change that lowers either term (a grant, a wrap); a reply (R
+  // lowered) and a consumer moving forward raise send_limit() and may leave it low,
+  // which only sends a call to the precise tests, where it is refreshed.
+  uint64_t call_fast_end = 0;
 
   // ---- receive side ----
   uint64_t recv_producer = 0;   // end of the bytes the peer has written (from imm)
@@ -267,6 +275,7 @@ struct Endpoint {
   std::vector<uint64_t> call_time;  // by call id; kept only under a metering transport
 
   uint64_t ring_size() const noexcept { return send_ring.size(); }
+  uint64_t ring_mask() const noexcept { return send_ring.mask(); }
   bool batch_open() const noexcept { return batch_open_cost == 0; }
   uint64_t remote_consumer() const noexcept {
     return consumer_by_credit_return > consumer_by_read ? consumer_by_credit_return : consumer_by_read;
@@ -275,8 +284,14 @@ struct Endpoint {
   // Consumed position: bytes the peer may overwrite. Requests not yet taken by recv()
   // pin their batch, so a handle's payload stays valid until the next flush.
   uint64_t consumed() const noexcept { return unpopped ? hold_pos : parsed; }
-  uint64_t computed_send_limit() const noexcept { return remote_consumer() + remote_ring.length - 2 * resp_reservation; }
-  void refresh_send_limit() noexcept { send_limit = computed_send_limit(); }
+  // Where the send stream may reach under the credit invariant (in_flight + 2R <= C).
+  uint64_t send_limit() const noexcept { return remote_consumer() + remote_ring.length - 2 * resp_reservation; }
+  uint64_t computed_call_fast_end() const noexcept {
+    const uint64_t next_cycle = (producer | (ring_size() - 1)) + 1;
+    const uint64_t credit_end = send_limit() + 1;
+    return credit_end < next_cycle ? credit_end : next_cycle;
+  }
+  void refresh_call_fast_end() noexcept { call_fast_end = computed_call_fast_end(); }
   bool credit_invariant_holds() const noexcept {
     return in_flight() + 2 * resp_reservation <= remote_ring.length;
   }
