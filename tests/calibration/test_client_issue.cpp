@@ -29,25 +29,32 @@ std::string error_of(const json& j) {
   return "";
 }
 
-// Mops of a Meta run on one node: 1 daemon, 1 client at queue depth 1, every request
-// local (answered over ipc by the daemon). The model is the cpu_only candidate with the
-// answer handoff at `handoff_ns`: the cost a client pays when it collects an answer.
-double one_client_mops(sim::ClientIssue issue, double handoff_ns) {
+// A short simulated run of `backend` (no output files, no progress).
+app::Options sim_run(backend::BackendKind backend, uint32_t np, uint32_t daemons, uint32_t clients, uint32_t queue_depth,
+                     double duration, double interval_ms, uint32_t trim) {
   app::Options o;
-  o.backend = backend::BackendKind::kMeta;
+  o.backend = backend;
   o.transport = app::TransportKind::kSim;
-  o.np = 1;
-  o.server_threads = 1;
-  o.client_threads = 1;
-  o.queue_depth = 1;
-  o.duration = 0.004;
-  o.interval_ms = 1;
-  o.trim = 1;
+  o.np = np;
+  o.server_threads = daemons;
+  o.client_threads = clients;
+  o.queue_depth = queue_depth;
+  o.duration = duration;
+  o.interval_ms = interval_ms;
+  o.trim = trim;
   o.runs = 1;
   o.progress = false;
   o.output.clear();
   o.summary.clear();
   o.inflight_samples.clear();
+  return o;
+}
+
+// Mops of a Meta run on one node: 1 daemon, 1 client at queue depth 1, every request
+// local (answered over ipc by the daemon). The model is the cpu_only candidate with the
+// answer handoff at `handoff_ns`: the cost a client pays when it collects an answer.
+double one_client_mops(sim::ClientIssue issue, double handoff_ns) {
+  const app::Options o = sim_run(backend::BackendKind::kMeta, 1, 1, 1, 1, 0.004, 1, 1);
   sim::Model model =
       sim::Model::load_file(std::string(BKV_SOURCE_DIR) + "/configs/model/candidates/cpu_only/c1.json");
   model.client_issue = issue;
@@ -97,21 +104,8 @@ TEST_CASE("client issue: paced, a request waits for the costs its client paid be
 TEST_CASE("client issue: paced runs of meta, delegation and direct lose and duplicate nothing", "[client_issue]") {
   for (auto b : {backend::BackendKind::kMeta, backend::BackendKind::kDelegation, backend::BackendKind::kDirect}) {
     INFO("backend " << static_cast<int>(b));
-    app::Options o;
-    o.backend = b;
-    o.transport = app::TransportKind::kSim;
-    o.np = 2;
-    o.server_threads = 2;
-    o.client_threads = 3;
-    o.queue_depth = 4;
+    app::Options o = sim_run(b, 2, 2, 3, 4, 0.001, 0.5, 0);
     o.key_range = 64;
-    o.duration = 0.001;
-    o.interval_ms = 0.5;
-    o.trim = 0;
-    o.runs = 1;
-    o.progress = false;
-    o.output.clear();
-    o.summary.clear();
     o.check_exactly_once = true;
     sim::Model model = sim::Model::defaults();
     model.client_issue = sim::ClientIssue::kPaced;
@@ -131,21 +125,8 @@ TEST_CASE("client issue: paced clients that find the delegation ring full retry 
   // delegation ring. Daemon #0 of node 0 is stalled from 1 to 150 us, while its clients
   // write: its ring fills, and paced writes are refused until the daemon reads again (the
   // retry path of Client::step_paced).
-  app::Options o;
-  o.backend = backend::BackendKind::kDelegation;
-  o.transport = app::TransportKind::kSim;
-  o.np = 8;
-  o.server_threads = 1;
-  o.client_threads = 40;
-  o.queue_depth = 32;
+  app::Options o = sim_run(backend::BackendKind::kDelegation, 8, 1, 40, 32, 0.0006, 0.2, 0);
   o.key_range = 256;
-  o.duration = 0.0006;
-  o.interval_ms = 0.2;
-  o.trim = 0;
-  o.runs = 1;
-  o.progress = false;
-  o.output.clear();
-  o.summary.clear();
   o.check_exactly_once = true;
   sim::Model model = sim::Model::defaults();
   model.client_issue = sim::ClientIssue::kPaced;
