@@ -398,7 +398,7 @@ const Spec kSpecs[] = {
      &set_model, &get_field<&Options::model>},
     {"start_mode", 0, Kind::kChoice, kGroupSim, "sync|staggered", "how clients issue their first requests",
      BKV_CHOICE(start_mode, kStartModeChoices)},
-    {"start_stagger_us", 0, Kind::kDouble, kGroupSim, "US", "client start spread in staggered mode (>= 0)",
+    {"start_stagger_us", 0, Kind::kDouble, kGroupSim, "US", "client start spread in staggered mode (> 0 there; each client starts at a uniform random time in [0, US))",
      BKV_FIELD(start_stagger_us)},
     {"ring_pages", 0, Kind::kChoice, kGroupSim, "release|keep",
      "copyrpc ring pages the peer has consumed: given back to the kernel (release: memory for live pages only) or "
@@ -791,6 +791,10 @@ void validate(const Options& o, bool require_backend) {
     fail(o, "hold_rtt_multiplier", "must be >= 0");
   }
   if (!(o.start_stagger_us >= 0 && std::isfinite(o.start_stagger_us))) fail(o, "start_stagger_us", "must be >= 0");
+  if (sim_kv(o) && o.start_mode == StartMode::kStaggered && o.start_stagger_us == 0) {
+    fail(o, "start_stagger_us",
+         "must be > 0 with start_mode staggered (a spread of 0 starts every client at once, which is start_mode sync)");
+  }
   if (!(o.inflight_sample_interval_us > 0 && std::isfinite(o.inflight_sample_interval_us) &&
         rounded_ns(o.inflight_sample_interval_us, 1e3) >= 1)) {
     fail(o, "inflight_sample_interval_us", "must be >= 0.001 (one nanosecond)");

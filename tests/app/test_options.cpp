@@ -218,6 +218,9 @@ TEST_CASE("an option that does not apply to the transport or backend is an error
   CHECK(parse({"--distribution", "zipfian", "--zipf-s", "0.9", "meta"}).result.should_run());
   CHECK(parse({"--start-mode", "staggered", "--start-stagger-us", "3", "meta"}).result.should_run());
   CHECK(parse({"--transport", "ucx", "ucx-am"}).result.should_run());
+  // A staggered start without a spread would silently be the synchronized start.
+  require_usage_error(parse({"--start-mode", "staggered", "meta"}),
+                      "start_stagger_us (--start-stagger-us): 0.0 must be > 0 with start_mode staggered");
 }
 
 TEST_CASE("a config file option for another mode is a one-line warning and is dropped", "[bench][options]") {
