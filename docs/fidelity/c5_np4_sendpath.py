@@ -16,7 +16,7 @@ endpoints, D(k) = E (1 - (1 - 1/E)^k) endpoints are hit on average:
 (D(k) for a mean k is an upper bound of the mean D by Jensen's inequality: the real
 numbers are slightly lower; the script says by how much for a Poisson k.)
 
-usage: c5_np4_sendpath.py [--wqe-ns 550]
+usage: c5_np4_sendpath.py [--wqe-ns 550] [--c-us 0.135]
 """
 import argparse
 import math
@@ -81,8 +81,10 @@ def band(np_, wqe_ns, order):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--wqe-ns", type=float, default=550.0, help="per-node send path cost per WQE (ns)")
+    ap.add_argument("--c-us", type=float, default=C_US, help="daemon cost per remote completion (us)")
     a = ap.parse_args()
-    print(f"l0 = {L0_US} us, c = {C_US} us (C1 time accounting); (values in brackets: Poisson k)")
+    globals()["C_US"] = a.c_us
+    print(f"l0 = {L0_US} us, c = {C_US} us (C1 time accounting: 0.564 and 0.135); (values in brackets: Poisson k)")
     for label, np_, mops in HIGH:
         row(label, np_, mops, a.wqe_ns)
     print()
