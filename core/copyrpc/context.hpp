@@ -273,9 +273,11 @@ class Context {
   // Takes the next received request (in arrival order), if any.
   bool recv(RecvHandle& out) {
     if (recv_head_ == recv_end_) return false;
-    out = *recv_head_++;
-    Ep& e = *eps_[out.endpoint];
-    if (--e.unpopped == 0) publish_consumed(e);
+    QueuedRequest& q = *recv_head_++;
+    out = q.handle;
+    // Only its endpoint's last queued request unpins the endpoint: the others need no
+    // endpoint lookup.
+    if (q.releases_pin) [[unlikely]] release_pin(q);
     return true;
   }
 
@@ -398,6 +400,14 @@ class Context {
   const ContextConfig& config() const noexcept { return cfg_; }
 
  private:
+  // A request waiting for recv(). `releases_pin`: it is its endpoint's last queued
+  // request (Endpoint::last_queued), so taking it unpins the endpoint's batches; the
+  // flag is set only there (publish_requests moves it, recv() clears it).
+  struct QueuedRequest {
+    RecvHandle handle;
+    bool releases_pin = false;
+  };
+
   // wr_id layout: kind in the top 2 bits, endpoint id or raw-slab index below.
   enum WrKind : uint64_t { kWrBatch = 0, kWrConsumerRead = 1, kWrRaw = 2 };
   static constexpr uint64_t wr_id(WrKind k, uint64_t v) noexcept { return (uint64_t{k} << 62) | v; }
@@ -770,7 +780,7 @@ class Context {
 
     if (meta.message_count == kWrapMessageCount) {
       e.parsed = end;
-      if (e.unpopped == 0) publish_consumed(e);
+      if (!e.has_queued_requests()) publish_consumed(e);
       return;
     }
 
@@ -797,8 +807,8 @@ class Context {
     // of the batch. The callback may reply (credit: `committed` is read again after it)
     // or take requests (recv() only advances the queue head, so `queued` and `published`
     // stay valid); it must not drain this context.
-    RecvHandle* queued = recv_end_;
-    const RecvHandle* published = queued;
+    QueuedRequest* queued = recv_end_;
+    const QueuedRequest* published = queued;
     uint64_t committed = e.resp_committed;
     EndpointError broken = EndpointError::kNone;
     // Counted for the whole batch up front; a walk that stops early takes back the
@@ -830,7 +840,7 @@ class Context {
           break;
         }
         committed += allowance;
-        RecvHandle& r = *queued++;
+        RecvHandle& r = (queued++)->handle;
         r.endpoint = e.id;
         r.call_id = h.call_id;
         r.data = p + kHeaderSize;
@@ -867,17 +877,34 @@ class Context {
     if (broken != EndpointError::kNone) return fail(e, broken);
     if (p != limit) return fail(e, EndpointError::kBadMessageCount);
     e.parsed = end;
-    if (e.unpopped == 0) publish_consumed(e);
+    if (!e.has_queued_requests()) publish_consumed(e);
   }
 
   // `n` requests written to the receive queue (of the batch being walked) become
   // visible, with the response credit committed so far.
   [[gnu::always_inline]] inline void publish_requests(Ep& e, uint32_t n, uint64_t committed) noexcept {
     e.resp_committed = committed;
-    recv_end_ += n;
     // Pin this batch until recv() takes its requests (`parsed` is its start: process_batch).
-    if (e.unpopped == 0) e.hold_pos = e.parsed;
-    e.unpopped += n;
+    // The last request queued now releases the pin; an earlier last one (still queued,
+    // since the pin is held) no longer does. Indices stay valid: the queue grows by
+    // copying and starts over only when every request has been taken (no pin held).
+    if (!e.has_queued_requests())
+      e.hold_pos = e.parsed;
+    else
+      recv_queue_[e.last_queued].releases_pin = false;
+    recv_end_ += n;
+    recv_end_[-1].releases_pin = true;
+    e.last_queued = static_cast<uint64_t>(recv_end_ - 1 - recv_queue_.data());
+  }
+
+  // recv() took the last queued request of its endpoint: the endpoint's batches are
+  // unpinned, and the peer may now overwrite them. Out of line (once per batch at most),
+  // so recv() stays small where it is inlined.
+  [[gnu::noinline]] void release_pin(QueuedRequest& q) noexcept {
+    q.releases_pin = false;
+    Ep& e = *eps_[q.handle.endpoint];
+    e.last_queued = Ep::kNoQueuedRequest;
+    publish_consumed(e);
   }
 
   void reap_send_completions() {
@@ -948,9 +975,9 @@ class Context {
   std::vector<RecvCompletion> cqe_buf_;
   // [recv_head_, recv_end_) not yet taken; both point into recv_queue_ (or are null
   // while it has no storage), so recv() takes a handle without indexing.
-  std::vector<RecvHandle> recv_queue_;
-  RecvHandle* recv_head_ = nullptr;
-  RecvHandle* recv_end_ = nullptr;
+  std::vector<QueuedRequest> recv_queue_;
+  QueuedRequest* recv_head_ = nullptr;
+  QueuedRequest* recv_end_ = nullptr;
   uint32_t srq_posted_ = 0;
   uint64_t in_flight_calls_ = 0;
   ContextStats stats_;

@@ -258,7 +258,10 @@ struct Endpoint {
   uint64_t recv_producer = 0;   // end of the bytes the peer has written (from imm)
   uint64_t parsed = 0;          // end of the bytes parsed
   uint64_t hold_pos = 0;        // start of the oldest batch with requests not yet taken
-  uint32_t unpopped = 0;        // requests parsed but not yet taken by recv()
+  // Receive-queue index (Context) of the last request parsed but not yet taken by
+  // recv(), or kNoQueuedRequest: taking it unpins the batches from hold_pos on.
+  static constexpr uint64_t kNoQueuedRequest = ~0ull;
+  uint64_t last_queued = kNoQueuedRequest;
   uint64_t last_notified = 0;   // consumed position last reported to the peer
   uint64_t batches_received = 0;
 
@@ -283,7 +286,8 @@ struct Endpoint {
   uint64_t in_flight() const noexcept { return producer - remote_consumer(); }
   // Consumed position: bytes the peer may overwrite. Requests not yet taken by recv()
   // pin their batch, so a handle's payload stays valid until the next flush.
-  uint64_t consumed() const noexcept { return unpopped ? hold_pos : parsed; }
+  bool has_queued_requests() const noexcept { return last_queued != kNoQueuedRequest; }
+  uint64_t consumed() const noexcept { return has_queued_requests() ? hold_pos : parsed; }
   // Where the send stream may reach under the credit invariant (in_flight + 2R <= C).
   uint64_t send_limit() const noexcept { return remote_consumer() + remote_ring.length - 2 * resp_reservation; }
   uint64_t computed_call_fast_end() const noexcept {
