@@ -772,9 +772,10 @@ class Context {
       if (meta.message_count > max_msgs || (meta.message_count == 0 && delta != kFlowMetadataSize))
         return fail(e, EndpointError::kBadMessageCount);
     }
+    // The consumer moving forward raises send_limit(): call_fast_end may stay low (a
+    // call at or past it takes the precise tests, which refresh it; so does the next flush).
     e.consumer_by_credit_return = new_consumer;
     give_back_passed_pages(e);
-    e.refresh_call_fast_end();
     e.peer_credit += meta.credit_grant;
     e.recv_producer = end;
     ++e.batches_received;
