@@ -534,7 +534,7 @@ class Context {
         grant = align_down(std::min(half - e.resp_reservation, e.max_resp_reservation - e.resp_reservation));
     }
     e.resp_reservation += grant;
-    e.refresh_call_fast_end();
+    if (grant != 0) e.refresh_call_fast_end();
     store_metadata(e.send_ring.at(at), credit_return, grant, count);
   }
 
