@@ -254,7 +254,6 @@ class Context {
       note_ring_full(e);
       return {CallStatus::kRingFull, 0};
     }
-    e.ringfull_streak = 0;
     e.peer_credit -= need_credit;
     // The endpoint's stream state is all updated before the slab insert (its stores may
     // alias anything, so the compiler would reload the state after them).
@@ -630,9 +629,13 @@ class Context {
   }
 
   // RingFull that persists while no batch arrives from the peer (so no piggybacked
-  // consumer position can refresh ours): read the peer's consumed position directly.
+  // consumer position can refresh ours) and no call succeeds: read the peer's consumed
+  // position directly. No call succeeded since the previous RingFull when neither
+  // batches_received nor peer_credit moved: a call always spends peer credit, and only
+  // a received batch adds to it (so call() itself keeps no streak state).
+  static_assert(internal_allowance(0) > 0);
   void note_ring_full(Ep& e) {
-    if (e.ringfull_mark == e.batches_received) {
+    if (e.ringfull_mark == e.batches_received && e.ringfull_credit == e.peer_credit) {
       if (++e.ringfull_streak >= 2 && !e.read_outstanding) {
         e.need_read = true;
         mark_dirty(e);
@@ -640,6 +643,7 @@ class Context {
     } else {
       e.ringfull_streak = 1;
       e.ringfull_mark = e.batches_received;
+      e.ringfull_credit = e.peer_credit;
     }
     mark_dirty(e);
   }

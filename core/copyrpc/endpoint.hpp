@@ -267,6 +267,7 @@ struct Endpoint {
 
   // ---- RDMA READ fallback ----
   uint64_t ringfull_mark = ~0ull;  // batches_received at the previous RingFull
+  uint64_t ringfull_credit = 0;    // peer_credit at the previous RingFull
   uint32_t ringfull_streak = 0;
   bool need_read = false;
   bool read_outstanding = false;
