@@ -545,17 +545,20 @@ class Context {
     ++e.emit_count;
   }
 
-  // `stream_end`: where our stream will end once the operation in progress is done;
+  // Closes the open batch (its metadata written) and returns the WRITE+IMM that carries
+  // it. `stream_end`: where our stream will end once the operation in progress is done;
   // the grant must leave room for those bytes too.
-  void finish_batch(Ep& e, uint64_t stream_end) {
+  PendingEmit close_batch(Ep& e, uint64_t stream_end) {
     fill_metadata(e, e.meta_pos, stream_end, e.batch_count);
     stats_.messages_sent += e.batch_count;
     const uint64_t len = e.producer - e.meta_pos;
-    push_emit(e, PendingEmit{e.meta_pos, static_cast<uint32_t>(len), encode_imm(len)});
+    const PendingEmit pe{e.meta_pos, static_cast<uint32_t>(len), encode_imm(len)};
     e.flush_start = e.producer;
     e.batch_open_cost = kFlowMetadataSize;
     e.batch_count = 0;
+    return pe;
   }
+  void finish_batch(Ep& e, uint64_t stream_end) { push_emit(e, close_batch(e, stream_end)); }
 
   // The batch would reach the ring end: emit it, then a wrap marker whose immediate
   // covers the bytes up to the ring end, and continue at offset 0 of the next cycle.
@@ -582,10 +585,20 @@ class Context {
     if (e.error != EndpointError::kNone) return true;
     bool posted_any = false;
     bool done = post_pending_emits(e, posted_any);
-    if (done && e.batch_open() && e.qp->send_queue_free() == 0) done = false;
-    if (done && e.batch_open() && e.qp->send_queue_free() > 0) {
-      finish_batch(e, e.producer);
-      done = post_pending_emits(e, posted_any);
+    if (done && e.batch_open()) {
+      if (e.qp->send_queue_free() == 0) {
+        done = false;
+      } else {
+        // Nothing else is pending (done): the batch is posted without passing through
+        // the pending-emit queue, and joins it only if the post fails.
+        const PendingEmit pe = close_batch(e, e.producer);
+        if (post_emit(e, pe)) {
+          posted_any = true;
+        } else {
+          push_emit(e, pe);
+          done = false;
+        }
+      }
     }
     if (e.need_read && !e.read_outstanding && done) {
       const PostResult r = e.qp->post_read(&e.read_buffer, 8, e.read_mr.lkey, e.remote_consumer_word,
@@ -609,22 +622,26 @@ class Context {
   }
 
   bool post_pending_emits(Ep& e, bool& posted_any) {
-    auto& meter = t_.meter();
     while (e.emit_count > 0) {
-      const PendingEmit& pe = e.emits[e.emit_head];
-      const bool signaled = e.unsignaled + 1 >= kSignalInterval;
-      const RemoteBuffer dst{e.remote_ring.addr + (pe.start & (e.remote_ring.length - 1)), e.remote_ring.rkey, 0,
-                             pe.write_len};
-      const PostResult r = e.qp->post_write_imm(e.send_ring.at(pe.start), pe.write_len, e.send_mr.lkey, dst, pe.imm,
-                                                wr_id(kWrBatch, e.id), signaled);
-      if (r != PostResult::kOk) return false;
-      e.unsignaled = signaled ? 0 : e.unsignaled + 1;
-      meter.charge(Op::kFlush, 1);
-      ++stats_.wqes_posted;
+      if (!post_emit(e, e.emits[e.emit_head])) return false;
       posted_any = true;
       e.emit_head = (e.emit_head + 1) % kMaxPendingEmits;
       --e.emit_count;
     }
+    return true;
+  }
+
+  // Posts one WRITE+IMM (no doorbell); false if the send queue is full.
+  bool post_emit(Ep& e, const PendingEmit& pe) {
+    const bool signaled = e.unsignaled + 1 >= kSignalInterval;
+    const RemoteBuffer dst{e.remote_ring.addr + (pe.start & (e.remote_ring.length - 1)), e.remote_ring.rkey, 0,
+                           pe.write_len};
+    const PostResult r = e.qp->post_write_imm(e.send_ring.at(pe.start), pe.write_len, e.send_mr.lkey, dst, pe.imm,
+                                              wr_id(kWrBatch, e.id), signaled);
+    if (r != PostResult::kOk) return false;
+    e.unsignaled = signaled ? 0 : e.unsignaled + 1;
+    t_.meter().charge(Op::kFlush, 1);
+    ++stats_.wqes_posted;
     return true;
   }
 
