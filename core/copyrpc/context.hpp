@@ -293,7 +293,15 @@ class Context {
     assert(e.resp_committed <= e.resp_reservation);
     if (e.resp_committed < h.allowance) return CallStatus::kInvalidHandle;
     const uint64_t msg = padded_message_size(payload.size());
-    write_message(reserve_message(e, plan_append(e, msg), msg), to_response_id(h.call_id), 0, payload);
+    std::byte* at;
+    if (e.producer + msg < e.open_batch_end) [[likely]] {  // joins the open batch, no wrap
+      at = e.send_ring.at(e.producer);
+      e.producer += msg;
+      ++e.batch_count;
+    } else {
+      at = reserve_message(e, plan_append(e, msg), msg);
+    }
+    write_message(at, to_response_id(h.call_id), 0, payload);
     e.resp_reservation -= h.allowance;
     e.resp_committed -= h.allowance;
     assert(e.in_flight() <= e.remote_ring.length);
@@ -503,6 +511,7 @@ class Context {
     }
     e.meta_pos = a.producer;
     e.batch_open_cost = 0;
+    e.open_batch_end = (a.producer | e.ring_mask()) + 1;
     e.batch_count = 1;
     e.producer = a.producer + kFlowMetadataSize + msg;
     mark_dirty(e);
@@ -555,6 +564,7 @@ class Context {
     const PendingEmit pe{e.meta_pos, static_cast<uint32_t>(len), encode_imm(len)};
     e.flush_start = e.producer;
     e.batch_open_cost = kFlowMetadataSize;
+    e.open_batch_end = 0;
     e.batch_count = 0;
     return pe;
   }

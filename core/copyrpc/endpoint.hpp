@@ -228,6 +228,10 @@ struct Endpoint {
   // is open (the message opens one), 0 while one is (kept as a byte count, the form
   // the append's arithmetic uses).
   uint64_t batch_open_cost = kFlowMetadataSize;
+  // While a batch is open: the start of the next ring cycle, so a message whose stream
+  // end is below it joins the batch without a wrap (reply()'s one test); 0 while none
+  // is open (the message then opens one, through the append plan).
+  uint64_t open_batch_end = 0;
   uint32_t batch_count = 0;
   PendingEmit emits[8];      // ranges finished but not yet posted (bounded, see Context)
   uint32_t emit_head = 0, emit_count = 0;
