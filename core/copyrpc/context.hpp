@@ -236,18 +236,15 @@ class Context {
       mark_dirty(e);  // pending data goes out, so the peer can answer and grant again
       return {CallStatus::kInsufficientCredit, 0};
     }
-    // The append is computed once: where the message lands decides both the bytes it
-    // adds to the stream (checked against the credit invariant) and how it is written.
     const uint64_t msg = padded_message_size(payload.size());
-    AppendPlan plan{e.producer, e.producer & e.ring_mask(), e.batch_open_cost, false};
     assert(e.call_fast_end <= e.computed_call_fast_end());
-    // Below call_fast_end the message neither wraps nor breaks the credit invariant: one
-    // test. At or past it (rare), the precise tests, and call_fast_end is brought up to
-    // date (a reply raises the send limit without raising it).
-    if (plan.producer + plan.open_cost + msg >= e.call_fast_end) [[unlikely]] {
-      const CallRoom room = call_room(e, plan.open_cost, msg);
-      if (room == CallRoom::kNone) return {CallStatus::kRingFull, 0};
-      plan.wraps = room == CallRoom::kAfterWrap;
+    // Below call_fast_end the message joins the open batch, without a wrap and within
+    // the credit invariant: one test. At or past it (once per batch: the message opens
+    // one; or rarely, near the ring end or the send limit), the precise tests, which
+    // bring call_fast_end up to date (a reply raises the send limit without raising it).
+    const bool joins = e.producer + msg < e.call_fast_end;
+    if (!joins) [[unlikely]] {
+      if (!call_fits(e, msg)) return {CallStatus::kRingFull, 0};
     }
     const uint32_t call_id = e.pending.make_free_slot();
     if (call_id == CallSlab<Token>::kNone) [[unlikely]] {  // every call id is pending
@@ -257,7 +254,7 @@ class Context {
     e.peer_credit -= need_credit;
     // The endpoint's stream state is all updated before the slab insert (its stores may
     // alias anything, so the compiler would reload the state after them).
-    std::byte* const at = reserve_message(e, plan, msg);
+    std::byte* const at = joins ? join_open_batch(e, msg) : reserve_message(e, plan_append(e, msg), msg);
     e.pending.insert(call_id, std::move(token));
     ++in_flight_calls_;
     if constexpr (T::Meter::kEnabled) {
@@ -293,14 +290,10 @@ class Context {
     assert(e.resp_committed <= e.resp_reservation);
     if (e.resp_committed < h.allowance) return CallStatus::kInvalidHandle;
     const uint64_t msg = padded_message_size(payload.size());
-    std::byte* at;
-    if (e.producer + msg < e.open_batch_end) [[likely]] {  // joins the open batch, no wrap
-      at = e.send_ring.at(e.producer);
-      e.producer += msg;
-      ++e.batch_count;
-    } else {
-      at = reserve_message(e, plan_append(e, msg), msg);
-    }
+    // Joins the open batch without a wrap, or (once per batch, or at the ring end) takes
+    // the append plan.
+    std::byte* const at = e.producer + msg < e.open_batch_end ? join_open_batch(e, msg)
+                                                              : reserve_message(e, plan_append(e, msg), msg);
     write_message(at, to_response_id(h.call_id), 0, payload);
     e.resp_reservation -= h.allowance;
     e.resp_committed -= h.allowance;
@@ -454,8 +447,9 @@ class Context {
   // Where a message of `msg` padded bytes goes: the producer, its ring offset, the
   // metadata bytes it adds (32 when it opens a batch), and whether the message with
   // them would reach the ring end, so a wrap comes first (the strict `<` keeps a batch
-  // off the ring end). Computed once per message: call() also derives its credit cost
-  // from it.
+  // off the ring end). Used by the messages that do not simply join the open batch
+  // (join_open_batch): one that opens a batch or wraps, and a call at its precise test
+  // (call_fits derives the credit cost from it).
   struct AppendPlan {
     uint64_t producer;
     uint64_t off;
@@ -469,24 +463,31 @@ class Context {
     return {e.producer, off, open_cost, off + open_cost + msg > mask};  // > mask: reaches the ring end
   }
 
-  // call()'s precise tests, out of line (call() stays small enough to be inlined): does
-  // the planned message fit the credit invariant, and does it wrap first?
+  // call()'s precise test, out of line (call() stays small enough to be inlined): does
+  // the message fit the credit invariant where the append plan puts it?
   // in_flight + added + 2R <= C, with `added` the bytes the message adds to the stream:
   // its batch's metadata if it opens one; if it wraps, the skipped ring tail and a new
   // batch's metadata instead. No room: noted (note_ring_full). Room: call_fast_end is
-  // brought up to date (a wrap refreshes it again once the producer has moved).
-  enum class CallRoom : uint8_t { kNone, kInPlace, kAfterWrap };
-  // (The plan's terms are taken as values, so the caller's plan stays in registers.)
-  [[gnu::noinline]] CallRoom call_room(Ep& e, uint64_t open_cost, uint64_t msg) {
-    const uint64_t off = e.producer & e.ring_mask();
-    const bool wraps = off + open_cost + msg > e.ring_mask();  // reaches the ring end
-    const uint64_t added = wraps ? (e.ring_size() - off) + kFlowMetadataSize + msg : open_cost + msg;
+  // brought up to date (opening a batch or a wrap refreshes it again).
+  [[gnu::noinline]] bool call_fits(Ep& e, uint64_t msg) {
+    const AppendPlan a = plan_append(e, msg);
+    const uint64_t added = a.wraps ? (e.ring_size() - a.off) + kFlowMetadataSize + msg : a.open_cost + msg;
     if (e.producer + added > e.send_limit()) {
       note_ring_full(e);
-      return CallRoom::kNone;
+      return false;
     }
     e.refresh_call_fast_end();
-    return wraps ? CallRoom::kAfterWrap : CallRoom::kInPlace;
+    return true;
+  }
+
+  // Appends a message of `msg` padded bytes to the open batch, which it fits without a
+  // wrap (call_fast_end or open_batch_end said so).
+  [[gnu::always_inline]] inline std::byte* join_open_batch(Ep& e, uint64_t msg) noexcept {
+    assert(e.batch_open() && e.producer + msg < e.open_batch_end);
+    std::byte* const at = e.send_ring.at(e.producer);
+    e.producer += msg;
+    ++e.batch_count;
+    return at;
   }
 
   // Takes the bytes of a planned message at the producer (wrapping first if planned,
@@ -501,7 +502,7 @@ class Context {
       a.open_cost = kFlowMetadataSize;
     }
     std::byte* const ring = e.send_ring.data();
-    if (a.open_cost == 0) [[likely]] {
+    if (a.open_cost == 0) {
       // An open batch of a live endpoint is always on the flush list (flush_endpoint
       // keeps it there until the batch is finished), so only opening one marks it.
       assert(e.dirty);
@@ -514,6 +515,7 @@ class Context {
     e.open_batch_end = (a.producer | e.ring_mask()) + 1;
     e.batch_count = 1;
     e.producer = a.producer + kFlowMetadataSize + msg;
+    e.refresh_call_fast_end();  // a batch is open: calls may join it
     mark_dirty(e);
     return ring + a.off + kFlowMetadataSize;
   }
@@ -565,6 +567,7 @@ class Context {
     e.flush_start = e.producer;
     e.batch_open_cost = kFlowMetadataSize;
     e.open_batch_end = 0;
+    e.call_fast_end = 0;  // no batch open: the next call opens one (the precise path)
     e.batch_count = 0;
     return pe;
   }

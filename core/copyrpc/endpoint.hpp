@@ -250,10 +250,11 @@ struct Endpoint {
   // instructions that cost more than the two subtractions.
   uint64_t resp_committed = 0;
   uint64_t peer_credit = 0;            // credit the peer granted us for our calls
-  // call()'s one test: a message whose stream end (producer + metadata it opens +
-  // padded size) is below this position fits without a wrap and within send_limit().
-  // Kept at most computed_call_fast_end() = min(send_limit() + 1, start of the next ring
-  // cycle) by every change that lowers either term (a grant, a wrap); a reply (R
+  // call()'s one test: a message whose stream end (producer + padded size) is below
+  // this position joins the open batch without a wrap and within send_limit(); 0 while
+  // no batch is open (the call opens one, through the precise tests).
+  // Kept at most computed_call_fast_end() = min(send_limit() + 1, open_batch_end) by
+  // every change that lowers either term (a grant, closing a batch, a wrap); a reply (R
   // lowered) and a consumer moving forward raise send_limit() and may leave it low,
   // which only sends a call to the precise tests, where it is refreshed.
   uint64_t call_fast_end = 0;
@@ -296,9 +297,8 @@ struct Endpoint {
   // Where the send stream may reach under the credit invariant (in_flight + 2R <= C).
   uint64_t send_limit() const noexcept { return remote_consumer() + remote_ring.length - 2 * resp_reservation; }
   uint64_t computed_call_fast_end() const noexcept {
-    const uint64_t next_cycle = (producer | (ring_size() - 1)) + 1;
     const uint64_t credit_end = send_limit() + 1;
-    return credit_end < next_cycle ? credit_end : next_cycle;
+    return credit_end < open_batch_end ? credit_end : open_batch_end;  // 0 with no batch open
   }
   void refresh_call_fast_end() noexcept { call_fast_end = computed_call_fast_end(); }
   bool credit_invariant_holds() const noexcept {
