@@ -481,9 +481,10 @@ class Context {
   }
 
   // Appends a message of `msg` padded bytes to the open batch, which it fits without a
-  // wrap (call_fast_end or open_batch_end said so).
+  // wrap (call_fast_end or open_batch_end said so). The batch's endpoint is on the
+  // flush list already (see reserve_message).
   [[gnu::always_inline]] inline std::byte* join_open_batch(Ep& e, uint64_t msg) noexcept {
-    assert(e.batch_open() && e.producer + msg < e.open_batch_end);
+    assert(e.batch_open() && e.producer + msg < e.open_batch_end && e.dirty);
     std::byte* const at = e.send_ring.at(e.producer);
     e.producer += msg;
     ++e.batch_count;
