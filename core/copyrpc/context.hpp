@@ -236,29 +236,25 @@ class Context {
       mark_dirty(e);  // pending data goes out, so the peer can answer and grant again
       return {CallStatus::kInsufficientCredit, 0};
     }
-    // The append is computed once: where the message lands decides both the bytes it
-    // adds to the stream (checked against the credit invariant) and how it is written.
     const uint64_t msg = padded_message_size(payload.size());
-    AppendPlan plan{e.producer, e.producer & e.ring_mask(), e.batch_open_cost, false};
     assert(e.call_fast_end <= e.computed_call_fast_end());
-    // Below call_fast_end the message neither wraps nor breaks the credit invariant: one
-    // test. At or past it (rare), the precise tests, and call_fast_end is brought up to
-    // date (a reply raises the send limit without raising it).
-    if (plan.producer + plan.open_cost + msg >= e.call_fast_end) [[unlikely]] {
-      const CallRoom room = call_room(e, plan.open_cost, msg);
-      if (room == CallRoom::kNone) return {CallStatus::kRingFull, 0};
-      plan.wraps = room == CallRoom::kAfterWrap;
+    // Below call_fast_end the message joins the open batch, without a wrap and within
+    // the credit invariant: one test. At or past it (once per batch: the message opens
+    // one; or rarely, near the ring end or the send limit), the precise tests, which
+    // bring call_fast_end up to date (a reply raises the send limit without raising it).
+    const bool joins = e.producer + msg < e.call_fast_end;
+    if (!joins) [[unlikely]] {
+      if (!call_fits(e, msg)) return {CallStatus::kRingFull, 0};
     }
     const uint32_t call_id = e.pending.make_free_slot();
     if (call_id == CallSlab<Token>::kNone) [[unlikely]] {  // every call id is pending
       note_ring_full(e);
       return {CallStatus::kRingFull, 0};
     }
-    e.ringfull_streak = 0;
     e.peer_credit -= need_credit;
     // The endpoint's stream state is all updated before the slab insert (its stores may
     // alias anything, so the compiler would reload the state after them).
-    std::byte* const at = reserve_message(e, plan, msg);
+    std::byte* const at = joins ? join_open_batch(e, msg) : reserve_message(e, plan_append(e, msg), msg);
     e.pending.insert(call_id, std::move(token));
     ++in_flight_calls_;
     if constexpr (T::Meter::kEnabled) {
@@ -273,9 +269,11 @@ class Context {
   // Takes the next received request (in arrival order), if any.
   bool recv(RecvHandle& out) {
     if (recv_head_ == recv_end_) return false;
-    out = *recv_head_++;
-    Ep& e = *eps_[out.endpoint];
-    if (--e.unpopped == 0) publish_consumed(e);
+    QueuedRequest& q = *recv_head_++;
+    out = q.handle;
+    // Only its endpoint's last queued request unpins the endpoint: the others need no
+    // endpoint lookup.
+    if (q.releases_pin) [[unlikely]] release_pin(q);
     return true;
   }
 
@@ -292,7 +290,11 @@ class Context {
     assert(e.resp_committed <= e.resp_reservation);
     if (e.resp_committed < h.allowance) return CallStatus::kInvalidHandle;
     const uint64_t msg = padded_message_size(payload.size());
-    write_message(reserve_message(e, plan_append(e, msg), msg), to_response_id(h.call_id), 0, payload);
+    // Joins the open batch without a wrap, or (once per batch, or at the ring end) takes
+    // the append plan.
+    std::byte* const at = e.producer + msg < e.open_batch_end ? join_open_batch(e, msg)
+                                                              : reserve_message(e, plan_append(e, msg), msg);
+    write_message(at, to_response_id(h.call_id), 0, payload);
     e.resp_reservation -= h.allowance;
     e.resp_committed -= h.allowance;
     assert(e.in_flight() <= e.remote_ring.length);
@@ -336,7 +338,8 @@ class Context {
   // The flush phase of a daemon loop: one WRITE+IMM per endpoint with pending data,
   // then its doorbell.
   void flush() {
-    // Endpoints marked dirty while flushing (none today) would wait for the next flush.
+    // No endpoint is marked dirty while flushing (flush_endpoint never marks one), so the
+    // list ends with the endpoints kept on it.
     const size_t n = dirty_.size();
     size_t keep = 0;
     for (size_t i = 0; i < n; ++i) {
@@ -347,7 +350,8 @@ class Context {
         dirty_[keep++] = e.id;
       }
     }
-    dirty_.erase(dirty_.begin() + static_cast<std::ptrdiff_t>(keep), dirty_.begin() + static_cast<std::ptrdiff_t>(n));
+    assert(dirty_.size() == n);
+    dirty_.resize(keep);
   }
 
   template <class OnResponse, class OnFailedCall>
@@ -398,6 +402,14 @@ class Context {
   const ContextConfig& config() const noexcept { return cfg_; }
 
  private:
+  // A request waiting for recv(). `releases_pin`: it is its endpoint's last queued
+  // request (Endpoint::last_queued), so taking it unpins the endpoint's batches; the
+  // flag is set only there (publish_requests moves it, recv() clears it).
+  struct QueuedRequest {
+    RecvHandle handle;
+    bool releases_pin = false;
+  };
+
   // wr_id layout: kind in the top 2 bits, endpoint id or raw-slab index below.
   enum WrKind : uint64_t { kWrBatch = 0, kWrConsumerRead = 1, kWrRaw = 2 };
   static constexpr uint64_t wr_id(WrKind k, uint64_t v) noexcept { return (uint64_t{k} << 62) | v; }
@@ -435,8 +447,9 @@ class Context {
   // Where a message of `msg` padded bytes goes: the producer, its ring offset, the
   // metadata bytes it adds (32 when it opens a batch), and whether the message with
   // them would reach the ring end, so a wrap comes first (the strict `<` keeps a batch
-  // off the ring end). Computed once per message: call() also derives its credit cost
-  // from it.
+  // off the ring end). Used by the messages that do not simply join the open batch
+  // (join_open_batch): one that opens a batch or wraps, and a call at its precise test
+  // (call_fits derives the credit cost from it).
   struct AppendPlan {
     uint64_t producer;
     uint64_t off;
@@ -450,24 +463,32 @@ class Context {
     return {e.producer, off, open_cost, off + open_cost + msg > mask};  // > mask: reaches the ring end
   }
 
-  // call()'s precise tests, out of line (call() stays small enough to be inlined): does
-  // the planned message fit the credit invariant, and does it wrap first?
+  // call()'s precise test, out of line (call() stays small enough to be inlined): does
+  // the message fit the credit invariant where the append plan puts it?
   // in_flight + added + 2R <= C, with `added` the bytes the message adds to the stream:
   // its batch's metadata if it opens one; if it wraps, the skipped ring tail and a new
   // batch's metadata instead. No room: noted (note_ring_full). Room: call_fast_end is
-  // brought up to date (a wrap refreshes it again once the producer has moved).
-  enum class CallRoom : uint8_t { kNone, kInPlace, kAfterWrap };
-  // (The plan's terms are taken as values, so the caller's plan stays in registers.)
-  [[gnu::noinline]] CallRoom call_room(Ep& e, uint64_t open_cost, uint64_t msg) {
-    const uint64_t off = e.producer & e.ring_mask();
-    const bool wraps = off + open_cost + msg > e.ring_mask();  // reaches the ring end
-    const uint64_t added = wraps ? (e.ring_size() - off) + kFlowMetadataSize + msg : open_cost + msg;
+  // brought up to date (opening a batch or a wrap refreshes it again).
+  [[gnu::noinline]] bool call_fits(Ep& e, uint64_t msg) {
+    const AppendPlan a = plan_append(e, msg);
+    const uint64_t added = a.wraps ? (e.ring_size() - a.off) + kFlowMetadataSize + msg : a.open_cost + msg;
     if (e.producer + added > e.send_limit()) {
       note_ring_full(e);
-      return CallRoom::kNone;
+      return false;
     }
     e.refresh_call_fast_end();
-    return wraps ? CallRoom::kAfterWrap : CallRoom::kInPlace;
+    return true;
+  }
+
+  // Appends a message of `msg` padded bytes to the open batch, which it fits without a
+  // wrap (call_fast_end or open_batch_end said so). The batch's endpoint is on the
+  // flush list already (see reserve_message).
+  [[gnu::always_inline]] inline std::byte* join_open_batch(Ep& e, uint64_t msg) noexcept {
+    assert(e.batch_open() && e.producer + msg < e.open_batch_end && e.dirty);
+    std::byte* const at = e.send_ring.at(e.producer);
+    e.producer += msg;
+    ++e.batch_count;
+    return at;
   }
 
   // Takes the bytes of a planned message at the producer (wrapping first if planned,
@@ -482,7 +503,7 @@ class Context {
       a.open_cost = kFlowMetadataSize;
     }
     std::byte* const ring = e.send_ring.data();
-    if (a.open_cost == 0) [[likely]] {
+    if (a.open_cost == 0) {
       // An open batch of a live endpoint is always on the flush list (flush_endpoint
       // keeps it there until the batch is finished), so only opening one marks it.
       assert(e.dirty);
@@ -492,8 +513,10 @@ class Context {
     }
     e.meta_pos = a.producer;
     e.batch_open_cost = 0;
+    e.open_batch_end = (a.producer | e.ring_mask()) + 1;
     e.batch_count = 1;
     e.producer = a.producer + kFlowMetadataSize + msg;
+    e.refresh_call_fast_end();  // a batch is open: calls may join it
     mark_dirty(e);
     return ring + a.off + kFlowMetadataSize;
   }
@@ -522,7 +545,7 @@ class Context {
         grant = align_down(std::min(half - e.resp_reservation, e.max_resp_reservation - e.resp_reservation));
     }
     e.resp_reservation += grant;
-    e.refresh_call_fast_end();
+    if (grant != 0) e.refresh_call_fast_end();
     store_metadata(e.send_ring.at(at), credit_return, grant, count);
   }
 
@@ -534,17 +557,22 @@ class Context {
     ++e.emit_count;
   }
 
-  // `stream_end`: where our stream will end once the operation in progress is done;
+  // Closes the open batch (its metadata written) and returns the WRITE+IMM that carries
+  // it. `stream_end`: where our stream will end once the operation in progress is done;
   // the grant must leave room for those bytes too.
-  void finish_batch(Ep& e, uint64_t stream_end) {
+  PendingEmit close_batch(Ep& e, uint64_t stream_end) {
     fill_metadata(e, e.meta_pos, stream_end, e.batch_count);
     stats_.messages_sent += e.batch_count;
     const uint64_t len = e.producer - e.meta_pos;
-    push_emit(e, PendingEmit{e.meta_pos, static_cast<uint32_t>(len), encode_imm(len)});
+    const PendingEmit pe{e.meta_pos, static_cast<uint32_t>(len), encode_imm(len)};
     e.flush_start = e.producer;
     e.batch_open_cost = kFlowMetadataSize;
+    e.open_batch_end = 0;
+    e.call_fast_end = 0;  // no batch open: the next call opens one (the precise path)
     e.batch_count = 0;
+    return pe;
   }
+  void finish_batch(Ep& e, uint64_t stream_end) { push_emit(e, close_batch(e, stream_end)); }
 
   // The batch would reach the ring end: emit it, then a wrap marker whose immediate
   // covers the bytes up to the ring end, and continue at offset 0 of the next cycle.
@@ -571,10 +599,20 @@ class Context {
     if (e.error != EndpointError::kNone) return true;
     bool posted_any = false;
     bool done = post_pending_emits(e, posted_any);
-    if (done && e.batch_open() && e.qp->send_queue_free() == 0) done = false;
-    if (done && e.batch_open() && e.qp->send_queue_free() > 0) {
-      finish_batch(e, e.producer);
-      done = post_pending_emits(e, posted_any);
+    if (done && e.batch_open()) {
+      if (e.qp->send_queue_free() == 0) {
+        done = false;
+      } else {
+        // Nothing else is pending (done): the batch is posted without passing through
+        // the pending-emit queue, and joins it only if the post fails.
+        const PendingEmit pe = close_batch(e, e.producer);
+        if (post_emit(e, pe)) {
+          posted_any = true;
+        } else {
+          push_emit(e, pe);
+          done = false;
+        }
+      }
     }
     if (e.need_read && !e.read_outstanding && done) {
       const PostResult r = e.qp->post_read(&e.read_buffer, 8, e.read_mr.lkey, e.remote_consumer_word,
@@ -598,18 +636,8 @@ class Context {
   }
 
   bool post_pending_emits(Ep& e, bool& posted_any) {
-    auto& meter = t_.meter();
     while (e.emit_count > 0) {
-      const PendingEmit& pe = e.emits[e.emit_head];
-      const bool signaled = e.unsignaled + 1 >= kSignalInterval;
-      const RemoteBuffer dst{e.remote_ring.addr + (pe.start & (e.remote_ring.length - 1)), e.remote_ring.rkey, 0,
-                             pe.write_len};
-      const PostResult r = e.qp->post_write_imm(e.send_ring.at(pe.start), pe.write_len, e.send_mr.lkey, dst, pe.imm,
-                                                wr_id(kWrBatch, e.id), signaled);
-      if (r != PostResult::kOk) return false;
-      e.unsignaled = signaled ? 0 : e.unsignaled + 1;
-      meter.charge(Op::kFlush, 1);
-      ++stats_.wqes_posted;
+      if (!post_emit(e, e.emits[e.emit_head])) return false;
       posted_any = true;
       e.emit_head = (e.emit_head + 1) % kMaxPendingEmits;
       --e.emit_count;
@@ -617,10 +645,28 @@ class Context {
     return true;
   }
 
+  // Posts one WRITE+IMM (no doorbell); false if the send queue is full.
+  bool post_emit(Ep& e, const PendingEmit& pe) {
+    const bool signaled = e.unsignaled + 1 >= kSignalInterval;
+    const RemoteBuffer dst{e.remote_ring.addr + (pe.start & (e.remote_ring.length - 1)), e.remote_ring.rkey, 0,
+                           pe.write_len};
+    const PostResult r = e.qp->post_write_imm(e.send_ring.at(pe.start), pe.write_len, e.send_mr.lkey, dst, pe.imm,
+                                              wr_id(kWrBatch, e.id), signaled);
+    if (r != PostResult::kOk) return false;
+    e.unsignaled = signaled ? 0 : e.unsignaled + 1;
+    t_.meter().charge(Op::kFlush, 1);
+    ++stats_.wqes_posted;
+    return true;
+  }
+
   // RingFull that persists while no batch arrives from the peer (so no piggybacked
-  // consumer position can refresh ours): read the peer's consumed position directly.
+  // consumer position can refresh ours) and no call succeeds: read the peer's consumed
+  // position directly. No call succeeded since the previous RingFull when neither
+  // batches_received nor peer_credit moved: a call always spends peer credit, and only
+  // a received batch adds to it (so call() itself keeps no streak state).
+  static_assert(internal_allowance(0) > 0);
   void note_ring_full(Ep& e) {
-    if (e.ringfull_mark == e.batches_received) {
+    if (e.ringfull_mark == e.batches_received && e.ringfull_credit == e.peer_credit) {
       if (++e.ringfull_streak >= 2 && !e.read_outstanding) {
         e.need_read = true;
         mark_dirty(e);
@@ -628,6 +674,7 @@ class Context {
     } else {
       e.ringfull_streak = 1;
       e.ringfull_mark = e.batches_received;
+      e.ringfull_credit = e.peer_credit;
     }
     mark_dirty(e);
   }
@@ -760,9 +807,10 @@ class Context {
       if (meta.message_count > max_msgs || (meta.message_count == 0 && delta != kFlowMetadataSize))
         return fail(e, EndpointError::kBadMessageCount);
     }
+    // The consumer moving forward raises send_limit(): call_fast_end may stay low (a
+    // call at or past it takes the precise tests, which refresh it; so does the next flush).
     e.consumer_by_credit_return = new_consumer;
     give_back_passed_pages(e);
-    e.refresh_call_fast_end();
     e.peer_credit += meta.credit_grant;
     e.recv_producer = end;
     ++e.batches_received;
@@ -770,7 +818,7 @@ class Context {
 
     if (meta.message_count == kWrapMessageCount) {
       e.parsed = end;
-      if (e.unpopped == 0) publish_consumed(e);
+      if (!e.has_queued_requests()) publish_consumed(e);
       return;
     }
 
@@ -797,8 +845,8 @@ class Context {
     // of the batch. The callback may reply (credit: `committed` is read again after it)
     // or take requests (recv() only advances the queue head, so `queued` and `published`
     // stay valid); it must not drain this context.
-    RecvHandle* queued = recv_end_;
-    const RecvHandle* published = queued;
+    QueuedRequest* queued = recv_end_;
+    const QueuedRequest* published = queued;
     uint64_t committed = e.resp_committed;
     EndpointError broken = EndpointError::kNone;
     // Counted for the whole batch up front; a walk that stops early takes back the
@@ -830,7 +878,7 @@ class Context {
           break;
         }
         committed += allowance;
-        RecvHandle& r = *queued++;
+        RecvHandle& r = (queued++)->handle;
         r.endpoint = e.id;
         r.call_id = h.call_id;
         r.data = p + kHeaderSize;
@@ -867,17 +915,34 @@ class Context {
     if (broken != EndpointError::kNone) return fail(e, broken);
     if (p != limit) return fail(e, EndpointError::kBadMessageCount);
     e.parsed = end;
-    if (e.unpopped == 0) publish_consumed(e);
+    if (!e.has_queued_requests()) publish_consumed(e);
   }
 
   // `n` requests written to the receive queue (of the batch being walked) become
   // visible, with the response credit committed so far.
   [[gnu::always_inline]] inline void publish_requests(Ep& e, uint32_t n, uint64_t committed) noexcept {
     e.resp_committed = committed;
-    recv_end_ += n;
     // Pin this batch until recv() takes its requests (`parsed` is its start: process_batch).
-    if (e.unpopped == 0) e.hold_pos = e.parsed;
-    e.unpopped += n;
+    // The last request queued now releases the pin; an earlier last one (still queued,
+    // since the pin is held) no longer does. Indices stay valid: the queue grows by
+    // copying and starts over only when every request has been taken (no pin held).
+    if (!e.has_queued_requests())
+      e.hold_pos = e.parsed;
+    else
+      recv_queue_[e.last_queued].releases_pin = false;
+    recv_end_ += n;
+    recv_end_[-1].releases_pin = true;
+    e.last_queued = static_cast<uint64_t>(recv_end_ - 1 - recv_queue_.data());
+  }
+
+  // recv() took the last queued request of its endpoint: the endpoint's batches are
+  // unpinned, and the peer may now overwrite them. Out of line (once per batch at most),
+  // so recv() stays small where it is inlined.
+  [[gnu::noinline]] void release_pin(QueuedRequest& q) noexcept {
+    q.releases_pin = false;
+    Ep& e = *eps_[q.handle.endpoint];
+    e.last_queued = Ep::kNoQueuedRequest;
+    publish_consumed(e);
   }
 
   void reap_send_completions() {
@@ -948,9 +1013,9 @@ class Context {
   std::vector<RecvCompletion> cqe_buf_;
   // [recv_head_, recv_end_) not yet taken; both point into recv_queue_ (or are null
   // while it has no storage), so recv() takes a handle without indexing.
-  std::vector<RecvHandle> recv_queue_;
-  RecvHandle* recv_head_ = nullptr;
-  RecvHandle* recv_end_ = nullptr;
+  std::vector<QueuedRequest> recv_queue_;
+  QueuedRequest* recv_head_ = nullptr;
+  QueuedRequest* recv_end_ = nullptr;
   uint32_t srq_posted_ = 0;
   uint64_t in_flight_calls_ = 0;
   ContextStats stats_;

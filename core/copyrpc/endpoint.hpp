@@ -228,6 +228,10 @@ struct Endpoint {
   // is open (the message opens one), 0 while one is (kept as a byte count, the form
   // the append's arithmetic uses).
   uint64_t batch_open_cost = kFlowMetadataSize;
+  // While a batch is open: the start of the next ring cycle, so a message whose stream
+  // end is below it joins the batch without a wrap (reply()'s one test); 0 while none
+  // is open (the message then opens one, through the append plan).
+  uint64_t open_batch_end = 0;
   uint32_t batch_count = 0;
   PendingEmit emits[8];      // ranges finished but not yet posted (bounded, see Context)
   uint32_t emit_head = 0, emit_count = 0;
@@ -246,10 +250,11 @@ struct Endpoint {
   // instructions that cost more than the two subtractions.
   uint64_t resp_committed = 0;
   uint64_t peer_credit = 0;            // credit the peer granted us for our calls
-  // call()'s one test: a message whose stream end (producer + metadata it opens +
-  // padded size) is below this position fits without a wrap and within send_limit().
-  // Kept at most computed_call_fast_end() = min(send_limit() + 1, start of the next ring
-  // cycle) by every change that lowers either term (a grant, a wrap); a reply (R
+  // call()'s one test: a message whose stream end (producer + padded size) is below
+  // this position joins the open batch without a wrap and within send_limit(); 0 while
+  // no batch is open (the call opens one, through the precise tests).
+  // Kept at most computed_call_fast_end() = min(send_limit() + 1, open_batch_end) by
+  // every change that lowers either term (a grant, closing a batch, a wrap); a reply (R
   // lowered) and a consumer moving forward raise send_limit() and may leave it low,
   // which only sends a call to the precise tests, where it is refreshed.
   uint64_t call_fast_end = 0;
@@ -258,12 +263,16 @@ struct Endpoint {
   uint64_t recv_producer = 0;   // end of the bytes the peer has written (from imm)
   uint64_t parsed = 0;          // end of the bytes parsed
   uint64_t hold_pos = 0;        // start of the oldest batch with requests not yet taken
-  uint32_t unpopped = 0;        // requests parsed but not yet taken by recv()
+  // Receive-queue index (Context) of the last request parsed but not yet taken by
+  // recv(), or kNoQueuedRequest: taking it unpins the batches from hold_pos on.
+  static constexpr uint64_t kNoQueuedRequest = ~0ull;
+  uint64_t last_queued = kNoQueuedRequest;
   uint64_t last_notified = 0;   // consumed position last reported to the peer
   uint64_t batches_received = 0;
 
   // ---- RDMA READ fallback ----
   uint64_t ringfull_mark = ~0ull;  // batches_received at the previous RingFull
+  uint64_t ringfull_credit = 0;    // peer_credit at the previous RingFull
   uint32_t ringfull_streak = 0;
   bool need_read = false;
   bool read_outstanding = false;
@@ -283,13 +292,13 @@ struct Endpoint {
   uint64_t in_flight() const noexcept { return producer - remote_consumer(); }
   // Consumed position: bytes the peer may overwrite. Requests not yet taken by recv()
   // pin their batch, so a handle's payload stays valid until the next flush.
-  uint64_t consumed() const noexcept { return unpopped ? hold_pos : parsed; }
+  bool has_queued_requests() const noexcept { return last_queued != kNoQueuedRequest; }
+  uint64_t consumed() const noexcept { return has_queued_requests() ? hold_pos : parsed; }
   // Where the send stream may reach under the credit invariant (in_flight + 2R <= C).
   uint64_t send_limit() const noexcept { return remote_consumer() + remote_ring.length - 2 * resp_reservation; }
   uint64_t computed_call_fast_end() const noexcept {
-    const uint64_t next_cycle = (producer | (ring_size() - 1)) + 1;
     const uint64_t credit_end = send_limit() + 1;
-    return credit_end < next_cycle ? credit_end : next_cycle;
+    return credit_end < open_batch_end ? credit_end : open_batch_end;  // 0 with no batch open
   }
   void refresh_call_fast_end() noexcept { call_fast_end = computed_call_fast_end(); }
   bool credit_invariant_holds() const noexcept {

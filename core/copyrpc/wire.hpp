@@ -60,7 +60,8 @@ struct FlowMetadata {
 };
 static_assert(sizeof(FlowMetadata) == kFlowMetadataSize && std::is_trivially_copyable_v<FlowMetadata>);
 static_assert(offsetof(FlowMetadata, ring_credit_return) == 0 &&
-              offsetof(FlowMetadata, credit_grant) == 8 && offsetof(FlowMetadata, message_count) == 16);
+              offsetof(FlowMetadata, credit_grant) == 8 && offsetof(FlowMetadata, message_count) == 16 &&
+              offsetof(FlowMetadata, zero) == 20);
 
 constexpr uint64_t align_up(uint64_t v, uint64_t a = kAlignment) noexcept { return (v + a - 1) & ~(a - 1); }
 constexpr uint64_t align_down(uint64_t v, uint64_t a = kAlignment) noexcept { return v & ~(a - 1); }
@@ -151,9 +152,12 @@ inline FlowMetadata load_metadata(const std::byte* p) noexcept {
   std::memcpy(&m.message_count, p + offsetof(FlowMetadata, message_count), sizeof m.message_count);
   return m;
 }
+// Stored field by field as well (a whole block built first goes through the stack).
 inline void store_metadata(std::byte* p, uint64_t credit_return, uint64_t grant, uint32_t count) noexcept {
-  FlowMetadata m{credit_return, grant, count, {}};
-  std::memcpy(p, &m, sizeof m);
+  std::memcpy(p + offsetof(FlowMetadata, ring_credit_return), &credit_return, sizeof credit_return);
+  std::memcpy(p + offsetof(FlowMetadata, credit_grant), &grant, sizeof grant);
+  std::memcpy(p + offsetof(FlowMetadata, message_count), &count, sizeof count);
+  std::memset(p + offsetof(FlowMetadata, zero), 0, sizeof FlowMetadata::zero);
 }
 
 }  // namespace bkv::copyrpc
