@@ -19,6 +19,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from c5_np4_runs import apply_sets  # noqa: E402
 
 
 def main():
@@ -45,13 +47,7 @@ def main():
             os.makedirs(md)
             with open(os.path.join(model_dir, "c1.json")) as f:
                 model = json.load(f)
-            for kv in a.set:
-                key, value = kv.split("=", 1)
-                node = model
-                parts = key.split(".")
-                for p in parts[:-1]:
-                    node = node.setdefault(p, {})
-                node[parts[-1]] = json.loads(value)
+            apply_sets(model, a.set)
             with open(os.path.join(md, "c1.json"), "w") as f:
                 json.dump(model, f)
             if os.path.exists(os.path.join(model_dir, "c2.json")):

@@ -25,6 +25,17 @@ MEASURED_C5 = {2: 13.775, 4: 21.795, 8: 8.17, 16: 14.545, 32: 27.16}  # total Mo
 MEASURED_C1 = {2: 7.63, 8: 1.10, 16: 6.88}  # Mops per rank
 
 
+def apply_sets(model, sets):
+    """Applies KEY.PATH=VALUE settings (VALUE is JSON) to a model dict in place."""
+    for kv in sets:
+        key, value = kv.split("=", 1)
+        node = model
+        parts = key.split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = json.loads(value)
+
+
 def run(args):
     with tempfile.TemporaryDirectory(prefix="c5np4_") as d:
         cmd = [BENCHKV] + args + ["-o", os.path.join(d, "o.csv"), "--no-progress", "--report", "none"]
@@ -68,13 +79,7 @@ def main():
     if a.set:
         with open(os.path.join(ROOT, a.model)) as f:
             model = json.load(f)
-        for kv in a.set:
-            key, value = kv.split("=", 1)
-            node = model
-            parts = key.split(".")
-            for p in parts[:-1]:
-                node = node.setdefault(p, {})
-            node[parts[-1]] = json.loads(value)
+        apply_sets(model, a.set)
         tmp = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
         json.dump(model, tmp)
         tmp.close()
