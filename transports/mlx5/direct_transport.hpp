@@ -207,26 +207,25 @@ class DirectTransport {
     }
 
     // Publishes every WQE posted since the previous doorbell (blueflame.hpp rules).
-    // The common case, one WQE since the last doorbell, on a QP whose BlueFlame half
-    // holds any WQE it builds, is handled here: that WQE is contiguous (WQEs never cross
-    // the queue end), so it goes out from last_ctrl_. It is recognised by one compare:
-    // the last WQE starts where the last doorbell left off (db_tag_ == last_start_; the
-    // tag's bit 63 keeps the compare false on QPs that always take the general path).
-    // Everything else goes to ring_doorbell_general().
+    // The common case, one basic block since the last doorbell on a QP with a BlueFlame
+    // half, is handled here: that block is one whole WQE (a NOP fill is always followed
+    // by the WQE it makes room for, so a lone block is never a NOP), the last one posted,
+    // and it goes out in one 64-byte copy from last_ctrl_. It is recognised by one
+    // compare: pi_ == db_tag_ + 1 (the tag's bit 63 keeps the compare false on QPs
+    // without BlueFlame). Everything else goes to ring_doorbell_general().
     [[gnu::always_inline]] void ring_doorbell() noexcept {
       // Everything is read into locals first: the barriers below are compiler memory
       // clobbers, after which members would be reloaded.
       const uint64_t pi = pi_;
       const uint64_t db = db_tag_;
-      if (db != last_start_) [[unlikely]] return ring_doorbell_general(pi, db & ~kGeneralDoorbellsOnly);
-      const uint32_t bbs = static_cast<uint32_t>(pi - db);  // the one WQE's size, <= bf_bbs_
+      if (pi != db + 1) [[unlikely]] return ring_doorbell_wqe(pi, db);
       std::byte* const reg = bf_cur_;
       const std::byte* const src = last_ctrl_;
       uint32_t* const dbrec = dbrec_sq_;
       bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
       db_tag_ = pi;  // db_tag_bit_ is 0 on this path
       write_doorbell_record(dbrec, static_cast<uint16_t>(pi));
-      blueflame_copy(reg, src, bbs);
+      blueflame_copy(reg, src, 1);
     }
 
     // WQEs of the largest size this QP builds that are sure to fit now (one NOP fill
@@ -343,6 +342,26 @@ class DirectTransport {
       }
       update_limit();
       return true;
+    }
+
+    // Not one block since the last doorbell. The next most common case, one WQE of
+    // several blocks (an inline WQE), on a QP whose BlueFlame half holds any WQE it builds,
+    // is handled here: that WQE is contiguous (WQEs never cross the queue end), so it goes
+    // out from last_ctrl_. It is recognised by one compare: the last WQE starts where the
+    // last doorbell left off (db == last_start_; the tag's bit 63 keeps the compare false
+    // on QPs that always take the general path). Everything else goes to
+    // ring_doorbell_general().
+    [[gnu::always_inline]] void ring_doorbell_wqe(uint64_t pi, uint64_t db) noexcept {
+      if (db != last_start_) [[unlikely]] return ring_doorbell_general(pi, db & ~kGeneralDoorbellsOnly);
+      // The one WQE's size: 2..kMaxWqeBbs (not 1: the caller's test), <= bf_bbs_.
+      const uint32_t bbs = static_cast<uint32_t>(pi - db);
+      std::byte* const reg = bf_cur_;
+      const std::byte* const src = last_ctrl_;
+      uint32_t* const dbrec = dbrec_sq_;
+      bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
+      db_tag_ = pi;  // db_tag_bit_ is 0 on this path
+      write_doorbell_record(dbrec, static_cast<uint16_t>(pi));
+      blueflame_copy_wqe(reg, src, bbs);
     }
 
     // No WQE since the last doorbell (nothing to do), several WQEs, or a QP without a
