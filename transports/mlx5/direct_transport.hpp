@@ -395,7 +395,7 @@ class DirectTransport {
     }
     [[noreturn, gnu::cold, gnu::noinline]] static void too_long(uint32_t len) {
       throw std::invalid_argument("mlx5: a work request of " + std::to_string(len) +
-                                  " bytes exceeds the 2 GiB limit of one gather entry");
+                                  " bytes exceeds the limit of one gather entry (2^31 - 1 bytes)");
     }
 
     // What a completion needs of the WQE that starts at block `slot`: its opcode and
