@@ -152,7 +152,7 @@ class DirectTransport {
           inline_head_(owner.opts_.inline_head),
           gather_ds_(owner.opts_.inline_head ? ds_rdma_inline_gather(owner.opts_.inline_head) : ds_rdma_gather()),
           gather_bbs_(bbs_of_ds(gather_ds_)),
-          plain_gather_above_(owner.opts_.inline_head ? ~0u : owner.opts_.max_inline),
+          plain_gather_above_(owner.opts_.inline_head ? INT32_MAX : static_cast<int32_t>(owner.opts_.max_inline)),
           gather_word0_(ctrl_word0_fixed(MLX5_OPCODE_RDMA_WRITE_IMM, qpn_ds_be(qpn8_be_, gather_ds_))),
           gather_data_offset_(kCtrlSegSize + kRaddrSegSize +
                               (owner.opts_.inline_head ? align16(kInlineHdrSize + owner.opts_.inline_head) : 0)),
@@ -248,13 +248,17 @@ class DirectTransport {
     // before the WQE bytes: stores into the send queue (std::byte) may alias anything,
     // so nothing is read from the QP after them. A payload copy, if any, comes last so
     // that no value lives across its call.
+    //
+    // The first test, "a gather entry alone", compares as int32_t: a length of 2^31 or
+    // more is negative there and never takes that branch, so it needs no length test of
+    // its own; such lengths reach the next branch's test (len > kMaxMessageSize).
     template <uint8_t Opcode>
     [[gnu::always_inline]] PostResult post_write_op(const void* src, uint32_t len, uint32_t lkey, uint64_t raddr,
                                                     uint32_t rkey, uint32_t imm, uint64_t wr_id, bool signaled) {
+      static_assert(kMaxMessageSize == uint32_t{INT32_MAX}, "the int32_t compare is the length limit");
       const uint64_t pi = pi_;
-      if (len > plain_gather_above_) {
+      if (static_cast<int32_t>(len) > plain_gather_above_) {
         // ctrl + raddr + one gather entry (no inline head): one block.
-        if (len > kMaxMessageSize) [[unlikely]] too_long(len);
         constexpr uint32_t kBbs = bbs_of_ds(ds_rdma_gather());
         const uint64_t word0 = gather_word0_;
         if (pi + kBbs > limit_) [[unlikely]]
@@ -268,7 +272,8 @@ class DirectTransport {
         return PostResult::kOk;
       }
       if (len > max_inline_) {
-        // Inline head + gather entry.
+        // Inline head + gather entry (or, on a QP without inline head, a length of 2^31
+        // or more).
         if (len > kMaxMessageSize) [[unlikely]] too_long(len);
         const uint32_t head = inline_head_;
         const uint64_t word0 = gather_word0_;
@@ -438,9 +443,10 @@ class DirectTransport {
     uint32_t inline_head_;
     uint32_t gather_ds_;   // DS of a WQE with a gather entry (after inline_head bytes inline)
     uint32_t gather_bbs_;
-    // Payloads longer than this go through a gather entry with no inline head: max_inline
-    // when inline_head is 0, else the largest length (no payload takes that path).
-    uint32_t plain_gather_above_;
+    // Payloads longer than this (compared as int32_t, post_write_op) go through a gather
+    // entry with no inline head: max_inline when inline_head is 0, else INT32_MAX (no
+    // payload takes that path).
+    int32_t plain_gather_above_;
     uint64_t gather_word0_;  // control-segment word 0 of such a WQE as WRITE_IMM, index 0
     uint32_t gather_data_offset_;   // where its data segment goes (after the inline head)
     bool connected_ = false;
