@@ -211,8 +211,8 @@ class DirectTransport {
     // half, is handled here: that block is one whole WQE (a NOP fill is always followed
     // by the WQE it makes room for, so a lone block is never a NOP), the last one posted,
     // and it goes out in one 64-byte copy from last_ctrl_. It is recognised by one
-    // compare: pi_ == db_tag_ + 1 (the tag's bit 63 keeps the compare false on QPs
-    // without BlueFlame). Everything else goes to ring_doorbell_general().
+    // compare: pi_ == db_tag_ + 1 (the tag's bit 63 keeps the compare false on QPs that
+    // always take the general path). Everything else goes to ring_doorbell_wqe().
     [[gnu::always_inline]] void ring_doorbell() noexcept {
       // Everything is read into locals first: the barriers below are compiler memory
       // clobbers, after which members would be reloaded.
