@@ -52,6 +52,10 @@ row "1 KiB: 204 B inline + gather entry (copy included)" - 0 measured_flush flus
 echo "-- 16 posts on one QP, then one (8-byte) doorbell: the post alone, doorbell amortized"
 row "gather entry only (no payload copy)" 45 0 measured_batch batch 64 0 16
 row "32 B fully inline (copy included)" - 0 measured_batch batch 32 220 16
+echo "-- new harness (measured_*_local): the same posts, arguments copied into locals first"
+row "flush, gather entry only (no payload copy)" 60 0 measured_flush_local flush-local 64 0
+row "flush, 32 B fully inline (copy included)" - 0 measured_flush_local flush-local 32 220
+row "16 posts then one doorbell, gather entry only" 45 0 measured_batch_local batch-local 64 0 16
 echo "-- one post + doorbell per call; net = raw - $BASE (the empty call)"
 row "gather entry only (no payload copy)" 60 "$BASE" measured_post post 64 0
 echo "-- polling"

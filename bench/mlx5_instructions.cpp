@@ -11,6 +11,8 @@
 //       max_inline 0 = gather entry only (no payload copy by the CPU)
 //   bench_mlx5_instructions batch <payload-bytes> <max_inline> <k>
 //       k post_write_imm on one queue pair, then one ring_doorbell; units = posts
+//   bench_mlx5_instructions flush-local | batch-local ...
+//       the same with the arguments copied into locals first (measured_*_local)
 //   bench_mlx5_instructions post <payload-bytes> <max_inline>
 //       one post_write_imm + ring_doorbell per measured call (call overhead included)
 //   bench_mlx5_instructions baseline
@@ -82,6 +84,38 @@ struct PostArgs {
   return ok;
 }
 
+// The flush and batch work with the arguments copied into locals first, as a caller that
+// holds them in registers would (copyrpc's flush reads them from its endpoint once per
+// post). The functions above read them through the PostArgs reference, and a store
+// into the QP's state (a uint64_t, a pointer) may modify a PostArgs field of that type,
+// so the compiler reloads those after every post; a local whose address is not taken
+// cannot be modified by any store. Same posts, same doorbells, same WQE bytes.
+[[gnu::noinline]] uint32_t measured_flush_local(PostArgs* args, uint32_t n) {
+  uint32_t ok = 0;
+  for (uint32_t k = 0; k < n; ++k) {
+    const PostArgs a = args[k];
+    ok += a.qp->post_write_imm(a.src, a.len, a.lkey, a.dst, static_cast<uint32_t>(a.i), a.i, (a.i & 63) == 63) ==
+          PostResult::kOk;
+    a.qp->ring_doorbell();
+    args[k].i = a.i + 1;
+  }
+  return ok;
+}
+
+[[gnu::noinline]] uint32_t measured_batch_local(PostArgs& args, uint32_t k) {
+  const PostArgs a = args;
+  uint64_t i = a.i;
+  uint32_t ok = 0;
+  for (uint32_t j = 0; j < k; ++j) {
+    ok += a.qp->post_write_imm(a.src, a.len, a.lkey, a.dst, static_cast<uint32_t>(i), i, (i & 63) == 63) ==
+          PostResult::kOk;
+    ++i;
+  }
+  a.qp->ring_doorbell();
+  args.i = i;
+  return ok;
+}
+
 // The single-post harness with nothing in it: the call overhead to subtract.
 [[gnu::noinline]] PostResult measured_baseline(PostArgs& a) {
   g_sink = g_sink + a.len + a.lkey + a.dst.addr + a.i;
@@ -109,7 +143,8 @@ namespace {
 
 [[noreturn]] void usage(const std::string& msg) {
   std::fprintf(stderr,
-               "bench_mlx5_instructions: %s\nusage: bench_mlx5_instructions flush|post <bytes> <max_inline> | "
+               "bench_mlx5_instructions: %s\nusage: bench_mlx5_instructions flush|flush-local|post <bytes> <max_inline> | "
+               "batch|batch-local <bytes> <max_inline> <k> | "
                "baseline | poll <batch> [compressed] | poll-send <batch>\n",
                msg.c_str());
   std::exit(2);
@@ -168,7 +203,8 @@ double since(Clock::time_point t0) { return std::chrono::duration<double, std::n
 
 int main(int argc, char** argv) {
   if (argc < 2) usage("missing mode");
-  const std::string mode = argv[1];
+  std::string mode = argv[1];
+  bool local_args = false;  // flush-local / batch-local: the measured_*_local functions
   DirectOptions o;
   o.sq_depth = 256;
   o.srq_size = 4096;
@@ -177,6 +213,8 @@ int main(int argc, char** argv) {
   uint64_t units = 0;
   double ns = 0;
 
+  if (mode == "flush-local") mode = "flush", local_args = true;
+  if (mode == "batch-local") mode = "batch", local_args = true;
   if (mode == "flush" || mode == "post" || mode == "baseline" || mode == "batch") {
     uint32_t len = 64;
     uint32_t k = 1;
@@ -199,8 +237,10 @@ int main(int argc, char** argv) {
     for (uint32_t i = 0; i < rounds; ++i) {
       const auto t0 = Clock::now();
       uint32_t ok = 0;
-      if (mode == "flush") ok = bkvbench::measured_flush(args.data(), nqp);
-      else if (mode == "batch") ok = bkvbench::measured_batch(args[0], k);
+      if (mode == "flush") ok = local_args ? bkvbench::measured_flush_local(args.data(), nqp)
+                                           : bkvbench::measured_flush(args.data(), nqp);
+      else if (mode == "batch") ok = local_args ? bkvbench::measured_batch_local(args[0], k)
+                                                : bkvbench::measured_batch(args[0], k);
       else if (mode == "post") ok = bkvbench::measured_post(args[0]) == PostResult::kOk;
       else ok = bkvbench::measured_baseline(args[0]) == PostResult::kOk;
       ns += since(t0);

@@ -349,6 +349,35 @@ TEST_CASE("A bad lkey on a gather entry is a local protection error - READ needs
   CHECK(sc[0].opcode == WcOpcode::kRdmaRead);
 }
 
+TEST_CASE("A WRITE or READ of 2 GiB or more is rejected - 2^31 - 1 bytes is one gather entry") {
+  // Both gather layouts: a gather entry alone (no inline head) and inline head + gather.
+  // (byte_count 2^31 would carry the inline-segment bit, 0 would mean 2 GiB.)
+  for (const uint32_t head : {0u, kMaxInlineHead}) {
+    INFO("inline_head " << head);
+    DirectOptions o = opts();
+    o.max_inline = head ? kMaxInline : 0;
+    o.inline_head = head;
+    Pair p({}, {}, o);
+    p.b.post_receives(4);
+    for (const uint32_t len : {1u << 31, (1u << 31) + 1, ~0u}) {
+      CHECK_THROWS_AS(p.qa.post_write_imm(p.src.data(), len, p.src_mr.lkey, p.at(0), 1, 1, true), std::invalid_argument);
+      CHECK_THROWS_AS(p.qa.post_read(p.dst.data(), len, p.src_mr.lkey, p.at(0), 1, true), std::invalid_argument);
+    }
+    CHECK(p.qa.inner().producer_counter() == 0);
+    // The longest accepted length: the NIC reads a gather entry of the rest after the
+    // inline head, beyond the registered source (a local protection error).
+    const uint64_t gathered_before = p.fabric.stats().gather_bytes;
+    REQUIRE(p.qa.post_write_imm(p.src.data(), (1u << 31) - 1, p.src_mr.lkey, p.at(0), 1, 7, true) == PostResult::kOk);
+    CHECK(p.qa.inner().producer_counter() == (head ? 4 : 1));
+    p.qa.ring_doorbell();
+    CHECK(p.fabric.stats().gather_bytes - gathered_before == (1u << 31) - 1 - head);
+    const auto sc = p.send_all();
+    REQUIRE(sc.size() == 1);
+    CHECK(sc[0].wr_id == 7);
+    CHECK(sc[0].status == WcStatus::kLocalProtectionError);
+  }
+}
+
 TEST_CASE("Injected responder and requester error CQEs decode to error completions") {
   Pair p;
   p.b.post_receives(2);

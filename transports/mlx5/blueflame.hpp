@@ -100,6 +100,16 @@ inline void bf_copy_plain(std::byte* reg, const std::byte* src, uint32_t chunks)
   for (uint32_t i = 1; i < chunks; ++i) bf_copy64(reg + 64 * i, src + 64 * i);
 }
 
+// Rule 3 for one WQE of 2..kMaxWqeBbs blocks: unrolled, no loop (a WQE of this
+// transport is at most kMaxWqeBbs = 4 blocks, prm.hpp).
+[[gnu::always_inline]] inline void bf_copy_wqe(std::byte* reg, const std::byte* src, uint32_t chunks) noexcept {
+  static_assert(kMaxWqeBbs == 4, "unrolled for WQEs of up to 4 blocks");
+  bf_copy64(reg, src);
+  bf_copy64(reg + kWqeBb, src + kWqeBb);
+  if (chunks > 2) bf_copy64(reg + 2 * kWqeBb, src + 2 * kWqeBb);
+  if (chunks > 3) bf_copy64(reg + 3 * kWqeBb, src + 3 * kWqeBb);
+}
+
 // Rules 2 and 3 around one BlueFlame write, after the doorbell record: fence
 // (mmio_wc_start), the write, fence (mmio_flush_writes) so the write-combining buffer
 // goes out now. blueflame_copy: `chunks` >= 1 chunks of WQEs; blueflame_doorbell8:
@@ -107,6 +117,12 @@ inline void bf_copy_plain(std::byte* reg, const std::byte* src, uint32_t chunks)
 [[gnu::always_inline]] inline void blueflame_copy(std::byte* reg, const std::byte* src, uint32_t chunks) noexcept {
   mmio_flush_writes();
   bf_copy(reg, src, chunks);
+  mmio_flush_writes();
+}
+// One BlueFlame write of one WQE of 2..kMaxWqeBbs blocks.
+[[gnu::always_inline]] inline void blueflame_copy_wqe(std::byte* reg, const std::byte* src, uint32_t chunks) noexcept {
+  mmio_flush_writes();
+  bf_copy_wqe(reg, src, chunks);
   mmio_flush_writes();
 }
 [[gnu::always_inline]] inline void blueflame_doorbell8(std::byte* reg, const std::byte* ctrl) noexcept {

@@ -152,7 +152,7 @@ class DirectTransport {
           inline_head_(owner.opts_.inline_head),
           gather_ds_(owner.opts_.inline_head ? ds_rdma_inline_gather(owner.opts_.inline_head) : ds_rdma_gather()),
           gather_bbs_(bbs_of_ds(gather_ds_)),
-          plain_gather_above_(owner.opts_.inline_head ? ~0u : owner.opts_.max_inline),
+          plain_gather_above_(owner.opts_.inline_head ? INT32_MAX : static_cast<int32_t>(owner.opts_.max_inline)),
           gather_word0_(ctrl_word0_fixed(MLX5_OPCODE_RDMA_WRITE_IMM, qpn_ds_be(qpn8_be_, gather_ds_))),
           gather_data_offset_(kCtrlSegSize + kRaddrSegSize +
                               (owner.opts_.inline_head ? align16(kInlineHdrSize + owner.opts_.inline_head) : 0)),
@@ -207,26 +207,25 @@ class DirectTransport {
     }
 
     // Publishes every WQE posted since the previous doorbell (blueflame.hpp rules).
-    // The common case, one WQE since the last doorbell, on a QP whose BlueFlame half
-    // holds any WQE it builds, is handled here: that WQE is contiguous (WQEs never cross
-    // the queue end), so it goes out from last_ctrl_. It is recognised by one compare:
-    // the last WQE starts where the last doorbell left off (db_tag_ == last_start_; the
-    // tag's bit 63 keeps the compare false on QPs that always take the general path).
-    // Everything else goes to ring_doorbell_general().
+    // The common case, one basic block since the last doorbell on a QP with a BlueFlame
+    // half, is handled here: that block is one whole WQE (a NOP fill is always followed
+    // by the WQE it makes room for, so a lone block is never a NOP), the last one posted,
+    // and it goes out in one 64-byte copy from last_ctrl_. It is recognised by one
+    // compare: pi_ == db_tag_ + 1 (the tag's bit 63 keeps the compare false on QPs that
+    // always take the general path). Everything else goes to ring_doorbell_wqe().
     [[gnu::always_inline]] void ring_doorbell() noexcept {
       // Everything is read into locals first: the barriers below are compiler memory
       // clobbers, after which members would be reloaded.
       const uint64_t pi = pi_;
       const uint64_t db = db_tag_;
-      if (db != last_start_) [[unlikely]] return ring_doorbell_general(pi, db & ~kGeneralDoorbellsOnly);
-      const uint32_t bbs = static_cast<uint32_t>(pi - db);  // the one WQE's size, <= bf_bbs_
+      if (pi != db + 1) [[unlikely]] return ring_doorbell_wqe(pi, db);
       std::byte* const reg = bf_cur_;
       const std::byte* const src = last_ctrl_;
       uint32_t* const dbrec = dbrec_sq_;
       bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
       db_tag_ = pi;  // db_tag_bit_ is 0 on this path
       write_doorbell_record(dbrec, static_cast<uint16_t>(pi));
-      blueflame_copy(reg, src, bbs);
+      blueflame_copy(reg, src, 1);
     }
 
     // WQEs of the largest size this QP builds that are sure to fit now (one NOP fill
@@ -249,13 +248,17 @@ class DirectTransport {
     // before the WQE bytes: stores into the send queue (std::byte) may alias anything,
     // so nothing is read from the QP after them. A payload copy, if any, comes last so
     // that no value lives across its call.
+    //
+    // The first test, "a gather entry alone", compares as int32_t: a length of 2^31 or
+    // more is negative there and never takes that branch, so it needs no length test of
+    // its own; such lengths reach the next branch's test (len > kMaxMessageSize).
     template <uint8_t Opcode>
     [[gnu::always_inline]] PostResult post_write_op(const void* src, uint32_t len, uint32_t lkey, uint64_t raddr,
                                                     uint32_t rkey, uint32_t imm, uint64_t wr_id, bool signaled) {
+      static_assert(kMaxMessageSize == uint32_t{INT32_MAX}, "the int32_t compare is the length limit");
       const uint64_t pi = pi_;
-      if (len > plain_gather_above_) {
+      if (static_cast<int32_t>(len) > plain_gather_above_) {
         // ctrl + raddr + one gather entry (no inline head): one block.
-        if (len > kMaxMessageSize) [[unlikely]] too_long(len);
         constexpr uint32_t kBbs = bbs_of_ds(ds_rdma_gather());
         const uint64_t word0 = gather_word0_;
         if (pi + kBbs > limit_) [[unlikely]]
@@ -269,7 +272,8 @@ class DirectTransport {
         return PostResult::kOk;
       }
       if (len > max_inline_) {
-        // Inline head + gather entry.
+        // Inline head + gather entry (or, on a QP without inline head, a length of 2^31
+        // or more).
         if (len > kMaxMessageSize) [[unlikely]] too_long(len);
         const uint32_t head = inline_head_;
         const uint64_t word0 = gather_word0_;
@@ -345,6 +349,26 @@ class DirectTransport {
       return true;
     }
 
+    // Not one block since the last doorbell. The next most common case, one WQE of
+    // several blocks (an inline WQE), on a QP whose BlueFlame half holds any WQE it builds,
+    // is handled here: that WQE is contiguous (WQEs never cross the queue end), so it goes
+    // out from last_ctrl_. It is recognised by one compare: the last WQE starts where the
+    // last doorbell left off (db == last_start_; the tag's bit 63 keeps the compare false
+    // on QPs that always take the general path). Everything else goes to
+    // ring_doorbell_general().
+    [[gnu::always_inline]] void ring_doorbell_wqe(uint64_t pi, uint64_t db) noexcept {
+      if (db != last_start_) [[unlikely]] return ring_doorbell_general(pi, db & ~kGeneralDoorbellsOnly);
+      // The one WQE's size: 2..kMaxWqeBbs (not 1: the caller's test), <= bf_bbs_.
+      const uint32_t bbs = static_cast<uint32_t>(pi - db);
+      std::byte* const reg = bf_cur_;
+      const std::byte* const src = last_ctrl_;
+      uint32_t* const dbrec = dbrec_sq_;
+      bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
+      db_tag_ = pi;  // db_tag_bit_ is 0 on this path
+      write_doorbell_record(dbrec, static_cast<uint16_t>(pi));
+      blueflame_copy_wqe(reg, src, bbs);
+    }
+
     // No WQE since the last doorbell (nothing to do), several WQEs, or a QP without a
     // usable BlueFlame half: the WQEs go out in one copy when they fit the half and are
     // contiguous (a NOP fill may have wrapped the range), else as the 8-byte doorbell of
@@ -376,7 +400,7 @@ class DirectTransport {
     }
     [[noreturn, gnu::cold, gnu::noinline]] static void too_long(uint32_t len) {
       throw std::invalid_argument("mlx5: a work request of " + std::to_string(len) +
-                                  " bytes exceeds the 2 GiB limit of one gather entry");
+                                  " bytes exceeds the limit of one gather entry (2^31 - 1 bytes)");
     }
 
     // What a completion needs of the WQE that starts at block `slot`: its opcode and
@@ -419,9 +443,10 @@ class DirectTransport {
     uint32_t inline_head_;
     uint32_t gather_ds_;   // DS of a WQE with a gather entry (after inline_head bytes inline)
     uint32_t gather_bbs_;
-    // Payloads longer than this go through a gather entry with no inline head: max_inline
-    // when inline_head is 0, else the largest length (no payload takes that path).
-    uint32_t plain_gather_above_;
+    // Payloads longer than this (compared as int32_t, post_write_op) go through a gather
+    // entry with no inline head: max_inline when inline_head is 0, else INT32_MAX (no
+    // payload takes that path).
+    int32_t plain_gather_above_;
     uint64_t gather_word0_;  // control-segment word 0 of such a WQE as WRITE_IMM, index 0
     uint32_t gather_data_offset_;   // where its data segment goes (after the inline head)
     bool connected_ = false;

@@ -63,8 +63,11 @@ static_assert(kCtrlSegSize + kRaddrSegSize + align16(kInlineHdrSize + kMaxInline
 static_assert(kCtrlSegSize + kRaddrSegSize + align16(kInlineHdrSize + kMaxInlineHead) + kDataSegSize == kMaxWqeBytes);
 
 // PRM: a data segment's byte_count of 0 means 2 GiB, so zero-length gather entries are
-// left out of the WQE, and nothing longer than 2^31 bytes fits one entry.
-inline constexpr uint64_t kMaxMessageSize = 1ull << 31;
+// left out of the WQE. Bit 31 of the first word of a segment after the remote address
+// marks an inline segment (MLX5_INLINE_SEG), so a gather entry of 2^31 bytes would read
+// as an empty inline segment: one entry carries at most 2^31 - 1 bytes.
+inline constexpr uint64_t kMaxMessageSize = (1ull << 31) - 1;
+static_assert((kMaxMessageSize & MLX5_INLINE_SEG) == 0 && ((kMaxMessageSize + 1) & MLX5_INLINE_SEG) != 0);
 
 // DS of a WQE: its size in 16-byte units (6-bit field).
 constexpr uint32_t ds_of(uint32_t bytes) noexcept { return align16(bytes) / kDsUnit; }
