@@ -82,7 +82,7 @@ for f in files:
         if not m:
             continue
         v, name = int(m.group(1).replace(",", "")), m.group(2)
-        if name.endswith("]"):
+        if re.search(r" \[/[^]]*\]$", name):  # the entry naming its object (a path); not "[clone .isra.0]"
             incl[name] += v
             name = name[: name.rindex(" [")]
         seen[name] = max(seen[name], v)
