@@ -259,8 +259,10 @@ class alignas(kCacheLine) IpcServer {
       throw ShmError("ipc create: segment is not 64-byte aligned");
     std::memset(mem.data(), 0, mem.size());
     view_ = IpcView<Req, Resp>(mem.data(), cfg);
-    clients_.assign(cfg.max_clients, ClientState{});
-    ready_.reserve(cfg.max_clients);
+    clients_.reserve(cfg.max_clients);
+    for (uint32_t c = 0; c < cfg.max_clients; ++c)
+      clients_.push_back(ClientState{view_.requests(c), view_.responses(c)});
+    ready_.assign(cfg.max_clients, Ready{});
     IpcHeader& h = view_.header();
     h.version = kIpcVersion;
     h.max_clients = cfg.max_clients;
@@ -283,7 +285,7 @@ class alignas(kCacheLine) IpcServer {
 
   // Next request found by the last poll, client by client (flat combining).
   std::optional<IpcRequest<Req>> recv() noexcept {
-    while (ready_pos_ < ready_.size()) {
+    while (ready_pos_ < ready_count_) {
       Ready& r = ready_[ready_pos_];
       if (r.count == 0) {
         ++ready_pos_;
@@ -292,7 +294,7 @@ class alignas(kCacheLine) IpcServer {
       ClientState& st = clients_[r.client];
       IpcRequest<Req> out;
       uint32_t token = 0;
-      view_.requests(r.client).read(st.req_cursor, token, out.payload);  // ready() seen in scan
+      st.requests.read(st.req_cursor, token, out.payload);  // ready() seen in scan
       ++st.req_cursor;
       --r.count;
       if (token >= view_.config().depth) {  // written by the client: never trusted
@@ -313,7 +315,7 @@ class alignas(kCacheLine) IpcServer {
     ClientState& st = clients_[handle.client];
     if (st.outstanding == 0) return IpcReplyStatus::kNotOutstanding;
     --st.outstanding;
-    view_.responses(handle.client).publish(st.resp_head++, handle.token, resp);
+    st.responses.publish(st.resp_head++, handle.token, resp);
     return IpcReplyStatus::kOk;
   }
 
@@ -326,20 +328,23 @@ class alignas(kCacheLine) IpcServer {
 
  private:
   struct ClientState {
+    StampedRing<Req> requests;  // the client's rings in the segment (addresses fixed at create)
+    StampedRing<Resp> responses;
     uint64_t req_cursor = 0;   // next request position to read
     uint64_t resp_head = 0;    // next response position to write
     uint32_t outstanding = 0;  // received, not yet replied
     uint32_t idle = 0;         // consecutive empty scans (saturates)
   };
   struct Ready {
-    uint32_t client;
-    uint32_t count;
+    uint32_t client = 0;
+    uint32_t count = 0;
   };
 
   // Counts, per client, the contiguous published requests at its cursor (one lap at
-  // most), rotating the starting client every poll for fairness.
-  uint32_t scan(bool skip) noexcept {
-    ready_.clear();
+  // most), rotating the starting client every poll for fairness. Inlined into poll() and
+  // poll_with_skip() (`skip` a constant there): it runs on every daemon loop.
+  [[gnu::always_inline]] uint32_t scan(bool skip) noexcept {
+    ready_count_ = 0;
     ready_pos_ = 0;
     ++epoch_;
     const uint32_t n = view_.config().max_clients;
@@ -353,15 +358,14 @@ class alignas(kCacheLine) IpcServer {
         if (st.idle >= skip_.idle_after && ((epoch_ + c) & (skip_.period - 1)) != 0) continue;  // rule 2
       }
       ++clients_scanned_;
-      const StampedRing<Req> ring = view_.requests(c);
       uint32_t count = 0;
-      while (count < depth && ring.ready(st.req_cursor + count)) ++count;
+      while (count < depth && st.requests.ready(st.req_cursor + count)) ++count;
       if (count == 0) {
         if (st.idle < skip_.idle_after) ++st.idle;
         continue;
       }
       st.idle = 0;
-      ready_.push_back(Ready{c, count});
+      ready_[ready_count_++] = Ready{c, count};
       total += count;
     }
     rr_start_ = (rr_start_ + 1 == n) ? 0 : rr_start_ + 1;
@@ -371,8 +375,9 @@ class alignas(kCacheLine) IpcServer {
   IpcView<Req, Resp> view_;
   IpcSkipConfig skip_;
   LineVector<ClientState> clients_;
-  LineVector<Ready> ready_;
-  size_t ready_pos_ = 0;
+  LineVector<Ready> ready_;  // [0, ready_count_): clients with requests found by the last poll
+  uint32_t ready_count_ = 0;
+  uint32_t ready_pos_ = 0;
   uint32_t rr_start_ = 0;
   uint64_t epoch_ = 0;
   uint64_t bad_requests_ = 0;
