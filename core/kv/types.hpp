@@ -125,9 +125,7 @@ struct Response {
   // Structural check: a known kind, an error code exactly when kind == kError, zero
   // reserved bytes, zero value where the kind carries none, GetOk never kAbsentValue.
   constexpr bool valid() const noexcept {
-    for (uint8_t b : reserved) {
-      if (b != 0) return false;
-    }
+    if ((reserved[0] | reserved[1] | reserved[2] | reserved[3] | reserved[4] | reserved[5]) != 0) return false;
     switch (kind) {
       case ResponseKind::kPutOk:
       case ResponseKind::kGetNotFound: return error == ErrorCode::kNone && value == 0;
@@ -145,11 +143,7 @@ struct Response {
 
  private:
   static constexpr Response make(ResponseKind k, ErrorCode e, uint64_t v) noexcept {
-    Response r;
-    r.kind = k;
-    r.error = e;
-    r.value = v;
-    return r;
+    return Response{k, e, {0, 0, 0, 0, 0, 0}, v};
   }
 };
 
