@@ -428,9 +428,8 @@ class alignas(kCacheLine) IpcClient {
   // Non-blocking: kFull when depth requests are in flight.
   IpcCallStatus call(const Req& req, uint64_t user_token = 0) noexcept {
     if (!view_.server_alive()) return IpcCallStatus::kServerDisconnected;
-    if (free_.empty()) return IpcCallStatus::kFull;
-    const uint32_t token = free_.back();
-    free_.pop_back();
+    if (free_count_ == 0) return IpcCallStatus::kFull;
+    const uint32_t token = free_[--free_count_];
     busy_[token] = 1;
     user_tokens_[token] = user_token;
     requests_.publish(req_pos_++, token, req);
@@ -439,9 +438,10 @@ class alignas(kCacheLine) IpcClient {
 
   // Delivers arrived responses in arrival order: on_response(uint64_t user_token,
   // const Resp&). Returns the number delivered (responses with a bad token are dropped
-  // and counted in protocol_errors()).
+  // and counted in protocol_errors()). Inlined into the caller's loop: it runs on every
+  // client step.
   template <class F>
-  uint32_t poll(F&& on_response) {
+  [[gnu::always_inline]] uint32_t poll(F&& on_response) {
     uint32_t n = 0;
     const uint32_t depth = view_.config().depth;
     for (uint32_t k = 0; k < depth && responses_.ready(resp_pos_); ++k) {
@@ -454,7 +454,7 @@ class alignas(kCacheLine) IpcClient {
       }
       const uint64_t user_token = user_tokens_[token];  // copy: the callback may reuse the slot
       busy_[token] = 0;
-      free_.push_back(token);
+      free_[free_count_++] = token;
       ++n;
       on_response(user_token, static_cast<const Resp&>(resp));
     }
@@ -462,7 +462,7 @@ class alignas(kCacheLine) IpcClient {
   }
 
   uint32_t client_index() const noexcept { return index_; }
-  uint32_t in_flight() const noexcept { return view_.config().depth - static_cast<uint32_t>(free_.size()); }
+  uint32_t in_flight() const noexcept { return view_.config().depth - free_count_; }
   uint64_t protocol_errors() const noexcept { return protocol_errors_; }
   bool server_alive() const noexcept { return view_.server_alive(); }
   const IpcConfig& config() const noexcept { return view_.config(); }
@@ -473,10 +473,10 @@ class alignas(kCacheLine) IpcClient {
         index_(index),
         requests_(view.requests(index)),
         responses_(view.responses(index)),
+        free_(view.config().depth, 0),
         busy_(view.config().depth, 0),
         user_tokens_(view.config().depth, 0) {
-    free_.reserve(view.config().depth);
-    for (uint32_t t = view.config().depth; t-- > 0;) free_.push_back(t);  // token 0 first
+    for (uint32_t t = view.config().depth; t-- > 0;) free_[free_count_++] = t;  // token 0 first
   }
 
   static void check_alive(const IpcView<Req, Resp>& view) {
@@ -493,7 +493,8 @@ class alignas(kCacheLine) IpcClient {
   StampedRing<Resp> responses_;
   uint64_t req_pos_ = 0;   // next request position to write
   uint64_t resp_pos_ = 0;  // next response position to read
-  LineVector<uint32_t> free_;         // free request-slot tokens (client-local)
+  LineVector<uint32_t> free_;         // [0, free_count_): free request-slot tokens (client-local, a stack)
+  uint32_t free_count_ = 0;
   LineVector<uint8_t> busy_;          // token awaits a response
   LineVector<uint64_t> user_tokens_;  // caller's token per request slot
   uint64_t protocol_errors_ = 0;
