@@ -308,6 +308,36 @@ class alignas(kCacheLine) IpcServer {
     return std::nullopt;
   }
 
+  // recv() and reply() in one pass, for a server that answers every request at once:
+  // for each request found by the last poll, in recv() order, respond(const Req&)
+  // returns its response, which is published before the next request is read; then
+  // answered(uint32_t client) runs. The checks and counts are recv()'s (a bad token is
+  // counted in bad_requests() and not answered); the handle reply() would check is the
+  // server's own, and the client's outstanding count ends where it started. respond and
+  // answered must not call recv(). Returns the number of requests answered.
+  template <class Respond, class Answered>
+  uint32_t serve(Respond&& respond, Answered&& answered) {
+    const uint32_t depth = view_.config().depth;
+    uint32_t n = 0;
+    for (; ready_pos_ < ready_count_; ++ready_pos_) {
+      const Ready r = ready_[ready_pos_];
+      ClientState& st = clients_[r.client];
+      for (uint32_t k = 0; k < r.count; ++k) {
+        Req req;
+        uint32_t token = 0;
+        st.requests.read(st.req_cursor++, token, req);  // ready() seen in scan
+        if (token >= depth) {  // written by the client: never trusted
+          ++bad_requests_;
+          continue;
+        }
+        st.responses.publish(st.resp_head++, token, respond(static_cast<const Req&>(req)));
+        answered(r.client);
+        ++n;
+      }
+    }
+    return n;
+  }
+
   // Writes the response for handle into its client's response ring.
   IpcReplyStatus reply(const IpcHandle& handle, const Resp& resp) noexcept {
     if (handle.client >= view_.config().max_clients) return IpcReplyStatus::kBadClient;
