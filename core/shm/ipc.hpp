@@ -320,12 +320,13 @@ class alignas(kCacheLine) IpcServer {
     const uint32_t depth = view_.config().depth;
     uint32_t n = 0;
     for (; ready_pos_ < ready_count_; ++ready_pos_) {
-      const Ready r = ready_[ready_pos_];
+      Ready& r = ready_[ready_pos_];
       ClientState& st = clients_[r.client];
-      for (uint32_t k = 0; k < r.count; ++k) {
+      while (r.count > 0) {
         Req req;
         uint32_t token = 0;
         st.requests.read(st.req_cursor++, token, req);  // ready() seen in scan
+        --r.count;  // cursor and count move together, as in recv()
         if (token >= depth) {  // written by the client: never trusted
           ++bad_requests_;
           continue;

@@ -1,6 +1,7 @@
 // ipc: per-client SPSC request/response rings, tokens, validation, skip rules.
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "core/random.hpp"
@@ -305,6 +306,30 @@ TEST_CASE("ipc serve: recv and reply in one pass, in recv order, with recv's che
     CHECK(load_le<uint32_t>(f.base(), f.resp_off(2, 0)) == 0);  // the forged request got no answer
   }
   for (auto& c : cs) CHECK(c.protocol_errors() == 0);
+}
+
+TEST_CASE("ipc serve: after an exception from respond, recv() goes on at the next request", "[shm][ipc]") {
+  Fixture f(IpcConfig{1, 4});
+  Client c = Client::connect(f.seg.bytes());
+  for (uint64_t k = 0; k < 3; ++k) REQUIRE(c.call(Req{0, 0, k, 1 + k}, k) == IpcCallStatus::kOk);
+  REQUIRE(f.server.poll() == 3);
+  int responded = 0;
+  CHECK_THROWS_AS(f.server.serve(
+                      [&](const Req& q) {
+                        if (++responded == 2) throw std::runtime_error("respond failed");
+                        return Resp{q.seq, shmtest::answer(q.value)};
+                      },
+                      [](uint32_t) {}),
+                  std::runtime_error);
+  // The first request was answered, the second taken (the exception is the caller's),
+  // the third is still there.
+  const auto r = f.server.recv();
+  REQUIRE(r.has_value());
+  CHECK(r->payload.seq == 2);
+  CHECK_FALSE(f.server.recv().has_value());
+  std::vector<uint64_t> got;
+  c.poll([&](uint64_t t, const Resp&) { got.push_back(t); });
+  CHECK(got == std::vector<uint64_t>{0});
 }
 
 TEST_CASE("ipc random interleavings over many laps: exactly-once, FIFO per client", "[shm][ipc]") {
