@@ -25,6 +25,9 @@
 # differently from build to build, and callgrind then charges their code to the caller)
 #   ucp_worker_progress     UCX progress, wherever called
 #   ucp_am_send_nbx         UCX active-message sends, wherever called
+# A stage row (ipc through ucp_am_send_nbx) is the inclusive cost of the calls of its
+# function, read from the call edges: callgrind_annotate splits a function's entry by
+# source file, and a build that mixes ccache hits names one file two ways.
 #   calls/request: ucp_worker_progress, ucp_am_send_nbx, daemon loops, client steps, sched_yield
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -73,6 +76,7 @@ requests = t["completed"]
 incl = collections.Counter()  # inclusive Ir of each function (its own entry, the one naming its object)
 whole = collections.Counter()  # largest inclusive Ir among a function's entries (the inlined pieces too)
 calls = collections.Counter()  # calls of each function
+called = collections.Counter()  # inclusive Ir of the calls of each function (from other functions)
 for f in files:
     out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", f],
                          capture_output=True, text=True, check=True).stdout
@@ -82,14 +86,18 @@ for f in files:
         if not m:
             continue
         v, name = int(m.group(1).replace(",", "")), m.group(2)
-        if name.endswith("]"):
+        if re.search(r" \[/[^]]*\]$", name):  # the entry naming its object (a path); not "[clone .isra.0]"
             incl[name] += v
             name = name[: name.rindex(" [")]
         seen[name] = max(seen[name], v)
     whole.update(seen)
-    names, callee = {}, None
+    names, caller, callee, edge = {}, None, None, False
     for line in open(f, errors="replace"):
-        if line.startswith(("fn=", "cfn=")):
+        if edge:  # the line after calls=: position and inclusive cost of the call
+            edge = False
+            if callee != caller:
+                called[names.get(callee, callee)] += int(line.split()[-1])
+        elif line.startswith(("fn=", "cfn=")):
             key, rest = line.rstrip("\n").split("=", 1)
             m = re.match(r"\((\d+)\)(?: (.*))?", rest)
             ident = m.group(1) if m else rest
@@ -99,11 +107,17 @@ for f in files:
                 names[ident] = rest
             if key == "cfn":
                 callee = ident
+            else:
+                caller = ident
         elif line.startswith("calls="):
             calls[names.get(callee, callee)] += int(line[6:].split()[0])
+            edge = True
 
 def ir(pattern):
     return sum(v for k, v in incl.items() if re.search(pattern, k)) / requests
+
+def stage(pattern):  # a function's calls, all they ran (whatever file the compiler charged its inlined code to)
+    return sum(v for k, v in called.items() if re.search(pattern, k)) / requests
 
 def thread(pattern):  # a thread body (std::thread's _M_run of the Driver's lambda): all it ran
     return sum(v for k, v in whole.items() if re.search(pattern, k)) / requests
@@ -115,12 +129,12 @@ rows = [
     ("threads", ir(r"^start_thread ")),
     ("client threads", thread(r"^std::thread::_State_impl<.*Driver<.*>::spawn\(\)::\{lambda\(\)#2\}")),
     ("daemon threads", thread(r"^std::thread::_State_impl<.*Driver<.*>::spawn\(\)::\{lambda\(\)#1\}")),
-    ("  ipc", ir(r"serve_shard_ipc<")),
-    ("  ring read", ir(r"DelegationServer<.*>::recv\(\)")),
-    ("  copyrpc over UCX: progress", ir(r"^bkv::ucx::UcxTransport::progress\(\) ")),
-    ("  copyrpc over UCX: send", ir(r"^bkv::ucx::QueuePair::ring_doorbell\(\) ")),
-    ("ucp_worker_progress", ir(r"^ucp_worker_progress ")),
-    ("ucp_am_send_nbx", ir(r"^ucp_am_send_nbx ")),
+    ("  ipc", stage(r"serve_shard_ipc<")),
+    ("  ring read", stage(r"DelegationServer<.*>::recv\(\)")),
+    ("  copyrpc over UCX: progress", stage(r"^bkv::ucx::UcxTransport::progress\(\)$")),
+    ("  copyrpc over UCX: send", stage(r"^bkv::ucx::QueuePair::ring_doorbell\(\)$")),
+    ("ucp_worker_progress", stage(r"^ucp_worker_progress$")),
+    ("ucp_am_send_nbx", stage(r"^ucp_am_send_nbx$")),
 ]
 print(f"{label} ({spec}): {requests} requests")
 print("  instructions/request: " + "  ".join(f"{k.strip()} {v:.0f}" for k, v in rows))

@@ -82,6 +82,27 @@ class Store {
   HistoryOracle* oracle_ = nullptr;
 };
 
+namespace detail {
+// The operation of a request execute() validated, on its key's slot.
+inline Response apply(std::atomic<uint64_t>& slot, const Request& req) noexcept {
+  if (req.is_put()) {
+    slot.store(req.value, std::memory_order_relaxed);
+    return Response::put_ok();
+  }
+  const uint64_t v = slot.load(std::memory_order_relaxed);
+  return v == kAbsentValue ? Response::get_not_found() : Response::get_ok(v);
+}
+// The operation and its record as one step of the oracle's order (history_oracle.hpp).
+// Out of line: the lock is not set up on the path without an oracle.
+[[gnu::noinline]] inline Response apply_recorded(Store& store, std::atomic<uint64_t>& slot, const Request& req,
+                                                 HistoryOracle& oracle) noexcept {
+  const std::unique_lock<std::mutex> lock = oracle.apply_lock();
+  const Response resp = apply(slot, req);
+  oracle.applied(store.rank(), req, resp);
+  return resp;
+}
+}  // namespace detail
+
 // Executes one request on this node's store. Never throws, never reads or writes out of
 // bounds: an invalid request, a request for another rank or a key >= key_range yields a
 // kError response (value = the offending key, when there is one).
@@ -90,22 +111,9 @@ inline Response execute(Store& store, const Request& req) noexcept {
   if (req.rank != store.rank()) return Response::failure(ErrorCode::kWrongRank, req.key);
   if (!store.in_range(req.key)) return Response::failure(ErrorCode::kKeyOutOfRange, req.key);
   auto& slot = store.slot_unchecked(req.key);
-  auto apply = [&]() {
-    if (req.is_put()) {
-      slot.store(req.value, std::memory_order_relaxed);
-      return Response::put_ok();
-    }
-    const uint64_t v = slot.load(std::memory_order_relaxed);
-    return v == kAbsentValue ? Response::get_not_found() : Response::get_ok(v);
-  };
-  if (HistoryOracle* oracle = store.oracle(); oracle != nullptr) [[unlikely]] {
-    // The operation and its record as one step of the oracle's order (history_oracle.hpp).
-    const std::unique_lock<std::mutex> lock = oracle->apply_lock();
-    const Response resp = apply();
-    oracle->applied(store.rank(), req, resp);
-    return resp;
-  }
-  return apply();
+  if (HistoryOracle* oracle = store.oracle(); oracle != nullptr) [[unlikely]]
+    return detail::apply_recorded(store, slot, req, *oracle);
+  return detail::apply(slot, req);
 }
 
 }  // namespace bkv::kv

@@ -17,6 +17,8 @@
 // the offending key (or 0); PutOk / GetNotFound -> 0.
 #pragma once
 
+#include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -125,9 +127,7 @@ struct Response {
   // Structural check: a known kind, an error code exactly when kind == kError, zero
   // reserved bytes, zero value where the kind carries none, GetOk never kAbsentValue.
   constexpr bool valid() const noexcept {
-    for (uint8_t b : reserved) {
-      if (b != 0) return false;
-    }
+    if (!reserved_zero()) return false;
     switch (kind) {
       case ResponseKind::kPutOk:
       case ResponseKind::kGetNotFound: return error == ErrorCode::kNone && value == 0;
@@ -144,12 +144,14 @@ struct Response {
   friend constexpr bool operator==(const Response&, const Response&) = default;
 
  private:
+  // The reserved bytes 2..7 are the high 48 bits of the first 8-byte word (the layout is
+  // little-endian): one test, where a byte-by-byte check takes six.
+  constexpr bool reserved_zero() const noexcept {
+    static_assert(std::endian::native == std::endian::little, "the message layouts are little-endian");
+    return std::bit_cast<std::array<uint64_t, 2>>(*this)[0] >> 16 == 0;
+  }
   static constexpr Response make(ResponseKind k, ErrorCode e, uint64_t v) noexcept {
-    Response r;
-    r.kind = k;
-    r.error = e;
-    r.value = v;
-    return r;
+    return Response{k, e, {0, 0, 0, 0, 0, 0}, v};
   }
 };
 

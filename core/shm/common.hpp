@@ -11,6 +11,7 @@
 #include <sched.h>
 
 #include <atomic>
+#include <bit>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
@@ -37,17 +38,12 @@ constexpr bool is_pow2(uint64_t v) noexcept { return v != 0 && (v & (v - 1)) == 
 // Rounds v up to a multiple of a; a must be a power of two.
 constexpr size_t align_up(size_t v, size_t a) noexcept { return (v + a - 1) & ~(a - 1); }
 
-constexpr uint32_t log2_pow2(uint64_t v) noexcept {
-  uint32_t n = 0;
-  while (v > 1) {
-    v >>= 1;
-    ++n;
-  }
-  return n;
-}
+// floor(log2(v)) (the exponent of a power of two), 0 for v <= 1.
+constexpr uint32_t log2_pow2(uint64_t v) noexcept { return v <= 1 ? 0 : static_cast<uint32_t>(std::bit_width(v)) - 1; }
 
 static_assert(is_pow2(kCacheLine) && align_up(17, 64) == 64 && align_up(64, 64) == 64);
 static_assert(!is_pow2(0) && !is_pow2(12) && log2_pow2(1024) == 10);
+static_assert(log2_pow2(0) == 0 && log2_pow2(1) == 0 && log2_pow2(12) == 3 && log2_pow2(uint64_t{1} << 63) == 63);
 
 // ---- checked size arithmetic ------------------------------------------------------
 // Sizes derived from header fields (shared memory: any value at all) or from caller

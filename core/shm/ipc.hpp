@@ -259,8 +259,10 @@ class alignas(kCacheLine) IpcServer {
       throw ShmError("ipc create: segment is not 64-byte aligned");
     std::memset(mem.data(), 0, mem.size());
     view_ = IpcView<Req, Resp>(mem.data(), cfg);
-    clients_.assign(cfg.max_clients, ClientState{});
-    ready_.reserve(cfg.max_clients);
+    clients_.reserve(cfg.max_clients);
+    for (uint32_t c = 0; c < cfg.max_clients; ++c)
+      clients_.push_back(ClientState{view_.requests(c), view_.responses(c)});
+    ready_.assign(cfg.max_clients, Ready{});
     IpcHeader& h = view_.header();
     h.version = kIpcVersion;
     h.max_clients = cfg.max_clients;
@@ -283,7 +285,7 @@ class alignas(kCacheLine) IpcServer {
 
   // Next request found by the last poll, client by client (flat combining).
   std::optional<IpcRequest<Req>> recv() noexcept {
-    while (ready_pos_ < ready_.size()) {
+    while (ready_pos_ < ready_count_) {
       Ready& r = ready_[ready_pos_];
       if (r.count == 0) {
         ++ready_pos_;
@@ -292,7 +294,7 @@ class alignas(kCacheLine) IpcServer {
       ClientState& st = clients_[r.client];
       IpcRequest<Req> out;
       uint32_t token = 0;
-      view_.requests(r.client).read(st.req_cursor, token, out.payload);  // ready() seen in scan
+      st.requests.read(st.req_cursor, token, out.payload);  // ready() seen in scan
       ++st.req_cursor;
       --r.count;
       if (token >= view_.config().depth) {  // written by the client: never trusted
@@ -306,6 +308,37 @@ class alignas(kCacheLine) IpcServer {
     return std::nullopt;
   }
 
+  // recv() and reply() in one pass, for a server that answers every request at once:
+  // for each request found by the last poll, in recv() order, respond(const Req&)
+  // returns its response, which is published before the next request is read; then
+  // answered(uint32_t client) runs. The checks and counts are recv()'s (a bad token is
+  // counted in bad_requests() and not answered); the handle reply() would check is the
+  // server's own, and the client's outstanding count ends where it started. respond and
+  // answered must not call recv(). Returns the number of requests answered.
+  template <class Respond, class Answered>
+  uint32_t serve(Respond&& respond, Answered&& answered) {
+    const uint32_t depth = view_.config().depth;
+    uint32_t n = 0;
+    for (; ready_pos_ < ready_count_; ++ready_pos_) {
+      Ready& r = ready_[ready_pos_];
+      ClientState& st = clients_[r.client];
+      while (r.count > 0) {
+        Req req;
+        uint32_t token = 0;
+        st.requests.read(st.req_cursor++, token, req);  // ready() seen in scan
+        --r.count;  // cursor and count move together, as in recv()
+        if (token >= depth) {  // written by the client: never trusted
+          ++bad_requests_;
+          continue;
+        }
+        st.responses.publish(st.resp_head++, token, respond(static_cast<const Req&>(req)));
+        answered(r.client);
+        ++n;
+      }
+    }
+    return n;
+  }
+
   // Writes the response for handle into its client's response ring.
   IpcReplyStatus reply(const IpcHandle& handle, const Resp& resp) noexcept {
     if (handle.client >= view_.config().max_clients) return IpcReplyStatus::kBadClient;
@@ -313,7 +346,7 @@ class alignas(kCacheLine) IpcServer {
     ClientState& st = clients_[handle.client];
     if (st.outstanding == 0) return IpcReplyStatus::kNotOutstanding;
     --st.outstanding;
-    view_.responses(handle.client).publish(st.resp_head++, handle.token, resp);
+    st.responses.publish(st.resp_head++, handle.token, resp);
     return IpcReplyStatus::kOk;
   }
 
@@ -326,20 +359,23 @@ class alignas(kCacheLine) IpcServer {
 
  private:
   struct ClientState {
+    StampedRing<Req> requests;  // the client's rings in the segment (addresses fixed at create)
+    StampedRing<Resp> responses;
     uint64_t req_cursor = 0;   // next request position to read
     uint64_t resp_head = 0;    // next response position to write
     uint32_t outstanding = 0;  // received, not yet replied
     uint32_t idle = 0;         // consecutive empty scans (saturates)
   };
   struct Ready {
-    uint32_t client;
-    uint32_t count;
+    uint32_t client = 0;
+    uint32_t count = 0;
   };
 
   // Counts, per client, the contiguous published requests at its cursor (one lap at
-  // most), rotating the starting client every poll for fairness.
-  uint32_t scan(bool skip) noexcept {
-    ready_.clear();
+  // most), rotating the starting client every poll for fairness. Inlined into poll() and
+  // poll_with_skip() (`skip` a constant there): it runs on every daemon loop.
+  [[gnu::always_inline]] uint32_t scan(bool skip) noexcept {
+    ready_count_ = 0;
     ready_pos_ = 0;
     ++epoch_;
     const uint32_t n = view_.config().max_clients;
@@ -353,15 +389,14 @@ class alignas(kCacheLine) IpcServer {
         if (st.idle >= skip_.idle_after && ((epoch_ + c) & (skip_.period - 1)) != 0) continue;  // rule 2
       }
       ++clients_scanned_;
-      const StampedRing<Req> ring = view_.requests(c);
       uint32_t count = 0;
-      while (count < depth && ring.ready(st.req_cursor + count)) ++count;
+      while (count < depth && st.requests.ready(st.req_cursor + count)) ++count;
       if (count == 0) {
         if (st.idle < skip_.idle_after) ++st.idle;
         continue;
       }
       st.idle = 0;
-      ready_.push_back(Ready{c, count});
+      ready_[ready_count_++] = Ready{c, count};
       total += count;
     }
     rr_start_ = (rr_start_ + 1 == n) ? 0 : rr_start_ + 1;
@@ -371,8 +406,9 @@ class alignas(kCacheLine) IpcServer {
   IpcView<Req, Resp> view_;
   IpcSkipConfig skip_;
   LineVector<ClientState> clients_;
-  LineVector<Ready> ready_;
-  size_t ready_pos_ = 0;
+  LineVector<Ready> ready_;  // [0, ready_count_): clients with requests found by the last poll
+  uint32_t ready_count_ = 0;
+  uint32_t ready_pos_ = 0;
   uint32_t rr_start_ = 0;
   uint64_t epoch_ = 0;
   uint64_t bad_requests_ = 0;
@@ -423,9 +459,8 @@ class alignas(kCacheLine) IpcClient {
   // Non-blocking: kFull when depth requests are in flight.
   IpcCallStatus call(const Req& req, uint64_t user_token = 0) noexcept {
     if (!view_.server_alive()) return IpcCallStatus::kServerDisconnected;
-    if (free_.empty()) return IpcCallStatus::kFull;
-    const uint32_t token = free_.back();
-    free_.pop_back();
+    if (free_count_ == 0) return IpcCallStatus::kFull;
+    const uint32_t token = free_[--free_count_];
     busy_[token] = 1;
     user_tokens_[token] = user_token;
     requests_.publish(req_pos_++, token, req);
@@ -434,9 +469,10 @@ class alignas(kCacheLine) IpcClient {
 
   // Delivers arrived responses in arrival order: on_response(uint64_t user_token,
   // const Resp&). Returns the number delivered (responses with a bad token are dropped
-  // and counted in protocol_errors()).
+  // and counted in protocol_errors()). Inlined into the caller's loop: it runs on every
+  // client step.
   template <class F>
-  uint32_t poll(F&& on_response) {
+  [[gnu::always_inline]] uint32_t poll(F&& on_response) {
     uint32_t n = 0;
     const uint32_t depth = view_.config().depth;
     for (uint32_t k = 0; k < depth && responses_.ready(resp_pos_); ++k) {
@@ -449,7 +485,7 @@ class alignas(kCacheLine) IpcClient {
       }
       const uint64_t user_token = user_tokens_[token];  // copy: the callback may reuse the slot
       busy_[token] = 0;
-      free_.push_back(token);
+      free_[free_count_++] = token;
       ++n;
       on_response(user_token, static_cast<const Resp&>(resp));
     }
@@ -457,7 +493,7 @@ class alignas(kCacheLine) IpcClient {
   }
 
   uint32_t client_index() const noexcept { return index_; }
-  uint32_t in_flight() const noexcept { return view_.config().depth - static_cast<uint32_t>(free_.size()); }
+  uint32_t in_flight() const noexcept { return view_.config().depth - free_count_; }
   uint64_t protocol_errors() const noexcept { return protocol_errors_; }
   bool server_alive() const noexcept { return view_.server_alive(); }
   const IpcConfig& config() const noexcept { return view_.config(); }
@@ -468,10 +504,10 @@ class alignas(kCacheLine) IpcClient {
         index_(index),
         requests_(view.requests(index)),
         responses_(view.responses(index)),
+        free_(view.config().depth, 0),
         busy_(view.config().depth, 0),
         user_tokens_(view.config().depth, 0) {
-    free_.reserve(view.config().depth);
-    for (uint32_t t = view.config().depth; t-- > 0;) free_.push_back(t);  // token 0 first
+    for (uint32_t t = view.config().depth; t-- > 0;) free_[free_count_++] = t;  // token 0 first
   }
 
   static void check_alive(const IpcView<Req, Resp>& view) {
@@ -488,7 +524,8 @@ class alignas(kCacheLine) IpcClient {
   StampedRing<Resp> responses_;
   uint64_t req_pos_ = 0;   // next request position to write
   uint64_t resp_pos_ = 0;  // next response position to read
-  LineVector<uint32_t> free_;         // free request-slot tokens (client-local)
+  LineVector<uint32_t> free_;         // [0, free_count_): free request-slot tokens (client-local, a stack)
+  uint32_t free_count_ = 0;
   LineVector<uint8_t> busy_;          // token awaits a response
   LineVector<uint64_t> user_tokens_;  // caller's token per request slot
   uint64_t protocol_errors_ = 0;

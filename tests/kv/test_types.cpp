@@ -106,6 +106,14 @@ TEST_CASE("decode_response accepts exactly the valid encodings", "[kv][types]") 
     b[7] = std::byte{1};
     CHECK_FALSE(decode_response(b).has_value());
   }
+  SECTION("each reserved byte, each bit") {
+    for (size_t i = 2; i < 8; ++i)
+      for (int bit = 0; bit < 8; ++bit) {
+        auto r = bytes_of(Response::put_ok());
+        r[i] = std::byte(1 << bit);
+        CHECK_FALSE(decode_response(r).has_value());
+      }
+  }
   SECTION("PutOk/GetNotFound carrying a value, GetOk carrying the absent marker") {
     auto p = bytes_of(Response::put_ok());
     p[8] = std::byte{1};

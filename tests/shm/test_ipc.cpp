@@ -1,6 +1,7 @@
 // ipc: per-client SPSC request/response rings, tokens, validation, skip rules.
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "core/random.hpp"
@@ -261,6 +262,74 @@ TEST_CASE("ipc flat combining drains client by client, starting client rotates",
     REQUIRE(order == std::vector<uint32_t>{s, s, (s + 1) % 3, (s + 1) % 3, (s + 2) % 3, (s + 2) % 3});
     for (auto& c : cs) REQUIRE(c.poll([](uint64_t, const Resp&) {}) == 2);
   }
+}
+
+TEST_CASE("ipc serve: recv and reply in one pass, in recv order, with recv's checks", "[shm][ipc]") {
+  Fixture f(IpcConfig{3, 4});
+  std::vector<Client> cs;
+  for (int i = 0; i < 2; ++i) cs.push_back(Client::connect(f.seg.bytes()));
+  for (uint32_t round = 0; round < 2; ++round) {
+    for (uint64_t k = 0; k < 2; ++k) REQUIRE(cs[0].call(Req{0, 0, k, 10 + k}, 100 + k) == IpcCallStatus::kOk);
+    REQUIRE(cs[1].call(Req{1, 0, 0, 20}, 200) == IpcCallStatus::kOk);
+    // Client index 2 is nobody's: a forged request with an out-of-range token.
+    store_le<uint32_t>(f.base(), f.req_off(2, round) + 4, 9);
+    store_le<uint32_t>(f.base(), f.req_off(2, round), 1);
+    REQUIRE(f.server.poll() == 4);
+    std::vector<uint64_t> values;
+    std::vector<uint32_t> answered;
+    const uint32_t n = f.server.serve(
+        [&](const Req& q) {
+          values.push_back(q.value);
+          return Resp{q.seq, shmtest::answer(q.value)};
+        },
+        [&](uint32_t client) { answered.push_back(client); });
+    CHECK(n == 3);
+    CHECK(f.server.bad_requests() == round + 1);
+    // The poll starts at client `round` (rotation): 0 0 1 [2], then 1 [2] 0 0.
+    if (round == 0) {
+      CHECK(values == std::vector<uint64_t>{10, 11, 20});
+      CHECK(answered == std::vector<uint32_t>{0, 0, 1});
+    } else {
+      CHECK(values == std::vector<uint64_t>{20, 10, 11});
+      CHECK(answered == std::vector<uint32_t>{1, 0, 0});
+    }
+    CHECK_FALSE(f.server.recv().has_value());  // serve took every request of the poll
+    for (uint32_t c = 0; c < 3; ++c) CHECK(f.server.outstanding(c) == 0);
+    CHECK(f.server.reply(IpcHandle{0, 0}, Resp{}) == IpcReplyStatus::kNotOutstanding);
+    std::vector<uint64_t> got;
+    for (auto& c : cs)
+      c.poll([&](uint64_t t, const Resp& r) {
+        got.push_back(t);
+        CHECK(r.value == shmtest::answer(r.seq + (t >= 200 ? 20 : 10)));
+      });
+    CHECK(got == std::vector<uint64_t>{100, 101, 200});
+    CHECK(load_le<uint32_t>(f.base(), f.resp_off(2, 0)) == 0);  // the forged request got no answer
+  }
+  for (auto& c : cs) CHECK(c.protocol_errors() == 0);
+}
+
+TEST_CASE("ipc serve: after an exception from respond, recv() goes on at the next request", "[shm][ipc]") {
+  Fixture f(IpcConfig{1, 4});
+  Client c = Client::connect(f.seg.bytes());
+  for (uint64_t k = 0; k < 3; ++k) REQUIRE(c.call(Req{0, 0, k, 1 + k}, k) == IpcCallStatus::kOk);
+  REQUIRE(f.server.poll() == 3);
+  int responded = 0;
+  CHECK_THROWS_AS(f.server.serve(
+                      [&](const Req& q) {
+                        if (++responded == 2) throw std::runtime_error("respond failed");
+                        return Resp{q.seq, shmtest::answer(q.value)};
+                      },
+                      [](uint32_t) {}),
+                  std::runtime_error);
+  // The first request was answered, the second taken (the exception is the caller's),
+  // the third is still there.
+  const auto r = f.server.recv();
+  REQUIRE(r.has_value());
+  CHECK(r->payload.seq == 2);
+  CHECK_FALSE(f.server.recv().has_value());
+  std::vector<uint64_t> got;
+  c.poll([&](uint64_t t, const Resp&) { got.push_back(t); });
+  CHECK(got == std::vector<uint64_t>{0});
 }
 
 TEST_CASE("ipc random interleavings over many laps: exactly-once, FIFO per client", "[shm][ipc]") {
