@@ -219,13 +219,21 @@ class DirectTransport {
       const uint64_t pi = pi_;
       const uint64_t db = db_tag_;
       if (pi != db + 1) [[unlikely]] return ring_doorbell_wqe(pi, db);
-      std::byte* const reg = bf_cur_;
       const std::byte* const src = last_ctrl_;
+      blueflame_copy(publish_one_wqe(pi), src, 1);
+    }
+
+    // What every one-WQE doorbell does before its BlueFlame copy: take this BlueFlame
+    // half and toggle to the other, tag the doorbell, write the doorbell record (which
+    // must be visible before the BlueFlame write). Returns the BlueFlame half. The caller
+    // reads last_ctrl_ first: the record write's barrier would make it a reload.
+    [[gnu::always_inline]] std::byte* publish_one_wqe(uint64_t pi) noexcept {
+      std::byte* const reg = bf_cur_;
       uint32_t* const dbrec = dbrec_sq_;
       bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
       db_tag_ = pi;  // db_tag_bit_ is 0 on this path
       write_doorbell_record(dbrec, static_cast<uint16_t>(pi));
-      blueflame_copy(reg, src, 1);
+      return reg;
     }
 
     // WQEs of the largest size this QP builds that are sure to fit now (one NOP fill
@@ -360,13 +368,8 @@ class DirectTransport {
       if (db != last_start_) [[unlikely]] return ring_doorbell_general(pi, db & ~kGeneralDoorbellsOnly);
       // The one WQE's size: 2..kMaxWqeBbs (not 1: the caller's test), <= bf_bbs_.
       const uint32_t bbs = static_cast<uint32_t>(pi - db);
-      std::byte* const reg = bf_cur_;
       const std::byte* const src = last_ctrl_;
-      uint32_t* const dbrec = dbrec_sq_;
-      bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
-      db_tag_ = pi;  // db_tag_bit_ is 0 on this path
-      write_doorbell_record(dbrec, static_cast<uint16_t>(pi));
-      blueflame_copy_wqe(reg, src, bbs);
+      blueflame_copy_wqe(publish_one_wqe(pi), src, bbs);
     }
 
     // No WQE since the last doorbell (nothing to do), several WQEs, or a QP without a
