@@ -17,21 +17,14 @@
 #include "apps/benchkv/sim_runner.hpp"
 #include "sim/engine.hpp"
 #include "sim/model.hpp"
+#include "tests/sim/model_error.hpp"
 #include "sim/sim_thread.hpp"
 
 using namespace bkv;
 using nlohmann::json;
+using bkv::test::model_error;
 
 namespace {
-
-std::string error_of(const json& j) {
-  try {
-    sim::Model::from_json(j, "m");
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Mops per rank of a Delegation run with 8 clients x QD 8 per node, with the handoff at
 // `handoff_ns` (0 = off). The model is the cpu_only candidate (NIC at its defaults), so
@@ -120,9 +113,9 @@ TEST_CASE("answer handoff: the model key, its errors and its absence when off", 
   CHECK(m.response_handoff_ns == 140);
   CHECK(m.to_json().at("response_handoff_ns") == 140);
   CHECK(sim::Model::from_json(m.to_json(), "m").response_handoff_ns == 140);
-  CHECK(error_of(json{{"response_handoff_ns", -1}}).find("m.response_handoff_ns: must be a number >= 0") != std::string::npos);
-  CHECK(error_of(json{{"response_handoff_ns", "fast"}}).find("m.response_handoff_ns") != std::string::npos);
-  CHECK(error_of(json{{"response_handof_ns", 1}}).find("unknown key \"response_handof_ns\"") != std::string::npos);
+  CHECK(model_error(json{{"response_handoff_ns", -1}}).find("m.response_handoff_ns: must be a number >= 0") != std::string::npos);
+  CHECK(model_error(json{{"response_handoff_ns", "fast"}}).find("m.response_handoff_ns") != std::string::npos);
+  CHECK(model_error(json{{"response_handof_ns", 1}}).find("unknown key \"response_handof_ns\"") != std::string::npos);
 }
 
 TEST_CASE("answer handoff: a node's rate is capped at 1 / cost whatever the local share", "[handoff]") {
@@ -186,11 +179,11 @@ TEST_CASE("answer handoff per visit: the model key, its errors and its absence b
       sim::Model::from_json(json{{"response_handoff_ns", 190}, {"response_handoff_unit", "answer"}}, "m");
   CHECK(per_answer.response_handoff_unit == sim::HandoffUnit::kAnswer);
   CHECK_FALSE(per_answer.to_json().contains("response_handoff_unit"));  // the default keeps the old bytes
-  CHECK(error_of(json{{"response_handoff_ns", 190}, {"response_handoff_unit", "line"}})
+  CHECK(model_error(json{{"response_handoff_ns", 190}, {"response_handoff_unit", "line"}})
             .find("m.response_handoff_unit: must be \"answer\" or \"visit\"") != std::string::npos);
-  CHECK(error_of(json{{"response_handoff_ns", 190}, {"response_handoff_unit", 1}}).find("m.response_handoff_unit") !=
+  CHECK(model_error(json{{"response_handoff_ns", 190}, {"response_handoff_unit", 1}}).find("m.response_handoff_unit") !=
         std::string::npos);
-  CHECK(error_of(json{{"response_handoff_unit", "visit"}}).find("response_handoff_ns is 0") != std::string::npos);
+  CHECK(model_error(json{{"response_handoff_unit", "visit"}}).find("response_handoff_ns is 0") != std::string::npos);
 }
 
 TEST_CASE("answer handoff per visit: a client's batch of answers amortizes the transfer", "[handoff]") {

@@ -14,20 +14,13 @@
 #include "core/kv/history_oracle.hpp"
 #include "sim/faults.hpp"
 #include "sim/model.hpp"
+#include "tests/sim/model_error.hpp"
 
 using namespace bkv;
 using nlohmann::json;
+using bkv::test::model_error;
 
 namespace {
-
-std::string error_of(const json& j) {
-  try {
-    sim::Model::from_json(j, "m");
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // A short simulated run of `backend` (no output files, no progress).
 app::Options sim_run(backend::BackendKind backend, uint32_t np, uint32_t daemons, uint32_t clients, uint32_t queue_depth,
@@ -75,9 +68,9 @@ TEST_CASE("client issue: the model key, its errors and its absence at the defaul
   CHECK(paced.to_json().at("client_issue") == "paced");
   CHECK(sim::Model::from_json(paced.to_json(), "m").client_issue == sim::ClientIssue::kPaced);
   CHECK(sim::Model::from_json(json{{"client_issue", "step_start"}}, "m").client_issue == sim::ClientIssue::kStepStart);
-  CHECK(error_of(json{{"client_issue", "sometimes"}}).find("m.client_issue: must be \"step_start\" or \"paced\"") !=
+  CHECK(model_error(json{{"client_issue", "sometimes"}}).find("m.client_issue: must be \"step_start\" or \"paced\"") !=
         std::string::npos);
-  CHECK(error_of(json{{"client_issue", 1}}).find("m.client_issue") != std::string::npos);
+  CHECK(model_error(json{{"client_issue", 1}}).find("m.client_issue") != std::string::npos);
 }
 
 TEST_CASE("client issue: paced, a request waits for the costs its client paid before it", "[client_issue]") {

@@ -17,9 +17,11 @@
 #include "core/random.hpp"
 #include "sim/faults.hpp"
 #include "sim/model.hpp"
+#include "tests/sim/model_error.hpp"
 
 using namespace bkv;
 using nlohmann::json;
+using bkv::test::model_error;
 
 namespace {
 
@@ -31,15 +33,6 @@ std::string parse_error(const std::string& text) {
   }
   return "";
 }
-std::string model_error(const json& j) {
-  try {
-    sim::Model::from_json(j, "m");
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 app::Options small_run(backend::BackendKind b, double duration_s) {
   app::Options o;
   o.backend = b;
