@@ -1,7 +1,7 @@
 // copyrpc over the instant loopback: message rate, and a fixed workload for callgrind.
 //
 //   bench_copyrpc_loopback rate  [endpoints] [depth] [seconds]
-//   bench_copyrpc_loopback pairs N        (N request/response pairs, for callgrind)
+//   bench_copyrpc_loopback pairs N [depth] (N request/response pairs, for callgrind; depth 32)
 //
 // Setup: two contexts in one thread (client, server), `endpoints` endpoints, `depth`
 // 32-byte requests in flight per endpoint, 16-byte responses. Each round: the client
@@ -73,16 +73,21 @@ int main(int argc, char** argv) {
   cfg.ring_size = 1 << 20;
   if (std::strcmp(mode, "pairs") == 0) {
     const uint64_t n = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 100000;
+    const uint32_t depth = argc > 3 ? static_cast<uint32_t>(std::atoi(argv[3])) : 32;
+    if (n == 0 || depth == 0) {
+      std::fprintf(stderr, "usage: %s pairs N>=1 [depth>=1]\n", argv[0]);
+      return 2;
+    }
     Setup s(1, cfg);
-    const uint64_t done = run_pairs(s, n, 32);
-    std::printf("pairs=%llu endpoints=1 depth=32 req=32B resp=16B\n", static_cast<unsigned long long>(done));
+    const uint64_t done = run_pairs(s, n, depth);
+    std::printf("pairs=%llu endpoints=1 depth=%u req=32B resp=16B\n", static_cast<unsigned long long>(done), depth);
     return 0;
   }
   const uint32_t eps = argc > 2 ? static_cast<uint32_t>(std::atoi(argv[2])) : 8;
   const uint32_t depth = argc > 3 ? static_cast<uint32_t>(std::atoi(argv[3])) : 32;
   const double secs = argc > 4 ? std::atof(argv[4]) : 1.0;
   if (eps == 0 || depth == 0 || secs <= 0) {
-    std::fprintf(stderr, "usage: %s rate [endpoints>=1] [depth>=1] [seconds>0] | pairs N\n", argv[0]);
+    std::fprintf(stderr, "usage: %s rate [endpoints>=1] [depth>=1] [seconds>0] | pairs N [depth]\n", argv[0]);
     return 2;
   }
   Setup s(eps, cfg);
