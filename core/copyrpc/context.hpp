@@ -341,6 +341,7 @@ class Context {
     // No endpoint is marked dirty while flushing (flush_endpoint never marks one), so the
     // list ends with the endpoints kept on it.
     const size_t n = dirty_.size();
+    if (n == 0) return;
     size_t keep = 0;
     for (size_t i = 0; i < n; ++i) {
       Ep& e = *eps_[dirty_[i]];
@@ -351,7 +352,8 @@ class Context {
       }
     }
     assert(dirty_.size() == n);
-    dirty_.resize(keep);
+    // Shrinking: erase (inline, no growth path) rather than resize (an out-of-line call).
+    dirty_.erase(dirty_.begin() + static_cast<std::ptrdiff_t>(keep), dirty_.end());
   }
 
   template <class OnResponse, class OnFailedCall>
