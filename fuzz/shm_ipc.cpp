@@ -1,6 +1,7 @@
 // Fuzzes ipc over corrupted shared memory: a server formats a segment, then the input
 // interleaves forged writes anywhere in it (header, claim lines, request and response
-// rings) with attaches, client call/poll and server poll/recv/reply. Nothing may read
+// rings) with attaches, client call/poll and server poll/recv/reply and poll/serve (the
+// one-pass recv and reply of a server that answers at once). Nothing may read
 // or write outside the segment, a bad header must be refused with ShmError, and each
 // client gets back only tokens of calls it made, each at most once.
 #include <cstdint>
@@ -49,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint64_t next_token = 1;
 
   for (uint32_t step = 0; step < 512 && !in.empty(); ++step) {
-    switch (in.below(8)) {
+    switch (in.below(9)) {
       case 0: {  // a forged write: mostly into the header
         const bool low = in.take<uint8_t>() & 1;
         const size_t off = low ? in.below(256) : in.below(static_cast<uint32_t>(mem.size()));
@@ -114,6 +115,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           (void)server.reply(IpcHandle{in.take<uint32_t>(), in.take<uint32_t>()}, Resp{0});
         }
         break;
+      case 7: {  // poll, then answer everything found in one serve() pass
+        (void)((in.take<uint8_t>() & 1) ? server.poll_with_skip() : server.poll());
+        std::vector<uint32_t> outstanding_before(cfg.max_clients);
+        for (uint32_t c = 0; c < cfg.max_clients; ++c) outstanding_before[c] = server.outstanding(c);
+        uint32_t responded = 0, answered = 0;
+        const uint32_t n = server.serve(
+            [&](const Req& r) {
+              ++responded;
+              return Resp{r.a};
+            },
+            [&](uint32_t client) {
+              ++answered;
+              if (client >= cfg.max_clients) violated("serve answered a client outside the layout");
+            });
+        if (n != responded || n != answered) violated("serve's count differs from the requests it answered");
+        for (uint32_t c = 0; c < cfg.max_clients; ++c)
+          if (server.outstanding(c) != outstanding_before[c]) violated("serve changed a client's outstanding count");
+        if (server.recv()) violated("recv found a request that serve had already taken");
+        break;
+      }
       default:
         if (in.take<uint8_t>() == 0xFF) server.shutdown();
         break;
