@@ -1,6 +1,7 @@
 #include "sim/sim_thread.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <stdexcept>
 
@@ -74,6 +75,15 @@ void SimThread::account_skipped(Time now) {
     observer_(observer_ctx_, *this);
     repeat_ = 1;
   }
+}
+
+Time SimThread::busy_ns_at(Time t) const noexcept {
+  assert(!in_step_ && t >= step_start_);
+  uint64_t ps = busy_ps_;
+  if (spinning_ && t > spin_origin_) ps += (t - spin_origin_) / spin_period_ * spin_charged_ps_;
+  const uint64_t last_end_ps = step_start_ * 1000 + charged_ps_;  // charged work of the last step
+  if (last_end_ps > t * 1000) ps -= last_end_ps - t * 1000;
+  return ps / 1000;
 }
 
 void SimThread::on_event(void* ctx, uint32_t generation) {

@@ -173,6 +173,11 @@ class SimThread {
   // Metrics.
   uint64_t steps() const noexcept { return steps_; }
   Time busy_ns() const noexcept { return busy_ps_ / 1000; }           // sum of charged time
+  // Charged time up to virtual time t (at or after the last step's start, outside a
+  // step): a step's charge is counted when it starts, so the part of the last step that
+  // runs past t is taken off, and idle loops skipped in closed form (kIdleSpin) up to t
+  // are added. busy_ns_at(b) - busy_ns_at(a) never exceeds b - a.
+  Time busy_ns_at(Time t) const noexcept;
   Time last_step_ns() const noexcept { return last_step_ns_; }        // duration of the last step
   uint32_t step_phase(Phase ph) const noexcept { return step_phase_[static_cast<size_t>(ph)]; }
   uint64_t phase_total(Phase ph) const noexcept { return phase_total_[static_cast<size_t>(ph)]; }

@@ -58,7 +58,10 @@ int run_sim(const app::Options& o) {
   std::fprintf(stderr, "simulated %llu requests, %.3f s of virtual time, in %.2f s wall (%.2f M simulated requests/s)\n",
                static_cast<unsigned long long>(res.total_completed), double(res.extra["virtual_end_ns"].get<uint64_t>()) * 1e-9,
                wall, double(res.total_completed) / wall / 1e6);
-  std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());
+  std::string also;
+  for (const std::string* f : {&o.inflight_samples, &o.trace, &o.step_log})
+    if (!f->empty()) also += ", " + *f;
+  std::fprintf(stderr, "wrote %s%s and %s\n", o.output.c_str(), also.c_str(), o.summary.c_str());
   return app::consistency_status(res.total_issued, res.total_completed, res.errors, "requests", res.failed);
 }
 

@@ -29,6 +29,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The value of inflight_samples that derives the path from output (finish()).
+constexpr std::string_view kAutoPath = "auto";
+
 // ---------------------------------------------------------------------------------------
 // Enum spellings (the CLI and JSON strings).
 // ---------------------------------------------------------------------------------------
@@ -342,7 +345,7 @@ const Spec kSpecs[] = {
     {"interval_ms", 0, Kind::kDouble, kGroupRun, "MS", "epoch length (fractions allowed)", BKV_FIELD(interval_ms)},
     {"trim", 0, Kind::kUnsigned, kGroupRun, "N", "epochs dropped at each end of a run (warm-up, cool-down)",
      BKV_FIELD(trim)},
-    {"runs", 'r', Kind::kUnsigned, kGroupRun, "N", "number of runs", BKV_FIELD(runs)},
+    {"runs", 'r', Kind::kUnsigned, kGroupRun, "N", "number of runs: measurement windows back to back in one execution (threads keep running, same seed), not independent repetitions (vary --seed for those)", BKV_FIELD(runs)},
     {"output", 'o', Kind::kString, kGroupRun, "FILE", "per-epoch CSV output", BKV_FIELD(output)},
     {"summary", 0, Kind::kString, kGroupRun, "FILE",
      "JSON summary output",
@@ -419,7 +422,7 @@ const Spec kSpecs[] = {
      "write which simulated thread each step ran, in order, over the measured runs, to FILE (binary, "
      "apps/benchkv/step_log.hpp; bench/sim_limit.cpp replays it; empty: off)",
      BKV_FIELD(step_log)},
-    {"inflight_samples", 0, Kind::kString, kGroupSim, "FILE", "in-flight time series output (empty: off)",
+    {"inflight_samples", 0, Kind::kString, kGroupSim, "FILE", "in-flight time series output (empty: off; \"auto\": the output path with its extension replaced by .inflight.csv)",
      BKV_FIELD(inflight_samples)},
     {"inflight_sample_interval_us", 0, Kind::kDouble, kGroupSim, "US", "in-flight sampling period (> 0)",
      BKV_FIELD(inflight_sample_interval_us)},
@@ -442,8 +445,8 @@ const Spec kSpecs[] = {
     {"data_backend", 0, Kind::kString, kGroupData, "NAME", "data: delegation, meta, direct or ucx-am (--transport ucx)", BKV_FIELD(data_backend)},
 };
 
-// Keys only the data benchmark has: written by to_json only for it, so the recorded
-// configuration (and the output bytes) of the other modes do not change.
+// Keys only the data benchmark has: written by to_json only for it (they mean nothing
+// to the other modes).
 constexpr std::array<std::string_view, 2> kDataOnlyKeys{"value_size", "data_backend"};
 
 #undef BKV_FIELD
@@ -512,6 +515,9 @@ void apply_object(Options& o, const json& j, const Ctx& c, bool& summary_given) 
 
 void finish(Options& o, bool summary_given) {
   if (!summary_given) o.summary = default_summary_path(o.output);
+  // "auto" follows --output, so that a config's samples are not shared by runs that were
+  // given other outputs on the command line.
+  if (o.inflight_samples == kAutoPath) o.inflight_samples = fs::path(o.output).replace_extension(".inflight.csv").string();
 }
 
 // Output files must be distinct: two outputs on one path would silently overwrite each other.
@@ -754,6 +760,15 @@ void validate(const Options& o, bool require_backend) {
     fail(o, "interval_ms", fmt::format("gives {} epochs per run (duration {} s); at most {} are allowed", epochs,
                                        o.duration, kMaxEpochs));
   }
+  // Runs are back to back in one simulation (run r starts at r x duration), and a run
+  // keeps only whole epochs: a remainder would be counted in the next run's first epoch.
+  if (duration_ns(o) % interval_ns(o) != 0) {
+    const double iv_s = static_cast<double>(interval_ns(o)) / 1e9;
+    fail(o, "duration",
+         fmt::format("s is not a whole number of epochs of {} ms (interval_ms): the rest would be counted "
+                     "in the next run's first epoch; use {} or {}",
+                     o.interval_ms, static_cast<double>(epochs) * iv_s, static_cast<double>(epochs + 1) * iv_s));
+  }
   if (2 * uint64_t{o.trim} >= epochs) {
     fail(o, "trim", fmt::format("leaves no epoch: a run has {} epochs (duration {} s / interval {} ms) and "
                                 "2 x trim = {} of them are dropped",
@@ -820,12 +835,7 @@ json to_json(const Options& o) {
   for (const auto& s : kSpecs) {
     const bool data_only = std::find(kDataOnlyKeys.begin(), kDataOnlyKeys.end(), s.key) != kDataOnlyKeys.end();
     if (data_only && o.backend != BackendKind::kData) continue;
-    if (s.key == "check_exactly_once" && !o.check_exactly_once) continue;  // absent while off: outputs keep their bytes
-    if (s.key == "loop_order" && o.loop.order == backend::LoopOrder::kCalibrated) continue;  // likewise
-    if (s.key == "ring_page_batch" && o.ring_page_batch == kDefaultRingPageBatch) continue;  // likewise
-    if (s.key == "event_set" && o.event_set == kDefaultEventSet) continue;                     // likewise
-    if (s.key == "step_log" && o.step_log.empty()) continue;                                     // likewise
-    j[std::string(s.key)] = s.get(o);
+    j[std::string(s.key)] = s.get(o);  // every other key, default or not: a later default change stays visible
   }
   return j;
 }

@@ -468,7 +468,7 @@ class Experiment {
       for (uint32_t d = 0; d < D_; ++d)
       {
         auto* ctx = nodes_[r]->context_of(d);
-        out.push_back({nodes_[r]->daemon_metrics(d), threads_[r][d]->busy_ns(), threads_[r][d]->steps(),
+        out.push_back({nodes_[r]->daemon_metrics(d), threads_[r][d]->busy_ns_at(engine_.now()), threads_[r][d]->steps(),
                        ctx ? ctx->stats().rtt : copyrpc::RttHistogram{}});
       }
   }

@@ -177,6 +177,11 @@ TEST_CASE("invalid command-line values name the key and the value", "[bench][opt
   require_usage_error(parse({"-d", "5", "--trim", "3", "meta"}), "trim (--trim): 3 leaves no epoch");
   require_usage_error(parse({"-d", "6", "--trim", "3", "meta"}), "trim");  // 6 epochs, 6 trimmed
   CHECK(parse({"-d", "7", "--trim", "3", "meta"}).result.should_run());     // 7 epochs, 1 kept
+  // A run keeps whole epochs only: a remainder would fall into the next run's first epoch.
+  require_usage_error(parse({"-d", "0.0025", "--interval-ms", "1", "--trim", "0", "meta"}),
+                      "duration (--duration): 0.0025 s is not a whole number of epochs of 1 ms (interval_ms)");
+  CHECK(parse({"-d", "0.003", "--interval-ms", "1", "--trim", "0", "meta"}).result.should_run());
+  CHECK(parse({"-d", "0.0025", "--interval-ms", "0.5", "--trim", "0", "meta"}).result.should_run());
   require_usage_error(parse({"--seed", "18446744073709551616", "meta"}), "seed");
   require_usage_error(parse({"--trace", "t.json", "meta"}), "trace_window");
   require_usage_error(parse({"--trace", "t.json", "--trace-window", "10:5", "meta"}), "trace_window");
@@ -257,6 +262,25 @@ TEST_CASE("trace window parsing", "[bench][options]") {
   REQUIRE(p.result.options.trace_window.has_value());
   CHECK(p.result.options.trace_window->begin_ns() == 1'500'000);
   CHECK(p.result.options.trace_window->end_ns() == 2'500'500);
+}
+
+TEST_CASE("inflight_samples auto follows the output path, from a config file or the command line", "[bench][options]") {
+  TempDir dir;
+  const auto cfg = dir.write("c.json", R"({"backend": "delegation", "transport": "sim", "output": "out/c.csv",
+      "inflight_samples": "auto"})");
+  const auto from_file = parse({"--config", cfg});
+  REQUIRE(from_file.result.should_run());
+  CHECK(from_file.result.options.inflight_samples == "out/c.inflight.csv");
+  // -o on the command line moves the samples with it: two runs of one config given
+  // different outputs do not write one samples file
+  const auto moved = parse({"--config", cfg, "-o", "b/B.csv"});
+  REQUIRE(moved.result.should_run());
+  CHECK(moved.result.options.inflight_samples == "b/B.inflight.csv");
+  CHECK(moved.result.options.summary == "b/B.summary.json");
+  // an explicit path stays as given
+  const auto given = parse({"--config", cfg, "-o", "B.csv", "--inflight-samples", "x.csv"});
+  REQUIRE(given.result.should_run());
+  CHECK(given.result.options.inflight_samples == "x.csv");
 }
 
 TEST_CASE("config file values are defaults the command line overrides", "[bench][options]") {
@@ -430,12 +454,15 @@ TEST_CASE("print-config prints a configuration that reads back to the same optio
   REQUIRE(again.result.should_run());
   CHECK(again.result.options == run.result.options);
 
-  // every option is present in the JSON form, but loop_order only when it is not the
-  // calibrated order (and check_exactly_once only when on): the recorded configuration of
-  // a run that does not use them keeps its bytes
-  CHECK(j.size() == (sim ? 41 : 40));
-  CHECK(j.contains("loop_order") == sim);
-  if (sim) CHECK(j["loop_order"] == "calls-first");
+  // every option is present in the JSON form, at its default or not (a later change of a
+  // default stays visible in old summaries), except the data benchmark's own two
+  CHECK(j.size() == 45);
+  CHECK_FALSE(j.contains("value_size"));
+  CHECK_FALSE(j.contains("data_backend"));
+  for (const char* k : {"loop_order", "check_exactly_once", "ring_page_batch", "event_set", "step_log"})
+    CHECK(j.contains(k));
+  CHECK(j["loop_order"] == (sim ? "calls-first" : "calibrated"));
+  CHECK(j["check_exactly_once"] == false);
   CHECK(j["backend"] == (sim ? "delegation" : "direct"));
   CHECK(j["trace_window"] == (sim ? "100.5:200.25" : ""));
   CHECK(j["device"] == (sim ? "" : "mlx5_1"));

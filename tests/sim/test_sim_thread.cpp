@@ -296,3 +296,37 @@ TEST_CASE("kIdleSpin skips idle loops exactly: same phase, same counts as steppi
   CHECK(one[0].at >= 1000);
   CHECK(one[0].at < 1030);
 }
+
+TEST_CASE("busy_ns_at counts a step's charge up to the given time only", "[thread]") {
+  Engine e;
+  const CostModel costs = simple_costs();
+  SimThread t(e, costs, 1, "daemon");
+  struct Body {
+    int steps = 0;
+    StepResult step(SimThread& th) {
+      th.charge(Op::kLoop);
+      th.charge(Op::kCqe, 4);
+      th.charge(Op::kKvOp, 3);  // 117.5 ns a step, back to back: steps start at 1000 + 118 k
+      return ++steps < 50 ? StepResult::kContinue : StepResult::kExit;
+    }
+  } body;
+  t.bind<Body, &Body::step>(&body);
+  t.start(1000);
+  e.run_until(1050);  // inside the first step (1000 .. 1117.5)
+  CHECK(t.busy_ns() == 117);     // the whole step, counted at its start
+  CHECK(t.busy_ns_at(1050) == 50);
+  e.run_until(1200);  // inside the second (1118 .. 1235.5)
+  CHECK(t.busy_ns_at(1200) == 117 + 82);
+  // Windows: never more busy time than the window is long, and the sum of back-to-back
+  // windows is the whole charge.
+  Time prev_t = 1200, prev_busy = t.busy_ns_at(1200);
+  for (Time w = 1237; w <= 7000; w += 37) {
+    e.run_until(w);
+    const Time busy = t.busy_ns_at(w);
+    CHECK(busy - prev_busy <= w - prev_t);
+    prev_t = w;
+    prev_busy = busy;
+  }
+  CHECK(t.exited());
+  CHECK(t.busy_ns_at(prev_t) == t.busy_ns());
+}
