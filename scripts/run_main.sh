@@ -30,4 +30,4 @@ PY
   "NP=16 staggered=out/c1_np16_staggered"
 echo "caveat: this model misses C5, C3, C4 and NP=16's texture, and its NP=16 high state needs clients' re-issues written"
 echo "        at their step's start (with model key client_issue \"paced\" it collapses): docs/bistability.md, opening and section 8"
-echo "pictures: out/figures/timeseries.png out/figures/cqe_histogram.png (regime map: benchkv sweep configs/sweeps/regime_map.json)"
+echo "pictures: out/figures/timeseries.png out/figures/timeseries_start.png out/figures/cqe_histogram.png (regime map: benchkv sweep configs/sweeps/regime_map.json)"

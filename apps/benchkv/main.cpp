@@ -1,6 +1,6 @@
 // benchkv: the distributed KV benchmark (docs/design.md §benchkv command line).
 //
-//   benchkv [options] <meta|delegation|direct|ucx-am>       (see --help)
+//   benchkv [options] <meta|delegation|direct|ucx-am|rpc|data>  (see --help)
 //   benchkv --config configs/c1_np8.json                       (an experiment file)
 //   benchkv sweep configs/sweeps/regime_map.json [-j N]        (a grid of simulated runs)
 //   benchkv compare A.summary.json B.summary.json              (two results side by side)

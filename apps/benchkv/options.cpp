@@ -359,7 +359,7 @@ const Spec kSpecs[] = {
     {"server_threads", 0, Kind::kUnsigned, kGroupRun, "N", "daemon threads per node", BKV_FIELD(server_threads)},
     {"client_threads", 0, Kind::kUnsigned, kGroupRun, "N", "client threads per node", BKV_FIELD(client_threads)},
     {"queue_depth", 0, Kind::kUnsigned, kGroupRun, "N",
-     "requests in flight per client; rpc: calls in flight per endpoint (power of two)",
+     "a power of two: requests in flight per client (rpc: calls in flight per endpoint)",
      BKV_FIELD(queue_depth)},
     {"key_range", 0, Kind::kUnsigned, kGroupWorkload, "N", "keys per node", BKV_FIELD(key_range)},
     {"read_ratio", 0, Kind::kDouble, kGroupWorkload, "FLOAT", "fraction of gets, in [0, 1]", BKV_FIELD(read_ratio)},
