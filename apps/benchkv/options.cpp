@@ -805,6 +805,14 @@ void validate(const Options& o, bool require_backend) {
   if (!(o.loop.hold_rtt_multiplier >= 0 && std::isfinite(o.loop.hold_rtt_multiplier))) {
     fail(o, "hold_rtt_multiplier", "must be >= 0");
   }
+  // Loop policies that would overrule each other: refused rather than one silently ignored.
+  if (o.loop.adaptive_poll_budget && o.loop.poll_budget != 1) {
+    fail(o, "poll_budget", "is not used with adaptive_poll_budget (the controller sets the number of polls); "
+                           "leave poll_budget at 1");
+  }
+  if (o.loop.adaptive_hold && o.loop.hold_rtt_multiplier > 0) {
+    fail(o, "hold_rtt_multiplier", "and adaptive_hold would both set the hold time; choose one");
+  }
   if (!(o.start_stagger_us >= 0 && std::isfinite(o.start_stagger_us))) fail(o, "start_stagger_us", "must be >= 0");
   if (sim_kv(o) && o.start_mode == StartMode::kStaggered && o.start_stagger_us == 0) {
     fail(o, "start_stagger_us",
@@ -870,6 +878,9 @@ std::vector<uint32_t> data_value_sizes(const Options& o) {
     if (comma == std::string_view::npos) break;
     rest = rest.substr(comma + 1);
   }
+  for (size_t i = 0; i < sizes.size(); ++i)
+    for (size_t k = 0; k < i; ++k)
+      if (sizes[k] == sizes[i]) throw bad(fmt::format("names {} twice: each size runs once", sizes[i]));
   return sizes;
 }
 

@@ -152,7 +152,10 @@ class Experiment {
     for (auto& n : nodes_) res.errors += n->client_protocol_errors();
     for (auto& n : nodes_)
       for (uint32_t c = 0; c < C_; ++c) res.failed += n->counters(c).failed.load();
-    if (tracing_) res.trace_json = finish_trace();
+    if (tracing_) {
+      res.trace_json = finish_trace();
+      res.trace_events = trace_events_;
+    }
     double head_wait = 0;
     for (uint32_t r = 0; r < np_; ++r) head_wait += head_lines_[r].mean_wait_ns() / np_;
     res.extra = {{"events", events_processed()},
@@ -375,6 +378,7 @@ class Experiment {
   // An instant event on node `rank`'s trace (fault events), inside the trace window.
   void trace_instant(const char* name, uint32_t rank, Time at, const std::string& args) {
     if (!tracing_ || at < trace_begin_ || at >= trace_end_) return;
+    ++trace_events_;
     char buf[128];
     std::snprintf(buf, sizeof buf, "{\"name\":\"%s\",\"ph\":\"i\",\"s\":\"p\",\"pid\":%u,\"ts\":%.3f,\"args\":", name,
                   rank, at / 1000.0);
@@ -552,6 +556,7 @@ class Experiment {
     Experiment& e = *b->exp;
     const Time start = self.step_start();
     if (start < e.trace_begin_ || start >= e.trace_end_) return;
+    ++e.trace_events_;
     const uint32_t cqes = self.step_phase(Phase::kCqes);
     std::ostringstream& os = e.trace_;
     char buf[256];
@@ -625,6 +630,7 @@ class Experiment {
   std::vector<std::pair<uint64_t, uint64_t>> last_sample_;
   bool tracing_ = false;
   Time trace_begin_ = 0, trace_end_ = 0;
+  uint64_t trace_events_ = 0;  // written inside the window (loop slices, instants)
   std::shared_ptr<kv::HistoryOracle> oracle_;  // --check-exactly-once
   uint64_t credit_checks_ = 0, credit_violations_ = 0;
   std::vector<std::string> credit_examples_;
@@ -713,6 +719,12 @@ nlohmann::json write_experiment_outputs(const app::Options& o, const ExperimentR
     std::ofstream t(o.trace);
     t << res.trace_json;
     if (!t) throw std::runtime_error("cannot write the trace to " + o.trace);
+    if (res.trace_events == 0)
+      std::fprintf(stderr,
+                   "benchkv: warning: no event fell in the trace window %s us (the simulation ran to %.3f us); %s "
+                   "holds only its metadata\n",
+                   app::to_json(o)["trace_window"].get<std::string>().c_str(),
+                   static_cast<double>(res.extra["virtual_end_ns"].get<uint64_t>()) / 1e3, o.trace.c_str());
   }
   if (res.exactly_once && (!res.exactly_once->ok() || res.credit_violations > 0)) {
     std::string msg = "exactly-once oracle: " + std::to_string(res.exactly_once->violations()) +

@@ -43,6 +43,7 @@ struct ExperimentResult {
   std::vector<app::DaemonReport> daemons;
   std::vector<InflightSample> inflight;  // when requested
   std::string trace_json;                // when requested
+  uint64_t trace_events = 0;             // events inside the trace window (metadata and fault spans not counted)
   nlohmann::json extra;                  // simulator statistics (events, NIC, totals)
   uint64_t total_issued = 0, total_completed = 0, errors = 0;
   uint64_t failed = 0;  // requests reported failed (their copyrpc endpoint stopped)

@@ -187,6 +187,13 @@ TEST_CASE("invalid command-line values name the key and the value", "[bench][opt
   require_usage_error(parse({"--trace", "t.json", "--trace-window", "10:5", "meta"}), "trace_window");
   require_usage_error(parse({"--trace", "t.json", "--trace-window", "10", "meta"}), "trace_window");
   require_usage_error(parse({"-o", "", "meta"}), "output");
+  // policies that would overrule each other
+  require_usage_error(parse({"--adaptive-poll-budget", "--poll-budget", "4", "delegation"}),
+                      "poll_budget (--poll-budget): 4 is not used with adaptive_poll_budget");
+  CHECK(parse({"--adaptive-poll-budget", "delegation"}).result.should_run());
+  require_usage_error(parse({"--adaptive-hold", "--hold-rtt-multiplier", "2", "delegation"}),
+                      "hold_rtt_multiplier (--hold-rtt-multiplier): 2.0 and adaptive_hold would both set the hold time");
+  CHECK(parse({"--adaptive-hold", "--batch-hold-us", "2", "delegation"}).result.should_run());
 }
 
 TEST_CASE("an option that does not apply to the transport or backend is an error naming it", "[bench][options]") {
@@ -426,8 +433,8 @@ TEST_CASE("print-config prints a configuration that reads back to the same optio
       "--distribution", "zipfian", "--zipf-s", "0.99", "--ring-size", "4194304", "--seed", "18446744073709551615",
       "--pattern-len", "1000", "--no-progress"};
   const std::vector<std::string> sim_args = {
-      "--transport", "sim", "--np", "16", "--poll-budget", "4", "--batch-hold-us", "1.5", "--adaptive-hold",
-      "--hold-rtt-multiplier", "0.75", "--adaptive-poll-budget", "--loop-order", "calls-first", "--model", model,
+      "--transport", "sim", "--np", "16", "--poll-budget", "4", "--batch-hold-us", "1.5",
+      "--hold-rtt-multiplier", "0.75", "--loop-order", "calls-first", "--model", model,
       "--start-mode", "staggered", "--start-stagger-us", "3.25", "--inflight-samples", "inf.csv", "--inflight-sample-interval-us", "2.5",
       "--trace", "t.json", "--trace-window", "100.5:200.25", "delegation"};
   const std::vector<std::string> rdma_args = {"--transport", "mlx5", "--device", "mlx5_1", "--device-index", "3",

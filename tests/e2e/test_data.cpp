@@ -79,6 +79,8 @@ TEST_CASE("data: bad value sizes and options that do not apply are refused", "[e
       {{"--value-size", "100..1000"}, "a range runs from a power of two"},
       {{"--value-size", "64,,128"}, "where a size in bytes was expected"},
       {{"--value-size", "4k"}, "where a size in bytes was expected"},
+      {{"--value-size", "64,64"}, "names 64 twice"},
+      {{"--value-size", "64,32..128"}, "names 64 twice"},
       {{"--value-size", "1048576", "--key-range", "8192"}, "bytes of store per node"},
       {{"--value-size", "67108864", "--queue-depth", "64"}, "bytes of client buffers per node"},
       {{"--data-backend", "metaa"}, "is not one of delegation, meta, direct, ucx-am"},
