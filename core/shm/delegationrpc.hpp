@@ -106,6 +106,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -618,10 +619,25 @@ class alignas(kCacheLine) DelegationClient {
   // const Resp&) when the response carries the call's tag, else on_failed(uint64_t
   // user_token) (header comment: call tags). Returns the number of calls ended. The slot
   // is released before the callback runs, so the callback may call() again.
+  // The slots are visited in ascending index order, only those awaiting a response (the
+  // set bits of the busy words); a slot that a callback makes busy above the one just
+  // ended is visited too, as a loop over every slot would.
   template <class F, class G>
   uint32_t poll(F&& on_response, G&& on_failed) {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < view_.config().resp_depth; ++i) n += poll_slot(i, on_response, on_failed) ? 1u : 0u;
+    const size_t words = busy_.size();
+    for (size_t w = 0; w < words; ++w) {
+      uint64_t awaiting = busy_[w];
+      while (awaiting != 0) {
+        const uint32_t bit = static_cast<uint32_t>(std::countr_zero(awaiting));
+        if (take_response(static_cast<uint32_t>(w) * kSlotsPerBusyWord + bit, on_response, on_failed)) {
+          ++n;
+          awaiting = busy_[w] & bits_above(bit);  // the callback may have made calls
+        } else {
+          awaiting &= awaiting - 1;
+        }
+      }
+    }
     return n;
   }
   // For callers that need no failure callback (tests, benchmarks): a call failed on a
@@ -636,24 +652,8 @@ class alignas(kCacheLine) DelegationClient {
   // are not read at all.
   template <class F, class G>
   bool poll_slot(uint32_t slot, F&& on_response, G&& on_failed) {
-    if (slot >= view_.config().resp_depth || busy_[slot] == 0) return false;
-    std::byte* p = view_.resp_slot(client_id_, slot);
-    auto& r = DelegationView<Req, Resp>::resp_header(p);
-    if (atomic_field(r.valid).load(std::memory_order_acquire) == 0) return false;
-    const uint32_t tag = r.call_tag;
-    Resp resp;
-    std::memcpy(&resp, p + kDelegationRespPayloadOffset, sizeof(Resp));
-    atomic_field(r.valid).store(0, std::memory_order_release);
-    const uint64_t token = tokens_[slot];  // copy: the callback may reuse the slot
-    busy_[slot] = 0;
-    --in_flight_;
-    if (tag != call_tags_[slot]) [[unlikely]] {
-      ++mismatched_responses_;
-      on_failed(token);
-    } else {
-      on_response(token, static_cast<const Resp&>(resp));
-    }
-    return true;
+    if (!slot_busy(slot)) return false;
+    return take_response(slot, on_response, on_failed);
   }
   template <class F>
   bool poll_slot(uint32_t slot, F&& on_response) {
@@ -671,7 +671,9 @@ class alignas(kCacheLine) DelegationClient {
   uint64_t mismatched_responses() const noexcept { return mismatched_responses_; }
   // The tag of the call awaiting in `slot` (meaningful while slot_busy(slot)).
   uint32_t call_tag(uint32_t slot) const noexcept { return slot < call_tags_.size() ? call_tags_[slot] : 0; }
-  bool slot_busy(uint32_t slot) const noexcept { return slot < busy_.size() && busy_[slot] != 0; }
+  bool slot_busy(uint32_t slot) const noexcept {
+    return slot < view_.config().resp_depth && (busy_[slot / kSlotsPerBusyWord] & slot_bit(slot)) != 0;
+  }
   bool server_alive() const noexcept { return view_.server_alive(); }
   const DelegationConfig& config() const noexcept { return view_.config(); }
 
@@ -680,7 +682,8 @@ class alignas(kCacheLine) DelegationClient {
       : view_(view),
         client_id_(id),
         tag_key_(tag_key),
-        busy_(view.config().resp_depth, 0),
+        resp_slots_(view.resp_slot(id, 0)),
+        busy_(busy_words(view.config().resp_depth), 0),
         tokens_(view.config().resp_depth, 0),
         call_tags_(view.config().resp_depth, 0) {}
 
@@ -690,9 +693,43 @@ class alignas(kCacheLine) DelegationClient {
     const uint32_t depth = view_.config().resp_depth;
     for (uint32_t k = 0; k < depth; ++k) {
       const uint32_t i = (next_resp_slot_ + k) & (depth - 1);
-      if (busy_[i] == 0) return static_cast<int>(i);
+      if ((busy_[i / kSlotsPerBusyWord] & slot_bit(i)) == 0) return static_cast<int>(i);
     }
     return -1;
+  }
+
+  // Busy words: bit (slot % 64) of word (slot / 64) is set while the slot awaits a
+  // response. resp_depth is a power of two, so the words are too (one when <= 64).
+  static constexpr uint32_t kSlotsPerBusyWord = 64;
+  static constexpr size_t busy_words(uint32_t resp_depth) noexcept {
+    return resp_depth < kSlotsPerBusyWord ? 1 : resp_depth / kSlotsPerBusyWord;
+  }
+  static constexpr uint64_t slot_bit(uint32_t slot) noexcept { return uint64_t{1} << (slot % kSlotsPerBusyWord); }
+  // The bits of a word above `bit` (none above bit 63: 2 << 63 wraps to 0).
+  static constexpr uint64_t bits_above(uint32_t bit) noexcept { return ~((uint64_t{2} << bit) - 1); }
+  static_assert(bits_above(63) == 0 && bits_above(0) == ~uint64_t{1});
+
+  // Ends the call awaiting in `slot` (a busy slot) if its response is there: the slot is
+  // released before the callback runs (the callback may make calls).
+  template <class F, class G>
+  [[gnu::always_inline]] inline bool take_response(uint32_t slot, F& on_response, G& on_failed) {
+    std::byte* p = resp_slots_ + size_t{slot} * Layout::kRespSlotSize;
+    auto& r = DelegationView<Req, Resp>::resp_header(p);
+    if (atomic_field(r.valid).load(std::memory_order_acquire) == 0) return false;
+    const uint32_t tag = r.call_tag;
+    Resp resp;
+    std::memcpy(&resp, p + kDelegationRespPayloadOffset, sizeof(Resp));
+    atomic_field(r.valid).store(0, std::memory_order_release);
+    const uint64_t token = tokens_[slot];  // copy: the callback may reuse the slot
+    busy_[slot / kSlotsPerBusyWord] &= ~slot_bit(slot);
+    --in_flight_;
+    if (tag != call_tags_[slot]) [[unlikely]] {
+      ++mismatched_responses_;
+      on_failed(token);
+    } else {
+      on_response(token, static_cast<const Resp&>(resp));
+    }
+    return true;
   }
 
   // A slot this client does not await may still hold a response: the answer to a
@@ -700,7 +737,7 @@ class alignas(kCacheLine) DelegationClient {
   // is neither taken for the new call's answer nor makes the server refuse the call
   // (rule 4). The clear is released by the commit that follows.
   void discard_stray_response(uint32_t slot) noexcept {
-    auto& r = DelegationView<Req, Resp>::resp_header(view_.resp_slot(client_id_, slot));
+    auto& r = DelegationView<Req, Resp>::resp_header(resp_slots_ + size_t{slot} * Layout::kRespSlotSize);
     if (atomic_field(r.valid).load(std::memory_order_acquire) == 0) return;
     atomic_field(r.valid).store(0, std::memory_order_relaxed);
     ++stray_responses_;
@@ -740,7 +777,7 @@ class alignas(kCacheLine) DelegationClient {
     s.call_tag = tag;
     std::memcpy(p + kDelegationReqPayloadOffset, &req, sizeof(Req));
     atomic_field(s.committed).store(1, std::memory_order_release);
-    busy_[slot] = 1;
+    busy_[slot / kSlotsPerBusyWord] |= slot_bit(slot);
     tokens_[slot] = user_token;
     call_tags_[slot] = tag;
     ++in_flight_;
@@ -757,7 +794,8 @@ class alignas(kCacheLine) DelegationClient {
   uint32_t tag_key_ = 0;
   uint32_t call_sequence_ = 0;   // calls made: the next call's tag is its tag
   std::chrono::nanoseconds wait_limit_ = kDelegationDefaultWaitLimit;
-  LineVector<uint8_t> busy_;     // slot awaits a response (client-local)
+  std::byte* resp_slots_ = nullptr;  // this client's response slot 0 (its resp_depth slots follow)
+  LineVector<uint64_t> busy_;     // busy words (pick_resp_slot): slots awaiting a response (client-local)
   LineVector<uint64_t> tokens_;  // user token of the call in each slot (client-local)
   LineVector<uint32_t> call_tags_;  // tag of the call in each slot (client-local)
 };
