@@ -683,19 +683,32 @@ class alignas(kCacheLine) DelegationClient {
         client_id_(id),
         tag_key_(tag_key),
         resp_slots_(view.resp_slot(id, 0)),
+        slots_in_word_(view.config().resp_depth < kSlotsPerBusyWord ? (uint64_t{1} << view.config().resp_depth) - 1
+                                                                    : ~uint64_t{0}),
         busy_(busy_words(view.config().resp_depth), 0),
         tokens_(view.config().resp_depth, 0),
         call_tags_(view.config().resp_depth, 0) {}
 
-  // Round-robin over the response slots, skipping those still awaiting a response.
-  // The cursor moves only when a call succeeds (reserve_and_commit).
+  // Round-robin over the response slots, skipping those still awaiting a response: the
+  // first free slot at or after the cursor, wrapping around (the lowest clear bit of
+  // the cursor's word at or above the cursor, then the next words, then the cursor's
+  // word below it). The cursor moves only when a call succeeds (reserve_and_commit).
   int pick_resp_slot() const noexcept {
-    const uint32_t depth = view_.config().resp_depth;
-    for (uint32_t k = 0; k < depth; ++k) {
-      const uint32_t i = (next_resp_slot_ + k) & (depth - 1);
-      if ((busy_[i / kSlotsPerBusyWord] & slot_bit(i)) == 0) return static_cast<int>(i);
+    const uint32_t cursor = next_resp_slot_;
+    if ((busy_[cursor / kSlotsPerBusyWord] & slot_bit(cursor)) == 0) [[likely]]
+      return static_cast<int>(cursor);  // the usual case: the cursor's call was answered
+    return scan_for_free_slot();
+  }
+  [[gnu::noinline]] int scan_for_free_slot() const noexcept {
+    const size_t words = busy_.size();  // a power of two
+    size_t w = next_resp_slot_ / kSlotsPerBusyWord;
+    uint64_t free = ~busy_[w] & slots_in_word_ & ~(slot_bit(next_resp_slot_) - 1);
+    for (size_t k = 0; free == 0; ++k) {
+      if (k == words) return -1;
+      w = (w + 1) & (words - 1);
+      free = ~busy_[w] & slots_in_word_;
     }
-    return -1;
+    return static_cast<int>(w * kSlotsPerBusyWord + static_cast<uint32_t>(std::countr_zero(free)));
   }
 
   // Busy words: bit (slot % 64) of word (slot / 64) is set while the slot awaits a
@@ -795,6 +808,7 @@ class alignas(kCacheLine) DelegationClient {
   uint32_t call_sequence_ = 0;   // calls made: the next call's tag is its tag
   std::chrono::nanoseconds wait_limit_ = kDelegationDefaultWaitLimit;
   std::byte* resp_slots_ = nullptr;  // this client's response slot 0 (its resp_depth slots follow)
+  uint64_t slots_in_word_ = 0;    // the bits of a busy word that are slots (resp_depth < 64: the low resp_depth)
   LineVector<uint64_t> busy_;     // busy words (pick_resp_slot): slots awaiting a response (client-local)
   LineVector<uint64_t> tokens_;  // user token of the call in each slot (client-local)
   LineVector<uint32_t> call_tags_;  // tag of the call in each slot (client-local)
