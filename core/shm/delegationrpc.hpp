@@ -91,6 +91,9 @@
 //    instead of overwriting it.
 //  - client poll() reads only the slots that await a response (known client-side), so
 //    an idle client touches no shared line; poll_slot(i) checks one slot.
+//  - try_call(): the tail it reads (acquire) before reserving serves the wait as well:
+//    tail only grows, so a position below that tail + ring_depth has ring space, and
+//    tail is read again only for a position at or beyond it.
 //
 // Each client object belongs to one thread; the server object to the daemon thread.
 //  - try_call(): non-blocking variant for the simulator (single thread: nothing may
@@ -596,7 +599,7 @@ class alignas(kCacheLine) DelegationClient {
     const int slot = pick_resp_slot();
     if (slot < 0) return {DelegationCallStatus::kNoFreeSlot, 0};
     discard_stray_response(static_cast<uint32_t>(slot));
-    return reserve_and_commit(static_cast<uint32_t>(slot), req, user_token);
+    return reserve_and_commit(static_cast<uint32_t>(slot), req, user_token, 0);
   }
 
   // Non-blocking call: kFull (nothing reserved) when head - tail >= ring_depth.
@@ -612,7 +615,9 @@ class alignas(kCacheLine) DelegationClient {
     if (tail > head) return {DelegationCallStatus::kRingCorrupted, 0};
     if (head - tail >= view_.config().ring_depth) return {DelegationCallStatus::kFull, 0};
     discard_stray_response(static_cast<uint32_t>(slot));
-    return reserve_and_commit(static_cast<uint32_t>(slot), req, user_token);
+    // Positions below tail + ring_depth have ring space (tail <= head was checked; a
+    // sum that wraps only makes the reservation read tail again).
+    return reserve_and_commit(static_cast<uint32_t>(slot), req, user_token, tail + view_.config().ring_depth);
   }
 
   // Ends every call whose slot holds a response: on_response(uint64_t user_token,
@@ -757,30 +762,17 @@ class alignas(kCacheLine) DelegationClient {
   }
 
   // Reserve a position, wait for ring space, write the slot, commit
-  // (docs/design.md §delegationrpc protocol).
-  DelegationCallResult reserve_and_commit(uint32_t slot, const Req& req, uint64_t user_token) noexcept {
-    auto& ctl = view_.control();
-    const uint64_t depth = view_.config().ring_depth;
-    const uint64_t pos = atomic_field(ctl.head).fetch_add(1, std::memory_order_relaxed);
-    SpinWait spin;
-    uint64_t seen_tail = ~uint64_t{0};
-    std::chrono::steady_clock::time_point tail_moved{};
-    for (;;) {
-      const uint64_t tail = atomic_field(ctl.tail).load(std::memory_order_acquire);
-      // The server never passes a position that is not committed, so tail <= pos; a
-      // larger tail was forged, and pos - tail would wrap and wait forever.
-      if (tail > pos) return {DelegationCallStatus::kRingCorrupted, 0};
-      if (pos - tail < depth) break;
-      if (!view_.server_alive()) return {DelegationCallStatus::kServerDisconnected, 0};
-      // A server that died without clearing server_alive (or is stopped) never moves
-      // tail again: give up after wait_limit without progress (checked once per yield).
-      if (tail != seen_tail) {
-        seen_tail = tail;
-        tail_moved = std::chrono::steady_clock::now();
-      } else if (spin.spins + 1 == kSpinsBeforeYield && std::chrono::steady_clock::now() - tail_moved > wait_limit_) {
-        return {DelegationCallStatus::kServerUnresponsive, 0};
-      }
-      spin.wait();
+  // (docs/design.md §delegationrpc protocol). space_below: positions below it are known
+  // to have ring space (a tail read with acquire before the reservation, plus
+  // ring_depth: tail only grows), so the reservation reads tail only for a position at
+  // or beyond it (another client reserved in between, or the ring is full); 0: nothing
+  // known, tail is read.
+  DelegationCallResult reserve_and_commit(uint32_t slot, const Req& req, uint64_t user_token,
+                                          uint64_t space_below) noexcept {
+    const uint64_t pos = atomic_field(view_.control().head).fetch_add(1, std::memory_order_relaxed);
+    if (pos >= space_below) [[unlikely]] {
+      const DelegationCallStatus st = wait_for_space(pos);
+      if (st != DelegationCallStatus::kOk) return {st, 0};
     }
     std::byte* p = view_.req_slot(pos);
     auto& s = DelegationView<Req, Resp>::req_header(p);
@@ -796,6 +788,33 @@ class alignas(kCacheLine) DelegationClient {
     ++in_flight_;
     next_resp_slot_ = (slot + 1) & (view_.config().resp_depth - 1);
     return {DelegationCallStatus::kOk, slot};
+  }
+
+  // Waits until the reserved position pos has ring space (kOk), the server shuts down,
+  // makes no progress for wait_limit, or tail turns out forged (beyond pos).
+  [[gnu::noinline]] DelegationCallStatus wait_for_space(uint64_t pos) noexcept {
+    auto& ctl = view_.control();
+    const uint64_t depth = view_.config().ring_depth;
+    SpinWait spin;
+    uint64_t seen_tail = ~uint64_t{0};
+    std::chrono::steady_clock::time_point tail_moved{};
+    for (;;) {
+      const uint64_t tail = atomic_field(ctl.tail).load(std::memory_order_acquire);
+      // The server never passes a position that is not committed, so tail <= pos; a
+      // larger tail was forged, and pos - tail would wrap and wait forever.
+      if (tail > pos) return DelegationCallStatus::kRingCorrupted;
+      if (pos - tail < depth) return DelegationCallStatus::kOk;
+      if (!view_.server_alive()) return DelegationCallStatus::kServerDisconnected;
+      // A server that died without clearing server_alive (or is stopped) never moves
+      // tail again: give up after wait_limit without progress (checked once per yield).
+      if (tail != seen_tail) {
+        seen_tail = tail;
+        tail_moved = std::chrono::steady_clock::now();
+      } else if (spin.spins + 1 == kSpinsBeforeYield && std::chrono::steady_clock::now() - tail_moved > wait_limit_) {
+        return DelegationCallStatus::kServerUnresponsive;
+      }
+      spin.wait();
+    }
   }
 
   DelegationView<Req, Resp> view_;
