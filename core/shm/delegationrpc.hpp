@@ -603,7 +603,7 @@ class alignas(kCacheLine) DelegationClient {
   }
 
   // Non-blocking call: kFull (nothing reserved) when head - tail >= ring_depth.
-  DelegationCallResult try_call(const Req& req, uint64_t user_token = 0) noexcept {
+  [[gnu::always_inline]] inline DelegationCallResult try_call(const Req& req, uint64_t user_token = 0) noexcept {
     if (!view_.server_alive()) return {DelegationCallStatus::kServerDisconnected, 0};
     const int slot = pick_resp_slot();
     if (slot < 0) return {DelegationCallStatus::kNoFreeSlot, 0};
