@@ -628,7 +628,7 @@ class alignas(kCacheLine) DelegationClient {
   // set bits of the busy words); a slot that a callback makes busy above the one just
   // ended is visited too, as a loop over every slot would.
   template <class F, class G>
-  uint32_t poll(F&& on_response, G&& on_failed) {
+  [[gnu::always_inline]] inline uint32_t poll(F&& on_response, G&& on_failed) {
     uint32_t n = 0;
     const size_t words = busy_.size();
     for (size_t w = 0; w < words; ++w) {
