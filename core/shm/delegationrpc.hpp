@@ -631,7 +631,8 @@ class alignas(kCacheLine) DelegationClient {
   [[gnu::always_inline]] inline uint32_t poll(F&& on_response, G&& on_failed) {
     uint32_t n = 0;
     const size_t words = busy_.size();
-    for (size_t w = 0; w < words; ++w) {
+    size_t w = 0;
+    do {  // at least one word
       uint64_t awaiting = busy_[w];
       while (awaiting != 0) {
         const uint32_t bit = static_cast<uint32_t>(std::countr_zero(awaiting));
@@ -642,7 +643,7 @@ class alignas(kCacheLine) DelegationClient {
           awaiting &= awaiting - 1;
         }
       }
-    }
+    } while (++w < words);
     return n;
   }
   // For callers that need no failure callback (tests, benchmarks): a call failed on a
