@@ -91,6 +91,9 @@
 //    instead of overwriting it.
 //  - client poll() reads only the slots that await a response (known client-side), so
 //    an idle client touches no shared line; poll_slot(i) checks one slot.
+//  - try_call(): the tail it reads (acquire) before reserving serves the wait as well:
+//    tail only grows, so a position below that tail + ring_depth has ring space, and
+//    tail is read again only for a position at or beyond it.
 //
 // Each client object belongs to one thread; the server object to the daemon thread.
 //  - try_call(): non-blocking variant for the simulator (single thread: nothing may
@@ -106,6 +109,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -595,11 +599,11 @@ class alignas(kCacheLine) DelegationClient {
     const int slot = pick_resp_slot();
     if (slot < 0) return {DelegationCallStatus::kNoFreeSlot, 0};
     discard_stray_response(static_cast<uint32_t>(slot));
-    return reserve_and_commit(static_cast<uint32_t>(slot), req, user_token);
+    return reserve_and_commit(static_cast<uint32_t>(slot), req, user_token, 0);
   }
 
   // Non-blocking call: kFull (nothing reserved) when head - tail >= ring_depth.
-  DelegationCallResult try_call(const Req& req, uint64_t user_token = 0) noexcept {
+  [[gnu::always_inline]] inline DelegationCallResult try_call(const Req& req, uint64_t user_token = 0) noexcept {
     if (!view_.server_alive()) return {DelegationCallStatus::kServerDisconnected, 0};
     const int slot = pick_resp_slot();
     if (slot < 0) return {DelegationCallStatus::kNoFreeSlot, 0};
@@ -611,17 +615,35 @@ class alignas(kCacheLine) DelegationClient {
     if (tail > head) return {DelegationCallStatus::kRingCorrupted, 0};
     if (head - tail >= view_.config().ring_depth) return {DelegationCallStatus::kFull, 0};
     discard_stray_response(static_cast<uint32_t>(slot));
-    return reserve_and_commit(static_cast<uint32_t>(slot), req, user_token);
+    // Positions below tail + ring_depth have ring space (tail <= head was checked; a
+    // sum that wraps only makes the reservation read tail again).
+    return reserve_and_commit(static_cast<uint32_t>(slot), req, user_token, tail + view_.config().ring_depth);
   }
 
   // Ends every call whose slot holds a response: on_response(uint64_t user_token,
   // const Resp&) when the response carries the call's tag, else on_failed(uint64_t
   // user_token) (header comment: call tags). Returns the number of calls ended. The slot
   // is released before the callback runs, so the callback may call() again.
+  // The slots are visited in ascending index order, only those awaiting a response (the
+  // set bits of the busy words); a slot that a callback makes busy above the one just
+  // ended is visited too, as a loop over every slot would.
   template <class F, class G>
-  uint32_t poll(F&& on_response, G&& on_failed) {
+  [[gnu::always_inline]] inline uint32_t poll(F&& on_response, G&& on_failed) {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < view_.config().resp_depth; ++i) n += poll_slot(i, on_response, on_failed) ? 1u : 0u;
+    const size_t words = busy_.size();
+    size_t w = 0;
+    do {  // at least one word
+      uint64_t awaiting = busy_[w];
+      while (awaiting != 0) {
+        const uint32_t bit = static_cast<uint32_t>(std::countr_zero(awaiting));
+        if (take_response(static_cast<uint32_t>(w) * kSlotsPerBusyWord + bit, on_response, on_failed)) {
+          ++n;
+          awaiting = busy_[w] & bits_above(bit);  // the callback may have made calls
+        } else {
+          awaiting &= awaiting - 1;
+        }
+      }
+    } while (++w < words);
     return n;
   }
   // For callers that need no failure callback (tests, benchmarks): a call failed on a
@@ -636,24 +658,8 @@ class alignas(kCacheLine) DelegationClient {
   // are not read at all.
   template <class F, class G>
   bool poll_slot(uint32_t slot, F&& on_response, G&& on_failed) {
-    if (slot >= view_.config().resp_depth || busy_[slot] == 0) return false;
-    std::byte* p = view_.resp_slot(client_id_, slot);
-    auto& r = DelegationView<Req, Resp>::resp_header(p);
-    if (atomic_field(r.valid).load(std::memory_order_acquire) == 0) return false;
-    const uint32_t tag = r.call_tag;
-    Resp resp;
-    std::memcpy(&resp, p + kDelegationRespPayloadOffset, sizeof(Resp));
-    atomic_field(r.valid).store(0, std::memory_order_release);
-    const uint64_t token = tokens_[slot];  // copy: the callback may reuse the slot
-    busy_[slot] = 0;
-    --in_flight_;
-    if (tag != call_tags_[slot]) [[unlikely]] {
-      ++mismatched_responses_;
-      on_failed(token);
-    } else {
-      on_response(token, static_cast<const Resp&>(resp));
-    }
-    return true;
+    if (!slot_busy(slot)) return false;
+    return take_response(slot, on_response, on_failed);
   }
   template <class F>
   bool poll_slot(uint32_t slot, F&& on_response) {
@@ -671,7 +677,9 @@ class alignas(kCacheLine) DelegationClient {
   uint64_t mismatched_responses() const noexcept { return mismatched_responses_; }
   // The tag of the call awaiting in `slot` (meaningful while slot_busy(slot)).
   uint32_t call_tag(uint32_t slot) const noexcept { return slot < call_tags_.size() ? call_tags_[slot] : 0; }
-  bool slot_busy(uint32_t slot) const noexcept { return slot < busy_.size() && busy_[slot] != 0; }
+  bool slot_busy(uint32_t slot) const noexcept {
+    return slot < view_.config().resp_depth && (busy_[slot / kSlotsPerBusyWord] & slot_bit(slot)) != 0;
+  }
   bool server_alive() const noexcept { return view_.server_alive(); }
   const DelegationConfig& config() const noexcept { return view_.config(); }
 
@@ -680,19 +688,67 @@ class alignas(kCacheLine) DelegationClient {
       : view_(view),
         client_id_(id),
         tag_key_(tag_key),
-        busy_(view.config().resp_depth, 0),
+        resp_slots_(view.resp_slot(id, 0)),
+        slots_in_word_(view.config().resp_depth < kSlotsPerBusyWord ? (uint64_t{1} << view.config().resp_depth) - 1
+                                                                    : ~uint64_t{0}),
+        busy_(busy_words(view.config().resp_depth), 0),
         tokens_(view.config().resp_depth, 0),
         call_tags_(view.config().resp_depth, 0) {}
 
-  // Round-robin over the response slots, skipping those still awaiting a response.
-  // The cursor moves only when a call succeeds (reserve_and_commit).
+  // Round-robin over the response slots, skipping those still awaiting a response: the
+  // first free slot at or after the cursor, wrapping around (the lowest clear bit of
+  // the cursor's word at or above the cursor, then the next words, then the cursor's
+  // word below it). The cursor moves only when a call succeeds (reserve_and_commit).
   int pick_resp_slot() const noexcept {
-    const uint32_t depth = view_.config().resp_depth;
-    for (uint32_t k = 0; k < depth; ++k) {
-      const uint32_t i = (next_resp_slot_ + k) & (depth - 1);
-      if (busy_[i] == 0) return static_cast<int>(i);
+    const uint32_t cursor = next_resp_slot_;
+    if ((busy_[cursor / kSlotsPerBusyWord] & slot_bit(cursor)) == 0) [[likely]]
+      return static_cast<int>(cursor);  // the usual case: the cursor's call was answered
+    return scan_for_free_slot();
+  }
+  [[gnu::noinline]] int scan_for_free_slot() const noexcept {
+    const size_t words = busy_.size();  // a power of two
+    size_t w = next_resp_slot_ / kSlotsPerBusyWord;
+    uint64_t free = ~busy_[w] & slots_in_word_ & ~(slot_bit(next_resp_slot_) - 1);
+    for (size_t k = 0; free == 0; ++k) {
+      if (k == words) return -1;
+      w = (w + 1) & (words - 1);
+      free = ~busy_[w] & slots_in_word_;
     }
-    return -1;
+    return static_cast<int>(w * kSlotsPerBusyWord + static_cast<uint32_t>(std::countr_zero(free)));
+  }
+
+  // Busy words: bit (slot % 64) of word (slot / 64) is set while the slot awaits a
+  // response. resp_depth is a power of two, so the words are too (one when <= 64).
+  static constexpr uint32_t kSlotsPerBusyWord = 64;
+  static constexpr size_t busy_words(uint32_t resp_depth) noexcept {
+    return resp_depth < kSlotsPerBusyWord ? 1 : resp_depth / kSlotsPerBusyWord;
+  }
+  static constexpr uint64_t slot_bit(uint32_t slot) noexcept { return uint64_t{1} << (slot % kSlotsPerBusyWord); }
+  // The bits of a word above `bit` (none above bit 63: 2 << 63 wraps to 0).
+  static constexpr uint64_t bits_above(uint32_t bit) noexcept { return ~((uint64_t{2} << bit) - 1); }
+  static_assert(bits_above(63) == 0 && bits_above(0) == ~uint64_t{1});
+
+  // Ends the call awaiting in `slot` (a busy slot) if its response is there: the slot is
+  // released before the callback runs (the callback may make calls).
+  template <class F, class G>
+  [[gnu::always_inline]] inline bool take_response(uint32_t slot, F& on_response, G& on_failed) {
+    std::byte* p = resp_slots_ + size_t{slot} * Layout::kRespSlotSize;
+    auto& r = DelegationView<Req, Resp>::resp_header(p);
+    if (atomic_field(r.valid).load(std::memory_order_acquire) == 0) return false;
+    const uint32_t tag = r.call_tag;
+    Resp resp;
+    std::memcpy(&resp, p + kDelegationRespPayloadOffset, sizeof(Resp));
+    atomic_field(r.valid).store(0, std::memory_order_release);
+    const uint64_t token = tokens_[slot];  // copy: the callback may reuse the slot
+    busy_[slot / kSlotsPerBusyWord] &= ~slot_bit(slot);
+    --in_flight_;
+    if (tag != call_tags_[slot]) [[unlikely]] {
+      ++mismatched_responses_;
+      on_failed(token);
+    } else {
+      on_response(token, static_cast<const Resp&>(resp));
+    }
+    return true;
   }
 
   // A slot this client does not await may still hold a response: the answer to a
@@ -700,37 +756,24 @@ class alignas(kCacheLine) DelegationClient {
   // is neither taken for the new call's answer nor makes the server refuse the call
   // (rule 4). The clear is released by the commit that follows.
   void discard_stray_response(uint32_t slot) noexcept {
-    auto& r = DelegationView<Req, Resp>::resp_header(view_.resp_slot(client_id_, slot));
+    auto& r = DelegationView<Req, Resp>::resp_header(resp_slots_ + size_t{slot} * Layout::kRespSlotSize);
     if (atomic_field(r.valid).load(std::memory_order_acquire) == 0) return;
     atomic_field(r.valid).store(0, std::memory_order_relaxed);
     ++stray_responses_;
   }
 
   // Reserve a position, wait for ring space, write the slot, commit
-  // (docs/design.md §delegationrpc protocol).
-  DelegationCallResult reserve_and_commit(uint32_t slot, const Req& req, uint64_t user_token) noexcept {
-    auto& ctl = view_.control();
-    const uint64_t depth = view_.config().ring_depth;
-    const uint64_t pos = atomic_field(ctl.head).fetch_add(1, std::memory_order_relaxed);
-    SpinWait spin;
-    uint64_t seen_tail = ~uint64_t{0};
-    std::chrono::steady_clock::time_point tail_moved{};
-    for (;;) {
-      const uint64_t tail = atomic_field(ctl.tail).load(std::memory_order_acquire);
-      // The server never passes a position that is not committed, so tail <= pos; a
-      // larger tail was forged, and pos - tail would wrap and wait forever.
-      if (tail > pos) return {DelegationCallStatus::kRingCorrupted, 0};
-      if (pos - tail < depth) break;
-      if (!view_.server_alive()) return {DelegationCallStatus::kServerDisconnected, 0};
-      // A server that died without clearing server_alive (or is stopped) never moves
-      // tail again: give up after wait_limit without progress (checked once per yield).
-      if (tail != seen_tail) {
-        seen_tail = tail;
-        tail_moved = std::chrono::steady_clock::now();
-      } else if (spin.spins + 1 == kSpinsBeforeYield && std::chrono::steady_clock::now() - tail_moved > wait_limit_) {
-        return {DelegationCallStatus::kServerUnresponsive, 0};
-      }
-      spin.wait();
+  // (docs/design.md §delegationrpc protocol). space_below: positions below it are known
+  // to have ring space (a tail read with acquire before the reservation, plus
+  // ring_depth: tail only grows), so the reservation reads tail only for a position at
+  // or beyond it (another client reserved in between, or the ring is full); 0: nothing
+  // known, tail is read.
+  DelegationCallResult reserve_and_commit(uint32_t slot, const Req& req, uint64_t user_token,
+                                          uint64_t space_below) noexcept {
+    const uint64_t pos = atomic_field(view_.control().head).fetch_add(1, std::memory_order_relaxed);
+    if (pos >= space_below) [[unlikely]] {
+      const DelegationCallStatus st = wait_for_space(pos);
+      if (st != DelegationCallStatus::kOk) return {st, 0};
     }
     std::byte* p = view_.req_slot(pos);
     auto& s = DelegationView<Req, Resp>::req_header(p);
@@ -740,12 +783,39 @@ class alignas(kCacheLine) DelegationClient {
     s.call_tag = tag;
     std::memcpy(p + kDelegationReqPayloadOffset, &req, sizeof(Req));
     atomic_field(s.committed).store(1, std::memory_order_release);
-    busy_[slot] = 1;
+    busy_[slot / kSlotsPerBusyWord] |= slot_bit(slot);
     tokens_[slot] = user_token;
     call_tags_[slot] = tag;
     ++in_flight_;
     next_resp_slot_ = (slot + 1) & (view_.config().resp_depth - 1);
     return {DelegationCallStatus::kOk, slot};
+  }
+
+  // Waits until the reserved position pos has ring space (kOk), the server shuts down,
+  // makes no progress for wait_limit, or tail turns out forged (beyond pos).
+  [[gnu::noinline]] DelegationCallStatus wait_for_space(uint64_t pos) noexcept {
+    auto& ctl = view_.control();
+    const uint64_t depth = view_.config().ring_depth;
+    SpinWait spin;
+    uint64_t seen_tail = ~uint64_t{0};
+    std::chrono::steady_clock::time_point tail_moved{};
+    for (;;) {
+      const uint64_t tail = atomic_field(ctl.tail).load(std::memory_order_acquire);
+      // The server never passes a position that is not committed, so tail <= pos; a
+      // larger tail was forged, and pos - tail would wrap and wait forever.
+      if (tail > pos) return DelegationCallStatus::kRingCorrupted;
+      if (pos - tail < depth) return DelegationCallStatus::kOk;
+      if (!view_.server_alive()) return DelegationCallStatus::kServerDisconnected;
+      // A server that died without clearing server_alive (or is stopped) never moves
+      // tail again: give up after wait_limit without progress (checked once per yield).
+      if (tail != seen_tail) {
+        seen_tail = tail;
+        tail_moved = std::chrono::steady_clock::now();
+      } else if (spin.spins + 1 == kSpinsBeforeYield && std::chrono::steady_clock::now() - tail_moved > wait_limit_) {
+        return DelegationCallStatus::kServerUnresponsive;
+      }
+      spin.wait();
+    }
   }
 
   DelegationView<Req, Resp> view_;
@@ -757,7 +827,9 @@ class alignas(kCacheLine) DelegationClient {
   uint32_t tag_key_ = 0;
   uint32_t call_sequence_ = 0;   // calls made: the next call's tag is its tag
   std::chrono::nanoseconds wait_limit_ = kDelegationDefaultWaitLimit;
-  LineVector<uint8_t> busy_;     // slot awaits a response (client-local)
+  std::byte* resp_slots_ = nullptr;  // this client's response slot 0 (its resp_depth slots follow)
+  uint64_t slots_in_word_ = 0;    // the bits of a busy word that are slots (resp_depth < 64: the low resp_depth)
+  LineVector<uint64_t> busy_;     // busy words (pick_resp_slot): slots awaiting a response (client-local)
   LineVector<uint64_t> tokens_;  // user token of the call in each slot (client-local)
   LineVector<uint32_t> call_tags_;  // tag of the call in each slot (client-local)
 };

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
@@ -218,6 +219,119 @@ TEST_CASE("response slots: round-robin skipping busy slots, kNoFreeSlot, poll_sl
   REQUIRE(f.server.reply(e0.client_id, e0.resp_slot_idx, Resp{0, 0}) == DelegationReplyStatus::kOk);
   REQUIRE(c.poll(collect) == 1);
   REQUIRE(tokens == std::vector<uint64_t>{101, 100});
+}
+
+TEST_CASE("a poll callback may call again: the freed slot is reused, the other answers arrive in slot order",
+          "[shm][delegationrpc]") {
+  const DelegationConfig cfg{1, 16, 4};
+  Fixture f(cfg);
+  Client c = Client::connect(f.seg.bytes());
+  for (uint32_t i = 0; i < 4; ++i) REQUIRE(c.call(Req{0, 0, 10 + i, 10 + i}, 10 + i).resp_slot == i);
+  REQUIRE(f.server.poll() == 4);
+  std::vector<DelegationEntry<Req>> held;
+  while (auto e = f.server.recv()) held.push_back(*e);
+  f.server.advance_tail();
+  REQUIRE(held.size() == 4);
+  for (const uint32_t s : {3u, 1u, 0u})
+    REQUIRE(f.server.reply(0, s, Resp{held[s].payload.seq, held[s].payload.value}) == DelegationReplyStatus::kOk);
+  std::vector<uint64_t> tokens;
+  DelegationCallResult again{};
+  const uint32_t n = c.poll([&](uint64_t t, const Resp& r) {
+    CHECK(r.seq == t);
+    tokens.push_back(t);
+    if (t == 10) again = c.try_call(Req{0, 0, 20, 20}, 20);  // slot 0 is free again: the cursor is on it
+  });
+  CHECK(n == 3);
+  CHECK(tokens == std::vector<uint64_t>{10, 11, 13});
+  REQUIRE(again.status == DelegationCallStatus::kOk);
+  CHECK(again.resp_slot == 0);
+  CHECK(c.slot_busy(0));
+  CHECK(c.slot_busy(2));
+  CHECK_FALSE(c.slot_busy(1));
+  CHECK(c.in_flight() == 2);
+  // The call made in the callback is answered with its own tag like any other.
+  REQUIRE(f.server.poll() == 1);
+  const auto e = f.server.recv();
+  REQUIRE(e.has_value());
+  CHECK(e->resp_slot_idx == 0);
+  REQUIRE(f.server.reply(0, 0, Resp{20, 20}) == DelegationReplyStatus::kOk);
+  REQUIRE(f.server.reply(0, 2, Resp{12, 12}) == DelegationReplyStatus::kOk);
+  tokens.clear();
+  CHECK(c.poll([&](uint64_t t, const Resp& r) {
+    CHECK(r.seq == t);
+    tokens.push_back(t);
+  }) == 2);
+  CHECK(tokens == std::vector<uint64_t>{20, 12});
+  CHECK(c.mismatched_responses() == 0);
+  CHECK(c.in_flight() == 0);
+}
+
+TEST_CASE("response slots at depths up to several busy words: slot choice and answer order match a model",
+          "[shm][delegationrpc]") {
+  for (const uint32_t depth : {1u, 4u, 64u, 128u, 256u}) {
+    CAPTURE(depth);
+    const DelegationConfig cfg{1, 1024, depth};
+    Fixture f(cfg);
+    Client c = Client::connect(f.seg.bytes());
+    bkv::Rng rng(bkv::derive_seed(7, {depth}));
+    // Model: the slot of each awaiting call (by slot: its token), the round-robin cursor.
+    std::vector<int64_t> model_token(depth, -1);
+    uint32_t model_cursor = 0;
+    std::vector<DelegationEntry<Req>> held;
+    std::vector<uint32_t> answered_slots;  // replied, not yet polled
+    uint64_t next_token = 0, completed = 0;
+    for (int step = 0; step < 4000; ++step) {
+      const uint64_t op = rng.below(8);
+      if (op < 4) {
+        int expect = -1;
+        for (uint32_t k = 0; k < depth && expect < 0; ++k)
+          if (model_token[(model_cursor + k) % depth] < 0) expect = static_cast<int>((model_cursor + k) % depth);
+        const uint64_t t = next_token;
+        const auto r = c.try_call(Req{0, 0, t, t}, t);
+        if (expect < 0) {
+          REQUIRE(r.status == DelegationCallStatus::kNoFreeSlot);
+          continue;
+        }
+        REQUIRE(r.status == DelegationCallStatus::kOk);
+        REQUIRE(r.resp_slot == static_cast<uint32_t>(expect));
+        model_token[r.resp_slot] = static_cast<int64_t>(t);
+        model_cursor = (r.resp_slot + 1) % depth;
+        ++next_token;
+        f.server.poll();
+        while (auto e = f.server.recv()) held.push_back(*e);
+        f.server.advance_tail();
+      } else if (op < 6 && !held.empty()) {
+        const size_t k = rng.below(held.size());  // reply in random order
+        const auto e = held[k];
+        held.erase(held.begin() + static_cast<long>(k));
+        REQUIRE(f.server.reply(0, e.resp_slot_idx, Resp{e.payload.seq, e.payload.value}) == DelegationReplyStatus::kOk);
+        answered_slots.push_back(e.resp_slot_idx);
+      } else {
+        std::sort(answered_slots.begin(), answered_slots.end());
+        std::vector<uint64_t> expect_tokens;
+        for (const uint32_t s : answered_slots) {
+          expect_tokens.push_back(static_cast<uint64_t>(model_token[s]));
+          model_token[s] = -1;
+        }
+        std::vector<uint64_t> tokens;
+        const uint32_t n = c.poll([&](uint64_t t, const Resp& r) {
+          CHECK(r.seq == t);
+          tokens.push_back(t);
+        });
+        REQUIRE(n == answered_slots.size());
+        REQUIRE(tokens == expect_tokens);  // ascending slot order
+        completed += n;
+        answered_slots.clear();
+      }
+      bool busy_as_model = true;
+      for (uint32_t s = 0; s < depth; ++s) busy_as_model = busy_as_model && c.slot_busy(s) == (model_token[s] >= 0);
+      REQUIRE(busy_as_model);
+    }
+    CHECK(completed > depth);  // the run wrapped the slots more than once
+    CHECK(c.mismatched_responses() == 0);
+    CHECK(c.stray_responses() == 0);
+    CHECK_FALSE(c.slot_busy(depth));
+  }
 }
 
 TEST_CASE("recv rejects out-of-range ids written by a buggy client and nothing is written", "[shm][delegationrpc]") {
