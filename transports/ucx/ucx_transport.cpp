@@ -31,6 +31,13 @@ constexpr bool is_request(AmOp op) noexcept {
 constexpr bool carries_data(AmOp op) noexcept {
   return op == AmOp::kWrite || op == AmOp::kWriteImm || op == AmOp::kReadResponse;
 }
+// The AM request that carries a work request of opcode `op`.
+constexpr AmOp request_op(WcOpcode op) noexcept {
+  constexpr AmOp kByOpcode[] = {AmOp::kWrite, AmOp::kWriteImm, AmOp::kReadRequest};  // indexed by WcOpcode
+  static_assert(static_cast<int>(WcOpcode::kRdmaWrite) == 0 && static_cast<int>(WcOpcode::kRdmaWriteImm) == 1 &&
+                static_cast<int>(WcOpcode::kRdmaRead) == 2);
+  return kByOpcode[static_cast<uint8_t>(op)];
+}
 constexpr bool valid_op(uint8_t op) noexcept {
   return op >= static_cast<uint8_t>(AmOp::kWrite) && op <= static_cast<uint8_t>(AmOp::kReadResponse);
 }
@@ -88,29 +95,38 @@ struct UcxTransport::Impl {
     return h;
   }
 
-  static SendSlot& spare_send_slot(UcxTransport& t) {
-    if (t.spare_send_slot_ == nullptr) {
-      if (t.free_send_slots_.empty()) {
-        t.send_slots_.push_back(std::make_unique<SendSlot>());
-        t.spare_send_slot_ = t.send_slots_.back().get();
-      } else {
-        t.spare_send_slot_ = t.free_send_slots_.back();
-        t.free_send_slots_.pop_back();
-      }
+  [[gnu::always_inline]] static SendSlot& spare_send_slot(UcxTransport& t) {
+    if (t.spare_send_slot_ != nullptr) [[likely]] return *t.spare_send_slot_;
+    return new_spare_send_slot(t);
+  }
+  static SendSlot& new_spare_send_slot(UcxTransport& t) {
+    if (t.free_send_slots_.empty()) {
+      t.send_slots_.push_back(std::make_unique<SendSlot>());
+      t.spare_send_slot_ = t.send_slots_.back().get();
+    } else {
+      t.spare_send_slot_ = t.free_send_slots_.back();
+      t.free_send_slots_.pop_back();
     }
     return *t.spare_send_slot_;
   }
 
   static void send(UcxTransport& t, QueuePair& qp, const AmHeader& h, const void* data, size_t len) {
     SendSlot& slot = spare_send_slot(t);
-    slot.qp = &qp;
     slot.header = h;
+    send_slot(t, qp, slot, data, len);
+  }
+
+  // Sends the header the caller built in `slot` (the spare slot) and `len` bytes of
+  // payload. Inline: submit() builds every request's header in the slot itself.
+  [[gnu::always_inline]] static void send_slot(UcxTransport& t, QueuePair& qp, SendSlot& slot, const void* data,
+                                               size_t len) {
+    slot.qp = &qp;
     ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = &Impl::on_send_done;
     p.user_data = &slot;
     ucs_status_ptr_t r = ucp_am_send_nbx(qp.ep_, kAmId, &slot.header, sizeof(AmHeader), data, len, &p);
-    if (r == nullptr) return;  // done in place: the slot stays the spare
+    if (r == nullptr) [[likely]] return;  // done in place: the slot stays the spare
     if (UCS_PTR_IS_ERR(r)) {
       transport_failure(t, qp);
       return;
@@ -578,9 +594,9 @@ void QueuePair::submit() {
   while (submitted_ < doorbell_end_) {
     const uint64_t seq = submitted_;
     Wqe& w = wqe(seq);
-    if (state_ == State::kErrorPending) break;  // held until the fence is acknowledged
-    if (state_ == State::kError || ep_ == nullptr) {
-      w.done = true;
+    if (state_ != State::kReady || ep_ == nullptr) [[unlikely]] {
+      if (state_ == State::kErrorPending) break;  // held until the fence is acknowledged
+      w.done = true;  // kError, or not connected
       w.status = WcStatus::kWrFlushError;
       ++submitted_;
       continue;
@@ -591,7 +607,7 @@ void QueuePair::submit() {
     const bool local_ok =
         software_nic::check_local_access(t.memory_, UcxTransport::kNode, w.opcode, w.local, w.length, w.lkey).ok;
     // ---- RMA hook (ucx_rma.hpp): READ / WRITE as ucp_get / ucp_put where announced ----
-    if (t.rma_ && local_ok && w.opcode != WcOpcode::kRdmaWriteImm) {
+    if (w.opcode != WcOpcode::kRdmaWriteImm && t.rma_ && local_ok) {
       const RmaEngine::Route route = t.rma_->route(*this, seq);
       if (route == RmaEngine::Route::kHold) break;
       if (route == RmaEngine::Route::kRma) {
@@ -614,7 +630,7 @@ void QueuePair::submit() {
         continue;
       }
     }
-    if (rma_inflight_ > 0) {  // an AM request goes after every earlier RMA operation completed
+    if (rma_inflight_ > 0) [[unlikely]] {  // an AM request goes after every earlier RMA operation completed
       t.rma_->flush_writes(*this);
       if (rma_inflight_ > 0) {  // resumed by rma_done
         t.rma_->count_hold();
@@ -622,7 +638,10 @@ void QueuePair::submit() {
       }
     }
     // ---- end of the RMA hook ----
-    AmHeader h = header_template_;
+    // The header is built in the send slot UCX reads it from (no copy of it).
+    UcxTransport::SendSlot& slot = UcxTransport::Impl::spare_send_slot(t);
+    AmHeader& h = slot.header;
+    h = header_template_;
     am_position_[am_next_ & (slots_.depth() - 1)] = seq;
     h.seq = am_next_++;
     h.remote_addr = w.remote_addr;
@@ -631,7 +650,7 @@ void QueuePair::submit() {
     h.imm = w.imm;
     h.flags = w.signaled ? kFlagAckRequested : 0;
     am_unacknowledged_ = !w.signaled;
-    if (!local_ok) {
+    if (!local_ok) [[unlikely]] {
       w.status = WcStatus::kLocalProtectionError;
       h.op = AmOp::kNop;
       h.flags = kFlagAckRequested;
@@ -639,12 +658,12 @@ void QueuePair::submit() {
       state_ = State::kErrorPending;
       fence_seq_ = seq;
       ++submitted_;
-      UcxTransport::Impl::send(t, *this, h, nullptr, 0);
+      UcxTransport::Impl::send_slot(t, *this, slot, nullptr, 0);
       break;
     }
-    h.op = is_read ? AmOp::kReadRequest : (w.opcode == WcOpcode::kRdmaWriteImm ? AmOp::kWriteImm : AmOp::kWrite);
+    h.op = request_op(w.opcode);
     ++submitted_;
-    UcxTransport::Impl::send(t, *this, h, is_read ? nullptr : w.local, is_read ? 0 : w.length);
+    UcxTransport::Impl::send_slot(t, *this, slot, is_read ? nullptr : w.local, is_read ? 0 : w.length);
   }
   // The WRITEs of this doorbell complete at their flush (issue() is called only here, and
   // every submit() ends with this flush: no earlier WRITE is left unflushed).
