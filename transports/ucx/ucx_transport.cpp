@@ -312,7 +312,8 @@ struct UcxTransport::Impl {
   }
 
   // Executes one request in order. Returns false when it must wait (no receive posted).
-  static bool execute(UcxTransport& t, QueuePair& qp, const AmHeader& h, const std::byte* data) {
+  // Inline: it runs once per request (handle_request, and drain for parked ones).
+  [[gnu::always_inline]] static bool execute(UcxTransport& t, QueuePair& qp, const AmHeader& h, const std::byte* data) {
     const bool ack = (h.flags & kFlagAckRequested) != 0;
     switch (h.op) {
       case AmOp::kNop:
@@ -372,8 +373,24 @@ struct UcxTransport::Impl {
     }
   }
 
-  static ucs_status_t handle_request(UcxTransport& t, QueuePair& qp, const AmHeader& h, void* data,
-                                     size_t length, bool rndv) {
+  // The request handler. Inline in on_am: the common case is the next request in order
+  // with its payload here, nothing parked and the responder running; equal to expected_
+  // it lies inside the window, and with nothing parked it is no duplicate.
+  [[gnu::always_inline]] static ucs_status_t handle_request(UcxTransport& t, QueuePair& qp, const AmHeader& h,
+                                                            void* data, size_t length, bool rndv) {
+    if (!rndv && h.seq == qp.expected_ && qp.parked_.empty() && !qp.responder_error_) [[likely]] {
+      if (execute(t, qp, h, static_cast<const std::byte*>(data))) {
+        if (!qp.responder_error_) ++qp.expected_;
+        return UCS_OK;
+      }
+      return park(t, qp, h, data, length, false);  // receiver not ready
+    }
+    return handle_other_request(t, qp, h, data, length, rndv);
+  }
+
+  // Every other request: responder in error, out of order, or a rendezvous payload.
+  static ucs_status_t handle_other_request(UcxTransport& t, QueuePair& qp, const AmHeader& h, void* data,
+                                           size_t length, bool rndv) {
     if (qp.responder_error_) {  // RC responder in error: flush it (a payload is dropped)
       queue_nak(t, qp, h.seq, WcStatus::kWrFlushError);
       return UCS_OK;
@@ -382,14 +399,8 @@ struct UcxTransport::Impl {
       protocol_error(t, "request sequence number out of window or duplicated");
       return UCS_OK;
     }
-    const auto* bytes = static_cast<const std::byte*>(data);
     const bool in_order = h.seq == qp.expected_ && qp.parked_.empty();
-    if (!rndv && in_order) {
-      if (execute(t, qp, h, bytes)) {
-        if (!qp.responder_error_) ++qp.expected_;
-        return UCS_OK;
-      }
-    }
+    // (in order without rendezvous is handle_request's case: not here)
     if (rndv && in_order && (h.op == AmOp::kWrite || h.op == AmOp::kWriteImm) &&
         (h.op == AmOp::kWrite || !t.srq_.empty())) {
       // Next in order: check now, take the receive, and let UCX place the bytes.
@@ -406,6 +417,12 @@ struct UcxTransport::Impl {
       t.rndv_.push_back(RndvRecv{data, dst, length, &qp, h.seq, false});
       return UCS_INPROGRESS;
     }
+    return park(t, qp, h, data, length, rndv);
+  }
+
+  // The request must wait (out of order, or receiver not ready): parked with a copy of
+  // its payload, or with a buffer its rendezvous payload is received into.
+  static ucs_status_t park(UcxTransport& t, QueuePair& qp, const AmHeader& h, void* data, size_t length, bool rndv) {
     ++t.parked_requests_;
     QueuePair::Parked& p = qp.parked_[h.seq];
     p.header = h;
@@ -415,6 +432,7 @@ struct UcxTransport::Impl {
       t.rndv_.push_back(RndvRecv{data, p.data.data(), length, &qp, h.seq, false});
       return UCS_INPROGRESS;
     }
+    const auto* bytes = static_cast<const std::byte*>(data);
     p.data.assign(bytes, bytes + length);
     return UCS_OK;
   }
