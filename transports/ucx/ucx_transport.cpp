@@ -837,6 +837,12 @@ void UcxTransport::post_receives(uint32_t n) {
 
 void UcxTransport::progress() {
   ucp_worker_progress(worker_);
+  // Most calls find nothing queued: the work below is out of line, so this stays a
+  // leaf-sized function (no registers to save) on that path.
+  if (!rndv_.empty() || !outgoing_.empty() || !rma_resume_.empty()) [[unlikely]] after_progress();
+}
+
+void UcxTransport::after_progress() {
   if (!rndv_.empty()) Impl::start_rndv(*this);
   if (!outgoing_.empty()) Impl::flush_outgoing(*this);
   if (!rma_resume_.empty()) {  // requests held behind RMA operations that completed
