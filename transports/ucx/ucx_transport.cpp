@@ -161,6 +161,24 @@ struct UcxTransport::Impl {
     }
   }
 
+  // executed_below(qp, end) and then queue_completions in one pass, for an ACK: while
+  // every request before it has completed, a request that became done completes at
+  // once; the rest of the range is only marked (queue_completions picks it up later).
+  static void acknowledged_below(UcxTransport& t, QueuePair& qp, uint64_t end) {
+    for (uint64_t s = qp.completed_; s < end; ++s) {
+      QueuePair::Wqe& w = qp.wqe(s);
+      if (!w.rma && (w.opcode != WcOpcode::kRdmaRead || w.status != WcStatus::kSuccess)) w.done = true;
+      if (s == qp.completed_ && w.done) queue_completion(t, qp, w);
+    }
+  }
+
+  // The oldest outstanding request is done: its completion (if any) goes to the CQ.
+  [[gnu::always_inline]] static void queue_completion(UcxTransport& t, QueuePair& qp, const QueuePair::Wqe& w) {
+    if (w.signaled || w.status != WcStatus::kSuccess)
+      t.send_cq_.push(SendEntry{SendCompletion{qp.qp_num_, w.wr_id, w.opcode, w.status}, &qp, qp.completed_});
+    ++qp.completed_;
+  }
+
   // Queues the completions of finished requests, in send-queue order. Only signalled
   // requests and failures produce a completion (as verbs). Inline: most calls (every
   // doorbell) find the oldest outstanding request not done and return at once.
@@ -168,12 +186,7 @@ struct UcxTransport::Impl {
     if (qp.completed_ < qp.submitted_ && qp.wqe(qp.completed_).done) queue_completions(t, qp);
   }
   static void queue_completions(UcxTransport& t, QueuePair& qp) {
-    while (qp.completed_ < qp.submitted_ && qp.wqe(qp.completed_).done) {
-      const QueuePair::Wqe& w = qp.wqe(qp.completed_);
-      if (w.signaled || w.status != WcStatus::kSuccess)
-        t.send_cq_.push(SendEntry{SendCompletion{qp.qp_num_, w.wr_id, w.opcode, w.status}, &qp, qp.completed_});
-      ++qp.completed_;
-    }
+    while (qp.completed_ < qp.submitted_ && qp.wqe(qp.completed_).done) queue_completion(t, qp, qp.wqe(qp.completed_));
   }
 
   static void flush(QueuePair::Wqe& w, WcStatus status) noexcept {
@@ -217,7 +230,7 @@ struct UcxTransport::Impl {
     if (pos < qp.completed_) return UCS_OK;  // already settled
     switch (h.op) {
       case AmOp::kAck:
-        executed_below(qp, pos + 1);
+        acknowledged_below(t, qp, pos + 1);  // pos < submitted_: the request was sent
         if (qp.state_ == QueuePair::State::kErrorPending && qp.fence_seq_ <= pos) {
           advance_completions(t, qp);
           enter_error(t, qp);
