@@ -31,13 +31,12 @@ constexpr bool is_request(AmOp op) noexcept {
 constexpr bool carries_data(AmOp op) noexcept {
   return op == AmOp::kWrite || op == AmOp::kWriteImm || op == AmOp::kReadResponse;
 }
-// The AM request that carries a work request of opcode `op`.
-constexpr AmOp request_op(WcOpcode op) noexcept {
-  constexpr AmOp kByOpcode[] = {AmOp::kWrite, AmOp::kWriteImm, AmOp::kReadRequest};  // indexed by WcOpcode
-  static_assert(static_cast<int>(WcOpcode::kRdmaWrite) == 0 && static_cast<int>(WcOpcode::kRdmaWriteImm) == 1 &&
-                static_cast<int>(WcOpcode::kRdmaRead) == 2);
-  return kByOpcode[static_cast<uint8_t>(op)];
-}
+// The AM request that carries a work request of opcode `op` (a table at namespace
+// scope: one load, not an array built on the stack per call).
+constexpr AmOp kRequestOpByOpcode[] = {AmOp::kWrite, AmOp::kWriteImm, AmOp::kReadRequest};  // indexed by WcOpcode
+static_assert(static_cast<int>(WcOpcode::kRdmaWrite) == 0 && static_cast<int>(WcOpcode::kRdmaWriteImm) == 1 &&
+              static_cast<int>(WcOpcode::kRdmaRead) == 2);
+constexpr AmOp request_op(WcOpcode op) noexcept { return kRequestOpByOpcode[static_cast<uint8_t>(op)]; }
 constexpr bool valid_op(uint8_t op) noexcept {
   return op >= static_cast<uint8_t>(AmOp::kWrite) && op <= static_cast<uint8_t>(AmOp::kReadResponse);
 }
