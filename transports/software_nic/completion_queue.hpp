@@ -21,19 +21,21 @@ namespace bkv::software_nic {
 // Growable FIFO of completions, owner thread only. It never drops an entry; it grows
 // only when the user lets completions pile up (a hardware CQ would overrun instead; the
 // discrete-event model keeps its fixed-size ring for that reason).
-// Invariants: head <= tail, tail - head <= capacity, capacity a power of two (or 0).
+// Invariants: head <= tail, tail - head <= capacity, capacity a power of two (or 0),
+// mask = capacity - 1 once it has grown.
 template <class T>
 class CompletionQueue {
  public:
   bool empty() const noexcept { return head_ == tail_; }
   uint64_t size() const noexcept { return tail_ - head_; }
+  // Inline and small (one per completion); growing is out of line.
   void push(const T& v) {
-    if (size() == buf_.size()) grow();
-    buf_[tail_++ & (buf_.size() - 1)] = v;
+    if (size() == buf_.size()) [[unlikely]] grow();
+    buf_[tail_++ & mask_] = v;
   }
   const T& front() const noexcept {
     assert(!empty());
-    return buf_[head_ & (buf_.size() - 1)];
+    return buf_[head_ & mask_];
   }
   void pop() noexcept {
     assert(!empty());
@@ -43,14 +45,16 @@ class CompletionQueue {
  private:
   static constexpr uint64_t kInitialCapacity = 64;
   static_assert((kInitialCapacity & (kInitialCapacity - 1)) == 0, "capacity stays a power of two");
-  void grow() {
+  [[gnu::noinline]] void grow() {
     std::vector<T> bigger(buf_.empty() ? kInitialCapacity : buf_.size() * 2);
-    for (uint64_t i = head_; i < tail_; ++i) bigger[i - head_] = buf_[i & (buf_.size() - 1)];
+    for (uint64_t i = head_; i < tail_; ++i) bigger[i - head_] = buf_[i & mask_];
     tail_ -= head_;
     head_ = 0;
     buf_.swap(bigger);
+    mask_ = buf_.size() - 1;
   }
   std::vector<T> buf_;
+  uint64_t mask_ = 0;  // buf_.size() - 1 (the index mask of the ring; 0 while empty)
   uint64_t head_ = 0;
   uint64_t tail_ = 0;
 };

@@ -55,32 +55,41 @@ class MemoryTable {
   // Returns the host pointer or nullptr.
   std::byte* check_local(const void* addr, uint64_t len, uint32_t lkey, bool needs_write) const noexcept {
     const Region* r = lookup(lkey);
-    if (r == nullptr) return nullptr;
-    if (needs_write && (r->access & kAccessLocalWrite) == 0) return nullptr;
-    return in_bounds(*r, reinterpret_cast<uint64_t>(addr), len);
+    return r != nullptr ? local_range(*r, addr, len, needs_write) : nullptr;
   }
 
   // Remote side: the address range inside the rkey's region with remote permission.
   std::byte* check_remote(uint64_t addr, uint64_t len, uint32_t rkey, uint32_t needed_access) const noexcept {
     const Region* r = lookup(rkey);
-    if (r == nullptr || (r->access & needed_access) != needed_access) return nullptr;
-    return in_bounds(*r, addr, len);
+    return r != nullptr ? remote_range(*r, addr, len, needed_access) : nullptr;
   }
 
   // The same checks, and the key must belong to `owner` (the node doing the access).
+  // One lookup of the key serves all of them (these run once per work request).
   std::byte* check_local_owned(const void* addr, uint64_t len, uint32_t lkey, bool needs_write,
                                uint32_t owner) const noexcept {
-    std::byte* p = check_local(addr, len, lkey, needs_write);
-    return p != nullptr && lookup(lkey)->owner == owner ? p : nullptr;
+    const Region* r = lookup(lkey);
+    return r != nullptr && r->owner == owner ? local_range(*r, addr, len, needs_write) : nullptr;
   }
   std::byte* check_remote_owned(uint64_t addr, uint64_t len, uint32_t rkey, uint32_t needed_access,
                                 uint32_t owner) const noexcept {
-    std::byte* p = check_remote(addr, len, rkey, needed_access);
-    return p != nullptr && lookup(rkey)->owner == owner ? p : nullptr;
+    const Region* r = lookup(rkey);
+    return r != nullptr && r->owner == owner ? remote_range(*r, addr, len, needed_access) : nullptr;
   }
 
  private:
   static constexpr uint32_t kKeyBase = 0x100;
+
+  // The local rule on the region the lkey named: write access if needed, range inside.
+  static std::byte* local_range(const Region& r, const void* addr, uint64_t len, bool needs_write) noexcept {
+    if (needs_write && (r.access & kAccessLocalWrite) == 0) return nullptr;
+    return in_bounds(r, reinterpret_cast<uint64_t>(addr), len);
+  }
+  // The remote rule on the region the rkey named: every needed access bit, range inside.
+  static std::byte* remote_range(const Region& r, uint64_t addr, uint64_t len, uint32_t needed_access) noexcept {
+    if ((r.access & needed_access) != needed_access) return nullptr;
+    return in_bounds(r, addr, len);
+  }
 
   static std::byte* in_bounds(const Region& r, uint64_t addr, uint64_t len) noexcept {
     const uint64_t base = reinterpret_cast<uint64_t>(r.base);

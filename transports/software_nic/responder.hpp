@@ -39,7 +39,7 @@ struct Access {
 };
 
 // Rules 1 and 2: the target range of a request arriving at `node`.
-inline Access check_remote_access(const MemoryTable& memory, uint32_t node, WcOpcode op, uint64_t addr,
+[[gnu::always_inline]] inline Access check_remote_access(const MemoryTable& memory, uint32_t node, WcOpcode op, uint64_t addr,
                                   uint32_t len, uint32_t rkey) noexcept {
   if (len == 0) return Access{true, nullptr};
   const uint32_t need = op == WcOpcode::kRdmaRead ? kAccessRemoteRead : kAccessRemoteWrite;
@@ -48,7 +48,7 @@ inline Access check_remote_access(const MemoryTable& memory, uint32_t node, WcOp
 }
 
 // The requester's local rule: the gather (WRITE) or scatter (READ) range on `node`.
-inline Access check_local_access(const MemoryTable& memory, uint32_t node, WcOpcode op, const void* addr,
+[[gnu::always_inline]] inline Access check_local_access(const MemoryTable& memory, uint32_t node, WcOpcode op, const void* addr,
                                  uint32_t len, uint32_t lkey) noexcept {
   if (len == 0) return Access{true, nullptr};
   std::byte* host = memory.check_local_owned(addr, len, lkey, /*needs_write=*/op == WcOpcode::kRdmaRead, node);
@@ -74,7 +74,7 @@ class Responder {
       : memory_(&memory), node_(node), srq_(&srq), recv_cq_(&recv_cq) {}
 
   // Rules 1-3 without side effects: where a WRITE would land, or why it cannot run now.
-  ResponderStatus check_write(const InboundWrite& w, std::byte** target) const noexcept {
+  [[gnu::always_inline]] ResponderStatus check_write(const InboundWrite& w, std::byte** target) const noexcept {
     assert(w.op == WcOpcode::kRdmaWrite || w.op == WcOpcode::kRdmaWriteImm);
     const Access a = check_remote_access(*memory_, node_, w.op, w.remote_addr, w.length, w.rkey);
     if (!a.ok) return ResponderStatus::kRemoteAccessError;
@@ -85,7 +85,7 @@ class Responder {
 
   // Rule 4 for a WRITE that passed check_write: the bytes land, then a WRITE_IMM takes
   // its receive and completes it on `qp_num` (the responder's queue pair).
-  void land_write(uint32_t qp_num, const InboundWrite& w, std::byte* target, const std::byte* data) {
+  [[gnu::always_inline]] void land_write(uint32_t qp_num, const InboundWrite& w, std::byte* target, const std::byte* data) {
     if (w.length > 0) std::memcpy(target, data, w.length);
     if (w.op == WcOpcode::kRdmaWriteImm) {
       take_receive();
@@ -94,7 +94,8 @@ class Responder {
   }
 
   // Rules 1-4 in one step, for transports that hold the bytes when the request runs.
-  ResponderStatus write(uint32_t qp_num, const InboundWrite& w, const std::byte* data) {
+  // check_write, land_write and write run once per inbound WRITE: always inline.
+  [[gnu::always_inline]] ResponderStatus write(uint32_t qp_num, const InboundWrite& w, const std::byte* data) {
     std::byte* target = nullptr;
     const ResponderStatus s = check_write(w, &target);
     if (s == ResponderStatus::kExecuted) land_write(qp_num, w, target, data);
@@ -105,7 +106,7 @@ class Responder {
   // straight into the target): the receive is taken when the request is accepted...
   void take_receive() noexcept { srq_->consume(); }
   // ... and the receive completion is queued once the bytes are there.
-  void complete_receive(uint32_t qp_num, const InboundWrite& w) {
+  [[gnu::always_inline]] void complete_receive(uint32_t qp_num, const InboundWrite& w) {
     recv_cq_->push(RecvCompletion{qp_num, w.imm, w.length, WcStatus::kSuccess});
   }
 

@@ -31,6 +31,12 @@ constexpr bool is_request(AmOp op) noexcept {
 constexpr bool carries_data(AmOp op) noexcept {
   return op == AmOp::kWrite || op == AmOp::kWriteImm || op == AmOp::kReadResponse;
 }
+// The AM request that carries a work request of opcode `op` (a table at namespace
+// scope: one load, not an array built on the stack per call).
+constexpr AmOp kRequestOpByOpcode[] = {AmOp::kWrite, AmOp::kWriteImm, AmOp::kReadRequest};  // indexed by WcOpcode
+static_assert(static_cast<int>(WcOpcode::kRdmaWrite) == 0 && static_cast<int>(WcOpcode::kRdmaWriteImm) == 1 &&
+              static_cast<int>(WcOpcode::kRdmaRead) == 2);
+constexpr AmOp request_op(WcOpcode op) noexcept { return kRequestOpByOpcode[static_cast<uint8_t>(op)]; }
 constexpr bool valid_op(uint8_t op) noexcept {
   return op >= static_cast<uint8_t>(AmOp::kWrite) && op <= static_cast<uint8_t>(AmOp::kReadResponse);
 }
@@ -88,29 +94,38 @@ struct UcxTransport::Impl {
     return h;
   }
 
-  static SendSlot& spare_send_slot(UcxTransport& t) {
-    if (t.spare_send_slot_ == nullptr) {
-      if (t.free_send_slots_.empty()) {
-        t.send_slots_.push_back(std::make_unique<SendSlot>());
-        t.spare_send_slot_ = t.send_slots_.back().get();
-      } else {
-        t.spare_send_slot_ = t.free_send_slots_.back();
-        t.free_send_slots_.pop_back();
-      }
+  [[gnu::always_inline]] static SendSlot& spare_send_slot(UcxTransport& t) {
+    if (t.spare_send_slot_ != nullptr) [[likely]] return *t.spare_send_slot_;
+    return new_spare_send_slot(t);
+  }
+  static SendSlot& new_spare_send_slot(UcxTransport& t) {
+    if (t.free_send_slots_.empty()) {
+      t.send_slots_.push_back(std::make_unique<SendSlot>());
+      t.spare_send_slot_ = t.send_slots_.back().get();
+    } else {
+      t.spare_send_slot_ = t.free_send_slots_.back();
+      t.free_send_slots_.pop_back();
     }
     return *t.spare_send_slot_;
   }
 
   static void send(UcxTransport& t, QueuePair& qp, const AmHeader& h, const void* data, size_t len) {
     SendSlot& slot = spare_send_slot(t);
-    slot.qp = &qp;
     slot.header = h;
+    send_slot(t, qp, slot, data, len);
+  }
+
+  // Sends the header the caller built in `slot` (the spare slot) and `len` bytes of
+  // payload. Inline: submit() builds every request's header in the slot itself.
+  [[gnu::always_inline]] static void send_slot(UcxTransport& t, QueuePair& qp, SendSlot& slot, const void* data,
+                                               size_t len) {
+    slot.qp = &qp;
     ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = &Impl::on_send_done;
     p.user_data = &slot;
     ucs_status_ptr_t r = ucp_am_send_nbx(qp.ep_, kAmId, &slot.header, sizeof(AmHeader), data, len, &p);
-    if (r == nullptr) return;  // done in place: the slot stays the spare
+    if (r == nullptr) [[likely]] return;  // done in place: the slot stays the spare
     if (UCS_PTR_IS_ERR(r)) {
       transport_failure(t, qp);
       return;
@@ -145,15 +160,32 @@ struct UcxTransport::Impl {
     }
   }
 
-  // Queues the completions of finished requests, in send-queue order. Only signalled
-  // requests and failures produce a completion (as verbs).
-  static void advance_completions(UcxTransport& t, QueuePair& qp) {
-    while (qp.completed_ < qp.submitted_ && qp.wqe(qp.completed_).done) {
-      const QueuePair::Wqe& w = qp.wqe(qp.completed_);
-      if (w.signaled || w.status != WcStatus::kSuccess)
-        t.send_cq_.push(SendEntry{SendCompletion{qp.qp_num_, w.wr_id, w.opcode, w.status}, &qp, qp.completed_});
-      ++qp.completed_;
+  // executed_below(qp, end) and then queue_completions in one pass, for an ACK: while
+  // every request before it has completed, a request that became done completes at
+  // once; the rest of the range is only marked (queue_completions picks it up later).
+  static void acknowledged_below(UcxTransport& t, QueuePair& qp, uint64_t end) {
+    for (uint64_t s = qp.completed_; s < end; ++s) {
+      QueuePair::Wqe& w = qp.wqe(s);
+      if (!w.rma && (w.opcode != WcOpcode::kRdmaRead || w.status != WcStatus::kSuccess)) w.done = true;
+      if (s == qp.completed_ && w.done) queue_completion(t, qp, w);
     }
+  }
+
+  // The oldest outstanding request is done: its completion (if any) goes to the CQ.
+  [[gnu::always_inline]] static void queue_completion(UcxTransport& t, QueuePair& qp, const QueuePair::Wqe& w) {
+    if (w.signaled || w.status != WcStatus::kSuccess)
+      t.send_cq_.push(SendEntry{SendCompletion{qp.qp_num_, w.wr_id, w.opcode, w.status}, &qp, qp.completed_});
+    ++qp.completed_;
+  }
+
+  // Queues the completions of finished requests, in send-queue order. Only signalled
+  // requests and failures produce a completion (as verbs). Inline: most calls (every
+  // doorbell) find the oldest outstanding request not done and return at once.
+  [[gnu::always_inline]] static void advance_completions(UcxTransport& t, QueuePair& qp) {
+    if (qp.completed_ < qp.submitted_ && qp.wqe(qp.completed_).done) queue_completions(t, qp);
+  }
+  static void queue_completions(UcxTransport& t, QueuePair& qp) {
+    while (qp.completed_ < qp.submitted_ && qp.wqe(qp.completed_).done) queue_completion(t, qp, qp.wqe(qp.completed_));
   }
 
   static void flush(QueuePair::Wqe& w, WcStatus status) noexcept {
@@ -197,7 +229,7 @@ struct UcxTransport::Impl {
     if (pos < qp.completed_) return UCS_OK;  // already settled
     switch (h.op) {
       case AmOp::kAck:
-        executed_below(qp, pos + 1);
+        acknowledged_below(t, qp, pos + 1);  // pos < submitted_: the request was sent
         if (qp.state_ == QueuePair::State::kErrorPending && qp.fence_seq_ <= pos) {
           advance_completions(t, qp);
           enter_error(t, qp);
@@ -292,7 +324,8 @@ struct UcxTransport::Impl {
   }
 
   // Executes one request in order. Returns false when it must wait (no receive posted).
-  static bool execute(UcxTransport& t, QueuePair& qp, const AmHeader& h, const std::byte* data) {
+  // Inline: it runs once per request (handle_request, and drain for parked ones).
+  [[gnu::always_inline]] static bool execute(UcxTransport& t, QueuePair& qp, const AmHeader& h, const std::byte* data) {
     const bool ack = (h.flags & kFlagAckRequested) != 0;
     switch (h.op) {
       case AmOp::kNop:
@@ -352,8 +385,24 @@ struct UcxTransport::Impl {
     }
   }
 
-  static ucs_status_t handle_request(UcxTransport& t, QueuePair& qp, const AmHeader& h, void* data,
-                                     size_t length, bool rndv) {
+  // The request handler. Inline in on_am: the common case is the next request in order
+  // with its payload here, nothing parked and the responder running; equal to expected_
+  // it lies inside the window, and with nothing parked it is no duplicate.
+  [[gnu::always_inline]] static ucs_status_t handle_request(UcxTransport& t, QueuePair& qp, const AmHeader& h,
+                                                            void* data, size_t length, bool rndv) {
+    if (!rndv && h.seq == qp.expected_ && qp.parked_.empty() && !qp.responder_error_) [[likely]] {
+      if (execute(t, qp, h, static_cast<const std::byte*>(data))) {
+        if (!qp.responder_error_) ++qp.expected_;
+        return UCS_OK;
+      }
+      return park(t, qp, h, data, length, false);  // receiver not ready
+    }
+    return handle_other_request(t, qp, h, data, length, rndv);
+  }
+
+  // Every other request: responder in error, out of order, or a rendezvous payload.
+  static ucs_status_t handle_other_request(UcxTransport& t, QueuePair& qp, const AmHeader& h, void* data,
+                                           size_t length, bool rndv) {
     if (qp.responder_error_) {  // RC responder in error: flush it (a payload is dropped)
       queue_nak(t, qp, h.seq, WcStatus::kWrFlushError);
       return UCS_OK;
@@ -362,14 +411,8 @@ struct UcxTransport::Impl {
       protocol_error(t, "request sequence number out of window or duplicated");
       return UCS_OK;
     }
-    const auto* bytes = static_cast<const std::byte*>(data);
     const bool in_order = h.seq == qp.expected_ && qp.parked_.empty();
-    if (!rndv && in_order) {
-      if (execute(t, qp, h, bytes)) {
-        if (!qp.responder_error_) ++qp.expected_;
-        return UCS_OK;
-      }
-    }
+    // (in order without rendezvous is handle_request's case: not here)
     if (rndv && in_order && (h.op == AmOp::kWrite || h.op == AmOp::kWriteImm) &&
         (h.op == AmOp::kWrite || !t.srq_.empty())) {
       // Next in order: check now, take the receive, and let UCX place the bytes.
@@ -386,6 +429,12 @@ struct UcxTransport::Impl {
       t.rndv_.push_back(RndvRecv{data, dst, length, &qp, h.seq, false});
       return UCS_INPROGRESS;
     }
+    return park(t, qp, h, data, length, rndv);
+  }
+
+  // The request must wait (out of order, or receiver not ready): parked with a copy of
+  // its payload, or with a buffer its rendezvous payload is received into.
+  static ucs_status_t park(UcxTransport& t, QueuePair& qp, const AmHeader& h, void* data, size_t length, bool rndv) {
     ++t.parked_requests_;
     QueuePair::Parked& p = qp.parked_[h.seq];
     p.header = h;
@@ -395,6 +444,7 @@ struct UcxTransport::Impl {
       t.rndv_.push_back(RndvRecv{data, p.data.data(), length, &qp, h.seq, false});
       return UCS_INPROGRESS;
     }
+    const auto* bytes = static_cast<const std::byte*>(data);
     p.data.assign(bytes, bytes + length);
     return UCS_OK;
   }
@@ -570,12 +620,13 @@ void QueuePair::ring_doorbell() {
 
 void QueuePair::submit() {
   UcxTransport& t = *owner_;
+  bool rma_issued = false;  // an RMA operation left this doorbell: its WRITEs need a flush
   while (submitted_ < doorbell_end_) {
     const uint64_t seq = submitted_;
     Wqe& w = wqe(seq);
-    if (state_ == State::kErrorPending) break;  // held until the fence is acknowledged
-    if (state_ == State::kError || ep_ == nullptr) {
-      w.done = true;
+    if (state_ != State::kReady || ep_ == nullptr) [[unlikely]] {
+      if (state_ == State::kErrorPending) break;  // held until the fence is acknowledged
+      w.done = true;  // kError, or not connected
       w.status = WcStatus::kWrFlushError;
       ++submitted_;
       continue;
@@ -586,7 +637,7 @@ void QueuePair::submit() {
     const bool local_ok =
         software_nic::check_local_access(t.memory_, UcxTransport::kNode, w.opcode, w.local, w.length, w.lkey).ok;
     // ---- RMA hook (ucx_rma.hpp): READ / WRITE as ucp_get / ucp_put where announced ----
-    if (t.rma_ && local_ok && w.opcode != WcOpcode::kRdmaWriteImm) {
+    if (w.opcode != WcOpcode::kRdmaWriteImm && t.rma_ && local_ok) {
       const RmaEngine::Route route = t.rma_->route(*this, seq);
       if (route == RmaEngine::Route::kHold) break;
       if (route == RmaEngine::Route::kRma) {
@@ -604,11 +655,12 @@ void QueuePair::submit() {
           if (state_ != State::kReady) continue;  // the send failed: the queue pair flushed this request
         }
         ++submitted_;  // handed over first: the engine may complete (or fail) it at once
+        rma_issued = true;
         t.rma_->issue(*this, seq);
         continue;
       }
     }
-    if (rma_inflight_ > 0) {  // an AM request goes after every earlier RMA operation completed
+    if (rma_inflight_ > 0) [[unlikely]] {  // an AM request goes after every earlier RMA operation completed
       t.rma_->flush_writes(*this);
       if (rma_inflight_ > 0) {  // resumed by rma_done
         t.rma_->count_hold();
@@ -616,7 +668,10 @@ void QueuePair::submit() {
       }
     }
     // ---- end of the RMA hook ----
-    AmHeader h = header_template_;
+    // The header is built in the send slot UCX reads it from (no copy of it).
+    UcxTransport::SendSlot& slot = UcxTransport::Impl::spare_send_slot(t);
+    AmHeader& h = slot.header;
+    h = header_template_;
     am_position_[am_next_ & (slots_.depth() - 1)] = seq;
     h.seq = am_next_++;
     h.remote_addr = w.remote_addr;
@@ -625,7 +680,7 @@ void QueuePair::submit() {
     h.imm = w.imm;
     h.flags = w.signaled ? kFlagAckRequested : 0;
     am_unacknowledged_ = !w.signaled;
-    if (!local_ok) {
+    if (!local_ok) [[unlikely]] {
       w.status = WcStatus::kLocalProtectionError;
       h.op = AmOp::kNop;
       h.flags = kFlagAckRequested;
@@ -633,14 +688,16 @@ void QueuePair::submit() {
       state_ = State::kErrorPending;
       fence_seq_ = seq;
       ++submitted_;
-      UcxTransport::Impl::send(t, *this, h, nullptr, 0);
+      UcxTransport::Impl::send_slot(t, *this, slot, nullptr, 0);
       break;
     }
-    h.op = is_read ? AmOp::kReadRequest : (w.opcode == WcOpcode::kRdmaWriteImm ? AmOp::kWriteImm : AmOp::kWrite);
+    h.op = request_op(w.opcode);
     ++submitted_;
-    UcxTransport::Impl::send(t, *this, h, is_read ? nullptr : w.local, is_read ? 0 : w.length);
+    UcxTransport::Impl::send_slot(t, *this, slot, is_read ? nullptr : w.local, is_read ? 0 : w.length);
   }
-  if (t.rma_) t.rma_->flush_writes(*this);  // the WRITEs of this doorbell complete at their flush
+  // The WRITEs of this doorbell complete at their flush (issue() is called only here, and
+  // every submit() ends with this flush: no earlier WRITE is left unflushed).
+  if (rma_issued) t.rma_->flush_writes(*this);
   UcxTransport::Impl::advance_completions(t, *this);
 }
 
@@ -792,6 +849,12 @@ void UcxTransport::post_receives(uint32_t n) {
 
 void UcxTransport::progress() {
   ucp_worker_progress(worker_);
+  // Most calls find nothing queued: the work below is out of line, so this stays a
+  // leaf-sized function (no registers to save) on that path.
+  if (!rndv_.empty() || !outgoing_.empty() || !rma_resume_.empty()) [[unlikely]] after_progress();
+}
+
+void UcxTransport::after_progress() {
   if (!rndv_.empty()) Impl::start_rndv(*this);
   if (!outgoing_.empty()) Impl::flush_outgoing(*this);
   if (!rma_resume_.empty()) {  // requests held behind RMA operations that completed

@@ -342,6 +342,9 @@ class UcxTransport {
   friend class RmaEngine;
   // An RMA operation of `qp` at send-queue position `seq` completed (ok) or failed.
   void rma_done(QueuePair& qp, uint64_t seq, bool ok);
+  // progress() after ucp_worker_progress, when the handlers queued something: starts
+  // rendezvous receives, sends queued replies, resumes held requests.
+  [[gnu::noinline]] void after_progress();
   static constexpr uint32_t kNode = 0;  // owner of every region in memory_
   using SendEntry = software_nic::SendCqEntry<QueuePair*>;
   struct Outgoing {  // a reply the handlers queued, sent after ucp_worker_progress returns
