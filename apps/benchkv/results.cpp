@@ -396,6 +396,25 @@ void latency_table(std::string& out, const std::string& tag, const json& latency
   }
 }
 
+// The rpc section's entry for run `run` when it has the caller's round-trip times (rpc
+// runs record no per-class request latency), else nullptr.
+const json* rpc_run_rtts(const json& summary, uint64_t run) {
+  if (!summary.contains("rpc") || !summary["rpc"].contains("runs")) return nullptr;
+  for (const json& r : summary["rpc"]["runs"])
+    if (r.value("run", uint64_t{0}) == run && r.contains("rtt_mean_us")) return &r;
+  return nullptr;
+}
+
+// The CSV latency columns (count, mean, p50, p90, p99, p99.9, max; nanoseconds) of an rpc
+// run from its round-trip times: the summary has the calls, mean, p50 and p99 (in
+// microseconds, rounded to 1e-6, so whole nanoseconds come back exactly); p90, p99.9 and
+// max are not recorded and stay empty.
+std::string rpc_latency_columns(const json& rtt) {
+  const auto ns = [&](const char* key) { return std::llround(rtt[key].get<double>() * 1000.0); };
+  return fmt::format(",{},{:.1f},{},,{},,", rtt["calls"].get<uint64_t>(), rtt["rtt_mean_us"].get<double>() * 1000.0,
+                     ns("rtt_p50_us"), ns("rtt_p99_us"));
+}
+
 }  // namespace
 
 std::string format_report(const json& summary, ReportFormat format) {
@@ -413,6 +432,8 @@ std::string format_report(const json& summary, ReportFormat format) {
         const json& a = r["latency"]["all"];
         out += fmt::format(",{},{:.1f}", a["count"].get<uint64_t>(), a["mean_ns"].get<double>());
         for (size_t k = 2; k < std::size(kLatencyColumns); ++k) out += fmt::format(",{}", a[kLatencyColumns[k]].get<uint64_t>());
+      } else if (const json* rtt = rpc_run_rtts(summary, r["run"].get<uint64_t>())) {
+        out += rpc_latency_columns(*rtt);
       } else {
         out += ",,,,,,,";
       }

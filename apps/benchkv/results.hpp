@@ -188,7 +188,10 @@ nlohmann::json latency_json(const metrics::LatencyHistogram& h);
 // requests, daemon CQEs per loop and calls in flight), the latency table per run and the
 // [OVERALL] lines over all kept runs; kCsv is a header and one line per run. Human
 // text counts runs from 1 ("run 1/3", as the progress lines); the CSV's run column
-// counts from 0, as the per-epoch CSV and the summary's "run".
+// counts from 0, as the per-epoch CSV and the summary's "run". An rpc summary's runs
+// have no request latency: their CSV latency columns come from the "rpc" section's
+// round-trip times (latency_count = calls, mean, p50 and p99 converted to ns; p90,
+// p99.9 and max are not recorded for rpc and stay empty).
 std::string format_report(const nlohmann::json& summary, ReportFormat format);
 
 // The end of a run's report: every issued request completed and no error, or a line on
