@@ -204,8 +204,14 @@ void write_summary_file(const std::string& path, const nlohmann::json& summary);
 // side by side (Mops mean and std dev over the runs, daemon CQEs per loop and calls in
 // flight, latency mean/p50/p99/p99.9 of all requests), the ratio B / A, and for Mops
 // whether the difference of the means exceeds the run-to-run spread (the sum of the two
-// sample std devs; "n/a" when either summary has a single run). Throws
-// std::runtime_error naming the file and key when a summary lacks a figure.
+// sample std devs; "n/a" when either summary has a single run). Summaries of different
+// kinds (KV backends, rpc, data) are refused: std::runtime_error naming both files and
+// kinds. Settings that differ (the "config" keys but output paths and display switches,
+// and the simulator model's content when both record it) are listed first in lines
+// starting "warning:". Data summaries are compared per value size (the sizes both have;
+// ops/s, GiB/s and latency means over the runs of each size, and a spread verdict per
+// size); none in common is refused. Throws std::runtime_error naming the file and key
+// when a summary lacks a figure.
 std::string compare_summaries(const nlohmann::json& a, const nlohmann::json& b, const std::string& name_a,
                               const std::string& name_b);
 
