@@ -116,9 +116,12 @@ double round6(double x) noexcept { return std::round(x * 1e6) / 1e6; }
 void prepare_output_files(const Options& o) {
   const std::pair<const char*, const std::string*> outs[] = {
       {"--output", &o.output}, {"--summary", &o.summary}, {"--inflight-samples", &o.inflight_samples},
-      {"--trace", &o.trace}};
+      {"--trace", &o.trace}, {"--step-log", &o.step_log}};
   for (const auto& [flag, path] : outs) {
     if (path->empty()) continue;
+    if (*path == "-")
+      throw std::runtime_error(std::string(flag) + " -: outputs are files, \"-\" (standard output) is not one; "
+                               "for the results on stdout use --report csv (or text) with a file for " + flag);
     const std::filesystem::path p(*path);
     std::error_code ec;
     if (p.has_parent_path() && std::filesystem::exists(p.parent_path(), ec) &&

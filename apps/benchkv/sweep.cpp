@@ -45,7 +45,7 @@ struct SweepInputError : std::runtime_error {
 };
 
 [[noreturn]] void fail(const std::string& file, const std::string& what) {
-  throw SweepInputError("sweep " + file + ": " + what);
+  throw SweepInputError("sweep: " + file + ": " + what);
 }
 
 ojson read_json_file(const std::string& path, const std::string& what) {
@@ -99,7 +99,20 @@ void set_path(json& root, const std::string& dotted, const json& v) {
 sim::Model model_of(const Options& o, const json& patch, json* patched_out) {
   json m = o.model.empty() ? sim::Model::defaults().to_json() : json(read_json_file(o.model, "model file"));
   for (const auto& [k, v] : patch.items()) set_path(m, k, v);
-  sim::Model model = sim::Model::from_json(m, patch.empty() ? o.model : "the model with the sweep's model. keys");
+  if (patch.empty()) {
+    sim::Model model = sim::Model::from_json(m, o.model);
+    if (patched_out) *patched_out = std::move(m);
+    return model;
+  }
+  // Key paths in messages read as the sweep's keys ("model.nic.send.qp_windw: unknown key").
+  sim::Model model = [&] {
+    try {
+      return sim::Model::from_json(m, "model");
+    } catch (const std::exception& e) {
+      throw std::runtime_error("the run's model (" + (o.model.empty() ? std::string("the built-in defaults") : o.model) +
+                               " with the sweep's \"model.\" keys): " + e.what());
+    }
+  }();
   if (patched_out) *patched_out = std::move(m);
   return model;
 }
@@ -401,7 +414,13 @@ void print_usage(std::FILE* f) {
 Sweep load_sweep(const std::string& path) {
   Sweep s;
   s.file = path;
-  const ojson j = read_json_file(path, "sweep file");
+  if (!fs::is_regular_file(path)) fail(path, fs::exists(path) ? "not a regular file" : "no such file");
+  ojson j;
+  try {
+    j = read_json_file(path, "sweep file");
+  } catch (const std::exception& e) {
+    fail(path, e.what());
+  }
   if (!j.is_object()) fail(path, "must be a JSON object");
   const fs::path dir = fs::absolute(path).parent_path();
   static const std::vector<std::string> kKeys = {"description", "base", "set", "grid", "output", "plot"};
@@ -416,7 +435,12 @@ Sweep load_sweep(const std::string& path) {
     const ojson& b = j["base"];
     if (b.is_string()) {
       const fs::path f = (dir / b.get<std::string>()).lexically_normal();
-      const ojson cfg = read_json_file(f.string(), "base config");
+      ojson cfg;
+      try {
+        cfg = read_json_file(f.string(), "base config");
+      } catch (const std::exception& e) {
+        fail(path, std::string("\"base\": ") + e.what());
+      }
       if (!cfg.is_object()) fail(path, "\"base\" " + f.string() + " is not a JSON object");
       for (const auto& [k, v] : cfg.items()) base[k] = json(resolve_setting(f.parent_path(), k, v));
     } else if (b.is_object()) {

@@ -285,6 +285,10 @@ TEST_CASE("compare: two summaries side by side, ratio and spread verdict", "[e2e
   const Outcome same = run_ok({"compare", "a.summary.json", "a.summary.json"}, dir.path());
   CHECK_THAT(same.out, Catch::Contains("exceeds the run-to-run spread: no"));
   CHECK_THAT(same.out, !Catch::Contains("warning"));
+  const Outcome help = run_benchkv({"compare", "--help"}, dir.path());
+  CHECK(help.status == 0);
+  CHECK_THAT(help.out, Catch::StartsWith("Usage: benchkv compare A.summary.json B.summary.json\n"));
+  CHECK(help.err.empty());
   const Outcome bad = run_benchkv({"compare", "a.summary.json", "missing.json"}, dir.path());
   CHECK(bad.status == 2);
   CHECK_THAT(bad.err, Catch::Contains("missing.json"));

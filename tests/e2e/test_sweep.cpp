@@ -129,7 +129,7 @@ TEST_CASE("sweep: a changed setting refuses the old results instead of reusing t
   {
     INFO(describe(o));
     CHECK(o.status == 2);
-    CHECK_THAT(o.err, Catch::Contains("sweep s.json"));
+    CHECK_THAT(o.err, Catch::Contains("\nbenchkv sweep: s.json: the output directory "));
     CHECK_THAT(o.err, Catch::Contains("made with another configuration (duration: 0.004 -> 0.008)"));
     CHECK_THAT(o.err, Catch::Contains("choose another \"output\""));
     CHECK_THAT(o.err, !Catch::Contains("finished earlier"));
@@ -220,7 +220,16 @@ TEST_CASE("sweep: bad sweep files and options are rejected naming the problem", 
   write_file(dir / "s.json", sweep_text("out"));
   require_rejected(sweep(dir, {"s.json", "-j", "0"}), {"-j", "\"0\""});
   require_rejected(sweep(dir, {"s.json", "--jobz", "2"}), {"unknown option \"--jobz\""});
-  require_rejected(sweep(dir, {"absent.json"}), {"absent.json"});
+  // A missing sweep file is a usage error like the others: status 2, "sweep:" prefix.
+  const Outcome absent = sweep(dir, {"absent.json"});
+  CHECK(absent.status == 2);
+  CHECK_THAT(absent.err, Catch::StartsWith("benchkv sweep: absent.json: no such file"));
+  // A model key the model does not have reads as the sweep's key.
+  const Outcome bogus = with("\"model.nic.send.qp_window\"", "\"model.nic.bogus\"");
+  CHECK(bogus.status == 2);
+  CHECK_THAT(bogus.err, Catch::Contains("the run's model (the built-in defaults with the sweep's \"model.\" keys): "
+                                        "model.nic.bogus: unknown key"));
+  CHECK_THAT(bogus.err, !Catch::Contains("keys.nic"));
 }
 
 TEST_CASE("sweep: every sweep file the repository ships is valid (--check)", "[e2e][sweep]") {
