@@ -75,6 +75,17 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     outdir, series = args[0], [a.rsplit("=", 1) for a in args[1:]]
+    for a, s in zip(args[1:], series):
+        if len(s) != 2:
+            print(f"plot_bistability: \"{a}\" is not LABEL=PREFIX", file=sys.stderr)
+            return 2
+    # Every input is checked before anything is drawn: one line naming a missing file.
+    inputs = [prefix + ext for _, prefix in series for ext in (".inflight.csv", ".summary.json")]
+    inputs += [regime] if regime else []
+    for path in inputs:
+        if not os.path.isfile(path):
+            print(f"plot_bistability: {path}: no such file", file=sys.stderr)
+            return 2
     os.makedirs(outdir, exist_ok=True)
 
     for name, bin_us, t_max, title in (

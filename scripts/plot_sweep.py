@@ -106,11 +106,27 @@ def main(argv):
         print(__doc__)
         return 0 if len(argv) >= 2 else 2
     sweep_path = argv[1]
-    sweep = json.load(open(sweep_path))
+    if not os.path.isfile(sweep_path):
+        print(f"plot_sweep: {sweep_path}: no such sweep file", file=sys.stderr)
+        return 2
+    try:
+        with open(sweep_path) as f:
+            sweep = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"plot_sweep: {sweep_path}: cannot read the sweep file ({e})", file=sys.stderr)
+        return 2
+    if not isinstance(sweep, dict) or not isinstance(sweep.get("output"), str):
+        print(f"plot_sweep: {sweep_path}: not a sweep file (no \"output\")", file=sys.stderr)
+        return 2
     out = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(sweep_path)), sweep["output"]))
     csv_path = argv[argv.index("--csv") + 1] if "--csv" in argv else os.path.join(out, "results.csv")
     out_dir = argv[argv.index("--out-dir") + 1] if "--out-dir" in argv else out
-    rows = list(csv.DictReader(open(csv_path)))
+    if not os.path.isfile(csv_path):
+        print(f"plot_sweep: {csv_path}: no such file (has the sweep run? benchkv sweep {sweep_path})",
+              file=sys.stderr)
+        return 2
+    with open(csv_path) as f:
+        rows = list(csv.DictReader(f))
     if not rows:
         print(f"plot_sweep: {csv_path} has no rows", file=sys.stderr)
         return 1

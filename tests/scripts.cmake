@@ -12,3 +12,8 @@ if(BKV_SCRIPT_TESTS AND Python3_EXECUTABLE)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/scripts/check_c1_accounting.py ${PROJECT_SOURCE_DIR})
   set_tests_properties(c1_accounting_script PROPERTIES LABELS unit TIMEOUT 60)
 endif()
+if(BKV_SCRIPT_TESTS AND EXISTS /usr/bin/python3)
+  add_test(NAME plot_inputs_script
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/scripts/check_plot_inputs.py ${PROJECT_SOURCE_DIR})
+  set_tests_properties(plot_inputs_script PROPERTIES LABELS unit TIMEOUT 60)
+endif()

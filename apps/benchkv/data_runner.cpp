@@ -1,5 +1,6 @@
 #include "apps/benchkv/data_runner.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -342,11 +343,31 @@ std::string data_table(const Options& o, const DataResult& r) {
   out << line;
   for (const DataRunStats& s : r.stats) {
     std::snprintf(line, sizeof line, "%-10s %8u %4u %12.0f %9.3f %10.2f %10.2f\n", o.data_backend.c_str(), s.value_size,
-                  s.run, s.ops_per_s(), s.gib_per_s(), s.latency.percentile_ns(0.5) / 1000.0,
+                  s.run + 1, s.ops_per_s(), s.gib_per_s(), s.latency.percentile_ns(0.5) / 1000.0,
                   s.latency.percentile_ns(0.99) / 1000.0);
     out << line;
   }
   return out.str();
+}
+
+std::string data_csv_report(const nlohmann::json& data) {
+  std::string out = "value_size,run,ops,bytes,duration_ns,ops_per_s,gib_per_s,latency_p50_ns,latency_p99_ns\n";
+  // The summary holds the percentiles in microseconds rounded to 1e-6: whole nanoseconds
+  // (histogram bucket bounds) come back exactly.
+  const auto ns = [](const nlohmann::json& run, const char* key) {
+    if (!run.contains(key)) return std::string();
+    return std::to_string(std::llround(run[key].get<double>() * 1000.0));
+  };
+  for (const nlohmann::json& r : data.at("runs")) {
+    char line[200];
+    std::snprintf(line, sizeof line, "%u,%u,%llu,%llu,%llu,%.6f,%.6f,", r.at("value_size").get<uint32_t>(),
+                  r.at("run").get<uint32_t>(), static_cast<unsigned long long>(r.at("ops").get<uint64_t>()),
+                  static_cast<unsigned long long>(r.at("bytes").get<uint64_t>()),
+                  static_cast<unsigned long long>(r.at("duration_ns").get<uint64_t>()), r.at("ops_per_s").get<double>(),
+                  r.at("gib_per_s").get<double>());
+    out += line + ns(r, "latency_p50_us") + "," + ns(r, "latency_p99_us") + "\n";
+  }
+  return out;
 }
 
 int write_data_outputs(const Options& o, const DataResult& res, const std::string& section, const nlohmann::json& details) {
@@ -358,7 +379,9 @@ int write_data_outputs(const Options& o, const DataResult& res, const std::strin
   // Real data runs step every thread of a rank on its main thread: no CPU map.
   summary["provenance"] = provenance_json(o.transport == TransportKind::kSim);
   write_summary_file(o.summary, summary);
-  std::fputs(data_table(o, res).c_str(), stdout);
+  if (o.report == ReportFormat::kText) std::fputs(data_table(o, res).c_str(), stdout);
+  if (o.report == ReportFormat::kCsv) std::fputs(data_csv_report(summary["data"]).c_str(), stdout);
+  std::fflush(stdout);
   std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());
   return consistency_status(res.issued, res.completed, res.errors, "data operations");
 }

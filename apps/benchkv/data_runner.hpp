@@ -48,13 +48,20 @@ data::DataNodeConfig data_node_config(const Options& o, uint32_t rank, uint32_t 
 // Runs `benchkv data` in the simulator (o.transport == sim). Deterministic.
 DataResult run_data_sim(const Options& o, const sim::Model& model, const std::function<void(const std::string&)>& progress);
 
-// The summary's "data" section and the table printed at the end:
+// The summary's "data" section and the table printed at the end (--report text; runs
+// count from 1 there, as in all human text):
 //   backend  size  run  ops/s  GiB/s  p50 (us)  p99 (us)
 nlohmann::json data_summary(const Options& o, const DataResult& r);
 std::string data_table(const Options& o, const DataResult& r);
+// --report csv, from the summary's "data" section: a header
+//   value_size,run,ops,bytes,duration_ns,ops_per_s,gib_per_s,latency_p50_ns,latency_p99_ns
+// and a line per (value size, run); run counts from 0 as in the summary and the CSV
+// file; the latency columns are empty where no operation completed.
+std::string data_csv_report(const nlohmann::json& data);
 
-// Writes the CSV and the summary, prints the table; returns 1 when an operation was
-// lost or failed, else 0.
+// Writes the CSV and the summary, prints the report --report asks for (text: the table;
+// csv: data_csv_report; none: nothing); returns 1 when an operation was lost or failed,
+// else 0.
 int write_data_outputs(const Options& o, const DataResult& r, const std::string& section, const nlohmann::json& details);
 
 }  // namespace bkv::app

@@ -87,6 +87,15 @@ int run_data_sim(const app::Options& o) {
 
 // benchkv compare A.summary.json B.summary.json
 int compare(int argc, char** argv) {
+  if (argc == 3 && (std::string_view(argv[2]) == "--help" || std::string_view(argv[2]) == "-h")) {
+    std::printf(
+        "Usage: benchkv compare A.summary.json B.summary.json\n"
+        "Prints the overall figures of two summaries side by side with the ratio B / A and whether\n"
+        "the Mops difference exceeds the run-to-run spread. Settings that differ are listed in\n"
+        "warning: lines; summaries of different kinds (KV, rpc, data) are refused; data summaries\n"
+        "are compared per value size (docs/benchmarks.md, \"Comparing two results\").\n");
+    return 0;
+  }
   if (argc != 4) {
     std::fprintf(stderr, "benchkv: usage: benchkv compare A.summary.json B.summary.json\n");
     return 2;

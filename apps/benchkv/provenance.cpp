@@ -43,10 +43,19 @@ std::string cpu_model() {
   return "unknown";
 }
 
+// Whether tracked files differed from the commit at build time: true, false, or null when
+// the build could not tell (cmake/build_info.cmake writes "true", "false" or "unknown").
+json git_dirty() {
+  const std::string dirty = BKV_GIT_DIRTY;
+  if (dirty == "true") return true;
+  if (dirty == "false") return false;
+  return nullptr;
+}
+
 }  // namespace
 
 json build_provenance() {
-  return json{{"git_commit", BKV_GIT_COMMIT}, {"git_dirty", BKV_GIT_DIRTY}, {"build_type", BKV_BUILD_TYPE},
+  return json{{"git_commit", BKV_GIT_COMMIT}, {"git_dirty", git_dirty()}, {"build_type", BKV_BUILD_TYPE},
               {"compiler", BKV_COMPILER},     {"ucx_version", BKV_UCX_VERSION}, {"mpi_version", BKV_MPI_VERSION},
               {"rdma_core_version", BKV_RDMA_CORE_VERSION}};
 }
@@ -71,7 +80,7 @@ json threads_json(const std::vector<ThreadCpu>& threads) {
 std::string version_text() {
   const json b = build_provenance();
   std::string s = "benchkv " + b["git_commit"].get<std::string>();
-  if (b["git_dirty"] == "true") s += " (with uncommitted changes)";
+  if (b["git_dirty"] == true) s += " (with uncommitted changes)";
   s += "\n";
   for (const char* k : {"build_type", "compiler", "ucx_version", "mpi_version", "rdma_core_version"}) {
     const std::string v = b[k].get<std::string>();

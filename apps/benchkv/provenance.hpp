@@ -1,8 +1,8 @@
 // Where a benchkv result comes from: the "provenance" object of every summary JSON and
 // the text of `benchkv --version`.
 //
-//   {"git_commit", "git_dirty" ("true"|"false"|"unknown": tracked files differ from the
-//    commit, at build time), "build_type", "compiler", "ucx_version", "mpi_version",
+//   {"git_commit", "git_dirty" (JSON true|false: tracked files differ from the commit, at
+//    build time; null when the build could not tell), "build_type", "compiler", "ucx_version", "mpi_version",
 //    "rdma_core_version" ("44.0 (libibverbs 1.14.44.0)": from pkg-config at configure
 //    time; "" when the build has no UCX / MPI / libibverbs), "host", "date_utc" (ISO 8601, when the summary was
 //    made), "cpu_model" (/proc/cpuinfo), "threads": the thread-to-CPU map of a real run,

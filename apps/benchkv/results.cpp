@@ -116,9 +116,12 @@ double round6(double x) noexcept { return std::round(x * 1e6) / 1e6; }
 void prepare_output_files(const Options& o) {
   const std::pair<const char*, const std::string*> outs[] = {
       {"--output", &o.output}, {"--summary", &o.summary}, {"--inflight-samples", &o.inflight_samples},
-      {"--trace", &o.trace}};
+      {"--trace", &o.trace}, {"--step-log", &o.step_log}};
   for (const auto& [flag, path] : outs) {
     if (path->empty()) continue;
+    if (*path == "-")
+      throw std::runtime_error(std::string(flag) + " -: outputs are files, \"-\" (standard output) is not one; "
+                               "for the results on stdout use --report csv (or text) with a file for " + flag);
     const std::filesystem::path p(*path);
     std::error_code ec;
     if (p.has_parent_path() && std::filesystem::exists(p.parent_path(), ec) &&
@@ -396,6 +399,25 @@ void latency_table(std::string& out, const std::string& tag, const json& latency
   }
 }
 
+// The rpc section's entry for run `run` when it has the caller's round-trip times (rpc
+// runs record no per-class request latency), else nullptr.
+const json* rpc_run_rtts(const json& summary, uint64_t run) {
+  if (!summary.contains("rpc") || !summary["rpc"].contains("runs")) return nullptr;
+  for (const json& r : summary["rpc"]["runs"])
+    if (r.value("run", uint64_t{0}) == run && r.contains("rtt_mean_us")) return &r;
+  return nullptr;
+}
+
+// The CSV latency columns (count, mean, p50, p90, p99, p99.9, max; nanoseconds) of an rpc
+// run from its round-trip times: the summary has the calls, mean, p50 and p99 (in
+// microseconds, rounded to 1e-6, so whole nanoseconds come back exactly); p90, p99.9 and
+// max are not recorded and stay empty.
+std::string rpc_latency_columns(const json& rtt) {
+  const auto ns = [&](const char* key) { return std::llround(rtt[key].get<double>() * 1000.0); };
+  return fmt::format(",{},{:.1f},{},,{},,", rtt["calls"].get<uint64_t>(), rtt["rtt_mean_us"].get<double>() * 1000.0,
+                     ns("rtt_p50_us"), ns("rtt_p99_us"));
+}
+
 }  // namespace
 
 std::string format_report(const json& summary, ReportFormat format) {
@@ -413,6 +435,8 @@ std::string format_report(const json& summary, ReportFormat format) {
         const json& a = r["latency"]["all"];
         out += fmt::format(",{},{:.1f}", a["count"].get<uint64_t>(), a["mean_ns"].get<double>());
         for (size_t k = 2; k < std::size(kLatencyColumns); ++k) out += fmt::format(",{}", a[kLatencyColumns[k]].get<uint64_t>());
+      } else if (const json* rtt = rpc_run_rtts(summary, r["run"].get<uint64_t>())) {
+        out += rpc_latency_columns(*rtt);
       } else {
         out += ",,,,,,,";
       }
@@ -477,11 +501,175 @@ double figure(const json& summary, const std::string& name, std::initializer_lis
 
 }  // namespace
 
-std::string compare_summaries(const json& a, const json& b, const std::string& name_a, const std::string& name_b) {
-  std::string out = fmt::format("A: {}\nB: {}\n{:<28} {:>14} {:>14} {:>9}\n", name_a, name_b, "figure", "A", "B", "B / A");
-  const auto row = [&](const std::string& label, double x, double y) {
-    out += fmt::format("{:<28} {:>14.6f} {:>14.6f} {:>9}\n", label, x, y, x != 0 ? fmt::format("{:.4f}", y / x) : "n/a");
+namespace {
+
+// What produced a summary: the KV benchmark (any KV backend), `benchkv rpc` or `benchkv
+// data`. Figures of different kinds measure different things (requests, calls, bulk
+// operations by size) and are not compared.
+std::string kind_of(const json& summary) {
+  if (summary.contains("data")) return "data";
+  if (summary.contains("rpc")) return "rpc";
+  return "KV";
+}
+
+std::string kind_text(const std::string& kind) {
+  if (kind == "data") return "a data summary (benchkv data)";
+  if (kind == "rpc") return "an rpc summary (benchkv rpc)";
+  return "a KV summary (benchkv meta|delegation|direct|ucx-am)";
+}
+
+// Configuration keys that name where outputs went or how they were shown, not what was
+// measured: not reported as differences.
+constexpr const char* kConfigKeysNotCompared[] = {"output", "summary", "inflight_samples", "trace", "step_log",
+                                                  "progress", "report"};
+
+// The settings in which two summaries differ: their "config" keys (output paths and display
+// switches left out; a key one side lacks shows as "(none)") and, when both summaries
+// record the simulator's model, the model's keys (as "model content: nic...."). One
+// "key: A vs B" entry each.
+std::vector<std::string> config_differences(const json& a, const json& b) {
+  std::vector<std::string> out;
+  const auto text = [](const json& j, const std::string& k) { return j.contains(k) ? j[k].dump() : std::string("(none)"); };
+  const json ca = a.value("config", json::object()), cb = b.value("config", json::object());
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : ca.items()) keys.push_back(k);
+  for (const auto& [k, v] : cb.items())
+    if (!ca.contains(k)) keys.push_back(k);
+  std::sort(keys.begin(), keys.end());
+  for (const std::string& k : keys) {
+    if (std::find(std::begin(kConfigKeysNotCompared), std::end(kConfigKeysNotCompared), k) !=
+        std::end(kConfigKeysNotCompared))
+      continue;
+    if (text(ca, k) != text(cb, k)) out.push_back(fmt::format("{}: {} vs {}", k, text(ca, k), text(cb, k)));
+  }
+  const json* ma = a.contains("simulator") && a["simulator"].contains("model") ? &a["simulator"]["model"] : nullptr;
+  const json* mb = b.contains("simulator") && b["simulator"].contains("model") ? &b["simulator"]["model"] : nullptr;
+  if (ma && mb && *ma != *mb) {
+    const json fa = ma->flatten(), fb = mb->flatten();
+    std::vector<std::string> paths;
+    for (const auto& [k, v] : fa.items()) paths.push_back(k);
+    for (const auto& [k, v] : fb.items())
+      if (!fa.contains(k)) paths.push_back(k);
+    std::sort(paths.begin(), paths.end());
+    for (const std::string& p : paths)
+      if (text(fa, p) != text(fb, p)) {
+        std::string dotted = p.substr(1);
+        std::replace(dotted.begin(), dotted.end(), '/', '.');
+        out.push_back(fmt::format("model content {}: {} vs {}", dotted, text(fa, p), text(fb, p)));
+      }
+  }
+  return out;
+}
+
+std::string row_text(const std::string& label, double x, double y) {
+  return fmt::format("{:<28} {:>14.6f} {:>14.6f} {:>9}\n", label, x, y, x != 0 ? fmt::format("{:.4f}", y / x) : "n/a");
+}
+
+struct Spread {
+  size_t n = 0;
+  double mean = 0, std_dev = 0;  // sample std dev (n - 1); 0 for one value
+};
+
+Spread spread_of(const std::vector<double>& v) {
+  Spread s;
+  s.n = v.size();
+  if (v.empty()) return s;
+  for (double x : v) s.mean += x;
+  s.mean /= double(v.size());
+  if (v.size() > 1) {
+    double ss = 0;
+    for (double x : v) ss += (x - s.mean) * (x - s.mean);
+    s.std_dev = std::sqrt(ss / double(v.size() - 1));
+  }
+  return s;
+}
+
+std::string spread_verdict(const Spread& a, const Spread& b, const char* unit) {
+  if (a.n < 2 || b.n < 2) return "n/a (a single run has no spread: use -r 3 or more)";
+  const double diff = std::abs(b.mean - a.mean), spread = a.std_dev + b.std_dev;
+  return fmt::format("{} (|B - A| = {:.6f} {}, std dev A + B = {:.6f})", diff > spread ? "yes" : "no", diff, unit, spread);
+}
+
+// Data summaries: per value size (the figures of different sizes are not one population).
+std::string compare_data(const json& a, const json& b, const std::string& name_a, const std::string& name_b) {
+  const auto runs = [](const json& s, const std::string& name) -> const json& {
+    if (!s["data"].contains("runs") || !s["data"]["runs"].is_array())
+      throw std::runtime_error(fmt::format("compare: {} has no \"data/runs\"", name));
+    return s["data"]["runs"];
   };
+  const json &ra = runs(a, name_a), &rb = runs(b, name_b);
+  std::vector<uint64_t> sizes_a, sizes_b;
+  const auto collect = [](const json& rs, std::vector<uint64_t>& sizes) {
+    for (const json& r : rs) {
+      const uint64_t v = r.at("value_size").get<uint64_t>();
+      if (std::find(sizes.begin(), sizes.end(), v) == sizes.end()) sizes.push_back(v);
+    }
+  };
+  collect(ra, sizes_a);
+  collect(rb, sizes_b);
+  std::vector<uint64_t> common, only_a, only_b;
+  for (uint64_t v : sizes_a)
+    (std::find(sizes_b.begin(), sizes_b.end(), v) != sizes_b.end() ? common : only_a).push_back(v);
+  for (uint64_t v : sizes_b)
+    if (std::find(sizes_a.begin(), sizes_a.end(), v) == sizes_a.end()) only_b.push_back(v);
+  const auto list = [](const std::vector<uint64_t>& v) {
+    std::string t;
+    for (uint64_t x : v) t += (t.empty() ? "" : ", ") + std::to_string(x);
+    return t;
+  };
+  if (common.empty())
+    throw std::runtime_error(fmt::format("compare: data summaries are compared per value size, and {} ({}) and {} "
+                                         "({}) have no value size in common",
+                                         name_a, list(sizes_a), name_b, list(sizes_b)));
+  std::string out = "data summaries: compared per value size (the mean over the runs of each size)\n";
+  if (!only_a.empty()) out += fmt::format("value sizes only in A (not compared): {}\n", list(only_a));
+  if (!only_b.empty()) out += fmt::format("value sizes only in B (not compared): {}\n", list(only_b));
+  out += fmt::format("{:<28} {:>14} {:>14} {:>9}\n", "figure", "A", "B", "B / A");
+  std::string verdicts;
+  for (uint64_t size : common) {
+    const auto values = [&](const json& rs, const char* key) {
+      std::vector<double> v;
+      for (const json& r : rs)
+        if (r.at("value_size").get<uint64_t>() == size && r.contains(key)) v.push_back(r[key].get<double>());
+      return v;
+    };
+    const Spread oa = spread_of(values(ra, "ops_per_s")), ob = spread_of(values(rb, "ops_per_s"));
+    out += row_text(fmt::format("{} B ops/s", size), oa.mean, ob.mean);
+    out += row_text(fmt::format("{} B GiB/s", size), spread_of(values(ra, "gib_per_s")).mean,
+                    spread_of(values(rb, "gib_per_s")).mean);
+    for (const char* k : {"latency_p50_us", "latency_p99_us"}) {
+      const auto va = values(ra, k), vb = values(rb, k);
+      if (!va.empty() && !vb.empty())
+        out += row_text(fmt::format("{} B {}", size, k), spread_of(va).mean, spread_of(vb).mean);
+    }
+    verdicts += fmt::format("{} B: ops/s difference exceeds the run-to-run spread: {}\n", size,
+                            spread_verdict(oa, ob, "ops/s"));
+  }
+  return out + verdicts;
+}
+
+}  // namespace
+
+std::string compare_summaries(const json& a, const json& b, const std::string& name_a, const std::string& name_b) {
+  if (!a.is_object()) throw std::runtime_error(fmt::format("compare: {} is not a summary (not a JSON object)", name_a));
+  if (!b.is_object()) throw std::runtime_error(fmt::format("compare: {} is not a summary (not a JSON object)", name_b));
+  const std::string kind_a = kind_of(a), kind_b = kind_of(b);
+  if (kind_a != kind_b)
+    throw std::runtime_error(fmt::format("compare: {} is {} and {} is {}: summaries of different kinds are not "
+                                         "compared",
+                                         name_a, kind_text(kind_a), name_b, kind_text(kind_b)));
+  std::string out = fmt::format("A: {}\nB: {}\n", name_a, name_b);
+  const std::vector<std::string> diffs = config_differences(a, b);
+  if (!diffs.empty()) {
+    out += fmt::format("warning: A and B were run with different configurations ({} differing setting{}, output "
+                       "paths not counted); the ratios compare those configurations, not runs of one:\n",
+                       diffs.size(), diffs.size() == 1 ? "" : "s");
+    for (const std::string& d : diffs) out += "warning:   " + d + "\n";
+  }
+  if (kind_a == "data") return out + compare_data(a, b, name_a, name_b);
+
+  out += fmt::format("{:<28} {:>14} {:>14} {:>9}\n", "figure", "A", "B", "B / A");
+  const auto row = [&](const std::string& label, double x, double y) { out += row_text(label, x, y); };
   const double ma = figure(a, name_a, {"overall", "mops", "mean"}), mb = figure(b, name_b, {"overall", "mops", "mean"});
   const double sa = figure(a, name_a, {"overall", "mops", "std_dev"}), sb = figure(b, name_b, {"overall", "mops", "std_dev"});
   const double ra = figure(a, name_a, {"overall", "runs"}), rb = figure(b, name_b, {"overall", "runs"});
@@ -494,14 +682,10 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
     for (const char* k : {"mean_ns", "p50_ns", "p99_ns", "p999_ns"})
       row(std::string("latency ") + k, figure(a, name_a, {"overall", "latency", "all", k}),
           figure(b, name_b, {"overall", "latency", "all", k}));
-  std::string verdict;
-  if (ra < 2 || rb < 2) {
-    verdict = "n/a (a single run has no spread: use -r 3 or more)";
-  } else {
-    const double diff = std::abs(mb - ma), spread = sa + sb;
-    verdict = fmt::format("{} (|B - A| = {:.6f} Mops, std dev A + B = {:.6f})", diff > spread ? "yes" : "no", diff, spread);
-  }
-  out += "Mops difference exceeds the run-to-run spread: " + verdict + "\n";
+  Spread spread_a, spread_b;
+  spread_a.n = static_cast<size_t>(ra), spread_a.mean = ma, spread_a.std_dev = sa;
+  spread_b.n = static_cast<size_t>(rb), spread_b.mean = mb, spread_b.std_dev = sb;
+  out += "Mops difference exceeds the run-to-run spread: " + spread_verdict(spread_a, spread_b, "Mops") + "\n";
   return out;
 }
 

@@ -149,9 +149,10 @@ double round6(double x) noexcept;
 void write_csv(std::ostream& out, std::span<const RunResults> runs);
 
 // Before a run: creates the missing parent directories of every output file the options
-// name (CSV, summary, in-flight samples, trace) and checks that each file can be written,
-// leaving no file behind that was not there. Throws std::runtime_error naming the option
-// and the path, so an unwritable path is found before the run, not after it.
+// name (CSV, summary, in-flight samples, trace, step log) and checks that each file can be
+// written, leaving no file behind that was not there. Throws std::runtime_error naming the
+// option and the path, so an unwritable path is found before the run, not after it; "-"
+// is refused (outputs are files; the report on stdout is --report's).
 void prepare_output_files(const Options& o);
 // Writes the file; throws std::runtime_error naming the path when it cannot.
 void write_csv_file(const std::string& path, std::span<const RunResults> runs);
@@ -188,7 +189,10 @@ nlohmann::json latency_json(const metrics::LatencyHistogram& h);
 // requests, daemon CQEs per loop and calls in flight), the latency table per run and the
 // [OVERALL] lines over all kept runs; kCsv is a header and one line per run. Human
 // text counts runs from 1 ("run 1/3", as the progress lines); the CSV's run column
-// counts from 0, as the per-epoch CSV and the summary's "run".
+// counts from 0, as the per-epoch CSV and the summary's "run". An rpc summary's runs
+// have no request latency: their CSV latency columns come from the "rpc" section's
+// round-trip times (latency_count = calls, mean, p50 and p99 converted to ns; p90,
+// p99.9 and max are not recorded for rpc and stay empty).
 std::string format_report(const nlohmann::json& summary, ReportFormat format);
 
 // The end of a run's report: every issued request completed and no error, or a line on
@@ -201,8 +205,14 @@ void write_summary_file(const std::string& path, const nlohmann::json& summary);
 // side by side (Mops mean and std dev over the runs, daemon CQEs per loop and calls in
 // flight, latency mean/p50/p99/p99.9 of all requests), the ratio B / A, and for Mops
 // whether the difference of the means exceeds the run-to-run spread (the sum of the two
-// sample std devs; "n/a" when either summary has a single run). Throws
-// std::runtime_error naming the file and key when a summary lacks a figure.
+// sample std devs; "n/a" when either summary has a single run). Summaries of different
+// kinds (KV backends, rpc, data) are refused: std::runtime_error naming both files and
+// kinds. Settings that differ (the "config" keys but output paths and display switches,
+// and the simulator model's content when both record it) are listed first in lines
+// starting "warning:". Data summaries are compared per value size (the sizes both have;
+// ops/s, GiB/s and latency means over the runs of each size, and a spread verdict per
+// size); none in common is refused. Throws std::runtime_error naming the file and key
+// when a summary lacks a figure.
 std::string compare_summaries(const nlohmann::json& a, const nlohmann::json& b, const std::string& name_a,
                               const std::string& name_b);
 

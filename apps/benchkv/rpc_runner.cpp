@@ -226,7 +226,7 @@ std::string rpc_table(const Options& o, const RpcResult& r) {
   out << line;
   for (const RpcRunStats& s : r.stats) {
     std::snprintf(line, sizeof line, "%9u %5u %6u %4u %10.3f %13.2f %13.2f\n", o.endpoints, o.queue_depth,
-                  o.message_size, s.run, s.mrps(), s.rtt.percentile_ns(0.5) / 1000.0,
+                  o.message_size, s.run + 1, s.mrps(), s.rtt.percentile_ns(0.5) / 1000.0,
                   s.rtt.percentile_ns(0.99) / 1000.0);
     out << line;
   }

@@ -43,13 +43,16 @@ copyrpc::ContextConfig rpc_context_config(const Options& o);
 // Runs `benchkv rpc` in the simulator (o.transport == sim). Deterministic.
 RpcResult run_rpc_sim(const Options& o, const sim::Model& model, const std::function<void(const std::string&)>& progress);
 
-// The summary's "rpc" section and the table printed at the end of a run:
+// The summary's "rpc" section and the table printed at the end of a run (--report text;
+// runs count from 1 there, as in all human text):
 //   endpoints  QD  size  run  Mrps  RTT p50 (us)  RTT p99 (us)
 nlohmann::json rpc_summary(const Options& o, const RpcResult& r);
 std::string rpc_table(const Options& o, const RpcResult& r);
 
 // Writes the CSV and the summary (with the "rpc" section, `section` = `details`, and the
-// totals), prints the table on stdout; returns the exit status: 1 when the run is not
+// totals), prints the report --report asks for on stdout (text: format_report and the
+// table; csv: format_report's CSV, latency from the RTTs; none: nothing); returns the
+// exit status: 1 when the run is not
 // consistent (a call lost or an error), else 0.
 int write_rpc_outputs(const Options& o, const RpcResult& r, const std::string& section, const nlohmann::json& details);
 

@@ -38,8 +38,14 @@ constexpr const char* kModelPrefix = "model.";
 const std::vector<std::string> kReservedKeys = {"output", "summary", "progress"};
 const std::vector<std::string> kPlotKeys = {"kind", "x", "y", "z", "by", "logy", "title", "file"};
 
+// A sweep file, or an output directory, that cannot be used as it is (exit status 2; a
+// run that fails is status 1).
+struct SweepInputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 [[noreturn]] void fail(const std::string& file, const std::string& what) {
-  throw std::runtime_error("sweep " + file + ": " + what);
+  throw SweepInputError("sweep: " + file + ": " + what);
 }
 
 ojson read_json_file(const std::string& path, const std::string& what) {
@@ -93,7 +99,20 @@ void set_path(json& root, const std::string& dotted, const json& v) {
 sim::Model model_of(const Options& o, const json& patch, json* patched_out) {
   json m = o.model.empty() ? sim::Model::defaults().to_json() : json(read_json_file(o.model, "model file"));
   for (const auto& [k, v] : patch.items()) set_path(m, k, v);
-  sim::Model model = sim::Model::from_json(m, patch.empty() ? o.model : "the model with the sweep's model. keys");
+  if (patch.empty()) {
+    sim::Model model = sim::Model::from_json(m, o.model);
+    if (patched_out) *patched_out = std::move(m);
+    return model;
+  }
+  // Key paths in messages read as the sweep's keys ("model.nic.send.qp_windw: unknown key").
+  sim::Model model = [&] {
+    try {
+      return sim::Model::from_json(m, "model");
+    } catch (const std::exception& e) {
+      throw std::runtime_error("the run's model (" + (o.model.empty() ? std::string("the built-in defaults") : o.model) +
+                               " with the sweep's \"model.\" keys): " + e.what());
+    }
+  }();
   if (patched_out) *patched_out = std::move(m);
   return model;
 }
@@ -178,14 +197,98 @@ json params_of(const Sweep& s, const SweepRun& r) {
   return p;
 }
 
-// The row of a run finished earlier (resume), or "" if it has not finished.
+// Output paths of a run: where its files go (in its run directory), not what it computes.
+// In the effective configuration the first two are left out and the others say whether
+// the output is on.
+const std::vector<std::string> kRunPathKeys = {"output", "summary"};
+const std::vector<std::string> kRunOutputSwitchKeys = {"inflight_samples", "trace", "step_log"};
+
+// The effective configuration of a run, which decides its row: every option as the run
+// sees it (to_json, so a base config file's content and every "set" and grid value are
+// in it, and so are the defaults of the options not given) and, under "model", the model
+// itself (the model file's content or the built-in defaults, with the run's "model."
+// keys), not its path. `model` is that model as JSON (model_of).
+json effective_config(const Options& o, const json& model) {
+  json c = to_json(o);
+  for (const auto& k : kRunPathKeys) c.erase(k);
+  for (const auto& k : kRunOutputSwitchKeys)
+    if (c.contains(k)) c[k] = c[k].is_string() && !c[k].get<std::string>().empty();
+  c["model"] = model;
+  return c;
+}
+
+// FNV-1a, 64 bits, of the configuration's JSON text (sorted keys, so the same
+// configuration always gives the same text), as 16 hex digits.
+std::string config_hash(const json& config) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const unsigned char c : config.dump()) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(h));
+  return b;
+}
+
+json effective_config(const Sweep& s, const SweepRun& r) {
+  const Options o = options_of(s, r);
+  json model;
+  model_of(o, r.model_patch, &model);
+  return effective_config(o, model);
+}
+
+// The settings that differ between two configurations, as "key: old -> new" (dotted
+// paths; "(none)" where one side lacks the key), at most `limit` of them and a count of
+// the rest.
+std::string config_changes(const json& was, const json& now, size_t limit = 6) {
+  std::map<std::string, std::pair<std::string, std::string>> flat;  // key -> (was, now)
+  auto walk = [&](auto&& self, const json& j, const std::string& at, bool is_now) -> void {
+    if (j.is_object() && !j.empty()) {
+      for (const auto& [k, v] : j.items()) self(self, v, at.empty() ? k : at + "." + k, is_now);
+      return;
+    }
+    auto& slot = flat[at];
+    (is_now ? slot.second : slot.first) = j.dump();
+  };
+  walk(walk, was, "", false);
+  walk(walk, now, "", true);
+  std::string out;
+  size_t shown = 0, more = 0;
+  for (const auto& [k, v] : flat) {
+    if (v.first == v.second) continue;
+    if (shown == limit) {
+      ++more;
+      continue;
+    }
+    out += (shown++ ? "; " : "") + k + ": " + (v.first.empty() ? "(none)" : v.first) + " -> " +
+           (v.second.empty() ? "(none)" : v.second);
+  }
+  if (more) out += "; and " + std::to_string(more) + " more";
+  return out;
+}
+
+// The row of a run finished earlier (resume), or "" if it has not finished. A finished
+// run counts only if it was made with this run's effective configuration; otherwise the
+// sweep is refused (its rows would mix runs made with different settings).
 std::string finished_row(const Sweep& s, const SweepRun& r) {
   const fs::path f = fs::path(run_dir(s, r.index)) / "row.json";
   if (!fs::exists(f)) return "";
   const json j = json(read_json_file(f.string(), "finished run"));
+  const std::string remedy = "; remove " + s.output_dir + " or choose another \"output\" in " + s.file +
+                             " (its results would be mixed with this sweep's)";
   if (!j.contains("params") || j["params"] != params_of(s, r) || !j.contains("row") || !j["row"].is_string())
     fail(s.file, "the output directory " + s.output_dir + " holds a different " + describe(s, r) + " (" +
-                     f.string() + "); remove it or choose another \"output\"");
+                     f.string() + ")" + remedy);
+  if (!j.contains("config_hash") || !j["config_hash"].is_string() || !j.contains("config"))
+    fail(s.file, "the output directory " + s.output_dir + " holds " + describe(s, r) + " (" + f.string() +
+                     ") without a record of the configuration it was made with (an older benchkv wrote it)" + remedy);
+  const json now = effective_config(s, r);
+  if (j["config_hash"].get<std::string>() != config_hash(now)) {
+    const std::string changes = config_changes(j["config"], now);
+    fail(s.file, "the output directory " + s.output_dir + " holds " + describe(s, r) + " made with another "
+                     "configuration (" + (changes.empty() ? "its recorded configuration does not match its hash" : changes) +
+                     ")" + remedy);
+  }
   return j["row"].get<std::string>();
 }
 
@@ -196,6 +299,7 @@ std::string run_point(const Sweep& s, const SweepRun& r) {
   Options o = options_of(s, r);
   json patched;
   const sim::Model model = model_of(o, r.model_patch, &patched);
+  const json config = effective_config(o, patched);
   if (!r.model_patch.empty()) {  // the run's model, kept with its outputs and named in its summary
     o.model = dir + "/model.json";
     std::ofstream m(o.model);
@@ -210,7 +314,9 @@ std::string run_point(const Sweep& s, const SweepRun& r) {
   const std::string tmp = dir + "/row.json.tmp";
   {
     std::ofstream out(tmp);
-    out << json{{"params", params_of(s, r)}, {"row", row}}.dump(2) << "\n";
+    out << json{{"params", params_of(s, r)}, {"row", row}, {"config_hash", config_hash(config)}, {"config", config}}
+               .dump(2)
+        << "\n";
     if (!out) throw std::runtime_error("cannot write " + tmp);
   }
   fs::rename(tmp, dir + "/row.json");
@@ -290,7 +396,8 @@ void print_usage(std::FILE* f) {
                "Runs the grid of simulated runs a sweep file describes (configs/sweeps/; format in\n"
                "docs/benchmarks.md, \"Sweeps\") and writes one row per run to OUTPUT/results.csv\n"
                "(every axis, then %s).\n"
-               "Runs already finished in OUTPUT/runs/ are not run again. Progress goes to stderr.\n"
+               "Runs already finished in OUTPUT/runs/ with the same configuration are not run again; a\n"
+               "finished run made with another configuration is refused (exit 2). Progress: stderr.\n"
                "  -j N     runs at a time on local cores (default 1); under mpirun each rank is a run slot\n"
                "  --check  validates every run's options and model, prints the warnings, runs nothing\n"
                "Plot: /usr/bin/python3 scripts/plot_sweep.py SWEEP.json (the sweep's \"plot\" entries)\n",
@@ -307,7 +414,13 @@ void print_usage(std::FILE* f) {
 Sweep load_sweep(const std::string& path) {
   Sweep s;
   s.file = path;
-  const ojson j = read_json_file(path, "sweep file");
+  if (!fs::is_regular_file(path)) fail(path, fs::exists(path) ? "not a regular file" : "no such file");
+  ojson j;
+  try {
+    j = read_json_file(path, "sweep file");
+  } catch (const std::exception& e) {
+    fail(path, e.what());
+  }
   if (!j.is_object()) fail(path, "must be a JSON object");
   const fs::path dir = fs::absolute(path).parent_path();
   static const std::vector<std::string> kKeys = {"description", "base", "set", "grid", "output", "plot"};
@@ -322,7 +435,12 @@ Sweep load_sweep(const std::string& path) {
     const ojson& b = j["base"];
     if (b.is_string()) {
       const fs::path f = (dir / b.get<std::string>()).lexically_normal();
-      const ojson cfg = read_json_file(f.string(), "base config");
+      ojson cfg;
+      try {
+        cfg = read_json_file(f.string(), "base config");
+      } catch (const std::exception& e) {
+        fail(path, std::string("\"base\": ") + e.what());
+      }
       if (!cfg.is_object()) fail(path, "\"base\" " + f.string() + " is not a JSON object");
       for (const auto& [k, v] : cfg.items()) base[k] = json(resolve_setting(f.parent_path(), k, v));
     } else if (b.is_object()) {
@@ -598,6 +716,9 @@ int sweep_main(int argc, char** argv) {
     std::fprintf(stderr, "sweep: wrote %s/results.csv (%zu of %zu runs)%s\n", s.output_dir.c_str(),
                  s.runs.size() - failures, s.runs.size(), failures ? "; rerun to retry the failed runs" : "");
     return failures ? 1 : 0;
+  } catch (const SweepInputError& e) {
+    std::fprintf(stderr, "benchkv %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "benchkv %s\n", e.what());
     return 1;

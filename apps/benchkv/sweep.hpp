@@ -18,7 +18,9 @@
 //   }
 // Output directory: runs/NNNN/ (each run's CSV, summary, model, row.json) and results.csv
 // (one row per run: run, every axis, then the summary figures). A run whose row.json
-// exists is not run again (resume after interruption).
+// exists is not run again (resume after interruption) if row.json records the run's
+// effective configuration (options, model content) with the same hash; otherwise the
+// sweep is refused (exit status 2) naming what changed.
 // Runs in parallel on local cores (-j N, one child process per run), or under mpirun
 // as MPI ranks: rank r runs the runs r, r + size, ... and the rows are gathered to rank 0,
 // which writes results.csv.

@@ -140,7 +140,8 @@ TEST_CASE("bad input: output paths that cannot be written are named in the messa
            {"-o", missing + "/out.csv"},
            {"-o", "out.csv", "--summary", missing + "/sum.json"},
            {"-o", "out.csv", "--trace", missing + "/trace.json", "--trace-window", "0:10"},
-           {"-o", "out.csv", "--inflight-samples", missing + "/inflight.csv"}}) {
+           {"-o", "out.csv", "--inflight-samples", missing + "/inflight.csv"},
+           {"-o", "out.csv", "--step-log", missing + "/steps.bin"}}) {
     std::vector<std::string> args = extra;
     args.insert(args.end(), {"-r", "1"});
     const Outcome o = run_in(dir, small_sim("meta", args));
@@ -183,6 +184,21 @@ TEST_CASE("outputs: missing directories are created", "[e2e]") {
   CHECK(ok.status == 0);
   CHECK(fs::exists(dir / "deep/er/out.csv"));
   CHECK(fs::exists(dir / "deep/er/out.summary.json"));
+  // The step log's directory too, as -o's.
+  const Outcome steps = run_in(dir, small_sim("meta", {"-o", "s/out.csv", "--step-log", "logs/x/steps.bin", "-r", "1"}));
+  INFO(describe(steps));
+  CHECK(steps.status == 0);
+  CHECK(fs::file_size(dir / "logs/x/steps.bin") > 0);
+}
+
+TEST_CASE("bad input: \"-\" as an output path is refused, no file named \"-\" is made", "[e2e][bad-input]") {
+  TempDir dir;
+  require_rejected(run_in(dir, small_sim("meta", {"-o", "-", "-r", "1"})), dir.path(),
+                   {"--output -", "--report csv"});
+  require_rejected(run_in(dir, small_sim("meta", {"-o", "out.csv", "--summary", "-", "-r", "1"})), dir.path(),
+                   {"--summary -"});
+  CHECK_FALSE(fs::exists(dir / "-"));
+  CHECK_FALSE(fs::exists(dir / "-.summary.json"));
 }
 
 TEST_CASE("bad input: simulator options under a real transport are refused before anything runs",

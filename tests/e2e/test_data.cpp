@@ -99,3 +99,62 @@ TEST_CASE("data: bad value sizes and options that do not apply are refused", "[e
   CHECK(o.status == 2);
   CHECK_THAT(o.err, Catch::Contains("does not apply to --transport sim, backend delegation (it is an option of the data benchmark)"));
 }
+
+// --report: text is the table (runs counted from 1), csv a header and a line per (size,
+// run) with the summary's numbers (latency in ns), none nothing on stdout.
+TEST_CASE("data: --report text, csv and none", "[e2e][sim][data][report]") {
+  TempDir dir;
+  const fs::path t = dir.subdir("text"), c = dir.subdir("csv"), n = dir.subdir("none");
+  const Outcome text = run_ok(data_args({"--value-size", "64,1024", "--report", "text"}), t);
+  const Outcome csv = run_ok(data_args({"--value-size", "64,1024", "--report", "csv"}), c);
+  const Outcome none = run_ok(data_args({"--value-size", "64,1024", "--report", "none"}), n);
+  CHECK(read_file(t / "out.csv") == read_file(c / "out.csv"));  // the report changes no output file
+
+  // Text: the table, its runs numbered 1 and 2 (the summary's 0 and 1).
+  INFO(text.out);
+  std::vector<std::vector<std::string>> table;
+  {
+    std::istringstream in(text.out);
+    for (std::string l; std::getline(in, l);) {
+      std::istringstream w(l);
+      std::vector<std::string> f;
+      for (std::string x; w >> x;) f.push_back(x);
+      table.push_back(f);
+    }
+  }
+  REQUIRE(table.size() == 3);
+  CHECK(table[0][2] == "run");
+  CHECK(table[1][1] == "64");
+  CHECK(table[1][2] == "1");
+  CHECK(table[2][1] == "1024");
+  CHECK(table[2][2] == "2");
+
+  // CSV: no table, the summary's numbers.
+  CHECK_THAT(csv.out, !Catch::Contains("GiB/s"));
+  const json s = read_json(c / "out.summary.json");
+  std::vector<std::string> lines;
+  {
+    std::istringstream in(csv.out);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+  }
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0] == "value_size,run,ops,bytes,duration_ns,ops_per_s,gib_per_s,latency_p50_ns,latency_p99_ns");
+  for (size_t i = 0; i < 2; ++i) {
+    const json& r = s["data"]["runs"][i];
+    std::vector<std::string> f;
+    {
+      std::istringstream in(lines[i + 1]);
+      for (std::string x; std::getline(in, x, ',');) f.push_back(x);
+    }
+    REQUIRE(f.size() == 9);
+    CHECK(f[0] == std::to_string(r["value_size"].get<uint32_t>()));
+    CHECK(f[1] == std::to_string(i));
+    CHECK(f[2] == std::to_string(r["ops"].get<uint64_t>()));
+    CHECK(f[3] == std::to_string(r["bytes"].get<uint64_t>()));
+    CHECK(std::stod(f[5]) == Approx(r["ops_per_s"].get<double>()));
+    CHECK(std::stod(f[7]) == Approx(r["latency_p50_us"].get<double>() * 1000.0));
+    CHECK(std::stod(f[8]) == Approx(r["latency_p99_us"].get<double>() * 1000.0));
+    CHECK(std::stod(f[7]) > 0);
+  }
+  CHECK(none.out.empty());
+}

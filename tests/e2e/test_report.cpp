@@ -231,7 +231,10 @@ TEST_CASE("provenance: the summary says which build made it, and --version says 
   CHECK(p["git_commit"] == vw[1]);
   const std::string commit = p["git_commit"].get<std::string>();
   CHECK((commit == "unknown" || (commit.size() == 40 && commit.find_first_not_of("0123456789abcdef") == std::string::npos)));
-  CHECK((p["git_dirty"] == "true" || p["git_dirty"] == "false" || p["git_dirty"] == "unknown"));
+  // A JSON boolean (null when the build could not tell), so `if summary["provenance"]["git_dirty"]:`
+  // means what it says; --version says the same.
+  CHECK((p["git_dirty"].is_boolean() || p["git_dirty"].is_null()));
+  CHECK((p["git_dirty"] == true) == (v.out.find("(with uncommitted changes)") != std::string::npos));
   CHECK_THAT(v.out, Catch::Contains("build_type: " + p["build_type"].get<std::string>()));
   CHECK_THAT(v.out, Catch::Contains("compiler: " + p["compiler"].get<std::string>()));
   CHECK_FALSE(p["host"].get<std::string>().empty());
@@ -278,9 +281,74 @@ TEST_CASE("compare: two summaries side by side, ratio and spread verdict", "[e2e
   CHECK(std::stod(lat[3]) == b["overall"]["latency"]["all"]["p99_ns"].get<double>());
   // Eight times the queue depth is far more than the simulator's run-to-run spread.
   CHECK_THAT(o.out, Catch::Contains("Mops difference exceeds the run-to-run spread: yes"));
+  // The two differ in queue depth (and in their output paths, which are not counted): said.
+  CHECK_THAT(o.out, Catch::Contains("warning: A and B were run with different configurations (1 differing setting,"));
+  CHECK_THAT(o.out, Catch::Contains("warning:   queue_depth: 1 vs 8\n"));
+  CHECK_THAT(o.out, !Catch::Contains("warning:   output"));
   const Outcome same = run_ok({"compare", "a.summary.json", "a.summary.json"}, dir.path());
   CHECK_THAT(same.out, Catch::Contains("exceeds the run-to-run spread: no"));
+  CHECK_THAT(same.out, !Catch::Contains("warning"));
+  const Outcome help = run_benchkv({"compare", "--help"}, dir.path());
+  CHECK(help.status == 0);
+  CHECK_THAT(help.out, Catch::StartsWith("Usage: benchkv compare A.summary.json B.summary.json\n"));
+  CHECK(help.err.empty());
   const Outcome bad = run_benchkv({"compare", "a.summary.json", "missing.json"}, dir.path());
   CHECK(bad.status == 2);
   CHECK_THAT(bad.err, Catch::Contains("missing.json"));
+}
+
+TEST_CASE("compare: summaries of different kinds are refused, data is compared per value size", "[e2e][sim][compare]") {
+  TempDir dir;
+  run_ok(small_sim("delegation", {"-r", "1", "-o", "kv.csv", "--report", "none"}), dir.path());
+  const std::vector<std::string> short_run = {"--transport", "sim", "--np", "2", "-d", "0.004", "--interval-ms", "1",
+                                              "--trim", "1", "--no-progress", "--report", "none"};
+  auto with = [&](std::vector<std::string> head, std::vector<std::string> tail) {
+    head.insert(head.end(), short_run.begin(), short_run.end());
+    head.insert(head.end(), tail.begin(), tail.end());
+    return head;
+  };
+  run_ok(with({"rpc"}, {"-r", "1", "-o", "rpc.csv"}), dir.path());
+  run_ok(with({"data"}, {"-r", "2", "--key-range", "8", "--value-size", "64,1024", "-o", "d1.csv"}), dir.path());
+  run_ok(with({"data"}, {"-r", "2", "--key-range", "8", "--value-size", "1024,4096", "--queue-depth", "8", "-o",
+                         "d2.csv"}),
+         dir.path());
+  run_ok(with({"data"}, {"-r", "1", "--key-range", "8", "--value-size", "4096", "-o", "d3.csv"}), dir.path());
+
+  const Outcome kinds = run_benchkv({"compare", "kv.summary.json", "rpc.summary.json"}, dir.path());
+  INFO(describe(kinds));
+  CHECK(kinds.status == 2);
+  CHECK(kinds.out.empty());
+  CHECK_THAT(kinds.err, Catch::Contains("kv.summary.json is a KV summary"));
+  CHECK_THAT(kinds.err, Catch::Contains("rpc.summary.json is an rpc summary"));
+  CHECK_THAT(kinds.err, Catch::Contains("different kinds are not compared"));
+  const Outcome kinds2 = run_benchkv({"compare", "d1.summary.json", "kv.summary.json"}, dir.path());
+  CHECK(kinds2.status == 2);
+  CHECK_THAT(kinds2.err, Catch::Contains("d1.summary.json is a data summary"));
+
+  // Data: the common size 1024 only, per size, with the configuration difference said.
+  const Outcome d = run_ok({"compare", "d1.summary.json", "d2.summary.json"}, dir.path());
+  INFO(d.out);
+  const json a = read_json(dir / "d1.summary.json"), b = read_json(dir / "d2.summary.json");
+  const auto mean_of = [](const json& s, uint64_t size, const char* key) {
+    double sum = 0;
+    int n = 0;
+    for (const json& r : s["data"]["runs"])
+      if (r["value_size"] == size) sum += r[key].get<double>(), ++n;
+    return sum / n;
+  };
+  const auto w = words(line_starting(lines_of(d.out), "1024 B ops/s"));
+  REQUIRE(w.size() == 6);
+  CHECK(std::stod(w[3]) == Approx(mean_of(a, 1024, "ops_per_s")).epsilon(1e-9));
+  CHECK(std::stod(w[4]) == Approx(mean_of(b, 1024, "ops_per_s")).epsilon(1e-9));
+  CHECK_THAT(d.out, Catch::Contains("value sizes only in A (not compared): 64\n"));
+  CHECK_THAT(d.out, Catch::Contains("value sizes only in B (not compared): 4096\n"));
+  CHECK_THAT(d.out, Catch::Contains("1024 B: ops/s difference exceeds the run-to-run spread: "));
+  CHECK_THAT(d.out, !Catch::Contains("64 B ops/s"));
+  CHECK_THAT(d.out, !Catch::Contains("Mops"));
+  CHECK_THAT(d.out, Catch::Contains("warning:   queue_depth: 4 vs 8"));
+  CHECK_THAT(d.out, Catch::Contains("warning:   value_size: \"64,1024\" vs \"1024,4096\""));
+  const Outcome none = run_benchkv({"compare", "d1.summary.json", "d3.summary.json"}, dir.path());
+  CHECK(none.status == 2);
+  CHECK_THAT(none.err, Catch::Contains("compared per value size"));
+  CHECK_THAT(none.err, Catch::Contains("no value size in common"));
 }

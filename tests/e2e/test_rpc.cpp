@@ -133,3 +133,64 @@ TEST_CASE("rpc: --np 1 runs caller and server on one NIC, and the loopback skips
   CHECK(saved > 0.30);
   CHECK(saved < 0.60);
 }
+
+// --report for rpc as for the KV backends: csv is the header and a line per run (its
+// latency columns the caller's round-trip times in ns), none is nothing on stdout, text
+// ends with the rpc table counting runs from 1.
+TEST_CASE("rpc: --report csv fills the latency columns from the RTTs, none prints nothing", "[e2e][sim][rpc][report]") {
+  TempDir dir;
+  const fs::path t = dir.subdir("text"), c = dir.subdir("csv"), n = dir.subdir("none");
+  const Outcome text = run_ok(rpc_args({"--report", "text"}), t);
+  const Outcome csv = run_ok(rpc_args({"--report", "csv"}), c);
+  const Outcome none = run_ok(rpc_args({"--report", "none"}), n);
+  CHECK(none.out.empty());
+
+  // Text: the rpc table's run column reads 1 and 2.
+  const size_t table = text.out.find("RTT p50 (us)");
+  REQUIRE(table != std::string::npos);
+  std::vector<std::vector<std::string>> rows;
+  {
+    std::istringstream in(text.out.substr(text.out.find('\n', table) + 1));
+    for (std::string l; std::getline(in, l);) {
+      std::istringstream w(l);
+      std::vector<std::string> f;
+      for (std::string x; w >> x;) f.push_back(x);
+      rows.push_back(f);
+    }
+  }
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].at(3) == "1");
+  CHECK(rows[1].at(3) == "2");
+
+  // CSV: the RTT columns filled, in ns, from the summary's rpc section.
+  CHECK_THAT(csv.out, !Catch::Contains("RTT p50"));
+  const json s = read_json(c / "out.summary.json");
+  std::vector<std::string> lines;
+  {
+    std::istringstream in(csv.out);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+  }
+  REQUIRE(lines.size() == 3);
+  REQUIRE(lines[0].rfind("run,mops,requests,duration_ns,issued,completed,latency_count,latency_mean_ns,latency_p50_ns,"
+                         "latency_p90_ns,latency_p99_ns,latency_p999_ns,latency_max_ns,",
+                         0) == 0);
+  for (size_t i = 0; i < 2; ++i) {
+    INFO(lines[i + 1]);
+    const json& r = s["rpc"]["runs"][i];
+    std::vector<std::string> f;
+    {
+      std::istringstream in(lines[i + 1]);
+      for (std::string x; std::getline(in, x, ',');) f.push_back(x);
+    }
+    REQUIRE(f.size() >= 13);
+    CHECK(f[0] == std::to_string(i));
+    CHECK(f[6] == std::to_string(r["calls"].get<uint64_t>()));
+    CHECK(std::stod(f[7]) == Approx(r["rtt_mean_us"].get<double>() * 1000.0).margin(0.05));
+    CHECK(std::stod(f[8]) == Approx(r["rtt_p50_us"].get<double>() * 1000.0).margin(0.5));
+    CHECK(std::stod(f[10]) == Approx(r["rtt_p99_us"].get<double>() * 1000.0).margin(0.5));
+    CHECK(std::stod(f[8]) > 100);  // nanoseconds, not microseconds
+    CHECK(f[9].empty());   // p90, p99.9 and max are not recorded for rpc
+    CHECK(f[11].empty());
+    CHECK(f[12].empty());
+  }
+}

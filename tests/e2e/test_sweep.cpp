@@ -111,6 +111,88 @@ TEST_CASE("sweep: a rerun resumes, running only what has not finished", "[e2e][s
   require_rejected(sweep(dir, {"s.json"}), {"holds a different run 0", "np=3"});
 }
 
+// A finished run is reused only if it was made with the run's whole effective
+// configuration; a changed setting is refused (status 2) naming what changed, never
+// mixed into results.csv.
+TEST_CASE("sweep: a changed setting refuses the old results instead of reusing them", "[e2e][sweep]") {
+  TempDir dir;
+  write_file(dir / "s.json", sweep_text("out"));
+  REQUIRE(sweep(dir, {"s.json", "-j", "2"}).status == 0);
+  const std::string rows = read_file(dir / "out" / "results.csv");
+  const std::string run0 = read_file(dir / "out" / "runs" / "0000" / "row.json");
+
+  // A "set" value.
+  std::string changed = sweep_text("out");
+  changed.replace(changed.find("\"duration\": 0.004"), 17, "\"duration\": 0.008");
+  write_file(dir / "s.json", changed);
+  Outcome o = sweep(dir, {"s.json"});
+  {
+    INFO(describe(o));
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, Catch::Contains("\nbenchkv sweep: s.json: the output directory "));
+    CHECK_THAT(o.err, Catch::Contains("made with another configuration (duration: 0.004 -> 0.008)"));
+    CHECK_THAT(o.err, Catch::Contains("choose another \"output\""));
+    CHECK_THAT(o.err, !Catch::Contains("finished earlier"));
+  }
+  CHECK(read_file(dir / "out" / "results.csv") == rows);  // nothing rewritten
+  CHECK(read_file(dir / "out" / "runs" / "0000" / "row.json") == run0);
+
+  // A grid value added with the changed setting: still refused (run 0 is the same point).
+  changed.replace(changed.find("\"np\": [2, 3]"), 12, "\"np\": [2, 3, 4]");
+  write_file(dir / "s.json", changed);
+  o = sweep(dir, {"s.json"});
+  CHECK(o.status == 2);
+  CHECK_THAT(o.err, Catch::Contains("duration: 0.004 -> 0.008"));
+
+  // A value in the base object.
+  changed = sweep_text("out");
+  changed.replace(changed.find("\"queue_depth\": 4"), 16, "\"queue_depth\": 8");
+  write_file(dir / "s.json", changed);
+  o = sweep(dir, {"s.json"});
+  CHECK(o.status == 2);
+  CHECK_THAT(o.err, Catch::Contains("queue_depth: 4 -> 8"));
+
+  // The unchanged sweep file resumes as before.
+  write_file(dir / "s.json", sweep_text("out"));
+  o = sweep(dir, {"s.json"});
+  CHECK(o.status == 0);
+  CHECK_THAT(o.err, Catch::Contains("8 finished earlier, 0 to run"));
+  CHECK(read_file(dir / "out" / "results.csv") == rows);
+
+  // A row.json without a configuration record (an older benchkv's) is not trusted either.
+  json old = read_json(dir / "out" / "runs" / "0003" / "row.json");
+  REQUIRE(old.contains("config_hash"));
+  old.erase("config_hash");
+  old.erase("config");
+  write_file(dir / "out" / "runs" / "0003" / "row.json", old.dump(2));
+  o = sweep(dir, {"s.json"});
+  CHECK(o.status == 2);
+  CHECK_THAT(o.err, Catch::Contains("without a record of the configuration"));
+}
+
+TEST_CASE("sweep: a changed base config file or model file refuses the old results", "[e2e][sweep]") {
+  TempDir dir;
+  write_file(dir / "base.json", R"({"backend": "delegation", "transport": "sim", "client_threads": 2,
+    "queue_depth": 4, "interval_ms": 1, "trim": 1, "runs": 1, "duration": 0.004, "model": "m.json"})");
+  write_file(dir / "m.json", R"({"nic": {"send": {"qp_window": 8}}})");
+  write_file(dir / "s.json", R"({"base": "base.json", "grid": {"np": [2]}, "output": "out"})");
+  REQUIRE(sweep(dir, {"s.json"}).status == 0);
+  const std::string rows = read_file(dir / "out" / "results.csv");
+
+  write_file(dir / "m.json", R"({"nic": {"send": {"qp_window": 2}}})");  // the model file's content
+  Outcome o = sweep(dir, {"s.json"});
+  CHECK(o.status == 2);
+  CHECK_THAT(o.err, Catch::Contains("model.nic.send.qp_window: 8 -> 2"));
+  write_file(dir / "m.json", R"({"nic": {"send": {"qp_window": 8}}})");
+
+  write_file(dir / "base.json", R"({"backend": "delegation", "transport": "sim", "client_threads": 2,
+    "queue_depth": 4, "interval_ms": 1, "trim": 1, "runs": 1, "duration": 0.004, "model": "m.json", "seed": 7})");
+  o = sweep(dir, {"s.json"});
+  CHECK(o.status == 2);
+  CHECK_THAT(o.err, Catch::Contains("seed: 1 -> 7"));
+  CHECK(read_file(dir / "out" / "results.csv") == rows);
+}
+
 TEST_CASE("sweep: bad sweep files and options are rejected naming the problem", "[e2e][sweep][bad-input]") {
   TempDir dir;
   auto with = [&](const std::string& from, const std::string& to) {
@@ -138,7 +220,16 @@ TEST_CASE("sweep: bad sweep files and options are rejected naming the problem", 
   write_file(dir / "s.json", sweep_text("out"));
   require_rejected(sweep(dir, {"s.json", "-j", "0"}), {"-j", "\"0\""});
   require_rejected(sweep(dir, {"s.json", "--jobz", "2"}), {"unknown option \"--jobz\""});
-  require_rejected(sweep(dir, {"absent.json"}), {"absent.json"});
+  // A missing sweep file is a usage error like the others: status 2, "sweep:" prefix.
+  const Outcome absent = sweep(dir, {"absent.json"});
+  CHECK(absent.status == 2);
+  CHECK_THAT(absent.err, Catch::StartsWith("benchkv sweep: absent.json: no such file"));
+  // A model key the model does not have reads as the sweep's key.
+  const Outcome bogus = with("\"model.nic.send.qp_window\"", "\"model.nic.bogus\"");
+  CHECK(bogus.status == 2);
+  CHECK_THAT(bogus.err, Catch::Contains("the run's model (the built-in defaults with the sweep's \"model.\" keys): "
+                                        "model.nic.bogus: unknown key"));
+  CHECK_THAT(bogus.err, !Catch::Contains("keys.nic"));
 }
 
 TEST_CASE("sweep: every sweep file the repository ships is valid (--check)", "[e2e][sweep]") {

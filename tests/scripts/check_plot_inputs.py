@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""scripts/plot_sweep.py and scripts/plot_bistability.py: a missing input file is one
+line on stderr naming it and exit status 2, not a traceback; nothing is drawn.
+usage: check_plot_inputs.py REPO_ROOT
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def run(root, script, *args):
+    return subprocess.run([sys.executable, os.path.join(root, "scripts", script), *args],
+                          capture_output=True, text=True)
+
+
+def expect_missing(r, name, failures, what):
+    lines = r.stderr.strip().splitlines()
+    ok = r.returncode == 2 and len(lines) == 1 and name in lines[0] and "Traceback" not in r.stderr
+    if not ok:
+        failures.append(f"{what}: status {r.returncode}, stderr {r.stderr!r}")
+
+
+def main(argv):
+    root = argv[1]
+    failures = []
+    with tempfile.TemporaryDirectory() as d:
+        absent = os.path.join(d, "absent.json")
+        expect_missing(run(root, "plot_sweep.py", absent), "absent.json", failures, "plot_sweep, no sweep file")
+        sweep = os.path.join(d, "s.json")
+        with open(sweep, "w") as f:
+            json.dump({"grid": {"np": [2]}, "output": "out"}, f)
+        expect_missing(run(root, "plot_sweep.py", sweep), os.path.join("out", "results.csv"), failures,
+                       "plot_sweep, no results.csv")
+        expect_missing(run(root, "plot_sweep.py", sweep, "--csv", os.path.join(d, "r.csv")), "r.csv", failures,
+                       "plot_sweep, no --csv file")
+        pics = os.path.join(d, "pics")
+        expect_missing(run(root, "plot_bistability.py", pics, "a=" + os.path.join(d, "run")), "run.inflight.csv",
+                       failures, "plot_bistability, no in-flight samples")
+        with open(os.path.join(d, "run.inflight.csv"), "w") as f:
+            f.write("t_ns,rank,daemon,inflight\n")
+        expect_missing(run(root, "plot_bistability.py", pics, "a=" + os.path.join(d, "run")), "run.summary.json",
+                       failures, "plot_bistability, no summary")
+        if os.path.exists(pics):
+            failures.append("plot_bistability made its output directory although an input was missing")
+    for f in failures:
+        print("FAIL:", f)
+    print(f"{6 - len(failures)} passed, {len(failures)} failed")  # 6 checks above
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
