@@ -5,7 +5,8 @@ usage: plot_bistability.py OUTDIR LABEL=PREFIX [LABEL=PREFIX ...] [--regime REGI
   REGIME.csv: the results.csv of `benchkv sweep configs/sweeps/regime_map.json`
   (columns np, start_mode, mops_per_rank, cqe_per_loop; "start" in older files).
   PREFIX is a benchkv output path without extension: PREFIX.csv, PREFIX.summary.json,
-  PREFIX.inflight.csv must exist. Writes OUTDIR/timeseries.png, OUTDIR/cqe_histogram.png
+  PREFIX.inflight.csv must exist. Writes OUTDIR/timeseries.png, OUTDIR/timeseries_start.png,
+  OUTDIR/cqe_histogram.png
   and, with --regime, OUTDIR/regime_map.png.
 """
 import csv

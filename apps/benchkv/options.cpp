@@ -420,7 +420,7 @@ const Spec kSpecs[] = {
      BKV_CHOICE(event_set, kEventSetChoices)},
     {"step_log", 0, Kind::kString, kGroupSim, "FILE",
      "write which simulated thread each step ran, in order, over the measured runs, to FILE (binary, "
-     "apps/benchkv/step_log.hpp; bench/sim_limit.cpp replays it; empty: off)",
+     "apps/benchkv/step_log.hpp; bench/sim_limit.cpp replays it; missing directories are created; empty: off)",
      BKV_FIELD(step_log)},
     {"inflight_samples", 0, Kind::kString, kGroupSim, "FILE", "in-flight time series output (empty: off; \"auto\": the output path with its extension replaced by .inflight.csv)",
      BKV_FIELD(inflight_samples)},
@@ -834,6 +834,8 @@ void validate(const Options& o, bool require_backend) {
                                                   "--trace-window A:B or \"trace_window\": \"A:B\"",
                                                   label(spec_of("trace_window")), o.trace));
   }
+  for (const char* key : {"output", "summary", "inflight_samples", "trace", "step_log"})
+    if (spec_of(key).get(o) == "-") fail(o, key, "is not a file: outputs are files; the results on stdout are --report's");
   validate_data_relations(o);
   validate_distinct_outputs(o);
 }

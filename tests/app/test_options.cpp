@@ -187,6 +187,8 @@ TEST_CASE("invalid command-line values name the key and the value", "[bench][opt
   require_usage_error(parse({"--trace", "t.json", "--trace-window", "10:5", "meta"}), "trace_window");
   require_usage_error(parse({"--trace", "t.json", "--trace-window", "10", "meta"}), "trace_window");
   require_usage_error(parse({"-o", "", "meta"}), "output");
+  require_usage_error(parse({"-o", "-", "meta"}), "output (--output): \"-\" is not a file");
+  require_usage_error(parse({"--transport", "sim", "--step-log", "-", "delegation"}), "step_log (--step-log): \"-\" is not a file");
   // policies that would overrule each other
   require_usage_error(parse({"--adaptive-poll-budget", "--poll-budget", "4", "delegation"}),
                       "poll_budget (--poll-budget): 4 is not used with adaptive_poll_budget");

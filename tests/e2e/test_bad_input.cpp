@@ -194,9 +194,9 @@ TEST_CASE("outputs: missing directories are created", "[e2e]") {
 TEST_CASE("bad input: \"-\" as an output path is refused, no file named \"-\" is made", "[e2e][bad-input]") {
   TempDir dir;
   require_rejected(run_in(dir, small_sim("meta", {"-o", "-", "-r", "1"})), dir.path(),
-                   {"--output -", "--report csv"});
+                   {"output (--output): \"-\" is not a file", "--report"});
   require_rejected(run_in(dir, small_sim("meta", {"-o", "out.csv", "--summary", "-", "-r", "1"})), dir.path(),
-                   {"--summary -"});
+                   {"summary (--summary): \"-\" is not a file"});
   CHECK_FALSE(fs::exists(dir / "-"));
   CHECK_FALSE(fs::exists(dir / "-.summary.json"));
 }
