@@ -850,6 +850,14 @@ json to_json(const Options& o) {
   return j;
 }
 
+json to_reusable_json(const Options& o) {
+  json j = to_json(o);
+  if (o.summary == default_summary_path(o.output)) j.erase("summary");
+  if (!o.inflight_samples.empty() && o.inflight_samples == fs::path(o.output).replace_extension(".inflight.csv").string())
+    j["inflight_samples"] = std::string(kAutoPath);
+  return j;
+}
+
 std::vector<uint32_t> data_value_sizes(const Options& o) {
   auto bad = [&](const std::string& why) -> OptionError {
     return OptionError("value_size", fmt::format("{}: \"{}\" {}", label(spec_of("value_size")), o.value_size, why));
@@ -1069,7 +1077,8 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
       ->group("Simulator");
   bool print_config = false;
   app.add_flag("--print-config", print_config,
-               "print the effective configuration as JSON (a valid config file) and exit [command line only]")
+               "print the effective configuration as JSON (a valid config file; the summary and in-flight paths that follow "
+               "--output by default are left to follow it) and exit [command line only]")
       ->group("Configuration");
 
   try {
@@ -1145,7 +1154,7 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
   }
 
   if (print_config) {
-    out << to_json(o).dump(2) << '\n';
+    out << to_reusable_json(o).dump(2) << '\n';
     return ParseResult{ParseResult::Action::kExit, o, 0, {}, std::move(warnings)};
   }
   return ParseResult{ParseResult::Action::kRun, o, 0, {}, std::move(warnings)};

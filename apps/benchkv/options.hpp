@@ -176,6 +176,10 @@ inline constexpr uint64_t kMaxDataStoreBytes = uint64_t{4} << 30;  // key_range 
 // The full effective configuration, every key present (objects keep keys sorted, so the
 // order is stable). Enum values are their option strings; trace_window "A:B" or "".
 nlohmann::json to_json(const Options& o);
+// What --print-config prints: to_json(), but the paths that follow `output` by default
+// (summary: .summary.json; inflight_samples: "auto", .inflight.csv) are left to follow it,
+// so that the printed file reused with another -o does not write over the first run's.
+nlohmann::json to_reusable_json(const Options& o);
 
 // Defaults overridden by the keys present in `j` (an object). Unknown keys, wrong JSON
 // types and invalid values throw OptionError naming the key; a relative model path is
