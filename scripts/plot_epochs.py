@@ -4,7 +4,8 @@
 usage: plot_epochs.py [-h] [--per-rank] [-o OUT.png] RESULTS.csv
 
 RESULTS.csv is benchkv's per-epoch CSV (-o; simulated or real runs alike), columns
-run,rank,client_id,epoch,requests,duration_ns: one row per client and kept epoch. As in
+run,rank,client_id,epoch,requests,duration_ns (benchkv data's leads with value_size, which
+is not used: its runs count over the sizes): one row per client and kept epoch. As in
 benchkv's summary, an epoch's duration is the longest any client of the run reports for
 it, and its Mops are the requests of all clients (or of one rank's clients) over that
 duration. The per-epoch totals are also printed, one "run epoch mops" line each (and
@@ -39,6 +40,8 @@ def load(path):
         fail(f"{path}: empty file, not a benchkv per-epoch CSV")
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
         fail(f"{path}: not a CSV ({str(e).strip()})")
+    if list(df.columns) == ["value_size"] + COLUMNS:  # benchkv data: each run is one value size
+        df = df.drop(columns=["value_size"])
     if list(df.columns) != COLUMNS:
         fail(f"{path}: not a benchkv per-epoch CSV: columns are {','.join(map(str, df.columns))}, "
              f"expected {','.join(COLUMNS)}")

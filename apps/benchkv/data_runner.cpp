@@ -1,5 +1,6 @@
 #include "apps/benchkv/data_runner.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -371,7 +372,14 @@ std::string data_csv_report(const nlohmann::json& data) {
 }
 
 int write_data_outputs(const Options& o, const DataResult& res, const std::string& section, const nlohmann::json& details) {
-  write_csv_file(o.output, res.runs);
+  // The per-epoch CSV leads with each run's value size (the run index counts over sizes).
+  std::vector<uint32_t> value_size_of_run;
+  for (const RunResults& run : res.runs) {
+    const auto s = std::find_if(res.stats.begin(), res.stats.end(), [&](const DataRunStats& d) { return d.run == run.run(); });
+    if (s == res.stats.end()) throw std::logic_error("data: run " + std::to_string(run.run()) + " has no statistics");
+    value_size_of_run.push_back(s->value_size);
+  }
+  write_csv_file(o.output, res.runs, value_size_of_run);
   nlohmann::json summary = summary_json(o, res.runs, {});
   summary["data"] = data_summary(o, res);
   summary[section] = details;

@@ -144,14 +144,21 @@ void prepare_output_files(const Options& o) {
   }
 }
 
-void write_csv(std::ostream& out, std::span<const RunResults> runs) {
+void write_csv(std::ostream& out, std::span<const RunResults> runs) { write_csv(out, runs, {}); }
+
+void write_csv(std::ostream& out, std::span<const RunResults> runs, std::span<const uint32_t> value_size_of_run) {
+  const bool sized = !value_size_of_run.empty();
+  if (sized && value_size_of_run.size() != runs.size())
+    throw std::logic_error("write_csv: one value size per run is needed");
   fmt::memory_buffer buf;
-  fmt::format_to(std::back_inserter(buf), "run,rank,client_id,epoch,requests,duration_ns\n");
-  for (const RunResults& run : runs) {
+  fmt::format_to(std::back_inserter(buf), "{}run,rank,client_id,epoch,requests,duration_ns\n", sized ? "value_size," : "");
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunResults& run = runs[i];
     for (uint32_t r = 0; r < run.num_ranks(); ++r) {
       for (uint32_t c = 0; c < run.clients_per_rank(); ++c) {
         for (uint32_t e = run.first_kept_epoch(); e < run.end_kept_epoch(); ++e) {
           const EpochRecord& rec = run.at(r, c, e);
+          if (sized) fmt::format_to(std::back_inserter(buf), "{},", value_size_of_run[i]);
           fmt::format_to(std::back_inserter(buf), "{},{},{},{},{},{}\n", run.run(), r, c, e, rec.requests,
                          rec.duration_ns);
         }
@@ -177,6 +184,9 @@ void write_file(const std::string& path, const auto& write_body) {
 
 void write_csv_file(const std::string& path, std::span<const RunResults> runs) {
   write_file(path, [&](std::ostream& out) { write_csv(out, runs); });
+}
+void write_csv_file(const std::string& path, std::span<const RunResults> runs, std::span<const uint32_t> value_size_of_run) {
+  write_file(path, [&](std::ostream& out) { write_csv(out, runs, value_size_of_run); });
 }
 
 // ---------------------------------------------------------------------------------------

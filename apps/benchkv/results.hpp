@@ -147,6 +147,9 @@ double mops(uint64_t requests, uint64_t duration_ns) noexcept;
 double round6(double x) noexcept;
 
 void write_csv(std::ostream& out, std::span<const RunResults> runs);
+// The same with a leading value_size column (the data benchmark): value_size_of_run[i]
+// is the value size of runs[i].
+void write_csv(std::ostream& out, std::span<const RunResults> runs, std::span<const uint32_t> value_size_of_run);
 
 // Before a run: creates the missing parent directories of every output file the options
 // name (CSV, summary, in-flight samples, trace, step log) and checks that each file can be
@@ -156,6 +159,7 @@ void write_csv(std::ostream& out, std::span<const RunResults> runs);
 void prepare_output_files(const Options& o);
 // Writes the file; throws std::runtime_error naming the path when it cannot.
 void write_csv_file(const std::string& path, std::span<const RunResults> runs);
+void write_csv_file(const std::string& path, std::span<const RunResults> runs, std::span<const uint32_t> value_size_of_run);
 
 // The summary:
 //   "config":  the effective configuration (to_json(Options));

@@ -216,6 +216,7 @@ inline std::vector<std::string> small_sim(const std::string& backend, std::vecto
 
 struct CsvRow {
   uint64_t run, rank, client, epoch, requests, duration_ns;
+  uint64_t value_size = 0;  // the data benchmark's CSV leads with it; 0 in the others
 };
 
 inline bool parse_u64(const std::string& s, uint64_t& v) {
@@ -223,12 +224,14 @@ inline bool parse_u64(const std::string& s, uint64_t& v) {
   return !s.empty() && ec == std::errc() && p == s.data() + s.size();
 }
 
-// Parses a benchkv CSV; requires the exact header and 6 unsigned integers on every row.
+// Parses a benchkv CSV; requires the exact header and 6 unsigned integers on every row
+// (7 with the data benchmark's leading value_size column).
 inline std::vector<CsvRow> read_csv(const fs::path& p) {
   std::istringstream in(read_file(p));
   std::string line;
   REQUIRE(std::getline(in, line));
-  REQUIRE(line == kCsvHeader);
+  const bool sized = line == std::string("value_size,") + kCsvHeader;
+  if (!sized) REQUIRE(line == kCsvHeader);
   std::vector<CsvRow> rows;
   size_t line_no = 1;
   while (std::getline(in, line)) {
@@ -239,10 +242,12 @@ inline std::vector<CsvRow> read_csv(const fs::path& p) {
     std::istringstream ls(line);
     while (std::getline(ls, col, ',')) cols.push_back(col);
     if (!line.empty() && line.back() == ',') cols.emplace_back();
-    REQUIRE(cols.size() == kCsvColumns);
-    uint64_t v[kCsvColumns];
-    for (size_t i = 0; i < kCsvColumns; ++i) REQUIRE(parse_u64(cols[i], v[i]));
-    rows.push_back({v[0], v[1], v[2], v[3], v[4], v[5]});
+    const size_t skip = sized ? 1 : 0;
+    REQUIRE(cols.size() == kCsvColumns + skip);
+    uint64_t v[kCsvColumns + 1];
+    for (size_t i = 0; i < kCsvColumns + skip; ++i) REQUIRE(parse_u64(cols[i], v[i]));
+    const uint64_t* c = v + skip;
+    rows.push_back({c[0], c[1], c[2], c[3], c[4], c[5], sized ? v[0] : 0});
   }
   return rows;
 }

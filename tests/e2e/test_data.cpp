@@ -44,7 +44,10 @@ TEST_CASE("data: every operation completes and the figures follow from the CSV",
     CHECK(runs[i]["run"] == i);
     uint64_t ops = 0;
     for (const CsvRow& row : rows)
-      if (row.run == i) ops += row.requests;
+      if (row.run == i) {
+        ops += row.requests;
+        CHECK(row.value_size == sizes[i]);  // the CSV's leading column names the run's size
+      }
     CHECK(ops > 0);
     CHECK(ops == runs[i]["ops"].get<uint64_t>());
     const double ns = runs[i]["duration_ns"].get<double>();

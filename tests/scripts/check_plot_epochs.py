@@ -55,6 +55,16 @@ def main(root, benchkv):
               f"per-rank figures {rank}")
         with open(os.path.join(d, "hand.png"), "rb") as f:
             check(f.read(8) == PNG_MAGIC, "hand.png is not a PNG")
+        # benchkv data's CSV leads with value_size: the same figures.
+        sized = os.path.join(d, "sized.csv")
+        with open(sized, "w") as f:
+            f.write("value_size,run,rank,client_id,epoch,requests,duration_ns\n"
+                    "64,0,0,0,1,100,1000\n64,0,0,1,1,50,1000\n64,0,1,0,1,30,2000\n"
+                    "64,0,0,0,2,10,1000\n64,0,1,0,2,20,1000\n4096,1,0,0,1,5,500\n")
+        p = run(root, sized, "-o", os.path.join(d, "sized.png"))
+        check(p.returncode == 0, f"data CSV: exit {p.returncode}: {p.stderr}")
+        check(p.returncode == 0 and printed(p.stdout)[0] == {(0, 1): 90.0, (0, 2): 30.0, (1, 1): 10.0},
+              f"data CSV per-epoch totals {p.stdout}")
         # Default output name: the CSV's with .png.
         p = run(root, csv)
         check(p.returncode == 0 and os.path.exists(os.path.join(d, "hand.png")), "default output name")
