@@ -517,14 +517,19 @@ void finish(Options& o, bool summary_given) {
   if (!summary_given) o.summary = default_summary_path(o.output);
   // "auto" follows --output, so that a config's samples are not shared by runs that were
   // given other outputs on the command line.
-  if (o.inflight_samples == kAutoPath) o.inflight_samples = fs::path(o.output).replace_extension(".inflight.csv").string();
+  if (o.inflight_samples == kAutoPath) o.inflight_samples = default_inflight_path(o.output);
 }
 
-// Output files must be distinct: two outputs on one path would silently overwrite each other.
-void validate_distinct_outputs(const Options& o) {
+// Output files must be files ("-" is not: the results on stdout are --report's) and
+// distinct: two outputs on one path would silently overwrite each other.
+void validate_outputs(const Options& o) {
   const std::pair<std::string_view, const std::string*> outs[] = {
       {"output", &o.output}, {"summary", &o.summary}, {"inflight_samples", &o.inflight_samples}, {"trace", &o.trace},
       {"step_log", &o.step_log}};
+  for (const auto& [key, path] : outs)
+    if (*path == "-")
+      throw OptionError(std::string(key), fmt::format("{}: \"-\" is not a file: outputs are files; the results on "
+                                                      "stdout are --report's", label(spec_of(key))));
   for (size_t i = 0; i < std::size(outs); ++i)
     for (size_t j = i + 1; j < std::size(outs); ++j) {
       if (outs[i].second->empty() || outs[j].second->empty()) continue;
@@ -576,6 +581,9 @@ std::string default_summary_path(const std::string& output) {
   fs::path p(output);
   p.replace_extension(".summary.json");
   return p.string();
+}
+std::string default_inflight_path(const std::string& output) {
+  return fs::path(output).replace_extension(".inflight.csv").string();
 }
 
 kv::WorkloadConfig workload_config(const Options& o, uint32_t num_ranks) {
@@ -834,10 +842,8 @@ void validate(const Options& o, bool require_backend) {
                                                   "--trace-window A:B or \"trace_window\": \"A:B\"",
                                                   label(spec_of("trace_window")), o.trace));
   }
-  for (const char* key : {"output", "summary", "inflight_samples", "trace", "step_log"})
-    if (spec_of(key).get(o) == "-") fail(o, key, "is not a file: outputs are files; the results on stdout are --report's");
   validate_data_relations(o);
-  validate_distinct_outputs(o);
+  validate_outputs(o);
 }
 
 json to_json(const Options& o) {
@@ -853,7 +859,7 @@ json to_json(const Options& o) {
 json to_reusable_json(const Options& o) {
   json j = to_json(o);
   if (o.summary == default_summary_path(o.output)) j.erase("summary");
-  if (!o.inflight_samples.empty() && o.inflight_samples == fs::path(o.output).replace_extension(".inflight.csv").string())
+  if (!o.inflight_samples.empty() && o.inflight_samples == default_inflight_path(o.output))
     j["inflight_samples"] = std::string(kAutoPath);
   return j;
 }

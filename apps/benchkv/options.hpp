@@ -164,7 +164,8 @@ void validate(const Options& o, bool require_backend = true);
 uint64_t duration_ns(const Options& o);   // llround(duration * 1e9)
 uint64_t interval_ns(const Options& o);   // llround(interval_ms * 1e6)
 uint32_t epochs_per_run(const Options& o);  // duration_ns / interval_ns (whole epochs)
-std::string default_summary_path(const std::string& output);  // extension -> ".summary.json"
+std::string default_summary_path(const std::string& output);   // extension -> ".summary.json"
+std::string default_inflight_path(const std::string& output);  // extension -> ".inflight.csv" (inflight_samples "auto")
 kv::WorkloadConfig workload_config(const Options& o, uint32_t num_ranks);
 // data: the value sizes of --value-size, in the order given; "A..B" is every power of two
 // from A to B (A and B powers of two). Throws OptionError("value_size", ...).

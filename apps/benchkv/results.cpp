@@ -119,9 +119,6 @@ void prepare_output_files(const Options& o) {
       {"--trace", &o.trace}, {"--step-log", &o.step_log}};
   for (const auto& [flag, path] : outs) {
     if (path->empty()) continue;
-    if (*path == "-")
-      throw std::runtime_error(std::string(flag) + " -: outputs are files, \"-\" (standard output) is not one; "
-                               "for the results on stdout use --report csv (or text) with a file for " + flag);
     const std::filesystem::path p(*path);
     std::error_code ec;
     if (p.has_parent_path() && std::filesystem::exists(p.parent_path(), ec) &&

@@ -154,8 +154,8 @@ void write_csv(std::ostream& out, std::span<const RunResults> runs, std::span<co
 // Before a run: creates the missing parent directories of every output file the options
 // name (CSV, summary, in-flight samples, trace, step log) and checks that each file can be
 // written, leaving no file behind that was not there. Throws std::runtime_error naming the
-// option and the path, so an unwritable path is found before the run, not after it; "-"
-// is refused (outputs are files; the report on stdout is --report's).
+// option and the path, so an unwritable path is found before the run, not after it ("-"
+// never gets here: options validation refuses it).
 void prepare_output_files(const Options& o);
 // Writes the file; throws std::runtime_error naming the path when it cannot.
 void write_csv_file(const std::string& path, std::span<const RunResults> runs);

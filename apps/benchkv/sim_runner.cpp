@@ -721,9 +721,9 @@ nlohmann::json write_experiment_outputs(const app::Options& o, const ExperimentR
     if (!t) throw std::runtime_error("cannot write the trace to " + o.trace);
     if (res.trace_events == 0)
       std::fprintf(stderr,
-                   "benchkv: warning: no event fell in the trace window %s us (the simulation ran to %.3f us); %s "
-                   "holds only its metadata\n",
-                   app::to_json(o)["trace_window"].get<std::string>().c_str(),
+                   "benchkv: warning: no event fell in the trace window %.17g:%.17g us (the simulation ran to %.3f "
+                   "us); %s holds only its metadata\n",
+                   o.trace_window->begin_us, o.trace_window->end_us,
                    static_cast<double>(res.extra["virtual_end_ns"].get<uint64_t>()) / 1e3, o.trace.c_str());
   }
   if (res.exactly_once && (!res.exactly_once->ok() || res.credit_violations > 0)) {
