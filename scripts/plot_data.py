@@ -31,10 +31,21 @@ def per_size(path):
 def main(argv):
     if len(argv) < 3 or any("=" not in a for a in argv[2:]):
         sys.exit(__doc__)
-    fig, (bw, lat) = plt.subplots(1, 2, figsize=(11, 4))
+    # Every input is read before anything is drawn: a missing file or a summary of another
+    # kind is one line naming it (exit status 2), not a traceback.
+    curves = []
     for arg in argv[2:]:
         label, path = arg.split("=", 1)
-        sizes, gib, p50 = per_size(path)
+        try:
+            curves.append((label, per_size(path)))
+        except FileNotFoundError:
+            print(f"plot_data: {path}: no such file", file=sys.stderr)
+            sys.exit(2)
+        except (KeyError, TypeError, json.JSONDecodeError):
+            print(f"plot_data: {path}: not a benchkv data summary (no data.runs section)", file=sys.stderr)
+            sys.exit(2)
+    fig, (bw, lat) = plt.subplots(1, 2, figsize=(11, 4))
+    for label, (sizes, gib, p50) in curves:
         bw.plot(sizes, gib, marker="o", label=label)
         lat.plot(sizes, p50, marker="o", label=label)
     for ax in (bw, lat):

@@ -60,9 +60,12 @@ copyrpc::RttHistogram merged(const std::vector<std::unique_ptr<Client>>& clients
 // threads over the simulated fabric.
 class DataExperiment {
  public:
-  DataExperiment(const Options& o, const Model& model, uint32_t value_size, uint32_t size_index,
+  // size_index of size_count: the run index counts over the sizes (size i has runs
+  // i*runs ..), so progress lines count runs out of size_count * runs.
+  DataExperiment(const Options& o, const Model& model, uint32_t value_size, uint32_t size_index, uint32_t size_count,
                  const std::function<void(const std::string&)>& progress)
-      : o_(o), model_(model), value_size_(value_size), run_base_(size_index * o.runs), progress_(progress),
+      : o_(o), model_(model), value_size_(value_size), run_base_(size_index * o.runs),
+        runs_total_(size_count * o.runs), progress_(progress),
         fabric_(engine_, derive_seed(o.seed, {0x4E4943ull, size_index})) {
     if (o.np < 2) throw std::invalid_argument("data: needs --np >= 2 (requests go to other nodes)");
     np_ = o.np;
@@ -217,7 +220,7 @@ class DataExperiment {
       kept_latency_ = histogram_delta(kept_start_latency_, kept_latency_);
       kept_bytes_ = bytes - kept_start_bytes_;
     }
-    if (progress_) progress_(format_progress(rr, o_.runs, epoch));
+    if (progress_) progress_(format_progress(rr, runs_total_, epoch));
     if (epoch + 1 == epochs_) finish_run(run);
   }
 
@@ -286,6 +289,7 @@ class DataExperiment {
   Model model_;
   uint32_t value_size_;
   uint32_t run_base_;
+  uint32_t runs_total_;  // runs over every size, for the progress lines
   std::function<void(const std::string&)> progress_;
   Engine engine_;
   DesFabric fabric_;
@@ -309,7 +313,7 @@ DataResult run_data_sim(const Options& o, const sim::Model& model, const std::fu
   res.extra["sizes"] = nlohmann::json::array();
   const std::vector<uint32_t> sizes = data_value_sizes(o);
   for (uint32_t i = 0; i < sizes.size(); ++i) {
-    DataExperiment e(o, model, sizes[i], i, progress);
+    DataExperiment e(o, model, sizes[i], i, static_cast<uint32_t>(sizes.size()), progress);
     e.run(res);
   }
   return res;

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -1019,6 +1020,30 @@ constexpr std::string_view kFooter =
 
     "`benchkv compare A.summary.json B.summary.json` prints two results side by side with the ratio B / A.";
 
+// The message for command-line words CLI11 could not place: the first one that looks like
+// an option is named alone, with the closest option as a hint ("--durtion 1 meta" would
+// otherwise read "arguments were not expected: meta --durtion", blaming the backend).
+std::string extras_message(const std::vector<std::string>& extras, const std::vector<std::string>& option_names,
+                           std::string_view cli11_message) {
+  for (const std::string& word : extras) {
+    const bool negative_number = word.size() > 1 && word[0] == '-' && (std::isdigit(static_cast<unsigned char>(word[1])) != 0 || word[1] == '.');
+    if (word.size() < 2 || word[0] != '-' || negative_number) continue;
+    const std::string name = word.substr(0, word.find('='));
+    std::string_view best;
+    size_t best_d = 4;  // suggest only close matches
+    for (const std::string& candidate : option_names) {
+      const size_t d = edit_distance(name, candidate);
+      if (d < best_d) {
+        best_d = d;
+        best = candidate;
+      }
+    }
+    return fmt::format("unknown option \"{}\"{} (see benchkv --help)", name,
+                       best.empty() ? std::string() : fmt::format(" (did you mean \"{}\"?)", best));
+  }
+  return fmt::format("{} (see benchkv --help)", cli11_message);
+}
+
 ParseResult usage_error(std::string message) {
   ParseResult r;
   r.action = ParseResult::Action::kExit;
@@ -1095,6 +1120,13 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
   } catch (const CLI::CallForAllHelp&) {
     out << app.help("", CLI::AppFormatMode::All);
     return ParseResult{ParseResult::Action::kExit, Options{}, 0, {}};
+  } catch (const CLI::ExtrasError& e) {
+    std::vector<std::string> option_names;
+    for (const CLI::Option* opt : app.get_options()) {
+      for (const std::string& n : opt->get_lnames()) option_names.push_back("--" + n);
+      for (const std::string& n : opt->get_snames()) option_names.push_back("-" + n);
+    }
+    return usage_error(extras_message(app.remaining(), option_names, e.what()));
   } catch (const CLI::ParseError& e) {
     return usage_error(fmt::format("{} (see benchkv --help)", e.what()));
   }

@@ -92,7 +92,10 @@ int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, 
         last_t = now;
         if (e + 1 == rr.first_kept_epoch()) snapshot(start_h, start_bytes);
         if (e + 1 == rr.end_kept_epoch()) snapshot(end_h, end_bytes);
-        if (o.progress && rank == 0) std::fprintf(stderr, "size %u run %u epoch %u\n", sizes[si], r, e);
+        // Counted from 1 like every human line; the run index counts over the sizes.
+        if (o.progress && rank == 0)
+          std::fprintf(stderr, "run %u/%u epoch %u/%u (value size %u)\n", si * o.runs + r + 1,
+                       static_cast<uint32_t>(sizes.size()) * o.runs, e + 1, epochs, sizes[si]);
       }
       uint64_t issued = 0, completed = 0;
       for (uint32_t c = 0; c < C; ++c) {

@@ -86,7 +86,7 @@ int run_rpc_mpi(const mpi::Session& s, const app::Options& o, R& rt, nlohmann::j
       last_t = now;
       if (e + 1 == rr.first_kept_epoch()) kept_start_rtt = thr.rtt();  // the kept window opens
       if (e + 1 == rr.end_kept_epoch()) kept_rtt = app::histogram_delta(kept_start_rtt, thr.rtt());
-      if (o.progress) std::fprintf(stderr, "%s\n", app::format_progress(rr, o.runs, e).c_str());
+      if (o.progress) std::fprintf(stderr, "%s\n", app::format_rpc_progress(rr, o.runs, e).c_str());
     }
     app::RpcRunStats st;
     st.run = r;

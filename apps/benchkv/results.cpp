@@ -736,4 +736,17 @@ std::string format_progress(const RunResults& results, uint32_t runs, uint32_t e
   return format_progress(p);
 }
 
+std::string format_rpc_progress(const RunResults& results, uint32_t runs, uint32_t epoch) {
+  const std::vector<uint64_t> by_rank = results.epoch_rank_requests(epoch);
+  ProgressLine p;
+  p.run = results.run();
+  p.runs = runs;
+  p.epoch = epoch;
+  p.epochs = results.epochs();
+  p.trim = results.trim();
+  p.duration_ns = results.epoch_duration_ns(epoch);
+  p.rank_requests = std::span<const uint64_t>(by_rank).first(by_rank.empty() ? 0 : 1);  // rank 0, the caller
+  return format_progress(p);
+}
+
 }  // namespace bkv::app

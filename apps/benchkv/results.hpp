@@ -237,5 +237,8 @@ struct ProgressLine {
 std::string format_progress(const ProgressLine& line);
 // The line for one recorded epoch of `results`.
 std::string format_progress(const RunResults& results, uint32_t runs, uint32_t epoch);
+// The line for `benchkv rpc`: rank 0 is the only caller and the server ranks complete
+// nothing, so there is no per-rank spread to show (it would be rank 0 against zeros).
+std::string format_rpc_progress(const RunResults& results, uint32_t runs, uint32_t epoch);
 
 }  // namespace bkv::app

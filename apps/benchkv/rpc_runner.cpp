@@ -127,7 +127,7 @@ class RpcExperiment {
     last_completed_ = now;
     if (epoch + 1 == rr.first_kept_epoch()) kept_start_rtt_ = caller().rtt();  // the kept window opens
     if (epoch + 1 == rr.end_kept_epoch()) kept_rtt_ = histogram_delta(kept_start_rtt_, caller().rtt());
-    if (progress_) progress_(format_progress(rr, o_.runs, epoch));
+    if (progress_) progress_(format_rpc_progress(rr, o_.runs, epoch));
     if (epoch + 1 == epochs_) finish_run(run);
   }
 

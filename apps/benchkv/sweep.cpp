@@ -647,7 +647,7 @@ int sweep_main(int argc, char** argv) {
                   s.output_dir.c_str());
       return 0;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "%s\n", e.what());
+      std::fprintf(stderr, "benchkv %s\n", e.what());  // "benchkv sweep: FILE: ...", as when running
       return 2;
     }
   }

@@ -124,6 +124,23 @@ TEST_CASE("a missing or unknown backend is a usage error", "[bench][options]") {
   require_usage_error(parse({"meta", "--no-such-option"}), "--no-such-option");
 }
 
+TEST_CASE("a misspelled option is named alone, with the closest option as a hint", "[bench][options]") {
+  // "--durtion 1 meta": CLI11 gives "1" to the backend and leaves "meta --durtion" over.
+  const auto a = parse({"--durtion", "1", "meta"});
+  require_usage_error(a, "unknown option \"--durtion\" (did you mean \"--duration\"?)");
+  CHECK(a.result.error.find("meta") == std::string::npos);
+  require_usage_error(parse({"meta", "--queue-dept", "4"}), "unknown option \"--queue-dept\" (did you mean \"--queue-depth\"?)");
+  require_usage_error(parse({"meta", "--no-progres"}), "(did you mean \"--no-progress\"?)");
+  require_usage_error(parse({"--print-confg", "meta"}), "(did you mean \"--print-config\"?)");
+  // --name=value: the name alone is named.
+  require_usage_error(parse({"--durtion=1", "meta"}), "unknown option \"--durtion\" (did you mean");
+  // Nothing close: no hint.
+  const auto far = parse({"meta", "--completely-unrelated"});
+  require_usage_error(far, "unknown option \"--completely-unrelated\" (see benchkv --help)");
+  // Extra words that are not options keep CLI11's message.
+  require_usage_error(parse({"meta", "direct"}), "not expected: direct");
+}
+
 TEST_CASE("fractions, negative integers and flags on the command line", "[bench][options]") {
   const auto p = parse({"-d", "0.25", "--interval-ms", "12.5", "--trim", "1", "--gid-index", "-1", "--no-progress",
                         "--adaptive-hold", "--read-ratio", "0.95", "-r", "2", "-o", "out/run.csv", "delegation"});

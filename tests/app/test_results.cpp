@@ -251,6 +251,18 @@ TEST_CASE("progress line: run, epoch, phase, Mops and per-rank spread", "[bench]
   CHECK(single.find("per rank") == std::string::npos);
 }
 
+TEST_CASE("rpc progress line: the caller's rate, no per-rank spread against the servers", "[bench][results]") {
+  RunResults r(0, 3, 1, 10, 2);
+  r.record(0, 0, 4, 2'000'000, 1'000'000'000);  // the caller, rank 0
+  // ranks 1 and 2 serve and complete nothing
+  const std::string line = format_rpc_progress(r, 1, 4);
+  CHECK_THAT(line, Catch::Contains("run 1/1") && Catch::Contains("epoch 5/10") && Catch::Contains("2.000 Mops"));
+  CHECK(line.find("per rank") == std::string::npos);
+  CHECK(line.find("spread") == std::string::npos);
+  // The KV line over the same results would average the caller with the two servers.
+  CHECK_THAT(format_progress(r, 1, 4), Catch::Contains("per rank avg 0.667 min 0.000 (rank 1)"));
+}
+
 TEST_CASE("CQE histogram buckets follow the calibration boundaries", "[bench][results]") {
   CqeHistogram h;
   for (uint64_t n : {0, 1, 2, 10, 11, 100, 101, 100000}) h.add(n);

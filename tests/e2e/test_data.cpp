@@ -2,6 +2,7 @@
 // backend, that the figures follow from the CSV, that bandwidth grows with the value
 // size, determinism, and that bad or inapplicable options are refused.
 #include <algorithm>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,28 @@ TEST_CASE("data: every operation completes and the figures follow from the CSV",
     last_gib = gib;
   }
   CHECK_THAT(o.out, Catch::Contains("GiB/s"));
+}
+
+TEST_CASE("data: progress lines count runs over every value size", "[e2e][sim][data]") {
+  // 2 sizes x 2 runs: the run index counts over sizes (size i has runs 2i, 2i+1), so the
+  // progress lines go from run 1/4 to run 4/4, not up to "run 4/2".
+  TempDir dir;
+  const Outcome o = run_ok({"data", "--transport", "sim", "--np", "2", "--client-threads", "2", "-d", "0.004",
+                            "--interval-ms", "1", "--trim", "1", "-r", "2", "--key-range", "8", "--value-size", "64,128",
+                            "-o", "out.csv"},
+                           dir.path());
+  std::istringstream in(o.err);
+  std::string line;
+  std::vector<std::string> epochs;
+  while (std::getline(in, line))
+    if (line.rfind("run ", 0) == 0 && line.find(" epoch ") != std::string::npos)
+      epochs.push_back(line.substr(0, line.find(" [")));
+  INFO(o.err);
+  REQUIRE(epochs.size() == 16);  // 4 runs x 4 epochs
+  CHECK(epochs.front() == "run 1/4 epoch 1/4");
+  CHECK(epochs[4] == "run 2/4 epoch 1/4");
+  CHECK(epochs[8] == "run 3/4 epoch 1/4");
+  CHECK(epochs.back() == "run 4/4 epoch 4/4");
 }
 
 TEST_CASE("data: the same configuration gives the same bytes", "[e2e][sim][data]") {

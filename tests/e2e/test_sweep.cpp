@@ -244,5 +244,12 @@ TEST_CASE("sweep: every sweep file the repository ships is valid (--check)", "[e
   // --check runs nothing and still rejects a bad file.
   TempDir dir;
   write_file(dir / "bad.json", "{\"grid\": {}}");
-  CHECK(run_benchkv({"sweep", "bad.json", "--check"}, dir.path()).status == 2);
+  const Outcome bad = run_benchkv({"sweep", "bad.json", "--check"}, dir.path());
+  INFO(describe(bad));
+  CHECK(bad.status == 2);
+  // The same message as a run gives: "benchkv sweep: FILE: ..." (docs/benchmarks.md, "Sweeps").
+  CHECK_THAT(bad.err, Catch::StartsWith("benchkv sweep: bad.json: "));
+  const Outcome ran = run_benchkv({"sweep", "bad.json"}, dir.path());
+  CHECK(ran.status == 2);
+  CHECK(ran.err == bad.err);
 }

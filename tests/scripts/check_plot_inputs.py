@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/plot_sweep.py and scripts/plot_bistability.py: a missing input file is one
+"""scripts/plot_sweep.py, scripts/plot_bistability.py and scripts/plot_data.py: a missing input file is one
 line on stderr naming it and exit status 2, not a traceback; nothing is drawn.
 usage: check_plot_inputs.py REPO_ROOT
 """
@@ -44,9 +44,19 @@ def main(argv):
                        failures, "plot_bistability, no summary")
         if os.path.exists(pics):
             failures.append("plot_bistability made its output directory although an input was missing")
+        png = os.path.join(d, "bw.png")
+        expect_missing(run(root, "plot_data.py", png, "a=" + os.path.join(d, "absent.summary.json")),
+                       "absent.summary.json", failures, "plot_data, no summary")
+        kv = os.path.join(d, "kv.summary.json")
+        with open(kv, "w") as f:
+            json.dump({"runs": []}, f)
+        expect_missing(run(root, "plot_data.py", png, "a=" + kv), "kv.summary.json", failures,
+                       "plot_data, a summary without a data section")
+        if os.path.exists(png):
+            failures.append("plot_data drew a picture although an input was unusable")
     for f in failures:
         print("FAIL:", f)
-    print(f"{6 - len(failures)} passed, {len(failures)} failed")  # 6 checks above
+    print(f"{9 - len(failures)} passed, {len(failures)} failed")  # 9 checks above
     return 1 if failures else 0
 
 
