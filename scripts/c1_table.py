@@ -48,8 +48,19 @@ def main(argv):
         return 2
     rows = []
     for arg in argv[1:]:
-        np_s, path = arg.split("=", 1)
-        rows.append((int(np_s), simulated(path)))
+        np_s, sep, path = arg.partition("=")
+        if not sep or not np_s.isdigit():
+            print(f"c1_table.py: {arg!r} is not NP=SUMMARY.json", file=sys.stderr)
+            return 2
+        try:
+            rows.append((int(np_s), simulated(path)))
+        except OSError as e:
+            print(f"c1_table.py: cannot read {path}: {e.strerror}", file=sys.stderr)
+            return 2
+        except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as e:
+            print(f"c1_table.py: {path} is not a Delegation KV summary with daemon #0 figures "
+                  f"({type(e).__name__}: {e})", file=sys.stderr)
+            return 2
     print("C1 (Delegation, QD=32, 1 daemon + 46 clients): measured vs simulated "
           "(model configs/model/c1.json, synchronized start)")
     print(f"{'NP':>3} | {'Mops per rank':^27} | {'calls in flight (avg)':^27} | {'completions per loop':^27} | {'loops per 10 s (M)':^27}")

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""scripts/plot_sweep.py, scripts/plot_bistability.py and scripts/plot_data.py: a missing input file is one
+"""scripts/plot_sweep.py, scripts/plot_bistability.py, scripts/plot_data.py and scripts/c1_table.py: a missing
+or unusable input file is one
 line on stderr naming it and exit status 2, not a traceback; nothing is drawn.
 usage: check_plot_inputs.py REPO_ROOT
 """
@@ -54,9 +55,12 @@ def main(argv):
                        "plot_data, a summary without a data section")
         if os.path.exists(png):
             failures.append("plot_data drew a picture although an input was unusable")
+        expect_missing(run(root, "c1_table.py", "8=" + absent), "absent.json", failures, "c1_table, no summary")
+        expect_missing(run(root, "c1_table.py", "8=" + kv), "kv.summary.json", failures,
+                       "c1_table, a summary without daemon figures")
     for f in failures:
         print("FAIL:", f)
-    print(f"{9 - len(failures)} passed, {len(failures)} failed")  # 9 checks above
+    print(f"{11 - len(failures)} passed, {len(failures)} failed")  # 11 checks above
     return 1 if failures else 0
 
 
