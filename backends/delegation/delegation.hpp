@@ -333,6 +333,12 @@ class DelegationDaemon0 {
   }
 
   uint32_t retry_backlog() {
+    // Most loops have no backlog: empty() compares two iterators, where size() does the
+    // deque's node arithmetic.
+    if (backlog_.empty()) {
+      meter_.record(Phase::kBacklog, 0);
+      return 0;
+    }
     const size_t n = backlog_.size();
     uint32_t done = 0;
     for (size_t i = 0; i < n; ++i) {
