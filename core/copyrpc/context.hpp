@@ -191,6 +191,7 @@ class Context {
     qpn_table_.set(ep->qp->qp_num(), ep->id);
     eps_.push_back(std::move(ep));
     endpoint_count_ = static_cast<uint32_t>(eps_.size());
+    dirty_.resize(endpoint_count_);  // room for every endpoint: each is on the list at most once
     return eps_.back()->id;
   }
 
@@ -340,10 +341,10 @@ class Context {
   void flush() {
     // No endpoint is marked dirty while flushing (flush_endpoint never marks one), so the
     // list ends with the endpoints kept on it.
-    const size_t n = dirty_.size();
+    const uint32_t n = dirty_count_;
     if (n == 0) return;
-    size_t keep = 0;
-    for (size_t i = 0; i < n; ++i) {
+    uint32_t keep = 0;
+    for (uint32_t i = 0; i < n; ++i) {
       Ep& e = *eps_[dirty_[i]];
       e.dirty = false;
       if (!flush_endpoint(e)) {
@@ -351,9 +352,8 @@ class Context {
         dirty_[keep++] = e.id;
       }
     }
-    assert(dirty_.size() == n);
-    // Shrinking: erase (inline, no growth path) rather than resize (an out-of-line call).
-    dirty_.erase(dirty_.begin() + static_cast<std::ptrdiff_t>(keep), dirty_.end());
+    assert(dirty_count_ == n);
+    dirty_count_ = keep;
   }
 
   template <class OnResponse, class OnFailedCall>
@@ -399,7 +399,7 @@ class Context {
   uint64_t calls_in_flight() const noexcept { return in_flight_calls_; }
   uint64_t max_payload() const noexcept { return max_payload_for(cfg_); }
   static constexpr uint64_t max_payload_for(const ContextConfig& c) noexcept { return c.ring_size / 8; }
-  bool has_unflushed() const noexcept { return !dirty_.empty(); }
+  bool has_unflushed() const noexcept { return dirty_count_ != 0; }
   const ContextStats& stats() const noexcept { return stats_; }
   const ContextConfig& config() const noexcept { return cfg_; }
 
@@ -442,7 +442,8 @@ class Context {
   void mark_dirty(Ep& e) {
     if (!e.dirty) {
       e.dirty = true;
-      dirty_.push_back(e.id);
+      assert(dirty_count_ < dirty_.size());
+      dirty_[dirty_count_++] = e.id;
     }
   }
 
@@ -1014,7 +1015,11 @@ class Context {
   std::vector<std::unique_ptr<Ep>> eps_;
   uint32_t endpoint_count_ = 0;  // eps_.size()
   QpnTable qpn_table_;
+  // The endpoints marked dirty: dirty_[0, dirty_count_). dirty_ has one entry per
+  // endpoint (an endpoint is on the list at most once: Ep::dirty), so marking one is a
+  // store, never a growth.
   std::vector<uint32_t> dirty_;
+  uint32_t dirty_count_ = 0;
   std::vector<RecvCompletion> cqe_buf_;
   // [recv_head_, recv_end_) not yet taken; both point into recv_queue_ (or are null
   // while it has no storage), so recv() takes a handle without indexing.
