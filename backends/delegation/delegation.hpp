@@ -152,7 +152,7 @@ class DelegationDaemon0 {
       // delegation ring: the clients' remote requests, in ring order (stops at a hole).
       // Reading head is one load of the line the clients write: a transfer, not a turn
       // in their queue.
-      deleg_.poll();
+      deleg_.snapshot_head();  // recv() stops at a hole: poll()'s count is not needed
       meter_.charge(Op::kRingOp, 1);
       while (auto e = deleg_.recv()) {
         batch_.push_back(*e);
