@@ -340,12 +340,16 @@ class Context {
   }
 
   // The flush phase of a daemon loop: one WRITE+IMM per endpoint with pending data,
-  // then its doorbell.
+  // then its doorbell. The test is inline (a daemon loop flushes twice, often with
+  // nothing to send); the flush itself is out of line.
   void flush() {
+    if (dirty_count_ != 0) flush_dirty();
+  }
+
+  [[gnu::noinline]] void flush_dirty() {
     // No endpoint is marked dirty while flushing (flush_endpoint never marks one), so the
     // list ends with the endpoints kept on it.
     const uint32_t n = dirty_count_;
-    if (n == 0) return;
     uint32_t keep = 0;
     for (uint32_t i = 0; i < n; ++i) {
       Ep& e = *eps_[dirty_[i]];
