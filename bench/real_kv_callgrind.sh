@@ -19,6 +19,8 @@
 #   threads                 every worker thread
 #   client / daemon threads everything the client / daemon threads ran
 #     ipc, ring read        Delegation daemon #0: local requests (ipc), the delegation ring
+#                           (DelegationDaemon0::read_ring; in builds before it, the calls
+#                           of DelegationServer::recv)
 #     copyrpc over UCX      the UCX transport's progress (UCX progress, the software NIC's
 #                           responder, ACKs) and doorbell (the WRITE+IMMs handed to UCX)
 # (copyrpc's and the backends' inline functions are not rows: the compiler inlines them
@@ -130,7 +132,7 @@ rows = [
     ("client threads", thread(r"^std::thread::_State_impl<.*Driver<.*>::spawn\(\)::\{lambda\(\)#2\}")),
     ("daemon threads", thread(r"^std::thread::_State_impl<.*Driver<.*>::spawn\(\)::\{lambda\(\)#1\}")),
     ("  ipc", stage(r"serve_shard_ipc<")),
-    ("  ring read", stage(r"DelegationServer<.*>::recv\(\)")),
+    ("  ring read", stage(r"DelegationServer<.*>::recv\(\)|DelegationDaemon0<.*>::read_ring\(\)")),
     ("  copyrpc over UCX: progress", stage(r"^bkv::ucx::UcxTransport::progress\(\)$")),
     ("  copyrpc over UCX: send", stage(r"^bkv::ucx::QueuePair::ring_doorbell\(\)$")),
     ("ucp_worker_progress", stage(r"^ucp_worker_progress$")),

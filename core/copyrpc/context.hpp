@@ -191,6 +191,7 @@ class Context {
     qpn_table_.set(ep->qp->qp_num(), ep->id);
     eps_.push_back(std::move(ep));
     endpoint_count_ = static_cast<uint32_t>(eps_.size());
+    dirty_.resize(endpoint_count_);  // room for every endpoint: each is on the list at most once
     return eps_.back()->id;
   }
 
@@ -307,8 +308,11 @@ class Context {
   // response; repost the SRQ; reap send completions; then on_failed_call(Token&&,
   // EndpointError) for each call failed back because its endpoint stopped. Returns
   // completions drained.
+  // Always inlined: a daemon loop calls it once, and its own call frame (the registers
+  // it saves) would cost as much as an empty poll's work.
   template <class OnResponse, class OnFailedCall>
-  uint32_t drain(OnResponse&& on_response, OnFailedCall&& on_failed_call, uint32_t max_cqes = ~0u) {
+  [[gnu::always_inline]] uint32_t drain(OnResponse&& on_response, OnFailedCall&& on_failed_call,
+                                        uint32_t max_cqes = ~0u) {
     uint32_t total = 0;
     auto& meter = t_.meter();
     while (total < max_cqes) {
@@ -336,14 +340,18 @@ class Context {
   }
 
   // The flush phase of a daemon loop: one WRITE+IMM per endpoint with pending data,
-  // then its doorbell.
+  // then its doorbell. The test is inline (a daemon loop flushes twice, often with
+  // nothing to send); the flush itself is out of line.
   void flush() {
+    if (dirty_count_ != 0) flush_dirty();
+  }
+
+  [[gnu::noinline]] void flush_dirty() {
     // No endpoint is marked dirty while flushing (flush_endpoint never marks one), so the
     // list ends with the endpoints kept on it.
-    const size_t n = dirty_.size();
-    if (n == 0) return;
-    size_t keep = 0;
-    for (size_t i = 0; i < n; ++i) {
+    const uint32_t n = dirty_count_;
+    uint32_t keep = 0;
+    for (uint32_t i = 0; i < n; ++i) {
       Ep& e = *eps_[dirty_[i]];
       e.dirty = false;
       if (!flush_endpoint(e)) {
@@ -351,9 +359,8 @@ class Context {
         dirty_[keep++] = e.id;
       }
     }
-    assert(dirty_.size() == n);
-    // Shrinking: erase (inline, no growth path) rather than resize (an out-of-line call).
-    dirty_.erase(dirty_.begin() + static_cast<std::ptrdiff_t>(keep), dirty_.end());
+    assert(dirty_count_ == n);
+    dirty_count_ = keep;
   }
 
   template <class OnResponse, class OnFailedCall>
@@ -399,7 +406,7 @@ class Context {
   uint64_t calls_in_flight() const noexcept { return in_flight_calls_; }
   uint64_t max_payload() const noexcept { return max_payload_for(cfg_); }
   static constexpr uint64_t max_payload_for(const ContextConfig& c) noexcept { return c.ring_size / 8; }
-  bool has_unflushed() const noexcept { return !dirty_.empty(); }
+  bool has_unflushed() const noexcept { return dirty_count_ != 0; }
   const ContextStats& stats() const noexcept { return stats_; }
   const ContextConfig& config() const noexcept { return cfg_; }
 
@@ -442,7 +449,8 @@ class Context {
   void mark_dirty(Ep& e) {
     if (!e.dirty) {
       e.dirty = true;
-      dirty_.push_back(e.id);
+      assert(dirty_count_ < dirty_.size());
+      dirty_[dirty_count_++] = e.id;
     }
   }
 
@@ -947,35 +955,38 @@ class Context {
     publish_consumed(e);
   }
 
+  // Most drains find no send completion (copyrpc signals one WRITE in kSignalInterval):
+  // the per-completion work is out of line, so that this stays small enough to be
+  // inlined into drain().
   void reap_send_completions() {
-    t_.poll_send(
-        [this](const SendCompletion& c) {
-          const uint64_t kind = c.wr_id >> 62;
-          const uint64_t v = c.wr_id & ((1ull << 62) - 1);
-          if (kind == kWrRaw) {
-            if (v < raw_slab_ids_.size() && raw_live_[v]) {
-              raw_live_[v] = 0;
-              raw_free_.push_back(static_cast<uint32_t>(v));
-              --raw_outstanding_;
-              raw_done_.push_back({raw_slab_ids_[v], c.status});
-            }
-            return;
-          }
-          if (v >= eps_.size()) return;
-          Ep& e = *eps_[v];
-          if (c.status != WcStatus::kSuccess) return fail(e, EndpointError::kCompletionError);
-          if (kind == kWrConsumerRead) {
-            e.read_outstanding = false;
-            const uint64_t pos = __atomic_load_n(&e.read_buffer, __ATOMIC_ACQUIRE);
-            if (pos > e.producer) return fail(e, EndpointError::kBadConsumerRead);
-            if (pos > e.consumer_by_read) {
-              e.consumer_by_read = pos;
-              give_back_passed_pages(e);
-            }
-            e.refresh_call_fast_end();
-          }
-        },
-        ~0u);
+    t_.poll_send([this](const SendCompletion& c) { on_send_completion(c); }, ~0u);
+  }
+
+  [[gnu::noinline]] void on_send_completion(const SendCompletion& c) {
+    const uint64_t kind = c.wr_id >> 62;
+    const uint64_t v = c.wr_id & ((1ull << 62) - 1);
+    if (kind == kWrRaw) {
+      if (v < raw_slab_ids_.size() && raw_live_[v]) {
+        raw_live_[v] = 0;
+        raw_free_.push_back(static_cast<uint32_t>(v));
+        --raw_outstanding_;
+        raw_done_.push_back({raw_slab_ids_[v], c.status});
+      }
+      return;
+    }
+    if (v >= eps_.size()) return;
+    Ep& e = *eps_[v];
+    if (c.status != WcStatus::kSuccess) return fail(e, EndpointError::kCompletionError);
+    if (kind == kWrConsumerRead) {
+      e.read_outstanding = false;
+      const uint64_t pos = __atomic_load_n(&e.read_buffer, __ATOMIC_ACQUIRE);
+      if (pos > e.producer) return fail(e, EndpointError::kBadConsumerRead);
+      if (pos > e.consumer_by_read) {
+        e.consumer_by_read = pos;
+        give_back_passed_pages(e);
+      }
+      e.refresh_call_fast_end();
+    }
   }
 
   PostResult post_raw(uint32_t id, bool read, void* local, uint32_t len, uint32_t lkey, RemoteBuffer remote,
@@ -1011,7 +1022,11 @@ class Context {
   std::vector<std::unique_ptr<Ep>> eps_;
   uint32_t endpoint_count_ = 0;  // eps_.size()
   QpnTable qpn_table_;
+  // The endpoints marked dirty: dirty_[0, dirty_count_). dirty_ has one entry per
+  // endpoint (an endpoint is on the list at most once: Ep::dirty), so marking one is a
+  // store, never a growth.
   std::vector<uint32_t> dirty_;
+  uint32_t dirty_count_ = 0;
   std::vector<RecvCompletion> cqe_buf_;
   // [recv_head_, recv_end_) not yet taken; both point into recv_queue_ (or are null
   // while it has no storage), so recv() takes a handle without indexing.

@@ -437,10 +437,16 @@ class alignas(kCacheLine) DelegationServer {
   DelegationServer(DelegationServer&&) noexcept = default;
   DelegationServer& operator=(DelegationServer&&) noexcept = default;
 
+  // Snapshots head for recv(), without poll()'s count: for a server that takes the entries
+  // with recv() at once (recv() stops at a hole itself).
+  void snapshot_head() noexcept {
+    cached_head_ = atomic_field(view_.control().head).load(std::memory_order_acquire);
+  }
+
   // Snapshots head and returns how many committed entries follow the cursor without a
   // hole (a position reserved by a client that has not committed yet).
   uint32_t poll() noexcept {
-    cached_head_ = atomic_field(view_.control().head).load(std::memory_order_acquire);
+    snapshot_head();
     // Positions at or beyond cursor + ring_depth cannot be committed yet (their writers
     // wait for tail to pass them), and their slots alias consumed ones.
     const uint64_t limit = cursor_ + view_.config().ring_depth;
@@ -457,7 +463,9 @@ class alignas(kCacheLine) DelegationServer {
   // Takes the next legitimate entry at the cursor; stops at a hole and at the head
   // snapshot of the last poll(). Entries that break a rule (header comment) are
   // consumed, counted in rejected() and skipped, so poll()'s count is an upper bound.
-  std::optional<Entry> recv() noexcept {
+  // Always inlined: a server calls it once per entry and once more to find the end, and
+  // out of line each call returned the optional entry through memory.
+  [[gnu::always_inline]] std::optional<Entry> recv() noexcept {
     while (cursor_ < cached_head_) {
       std::byte* slot = view_.req_slot(cursor_);
       auto& s = DelegationView<Req, Resp>::req_header(slot);

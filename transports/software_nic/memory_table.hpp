@@ -39,6 +39,7 @@ class MemoryTable {
   MemoryRegion register_memory(void* ptr, size_t len, uint32_t access, uint32_t owner) {
     if (ptr == nullptr || len == 0) throw std::invalid_argument("register_memory: empty region");
     regions_.push_back(Region{static_cast<std::byte*>(ptr), len, access, owner});
+    region_count_ = regions_.size();
     // lkey and rkey are the same index here, offset so that 0 is never a valid key.
     const uint32_t key = static_cast<uint32_t>(regions_.size()) + kKeyBase - 1;
     return MemoryRegion{static_cast<std::byte*>(ptr), len, key, key};
@@ -48,7 +49,7 @@ class MemoryTable {
   const Region* lookup(uint32_t key) const noexcept {
     if (key < kKeyBase) return nullptr;
     const uint64_t idx = uint64_t{key} - kKeyBase;
-    return idx < regions_.size() ? &regions_[idx] : nullptr;
+    return idx < region_count_ ? &regions_[idx] : nullptr;
   }
 
   // Local side: [addr, addr+len) inside the lkey's region, with the needed access.
@@ -100,6 +101,9 @@ class MemoryTable {
   }
 
   std::vector<Region> regions_;
+  // regions_.size(), kept: a lookup (one per work request on each side) then compares
+  // with it instead of dividing the vector's byte length by sizeof(Region) (24).
+  uint64_t region_count_ = 0;
 };
 
 }  // namespace bkv::software_nic

@@ -264,6 +264,7 @@ struct UcxTransport::Impl {
           w.receiving = true;
           t.rndv_.push_back(RndvRecv{data, const_cast<std::byte*>(w.local), length, &qp, pos,
                                      true});
+          t.work_queued_ = true;
           advance_completions(t, qp);
           return UCS_INPROGRESS;
         }
@@ -295,12 +296,14 @@ struct UcxTransport::Impl {
       }
     }
     t.outgoing_.push_back(Outgoing{&qp, reply_header(qp, AmOp::kAck, seq), nullptr});
+    t.work_queued_ = true;
   }
 
   static void queue_nak(UcxTransport& t, QueuePair& qp, uint64_t seq, WcStatus status) {
     AmHeader h = reply_header(qp, AmOp::kNak, seq);
     h.status = static_cast<uint8_t>(status);
     t.outgoing_.push_back(Outgoing{&qp, h, nullptr});
+    t.work_queued_ = true;
   }
 
   // The responder role stops: waiting requests are answered with a flush NAK (one whose
@@ -352,6 +355,7 @@ struct UcxTransport::Impl {
         AmHeader r = reply_header(qp, AmOp::kReadResponse, h.seq);
         r.length = h.length;
         t.outgoing_.push_back(Outgoing{&qp, r, src.host});
+        t.work_queued_ = true;
         return true;  // the response acknowledges everything before it
       }
       default:
@@ -427,6 +431,7 @@ struct UcxTransport::Impl {
       p.receiving = true;
       p.direct = true;
       t.rndv_.push_back(RndvRecv{data, dst, length, &qp, h.seq, false});
+      t.work_queued_ = true;
       return UCS_INPROGRESS;
     }
     return park(t, qp, h, data, length, rndv);
@@ -442,6 +447,7 @@ struct UcxTransport::Impl {
       p.data.resize(length);
       p.receiving = true;
       t.rndv_.push_back(RndvRecv{data, p.data.data(), length, &qp, h.seq, false});
+      t.work_queued_ = true;
       return UCS_INPROGRESS;
     }
     const auto* bytes = static_cast<const std::byte*>(data);
@@ -717,6 +723,7 @@ void UcxTransport::rma_done(QueuePair& qp, uint64_t seq, bool ok) {
   if (qp.submitted_ < qp.doorbell_end_ && !qp.resume_queued_) {
     qp.resume_queued_ = true;
     rma_resume_.push_back(&qp);
+    work_queued_ = true;
   }
 }
 
@@ -851,7 +858,7 @@ void UcxTransport::progress() {
   ucp_worker_progress(worker_);
   // Most calls find nothing queued: the work below is out of line, so this stays a
   // leaf-sized function (no registers to save) on that path.
-  if (!rndv_.empty() || !outgoing_.empty() || !rma_resume_.empty()) [[unlikely]] after_progress();
+  if (work_queued_) [[unlikely]] after_progress();
 }
 
 void UcxTransport::after_progress() {
@@ -865,6 +872,8 @@ void UcxTransport::after_progress() {
       qp->submit();
     }
   }
+  // What the steps above queued (or left queued) is for the next progress().
+  work_queued_ = !rndv_.empty() || !outgoing_.empty() || !rma_resume_.empty();
 }
 
 }  // namespace bkv::ucx

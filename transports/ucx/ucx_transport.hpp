@@ -385,6 +385,9 @@ class UcxTransport {
   SendSlot* spare_send_slot_ = nullptr;
   bool closing_ = false;
   bool recv_progressed_ = false;  // a poll_recv() progressed since the last poll_send()
+  // rndv_, outgoing_ or rma_resume_ may be non-empty: set by every push onto them,
+  // recomputed by after_progress(), so that progress() tests one flag.
+  bool work_queued_ = false;
   // Whether a queue pair's endpoint may ask for peer error handling: false when the
   // transport list holds only shared-memory transports (none offers it in UCX 1.13), or
   // once UCX refused it on this worker (a refusal logs a UCX error line; one is enough).
