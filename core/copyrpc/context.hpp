@@ -154,8 +154,11 @@ class Context {
       throw std::invalid_argument("copyrpc: ring_size must be a power of two in [4096, 2^36], got " +
                                   std::to_string(cfg_.ring_size));
     if (cfg_.max_resp_reservation == 0) cfg_.max_resp_reservation = cfg_.ring_size / 4;
-    if (cfg_.max_resp_reservation % kAlignment != 0 || cfg_.max_resp_reservation > cfg_.ring_size / 4)
-      throw std::invalid_argument("copyrpc: max_resp_reservation must be 32-aligned and <= ring_size/4");
+    // Below internal_allowance(0) not even a call with an empty reply could be granted.
+    if (cfg_.max_resp_reservation % kAlignment != 0 || cfg_.max_resp_reservation > cfg_.ring_size / 4 ||
+        cfg_.max_resp_reservation < internal_allowance(0))
+      throw std::invalid_argument("copyrpc: max_resp_reservation must be 32-aligned, >= 64 and <= ring_size/4, got " +
+                                  std::to_string(cfg_.max_resp_reservation));
     if (cfg_.srq_size == 0 || cfg_.srq_size > t_.srq_capacity())
       throw std::invalid_argument("copyrpc: srq_size must be in [1, transport SRQ capacity]");
     // Signalling one WQE in kSignalInterval needs room for two intervals in the send

@@ -291,3 +291,14 @@ TEST_CASE("copyrpc edges: one hot endpoint among many: every call answered once,
   CHECK(answered[0].size() > 5 * answered[1].size());
   CHECK(calls > 5000);
 }
+
+TEST_CASE("copyrpc edges: a response reservation smaller than the smallest call is refused at construction",
+          "[copyrpc][edges]") {
+  loopback::InstantFabric fabric;
+  T t{fabric};
+  copyrpc::ContextConfig cfg = small_ring();
+  cfg.max_resp_reservation = 32;  // < internal_allowance(0): no call could ever be granted
+  CHECK_THROWS_AS(Ctx(t, cfg), std::invalid_argument);
+  cfg.max_resp_reservation = copyrpc::internal_allowance(0);
+  CHECK_NOTHROW(Ctx(t, cfg));
+}
