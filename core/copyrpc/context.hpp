@@ -47,7 +47,9 @@ enum class CallStatus : uint8_t {
   kOk = 0,
   kRingFull,            // retry after poll(): the peer has not yet consumed enough
   kInsufficientCredit,  // retry after poll(): the peer has not yet granted enough
-  kTooLarge,            // payload larger than ring/8 (or a reply larger than its allowance)
+  kTooLarge,            // payload or response allowance larger than ring/8, an allowance whose
+                        // credit exceeds the peer's whole grant (max_R), or a reply larger
+                        // than its allowance
   kEndpointError,       // the endpoint has failed (see Context::error)
   kInvalidHandle,       // reply to a request already answered (or never received)
 };
@@ -224,6 +226,7 @@ class Context {
     // Initial R and credit = min(max_R, ring/4): set at connect, no handshake.
     e.resp_reservation = initial_credit();
     e.peer_credit = remote.initial_credit;
+    e.peer_max_credit = remote.initial_credit;
     e.refresh_call_fast_end();
     e.connected = true;
     e.takes_calls = e.error == EndpointError::kNone;
@@ -236,6 +239,8 @@ class Context {
     if (payload.size() > max_payload() || response_allowance > max_payload()) return {CallStatus::kTooLarge, 0};
     const uint64_t need_credit = internal_allowance(response_allowance);
     if (e.peer_credit < need_credit) {
+      // More than the peer ever holds out: no grant can make room.
+      if (need_credit > e.peer_max_credit) return {CallStatus::kTooLarge, 0};
       mark_dirty(e);  // pending data goes out, so the peer can answer and grant again
       return {CallStatus::kInsufficientCredit, 0};
     }

@@ -302,3 +302,22 @@ TEST_CASE("copyrpc edges: a response reservation smaller than the smallest call 
   cfg.max_resp_reservation = copyrpc::internal_allowance(0);
   CHECK_NOTHROW(Ctx(t, cfg));
 }
+
+TEST_CASE("copyrpc edges: a call whose allowance the peer can never grant is TooLarge, not retryable",
+          "[copyrpc][edges]") {
+  copyrpc::ContextConfig cfg = small_ring();
+  cfg.max_resp_reservation = 64;  // the peer never grants more than 64 bytes: internal_allowance(20)
+  Pair p(cfg);
+  REQUIRE(copyrpc::internal_allowance(20) == 64);
+  REQUIRE(copyrpc::internal_allowance(21) == 96);
+  // 21 bytes of allowance need 96 bytes of credit, more than the peer ever holds out.
+  for (int round = 0; round < 3; ++round) {
+    CHECK(p.a.call(p.ea, pattern(4, 0), 21, 1).status == CallStatus::kTooLarge);
+    p.a.poll([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
+    p.b.poll([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
+  }
+  // 20 bytes fit the grant: the call goes through and is answered.
+  REQUIRE(p.a.call(p.ea, pattern(4, 0), 20, 2).ok());
+  // The grant is spent: the next one is retryable (InsufficientCredit), not TooLarge.
+  CHECK(p.a.call(p.ea, pattern(4, 0), 20, 3).status == CallStatus::kInsufficientCredit);
+}
