@@ -214,6 +214,25 @@ TEST_CASE("ucx hostile: a duplicated sequence number is dropped and counted, the
   CHECK(x.region[16] == std::byte{0xC3});
 }
 
+TEST_CASE("ucx hostile: requests that arrive out of order run in sequence order", "[ucx][hostile]") {
+  Hostile x;
+  x.send(x.request(AmOp::kWriteImm, 2, 0, 8, 12), fill(8, 0x22));
+  x.send(x.request(AmOp::kWriteImm, 1, 0, 8, 11), fill(8, 0x11));
+  x.settle();
+  CHECK(x.recvs.empty());  // waiting for seq 0
+  CHECK(x.victim->parked_requests() == 2);
+  // A second copy of a parked sequence number is a duplicate too.
+  x.send(x.request(AmOp::kWriteImm, 2, 0, 8, 99), fill(8, 0x99));
+  REQUIRE(x.pump_until([&] { return x.victim->protocol_errors() == 1; }));
+  x.send(x.request(AmOp::kWriteImm, 0, 0, 8, 10), fill(8, 0x00));
+  REQUIRE(x.pump_until([&] { return x.recvs.size() == 3; }));
+  CHECK(x.recvs[0].imm == 10);
+  CHECK(x.recvs[1].imm == 11);
+  CHECK(x.recvs[2].imm == 12);
+  CHECK(x.region[0] == std::byte{0x22});  // the last in sequence order wrote last
+  CHECK(x.victim->protocol_errors() == 1);
+}
+
 TEST_CASE("ucx hostile: sequence numbers beyond the park window are dropped, up to 2^64-1", "[ucx][hostile]") {
   Hostile x;
   for (uint64_t seq : {uint64_t{1} << 16 | 1, uint64_t{1} << 32, ~uint64_t{0}}) {
