@@ -364,3 +364,120 @@ TEST_CASE("copyrpc edges: a second reply to a request is refused while other req
   p.a.drain([&](uint64_t tok, std::span<const std::byte>) { got.push_back(tok); }, no_failed_calls);
   CHECK(got == std::vector<uint64_t>{3});
 }
+
+// ---------------------------------------------------------------------------------
+// Hostile peer values exactly at each receive-path limit, and one step past it.
+
+namespace {
+
+struct FakePeer {
+  loopback::InstantFabric fabric;
+  T victim_t{fabric}, attacker_t{fabric};
+  Ctx victim;
+  uint32_t ep;
+  copyrpc::EndpointInfo<T::ConnectInfo> target;
+  T::QueuePair* qp;
+  std::vector<std::byte> src = std::vector<std::byte>(8192);
+  std::vector<std::byte> fake_ring = std::vector<std::byte>(4096);
+  MemoryRegion src_mr, ring_mr;
+  uint64_t offset = 0;
+
+  FakePeer() : victim(victim_t, small_ring()) {
+    ep = victim.create_endpoint();
+    target = victim.local_info(ep);
+    qp = &attacker_t.create_queue_pair();
+    qp->connect(target.qp);
+    src_mr = attacker_t.register_memory(src.data(), src.size(), kAccessLocalWrite);
+    ring_mr = attacker_t.register_memory(fake_ring.data(), fake_ring.size(), kAccessLocalWrite | kAccessRemoteWrite);
+    copyrpc::EndpointInfo<T::ConnectInfo> me{};
+    me.qp = qp->local_info();
+    me.recv_ring_addr = reinterpret_cast<uint64_t>(fake_ring.data());
+    me.recv_ring_size = 4096;
+    me.recv_ring_rkey = ring_mr.rkey;
+    me.initial_credit = 1024;
+    victim.connect(ep, me);
+    attacker_t.post_receives(64);
+  }
+  // One batch of `len` bytes of src (metadata at 0) with the immediate `imm`.
+  EndpointError send(uint32_t len, uint32_t imm) {
+    const RemoteBuffer dst{target.recv_ring_addr + (offset & 4095), target.recv_ring_rkey, 0, len};
+    REQUIRE(qp->post_write_imm(src.data(), len, src_mr.lkey, dst, imm, 0, true) == PostResult::kOk);
+    qp->ring_doorbell();
+    offset += uint64_t{imm} * 32;
+    victim.drain([](uint64_t, std::span<const std::byte>) {}, [](uint64_t, EndpointError) {});
+    return victim.error(ep);
+  }
+  void meta(uint64_t ret, uint64_t grant, uint32_t count) { copyrpc::store_metadata(src.data(), ret, grant, count); }
+  void header(size_t at, uint32_t call_id, uint32_t units, uint32_t len) {
+    copyrpc::store_header(src.data() + at, copyrpc::MessageHeader{call_id, units, len});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("copyrpc edges: hostile values exactly at each limit pass, one step past is refused by its rule",
+          "[copyrpc][edges][hostile]") {
+  FakePeer f;
+  SECTION("credit return: up to the bytes sent, not one 32-byte unit more") {
+    REQUIRE(f.victim.call(f.ep, {}, 0, 1).ok());
+    f.victim.flush();  // 64 bytes sent: metadata + one 32-byte message
+    f.meta(64, 0, 0);
+    CHECK(f.send(32, 1) == EndpointError::kNone);
+    f.meta(32, 0, 0);
+    CHECK(f.send(32, 1) == EndpointError::kBadCreditReturn);
+  }
+  SECTION("credit grant: a balance of exactly the ring, not 32 bytes more") {
+    f.meta(0, 4096 - 1024, 0);
+    CHECK(f.send(32, 1) == EndpointError::kNone);
+    f.meta(0, 32, 0);
+    CHECK(f.send(32, 1) == EndpointError::kBadCreditGrant);
+  }
+  SECTION("request allowance: exactly the credit granted, then nothing left") {
+    f.meta(0, 0, 1);
+    f.header(32, 1, 1024 / 32, 0);  // all of R (ring/4)
+    CHECK(f.send(64, 2) == EndpointError::kNone);
+    f.meta(0, 0, 1);
+    f.header(32, 2, 2, 0);  // 64 more: beyond R
+    CHECK(f.send(64, 2) == EndpointError::kBadAllowance);
+  }
+  SECTION("request allowance below the smallest internal allowance (64)") {
+    f.meta(0, 0, 1);
+    f.header(32, 1, 1, 0);
+    CHECK(f.send(64, 2) == EndpointError::kBadAllowance);
+  }
+  SECTION("message count: exactly as many 32-byte messages as the batch holds") {
+    constexpr uint32_t kMsgs = 7;
+    f.meta(0, 0, kMsgs);
+    for (uint32_t i = 0; i < kMsgs; ++i) f.header(32 + 32 * i, i, 2, 20);  // 12 + 20 = 32 bytes each
+    CHECK(f.send(32 + 32 * kMsgs, 1 + kMsgs) == EndpointError::kNone);
+    uint32_t got = 0;
+    copyrpc::RecvHandle h;
+    while (f.victim.recv(h)) ++got;
+    CHECK(got == kMsgs);
+  }
+  SECTION("message count: one more than the batch holds") {
+    f.meta(0, 0, 3);
+    f.header(32, 0, 2, 20);
+    f.header(64, 1, 2, 20);
+    CHECK(f.send(96, 3) == EndpointError::kBadMessageCount);
+  }
+  SECTION("payload length: filling the batch exactly, and one byte more") {
+    f.meta(0, 0, 1);
+    f.header(32, 1, 2, 64 - 12);  // header + 52 bytes = 64: the batch is 96 bytes
+    CHECK(f.send(96, 3) == EndpointError::kNone);
+    f.meta(0, 0, 1);
+    f.header(32, 2, 2, 64 - 12 + 1);
+    CHECK(f.send(96, 3) == EndpointError::kBadLength);
+  }
+  SECTION("a wrap marker covering the whole ring from offset 0") {
+    f.meta(0, 0, copyrpc::kWrapMessageCount);
+    CHECK(f.send(32, 4096 / 32) == EndpointError::kNone);
+    CHECK(f.victim.endpoint(f.ep).recv_producer == 4096);
+  }
+  SECTION("a response naming the largest call id, never made") {
+    REQUIRE(f.victim.call(f.ep, {}, 0, 1).ok());
+    f.meta(0, 0, 1);
+    f.header(32, copyrpc::to_response_id(copyrpc::kMaxCallId), 0, 0);
+    CHECK(f.send(64, 2) == EndpointError::kUnknownCallId);
+  }
+}
