@@ -10,6 +10,7 @@
 #include <ucp/api/ucp.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -128,7 +129,7 @@ struct Hostile {
   std::vector<RecvCompletion> recvs;
   std::vector<SendCompletion> sends;
 
-  Hostile() {
+  explicit Hostile(uint32_t receives = 32) {
     ucx::Config c;
     c.tls = "tcp";
     c.rma = false;  // every request on the active-message path checked here
@@ -145,7 +146,7 @@ struct Hostile {
     qp->connect(me);
     raw.connect(qp->local_info());
     mr = victim->register_memory(region.data(), region.size(), kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
-    victim->post_receives(32);
+    if (receives > 0) victim->post_receives(receives);
   }
   AmHeader request(AmOp op, uint64_t seq, uint64_t offset, uint32_t length, uint32_t imm = 0) const {
     AmHeader h{};
@@ -402,6 +403,30 @@ TEST_CASE("ucx hostile: responses to requests never sent, of the wrong length, o
   CHECK(x.sends.size() == 1);
 }
 
+TEST_CASE("ucx hostile: receiver not ready holds the expected request, later ones wait behind it in order",
+          "[ucx][hostile]") {
+  Hostile x(0);  // no receive posted
+  x.send(x.request(AmOp::kWriteImm, 0, 0, 8, 10), fill(8, 0x10));
+  x.send(x.request(AmOp::kWriteImm, 2, 0, 8, 12), fill(8, 0x12));
+  x.send(x.request(AmOp::kWriteImm, 1, 0, 8, 11), fill(8, 0x11));
+  x.send(x.request(AmOp::kWriteImm, 0, 0, 8, 99), fill(8, 0x99));  // a duplicate of the waiting one
+  REQUIRE(x.pump_until([&] { return x.victim->protocol_errors() == 1; }));
+  x.settle();
+  CHECK(x.recvs.empty());
+  CHECK(x.region[0] == std::byte{0});
+  // One receive at a time: each lets exactly the next request in order run.
+  for (uint32_t k = 1; k <= 3; ++k) {
+    x.victim->post_receives(1);
+    REQUIRE(x.pump_until([&] { return x.recvs.size() == k; }));
+    x.settle();
+    CHECK(x.recvs.size() == k);
+    CHECK(x.recvs.back().imm == 9 + k);
+    CHECK(x.region[0] == std::byte(static_cast<uint8_t>(0x0F + k)));
+  }
+  CHECK(x.victim->protocol_errors() == 1);
+  CHECK_FALSE(x.qp->in_error());
+}
+
 namespace {
 // Two honest transports over shared memory, for the long run below.
 struct UcxSmPair {
@@ -422,4 +447,65 @@ TEST_CASE("ucx: a run of 2^16 + 300 WRITE+IMMs crosses the 16-bit mark of every 
   // (2^16) all pass 65536 here; a counter kept in 16 bits anywhere would break the order.
   UcxSmPair h;
   bkv::test::check_write_imm_order_and_integrity(h, (1u << 16) + 300, 24);
+}
+
+TEST_CASE("ucx: WRITE+IMMs of every size around the rendezvous threshold arrive intact and in order",
+          "[ucx][rndv]") {
+  // UCX_RNDV_THRESH (read when a transport is created) puts the eager/rendezvous
+  // switch at 4 KiB; each size from 4 KiB - 80 to 4 KiB + 80 goes once, over TCP and
+  // over shared memory.
+  struct Env {
+    Env() { setenv("UCX_RNDV_THRESH", "4096", 1); }
+    ~Env() { unsetenv("UCX_RNDV_THRESH"); }
+  } env;
+  const std::string tls = GENERATE(std::string("tcp"), std::string("sm,self"));
+  INFO("tls " << tls);
+  struct Harness {
+    using T = ucx::UcxTransport;
+    std::string tls;
+    std::unique_ptr<T> make() {
+      ucx::Config c;
+      c.tls = tls;
+      c.send_queue_depth = 64;
+      c.srq_capacity = 256;
+      c.rma = false;
+      return std::make_unique<T>(c);
+    }
+  } h{tls};
+  bkv::test::LinkedPair<Harness> p(h);
+  constexpr uint32_t kLow = 4096 - 80, kHigh = 4096 + 80;
+  std::vector<uint64_t> offs;
+  uint64_t total = 0;
+  for (uint32_t len = kLow; len <= kHigh; ++len) {
+    offs.push_back(total);
+    total += len;
+  }
+  std::vector<std::byte> src(total), dst(total + 1, std::byte{0});
+  for (uint64_t i = 0; i < total; ++i) src[i] = std::byte(static_cast<uint8_t>(i * 7 + i / 251));
+  const MemoryRegion smr = p.a->register_memory(src.data(), src.size(), kAccessLocalWrite);
+  const MemoryRegion dmr = p.b->register_memory(dst.data(), dst.size(), kAccessLocalWrite | kAccessRemoteWrite);
+  p.b->post_receives(p.b->srq_capacity());
+  const uint32_t n = kHigh - kLow + 1;
+  uint32_t posted = 0;
+  REQUIRE(bkv::test::pump_until(
+      [&] {
+        while (posted < n && p.qa->send_queue_free() > 0) {
+          const bool sig = posted % 8 == 7 || posted + 1 == n;
+          REQUIRE(p.qa->post_write_imm(src.data() + offs[posted], kLow + posted, smr.lkey, p.remote(dmr, offs[posted]),
+                                       posted, posted, sig) == PostResult::kOk);
+          ++posted;
+        }
+        p.qa->ring_doorbell();
+        p.pump();
+      },
+      [&] { return p.recvs.size() == n && !p.sends.empty() && p.sends.back().wr_id == n - 1; }));
+  for (uint32_t i = 0; i < n; ++i) {
+    INFO("message " << i << " of " << kLow + i << " bytes");
+    REQUIRE(p.recvs[i].imm == i);
+    REQUIRE(p.recvs[i].byte_len == kLow + i);
+  }
+  CHECK(std::memcmp(src.data(), dst.data(), total) == 0);
+  CHECK(dst[total] == std::byte{0});
+  for (const SendCompletion& c : p.sends) CHECK(c.status == WcStatus::kSuccess);
+  CHECK(p.b->rendezvous_receives() > 0);  // the upper sizes took the rendezvous path
 }
