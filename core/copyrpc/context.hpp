@@ -301,12 +301,12 @@ class Context {
     // slot taken again by a later request holds another tag).
     const uint32_t* const tag = e.held.find(h.held_slot);
     if (tag == nullptr || *tag != h.held_tag) return CallStatus::kInvalidHandle;
-    e.held.release(h.held_slot);
     // Each request's allowance is committed once when parsed and released once here;
     // a second reply would release credit that is not there.
     // (R >= committed always holds, so R covers the allowance too.)
     assert(e.resp_committed <= e.resp_reservation);
     if (e.resp_committed < h.allowance) return CallStatus::kInvalidHandle;
+    e.held.release(h.held_slot);
     const uint64_t msg = padded_message_size(payload.size());
     // Joins the open batch without a wrap, or (once per batch, or at the ring end) takes
     // the append plan.
