@@ -1,3 +1,4 @@
 bkv_add_test(test_copyrpc_wire GROUP protocol SOURCES copyrpc/test_wire.cpp)
 bkv_add_test(test_copyrpc_context GROUP protocol SOURCES copyrpc/test_copyrpc_context.cpp)
 bkv_add_test(test_copyrpc_property GROUP protocol SOURCES copyrpc/test_copyrpc_property.cpp)
+bkv_add_test(test_copyrpc_edges GROUP protocol SOURCES copyrpc/test_copyrpc_edges.cpp)

@@ -47,7 +47,9 @@ enum class CallStatus : uint8_t {
   kOk = 0,
   kRingFull,            // retry after poll(): the peer has not yet consumed enough
   kInsufficientCredit,  // retry after poll(): the peer has not yet granted enough
-  kTooLarge,            // payload larger than ring/8 (or a reply larger than its allowance)
+  kTooLarge,            // payload or response allowance larger than ring/8, an allowance whose
+                        // credit exceeds the peer's whole grant (max_R), or a reply larger
+                        // than its allowance
   kEndpointError,       // the endpoint has failed (see Context::error)
   kInvalidHandle,       // reply to a request already answered (or never received)
 };
@@ -78,6 +80,10 @@ struct RecvHandle {
   const std::byte* data = nullptr;
   uint32_t len = 0;
   uint32_t allowance = 0;  // bytes of response credit the caller reserved (internal allowance)
+  // The endpoint's record of this request while it is unanswered (Endpoint::held):
+  // reply() answers it only if the slot still holds this tag, and frees the slot.
+  uint32_t held_slot = 0;
+  uint32_t held_tag = 0;
   std::span<const std::byte> payload() const noexcept { return {data, len}; }
 };
 
@@ -154,8 +160,11 @@ class Context {
       throw std::invalid_argument("copyrpc: ring_size must be a power of two in [4096, 2^36], got " +
                                   std::to_string(cfg_.ring_size));
     if (cfg_.max_resp_reservation == 0) cfg_.max_resp_reservation = cfg_.ring_size / 4;
-    if (cfg_.max_resp_reservation % kAlignment != 0 || cfg_.max_resp_reservation > cfg_.ring_size / 4)
-      throw std::invalid_argument("copyrpc: max_resp_reservation must be 32-aligned and <= ring_size/4");
+    // Below internal_allowance(0) not even a call with an empty reply could be granted.
+    if (cfg_.max_resp_reservation % kAlignment != 0 || cfg_.max_resp_reservation > cfg_.ring_size / 4 ||
+        cfg_.max_resp_reservation < internal_allowance(0))
+      throw std::invalid_argument("copyrpc: max_resp_reservation must be 32-aligned, >= 64 and <= ring_size/4, got " +
+                                  std::to_string(cfg_.max_resp_reservation));
     if (cfg_.srq_size == 0 || cfg_.srq_size > t_.srq_capacity())
       throw std::invalid_argument("copyrpc: srq_size must be in [1, transport SRQ capacity]");
     // Signalling one WQE in kSignalInterval needs room for two intervals in the send
@@ -222,6 +231,7 @@ class Context {
     // Initial R and credit = min(max_R, ring/4): set at connect, no handshake.
     e.resp_reservation = initial_credit();
     e.peer_credit = remote.initial_credit;
+    e.peer_max_credit = remote.initial_credit;
     e.refresh_call_fast_end();
     e.connected = true;
     e.takes_calls = e.error == EndpointError::kNone;
@@ -234,6 +244,8 @@ class Context {
     if (payload.size() > max_payload() || response_allowance > max_payload()) return {CallStatus::kTooLarge, 0};
     const uint64_t need_credit = internal_allowance(response_allowance);
     if (e.peer_credit < need_credit) {
+      // More than the peer ever holds out: no grant can make room.
+      if (need_credit > e.peer_max_credit) return {CallStatus::kTooLarge, 0};
       mark_dirty(e);  // pending data goes out, so the peer can answer and grant again
       return {CallStatus::kInsufficientCredit, 0};
     }
@@ -279,17 +291,23 @@ class Context {
   }
 
   // Answers a request. Never fails for space; fails only for a reply larger than the
-  // caller's allowance (a programming error) or a failed endpoint.
+  // caller's allowance or a second reply to the same request (programming errors), or a
+  // failed endpoint.
   CallStatus reply(const RecvHandle& h, std::span<const std::byte> payload) {
     if (h.endpoint >= endpoint_count_) throw std::out_of_range("copyrpc: reply to a handle of no endpoint");
     Ep& e = *eps_[h.endpoint];
     if (e.error != EndpointError::kNone) return CallStatus::kEndpointError;
     if (payload.size() > max_reply_payload(h.allowance)) return CallStatus::kTooLarge;
+    // One reply per request: the slot the request took when parsed is freed here (a
+    // slot taken again by a later request holds another tag).
+    const uint32_t* const tag = e.held.find(h.held_slot);
+    if (tag == nullptr || *tag != h.held_tag) return CallStatus::kInvalidHandle;
     // Each request's allowance is committed once when parsed and released once here;
     // a second reply would release credit that is not there.
     // (R >= committed always holds, so R covers the allowance too.)
     assert(e.resp_committed <= e.resp_reservation);
     if (e.resp_committed < h.allowance) return CallStatus::kInvalidHandle;
+    e.held.release(h.held_slot);
     const uint64_t msg = padded_message_size(payload.size());
     // Joins the open batch without a wrap, or (once per batch, or at the ring end) takes
     // the append plan.
@@ -887,7 +905,16 @@ class Context {
           break;
         }
         committed += allowance;
+        // Held requests are at most R / 64 (each commits >= internal_allowance(0)), so
+        // the slab never runs out of ids.
+        const uint32_t held_slot = e.held.make_free_slot();
+        assert(held_slot != CallSlab<uint32_t>::kNone);
+        const uint32_t held_tag = e.next_request_tag;
+        e.next_request_tag += 1 + (held_tag == ~0u);  // never 0: a default handle matches nothing
+        e.held.insert(held_slot, held_tag);
         RecvHandle& r = (queued++)->handle;
+        r.held_slot = held_slot;
+        r.held_tag = held_tag;
         r.endpoint = e.id;
         r.call_id = h.call_id;
         r.data = p + kHeaderSize;

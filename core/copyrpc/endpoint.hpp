@@ -250,6 +250,9 @@ struct Endpoint {
   // instructions that cost more than the two subtractions.
   uint64_t resp_committed = 0;
   uint64_t peer_credit = 0;            // credit the peer granted us for our calls
+  // The most credit the peer ever holds out at once: its max_R, which is the initial
+  // credit it announced (min(max_R, ring/4), max_R <= ring/4).
+  uint64_t peer_max_credit = 0;
   // call()'s one test: a message whose stream end (producer + padded size) is below
   // this position joins the open batch without a wrap and within send_limit(); 0 while
   // no batch is open (the call opens one, through the precise tests).
@@ -269,6 +272,11 @@ struct Endpoint {
   uint64_t last_queued = kNoQueuedRequest;
   uint64_t last_notified = 0;   // consumed position last reported to the peer
   uint64_t batches_received = 0;
+  // Requests parsed and not yet answered: each takes a slot holding its tag (from
+  // next_request_tag, never 0) when parsed, and reply() frees it, so a second reply to
+  // the same request finds its slot free or holding another tag.
+  CallSlab<uint32_t> held;
+  uint32_t next_request_tag = 1;
 
   // ---- RDMA READ fallback ----
   uint64_t ringfull_mark = ~0ull;  // batches_received at the previous RingFull

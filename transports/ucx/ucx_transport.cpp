@@ -434,7 +434,11 @@ struct UcxTransport::Impl {
       t.work_queued_ = true;
       return UCS_INPROGRESS;
     }
-    return park(t, qp, h, data, length, rndv);
+    const ucs_status_t status = park(t, qp, h, data, length, rndv);
+    // The expected request itself, with its payload here, behind later ones parked
+    // before it: it and the ones after it run now (nothing else would start them).
+    if (!rndv && h.seq == qp.expected_) drain(t, qp);
+    return status;
   }
 
   // The request must wait (out of order, or receiver not ready): parked with a copy of

@@ -1,0 +1,483 @@
+// copyrpc edge cases between two honest contexts over the instant loopback: sizes at
+// their limits, wraps exactly at the ring end, credit that can never be granted, replies
+// given twice, response callbacks that call again or stop their endpoint, and skewed
+// load over many endpoints (run under ASan+UBSan in CI, group protocol).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "core/random.hpp"
+#include "tests/copyrpc/instant_cluster.hpp"
+
+using namespace bkv;
+using copyrpc::CallStatus;
+using copyrpc::EndpointError;
+using T = loopback::InstantTransport;
+using Ctx = copyrpc::Context<T, uint64_t>;
+
+namespace {
+
+std::vector<std::byte> pattern(size_t n, uint64_t salt) {
+  std::vector<std::byte> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = std::byte(static_cast<uint8_t>(i * 31 + salt * 7 + 1));
+  return v;
+}
+
+struct Pair {
+  loopback::InstantFabric fabric;
+  T ta{fabric}, tb{fabric};
+  Ctx a, b;
+  uint32_t ea, eb;
+  explicit Pair(copyrpc::ContextConfig cfg = {}) : Pair(cfg, cfg) {}
+  Pair(copyrpc::ContextConfig cfg_a, copyrpc::ContextConfig cfg_b) : a(ta, cfg_a), b(tb, cfg_b) {
+    ea = a.create_endpoint();
+    eb = b.create_endpoint();
+    a.connect(ea, b.local_info(eb));
+    b.connect(eb, a.local_info(ea));
+  }
+};
+
+copyrpc::ContextConfig small_ring() {
+  copyrpc::ContextConfig c;
+  c.ring_size = 4096;
+  c.srq_size = 64;
+  return c;
+}
+
+auto no_failed_calls = [](uint64_t, EndpointError e) { FAIL("a call was failed back: " << copyrpc::to_string(e)); };
+
+}  // namespace
+
+TEST_CASE("copyrpc edges: payload and allowance of exactly ring/8 go through, one byte more is TooLarge",
+          "[copyrpc][edges]") {
+  Pair p(small_ring());
+  const uint64_t max = p.a.max_payload();
+  REQUIRE(max == 4096 / 8);
+  CHECK(p.a.call(p.ea, pattern(max + 1, 0), 0, 1).status == CallStatus::kTooLarge);
+  CHECK(p.a.call(p.ea, pattern(0, 0), static_cast<uint32_t>(max + 1), 1).status == CallStatus::kTooLarge);
+  // Many round trips of maximum-size requests and replies: the rings wrap, every byte
+  // arrives intact.
+  uint64_t answered = 0;
+  for (uint64_t i = 0; i < 40; ++i) {
+    const std::vector<std::byte> req = pattern(max, i);
+    copyrpc::CallResult r{};
+    for (int tries = 0; tries < 4; ++tries) {
+      r = p.a.call(p.ea, req, static_cast<uint32_t>(max), 1000 + i);
+      if (r.ok()) break;
+      p.a.poll([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
+    }
+    INFO("round trip " << i << ": " << copyrpc::to_string(r.status));
+    REQUIRE(r.ok());
+    p.a.flush();
+    p.b.drain([](uint64_t, std::span<const std::byte>) { FAIL("b made no calls"); }, no_failed_calls);
+    copyrpc::RecvHandle h;
+    REQUIRE(p.b.recv(h));
+    REQUIRE(h.len == max);
+    CHECK(std::equal(req.begin(), req.end(), h.payload().begin()));
+    REQUIRE(copyrpc::max_reply_payload(h.allowance) >= max);
+    CHECK(p.b.reply(h, pattern(copyrpc::max_reply_payload(h.allowance) + 1, 0)) == CallStatus::kTooLarge);
+    REQUIRE(p.b.reply(h, pattern(max, i + 100)) == CallStatus::kOk);
+    p.b.flush();
+    p.a.drain(
+        [&](uint64_t tok, std::span<const std::byte> resp) {
+          CHECK(tok == 1000 + i);
+          const std::vector<std::byte> want = pattern(max, i + 100);
+          CHECK(std::equal(want.begin(), want.end(), resp.begin(), resp.end()));
+          ++answered;
+        },
+        no_failed_calls);
+  }
+  CHECK(answered == 40);
+  CHECK(p.a.stats().wraps >= 4);
+  CHECK(p.b.stats().wraps >= 4);
+}
+
+TEST_CASE("copyrpc edges: a batch that would end exactly at the ring end wraps first", "[copyrpc][edges]") {
+  // One call per flush, 84-byte payloads: each batch is 32 (metadata) + 96 bytes, so the
+  // 32nd batch would end exactly at offset 4096. The strict test wraps it: a wrap marker
+  // covers the last 128 bytes and the call goes at offset 0 of the next cycle.
+  Pair p(small_ring());
+  const uint64_t batch = copyrpc::kFlowMetadataSize + copyrpc::padded_message_size(84);
+  REQUIRE(batch == 128);
+  for (uint64_t i = 0; i < 2 * 4096 / batch + 3; ++i) {
+    const uint64_t producer_before = p.a.endpoint(p.ea).producer;
+    const std::vector<std::byte> req = pattern(84, i);
+    REQUIRE(p.a.call(p.ea, req, 8, i).ok());
+    const bool ends_at_ring_end = (producer_before % 4096) + batch == 4096;
+    INFO("call " << i << " producer " << producer_before);
+    if (ends_at_ring_end) {
+      CHECK(p.a.endpoint(p.ea).producer % 4096 == batch);  // at the next cycle's start
+      CHECK(p.a.endpoint(p.ea).producer == producer_before + batch + batch);
+    } else {
+      CHECK(p.a.endpoint(p.ea).producer == producer_before + batch);
+    }
+    p.a.flush();
+    p.b.drain([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
+    CHECK(p.b.error(p.eb) == EndpointError::kNone);
+    copyrpc::RecvHandle h;
+    REQUIRE(p.b.recv(h));
+    CHECK(std::equal(req.begin(), req.end(), h.payload().begin(), h.payload().end()));
+    REQUIRE(p.b.reply(h, pattern(8, i)) == CallStatus::kOk);
+    p.b.flush();
+    uint64_t got = ~0ull;
+    p.a.drain([&](uint64_t tok, std::span<const std::byte>) { got = tok; }, no_failed_calls);
+    CHECK(got == i);
+  }
+  CHECK(p.a.stats().wraps == 2);
+}
+
+TEST_CASE("copyrpc edges: a response callback that stops its endpoint mid-batch fails the rest back once",
+          "[copyrpc][edges][failed_calls]") {
+  Pair p(small_ring());
+  for (uint64_t i = 0; i < 6; ++i) REQUIRE(p.a.call(p.ea, pattern(8, i), 16, 100 + i).ok());
+  p.a.flush();
+  p.b.drain([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
+  copyrpc::RecvHandle h;
+  while (p.b.recv(h)) REQUIRE(p.b.reply(h, pattern(4, h.call_id)) == CallStatus::kOk);
+  p.b.flush();  // one batch with six responses
+  std::vector<uint64_t> completed, failed;
+  p.a.drain(
+      [&](uint64_t tok, std::span<const std::byte>) {
+        completed.push_back(tok);
+        if (tok == 102) p.a.stop_endpoint(p.ea);
+      },
+      [&](uint64_t tok, EndpointError e) {
+        CHECK(e == EndpointError::kStoppedByOwner);
+        failed.push_back(tok);
+      });
+  CHECK(completed == std::vector<uint64_t>{100, 101, 102});
+  CHECK(failed == std::vector<uint64_t>{103, 104, 105});
+  CHECK(p.a.calls_in_flight() == 0);
+  CHECK(p.a.stats().messages_received == 3);
+  // Nothing more comes out of later drains.
+  p.a.drain([](uint64_t tok, std::span<const std::byte>) { FAIL("late response " << tok); },
+            [](uint64_t tok, EndpointError) { FAIL("failed twice " << tok); });
+}
+
+TEST_CASE("copyrpc edges: a response callback that calls again reuses the freed call id, answered once each",
+          "[copyrpc][edges]") {
+  Pair p(small_ring());
+  uint64_t next_token = 0;
+  std::map<uint64_t, uint32_t> answers;  // token -> times answered
+  for (; next_token < 4; ++next_token) REQUIRE(p.a.call(p.ea, pattern(8, next_token), 16, next_token).ok());
+  for (int round = 0; round < 200; ++round) {
+    p.a.flush();
+    p.b.drain([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
+    copyrpc::RecvHandle h;
+    while (p.b.recv(h)) REQUIRE(p.b.reply(h, h.payload().first(4)) == CallStatus::kOk);
+    p.b.flush();
+    p.a.drain(
+        [&](uint64_t tok, std::span<const std::byte> resp) {
+          ++answers[tok];
+          const std::vector<std::byte> want = pattern(8, tok);
+          CHECK(std::equal(want.begin(), want.begin() + 4, resp.begin(), resp.end()));
+          // Calls again from inside the callback, on the same endpoint: the new call may
+          // take the id just freed; a later response in the same batch must not reach it.
+          if (next_token < 600) {
+            const copyrpc::CallResult r = p.a.call(p.ea, pattern(8, next_token), 16, next_token);
+            if (r.ok()) ++next_token;
+          }
+        },
+        no_failed_calls);
+  }
+  // Quiesce.
+  for (int i = 0; i < 4; ++i) {
+    p.a.flush();
+    p.b.drain([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
+    copyrpc::RecvHandle h;
+    while (p.b.recv(h)) REQUIRE(p.b.reply(h, h.payload().first(4)) == CallStatus::kOk);
+    p.b.flush();
+    p.a.drain([&](uint64_t tok, std::span<const std::byte>) { ++answers[tok]; }, no_failed_calls);
+  }
+  CHECK(next_token >= 600);
+  CHECK(answers.size() == next_token);
+  for (const auto& [tok, n] : answers) {
+    INFO("token " << tok);
+    CHECK(n == 1);
+  }
+  CHECK(p.a.calls_in_flight() == 0);
+}
+
+TEST_CASE("copyrpc edges: one hot endpoint among many: every call answered once, in reply order per endpoint",
+          "[copyrpc][edges]") {
+  constexpr uint64_t kSeed = 20261123;
+  INFO("seed=" << kSeed);
+  Rng rng(kSeed);
+  copyrpc::ContextConfig cfg = small_ring();
+  loopback::InstantFabric fabric;
+  T thub{fabric, 4096, 256};
+  Ctx hub(thub, cfg);
+  constexpr uint32_t kLeaves = 8;
+  std::vector<std::unique_ptr<T>> lt;
+  std::vector<std::unique_ptr<Ctx>> leaves;
+  std::vector<uint32_t> hub_ep, leaf_ep;
+  for (uint32_t i = 0; i < kLeaves; ++i) {
+    lt.push_back(std::make_unique<T>(fabric, 4096, 256));
+    leaves.push_back(std::make_unique<Ctx>(*lt.back(), cfg));
+    hub_ep.push_back(hub.create_endpoint());
+    leaf_ep.push_back(leaves.back()->create_endpoint());
+    hub.connect(hub_ep.back(), leaves.back()->local_info(leaf_ep.back()));
+    leaves.back()->connect(leaf_ep.back(), hub.local_info(hub_ep.back()));
+  }
+  // The hub calls leaf 0 nine times out of ten; each leaf answers its held requests in
+  // a random order, and the hub must see the answers of one leaf in the order it replied.
+  std::vector<std::vector<uint64_t>> replied(kLeaves), answered(kLeaves);
+  uint64_t token = 0, calls = 0;
+  auto on_resp = [&](uint64_t tok, std::span<const std::byte> resp) {
+    REQUIRE(resp.size() == 8);
+    uint64_t leaf = 0;
+    std::memcpy(&leaf, resp.data(), 8);
+    REQUIRE(leaf < kLeaves);
+    answered[leaf].push_back(tok);
+  };
+  for (int step = 0; step < 20000; ++step) {
+    const uint32_t leaf = rng.below(10) < 9 ? 0 : 1 + static_cast<uint32_t>(rng.below(kLeaves - 1));
+    std::vector<std::byte> req(8);
+    std::memcpy(req.data(), &token, 8);
+    if (hub.call(hub_ep[leaf], req, 8, token).ok()) {
+      ++token;
+      ++calls;
+    }
+    if (rng.below(4) == 0) hub.poll(on_resp, no_failed_calls);
+    for (uint32_t l = 0; l < kLeaves; ++l) {
+      if (rng.below(3) != 0) continue;
+      leaves[l]->drain([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
+      std::vector<copyrpc::RecvHandle> held;
+      copyrpc::RecvHandle h;
+      while (leaves[l]->recv(h)) held.push_back(h);
+      for (size_t i = held.size(); i > 1; --i) std::swap(held[i - 1], held[rng.below(i)]);
+      for (const auto& x : held) {
+        uint64_t tok = 0;
+        std::memcpy(&tok, x.data, 8);
+        std::vector<std::byte> resp(8);
+        const uint64_t who = l;
+        std::memcpy(resp.data(), &who, 8);
+        REQUIRE(leaves[l]->reply(x, resp) == CallStatus::kOk);
+        replied[l].push_back(tok);
+      }
+      leaves[l]->flush();
+    }
+  }
+  for (int round = 0; round < 8; ++round) {
+    hub.poll(on_resp, no_failed_calls);
+    for (uint32_t l = 0; l < kLeaves; ++l) {
+      leaves[l]->drain([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
+      copyrpc::RecvHandle h;
+      while (leaves[l]->recv(h)) {
+        uint64_t tok = 0;
+        std::memcpy(&tok, h.data, 8);
+        std::vector<std::byte> resp(8);
+        const uint64_t who = l;
+        std::memcpy(resp.data(), &who, 8);
+        REQUIRE(leaves[l]->reply(h, resp) == CallStatus::kOk);
+        replied[l].push_back(tok);
+      }
+      leaves[l]->flush();
+    }
+  }
+  hub.poll(on_resp, no_failed_calls);
+  CHECK(hub.calls_in_flight() == 0);
+  uint64_t total = 0;
+  for (uint32_t l = 0; l < kLeaves; ++l) {
+    INFO("leaf " << l);
+    CHECK(answered[l] == replied[l]);
+    total += answered[l].size();
+  }
+  CHECK(total == calls);
+  CHECK(answered[0].size() > 5 * answered[1].size());
+  CHECK(calls > 5000);
+}
+
+TEST_CASE("copyrpc edges: a response reservation smaller than the smallest call is refused at construction",
+          "[copyrpc][edges]") {
+  loopback::InstantFabric fabric;
+  T t{fabric};
+  copyrpc::ContextConfig cfg = small_ring();
+  cfg.max_resp_reservation = 32;  // < internal_allowance(0): no call could ever be granted
+  CHECK_THROWS_AS(Ctx(t, cfg), std::invalid_argument);
+  cfg.max_resp_reservation = copyrpc::internal_allowance(0);
+  CHECK_NOTHROW(Ctx(t, cfg));
+}
+
+TEST_CASE("copyrpc edges: a call whose allowance the peer can never grant is TooLarge, not retryable",
+          "[copyrpc][edges]") {
+  copyrpc::ContextConfig cfg = small_ring();
+  cfg.max_resp_reservation = 64;  // the peer never grants more than 64 bytes: internal_allowance(20)
+  Pair p(cfg);
+  REQUIRE(copyrpc::internal_allowance(20) == 64);
+  REQUIRE(copyrpc::internal_allowance(21) == 96);
+  // 21 bytes of allowance need 96 bytes of credit, more than the peer ever holds out.
+  for (int round = 0; round < 3; ++round) {
+    CHECK(p.a.call(p.ea, pattern(4, 0), 21, 1).status == CallStatus::kTooLarge);
+    p.a.poll([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
+    p.b.poll([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
+  }
+  // 20 bytes fit the grant: the call goes through and is answered.
+  REQUIRE(p.a.call(p.ea, pattern(4, 0), 20, 2).ok());
+  // The grant is spent: the next one is retryable (InsufficientCredit), not TooLarge.
+  CHECK(p.a.call(p.ea, pattern(4, 0), 20, 3).status == CallStatus::kInsufficientCredit);
+}
+
+TEST_CASE("copyrpc edges: a second reply to a request is refused while other requests are held",
+          "[copyrpc][edges]") {
+  Pair p(small_ring());
+  REQUIRE(p.a.call(p.ea, pattern(8, 1), 16, 1).ok());
+  REQUIRE(p.a.call(p.ea, pattern(8, 2), 16, 2).ok());
+  p.a.flush();
+  p.b.drain([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
+  copyrpc::RecvHandle h1, h2;
+  REQUIRE(p.b.recv(h1));
+  REQUIRE(p.b.recv(h2));
+  REQUIRE(p.b.reply(h1, pattern(4, 0)) == CallStatus::kOk);
+  // h2's credit is still committed, so the credit sum alone cannot tell; the reply must
+  // be refused anyway (docs/design.md: reply() fails for a second reply to the same request).
+  CHECK(p.b.reply(h1, pattern(4, 0)) == CallStatus::kInvalidHandle);
+  REQUIRE(p.b.reply(h2, pattern(4, 0)) == CallStatus::kOk);
+  p.b.flush();
+  std::vector<uint64_t> got;
+  p.a.drain([&](uint64_t tok, std::span<const std::byte>) { got.push_back(tok); }, no_failed_calls);
+  CHECK(got == std::vector<uint64_t>{1, 2});
+  CHECK(p.b.reply(h2, pattern(4, 0)) == CallStatus::kInvalidHandle);  // the last one held, too
+  CHECK(p.a.error(p.ea) == EndpointError::kNone);
+  // A later request takes the same call id (the last one freed by a response) and, at
+  // b, the record of the last request answered: a stale second reply to that request
+  // must still not answer the new one.
+  const copyrpc::CallResult again = p.a.call(p.ea, pattern(8, 3), 16, 3);
+  REQUIRE(again.ok());
+  CHECK(again.call_id == h2.call_id);
+  p.a.flush();
+  p.b.drain([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
+  copyrpc::RecvHandle h3;
+  REQUIRE(p.b.recv(h3));
+  CHECK(h3.call_id == h2.call_id);
+  CHECK(h3.held_slot == h2.held_slot);
+  CHECK(p.b.reply(h2, pattern(4, 0)) == CallStatus::kInvalidHandle);
+  CHECK(p.b.reply(h1, pattern(4, 0)) == CallStatus::kInvalidHandle);
+  CHECK(p.b.reply(copyrpc::RecvHandle{}, {}) == CallStatus::kInvalidHandle);  // never received
+  REQUIRE(p.b.reply(h3, pattern(4, 9)) == CallStatus::kOk);
+  p.b.flush();
+  got.clear();
+  p.a.drain([&](uint64_t tok, std::span<const std::byte>) { got.push_back(tok); }, no_failed_calls);
+  CHECK(got == std::vector<uint64_t>{3});
+}
+
+// ---------------------------------------------------------------------------------
+// Hostile peer values exactly at each receive-path limit, and one step past it.
+
+namespace {
+
+struct FakePeer {
+  loopback::InstantFabric fabric;
+  T victim_t{fabric}, attacker_t{fabric};
+  Ctx victim;
+  uint32_t ep;
+  copyrpc::EndpointInfo<T::ConnectInfo> target;
+  T::QueuePair* qp;
+  std::vector<std::byte> src = std::vector<std::byte>(8192);
+  std::vector<std::byte> fake_ring = std::vector<std::byte>(4096);
+  MemoryRegion src_mr, ring_mr;
+  uint64_t offset = 0;
+
+  FakePeer() : victim(victim_t, small_ring()) {
+    ep = victim.create_endpoint();
+    target = victim.local_info(ep);
+    qp = &attacker_t.create_queue_pair();
+    qp->connect(target.qp);
+    src_mr = attacker_t.register_memory(src.data(), src.size(), kAccessLocalWrite);
+    ring_mr = attacker_t.register_memory(fake_ring.data(), fake_ring.size(), kAccessLocalWrite | kAccessRemoteWrite);
+    copyrpc::EndpointInfo<T::ConnectInfo> me{};
+    me.qp = qp->local_info();
+    me.recv_ring_addr = reinterpret_cast<uint64_t>(fake_ring.data());
+    me.recv_ring_size = 4096;
+    me.recv_ring_rkey = ring_mr.rkey;
+    me.initial_credit = 1024;
+    victim.connect(ep, me);
+    attacker_t.post_receives(64);
+  }
+  // One batch of `len` bytes of src (metadata at 0) with the immediate `imm`.
+  EndpointError send(uint32_t len, uint32_t imm) {
+    const RemoteBuffer dst{target.recv_ring_addr + (offset & 4095), target.recv_ring_rkey, 0, len};
+    REQUIRE(qp->post_write_imm(src.data(), len, src_mr.lkey, dst, imm, 0, true) == PostResult::kOk);
+    qp->ring_doorbell();
+    offset += uint64_t{imm} * 32;
+    victim.drain([](uint64_t, std::span<const std::byte>) {}, [](uint64_t, EndpointError) {});
+    return victim.error(ep);
+  }
+  void meta(uint64_t ret, uint64_t grant, uint32_t count) { copyrpc::store_metadata(src.data(), ret, grant, count); }
+  void header(size_t at, uint32_t call_id, uint32_t units, uint32_t len) {
+    copyrpc::store_header(src.data() + at, copyrpc::MessageHeader{call_id, units, len});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("copyrpc edges: hostile values exactly at each limit pass, one step past is refused by its rule",
+          "[copyrpc][edges][hostile]") {
+  FakePeer f;
+  SECTION("credit return: up to the bytes sent, not one 32-byte unit more") {
+    REQUIRE(f.victim.call(f.ep, {}, 0, 1).ok());
+    f.victim.flush();  // 64 bytes sent: metadata + one 32-byte message
+    f.meta(64, 0, 0);
+    CHECK(f.send(32, 1) == EndpointError::kNone);
+    f.meta(32, 0, 0);
+    CHECK(f.send(32, 1) == EndpointError::kBadCreditReturn);
+  }
+  SECTION("credit grant: a balance of exactly the ring, not 32 bytes more") {
+    f.meta(0, 4096 - 1024, 0);
+    CHECK(f.send(32, 1) == EndpointError::kNone);
+    f.meta(0, 32, 0);
+    CHECK(f.send(32, 1) == EndpointError::kBadCreditGrant);
+  }
+  SECTION("request allowance: exactly the credit granted, then nothing left") {
+    f.meta(0, 0, 1);
+    f.header(32, 1, 1024 / 32, 0);  // all of R (ring/4)
+    CHECK(f.send(64, 2) == EndpointError::kNone);
+    f.meta(0, 0, 1);
+    f.header(32, 2, 2, 0);  // 64 more: beyond R
+    CHECK(f.send(64, 2) == EndpointError::kBadAllowance);
+  }
+  SECTION("request allowance below the smallest internal allowance (64)") {
+    f.meta(0, 0, 1);
+    f.header(32, 1, 1, 0);
+    CHECK(f.send(64, 2) == EndpointError::kBadAllowance);
+  }
+  SECTION("message count: exactly as many 32-byte messages as the batch holds") {
+    constexpr uint32_t kMsgs = 7;
+    f.meta(0, 0, kMsgs);
+    for (uint32_t i = 0; i < kMsgs; ++i) f.header(32 + 32 * i, i, 2, 20);  // 12 + 20 = 32 bytes each
+    CHECK(f.send(32 + 32 * kMsgs, 1 + kMsgs) == EndpointError::kNone);
+    uint32_t got = 0;
+    copyrpc::RecvHandle h;
+    while (f.victim.recv(h)) ++got;
+    CHECK(got == kMsgs);
+  }
+  SECTION("message count: one more than the batch holds") {
+    f.meta(0, 0, 3);
+    f.header(32, 0, 2, 20);
+    f.header(64, 1, 2, 20);
+    CHECK(f.send(96, 3) == EndpointError::kBadMessageCount);
+  }
+  SECTION("payload length: filling the batch exactly, and one byte more") {
+    f.meta(0, 0, 1);
+    f.header(32, 1, 2, 64 - 12);  // header + 52 bytes = 64: the batch is 96 bytes
+    CHECK(f.send(96, 3) == EndpointError::kNone);
+    f.meta(0, 0, 1);
+    f.header(32, 2, 2, 64 - 12 + 1);
+    CHECK(f.send(96, 3) == EndpointError::kBadLength);
+  }
+  SECTION("a wrap marker covering the whole ring from offset 0") {
+    f.meta(0, 0, copyrpc::kWrapMessageCount);
+    CHECK(f.send(32, 4096 / 32) == EndpointError::kNone);
+    CHECK(f.victim.endpoint(f.ep).recv_producer == 4096);
+  }
+  SECTION("a response naming the largest call id, never made") {
+    REQUIRE(f.victim.call(f.ep, {}, 0, 1).ok());
+    f.meta(0, 0, 1);
+    f.header(32, copyrpc::to_response_id(copyrpc::kMaxCallId), 0, 0);
+    CHECK(f.send(64, 2) == EndpointError::kUnknownCallId);
+  }
+}
