@@ -80,10 +80,6 @@ struct RecvHandle {
   const std::byte* data = nullptr;
   uint32_t len = 0;
   uint32_t allowance = 0;  // bytes of response credit the caller reserved (internal allowance)
-  // The endpoint's record of this request while it is unanswered (Endpoint::held):
-  // reply() answers it only if the slot still holds this tag, and frees the slot.
-  uint32_t held_slot = 0;
-  uint32_t held_tag = 0;
   std::span<const std::byte> payload() const noexcept { return {data, len}; }
 };
 
@@ -291,23 +287,17 @@ class Context {
   }
 
   // Answers a request. Never fails for space; fails only for a reply larger than the
-  // caller's allowance or a second reply to the same request (programming errors), or a
-  // failed endpoint.
+  // caller's allowance (a programming error) or a failed endpoint.
   CallStatus reply(const RecvHandle& h, std::span<const std::byte> payload) {
     if (h.endpoint >= endpoint_count_) throw std::out_of_range("copyrpc: reply to a handle of no endpoint");
     Ep& e = *eps_[h.endpoint];
     if (e.error != EndpointError::kNone) return CallStatus::kEndpointError;
     if (payload.size() > max_reply_payload(h.allowance)) return CallStatus::kTooLarge;
-    // One reply per request: the slot the request took when parsed is freed here (a
-    // slot taken again by a later request holds another tag).
-    const uint32_t* const tag = e.held.find(h.held_slot);
-    if (tag == nullptr || *tag != h.held_tag) return CallStatus::kInvalidHandle;
     // Each request's allowance is committed once when parsed and released once here;
     // a second reply would release credit that is not there.
     // (R >= committed always holds, so R covers the allowance too.)
     assert(e.resp_committed <= e.resp_reservation);
     if (e.resp_committed < h.allowance) return CallStatus::kInvalidHandle;
-    e.held.release(h.held_slot);
     const uint64_t msg = padded_message_size(payload.size());
     // Joins the open batch without a wrap, or (once per batch, or at the ring end) takes
     // the append plan.
@@ -905,16 +895,7 @@ class Context {
           break;
         }
         committed += allowance;
-        // Held requests are at most R / 64 (each commits >= internal_allowance(0)), so
-        // the slab never runs out of ids.
-        const uint32_t held_slot = e.held.make_free_slot();
-        assert(held_slot != CallSlab<uint32_t>::kNone);
-        const uint32_t held_tag = e.next_request_tag;
-        e.next_request_tag += 1 + (held_tag == ~0u);  // never 0: a default handle matches nothing
-        e.held.insert(held_slot, held_tag);
         RecvHandle& r = (queued++)->handle;
-        r.held_slot = held_slot;
-        r.held_tag = held_tag;
         r.endpoint = e.id;
         r.call_id = h.call_id;
         r.data = p + kHeaderSize;

@@ -272,11 +272,6 @@ struct Endpoint {
   uint64_t last_queued = kNoQueuedRequest;
   uint64_t last_notified = 0;   // consumed position last reported to the peer
   uint64_t batches_received = 0;
-  // Requests parsed and not yet answered: each takes a slot holding its tag (from
-  // next_request_tag, never 0) when parsed, and reply() frees it, so a second reply to
-  // the same request finds its slot free or holding another tag.
-  CallSlab<uint32_t> held;
-  uint32_t next_request_tag = 1;
 
   // ---- RDMA READ fallback ----
   uint64_t ringfull_mark = ~0ull;  // batches_received at the previous RingFull
