@@ -250,9 +250,9 @@ struct Endpoint {
   // instructions that cost more than the two subtractions.
   uint64_t resp_committed = 0;
   uint64_t peer_credit = 0;            // credit the peer granted us for our calls
-  // The most credit the peer ever holds out at once: its max_R, which is the initial
-  // credit it announced (min(max_R, ring/4), max_R <= ring/4).
-  uint64_t peer_max_credit = 0;
+  // call()'s limit on a response allowance: ring/8, or less if the peer's whole grant
+  // (its initial credit) covers less; set at connect.
+  uint64_t max_response_allowance = 0;
   // call()'s one test: a message whose stream end (producer + padded size) is below
   // this position joins the open batch without a wrap and within send_limit(); 0 while
   // no batch is open (the call opens one, through the precise tests).
