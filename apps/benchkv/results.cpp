@@ -723,8 +723,10 @@ std::string format_progress(const ProgressLine& p) {
   return line;
 }
 
-std::string format_progress(const RunResults& results, uint32_t runs, uint32_t epoch) {
-  const std::vector<uint64_t> by_rank = results.epoch_rank_requests(epoch);
+namespace {
+// The progress line of one epoch, over the ranks `by_rank` holds.
+std::string epoch_progress(const RunResults& results, uint32_t runs, uint32_t epoch,
+                           std::span<const uint64_t> by_rank) {
   ProgressLine p;
   p.run = results.run();
   p.runs = runs;
@@ -735,18 +737,17 @@ std::string format_progress(const RunResults& results, uint32_t runs, uint32_t e
   p.rank_requests = by_rank;
   return format_progress(p);
 }
+}  // namespace
+
+std::string format_progress(const RunResults& results, uint32_t runs, uint32_t epoch) {
+  const std::vector<uint64_t> by_rank = results.epoch_rank_requests(epoch);
+  return epoch_progress(results, runs, epoch, by_rank);
+}
 
 std::string format_rpc_progress(const RunResults& results, uint32_t runs, uint32_t epoch) {
   const std::vector<uint64_t> by_rank = results.epoch_rank_requests(epoch);
-  ProgressLine p;
-  p.run = results.run();
-  p.runs = runs;
-  p.epoch = epoch;
-  p.epochs = results.epochs();
-  p.trim = results.trim();
-  p.duration_ns = results.epoch_duration_ns(epoch);
-  p.rank_requests = std::span<const uint64_t>(by_rank).first(by_rank.empty() ? 0 : 1);  // rank 0, the caller
-  return format_progress(p);
+  // Rank 0 only: the caller (the server ranks complete nothing).
+  return epoch_progress(results, runs, epoch, std::span<const uint64_t>(by_rank).first(by_rank.empty() ? 0 : 1));
 }
 
 }  // namespace bkv::app

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "tests/copyrpc/hostile_peer.hpp"
 #include "tests/copyrpc/instant_cluster.hpp"
 
 using namespace bkv;
@@ -188,57 +189,16 @@ TEST_CASE("raw RDMA WRITE and READ complete apart from RPC traffic - a bad rkey 
 
 namespace {
 
-struct Attack {
-  loopback::InstantFabric fabric;
-  T victim_t{fabric}, attacker_t{fabric};
-  Ctx victim;
-  uint32_t ep;
-  copyrpc::EndpointInfo<T::ConnectInfo> target;
-  T::QueuePair* qp;
-  std::vector<std::byte> src = std::vector<std::byte>(8192);
-  std::vector<std::byte> fake_ring = std::vector<std::byte>(4096);
-  MemoryRegion src_mr, ring_mr;
-  uint64_t offset = 0;
-
-  Attack() : victim(victim_t, cfg()) {
-    ep = victim.create_endpoint();
-    target = victim.local_info(ep);
-    qp = &attacker_t.create_queue_pair();
-    qp->connect(target.qp);
-    src_mr = attacker_t.register_memory(src.data(), src.size(), kAccessLocalWrite);
-    ring_mr = attacker_t.register_memory(fake_ring.data(), fake_ring.size(), kAccessLocalWrite | kAccessRemoteWrite);
-    copyrpc::EndpointInfo<T::ConnectInfo> me{};
-    me.qp = qp->local_info();
-    me.recv_ring_addr = reinterpret_cast<uint64_t>(fake_ring.data());
-    me.recv_ring_size = 4096;
-    me.recv_ring_rkey = ring_mr.rkey;
-    me.initial_credit = 1024;
-    victim.connect(ep, me);
-    attacker_t.post_receives(16);
-  }
+struct Attack : test::HostilePeer {
+  Attack() : HostilePeer(cfg(), 16) {}
   static copyrpc::ContextConfig cfg() {
     copyrpc::ContextConfig c;
     c.ring_size = 4096;
     c.srq_size = 16;
     return c;
   }
-  // Writes `len` bytes of src at the current ring offset with the given immediate.
-  void send(uint32_t len, uint32_t imm) {
-    const RemoteBuffer dst{target.recv_ring_addr + (offset & 4095), target.recv_ring_rkey, 0, len};
-    REQUIRE(qp->post_write_imm(src.data(), len, src_mr.lkey, dst, imm, 0, true) == PostResult::kOk);
-    qp->ring_doorbell();
-    offset += uint64_t{imm} * 32;
-  }
-  void meta(uint64_t ret, uint64_t grant, uint32_t count, size_t at = 0) {
-    copyrpc::store_metadata(src.data() + at, ret, grant, count);
-  }
-  void header(size_t at, uint32_t call_id, uint32_t piggy, uint32_t len) {
-    copyrpc::store_header(src.data() + at, copyrpc::MessageHeader{call_id, piggy, len});
-  }
-  EndpointError poll() {
-    victim.drain(ignore_responses, no_failed_calls);
-    return victim.error(ep);
-  }
+  void send(uint32_t len, uint32_t imm) { write(len, imm); }
+  EndpointError poll() { return HostilePeer::poll(no_failed_calls); }
 };
 
 }  // namespace

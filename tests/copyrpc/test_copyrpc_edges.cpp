@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/random.hpp"
+#include "tests/copyrpc/hostile_peer.hpp"
 #include "tests/copyrpc/instant_cluster.hpp"
 
 using namespace bkv;
@@ -327,46 +328,13 @@ TEST_CASE("copyrpc edges: a call whose allowance the peer can never grant is Too
 
 namespace {
 
-struct FakePeer {
-  loopback::InstantFabric fabric;
-  T victim_t{fabric}, attacker_t{fabric};
-  Ctx victim;
-  uint32_t ep;
-  copyrpc::EndpointInfo<T::ConnectInfo> target;
-  T::QueuePair* qp;
-  std::vector<std::byte> src = std::vector<std::byte>(8192);
-  std::vector<std::byte> fake_ring = std::vector<std::byte>(4096);
-  MemoryRegion src_mr, ring_mr;
-  uint64_t offset = 0;
-
-  FakePeer() : victim(victim_t, small_ring()) {
-    ep = victim.create_endpoint();
-    target = victim.local_info(ep);
-    qp = &attacker_t.create_queue_pair();
-    qp->connect(target.qp);
-    src_mr = attacker_t.register_memory(src.data(), src.size(), kAccessLocalWrite);
-    ring_mr = attacker_t.register_memory(fake_ring.data(), fake_ring.size(), kAccessLocalWrite | kAccessRemoteWrite);
-    copyrpc::EndpointInfo<T::ConnectInfo> me{};
-    me.qp = qp->local_info();
-    me.recv_ring_addr = reinterpret_cast<uint64_t>(fake_ring.data());
-    me.recv_ring_size = 4096;
-    me.recv_ring_rkey = ring_mr.rkey;
-    me.initial_credit = 1024;
-    victim.connect(ep, me);
-    attacker_t.post_receives(64);
-  }
-  // One batch of `len` bytes of src (metadata at 0) with the immediate `imm`.
+// The edge tests' peer: each batch written is drained at once, and calls the victim made
+// may be failed back when a rule breaks the endpoint.
+struct FakePeer : test::HostilePeer {
+  FakePeer() : HostilePeer(small_ring(), 64) {}
   EndpointError send(uint32_t len, uint32_t imm) {
-    const RemoteBuffer dst{target.recv_ring_addr + (offset & 4095), target.recv_ring_rkey, 0, len};
-    REQUIRE(qp->post_write_imm(src.data(), len, src_mr.lkey, dst, imm, 0, true) == PostResult::kOk);
-    qp->ring_doorbell();
-    offset += uint64_t{imm} * 32;
-    victim.drain([](uint64_t, std::span<const std::byte>) {}, [](uint64_t, EndpointError) {});
-    return victim.error(ep);
-  }
-  void meta(uint64_t ret, uint64_t grant, uint32_t count) { copyrpc::store_metadata(src.data(), ret, grant, count); }
-  void header(size_t at, uint32_t call_id, uint32_t units, uint32_t len) {
-    copyrpc::store_header(src.data() + at, copyrpc::MessageHeader{call_id, units, len});
+    write(len, imm);
+    return poll([](uint64_t, EndpointError) {});
   }
 };
 
