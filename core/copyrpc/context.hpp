@@ -159,7 +159,8 @@ class Context {
     // Below internal_allowance(0) not even a call with an empty reply could be granted.
     if (cfg_.max_resp_reservation % kAlignment != 0 || cfg_.max_resp_reservation > cfg_.ring_size / 4 ||
         cfg_.max_resp_reservation < internal_allowance(0))
-      bad_reservation(cfg_.max_resp_reservation);
+      throw std::invalid_argument("copyrpc: max_resp_reservation must be 32-aligned, >= 64 and <= ring_size/4, got " +
+                                  std::to_string(cfg_.max_resp_reservation));
     if (cfg_.srq_size == 0 || cfg_.srq_size > t_.srq_capacity())
       throw std::invalid_argument("copyrpc: srq_size must be in [1, transport SRQ capacity]");
     // Signalling one WQE in kSignalInterval needs room for two intervals in the send
@@ -322,8 +323,8 @@ class Context {
   // response; repost the SRQ; reap send completions; then on_failed_call(Token&&,
   // EndpointError) for each call failed back because its endpoint stopped. Returns
   // completions drained.
-  // Not forced inline: in a caller that also inlines call() (the loopback benchmark's
-  // round) a forced inline pushed call() out of line, +54 instructions per pair.
+  // Left to the compiler's inlining choice: forcing it inline gained nothing measurable
+  // for Delegation over UCX (docs/benchmarks.md, "copyrpc's call() and GCC's inliner").
   template <class OnResponse, class OnFailedCall>
   uint32_t drain(OnResponse&& on_response, OnFailedCall&& on_failed_call, uint32_t max_cqes = ~0u) {
     uint32_t total = 0;
@@ -458,14 +459,6 @@ class Context {
   };
 
   uint64_t initial_credit() const noexcept { return std::min(cfg_.max_resp_reservation, cfg_.ring_size / 4); }
-
-  // Out of line: the message built inline in the constructor grew the translation unit
-  // enough that GCC stopped inlining call() into a caller's loop (+54 instructions per
-  // pair in scripts/callgrind_copyrpc.sh).
-  [[noreturn, gnu::noinline, gnu::cold]] static void bad_reservation(uint64_t max_resp_reservation) {
-    throw std::invalid_argument("copyrpc: max_resp_reservation must be 32-aligned, >= 64 and <= ring_size/4, got " +
-                                std::to_string(max_resp_reservation));
-  }
 
   void mark_dirty(Ep& e) {
     if (!e.dirty) {

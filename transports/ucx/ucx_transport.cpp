@@ -262,9 +262,7 @@ struct UcxTransport::Impl {
         executed_below(qp, pos);
         if (rndv) {
           w.receiving = true;
-          t.rndv_.push_back(RndvRecv{data, const_cast<std::byte*>(w.local), length, &qp, pos,
-                                     true});
-          t.work_queued_ = true;
+          t.queue_rndv(RndvRecv{data, const_cast<std::byte*>(w.local), length, &qp, pos, true});
           advance_completions(t, qp);
           return UCS_INPROGRESS;
         }
@@ -295,15 +293,13 @@ struct UcxTransport::Impl {
         return;
       }
     }
-    t.outgoing_.push_back(Outgoing{&qp, reply_header(qp, AmOp::kAck, seq), nullptr});
-    t.work_queued_ = true;
+    t.queue_outgoing(Outgoing{&qp, reply_header(qp, AmOp::kAck, seq), nullptr});
   }
 
   static void queue_nak(UcxTransport& t, QueuePair& qp, uint64_t seq, WcStatus status) {
     AmHeader h = reply_header(qp, AmOp::kNak, seq);
     h.status = static_cast<uint8_t>(status);
-    t.outgoing_.push_back(Outgoing{&qp, h, nullptr});
-    t.work_queued_ = true;
+    t.queue_outgoing(Outgoing{&qp, h, nullptr});
   }
 
   // The responder role stops: waiting requests are answered with a flush NAK (one whose
@@ -354,8 +350,7 @@ struct UcxTransport::Impl {
         }
         AmHeader r = reply_header(qp, AmOp::kReadResponse, h.seq);
         r.length = h.length;
-        t.outgoing_.push_back(Outgoing{&qp, r, src.host});
-        t.work_queued_ = true;
+        t.queue_outgoing(Outgoing{&qp, r, src.host});
         return true;  // the response acknowledges everything before it
       }
       default:
@@ -430,8 +425,7 @@ struct UcxTransport::Impl {
       p.header = h;
       p.receiving = true;
       p.direct = true;
-      t.rndv_.push_back(RndvRecv{data, dst, length, &qp, h.seq, false});
-      t.work_queued_ = true;
+      t.queue_rndv(RndvRecv{data, dst, length, &qp, h.seq, false});
       return UCS_INPROGRESS;
     }
     const ucs_status_t status = park(t, qp, h, data, length, rndv);
@@ -450,8 +444,7 @@ struct UcxTransport::Impl {
     if (rndv) {
       p.data.resize(length);
       p.receiving = true;
-      t.rndv_.push_back(RndvRecv{data, p.data.data(), length, &qp, h.seq, false});
-      t.work_queued_ = true;
+      t.queue_rndv(RndvRecv{data, p.data.data(), length, &qp, h.seq, false});
       return UCS_INPROGRESS;
     }
     const auto* bytes = static_cast<const std::byte*>(data);
@@ -726,8 +719,7 @@ void UcxTransport::rma_done(QueuePair& qp, uint64_t seq, bool ok) {
   Impl::advance_completions(*this, qp);
   if (qp.submitted_ < qp.doorbell_end_ && !qp.resume_queued_) {
     qp.resume_queued_ = true;
-    rma_resume_.push_back(&qp);
-    work_queued_ = true;
+    queue_resume(&qp);
   }
 }
 

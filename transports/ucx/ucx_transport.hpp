@@ -365,6 +365,20 @@ class UcxTransport {
     bool is_response;
   };
   struct Impl;  // the UCX-facing functions (ucx_transport.cpp)
+  // Work for after_progress(): the only ways onto rndv_, outgoing_ and rma_resume_, so
+  // that work_queued_ is set whenever one of them is non-empty.
+  void queue_rndv(const RndvRecv& r) {
+    rndv_.push_back(r);
+    work_queued_ = true;
+  }
+  void queue_outgoing(const Outgoing& o) {
+    outgoing_.push_back(o);
+    work_queued_ = true;
+  }
+  void queue_resume(QueuePair* qp) {
+    rma_resume_.push_back(qp);
+    work_queued_ = true;
+  }
 
   Config config_;
   ucp_context* context_ = nullptr;
@@ -385,8 +399,8 @@ class UcxTransport {
   SendSlot* spare_send_slot_ = nullptr;
   bool closing_ = false;
   bool recv_progressed_ = false;  // a poll_recv() progressed since the last poll_send()
-  // rndv_, outgoing_ or rma_resume_ may be non-empty: set by every push onto them,
-  // recomputed by after_progress(), so that progress() tests one flag.
+  // rndv_, outgoing_ or rma_resume_ may be non-empty: set by queue_*(), recomputed by
+  // after_progress(), so that progress() tests one flag.
   bool work_queued_ = false;
   // Whether a queue pair's endpoint may ask for peer error handling: false when the
   // transport list holds only shared-memory transports (none offers it in UCX 1.13), or
