@@ -6,7 +6,8 @@
 //
 // Flow control and why rings never overflow: a node has at most max_inflight requests
 // outstanding per target (call() refuses beyond that), and a node replies only to
-// requests it received and has not answered (reply() refuses otherwise). So the
+// requests it received and has not answered (reply() refuses otherwise, per request:
+// one flag per source and slot). So the
 // unconsumed messages in ring i -> j are at most
 //     (i's requests to j still unanswered)  <= max_inflight
 //   + (i's responses to j not yet consumed) <= j's requests to i in flight <= max_inflight,
@@ -16,8 +17,10 @@
 // Tokens: call(target, payload, token) keeps the caller's token in a per-target slab
 // of max_inflight entries; the message carries the slab index (bit 31 of the ring tag
 // marks responses). try_recv() returns a FluxReplyToken {source, slot} to answer with.
-// Everything read from a ring is validated (slot index in range; for a response, the
-// slot awaits one); bad messages are dropped and counted in protocol_errors().
+// Everything read from a ring is validated (slot index in range; for a request, no
+// request of that source and slot awaits a reply: an honest caller reuses a slot only
+// after its response; for a response, the slot awaits one); bad messages are dropped and
+// counted in protocol_errors().
 //
 // Both poll() and try_recv() read the same inbound rings: poll() parks the requests it
 // meets in a local FIFO that try_recv() serves first, and try_recv() parks responses
@@ -82,7 +85,7 @@ enum class FluxCallStatus : uint8_t {
 enum class FluxReplyStatus : uint8_t {
   kOk = 0,
   kBadToken,        // token.source or token.slot out of range
-  kNotOutstanding,  // no request from token.source is awaiting a reply
+  kNotOutstanding,  // no request from token.source with token.slot is awaiting a reply
 };
 
 template <class Payload, class Token = uint64_t>
@@ -169,7 +172,8 @@ class alignas(kCacheLine) FluxNode {
   FluxReplyStatus reply(const FluxReplyToken& t, const Payload& payload) noexcept {
     if (t.source >= n_ || t.slot >= max_inflight_) return FluxReplyStatus::kBadToken;
     Peer& p = peers_[t.source];
-    if (p.owed == 0) return FluxReplyStatus::kNotOutstanding;
+    if (p.owed_slot[t.slot] == 0) return FluxReplyStatus::kNotOutstanding;
+    p.owed_slot[t.slot] = 0;
     --p.owed;
     out_[t.source].publish(p.out_pos++, kFluxResponseBit | t.slot, payload);
     return FluxReplyStatus::kOk;
@@ -209,7 +213,10 @@ class alignas(kCacheLine) FluxNode {
   // The next request from any source (round-robin over sources), with the token to
   // reply with.
   std::optional<FluxRequest<Payload>> try_recv() noexcept {
-    if (!parked_req_.empty()) return accept(parked_req_.pop());
+    while (!parked_req_.empty()) {
+      const Parked e = parked_req_.pop();
+      if (accept(e)) return FluxRequest<Payload>{e.source, FluxReplyToken{e.source, e.slot}, e.payload};
+    }
     uint32_t src = recv_next_;
     for (uint32_t k = 0; k < n_; ++k, src = next_node(src)) {
       Peer& p = peers_[src];
@@ -223,12 +230,12 @@ class alignas(kCacheLine) FluxNode {
           parked_resp_.push(e);
           continue;
         }
-        if (e.slot >= max_inflight_) {  // a request's slab index: never trusted
-          ++protocol_errors_;
+        if (e.slot >= max_inflight_ || !accept(e)) {  // a request's slab index: never trusted
+          if (e.slot >= max_inflight_) ++protocol_errors_;
           continue;
         }
         recv_next_ = next_node(src);
-        return accept(e);
+        return FluxRequest<Payload>{e.source, FluxReplyToken{e.source, e.slot}, e.payload};
       }
     }
     return std::nullopt;
@@ -249,6 +256,7 @@ class alignas(kCacheLine) FluxNode {
     uint64_t out_pos = 0;        // next position in ring me -> peer
     uint64_t in_pos = 0;         // next position in ring peer -> me
     uint32_t owed = 0;           // requests from peer received, not yet replied
+    LineVector<uint8_t> owed_slot;  // by the peer's slot: 1 while its request awaits our reply
     LineVector<uint32_t> free;  // free slab slots for calls to peer
     LineVector<uint8_t> busy;   // slab slot awaits a response
     LineVector<Token> tokens;   // caller tokens per slab slot
@@ -294,6 +302,7 @@ class alignas(kCacheLine) FluxNode {
       in_.push_back(net.ring(j, id));
       Peer& p = peers_[j];
       p.busy.assign(max_inflight_, 0);
+      p.owed_slot.assign(max_inflight_, 0);
       p.tokens.resize(max_inflight_);
       p.free.reserve(max_inflight_);
       for (uint32_t s = max_inflight_; s-- > 0;) p.free.push_back(s);
@@ -303,9 +312,17 @@ class alignas(kCacheLine) FluxNode {
   // Round-robin successor without a division on the data path.
   uint32_t next_node(uint32_t i) const noexcept { return i + 1 == n_ ? 0 : i + 1; }
 
-  FluxRequest<Payload> accept(const Parked& e) noexcept {
-    ++peers_[e.source].owed;
-    return FluxRequest<Payload>{e.source, FluxReplyToken{e.source, e.slot}, e.payload};
+  // A request (slot in range) is handed out: false, counted as a protocol error, if a
+  // request of that source and slot still awaits our reply.
+  bool accept(const Parked& e) noexcept {
+    Peer& p = peers_[e.source];
+    if (p.owed_slot[e.slot] != 0) {
+      ++protocol_errors_;
+      return false;
+    }
+    p.owed_slot[e.slot] = 1;
+    ++p.owed;
+    return true;
   }
 
   template <class F>

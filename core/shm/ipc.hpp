@@ -27,9 +27,12 @@
 // from its free list (the slot index of its per-call bookkeeping); the response carries
 // it back. Ring positions cannot serve as tokens because replies may be out of order.
 //
-// Validation: the server drops (and counts) requests whose token is out of range; the
-// client drops (and counts) responses whose token is out of range or not awaited;
-// reply() checks the handle's client index, token and that a request is outstanding.
+// Validation: the server drops (and counts) requests whose token is out of range or
+// names a request of that client still awaiting a reply (an honest client reuses a
+// token only after its response); the client drops (and counts) responses whose token
+// is out of range or not awaited; reply() checks the handle's client index, token and
+// that the request with that token awaits a reply (one flag per client and token), so
+// a second reply is refused even while other requests of the client are held.
 // The header's max_clients and depth are capped (kIpcMax*), sizes are computed with
 // checked arithmetic, and attach refuses a header that declares more bytes than the
 // segment has, naming the field; a client sizes its local state (depth entries) only
@@ -237,7 +240,7 @@ enum class IpcReplyStatus : uint8_t {
   kOk = 0,
   kBadClient,       // handle.client >= max_clients
   kBadToken,        // handle.token >= depth
-  kNotOutstanding,  // no request of that client is awaiting a reply
+  kNotOutstanding,  // no request of that client with that token is awaiting a reply
 };
 
 template <class Req, class Resp>
@@ -259,9 +262,10 @@ class alignas(kCacheLine) IpcServer {
       throw ShmError("ipc create: segment is not 64-byte aligned");
     std::memset(mem.data(), 0, mem.size());
     view_ = IpcView<Req, Resp>(mem.data(), cfg);
+    awaiting_.assign(size_t{cfg.max_clients} * cfg.depth, 0);
     clients_.reserve(cfg.max_clients);
     for (uint32_t c = 0; c < cfg.max_clients; ++c)
-      clients_.push_back(ClientState{view_.requests(c), view_.responses(c)});
+      clients_.push_back(ClientState{view_.requests(c), view_.responses(c), awaiting_.data() + size_t{c} * cfg.depth});
     ready_.assign(cfg.max_clients, Ready{});
     IpcHeader& h = view_.header();
     h.version = kIpcVersion;
@@ -297,10 +301,12 @@ class alignas(kCacheLine) IpcServer {
       st.requests.read(st.req_cursor, token, out.payload);  // ready() seen in scan
       ++st.req_cursor;
       --r.count;
-      if (token >= view_.config().depth) {  // written by the client: never trusted
+      // Written by the client: never trusted (the token must be in range and free).
+      if (token >= view_.config().depth || st.awaiting[token] != 0) {
         ++bad_requests_;
         continue;
       }
+      st.awaiting[token] = 1;
       ++st.outstanding;
       out.handle = IpcHandle{r.client, token};
       return out;
@@ -327,7 +333,7 @@ class alignas(kCacheLine) IpcServer {
         uint32_t token = 0;
         st.requests.read(st.req_cursor++, token, req);  // ready() seen in scan
         --r.count;  // cursor and count move together, as in recv()
-        if (token >= depth) {  // written by the client: never trusted
+        if (token >= depth || st.awaiting[token] != 0) {  // written by the client: never trusted
           ++bad_requests_;
           continue;
         }
@@ -344,7 +350,8 @@ class alignas(kCacheLine) IpcServer {
     if (handle.client >= view_.config().max_clients) return IpcReplyStatus::kBadClient;
     if (handle.token >= view_.config().depth) return IpcReplyStatus::kBadToken;
     ClientState& st = clients_[handle.client];
-    if (st.outstanding == 0) return IpcReplyStatus::kNotOutstanding;
+    if (st.awaiting[handle.token] == 0) return IpcReplyStatus::kNotOutstanding;
+    st.awaiting[handle.token] = 0;
     --st.outstanding;
     st.responses.publish(st.resp_head++, handle.token, resp);
     return IpcReplyStatus::kOk;
@@ -361,9 +368,10 @@ class alignas(kCacheLine) IpcServer {
   struct ClientState {
     StampedRing<Req> requests;  // the client's rings in the segment (addresses fixed at create)
     StampedRing<Resp> responses;
+    uint8_t* awaiting;         // by token: 1 while its request awaits a reply (in awaiting_)
     uint64_t req_cursor = 0;   // next request position to read
     uint64_t resp_head = 0;    // next response position to write
-    uint32_t outstanding = 0;  // received, not yet replied
+    uint32_t outstanding = 0;  // received, not yet replied (the flags set in `awaiting`)
     uint32_t idle = 0;         // consecutive empty scans (saturates)
   };
   struct Ready {
@@ -405,6 +413,7 @@ class alignas(kCacheLine) IpcServer {
 
   IpcView<Req, Resp> view_;
   IpcSkipConfig skip_;
+  LineVector<uint8_t> awaiting_;  // max_clients * depth flags, depth per client (ClientState::awaiting)
   LineVector<ClientState> clients_;
   LineVector<Ready> ready_;  // [0, ready_count_): clients with requests found by the last poll
   uint32_t ready_count_ = 0;

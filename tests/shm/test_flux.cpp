@@ -79,7 +79,9 @@ TEST_CASE("flux reply validates the token", "[shm][flux]") {
   REQUIRE(n0.call(1, Msg{}, 1) == FluxCallStatus::kOk);
   auto r = n1.try_recv();
   REQUIRE(r.has_value());
-  REQUIRE(n1.reply(FluxReplyToken{0, 3}, Msg{}) == FluxReplyStatus::kOk);  // wrong slot, but one is owed
+  CHECK(n1.reply(FluxReplyToken{0, 3}, Msg{}) == FluxReplyStatus::kNotOutstanding);  // another slot is owed
+  // A response written by hand (as a corrupted node 1 would) for slot 3.
+  net.ring(1, 0).publish(0, kFluxResponseBit | 3, Msg{});
   REQUIRE(n0.poll([](uint64_t, const Msg&) { FAIL("stray response delivered"); }) == 0);
   CHECK(n0.protocol_errors() == 1);
   CHECK(n0.in_flight(1) == 1);
@@ -226,4 +228,49 @@ TEST_CASE("flux drops a request whose slab index is out of range", "[shm][flux]"
   REQUIRE(n1.poll([](uint64_t, const Msg&) { FAIL("no response expected"); }) == 0);
   CHECK(n1.protocol_errors() == 2);
   REQUIRE_FALSE(n1.try_recv().has_value());
+}
+
+TEST_CASE("flux refuses a second reply while other requests of the source are owed", "[shm][flux]") {
+  Net net(2, FluxConfig{8, 4});
+  Node n0 = net.node(0), n1 = net.node(1);
+  REQUIRE(n0.call(1, Msg{0, 1, 1, 0}, 1) == FluxCallStatus::kOk);
+  REQUIRE(n0.call(1, Msg{0, 1, 2, 0}, 2) == FluxCallStatus::kOk);
+  auto r1 = n1.try_recv();
+  auto r2 = n1.try_recv();
+  REQUIRE(r1.has_value());
+  REQUIRE(r2.has_value());
+  REQUIRE(n1.reply(r1->token, Msg{}) == FluxReplyStatus::kOk);
+  CHECK(n1.reply(r1->token, Msg{}) == FluxReplyStatus::kNotOutstanding);
+  CHECK(n1.owed(0) == 1);
+  REQUIRE(n1.reply(r2->token, Msg{}) == FluxReplyStatus::kOk);
+  std::vector<uint64_t> got;
+  REQUIRE(n0.poll([&](uint64_t t, const Msg&) { got.push_back(t); }) == 2);
+  CHECK(got == std::vector<uint64_t>{1, 2});
+  CHECK(n0.protocol_errors() == 0);
+}
+
+TEST_CASE("flux drops a request whose slot still awaits a reply", "[shm][flux]") {
+  Net net(2, FluxConfig{8, 4});
+  Node n1 = net.node(1);
+  // Ring 0 -> 1 written by hand (as a corrupted node 0 would): two requests with slot 2,
+  // one taken by try_recv() directly, one parked by poll().
+  const auto ring = net.ring(0, 1);
+  ring.publish(0, 2, Msg{0, 1, 1, 0});
+  ring.publish(1, 2, Msg{0, 1, 2, 0});
+  auto r = n1.try_recv();
+  REQUIRE(r.has_value());
+  CHECK(r->payload.seq == 1);
+  REQUIRE_FALSE(n1.try_recv().has_value());
+  CHECK(n1.protocol_errors() == 1);
+  CHECK(n1.owed(0) == 1);
+  ring.publish(2, 2, Msg{0, 1, 3, 0});
+  REQUIRE(n1.poll([](uint64_t, const Msg&) { FAIL("no response expected"); }) == 0);
+  REQUIRE_FALSE(n1.try_recv().has_value());
+  CHECK(n1.protocol_errors() == 2);
+  // Once answered, the slot takes a request again.
+  REQUIRE(n1.reply(r->token, Msg{}) == FluxReplyStatus::kOk);
+  ring.publish(3, 2, Msg{0, 1, 4, 0});
+  auto again = n1.try_recv();
+  REQUIRE(again.has_value());
+  CHECK(again->payload.seq == 4);
 }

@@ -140,9 +140,12 @@ TEST_CASE("ipc validates tokens and handles from shared memory", "[shm][ipc]") {
   CHECK(f.server.reply(IpcHandle{2, 0}, Resp{}) == IpcReplyStatus::kBadClient);
   CHECK(f.server.reply(IpcHandle{0, 4}, Resp{}) == IpcReplyStatus::kBadToken);
   CHECK(f.server.reply(IpcHandle{1, 0}, Resp{}) == IpcReplyStatus::kNotOutstanding);
-  // A response whose token the client does not await is dropped and counted.
-  REQUIRE(f.server.reply(IpcHandle{0, 3}, Resp{}) == IpcReplyStatus::kOk);
-  CHECK(f.server.reply(r->handle, Resp{}) == IpcReplyStatus::kNotOutstanding);  // only one was owed
+  // A token of client 0 with no request awaiting a reply, while another one is owed.
+  CHECK(f.server.reply(IpcHandle{0, 3}, Resp{}) == IpcReplyStatus::kNotOutstanding);
+  // A response whose token the client does not await (written by hand, as a buggy
+  // server would) is dropped and counted.
+  store_le<uint32_t>(f.base(), f.resp_off(0, 0) + 4, 3);
+  store_le<uint32_t>(f.base(), f.resp_off(0, 0), 1);
   REQUIRE(c.poll([](uint64_t, const Resp&) { FAIL("stray response delivered"); }) == 0);
   CHECK(c.protocol_errors() == 1);
   CHECK(c.in_flight() == 1);
@@ -399,4 +402,42 @@ TEST_CASE("ipc over /dev/shm: server and client on two mappings of one object", 
       REQUIRE(r.value == shmtest::answer(t));
     }) == 4);
   }
+}
+
+TEST_CASE("ipc refuses a second reply while other requests of the client are held", "[shm][ipc]") {
+  Fixture f(IpcConfig{1, 4});
+  Client c = Client::connect(f.seg.bytes());
+  REQUIRE(c.call(Req{0, 0, 1, 10}, 1) == IpcCallStatus::kOk);
+  REQUIRE(c.call(Req{0, 0, 2, 20}, 2) == IpcCallStatus::kOk);
+  REQUIRE(f.server.poll() == 2);
+  auto r1 = f.server.recv();
+  auto r2 = f.server.recv();
+  REQUIRE(r1.has_value());
+  REQUIRE(r2.has_value());
+  REQUIRE(f.server.reply(r1->handle, Resp{1, 11}) == IpcReplyStatus::kOk);
+  CHECK(f.server.reply(r1->handle, Resp{1, 12}) == IpcReplyStatus::kNotOutstanding);
+  CHECK(f.server.outstanding(0) == 1);
+  REQUIRE(f.server.reply(r2->handle, Resp{2, 21}) == IpcReplyStatus::kOk);
+  std::vector<uint64_t> got;
+  REQUIRE(c.poll([&](uint64_t t, const Resp&) { got.push_back(t); }) == 2);
+  CHECK(got == std::vector<uint64_t>{1, 2});
+  CHECK(c.protocol_errors() == 0);
+}
+
+TEST_CASE("ipc drops a request whose token still awaits a reply", "[shm][ipc]") {
+  Fixture f(IpcConfig{2, 4});
+  // A buggy client 1 publishes two requests with token 2 (written by hand).
+  for (uint64_t pos = 0; pos < 2; ++pos) {
+    store_le<uint32_t>(f.base(), f.req_off(1, pos) + 4, 2);
+    store_le<uint32_t>(f.base(), f.req_off(1, pos), 1);
+  }
+  REQUIRE(f.server.poll() == 2);
+  auto r = f.server.recv();
+  REQUIRE(r.has_value());
+  CHECK(r->handle.token == 2);
+  REQUIRE_FALSE(f.server.recv().has_value());
+  CHECK(f.server.bad_requests() == 1);
+  CHECK(f.server.outstanding(1) == 1);
+  REQUIRE(f.server.reply(r->handle, Resp{}) == IpcReplyStatus::kOk);
+  CHECK(f.server.reply(r->handle, Resp{}) == IpcReplyStatus::kNotOutstanding);
 }
