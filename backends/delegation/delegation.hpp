@@ -72,14 +72,17 @@ struct DelegationRemotePath {
     ring.clients.push_back(std::make_unique<DelegClientT>(DelegClientT::connect(ring.seg.bytes())));
     return DelegationRemotePath{ring.clients.back().get()};
   }
-  bool try_call(const Request& r, uint64_t token) noexcept {
+  // Both always inlined into the client's step, as the DelegationClient functions they
+  // wrap: left to GCC, each became a call of its own ([clone .isra.0]) with saved
+  // registers, once per client step (poll) and per remote call (try_call).
+  [[gnu::always_inline]] bool try_call(const Request& r, uint64_t token) noexcept {
     return deleg->try_call(r, token).status == shm::DelegationCallStatus::kOk;
   }
   // A response that carried another call's tag (a forged or misdirected request took
   // the slot: shm::DelegationClient, call tags) ends its call with an invalid response,
   // which the client counts as an error (and the oracle as a mismatched answer).
   template <class F>
-  uint32_t poll(F&& f) {
+  [[gnu::always_inline]] uint32_t poll(F&& f) {
     return deleg->poll(f, [&f](uint64_t token) { f(token, Response{}); });
   }
   void after_issue() noexcept {}
