@@ -443,6 +443,11 @@ class alignas(kCacheLine) DelegationServer {
     cached_head_ = atomic_field(view_.control().head).load(std::memory_order_acquire);
   }
 
+  // Whether the last head snapshot lies beyond the cursor: recv() may return an entry.
+  // False means recv() would return nothing and advance_tail() store the tail it stored
+  // last (only recv() moves the cursor).
+  bool has_unread() const noexcept { return cursor_ < cached_head_; }
+
   // Snapshots head and returns how many committed entries follow the cursor without a
   // hole (a position reserved by a client that has not committed yet).
   uint32_t poll() noexcept {

@@ -153,6 +153,34 @@ TEST_CASE("a hole stops the server scan until it is committed", "[shm][delegatio
   REQUIRE_FALSE(f.server.recv().has_value());
 }
 
+TEST_CASE("has_unread: the head snapshot lies beyond the cursor, holes and forged heads included",
+          "[shm][delegationrpc]") {
+  const DelegationConfig cfg{1, 8, 8};
+  Fixture f(cfg);
+  Client c = Client::connect(f.seg.bytes());
+  f.server.snapshot_head();
+  CHECK_FALSE(f.server.has_unread());  // empty ring
+  REQUIRE(c.call(Req{0, 0, 0, 1}).status == DelegationCallStatus::kOk);
+  CHECK_FALSE(f.server.has_unread());  // not snapshotted yet
+  f.server.snapshot_head();
+  REQUIRE(f.server.has_unread());
+  REQUIRE(f.server.recv()->payload.value == 1);
+  CHECK_FALSE(f.server.has_unread());  // consumed up to the snapshot
+  // A reserved position not yet committed: unread (recv() then stops at the hole).
+  const uint64_t hole = raw_reserve(f.base());
+  f.server.snapshot_head();
+  REQUIRE(f.server.has_unread());
+  REQUIRE_FALSE(f.server.recv().has_value());
+  raw_commit(f.base(), cfg.ring_depth, hole, c.client_id(), 1, Req{0, 0, 1, 2});
+  REQUIRE(f.server.recv()->payload.value == 2);
+  CHECK_FALSE(f.server.has_unread());
+  // A head forged below the cursor reads as nothing to read.
+  store_le<uint64_t>(f.base(), 128, 0);
+  f.server.snapshot_head();
+  CHECK_FALSE(f.server.has_unread());
+  REQUIRE_FALSE(f.server.recv().has_value());
+}
+
 TEST_CASE("a hole in the middle: poll counts only the committed prefix", "[shm][delegationrpc]") {
   const DelegationConfig cfg{1, 8, 8};
   Fixture f(cfg);
