@@ -158,10 +158,13 @@ struct NicConfig {
   uint32_t cqe_bytes = 64;            // one CQE DMA-written after the data
 
   struct Rnr {
-    // Receiver-not-ready: the requester waits the responder's min_rnr_timer and resends.
+    // Receiver-not-ready: the requester waits the responder's min_rnr_timer (the
+    // receiving node's delay_ns) and resends.
     // IB encodes the timer in steps from 0.01 ms; 10 us is the smallest non-zero step.
     double delay_ns = 10000;
-    uint32_t retry_limit = 7;         // 7 = retry forever (IB rnr_retry semantics)
+    // The requester's RNR retry count (IB rnr_retry, a QP attribute of the sender: the
+    // sending node's value applies); 7 = retry forever.
+    uint32_t retry_limit = 7;
     template <class V>
     void fields(V& v) {
       v.number("delay_ns", delay_ns, 1.0, kMaxModelNs);

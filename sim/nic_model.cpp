@@ -598,7 +598,8 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
               engine_.schedule(now + wire_latency(rn, q.node, now), failure_target_, q.index);
               return false;
             }
-          } else if (rn.cfg.rnr.retry_limit != 7 && w.rnr_tries > rn.cfg.rnr.retry_limit) {
+          } else if (const uint32_t limit = nic_of(q).cfg.rnr.retry_limit;  // rnr_retry: the requester's
+                     limit != 7 && w.rnr_tries > limit) {
             w.status = WcStatus::kRetryExceeded;
             if (!b.resp_error) b.resp_error_seq = seq;
             b.resp_error = true;

@@ -624,3 +624,33 @@ TEST_CASE("mixed READ/WRITE on one QP: a READ waits for an earlier blocked WRITE
   CHECK(std::memcmp(back.data(), local.data(), 16) == 0);
   CHECK(std::memcmp(back.data() + 64, local.data(), 16) == 0);
 }
+
+TEST_CASE("RNR retry count is the requester's: its limit ends the retries, not the responder's", "[nic]") {
+  // rnr_retry is an attribute of the sending QP (the responder contributes only its
+  // min_rnr_timer, rnr.delay_ns). A requester with retry_limit 0 fails its WRITE+IMM on the
+  // first RNR NAK even when the responder's NIC says 7 (retry forever), and a requester
+  // with 7 retries forever whatever the responder says.
+  auto first_status = [](uint32_t requester_limit, uint32_t responder_limit) {
+    NicConfig req = quiet_nic(), resp = quiet_nic();
+    req.rnr.retry_limit = requester_limit;
+    resp.rnr.retry_limit = responder_limit;
+    resp.rnr.delay_ns = 1'000;
+    SimCluster c({req, resp});
+    auto& qa = c.t[0]->create_queue_pair();
+    auto& qb = c.t[1]->create_queue_pair();
+    sim::DesFabric::connect(qa, qb);
+    std::vector<std::byte> src(64, std::byte{1}), dst(64, std::byte{0});
+    const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
+    const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+    REQUIRE(qa.post_write_imm(src.data(), 8, smr.lkey, SimCluster::remote(dmr), 5, 1, true) == PostResult::kOk);
+    qa.ring_doorbell();
+    c.engine.run_until(100'000);  // no receive is ever posted: 100 RNR periods
+    std::vector<SendCompletion> sc;
+    c.t[0]->poll_send([&](const SendCompletion& s) { sc.push_back(s); }, 8);
+    return sc.empty() ? std::string("none") : std::string(to_string(sc[0].status));
+  };
+  CHECK(first_status(0, 7) == to_string(WcStatus::kRetryExceeded));
+  CHECK(first_status(7, 0) == "none");  // still retrying
+  CHECK(first_status(0, 0) == to_string(WcStatus::kRetryExceeded));
+  CHECK(first_status(7, 7) == "none");
+}
