@@ -97,6 +97,11 @@ TEST_CASE("NIC config round-trips and rejects unknown keys and bad values by pat
   CHECK(error_of([] { NicConfig::from_json(json{{"latency", {{"jitter", {{"kind", "gamma"}}}}}}); })
             .find("nic.latency.jitter.kind: unknown distribution") == 0);
   CHECK(error_of([] { NicConfig::from_json(json{{"rnr", {{"retry_limit", 8}}}}); }).find("nic.rnr.retry_limit") == 0);
+  // An integer past INT64_MAX is too large, not negative (it was reported as ">= 0").
+  CHECK(error_of([] { NicConfig::from_json(json{{"send", {{"engines", 18446744073709551615ull}}}}); }) ==
+        "nic.send.engines: must be an integer in [0, 4096] (got 18446744073709551615)");
+  CHECK(error_of([] { NicConfig::from_json(json{{"send", {{"engines", -1}}}}); }) ==
+        "nic.send.engines: must be an integer >= 0 (got -1)");
 }
 
 TEST_CASE("model times beyond an hour of virtual time are refused by key instead of overflowing", "[config]") {
