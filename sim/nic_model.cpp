@@ -346,7 +346,15 @@ Time Network::wire_latency(Nic& from, uint32_t to_node, Time at) {
   if (link_delay_ != nullptr) [[unlikely]] base += link_delay_(link_delay_ctx_, from.node, to_node, at);
   if (from.cfg.latency.jitter.is_zero()) return base;
   const double j = from.cfg.latency.jitter.sample(from.rng);
+  if (!(j <= kMaxModelNs)) [[unlikely]] jitter_out_of_range(from.node, j);
   return base + static_cast<uint64_t>(std::llround(j));
+}
+
+void Network::jitter_out_of_range(uint32_t node, double sample) {
+  const std::string drawn = std::isfinite(sample) ? nlohmann::json(sample).dump() + " ns" : "a non-finite delay";
+  throw std::runtime_error("nic.latency.jitter: node " + std::to_string(node) + " drew " + drawn +
+                           " (more than an hour of virtual time, kMaxModelNs): the distribution's tail is too "
+                           "heavy for a wire latency");
 }
 
 void Network::enable_connection_faults(PacketLoss fn, void* ctx) {

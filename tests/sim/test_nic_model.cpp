@@ -654,3 +654,23 @@ TEST_CASE("RNR retry count is the requester's: its limit ends the retries, not t
   CHECK(first_status(0, 0) == to_string(WcStatus::kRetryExceeded));
   CHECK(first_status(7, 7) == "none");
 }
+
+TEST_CASE("a wire jitter sample beyond an hour stops the run with an error naming the key", "[nic]") {
+  // A heavy tail can draw delays no 64-bit nanosecond count holds (pareto with shape 0.01:
+  // about one packet in four waits longer than an hour, some "forever"). Converting such
+  // a sample was undefined (llround): the packet arrived near the end of the time range
+  // and the run went on as if the model made sense. It is an error instead.
+  NicConfig nic = quiet_nic();
+  nic.latency.jitter = sim::Distribution::pareto(1, 0.01);
+  SimCluster c(2, nic);
+  auto& qa = c.t[0]->create_queue_pair();
+  auto& qb = c.t[1]->create_queue_pair();
+  sim::DesFabric::connect(qa, qb);
+  std::vector<std::byte> src(64), dst(64);
+  const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
+  const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+  for (uint32_t i = 0; i < 64; ++i)
+    REQUIRE(qa.post_write(src.data(), 8, smr.lkey, SimCluster::remote(dmr), i, true) == PostResult::kOk);
+  qa.ring_doorbell();
+  CHECK_THROWS_WITH(c.engine.run(), Catch::Contains("nic.latency.jitter"));
+}
