@@ -527,6 +527,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
         // one wire latency after b) and flushes the WQE.
         w.status = WcStatus::kWrFlushError;
         w.stage = kStComplete;
+        ++nic_of(q).n.flushed;
         return true;
       }
       if (discarded(b, seq)) {
@@ -534,6 +535,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
         // requester flushes it when the NAK arrives.
         w.status = WcStatus::kWrFlushError;
         w.stage = kStComplete;
+        ++nic_of(q).n.flushed;
         return true;
       }
       const uint64_t payload = is_write(w.op) ? w.len : 0;
@@ -586,6 +588,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
       if (b.failed || discarded(b, seq)) {  // connection failed, or behind a WQE this responder NAKed: flushed
         w.status = WcStatus::kWrFlushError;
         w.stage = kStComplete;
+        ++nic_of(q).n.flushed;
         return true;
       }
       if (w.op == WqeOp::kWriteImm) {
@@ -657,6 +660,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
       if (b.failed || discarded(b, seq)) {
         w.status = WcStatus::kWrFlushError;
         w.stage = kStComplete;
+        ++nic_of(q).n.flushed;
         return true;
       }
       // The responder's DMA read has completed: the data as of now goes out.

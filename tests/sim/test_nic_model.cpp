@@ -674,3 +674,30 @@ TEST_CASE("a wire jitter sample beyond an hour stops the run with an error namin
   qa.ring_doorbell();
   CHECK_THROWS_WITH(c.engine.run(), Catch::Contains("nic.latency.jitter"));
 }
+
+TEST_CASE("flushed counts every WQE completed with a flush error, also those dropped at a failed responder", "[nic]") {
+  // The responder's connection fails at time t while the requester's WRITEs are on their
+  // way: those reaching it before the requester learns of the failure are dropped there
+  // and flushed, the rest are flushed by the requester's error state. Both kinds count.
+  for (Time t = 0; t <= 4000; t += 100) {
+    CAPTURE(t);
+    SimCluster c(2, quiet_nic());
+    c.net().enable_connection_faults(nullptr, nullptr);
+    auto& qa = c.t[0]->create_queue_pair();
+    auto& qb = c.t[1]->create_queue_pair();
+    sim::DesFabric::connect(qa, qb);
+    std::vector<std::byte> src(64), dst(64);
+    const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
+    const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+    c.t[1]->post_receives(64);
+    for (uint32_t i = 0; i < 16; ++i)
+      REQUIRE(qa.post_write(src.data(), 8, smr.lkey, SimCluster::remote(dmr), i, true) == PostResult::kOk);
+    qa.ring_doorbell();
+    c.engine.run_until(t);
+    c.net().fail_connection(qb.index());
+    c.engine.run();
+    uint64_t flush_cqes = 0;
+    c.t[0]->poll_send([&](const SendCompletion& s) { flush_cqes += s.status == WcStatus::kWrFlushError; }, 64);
+    CHECK(c.net().nic(0).n.flushed == flush_cqes);
+  }
+}
