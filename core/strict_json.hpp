@@ -13,7 +13,9 @@
 namespace bkv {
 
 // Throws nlohmann::json::parse_error for malformed JSON and std::runtime_error
-// ("<what>: duplicate key \"k\" in <object path>") for a repeated key.
+// ("<what>: duplicate key \"k\" in <object path>") for a repeated key, and
+// ("<what>: a number is out of range: ...") for a number no double holds (1e999, which
+// the JSON reader reports with an exception of another kind).
 inline nlohmann::json parse_json_without_duplicate_keys(std::istream& in, const std::string& what) {
   std::vector<std::set<std::string>> keys;  // the keys seen, per open object
   std::vector<std::string> path;            // key of each open object ("" for the root/array items)
@@ -49,7 +51,11 @@ inline nlohmann::json parse_json_without_duplicate_keys(std::istream& in, const 
     }
     return true;
   };
-  return nlohmann::json::parse(in, cb);
+  try {
+    return nlohmann::json::parse(in, cb);
+  } catch (const nlohmann::json::out_of_range& e) {
+    throw std::runtime_error(what + ": a number is out of range: " + e.what());
+  }
 }
 
 }  // namespace bkv

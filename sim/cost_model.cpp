@@ -6,6 +6,7 @@
 
 #include "core/strict_json.hpp"
 #include "sim/json_fields.hpp"
+#include "sim/nic_config.hpp"
 
 namespace bkv::sim {
 
@@ -67,7 +68,7 @@ CostModel CostModel::from_json(const nlohmann::json& j, const std::string& path)
   using json_detail::fail;
   CostModel m = defaults();
   json_detail::ObjectReader r(j, path);
-  for (size_t i = 0; i < kOpCount; ++i) m.ns[i] = r.number(kOpNames[i], m.ns[i], 0.0);
+  for (size_t i = 0; i < kOpCount; ++i) m.ns[i] = r.number(kOpNames[i], m.ns[i], 0.0, kMaxModelNs);
   if (const nlohmann::json* jj = r.get("jitter"); jj != nullptr && !jj->is_null()) {
     const std::string jpath = r.path_of("jitter");
     json_detail::ObjectReader jr(*jj, jpath);

@@ -65,7 +65,7 @@ class ObjectReader {
                    uint64_t hi = std::numeric_limits<uint32_t>::max()) {
     const nlohmann::json* v = get(key);
     if (v == nullptr) return fallback;
-    if (v->is_number_integer() && v->get<int64_t>() < 0)
+    if (v->is_number_integer() && !v->is_number_unsigned() && v->get<int64_t>() < 0)  // unsigned: past INT64_MAX
       fail(path_of(key), "must be an integer >= " + std::to_string(lo) + " (got " + v->dump() + ")");
     if (!v->is_number_unsigned() && !v->is_number_integer())
       fail(path_of(key), "must be an integer (got " + v->dump() + ")");

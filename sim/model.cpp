@@ -9,6 +9,21 @@
 
 namespace bkv::sim {
 
+namespace {
+
+// A time in ns: a finite number in [0, kMaxModelNs] (larger ones would overflow the
+// integer nanoseconds they become).
+double time_ns(const nlohmann::json& v, const std::string& at, const char* note) {
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 || v.get<double>() > kMaxModelNs) {
+    const nlohmann::json hi = kMaxModelNs;
+    throw std::runtime_error(at + ": must be a number in [0, " + hi.dump() + "]" + note +
+                             (!v.is_number() ? "" : std::isfinite(v.get<double>()) ? " (got " + v.dump() + ")" : " (got a non-finite number)"));
+  }
+  return v.get<double>();
+}
+
+}  // namespace
+
 Model Model::from_json(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) throw std::runtime_error(where + ": the model must be a JSON object");
   Model m;
@@ -21,9 +36,7 @@ Model Model::from_json(const nlohmann::json& j, const std::string& where) {
       if (!it.value().is_boolean()) throw std::runtime_error(where + ".ring_head_contention: must be true or false");
       m.ring_head_contention = it.value().get<bool>();
     } else if (k == "response_handoff_ns") {
-      if (!it.value().is_number() || !std::isfinite(it.value().get<double>()) || it.value().get<double>() < 0)
-        throw std::runtime_error(where + ".response_handoff_ns: must be a number >= 0 (0 = off)");
-      m.response_handoff_ns = it.value().get<double>();
+      m.response_handoff_ns = time_ns(it.value(), where + "." + k, " (0 = off)");
     } else if (k == "response_handoff_unit") {
       const std::string u = it.value().is_string() ? it.value().get<std::string>() : std::string();
       if (u == "answer") m.response_handoff_unit = HandoffUnit::kAnswer;
@@ -36,9 +49,7 @@ Model Model::from_json(const nlohmann::json& j, const std::string& where) {
       else if (v == "paced") m.client_issue = ClientIssue::kPaced;
       else throw std::runtime_error(where + ".client_issue: must be \"step_start\" or \"paced\"");
     } else if (k == "client_wake_ns" || k == "client_retry_ns") {
-      if (!it.value().is_number() || it.value().get<double>() < 0)
-        throw std::runtime_error(where + "." + k + ": must be a number >= 0");
-      (k == "client_wake_ns" ? m.client_wake_ns : m.client_retry_ns) = it.value().get<double>();
+      (k == "client_wake_ns" ? m.client_wake_ns : m.client_retry_ns) = time_ns(it.value(), where + "." + k, "");
     } else if (k == "faults") {
       m.faults = faults_from_json(it.value(), where + ".faults");
     } else if (k == "description" || k == "basis") {

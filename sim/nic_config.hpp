@@ -14,7 +14,7 @@
 // (nic_config.cpp) walk that list, so a new parameter is a member and one line there.
 // A visitor V offers number(key, double&, lo, hi), integer(key, uint32_t&, lo, hi),
 // boolean(key, bool&), distribution(key, Distribution&, lo) and object(key, Struct&);
-// lo/hi are the accepted range.
+// lo/hi are the accepted range; times are at most kMaxModelNs.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,14 @@
 namespace bkv::sim {
 
 inline constexpr double kNoLimit = std::numeric_limits<double>::infinity();
+// The largest time a model parameter may give, in ns: one hour of virtual time (as a
+// fault window's end). Model times become integer nanoseconds and picoseconds; below
+// this, any sum of a few of them stays exact and far inside 64 bits, where a larger
+// value would overflow the conversion.
+inline constexpr double kMaxModelNs = 3.6e12;
+// The largest per-byte time, in ns: a 2^32-byte message at this rate is about 4.3e18
+// ps, still inside 64-bit picoseconds.
+inline constexpr double kMaxPerByteNs = 1e6;
 inline constexpr uint64_t kU32Max = std::numeric_limits<uint32_t>::max();
 
 struct NicConfig {
@@ -64,8 +72,8 @@ struct NicConfig {
     uint32_t tlp_overhead_bytes = 24;  // TLP header + sequence/LCRC + framing per TLP
     template <class V>
     void fields(V& v) {
-      v.number("read_latency_ns", read_latency_ns, 0, kNoLimit);
-      v.number("write_latency_ns", write_latency_ns, 0, kNoLimit);
+      v.number("read_latency_ns", read_latency_ns, 0, kMaxModelNs);
+      v.number("write_latency_ns", write_latency_ns, 0, kMaxModelNs);
       v.number("bandwidth_gbps", bandwidth_gbps, 1e-3, kNoLimit);
       v.integer("read_tags", read_tags, 0, 4096);
       v.integer("max_payload_bytes", max_payload_bytes, 1, kU32Max);
@@ -90,8 +98,8 @@ struct NicConfig {
     template <class V>
     void fields(V& v) {
       v.integer("engines", engines, 0, 4096);
-      v.number("per_wqe_ns", per_wqe_ns, 0, kNoLimit);
-      v.number("per_byte_ns", per_byte_ns, 0, kNoLimit);
+      v.number("per_wqe_ns", per_wqe_ns, 0, kMaxModelNs);
+      v.number("per_byte_ns", per_byte_ns, 0, kMaxPerByteNs);
       v.boolean("qp_serial", qp_serial);
       v.integer("qp_window", qp_window, 1, kU32Max);
       v.integer("max_outstanding_reads", max_outstanding_reads, 1, kU32Max);
@@ -107,9 +115,9 @@ struct NicConfig {
     template <class V>
     void fields(V& v) {
       v.integer("engines", engines, 0, 4096);
-      v.number("per_packet_ns", per_packet_ns, 0, kNoLimit);
-      v.number("per_byte_ns", per_byte_ns, 0, kNoLimit);
-      v.number("ack_ns", ack_ns, 0, kNoLimit);
+      v.number("per_packet_ns", per_packet_ns, 0, kMaxModelNs);
+      v.number("per_byte_ns", per_byte_ns, 0, kMaxPerByteNs);
+      v.number("ack_ns", ack_ns, 0, kMaxModelNs);
       v.boolean("qp_serial", qp_serial);
     }
   } recv;
@@ -138,8 +146,8 @@ struct NicConfig {
     Distribution jitter = Distribution::exponential(20);  // JSON null: no jitter
     template <class V>
     void fields(V& v) {
-      v.number("base_ns", base_ns, 0, kNoLimit);
-      v.number("loopback_ns", loopback_ns, 0, kNoLimit);
+      v.number("base_ns", base_ns, 0, kMaxModelNs);
+      v.number("loopback_ns", loopback_ns, 0, kMaxModelNs);
       v.distribution("jitter", jitter, 0.0);
     }
   } latency;
@@ -150,13 +158,16 @@ struct NicConfig {
   uint32_t cqe_bytes = 64;            // one CQE DMA-written after the data
 
   struct Rnr {
-    // Receiver-not-ready: the requester waits the responder's min_rnr_timer and resends.
+    // Receiver-not-ready: the requester waits the responder's min_rnr_timer (the
+    // receiving node's delay_ns) and resends.
     // IB encodes the timer in steps from 0.01 ms; 10 us is the smallest non-zero step.
     double delay_ns = 10000;
-    uint32_t retry_limit = 7;         // 7 = retry forever (IB rnr_retry semantics)
+    // The requester's RNR retry count (IB rnr_retry, a QP attribute of the sender: the
+    // sending node's value applies); 7 = retry forever.
+    uint32_t retry_limit = 7;
     template <class V>
     void fields(V& v) {
-      v.number("delay_ns", delay_ns, 1.0, kNoLimit);
+      v.number("delay_ns", delay_ns, 1.0, kMaxModelNs);
       v.integer("retry_limit", retry_limit, 0, 7);
     }
   } rnr;
@@ -172,7 +183,7 @@ struct NicConfig {
     void fields(V& v) {
       v.integer("entries", entries, 0, kU32Max);
       v.integer("ways", ways, 1, 1024);
-      v.number("miss_ns", miss_ns, 0, kNoLimit);
+      v.number("miss_ns", miss_ns, 0, kMaxModelNs);
       v.integer("page_bytes", page_bytes, 1, kU32Max);
     }
     // A relation between fields the reader checks after the object: {key, rule} or {}.
@@ -186,7 +197,7 @@ struct NicConfig {
 
   template <class V>
   void fields(V& v) {
-    v.number("doorbell_ns", doorbell_ns, 0, kNoLimit);
+    v.number("doorbell_ns", doorbell_ns, 0, kMaxModelNs);
     v.integer("blueflame_max_wqes", blueflame_max_wqes, 0, kU32Max);
     v.integer("inline_max_bytes", inline_max_bytes, 0, kU32Max);
     v.integer("wqe_bytes", wqe_bytes, 1, kU32Max);
@@ -196,7 +207,7 @@ struct NicConfig {
     v.object("recv", recv);
     v.object("link", link);
     v.object("latency", latency);
-    v.number("ack_turnaround_ns", ack_turnaround_ns, 0, kNoLimit);
+    v.number("ack_turnaround_ns", ack_turnaround_ns, 0, kMaxModelNs);
     v.integer("cqe_bytes", cqe_bytes, 0, kU32Max);
     v.object("rnr", rnr);
     v.object("qp_cache", qp_cache);

@@ -346,7 +346,15 @@ Time Network::wire_latency(Nic& from, uint32_t to_node, Time at) {
   if (link_delay_ != nullptr) [[unlikely]] base += link_delay_(link_delay_ctx_, from.node, to_node, at);
   if (from.cfg.latency.jitter.is_zero()) return base;
   const double j = from.cfg.latency.jitter.sample(from.rng);
+  if (!(j <= kMaxModelNs)) [[unlikely]] jitter_out_of_range(from.node, j);
   return base + static_cast<uint64_t>(std::llround(j));
+}
+
+void Network::jitter_out_of_range(uint32_t node, double sample) {
+  const std::string drawn = std::isfinite(sample) ? nlohmann::json(sample).dump() + " ns" : "a non-finite delay";
+  throw std::runtime_error("nic.latency.jitter: node " + std::to_string(node) + " drew " + drawn +
+                           " (more than an hour of virtual time, kMaxModelNs): the distribution's tail is too "
+                           "heavy for a wire latency");
 }
 
 void Network::enable_connection_faults(PacketLoss fn, void* ctx) {
@@ -519,6 +527,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
         // one wire latency after b) and flushes the WQE.
         w.status = WcStatus::kWrFlushError;
         w.stage = kStComplete;
+        ++nic_of(q).n.flushed;
         return true;
       }
       if (discarded(b, seq)) {
@@ -526,6 +535,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
         // requester flushes it when the NAK arrives.
         w.status = WcStatus::kWrFlushError;
         w.stage = kStComplete;
+        ++nic_of(q).n.flushed;
         return true;
       }
       const uint64_t payload = is_write(w.op) ? w.len : 0;
@@ -578,6 +588,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
       if (b.failed || discarded(b, seq)) {  // connection failed, or behind a WQE this responder NAKed: flushed
         w.status = WcStatus::kWrFlushError;
         w.stage = kStComplete;
+        ++nic_of(q).n.flushed;
         return true;
       }
       if (w.op == WqeOp::kWriteImm) {
@@ -598,7 +609,8 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
               engine_.schedule(now + wire_latency(rn, q.node, now), failure_target_, q.index);
               return false;
             }
-          } else if (rn.cfg.rnr.retry_limit != 7 && w.rnr_tries > rn.cfg.rnr.retry_limit) {
+          } else if (const uint32_t limit = nic_of(q).cfg.rnr.retry_limit;  // rnr_retry: the requester's
+                     limit != 7 && w.rnr_tries > limit) {
             w.status = WcStatus::kRetryExceeded;
             if (!b.resp_error) b.resp_error_seq = seq;
             b.resp_error = true;
@@ -648,6 +660,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
       if (b.failed || discarded(b, seq)) {
         w.status = WcStatus::kWrFlushError;
         w.stage = kStComplete;
+        ++nic_of(q).n.flushed;
         return true;
       }
       // The responder's DMA read has completed: the data as of now goes out.

@@ -433,8 +433,10 @@ class Network {
   // goes to the error state itself.
   void responder_error(QpState& b, uint64_t seq, Time now);
   static bool discarded(const QpState& b, uint64_t seq) noexcept { return b.resp_error && seq > b.resp_error_seq; }
-  // One-way latency of a packet `from` sends to `to_node` leaving at `at`.
+  // One-way latency of a packet `from` sends to `to_node` leaving at `at`. A jitter sample
+  // above kMaxModelNs (a tail no 64-bit time holds) is an error (jitter_out_of_range).
   Time wire_latency(Nic& from, uint32_t to_node, Time at);
+  [[noreturn]] static void jitter_out_of_range(uint32_t node, double sample);
   void notify(WqeEvent::Kind kind, const QpState& q, uint64_t seq, const Wqe& w, Time t) {
     if (observer_ != nullptr) [[unlikely]]
       observer_(observer_ctx_, WqeEvent{kind, w.status, q.index, seq, t, &w});

@@ -555,6 +555,11 @@ uint64_t rounded_ns(double value, double ns_per_unit) {
 
 constexpr double kMaxDurationSeconds = 1e7;   // keeps every nanosecond count far inside u64
 constexpr uint32_t kMaxEpochs = 10'000'000;   // per run
+// Time options in microseconds (a hold, a start spread, a sampling period) are at most
+// the longest run: longer ones mean nothing, and past 64-bit nanoseconds their
+// conversion is undefined (a 1e300 us start spread started every client at 0).
+constexpr double kMaxTimeUs = kMaxDurationSeconds * 1e6;
+constexpr const char* kTimeRange = "must be in [0, 1e13] microseconds (at most the longest run, 1e7 s)";
 
 }  // namespace
 
@@ -810,7 +815,7 @@ void validate(const Options& o, bool require_backend) {
   if (o.ring_page_batch < 1 || o.ring_page_batch > kMaxRingPageBatch)
     fail(o, "ring_page_batch", fmt::format("must be in [1, {}]", kMaxRingPageBatch));
   if (o.loop.poll_budget < 1) fail(o, "poll_budget", "must be >= 1");
-  if (!(o.loop.batch_hold_us >= 0 && std::isfinite(o.loop.batch_hold_us))) fail(o, "batch_hold_us", "must be >= 0");
+  if (!(o.loop.batch_hold_us >= 0 && o.loop.batch_hold_us <= kMaxTimeUs)) fail(o, "batch_hold_us", kTimeRange);
   if (!(o.loop.hold_rtt_multiplier >= 0 && std::isfinite(o.loop.hold_rtt_multiplier))) {
     fail(o, "hold_rtt_multiplier", "must be >= 0");
   }
@@ -822,14 +827,14 @@ void validate(const Options& o, bool require_backend) {
   if (o.loop.adaptive_hold && o.loop.hold_rtt_multiplier > 0) {
     fail(o, "hold_rtt_multiplier", "and adaptive_hold would both set the hold time; choose one");
   }
-  if (!(o.start_stagger_us >= 0 && std::isfinite(o.start_stagger_us))) fail(o, "start_stagger_us", "must be >= 0");
+  if (!(o.start_stagger_us >= 0 && o.start_stagger_us <= kMaxTimeUs)) fail(o, "start_stagger_us", kTimeRange);
   if (sim_kv(o) && o.start_mode == StartMode::kStaggered && o.start_stagger_us == 0) {
     fail(o, "start_stagger_us",
          "must be > 0 with start_mode staggered (a spread of 0 starts every client at once, which is start_mode sync)");
   }
-  if (!(o.inflight_sample_interval_us > 0 && std::isfinite(o.inflight_sample_interval_us) &&
+  if (!(o.inflight_sample_interval_us > 0 && o.inflight_sample_interval_us <= kMaxTimeUs &&
         rounded_ns(o.inflight_sample_interval_us, 1e3) >= 1)) {
-    fail(o, "inflight_sample_interval_us", "must be >= 0.001 (one nanosecond)");
+    fail(o, "inflight_sample_interval_us", "must be in [0.001 (one nanosecond), 1e13 (the longest run)]");
   }
   if (o.trace_window) {
     const TraceWindow& w = *o.trace_window;

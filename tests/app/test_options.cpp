@@ -185,6 +185,15 @@ TEST_CASE("invalid command-line values name the key and the value", "[bench][opt
   require_usage_error(parse({"--server-threads", "0", "meta"}), "server_threads");
   require_usage_error(parse({"--poll-budget", "0", "delegation"}), "poll_budget (--poll-budget): 0 must be");
   require_usage_error(parse({"--batch-hold-us", "-1", "delegation"}), "batch_hold_us (--batch-hold-us): -1.0 must be");
+  // Times past the longest run overflowed their conversion to nanoseconds (undefined; a
+  // 1e300 us stagger started every client at 0, a 1e300 us hold held nothing).
+  require_usage_error(parse({"--batch-hold-us", "1e300", "delegation"}), "batch_hold_us (--batch-hold-us): 1e+300 must be");
+  require_usage_error(parse({"--start-mode", "staggered", "--start-stagger-us", "1e300", "meta"}),
+                      "start_stagger_us (--start-stagger-us): 1e+300 must be");
+  require_usage_error(parse({"--inflight-samples", "i.csv", "--inflight-sample-interval-us", "1e300", "meta"}),
+                      "inflight_sample_interval_us (--inflight-sample-interval-us): 1e+300 must be");
+  CHECK(parse({"--batch-hold-us", "1e13", "delegation"}).result.should_run());
+  CHECK(parse({"--start-mode", "staggered", "--start-stagger-us", "1e13", "meta"}).result.should_run());
   require_usage_error(parse({"--loop-order", "fast", "delegation"}),
                       "loop_order (--loop-order): \"fast\" is not one of calibrated|one-flush|calls-first");
   require_usage_error(parse({"--inflight-samples", "i.csv", "--inflight-sample-interval-us", "0", "meta"}),

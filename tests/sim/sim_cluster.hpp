@@ -4,6 +4,7 @@
 #pragma once
 
 #include <deque>
+#include <string>
 #include <vector>
 
 #include "sim/cost_model.hpp"
@@ -23,9 +24,13 @@ struct SimCluster {
   std::vector<sim::DesTransport*> t;
 
   SimCluster(uint32_t nodes, const sim::NicConfig& nic, uint64_t seed = 1, const sim::DeviceContextConfig& cc = {})
+      : SimCluster(std::vector<sim::NicConfig>(nodes, nic), seed, cc) {}
+  // One node per NIC configuration (nodes whose NICs differ).
+  explicit SimCluster(const std::vector<sim::NicConfig>& nics, uint64_t seed = 1,
+                      const sim::DeviceContextConfig& cc = {})
       : fabric(engine, seed) {
-    for (uint32_t i = 0; i < nodes; ++i) {
-      fabric.add_node(nic);
+    for (uint32_t i = 0; i < nics.size(); ++i) {
+      fabric.add_node(nics[i]);
       threads.emplace_back(engine, costs, derive_seed(seed, {i, 77}), "node" + std::to_string(i));
       threads.back().set_step(&idle_step, nullptr);
       t.push_back(&fabric.create_transport(i, threads.back(), cc));

@@ -2,6 +2,7 @@
 // distributions' sampling.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -10,7 +11,9 @@
 #include "core/random.hpp"
 #include "sim/cost_model.hpp"
 #include "sim/distributions.hpp"
+#include "sim/model.hpp"
 #include "sim/nic_config.hpp"
+#include "tests/sim/model_error.hpp"
 
 using namespace bkv::sim;
 using bkv::Op;
@@ -94,6 +97,40 @@ TEST_CASE("NIC config round-trips and rejects unknown keys and bad values by pat
   CHECK(error_of([] { NicConfig::from_json(json{{"latency", {{"jitter", {{"kind", "gamma"}}}}}}); })
             .find("nic.latency.jitter.kind: unknown distribution") == 0);
   CHECK(error_of([] { NicConfig::from_json(json{{"rnr", {{"retry_limit", 8}}}}); }).find("nic.rnr.retry_limit") == 0);
+  // An integer past INT64_MAX is too large, not negative (it was reported as ">= 0").
+  CHECK(error_of([] { NicConfig::from_json(json{{"send", {{"engines", 18446744073709551615ull}}}}); }) ==
+        "nic.send.engines: must be an integer in [0, 4096] (got 18446744073709551615)");
+  CHECK(error_of([] { NicConfig::from_json(json{{"send", {{"engines", -1}}}}); }) ==
+        "nic.send.engines: must be an integer >= 0 (got -1)");
+}
+
+TEST_CASE("model times beyond an hour of virtual time are refused by key instead of overflowing", "[config]") {
+  // Times are converted to integer nanoseconds and picoseconds (llround, casts): a value
+  // past the range is undefined there, and ran as a run that never finished or as a
+  // clamped time. Each must be an error naming its key.
+  const double huge = 1e300;
+  const double hour_ns = 3.6e12;
+  CHECK(error_of([&] { NicConfig::from_json(json{{"doorbell_ns", huge}}); }).find("nic.doorbell_ns: must be <=") == 0);
+  CHECK(error_of([&] { NicConfig::from_json(json{{"latency", {{"base_ns", 1e19}}}}); })
+            .find("nic.latency.base_ns: must be <=") == 0);
+  CHECK(error_of([&] { NicConfig::from_json(json{{"pcie", {{"read_latency_ns", huge}}}}); })
+            .find("nic.pcie.read_latency_ns: must be <=") == 0);
+  CHECK(error_of([&] { NicConfig::from_json(json{{"rnr", {{"delay_ns", huge}}}}); }).find("nic.rnr.delay_ns: must be <=") == 0);
+  // Per byte: 2^32 bytes at the limit still fit in 64-bit picoseconds.
+  CHECK(error_of([&] { NicConfig::from_json(json{{"send", {{"per_byte_ns", 1e7}}}}); })
+            .find("nic.send.per_byte_ns: must be <=") == 0);
+  CHECK(error_of([&] { CostModel::from_json(json{{"loop", huge}}); }).find("cost.loop: must be <=") == 0);
+  // One hour is accepted.
+  CHECK(NicConfig::from_json(json{{"doorbell_ns", hour_ns}}).doorbell_ns == hour_ns);
+  CHECK(CostModel::from_json(json{{"loop", hour_ns}})[Op::kLoop] == hour_ns);
+
+  using bkv::test::model_error;
+  for (const char* key : {"client_wake_ns", "client_retry_ns", "response_handoff_ns"}) {
+    INFO(key);
+    CHECK(model_error(json{{key, huge}}).find(std::string("m.") + key + ": must be") == 0);
+    CHECK(model_error(json{{key, std::numeric_limits<double>::infinity()}}).find(std::string("m.") + key + ": must be") == 0);
+    CHECK(model_error(json{{key, hour_ns}}) == "");
+  }
 }
 
 TEST_CASE("distributions: deterministic streams with the configured mean", "[config]") {

@@ -624,3 +624,80 @@ TEST_CASE("mixed READ/WRITE on one QP: a READ waits for an earlier blocked WRITE
   CHECK(std::memcmp(back.data(), local.data(), 16) == 0);
   CHECK(std::memcmp(back.data() + 64, local.data(), 16) == 0);
 }
+
+TEST_CASE("RNR retry count is the requester's: its limit ends the retries, not the responder's", "[nic]") {
+  // rnr_retry is an attribute of the sending QP (the responder contributes only its
+  // min_rnr_timer, rnr.delay_ns). A requester with retry_limit 0 fails its WRITE+IMM on the
+  // first RNR NAK even when the responder's NIC says 7 (retry forever), and a requester
+  // with 7 retries forever whatever the responder says.
+  auto first_status = [](uint32_t requester_limit, uint32_t responder_limit) {
+    NicConfig req = quiet_nic(), resp = quiet_nic();
+    req.rnr.retry_limit = requester_limit;
+    resp.rnr.retry_limit = responder_limit;
+    resp.rnr.delay_ns = 1'000;
+    SimCluster c({req, resp});
+    auto& qa = c.t[0]->create_queue_pair();
+    auto& qb = c.t[1]->create_queue_pair();
+    sim::DesFabric::connect(qa, qb);
+    std::vector<std::byte> src(64, std::byte{1}), dst(64, std::byte{0});
+    const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
+    const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+    REQUIRE(qa.post_write_imm(src.data(), 8, smr.lkey, SimCluster::remote(dmr), 5, 1, true) == PostResult::kOk);
+    qa.ring_doorbell();
+    c.engine.run_until(100'000);  // no receive is ever posted: 100 RNR periods
+    std::vector<SendCompletion> sc;
+    c.t[0]->poll_send([&](const SendCompletion& s) { sc.push_back(s); }, 8);
+    return sc.empty() ? std::string("none") : std::string(to_string(sc[0].status));
+  };
+  CHECK(first_status(0, 7) == to_string(WcStatus::kRetryExceeded));
+  CHECK(first_status(7, 0) == "none");  // still retrying
+  CHECK(first_status(0, 0) == to_string(WcStatus::kRetryExceeded));
+  CHECK(first_status(7, 7) == "none");
+}
+
+TEST_CASE("a wire jitter sample beyond an hour stops the run with an error naming the key", "[nic]") {
+  // A heavy tail can draw delays no 64-bit nanosecond count holds (pareto with shape 0.01:
+  // about one packet in four waits longer than an hour, some "forever"). Converting such
+  // a sample was undefined (llround): the packet arrived near the end of the time range
+  // and the run went on as if the model made sense. It is an error instead.
+  NicConfig nic = quiet_nic();
+  nic.latency.jitter = sim::Distribution::pareto(1, 0.01);
+  SimCluster c(2, nic);
+  auto& qa = c.t[0]->create_queue_pair();
+  auto& qb = c.t[1]->create_queue_pair();
+  sim::DesFabric::connect(qa, qb);
+  std::vector<std::byte> src(64), dst(64);
+  const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
+  const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+  for (uint32_t i = 0; i < 64; ++i)
+    REQUIRE(qa.post_write(src.data(), 8, smr.lkey, SimCluster::remote(dmr), i, true) == PostResult::kOk);
+  qa.ring_doorbell();
+  CHECK_THROWS_WITH(c.engine.run(), Catch::Contains("nic.latency.jitter"));
+}
+
+TEST_CASE("flushed counts every WQE completed with a flush error, also those dropped at a failed responder", "[nic]") {
+  // The responder's connection fails at time t while the requester's WRITEs are on their
+  // way: those reaching it before the requester learns of the failure are dropped there
+  // and flushed, the rest are flushed by the requester's error state. Both kinds count.
+  for (Time t = 0; t <= 4000; t += 100) {
+    CAPTURE(t);
+    SimCluster c(2, quiet_nic());
+    c.net().enable_connection_faults(nullptr, nullptr);
+    auto& qa = c.t[0]->create_queue_pair();
+    auto& qb = c.t[1]->create_queue_pair();
+    sim::DesFabric::connect(qa, qb);
+    std::vector<std::byte> src(64), dst(64);
+    const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
+    const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+    c.t[1]->post_receives(64);
+    for (uint32_t i = 0; i < 16; ++i)
+      REQUIRE(qa.post_write(src.data(), 8, smr.lkey, SimCluster::remote(dmr), i, true) == PostResult::kOk);
+    qa.ring_doorbell();
+    c.engine.run_until(t);
+    c.net().fail_connection(qb.index());
+    c.engine.run();
+    uint64_t flush_cqes = 0;
+    c.t[0]->poll_send([&](const SendCompletion& s) { flush_cqes += s.status == WcStatus::kWrFlushError; }, 64);
+    CHECK(c.net().nic(0).n.flushed == flush_cqes);
+  }
+}
