@@ -5,6 +5,10 @@
 #include <cmath>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
+#include "sim/nic_config.hpp"
+
 namespace bkv::sim {
 
 SimThread::SimThread(Engine& engine, const CostModel& costs, uint64_t seed, std::string name)
@@ -27,7 +31,20 @@ uint64_t SimThread::jittered(uint64_t ps) noexcept {
   } else {
     v = static_cast<double>(ps) + x * 1000.0;
   }
+  if (!(v <= kMaxModelNs * 1000.0)) [[unlikely]] {  // NaN too; llround would be undefined
+    if (!jitter_faulted_) jitter_fault_ = x;
+    jitter_faulted_ = true;
+    return 0;
+  }
   return v <= 0.0 ? 0 : static_cast<uint64_t>(std::llround(v));
+}
+
+void SimThread::jitter_out_of_range() const {
+  const std::string drawn =
+      std::isfinite(jitter_fault_) ? "the sample " + nlohmann::json(jitter_fault_).dump() : std::string("a non-finite sample");
+  throw std::runtime_error("cpu.jitter: thread '" + name_ + "' drew " + drawn +
+                           ", which makes one cost longer than an hour of virtual time (kMaxModelNs): the "
+                           "distribution's tail is too heavy for a CPU cost");
 }
 
 void SimThread::schedule_step(Time t) {
@@ -105,6 +122,7 @@ void SimThread::run_step() {
   in_step_ = true;
   const StepResult res = step_fn_(step_ctx_, *this);
   in_step_ = false;
+  if (jitter_faulted_) [[unlikely]] jitter_out_of_range();
   const Time charged_ns = (charged_ps_ + 999) / 1000;
   const Time duration = std::max(charged_ns, min_step_);
   busy_until_ = step_start_ + duration;

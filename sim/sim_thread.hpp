@@ -191,7 +191,11 @@ class SimThread {
  private:
   static void on_event(void* ctx, uint32_t generation);
   void run_step();
+  // A cost with cpu.jitter applied. A sample that makes it longer than kMaxModelNs (or
+  // not finite) cannot be a time: it is kept in jitter_fault_ and the step ends in
+  // jitter_out_of_range() (charge() is noexcept: it cannot throw itself).
   uint64_t jittered(uint64_t ps) noexcept;
+  [[noreturn]] void jitter_out_of_range() const;
   void schedule_step(Time t);
   void account_skipped(Time now);
 
@@ -205,6 +209,8 @@ class SimThread {
   uint64_t handoff_answers_ = 0;
   uint64_t handoff_transfers_ = 0;
   CostJitter jitter_;
+  bool jitter_faulted_ = false;
+  double jitter_fault_ = 0;  // the first out-of-range sample of the step (jittered())
   Rng rng_;
   std::string name_;
   Time min_step_ = 1;

@@ -221,6 +221,30 @@ TEST_CASE("cost jitter is deterministic per seed and differs across seeds", "[th
   }
 }
 
+TEST_CASE("a cost jitter sample beyond an hour stops the run with an error naming cpu.jitter", "[thread]") {
+  // A heavy tail (pareto with shape 0.01) draws delays no 64-bit nanosecond count holds;
+  // converting them was undefined (llround). The step that drew one ends the run with an
+  // error naming the key and the thread, in both jitter modes.
+  for (JitterMode mode : {JitterMode::kAbsolute, JitterMode::kRelative}) {
+    Engine e;
+    CostModel costs = simple_costs();
+    costs.jitter.mode = mode;
+    costs.jitter.dist = Distribution::pareto(1, 0.01);
+    SimThread t(e, costs, 7, "client 3");
+    struct Body {
+      uint32_t steps = 0;
+      StepResult step(SimThread& th) {
+        th.charge(Op::kCqe, 10);
+        return ++steps < 1000 ? StepResult::kContinue : StepResult::kExit;
+      }
+    } body;
+    t.bind<Body, &Body::step>(&body);
+    t.start(0);
+    CHECK_THROWS_WITH(e.run(), Catch::Contains("cpu.jitter") && Catch::Contains("client 3"));
+    CHECK(body.steps < 1000);  // it stopped at the first such sample, not at the end
+  }
+}
+
 TEST_CASE("kIdleSpin skips idle loops exactly: same phase, same counts as stepping them", "[thread]") {
   // A polling loop: 30 ns when idle, 200 ns when it has work. Work items arrive from
   // outside at odd times (with a wake-up). Run once stepping every idle loop, once
