@@ -789,6 +789,11 @@ void validate(const Options& o, bool require_backend) {
                                 epochs, o.duration, o.interval_ms, 2 * uint64_t{o.trim}));
   }
   if (o.runs < 1) fail(o, "runs", "must be >= 1");
+  // Runs are back to back (run r starts at r x duration): their total is a time too.
+  if (static_cast<double>(o.runs) * o.duration > kMaxDurationSeconds) {
+    fail(o, "runs", fmt::format("x duration = {} x {} s is longer than the longest execution, {} seconds", o.runs,
+                                o.duration, kMaxDurationSeconds));
+  }
   if (o.output.empty()) fail(o, "output", "must not be empty");
   if (o.summary.empty()) fail(o, "summary", "must not be empty");
   if (o.port < 1 || o.port > kMaxPort) fail(o, "port", fmt::format("must be in [1, {}]", kMaxPort));

@@ -573,6 +573,15 @@ TEST_CASE("validate() on a hand-built Options", "[bench][options]") {
   o.queue_depth = 4;
   o.read_ratio = std::nan("");
   CHECK_THROWS_WITH(validate(o), Catch::Contains("read_ratio"));
+  o.read_ratio = 0.5;
+  // Runs are back to back: runs x duration is a time, bounded like one duration (a
+  // larger product overflowed the nanosecond counts of the later runs' start times).
+  o.duration = 1e7;
+  o.interval_ms = 1e6;
+  o.runs = 1;
+  validate(o);
+  o.runs = 2;
+  CHECK_THROWS_WITH(validate(o), Catch::Contains("runs") && Catch::Contains("longest execution"));
 }
 
 TEST_CASE("workload_config carries the workload options", "[bench][options]") {
