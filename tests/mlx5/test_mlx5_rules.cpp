@@ -86,6 +86,34 @@ struct Raw {
 
 }  // namespace
 
+TEST_CASE("mlx5 rule: a BlueFlame write carries one WQE - the emulator rejects a batch copy") {
+  Raw r;
+  r.nop(0);
+  r.nop(1);
+  r.sq.dbrec[MLX5_SND_DBR] = htobe32(2);
+  std::memcpy(r.sq.bf_reg, r.sq.buf, 128);  // both WQEs in one BlueFlame write
+  CHECK_THROWS_WITH(r.n.process_doorbells(), Catch::Contains("more than one WQE"));
+}
+
+TEST_CASE("mlx5 rule: several WQEs under one doorbell go out as the 8-byte doorbell of the last") {
+  for (uint32_t bf_size : {256u, 64u}) {  // 64: a half smaller than the largest WQE (general path)
+    NodeOptions n;
+    n.bf_size = bf_size;
+    Pair p(small_opts(), n);
+    p.b.post_receives(16);
+    for (int i = 0; i < 3; ++i)
+      REQUIRE(p.qa.post_write_imm(p.src.data(), 8, p.src_mr.lkey, p.at(0), 1, 1, false) == PostResult::kOk);
+    p.qa.ring_doorbell();  // three one-block WQEs: not one BlueFlame copy
+    CHECK(p.fabric.stats().bf_copies == 0);
+    CHECK(p.fabric.stats().doorbells8 == 1);
+    REQUIRE(p.qa.post_write_imm(p.src.data(), 8, p.src_mr.lkey, p.at(0), 1, 1, false) == PostResult::kOk);
+    p.qa.ring_doorbell();  // one WQE that fits the half: BlueFlame
+    CHECK(p.fabric.stats().bf_copies == 1);
+    CHECK(p.fabric.stats().bf_copy_wqes == 1);
+    CHECK(p.fabric.stats().wqes == 4);
+  }
+}
+
 TEST_CASE("mlx5 rule: the doorbell records' reserved bits are 0 - the emulator rejects them set") {
   SECTION("send doorbell record: 16-bit counter") {
     Raw r;

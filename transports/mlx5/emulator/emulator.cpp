@@ -604,6 +604,7 @@ void Node::process_doorbells() {
     uint32_t bf_off = 0;
     std::array<std::byte, 8> last_ctrl{};
     uint16_t idx = q.hw_ci;
+    uint32_t nwqes = 0;
     while (idx != counter) {
       // Header of the next WQE, from the send queue.
       copy_wqe(q, idx, 16, wqe.data(), st);
@@ -619,7 +620,13 @@ void Node::process_doorbells() {
                   std::to_string(counter) + ")");
       copy_wqe(q, idx, bytes, wqe.data(), st);
       if (is_copy) {
-        // The NIC takes WQEs from the BlueFlame copy; they must match the queue.
+        // PRM / rdma-core (BlueFlame only when one WQE is posted, nreq == 1): the first
+        // 8 bytes of a BlueFlame write are the doorbell, which names one WQE (its index
+        // and size); a second WQE in the same write is not announced to the NIC.
+        if (++nwqes > 1)
+          violation(where + ": a BlueFlame write carries more than one WQE (its first 8 bytes are the doorbell of "
+                            "the first WQE only; post several WQEs with the 8-byte doorbell of the last one)");
+        // The NIC takes the WQE from the BlueFlame copy; it must match the queue.
         if (bf_off + bbs * kBb > q.bf_size)
           violation(where + ": BlueFlame copy ends before the WQEs the doorbell record announces");
         if (std::memcmp(bf + bf_off, wqe.data(), bytes) != 0)
