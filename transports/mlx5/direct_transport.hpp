@@ -17,8 +17,10 @@
 //  - a WQE asks for a CQE only when the caller says so (signaled); an unsignaled WQE's
 //    blocks are reclaimed when a later signalled WQE of the same QP completes;
 //  - ring_doorbell(): doorbell record, then one BlueFlame write to the alternate half:
-//    all WQEs since the previous doorbell in one copy when they fit the BlueFlame size
-//    and are contiguous, else the 8-byte doorbell (the last WQE's first 8 bytes).
+//    the WQE in one copy when it is the only one since the previous doorbell and fits
+//    the BlueFlame size, else the 8-byte doorbell (the last WQE's first 8 bytes, which
+//    announces every WQE up to it). A BlueFlame write carries one WQE: its first 8
+//    bytes are the doorbell and name that WQE only (docs/design.md, mlx5 rules).
 // Completion side rules:
 //  - one receive CQ and one send CQ shared by all queue pairs; CQEs are consumed by
 //    owner bit, the consumer counter is written to the CQ doorbell record after a poll;
@@ -373,22 +375,21 @@ class DirectTransport {
     }
 
     // No WQE since the last doorbell (nothing to do), several WQEs, or a QP without a
-    // usable BlueFlame half: the WQEs go out in one copy when they fit the half and are
-    // contiguous (a NOP fill may have wrapped the range), else as the 8-byte doorbell of
-    // the last WQE.
+    // usable BlueFlame half: one WQE (it starts where the last doorbell left off) goes
+    // out in one copy when it fits the half (WQEs never cross the queue end, so it is
+    // contiguous); several WQEs (a NOP fill included) go out as the 8-byte doorbell of
+    // the last one, never as one copy (a BlueFlame write announces its first WQE only).
     [[gnu::noinline]] void ring_doorbell_general(uint64_t pi, uint64_t db) noexcept {
       if (pi == db) return;  // nothing posted since the last doorbell
       const uint32_t bbs = static_cast<uint32_t>(pi - db);
-      const uint32_t first = static_cast<uint32_t>(db) & mask_;
       std::byte* const reg = bf_cur_;
-      const std::byte* const first_wqe = sq_buf_ + (static_cast<size_t>(first) << kWqeBbShift);
       const std::byte* const last = last_ctrl_;
-      const bool copy = bbs <= bf_bbs_ && first + bbs <= wqe_cnt_;
+      const bool copy = bbs <= bf_bbs_ && db == last_start_;
       bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
       db_tag_ = pi | db_tag_bit_;
       write_doorbell_record(dbrec_sq_, static_cast<uint16_t>(pi));
       if (copy)
-        blueflame_copy(reg, first_wqe, bbs);
+        blueflame_copy(reg, last, bbs);  // the one WQE
       else
         blueflame_doorbell8(reg, last);
     }
