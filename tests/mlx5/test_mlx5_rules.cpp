@@ -178,3 +178,36 @@ TEST_CASE("mlx5 rule: never more outstanding blocks than the send queue holds - 
     CHECK(p.qa.post_write_imm(p.src.data(), 8, p.src_mr.lkey, p.at(0), 1, 0, true) == PostResult::kOk);
   }
 }
+
+TEST_CASE("mlx5 rule: the send CQ holds a CQE for every WQE the send queues can hold - a flush completes them all") {
+  // A send queue of 16 blocks holds 16 one-block WQEs. When the QP fails, the NIC
+  // completes every one of them, signalled or not, with an error or flush CQE: the send
+  // CQ must hold one CQE per block of every send queue on it, not one per WQE of the
+  // largest size (sq_depth), or the NIC overruns it (on hardware: a CQ error that takes
+  // every QP on the CQ down).
+  SECTION("a send CQ smaller than the send queues' blocks is refused") {
+    emu::Fabric f;
+    EmulatedTransport t(f, {}, small_opts(4, 8));  // 4 WQEs of 4 blocks = 16 blocks; CQ of 8
+    CHECK_THROWS_WITH(t.create_queue_pair(), Catch::Contains("send_cq_entries"));
+  }
+  SECTION("with the CQ the transport accepts, a flush of a full queue of one-block WQEs fits") {
+    Pair p(small_opts(4, 16), {}, DeliveryMode::kManual);
+    p.b.post_receives(256);
+    const uint32_t blocks = p.qa.inner().wqe_cnt();
+    RemoteBuffer bad = p.at(0);
+    bad.rkey ^= 0x100;
+    uint32_t posted = 0;
+    while (p.qa.post_write_imm(p.src.data(), 8, p.src_mr.lkey, posted == 0 ? bad : p.at(0), 1, posted, false) ==
+           PostResult::kOk)
+      ++posted;
+    REQUIRE(posted == blocks);
+    p.qa.ring_doorbell();
+    REQUIRE_NOTHROW(p.fabric.deliver());
+    std::vector<WcStatus> st;
+    while (p.a.poll_send([&](const SendCompletion& c) { st.push_back(c.status); }, 64) > 0) {
+    }
+    REQUIRE(st.size() == blocks);
+    CHECK(st[0] == WcStatus::kRemoteAccessError);
+    CHECK(st[blocks - 1] == WcStatus::kWrFlushError);
+  }
+}
