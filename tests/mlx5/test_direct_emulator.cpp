@@ -208,6 +208,10 @@ TEST_CASE("CQ rings of 4 entries wrap thousands of times: owner bits, order, exa
     DirectOptions o = opts(2, 4);
     o.recv_cq_entries = 4;
     o.send_cq_entries = 4;
+    // One-block WQEs only (16 bytes through a gather entry): a 4-block send queue, which
+    // a 4-entry send CQ covers (one CQE per block).
+    o.max_inline = 12;
+    o.inline_head = 0;
     Pair p(n, n, o);
     p.b.post_receives(4);
     std::vector<uint32_t> imms;
@@ -240,7 +244,7 @@ TEST_CASE("Compressed CQE sessions of every size on both CQs, across polls and r
     n.compress_recv = n.compress_send = true;
     n.max_session = max_session;
     DirectOptions o = opts(64, 128);
-    o.send_cq_entries = 128;
+    o.send_cq_entries = 256;  // one CQE per block: 64 WQEs of 4 blocks
     Pair p(n, n, o, DeliveryMode::kManual);
     p.b.post_receives(128);
     Rng rng(max_session);

@@ -65,7 +65,10 @@ struct DirectOptions {
   uint32_t inline_head = kMaxInlineHead;   // longer payloads: bytes inlined before the gather entry
   uint32_t srq_size = 4096;                // zero-length receives the SRQ holds
   uint32_t recv_cq_entries = 0;            // 0: the SRQ size
-  uint32_t send_cq_entries = 16384;        // must cover the send queues of all queue pairs
+  // Must hold one CQE per basic block of every send queue on it (a failed QP completes
+  // every WQE it holds, and a WQE may be one block): 64 queue pairs of the default
+  // send queue (256 WQEs of 4 blocks = 1024 blocks).
+  uint32_t send_cq_entries = 65536;
   DoorbellMode doorbell = DoorbellMode::kBlueFlame;
 };
 
@@ -512,14 +515,18 @@ class DirectTransport {
   }
 
   QueuePair& create_queue_pair() {
-    if (uint64_t{sq_depth_sum_} + opts_.sq_depth > send_cq_desc_.cqe_cnt)
-      throw std::invalid_argument("mlx5: the send CQ (" + std::to_string(send_cq_desc_.cqe_cnt) +
-                                  " entries) cannot cover another send queue of " + std::to_string(opts_.sq_depth) +
-                                  " WQEs; raise send_cq_entries");
     // At least two WQEs of the largest size, so that one always fits after a NOP fill.
     const QpCaps caps{std::max(opts_.sq_depth, 2u), opts_.max_inline};
     const SqDescriptor d = provider_.create_qp(caps, send_cq_desc_, recv_cq_desc_, srq_desc_);
     validate(d);
+    // The send CQ holds one CQE per block of every send queue: a QP in error completes
+    // every WQE it holds, signalled or not, and a WQE may be a single block, so a queue
+    // of sq_depth WQEs of the largest size can have wqe_cnt WQEs outstanding.
+    if (sq_blocks_sum_ + d.wqe_cnt > send_cq_desc_.cqe_cnt)
+      throw std::invalid_argument("mlx5: the send CQ (" + std::to_string(send_cq_desc_.cqe_cnt) +
+                                  " entries) cannot hold a CQE for each of the " + std::to_string(d.wqe_cnt) +
+                                  " blocks of another send queue (" + std::to_string(sq_blocks_sum_) +
+                                  " taken); raise send_cq_entries");
     if (d.wqe_cnt < 2 * max_bbs_ - 1 || (d.wqe_cnt < opts_.sq_depth * max_bbs_ && d.wqe_cnt < 0x8000))
       throw std::invalid_argument("mlx5: send queue of " + std::to_string(d.wqe_cnt) + " blocks cannot hold " +
                                   std::to_string(caps.max_send_wr) + " WQEs of " + std::to_string(max_bbs_) +
@@ -529,7 +536,7 @@ class DirectTransport {
       throw std::logic_error("mlx5: provider returned QP number " + std::to_string(d.qpn) + " twice");
     QueuePair& qp = qps_.emplace_back(*this, d, max_bbs_);
     qps_by_num_.insert(d.qpn, &qp);
-    sq_depth_sum_ += opts_.sq_depth;
+    sq_blocks_sum_ += d.wqe_cnt;
     return qp;
   }
 
@@ -883,7 +890,7 @@ class DirectTransport {
   CqState send_cq_;
   uint32_t srq_capacity_ = 0;
   uint32_t srq_counter_ = 0;
-  uint64_t sq_depth_sum_ = 0;
+  uint64_t sq_blocks_sum_ = 0;  // blocks of the send queues on the send CQ
   Meter meter_;
   std::deque<QueuePair> qps_;
   QpnTable<QueuePair> qps_by_num_;
