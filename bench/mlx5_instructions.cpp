@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
   DirectOptions o;
   o.sq_depth = 256;
   o.srq_size = 4096;
-  o.send_cq_entries = 1 << 15;
+  o.send_cq_entries = 1 << 16;  // one CQE per send-queue block: 64 QPs of 1024 blocks
   emu::NodeOptions nic;
   uint64_t units = 0;
   double ns = 0;

@@ -57,7 +57,7 @@ std::vector<Variant> variants() {
   DirectOptions base;
   base.sq_depth = 128;  // copyrpc signals one WQE in 64: two intervals
   base.srq_size = 64;
-  base.send_cq_entries = 512;
+  base.send_cq_entries = 2048;  // one CQE per block: 128 WQEs of 4 blocks per QP
   {
     Variant x{"eager, BlueFlame, inline up to 220", {}, base, emu::DeliveryMode::kEager, 1};
     v.push_back(x);

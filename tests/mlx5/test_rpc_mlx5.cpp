@@ -17,7 +17,7 @@ TEST_CASE("rpc driver over the mlx5 data path: calls, queue depth and the stop h
   DirectOptions dp;
   dp.sq_depth = 128;
   dp.srq_size = 64;
-  dp.send_cq_entries = 512;
+  dp.send_cq_entries = 2048;  // one CQE per block: 128 WQEs of 4 blocks per QP
   emu::Fabric fabric;
   emu::EmulatedTransport ta(fabric, {}, dp, emu::DeliveryMode::kEager), tb(fabric, {}, dp, emu::DeliveryMode::kEager);
   copyrpc::ContextConfig cc;
@@ -65,7 +65,7 @@ TEST_CASE("rpc driver: a message larger than the ring allows is refused at const
   DirectOptions dp;
   dp.sq_depth = 128;
   dp.srq_size = 64;
-  dp.send_cq_entries = 512;
+  dp.send_cq_entries = 2048;  // one CQE per block: 128 WQEs of 4 blocks per QP
   emu::Fabric fabric;
   emu::EmulatedTransport t(fabric, {}, dp, emu::DeliveryMode::kEager);  // left untouched by a refusal
   copyrpc::ContextConfig cc;

@@ -266,7 +266,7 @@ TEST_CASE("A WQE that would cross the send-queue end is preceded by a NOP fillin
   for (int i = 8; i < 256; ++i) CHECK(r.hw.bf_half(0)[i] == std::byte{0});
 }
 
-TEST_CASE("Doorbell record, then BlueFlame: whole WQE, batch, 8-byte fallback, alternating halves") {
+TEST_CASE("Doorbell record, then BlueFlame: whole WQE, 8-byte doorbell for several, alternating halves") {
   Rig r;  // 16-block queue, 256-byte BlueFlame halves
   const auto src = pattern(64, 2);
   const RemoteBuffer rb{kRaddr, kRkey, 0, 4096};
@@ -287,14 +287,16 @@ TEST_CASE("Doorbell record, then BlueFlame: whole WQE, batch, 8-byte fallback, a
   CHECK(std::memcmp(r.hw.bf_half(1), r.hw.wqe(2), 64) == 0);
   CHECK(r.qp.bf_offset() == 0);
 
-  // Three WQEs (4 blocks) in one BlueFlame copy.
+  // Three WQEs (4 blocks, they would fit the half together): never one BlueFlame copy
+  // (a BlueFlame write announces its first WQE only), the 8-byte doorbell of the last.
   std::memset(r.hw.bf_half(0), 0, 512);
   for (int i = 0; i < 3; ++i) REQUIRE(r.qp.post_write_imm(src.data(), i == 0 ? 40 : 8, kLkey, rb, 3, 3, false) == PostResult::kOk);
   r.qp.ring_doorbell();
   CHECK(r.hw.sq_dbrec() == 7);
-  CHECK(std::memcmp(r.hw.bf_half(0), r.hw.wqe(3), 256) == 0);
+  CHECK(std::memcmp(r.hw.bf_half(0), r.hw.wqe(6), 8) == 0);
+  for (int i = 8; i < 256; ++i) CHECK(r.hw.bf_half(0)[i] == std::byte{0});
 
-  // Five blocks do not fit 256 bytes: the 8-byte doorbell of the last WQE, in half 1.
+  // Five blocks: the 8-byte doorbell of the last WQE, in half 1.
   std::memset(r.hw.bf_half(0), 0, 512);
   for (int i = 0; i < 5; ++i) REQUIRE(r.qp.post_write_imm(src.data(), 8, kLkey, rb, 4, 4, false) == PostResult::kOk);
   r.qp.ring_doorbell();

@@ -17,8 +17,10 @@
 //  - a WQE asks for a CQE only when the caller says so (signaled); an unsignaled WQE's
 //    blocks are reclaimed when a later signalled WQE of the same QP completes;
 //  - ring_doorbell(): doorbell record, then one BlueFlame write to the alternate half:
-//    all WQEs since the previous doorbell in one copy when they fit the BlueFlame size
-//    and are contiguous, else the 8-byte doorbell (the last WQE's first 8 bytes).
+//    the WQE in one copy when it is the only one since the previous doorbell and fits
+//    the BlueFlame size, else the 8-byte doorbell (the last WQE's first 8 bytes, which
+//    announces every WQE up to it). A BlueFlame write carries one WQE: its first 8
+//    bytes are the doorbell and name that WQE only (docs/design.md, mlx5 rules).
 // Completion side rules:
 //  - one receive CQ and one send CQ shared by all queue pairs; CQEs are consumed by
 //    owner bit, the consumer counter is written to the CQ doorbell record after a poll;
@@ -63,7 +65,10 @@ struct DirectOptions {
   uint32_t inline_head = kMaxInlineHead;   // longer payloads: bytes inlined before the gather entry
   uint32_t srq_size = 4096;                // zero-length receives the SRQ holds
   uint32_t recv_cq_entries = 0;            // 0: the SRQ size
-  uint32_t send_cq_entries = 16384;        // must cover the send queues of all queue pairs
+  // Must hold one CQE per basic block of every send queue on it (a failed QP completes
+  // every WQE it holds, and a WQE may be one block): 64 queue pairs of the default
+  // send queue (256 WQEs of 4 blocks = 1024 blocks).
+  uint32_t send_cq_entries = 65536;
   DoorbellMode doorbell = DoorbellMode::kBlueFlame;
 };
 
@@ -373,22 +378,21 @@ class DirectTransport {
     }
 
     // No WQE since the last doorbell (nothing to do), several WQEs, or a QP without a
-    // usable BlueFlame half: the WQEs go out in one copy when they fit the half and are
-    // contiguous (a NOP fill may have wrapped the range), else as the 8-byte doorbell of
-    // the last WQE.
+    // usable BlueFlame half: one WQE (it starts where the last doorbell left off) goes
+    // out in one copy when it fits the half (WQEs never cross the queue end, so it is
+    // contiguous); several WQEs (a NOP fill included) go out as the 8-byte doorbell of
+    // the last one, never as one copy (a BlueFlame write announces its first WQE only).
     [[gnu::noinline]] void ring_doorbell_general(uint64_t pi, uint64_t db) noexcept {
       if (pi == db) return;  // nothing posted since the last doorbell
       const uint32_t bbs = static_cast<uint32_t>(pi - db);
-      const uint32_t first = static_cast<uint32_t>(db) & mask_;
       std::byte* const reg = bf_cur_;
-      const std::byte* const first_wqe = sq_buf_ + (static_cast<size_t>(first) << kWqeBbShift);
       const std::byte* const last = last_ctrl_;
-      const bool copy = bbs <= bf_bbs_ && first + bbs <= wqe_cnt_;
+      const bool copy = bbs <= bf_bbs_ && db == last_start_;
       bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
       db_tag_ = pi | db_tag_bit_;
       write_doorbell_record(dbrec_sq_, static_cast<uint16_t>(pi));
       if (copy)
-        blueflame_copy(reg, first_wqe, bbs);
+        blueflame_copy(reg, last, bbs);  // the one WQE
       else
         blueflame_doorbell8(reg, last);
     }
@@ -511,14 +515,18 @@ class DirectTransport {
   }
 
   QueuePair& create_queue_pair() {
-    if (uint64_t{sq_depth_sum_} + opts_.sq_depth > send_cq_desc_.cqe_cnt)
-      throw std::invalid_argument("mlx5: the send CQ (" + std::to_string(send_cq_desc_.cqe_cnt) +
-                                  " entries) cannot cover another send queue of " + std::to_string(opts_.sq_depth) +
-                                  " WQEs; raise send_cq_entries");
     // At least two WQEs of the largest size, so that one always fits after a NOP fill.
     const QpCaps caps{std::max(opts_.sq_depth, 2u), opts_.max_inline};
     const SqDescriptor d = provider_.create_qp(caps, send_cq_desc_, recv_cq_desc_, srq_desc_);
     validate(d);
+    // The send CQ holds one CQE per block of every send queue: a QP in error completes
+    // every WQE it holds, signalled or not, and a WQE may be a single block, so a queue
+    // of sq_depth WQEs of the largest size can have wqe_cnt WQEs outstanding.
+    if (sq_blocks_sum_ + d.wqe_cnt > send_cq_desc_.cqe_cnt)
+      throw std::invalid_argument("mlx5: the send CQ (" + std::to_string(send_cq_desc_.cqe_cnt) +
+                                  " entries) cannot hold a CQE for each of the " + std::to_string(d.wqe_cnt) +
+                                  " blocks of another send queue (" + std::to_string(sq_blocks_sum_) +
+                                  " taken); raise send_cq_entries");
     if (d.wqe_cnt < 2 * max_bbs_ - 1 || (d.wqe_cnt < opts_.sq_depth * max_bbs_ && d.wqe_cnt < 0x8000))
       throw std::invalid_argument("mlx5: send queue of " + std::to_string(d.wqe_cnt) + " blocks cannot hold " +
                                   std::to_string(caps.max_send_wr) + " WQEs of " + std::to_string(max_bbs_) +
@@ -528,7 +536,7 @@ class DirectTransport {
       throw std::logic_error("mlx5: provider returned QP number " + std::to_string(d.qpn) + " twice");
     QueuePair& qp = qps_.emplace_back(*this, d, max_bbs_);
     qps_by_num_.insert(d.qpn, &qp);
-    sq_depth_sum_ += opts_.sq_depth;
+    sq_blocks_sum_ += d.wqe_cnt;
     return qp;
   }
 
@@ -882,7 +890,7 @@ class DirectTransport {
   CqState send_cq_;
   uint32_t srq_capacity_ = 0;
   uint32_t srq_counter_ = 0;
-  uint64_t sq_depth_sum_ = 0;
+  uint64_t sq_blocks_sum_ = 0;  // blocks of the send queues on the send CQ
   Meter meter_;
   std::deque<QueuePair> qps_;
   QpnTable<QueuePair> qps_by_num_;

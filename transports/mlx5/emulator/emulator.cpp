@@ -91,6 +91,7 @@ struct Op {
   uint8_t opcode = 0;
   bool signaled = false;
   uint16_t wqe_index = 0;
+  uint16_t bbs = 0;  // basic blocks the WQE occupies
   uint32_t imm = 0;
   uint64_t raddr = 0;
   uint32_t rkey = 0;
@@ -133,7 +134,13 @@ struct EmuSrq {
   bool created = false;
 
   uint16_t available() const {
-    return static_cast<uint16_t>(rd32(dbrec.p) - consumed);
+    const uint32_t word = rd32(dbrec.p);
+    // PRM / rdma-core (*srq->db = htobe32(srq->counter), a 16-bit counter): bits 31:16
+    // of the SRQ doorbell record are reserved.
+    if (word >> 16)
+      violation("SRQ " + std::to_string(srqn) + " doorbell record " + hex(word) +
+                ": bits 31:16 are reserved (the receive counter is 16 bits)");
+    return static_cast<uint16_t>(word - consumed);
   }
 };
 
@@ -150,6 +157,10 @@ struct EmuQp {
   bool connected = false;
   bool error = false;
   uint16_t hw_ci = 0;      // next WQE counter the NIC fetches
+  // First block software cannot know to be free: the end of the last WQE a CQE was
+  // written for (a CQE for WQE w tells software that w and every block before it is
+  // done; an unsignalled WQE frees nothing by itself).
+  uint16_t completed = 0;
   uint32_t next_half = 0;  // BlueFlame half the next doorbell must use
   std::deque<Op> ops;
 };
@@ -217,7 +228,12 @@ namespace {
 
 void check_space(Stats&, EmuCq& cq, uint32_t entries) {
   // PRM: the consumer counter in the CQ doorbell record (24 bits) bounds the producer.
-  const uint32_t ci = rd32(cq.dbrec.p) & 0xFFFFFF;
+  const uint32_t word = rd32(cq.dbrec.p);
+  // PRM / rdma-core (htobe32(cons_index & 0xffffff)): bits 31:24 are reserved.
+  if (word >> 24)
+    violation("CQ " + std::to_string(cq.cqn) + " doorbell record " + hex(word) +
+              ": bits 31:24 are reserved (the consumer counter is 24 bits)");
+  const uint32_t ci = word;
   const uint32_t used = (cq.pi - ci) & 0xFFFFFF;
   if (used > cq.cnt || used + entries > cq.cnt)
     violation("CQ " + std::to_string(cq.cqn) + " overflow: producer " + std::to_string(cq.pi) +
@@ -549,7 +565,13 @@ bool decode(const std::byte* w, const CtrlView& c, Op& op, Stats& st) {
 void Node::process_doorbells() {
   Stats& st = fabric_.stats_;
   for (EmuQp& q : impl_->qps) {
-    const uint32_t counter = rd32(q.dbrec.p + 4 * MLX5_SND_DBR) & 0xFFFF;
+    const uint32_t dbr_word = rd32(q.dbrec.p + 4 * MLX5_SND_DBR);
+    // PRM / rdma-core (htobe32(cur_post & 0xffff)): the send counter is bits 15:0,
+    // bits 31:16 are reserved.
+    if (dbr_word >> 16)
+      violation("QP " + std::to_string(q.qpn) + ": send doorbell record " + hex(dbr_word) +
+                " has reserved bits 31:16 set (the send counter is 16 bits)");
+    const uint32_t counter = dbr_word;
     // Which BlueFlame half (or the plain doorbell register) was written?
     const uint32_t half_bytes = q.bf_size ? q.bf_size : 8;
     std::byte* halves[2] = {q.bf.p, q.bf_size ? q.bf.p + q.bf_size : nullptr};
@@ -569,11 +591,20 @@ void Node::process_doorbells() {
     std::byte* bf = halves[half];
     ++st.doorbells;
     if (counter == q.hw_ci) violation(qname + ": doorbell without new WQEs in the doorbell record");
+    // Send-queue overflow: the blocks from the last one a CQE has freed up to the
+    // doorbell record must fit the ring, else software has overwritten WQEs the NIC may
+    // not have executed yet (or whose completion software could not have seen).
+    if (static_cast<uint16_t>(counter - q.completed) > q.wqe_cnt)
+      violation(qname + ": send queue overflow: the doorbell record announces WQEs up to block " +
+                std::to_string(counter) + " but no CQE has freed the blocks from " + std::to_string(q.completed) +
+                " (" + std::to_string(static_cast<uint16_t>(counter - q.completed)) + " blocks outstanding in a ring of " +
+                std::to_string(q.wqe_cnt) + ")");
     const bool is_copy = q.bf_size && !all_zero(bf + 8, half_bytes - 8);
     std::array<std::byte, kMaxWqeBytes> wqe{};
     uint32_t bf_off = 0;
     std::array<std::byte, 8> last_ctrl{};
     uint16_t idx = q.hw_ci;
+    uint32_t nwqes = 0;
     while (idx != counter) {
       // Header of the next WQE, from the send queue.
       copy_wqe(q, idx, 16, wqe.data(), st);
@@ -589,7 +620,13 @@ void Node::process_doorbells() {
                   std::to_string(counter) + ")");
       copy_wqe(q, idx, bytes, wqe.data(), st);
       if (is_copy) {
-        // The NIC takes WQEs from the BlueFlame copy; they must match the queue.
+        // PRM / rdma-core (BlueFlame only when one WQE is posted, nreq == 1): the first
+        // 8 bytes of a BlueFlame write are the doorbell, which names one WQE (its index
+        // and size); a second WQE in the same write is not announced to the NIC.
+        if (++nwqes > 1)
+          violation(where + ": a BlueFlame write carries more than one WQE (its first 8 bytes are the doorbell of "
+                            "the first WQE only; post several WQEs with the 8-byte doorbell of the last one)");
+        // The NIC takes the WQE from the BlueFlame copy; it must match the queue.
         if (bf_off + bbs * kBb > q.bf_size)
           violation(where + ": BlueFlame copy ends before the WQEs the doorbell record announces");
         if (std::memcmp(bf + bf_off, wqe.data(), bytes) != 0)
@@ -600,6 +637,7 @@ void Node::process_doorbells() {
       std::memcpy(last_ctrl.data(), wqe.data(), 8);
       ++st.wqes;
       Op op;
+      op.bbs = static_cast<uint16_t>(bbs);
       if (decode(wqe.data(), c, op, st)) q.ops.push_back(op);
       idx = static_cast<uint16_t>(idx + bbs);
     }
@@ -642,6 +680,7 @@ uint64_t Fabric::deliver() {
             done.opcode = MLX5_CQE_REQ_ERR;
             done.syndrome = syndrome;
             q.error = true;
+            q.completed = static_cast<uint16_t>(op.wqe_index + op.bbs);
             emit(stats_, scq, done, node.opts_);
           };
           if (q.error || !q.connected) {
@@ -719,7 +758,10 @@ uint64_t Fabric::deliver() {
                 rc.srqn = srq.srqn;
                 emit(stats_, peer_node.impl_->cqs[peer.recv_cq], rc, peer_node.opts_);
               }
-              if (op.signaled) emit(stats_, scq, done, node.opts_);
+              if (op.signaled) {
+                q.completed = static_cast<uint16_t>(op.wqe_index + op.bbs);
+                emit(stats_, scq, done, node.opts_);
+              }
             }
           }
           q.ops.pop_front();

@@ -9,9 +9,12 @@
 //
 //  - process_doorbells(): reads each QP's BlueFlame halves and send doorbell record;
 //    an 8-byte doorbell must equal the first 8 bytes of the last new WQE, a BlueFlame
-//    copy must hold every new WQE byte for byte as in the send queue; halves must
-//    alternate. New WQEs are decoded (ctrl, raddr, inline and data segments, NOP) and
-//    queued per QP;
+//    copy must hold the one new WQE byte for byte as in the send queue (one WQE per
+//    BlueFlame write); halves must alternate; the reserved bits of the doorbell records (send and SRQ counters:
+//    31:16, CQ consumer counter: 31:24) must be 0; the doorbell
+//    record must never announce more blocks than the ring holds beyond the last WQE a
+//    CQE has freed (send-queue overflow). New WQEs are decoded (ctrl, raddr, inline and
+//    data segments, NOP) and queued per QP;
 //  - Fabric::deliver(): executes queued work requests in RC order per QP: lkey and
 //    rkey lookups with bounds and permission checks, WRITE / WRITE_IMM / READ into
 //    registered memory, one SRQ receive per WRITE_IMM (walking next_wqe_index; a

@@ -1,0 +1,213 @@
+// ConnectX programming rules that real hardware enforces (or silently misreads) and
+// that the software NIC emulator must therefore check, each tested both ways: the
+// emulator rejects a violation written by hand, and the direct data path obeys the rule
+// under the traffic that would break it. The rules and their sources are listed in
+// docs/design.md ("mlx5 rules the emulator checks").
+#include <endian.h>
+#include <infiniband/mlx5dv.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <vector>
+
+#include "transports/mlx5/emulator/emulated_transport.hpp"
+
+using namespace bkv;
+using namespace bkv::mlx5;
+using emu::DeliveryMode;
+using emu::EmulatedTransport;
+using emu::NodeOptions;
+
+namespace {
+
+DirectOptions small_opts(uint32_t sq_depth = 4, uint32_t send_cq = 1024) {
+  DirectOptions o;
+  o.sq_depth = sq_depth;
+  o.srq_size = 256;
+  o.send_cq_entries = send_cq;
+  return o;
+}
+
+struct Pair {
+  emu::Fabric fabric;
+  EmulatedTransport a;
+  EmulatedTransport b;
+  EmulatedTransport::QueuePair& qa;
+  EmulatedTransport::QueuePair& qb;
+  std::vector<std::byte> src, dst;
+  MemoryRegion src_mr, dst_mr;
+
+  explicit Pair(const DirectOptions& o = small_opts(), const NodeOptions& n = {},
+                DeliveryMode mode = DeliveryMode::kEager)
+      : a(fabric, n, o, mode), b(fabric, n, o, mode), qa(a.create_queue_pair()), qb(b.create_queue_pair()), src(4096), dst(4096) {
+    qa.connect(qb.local_info());
+    qb.connect(qa.local_info());
+    src_mr = a.register_memory(src.data(), src.size(), kAccessLocalWrite);
+    dst_mr = b.register_memory(dst.data(), dst.size(), kAccessLocalWrite | kAccessRemoteWrite);
+  }
+  RemoteBuffer at(uint64_t off) const {
+    return RemoteBuffer{reinterpret_cast<uint64_t>(dst.data()) + off, dst_mr.rkey, 0, dst.size() - off};
+  }
+  uint32_t drain_send() {
+    uint32_t n = 0, k;
+    while ((k = a.poll_send([](const SendCompletion&) {}, 64)) > 0) n += k;
+    return n;
+  }
+};
+
+// A raw emulated NIC with one QP (16 blocks: 4 WQEs of 4 blocks) for hand-written WQEs.
+struct Raw {
+  emu::Fabric f;
+  emu::Node& n;
+  CqDescriptor cq, rcq;
+  SrqDescriptor srq;
+  SqDescriptor sq;
+  uint32_t half = 0;
+  Raw()
+      : n(f.add_node()),
+        cq(n.create_cq(64, CqRole::kSend)),
+        rcq(n.create_cq(64, CqRole::kRecv)),
+        srq(n.create_srq(16)),
+        sq(n.create_qp(QpCaps{4, 220}, cq, rcq, srq)) {}
+  // A one-block NOP at counter `idx`.
+  void nop(uint16_t idx) {
+    mlx5_wqe_ctrl_seg c{};
+    c.opmod_idx_opcode = htobe32((uint32_t{idx} << 8) | MLX5_OPCODE_NOP);
+    c.qpn_ds = htobe32((sq.qpn << 8) | 1);
+    std::memcpy(sq.buf + 64 * (idx & (sq.wqe_cnt - 1)), &c, sizeof c);
+  }
+  // Doorbell record = `counter`, then the 8-byte doorbell of the WQE at `last`.
+  void doorbell8(uint32_t counter, uint16_t last) {
+    sq.dbrec[MLX5_SND_DBR] = htobe32(counter);
+    std::memcpy(sq.bf_reg + half * sq.bf_size, sq.buf + 64 * (last & (sq.wqe_cnt - 1)), 8);
+    half ^= 1;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("mlx5 rule: a BlueFlame write carries one WQE - the emulator rejects a batch copy") {
+  Raw r;
+  r.nop(0);
+  r.nop(1);
+  r.sq.dbrec[MLX5_SND_DBR] = htobe32(2);
+  std::memcpy(r.sq.bf_reg, r.sq.buf, 128);  // both WQEs in one BlueFlame write
+  CHECK_THROWS_WITH(r.n.process_doorbells(), Catch::Contains("more than one WQE"));
+}
+
+TEST_CASE("mlx5 rule: several WQEs under one doorbell go out as the 8-byte doorbell of the last") {
+  for (uint32_t bf_size : {256u, 64u}) {  // 64: a half smaller than the largest WQE (general path)
+    NodeOptions n;
+    n.bf_size = bf_size;
+    Pair p(small_opts(), n);
+    p.b.post_receives(16);
+    for (int i = 0; i < 3; ++i)
+      REQUIRE(p.qa.post_write_imm(p.src.data(), 8, p.src_mr.lkey, p.at(0), 1, 1, false) == PostResult::kOk);
+    p.qa.ring_doorbell();  // three one-block WQEs: not one BlueFlame copy
+    CHECK(p.fabric.stats().bf_copies == 0);
+    CHECK(p.fabric.stats().doorbells8 == 1);
+    REQUIRE(p.qa.post_write_imm(p.src.data(), 8, p.src_mr.lkey, p.at(0), 1, 1, false) == PostResult::kOk);
+    p.qa.ring_doorbell();  // one WQE that fits the half: BlueFlame
+    CHECK(p.fabric.stats().bf_copies == 1);
+    CHECK(p.fabric.stats().bf_copy_wqes == 1);
+    CHECK(p.fabric.stats().wqes == 4);
+  }
+}
+
+TEST_CASE("mlx5 rule: the doorbell records' reserved bits are 0 - the emulator rejects them set") {
+  SECTION("send doorbell record: 16-bit counter") {
+    Raw r;
+    r.nop(0);
+    r.doorbell8(0x10001, 0);
+    CHECK_THROWS_WITH(r.n.process_doorbells(), Catch::Contains("reserved bits 31:16"));
+  }
+  SECTION("SRQ doorbell record: 16-bit counter") {
+    Raw r;
+    r.srq.dbrec[0] = htobe32(0x10004);
+    CHECK_THROWS_WITH(r.n.srq_available(), Catch::Contains("bits 31:16 are reserved"));
+  }
+  SECTION("CQ doorbell record: 24-bit consumer counter") {
+    Pair p;
+    p.b.post_receives(4);
+    p.b.inner().recv_cq_state().dbrec[kCqSetCiIndex] = htobe32(1u << 24);
+    REQUIRE(p.qa.post_write_imm(p.src.data(), 8, p.src_mr.lkey, p.at(0), 1, 1, false) == PostResult::kOk);
+    CHECK_THROWS_WITH(p.qa.ring_doorbell(), Catch::Contains("bits 31:24 are reserved"));
+  }
+}
+
+TEST_CASE("mlx5 rule: the data path writes 16-bit send and SRQ counters across their wrap") {
+  // 70000 one-block WRITE_IMMs: the send producer counter and the SRQ receive counter
+  // both pass 65536; the doorbell records must carry their low 16 bits only.
+  Pair p;
+  p.b.post_receives(256);
+  uint32_t recv = 0;
+  for (uint32_t i = 0; i < 70000; ++i) {
+    REQUIRE(p.qa.post_write_imm(p.src.data(), 8, p.src_mr.lkey, p.at(0), i, i, true) == PostResult::kOk);
+    p.qa.ring_doorbell();
+    recv += p.b.poll_recv([](const RecvCompletion&) {}, 64);
+    p.b.post_receives(p.b.srq_capacity() - p.b.srq_posted());
+    p.drain_send();
+  }
+  CHECK(recv == 70000);
+}
+
+TEST_CASE("mlx5 rule: never more outstanding blocks than the send queue holds - the emulator checks it") {
+  SECTION("emulator: a doorbell past the ring with nothing completed") {
+    Raw r;  // 16 blocks, one-block NOPs that never complete
+    for (uint16_t i = 0; i < 16; ++i) {
+      r.nop(i);
+      r.doorbell8(i + 1u, i);
+      r.n.process_doorbells();
+    }
+    r.nop(16);  // overwrites block 0, which no CQE has freed
+    r.doorbell8(17, 16);
+    CHECK_THROWS_WITH(r.n.process_doorbells(), Catch::Contains("send queue overflow"));
+  }
+  SECTION("data path: WQEs without a CQE keep their blocks") {
+    Pair p(small_opts(), {}, DeliveryMode::kManual);  // the NIC fetches at doorbells, executes only when told
+    p.b.post_receives(256);
+    const uint32_t blocks = p.qa.inner().wqe_cnt();
+    uint32_t posted = 0;
+    while (p.qa.post_write_imm(p.src.data(), 8, p.src_mr.lkey, p.at(0), 1, posted, true) == PostResult::kOk) {
+      p.qa.ring_doorbell();  // the emulator checks the doorbell record against the CQEs written
+      ++posted;
+    }
+    CHECK(posted == blocks);  // one-block WQEs: exactly the ring
+    p.fabric.deliver();
+    CHECK(p.drain_send() == posted);
+    CHECK(p.qa.post_write_imm(p.src.data(), 8, p.src_mr.lkey, p.at(0), 1, 0, true) == PostResult::kOk);
+  }
+}
+
+TEST_CASE("mlx5 rule: the send CQ holds a CQE for every WQE the send queues can hold - a flush completes them all") {
+  // A send queue of 16 blocks holds 16 one-block WQEs. When the QP fails, the NIC
+  // completes every one of them, signalled or not, with an error or flush CQE: the send
+  // CQ must hold one CQE per block of every send queue on it, not one per WQE of the
+  // largest size (sq_depth), or the NIC overruns it (on hardware: a CQ error that takes
+  // every QP on the CQ down).
+  SECTION("a send CQ smaller than the send queues' blocks is refused") {
+    emu::Fabric f;
+    EmulatedTransport t(f, {}, small_opts(4, 8));  // 4 WQEs of 4 blocks = 16 blocks; CQ of 8
+    CHECK_THROWS_WITH(t.create_queue_pair(), Catch::Contains("send_cq_entries"));
+  }
+  SECTION("with the CQ the transport accepts, a flush of a full queue of one-block WQEs fits") {
+    Pair p(small_opts(4, 16), {}, DeliveryMode::kManual);
+    p.b.post_receives(256);
+    const uint32_t blocks = p.qa.inner().wqe_cnt();
+    RemoteBuffer bad = p.at(0);
+    bad.rkey ^= 0x100;
+    uint32_t posted = 0;
+    while (p.qa.post_write_imm(p.src.data(), 8, p.src_mr.lkey, posted == 0 ? bad : p.at(0), 1, posted, false) ==
+           PostResult::kOk)
+      ++posted;
+    REQUIRE(posted == blocks);
+    p.qa.ring_doorbell();
+    REQUIRE_NOTHROW(p.fabric.deliver());
+    std::vector<WcStatus> st;
+    while (p.a.poll_send([&](const SendCompletion& c) { st.push_back(c.status); }, 64) > 0) {
+    }
+    REQUIRE(st.size() == blocks);
+    CHECK(st[0] == WcStatus::kRemoteAccessError);
+    CHECK(st[blocks - 1] == WcStatus::kWrFlushError);
+  }
+}
