@@ -17,3 +17,8 @@ if(BKV_SCRIPT_TESTS AND EXISTS /usr/bin/python3)
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/scripts/check_plot_inputs.py ${PROJECT_SOURCE_DIR})
   set_tests_properties(plot_inputs_script PROPERTIES LABELS unit TIMEOUT 60)
 endif()
+if(BKV_SCRIPT_TESTS AND Python3_EXECUTABLE)
+  add_test(NAME doc_paths
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/scripts/check_doc_paths.py ${PROJECT_SOURCE_DIR})
+  set_tests_properties(doc_paths PROPERTIES LABELS unit TIMEOUT 60)
+endif()

@@ -12,7 +12,7 @@
 //                          {committed atomic u8 @0, client_id u32 @4,
 //                           resp_slot_idx u32 @8, call_tag u32 @12, payload @16}
 //   then        max_clients * resp_depth response slots of align_up(8 + sizeof(Resp), 64):
-//                          {valid atomic u8 @0, payload @8}
+//                          {valid atomic u8 @0, call_tag u32 @4, payload @8}
 //               slot (c, s) at resp_area + (c * resp_depth + s) * resp_slot_size.
 //
 // Protocol: positions are virtual u64, slot = pos & (ring_depth - 1).

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Every repository path the documentation names exists.
+
+Checked: README.md, docs/*.md and docs/fidelity/*.md. A path is a `code span` whose
+first segment is a top-level directory of the repository (core/, sim/, configs/, ...),
+and the target of a relative markdown link. Braces expand (`configs/c1_np{8,16}.json`),
+a `*` matches as a glob (`sim/nic_model.*`); a span holding a placeholder (`<name>`,
+`...`, an all-capitals segment such as DIR or SWEEP.json) or naming an output under
+out/ is not a path of the repository and is skipped. A missing path is printed with
+its file and line, and the exit status is 1.
+usage: check_doc_paths.py REPO_ROOT
+"""
+import glob
+import os
+import re
+import sys
+
+TOP = ("apps", "backends", "bench", "cmake", "configs", "core", "docs", "fuzz", "scripts", "sim", "tests",
+       "transports")
+SPAN = re.compile(r"`([^`]+)`")
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+PATH = re.compile(r"(?<![\w./-])((?:%s)/[\w.{},*/-]*)" % "|".join(TOP))
+
+
+def expand(p):
+    m = re.search(r"\{([^{}]*)\}", p)
+    if not m:
+        return [p]
+    out = []
+    for alt in m.group(1).split(","):
+        out += expand(p[:m.start()] + alt + p[m.end():])
+    return out
+
+
+def placeholder(p):
+    return "..." in p or "/out/" in p or p.endswith("/out") or any(
+        re.fullmatch(r"[A-Z][A-Z0-9_]*(\.\w+)?", seg) for seg in p.split("/") if seg)
+
+
+def exists(root, p):
+    full = os.path.join(root, p)
+    return bool(glob.glob(full)) if "*" in p else os.path.exists(full)
+
+
+def main(argv):
+    root = argv[1]
+    docs = [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "*.md"))) + \
+        sorted(glob.glob(os.path.join(root, "docs", "fidelity", "*.md")))
+    missing, checked = [], 0
+    for doc in docs:
+        rel = os.path.relpath(doc, root)
+        with open(doc, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        for n, line in enumerate(lines, 1):
+            found = []
+            for span in SPAN.findall(line):
+                if "<" in span:
+                    continue
+                found += [(m.group(1).rstrip(".,:;/"), root) for m in PATH.finditer(span)]
+            for target in LINK.findall(line):
+                if "://" not in target and not target.startswith("mailto:"):
+                    found.append((target, os.path.dirname(doc)))
+            for p, base in found:
+                if not p or placeholder(p):
+                    continue
+                for q in expand(p):
+                    checked += 1
+                    if not exists(base, q):
+                        missing.append(f"{rel}:{n}: {q} does not exist")
+    for m in missing:
+        print(m)
+    print(f"check_doc_paths: {checked} paths checked in {len(docs)} pages, {len(missing)} missing")
+    return 1 if missing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
