@@ -389,6 +389,60 @@ void write_results(const Sweep& s, const std::vector<std::string>& rows) {
   fs::rename(path + ".tmp", path);
 }
 
+// Under mpirun every rank loaded the sweep and found the runs finished earlier on its
+// own; before any run starts they agree on it, in one collective (which also keeps a
+// rank from starting runs while another still looks for finished ones: its list would
+// then miss the runs just finished, and the ranks would split different lists). A rank
+// that could not load the sweep, read another sweep than rank 0 or found other runs
+// finished ends every rank (status 2), the lowest rank that loaded it naming why.
+// Returns 0 when every rank agrees.
+int agree_on_sweep(SweepRanks& ranks, const std::string& file, const Sweep& s, const std::vector<const SweepRun*>& todo,
+                   bool failed) {
+  auto fnv = [](uint64_t h, const std::string& text) {
+    for (const unsigned char c : text) {
+      h ^= c;
+      h *= 0x100000001b3ull;
+    }
+    return h ^ 0xff;  // separates consecutive texts
+  };
+  uint64_t sweep_hash = fnv(0xcbf29ce484222325ull, s.output_dir);
+  for (const auto& a : s.axes) sweep_hash = fnv(sweep_hash, a);
+  for (const auto& r : s.runs) {
+    for (const auto& l : r.labels) sweep_hash = fnv(sweep_hash, l);
+    sweep_hash = fnv(fnv(sweep_hash, r.config.dump()), r.model_patch.dump());
+  }
+  uint64_t todo_hash = 0xcbf29ce484222325ull;
+  for (const SweepRun* r : todo) todo_hash = fnv(todo_hash, std::to_string(r->index));
+  constexpr size_t kWords = 5;  // failed, runs, sweep hash, runs to run, their hash
+  const std::vector<uint64_t> all =
+      ranks.all_gather({failed ? 1u : 0u, s.runs.size(), sweep_hash, todo.size(), todo_hash});
+  const size_t n = static_cast<size_t>(ranks.size());
+  auto word = [&](size_t rank, size_t k) { return all.at(rank * kWords + k); };
+  size_t reporter = n;  // the lowest rank that loaded the sweep
+  for (size_t j = 0; j < n && reporter == n; ++j)
+    if (word(j, 0) == 0) reporter = j;
+  const bool reports = reporter == static_cast<size_t>(ranks.rank());
+  int status = 0;
+  for (size_t j = 0; j < n; ++j) {
+    std::string why;
+    if (word(j, 0) != 0) {
+      why = "rank " + std::to_string(j) + " could not start the sweep (its message above)";
+    } else if (word(0, 0) == 0 && (word(j, 1) != word(0, 1) || word(j, 2) != word(0, 2))) {
+      why = "rank " + std::to_string(j) + " read another sweep than rank 0 (" + file + " on rank 0: " +
+            std::to_string(word(0, 1)) + " runs; rank " + std::to_string(j) + ": " + std::to_string(word(j, 1)) +
+            " runs, with other settings)";
+    } else if (word(0, 0) == 0 && (word(j, 3) != word(0, 3) || word(j, 4) != word(0, 4))) {
+      why = "rank " + std::to_string(j) + " found other runs finished in " + s.output_dir + " than rank 0 (" +
+            std::to_string(word(0, 1) - word(0, 3)) + " on rank 0, " + std::to_string(word(j, 1) - word(j, 3)) +
+            " on rank " + std::to_string(j) + "): was another sweep writing there?";
+    }
+    if (why.empty()) continue;
+    status = 2;
+    if (reports) std::fprintf(stderr, "benchkv sweep: %s; no run started\n", why.c_str());
+  }
+  return status;
+}
+
 void print_usage(std::FILE* f) {
   std::fprintf(f,
                "Usage: benchkv sweep SWEEP.json [-j N] [--check]\n"
@@ -663,17 +717,35 @@ int sweep_main(int argc, char** argv) {
     std::fprintf(stderr, "benchkv sweep: -j with mpirun: each MPI rank is one run slot, drop -j\n");
     return 2;
   }
+  // Loading: the sweep, its output directory and the runs finished earlier. Under mpirun
+  // the ranks then agree (agree_on_sweep) before any run starts.
+  Sweep s;
+  std::vector<std::string> rows;
+  std::vector<const SweepRun*> todo;
+  int load_status = 0;
   try {
-    const Sweep s = load_sweep(file);
+    s = load_sweep(file);
     if (ranks->rank() == 0)
       for (const auto& w : s.warnings) std::fprintf(stderr, "benchkv sweep: warning: %s\n", w.c_str());
     fs::create_directories(fs::path(s.output_dir) / "runs");
-    std::vector<std::string> rows(s.runs.size());
-    std::vector<const SweepRun*> todo;
+    rows.resize(s.runs.size());
     for (const auto& r : s.runs) {
       rows[r.index] = finished_row(s, r);
       if (rows[r.index].empty()) todo.push_back(&r);
     }
+  } catch (const SweepInputError& e) {
+    std::fprintf(stderr, "benchkv %s\n", e.what());
+    load_status = 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "benchkv %s\n", e.what());
+    load_status = 1;
+  }
+  if (ranks->size() > 1) {
+    const int agreed = agree_on_sweep(*ranks, file, s, todo, load_status != 0);
+    if (agreed != 0) return load_status != 0 ? load_status : agreed;
+  }
+  if (load_status != 0) return load_status;
+  try {
     const size_t already = s.runs.size() - todo.size();
     if (ranks->rank() == 0)
       std::fprintf(stderr, "sweep: %zu runs, %zu finished earlier, %zu to run (%s)\n", s.runs.size(), already,

@@ -88,6 +88,48 @@ TEST_CASE("sweep: -j 1, -j 2 and 2 MPI ranks give byte-identical rows", "[e2e][s
 #endif
 }
 
+// Under mpirun every rank loads the sweep and works out what is left to run; the ranks
+// then agree on it before any run starts. A rank that cannot load the sweep, or that
+// read another sweep than rank 0, ends every rank with status 2 naming it (before, rank 0
+// waited forever for the rank that had given up, or the ranks ran different sweeps into
+// one results.csv).
+TEST_CASE("sweep: under mpirun a rank that cannot load the sweep or reads another ends every rank",
+          "[e2e][sweep][bad-input]") {
+#ifdef MPIEXEC_BIN
+  TempDir dir;
+  write_file(dir / "s.json", sweep_text("out"));
+  std::string other = sweep_text("out");
+  other.replace(other.find("0.004"), 5, "0.008");
+  write_file(dir / "other.json", other);
+  const std::vector<std::pair<std::string, std::string>> env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+                                                                {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+                                                                {"OMPI_MCA_rmaps_base_oversubscribe", "1"}};
+  // Rank 0 gets s.json, rank 1 `second` (MPMD); `timeout` ends a hang as a failure.
+  auto two_ranks = [&](const std::string& second) {
+    return spawn({"/usr/bin/timeout", "60", MPIEXEC_BIN, "--bind-to", "none", "-np", "1", BENCHKV_BIN, "sweep",
+                  "s.json", ":", "-np", "1", BENCHKV_BIN, "sweep", second},
+                 dir.path(), env);
+  };
+  const Outcome missing = two_ranks("missing.json");
+  INFO(describe(missing));
+  CHECK(missing.status == 2);
+  CHECK_THAT(missing.err, Catch::Contains("benchkv sweep: missing.json: no such file"));
+  CHECK_THAT(missing.err, Catch::Contains("benchkv sweep: rank 1 could not start the sweep (its message above); "
+                                          "no run started"));
+  CHECK_FALSE(fs::exists(dir / "out" / "runs" / "0000" / "row.json"));
+
+  const Outcome differs = two_ranks("other.json");
+  INFO(describe(differs));
+  CHECK(differs.status == 2);
+  CHECK_THAT(differs.err, Catch::Contains("benchkv sweep: rank 1 read another sweep than rank 0 (s.json on rank 0: "
+                                          "8 runs; rank 1: 8 runs, with other settings); no run started"));
+  CHECK_FALSE(fs::exists(dir / "out" / "results.csv"));
+  CHECK_FALSE(fs::exists(dir / "out" / "runs" / "0000" / "row.json"));
+#else
+  WARN("benchkv built without MPI: this test did not run");
+#endif
+}
+
 TEST_CASE("sweep: a rerun resumes, running only what has not finished", "[e2e][sweep]") {
   TempDir dir;
   write_file(dir / "s.json", sweep_text("out"));
