@@ -289,7 +289,19 @@ std::string finished_row(const Sweep& s, const SweepRun& r) {
                      "configuration (" + (changes.empty() ? "its recorded configuration does not match its hash" : changes) +
                      ")" + remedy);
   }
-  return j["row"].get<std::string>();
+  // The recorded row goes into results.csv as it is: the run's number and labels, then one
+  // field per figure, on one line.
+  const std::string row = j["row"].get<std::string>();
+  std::string prefix = std::to_string(r.index);
+  for (const auto& l : r.labels) prefix += "," + csv_field(l);
+  prefix += ",";
+  const std::string figures = row.rfind(prefix, 0) == 0 ? row.substr(prefix.size()) : std::string("\"");
+  if (figures.find_first_of("\"\r\n") != std::string::npos ||
+      size_t(std::count(figures.begin(), figures.end(), ',')) + 1 != kSweepFigures.size())
+    fail(s.file, "the output directory " + s.output_dir + " holds " + describe(s, r) + " whose recorded row is not "
+                     "its row (" + f.string() + ": \"row\" must be " + prefix + " and " +
+                     std::to_string(kSweepFigures.size()) + " figures)" + remedy);
+  return row;
 }
 
 // Runs one point in this process and records its row. Returns the row.

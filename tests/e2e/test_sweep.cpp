@@ -212,6 +212,39 @@ TEST_CASE("sweep: a changed setting refuses the old results instead of reusing t
   CHECK_THAT(o.err, Catch::Contains("without a record of the configuration"));
 }
 
+// The row a finished run recorded goes into results.csv as it is, so it is checked like
+// the rest of row.json: it must start with the run's number and labels and hold one field
+// per summary figure, on one line. A row.json edited by hand (or damaged) is refused
+// (status 2) naming the run, instead of writing a duplicate, short or split row.
+TEST_CASE("sweep: a finished run whose recorded row is not its row is refused", "[e2e][sweep][bad-input]") {
+  TempDir dir;
+  write_file(dir / "s.json", sweep_text("out"));
+  REQUIRE(sweep(dir, {"s.json", "-j", "2"}).status == 0);
+  const std::string rows = read_file(dir / "out" / "results.csv");
+  const fs::path f3 = dir / "out" / "runs" / "0003" / "row.json";
+  const json good = read_json(f3);
+  const std::string row2 = read_json(dir / "out" / "runs" / "0002" / "row.json")["row"];
+  const std::string row3 = good["row"];
+  for (const std::string& bad : {row2,                                  // another run's row
+                                 row3.substr(0, row3.rfind(',')),       // a figure missing
+                                 row3 + ",7",                           // a figure too many
+                                 row3.substr(0, row3.rfind(',')) + ",0\n4,x"}) {  // two lines
+    json edited = good;
+    edited["row"] = bad;
+    write_file(f3, edited.dump(2));
+    const Outcome o = sweep(dir, {"s.json"});
+    INFO(describe(o));
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, Catch::Contains("benchkv sweep: s.json: the output directory "));
+    CHECK_THAT(o.err, Catch::Contains("holds run 3 (np=2, start_mode=staggered, model.nic.send.qp_window=8) whose "
+                                      "recorded row is not its row"));
+    CHECK(read_file(dir / "out" / "results.csv") == rows);
+  }
+  write_file(f3, good.dump(2));
+  CHECK(sweep(dir, {"s.json"}).status == 0);
+  CHECK(read_file(dir / "out" / "results.csv") == rows);
+}
+
 TEST_CASE("sweep: a changed base config file or model file refuses the old results", "[e2e][sweep]") {
   TempDir dir;
   write_file(dir / "base.json", R"({"backend": "delegation", "transport": "sim", "client_threads": 2,
