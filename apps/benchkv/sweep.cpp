@@ -150,8 +150,10 @@ Options options_of(const Sweep& s, const SweepRun& r) {
   return options_of(s, r, dropped);
 }
 
+// RFC 4180: a field holding a comma, a double quote, a line feed or a carriage return is
+// quoted (an unquoted carriage return ends the row for CSV readers).
 std::string csv_field(const std::string& v) {
-  if (v.find_first_of(",\"\n") == std::string::npos) return v;
+  if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
   std::string q = "\"";
   for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
   return q + "\"";
