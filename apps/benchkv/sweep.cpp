@@ -275,7 +275,13 @@ std::string config_changes(const json& was, const json& now, size_t limit = 6) {
 std::string finished_row(const Sweep& s, const SweepRun& r) {
   const fs::path f = fs::path(run_dir(s, r.index)) / "row.json";
   if (!fs::exists(f)) return "";
-  const json j = json(read_json_file(f.string(), "finished run"));
+  json j;
+  try {
+    j = json(read_json_file(f.string(), "finished run"));
+  } catch (const std::exception& e) {
+    fail(s.file, "the output directory " + s.output_dir + " holds " + describe(s, r) + " whose row.json is damaged (" +
+                     e.what() + "); remove that row.json to run the run again");
+  }
   const std::string remedy = "; remove " + s.output_dir + " or choose another \"output\" in " + s.file +
                              " (its results would be mixed with this sweep's)";
   if (!j.contains("params") || j["params"] != params_of(s, r) || !j.contains("row") || !j["row"].is_string())

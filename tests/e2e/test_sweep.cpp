@@ -245,6 +245,32 @@ TEST_CASE("sweep: a finished run whose recorded row is not its row is refused", 
   CHECK(read_file(dir / "out" / "results.csv") == rows);
 }
 
+// A row.json cut short (a full disk, a copy that stopped) is an output directory that
+// cannot be used as it is: status 2 and a message naming the sweep file and the run, as
+// for the other refusals, with what to do (before: status 1, "benchkv finished run ...
+// is not valid JSON", without the sweep or the run).
+TEST_CASE("sweep: a truncated row.json is refused naming the sweep file and the run", "[e2e][sweep][bad-input]") {
+  TempDir dir;
+  write_file(dir / "s.json", sweep_text("out"));
+  REQUIRE(sweep(dir, {"s.json", "-j", "2"}).status == 0);
+  const fs::path f = dir / "out" / "runs" / "0006" / "row.json";
+  const std::string text = read_file(f);
+  write_file(f, text.substr(0, text.size() / 2));
+  const Outcome o = sweep(dir, {"s.json"});
+  INFO(describe(o));
+  CHECK(o.status == 2);
+  CHECK_THAT(o.err, Catch::Contains("\nbenchkv sweep: s.json: the output directory "));
+  CHECK_THAT(o.err, Catch::Contains("holds run 6 (np=3, start_mode=staggered, model.nic.send.qp_window=1) whose "
+                                    "row.json is damaged ("));
+  CHECK_THAT(o.err, Catch::Contains("is not valid JSON"));
+  CHECK_THAT(o.err, Catch::Contains("remove that row.json to run the run again"));
+  // Doing so runs that run again.
+  fs::remove(f);
+  const Outcome again = sweep(dir, {"s.json"});
+  CHECK(again.status == 0);
+  CHECK_THAT(again.err, Catch::Contains("7 finished earlier, 1 to run"));
+}
+
 // results.csv quotes (RFC 4180) every label holding a comma, a double quote, a line feed
 // or a carriage return: an unquoted carriage return ends the row for CSV readers (Python's
 // csv module read "0,2,a<CR>b,..." as two rows).
