@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -55,6 +56,29 @@ ojson read_json_file(const std::string& path, const std::string& what) {
     return ojson::parse(in);
   } catch (const json::parse_error& e) {
     throw std::runtime_error(what + " " + path + " is not valid JSON: " + e.what());
+  }
+}
+
+// The sweep file: a key given twice in one object is named in `twice` (JSON leaves which
+// one counts to the reader; nlohmann keeps the last).
+ojson read_sweep_file(const std::string& path, std::string& twice) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read sweep file " + path);
+  std::vector<std::set<std::string>> keys;  // per open object
+  const ojson::parser_callback_t note = [&](int, ojson::parse_event_t ev, ojson& parsed) {
+    if (ev == ojson::parse_event_t::object_start) {
+      keys.emplace_back();
+    } else if (ev == ojson::parse_event_t::object_end) {
+      if (!keys.empty()) keys.pop_back();
+    } else if (ev == ojson::parse_event_t::key && !keys.empty()) {
+      if (!keys.back().insert(parsed.get<std::string>()).second && twice.empty()) twice = parsed.get<std::string>();
+    }
+    return true;
+  };
+  try {
+    return ojson::parse(in, note);
+  } catch (const json::parse_error& e) {
+    throw std::runtime_error("sweep file " + path + " is not valid JSON: " + e.what());
   }
 }
 
@@ -490,11 +514,14 @@ Sweep load_sweep(const std::string& path) {
   s.file = path;
   if (!fs::is_regular_file(path)) fail(path, fs::exists(path) ? "not a regular file" : "no such file");
   ojson j;
+  std::string twice;
   try {
-    j = read_json_file(path, "sweep file");
+    j = read_sweep_file(path, twice);
   } catch (const std::exception& e) {
     fail(path, e.what());
   }
+  if (!twice.empty())
+    fail(path, "the key \"" + twice + "\" appears twice in one object (JSON leaves which one counts open)");
   if (!j.is_object()) fail(path, "must be a JSON object");
   const fs::path dir = fs::absolute(path).parent_path();
   static const std::vector<std::string> kKeys = {"description", "base", "set", "grid", "output", "plot"};

@@ -357,6 +357,30 @@ TEST_CASE("sweep: bad sweep files and options are rejected naming the problem", 
   CHECK_THAT(bogus.err, !Catch::Contains("keys.nic"));
 }
 
+// JSON leaves a name given twice in one object to the reader; the sweep file's reader took
+// the last silently, so "np": [2, 3], ..., "np": [8] ran only np=8 (and a second "set" or
+// "grid" replaced the first whole). A key given twice in any object of the sweep file is
+// an error naming it.
+TEST_CASE("sweep: a key given twice in one object of the sweep file is rejected naming it",
+          "[e2e][sweep][bad-input]") {
+  TempDir dir;
+  auto rejected = [&](const std::string& from, const std::string& to, const std::string& key) {
+    std::string s = sweep_text("out");
+    REQUIRE(s.find(from) != std::string::npos);
+    s.replace(s.find(from), from.size(), to);
+    write_file(dir / "dup.json", s);
+    const Outcome o = sweep(dir, {"dup.json", "--check"});
+    INFO(describe(o));
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, Catch::Contains("benchkv sweep: dup.json: the key \"" + key +
+                                      "\" appears twice in one object (JSON leaves which one counts open)"));
+  };
+  rejected("\"np\": [2, 3]", "\"np\": [2, 3], \"np\": [8]", "np");  // an axis
+  rejected("\"set\": {\"duration\": 0.004}", "\"set\": {\"duration\": 0.004}, \"set\": {\"seed\": 2}", "set");
+  rejected("\"queue_depth\": 4,", "\"queue_depth\": 4, \"queue_depth\": 8,", "queue_depth");  // in "base"
+  CHECK_FALSE(fs::exists(dir / "out"));
+}
+
 TEST_CASE("sweep: every sweep file the repository ships is valid (--check)", "[e2e][sweep]") {
   for (const char* name : {"regime_map", "ablation", "np_queue_depth"}) {
     const std::string file = std::string(BKV_SOURCE_DIR) + "/configs/sweeps/" + name + ".json";
