@@ -496,8 +496,10 @@ void print_usage(std::FILE* f) {
                "(every axis, then %s).\n"
                "Runs already finished in OUTPUT/runs/ with the same configuration are not run again; a\n"
                "finished run made with another configuration is refused (exit 2). Progress: stderr.\n"
-               "  -j N     runs at a time on local cores (default 1); under mpirun each rank is a run slot\n"
-               "  --check  validates every run's options and model, prints the warnings, runs nothing\n"
+               "  -j N, --jobs N  runs at a time on local cores, one child process each (default 1);\n"
+               "                  under mpirun each rank is one run slot and -j above 1 is refused\n"
+               "  --check         validates every run's options and model, prints the warnings, runs\n"
+               "                  nothing\n"
                "Plot: /usr/bin/python3 scripts/plot_sweep.py SWEEP.json (the sweep's \"plot\" entries)\n",
                [] {
                  std::string f;

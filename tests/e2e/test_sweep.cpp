@@ -381,6 +381,27 @@ TEST_CASE("sweep: a key given twice in one object of the sweep file is rejected 
   CHECK_FALSE(fs::exists(dir / "out"));
 }
 
+// --help lists what `benchkv sweep` accepts and how it behaves: --jobs (the long form of
+// -j, accepted but not listed before) and that -j > 1 is refused under mpirun.
+TEST_CASE("sweep: --help names every option it accepts and the -j rule under mpirun", "[e2e][sweep]") {
+  TempDir dir;
+  const Outcome h = sweep(dir, {"--help"});
+  INFO(describe(h));
+  REQUIRE(h.status == 0);
+  CHECK_THAT(h.out, Catch::Contains("  -j N, --jobs N  "));
+  CHECK_THAT(h.out, Catch::Contains("under mpirun each rank is one run slot and -j above 1 is refused"));
+  CHECK_THAT(h.out, Catch::Contains("  --check  "));
+  // What it says holds: --jobs runs like -j.
+  write_file(dir / "s.json", R"({
+    "base": {"backend": "delegation", "transport": "sim", "client_threads": 2, "queue_depth": 4,
+             "interval_ms": 1, "trim": 1, "runs": 1, "duration": 0.004},
+    "grid": {"np": [2, 3]}, "output": "out"})");
+  const Outcome j = sweep(dir, {"s.json", "--jobs", "2"});
+  INFO(describe(j));
+  CHECK(j.status == 0);
+  CHECK_THAT(j.err, Catch::Contains("(2 at a time)"));
+}
+
 TEST_CASE("sweep: every sweep file the repository ships is valid (--check)", "[e2e][sweep]") {
   for (const char* name : {"regime_map", "ablation", "np_queue_depth"}) {
     const std::string file = std::string(BKV_SOURCE_DIR) + "/configs/sweeps/" + name + ".json";
