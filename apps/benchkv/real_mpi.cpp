@@ -5,6 +5,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <string_view>
+
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -32,6 +35,113 @@ static_assert(std::is_trivially_copyable_v<Affinity> && sizeof(Affinity) == 8 * 
 static_assert(kMaskWords * 64 >= CPU_SETSIZE);
 
 }  // namespace
+
+namespace {
+
+// What check_same_run compares: the build's provenance and the options, as JSON texts.
+struct RunTexts {
+  std::string build, options;
+};
+RunTexts run_texts(const app::Options& o) {
+  nlohmann::json opts = app::to_json(o);
+  for (const char* k : {"device", "device_index", "port", "gid_index"}) opts.erase(k);
+  return {app::build_provenance().dump(), opts.dump()};
+}
+
+uint64_t fnv1a(std::string_view text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+struct RunFingerprint {
+  uint64_t magic = 0;
+  uint64_t build_hash = 0, options_hash = 0;
+  uint64_t build_length = 0, options_length = 0;
+};
+static_assert(std::is_trivially_copyable_v<RunFingerprint>);
+constexpr uint64_t kFingerprintMagic = 0x626b7672756e3031ull;  // "bkvrun01"
+
+// The top-level keys whose values differ, "key: A (rank 0) vs B (rank j)", at most
+// `limit` of them and a count of the rest.
+std::string json_differences(const std::string& a_text, const std::string& b_text, size_t j, size_t limit = 4) {
+  const nlohmann::json a = nlohmann::json::parse(a_text, nullptr, false), b = nlohmann::json::parse(b_text, nullptr, false);
+  if (!a.is_object() || !b.is_object()) return "unreadable";
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : a.items()) keys.push_back(k);
+  for (const auto& [k, v] : b.items())
+    if (!a.contains(k)) keys.push_back(k);
+  std::string out;
+  size_t shown = 0, more = 0;
+  for (const std::string& k : keys) {
+    const std::string va = a.contains(k) ? a[k].dump() : "(none)", vb = b.contains(k) ? b[k].dump() : "(none)";
+    if (va == vb) continue;
+    if (shown == limit) {
+      ++more;
+      continue;
+    }
+    out += (shown++ ? "; " : "") + k + ": " + va + " (rank 0) vs " + vb + " (rank " + std::to_string(j) + ")";
+  }
+  if (more) out += "; and " + std::to_string(more) + " more";
+  return out;
+}
+
+}  // namespace
+
+void check_same_run(const mpi::Session& s, const app::Options& o) {
+  const RunTexts mine = run_texts(o);
+  RunFingerprint f;
+  f.magic = kFingerprintMagic;
+  f.build_hash = fnv1a(mine.build);
+  f.options_hash = fnv1a(mine.options);
+  f.build_length = mine.build.size();
+  f.options_length = mine.options.size();
+  const std::vector<RunFingerprint> all = s.all_gather(f);
+  const size_t n = all.size();
+  auto same = [&](const RunFingerprint& a, const RunFingerprint& b) {
+    return a.magic == b.magic && a.build_hash == b.build_hash && a.options_hash == b.options_hash &&
+           a.build_length == b.build_length && a.options_length == b.options_length;
+  };
+  bool all_same = true;
+  uint64_t longest = 1;
+  for (const RunFingerprint& x : all) {
+    all_same = all_same && same(x, all[0]);
+    if (x.magic == kFingerprintMagic) longest = std::max({longest, x.build_length, x.options_length});
+  }
+  if (all_same) return;
+  for (size_t j = 0; j < n; ++j)
+    if (all[j].magic != kFingerprintMagic)
+      throw std::runtime_error("rank " + std::to_string(j) + " is not a benchkv of this version (its start-up "
+                               "fingerprint has another layout); run the same benchkv on every rank");
+  // Some rank differs: every rank sends its two texts (padded to the longest) to every
+  // rank, so each can say what differs.
+  if (longest > (uint64_t{1} << 20)) throw std::runtime_error("the ranks' configurations differ (and are too long to compare)");
+  const size_t slot = 2 * static_cast<size_t>(longest);
+  std::vector<char> blob(slot, '\0');
+  std::copy(mine.build.begin(), mine.build.end(), blob.begin());
+  std::copy(mine.options.begin(), mine.options.end(), blob.begin() + static_cast<std::ptrdiff_t>(longest));
+  std::vector<char> out;
+  for (size_t j = 0; j < n; ++j) out.insert(out.end(), blob.begin(), blob.end());
+  const std::vector<char> in = s.all_to_all(std::span<const char>(out), slot);
+  auto text = [&](size_t j, bool options) {
+    const char* at = in.data() + j * slot + (options ? longest : 0);
+    return std::string(at, options ? all[j].options_length : all[j].build_length);
+  };
+  for (size_t j = 1; j < n; ++j) {
+    if (same(all[j], all[0])) continue;
+    if (all[j].build_hash != all[0].build_hash || all[j].build_length != all[0].build_length)
+      throw std::runtime_error("rank " + std::to_string(j) + " runs another benchkv build than rank 0 (" +
+                               json_differences(text(0, false), text(j, false), j) +
+                               "); run the same benchkv on every rank");
+    throw std::runtime_error("rank " + std::to_string(j) + " was started with other options than rank 0: " +
+                             json_differences(text(0, true), text(j, true), j) +
+                             "; every rank must get the same options");
+  }
+  throw std::runtime_error("the ranks' configurations differ");  // unreachable: some rank j > 0 differs
+}
 
 RankPlan plan_rank(const app::Options& o, const mpi::Session& s, std::string_view device) {
   // The threads' clock calibrates now (10 ms), not in the first step of a client, which

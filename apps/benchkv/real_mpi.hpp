@@ -49,6 +49,17 @@ struct MpiCoordinator {
   }
 };
 
+// Every rank runs the same benchkv build (provenance: commit, build type, compiler,
+// library versions) with the same options: what the ranks exchange next (endpoint infos
+// per connection, epoch and daemon records) is sized and read by the options, so a rank
+// that differs must not take part. Collective: one all-gather of a fixed fingerprint
+// (hashes and lengths) and, only when some rank differs, an exchange of the texts so every
+// rank can name the first rank that differs from rank 0 and what differs. Throws
+// std::runtime_error with that message on every rank (the caller aborts the job). The
+// options that choose this host's RDMA device (device, device_index, port, gid_index)
+// may differ between hosts and are not compared.
+void check_same_run(const mpi::Session& s, const app::Options& o);
+
 // This rank's threads on the machine's CPUs.
 struct RankPlan {
   runtime::PinPlan pins;

@@ -88,6 +88,8 @@ int run_ucx(const app::Options& o) {
     // A stopped or dead peer ends this rank too (mpi_orchestration.hpp): the longest
     // phase between two collectives is one run.
     s.start_watchdog(o.duration);
+    // Every rank the same build and options, before anything sized by them is exchanged.
+    check_same_run(s, o);
     // Rank 0 writes the outputs: their directories are made and each is checked writable
     // before the run, so a bad path ends every rank now (abort below), not after the run.
     if (s.rank() == 0) app::prepare_output_files(o);

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -55,6 +56,29 @@ ojson read_json_file(const std::string& path, const std::string& what) {
     return ojson::parse(in);
   } catch (const json::parse_error& e) {
     throw std::runtime_error(what + " " + path + " is not valid JSON: " + e.what());
+  }
+}
+
+// The sweep file: a key given twice in one object is named in `twice` (JSON leaves which
+// one counts to the reader; nlohmann keeps the last).
+ojson read_sweep_file(const std::string& path, std::string& twice) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read sweep file " + path);
+  std::vector<std::set<std::string>> keys;  // per open object
+  const ojson::parser_callback_t note = [&](int, ojson::parse_event_t ev, ojson& parsed) {
+    if (ev == ojson::parse_event_t::object_start) {
+      keys.emplace_back();
+    } else if (ev == ojson::parse_event_t::object_end) {
+      if (!keys.empty()) keys.pop_back();
+    } else if (ev == ojson::parse_event_t::key && !keys.empty()) {
+      if (!keys.back().insert(parsed.get<std::string>()).second && twice.empty()) twice = parsed.get<std::string>();
+    }
+    return true;
+  };
+  try {
+    return ojson::parse(in, note);
+  } catch (const json::parse_error& e) {
+    throw std::runtime_error("sweep file " + path + " is not valid JSON: " + e.what());
   }
 }
 
@@ -150,8 +174,10 @@ Options options_of(const Sweep& s, const SweepRun& r) {
   return options_of(s, r, dropped);
 }
 
+// RFC 4180: a field holding a comma, a double quote, a line feed or a carriage return is
+// quoted (an unquoted carriage return ends the row for CSV readers).
 std::string csv_field(const std::string& v) {
-  if (v.find_first_of(",\"\n") == std::string::npos) return v;
+  if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
   std::string q = "\"";
   for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
   return q + "\"";
@@ -273,7 +299,13 @@ std::string config_changes(const json& was, const json& now, size_t limit = 6) {
 std::string finished_row(const Sweep& s, const SweepRun& r) {
   const fs::path f = fs::path(run_dir(s, r.index)) / "row.json";
   if (!fs::exists(f)) return "";
-  const json j = json(read_json_file(f.string(), "finished run"));
+  json j;
+  try {
+    j = json(read_json_file(f.string(), "finished run"));
+  } catch (const std::exception& e) {
+    fail(s.file, "the output directory " + s.output_dir + " holds " + describe(s, r) + " whose row.json is damaged (" +
+                     e.what() + "); remove that row.json to run the run again");
+  }
   const std::string remedy = "; remove " + s.output_dir + " or choose another \"output\" in " + s.file +
                              " (its results would be mixed with this sweep's)";
   if (!j.contains("params") || j["params"] != params_of(s, r) || !j.contains("row") || !j["row"].is_string())
@@ -289,7 +321,19 @@ std::string finished_row(const Sweep& s, const SweepRun& r) {
                      "configuration (" + (changes.empty() ? "its recorded configuration does not match its hash" : changes) +
                      ")" + remedy);
   }
-  return j["row"].get<std::string>();
+  // The recorded row goes into results.csv as it is: the run's number and labels, then one
+  // field per figure, on one line.
+  const std::string row = j["row"].get<std::string>();
+  std::string prefix = std::to_string(r.index);
+  for (const auto& l : r.labels) prefix += "," + csv_field(l);
+  prefix += ",";
+  const std::string figures = row.rfind(prefix, 0) == 0 ? row.substr(prefix.size()) : std::string("\"");
+  if (figures.find_first_of("\"\r\n") != std::string::npos ||
+      size_t(std::count(figures.begin(), figures.end(), ',')) + 1 != kSweepFigures.size())
+    fail(s.file, "the output directory " + s.output_dir + " holds " + describe(s, r) + " whose recorded row is not "
+                     "its row (" + f.string() + ": \"row\" must be " + prefix + " and " +
+                     std::to_string(kSweepFigures.size()) + " figures)" + remedy);
+  return row;
 }
 
 // Runs one point in this process and records its row. Returns the row.
@@ -389,6 +433,60 @@ void write_results(const Sweep& s, const std::vector<std::string>& rows) {
   fs::rename(path + ".tmp", path);
 }
 
+// Under mpirun every rank loaded the sweep and found the runs finished earlier on its
+// own; before any run starts they agree on it, in one collective (which also keeps a
+// rank from starting runs while another still looks for finished ones: its list would
+// then miss the runs just finished, and the ranks would split different lists). A rank
+// that could not load the sweep, read another sweep than rank 0 or found other runs
+// finished ends every rank (status 2), the lowest rank that loaded it naming why.
+// Returns 0 when every rank agrees.
+int agree_on_sweep(SweepRanks& ranks, const std::string& file, const Sweep& s, const std::vector<const SweepRun*>& todo,
+                   bool failed) {
+  auto fnv = [](uint64_t h, const std::string& text) {
+    for (const unsigned char c : text) {
+      h ^= c;
+      h *= 0x100000001b3ull;
+    }
+    return h ^ 0xff;  // separates consecutive texts
+  };
+  uint64_t sweep_hash = fnv(0xcbf29ce484222325ull, s.output_dir);
+  for (const auto& a : s.axes) sweep_hash = fnv(sweep_hash, a);
+  for (const auto& r : s.runs) {
+    for (const auto& l : r.labels) sweep_hash = fnv(sweep_hash, l);
+    sweep_hash = fnv(fnv(sweep_hash, r.config.dump()), r.model_patch.dump());
+  }
+  uint64_t todo_hash = 0xcbf29ce484222325ull;
+  for (const SweepRun* r : todo) todo_hash = fnv(todo_hash, std::to_string(r->index));
+  constexpr size_t kWords = 5;  // failed, runs, sweep hash, runs to run, their hash
+  const std::vector<uint64_t> all =
+      ranks.all_gather({failed ? 1u : 0u, s.runs.size(), sweep_hash, todo.size(), todo_hash});
+  const size_t n = static_cast<size_t>(ranks.size());
+  auto word = [&](size_t rank, size_t k) { return all.at(rank * kWords + k); };
+  size_t reporter = n;  // the lowest rank that loaded the sweep
+  for (size_t j = 0; j < n && reporter == n; ++j)
+    if (word(j, 0) == 0) reporter = j;
+  const bool reports = reporter == static_cast<size_t>(ranks.rank());
+  int status = 0;
+  for (size_t j = 0; j < n; ++j) {
+    std::string why;
+    if (word(j, 0) != 0) {
+      why = "rank " + std::to_string(j) + " could not start the sweep (its message above)";
+    } else if (word(0, 0) == 0 && (word(j, 1) != word(0, 1) || word(j, 2) != word(0, 2))) {
+      why = "rank " + std::to_string(j) + " read another sweep than rank 0 (" + file + " on rank 0: " +
+            std::to_string(word(0, 1)) + " runs; rank " + std::to_string(j) + ": " + std::to_string(word(j, 1)) +
+            " runs, with other settings)";
+    } else if (word(0, 0) == 0 && (word(j, 3) != word(0, 3) || word(j, 4) != word(0, 4))) {
+      why = "rank " + std::to_string(j) + " found other runs finished in " + s.output_dir + " than rank 0 (" +
+            std::to_string(word(0, 1) - word(0, 3)) + " on rank 0, " + std::to_string(word(j, 1) - word(j, 3)) +
+            " on rank " + std::to_string(j) + "): was another sweep writing there?";
+    }
+    if (why.empty()) continue;
+    status = 2;
+    if (reports) std::fprintf(stderr, "benchkv sweep: %s; no run started\n", why.c_str());
+  }
+  return status;
+}
+
 void print_usage(std::FILE* f) {
   std::fprintf(f,
                "Usage: benchkv sweep SWEEP.json [-j N] [--check]\n"
@@ -398,8 +496,10 @@ void print_usage(std::FILE* f) {
                "(every axis, then %s).\n"
                "Runs already finished in OUTPUT/runs/ with the same configuration are not run again; a\n"
                "finished run made with another configuration is refused (exit 2). Progress: stderr.\n"
-               "  -j N     runs at a time on local cores (default 1); under mpirun each rank is a run slot\n"
-               "  --check  validates every run's options and model, prints the warnings, runs nothing\n"
+               "  -j N, --jobs N  runs at a time on local cores, one child process each (default 1);\n"
+               "                  under mpirun each rank is one run slot and -j above 1 is refused\n"
+               "  --check         validates every run's options and model, prints the warnings, runs\n"
+               "                  nothing\n"
                "Plot: /usr/bin/python3 scripts/plot_sweep.py SWEEP.json (the sweep's \"plot\" entries)\n",
                [] {
                  std::string f;
@@ -416,11 +516,14 @@ Sweep load_sweep(const std::string& path) {
   s.file = path;
   if (!fs::is_regular_file(path)) fail(path, fs::exists(path) ? "not a regular file" : "no such file");
   ojson j;
+  std::string twice;
   try {
-    j = read_json_file(path, "sweep file");
+    j = read_sweep_file(path, twice);
   } catch (const std::exception& e) {
     fail(path, e.what());
   }
+  if (!twice.empty())
+    fail(path, "the key \"" + twice + "\" appears twice in one object (JSON leaves which one counts open)");
   if (!j.is_object()) fail(path, "must be a JSON object");
   const fs::path dir = fs::absolute(path).parent_path();
   static const std::vector<std::string> kKeys = {"description", "base", "set", "grid", "output", "plot"};
@@ -663,17 +766,35 @@ int sweep_main(int argc, char** argv) {
     std::fprintf(stderr, "benchkv sweep: -j with mpirun: each MPI rank is one run slot, drop -j\n");
     return 2;
   }
+  // Loading: the sweep, its output directory and the runs finished earlier. Under mpirun
+  // the ranks then agree (agree_on_sweep) before any run starts.
+  Sweep s;
+  std::vector<std::string> rows;
+  std::vector<const SweepRun*> todo;
+  int load_status = 0;
   try {
-    const Sweep s = load_sweep(file);
+    s = load_sweep(file);
     if (ranks->rank() == 0)
       for (const auto& w : s.warnings) std::fprintf(stderr, "benchkv sweep: warning: %s\n", w.c_str());
     fs::create_directories(fs::path(s.output_dir) / "runs");
-    std::vector<std::string> rows(s.runs.size());
-    std::vector<const SweepRun*> todo;
+    rows.resize(s.runs.size());
     for (const auto& r : s.runs) {
       rows[r.index] = finished_row(s, r);
       if (rows[r.index].empty()) todo.push_back(&r);
     }
+  } catch (const SweepInputError& e) {
+    std::fprintf(stderr, "benchkv %s\n", e.what());
+    load_status = 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "benchkv %s\n", e.what());
+    load_status = 1;
+  }
+  if (ranks->size() > 1) {
+    const int agreed = agree_on_sweep(*ranks, file, s, todo, load_status != 0);
+    if (agreed != 0) return load_status != 0 ? load_status : agreed;
+  }
+  if (load_status != 0) return load_status;
+  try {
     const size_t already = s.runs.size() - todo.size();
     if (ranks->rank() == 0)
       std::fprintf(stderr, "sweep: %zu runs, %zu finished earlier, %zu to run (%s)\n", s.runs.size(), already,

@@ -23,7 +23,8 @@
 // sweep is refused (exit status 2) naming what changed.
 // Runs in parallel on local cores (-j N, one child process per run), or under mpirun
 // as MPI ranks: rank r runs the runs r, r + size, ... and the rows are gathered to rank 0,
-// which writes results.csv.
+// which writes results.csv. Before any run starts the ranks agree on the sweep and on the
+// runs left to run (sweep.cpp, agree_on_sweep); a rank that differs ends every rank.
 #pragma once
 
 #include <string>

@@ -3,6 +3,7 @@
 // sweep_ranks_single.cpp otherwise (which refuses to run under mpirun with more ranks).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,9 @@ class SweepRanks {
   virtual int size() const = 0;
   // Every rank's `mine`, in rank order, on rank 0 (the other ranks get nothing).
   virtual std::vector<std::string> gather_to_root(const std::string& mine) = 0;
+  // Every rank's `mine` (the same number of words on every rank), on every rank, in rank
+  // order: rank j's words at [j * mine.size(), (j + 1) * mine.size()).
+  virtual std::vector<uint64_t> all_gather(const std::vector<uint64_t>& mine) = 0;
 };
 
 // True when the environment says this process is one of several started by mpirun.

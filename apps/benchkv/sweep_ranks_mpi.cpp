@@ -16,6 +16,7 @@ class SingleRank final : public SweepRanks {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::vector<std::string> gather_to_root(const std::string& mine) override { return {mine}; }
+  std::vector<uint64_t> all_gather(const std::vector<uint64_t>& mine) override { return mine; }
 };
 
 class MpiRanks final : public SweepRanks {
@@ -35,6 +36,11 @@ class MpiRanks final : public SweepRanks {
       at += n;
     }
     return out;
+  }
+  std::vector<uint64_t> all_gather(const std::vector<uint64_t>& mine) override {
+    std::vector<uint64_t> out;  // the same words to every rank
+    for (int j = 0; j < session_.size(); ++j) out.insert(out.end(), mine.begin(), mine.end());
+    return session_.all_to_all(std::span<const uint64_t>(out), mine.size());
   }
 
  private:

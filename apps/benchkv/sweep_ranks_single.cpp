@@ -12,6 +12,7 @@ class SingleRank final : public SweepRanks {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::vector<std::string> gather_to_root(const std::string& mine) override { return {mine}; }
+  std::vector<uint64_t> all_gather(const std::vector<uint64_t>& mine) override { return mine; }
 };
 }  // namespace
 

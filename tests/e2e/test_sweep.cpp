@@ -88,6 +88,48 @@ TEST_CASE("sweep: -j 1, -j 2 and 2 MPI ranks give byte-identical rows", "[e2e][s
 #endif
 }
 
+// Under mpirun every rank loads the sweep and works out what is left to run; the ranks
+// then agree on it before any run starts. A rank that cannot load the sweep, or that
+// read another sweep than rank 0, ends every rank with status 2 naming it (before, rank 0
+// waited forever for the rank that had given up, or the ranks ran different sweeps into
+// one results.csv).
+TEST_CASE("sweep: under mpirun a rank that cannot load the sweep or reads another ends every rank",
+          "[e2e][sweep][bad-input]") {
+#ifdef MPIEXEC_BIN
+  TempDir dir;
+  write_file(dir / "s.json", sweep_text("out"));
+  std::string other = sweep_text("out");
+  other.replace(other.find("0.004"), 5, "0.008");
+  write_file(dir / "other.json", other);
+  const std::vector<std::pair<std::string, std::string>> env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+                                                                {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+                                                                {"OMPI_MCA_rmaps_base_oversubscribe", "1"}};
+  // Rank 0 gets s.json, rank 1 `second` (MPMD); `timeout` ends a hang as a failure.
+  auto two_ranks = [&](const std::string& second) {
+    return spawn({"/usr/bin/timeout", "60", MPIEXEC_BIN, "--bind-to", "none", "-np", "1", BENCHKV_BIN, "sweep",
+                  "s.json", ":", "-np", "1", BENCHKV_BIN, "sweep", second},
+                 dir.path(), env);
+  };
+  const Outcome missing = two_ranks("missing.json");
+  INFO(describe(missing));
+  CHECK(missing.status == 2);
+  CHECK_THAT(missing.err, Catch::Contains("benchkv sweep: missing.json: no such file"));
+  CHECK_THAT(missing.err, Catch::Contains("benchkv sweep: rank 1 could not start the sweep (its message above); "
+                                          "no run started"));
+  CHECK_FALSE(fs::exists(dir / "out" / "runs" / "0000" / "row.json"));
+
+  const Outcome differs = two_ranks("other.json");
+  INFO(describe(differs));
+  CHECK(differs.status == 2);
+  CHECK_THAT(differs.err, Catch::Contains("benchkv sweep: rank 1 read another sweep than rank 0 (s.json on rank 0: "
+                                          "8 runs; rank 1: 8 runs, with other settings); no run started"));
+  CHECK_FALSE(fs::exists(dir / "out" / "results.csv"));
+  CHECK_FALSE(fs::exists(dir / "out" / "runs" / "0000" / "row.json"));
+#else
+  WARN("benchkv built without MPI: this test did not run");
+#endif
+}
+
 TEST_CASE("sweep: a rerun resumes, running only what has not finished", "[e2e][sweep]") {
   TempDir dir;
   write_file(dir / "s.json", sweep_text("out"));
@@ -170,6 +212,89 @@ TEST_CASE("sweep: a changed setting refuses the old results instead of reusing t
   CHECK_THAT(o.err, Catch::Contains("without a record of the configuration"));
 }
 
+// The row a finished run recorded goes into results.csv as it is, so it is checked like
+// the rest of row.json: it must start with the run's number and labels and hold one field
+// per summary figure, on one line. A row.json edited by hand (or damaged) is refused
+// (status 2) naming the run, instead of writing a duplicate, short or split row.
+TEST_CASE("sweep: a finished run whose recorded row is not its row is refused", "[e2e][sweep][bad-input]") {
+  TempDir dir;
+  write_file(dir / "s.json", sweep_text("out"));
+  REQUIRE(sweep(dir, {"s.json", "-j", "2"}).status == 0);
+  const std::string rows = read_file(dir / "out" / "results.csv");
+  const fs::path f3 = dir / "out" / "runs" / "0003" / "row.json";
+  const json good = read_json(f3);
+  const std::string row2 = read_json(dir / "out" / "runs" / "0002" / "row.json")["row"];
+  const std::string row3 = good["row"];
+  for (const std::string& bad : {row2,                                  // another run's row
+                                 row3.substr(0, row3.rfind(',')),       // a figure missing
+                                 row3 + ",7",                           // a figure too many
+                                 row3.substr(0, row3.rfind(',')) + ",0\n4,x"}) {  // two lines
+    json edited = good;
+    edited["row"] = bad;
+    write_file(f3, edited.dump(2));
+    const Outcome o = sweep(dir, {"s.json"});
+    INFO(describe(o));
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, Catch::Contains("benchkv sweep: s.json: the output directory "));
+    CHECK_THAT(o.err, Catch::Contains("holds run 3 (np=2, start_mode=staggered, model.nic.send.qp_window=8) whose "
+                                      "recorded row is not its row"));
+    CHECK(read_file(dir / "out" / "results.csv") == rows);
+  }
+  write_file(f3, good.dump(2));
+  CHECK(sweep(dir, {"s.json"}).status == 0);
+  CHECK(read_file(dir / "out" / "results.csv") == rows);
+}
+
+// A row.json cut short (a full disk, a copy that stopped) is an output directory that
+// cannot be used as it is: status 2 and a message naming the sweep file and the run, as
+// for the other refusals, with what to do (before: status 1, "benchkv finished run ...
+// is not valid JSON", without the sweep or the run).
+TEST_CASE("sweep: a truncated row.json is refused naming the sweep file and the run", "[e2e][sweep][bad-input]") {
+  TempDir dir;
+  write_file(dir / "s.json", sweep_text("out"));
+  REQUIRE(sweep(dir, {"s.json", "-j", "2"}).status == 0);
+  const fs::path f = dir / "out" / "runs" / "0006" / "row.json";
+  const std::string text = read_file(f);
+  write_file(f, text.substr(0, text.size() / 2));
+  const Outcome o = sweep(dir, {"s.json"});
+  INFO(describe(o));
+  CHECK(o.status == 2);
+  CHECK_THAT(o.err, Catch::Contains("\nbenchkv sweep: s.json: the output directory "));
+  CHECK_THAT(o.err, Catch::Contains("holds run 6 (np=3, start_mode=staggered, model.nic.send.qp_window=1) whose "
+                                    "row.json is damaged ("));
+  CHECK_THAT(o.err, Catch::Contains("is not valid JSON"));
+  CHECK_THAT(o.err, Catch::Contains("remove that row.json to run the run again"));
+  // Doing so runs that run again.
+  fs::remove(f);
+  const Outcome again = sweep(dir, {"s.json"});
+  CHECK(again.status == 0);
+  CHECK_THAT(again.err, Catch::Contains("7 finished earlier, 1 to run"));
+}
+
+// results.csv quotes (RFC 4180) every label holding a comma, a double quote, a line feed
+// or a carriage return: an unquoted carriage return ends the row for CSV readers (Python's
+// csv module read "0,2,a<CR>b,..." as two rows).
+TEST_CASE("sweep: labels with a comma or a quote or a line break are quoted in results.csv", "[e2e][sweep]") {
+  TempDir dir;
+  write_file(dir / "s.json", R"({
+    "base": {"backend": "delegation", "transport": "sim", "client_threads": 2, "queue_depth": 4,
+             "interval_ms": 1, "trim": 1, "runs": 1, "duration": 0.004},
+    "grid": {"np": [2], "variant": {"a\rb": {}, "c,\"d": {}, "e\nf": {}, "plain": {}}},
+    "output": "out"})");
+  const Outcome o = sweep(dir, {"s.json"});
+  INFO(describe(o));
+  REQUIRE(o.status == 0);
+  const std::string rows = read_file(dir / "out" / "results.csv");
+  INFO(rows);
+  CHECK(rows.find("\n0,2,\"a\rb\",") != std::string::npos);
+  CHECK(rows.find("\n1,2,\"c,\"\"d\",") != std::string::npos);
+  CHECK(rows.find("\n2,2,\"e\nf\",") != std::string::npos);
+  CHECK(rows.find("\n3,2,plain,") != std::string::npos);
+  // Resuming reads the same rows back (row.json's row is checked against the quoted labels).
+  CHECK(sweep(dir, {"s.json"}).status == 0);
+  CHECK(read_file(dir / "out" / "results.csv") == rows);
+}
+
 TEST_CASE("sweep: a changed base config file or model file refuses the old results", "[e2e][sweep]") {
   TempDir dir;
   write_file(dir / "base.json", R"({"backend": "delegation", "transport": "sim", "client_threads": 2,
@@ -230,6 +355,51 @@ TEST_CASE("sweep: bad sweep files and options are rejected naming the problem", 
   CHECK_THAT(bogus.err, Catch::Contains("the run's model (the built-in defaults with the sweep's \"model.\" keys): "
                                         "model.nic.bogus: unknown key"));
   CHECK_THAT(bogus.err, !Catch::Contains("keys.nic"));
+}
+
+// JSON leaves a name given twice in one object to the reader; the sweep file's reader took
+// the last silently, so "np": [2, 3], ..., "np": [8] ran only np=8 (and a second "set" or
+// "grid" replaced the first whole). A key given twice in any object of the sweep file is
+// an error naming it.
+TEST_CASE("sweep: a key given twice in one object of the sweep file is rejected naming it",
+          "[e2e][sweep][bad-input]") {
+  TempDir dir;
+  auto rejected = [&](const std::string& from, const std::string& to, const std::string& key) {
+    std::string s = sweep_text("out");
+    REQUIRE(s.find(from) != std::string::npos);
+    s.replace(s.find(from), from.size(), to);
+    write_file(dir / "dup.json", s);
+    const Outcome o = sweep(dir, {"dup.json", "--check"});
+    INFO(describe(o));
+    CHECK(o.status == 2);
+    CHECK_THAT(o.err, Catch::Contains("benchkv sweep: dup.json: the key \"" + key +
+                                      "\" appears twice in one object (JSON leaves which one counts open)"));
+  };
+  rejected("\"np\": [2, 3]", "\"np\": [2, 3], \"np\": [8]", "np");  // an axis
+  rejected("\"set\": {\"duration\": 0.004}", "\"set\": {\"duration\": 0.004}, \"set\": {\"seed\": 2}", "set");
+  rejected("\"queue_depth\": 4,", "\"queue_depth\": 4, \"queue_depth\": 8,", "queue_depth");  // in "base"
+  CHECK_FALSE(fs::exists(dir / "out"));
+}
+
+// --help lists what `benchkv sweep` accepts and how it behaves: --jobs (the long form of
+// -j, accepted but not listed before) and that -j > 1 is refused under mpirun.
+TEST_CASE("sweep: --help names every option it accepts and the -j rule under mpirun", "[e2e][sweep]") {
+  TempDir dir;
+  const Outcome h = sweep(dir, {"--help"});
+  INFO(describe(h));
+  REQUIRE(h.status == 0);
+  CHECK_THAT(h.out, Catch::Contains("  -j N, --jobs N  "));
+  CHECK_THAT(h.out, Catch::Contains("under mpirun each rank is one run slot and -j above 1 is refused"));
+  CHECK_THAT(h.out, Catch::Contains("  --check  "));
+  // What it says holds: --jobs runs like -j.
+  write_file(dir / "s.json", R"({
+    "base": {"backend": "delegation", "transport": "sim", "client_threads": 2, "queue_depth": 4,
+             "interval_ms": 1, "trim": 1, "runs": 1, "duration": 0.004},
+    "grid": {"np": [2, 3]}, "output": "out"})");
+  const Outcome j = sweep(dir, {"s.json", "--jobs", "2"});
+  INFO(describe(j));
+  CHECK(j.status == 0);
+  CHECK_THAT(j.err, Catch::Contains("(2 at a time)"));
 }
 
 TEST_CASE("sweep: every sweep file the repository ships is valid (--check)", "[e2e][sweep]") {

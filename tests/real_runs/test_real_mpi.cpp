@@ -122,6 +122,38 @@ TEST_CASE("mpirun -np 2: an output path that cannot be written ends every rank b
   CHECK_FALSE(e2e::fs::exists(dir.path() / "out.csv"));
 }
 
+// Every rank must run the same benchkv with the same options: what the ranks exchange
+// (endpoint infos per connection, epoch records, daemon records) is sized and read by the
+// options. Rank 1 started with other options (mpirun's MPMD form) ends every rank before
+// anything is exchanged, with status 1 and a message naming the rank and the options that
+// differ; before, the ranks went on with different epoch counts or connection counts and
+// hung in mismatched collectives until the peer timeout, or read each other's blobs with
+// the wrong layout.
+TEST_CASE("mpirun: a rank started with other options than rank 0 ends every rank naming the rank and options",
+          "[real-run][mpi][bad-input]") {
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
+      {{"-d", "0.6"}, {"duration: 0.3 (rank 0) vs 0.6 (rank 1)"}},
+      {{"--client-threads", "1"}, {"client_threads: 2 (rank 0) vs 1 (rank 1)"}},
+  };
+  for (const auto& [rank1_extra, fragments] : cases) {
+    e2e::TempDir dir;
+    std::vector<std::string> argv = {"/usr/bin/timeout", "60", MPIEXEC_BIN, "--oversubscribe", "--bind-to", "none",
+                                     "-x", "UCX_TLS", "-x", "BENCHKV_PEER_TIMEOUT", "-np", "1", BENCHKV_BIN};
+    for (const std::string& a : small_real("delegation")) argv.push_back(a);
+    argv.insert(argv.end(), {":", "-np", "1", BENCHKV_BIN});
+    for (const std::string& a : small_real("delegation", rank1_extra)) argv.push_back(a);
+    auto env = mpi_env("sm,self");
+    env.emplace_back("BENCHKV_PEER_TIMEOUT", "20");
+    const Outcome o = e2e::spawn(argv, dir.path(), env);
+    INFO(e2e::describe(o));
+    CHECK(o.status == 1);
+    CHECK_THAT(o.err, Catch::Contains("rank 0: benchkv: rank 1 was started with other options than rank 0: "));
+    for (const auto& f : fragments) CHECK_THAT(o.err, Catch::Contains(f));
+    CHECK_THAT(o.err, !Catch::Contains("epoch"));  // nothing was measured
+    CHECK_FALSE(e2e::fs::exists(dir.path() / "out.summary.json"));
+  }
+}
+
 namespace {
 
 // mpirun -np 2 where rank 1 sends itself `signal` `after` seconds into its life (a
