@@ -211,3 +211,85 @@ TEST_CASE("mlx5 rule: the send CQ holds a CQE for every WQE the send queues can 
     CHECK(st[blocks - 1] == WcStatus::kWrFlushError);
   }
 }
+
+TEST_CASE("mlx5 rule: QPs sharing a BlueFlame register alternate its halves together - the emulator checks it") {
+  // libmlx5 gives QPs beyond the first few of a context a shared register; consecutive
+  // writes to a register alternate halves whichever QP makes them. bf_registers = 1:
+  // every QP of the node on one register.
+  NodeOptions o;
+  o.bf_registers = 1;
+  emu::Fabric f;
+  emu::Node& n = f.add_node(o);
+  const CqDescriptor cq = n.create_cq(64, CqRole::kSend), rcq = n.create_cq(64, CqRole::kRecv);
+  const SrqDescriptor srq = n.create_srq(16);
+  const SqDescriptor a = n.create_qp(QpCaps{4, 220}, cq, rcq, srq);
+  const SqDescriptor b = n.create_qp(QpCaps{4, 220}, cq, rcq, srq);
+  REQUIRE(a.bf_reg == b.bf_reg);
+  // A one-block NOP at counter 0 on `sq`, announced by its 8-byte doorbell in `half`.
+  auto nop_doorbell = [](const SqDescriptor& sq, uint32_t half) {
+    mlx5_wqe_ctrl_seg c{};
+    c.opmod_idx_opcode = htobe32(MLX5_OPCODE_NOP);
+    c.qpn_ds = htobe32((sq.qpn << 8) | 1);
+    std::memcpy(sq.buf, &c, sizeof c);
+    sq.dbrec[MLX5_SND_DBR] = htobe32(1);
+    std::memcpy(sq.bf_reg + half * sq.bf_size, sq.buf, 8);
+  };
+  nop_doorbell(a, 0);
+  n.process_doorbells();
+  SECTION("the other QP's write to the same half is rejected") {
+    nop_doorbell(b, 0);  // b's first write, but the register's second
+    CHECK_THROWS_WITH(n.process_doorbells(), Catch::Contains("alternate halves, whichever QP"));
+  }
+  SECTION("the other half is accepted and the write is taken as the QP it names") {
+    nop_doorbell(b, 1);
+    n.process_doorbells();
+    CHECK(f.stats().doorbells == 2);
+    CHECK(f.stats().nops == 2);
+  }
+}
+
+TEST_CASE("mlx5 rule: the data path alternates BlueFlame halves per register, not per queue pair") {
+  // 4 queue pairs per side on 2 shared registers (QPs 0 and 2 on one, 1 and 3 on the
+  // other), doorbells round robin over the QPs: with a half per QP, QP 2's first write
+  // would hit the half QP 0 just wrote. All three doorbell paths: one block, one
+  // multi-block inline WQE, several WQEs (the 8-byte doorbell); and a half smaller than
+  // the largest WQE (every doorbell on the general path).
+  for (uint32_t bf_size : {256u, 64u}) {
+    CAPTURE(bf_size);
+    NodeOptions n;
+    n.bf_size = bf_size;
+    n.bf_registers = 2;
+    emu::Fabric fabric;
+    EmulatedTransport a(fabric, n, small_opts()), b(fabric, n, small_opts());
+    std::vector<EmulatedTransport::QueuePair*> qa, qb;
+    for (int i = 0; i < 4; ++i) {
+      qa.push_back(&a.create_queue_pair());
+      qb.push_back(&b.create_queue_pair());
+      qa.back()->connect(qb.back()->local_info());
+      qb.back()->connect(qa.back()->local_info());
+    }
+    std::vector<std::byte> src(4096), dst(4096);
+    const MemoryRegion smr = a.register_memory(src.data(), src.size(), kAccessLocalWrite);
+    const MemoryRegion dmr = b.register_memory(dst.data(), dst.size(), kAccessLocalWrite | kAccessRemoteWrite);
+    const RemoteBuffer to{reinterpret_cast<uint64_t>(dst.data()), dmr.rkey, 0, dst.size()};
+    b.post_receives(256);
+    uint32_t recv = 0, posted = 0;
+    for (uint32_t round = 0; round < 6; ++round) {
+      for (auto* q : qa) {
+        const uint32_t len = round % 3 == 1 ? 200 : 8;         // 200: a 4-block inline WQE
+        const uint32_t wqes = round % 3 == 2 ? 2 : 1;           // 2: the 8-byte doorbell
+        for (uint32_t w = 0; w < wqes; ++w, ++posted)
+          REQUIRE(q->post_write_imm(src.data(), len, smr.lkey, to, 1, 1, true) == PostResult::kOk);
+        q->ring_doorbell();  // the emulator checks the register's half
+      }
+      CHECK(qa[0]->inner().bf_offset() == qa[2]->inner().bf_offset());
+      CHECK(qa[1]->inner().bf_offset() == qa[3]->inner().bf_offset());
+      recv += b.poll_recv([](const RecvCompletion&) {}, 64);
+      b.post_receives(b.srq_capacity() - b.srq_posted());
+      while (a.poll_send([](const SendCompletion&) {}, 64) > 0) {
+      }
+    }
+    CHECK(recv == posted);
+    CHECK(fabric.stats().doorbells == 24);
+  }
+}

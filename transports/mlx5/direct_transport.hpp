@@ -16,7 +16,9 @@
 //    with one NOP WQE first;
 //  - a WQE asks for a CQE only when the caller says so (signaled); an unsignaled WQE's
 //    blocks are reclaimed when a later signalled WQE of the same QP completes;
-//  - ring_doorbell(): doorbell record, then one BlueFlame write to the alternate half:
+//  - ring_doorbell(): doorbell record, then one BlueFlame write to the alternate half
+//    of the QP's BlueFlame register (alternation is per register: QPs whose descriptors
+//    carry the same register share one BlueFlameReg, see there):
 //    the WQE in one copy when it is the only one since the previous doorbell and fits
 //    the BlueFlame size, else the 8-byte doorbell (the last WQE's first 8 bytes, which
 //    announces every WQE up to it). A BlueFlame write carries one WQE: its first 8
@@ -138,6 +140,21 @@ constexpr WcOpcode wc_opcode_of(uint8_t mlx5_opcode) noexcept {
 }
 }  // namespace detail
 
+// One BlueFlame register of a transport and the half its next write goes to.
+// Consecutive writes to one register must alternate halves (blueflame.hpp rule 4), and
+// libmlx5 gives only the first QPs of a device context a register of their own: later
+// QPs share registers. So the half is per register, not per QP: the QPs of a transport
+// whose descriptors carry the same bf_reg point at one BlueFlameReg. It takes no lock:
+// a register must be written by one thread only, so its QPs belong to one transport
+// (one per thread) and no other transport's QP may use it. On hardware each HwProvider
+// opens its own device context, whose registers no other provider sees
+// (hw_provider.hpp).
+struct BlueFlameReg {
+  std::byte* cur;     // the half the next write goes to
+  std::byte* base;    // the register (bf_reg of its QPs' descriptors)
+  uint32_t bf_size;   // bytes per half (every QP on it must agree)
+};
+
 template <DirectProvider Provider>
 class DirectTransport {
  public:
@@ -146,7 +163,7 @@ class DirectTransport {
 
   class QueuePair {
    public:
-    QueuePair(DirectTransport& owner, const SqDescriptor& d, uint32_t max_bbs)
+    QueuePair(DirectTransport& owner, const SqDescriptor& d, uint32_t max_bbs, BlueFlameReg& bf)
         : owner_(&owner),
           sq_buf_(d.buf),
           wqe_cnt_(d.wqe_cnt),
@@ -163,7 +180,7 @@ class DirectTransport {
                               (owner.opts_.inline_head ? align16(kInlineHdrSize + owner.opts_.inline_head) : 0)),
           dbrec_sq_(d.dbrec + kSendDbrIndex),
           bf_reg_(d.bf_reg),
-          bf_cur_(d.bf_reg),
+          bf_(&bf),
           bf_toggle_(reinterpret_cast<uintptr_t>(d.bf_reg) ^ reinterpret_cast<uintptr_t>(d.bf_reg + d.bf_size)),
           bf_bbs_(owner.opts_.doorbell == DoorbellMode::kBlueFlame ? d.bf_size / kWqeBb : 0),
           max_bbs_(max_bbs),
@@ -233,9 +250,10 @@ class DirectTransport {
     // must be visible before the BlueFlame write). Returns the BlueFlame half. The caller
     // reads last_ctrl_ first: the record write's barrier would make it a reload.
     [[gnu::always_inline]] std::byte* publish_one_wqe(uint64_t pi) noexcept {
-      std::byte* const reg = bf_cur_;
+      BlueFlameReg* const bf = bf_;
+      std::byte* const reg = bf->cur;
       uint32_t* const dbrec = dbrec_sq_;
-      bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
+      bf->cur = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
       db_tag_ = pi;  // db_tag_bit_ is 0 on this path
       write_doorbell_record(dbrec, static_cast<uint16_t>(pi));
       return reg;
@@ -252,7 +270,8 @@ class DirectTransport {
     uint16_t producer_counter() const noexcept { return static_cast<uint16_t>(pi_); }
     uint16_t consumer_counter() const noexcept { return static_cast<uint16_t>(ci_); }
     uint32_t wqe_cnt() const noexcept { return wqe_cnt_; }
-    uint32_t bf_offset() const noexcept { return static_cast<uint32_t>(bf_cur_ - bf_reg_); }
+    // Offset of the half the next BlueFlame write to this QP's register goes to.
+    uint32_t bf_offset() const noexcept { return static_cast<uint32_t>(bf_->cur - bf_reg_); }
 
    private:
     friend class DirectTransport;
@@ -385,10 +404,11 @@ class DirectTransport {
     [[gnu::noinline]] void ring_doorbell_general(uint64_t pi, uint64_t db) noexcept {
       if (pi == db) return;  // nothing posted since the last doorbell
       const uint32_t bbs = static_cast<uint32_t>(pi - db);
-      std::byte* const reg = bf_cur_;
+      BlueFlameReg* const bf = bf_;
+      std::byte* const reg = bf->cur;
       const std::byte* const last = last_ctrl_;
       const bool copy = bbs <= bf_bbs_ && db == last_start_;
-      bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
+      bf->cur = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
       db_tag_ = pi | db_tag_bit_;
       write_doorbell_record(dbrec_sq_, static_cast<uint16_t>(pi));
       if (copy)
@@ -460,8 +480,8 @@ class DirectTransport {
     bool error_ = false;
     uint32_t* dbrec_sq_;
     std::byte* bf_reg_;
-    std::byte* bf_cur_;      // BlueFlame half the next doorbell writes
-    uintptr_t bf_toggle_;    // bf_cur_ ^= bf_toggle_ alternates the halves (0 without BlueFlame)
+    BlueFlameReg* bf_;       // the register and the half its next write goes to (shared)
+    uintptr_t bf_toggle_;    // bf_->cur ^= bf_toggle_ alternates the halves (0 without BlueFlame)
     uint32_t bf_bbs_;  // BlueFlame capacity in blocks (0: always the 8-byte doorbell)
     uint32_t max_bbs_;
     uint64_t db_tag_bit_;  // kGeneralDoorbellsOnly or 0, as db_tag_ carries it
@@ -534,7 +554,7 @@ class DirectTransport {
                                   std::to_string(max_bbs_ - 1) + ")");
     if (qps_by_num_.find(d.qpn) != nullptr)
       throw std::logic_error("mlx5: provider returned QP number " + std::to_string(d.qpn) + " twice");
-    QueuePair& qp = qps_.emplace_back(*this, d, max_bbs_);
+    QueuePair& qp = qps_.emplace_back(*this, d, max_bbs_, blueflame_reg(d));
     qps_by_num_.insert(d.qpn, &qp);
     sq_blocks_sum_ += d.wqe_cnt;
     return qp;
@@ -880,6 +900,20 @@ class DirectTransport {
     return 1;
   }
 
+  // The BlueFlameReg of the descriptor's register, created on its first QP (control
+  // path; a transport has few registers).
+  BlueFlameReg& blueflame_reg(const SqDescriptor& d) {
+    for (BlueFlameReg& r : bf_regs_) {
+      if (r.base != d.bf_reg) continue;
+      if (r.bf_size != d.bf_size)
+        detail::bad_descriptor("send queue", "QP " + std::to_string(d.qpn) + " has BlueFlame size " +
+                                                 std::to_string(d.bf_size) + " on a register other QPs use with size " +
+                                                 std::to_string(r.bf_size));
+      return r;
+    }
+    return bf_regs_.emplace_back(BlueFlameReg{d.bf_reg, d.bf_reg, d.bf_size});
+  }
+
   Provider& provider_;
   DirectOptions opts_;
   uint32_t max_bbs_ = 1;
@@ -892,6 +926,7 @@ class DirectTransport {
   uint32_t srq_counter_ = 0;
   uint64_t sq_blocks_sum_ = 0;  // blocks of the send queues on the send CQ
   Meter meter_;
+  std::deque<BlueFlameReg> bf_regs_;  // stable addresses: QPs point at them
   std::deque<QueuePair> qps_;
   QpnTable<QueuePair> qps_by_num_;
 };

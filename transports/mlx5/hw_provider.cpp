@@ -1,6 +1,7 @@
 // Hardware control path of the direct mlx5 data path (see hw_provider.hpp).
 #include "transports/mlx5/hw_provider.hpp"
 
+#include <cstring>
 #include <map>
 #include <vector>
 
@@ -8,9 +9,16 @@
 
 namespace bkv::mlx5 {
 
+struct ContextCloser {
+  void operator()(ibv_context* c) const noexcept { ibv_close_device(c); }
+};
+
 struct HwProvider::Impl {
   Device& dev;
   HwOptions opts;
+  // This provider's own device context (hw_provider.hpp): declared first, so it is
+  // closed after everything created on it.
+  std::unique_ptr<ibv_context, ContextCloser> ctx;
   verbs::Pd pd;
   std::vector<verbs::Mr> mrs;
   std::vector<verbs::Cq> cqs;
@@ -32,21 +40,30 @@ struct HwProvider::Impl {
   }
 };
 
-HwProvider::HwProvider(Device& dev, const HwOptions& opts) : impl_(new Impl{dev, opts, nullptr, {}, {}, {}, nullptr, 0, {}}) {
+HwProvider::HwProvider(Device& dev, const HwOptions& opts)
+    : impl_(new Impl{dev, opts, nullptr, nullptr, {}, {}, {}, nullptr, 0, {}}) {
   if (!dev.is_mlx5())
     throw std::runtime_error("RDMA device " + dev.name() +
                              " is not driven by the mlx5 provider; use --transport verbs for it");
   if (opts.cqe_size != 64 && opts.cqe_size != 128)
     throw std::invalid_argument("mlx5: cqe_size must be 64 or 128, not " + std::to_string(opts.cqe_size));
-  impl_->pd = verbs::alloc_pd(dev.context());
+  // The Device's context stays open (it holds the device and its port checks); this
+  // provider's objects live on a context of its own.
+  errno = 0;
+  impl_->ctx.reset(ibv_open_device(dev.context()->device));
+  if (!impl_->ctx)
+    throw std::runtime_error("cannot open a device context on RDMA device " + dev.name() + ": " + std::strerror(errno));
+  impl_->pd = verbs::alloc_pd(impl_->ctx.get());
 }
 
 HwProvider::~HwProvider() {
-  // Order: QPs, SRQ, CQs, MRs, then the PD.
+  // Order: QPs, SRQ, CQs, MRs, the PD, then the context.
   impl_->qps.clear();
   impl_->srq.reset();
   impl_->cqs.clear();
   impl_->mrs.clear();
+  impl_->pd.reset();
+  impl_->ctx.reset();
 }
 
 MemoryRegion HwProvider::register_memory(void* ptr, size_t len, uint32_t access) {
@@ -57,7 +74,8 @@ MemoryRegion HwProvider::register_memory(void* ptr, size_t len, uint32_t access)
 }
 
 CqDescriptor HwProvider::create_cq(uint32_t min_entries, CqRole) {
-  verbs::Cq cq = verbs::create_cq(impl_->dev, min_entries, impl_->opts.compressed_cqe, impl_->opts.cqe_size);
+  verbs::Cq cq =
+      verbs::create_cq(impl_->dev, impl_->ctx.get(), min_entries, impl_->opts.compressed_cqe, impl_->opts.cqe_size);
   mlx5dv_cq out{};
   mlx5dv_obj obj{};
   obj.cq.in = cq.get();
@@ -95,8 +113,8 @@ SqDescriptor HwProvider::create_qp(const QpCaps& caps, const CqDescriptor& send_
   o.max_send_wr = caps.max_send_wr;
   o.max_inline = caps.max_inline;
   o.scatter_to_cqe = impl_->opts.scatter_to_cqe;
-  verbs::Qp qp = verbs::create_rc_qp(impl_->dev, impl_->pd.get(), impl_->cq(send_cq), impl_->cq(recv_cq),
-                                     impl_->srq.get(), o);
+  verbs::Qp qp = verbs::create_rc_qp(impl_->dev, impl_->ctx.get(), impl_->pd.get(), impl_->cq(send_cq),
+                                     impl_->cq(recv_cq), impl_->srq.get(), o);
   mlx5dv_qp out{};
   mlx5dv_obj obj{};
   obj.qp.in = qp.get();

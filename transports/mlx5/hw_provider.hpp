@@ -7,6 +7,13 @@
 //   bkv::mlx5::DirectTransport<bkv::mlx5::HwProvider> transport(hw);
 //
 // The provider must outlive the transport; the device must outlive the provider.
+//
+// One provider per thread, one transport per provider. Each provider opens its own
+// device context on the Device's ibv_device; its PD, CQs, SRQ, QPs and MRs belong to
+// that context. The data path writes BlueFlame registers without a lock, and libmlx5
+// makes QPs of one context share registers: with a context per provider, no register
+// is written by two threads (QPs of one transport that share a register alternate its
+// halves together, direct_transport.hpp BlueFlameReg).
 #pragma once
 
 #include <cstddef>

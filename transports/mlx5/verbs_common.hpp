@@ -64,9 +64,9 @@ inline Mr reg_mr(ibv_pd* pd, void* ptr, size_t len, uint32_t access) {
   return Mr(mr);
 }
 
-// A CQ; through mlx5dv_create_cq when the device is mlx5 (for compressed CQEs and
-// 128-byte CQEs), else ibv_create_cq.
-inline Cq create_cq(const Device& dev, uint32_t entries, bool compressed, uint32_t cqe_size) {
+// A CQ on context `ctx` (of `dev`'s device); through mlx5dv_create_cq when the device is
+// mlx5 (for compressed CQEs and 128-byte CQEs), else ibv_create_cq.
+inline Cq create_cq(const Device& dev, ibv_context* ctx, uint32_t entries, bool compressed, uint32_t cqe_size) {
   if (dev.is_mlx5()) {
     ibv_cq_init_attr_ex attr{};
     attr.cqe = entries;
@@ -80,11 +80,11 @@ inline Cq create_cq(const Device& dev, uint32_t entries, bool compressed, uint32
       dv.comp_mask |= MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE;
       dv.cqe_size = static_cast<uint16_t>(cqe_size);
     }
-    ibv_cq_ex* cq = mlx5dv_create_cq(dev.context(), &attr, &dv);
+    ibv_cq_ex* cq = mlx5dv_create_cq(ctx, &attr, &dv);
     if (cq == nullptr) fail("mlx5dv_create_cq of " + std::to_string(entries) + " entries");
     return Cq(ibv_cq_ex_to_cq(cq));
   }
-  ibv_cq* cq = ibv_create_cq(dev.context(), static_cast<int>(entries), nullptr, nullptr, 0);
+  ibv_cq* cq = ibv_create_cq(ctx, static_cast<int>(entries), nullptr, nullptr, 0);
   if (cq == nullptr) fail("ibv_create_cq of " + std::to_string(entries) + " entries");
   return Cq(cq);
 }
@@ -104,8 +104,9 @@ struct QpOptions {
   bool scatter_to_cqe = true;  // mlx5 only: allow or disable requester scatter-to-CQE
 };
 
-// An RC QP on the shared SRQ, moved to INIT.
-inline Qp create_rc_qp(const Device& dev, ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_srq* srq,
+// An RC QP on the shared SRQ, on context `ctx` (of `dev`'s device; the PD, CQs and SRQ
+// belong to it), moved to INIT.
+inline Qp create_rc_qp(const Device& dev, ibv_context* ctx, ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_srq* srq,
                        const QpOptions& o) {
   ibv_qp_init_attr_ex a{};
   a.qp_type = IBV_QPT_RC;
@@ -123,9 +124,9 @@ inline Qp create_rc_qp(const Device& dev, ibv_pd* pd, ibv_cq* send_cq, ibv_cq* r
     mlx5dv_qp_init_attr dv{};
     dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS;
     dv.create_flags = o.scatter_to_cqe ? MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE : MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE;
-    qp = mlx5dv_create_qp(dev.context(), &a, &dv);
+    qp = mlx5dv_create_qp(ctx, &a, &dv);
   } else {
-    qp = ibv_create_qp_ex(dev.context(), &a);
+    qp = ibv_create_qp_ex(ctx, &a);
   }
   if (qp == nullptr) fail("create RC QP (" + std::to_string(o.max_send_wr) + " send WRs)");
   Qp guard(qp);

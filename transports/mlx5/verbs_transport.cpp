@@ -31,8 +31,8 @@ VerbsTransport::VerbsTransport(Device& dev, const VerbsOptions& opts)
     : impl_(new Impl{dev, nullptr, {}, nullptr, nullptr, nullptr, {}, {}, {}, {}, {}, 0}), opts_(opts) {
   if (opts_.sq_depth == 0 || opts_.srq_size == 0) throw std::invalid_argument("verbs: sq_depth and srq_size must be positive");
   impl_->pd = verbs::alloc_pd(dev.context());
-  impl_->recv_cq = verbs::create_cq(dev, opts_.recv_cq_entries ? opts_.recv_cq_entries : opts_.srq_size, false, 64);
-  impl_->send_cq = verbs::create_cq(dev, opts_.send_cq_entries, false, 64);
+  impl_->recv_cq = verbs::create_cq(dev, dev.context(), opts_.recv_cq_entries ? opts_.recv_cq_entries : opts_.srq_size, false, 64);
+  impl_->send_cq = verbs::create_cq(dev, dev.context(), opts_.send_cq_entries, false, 64);
   impl_->srq = verbs::create_srq(impl_->pd.get(), opts_.srq_size);
   ibv_srq_attr attr{};
   if (ibv_query_srq(impl_->srq.get(), &attr) != 0) verbs::fail("ibv_query_srq");
@@ -61,8 +61,8 @@ VerbsTransport::QueuePair& VerbsTransport::create_queue_pair() {
   verbs::QpOptions o;
   o.max_send_wr = opts_.sq_depth;
   o.max_inline = opts_.max_inline;
-  verbs::Qp qp = verbs::create_rc_qp(impl_->dev, impl_->pd.get(), impl_->send_cq.get(), impl_->recv_cq.get(),
-                                     impl_->srq.get(), o);
+  verbs::Qp qp = verbs::create_rc_qp(impl_->dev, impl_->dev.context(), impl_->pd.get(), impl_->send_cq.get(),
+                                     impl_->recv_cq.get(), impl_->srq.get(), o);
   QueuePair& q = qps_.emplace_back();
   q.owner_ = this;
   q.qp_ = qp.get();

@@ -149,7 +149,7 @@ struct EmuQp {
   Buffer sq;
   uint32_t wqe_cnt = 0;
   Buffer dbrec;
-  Buffer bf;
+  uint32_t bf_reg = 0;   // index into Impl::bf_regs
   uint32_t bf_size = 0;
   uint32_t send_cq = 0;  // index into Impl::cqs
   uint32_t recv_cq = 0;
@@ -161,8 +161,16 @@ struct EmuQp {
   // written for (a CQE for WQE w tells software that w and every block before it is
   // done; an unsignalled WQE frees nothing by itself).
   uint16_t completed = 0;
-  uint32_t next_half = 0;  // BlueFlame half the next doorbell must use
   std::deque<Op> ops;
+};
+
+// A BlueFlame register (two halves of bf_size bytes, or the 8-byte doorbell register
+// when bf_size is 0) and the QPs that write it.
+struct EmuBfReg {
+  Buffer mem;
+  uint32_t bf_size = 0;
+  uint32_t next_half = 0;      // half the next write must use, whichever QP makes it
+  std::vector<uint32_t> qps;   // indexes into Impl::qps
 };
 
 }  // namespace
@@ -171,6 +179,7 @@ struct Node::Impl {
   std::vector<EmuCq> cqs;
   EmuSrq srq;
   std::vector<EmuQp> qps;
+  std::vector<EmuBfReg> bf_regs;
 
   EmuCq& cq_by_desc(const CqDescriptor& d) {
     for (auto& c : cqs)
@@ -414,11 +423,23 @@ SqDescriptor Node::create_qp(const QpCaps& caps, const CqDescriptor& send_cq, co
   q.sq = Buffer(size_t{q.wqe_cnt} * kBb);
   q.dbrec = Buffer(64);
   q.bf_size = opts_.bf_size;
-  q.bf = Buffer(std::max<uint32_t>(2 * q.bf_size, 64));
   q.send_cq = impl_->cq_index(send_cq);
   q.recv_cq = impl_->cq_index(recv_cq);
-  fabric_.qps_[q.qpn] = {this, static_cast<uint32_t>(impl_->qps.size() - 1)};
-  return SqDescriptor{q.sq.p, q.wqe_cnt, kBb, reinterpret_cast<uint32_t*>(q.dbrec.p), q.bf.p, q.bf_size, q.qpn};
+  const uint32_t qp_index = static_cast<uint32_t>(impl_->qps.size() - 1);
+  // The QP's BlueFlame register: its own, or register i mod bf_registers (shared).
+  q.bf_reg = opts_.bf_registers ? qp_index % opts_.bf_registers : qp_index;
+  if (q.bf_reg == impl_->bf_regs.size()) {
+    EmuBfReg& r = impl_->bf_regs.emplace_back();
+    r.mem = Buffer(std::max<uint32_t>(2 * q.bf_size, 64));
+    r.bf_size = q.bf_size;
+  } else if (q.bf_reg > impl_->bf_regs.size() || impl_->bf_regs[q.bf_reg].bf_size != q.bf_size) {
+    impl_->qps.pop_back();
+    throw std::invalid_argument("mlx5 emulator: bf_registers or bf_size changed between QPs of one node");
+  }
+  EmuBfReg& reg = impl_->bf_regs[q.bf_reg];
+  reg.qps.push_back(qp_index);
+  fabric_.qps_[q.qpn] = {this, qp_index};
+  return SqDescriptor{q.sq.p, q.wqe_cnt, kBb, reinterpret_cast<uint32_t*>(q.dbrec.p), reg.mem.p, q.bf_size, q.qpn};
 }
 
 ConnectInfo Node::local_info(uint32_t qpn) const {
@@ -562,33 +583,59 @@ bool decode(const std::byte* w, const CtrlView& c, Op& op, Stats& st) {
 
 }  // namespace
 
+namespace {
+
+// The send counter of a QP's doorbell record (its reserved bits checked).
+uint32_t send_counter(const EmuQp& q) {
+  const uint32_t dbr_word = rd32(q.dbrec.p + 4 * MLX5_SND_DBR);
+  // PRM / rdma-core (htobe32(cur_post & 0xffff)): the send counter is bits 15:0,
+  // bits 31:16 are reserved.
+  if (dbr_word >> 16)
+    violation("QP " + std::to_string(q.qpn) + ": send doorbell record " + hex(dbr_word) +
+              " has reserved bits 31:16 set (the send counter is 16 bits)");
+  return dbr_word;
+}
+
+}  // namespace
+
 void Node::process_doorbells() {
   Stats& st = fabric_.stats_;
-  for (EmuQp& q : impl_->qps) {
-    const uint32_t dbr_word = rd32(q.dbrec.p + 4 * MLX5_SND_DBR);
-    // PRM / rdma-core (htobe32(cur_post & 0xffff)): the send counter is bits 15:0,
-    // bits 31:16 are reserved.
-    if (dbr_word >> 16)
-      violation("QP " + std::to_string(q.qpn) + ": send doorbell record " + hex(dbr_word) +
-                " has reserved bits 31:16 set (the send counter is 16 bits)");
-    const uint32_t counter = dbr_word;
+  // Every register written since the NIC last read it: the write is a doorbell of one QP.
+  for (size_t r = 0; r < impl_->bf_regs.size(); ++r) {
+    EmuBfReg& reg = impl_->bf_regs[r];
     // Which BlueFlame half (or the plain doorbell register) was written?
-    const uint32_t half_bytes = q.bf_size ? q.bf_size : 8;
-    std::byte* halves[2] = {q.bf.p, q.bf_size ? q.bf.p + q.bf_size : nullptr};
+    const uint32_t half_bytes = reg.bf_size ? reg.bf_size : 8;
+    std::byte* halves[2] = {reg.mem.p, reg.bf_size ? reg.mem.p + reg.bf_size : nullptr};
     const bool written[2] = {!all_zero(halves[0], 8), halves[1] != nullptr && !all_zero(halves[1], 8)};
-    const std::string qname = "QP " + std::to_string(q.qpn);
-    if (!written[0] && !written[1]) {
-      if (counter != q.hw_ci)
-        violation(qname + ": send doorbell record advanced to " + std::to_string(counter) +
-                  " without a doorbell / BlueFlame write");
-      continue;
+    if (!written[0] && !written[1]) continue;
+    const bool shared = reg.qps.size() > 1;
+    std::string rname = "QP " + std::to_string(impl_->qps[reg.qps[0]].qpn);
+    if (shared) {
+      rname = "BlueFlame register " + std::to_string(r) + " (shared by QPs";
+      for (uint32_t i : reg.qps) rname += " " + std::to_string(impl_->qps[i].qpn);
+      rname += ")";
     }
-    if (written[0] && written[1]) violation(qname + ": both BlueFlame halves written before the NIC read one");
+    if (written[0] && written[1]) violation(rname + ": both BlueFlame halves written before the NIC read one");
     const uint32_t half = written[0] ? 0 : 1;
-    if (q.bf_size && half != q.next_half)
-      violation(qname + ": BlueFlame write to half " + std::to_string(half) + ", expected half " +
-                std::to_string(q.next_half) + " (consecutive doorbells alternate)");
+    if (reg.bf_size && half != reg.next_half)
+      violation(rname + ": BlueFlame write to half " + std::to_string(half) + ", expected half " +
+                std::to_string(reg.next_half) +
+                (shared ? " (consecutive writes to one register alternate halves, whichever QP makes them)"
+                        : " (consecutive doorbells alternate)"));
     std::byte* bf = halves[half];
+    // The QP: the register's only one, else the QP number in the write's first 8 bytes
+    // (qpn_ds, bits 31:8), as the NIC reads it.
+    EmuQp* qp = &impl_->qps[reg.qps[0]];
+    if (shared) {
+      const uint32_t qpn = rd32(bf + offsetof(mlx5_wqe_ctrl_seg, qpn_ds)) >> 8;
+      qp = nullptr;
+      for (uint32_t i : reg.qps)
+        if (impl_->qps[i].qpn == qpn) qp = &impl_->qps[i];
+      if (qp == nullptr) violation(rname + ": a write names QP " + std::to_string(qpn) + ", which does not use this register");
+    }
+    EmuQp& q = *qp;
+    const uint32_t counter = send_counter(q);
+    const std::string qname = "QP " + std::to_string(q.qpn);
     ++st.doorbells;
     if (counter == q.hw_ci) violation(qname + ": doorbell without new WQEs in the doorbell record");
     // Send-queue overflow: the blocks from the last one a CQE has freed up to the
@@ -652,9 +699,14 @@ void Node::process_doorbells() {
     }
     std::memset(bf, 0, half_bytes);
     q.hw_ci = idx;
-    if (q.bf_size) q.next_half ^= 1;
+    if (reg.bf_size) reg.next_half ^= 1;
   }
+  for (const EmuQp& q : impl_->qps)
+    if (send_counter(q) != q.hw_ci)
+      violation("QP " + std::to_string(q.qpn) + ": send doorbell record advanced to " + std::to_string(send_counter(q)) +
+                " without a doorbell / BlueFlame write");
 }
+
 
 // ------------------------------------------------------------------------------------
 // Execution

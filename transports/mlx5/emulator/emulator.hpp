@@ -7,10 +7,12 @@
 // memory, decoding everything with the rdma-core structure definitions
 // (<infiniband/mlx5dv.h>) and never with the transport's encoder:
 //
-//  - process_doorbells(): reads each QP's BlueFlame halves and send doorbell record;
+//  - process_doorbells(): reads each BlueFlame register's halves (a write names its QP;
+//    NodeOptions::bf_registers lets QPs share registers) and each send doorbell record;
 //    an 8-byte doorbell must equal the first 8 bytes of the last new WQE, a BlueFlame
 //    copy must hold the one new WQE byte for byte as in the send queue (one WQE per
-//    BlueFlame write); halves must alternate; the reserved bits of the doorbell records (send and SRQ counters:
+//    BlueFlame write); consecutive writes to one register alternate halves, whichever
+//    QP makes them; the reserved bits of the doorbell records (send and SRQ counters:
 //    31:16, CQ consumer counter: 31:24) must be 0; the doorbell
 //    record must never announce more blocks than the ring holds beyond the last WQE a
 //    CQE has freed (send-queue overflow). New WQEs are decoded (ctrl, raddr, inline and
@@ -53,6 +55,11 @@ struct Violation : std::logic_error {
 struct NodeOptions {
   uint32_t cqe_size = 64;        // 64 or 128
   uint32_t bf_size = 256;        // bytes per BlueFlame half; 0 = no BlueFlame
+  // 0: every QP has a BlueFlame register of its own. N > 0: the node has N registers and
+  // its i-th QP gets register i mod N, so QPs share registers as libmlx5's QPs beyond
+  // the dedicated ones do; a write then names its QP by the QP number in its first 8
+  // bytes, and the halves must alternate per register, whichever QP writes.
+  uint32_t bf_registers = 0;
   bool compress_send = false;    // compress requester CQEs
   bool compress_recv = false;    // compress responder CQEs
   uint32_t max_session = 64;     // completions per compressed session (>= 2)
