@@ -32,6 +32,7 @@
 #include <deque>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "backends/backend_kind.hpp"
@@ -75,8 +76,20 @@ struct DelegationRemotePath {
   // Both always inlined into the client's step, as the DelegationClient functions they
   // wrap: left to GCC, each became a call of its own ([clone .isra.0]) with saved
   // registers, once per client step (poll) and per remote call (try_call).
-  [[gnu::always_inline]] bool try_call(const Request& r, uint64_t token) noexcept {
-    return deleg->try_call(r, token).status == shm::DelegationCallStatus::kOk;
+  // A full ring or no free response slot is "try again next step" (false); a server
+  // gone or a forged ring is not, and ends the client with an error naming it.
+  [[gnu::always_inline]] bool try_call(const Request& r, uint64_t token) {
+    const shm::DelegationCallStatus s = deleg->try_call(r, token).status;
+    if (s == shm::DelegationCallStatus::kOk) return true;
+    if (s != shm::DelegationCallStatus::kFull && s != shm::DelegationCallStatus::kNoFreeSlot) [[unlikely]]
+      call_failed(s);
+    return false;
+  }
+  [[noreturn, gnu::noinline, gnu::cold]] static void call_failed(shm::DelegationCallStatus s) {
+    const char* why = s == shm::DelegationCallStatus::kServerDisconnected ? "daemon #0's server is gone (server_alive cleared)"
+                      : s == shm::DelegationCallStatus::kRingCorrupted   ? "the ring's tail is beyond this call's position (forged)"
+                                                                          : "an unexpected status";
+    throw std::runtime_error(std::string("delegation client: a remote call failed: ") + why);
   }
   // A response that carried another call's tag (a forged or misdirected request took
   // the slot: shm::DelegationClient, call tags) ends its call with an invalid response,

@@ -95,3 +95,19 @@ TEST_CASE("connection_count of every backend is the size of its connection list"
         check.template operator()<bkv::backend::DirectBackend>();
       }
 }
+
+TEST_CASE("a Delegation client whose server is gone fails with an error instead of retrying forever", "[backends]") {
+  // try_call's false means "full: try again next step"; a cleared server_alive (or a
+  // forged ring) would make that retry spin forever. It ends the client with an error.
+  NodeConfig cfg;
+  cfg.clients = 1;
+  cfg.queue_depth = 4;
+  cfg.deleg_ring_depth = 8;
+  DelegationRing ring(cfg);
+  ring.clients.push_back(std::make_unique<DelegClientT>(DelegClientT::connect(ring.seg.bytes())));
+  DelegationRemotePath path{ring.clients.back().get()};
+  Request r{};
+  CHECK(path.try_call(r, 0));
+  ring.server->shutdown();
+  CHECK_THROWS_WITH(path.try_call(r, 1), Catch::Contains("server is gone"));
+}
