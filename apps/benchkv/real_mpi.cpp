@@ -1,6 +1,7 @@
 // The rank-level pieces of real runs that need no transport: pinning plan, outputs.
 #include "apps/benchkv/real_mpi.hpp"
 
+#include "apps/benchkv/fnv1a.hpp"
 #include "apps/benchkv/provenance.hpp"
 
 #include <unistd.h>
@@ -48,15 +49,6 @@ RunTexts run_texts(const app::Options& o) {
   return {app::build_provenance().dump(), opts.dump()};
 }
 
-uint64_t fnv1a(std::string_view text) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 struct RunFingerprint {
   uint64_t magic = 0;
   uint64_t build_hash = 0, options_hash = 0;
@@ -95,8 +87,8 @@ void check_same_run(const mpi::Session& s, const app::Options& o) {
   const RunTexts mine = run_texts(o);
   RunFingerprint f;
   f.magic = kFingerprintMagic;
-  f.build_hash = fnv1a(mine.build);
-  f.options_hash = fnv1a(mine.options);
+  f.build_hash = app::fnv1a(mine.build);
+  f.options_hash = app::fnv1a(mine.options);
   f.build_length = mine.build.size();
   f.options_length = mine.options.size();
   const std::vector<RunFingerprint> all = s.all_gather(f);

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "apps/benchkv/fnv1a.hpp"
 #include "apps/benchkv/options.hpp"
 #include "apps/benchkv/results.hpp"
 #include "apps/benchkv/sim_runner.hpp"
@@ -246,11 +247,7 @@ json effective_config(const Options& o, const json& model) {
 // FNV-1a, 64 bits, of the configuration's JSON text (sorted keys, so the same
 // configuration always gives the same text), as 16 hex digits.
 std::string config_hash(const json& config) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const unsigned char c : config.dump()) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
+  const uint64_t h = fnv1a(config.dump());
   char b[17];
   std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(h));
   return b;
@@ -443,19 +440,15 @@ void write_results(const Sweep& s, const std::vector<std::string>& rows) {
 int agree_on_sweep(SweepRanks& ranks, const std::string& file, const Sweep& s, const std::vector<const SweepRun*>& todo,
                    bool failed) {
   auto fnv = [](uint64_t h, const std::string& text) {
-    for (const unsigned char c : text) {
-      h ^= c;
-      h *= 0x100000001b3ull;
-    }
-    return h ^ 0xff;  // separates consecutive texts
+    return fnv1a(text, h) ^ 0xff;  // the xor separates consecutive texts
   };
-  uint64_t sweep_hash = fnv(0xcbf29ce484222325ull, s.output_dir);
+  uint64_t sweep_hash = fnv(kFnv1aOffsetBasis, s.output_dir);
   for (const auto& a : s.axes) sweep_hash = fnv(sweep_hash, a);
   for (const auto& r : s.runs) {
     for (const auto& l : r.labels) sweep_hash = fnv(sweep_hash, l);
     sweep_hash = fnv(fnv(sweep_hash, r.config.dump()), r.model_patch.dump());
   }
-  uint64_t todo_hash = 0xcbf29ce484222325ull;
+  uint64_t todo_hash = kFnv1aOffsetBasis;
   for (const SweepRun* r : todo) todo_hash = fnv(todo_hash, std::to_string(r->index));
   constexpr size_t kWords = 5;  // failed, runs, sweep hash, runs to run, their hash
   const std::vector<uint64_t> all =
