@@ -1,11 +1,13 @@
 #include "apps/benchkv/sweep.hpp"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -398,9 +400,14 @@ size_t run_local(const Sweep& s, const std::vector<const SweepRun*>& todo, uint3
     const std::string dir = run_dir(s, r->index);
     fs::create_directories(dir);
     std::fflush(nullptr);
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error("sweep: fork failed");
     if (pid == 0) {
+      // A run ends with the sweep that started it: killed alone, the parent would leave
+      // its runs going and writing into the output directory. (The check after the
+      // prctl catches a parent that died before it.)
+      if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || ::getppid() != parent) ::_exit(1);
       const int fd = ::open((dir + "/log.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (fd >= 0) ::dup2(fd, 2);
       int rc = 0;
@@ -430,6 +437,23 @@ void write_results(const Sweep& s, const std::vector<std::string>& rows) {
   fs::rename(path + ".tmp", path);
 }
 
+}  // namespace
+
+uint64_t sweep_fingerprint(const Sweep& s) {
+  auto fnv = [](uint64_t h, const std::string& text) {
+    return fnv1a(text, h) ^ 0xff;  // the xor separates consecutive texts
+  };
+  uint64_t h = fnv(kFnv1aOffsetBasis, s.output_dir);
+  for (const auto& a : s.axes) h = fnv(h, a);
+  for (const auto& r : s.runs) {
+    for (const auto& l : r.labels) h = fnv(h, l);
+    h = fnv(h, effective_config(s, r).dump());
+  }
+  return h;
+}
+
+namespace {
+
 // Under mpirun every rank loaded the sweep and found the runs finished earlier on its
 // own; before any run starts they agree on it, in one collective (which also keeps a
 // rank from starting runs while another still looks for finished ones: its list would
@@ -442,12 +466,7 @@ int agree_on_sweep(SweepRanks& ranks, const std::string& file, const Sweep& s, c
   auto fnv = [](uint64_t h, const std::string& text) {
     return fnv1a(text, h) ^ 0xff;  // the xor separates consecutive texts
   };
-  uint64_t sweep_hash = fnv(kFnv1aOffsetBasis, s.output_dir);
-  for (const auto& a : s.axes) sweep_hash = fnv(sweep_hash, a);
-  for (const auto& r : s.runs) {
-    for (const auto& l : r.labels) sweep_hash = fnv(sweep_hash, l);
-    sweep_hash = fnv(fnv(sweep_hash, r.config.dump()), r.model_patch.dump());
-  }
+  const uint64_t sweep_hash = failed ? 0 : sweep_fingerprint(s);
   uint64_t todo_hash = kFnv1aOffsetBasis;
   for (const SweepRun* r : todo) todo_hash = fnv(todo_hash, std::to_string(r->index));
   constexpr size_t kWords = 5;  // failed, runs, sweep hash, runs to run, their hash
@@ -467,7 +486,7 @@ int agree_on_sweep(SweepRanks& ranks, const std::string& file, const Sweep& s, c
     } else if (word(0, 0) == 0 && (word(j, 1) != word(0, 1) || word(j, 2) != word(0, 2))) {
       why = "rank " + std::to_string(j) + " read another sweep than rank 0 (" + file + " on rank 0: " +
             std::to_string(word(0, 1)) + " runs; rank " + std::to_string(j) + ": " + std::to_string(word(j, 1)) +
-            " runs, with other settings)";
+            " runs, with other settings, or another content of a config or model file they name)";
     } else if (word(0, 0) == 0 && (word(j, 3) != word(0, 3) || word(j, 4) != word(0, 4))) {
       why = "rank " + std::to_string(j) + " found other runs finished in " + s.output_dir + " than rank 0 (" +
             std::to_string(word(0, 1) - word(0, 3)) + " on rank 0, " + std::to_string(word(j, 1) - word(j, 3)) +
@@ -491,8 +510,9 @@ void print_usage(std::FILE* f) {
                "finished run made with another configuration is refused (exit 2). Progress: stderr.\n"
                "  -j N, --jobs N  runs at a time on local cores, one child process each (default 1);\n"
                "                  under mpirun each rank is one run slot and -j above 1 is refused\n"
-               "  --check         validates every run's options and model, prints the warnings, runs\n"
-               "                  nothing\n"
+               "  --check         validates every run's options and model, prints the warnings and the\n"
+               "                  sweep's fingerprint (equal on two machines: the same runs, options\n"
+               "                  and model contents), runs nothing\n"
                "Plot: /usr/bin/python3 scripts/plot_sweep.py SWEEP.json (the sweep's \"plot\" entries)\n",
                [] {
                  std::string f;
@@ -739,8 +759,8 @@ int sweep_main(int argc, char** argv) {
     try {
       const Sweep s = load_sweep(file);
       for (const auto& w : s.warnings) std::fprintf(stderr, "benchkv sweep: warning: %s\n", w.c_str());
-      std::printf("%s: %zu runs, every run's options and model valid; output %s\n", file.c_str(), s.runs.size(),
-                  s.output_dir.c_str());
+      std::printf("%s: %zu runs, every run's options and model valid; output %s; fingerprint %016llx\n", file.c_str(),
+                  s.runs.size(), s.output_dir.c_str(), static_cast<unsigned long long>(sweep_fingerprint(s)));
       return 0;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "benchkv %s\n", e.what());  // "benchkv sweep: FILE: ...", as when running

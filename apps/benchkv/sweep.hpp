@@ -27,6 +27,7 @@
 // runs left to run (sweep.cpp, agree_on_sweep); a rank that differs ends every rank.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,12 @@ struct Sweep {
 // Reads, expands and validates a sweep file: every run's options and model are checked
 // before anything runs. Throws std::runtime_error naming the file, the key and the run.
 Sweep load_sweep(const std::string& path);
+
+// A 64-bit FNV-1a digest of everything that decides the sweep's rows: its output
+// directory, axes, labels and every run's effective configuration (option values, and
+// the contents of the config and model files they name, not their paths). Ranks under
+// mpirun compare it before any run starts; `benchkv sweep --check` prints it.
+uint64_t sweep_fingerprint(const Sweep& s);
 
 // `benchkv sweep ...`: argv[1] is "sweep". Returns the exit status.
 int sweep_main(int argc, char** argv);

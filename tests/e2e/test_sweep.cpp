@@ -1,6 +1,12 @@
 // benchkv sweep: a small grid gives byte-identical rows run one at a time, two at a time
 // and as two MPI ranks; finished runs are not run again; bad sweep files are rejected
 // with a message naming the problem.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -122,7 +128,8 @@ TEST_CASE("sweep: under mpirun a rank that cannot load the sweep or reads anothe
   INFO(describe(differs));
   CHECK(differs.status == 2);
   CHECK_THAT(differs.err, Catch::Contains("benchkv sweep: rank 1 read another sweep than rank 0 (s.json on rank 0: "
-                                          "8 runs; rank 1: 8 runs, with other settings); no run started"));
+                                          "8 runs; rank 1: 8 runs, with other settings, or another content of a "
+                                          "config or model file they name); no run started"));
   CHECK_FALSE(fs::exists(dir / "out" / "results.csv"));
   CHECK_FALSE(fs::exists(dir / "out" / "runs" / "0000" / "row.json"));
 #else
@@ -422,4 +429,76 @@ TEST_CASE("sweep: every sweep file the repository ships is valid (--check)", "[e
   const Outcome ran = run_benchkv({"sweep", "bad.json"}, dir.path());
   CHECK(ran.status == 2);
   CHECK(ran.err == bad.err);
+}
+
+TEST_CASE("sweep: the fingerprint --check prints follows the model file's content, not only its path",
+          "[e2e][sweep]") {
+  // Ranks under mpirun compare this fingerprint: two nodes whose copies of a model file
+  // differ must not run one sweep as if it were the same.
+  TempDir dir;
+  write_file(dir / "m.json", R"({"nic": {"send": {"qp_window": 8}}})");
+  write_file(dir / "s.json", R"({"base": {"backend": "delegation", "transport": "sim", "model": "m.json",
+    "duration": 0.004, "interval_ms": 1, "trim": 1}, "grid": {"np": [2, 3]}, "output": "out"})");
+  auto fingerprint = [&] {
+    const Outcome o = run_benchkv({"sweep", "s.json", "--check"}, dir.path());
+    INFO(describe(o));
+    REQUIRE(o.status == 0);
+    const auto at = o.out.find("fingerprint ");
+    REQUIRE(at != std::string::npos);
+    return o.out.substr(at + 12, 16);
+  };
+  const std::string first = fingerprint();
+  CHECK(first.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(fingerprint() == first);
+  write_file(dir / "m.json", R"({"nic": {"send": {"qp_window": 2}}})");
+  CHECK(fingerprint() != first);
+  write_file(dir / "m.json", R"({"nic": {"send": {"qp_window": 8}}})");
+  CHECK(fingerprint() == first);
+}
+
+TEST_CASE("sweep: runs started with -j end when the sweep process is killed", "[e2e][sweep]") {
+  TempDir dir;
+  write_file(dir / "s.json", R"({"base": {"backend": "delegation", "transport": "sim", "duration": 100,
+    "runs": 1, "client_threads": 2}, "grid": {"np": [2, 3]}, "output": "out"})");
+  std::fflush(nullptr);
+  const pid_t sweep = ::fork();
+  REQUIRE(sweep >= 0);
+  if (sweep == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    if (null < 0 || ::dup2(null, STDOUT_FILENO) < 0 || ::dup2(null, STDERR_FILENO) < 0) ::_exit(126);
+    if (::chdir(dir.path().c_str()) != 0) ::_exit(126);
+    ::execl(BENCHKV_BIN, BENCHKV_BIN, "sweep", "s.json", "-j", "2", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // The sweep's two runs: its children, once both have started (each opened its log).
+  auto children = [&] {
+    std::vector<pid_t> pids;
+    std::ifstream f("/proc/" + std::to_string(sweep) + "/task/" + std::to_string(sweep) + "/children");
+    for (long p; f >> p;) pids.push_back(static_cast<pid_t>(p));
+    return pids;
+  };
+  std::vector<pid_t> runs;
+  for (int i = 0; i < 1000 && runs.size() < 2; ++i) {
+    ::usleep(10'000);
+    runs = children();
+  }
+  auto alive = [](pid_t p) {  // a zombie is not running
+    std::ifstream f("/proc/" + std::to_string(p) + "/stat");
+    std::string line;
+    if (!std::getline(f, line)) return false;
+    const auto close = line.rfind(')');
+    return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+  };
+  ::kill(sweep, SIGKILL);
+  int ws = 0;
+  ::waitpid(sweep, &ws, 0);
+  REQUIRE(runs.size() == 2);
+  bool ended = false;
+  for (int i = 0; i < 1000 && !ended; ++i) {
+    ended = !alive(runs[0]) && !alive(runs[1]);
+    if (!ended) ::usleep(10'000);
+  }
+  for (pid_t p : runs)
+    if (alive(p)) ::kill(p, SIGKILL);  // not to leave them running when the check fails
+  CHECK(ended);
 }
