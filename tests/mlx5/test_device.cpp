@@ -7,6 +7,7 @@
 #include "transports/mlx5/device.hpp"
 #include "transports/mlx5/direct_transport.hpp"
 #include "transports/mlx5/hw_provider.hpp"
+#include "transports/mlx5/verbs_common.hpp"
 #include "transports/mlx5/verbs_transport.hpp"
 
 using namespace bkv;
@@ -42,4 +43,45 @@ TEST_CASE("open_device without a matching RDMA device throws NoDeviceError with 
     }
     CHECK_THROWS_AS(open_device("", static_cast<int>(devices.size()) + 5), NoDeviceError);
   }
+}
+
+TEST_CASE("a peer's connection blob is checked field by field before it reaches the device") {
+  PortInfo ib{};
+  ib.lid = 3;
+  ib.link_layer = IBV_LINK_LAYER_INFINIBAND;
+  ib.active_mtu = IBV_MTU_4096;
+  ConnectInfo good{};
+  good.qpn = 0x123;
+  good.psn = 0xFFFFFF;  // the largest 24-bit PSN
+  good.lid = 7;
+  good.mtu = IBV_MTU_2048;
+  good.link_layer = IBV_LINK_LAYER_INFINIBAND;
+  CHECK_NOTHROW(verbs::check_remote_info(ib, 0x45, good));
+
+  auto rejected = [&](ConnectInfo bad, const std::string& why) {
+    try {
+      verbs::check_remote_info(ib, 0x45, bad);
+      FAIL("accepted a blob with " << why);
+    } catch (const std::invalid_argument& e) {
+      CHECK_THAT(e.what(), Catch::Contains("QP 69 -> remote QP "));
+      CHECK_THAT(e.what(), Catch::Contains(why));
+    }
+  };
+  ConnectInfo c = good;
+  c.psn = 0x1000000;  // one past 24 bits: ibv_modify_qp would truncate it to 0
+  rejected(c, "remote PSN 16777216 is not a 24-bit value");
+  c = good;
+  c.qpn = 0x1000000;
+  rejected(c, "invalid remote QP number");
+  c.qpn = 0;
+  rejected(c, "invalid remote QP number");
+  c = good;
+  c.mtu = IBV_MTU_4096 + 1;
+  rejected(c, "invalid remote MTU code 6");
+  c = good;
+  c.link_layer = IBV_LINK_LAYER_ETHERNET;
+  rejected(c, "remote link layer 2 differs from the local one 1");
+  c = good;
+  c.lid = 0;
+  rejected(c, "remote LID is 0");
 }

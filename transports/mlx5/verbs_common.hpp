@@ -165,11 +165,15 @@ struct ConnectOptions {
   uint8_t rnr_retry = 7;  // 7 = retry forever on receiver-not-ready
 };
 
-// INIT -> RTR -> RTS against the peer described by `remote`.
-inline void connect_rc(const Device& dev, ibv_qp* qp, const ConnectInfo& remote, const ConnectOptions& o) {
-  const PortInfo& p = dev.port_info();
-  const std::string who = "QP " + std::to_string(qp->qp_num) + " -> remote QP " + std::to_string(remote.qpn);
+// The peer's connection blob comes from another process (over MPI): every field the
+// RTR transition uses is checked against its range before it reaches the device. QP
+// numbers and PSNs are 24-bit on the wire (InfiniBand BTH); ibv_modify_qp would
+// otherwise truncate a larger PSN silently and the two ends would disagree on it.
+inline void check_remote_info(const PortInfo& p, uint32_t local_qpn, const ConnectInfo& remote) {
+  const std::string who = "QP " + std::to_string(local_qpn) + " -> remote QP " + std::to_string(remote.qpn);
   if (remote.qpn == 0 || remote.qpn > 0xFFFFFF) throw std::invalid_argument(who + ": invalid remote QP number");
+  if (remote.psn > 0xFFFFFF)
+    throw std::invalid_argument(who + ": remote PSN " + std::to_string(remote.psn) + " is not a 24-bit value");
   if (remote.link_layer != p.link_layer)
     throw std::invalid_argument(who + ": remote link layer " + std::to_string(remote.link_layer) +
                                 " differs from the local one " + std::to_string(p.link_layer));
@@ -177,6 +181,14 @@ inline void connect_rc(const Device& dev, ibv_qp* qp, const ConnectInfo& remote,
     throw std::invalid_argument(who + ": invalid remote MTU code " + std::to_string(remote.mtu));
   const bool roce = p.link_layer == IBV_LINK_LAYER_ETHERNET;
   if (!roce && remote.lid == 0 && !p.use_gid) throw std::invalid_argument(who + ": remote LID is 0");
+}
+
+// INIT -> RTR -> RTS against the peer described by `remote`.
+inline void connect_rc(const Device& dev, ibv_qp* qp, const ConnectInfo& remote, const ConnectOptions& o) {
+  const PortInfo& p = dev.port_info();
+  const std::string who = "QP " + std::to_string(qp->qp_num) + " -> remote QP " + std::to_string(remote.qpn);
+  check_remote_info(p, qp->qp_num, remote);
+  const bool roce = p.link_layer == IBV_LINK_LAYER_ETHERNET;
   const uint8_t rd_atomic =
       static_cast<uint8_t>(std::min<uint32_t>(o.max_rd_atomic, p.max_qp_rd_atom ? p.max_qp_rd_atom : 1));
 
