@@ -169,6 +169,10 @@ PostResult Network::post(uint32_t qpi, WqeOp op, const void* local, uint32_t len
   w.status = WcStatus::kSuccess;
   w.rnr_tries = 0;
   w.transport_retries = 0;
+  // An inline payload is part of the WQE: taken now. A gathered one is read by DMA after
+  // the doorbell; changing it before the completion is a race with that read on
+  // hardware, and the model reads it when the WRITE lands.
+  if ((w.flags & kWqeInline) && len > 0) snapshot_inline(q, seq, local, len);
   ++nic_of(q).n.wqes_posted;
   if (q.error || !q.connected()) {
     // Posting to a QP in the error state (or one never connected, still in RESET/INIT):
@@ -196,6 +200,34 @@ void Network::grow_wqe_ring(QpState& q) {
   for (uint64_t s = q.cursor[kStComplete]; s < q.slots.posted(); ++s) nb[s & (cap - 1)] = q.ring[s & q.mask];
   q.ring = std::move(nb);
   q.mask = cap - 1;
+}
+
+void Network::snapshot_inline(QpState& q, uint64_t seq, const void* src, uint32_t len) {
+  // WQEs before the completion cursor are done: the live ones, this one included, need
+  // distinct slots.
+  const uint64_t span = seq - q.cursor[kStComplete] + 1;
+  const uint64_t slots = q.inline_stride == 0 ? 0 : q.inline_mask + 1;
+  if (len > q.inline_stride || span > slots) {
+    constexpr uint64_t kLine = 64;
+    auto round_up = [](uint64_t n) { return (n + kLine - 1) / kLine * kLine; };
+    const uint64_t max_stride = round_up(nic_of(q).cfg.inline_max_bytes);
+    const uint64_t stride =
+        len > q.inline_stride ? std::min(std::max(round_up(len), 2 * q.inline_stride), max_stride) : q.inline_stride;
+    relayout_inline(q, seq, std::max(slots, std::bit_ceil(span)), stride);
+  }
+  std::memcpy(q.inline_data.data() + (seq & q.inline_mask) * q.inline_stride, src, len);
+}
+
+void Network::relayout_inline(QpState& q, uint64_t end, uint64_t slots, uint64_t stride) {
+  std::vector<std::byte> nb(slots * stride);
+  for (uint64_t s = q.cursor[kStComplete]; s < end && q.inline_stride != 0; ++s) {
+    const Wqe& w = q.ring[s & q.mask];
+    if ((w.flags & kWqeInline) && w.len > 0)
+      std::memcpy(nb.data() + (s & (slots - 1)) * stride, inline_payload(q, s), w.len);
+  }
+  q.inline_data = std::move(nb);
+  q.inline_stride = stride;
+  q.inline_mask = slots - 1;
 }
 
 void Network::ring_doorbell(uint32_t qpi, Time now) {
@@ -567,7 +599,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
       }
       w.remote_host = target.host;
       if (is_write(w.op)) {
-        prefetch_payload(w.local, w.len);
+        prefetch_payload(write_source(q, seq, w), w.len);
         prefetch_payload(target.host, w.len);
         const uint64_t bytes = w.len + (w.op == WqeOp::kWriteImm ? rn.cfg.cqe_bytes : 0);
         w.stage = kStLand;
@@ -628,7 +660,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
                                    std::to_string(rc.recv_cq.capacity()) + "): completions are not polled");
         rc.srq.consume();
       }
-      if (w.len > 0) std::memcpy(w.remote_host, w.local, w.len);
+      if (w.len > 0) std::memcpy(w.remote_host, write_source(q, seq, w), w.len);
       ++rn.n.writes_landed;
       Nic& nic = nic_of(q);
       const Time lat = now - w.posted_at;

@@ -5,7 +5,9 @@
 // Pipeline of one work request (WQE). Each arrow is an engine event; inside an event
 // the stations named are computed on arrival (stations.hpp).
 //
-//   post (thread now())           WQE written into the SQ ring, stage Posted
+//   post (thread now())           WQE written into the SQ ring, stage Posted; an inline
+//                                 WRITE's payload is copied with it (the caller may reuse
+//                                 its buffer once post returns, as on hardware)
 //   ring_doorbell (thread now())  -> Doorbell   at now + doorbell_ns (MMIO over PCIe)
 //   Doorbell   the NIC learns of the WQEs; they queue for admission (Admit)
 //   Admit      per-QP window: at most send.qp_window WQEs of a QP inside the send
@@ -27,10 +29,12 @@
 //              DMA write of data (+CQE) over PCIe NIC->host  -> Land
 //              READ: DMA read of the data from responder memory -> ReadTx
 //              violation: NAK (remote access error)      -> Ack
-//   Land       WRITE bytes copied into the target's memory; WRITE+IMM consumes one SRQ
-//              receive and queues a receive completion (wakes the owning thread); no
-//              receive posted: RNR NAK, the WQE retries after rnr.delay_ns (the QP's
-//              later WQEs wait behind it); signaled -> Ack after ack_turnaround + latency
+//   Land       WRITE bytes copied into the target's memory (inline: from the copy taken
+//              at post; gathered: from the source buffer as it is now); WRITE+IMM
+//              consumes one SRQ receive and queues a receive completion (wakes the
+//              owning thread); no receive posted: RNR NAK, the WQE retries after
+//              rnr.delay_ns (the QP's later WQEs wait behind it); signaled -> Ack after
+//              ack_turnaround + latency
 //   ReadTx     (responder) READ data copied into the requester's buffer (contents are
 //              undefined until the completion, as on a real NIC), response serialized
 //              on the responder's port, latency back     -> ReadRx
@@ -261,6 +265,18 @@ struct QpState {
   bool failed = false;      // its connection failed (fault injection): inbound is dropped
   bool resp_error = false;  // responder side discards inbound after a NAK it sent...
   uint64_t resp_error_seq = 0;  // ...for WQEs after this one (sequence in the peer's SQ)
+  // Payloads of inline WRITEs, copied at post: WQE s's is at inline_data[(s & inline_mask)
+  // * inline_stride], so a WQE needs no field for it. Empty until the QP posts an inline
+  // WRITE with a payload. Then inline_mask + 1 slots of inline_stride bytes: the slots a
+  // power of two at least the largest span of live WQEs (completion cursor to the newest)
+  // seen at an inline post, the stride a multiple of 64 at least the largest inline
+  // payload posted (grown by doubling, at most inline_max_bytes rounded up); both grow
+  // at an inline post that needs it, the live snapshots relaid out. So the store follows
+  // what is in flight, and QPs without inline WRITEs (the calibrated models have
+  // inline_max_bytes = 0) hold none.
+  std::vector<std::byte> inline_data;
+  uint64_t inline_stride = 0;
+  uint64_t inline_mask = 0;
   bool connected() const noexcept { return peer != ~0u; }
 };
 
@@ -424,6 +440,18 @@ class Network {
   void try_admit(QpState& q, Time now);
   static constexpr uint64_t kInitialWqeSlots = 8;  // a QP's WQE ring grows from here
   void grow_wqe_ring(QpState& q);
+  // Copies the payload of inline WRITE `seq` (the WQE just posted) into q.inline_data.
+  void snapshot_inline(QpState& q, uint64_t seq, const void* src, uint32_t len);
+  // Moves the snapshots of q's inline WQEs from the completion cursor up to `end`
+  // (exclusive) into `slots` slots of `stride` bytes.
+  void relayout_inline(QpState& q, uint64_t end, uint64_t slots, uint64_t stride);
+  static const std::byte* inline_payload(const QpState& q, uint64_t seq) noexcept {
+    return q.inline_data.data() + (seq & q.inline_mask) * q.inline_stride;
+  }
+  // Where WRITE `seq` takes its payload from when it lands.
+  static const std::byte* write_source(const QpState& q, uint64_t seq, const Wqe& w) noexcept {
+    return (w.flags & kWqeInline) != 0 && w.len > 0 ? inline_payload(q, seq) : w.local;
+  }
   void schedule_stage(QpState& q, uint8_t stage, Time due);
   void nak(QpState& q, Wqe& w, uint64_t at_ps, Nic& responder);
   // Moves q to the error state: WQEs from `first` on that are not yet complete are
