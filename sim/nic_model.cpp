@@ -114,6 +114,7 @@ uint32_t Network::create_qp(uint32_t ctx) {
   if (index >= kMaxQps || index + kQpnBase > kMaxQpn) throw std::length_error("create_qp: too many queue pairs");
   DeviceContext& c = ctxs_[ctx];
   QpState& q = qps_.emplace_back();
+  inline_.emplace_back();
   q.index = index;
   q.node = c.node;
   q.ctx = ctx;
@@ -203,31 +204,32 @@ void Network::grow_wqe_ring(QpState& q) {
 }
 
 void Network::snapshot_inline(QpState& q, uint64_t seq, const void* src, uint32_t len) {
+  InlineStore& st = inline_[q.index];
   // WQEs before the completion cursor are done: the live ones, this one included, need
   // distinct slots.
   const uint64_t span = seq - q.cursor[kStComplete] + 1;
-  const uint64_t slots = q.inline_stride == 0 ? 0 : q.inline_mask + 1;
-  if (len > q.inline_stride || span > slots) {
+  const uint64_t slots = st.stride == 0 ? 0 : st.mask + 1;
+  if (len > st.stride || span > slots) {
     constexpr uint64_t kLine = 64;
     auto round_up = [](uint64_t n) { return (n + kLine - 1) / kLine * kLine; };
     const uint64_t max_stride = round_up(nic_of(q).cfg.inline_max_bytes);
-    const uint64_t stride =
-        len > q.inline_stride ? std::min(std::max(round_up(len), 2 * q.inline_stride), max_stride) : q.inline_stride;
+    const uint64_t stride = len > st.stride ? std::min(std::max(round_up(len), 2 * st.stride), max_stride) : st.stride;
     relayout_inline(q, seq, std::max(slots, std::bit_ceil(span)), stride);
   }
-  std::memcpy(q.inline_data.data() + (seq & q.inline_mask) * q.inline_stride, src, len);
+  std::memcpy(st.data.data() + (seq & st.mask) * st.stride, src, len);
 }
 
 void Network::relayout_inline(QpState& q, uint64_t end, uint64_t slots, uint64_t stride) {
+  InlineStore& st = inline_[q.index];
   std::vector<std::byte> nb(slots * stride);
-  for (uint64_t s = q.cursor[kStComplete]; s < end && q.inline_stride != 0; ++s) {
+  for (uint64_t s = q.cursor[kStComplete]; s < end && st.stride != 0; ++s) {
     const Wqe& w = q.ring[s & q.mask];
     if ((w.flags & kWqeInline) && w.len > 0)
       std::memcpy(nb.data() + (s & (slots - 1)) * stride, inline_payload(q, s), w.len);
   }
-  q.inline_data = std::move(nb);
-  q.inline_stride = stride;
-  q.inline_mask = slots - 1;
+  st.data = std::move(nb);
+  st.stride = stride;
+  st.mask = slots - 1;
 }
 
 void Network::ring_doorbell(uint32_t qpi, Time now) {

@@ -265,19 +265,22 @@ struct QpState {
   bool failed = false;      // its connection failed (fault injection): inbound is dropped
   bool resp_error = false;  // responder side discards inbound after a NAK it sent...
   uint64_t resp_error_seq = 0;  // ...for WQEs after this one (sequence in the peer's SQ)
-  // Payloads of inline WRITEs, copied at post: WQE s's is at inline_data[(s & inline_mask)
-  // * inline_stride], so a WQE needs no field for it. Empty until the QP posts an inline
-  // WRITE with a payload. Then inline_mask + 1 slots of inline_stride bytes: the slots a
-  // power of two at least the largest span of live WQEs (completion cursor to the newest)
-  // seen at an inline post, the stride a multiple of 64 at least the largest inline
-  // payload posted (grown by doubling, at most inline_max_bytes rounded up); both grow
-  // at an inline post that needs it, the live snapshots relaid out. So the store follows
-  // what is in flight, and QPs without inline WRITEs (the calibrated models have
-  // inline_max_bytes = 0) hold none.
-  std::vector<std::byte> inline_data;
-  uint64_t inline_stride = 0;
-  uint64_t inline_mask = 0;
   bool connected() const noexcept { return peer != ~0u; }
+};
+
+// The payloads of one QP's inline WRITEs, copied at post: WQE s's is at data[(s & mask) *
+// stride], so a WQE needs no field for it. Empty until the QP posts an inline WRITE with
+// a payload. Then mask + 1 slots of `stride` bytes: the slots a power of two at least the
+// largest span of live WQEs (completion cursor to the newest) seen at an inline post, the
+// stride a multiple of 64 at least the largest inline payload posted (grown by doubling,
+// at most inline_max_bytes rounded up); both grow at an inline post that needs it, the
+// live copies moved. So the store follows what is in flight, and QPs without inline
+// WRITEs (the calibrated models have inline_max_bytes = 0) hold none. Kept apart from
+// QpState, whose hot fields keep their cache lines.
+struct InlineStore {
+  std::vector<std::byte> data;
+  uint64_t stride = 0;
+  uint64_t mask = 0;
 };
 
 // What happened to a WQE, for observers (tests, trace export).
@@ -440,16 +443,17 @@ class Network {
   void try_admit(QpState& q, Time now);
   static constexpr uint64_t kInitialWqeSlots = 8;  // a QP's WQE ring grows from here
   void grow_wqe_ring(QpState& q);
-  // Copies the payload of inline WRITE `seq` (the WQE just posted) into q.inline_data.
+  // Copies the payload of inline WRITE `seq` (the WQE just posted) into q's InlineStore.
   void snapshot_inline(QpState& q, uint64_t seq, const void* src, uint32_t len);
-  // Moves the snapshots of q's inline WQEs from the completion cursor up to `end`
+  // Moves the copies of q's inline WQEs from the completion cursor up to `end`
   // (exclusive) into `slots` slots of `stride` bytes.
   void relayout_inline(QpState& q, uint64_t end, uint64_t slots, uint64_t stride);
-  static const std::byte* inline_payload(const QpState& q, uint64_t seq) noexcept {
-    return q.inline_data.data() + (seq & q.inline_mask) * q.inline_stride;
+  const std::byte* inline_payload(const QpState& q, uint64_t seq) const noexcept {
+    const InlineStore& st = inline_[q.index];
+    return st.data.data() + (seq & st.mask) * st.stride;
   }
   // Where WRITE `seq` takes its payload from when it lands.
-  static const std::byte* write_source(const QpState& q, uint64_t seq, const Wqe& w) noexcept {
+  const std::byte* write_source(const QpState& q, uint64_t seq, const Wqe& w) const noexcept {
     return (w.flags & kWqeInline) != 0 && w.len > 0 ? inline_payload(q, seq) : w.local;
   }
   void schedule_stage(QpState& q, uint8_t stage, Time due);
@@ -484,6 +488,7 @@ class Network {
   std::vector<Nic> nics_;
   std::vector<DeviceContext> ctxs_;
   std::vector<QpState> qps_;
+  std::vector<InlineStore> inline_;  // per QP, same index as qps_
   WqeObserver observer_ = nullptr;
   void* observer_ctx_ = nullptr;
   LinkDelay link_delay_ = nullptr;
