@@ -173,7 +173,13 @@ PostResult Network::post(uint32_t qpi, WqeOp op, const void* local, uint32_t len
   // An inline payload is part of the WQE: taken now. A gathered one is read by DMA after
   // the doorbell; changing it before the completion is a race with that read on
   // hardware, and the model reads it when the WRITE lands.
-  if ((w.flags & kWqeInline) && len > 0) snapshot_inline(q, seq, local, len);
+  if ((w.flags & kWqeInline) && len > 0) {
+    InlineStore& st = inline_[qpi];
+    // WQEs before the completion cursor are done: the live ones, this one included, need
+    // distinct slots. (An empty store has stride 0 < len.)
+    if (len > st.stride || seq - q.cursor[kStComplete] > st.mask) [[unlikely]] grow_inline_store(q, seq, len);
+    std::memcpy(st.data.data() + (seq & st.mask) * st.stride, local, len);
+  }
   ++nic_of(q).n.wqes_posted;
   if (q.error || !q.connected()) {
     // Posting to a QP in the error state (or one never connected, still in RESET/INIT):
@@ -203,20 +209,15 @@ void Network::grow_wqe_ring(QpState& q) {
   q.mask = cap - 1;
 }
 
-void Network::snapshot_inline(QpState& q, uint64_t seq, const void* src, uint32_t len) {
-  InlineStore& st = inline_[q.index];
-  // WQEs before the completion cursor are done: the live ones, this one included, need
-  // distinct slots.
+void Network::grow_inline_store(QpState& q, uint64_t seq, uint32_t len) {
+  const InlineStore& st = inline_[q.index];
   const uint64_t span = seq - q.cursor[kStComplete] + 1;
   const uint64_t slots = st.stride == 0 ? 0 : st.mask + 1;
-  if (len > st.stride || span > slots) {
-    constexpr uint64_t kLine = 64;
-    auto round_up = [](uint64_t n) { return (n + kLine - 1) / kLine * kLine; };
-    const uint64_t max_stride = round_up(nic_of(q).cfg.inline_max_bytes);
-    const uint64_t stride = len > st.stride ? std::min(std::max(round_up(len), 2 * st.stride), max_stride) : st.stride;
-    relayout_inline(q, seq, std::max(slots, std::bit_ceil(span)), stride);
-  }
-  std::memcpy(st.data.data() + (seq & st.mask) * st.stride, src, len);
+  constexpr uint64_t kLine = 64;
+  auto round_up = [](uint64_t n) { return (n + kLine - 1) / kLine * kLine; };
+  const uint64_t max_stride = round_up(nic_of(q).cfg.inline_max_bytes);
+  const uint64_t stride = len > st.stride ? std::min(std::max(round_up(len), 2 * st.stride), max_stride) : st.stride;
+  relayout_inline(q, seq, std::max(slots, std::bit_ceil(span)), stride);
 }
 
 void Network::relayout_inline(QpState& q, uint64_t end, uint64_t slots, uint64_t stride) {

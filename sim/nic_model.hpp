@@ -443,8 +443,9 @@ class Network {
   void try_admit(QpState& q, Time now);
   static constexpr uint64_t kInitialWqeSlots = 8;  // a QP's WQE ring grows from here
   void grow_wqe_ring(QpState& q);
-  // Copies the payload of inline WRITE `seq` (the WQE just posted) into q's InlineStore.
-  void snapshot_inline(QpState& q, uint64_t seq, const void* src, uint32_t len);
+  // Grows q's InlineStore so that inline WRITE `seq` (just posted), of `len` bytes, has a
+  // slot of its own.
+  void grow_inline_store(QpState& q, uint64_t seq, uint32_t len);
   // Moves the copies of q's inline WQEs from the completion cursor up to `end`
   // (exclusive) into `slots` slots of `stride` bytes.
   void relayout_inline(QpState& q, uint64_t end, uint64_t slots, uint64_t stride);
