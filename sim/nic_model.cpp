@@ -114,6 +114,7 @@ uint32_t Network::create_qp(uint32_t ctx) {
   if (index >= kMaxQps || index + kQpnBase > kMaxQpn) throw std::length_error("create_qp: too many queue pairs");
   DeviceContext& c = ctxs_[ctx];
   QpState& q = qps_.emplace_back();
+  inline_.emplace_back();
   q.index = index;
   q.node = c.node;
   q.ctx = ctx;
@@ -169,6 +170,16 @@ PostResult Network::post(uint32_t qpi, WqeOp op, const void* local, uint32_t len
   w.status = WcStatus::kSuccess;
   w.rnr_tries = 0;
   w.transport_retries = 0;
+  // An inline payload is part of the WQE: taken now. A gathered one is read by DMA after
+  // the doorbell; changing it before the completion is a race with that read on
+  // hardware, and the model reads it when the WRITE lands.
+  if ((w.flags & kWqeInline) && len > 0) {
+    InlineStore& st = inline_[qpi];
+    // WQEs before the completion cursor are done: the live ones, this one included, need
+    // distinct slots. (An empty store has stride 0 < len.)
+    if (len > st.stride || seq - q.cursor[kStComplete] > st.mask) [[unlikely]] grow_inline_store(q, seq, len);
+    std::memcpy(st.data.data() + (seq & st.mask) * st.stride, local, len);
+  }
   ++nic_of(q).n.wqes_posted;
   if (q.error || !q.connected()) {
     // Posting to a QP in the error state (or one never connected, still in RESET/INIT):
@@ -196,6 +207,30 @@ void Network::grow_wqe_ring(QpState& q) {
   for (uint64_t s = q.cursor[kStComplete]; s < q.slots.posted(); ++s) nb[s & (cap - 1)] = q.ring[s & q.mask];
   q.ring = std::move(nb);
   q.mask = cap - 1;
+}
+
+void Network::grow_inline_store(QpState& q, uint64_t seq, uint32_t len) {
+  const InlineStore& st = inline_[q.index];
+  const uint64_t span = seq - q.cursor[kStComplete] + 1;
+  const uint64_t slots = st.stride == 0 ? 0 : st.mask + 1;
+  constexpr uint64_t kLine = 64;
+  auto round_up = [](uint64_t n) { return (n + kLine - 1) / kLine * kLine; };
+  const uint64_t max_stride = round_up(nic_of(q).cfg.inline_max_bytes);
+  const uint64_t stride = len > st.stride ? std::min(std::max(round_up(len), 2 * st.stride), max_stride) : st.stride;
+  relayout_inline(q, seq, std::max(slots, std::bit_ceil(span)), stride);
+}
+
+void Network::relayout_inline(QpState& q, uint64_t end, uint64_t slots, uint64_t stride) {
+  InlineStore& st = inline_[q.index];
+  std::vector<std::byte> nb(slots * stride);
+  for (uint64_t s = q.cursor[kStComplete]; s < end && st.stride != 0; ++s) {
+    const Wqe& w = q.ring[s & q.mask];
+    if ((w.flags & kWqeInline) && w.len > 0)
+      std::memcpy(nb.data() + (s & (slots - 1)) * stride, inline_payload(q, s), w.len);
+  }
+  st.data = std::move(nb);
+  st.stride = stride;
+  st.mask = slots - 1;
 }
 
 void Network::ring_doorbell(uint32_t qpi, Time now) {
@@ -567,7 +602,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
       }
       w.remote_host = target.host;
       if (is_write(w.op)) {
-        prefetch_payload(w.local, w.len);
+        prefetch_payload(write_source(q, seq, w), w.len);
         prefetch_payload(target.host, w.len);
         const uint64_t bytes = w.len + (w.op == WqeOp::kWriteImm ? rn.cfg.cqe_bytes : 0);
         w.stage = kStLand;
@@ -628,7 +663,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
                                    std::to_string(rc.recv_cq.capacity()) + "): completions are not polled");
         rc.srq.consume();
       }
-      if (w.len > 0) std::memcpy(w.remote_host, w.local, w.len);
+      if (w.len > 0) std::memcpy(w.remote_host, write_source(q, seq, w), w.len);
       ++rn.n.writes_landed;
       Nic& nic = nic_of(q);
       const Time lat = now - w.posted_at;

@@ -5,7 +5,9 @@
 // Pipeline of one work request (WQE). Each arrow is an engine event; inside an event
 // the stations named are computed on arrival (stations.hpp).
 //
-//   post (thread now())           WQE written into the SQ ring, stage Posted
+//   post (thread now())           WQE written into the SQ ring, stage Posted; an inline
+//                                 WRITE's payload is copied with it (the caller may reuse
+//                                 its buffer once post returns, as on hardware)
 //   ring_doorbell (thread now())  -> Doorbell   at now + doorbell_ns (MMIO over PCIe)
 //   Doorbell   the NIC learns of the WQEs; they queue for admission (Admit)
 //   Admit      per-QP window: at most send.qp_window WQEs of a QP inside the send
@@ -27,10 +29,12 @@
 //              DMA write of data (+CQE) over PCIe NIC->host  -> Land
 //              READ: DMA read of the data from responder memory -> ReadTx
 //              violation: NAK (remote access error)      -> Ack
-//   Land       WRITE bytes copied into the target's memory; WRITE+IMM consumes one SRQ
-//              receive and queues a receive completion (wakes the owning thread); no
-//              receive posted: RNR NAK, the WQE retries after rnr.delay_ns (the QP's
-//              later WQEs wait behind it); signaled -> Ack after ack_turnaround + latency
+//   Land       WRITE bytes copied into the target's memory (inline: from the copy taken
+//              at post; gathered: from the source buffer as it is now); WRITE+IMM
+//              consumes one SRQ receive and queues a receive completion (wakes the
+//              owning thread); no receive posted: RNR NAK, the WQE retries after
+//              rnr.delay_ns (the QP's later WQEs wait behind it); signaled -> Ack after
+//              ack_turnaround + latency
 //   ReadTx     (responder) READ data copied into the requester's buffer (contents are
 //              undefined until the completion, as on a real NIC), response serialized
 //              on the responder's port, latency back     -> ReadRx
@@ -264,6 +268,21 @@ struct QpState {
   bool connected() const noexcept { return peer != ~0u; }
 };
 
+// The payloads of one QP's inline WRITEs, copied at post: WQE s's is at data[(s & mask) *
+// stride], so a WQE needs no field for it. Empty until the QP posts an inline WRITE with
+// a payload. Then mask + 1 slots of `stride` bytes: the slots a power of two at least the
+// largest span of live WQEs (completion cursor to the newest) seen at an inline post, the
+// stride a multiple of 64 at least the largest inline payload posted (grown by doubling,
+// at most inline_max_bytes rounded up); both grow at an inline post that needs it, the
+// live copies moved. So the store follows what is in flight, and QPs without inline
+// WRITEs (the calibrated models have inline_max_bytes = 0) hold none. Kept apart from
+// QpState, whose hot fields keep their cache lines.
+struct InlineStore {
+  std::vector<std::byte> data;
+  uint64_t stride = 0;
+  uint64_t mask = 0;
+};
+
 // What happened to a WQE, for observers (tests, trace export).
 struct WqeEvent {
   enum Kind : uint8_t { kLanded = 0, kCompleted, kRnrNak, kRemoteError, kLocalError, kLost };
@@ -424,6 +443,20 @@ class Network {
   void try_admit(QpState& q, Time now);
   static constexpr uint64_t kInitialWqeSlots = 8;  // a QP's WQE ring grows from here
   void grow_wqe_ring(QpState& q);
+  // Grows q's InlineStore so that inline WRITE `seq` (just posted), of `len` bytes, has a
+  // slot of its own.
+  void grow_inline_store(QpState& q, uint64_t seq, uint32_t len);
+  // Moves the copies of q's inline WQEs from the completion cursor up to `end`
+  // (exclusive) into `slots` slots of `stride` bytes.
+  void relayout_inline(QpState& q, uint64_t end, uint64_t slots, uint64_t stride);
+  const std::byte* inline_payload(const QpState& q, uint64_t seq) const noexcept {
+    const InlineStore& st = inline_[q.index];
+    return st.data.data() + (seq & st.mask) * st.stride;
+  }
+  // Where WRITE `seq` takes its payload from when it lands.
+  const std::byte* write_source(const QpState& q, uint64_t seq, const Wqe& w) const noexcept {
+    return (w.flags & kWqeInline) != 0 && w.len > 0 ? inline_payload(q, seq) : w.local;
+  }
   void schedule_stage(QpState& q, uint8_t stage, Time due);
   void nak(QpState& q, Wqe& w, uint64_t at_ps, Nic& responder);
   // Moves q to the error state: WQEs from `first` on that are not yet complete are
@@ -456,6 +489,7 @@ class Network {
   std::vector<Nic> nics_;
   std::vector<DeviceContext> ctxs_;
   std::vector<QpState> qps_;
+  std::vector<InlineStore> inline_;  // per QP, same index as qps_
   WqeObserver observer_ = nullptr;
   void* observer_ctx_ = nullptr;
   LinkDelay link_delay_ = nullptr;
