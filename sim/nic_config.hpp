@@ -38,6 +38,12 @@ inline constexpr double kMaxModelNs = 3.6e12;
 // ps, still inside 64-bit picoseconds.
 inline constexpr double kMaxPerByteNs = 1e6;
 inline constexpr uint64_t kU32Max = std::numeric_limits<uint32_t>::max();
+// The largest inline payload of an RDMA WRITE in one mlx5 send WQE: the control
+// segment's DS field (6 bits) sizes a WQE at up to 63 units of 16 bytes, of which the
+// control segment, the remote-address segment (16 bytes each) and the inline segment's
+// 4-byte header are not payload (transports/mlx5/prm.hpp).
+inline constexpr uint32_t kMaxInlineBytes = 63 * 16 - 16 - 16 - 4;
+static_assert(kMaxInlineBytes == 972);
 
 struct NicConfig {
   // --- host interface (send side) ---
@@ -49,7 +55,8 @@ struct NicConfig {
   // (mlx5 does this for single-WQE posts). 0 = never.
   uint32_t blueflame_max_wqes = 1;
   // Payloads up to this size are inline in the WQE (no gather DMA read); 220 is the
-  // mlx5 maximum with a 256-byte WQE (docs/design.md §mlx5 and verbs transports).
+  // mlx5 maximum with a 256-byte WQE (docs/design.md §mlx5 and verbs transports). At
+  // most kMaxInlineBytes: what the WQE format can carry at all.
   uint32_t inline_max_bytes = 220;
   uint32_t wqe_bytes = 64;        // one mlx5 basic block (ctrl + raddr + data segment)
   uint32_t fetch_max_wqes = 8;    // WQEs one DMA read may fetch (prefetch burst), <= 64
@@ -199,7 +206,7 @@ struct NicConfig {
   void fields(V& v) {
     v.number("doorbell_ns", doorbell_ns, 0, kMaxModelNs);
     v.integer("blueflame_max_wqes", blueflame_max_wqes, 0, kU32Max);
-    v.integer("inline_max_bytes", inline_max_bytes, 0, kU32Max);
+    v.integer("inline_max_bytes", inline_max_bytes, 0, kMaxInlineBytes);
     v.integer("wqe_bytes", wqe_bytes, 1, kU32Max);
     v.integer("fetch_max_wqes", fetch_max_wqes, 1, 64);
     v.object("pcie", pcie);

@@ -431,7 +431,7 @@ TEST_CASE("sweep: every sweep file the repository ships is valid (--check)", "[e
   CHECK(ran.err == bad.err);
 }
 
-TEST_CASE("sweep: the fingerprint --check prints follows the model file's content, not only its path",
+TEST_CASE("sweep: the fingerprint --check prints follows the model file's content and not only its path",
           "[e2e][sweep]") {
   // Ranks under mpirun compare this fingerprint: two nodes whose copies of a model file
   // differ must not run one sweep as if it were the same.

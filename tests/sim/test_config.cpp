@@ -102,6 +102,10 @@ TEST_CASE("NIC config round-trips and rejects unknown keys and bad values by pat
         "nic.send.engines: must be an integer in [0, 4096] (got 18446744073709551615)");
   CHECK(error_of([] { NicConfig::from_json(json{{"send", {{"engines", -1}}}}); }) ==
         "nic.send.engines: must be an integer >= 0 (got -1)");
+  // Inline payloads: at most what one mlx5 send WQE can carry (its 6-bit DS field).
+  CHECK(NicConfig::from_json(json{{"inline_max_bytes", 972}}).inline_max_bytes == 972);
+  CHECK(error_of([] { NicConfig::from_json(json{{"inline_max_bytes", 973}}); }) ==
+        "nic.inline_max_bytes: must be an integer in [0, 972] (got 973)");
 }
 
 TEST_CASE("model times beyond an hour of virtual time are refused by key instead of overflowing", "[config]") {

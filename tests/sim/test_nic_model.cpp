@@ -768,7 +768,7 @@ TEST_CASE("inline payloads stay intact while the QP's inline store grows under t
   }
 }
 
-TEST_CASE("inline_max_bytes boundary: a WRITE of exactly the maximum is snapshotted at post, one byte more is gathered", "[nic]") {
+TEST_CASE("inline_max_bytes boundary: a WRITE of exactly the maximum is snapshotted at post and one byte more is gathered", "[nic]") {
   NicConfig nic = quiet_nic();
   nic.inline_max_bytes = 100;
   SimCluster c(2, nic);
