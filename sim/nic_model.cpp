@@ -512,7 +512,12 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
       uint64_t service = nic.send_wqe_ps;
       if (is_write(w.op)) service += static_cast<uint64_t>(w.len * nic.send_byte_ps + 0.5);
       if (!nic.qp_cache.access(q.index)) service += nic.qp_miss_ps;
-      service += mtt_misses(nic, w.lkey, reinterpret_cast<uint64_t>(w.local), w.len) * nic.mtt_miss_ps;
+      // An inline payload travels in the WQE: the NIC translates no source address for
+      // it. (The lkey is still checked below: every transport reports a bad lkey as a
+      // local protection error, inline or not, tests/transport/conformance.hpp.)
+      const bool inline_payload = (w.flags & kWqeInline) != 0;
+      if (!inline_payload)
+        service += mtt_misses(nic, w.lkey, reinterpret_cast<uint64_t>(w.local), w.len) * nic.mtt_miss_ps;
       const ServerPool::Slot slot =
           nic.send_engines.reserve(ns_to_ps(now), nic.cfg.send.qp_serial ? q.eng_free_ps : 0, service);
       q.eng_free_ps = slot.finish_ps;
@@ -528,7 +533,7 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
         return true;
       }
       uint64_t done = slot.finish_ps;
-      if (is_write(w.op) && !(w.flags & kWqeInline) && w.len > 0) done = dma_read(nic, done, w.len);
+      if (is_write(w.op) && !inline_payload && w.len > 0) done = dma_read(nic, done, w.len);
       w.stage = kStTx;
       w.due = ps_to_ns_ceil(done);
       schedule_stage(q, kStTx, w.due);

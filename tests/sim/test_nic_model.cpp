@@ -801,3 +801,28 @@ TEST_CASE("inline_max_bytes boundary: a WRITE of exactly the maximum is snapshot
   CHECK(std::all_of(dst.begin() + 128, dst.begin() + 229, [](std::byte x) { return x == std::byte{0x44}; }));
   CHECK(dst[229] == std::byte{0});
 }
+
+TEST_CASE("an inline WRITE needs no translation of its source: only gathered WRITEs look up the MTT cache", "[nic]") {
+  // The inline payload travels in the WQE, so the requester's NIC translates no source
+  // address for it; the responder still translates the target address (rkey).
+  NicConfig nic = quiet_nic();
+  nic.mtt_cache.entries = 64;
+  nic.mtt_cache.ways = 8;
+  SimCluster c(2, nic);
+  auto& qa = c.t[0]->create_queue_pair();
+  auto& qb = c.t[1]->create_queue_pair();
+  sim::DesFabric::connect(qa, qb);
+  std::vector<std::byte> src(512, std::byte{1}), dst(512, std::byte{0});
+  const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
+  const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+  REQUIRE(nic.inline_max_bytes < 300);
+  REQUIRE(qa.post_write(src.data(), 100, smr.lkey, SimCluster::remote(dmr), 1, true) == PostResult::kOk);
+  qa.ring_doorbell();
+  c.engine.run();
+  CHECK(c.net().nic(0).mtt_cache.hits() + c.net().nic(0).mtt_cache.misses() == 0);
+  CHECK(c.net().nic(1).mtt_cache.misses() > 0);  // the target address: translated
+  REQUIRE(qa.post_write(src.data(), 300, smr.lkey, SimCluster::remote(dmr), 2, true) == PostResult::kOk);
+  qa.ring_doorbell();
+  c.engine.run();
+  CHECK(c.net().nic(0).mtt_cache.misses() > 0);  // a gathered source: translated
+}
