@@ -189,6 +189,9 @@ class DirectTransport {
           read_dst_(std::make_unique<std::byte*[]>(d.wqe_cnt)),
           read_len_(std::make_unique<uint32_t[]>(d.wqe_cnt)) {
       db_tag_ = db_tag_bit_;  // the last doorbell left off at 0
+      // The doorbells write only the record's low half (write_doorbell_record16); its
+      // reserved high half is cleared here, whatever the provider left in it.
+      write_doorbell_record(dbrec_sq_, 0);
     }
     QueuePair(const QueuePair&) = delete;
     QueuePair& operator=(const QueuePair&) = delete;
@@ -255,7 +258,7 @@ class DirectTransport {
       uint32_t* const dbrec = dbrec_sq_;
       bf->cur = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
       db_tag_ = pi;  // db_tag_bit_ is 0 on this path
-      write_doorbell_record(dbrec, static_cast<uint16_t>(pi));
+      write_doorbell_record16(dbrec, static_cast<uint16_t>(pi));
       return reg;
     }
 
@@ -410,7 +413,7 @@ class DirectTransport {
       const bool copy = bbs <= bf_bbs_ && db == last_start_;
       bf->cur = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
       db_tag_ = pi | db_tag_bit_;
-      write_doorbell_record(dbrec_sq_, static_cast<uint16_t>(pi));
+      write_doorbell_record16(dbrec_sq_, static_cast<uint16_t>(pi));
       if (copy)
         blueflame_copy(reg, last, bbs);  // the one WQE
       else
