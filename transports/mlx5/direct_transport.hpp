@@ -153,6 +153,18 @@ struct BlueFlameReg {
   std::byte* cur;     // the half the next write goes to
   std::byte* base;    // the register (bf_reg of its QPs' descriptors)
   uint32_t bf_size;   // bytes per half (every QP on it must agree)
+
+  // Returns the half the next write goes to and switches `cur` to the other one
+  // (cur ^= toggle). `cur` is read for the result with a relaxed atomic load, which the
+  // compiler does not merge with the plain read of the switch, so the switch stays one
+  // xor into memory: the load and that xor, where one load feeding an xor and a store
+  // took 3 instructions. One thread writes a register (above), so both reads see the
+  // same value.
+  [[gnu::always_inline]] std::byte* take_half(uintptr_t toggle) noexcept {
+    std::byte* const half = __atomic_load_n(&cur, __ATOMIC_RELAXED);
+    cur = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(cur) ^ toggle);
+    return half;
+  }
 };
 
 template <DirectProvider Provider>
@@ -253,10 +265,8 @@ class DirectTransport {
     // must be visible before the BlueFlame write). Returns the BlueFlame half. The caller
     // reads last_ctrl_ first: the record write's barrier would make it a reload.
     [[gnu::always_inline]] std::byte* publish_one_wqe(uint64_t pi) noexcept {
-      BlueFlameReg* const bf = bf_;
-      std::byte* const reg = bf->cur;
+      std::byte* const reg = bf_->take_half(bf_toggle_);
       uint32_t* const dbrec = dbrec_sq_;
-      bf->cur = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
       db_tag_ = pi;  // db_tag_bit_ is 0 on this path
       write_doorbell_record16(dbrec, static_cast<uint16_t>(pi));
       return reg;
@@ -407,11 +417,9 @@ class DirectTransport {
     [[gnu::noinline]] void ring_doorbell_general(uint64_t pi, uint64_t db) noexcept {
       if (pi == db) return;  // nothing posted since the last doorbell
       const uint32_t bbs = static_cast<uint32_t>(pi - db);
-      BlueFlameReg* const bf = bf_;
-      std::byte* const reg = bf->cur;
+      std::byte* const reg = bf_->take_half(bf_toggle_);
       const std::byte* const last = last_ctrl_;
       const bool copy = bbs <= bf_bbs_ && db == last_start_;
-      bf->cur = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
       db_tag_ = pi | db_tag_bit_;
       write_doorbell_record16(dbrec_sq_, static_cast<uint16_t>(pi));
       if (copy)
