@@ -218,11 +218,12 @@ class DirectTransport {
 
     [[gnu::always_inline]] PostResult post_write_imm(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst,
                                                      uint32_t imm, uint64_t wr_id, bool signaled) {
-      return post_write_op<MLX5_OPCODE_RDMA_WRITE_IMM>(src, len, lkey, dst.addr, dst.rkey, imm, wr_id, signaled);
+      return post_write_op<MLX5_OPCODE_RDMA_WRITE_IMM>(src, len, lkey, dst.addr, dst.rkey, ctrl_word1(signaled, imm),
+                                                       wr_id);
     }
     [[gnu::always_inline]] PostResult post_write(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst,
                                                  uint64_t wr_id, bool signaled) {
-      return post_write_op<MLX5_OPCODE_RDMA_WRITE>(src, len, lkey, dst.addr, dst.rkey, 0, wr_id, signaled);
+      return post_write_op<MLX5_OPCODE_RDMA_WRITE>(src, len, lkey, dst.addr, dst.rkey, ctrl_word1(signaled, 0), wr_id);
     }
     PostResult post_read(void* dst, uint32_t len, uint32_t lkey, RemoteBuffer src, uint64_t wr_id, bool signaled) {
       if (len > kMaxMessageSize) [[unlikely]] too_long(len);
@@ -289,17 +290,22 @@ class DirectTransport {
    private:
     friend class DirectTransport;
 
-    // One WRITE / WRITE_IMM. The queue state is read once into locals and written back
-    // before the WQE bytes: stores into the send queue (std::byte) may alias anything,
-    // so nothing is read from the QP after them. A payload copy, if any, comes last so
-    // that no value lives across its call.
+    // One WRITE / WRITE_IMM. `word1` is its control-segment word 1, built once by the
+    // public post from `signaled` and the immediate (ctrl_word1): passing the bool and
+    // the immediate down instead made the compiler keep the bool in two registers, one
+    // for word 1 and one for the slow path's arguments.
+    //
+    // The queue state is read once into locals and written back before the WQE bytes:
+    // stores into the send queue (std::byte) may alias anything, so nothing is read from
+    // the QP after them. A payload copy, if any, comes last so that no value lives
+    // across its call.
     //
     // The first test, "a gather entry alone", compares as int32_t: a length of 2^31 or
     // more is negative there and never takes that branch, so it needs no length test of
     // its own; such lengths reach the next branch's test (len > kMaxMessageSize).
     template <uint8_t Opcode>
     [[gnu::always_inline]] PostResult post_write_op(const void* src, uint32_t len, uint32_t lkey, uint64_t raddr,
-                                                    uint32_t rkey, uint32_t imm, uint64_t wr_id, bool signaled) {
+                                                    uint32_t rkey, uint64_t word1, uint64_t wr_id) {
       static_assert(kMaxMessageSize == uint32_t{INT32_MAX}, "the int32_t compare is the length limit");
       const uint64_t pi = pi_;
       if (static_cast<int32_t>(len) > plain_gather_above_) {
@@ -307,11 +313,11 @@ class DirectTransport {
         constexpr uint32_t kBbs = bbs_of_ds(ds_rdma_gather());
         const uint64_t word0 = gather_word0_;
         if (pi + kBbs > limit_) [[unlikely]]
-          return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, imm, wr_id, signaled, kBbs);
+          return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, word1, wr_id, kBbs);
         std::byte* const wqe = begin_wqe(pi, kBbs, wr_id);
         write_ctrl_words(wqe, ctrl_word0_reopcode(word0, MLX5_OPCODE_RDMA_WRITE_IMM, Opcode) |
                                   ctrl_word0_index(static_cast<uint16_t>(pi)),
-                         ctrl_word1(signaled, imm));
+                         word1);
         write_raddr_seg(wqe + kCtrlSegSize, raddr, rkey);
         write_data_seg(wqe + kCtrlSegSize + kRaddrSegSize, len, lkey, reinterpret_cast<uint64_t>(src));
         return PostResult::kOk;
@@ -324,12 +330,12 @@ class DirectTransport {
         const uint64_t word0 = gather_word0_;
         const uint32_t bbs = gather_bbs_;
         if (pi + bbs > limit_) [[unlikely]]
-          return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, imm, wr_id, signaled, bbs);
+          return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, word1, wr_id, bbs);
         const uint32_t data_offset = gather_data_offset_;
         std::byte* const wqe = begin_wqe(pi, bbs, wr_id);
         write_ctrl_words(wqe, ctrl_word0_reopcode(word0, MLX5_OPCODE_RDMA_WRITE_IMM, Opcode) |
                                   ctrl_word0_index(static_cast<uint16_t>(pi)),
-                         ctrl_word1(signaled, imm));
+                         word1);
         write_raddr_seg(wqe + kCtrlSegSize, raddr, rkey);
         write_data_seg(wqe + data_offset, len - head, lkey, reinterpret_cast<uint64_t>(src) + head);
         write_inline_seg(wqe + kCtrlSegSize + kRaddrSegSize, src, head);
@@ -337,11 +343,11 @@ class DirectTransport {
       }
       const uint32_t ds = len ? ds_rdma_inline(len) : ds_rdma_no_data();
       const uint32_t bbs = bbs_of_ds(ds);
-      if (pi + bbs > limit_) [[unlikely]] return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, imm, wr_id, signaled, bbs);
+      if (pi + bbs > limit_) [[unlikely]] return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, word1, wr_id, bbs);
       const uint32_t qpn8 = qpn8_be_;
       std::byte* const wqe = begin_wqe(pi, bbs, wr_id);
       write_ctrl_words(wqe, ctrl_word0_fixed(Opcode, qpn_ds_be(qpn8, ds)) | ctrl_word0_index(static_cast<uint16_t>(pi)),
-                       ctrl_word1(signaled, imm));
+                       word1);
       write_raddr_seg(wqe + kCtrlSegSize, raddr, rkey);
       if (len) write_inline_seg(wqe + kCtrlSegSize + kRaddrSegSize, src, len);
       return PostResult::kOk;
@@ -363,10 +369,9 @@ class DirectTransport {
     // or the queue is full.
     template <uint8_t Opcode>
     [[gnu::noinline]] PostResult post_write_slow(const void* src, uint32_t len, uint32_t lkey, uint64_t raddr,
-                                                 uint32_t rkey, uint32_t imm, uint64_t wr_id, bool signaled,
-                                                 uint32_t bbs) {
+                                                 uint32_t rkey, uint64_t word1, uint64_t wr_id, uint32_t bbs) {
       if (!make_room(bbs)) return PostResult::kSendQueueFull;
-      return post_write_op<Opcode>(src, len, lkey, raddr, rkey, imm, wr_id, signaled);
+      return post_write_op<Opcode>(src, len, lkey, raddr, rkey, word1, wr_id);
     }
 
     // limit_ = the producer counter a WQE may reach without a NOP fill and without
