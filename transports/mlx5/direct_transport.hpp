@@ -297,8 +297,11 @@ class DirectTransport {
     //
     // The queue state is read once into locals and written back before the WQE bytes:
     // stores into the send queue (std::byte) may alias anything, so nothing is read from
-    // the QP after them. A payload copy, if any, comes last so that no value lives
-    // across its call.
+    // the QP after them. Control word 0's per-QP part (gather_word0_, qpn8_be_) is read
+    // after begin_wqe, next to its use (begin_wqe's stores cannot modify it): read before
+    // the limit test it stayed live across the WQE's address computation and GCC spilled
+    // it or another value to the stack. A payload copy, if any, comes last so that no
+    // value lives across its call.
     //
     // The first test, "a gather entry alone", compares as int32_t: a length of 2^31 or
     // more is negative there and never takes that branch, so it needs no length test of
@@ -311,10 +314,10 @@ class DirectTransport {
       if (static_cast<int32_t>(len) > plain_gather_above_) {
         // ctrl + raddr + one gather entry (no inline head): one block.
         constexpr uint32_t kBbs = bbs_of_ds(ds_rdma_gather());
-        const uint64_t word0 = gather_word0_;
         if (pi + kBbs > limit_) [[unlikely]]
           return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, word1, wr_id, kBbs);
         std::byte* const wqe = begin_wqe(pi, kBbs, wr_id);
+        const uint64_t word0 = gather_word0_;
         write_ctrl_words(wqe, ctrl_word0_reopcode(word0, MLX5_OPCODE_RDMA_WRITE_IMM, Opcode) |
                                   ctrl_word0_index(static_cast<uint16_t>(pi)),
                          word1);
@@ -327,12 +330,12 @@ class DirectTransport {
         // or more).
         if (len > kMaxMessageSize) [[unlikely]] too_long(len);
         const uint32_t head = inline_head_;
-        const uint64_t word0 = gather_word0_;
         const uint32_t bbs = gather_bbs_;
         if (pi + bbs > limit_) [[unlikely]]
           return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, word1, wr_id, bbs);
         const uint32_t data_offset = gather_data_offset_;
         std::byte* const wqe = begin_wqe(pi, bbs, wr_id);
+        const uint64_t word0 = gather_word0_;
         write_ctrl_words(wqe, ctrl_word0_reopcode(word0, MLX5_OPCODE_RDMA_WRITE_IMM, Opcode) |
                                   ctrl_word0_index(static_cast<uint16_t>(pi)),
                          word1);
@@ -344,8 +347,8 @@ class DirectTransport {
       const uint32_t ds = len ? ds_rdma_inline(len) : ds_rdma_no_data();
       const uint32_t bbs = bbs_of_ds(ds);
       if (pi + bbs > limit_) [[unlikely]] return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, word1, wr_id, bbs);
-      const uint32_t qpn8 = qpn8_be_;
       std::byte* const wqe = begin_wqe(pi, bbs, wr_id);
+      const uint32_t qpn8 = qpn8_be_;
       write_ctrl_words(wqe, ctrl_word0_fixed(Opcode, qpn_ds_be(qpn8, ds)) | ctrl_word0_index(static_cast<uint16_t>(pi)),
                        word1);
       write_raddr_seg(wqe + kCtrlSegSize, raddr, rkey);
