@@ -36,6 +36,7 @@ struct BareProvider {
   uint32_t cqe_size = 64;
   uint32_t cq_entries = 16;
   uint32_t bf_size = 256;
+  uint32_t sq_dbrec_fill = 0;  // what the send doorbell record holds when the QP is created
   std::vector<std::unique_ptr<Aligned>> mem;
   CqDescriptor send_cq{}, recv_cq{};
   SqDescriptor sq{};
@@ -56,6 +57,7 @@ struct BareProvider {
     const uint32_t cnt = std::bit_ceil(caps.max_send_wr * 4);
     sq = SqDescriptor{alloc(size_t{cnt} * 64), cnt, 64, reinterpret_cast<uint32_t*>(alloc(64)),
                       alloc(std::max<uint32_t>(2 * bf_size, 64)), bf_size, 0x00ABCD};
+    sq.dbrec[MLX5_SND_DBR] = sq_dbrec_fill;
     return sq;
   }
   ConnectInfo local_info(uint32_t qpn) const {
@@ -303,6 +305,29 @@ TEST_CASE("Doorbell record, then BlueFlame: whole WQE, 8-byte doorbell for sever
   CHECK(r.hw.sq_dbrec() == 12);
   CHECK(std::memcmp(r.hw.bf_half(1), r.hw.wqe(11), 8) == 0);
   for (int i = 8; i < 256; ++i) CHECK(r.hw.bf_half(1)[i] == std::byte{0});
+}
+
+TEST_CASE("The send doorbell record's reserved high half is 0 whatever the provider left in it") {
+  // The doorbells write only the record's low 16 bits; creating the QP clears the word.
+  BareProvider hw;
+  hw.sq_dbrec_fill = 0xFFFFFFFFu;
+  DirectTransport<BareProvider> t(hw, Rig::small());
+  auto& qp = t.create_queue_pair();
+  qp.connect(ConnectInfo{});
+  CHECK(hw.sq.dbrec[MLX5_SND_DBR] == 0);
+  const auto src = pattern(64, 3);
+  const RemoteBuffer rb{kRaddr, kRkey, 0, 4096};
+  // 1 block (the inline doorbell), 2 blocks (one WQE of several blocks), three WQEs (the
+  // general doorbell): each leaves the whole big-endian word equal to the counter.
+  REQUIRE(qp.post_write_imm(src.data(), 8, kLkey, rb, 1, 1, false) == PostResult::kOk);
+  qp.ring_doorbell();
+  CHECK(hw.sq.dbrec[MLX5_SND_DBR] == htobe32(1));
+  REQUIRE(qp.post_write_imm(src.data(), 40, kLkey, rb, 2, 2, false) == PostResult::kOk);
+  qp.ring_doorbell();
+  CHECK(hw.sq.dbrec[MLX5_SND_DBR] == htobe32(3));
+  for (int i = 0; i < 3; ++i) REQUIRE(qp.post_write_imm(src.data(), 8, kLkey, rb, 3, 3, false) == PostResult::kOk);
+  qp.ring_doorbell();
+  CHECK(hw.sq.dbrec[MLX5_SND_DBR] == htobe32(6));
 }
 
 TEST_CASE("A BlueFlame half smaller than the largest WQE: a WQE that fits is copied, a larger one rings 8 bytes") {

@@ -50,6 +50,16 @@ namespace bkv::mlx5 {
   __atomic_store_n(dbrec_word, htobe32(host_value), __ATOMIC_RELEASE);
 }
 
+// Rule 1 for the send queue's record, whose value is 16 bits (bits 31:16 are reserved
+// and must be 0): only its low half, bytes 2..3 of the big-endian word, is written (one
+// 16-bit store, which the NIC cannot see half done). The caller wrote the whole word 0
+// once when the queue was created, so the reserved half stays 0. One instruction fewer
+// than the 32-bit write (no zero extension before the swap).
+[[gnu::always_inline]] inline void write_doorbell_record16(uint32_t* dbrec_word, uint16_t host_value) noexcept {
+  udma_to_device_barrier();
+  __atomic_store_n(reinterpret_cast<uint16_t*>(dbrec_word) + 1, htobe16(host_value), __ATOMIC_RELEASE);
+}
+
 // The 8-byte doorbell: the first 8 bytes of a WQE's control segment (opmod_idx_opcode
 // and qpn_ds), written as one 64-bit store.
 [[gnu::always_inline]] inline void bf_write8(std::byte* reg, const std::byte* ctrl) noexcept {

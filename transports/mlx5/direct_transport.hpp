@@ -153,6 +153,18 @@ struct BlueFlameReg {
   std::byte* cur;     // the half the next write goes to
   std::byte* base;    // the register (bf_reg of its QPs' descriptors)
   uint32_t bf_size;   // bytes per half (every QP on it must agree)
+
+  // Returns the half the next write goes to and switches `cur` to the other one
+  // (cur ^= toggle). `cur` is read for the result with a relaxed atomic load, which the
+  // compiler does not merge with the plain read of the switch, so the switch stays one
+  // xor into memory: the load and that xor, where one load feeding an xor and a store
+  // took 3 instructions. One thread writes a register (above), so both reads see the
+  // same value.
+  [[gnu::always_inline]] std::byte* take_half(uintptr_t toggle) noexcept {
+    std::byte* const half = __atomic_load_n(&cur, __ATOMIC_RELAXED);
+    cur = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(cur) ^ toggle);
+    return half;
+  }
 };
 
 template <DirectProvider Provider>
@@ -189,6 +201,9 @@ class DirectTransport {
           read_dst_(std::make_unique<std::byte*[]>(d.wqe_cnt)),
           read_len_(std::make_unique<uint32_t[]>(d.wqe_cnt)) {
       db_tag_ = db_tag_bit_;  // the last doorbell left off at 0
+      // The doorbells write only the record's low half (write_doorbell_record16); its
+      // reserved high half is cleared here, whatever the provider left in it.
+      write_doorbell_record(dbrec_sq_, 0);
     }
     QueuePair(const QueuePair&) = delete;
     QueuePair& operator=(const QueuePair&) = delete;
@@ -203,11 +218,12 @@ class DirectTransport {
 
     [[gnu::always_inline]] PostResult post_write_imm(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst,
                                                      uint32_t imm, uint64_t wr_id, bool signaled) {
-      return post_write_op<MLX5_OPCODE_RDMA_WRITE_IMM>(src, len, lkey, dst.addr, dst.rkey, imm, wr_id, signaled);
+      return post_write_op<MLX5_OPCODE_RDMA_WRITE_IMM>(src, len, lkey, dst.addr, dst.rkey, ctrl_word1(signaled, imm),
+                                                       wr_id);
     }
     [[gnu::always_inline]] PostResult post_write(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst,
                                                  uint64_t wr_id, bool signaled) {
-      return post_write_op<MLX5_OPCODE_RDMA_WRITE>(src, len, lkey, dst.addr, dst.rkey, 0, wr_id, signaled);
+      return post_write_op<MLX5_OPCODE_RDMA_WRITE>(src, len, lkey, dst.addr, dst.rkey, ctrl_word1(signaled, 0), wr_id);
     }
     PostResult post_read(void* dst, uint32_t len, uint32_t lkey, RemoteBuffer src, uint64_t wr_id, bool signaled) {
       if (len > kMaxMessageSize) [[unlikely]] too_long(len);
@@ -250,12 +266,10 @@ class DirectTransport {
     // must be visible before the BlueFlame write). Returns the BlueFlame half. The caller
     // reads last_ctrl_ first: the record write's barrier would make it a reload.
     [[gnu::always_inline]] std::byte* publish_one_wqe(uint64_t pi) noexcept {
-      BlueFlameReg* const bf = bf_;
-      std::byte* const reg = bf->cur;
+      std::byte* const reg = bf_->take_half(bf_toggle_);
       uint32_t* const dbrec = dbrec_sq_;
-      bf->cur = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
       db_tag_ = pi;  // db_tag_bit_ is 0 on this path
-      write_doorbell_record(dbrec, static_cast<uint16_t>(pi));
+      write_doorbell_record16(dbrec, static_cast<uint16_t>(pi));
       return reg;
     }
 
@@ -276,29 +290,37 @@ class DirectTransport {
    private:
     friend class DirectTransport;
 
-    // One WRITE / WRITE_IMM. The queue state is read once into locals and written back
-    // before the WQE bytes: stores into the send queue (std::byte) may alias anything,
-    // so nothing is read from the QP after them. A payload copy, if any, comes last so
-    // that no value lives across its call.
+    // One WRITE / WRITE_IMM. `word1` is its control-segment word 1, built once by the
+    // public post from `signaled` and the immediate (ctrl_word1): passing the bool and
+    // the immediate down instead made the compiler keep the bool in two registers, one
+    // for word 1 and one for the slow path's arguments.
+    //
+    // The queue state is read once into locals and written back before the WQE bytes:
+    // stores into the send queue (std::byte) may alias anything, so nothing is read from
+    // the QP after them. Control word 0's per-QP part (gather_word0_, qpn8_be_) is read
+    // after begin_wqe, next to its use (begin_wqe's stores cannot modify it): read before
+    // the limit test it stayed live across the WQE's address computation and GCC spilled
+    // it or another value to the stack. A payload copy, if any, comes last so that no
+    // value lives across its call.
     //
     // The first test, "a gather entry alone", compares as int32_t: a length of 2^31 or
     // more is negative there and never takes that branch, so it needs no length test of
     // its own; such lengths reach the next branch's test (len > kMaxMessageSize).
     template <uint8_t Opcode>
     [[gnu::always_inline]] PostResult post_write_op(const void* src, uint32_t len, uint32_t lkey, uint64_t raddr,
-                                                    uint32_t rkey, uint32_t imm, uint64_t wr_id, bool signaled) {
+                                                    uint32_t rkey, uint64_t word1, uint64_t wr_id) {
       static_assert(kMaxMessageSize == uint32_t{INT32_MAX}, "the int32_t compare is the length limit");
       const uint64_t pi = pi_;
       if (static_cast<int32_t>(len) > plain_gather_above_) {
         // ctrl + raddr + one gather entry (no inline head): one block.
         constexpr uint32_t kBbs = bbs_of_ds(ds_rdma_gather());
-        const uint64_t word0 = gather_word0_;
         if (pi + kBbs > limit_) [[unlikely]]
-          return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, imm, wr_id, signaled, kBbs);
+          return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, word1, wr_id, kBbs);
         std::byte* const wqe = begin_wqe(pi, kBbs, wr_id);
+        const uint64_t word0 = gather_word0_;
         write_ctrl_words(wqe, ctrl_word0_reopcode(word0, MLX5_OPCODE_RDMA_WRITE_IMM, Opcode) |
                                   ctrl_word0_index(static_cast<uint16_t>(pi)),
-                         ctrl_word1(signaled, imm));
+                         word1);
         write_raddr_seg(wqe + kCtrlSegSize, raddr, rkey);
         write_data_seg(wqe + kCtrlSegSize + kRaddrSegSize, len, lkey, reinterpret_cast<uint64_t>(src));
         return PostResult::kOk;
@@ -308,15 +330,15 @@ class DirectTransport {
         // or more).
         if (len > kMaxMessageSize) [[unlikely]] too_long(len);
         const uint32_t head = inline_head_;
-        const uint64_t word0 = gather_word0_;
         const uint32_t bbs = gather_bbs_;
         if (pi + bbs > limit_) [[unlikely]]
-          return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, imm, wr_id, signaled, bbs);
+          return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, word1, wr_id, bbs);
         const uint32_t data_offset = gather_data_offset_;
         std::byte* const wqe = begin_wqe(pi, bbs, wr_id);
+        const uint64_t word0 = gather_word0_;
         write_ctrl_words(wqe, ctrl_word0_reopcode(word0, MLX5_OPCODE_RDMA_WRITE_IMM, Opcode) |
                                   ctrl_word0_index(static_cast<uint16_t>(pi)),
-                         ctrl_word1(signaled, imm));
+                         word1);
         write_raddr_seg(wqe + kCtrlSegSize, raddr, rkey);
         write_data_seg(wqe + data_offset, len - head, lkey, reinterpret_cast<uint64_t>(src) + head);
         write_inline_seg(wqe + kCtrlSegSize + kRaddrSegSize, src, head);
@@ -324,11 +346,11 @@ class DirectTransport {
       }
       const uint32_t ds = len ? ds_rdma_inline(len) : ds_rdma_no_data();
       const uint32_t bbs = bbs_of_ds(ds);
-      if (pi + bbs > limit_) [[unlikely]] return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, imm, wr_id, signaled, bbs);
-      const uint32_t qpn8 = qpn8_be_;
+      if (pi + bbs > limit_) [[unlikely]] return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, word1, wr_id, bbs);
       std::byte* const wqe = begin_wqe(pi, bbs, wr_id);
+      const uint32_t qpn8 = qpn8_be_;
       write_ctrl_words(wqe, ctrl_word0_fixed(Opcode, qpn_ds_be(qpn8, ds)) | ctrl_word0_index(static_cast<uint16_t>(pi)),
-                       ctrl_word1(signaled, imm));
+                       word1);
       write_raddr_seg(wqe + kCtrlSegSize, raddr, rkey);
       if (len) write_inline_seg(wqe + kCtrlSegSize + kRaddrSegSize, src, len);
       return PostResult::kOk;
@@ -350,10 +372,9 @@ class DirectTransport {
     // or the queue is full.
     template <uint8_t Opcode>
     [[gnu::noinline]] PostResult post_write_slow(const void* src, uint32_t len, uint32_t lkey, uint64_t raddr,
-                                                 uint32_t rkey, uint32_t imm, uint64_t wr_id, bool signaled,
-                                                 uint32_t bbs) {
+                                                 uint32_t rkey, uint64_t word1, uint64_t wr_id, uint32_t bbs) {
       if (!make_room(bbs)) return PostResult::kSendQueueFull;
-      return post_write_op<Opcode>(src, len, lkey, raddr, rkey, imm, wr_id, signaled);
+      return post_write_op<Opcode>(src, len, lkey, raddr, rkey, word1, wr_id);
     }
 
     // limit_ = the producer counter a WQE may reach without a NOP fill and without
@@ -404,13 +425,11 @@ class DirectTransport {
     [[gnu::noinline]] void ring_doorbell_general(uint64_t pi, uint64_t db) noexcept {
       if (pi == db) return;  // nothing posted since the last doorbell
       const uint32_t bbs = static_cast<uint32_t>(pi - db);
-      BlueFlameReg* const bf = bf_;
-      std::byte* const reg = bf->cur;
+      std::byte* const reg = bf_->take_half(bf_toggle_);
       const std::byte* const last = last_ctrl_;
       const bool copy = bbs <= bf_bbs_ && db == last_start_;
-      bf->cur = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(reg) ^ bf_toggle_);
       db_tag_ = pi | db_tag_bit_;
-      write_doorbell_record(dbrec_sq_, static_cast<uint16_t>(pi));
+      write_doorbell_record16(dbrec_sq_, static_cast<uint16_t>(pi));
       if (copy)
         blueflame_copy(reg, last, bbs);  // the one WQE
       else

@@ -197,9 +197,11 @@ inline void write_ctrl_seg(std::byte* wqe, uint16_t wqe_index, uint8_t opcode, u
 
 // PRM remote address segment: 64-bit remote virtual address and rkey.
 // Stored as words: raddr (wire order) in word 0, rkey (wire order) in the low half of
-// word 1, the reserved word 0.
+// word 1, the reserved word 0. Word 1 is the 64-bit swap of rkey shifted down, which on
+// this little-endian host equals htobe32(rkey) widened: two instructions either way,
+// but GCC hoists this form out of a loop that posts to one rkey, and not the other.
 [[gnu::always_inline]] inline void write_raddr_seg(std::byte* seg, uint64_t raddr, uint32_t rkey) noexcept {
-  store_segment(seg, htobe64(raddr), htobe32(rkey));
+  store_segment(seg, htobe64(raddr), __builtin_bswap64(uint64_t{rkey}) >> 32);
 }
 
 // PRM data (gather/scatter pointer) segment: byte_count, lkey, local address.
