@@ -28,12 +28,13 @@
 //                 in_flight++.
 //   server poll : snapshot head (acquire); count contiguous committed slots from the
 //                 cursor; stop at the first hole (reserved, not yet committed).
-//   server recv : stop at a hole (skipped if abandoned, below); read the entry;
-//                 committed.store(0, release); cursor++;
+//   server recv : stop at a hole; read the entry; committed.store(0, release); cursor++;
 //                 check the entry (below): a legitimate one is returned and its
 //                 (client, slot) marked as awaiting a reply, a forged one is counted
 //                 and skipped.
-//   advance_tail: tail.store(cursor, release) releases ring space to spinning clients.
+//   advance_tail: a cursor short of the head snapshot: time the hole there, skip it if
+//                 abandoned (below); tail.store(cursor, release) releases ring space to
+//                 spinning clients.
 //   reply       : only to an awaited (client, slot): write the payload and the
 //                 call_tag of the request it answers, valid.store(1, release), clear
 //                 the awaiting mark.
@@ -101,9 +102,10 @@
 //    unresponsive, tail forged; or its claim found pos abandoned). A client with a
 //    given-up position not yet passed by tail reserves nothing new (try_call: kFull,
 //    call(): waits as for ring space), so its record keeps naming it.
-//  - the server, at a hole at the cursor, counts sightings and reads the clock only
-//    every kHoleSightingsPerClockRead of them (recv()'s per-entry path pays for nothing
-//    but a call when it meets a hole); once the same hole has lasted hole_limit() it
+//  - the server, when advance_tail() finds the cursor short of the head snapshot (the
+//    reads stopped at a hole; recv()'s per-entry path is unchanged), counts sightings of
+//    that hole and reads the clock only every kHoleSightingsPerClockRead of them; once
+//    the same hole has lasted hole_limit() it
 //    looks for the registered client whose record names the position: given up, or
 //    waiting with a pid that kill(pid, 0) says does not exist (ESRCH), makes it CAS the
 //    claim word to abandoned and skip the position (no response: nobody awaits one;
@@ -591,10 +593,7 @@ class alignas(kCacheLine) DelegationServer {
     uint32_t n = 0;
     for (uint64_t p = cursor_; p < end; ++p) {
       auto& s = DelegationView<Req, Resp>::req_header(view_.req_slot(p));
-      if (atomic_field(s.committed).load(std::memory_order_acquire) == 0) {  // hole
-        if (n == 0 && at_hole()) return poll();  // skipped: count from the new cursor
-        break;
-      }
+      if (atomic_field(s.committed).load(std::memory_order_acquire) == 0) break;  // hole
       ++n;
     }
     return n;
@@ -609,10 +608,7 @@ class alignas(kCacheLine) DelegationServer {
     while (cursor_ < cached_head_) {
       std::byte* slot = view_.req_slot(cursor_);
       auto& s = DelegationView<Req, Resp>::req_header(slot);
-      if (atomic_field(s.committed).load(std::memory_order_acquire) == 0) {  // hole
-        if (at_hole()) continue;  // an abandoned position, skipped
-        return std::nullopt;
-      }
+      if (atomic_field(s.committed).load(std::memory_order_acquire) == 0) return std::nullopt;
       Entry e;
       e.client_id = s.client_id;
       e.resp_slot_idx = s.resp_slot_idx;
@@ -632,8 +628,12 @@ class alignas(kCacheLine) DelegationServer {
     return std::nullopt;
   }
 
-  // Publishes the consumed position: clients spinning on a full ring may proceed.
+  // Publishes the consumed position: clients spinning on a full ring may proceed. A
+  // cursor short of the head snapshot (the reads stopped at a hole) is where holes are
+  // timed and abandoned ones skipped (header comment: abandoned positions), so a server
+  // must call it after its reads, also after reads that returned nothing.
   void advance_tail() noexcept {
+    if (cursor_ < cached_head_) [[unlikely]] at_stop();
     atomic_field(view_.control().tail).store(cursor_, std::memory_order_release);
   }
 
@@ -708,29 +708,32 @@ class alignas(kCacheLine) DelegationServer {
     return std::nullopt;
   }
 
-  // recv() or poll() found the position at the cursor uncommitted. Returns true if it
-  // was skipped as abandoned (the cursor moved past it). Out of line: the per-entry read
-  // only pays for the call, and only at a hole. Counts the sightings of the same hole and
-  // reads the clock every kHoleSightingsPerClockRead of them (header comment: abandoned
-  // positions).
-  [[gnu::noinline]] bool at_hole() noexcept {
+  // advance_tail() found the cursor short of the head snapshot: the reads stopped at a
+  // hole, or the caller stopped early (then the position is committed: nothing to do).
+  // Counts the sightings of the same hole and reads the clock every
+  // kHoleSightingsPerClockRead of them (header comment: abandoned positions); skips it
+  // when skip_abandoned_hole() says so. Out of line, and reached only from
+  // advance_tail(): the per-entry read does not change.
+  [[gnu::noinline]] void at_stop() noexcept {
+    auto& s = DelegationView<Req, Resp>::req_header(view_.req_slot(cursor_));
+    if (atomic_field(s.committed).load(std::memory_order_acquire) != 0) return;
     if (cursor_ != hole_pos_) {
       hole_pos_ = cursor_;
       hole_sightings_ = 0;
       hole_timed_ = false;
-      return false;
+      return;
     }
-    if (++hole_sightings_ < kHoleSightingsPerClockRead) return false;
+    if (++hole_sightings_ < kHoleSightingsPerClockRead) return;
     hole_sightings_ = 0;
     const auto now = std::chrono::steady_clock::now();
     if (!hole_timed_) {
       hole_timed_ = true;
       hole_since_ = now;
-      return false;
+      return;
     }
-    if (now - hole_since_ < hole_limit_) return false;
+    if (now - hole_since_ < hole_limit_) return;
     hole_since_ = now;  // a reserver found alive is looked at again one limit later
-    return skip_abandoned_hole();
+    skip_abandoned_hole();
   }
 
   // The hole at the cursor has lasted hole_limit: skip it if its reserver gave it up or
@@ -766,8 +769,8 @@ class alignas(kCacheLine) DelegationServer {
                                        std::memory_order_acquire))
       return false;
     // No writer of this position can commit any more; a committed byte seen now was not
-    // written by one (a forged write): recv() reads it as an entry and checks it.
-    if (atomic_field(s.committed).load(std::memory_order_acquire) != 0) return true;
+    // written by one (a forged write): the next recv() reads it as an entry and checks it.
+    if (atomic_field(s.committed).load(std::memory_order_acquire) != 0) return false;
     ++skipped_[static_cast<size_t>(*why)];
     ++cursor_;
     return true;
@@ -1025,8 +1028,11 @@ class alignas(kCacheLine) DelegationClient {
   // ring_depth: tail only grows), so the reservation reads tail only for a position at
   // or beyond it (another client reserved in between, or the ring is full); 0: nothing
   // known, tail is read.
-  DelegationCallResult reserve_and_commit(uint32_t slot, const Req& req, uint64_t user_token,
-                                          uint64_t space_below) noexcept {
+  // Always inlined (into try_call and call): out of line its call and saved registers
+  // cost more than the claim it holds.
+  [[gnu::always_inline]] inline DelegationCallResult reserve_and_commit(uint32_t slot, const Req& req,
+                                                                        uint64_t user_token,
+                                                                        uint64_t space_below) noexcept {
     const uint64_t pos = atomic_field(view_.control().head).fetch_add(1, std::memory_order_relaxed);
     if (pos >= space_below) [[unlikely]] {
       const DelegationCallStatus st = wait_for_space(pos);
