@@ -105,12 +105,12 @@
 //  - the server, when advance_tail() finds the cursor short of the head snapshot (the
 //    reads stopped at a hole; recv()'s per-entry path is unchanged), counts sightings of
 //    that hole and reads the clock only every kHoleSightingsPerClockRead of them; once
-//    the same hole has lasted hole_limit() it
-//    looks for the registered client whose record names the position: given up, or
-//    waiting with a pid that kill(pid, 0) says does not exist (ESRCH), makes it CAS the
-//    claim word to abandoned and skip the position (no response: nobody awaits one;
-//    counted in skipped()); a reserver alive (or no record naming it) keeps the hole,
-//    looked at again one hole_limit later.
+//    the same hole has lasted hole_limit() it looks for the registered client whose
+//    record names the position. Given up, or waiting with a pid that kill(pid, 0) says
+//    does not exist (ESRCH): the server CASes the claim word to abandoned and skips the
+//    position (no response: nobody awaits one; counted in skipped()). A reserver alive
+//    (or no record naming the position) keeps the hole, looked at again one hole_limit
+//    later. Each hole is timed on its own: n abandoned positions in a row take n limits.
 // Why a late writer cannot corrupt a later lap: the only writes to a slot are by a
 // writer that won its claim, and the only positions skipped are those whose claim the
 // server won. A writer that is not dead after all (a pid from another pid namespace, a
