@@ -88,7 +88,9 @@ struct DelegationRemotePath {
   [[noreturn, gnu::noinline, gnu::cold]] static void call_failed(shm::DelegationCallStatus s) {
     const char* why = s == shm::DelegationCallStatus::kServerDisconnected ? "daemon #0's server is gone (server_alive cleared)"
                       : s == shm::DelegationCallStatus::kRingCorrupted   ? "the ring's tail is beyond this call's position (forged)"
-                                                                          : "an unexpected status";
+                      : s == shm::DelegationCallStatus::kAbandoned
+                          ? "its ring position was marked abandoned before it could write it (a wrong pid in its record)"
+                          : "an unexpected status";
     throw std::runtime_error(std::string("delegation client: a remote call failed: ") + why);
   }
   // A response that carried another call's tag (a forged or misdirected request took

@@ -8,25 +8,33 @@
 //                          ring_depth u32 @16, resp_depth u32 @20,
 //                          next_client_id atomic u32 @24, server_alive atomic u8 @28}
 //   [128, 256)  control  {head atomic u64 @128, tail atomic u64 @192} (own cache lines)
-//   [256, ...)  ring_depth request slots of align_up(16 + sizeof(Req), 64) bytes:
+//   [256, ...)  ring_depth request slots of align_up(24 + sizeof(Req), 64) bytes:
 //                          {committed atomic u8 @0, client_id u32 @4,
-//                           resp_slot_idx u32 @8, call_tag u32 @12, payload @16}
+//                           resp_slot_idx u32 @8, call_tag u32 @12,
+//                           claim atomic u64 @16, payload @24}
 //   then        max_clients * resp_depth response slots of align_up(8 + sizeof(Resp), 64):
 //                          {valid atomic u8 @0, call_tag u32 @4, payload @8}
 //               slot (c, s) at resp_area + (c * resp_depth + s) * resp_slot_size.
+//   then        max_clients client records of 64 bytes:
+//                          {pid atomic i32 @0, waiting atomic u64 @8}
+//               record c at records + c * 64.
 //
 // Protocol: positions are virtual u64, slot = pos & (ring_depth - 1).
 //   client call : server_alive (acquire) -> ServerDisconnected; pick a response slot
 //                 round-robin; pos = head.fetch_add(1, relaxed); spin while
-//                 pos - tail (acquire) >= ring_depth; write client_id, resp_slot_idx,
-//                 call_tag (below), payload; committed.store(1, release); in_flight++.
+//                 pos - tail (acquire) >= ring_depth (the record names pos meanwhile);
+//                 claim the slot (CAS of the claim word, below); write client_id,
+//                 resp_slot_idx, call_tag (below), payload; committed.store(1, release);
+//                 in_flight++.
 //   server poll : snapshot head (acquire); count contiguous committed slots from the
 //                 cursor; stop at the first hole (reserved, not yet committed).
 //   server recv : stop at a hole; read the entry; committed.store(0, release); cursor++;
 //                 check the entry (below): a legitimate one is returned and its
 //                 (client, slot) marked as awaiting a reply, a forged one is counted
 //                 and skipped.
-//   advance_tail: tail.store(cursor, release) releases ring space to spinning clients.
+//   advance_tail: a cursor short of the head snapshot: time the hole there, skip it if
+//                 abandoned (below); tail.store(cursor, release) releases ring space to
+//                 spinning clients.
 //   reply       : only to an awaited (client, slot): write the payload and the
 //                 call_tag of the request it answers, valid.store(1, release), clear
 //                 the awaiting mark.
@@ -73,6 +81,59 @@
 // writes the victim's response slot directly; the tags catch buggy clients (a wrong
 // client_id or slot index), not a deliberate attacker with write access.
 //
+// Abandoned positions. Reserving (head.fetch_add) and committing are two steps, and
+// the server reads in order, so a position whose reserver never commits (its process
+// died, or its call() gave up waiting for ring space) would stop the server and, once
+// the ring is full, every client. The server skips such a hole only when it can prove
+// that no writer of the position will ever write it:
+//  - claim word (per request slot, u64): the name of the last position claimed in that
+//    slot, name(pos) = 2 * (pos + 1) (0: never), bit 0 set when that position was
+//    abandoned. A writer of pos, once it has ring space, claims the slot with a CAS from
+//    any value below name(pos) to name(pos), and only then writes the entry; a value at
+//    or above name(pos) means pos was abandoned (or the word was forged): the call ends
+//    kAbandoned without writing anything. The server abandons pos by a CAS from the
+//    value it read (which must not be name(pos): a claimed position is never skipped)
+//    to name(pos) | 1. One word, one total order of its CASes: either the writer claims
+//    first (the server's CAS fails and the hole stays until the commit) or the server
+//    marks first (the writer's CAS fails, it never writes the slot).
+//  - client record (per client id, one line): the pid of the connecting process
+//    (written at connect) and `waiting`: name(pos) while the client waits for ring
+//    space at pos, | 1 when it gave pos up (the wait ended without space: server gone,
+//    unresponsive, tail forged; or its claim found pos abandoned). A client with a
+//    given-up position not yet passed by tail reserves nothing new (try_call: kFull,
+//    call(): waits as for ring space), so its record keeps naming it.
+//  - the server, when advance_tail() finds the cursor short of the head snapshot (the
+//    reads stopped at a hole; recv()'s per-entry path is unchanged), counts sightings of
+//    that hole and reads the clock only every kHoleSightingsPerClockRead of them; once
+//    the same hole has lasted hole_limit() it looks for the registered client whose
+//    record names the position. Given up, or waiting with a pid that kill(pid, 0) says
+//    does not exist (ESRCH): the server CASes the claim word to abandoned and skips the
+//    position (no response: nobody awaits one; counted in skipped()). A reserver alive
+//    (or no record naming the position) keeps the hole, looked at again one hole_limit
+//    later. Each hole is timed on its own: n abandoned positions in a row take n limits.
+// Why a late writer cannot corrupt a later lap: the only writes to a slot are by a
+// writer that won its claim, and the only positions skipped are those whose claim the
+// server won. A writer that is not dead after all (a pid from another pid namespace, a
+// client object used after fork, a forged record) loses its claim and writes nothing;
+// the slot is next claimed by the position ring_depth later, whose writer waits for
+// tail to pass the skipped position first. A claim word is never reused for the same
+// name (positions only grow), so an old CAS cannot succeed against a later lap's value.
+// Positions are compared as names modulo 2^64, i.e. modulo 2^63.
+// What the records cannot tell, so the hole stays as before: a reserver that dies after
+// its claim and before its commit (it may have written part of the entry; skipping it
+// would let a not-really-dead writer finish into the next lap), and one that dies
+// between head.fetch_add and its claim without having waited for space (its record
+// names an older position). Both windows are a few instructions long; the long one,
+// waiting for ring space behind a stuck server, is covered. A pid reused by another
+// process makes a dead reserver look alive: the hole stays, never the reverse.
+// Untrusted values: the record's position must equal the cursor's name, its pid is only
+// passed to kill(pid, 0) (pid <= 0, EPERM: alive), the client index is bounded by
+// max_clients; a forged record can make a live waiting client's call end kAbandoned,
+// never make the server skip a claimed or committed position (a committed byte seen
+// after the server's CAS is read as an entry and checked like any other). A writer that
+// stores into ring slots directly (a claim word, a committed byte) can disturb the
+// ring as before; the claim word is no more protected than the other slot fields.
+//
 // Sizes: the header fields are capped (kDelegationMax*), segment sizes are computed
 // with checked arithmetic, and attach refuses a header that declares more bytes than
 // the segment has, naming the field; a client sizes its local state (resp_depth
@@ -95,21 +156,28 @@
 //    tail only grows, so a position below that tail + ring_depth has ring space, and
 //    tail is read again only for a position at or beyond it.
 //
-// Each client object belongs to one thread; the server object to the daemon thread.
+// Each client object belongs to one thread, in the process that connected it (its
+// record holds that process's pid); the server object to the daemon thread.
 //  - try_call(): non-blocking variant for the simulator (single thread: nothing may
 //    spin). It returns kFull without reserving when head - tail >= ring_depth; on real
 //    threads a producer that races past that check spins briefly as call() does.
 //  - a spinning call() gives up with kServerDisconnected if the server shuts down, and
 //    with kServerUnresponsive if tail does not move for wait_limit() (a server that
-//    died or was stopped without clearing server_alive); its reservation stays a hole.
-//  - a tail beyond the caller's position (forged: the server never passes a position
-//    that is not committed) ends try_call() and call() with kRingCorrupted instead of
+//    died or was stopped without clearing server_alive); its record gives the position
+//    up, and a server that comes back skips it (abandoned positions, above).
+//  - a tail beyond the caller's position (forged: the server passes a position that is
+//    not committed only after marking it abandoned in its claim word, which ends the
+//    wait with kAbandoned) ends try_call() and call() with kRingCorrupted instead of
 //    waiting forever. try_call() detects it before reserving; call() after reserving,
-//    so its position stays a hole that stops the server, as any abandoned reservation.
+//    and gives the position up as above.
 #pragma once
+
+#include <signal.h>
+#include <unistd.h>
 
 #include <array>
 #include <bit>
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -125,7 +193,7 @@
 namespace bkv::shm {
 
 inline constexpr uint64_t kDelegationMagic = 0x444C475250435631ull;  // "DLGRPCV1"
-inline constexpr uint32_t kDelegationVersion = 1;
+inline constexpr uint32_t kDelegationVersion = 2;  // 2: claim words and client records
 
 // Caps of the header fields (config at create, header at attach). They cover the
 // benchkv limits (1024 client threads, queue depth 2^16, ring depth 1024) with room.
@@ -136,6 +204,11 @@ inline constexpr uint32_t kDelegationMaxRespDepth = 1u << 16;
 // A blocking call() gives up (kServerUnresponsive) when the ring stays full and the
 // server's tail does not move for this long: a dead or stopped server.
 inline constexpr std::chrono::nanoseconds kDelegationDefaultWaitLimit = std::chrono::seconds(10);
+
+// The server looks at who reserved the position it is stuck on (header comment:
+// abandoned positions) once it has found the same hole for this long, and again every
+// such period while the hole stays.
+inline constexpr std::chrono::nanoseconds kDelegationDefaultHoleLimit = std::chrono::milliseconds(100);
 
 // ---- layout ----------------------------------------------------------------------
 
@@ -171,18 +244,38 @@ static_assert(kDelegationControlOffset + offsetof(DelegationControl, head) == 12
 static_assert(kDelegationControlOffset + offsetof(DelegationControl, tail) == 192);
 static_assert(kDelegationSlotsOffset == 256);
 
-// Fixed part of a request slot; the payload follows at byte 16.
+// Fixed part of a request slot; the payload follows at byte 24.
 struct DelegationSlotHeader {
   uint8_t committed;  // atomic: 0 = free or reserved, 1 = committed
   uint8_t pad0[3];
   uint32_t client_id;
   uint32_t resp_slot_idx;
   uint32_t call_tag;  // echoed in the response (header comment: call tags)
+  uint64_t claim;     // atomic: who may write the slot (header comment: abandoned positions)
 };
-static_assert(std::is_standard_layout_v<DelegationSlotHeader> && sizeof(DelegationSlotHeader) == 16);
+static_assert(std::is_standard_layout_v<DelegationSlotHeader> && sizeof(DelegationSlotHeader) == 24);
 static_assert(offsetof(DelegationSlotHeader, committed) == 0 && offsetof(DelegationSlotHeader, client_id) == 4);
 static_assert(offsetof(DelegationSlotHeader, resp_slot_idx) == 8 && offsetof(DelegationSlotHeader, call_tag) == 12);
-inline constexpr size_t kDelegationReqPayloadOffset = 16;
+static_assert(offsetof(DelegationSlotHeader, claim) == 16);
+inline constexpr size_t kDelegationReqPayloadOffset = 24;
+
+// One line per client id, after the response slots: the process of the client and the
+// position it waits on (header comment: abandoned positions).
+struct DelegationClientRecord {
+  int32_t pid;  // atomic: getpid() of the process that connected this client id
+  uint32_t pad0;
+  uint64_t waiting;  // atomic: delegation_position_name(pos) while waiting for ring space at pos, | 1 once given up
+  uint8_t pad1[48];
+};
+static_assert(std::is_standard_layout_v<DelegationClientRecord> && sizeof(DelegationClientRecord) == kCacheLine);
+static_assert(offsetof(DelegationClientRecord, pid) == 0 && offsetof(DelegationClientRecord, waiting) == 8);
+
+// The name of ring position pos in a claim word or a client record: 2 * (pos + 1), so 0
+// names no position and bit 0 is free for the "abandoned" mark. Names are compared
+// modulo 2^64, positions therefore modulo 2^63 (never reached: a ring taking 10^9
+// requests per second passes 2^63 after 292 years).
+constexpr uint64_t delegation_position_name(uint64_t pos) noexcept { return (pos + 1) << 1; }
+inline constexpr uint64_t kDelegationAbandonedMark = 1;
 
 // Fixed part of a response slot; the payload follows at byte 8.
 struct DelegationRespHeader {
@@ -220,7 +313,7 @@ struct DelegationLayout {
   static_assert(std::is_default_constructible_v<Req> && std::is_default_constructible_v<Resp>,
                 "delegationrpc payloads are read into default-constructed values");
 
-  // align_up(16 + sizeof(Req), 64) and align_up(8 + sizeof(Resp), 64)
+  // align_up(24 + sizeof(Req), 64) and align_up(8 + sizeof(Resp), 64)
   // (docs/design.md §delegationrpc layout).
   static constexpr size_t kReqSlotSize = align_up(kDelegationReqPayloadOffset + sizeof(Req), kCacheLine);
   static constexpr size_t kRespSlotSize = align_up(kDelegationRespPayloadOffset + sizeof(Resp), kCacheLine);
@@ -248,11 +341,17 @@ struct DelegationLayout {
     const auto slots = checked_mul(max_clients, resp_depth);
     return slots ? checked_mul(*slots, kRespSlotSize) : std::nullopt;
   }
-  // End of the segment: request_slots_end + response_slots_bytes (checked).
-  static constexpr std::optional<uint64_t> segment_end(const DelegationConfig& c) noexcept {
+  // End of the response slots: request_slots_end + response_slots_bytes (checked).
+  static constexpr std::optional<uint64_t> response_slots_end(const DelegationConfig& c) noexcept {
     const auto req_end = request_slots_end(c.ring_depth);
     const auto resp = response_slots_bytes(c.max_clients, c.resp_depth);
     return req_end && resp ? checked_add(*req_end, *resp) : std::nullopt;
+  }
+  // End of the segment: response_slots_end + max_clients client records (checked).
+  static constexpr std::optional<uint64_t> segment_end(const DelegationConfig& c) noexcept {
+    const auto resp_end = response_slots_end(c);
+    const auto records = checked_mul(c.max_clients, sizeof(DelegationClientRecord));
+    return resp_end && records ? checked_add(*resp_end, *records) : std::nullopt;
   }
   // Within the caps the sizes cannot overflow (so segment_end never fails there).
   static_assert(kReqSlotSize < (size_t{1} << 31) && kRespSlotSize < (size_t{1} << 31));
@@ -263,6 +362,10 @@ struct DelegationLayout {
   static constexpr size_t resp_area_offset(uint32_t ring_depth) noexcept {
     return kDelegationSlotsOffset + size_t{ring_depth} * kReqSlotSize;
   }
+  // Offset of the client records in a segment of a validated config.
+  static constexpr size_t records_offset(const DelegationConfig& c) noexcept {
+    return resp_area_offset(c.ring_depth) + size_t{c.max_clients} * c.resp_depth * kRespSlotSize;
+  }
 
   // Total segment size for cfg. Throws ShmError naming the field if cfg is invalid or
   // the segment would exceed kMaxChannelSegmentBytes.
@@ -271,8 +374,10 @@ struct DelegationLayout {
     const auto end = segment_end(c);
     if (!end || *end > kMaxChannelSegmentBytes)
       throw ShmError("delegationrpc layout: max_clients=" + std::to_string(c.max_clients) + " x resp_depth=" +
-                     std::to_string(c.resp_depth) + " response slots and ring_depth=" + std::to_string(c.ring_depth) +
-                     " request slots exceed the segment limit of " + std::to_string(kMaxChannelSegmentBytes) + " bytes");
+                     std::to_string(c.resp_depth) + " response slots, ring_depth=" + std::to_string(c.ring_depth) +
+                     " request slots and " + std::to_string(c.max_clients) +
+                     " client records exceed the segment limit of " + std::to_string(kMaxChannelSegmentBytes) +
+                     " bytes");
     return static_cast<size_t>(*end);
   }
 };
@@ -308,17 +413,22 @@ DelegationConfig validate_delegation_segment(std::span<std::byte> mem) {
   if (req_end > mem.size())
     throw ShmError(mismatch + "ring_depth=" + std::to_string(cfg.ring_depth) + " request slots of " +
                    std::to_string(L::kReqSlotSize) + " B end at byte " + std::to_string(req_end) + beyond);
-  const uint64_t want = *L::segment_end(cfg);
-  if (want > mem.size())
+  const uint64_t resp_end = *L::response_slots_end(cfg);
+  if (resp_end > mem.size())
     throw ShmError(mismatch + "max_clients=" + std::to_string(cfg.max_clients) + " x resp_depth=" +
                    std::to_string(cfg.resp_depth) + " response slots of " + std::to_string(L::kRespSlotSize) +
-                   " B end at byte " + std::to_string(want) + beyond);
+                   " B end at byte " + std::to_string(resp_end) + beyond);
+  const uint64_t want = *L::segment_end(cfg);
+  if (want > mem.size())
+    throw ShmError(mismatch + "max_clients=" + std::to_string(cfg.max_clients) + " client records of " +
+                   std::to_string(sizeof(DelegationClientRecord)) + " B end at byte " + std::to_string(want) + beyond);
   if (want != mem.size())
     throw ShmError("delegationrpc attach: segment size " + std::to_string(mem.size()) +
                    " does not match the header (max_clients=" + std::to_string(cfg.max_clients) +
                    ", ring_depth=" + std::to_string(cfg.ring_depth) + ", resp_depth=" + std::to_string(cfg.resp_depth) +
                    ", request slot " + std::to_string(L::kReqSlotSize) + " B, response slot " +
-                   std::to_string(L::kRespSlotSize) + " B -> " + std::to_string(want) +
+                   std::to_string(L::kRespSlotSize) + " B, client record " +
+                   std::to_string(sizeof(DelegationClientRecord)) + " B -> " + std::to_string(want) +
                    " bytes); wrong payload types or a stale segment?");
   return cfg;
 }
@@ -337,7 +447,8 @@ class DelegationView {
       : base_(base),
         cfg_(cfg),
         ring_mask_(cfg.ring_depth - 1),
-        resp_area_(base + Layout::resp_area_offset(cfg.ring_depth)) {}
+        resp_area_(base + Layout::resp_area_offset(cfg.ring_depth)),
+        records_(reinterpret_cast<DelegationClientRecord*>(base + Layout::records_offset(cfg))) {}
 
   DelegationHeader& header() const noexcept { return *reinterpret_cast<DelegationHeader*>(base_); }
   DelegationControl& control() const noexcept {
@@ -359,6 +470,11 @@ class DelegationView {
   static DelegationRespHeader& resp_header(std::byte* slot) noexcept {
     return *reinterpret_cast<DelegationRespHeader*>(slot);
   }
+  // Client record of client_id (callers bounds-check client_id < max_clients first).
+  DelegationClientRecord& record(uint32_t client_id) const noexcept {
+    assert(client_id < cfg_.max_clients);
+    return records_[client_id];
+  }
   bool server_alive() const noexcept {
     return atomic_field(header().server_alive).load(std::memory_order_acquire) != 0;
   }
@@ -369,6 +485,7 @@ class DelegationView {
   DelegationConfig cfg_{};
   uint64_t ring_mask_ = 0;
   std::byte* resp_area_ = nullptr;
+  DelegationClientRecord* records_ = nullptr;
 };
 
 // ---- server ----------------------------------------------------------------------
@@ -401,6 +518,23 @@ enum class DelegationReject : uint8_t {
 };
 inline constexpr size_t kDelegationRejectReasons = 5;
 static_assert(static_cast<size_t>(DelegationReject::kSlotHoldsResponse) + 1 == kDelegationRejectReasons);
+
+// Why the server skipped a hole (header comment: abandoned positions).
+enum class DelegationSkip : uint8_t {
+  kReserverGone = 0,  // the reserver's process no longer exists (kill(pid, 0): ESRCH)
+  kReserverGaveUp,    // the reserver gave the position up itself (call() gave up, or its claim failed)
+};
+inline constexpr size_t kDelegationSkipReasons = 2;
+static_assert(static_cast<size_t>(DelegationSkip::kReserverGaveUp) + 1 == kDelegationSkipReasons);
+
+// Whether pid names a process that no longer exists: kill(pid, 0) fails with ESRCH.
+// Anything else (it exists, EPERM: it exists under another user, a pid <= 0 that names
+// no single process) counts as alive, so a wrong pid read from shared memory can only
+// keep a hole, never skip one.
+inline bool delegation_reserver_gone(int32_t pid) noexcept {
+  if (pid <= 0) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
 
 template <class Req, class Resp>
 class alignas(kCacheLine) DelegationServer {
@@ -494,8 +628,12 @@ class alignas(kCacheLine) DelegationServer {
     return std::nullopt;
   }
 
-  // Publishes the consumed position: clients spinning on a full ring may proceed.
+  // Publishes the consumed position: clients spinning on a full ring may proceed. A
+  // cursor short of the head snapshot (the reads stopped at a hole) is where holes are
+  // timed and abandoned ones skipped (header comment: abandoned positions), so a server
+  // must call it after its reads, also after reads that returned nothing.
   void advance_tail() noexcept {
+    if (cursor_ < cached_head_) [[unlikely]] at_stop();
     atomic_field(view_.control().tail).store(cursor_, std::memory_order_release);
   }
 
@@ -530,6 +668,25 @@ class alignas(kCacheLine) DelegationServer {
     for (const uint64_t r : rejected_) n += r;
     return n;
   }
+  // Holes skipped as abandoned positions (no response is sent for them), per reason and
+  // in total; and how often the server looked at who reserved the hole it was stuck on.
+  uint64_t skipped(DelegationSkip why) const noexcept { return skipped_[static_cast<size_t>(why)]; }
+  uint64_t skipped_total() const noexcept { return skipped_[0] + skipped_[1]; }
+  uint64_t hole_checks() const noexcept { return hole_checks_; }
+  // How long the server waits on one hole before it looks at the reserver (and between
+  // two looks). Zero: at once (after kHoleSightingsPerClockRead sightings). Negative:
+  // ShmError.
+  void set_hole_limit(std::chrono::nanoseconds limit) {
+    if (limit < std::chrono::nanoseconds::zero())
+      throw ShmError("delegationrpc server: hole limit " + std::to_string(limit.count()) + " ns is negative");
+    hole_limit_ = limit;
+  }
+  std::chrono::nanoseconds hole_limit() const noexcept { return hole_limit_; }
+
+  // Sightings of one hole between two clock reads: the clock is read only for a hole
+  // that outlives this many polls, never for the short ones a writer leaves between its
+  // reservation and its commit.
+  static constexpr uint32_t kHoleSightingsPerClockRead = 256;
 
  private:
   size_t awaiting_index(uint32_t client_id, uint32_t slot) const noexcept {
@@ -551,6 +708,74 @@ class alignas(kCacheLine) DelegationServer {
     return std::nullopt;
   }
 
+  // advance_tail() found the cursor short of the head snapshot: the reads stopped at a
+  // hole, or the caller stopped early (then the position is committed: nothing to do).
+  // Counts the sightings of the same hole and reads the clock every
+  // kHoleSightingsPerClockRead of them (header comment: abandoned positions); skips it
+  // when skip_abandoned_hole() says so. Out of line, and reached only from
+  // advance_tail(): the per-entry read does not change.
+  [[gnu::noinline]] void at_stop() noexcept {
+    auto& s = DelegationView<Req, Resp>::req_header(view_.req_slot(cursor_));
+    if (atomic_field(s.committed).load(std::memory_order_acquire) != 0) return;
+    if (cursor_ != hole_pos_) {
+      hole_pos_ = cursor_;
+      hole_sightings_ = 0;
+      hole_timed_ = false;
+      return;
+    }
+    if (++hole_sightings_ < kHoleSightingsPerClockRead) return;
+    hole_sightings_ = 0;
+    const auto now = std::chrono::steady_clock::now();
+    if (!hole_timed_) {
+      hole_timed_ = true;
+      hole_since_ = now;
+      return;
+    }
+    if (now - hole_since_ < hole_limit_) return;
+    hole_since_ = now;  // a reserver found alive is looked at again one limit later
+    skip_abandoned_hole();
+  }
+
+  // The hole at the cursor has lasted hole_limit: skip it if its reserver gave it up or
+  // is gone, and only by winning the claim word against the reserver (header comment).
+  bool skip_abandoned_hole() noexcept {
+    ++hole_checks_;
+    const uint64_t name = delegation_position_name(cursor_);
+    auto& s = DelegationView<Req, Resp>::req_header(view_.req_slot(cursor_));
+    auto claim = atomic_field(s.claim);
+    uint64_t seen = claim.load(std::memory_order_acquire);
+    if (seen == name) return false;  // claimed: its writer is between its claim and its commit
+    // The reserver: the registered client whose record names this position (the first
+    // one: a forged record can only name a position that another client reserved, and
+    // winning the claim word below keeps that client from writing it).
+    const uint32_t registered = atomic_field(view_.header().next_client_id).load(std::memory_order_acquire);
+    const uint32_t n = registered < view_.config().max_clients ? registered : view_.config().max_clients;
+    std::optional<DelegationSkip> why;
+    for (uint32_t c = 0; c < n && !why; ++c) {
+      DelegationClientRecord& r = view_.record(c);
+      const uint64_t waiting = atomic_field(r.waiting).load(std::memory_order_acquire);
+      if ((waiting & ~kDelegationAbandonedMark) != name) continue;
+      if ((waiting & kDelegationAbandonedMark) != 0) {
+        why = DelegationSkip::kReserverGaveUp;
+      } else if (delegation_reserver_gone(atomic_field(r.pid).load(std::memory_order_relaxed))) {
+        why = DelegationSkip::kReserverGone;
+      } else {
+        return false;  // the reserver lives: a slow writer, the hole stays
+      }
+    }
+    if (!why) return false;  // nobody names it: reserved a moment ago, or no record was written
+    // Mark it abandoned. Fails if the reserver claimed it since (it lives after all).
+    if (!claim.compare_exchange_strong(seen, name | kDelegationAbandonedMark, std::memory_order_acq_rel,
+                                       std::memory_order_acquire))
+      return false;
+    // No writer of this position can commit any more; a committed byte seen now was not
+    // written by one (a forged write): the next recv() reads it as an entry and checks it.
+    if (atomic_field(s.committed).load(std::memory_order_acquire) != 0) return false;
+    ++skipped_[static_cast<size_t>(*why)];
+    ++cursor_;
+    return true;
+  }
+
   DelegationView<Req, Resp> view_;
   uint64_t cursor_ = 0;       // next position to consume
   uint64_t cached_head_ = 0;  // head snapshot of the last poll()
@@ -558,6 +783,15 @@ class alignas(kCacheLine) DelegationServer {
   LineVector<uint8_t> awaiting_;  // (client, slot) has a request awaiting a reply
   LineVector<uint32_t> awaited_tag_;  // the call tag of that request
   std::array<uint64_t, kDelegationRejectReasons> rejected_{};
+  // The hole the server is stuck on (at_hole): its position, sightings since the last
+  // clock read, and when it was first timed.
+  uint64_t hole_pos_ = ~uint64_t{0};
+  uint32_t hole_sightings_ = 0;
+  bool hole_timed_ = false;
+  std::chrono::steady_clock::time_point hole_since_{};
+  std::chrono::nanoseconds hole_limit_ = kDelegationDefaultHoleLimit;
+  std::array<uint64_t, kDelegationSkipReasons> skipped_{};
+  uint64_t hole_checks_ = 0;
 };
 
 // ---- client ----------------------------------------------------------------------
@@ -569,6 +803,8 @@ enum class DelegationCallStatus : uint8_t {
   kServerDisconnected,  // server_alive is false
   kRingCorrupted,       // tail beyond the caller's position (forged): see the header comment
   kServerUnresponsive,  // call() only: the ring stayed full, tail unmoved, for wait_limit()
+  kAbandoned,           // the reserved position was marked abandoned before this call could
+                        // claim it (header comment: abandoned positions); nothing written
 };
 
 struct DelegationCallResult {
@@ -596,6 +832,8 @@ class alignas(kCacheLine) DelegationClient {
       if (id >= cfg.max_clients)
         throw ShmError("delegationrpc connect: all " + std::to_string(cfg.max_clients) + " client ids are taken");
     } while (!next.compare_exchange_weak(id, id + 1, std::memory_order_relaxed));
+    // The record of a fresh id is zero (ids are never handed out twice): no position.
+    atomic_field(view.record(id).pid).store(static_cast<int32_t>(::getpid()), std::memory_order_relaxed);
     return DelegationClient(view, id, tag_key);
   }
 
@@ -611,6 +849,10 @@ class alignas(kCacheLine) DelegationClient {
     if (!view_.server_alive()) return {DelegationCallStatus::kServerDisconnected, 0};
     const int slot = pick_resp_slot();
     if (slot < 0) return {DelegationCallStatus::kNoFreeSlot, 0};
+    if (given_up_ != 0) [[unlikely]] {
+      const DelegationCallStatus st = wait_given_up_passed(true);
+      if (st != DelegationCallStatus::kOk) return {st, 0};
+    }
     discard_stray_response(static_cast<uint32_t>(slot));
     return reserve_and_commit(static_cast<uint32_t>(slot), req, user_token, 0);
   }
@@ -620,6 +862,10 @@ class alignas(kCacheLine) DelegationClient {
     if (!view_.server_alive()) return {DelegationCallStatus::kServerDisconnected, 0};
     const int slot = pick_resp_slot();
     if (slot < 0) return {DelegationCallStatus::kNoFreeSlot, 0};
+    if (given_up_ != 0) [[unlikely]] {
+      const DelegationCallStatus st = wait_given_up_passed(false);
+      if (st != DelegationCallStatus::kOk) return {st, 0};
+    }
     auto& ctl = view_.control();
     // tail first: tail <= head at any moment, and head only grows, so a tail beyond
     // the later head snapshot was forged (and the difference would underflow).
@@ -706,7 +952,8 @@ class alignas(kCacheLine) DelegationClient {
                                                                     : ~uint64_t{0}),
         busy_(busy_words(view.config().resp_depth), 0),
         tokens_(view.config().resp_depth, 0),
-        call_tags_(view.config().resp_depth, 0) {}
+        call_tags_(view.config().resp_depth, 0),
+        record_(&view.record(id)) {}
 
   // Round-robin over the response slots, skipping those still awaiting a response: the
   // first free slot at or after the cursor, wrapping around (the lowest clear bit of
@@ -781,8 +1028,11 @@ class alignas(kCacheLine) DelegationClient {
   // ring_depth: tail only grows), so the reservation reads tail only for a position at
   // or beyond it (another client reserved in between, or the ring is full); 0: nothing
   // known, tail is read.
-  DelegationCallResult reserve_and_commit(uint32_t slot, const Req& req, uint64_t user_token,
-                                          uint64_t space_below) noexcept {
+  // Always inlined (into try_call and call): out of line its call and saved registers
+  // cost more than the claim it holds.
+  [[gnu::always_inline]] inline DelegationCallResult reserve_and_commit(uint32_t slot, const Req& req,
+                                                                        uint64_t user_token,
+                                                                        uint64_t space_below) noexcept {
     const uint64_t pos = atomic_field(view_.control().head).fetch_add(1, std::memory_order_relaxed);
     if (pos >= space_below) [[unlikely]] {
       const DelegationCallStatus st = wait_for_space(pos);
@@ -790,6 +1040,16 @@ class alignas(kCacheLine) DelegationClient {
     }
     std::byte* p = view_.req_slot(pos);
     auto& s = DelegationView<Req, Resp>::req_header(p);
+    // Claim the slot for pos: only a claim word naming an earlier position (or none) is
+    // taken over; a name at or beyond pos means pos was abandoned (header comment).
+    {
+      auto claim = atomic_field(s.claim);
+      const uint64_t name = delegation_position_name(pos);
+      uint64_t seen = claim.load(std::memory_order_relaxed);
+      do {
+        if (seen >= name) [[unlikely]] return give_up(pos, DelegationCallStatus::kAbandoned);
+      } while (!claim.compare_exchange_weak(seen, name, std::memory_order_acquire, std::memory_order_relaxed));
+    }
     const uint32_t tag = delegation_call_tag(call_sequence_++, tag_key_);
     s.client_id = client_id_;
     s.resp_slot_idx = slot;
@@ -806,7 +1066,10 @@ class alignas(kCacheLine) DelegationClient {
 
   // Waits until the reserved position pos has ring space (kOk), the server shuts down,
   // makes no progress for wait_limit, or tail turns out forged (beyond pos).
+  // The record names pos while this client waits, so that a server stuck on pos can
+  // find it; a wait that ends without ring space gives pos up (give_up).
   [[gnu::noinline]] DelegationCallStatus wait_for_space(uint64_t pos) noexcept {
+    atomic_field(record_->waiting).store(delegation_position_name(pos), std::memory_order_relaxed);
     auto& ctl = view_.control();
     const uint64_t depth = view_.config().ring_depth;
     SpinWait spin;
@@ -814,13 +1077,57 @@ class alignas(kCacheLine) DelegationClient {
     std::chrono::steady_clock::time_point tail_moved{};
     for (;;) {
       const uint64_t tail = atomic_field(ctl.tail).load(std::memory_order_acquire);
-      // The server never passes a position that is not committed, so tail <= pos; a
-      // larger tail was forged, and pos - tail would wrap and wait forever.
-      if (tail > pos) return DelegationCallStatus::kRingCorrupted;
+      // The server passes an uncommitted position only once it marked it abandoned, so
+      // tail <= pos unless pos's claim word says so; a larger tail was forged, and
+      // pos - tail would wrap and wait forever.
+      if (tail > pos) [[unlikely]] {
+        const uint64_t claim = atomic_field(DelegationView<Req, Resp>::req_header(view_.req_slot(pos)).claim)
+                                   .load(std::memory_order_acquire);
+        return give_up(pos, claim == (delegation_position_name(pos) | kDelegationAbandonedMark)
+                                ? DelegationCallStatus::kAbandoned
+                                : DelegationCallStatus::kRingCorrupted)
+            .status;
+      }
       if (pos - tail < depth) return DelegationCallStatus::kOk;
-      if (!view_.server_alive()) return DelegationCallStatus::kServerDisconnected;
+      if (!view_.server_alive()) return give_up(pos, DelegationCallStatus::kServerDisconnected).status;
       // A server that died without clearing server_alive (or is stopped) never moves
       // tail again: give up after wait_limit without progress (checked once per yield).
+      if (tail != seen_tail) {
+        seen_tail = tail;
+        tail_moved = std::chrono::steady_clock::now();
+      } else if (spin.spins + 1 == kSpinsBeforeYield && std::chrono::steady_clock::now() - tail_moved > wait_limit_) {
+        return give_up(pos, DelegationCallStatus::kServerUnresponsive).status;
+      }
+      spin.wait();
+    }
+  }
+
+  // Gives the reserved, unclaimed position pos up: the record names it abandoned, so a
+  // server stuck on it skips it, and the next call waits until the server has passed it
+  // (wait_given_up_passed): a later record would no longer name it.
+  [[gnu::noinline, gnu::cold]] DelegationCallResult give_up(uint64_t pos, DelegationCallStatus why) noexcept {
+    given_up_ = delegation_position_name(pos);
+    atomic_field(record_->waiting).store(given_up_ | kDelegationAbandonedMark, std::memory_order_release);
+    return {why, 0};
+  }
+
+  // A call after a give-up: kOk once tail has passed the given-up position (the record
+  // may name another one then). Else try_call returns kFull; call() waits as for ring
+  // space (kServerDisconnected, kServerUnresponsive after wait_limit without progress).
+  [[gnu::noinline, gnu::cold]] DelegationCallStatus wait_given_up_passed(bool block) noexcept {
+    const uint64_t pos = (given_up_ >> 1) - 1;
+    auto& ctl = view_.control();
+    SpinWait spin;
+    uint64_t seen_tail = ~uint64_t{0};
+    std::chrono::steady_clock::time_point tail_moved{};
+    for (;;) {
+      const uint64_t tail = atomic_field(ctl.tail).load(std::memory_order_acquire);
+      if (tail > pos) {
+        given_up_ = 0;
+        return DelegationCallStatus::kOk;
+      }
+      if (!block) return DelegationCallStatus::kFull;
+      if (!view_.server_alive()) return DelegationCallStatus::kServerDisconnected;
       if (tail != seen_tail) {
         seen_tail = tail;
         tail_moved = std::chrono::steady_clock::now();
@@ -839,12 +1146,14 @@ class alignas(kCacheLine) DelegationClient {
   uint64_t mismatched_responses_ = 0;
   uint32_t tag_key_ = 0;
   uint32_t call_sequence_ = 0;   // calls made: the next call's tag is its tag
+  uint64_t given_up_ = 0;  // name of the position this client gave up, until tail passes it (0: none)
   std::chrono::nanoseconds wait_limit_ = kDelegationDefaultWaitLimit;
   std::byte* resp_slots_ = nullptr;  // this client's response slot 0 (its resp_depth slots follow)
   uint64_t slots_in_word_ = 0;    // the bits of a busy word that are slots (resp_depth < 64: the low resp_depth)
   LineVector<uint64_t> busy_;     // busy words (pick_resp_slot): slots awaiting a response (client-local)
   LineVector<uint64_t> tokens_;  // user token of the call in each slot (client-local)
   LineVector<uint32_t> call_tags_;  // tag of the call in each slot (client-local)
+  DelegationClientRecord* record_ = nullptr;  // this client's record in the segment
 };
 
 }  // namespace bkv::shm

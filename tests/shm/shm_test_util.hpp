@@ -11,7 +11,7 @@
 
 namespace shmtest {
 
-struct Req {  // 24 bytes: request slot align_up(16 + 24, 64) = 64
+struct Req {  // 24 bytes: request slot align_up(24 + 24, 64) = 64
   uint32_t client;
   uint32_t pad;
   uint64_t seq;
@@ -25,7 +25,7 @@ struct Resp {  // 16 bytes: response slot align_up(8 + 16, 64) = 64
 };
 static_assert(sizeof(Resp) == 16);
 
-struct BigReq {  // 56 bytes: request slot align_up(16 + 56, 64) = 128
+struct BigReq {  // 56 bytes: request slot align_up(24 + 56, 64) = 128
   uint64_t words[7];
 };
 static_assert(sizeof(BigReq) == 56);

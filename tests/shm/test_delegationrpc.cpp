@@ -1,6 +1,7 @@
 // delegationrpc: byte layout (docs/design.md §delegationrpc layout), protocol steps
 // (§delegationrpc protocol), holes, flow control,
 // validation of attach and of the values the server reads back from shared memory.
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,6 +9,8 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "core/random.hpp"
@@ -50,19 +53,19 @@ void raw_commit(std::byte* base, uint32_t ring_depth, uint64_t pos, uint32_t cli
   const size_t off = 256 + (pos & (ring_depth - 1)) * 64;
   store_le<uint32_t>(base, off + 4, client_id);
   store_le<uint32_t>(base, off + 8, slot);
-  std::memcpy(base + off + 16, &r, sizeof r);
+  std::memcpy(base + off + 24, &r, sizeof r);
   store_le<uint8_t>(base, off, 1);
 }
 }  // namespace
 
 TEST_CASE("delegationrpc slot sizes and segment size follow the documented layout", "[shm][delegationrpc]") {
-  STATIC_REQUIRE(Layout::kReqSlotSize == 64);   // align_up(16 + 24, 64)
+  STATIC_REQUIRE(Layout::kReqSlotSize == 64);   // align_up(24 + 24, 64)
   STATIC_REQUIRE(Layout::kRespSlotSize == 64);  // align_up(8 + 16, 64)
-  STATIC_REQUIRE(DelegationLayout<shmtest::BigReq, shmtest::BigReq>::kReqSlotSize == 128);  // 16 + 56 = 72
+  STATIC_REQUIRE(DelegationLayout<shmtest::BigReq, shmtest::BigReq>::kReqSlotSize == 128);  // 24 + 56 = 80
   STATIC_REQUIRE(DelegationLayout<shmtest::BigReq, shmtest::BigReq>::kRespSlotSize == 64);  // 8 + 56 = 64
   STATIC_REQUIRE(DelegationLayout<uint64_t[7], uint64_t[8]>::kRespSlotSize == 128);        // 8 + 64 = 72
   const DelegationConfig c{3, 16, 4};
-  CHECK(Layout::segment_size(c) == 256 + 16 * 64 + 3 * 4 * 64);
+  CHECK(Layout::segment_size(c) == 256 + 16 * 64 + 3 * 4 * 64 + 3 * 64);  // + one client record per id
 }
 
 TEST_CASE("delegationrpc header and a full call/reply round trip at the documented offsets",
@@ -72,7 +75,7 @@ TEST_CASE("delegationrpc header and a full call/reply round trip at the document
   std::byte* b = f.base();
   CHECK(load_le<uint64_t>(b, 0) == 0x444C475250435631ull);
   CHECK(std::memcmp(b, "1VCPRGLD", 8) == 0);  // "DLGRPCV1" stored little-endian
-  CHECK(load_le<uint32_t>(b, 8) == 1);
+  CHECK(load_le<uint32_t>(b, 8) == 2);
   CHECK(load_le<uint32_t>(b, 12) == 3);
   CHECK(load_le<uint32_t>(b, 16) == 8);
   CHECK(load_le<uint32_t>(b, 20) == 4);
@@ -84,6 +87,10 @@ TEST_CASE("delegationrpc header and a full call/reply round trip at the document
   REQUIRE(c0.client_id() == 0);
   REQUIRE(c1.client_id() == 1);
   CHECK(load_le<uint32_t>(b, 24) == 2);  // next_client_id
+  // Client records after the response slots: 256 + 8 * 64 + 3 * 4 * 64 = 1536, one line each.
+  CHECK(load_le<uint32_t>(b, 1536) == static_cast<uint32_t>(::getpid()));       // client 0's pid
+  CHECK(load_le<uint32_t>(b, 1536 + 64) == static_cast<uint32_t>(::getpid()));  // client 1's pid
+  CHECK(load_le<uint64_t>(b, 1536 + 64 + 8) == 0);  // waiting: no position (the calls below find space)
 
   const Req r{1, 0, 5, 1234};
   const auto res = c1.call(r, 99);
@@ -95,8 +102,9 @@ TEST_CASE("delegationrpc header and a full call/reply round trip at the document
   CHECK(load_le<uint8_t>(b, 256) == 1);   // committed
   CHECK(load_le<uint32_t>(b, 260) == 1);  // client_id
   CHECK(load_le<uint32_t>(b, 264) == 0);  // resp_slot_idx
-  CHECK(load_le<uint64_t>(b, 256 + 16 + 8) == 5);     // payload.seq
-  CHECK(load_le<uint64_t>(b, 256 + 16 + 16) == 1234);  // payload.value
+  CHECK(load_le<uint64_t>(b, 256 + 16) == 2);          // claim: position 0's name, 2 * (0 + 1)
+  CHECK(load_le<uint64_t>(b, 256 + 24 + 8) == 5);      // payload.seq
+  CHECK(load_le<uint64_t>(b, 256 + 24 + 16) == 1234);  // payload.value
 
   REQUIRE(f.server.poll() == 1);
   auto e = f.server.recv();
@@ -456,8 +464,8 @@ TEST_CASE("attach refuses wrong magic, version, size or payload types", "[shm][d
   }
   SECTION("version") {
     Fixture f(cfg);
-    store_le<uint32_t>(f.base(), 8, 2);
-    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("unsupported version 2"));
+    store_le<uint32_t>(f.base(), 8, 3);
+    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("unsupported version 3"));
   }
   SECTION("segment larger than the header says") {
     Segment big = Segment::create_process(Layout::segment_size(cfg) + 64);
@@ -591,4 +599,224 @@ TEST_CASE("delegationrpc over /dev/shm between two processes", "[shm][delegation
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(served == kCalls);
+}
+
+// ---- abandoned positions (header comment of delegationrpc.hpp) ---------------------
+
+namespace {
+constexpr size_t records_offset(const DelegationConfig& c) {
+  return 256 + size_t{c.ring_depth} * 64 + size_t{c.max_clients} * c.resp_depth * 64;
+}
+
+// Serves every committed entry up to the cursor's first hole once (recv() counts the
+// hole's sightings and may skip it). Returns the entries answered.
+uint32_t serve_once(Server& server) {
+  uint32_t n = 0;
+  server.snapshot_head();
+  while (auto e = server.recv()) {
+    REQUIRE(server.reply(e->client_id, e->resp_slot_idx, Resp{e->payload.seq, shmtest::answer(e->payload.value)}) ==
+            DelegationReplyStatus::kOk);
+    ++n;
+  }
+  server.advance_tail();
+  return n;
+}
+
+// A ring of depth 2 filled by client 0 (positions 0 and 1, not yet served) and a child
+// process connected as client 1 whose call() reserved position 2 and waits for ring
+// space (its record names the position). The child's own wait never gives up.
+struct StuckReserver {
+  static constexpr DelegationConfig kCfg{2, 2, 4};
+  std::string name = shmtest::shm_name("dlg_hole");
+  Segment seg = Segment::create_shm(name, Layout::segment_size(kCfg), true);
+  Server server{seg.bytes(), kCfg};
+  Client a = Client::connect(seg.bytes(), 1);
+  pid_t child = -1;
+
+  StuckReserver() {
+    REQUIRE(a.call(Req{0, 0, 0, 0}, 0).status == DelegationCallStatus::kOk);
+    REQUIRE(a.call(Req{0, 0, 1, 1}, 1).status == DelegationCallStatus::kOk);
+    child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      int rc = 0;
+      try {
+        Segment mine = Segment::attach_shm(name);
+        Client b = Client::connect(mine.bytes(), 2);
+        b.set_wait_limit(std::chrono::hours(1));
+        // Reserves position 2 and waits for space; answered: exit 0 with the right answer.
+        if (b.call(Req{1, 0, 7, 70}, 7).status != DelegationCallStatus::kOk) ::_exit(4);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        bool got = false;
+        while (!got && std::chrono::steady_clock::now() < deadline)
+          b.poll([&](uint64_t t, const Resp& r) {
+            got = true;
+            if (t != 7 || r.seq != 7 || r.value != shmtest::answer(70)) rc = 3;
+          });
+        if (!got) rc = 5;
+      } catch (...) {
+        rc = 2;
+      }
+      ::_exit(rc);
+    }
+    // The child's record (client 1) names position 2: 2 * (2 + 1) = 6.
+    const size_t waiting = records_offset(kCfg) + 64 + 8;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (load_le<uint64_t>(seg.data(), waiting) != 6 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    REQUIRE(load_le<uint64_t>(seg.data(), waiting) == 6);
+    CHECK(load_le<uint32_t>(seg.data(), records_offset(kCfg) + 64) == static_cast<uint32_t>(child));  // its pid
+  }
+  ~StuckReserver() {
+    if (child > 0) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, nullptr, 0);
+    }
+  }
+};
+}  // namespace
+
+TEST_CASE("delegationrpc skips a position whose reserving process was killed before its commit",
+          "[shm][delegationrpc][process]") {
+  StuckReserver t;
+  t.server.set_hole_limit(std::chrono::milliseconds(1));
+  REQUIRE(::kill(t.child, SIGKILL) == 0);
+  REQUIRE(::waitpid(t.child, nullptr, 0) == t.child);
+  t.child = -1;
+  // Client 0's next call (position 3) needs the server past the dead client's hole.
+  std::vector<uint64_t> answered;
+  bool called = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);  // hang guard only
+  while (answered.size() < 3 && std::chrono::steady_clock::now() < deadline) {
+    serve_once(t.server);
+    t.a.poll([&](uint64_t tok, const Resp& r) {
+      CHECK(r.value == shmtest::answer(tok));
+      answered.push_back(tok);
+    });
+    if (!called && answered.size() == 2) {
+      REQUIRE(t.a.call(Req{0, 0, 3, 3}, 3).status == DelegationCallStatus::kOk);
+      called = true;
+    }
+  }
+  REQUIRE(answered == std::vector<uint64_t>{0, 1, 3});
+  CHECK(t.server.skipped(DelegationSkip::kReserverGone) == 1);
+  CHECK(t.server.skipped_total() == 1);
+  CHECK(t.server.cursor() == 4);
+  // The skipped position's claim word says abandoned: 2 * (2 + 1) | 1.
+  CHECK(load_le<uint64_t>(t.seg.data(), 256 + 0 * 64 + 16) == 7);
+}
+
+TEST_CASE("delegationrpc does not skip a position whose reserving process is alive but stopped",
+          "[shm][delegationrpc][process]") {
+  StuckReserver t;
+  t.server.set_hole_limit(std::chrono::milliseconds(1));
+  REQUIRE(::kill(t.child, SIGSTOP) == 0);
+  // Serve positions 0 and 1; client 0 commits position 3 behind the stopped client's hole.
+  std::vector<uint64_t> answered;
+  auto serve_and_poll = [&] {
+    serve_once(t.server);
+    t.a.poll([&](uint64_t tok, const Resp&) { answered.push_back(tok); });
+  };
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);  // hang guard only
+  while (answered.size() < 2 && std::chrono::steady_clock::now() < deadline) serve_and_poll();
+  REQUIRE(answered.size() == 2);
+  REQUIRE(t.a.call(Req{0, 0, 3, 3}, 3).status == DelegationCallStatus::kOk);
+  // The server looks at the stuck position's reserver several times and keeps the hole.
+  while (t.server.hole_checks() < 3 && t.server.skipped_total() == 0 && std::chrono::steady_clock::now() < deadline)
+    serve_and_poll();
+  REQUIRE(t.server.skipped_total() == 0);
+  REQUIRE(t.server.hole_checks() >= 3);
+  CHECK(t.server.cursor() == 2);
+  CHECK(answered.size() == 2);
+  // Resumed, the child claims and commits its position; both calls are answered.
+  REQUIRE(::kill(t.child, SIGCONT) == 0);
+  int status = -1;
+  bool exited = false;
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((!exited || answered.size() < 3) && std::chrono::steady_clock::now() < deadline) {
+    serve_and_poll();
+    if (!exited) exited = ::waitpid(t.child, &status, WNOHANG) == t.child;
+  }
+  REQUIRE(exited);
+  t.child = -1;
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(answered == std::vector<uint64_t>{0, 1, 3});
+  CHECK(t.server.skipped_total() == 0);
+  CHECK(t.server.cursor() == 4);
+}
+
+TEST_CASE("delegationrpc skips the position of a call that gave up waiting, and the client calls again",
+          "[shm][delegationrpc]") {
+  const DelegationConfig cfg{2, 2, 4};
+  Fixture f(cfg);
+  f.server.set_hole_limit(std::chrono::milliseconds(0));
+  Client a = Client::connect(f.seg.bytes(), 1);
+  Client b = Client::connect(f.seg.bytes(), 2);
+  REQUIRE(a.call(Req{0, 0, 0, 0}, 0).status == DelegationCallStatus::kOk);
+  REQUIRE(a.call(Req{0, 0, 1, 1}, 1).status == DelegationCallStatus::kOk);
+  b.set_wait_limit(std::chrono::milliseconds(20));
+  // Position 2: the ring is full and the server does not run, so the call gives up.
+  REQUIRE(b.call(Req{1, 0, 2, 2}, 2).status == DelegationCallStatus::kServerUnresponsive);
+  CHECK(load_le<uint64_t>(f.base(), records_offset(cfg) + 64 + 8) == (6 | 1));  // names position 2, given up
+  // Until the server has passed position 2, a new call of b reserves nothing.
+  CHECK(b.try_call(Req{1, 0, 3, 3}, 3).status == DelegationCallStatus::kFull);
+  CHECK(b.call(Req{1, 0, 3, 3}, 3).status == DelegationCallStatus::kServerUnresponsive);
+  CHECK(load_le<uint64_t>(f.base(), 128) == 3);  // head: only position 2 was reserved
+  std::vector<uint64_t> answered;
+  auto serve_and_poll = [&] {
+    serve_once(f.server);
+    auto got = [&](uint64_t tok, const Resp& r) {
+      CHECK(r.value == shmtest::answer(tok));
+      answered.push_back(tok);
+    };
+    a.poll(got);
+    b.poll(got);
+  };
+  serve_and_poll();
+  REQUIRE(answered == std::vector<uint64_t>{0, 1});
+  REQUIRE(a.call(Req{0, 0, 4, 4}, 4).status == DelegationCallStatus::kOk);  // position 3, behind the hole
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);  // hang guard only
+  while (answered.size() < 3 && std::chrono::steady_clock::now() < deadline) serve_and_poll();
+  REQUIRE(answered == std::vector<uint64_t>{0, 1, 4});
+  CHECK(f.server.skipped(DelegationSkip::kReserverGaveUp) == 1);
+  CHECK(f.server.skipped_total() == 1);
+  // The server passed position 2: b calls again (position 4).
+  REQUIRE(b.call(Req{1, 0, 5, 5}, 5).status == DelegationCallStatus::kOk);
+  while (answered.size() < 4 && std::chrono::steady_clock::now() < deadline) serve_and_poll();
+  CHECK(answered == std::vector<uint64_t>{0, 1, 4, 5});
+  CHECK(f.server.cursor() == 5);
+}
+
+TEST_CASE("delegationrpc hole limit: a negative one is refused with its value", "[shm][delegationrpc]") {
+  Fixture f(DelegationConfig{1, 2, 1});
+  CHECK(f.server.hole_limit() == kDelegationDefaultHoleLimit);
+  REQUIRE_THROWS_WITH(f.server.set_hole_limit(std::chrono::nanoseconds(-5)), Contains("hole limit -5 ns is negative"));
+  CHECK(f.server.hole_limit() == kDelegationDefaultHoleLimit);
+}
+
+TEST_CASE("delegationrpc: a call that finds its position marked abandoned writes nothing and gives it up",
+          "[shm][delegationrpc]") {
+  const DelegationConfig cfg{1, 4, 4};
+  Fixture f(cfg);
+  f.server.set_hole_limit(std::chrono::milliseconds(0));
+  Client a = Client::connect(f.seg.bytes(), 1);
+  // Position 0's claim word already says abandoned (2 * (0 + 1) | 1): the server marked
+  // it before this call could claim it.
+  store_le<uint64_t>(f.base(), 256 + 16, 3);
+  CHECK(a.call(Req{0, 0, 9, 9}, 9).status == DelegationCallStatus::kAbandoned);
+  CHECK(load_le<uint8_t>(f.base(), 256) == 0);           // not committed
+  CHECK(load_le<uint64_t>(f.base(), 256 + 24 + 8) == 0);  // payload not written
+  CHECK(load_le<uint64_t>(f.base(), 256 + 16) == 3);      // claim word unchanged
+  CHECK(load_le<uint64_t>(f.base(), records_offset(cfg) + 8) == 3);  // the record gives position 0 up
+  CHECK(a.in_flight() == 0);
+  CHECK(a.try_call(Req{0, 0, 10, 10}, 10).status == DelegationCallStatus::kFull);  // until the server passes it
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);  // hang guard only
+  while (f.server.skipped_total() == 0 && std::chrono::steady_clock::now() < deadline) serve_once(f.server);
+  CHECK(f.server.skipped(DelegationSkip::kReserverGaveUp) == 1);
+  REQUIRE(a.call(Req{0, 0, 11, 11}, 11).status == DelegationCallStatus::kOk);  // position 1
+  CHECK(serve_once(f.server) == 1);
+  uint64_t got = 0;
+  CHECK(a.poll([&](uint64_t tok, const Resp&) { got = tok; }) == 1);
+  CHECK(got == 11);
 }

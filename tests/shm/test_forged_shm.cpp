@@ -34,7 +34,7 @@ using IClient = IpcClient<Req, Resp>;
 
 // Writes a delegationrpc header by hand (as a forger with write access would).
 void forge_delegation_header(std::byte* b, uint32_t max_clients, uint32_t ring_depth, uint32_t resp_depth) {
-  store_le<uint32_t>(b, 8, 1);  // version
+  store_le<uint32_t>(b, 8, kDelegationVersion);
   store_le<uint32_t>(b, 12, max_clients);
   store_le<uint32_t>(b, 16, ring_depth);
   store_le<uint32_t>(b, 20, resp_depth);
@@ -62,7 +62,7 @@ void forge_entry(std::byte* base, uint32_t ring_depth, uint32_t client_id, uint3
   store_le<uint32_t>(base, off + 4, client_id);
   store_le<uint32_t>(base, off + 8, slot);
   store_le<uint32_t>(base, off + 12, call_tag);
-  std::memcpy(base + off + 16, &r, sizeof r);
+  std::memcpy(base + off + 24, &r, sizeof r);
   store_le<uint8_t>(base, off, 1);  // committed
 }
 
@@ -481,4 +481,66 @@ TEST_CASE("delegationrpc call on a full ring whose server makes no progress give
   CHECK(rc == static_cast<int>(DelegationCallStatus::kServerUnresponsive));
   CHECK(waited >= std::chrono::milliseconds(50));
   CHECK(c.in_flight() == 1);  // only the first call is awaited (the run above was a child process)
+}
+
+// Client records and claim words are shared memory too: a forged pid or position may
+// keep a hole or end a live client's waiting call, never crash, index outside the
+// records, or make the server skip a committed entry.
+TEST_CASE("delegationrpc forged client records: pids <= 0 keep a hole, a committed entry is never skipped",
+          "[shm][forged]") {
+  const DelegationConfig cfg{2, 4, 4};
+  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
+  std::byte* base = seg.data();
+  DServer server(seg.bytes(), cfg);
+  server.set_hole_limit(std::chrono::nanoseconds(0));
+  DClient c = DClient::connect(seg.bytes(), 1);  // client 0
+  const size_t rec0 = DLayout::records_offset(cfg);
+  auto serve = [&](int rounds) {
+    uint32_t n = 0;
+    for (int i = 0; i < rounds; ++i) {
+      server.poll();
+      while (auto e = server.recv()) {
+        ++n;
+        REQUIRE(server.reply(e->client_id, e->resp_slot_idx, Resp{e->payload.seq, 0}) == DelegationReplyStatus::kOk);
+      }
+      server.advance_tail();
+    }
+    return n;
+  };
+  // Position 0 reserved by nobody's call (a raw head bump), named by client 0's record
+  // with pids that name no single process, and by a record beyond max_clients.
+  store_le<uint64_t>(base, 128, 1);
+  store_le<uint32_t>(base, 24, 0xFFFFFFFFu);  // next_client_id: the scan stays within max_clients
+  for (const int32_t pid : {0, -1, INT32_MIN}) {
+    store_le<int32_t>(base, rec0, pid);
+    store_le<uint64_t>(base, rec0 + 8, 2);  // waiting on position 0
+    const uint64_t checks = server.hole_checks();
+    CHECK(serve(4 * static_cast<int>(DServer::kHoleSightingsPerClockRead)) == 0);
+    CHECK(server.hole_checks() > checks);
+    CHECK(server.skipped_total() == 0);
+    CHECK(server.cursor() == 0);
+  }
+  // A pid of no process, and position 0's claim word forged "abandoned", while an entry
+  // is committed there: the server reads the entry, the records are not looked at.
+  const pid_t gone = ::fork();
+  REQUIRE(gone >= 0);
+  if (gone == 0) ::_exit(0);
+  REQUIRE(::waitpid(gone, nullptr, 0) == gone);
+  store_le<int32_t>(base, rec0, static_cast<int32_t>(gone));
+  store_le<uint64_t>(base, 256 + 16, 3);
+  store_le<uint32_t>(base, 24, 1);
+  store_le<uint32_t>(base, 256 + 4, 0);   // client 0
+  store_le<uint32_t>(base, 256 + 8, 0);   // response slot 0
+  store_le<uint8_t>(base, 256, 1);        // committed
+  CHECK(serve(1) == 1);
+  CHECK(server.skipped_total() == 0);
+  CHECK(server.cursor() == 1);
+  // The same record now names position 1, a hole: the gone pid makes the server skip it
+  // (a call of client 0 that had reserved it would lose its claim and write nothing).
+  store_le<uint64_t>(base, 128, 2);
+  store_le<uint64_t>(base, rec0 + 8, 4);
+  CHECK(serve(4 * static_cast<int>(DServer::kHoleSightingsPerClockRead)) == 0);
+  CHECK(server.skipped(DelegationSkip::kReserverGone) == 1);
+  CHECK(server.cursor() == 2);
+  CHECK(load_le<uint64_t>(base, 256 + 64 + 16) == (4 | 1));  // position 1's claim word: abandoned
 }

@@ -4,6 +4,7 @@
 // Sizes are small so that the whole file runs in a few seconds under TSan on 2 cores.
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -118,6 +119,68 @@ TEST_CASE("delegationrpc: ServerDisconnected reaches a producer spinning on a fu
   server.shutdown();
   t.join();
   CHECK(st == DelegationCallStatus::kServerDisconnected);
+}
+
+TEST_CASE("delegationrpc: a call that gave up in its thread is skipped by a running server, the others complete",
+          "[shm][delegationrpc][threads]") {
+  const DelegationConfig cfg{2, 2, 4};
+  using Layout = DelegationLayout<Req, Resp>;
+  Segment seg = Segment::create_process(Layout::segment_size(cfg));
+  DelegationServer<Req, Resp> server(seg.bytes(), cfg);
+  server.set_hole_limit(std::chrono::nanoseconds(0));
+  auto a = DelegationClient<Req, Resp>::connect(seg.bytes(), 1);
+  auto b = DelegationClient<Req, Resp>::connect(seg.bytes(), 2);
+  std::atomic<bool> serving{false}, stop{false};
+  uint64_t bad_replies = 0;  // server thread only, read after join
+  std::thread srv([&] {
+    while (!stop.load(std::memory_order_acquire)) {
+      if (!serving.load(std::memory_order_acquire)) {
+        std::this_thread::yield();
+        continue;
+      }
+      server.snapshot_head();
+      while (auto e = server.recv())
+        if (server.reply(e->client_id, e->resp_slot_idx, Resp{e->payload.seq, answer(e->payload.value)}) !=
+            DelegationReplyStatus::kOk)
+          ++bad_replies;
+      server.advance_tail();
+    }
+  });
+  REQUIRE(a.call(Req{0, 0, 0, 0}, 0).status == DelegationCallStatus::kOk);  // positions 0 and 1 fill the ring
+  REQUIRE(a.call(Req{0, 0, 1, 1}, 1).status == DelegationCallStatus::kOk);
+  DelegationCallStatus st = DelegationCallStatus::kOk;
+  std::thread tb([&] {
+    b.set_wait_limit(std::chrono::milliseconds(20));
+    st = b.call(Req{1, 0, 2, 2}, 2).status;  // position 2: no ring space while the server pauses
+  });
+  tb.join();
+  CHECK(st == DelegationCallStatus::kServerUnresponsive);
+  serving.store(true, std::memory_order_release);
+  std::vector<uint64_t> answered;
+  auto got = [&](uint64_t tok, const Resp& r) {
+    CHECK(r.value == answer(tok));
+    answered.push_back(tok);
+  };
+  bool called = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);  // hang guard only
+  while (answered.size() < 3 && std::chrono::steady_clock::now() < deadline) {
+    a.poll(got);
+    if (!called && answered.size() == 2) {
+      REQUIRE(a.call(Req{0, 0, 3, 3}, 3).status == DelegationCallStatus::kOk);  // position 3, behind the hole
+      called = true;
+    }
+  }
+  REQUIRE(answered == std::vector<uint64_t>{0, 1, 3});
+  b.set_wait_limit(std::chrono::seconds(20));
+  REQUIRE(b.call(Req{1, 0, 4, 4}, 4).status == DelegationCallStatus::kOk);  // after the server passed position 2
+  while (answered.size() < 4 && std::chrono::steady_clock::now() < deadline) b.poll(got);
+  stop.store(true, std::memory_order_release);
+  srv.join();
+  CHECK(answered == std::vector<uint64_t>{0, 1, 3, 4});
+  CHECK(bad_replies == 0);
+  CHECK(server.skipped(DelegationSkip::kReserverGaveUp) == 1);
+  CHECK(server.skipped_total() == 1);
+  CHECK(server.cursor() == 5);
 }
 
 TEST_CASE("ipc: several clients, out-of-order replies, no loss, FIFO per client", "[shm][ipc][threads]") {
