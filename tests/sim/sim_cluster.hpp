@@ -3,6 +3,7 @@
 // gives them a step (wake-ups from completions then run an empty step).
 #pragma once
 
+#include <cstddef>
 #include <deque>
 #include <string>
 #include <vector>
@@ -48,5 +49,25 @@ inline sim::NicConfig quiet_nic() {
   c.latency.jitter = sim::Distribution::constant(0);
   return c;
 }
+
+// The set-up of most NIC tests: on a cluster of at least two nodes, a connected queue
+// pair (qa on node 0, qb on node 1), a source buffer on node 0 registered for local
+// access and a target buffer on node 1 registered for remote writes, in that order.
+struct WritePair {
+  sim::DesTransport::QueuePair& qa;
+  sim::DesTransport::QueuePair& qb;
+  std::vector<std::byte> src, dst;
+  MemoryRegion smr, dmr;
+
+  WritePair(SimCluster& c, size_t src_bytes, size_t dst_bytes, std::byte src_fill = std::byte{0},
+            std::byte dst_fill = std::byte{0})
+      : qa(c.t[0]->create_queue_pair()), qb(c.t[1]->create_queue_pair()), src(src_bytes, src_fill),
+        dst(dst_bytes, dst_fill) {
+    sim::DesFabric::connect(qa, qb);
+    smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
+    dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+  }
+  RemoteBuffer target(uint64_t offset = 0) const { return SimCluster::remote(dmr, offset); }
+};
 
 }  // namespace bkv::test

@@ -42,21 +42,16 @@ TEST_CASE("a WRITE+IMM crosses the pipeline: latency is the sum of its stations"
   SimCluster c(2, nic);
   Recorder rec;
   c.net().set_observer(&Recorder::on, &rec);
-  auto& qa = c.t[0]->create_queue_pair();
-  auto& qb = c.t[1]->create_queue_pair();
-  sim::DesFabric::connect(qa, qb);
-  std::vector<std::byte> src(64, std::byte{0x3C}), dst(64, std::byte{0});
-  const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
-  const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+  WritePair w(c, 64, 64, std::byte{0x3C});
   c.t[1]->post_receives(4);
 
   c.engine.run_until(1000);  // post at t = 1000
-  REQUIRE(qa.post_write_imm(src.data(), 32, smr.lkey, SimCluster::remote(dmr, 8), 0xAB, 7, true) == PostResult::kOk);
-  qa.ring_doorbell();
+  REQUIRE(w.qa.post_write_imm(w.src.data(), 32, w.smr.lkey, w.target(8), 0xAB, 7, true) == PostResult::kOk);
+  w.qa.ring_doorbell();
   c.engine.run();
 
-  const WqeEvent* land = rec.find(WqeEvent::kLanded, qa.index(), 0);
-  const WqeEvent* done = rec.find(WqeEvent::kCompleted, qa.index(), 0);
+  const WqeEvent* land = rec.find(WqeEvent::kLanded, w.qa.index(), 0);
+  const WqeEvent* done = rec.find(WqeEvent::kCompleted, w.qa.index(), 0);
   REQUIRE(land != nullptr);
   REQUIRE(done != nullptr);
   // Fixed parts: doorbell + send engine + wire + receive engine + PCIe write; the rest is
@@ -71,16 +66,16 @@ TEST_CASE("a WRITE+IMM crosses the pipeline: latency is the sum of its stations"
   CHECK(static_cast<double>(done->time - land->time) >= ack_path);
   CHECK(static_cast<double>(done->time - land->time) <= ack_path + 10);
 
-  CHECK(std::memcmp(dst.data() + 8, src.data(), 32) == 0);
-  CHECK(dst[7] == std::byte{0});
-  CHECK(dst[40] == std::byte{0});
+  CHECK(std::memcmp(w.dst.data() + 8, w.src.data(), 32) == 0);
+  CHECK(w.dst[7] == std::byte{0});
+  CHECK(w.dst[40] == std::byte{0});
   // The target thread was woken by the completion, at the landing time.
   CHECK(c.threads[1].steps() == 1);
   CHECK(c.threads[1].step_start() == land->time);
   std::vector<RecvCompletion> rc;
   c.t[1]->poll_recv([&](const RecvCompletion& r) { rc.push_back(r); }, 8);
   REQUIRE(rc.size() == 1);
-  CHECK(rc[0].qp_num == qb.qp_num());
+  CHECK(rc[0].qp_num == w.qb.qp_num());
   CHECK(rc[0].imm == 0xAB);
   CHECK(rc[0].byte_len == 32);
   CHECK(c.t[1]->srq_posted() == 3);
@@ -89,7 +84,7 @@ TEST_CASE("a WRITE+IMM crosses the pipeline: latency is the sum of its stations"
   REQUIRE(sc.size() == 1);
   CHECK(sc[0].wr_id == 7);
   CHECK(sc[0].opcode == WcOpcode::kRdmaWriteImm);
-  CHECK(sc[0].qp_num == qa.qp_num());
+  CHECK(sc[0].qp_num == w.qa.qp_num());
   CHECK(c.threads[0].step_start() == done->time);
 }
 
@@ -226,22 +221,17 @@ TEST_CASE("an rkey or bounds violation: remote access error, QP to error, later 
     SimCluster c(2, NicConfig{});
     Recorder rec;
     c.net().set_observer(&Recorder::on, &rec);
-    auto& qa = c.t[0]->create_queue_pair();
-    auto& qb = c.t[1]->create_queue_pair();
-    sim::DesFabric::connect(qa, qb);
-    std::vector<std::byte> src(512, std::byte{0x11}), dst(512, std::byte{0});
-    const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
-    const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+    WritePair w(c, 512, 512, std::byte{0x11});
     c.t[1]->post_receives(16);
-    RemoteBuffer bad = SimCluster::remote(dmr, 0);
+    RemoteBuffer bad = w.target(0);
     if (variant == 0) bad.rkey += 1000;
     else bad.addr += 500;  // 500 + 64 > 512
-    REQUIRE(qa.post_write(src.data(), 64, smr.lkey, SimCluster::remote(dmr, 0), 1, false) == PostResult::kOk);
-    REQUIRE(qa.post_write_imm(src.data(), 64, smr.lkey, bad, 2, 2, false) == PostResult::kOk);
+    REQUIRE(w.qa.post_write(w.src.data(), 64, w.smr.lkey, w.target(0), 1, false) == PostResult::kOk);
+    REQUIRE(w.qa.post_write_imm(w.src.data(), 64, w.smr.lkey, bad, 2, 2, false) == PostResult::kOk);
     for (uint32_t i = 0; i < 5; ++i)
-      REQUIRE(qa.post_write_imm(src.data(), 64, smr.lkey, SimCluster::remote(dmr, 128 + 64 * (i % 4)), 3, 3 + i,
+      REQUIRE(w.qa.post_write_imm(w.src.data(), 64, w.smr.lkey, w.target(128 + 64 * (i % 4)), 3, 3 + i,
                                 i == 4) == PostResult::kOk);
-    qa.ring_doorbell();
+    w.qa.ring_doorbell();
     c.engine.run();
     std::vector<SendCompletion> sc;
     c.t[0]->poll_send([&](const SendCompletion& s) { sc.push_back(s); }, 64);
@@ -253,22 +243,22 @@ TEST_CASE("an rkey or bounds violation: remote access error, QP to error, later 
       CHECK(sc[i].wr_id == 2 + i);
       CHECK(sc[i].status == WcStatus::kWrFlushError);
     }
-    CHECK(qa.in_error());
-    CHECK(qb.in_error());
+    CHECK(w.qa.in_error());
+    CHECK(w.qb.in_error());
     // The first write landed; nothing after the violation did.
-    for (size_t i = 0; i < 64; ++i) REQUIRE(dst[i] == std::byte{0x11});
-    for (size_t i = 64; i < dst.size(); ++i) REQUIRE(dst[i] == std::byte{0});
+    for (size_t i = 0; i < 64; ++i) REQUIRE(w.dst[i] == std::byte{0x11});
+    for (size_t i = 64; i < w.dst.size(); ++i) REQUIRE(w.dst[i] == std::byte{0});
     CHECK(c.t[1]->srq_posted() == 16);
     // The error completion appears only after the NAK travelled back.
-    const WqeEvent* err = rec.find(WqeEvent::kRemoteError, qa.index(), 1);
-    const WqeEvent* done = rec.find(WqeEvent::kCompleted, qa.index(), 1);
+    const WqeEvent* err = rec.find(WqeEvent::kRemoteError, w.qa.index(), 1);
+    const WqeEvent* done = rec.find(WqeEvent::kCompleted, w.qa.index(), 1);
     REQUIRE(err != nullptr);
     REQUIRE(done != nullptr);
     CHECK(done->time >= err->time + 300);
     CHECK(c.net().nic(1).n.remote_errors == 1);
     // New posts are flushed.
-    REQUIRE(qa.post_write(src.data(), 8, smr.lkey, SimCluster::remote(dmr, 0), 50, false) == PostResult::kOk);
-    qa.ring_doorbell();
+    REQUIRE(w.qa.post_write(w.src.data(), 8, w.smr.lkey, w.target(0), 50, false) == PostResult::kOk);
+    w.qa.ring_doorbell();
     c.engine.run();
     sc.clear();
     c.t[0]->poll_send([&](const SendCompletion& s) { sc.push_back(s); }, 64);
@@ -283,24 +273,19 @@ TEST_CASE("receiver not ready: WRITE+IMM waits whole RNR periods until a receive
   SimCluster c(2, nic);
   Recorder rec;
   c.net().set_observer(&Recorder::on, &rec);
-  auto& qa = c.t[0]->create_queue_pair();
-  auto& qb = c.t[1]->create_queue_pair();
-  sim::DesFabric::connect(qa, qb);
-  std::vector<std::byte> src(64, std::byte{5}), dst(64, std::byte{0});
-  const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
-  const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+  WritePair w(c, 64, 64, std::byte{5});
   for (uint32_t i = 0; i < 3; ++i)
-    REQUIRE(qa.post_write_imm(src.data(), 8, smr.lkey, SimCluster::remote(dmr, 8 * i), 10 + i, i, i == 2) ==
+    REQUIRE(w.qa.post_write_imm(w.src.data(), 8, w.smr.lkey, w.target(8 * i), 10 + i, i, i == 2) ==
             PostResult::kOk);
-  qa.ring_doorbell();
+  w.qa.ring_doorbell();
   c.engine.run_until(55'000);
-  CHECK(rec.find(WqeEvent::kLanded, qa.index(), 0) == nullptr);
+  CHECK(rec.find(WqeEvent::kLanded, w.qa.index(), 0) == nullptr);
   CHECK(c.net().nic(1).n.rnr_naks >= 5);
-  for (std::byte b : dst) REQUIRE(b == std::byte{0});
+  for (std::byte b : w.dst) REQUIRE(b == std::byte{0});
   c.t[1]->post_receives(8);  // at t = 55 us
   c.engine.run();
-  const WqeEvent* l0 = rec.find(WqeEvent::kLanded, qa.index(), 0);
-  const WqeEvent* l2 = rec.find(WqeEvent::kLanded, qa.index(), 2);
+  const WqeEvent* l0 = rec.find(WqeEvent::kLanded, w.qa.index(), 0);
+  const WqeEvent* l2 = rec.find(WqeEvent::kLanded, w.qa.index(), 2);
   REQUIRE(l0 != nullptr);
   REQUIRE(l2 != nullptr);
   CHECK(l0->time >= 55'000);
@@ -317,25 +302,20 @@ TEST_CASE("receiver not ready: WRITE+IMM waits whole RNR periods until a receive
 
 TEST_CASE("send queue depth: unsignaled slots free only when a later signaled completion is polled", "[nic]") {
   SimCluster c(2, NicConfig{}, 1, sim::DeviceContextConfig{16, 64, 0});
-  auto& qa = c.t[0]->create_queue_pair();
-  auto& qb = c.t[1]->create_queue_pair();
-  sim::DesFabric::connect(qa, qb);
-  std::vector<std::byte> src(64), dst(64);
-  const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
-  const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+  WritePair w(c, 64, 64);
   for (uint32_t i = 0; i < 10; ++i)
-    REQUIRE(qa.post_write(src.data(), 8, smr.lkey, SimCluster::remote(dmr), i, false) == PostResult::kOk);
-  REQUIRE(qa.post_write(src.data(), 8, smr.lkey, SimCluster::remote(dmr), 10, true) == PostResult::kOk);
+    REQUIRE(w.qa.post_write(w.src.data(), 8, w.smr.lkey, w.target(), i, false) == PostResult::kOk);
+  REQUIRE(w.qa.post_write(w.src.data(), 8, w.smr.lkey, w.target(), 10, true) == PostResult::kOk);
   for (uint32_t i = 11; i < 16; ++i)
-    REQUIRE(qa.post_write(src.data(), 8, smr.lkey, SimCluster::remote(dmr), i, false) == PostResult::kOk);
-  CHECK(qa.send_queue_free() == 0);
-  CHECK(qa.post_write(src.data(), 8, smr.lkey, SimCluster::remote(dmr), 99, true) == PostResult::kSendQueueFull);
-  qa.ring_doorbell();
+    REQUIRE(w.qa.post_write(w.src.data(), 8, w.smr.lkey, w.target(), i, false) == PostResult::kOk);
+  CHECK(w.qa.send_queue_free() == 0);
+  CHECK(w.qa.post_write(w.src.data(), 8, w.smr.lkey, w.target(), 99, true) == PostResult::kSendQueueFull);
+  w.qa.ring_doorbell();
   c.engine.run();
-  CHECK(qa.send_queue_free() == 0);  // completed on the NIC, but nothing polled yet
+  CHECK(w.qa.send_queue_free() == 0);  // completed on the NIC, but nothing polled yet
   uint32_t n = c.t[0]->poll_send([](const SendCompletion& s) { CHECK(s.wr_id == 10); }, 8);
   CHECK(n == 1);
-  CHECK(qa.send_queue_free() == 11);  // slots 0..10 freed; 11..15 wait for a later signal
+  CHECK(w.qa.send_queue_free() == 11);  // slots 0..10 freed; 11..15 wait for a later signal
 }
 
 namespace {
@@ -349,12 +329,7 @@ std::pair<double, double> latency_at_load(double rho, nlohmann::json* report = n
   nic.send.qp_serial = false;
   nic.send.qp_window = 4096;
   SimCluster c(2, nic, 3, sim::DeviceContextConfig{4096, 64, 0});
-  auto& qa = c.t[0]->create_queue_pair();
-  auto& qb = c.t[1]->create_queue_pair();
-  sim::DesFabric::connect(qa, qb);
-  std::vector<std::byte> src(64), dst(64);
-  const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
-  const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+  WritePair w(c, 64, 64);
   struct Source {
     sim::DesTransport* t;
     sim::DesTransport::QueuePair* qp;
@@ -372,7 +347,7 @@ std::pair<double, double> latency_at_load(double rho, nlohmann::json* report = n
       th.wake(th.now() + static_cast<Time>(sim::sample_exponential(rng, mean_gap)));
       return StepResult::kIdle;
     }
-  } source{c.t[0], &qa, src.data(), smr.lkey, SimCluster::remote(dmr), 1000.0 / rho};
+  } source{c.t[0], &w.qa, w.src.data(), w.smr.lkey, w.target(), 1000.0 / rho};
   c.threads[0].bind<Source, &Source::step>(&source);
   c.threads[0].start(0);
   c.engine.run();
@@ -417,16 +392,11 @@ TEST_CASE("NIC metrics: station depth, utilization and counters follow the load"
 
 TEST_CASE("a receive CQ that is never polled overruns with a clear error", "[nic]") {
   SimCluster c(2, NicConfig{}, 1, sim::DeviceContextConfig{256, 64, 8});
-  auto& qa = c.t[0]->create_queue_pair();
-  auto& qb = c.t[1]->create_queue_pair();
-  sim::DesFabric::connect(qa, qb);
-  std::vector<std::byte> src(64), dst(64);
-  const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
-  const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+  WritePair w(c, 64, 64);
   c.t[1]->post_receives(64);
   for (uint32_t i = 0; i < 9; ++i)
-    REQUIRE(qa.post_write_imm(src.data(), 8, smr.lkey, SimCluster::remote(dmr), i, i, false) == PostResult::kOk);
-  qa.ring_doorbell();
+    REQUIRE(w.qa.post_write_imm(w.src.data(), 8, w.smr.lkey, w.target(), i, i, false) == PostResult::kOk);
+  w.qa.ring_doorbell();
   CHECK_THROWS_WITH(c.engine.run(), Catch::Contains("receive CQ overrun on node 1"));
 }
 
@@ -437,12 +407,7 @@ TEST_CASE("per-QP window: latency grows with outstanding requests while the SQ i
     NicConfig nic = quiet_nic();
     nic.blueflame_max_wqes = 0;
     SimCluster c(2, nic, 1, sim::DeviceContextConfig{256, 64, 0});
-    auto& qa = c.t[0]->create_queue_pair();
-    auto& qb = c.t[1]->create_queue_pair();
-    sim::DesFabric::connect(qa, qb);
-    std::vector<std::byte> src(64), dst(64);
-    const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
-    const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+    WritePair w(c, 64, 64);
     struct Loop {
       sim::DesTransport* t;
       sim::DesTransport::QueuePair* qp;
@@ -466,13 +431,13 @@ TEST_CASE("per-QP window: latency grows with outstanding requests while the SQ i
         th.charge(Op::kCqPoll);
         return done == 3000 ? StepResult::kExit : StepResult::kIdle;
       }
-    } loop{c.t[0], &qa, src.data(), smr.lkey, SimCluster::remote(dmr), k};
+    } loop{c.t[0], &w.qa, w.src.data(), w.smr.lkey, w.target(), k};
     c.threads[0].bind<Loop, &Loop::step>(&loop);
     c.threads[0].start(0);
     c.engine.run();
     REQUIRE(loop.done == 3000);
     REQUIRE(loop.max_outstanding <= k);
-    REQUIRE(qa.send_queue_free() > 200);  // the SQ never came near full
+    REQUIRE(w.qa.send_queue_free() > 200);  // the SQ never came near full
     const auto& n = c.net().nic(0).n;
     return static_cast<double>(n.complete_latency_ns) / n.complete_count;
   };
@@ -636,14 +601,9 @@ TEST_CASE("RNR retry count is the requester's: its limit ends the retries, not t
     resp.rnr.retry_limit = responder_limit;
     resp.rnr.delay_ns = 1'000;
     SimCluster c({req, resp});
-    auto& qa = c.t[0]->create_queue_pair();
-    auto& qb = c.t[1]->create_queue_pair();
-    sim::DesFabric::connect(qa, qb);
-    std::vector<std::byte> src(64, std::byte{1}), dst(64, std::byte{0});
-    const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
-    const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
-    REQUIRE(qa.post_write_imm(src.data(), 8, smr.lkey, SimCluster::remote(dmr), 5, 1, true) == PostResult::kOk);
-    qa.ring_doorbell();
+    WritePair w(c, 64, 64, std::byte{1});
+    REQUIRE(w.qa.post_write_imm(w.src.data(), 8, w.smr.lkey, w.target(), 5, 1, true) == PostResult::kOk);
+    w.qa.ring_doorbell();
     c.engine.run_until(100'000);  // no receive is ever posted: 100 RNR periods
     std::vector<SendCompletion> sc;
     c.t[0]->poll_send([&](const SendCompletion& s) { sc.push_back(s); }, 8);
@@ -663,15 +623,10 @@ TEST_CASE("a wire jitter sample beyond an hour stops the run with an error namin
   NicConfig nic = quiet_nic();
   nic.latency.jitter = sim::Distribution::pareto(1, 0.01);
   SimCluster c(2, nic);
-  auto& qa = c.t[0]->create_queue_pair();
-  auto& qb = c.t[1]->create_queue_pair();
-  sim::DesFabric::connect(qa, qb);
-  std::vector<std::byte> src(64), dst(64);
-  const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
-  const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+  WritePair w(c, 64, 64);
   for (uint32_t i = 0; i < 64; ++i)
-    REQUIRE(qa.post_write(src.data(), 8, smr.lkey, SimCluster::remote(dmr), i, true) == PostResult::kOk);
-  qa.ring_doorbell();
+    REQUIRE(w.qa.post_write(w.src.data(), 8, w.smr.lkey, w.target(), i, true) == PostResult::kOk);
+  w.qa.ring_doorbell();
   CHECK_THROWS_WITH(c.engine.run(), Catch::Contains("nic.latency.jitter"));
 }
 
@@ -683,18 +638,13 @@ TEST_CASE("flushed counts every WQE completed with a flush error, also those dro
     CAPTURE(t);
     SimCluster c(2, quiet_nic());
     c.net().enable_connection_faults(nullptr, nullptr);
-    auto& qa = c.t[0]->create_queue_pair();
-    auto& qb = c.t[1]->create_queue_pair();
-    sim::DesFabric::connect(qa, qb);
-    std::vector<std::byte> src(64), dst(64);
-    const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
-    const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+    WritePair w(c, 64, 64);
     c.t[1]->post_receives(64);
     for (uint32_t i = 0; i < 16; ++i)
-      REQUIRE(qa.post_write(src.data(), 8, smr.lkey, SimCluster::remote(dmr), i, true) == PostResult::kOk);
-    qa.ring_doorbell();
+      REQUIRE(w.qa.post_write(w.src.data(), 8, w.smr.lkey, w.target(), i, true) == PostResult::kOk);
+    w.qa.ring_doorbell();
     c.engine.run_until(t);
-    c.net().fail_connection(qb.index());
+    c.net().fail_connection(w.qb.index());
     c.engine.run();
     uint64_t flush_cqes = 0;
     c.t[0]->poll_send([&](const SendCompletion& s) { flush_cqes += s.status == WcStatus::kWrFlushError; }, 64);
@@ -710,28 +660,23 @@ TEST_CASE("an inline WRITE delivers the bytes of its post even when the source i
   SimCluster c(2, nic);
   Recorder rec;
   c.net().set_observer(&Recorder::on, &rec);
-  auto& qa = c.t[0]->create_queue_pair();
-  auto& qb = c.t[1]->create_queue_pair();
-  sim::DesFabric::connect(qa, qb);
-  std::vector<std::byte> src(64, std::byte{0x11}), dst(128, std::byte{0});
-  const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
-  const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+  WritePair w(c, 64, 128, std::byte{0x11});
   c.t[1]->post_receives(4);
-  REQUIRE(qa.post_write(src.data(), 64, smr.lkey, SimCluster::remote(dmr), 1, false) == PostResult::kOk);
-  std::fill(src.begin(), src.end(), std::byte{0x22});
-  REQUIRE(qa.post_write_imm(src.data(), 48, smr.lkey, SimCluster::remote(dmr, 64), 5, 2, true) == PostResult::kOk);
-  std::fill(src.begin(), src.end(), std::byte{0x33});
-  qa.ring_doorbell();
+  REQUIRE(w.qa.post_write(w.src.data(), 64, w.smr.lkey, w.target(), 1, false) == PostResult::kOk);
+  std::fill(w.src.begin(), w.src.end(), std::byte{0x22});
+  REQUIRE(w.qa.post_write_imm(w.src.data(), 48, w.smr.lkey, w.target(64), 5, 2, true) == PostResult::kOk);
+  std::fill(w.src.begin(), w.src.end(), std::byte{0x33});
+  w.qa.ring_doorbell();
   c.engine.run();
 
   for (uint64_t seq : {0u, 1u}) {
-    const WqeEvent* land = rec.find(WqeEvent::kLanded, qa.index(), seq);
+    const WqeEvent* land = rec.find(WqeEvent::kLanded, w.qa.index(), seq);
     REQUIRE(land != nullptr);
     CHECK((land->wqe->flags & sim::kWqeInline) != 0);
   }
-  CHECK(std::all_of(dst.begin(), dst.begin() + 64, [](std::byte b) { return b == std::byte{0x11}; }));
-  CHECK(std::all_of(dst.begin() + 64, dst.begin() + 112, [](std::byte b) { return b == std::byte{0x22}; }));
-  CHECK(std::all_of(dst.begin() + 112, dst.end(), [](std::byte b) { return b == std::byte{0}; }));
+  CHECK(std::all_of(w.dst.begin(), w.dst.begin() + 64, [](std::byte b) { return b == std::byte{0x11}; }));
+  CHECK(std::all_of(w.dst.begin() + 64, w.dst.begin() + 112, [](std::byte b) { return b == std::byte{0x22}; }));
+  CHECK(std::all_of(w.dst.begin() + 112, w.dst.end(), [](std::byte b) { return b == std::byte{0}; }));
 }
 
 TEST_CASE("inline payloads stay intact while the QP's inline store grows under them", "[nic]") {
@@ -809,20 +754,15 @@ TEST_CASE("an inline WRITE needs no translation of its source: only gathered WRI
   nic.mtt_cache.entries = 64;
   nic.mtt_cache.ways = 8;
   SimCluster c(2, nic);
-  auto& qa = c.t[0]->create_queue_pair();
-  auto& qb = c.t[1]->create_queue_pair();
-  sim::DesFabric::connect(qa, qb);
-  std::vector<std::byte> src(512, std::byte{1}), dst(512, std::byte{0});
-  const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
-  const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+  WritePair w(c, 512, 512, std::byte{1});
   REQUIRE(nic.inline_max_bytes < 300);
-  REQUIRE(qa.post_write(src.data(), 100, smr.lkey, SimCluster::remote(dmr), 1, true) == PostResult::kOk);
-  qa.ring_doorbell();
+  REQUIRE(w.qa.post_write(w.src.data(), 100, w.smr.lkey, w.target(), 1, true) == PostResult::kOk);
+  w.qa.ring_doorbell();
   c.engine.run();
   CHECK(c.net().nic(0).mtt_cache.hits() + c.net().nic(0).mtt_cache.misses() == 0);
   CHECK(c.net().nic(1).mtt_cache.misses() > 0);  // the target address: translated
-  REQUIRE(qa.post_write(src.data(), 300, smr.lkey, SimCluster::remote(dmr), 2, true) == PostResult::kOk);
-  qa.ring_doorbell();
+  REQUIRE(w.qa.post_write(w.src.data(), 300, w.smr.lkey, w.target(), 2, true) == PostResult::kOk);
+  w.qa.ring_doorbell();
   c.engine.run();
   CHECK(c.net().nic(0).mtt_cache.misses() > 0);  // a gathered source: translated
 }
