@@ -443,7 +443,7 @@ uint64_t sweep_fingerprint(const Sweep& s) {
   auto fnv = [](uint64_t h, const std::string& text) {
     return fnv1a(text, h) ^ 0xff;  // the xor separates consecutive texts
   };
-  uint64_t h = fnv(kFnv1aOffsetBasis, s.output_dir);
+  uint64_t h = kFnv1aOffsetBasis;
   for (const auto& a : s.axes) h = fnv(h, a);
   for (const auto& r : s.runs) {
     for (const auto& l : r.labels) h = fnv(h, l);
@@ -466,7 +466,8 @@ int agree_on_sweep(SweepRanks& ranks, const std::string& file, const Sweep& s, c
   auto fnv = [](uint64_t h, const std::string& text) {
     return fnv1a(text, h) ^ 0xff;  // the xor separates consecutive texts
   };
-  const uint64_t sweep_hash = failed ? 0 : sweep_fingerprint(s);
+  // The ranks also agree on the output directory (absolute): each writes its runs there.
+  const uint64_t sweep_hash = failed ? 0 : fnv(sweep_fingerprint(s), s.output_dir);
   uint64_t todo_hash = kFnv1aOffsetBasis;
   for (const SweepRun* r : todo) todo_hash = fnv(todo_hash, std::to_string(r->index));
   constexpr size_t kWords = 5;  // failed, runs, sweep hash, runs to run, their hash
@@ -512,7 +513,7 @@ void print_usage(std::FILE* f) {
                "                  under mpirun each rank is one run slot and -j above 1 is refused\n"
                "  --check         validates every run's options and model, prints the warnings and the\n"
                "                  sweep's fingerprint (equal on two machines: the same runs, options\n"
-               "                  and model contents), runs nothing\n"
+               "                  and model contents, wherever the files lie), runs nothing\n"
                "Plot: /usr/bin/python3 scripts/plot_sweep.py SWEEP.json (the sweep's \"plot\" entries)\n",
                [] {
                  std::string f;

@@ -502,3 +502,32 @@ TEST_CASE("sweep: runs started with -j end when the sweep process is killed", "[
     if (alive(p)) ::kill(p, SIGKILL);  // not to leave them running when the check fails
   CHECK(ended);
 }
+
+TEST_CASE("sweep: a copy of a sweep and its model file in another directory has the same fingerprint",
+          "[e2e][sweep]") {
+  // --check's fingerprint is for comparing two checkouts (two machines, two clones): it
+  // must not depend on where the sweep file lies or how its path was written.
+  TempDir dir;
+  const std::string model = R"({"nic": {"send": {"qp_window": 8}}})";
+  const std::string text = R"({"base": {"backend": "delegation", "transport": "sim", "model": "m.json",
+    "duration": 0.004, "interval_ms": 1, "trim": 1}, "grid": {"np": [2, 3]}, "output": "out"})";
+  for (const char* sub : {"a", "b/c"}) {
+    fs::create_directories(dir / sub);
+    write_file(dir / sub / "m.json", model);
+    write_file(dir / sub / "s.json", text);
+  }
+  auto fingerprint = [&](const std::string& file) {
+    const Outcome o = run_benchkv({"sweep", file, "--check"}, dir.path());
+    INFO(describe(o));
+    REQUIRE(o.status == 0);
+    const auto at = o.out.find("fingerprint ");
+    REQUIRE(at != std::string::npos);
+    return o.out.substr(at + 12, 16);
+  };
+  const std::string a = fingerprint("a/s.json");
+  CHECK(fingerprint("b/c/s.json") == a);
+  CHECK(fingerprint((dir / "a" / "s.json").string()) == a);
+  // What decides the rows still counts: another model content, another fingerprint.
+  write_file(dir / "b" / "c" / "m.json", R"({"nic": {"send": {"qp_window": 2}}})");
+  CHECK(fingerprint("b/c/s.json") != a);
+}
