@@ -406,8 +406,10 @@ size_t run_local(const Sweep& s, const std::vector<const SweepRun*>& todo, uint3
     if (pid == 0) {
       // A run ends with the sweep that started it: killed alone, the parent would leave
       // its runs going and writing into the output directory. (The check after the
-      // prctl catches a parent that died before it.)
-      if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || ::getppid() != parent) ::_exit(1);
+      // prctl catches a parent that died before it.) SIGKILL, which cannot be ignored or
+      // blocked: the child inherits both from the sweep (a launcher that ignores
+      // SIGTERM), and a run has no SIGTERM handler that SIGKILL would skip.
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(1);
       const int fd = ::open((dir + "/log.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (fd >= 0) ::dup2(fd, 2);
       int rc = 0;
