@@ -406,8 +406,10 @@ size_t run_local(const Sweep& s, const std::vector<const SweepRun*>& todo, uint3
     if (pid == 0) {
       // A run ends with the sweep that started it: killed alone, the parent would leave
       // its runs going and writing into the output directory. (The check after the
-      // prctl catches a parent that died before it.)
-      if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || ::getppid() != parent) ::_exit(1);
+      // prctl catches a parent that died before it.) SIGKILL, which cannot be ignored or
+      // blocked: the child inherits both from the sweep (a launcher that ignores
+      // SIGTERM), and a run has no SIGTERM handler that SIGKILL would skip.
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(1);
       const int fd = ::open((dir + "/log.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (fd >= 0) ::dup2(fd, 2);
       int rc = 0;
@@ -443,7 +445,7 @@ uint64_t sweep_fingerprint(const Sweep& s) {
   auto fnv = [](uint64_t h, const std::string& text) {
     return fnv1a(text, h) ^ 0xff;  // the xor separates consecutive texts
   };
-  uint64_t h = fnv(kFnv1aOffsetBasis, s.output_dir);
+  uint64_t h = kFnv1aOffsetBasis;
   for (const auto& a : s.axes) h = fnv(h, a);
   for (const auto& r : s.runs) {
     for (const auto& l : r.labels) h = fnv(h, l);
@@ -466,7 +468,8 @@ int agree_on_sweep(SweepRanks& ranks, const std::string& file, const Sweep& s, c
   auto fnv = [](uint64_t h, const std::string& text) {
     return fnv1a(text, h) ^ 0xff;  // the xor separates consecutive texts
   };
-  const uint64_t sweep_hash = failed ? 0 : sweep_fingerprint(s);
+  // The ranks also agree on the output directory (absolute): each writes its runs there.
+  const uint64_t sweep_hash = failed ? 0 : fnv(sweep_fingerprint(s), s.output_dir);
   uint64_t todo_hash = kFnv1aOffsetBasis;
   for (const SweepRun* r : todo) todo_hash = fnv(todo_hash, std::to_string(r->index));
   constexpr size_t kWords = 5;  // failed, runs, sweep hash, runs to run, their hash
@@ -512,7 +515,7 @@ void print_usage(std::FILE* f) {
                "                  under mpirun each rank is one run slot and -j above 1 is refused\n"
                "  --check         validates every run's options and model, prints the warnings and the\n"
                "                  sweep's fingerprint (equal on two machines: the same runs, options\n"
-               "                  and model contents), runs nothing\n"
+               "                  and model contents, wherever the files lie), runs nothing\n"
                "Plot: /usr/bin/python3 scripts/plot_sweep.py SWEEP.json (the sweep's \"plot\" entries)\n",
                [] {
                  std::string f;

@@ -59,10 +59,11 @@ struct Sweep {
 // before anything runs. Throws std::runtime_error naming the file, the key and the run.
 Sweep load_sweep(const std::string& path);
 
-// A 64-bit FNV-1a digest of everything that decides the sweep's rows: its output
-// directory, axes, labels and every run's effective configuration (option values, and
-// the contents of the config and model files they name, not their paths). Ranks under
-// mpirun compare it before any run starts; `benchkv sweep --check` prints it.
+// A 64-bit FNV-1a digest of everything that decides the sweep's rows: its axes, labels
+// and every run's effective configuration (option values, and the contents of the config
+// and model files they name, not their paths). No path is in it, so two checkouts in
+// different directories give the same digest. Ranks under mpirun compare it, and their
+// output directory, before any run starts; `benchkv sweep --check` prints it.
 uint64_t sweep_fingerprint(const Sweep& s);
 
 // `benchkv sweep ...`: argv[1] is "sweep". Returns the exit status.

@@ -456,7 +456,12 @@ TEST_CASE("sweep: the fingerprint --check prints follows the model file's conten
   CHECK(fingerprint() == first);
 }
 
-TEST_CASE("sweep: runs started with -j end when the sweep process is killed", "[e2e][sweep]") {
+namespace {
+
+// Starts `benchkv sweep -j 2` on two long runs (with SIGTERM ignored when
+// `ignore_sigterm`: a launcher may leave it so, and the sweep inherits it), kills the
+// sweep with SIGKILL once both runs have started and returns whether both ended.
+bool runs_end_with_killed_sweep(bool ignore_sigterm) {
   TempDir dir;
   write_file(dir / "s.json", R"({"base": {"backend": "delegation", "transport": "sim", "duration": 100,
     "runs": 1, "client_threads": 2}, "grid": {"np": [2, 3]}, "output": "out"})");
@@ -464,6 +469,7 @@ TEST_CASE("sweep: runs started with -j end when the sweep process is killed", "[
   const pid_t sweep = ::fork();
   REQUIRE(sweep >= 0);
   if (sweep == 0) {
+    if (ignore_sigterm) std::signal(SIGTERM, SIG_IGN);  // kept across exec
     const int null = ::open("/dev/null", O_WRONLY);
     if (null < 0 || ::dup2(null, STDOUT_FILENO) < 0 || ::dup2(null, STDERR_FILENO) < 0) ::_exit(126);
     if (::chdir(dir.path().c_str()) != 0) ::_exit(126);
@@ -500,5 +506,45 @@ TEST_CASE("sweep: runs started with -j end when the sweep process is killed", "[
   }
   for (pid_t p : runs)
     if (alive(p)) ::kill(p, SIGKILL);  // not to leave them running when the check fails
-  CHECK(ended);
+  return ended;
+}
+
+}  // namespace
+
+TEST_CASE("sweep: runs started with -j end when the sweep process is killed", "[e2e][sweep]") {
+  CHECK(runs_end_with_killed_sweep(false));
+}
+
+TEST_CASE("sweep: runs started with -j end with a killed sweep also when it was started with SIGTERM ignored",
+          "[e2e][sweep]") {
+  CHECK(runs_end_with_killed_sweep(true));
+}
+
+TEST_CASE("sweep: a copy of a sweep and its model file in another directory has the same fingerprint",
+          "[e2e][sweep]") {
+  // --check's fingerprint is for comparing two checkouts (two machines, two clones): it
+  // must not depend on where the sweep file lies or how its path was written.
+  TempDir dir;
+  const std::string model = R"({"nic": {"send": {"qp_window": 8}}})";
+  const std::string text = R"({"base": {"backend": "delegation", "transport": "sim", "model": "m.json",
+    "duration": 0.004, "interval_ms": 1, "trim": 1}, "grid": {"np": [2, 3]}, "output": "out"})";
+  for (const char* sub : {"a", "b/c"}) {
+    fs::create_directories(dir / sub);
+    write_file(dir / sub / "m.json", model);
+    write_file(dir / sub / "s.json", text);
+  }
+  auto fingerprint = [&](const std::string& file) {
+    const Outcome o = run_benchkv({"sweep", file, "--check"}, dir.path());
+    INFO(describe(o));
+    REQUIRE(o.status == 0);
+    const auto at = o.out.find("fingerprint ");
+    REQUIRE(at != std::string::npos);
+    return o.out.substr(at + 12, 16);
+  };
+  const std::string a = fingerprint("a/s.json");
+  CHECK(fingerprint("b/c/s.json") == a);
+  CHECK(fingerprint((dir / "a" / "s.json").string()) == a);
+  // What decides the rows still counts: another model content, another fingerprint.
+  write_file(dir / "b" / "c" / "m.json", R"({"nic": {"send": {"qp_window": 2}}})");
+  CHECK(fingerprint("b/c/s.json") != a);
 }

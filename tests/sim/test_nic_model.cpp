@@ -766,3 +766,45 @@ TEST_CASE("an inline WRITE needs no translation of its source: only gathered WRI
   c.engine.run();
   CHECK(c.net().nic(0).mtt_cache.misses() > 0);  // a gathered source: translated
 }
+
+TEST_CASE("inline payloads stay intact when the inline store grows after the completion cursor has moved on", "[nic]") {
+  // Rounds of WRITEs, each run to completion: the completion cursor is past 0 and not a
+  // multiple of the store's slots when a later round grows the store (more WRITEs in
+  // flight, longer payloads), so the live copies move from wrapped slots.
+  const NicConfig nic = quiet_nic();
+  REQUIRE(nic.inline_max_bytes == 220);
+  SimCluster c(2, nic);
+  auto& qa = c.t[0]->create_queue_pair();
+  auto& qb = c.t[1]->create_queue_pair();
+  sim::DesFabric::connect(qa, qb);
+  constexpr uint32_t kSlot = 256;
+  const uint32_t rounds[] = {3, 5, 2, 11, 7, 30};  // WRITEs per doorbell
+  uint32_t total = 0;
+  for (uint32_t n : rounds) total += n;
+  std::vector<std::byte> src(kSlot), dst(total * kSlot, std::byte{0});
+  const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
+  const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+  auto len_of = [](uint32_t i) { return i < 10 ? 8 + i : 1 + (i * 53) % 220; };  // short first, then up to 220
+  auto byte_of = [](uint32_t i, uint32_t k) { return std::byte{static_cast<uint8_t>(i * 29 + k + 7)}; };
+  uint32_t i = 0;
+  for (uint32_t n : rounds) {
+    for (uint32_t k = 0; k < n; ++k, ++i) {
+      for (uint32_t b = 0; b < kSlot; ++b) src[b] = byte_of(i, b);
+      REQUIRE(qa.post_write(src.data(), len_of(i), smr.lkey, SimCluster::remote(dmr, uint64_t{i} * kSlot), i,
+                            k + 1 == n) == PostResult::kOk);
+    }
+    std::fill(src.begin(), src.end(), std::byte{0xEE});
+    qa.ring_doorbell();
+    c.engine.run();
+    while (c.t[0]->poll_send([](const SendCompletion& s) { REQUIRE(s.status == WcStatus::kSuccess); }, 64) > 0) {
+    }
+  }
+  REQUIRE(c.net().nic(1).n.writes_landed == total);
+  for (uint32_t w = 0; w < total; ++w) {
+    INFO("write " << w << " of " << len_of(w) << " bytes");
+    bool posted_bytes = true;
+    for (uint32_t k = 0; k < len_of(w); ++k) posted_bytes = posted_bytes && dst[w * kSlot + k] == byte_of(w, k);
+    CHECK(posted_bytes);
+    CHECK(dst[w * kSlot + len_of(w)] == std::byte{0});
+  }
+}
