@@ -462,14 +462,16 @@ namespace {
 // then miss the runs just finished, and the ranks would split different lists). A rank
 // that could not load the sweep, read another sweep than rank 0 or found other runs
 // finished ends every rank (status 2), the lowest rank that loaded it naming why.
-// Returns 0 when every rank agrees.
-int agree_on_sweep(SweepRanks& ranks, const std::string& file, const Sweep& s, const std::vector<const SweepRun*>& todo,
-                   bool failed) {
+// `fingerprint` is sweep_fingerprint(s), computed by the caller while loading (it reads
+// the model files again: a failure there is a failed load, so that every rank still
+// reaches this collective). Returns 0 when every rank agrees.
+int agree_on_sweep(SweepRanks& ranks, const std::string& file, const Sweep& s, uint64_t fingerprint,
+                   const std::vector<const SweepRun*>& todo, bool failed) {
   auto fnv = [](uint64_t h, const std::string& text) {
     return fnv1a(text, h) ^ 0xff;  // the xor separates consecutive texts
   };
   // The ranks also agree on the output directory (absolute): each writes its runs there.
-  const uint64_t sweep_hash = failed ? 0 : fnv(sweep_fingerprint(s), s.output_dir);
+  const uint64_t sweep_hash = failed ? 0 : fnv(fingerprint, s.output_dir);
   uint64_t todo_hash = kFnv1aOffsetBasis;
   for (const SweepRun* r : todo) todo_hash = fnv(todo_hash, std::to_string(r->index));
   constexpr size_t kWords = 5;  // failed, runs, sweep hash, runs to run, their hash
@@ -787,6 +789,7 @@ int sweep_main(int argc, char** argv) {
   Sweep s;
   std::vector<std::string> rows;
   std::vector<const SweepRun*> todo;
+  uint64_t fingerprint = 0;
   int load_status = 0;
   try {
     s = load_sweep(file);
@@ -798,6 +801,7 @@ int sweep_main(int argc, char** argv) {
       rows[r.index] = finished_row(s, r);
       if (rows[r.index].empty()) todo.push_back(&r);
     }
+    if (ranks->size() > 1) fingerprint = sweep_fingerprint(s);
   } catch (const SweepInputError& e) {
     std::fprintf(stderr, "benchkv %s\n", e.what());
     load_status = 2;
@@ -806,7 +810,7 @@ int sweep_main(int argc, char** argv) {
     load_status = 1;
   }
   if (ranks->size() > 1) {
-    const int agreed = agree_on_sweep(*ranks, file, s, todo, load_status != 0);
+    const int agreed = agree_on_sweep(*ranks, file, s, fingerprint, todo, load_status != 0);
     if (agreed != 0) return load_status != 0 ? load_status : agreed;
   }
   if (load_status != 0) return load_status;

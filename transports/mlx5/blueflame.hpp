@@ -55,9 +55,11 @@ namespace bkv::mlx5 {
 // 16-bit store, which the NIC cannot see half done). The caller wrote the whole word 0
 // once when the queue was created, so the reserved half stays 0. One instruction fewer
 // than the 32-bit write (no zero extension before the swap).
+// The half is stored through a may_alias type: it is part of a uint32_t word.
+using DoorbellHalf = uint16_t __attribute__((may_alias));
 [[gnu::always_inline]] inline void write_doorbell_record16(uint32_t* dbrec_word, uint16_t host_value) noexcept {
   udma_to_device_barrier();
-  __atomic_store_n(reinterpret_cast<uint16_t*>(dbrec_word) + 1, htobe16(host_value), __ATOMIC_RELEASE);
+  __atomic_store_n(reinterpret_cast<DoorbellHalf*>(dbrec_word) + 1, htobe16(host_value), __ATOMIC_RELEASE);
 }
 
 // The 8-byte doorbell: the first 8 bytes of a WQE's control segment (opmod_idx_opcode
