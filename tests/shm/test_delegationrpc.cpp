@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/random.hpp"
@@ -819,4 +820,55 @@ TEST_CASE("delegationrpc: a call that finds its position marked abandoned writes
   uint64_t got = 0;
   CHECK(a.poll([&](uint64_t tok, const Resp&) { got = tok; }) == 1);
   CHECK(got == 11);
+}
+
+TEST_CASE("delegationrpc never skips a claimed position, whatever its reserver's record says",
+          "[shm][delegationrpc]") {
+  // The writer of position 0 claimed its slot and has not committed yet (it is slow, or
+  // died between its claim and its commit): its record saying it gave the position up,
+  // or naming a process that is gone, must not make the server skip it, since the writer
+  // may still be writing the slot.
+  const DelegationConfig cfg{1, 4, 4};
+  Fixture f(cfg);
+  f.server.set_hole_limit(std::chrono::nanoseconds(0));
+  Client a = Client::connect(f.seg.bytes(), 1);  // client 0: registered, its record is scanned
+  const size_t rec = records_offset(cfg);
+  REQUIRE(raw_reserve(f.base()) == 0);
+  store_le<uint64_t>(f.base(), 256 + 16, 2);  // claim word: position 0's name, claimed
+  const pid_t gone = ::fork();
+  REQUIRE(gone >= 0);
+  if (gone == 0) ::_exit(0);
+  REQUIRE(::waitpid(gone, nullptr, 0) == gone);
+  for (const auto& [pid, waiting] : {std::pair<int32_t, uint64_t>{::getpid(), 2 | 1},  // given up
+                                     std::pair<int32_t, uint64_t>{gone, 2}}) {         // waiting, process gone
+    store_le<int32_t>(f.base(), rec, pid);
+    store_le<uint64_t>(f.base(), rec + 8, waiting);
+    const uint64_t checks = f.server.hole_checks();
+    for (uint32_t i = 0; i < 4 * Server::kHoleSightingsPerClockRead; ++i) CHECK(serve_once(f.server) == 0);
+    CHECK(f.server.hole_checks() > checks);  // the server did look at the hole
+    CHECK(f.server.skipped_total() == 0);
+    CHECK(f.server.cursor() == 0);
+    CHECK(load_le<uint64_t>(f.base(), 256 + 16) == 2);  // claim word untouched
+  }
+  // The writer commits: the entry is read and answered.
+  raw_commit(f.base(), cfg.ring_depth, 0, 0, 0, Req{0, 0, 5, 50});
+  CHECK(serve_once(f.server) == 1);
+  CHECK(f.server.cursor() == 1);
+}
+
+TEST_CASE("delegationrpc: a call whose slot a later lap has claimed writes nothing and gives its position up",
+          "[shm][delegationrpc]") {
+  // Position 0's slot holds the claim of position 4 (0 + ring_depth): position 0 was
+  // skipped and the slot reused while this call was slow to claim it.
+  const DelegationConfig cfg{1, 4, 4};
+  Fixture f(cfg);
+  Client a = Client::connect(f.seg.bytes(), 1);
+  store_le<uint64_t>(f.base(), 256 + 16, 10);  // 2 * (4 + 1)
+  CHECK(a.call(Req{0, 0, 9, 9}, 9).status == DelegationCallStatus::kAbandoned);
+  CHECK(load_le<uint8_t>(f.base(), 256) == 0);            // not committed
+  CHECK(load_le<uint32_t>(f.base(), 256 + 12) == 0);      // no call tag written
+  CHECK(load_le<uint64_t>(f.base(), 256 + 24 + 8) == 0);  // payload not written
+  CHECK(load_le<uint64_t>(f.base(), 256 + 16) == 10);     // the later lap's claim stays
+  CHECK(load_le<uint64_t>(f.base(), records_offset(cfg) + 8) == 3);  // the record gives position 0 up
+  CHECK(a.in_flight() == 0);
 }
