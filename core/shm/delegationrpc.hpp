@@ -100,8 +100,10 @@
 //    (written at connect) and `waiting`: name(pos) while the client waits for ring
 //    space at pos, | 1 when it gave pos up (the wait ended without space: server gone,
 //    unresponsive, tail forged; or its claim found pos abandoned). A client with a
-//    given-up position not yet passed by tail reserves nothing new (try_call: kFull,
-//    call(): waits as for ring space), so its record keeps naming it.
+//    given-up position not yet passed by the server (tail beyond it and its claim word
+//    marked abandoned, or claimed by a later lap: a tail alone may be forged) reserves
+//    nothing new (try_call: kFull, call(): waits as for ring space), so its record keeps
+//    naming it.
 //  - the server, when advance_tail() finds the cursor short of the head snapshot (the
 //    reads stopped at a hole; recv()'s per-entry path is unchanged), counts sightings of
 //    that hole and reads the clock only every kHoleSightingsPerClockRead of them; once
@@ -1114,15 +1116,21 @@ class alignas(kCacheLine) DelegationClient {
   // A call after a give-up: kOk once tail has passed the given-up position (the record
   // may name another one then). Else try_call returns kFull; call() waits as for ring
   // space (kServerDisconnected, kServerUnresponsive after wait_limit without progress).
+  // The server passes a position this client gave up only by marking its claim word
+  // abandoned (it was never claimed, so never committed), and a later lap's claim only
+  // grows the word: a tail beyond the position with the word still below the mark was
+  // forged, and taking it for passed would let the next wait overwrite the record that
+  // the server, stuck on the position, still needs.
   [[gnu::noinline, gnu::cold]] DelegationCallStatus wait_given_up_passed(bool block) noexcept {
     const uint64_t pos = (given_up_ >> 1) - 1;
     auto& ctl = view_.control();
+    auto claim = atomic_field(DelegationView<Req, Resp>::req_header(view_.req_slot(pos)).claim);
     SpinWait spin;
     uint64_t seen_tail = ~uint64_t{0};
     std::chrono::steady_clock::time_point tail_moved{};
     for (;;) {
       const uint64_t tail = atomic_field(ctl.tail).load(std::memory_order_acquire);
-      if (tail > pos) {
+      if (tail > pos && claim.load(std::memory_order_acquire) > given_up_) {
         given_up_ = 0;
         return DelegationCallStatus::kOk;
       }
