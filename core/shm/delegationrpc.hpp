@@ -168,8 +168,8 @@
 //    died or was stopped without clearing server_alive); its record gives the position
 //    up, and a server that comes back skips it (abandoned positions, above).
 //  - a tail beyond the caller's position (forged: the server passes a position that is
-//    not committed only after marking it abandoned in its claim word, which ends the
-//    wait with kAbandoned) ends try_call() and call() with kRingCorrupted instead of
+//    not committed only after marking it abandoned in its claim word; that mark, or a
+//    later lap's claim of the slot, ends the wait with kAbandoned) ends try_call() and call() with kRingCorrupted instead of
 //    waiting forever. try_call() detects it before reserving; call() after reserving,
 //    and gives the position up as above.
 #pragma once
@@ -1080,14 +1080,15 @@ class alignas(kCacheLine) DelegationClient {
     for (;;) {
       const uint64_t tail = atomic_field(ctl.tail).load(std::memory_order_acquire);
       // The server passes an uncommitted position only once it marked it abandoned, so
-      // tail <= pos unless pos's claim word says so; a larger tail was forged, and
+      // tail <= pos unless pos's claim word says so: the mark, or the claim of a later
+      // lap that reused the slot since (this call may have waited long after the
+      // skip). A larger tail with a claim word below the mark was forged, and
       // pos - tail would wrap and wait forever.
       if (tail > pos) [[unlikely]] {
         const uint64_t claim = atomic_field(DelegationView<Req, Resp>::req_header(view_.req_slot(pos)).claim)
                                    .load(std::memory_order_acquire);
-        return give_up(pos, claim == (delegation_position_name(pos) | kDelegationAbandonedMark)
-                                ? DelegationCallStatus::kAbandoned
-                                : DelegationCallStatus::kRingCorrupted)
+        return give_up(pos, claim > delegation_position_name(pos) ? DelegationCallStatus::kAbandoned
+                                                                  : DelegationCallStatus::kRingCorrupted)
             .status;
       }
       if (pos - tail < depth) return DelegationCallStatus::kOk;
