@@ -676,8 +676,8 @@ class alignas(kCacheLine) DelegationServer {
   uint64_t skipped_total() const noexcept { return skipped_[0] + skipped_[1]; }
   uint64_t hole_checks() const noexcept { return hole_checks_; }
   // How long the server waits on one hole before it looks at the reserver (and between
-  // two looks). Zero: at once (after kHoleSightingsPerClockRead sightings). Negative:
-  // ShmError.
+  // two looks). Zero: at the hole's second clock read (the first one starts its
+  // timing), i.e. its 1 + 2 * kHoleSightingsPerClockRead-th sighting. Negative: ShmError.
   void set_hole_limit(std::chrono::nanoseconds limit) {
     if (limit < std::chrono::nanoseconds::zero())
       throw ShmError("delegationrpc server: hole limit " + std::to_string(limit.count()) + " ns is negative");
