@@ -100,8 +100,10 @@
 //    (written at connect) and `waiting`: name(pos) while the client waits for ring
 //    space at pos, | 1 when it gave pos up (the wait ended without space: server gone,
 //    unresponsive, tail forged; or its claim found pos abandoned). A client with a
-//    given-up position not yet passed by tail reserves nothing new (try_call: kFull,
-//    call(): waits as for ring space), so its record keeps naming it.
+//    given-up position not yet passed by the server (tail beyond it and its claim word
+//    marked abandoned, or claimed by a later lap: a tail alone may be forged) reserves
+//    nothing new (try_call: kFull, call(): waits as for ring space), so its record keeps
+//    naming it.
 //  - the server, when advance_tail() finds the cursor short of the head snapshot (the
 //    reads stopped at a hole; recv()'s per-entry path is unchanged), counts sightings of
 //    that hole and reads the clock only every kHoleSightingsPerClockRead of them; once
@@ -166,8 +168,8 @@
 //    died or was stopped without clearing server_alive); its record gives the position
 //    up, and a server that comes back skips it (abandoned positions, above).
 //  - a tail beyond the caller's position (forged: the server passes a position that is
-//    not committed only after marking it abandoned in its claim word, which ends the
-//    wait with kAbandoned) ends try_call() and call() with kRingCorrupted instead of
+//    not committed only after marking it abandoned in its claim word; that mark, or a
+//    later lap's claim of the slot, ends the wait with kAbandoned) ends try_call() and call() with kRingCorrupted instead of
 //    waiting forever. try_call() detects it before reserving; call() after reserving,
 //    and gives the position up as above.
 #pragma once
@@ -674,8 +676,8 @@ class alignas(kCacheLine) DelegationServer {
   uint64_t skipped_total() const noexcept { return skipped_[0] + skipped_[1]; }
   uint64_t hole_checks() const noexcept { return hole_checks_; }
   // How long the server waits on one hole before it looks at the reserver (and between
-  // two looks). Zero: at once (after kHoleSightingsPerClockRead sightings). Negative:
-  // ShmError.
+  // two looks). Zero: at the hole's second clock read (the first one starts its
+  // timing), i.e. its 1 + 2 * kHoleSightingsPerClockRead-th sighting. Negative: ShmError.
   void set_hole_limit(std::chrono::nanoseconds limit) {
     if (limit < std::chrono::nanoseconds::zero())
       throw ShmError("delegationrpc server: hole limit " + std::to_string(limit.count()) + " ns is negative");
@@ -1078,14 +1080,15 @@ class alignas(kCacheLine) DelegationClient {
     for (;;) {
       const uint64_t tail = atomic_field(ctl.tail).load(std::memory_order_acquire);
       // The server passes an uncommitted position only once it marked it abandoned, so
-      // tail <= pos unless pos's claim word says so; a larger tail was forged, and
+      // tail <= pos unless pos's claim word says so: the mark, or the claim of a later
+      // lap that reused the slot since (this call may have waited long after the
+      // skip). A larger tail with a claim word below the mark was forged, and
       // pos - tail would wrap and wait forever.
       if (tail > pos) [[unlikely]] {
         const uint64_t claim = atomic_field(DelegationView<Req, Resp>::req_header(view_.req_slot(pos)).claim)
                                    .load(std::memory_order_acquire);
-        return give_up(pos, claim == (delegation_position_name(pos) | kDelegationAbandonedMark)
-                                ? DelegationCallStatus::kAbandoned
-                                : DelegationCallStatus::kRingCorrupted)
+        return give_up(pos, claim > delegation_position_name(pos) ? DelegationCallStatus::kAbandoned
+                                                                  : DelegationCallStatus::kRingCorrupted)
             .status;
       }
       if (pos - tail < depth) return DelegationCallStatus::kOk;
@@ -1114,15 +1117,21 @@ class alignas(kCacheLine) DelegationClient {
   // A call after a give-up: kOk once tail has passed the given-up position (the record
   // may name another one then). Else try_call returns kFull; call() waits as for ring
   // space (kServerDisconnected, kServerUnresponsive after wait_limit without progress).
+  // The server passes a position this client gave up only by marking its claim word
+  // abandoned (it was never claimed, so never committed), and a later lap's claim only
+  // grows the word: a tail beyond the position with the word still below the mark was
+  // forged, and taking it for passed would let the next wait overwrite the record that
+  // the server, stuck on the position, still needs.
   [[gnu::noinline, gnu::cold]] DelegationCallStatus wait_given_up_passed(bool block) noexcept {
     const uint64_t pos = (given_up_ >> 1) - 1;
     auto& ctl = view_.control();
+    auto claim = atomic_field(DelegationView<Req, Resp>::req_header(view_.req_slot(pos)).claim);
     SpinWait spin;
     uint64_t seen_tail = ~uint64_t{0};
     std::chrono::steady_clock::time_point tail_moved{};
     for (;;) {
       const uint64_t tail = atomic_field(ctl.tail).load(std::memory_order_acquire);
-      if (tail > pos) {
+      if (tail > pos && claim.load(std::memory_order_acquire) > given_up_) {
         given_up_ = 0;
         return DelegationCallStatus::kOk;
       }

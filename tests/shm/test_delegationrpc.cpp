@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/random.hpp"
@@ -819,4 +820,119 @@ TEST_CASE("delegationrpc: a call that finds its position marked abandoned writes
   uint64_t got = 0;
   CHECK(a.poll([&](uint64_t tok, const Resp&) { got = tok; }) == 1);
   CHECK(got == 11);
+}
+
+TEST_CASE("delegationrpc never skips a claimed position, whatever its reserver's record says",
+          "[shm][delegationrpc]") {
+  // The writer of position 0 claimed its slot and has not committed yet (it is slow, or
+  // died between its claim and its commit): its record saying it gave the position up,
+  // or naming a process that is gone, must not make the server skip it, since the writer
+  // may still be writing the slot.
+  const DelegationConfig cfg{1, 4, 4};
+  Fixture f(cfg);
+  f.server.set_hole_limit(std::chrono::nanoseconds(0));
+  Client a = Client::connect(f.seg.bytes(), 1);  // client 0: registered, its record is scanned
+  const size_t rec = records_offset(cfg);
+  REQUIRE(raw_reserve(f.base()) == 0);
+  store_le<uint64_t>(f.base(), 256 + 16, 2);  // claim word: position 0's name, claimed
+  const pid_t gone = ::fork();
+  REQUIRE(gone >= 0);
+  if (gone == 0) ::_exit(0);
+  REQUIRE(::waitpid(gone, nullptr, 0) == gone);
+  for (const auto& [pid, waiting] : {std::pair<int32_t, uint64_t>{::getpid(), 2 | 1},  // given up
+                                     std::pair<int32_t, uint64_t>{gone, 2}}) {         // waiting, process gone
+    store_le<int32_t>(f.base(), rec, pid);
+    store_le<uint64_t>(f.base(), rec + 8, waiting);
+    const uint64_t checks = f.server.hole_checks();
+    for (uint32_t i = 0; i < 4 * Server::kHoleSightingsPerClockRead; ++i) CHECK(serve_once(f.server) == 0);
+    CHECK(f.server.hole_checks() > checks);  // the server did look at the hole
+    CHECK(f.server.skipped_total() == 0);
+    CHECK(f.server.cursor() == 0);
+    CHECK(load_le<uint64_t>(f.base(), 256 + 16) == 2);  // claim word untouched
+  }
+  // The writer commits: the entry is read and answered.
+  raw_commit(f.base(), cfg.ring_depth, 0, 0, 0, Req{0, 0, 5, 50});
+  CHECK(serve_once(f.server) == 1);
+  CHECK(f.server.cursor() == 1);
+}
+
+TEST_CASE("delegationrpc: a call whose slot a later lap has claimed writes nothing and gives its position up",
+          "[shm][delegationrpc]") {
+  // Position 0's slot holds the claim of position 4 (0 + ring_depth): position 0 was
+  // skipped and the slot reused while this call was slow to claim it.
+  const DelegationConfig cfg{1, 4, 4};
+  Fixture f(cfg);
+  Client a = Client::connect(f.seg.bytes(), 1);
+  store_le<uint64_t>(f.base(), 256 + 16, 10);  // 2 * (4 + 1)
+  CHECK(a.call(Req{0, 0, 9, 9}, 9).status == DelegationCallStatus::kAbandoned);
+  CHECK(load_le<uint8_t>(f.base(), 256) == 0);            // not committed
+  CHECK(load_le<uint32_t>(f.base(), 256 + 12) == 0);      // no call tag written
+  CHECK(load_le<uint64_t>(f.base(), 256 + 24 + 8) == 0);  // payload not written
+  CHECK(load_le<uint64_t>(f.base(), 256 + 16) == 10);     // the later lap's claim stays
+  CHECK(load_le<uint64_t>(f.base(), records_offset(cfg) + 8) == 3);  // the record gives position 0 up
+  CHECK(a.in_flight() == 0);
+}
+
+TEST_CASE("delegationrpc: a waiting call whose position was skipped and whose slot a later lap reused ends kAbandoned",
+          "[shm][delegationrpc][process]") {
+  // A child process connected as client 1 waits for ring space at position 2 and is
+  // stopped there; its record is made to name a process that is gone (as a pid from
+  // another pid namespace would), so the server skips position 2, and client 0's
+  // position 4 reuses the slot. Resumed, the child finds tail beyond its position and
+  // a later lap's claim in its slot: its position was abandoned, not a forged tail.
+  constexpr DelegationConfig kCfg{2, 2, 4};
+  const std::string name = shmtest::shm_name("dlg_lap");
+  Segment seg = Segment::create_shm(name, Layout::segment_size(kCfg), true);
+  Server server(seg.bytes(), kCfg);
+  server.set_hole_limit(std::chrono::nanoseconds(0));
+  Client a = Client::connect(seg.bytes(), 1);
+  REQUIRE(a.call(Req{0, 0, 0, 0}, 0).status == DelegationCallStatus::kOk);  // positions 0 and 1 fill the ring
+  REQUIRE(a.call(Req{0, 0, 1, 1}, 1).status == DelegationCallStatus::kOk);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int rc = 2;
+    try {
+      Segment mine = Segment::attach_shm(name);
+      Client b = Client::connect(mine.bytes(), 2);
+      b.set_wait_limit(std::chrono::hours(1));
+      rc = 10 + static_cast<int>(b.call(Req{1, 0, 7, 70}, 7).status);  // position 2
+    } catch (...) {
+    }
+    ::_exit(rc);
+  }
+  const size_t rec_b = records_offset(kCfg) + 64;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);  // hang guard only
+  while (load_le<uint64_t>(seg.data(), rec_b + 8) != 6 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(load_le<uint64_t>(seg.data(), rec_b + 8) == 6);  // waiting at position 2 (tail is 0: no space)
+  REQUIRE(::kill(child, SIGSTOP) == 0);
+  int status = -1;
+  REQUIRE(::waitpid(child, &status, WUNTRACED) == child);
+  REQUIRE(WIFSTOPPED(status));
+  const pid_t gone = ::fork();
+  REQUIRE(gone >= 0);
+  if (gone == 0) ::_exit(0);
+  REQUIRE(::waitpid(gone, nullptr, 0) == gone);
+  store_le<int32_t>(seg.data(), rec_b, static_cast<int32_t>(gone));
+  std::vector<uint64_t> answered;
+  auto serve_and_poll = [&] {
+    serve_once(server);
+    a.poll([&](uint64_t tok, const Resp&) { answered.push_back(tok); });
+  };
+  while (answered.size() < 2 && std::chrono::steady_clock::now() < deadline) serve_and_poll();
+  REQUIRE(answered.size() == 2);
+  while (server.skipped_total() == 0 && std::chrono::steady_clock::now() < deadline) serve_and_poll();
+  REQUIRE(server.skipped(DelegationSkip::kReserverGone) == 1);
+  REQUIRE(a.call(Req{0, 0, 3, 3}, 3).status == DelegationCallStatus::kOk);  // position 3
+  REQUIRE(a.call(Req{0, 0, 4, 4}, 4).status == DelegationCallStatus::kOk);  // position 4: position 2's slot
+  CHECK(load_le<uint64_t>(seg.data(), 256 + 16) == 10);  // claimed by position 4: 2 * (4 + 1)
+  while (answered.size() < 4 && std::chrono::steady_clock::now() < deadline) serve_and_poll();
+  REQUIRE(answered == std::vector<uint64_t>{0, 1, 3, 4});
+  REQUIRE(::kill(child, SIGCONT) == 0);
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 10 + static_cast<int>(DelegationCallStatus::kAbandoned));
+  CHECK(load_le<uint64_t>(seg.data(), rec_b + 8) == (6 | 1));  // the record gives position 2 up
+  CHECK(server.cursor() == 5);
 }

@@ -544,3 +544,53 @@ TEST_CASE("delegationrpc forged client records: pids <= 0 keep a hole, a committ
   CHECK(server.cursor() == 2);
   CHECK(load_le<uint64_t>(base, 256 + 64 + 16) == (4 | 1));  // position 1's claim word: abandoned
 }
+
+// A call that gave its position up must keep it named in its record until the server
+// has really passed it (only then does the server no longer need the record): a tail
+// forged beyond the position must not let the client's next call overwrite the record,
+// or the server, once it reaches the position, finds nobody naming it and stays there.
+TEST_CASE("delegationrpc forged tail: a given-up position stays named until the server has passed it",
+          "[shm][forged]") {
+  const DelegationConfig cfg{2, 2, 4};
+  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
+  std::byte* base = seg.data();
+  DServer server(seg.bytes(), cfg);
+  server.set_hole_limit(std::chrono::nanoseconds(0));
+  DClient a = DClient::connect(seg.bytes(), 1);  // client 0
+  DClient b = DClient::connect(seg.bytes(), 2);  // client 1
+  const size_t rec_b = DLayout::records_offset(cfg) + 64;
+  REQUIRE(a.call(Req{0, 0, 0, 0}, 0).status == DelegationCallStatus::kOk);  // positions 0 and 1 fill the ring
+  REQUIRE(a.call(Req{0, 0, 1, 1}, 1).status == DelegationCallStatus::kOk);
+  b.set_wait_limit(std::chrono::milliseconds(20));
+  store_le<uint64_t>(base, 192, 10);  // tail forged beyond head
+  // Position 2: the tail beyond it was not the server's (position 2 is not marked abandoned).
+  REQUIRE(b.call(Req{1, 0, 2, 2}, 2).status == DelegationCallStatus::kRingCorrupted);
+  CHECK(load_le<uint64_t>(base, rec_b + 8) == (6 | 1));  // names position 2, given up
+  // The forged tail is still there: b's next call reserves nothing, its record stays.
+  CHECK(b.try_call(Req{1, 0, 3, 3}, 3).status == DelegationCallStatus::kFull);
+  CHECK(b.call(Req{1, 0, 3, 3}, 3).status == DelegationCallStatus::kServerUnresponsive);
+  CHECK(load_le<uint64_t>(base, 128) == 3);  // head: only position 2 was reserved
+  CHECK(load_le<uint64_t>(base, rec_b + 8) == (6 | 1));
+  // The server (its tail store replaces the forged one) serves positions 0 and 1 and
+  // skips position 2, which b gave up.
+  std::vector<uint64_t> answered;
+  auto got = [&](uint64_t tok, const Resp&) { answered.push_back(tok); };
+  for (uint32_t i = 0; i < 4 * DServer::kHoleSightingsPerClockRead; ++i) {
+    server.snapshot_head();
+    while (auto e = server.recv())
+      REQUIRE(server.reply(e->client_id, e->resp_slot_idx, Resp{e->payload.seq, 0}) == DelegationReplyStatus::kOk);
+    server.advance_tail();
+    a.poll(got);
+  }
+  CHECK(answered == std::vector<uint64_t>{0, 1});
+  CHECK(server.skipped(DelegationSkip::kReserverGaveUp) == 1);
+  CHECK(server.cursor() == 3);
+  // Passed for real: b calls again (position 3) and is answered.
+  REQUIRE(b.call(Req{1, 0, 4, 4}, 4).status == DelegationCallStatus::kOk);
+  server.snapshot_head();
+  while (auto e = server.recv())
+    REQUIRE(server.reply(e->client_id, e->resp_slot_idx, Resp{e->payload.seq, 0}) == DelegationReplyStatus::kOk);
+  server.advance_tail();
+  b.poll(got);
+  CHECK(answered == std::vector<uint64_t>{0, 1, 4});
+}
