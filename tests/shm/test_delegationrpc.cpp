@@ -747,7 +747,7 @@ TEST_CASE("delegationrpc does not skip a position whose reserving process is ali
   CHECK(t.server.cursor() == 4);
 }
 
-TEST_CASE("delegationrpc skips the position of a call that gave up waiting, and the client calls again",
+TEST_CASE("delegationrpc skips the position of a call that gave up waiting and the client calls again",
           "[shm][delegationrpc]") {
   const DelegationConfig cfg{2, 2, 4};
   Fixture f(cfg);
@@ -822,7 +822,7 @@ TEST_CASE("delegationrpc: a call that finds its position marked abandoned writes
   CHECK(got == 11);
 }
 
-TEST_CASE("delegationrpc never skips a claimed position, whatever its reserver's record says",
+TEST_CASE("delegationrpc never skips a claimed position whatever its reserver's record says",
           "[shm][delegationrpc]") {
   // The writer of position 0 claimed its slot and has not committed yet (it is slow, or
   // died between its claim and its commit): its record saying it gave the position up,

@@ -486,7 +486,7 @@ TEST_CASE("delegationrpc call on a full ring whose server makes no progress give
 // Client records and claim words are shared memory too: a forged pid or position may
 // keep a hole or end a live client's waiting call, never crash, index outside the
 // records, or make the server skip a committed entry.
-TEST_CASE("delegationrpc forged client records: pids <= 0 keep a hole, a committed entry is never skipped",
+TEST_CASE("delegationrpc forged client records: pids <= 0 keep a hole and a committed entry is never skipped",
           "[shm][forged]") {
   const DelegationConfig cfg{2, 4, 4};
   Segment seg = Segment::create_process(DLayout::segment_size(cfg));

@@ -122,7 +122,7 @@ TEST_CASE("delegationrpc: ServerDisconnected reaches a producer spinning on a fu
   CHECK(st == DelegationCallStatus::kServerDisconnected);
 }
 
-TEST_CASE("delegationrpc: a call that gave up in its thread is skipped by a running server, the others complete",
+TEST_CASE("delegationrpc: a call that gave up in its thread is skipped by a running server and the others complete",
           "[shm][delegationrpc][threads]") {
   const DelegationConfig cfg{2, 2, 4};
   using Layout = DelegationLayout<Req, Resp>;
