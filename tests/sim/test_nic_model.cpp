@@ -686,30 +686,25 @@ TEST_CASE("inline payloads stay intact while the QP's inline store grows under t
   const NicConfig nic = quiet_nic();
   REQUIRE(nic.inline_max_bytes == 220);
   SimCluster c(2, nic);
-  auto& qa = c.t[0]->create_queue_pair();
-  auto& qb = c.t[1]->create_queue_pair();
-  sim::DesFabric::connect(qa, qb);
   constexpr uint32_t kWrites = 40, kSlot = 256;
-  std::vector<std::byte> src(kSlot), dst(kWrites * kSlot, std::byte{0});
-  const MemoryRegion smr = c.t[0]->register_memory(src.data(), src.size(), kAccessLocalWrite);
-  const MemoryRegion dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
+  WritePair w(c, kSlot, kWrites * kSlot);
   auto len_of = [](uint32_t i) { return 1 + (i * 37) % 220; };  // 1..220, sizes rising and falling
   auto byte_of = [](uint32_t i, uint32_t k) { return std::byte{static_cast<uint8_t>(i * 31 + k + 1)}; };
   for (uint32_t i = 0; i < kWrites; ++i) {
-    for (uint32_t k = 0; k < kSlot; ++k) src[k] = byte_of(i, k);
-    REQUIRE(qa.post_write(src.data(), len_of(i), smr.lkey, SimCluster::remote(dmr, uint64_t{i} * kSlot), i,
-                          i + 1 == kWrites) == PostResult::kOk);
+    for (uint32_t k = 0; k < kSlot; ++k) w.src[k] = byte_of(i, k);
+    REQUIRE(w.qa.post_write(w.src.data(), len_of(i), w.smr.lkey, w.target(uint64_t{i} * kSlot), i,
+                            i + 1 == kWrites) == PostResult::kOk);
   }
-  std::fill(src.begin(), src.end(), std::byte{0xEE});
-  qa.ring_doorbell();
+  std::fill(w.src.begin(), w.src.end(), std::byte{0xEE});
+  w.qa.ring_doorbell();
   c.engine.run();
   REQUIRE(c.net().nic(1).n.writes_landed == kWrites);
   for (uint32_t i = 0; i < kWrites; ++i) {
     INFO("write " << i << " of " << len_of(i) << " bytes");
     bool posted_bytes = true;
-    for (uint32_t k = 0; k < len_of(i); ++k) posted_bytes = posted_bytes && dst[i * kSlot + k] == byte_of(i, k);
+    for (uint32_t k = 0; k < len_of(i); ++k) posted_bytes = posted_bytes && w.dst[i * kSlot + k] == byte_of(i, k);
     CHECK(posted_bytes);
-    CHECK(dst[i * kSlot + len_of(i)] == std::byte{0});
+    CHECK(w.dst[i * kSlot + len_of(i)] == std::byte{0});
   }
 }
 
