@@ -372,7 +372,7 @@ void progress(const Sweep& s, const SweepRun& r, size_t done, size_t total, doub
 }
 
 // Local runs, up to `jobs` child processes at a time. Returns the number of failures.
-size_t run_local(const Sweep& s, const std::vector<const SweepRun*>& todo, uint32_t jobs, size_t total,
+size_t run_local(const Sweep& s, const std::vector<const SweepRun*>& to_run, uint32_t jobs, size_t total,
                  size_t already) {
   std::map<pid_t, std::pair<const SweepRun*, std::chrono::steady_clock::time_point>> live;
   size_t failures = 0, done = already;
@@ -395,7 +395,7 @@ size_t run_local(const Sweep& s, const std::vector<const SweepRun*>& todo, uint3
                    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), run_dir(s, r.index).c_str());
     }
   };
-  for (const SweepRun* r : todo) {
+  for (const SweepRun* r : to_run) {
     while (live.size() >= jobs) wait_one();
     const std::string dir = run_dir(s, r->index);
     fs::create_directories(dir);
@@ -466,17 +466,17 @@ namespace {
 // the model files again: a failure there is a failed load, so that every rank still
 // reaches this collective). Returns 0 when every rank agrees.
 int agree_on_sweep(SweepRanks& ranks, const std::string& file, const Sweep& s, uint64_t fingerprint,
-                   const std::vector<const SweepRun*>& todo, bool failed) {
+                   const std::vector<const SweepRun*>& to_run, bool failed) {
   auto fnv = [](uint64_t h, const std::string& text) {
     return fnv1a(text, h) ^ 0xff;  // the xor separates consecutive texts
   };
   // The ranks also agree on the output directory (absolute): each writes its runs there.
   const uint64_t sweep_hash = failed ? 0 : fnv(fingerprint, s.output_dir);
-  uint64_t todo_hash = kFnv1aOffsetBasis;
-  for (const SweepRun* r : todo) todo_hash = fnv(todo_hash, std::to_string(r->index));
+  uint64_t to_run_hash = kFnv1aOffsetBasis;
+  for (const SweepRun* r : to_run) to_run_hash = fnv(to_run_hash, std::to_string(r->index));
   constexpr size_t kWords = 5;  // failed, runs, sweep hash, runs to run, their hash
   const std::vector<uint64_t> all =
-      ranks.all_gather({failed ? 1u : 0u, s.runs.size(), sweep_hash, todo.size(), todo_hash});
+      ranks.all_gather({failed ? 1u : 0u, s.runs.size(), sweep_hash, to_run.size(), to_run_hash});
   const size_t n = static_cast<size_t>(ranks.size());
   auto word = [&](size_t rank, size_t k) { return all.at(rank * kWords + k); };
   size_t reporter = n;  // the lowest rank that loaded the sweep
@@ -788,7 +788,7 @@ int sweep_main(int argc, char** argv) {
   // the ranks then agree (agree_on_sweep) before any run starts.
   Sweep s;
   std::vector<std::string> rows;
-  std::vector<const SweepRun*> todo;
+  std::vector<const SweepRun*> to_run;
   uint64_t fingerprint = 0;
   int load_status = 0;
   try {
@@ -799,7 +799,7 @@ int sweep_main(int argc, char** argv) {
     rows.resize(s.runs.size());
     for (const auto& r : s.runs) {
       rows[r.index] = finished_row(s, r);
-      if (rows[r.index].empty()) todo.push_back(&r);
+      if (rows[r.index].empty()) to_run.push_back(&r);
     }
     if (ranks->size() > 1) fingerprint = sweep_fingerprint(s);
   } catch (const SweepInputError& e) {
@@ -810,28 +810,28 @@ int sweep_main(int argc, char** argv) {
     load_status = 1;
   }
   if (ranks->size() > 1) {
-    const int agreed = agree_on_sweep(*ranks, file, s, fingerprint, todo, load_status != 0);
+    const int agreed = agree_on_sweep(*ranks, file, s, fingerprint, to_run, load_status != 0);
     if (agreed != 0) return load_status != 0 ? load_status : agreed;
   }
   if (load_status != 0) return load_status;
   try {
-    const size_t already = s.runs.size() - todo.size();
+    const size_t already = s.runs.size() - to_run.size();
     if (ranks->rank() == 0)
       std::fprintf(stderr, "sweep: %zu runs, %zu finished earlier, %zu to run (%s)\n", s.runs.size(), already,
-                   todo.size(),
+                   to_run.size(),
                    ranks->size() > 1 ? (std::to_string(ranks->size()) + " MPI ranks").c_str()
                                      : (std::to_string(jobs) + " at a time").c_str());
     size_t failures = 0;
     if (ranks->size() == 1) {
-      failures = run_local(s, todo, jobs, s.runs.size(), already);
-      for (const SweepRun* r : todo) rows[r->index] = finished_row(s, *r);
+      failures = run_local(s, to_run, jobs, s.runs.size(), already);
+      for (const SweepRun* r : to_run) rows[r->index] = finished_row(s, *r);
     } else {
-      // Rank k runs todo[k], todo[k + size], ...; every rank computed the same list.
+      // Rank k runs to_run[k], to_run[k + size], ...; every rank computed the same list.
       json mine = json::array();
       size_t done = 0, share = 0;
-      for (size_t i = static_cast<size_t>(ranks->rank()); i < todo.size(); i += static_cast<size_t>(ranks->size())) ++share;
-      for (size_t i = static_cast<size_t>(ranks->rank()); i < todo.size(); i += static_cast<size_t>(ranks->size())) {
-        const SweepRun& r = *todo[i];
+      for (size_t i = static_cast<size_t>(ranks->rank()); i < to_run.size(); i += static_cast<size_t>(ranks->size())) ++share;
+      for (size_t i = static_cast<size_t>(ranks->rank()); i < to_run.size(); i += static_cast<size_t>(ranks->size())) {
+        const SweepRun& r = *to_run[i];
         const auto t0 = std::chrono::steady_clock::now();
         try {
           const std::string row = run_point(s, r);
@@ -851,7 +851,7 @@ int sweep_main(int argc, char** argv) {
           rows.at(e.at(0).get<uint32_t>()) = e.at(1).get<std::string>();
           ++gathered;
         }
-      failures = todo.size() - gathered;
+      failures = to_run.size() - gathered;
     }
     write_results(s, rows);
     std::fprintf(stderr, "sweep: wrote %s/results.csv (%zu of %zu runs)%s\n", s.output_dir.c_str(),
