@@ -439,12 +439,13 @@ void write_results(const Sweep& s, const std::vector<std::string>& rows) {
   fs::rename(path + ".tmp", path);
 }
 
+// One more text into a running FNV-1a hash of several; the xor separates consecutive
+// texts ("ab", "c" and "a", "bc" hash differently).
+uint64_t fnv(uint64_t h, const std::string& text) { return fnv1a(text, h) ^ 0xff; }
+
 }  // namespace
 
 uint64_t sweep_fingerprint(const Sweep& s) {
-  auto fnv = [](uint64_t h, const std::string& text) {
-    return fnv1a(text, h) ^ 0xff;  // the xor separates consecutive texts
-  };
   uint64_t h = kFnv1aOffsetBasis;
   for (const auto& a : s.axes) h = fnv(h, a);
   for (const auto& r : s.runs) {
@@ -467,9 +468,6 @@ namespace {
 // reaches this collective). Returns 0 when every rank agrees.
 int agree_on_sweep(SweepRanks& ranks, const std::string& file, const Sweep& s, uint64_t fingerprint,
                    const std::vector<const SweepRun*>& to_run, bool failed) {
-  auto fnv = [](uint64_t h, const std::string& text) {
-    return fnv1a(text, h) ^ 0xff;  // the xor separates consecutive texts
-  };
   // The ranks also agree on the output directory (absolute): each writes its runs there.
   const uint64_t sweep_hash = failed ? 0 : fnv(fingerprint, s.output_dir);
   uint64_t to_run_hash = kFnv1aOffsetBasis;
