@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "backends/messages.hpp"
@@ -86,22 +87,22 @@ template <class Meter, class Waker>
 // is only valid until the next flush), indexed by the token sent along.
 class ParkedRequests {
  public:
-  uint32_t park(copyrpc::RecvHandle h) {
-    h.data = nullptr;
+  uint32_t park(copyrpc::RecvHandle&& h) {
+    h.drop_payload();
     if (!free_.empty()) {
       const uint32_t i = free_.back();
       free_.pop_back();
-      slots_[i] = h;
+      slots_[i] = std::move(h);
       return i;
     }
-    slots_.push_back(h);
+    slots_.push_back(std::move(h));
     return static_cast<uint32_t>(slots_.size() - 1);
   }
-  // The handle parked at i, released; false if i names no parked request.
+  // The handle parked at i, released; false if i names no parked request. Taking it
+  // leaves the slot's handle spent (moved from), which is what marks the slot free.
   bool take(uint32_t i, copyrpc::RecvHandle& out) {
-    if (i >= slots_.size() || slots_[i].allowance == 0) return false;
-    out = slots_[i];
-    slots_[i].allowance = 0;  // a parked handle always has an allowance (>= 64)
+    if (i >= slots_.size() || slots_[i].spent()) return false;
+    out = std::move(slots_[i]);
     free_.push_back(i);
     return true;
   }
@@ -187,16 +188,16 @@ class IncomingRequests {
       Request req;
       if (!decode(h.payload(), req)) {
         ++m_.protocol_errors;
-        reply(ctx, h, Response::failure(kv::ErrorCode::kMalformedRequest));
+        reply(ctx, std::move(h), Response::failure(kv::ErrorCode::kMalformedRequest));
         continue;
       }
       const uint32_t owner = owner_of(req.key, node_.daemons);
       if (owner == self_ || !has_flux_) {
         meter_.charge(Op::kKvOp, 1);
-        reply(ctx, h, kv::execute(store_, req));
+        reply(ctx, std::move(h), kv::execute(store_, req));
         continue;
       }
-      forward(owner, req, CallToken::parked(parked_.park(h)));
+      forward(owner, req, CallToken::parked(parked_.park(std::move(h))));
     }
     return n;
   }
@@ -205,12 +206,12 @@ class IncomingRequests {
   bool answer_parked(Ctx& ctx, uint32_t index, const Response& resp) {
     copyrpc::RecvHandle h;
     if (!parked_.take(index, h)) return false;
-    reply(ctx, h, resp);
+    reply(ctx, std::move(h), resp);
     return true;
   }
 
-  void reply(Ctx& ctx, const copyrpc::RecvHandle& h, const Response& resp) {
-    if (ctx.reply(h, as_bytes(resp)) == copyrpc::CallStatus::kOk) ++m_.replies;
+  void reply(Ctx& ctx, copyrpc::RecvHandle&& h, const Response& resp) {
+    if (ctx.reply(std::move(h), as_bytes(resp)) == copyrpc::CallStatus::kOk) ++m_.replies;
   }
 
  private:

@@ -51,7 +51,7 @@ struct Setup {
     client.flush();
     server.drain([](uint32_t, std::span<const std::byte>) {}, [](auto&&, copyrpc::EndpointError e) { throw std::runtime_error(std::string("bench: a call failed back: ") + copyrpc::to_string(e)); });
     copyrpc::RecvHandle h;
-    while (server.recv(h)) server.reply(h, resp);
+    while (server.recv(h)) server.reply(std::move(h), resp);
     server.flush();
     client.drain([this](uint32_t ep, std::span<const std::byte>) {
       --inflight[ep];

@@ -214,7 +214,7 @@ void copyrpc_server(const Options& o, int fd) {
     ctx.drain([](uint64_t, std::span<const std::byte>) {}, [](auto&&, copyrpc::EndpointError e) { throw std::runtime_error(std::string("bench: a call failed back: ") + copyrpc::to_string(e)); });
     copyrpc::RecvHandle h;
     while (ctx.recv(h))
-      if (ctx.reply(h, resp) != copyrpc::CallStatus::kOk) throw std::runtime_error("bench: reply failed");
+      if (ctx.reply(std::move(h), resp) != copyrpc::CallStatus::kOk) throw std::runtime_error("bench: reply failed");
     ctx.flush();
     if ((++iter & 1023) == 0 && stop_requested(fd)) break;
   }

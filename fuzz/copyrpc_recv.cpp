@@ -131,9 +131,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 2: {  // the victim answers what it received
         copyrpc::RecvHandle h;
         while (f.victim.recv(h)) {
-          if (h.endpoint != f.ep || h.len > kRing) violated("a received request outside its ring");
-          const uint32_t len = in.below(static_cast<uint32_t>(copyrpc::max_reply_payload(h.allowance)) + 1);
-          const auto st = f.victim.reply(h, std::span<const std::byte>(payload.data(), len));
+          if (h.endpoint() != f.ep || h.payload().size() > kRing) violated("a received request outside its ring");
+          const uint32_t len = in.below(static_cast<uint32_t>(copyrpc::max_reply_payload(h.allowance())) + 1);
+          const auto st = f.victim.reply(std::move(h), std::span<const std::byte>(payload.data(), len));
           if (st != copyrpc::CallStatus::kOk && st != copyrpc::CallStatus::kEndpointError) violated("reply refused");
         }
         break;

@@ -33,6 +33,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/data/data_server.hpp"
@@ -213,7 +214,7 @@ class DataDaemon {
     copyrpc::RecvHandle h;
     while (ctx_.recv(h)) {
       meter.charge(Op::kKvOp, 1);
-      server_.on_request(h);
+      server_.on_request(std::move(h));
     }
     uint32_t work = cqes;
     work += ctx_.poll_raw([this](uint64_t id, WcStatus s) { server_.on_raw_completion(id, s); });

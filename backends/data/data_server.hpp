@@ -24,6 +24,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/copyrpc/context.hpp"
@@ -59,21 +60,20 @@ class DataServer {
 
   // A request taken from the Context (recv()). Announcements and data requests are told
   // apart by size; anything else is answered kMalformedRequest.
-  void on_request(const copyrpc::RecvHandle& h) {
-    copyrpc::RecvHandle held = h;
-    held.data = nullptr;  // the payload is decoded here; only the reply address is kept
-    held.len = 0;
-    if (h.len == sizeof(kv::RegionAnnouncement)) {
-      const auto a = kv::decode_data<kv::RegionAnnouncement>(h.payload());
-      if (!a) return reject(held, kv::DataError::kMalformedRequest, 0);
-      if (h.endpoint >= regions_.size()) regions_.resize(h.endpoint + 1);
-      regions_[h.endpoint] = *a;
+  void on_request(copyrpc::RecvHandle&& h) {
+    const std::span<const std::byte> payload = h.payload();
+    h.drop_payload();  // the payload is decoded here; only the reply address is kept
+    if (payload.size() == sizeof(kv::RegionAnnouncement)) {
+      const auto a = kv::decode_data<kv::RegionAnnouncement>(payload);
+      if (!a) return reject(std::move(h), kv::DataError::kMalformedRequest, 0);
+      if (h.endpoint() >= regions_.size()) regions_.resize(h.endpoint() + 1);
+      regions_[h.endpoint()] = *a;
       ++counters_.announcements;
-      return answer(held, kv::DataResponse::make(kv::DataResponseKind::kAnnounceOk, 0));
+      return answer(std::move(h), kv::DataResponse::make(kv::DataResponseKind::kAnnounceOk, 0));
     }
-    const auto r = kv::decode_data<kv::DataRequest>(h.payload());
-    if (!r) return reject(held, kv::DataError::kMalformedRequest, 0);
-    if (!parked_.empty() || !start(held, *r)) park(held, *r);
+    const auto r = kv::decode_data<kv::DataRequest>(payload);
+    if (!r) return reject(std::move(h), kv::DataError::kMalformedRequest, 0);
+    if (!parked_.empty() || !start(h, *r)) park(std::move(h), *r);
   }
 
   // Raw completions of the Context (poll_raw) that belong to this server.
@@ -87,10 +87,10 @@ class DataServer {
       if (status == WcStatus::kSuccess) {
         store_.commit(t.key, t.block, t.length);
         ++counters_.puts;
-        answer(t.handle, kv::DataResponse::make(kv::DataResponseKind::kPutOk, t.key));
+        answer(std::move(t.handle), kv::DataResponse::make(kv::DataResponseKind::kPutOk, t.key));
       } else {
         store_.abandon(t.block);
-        reject(t.handle, kv::DataError::kTransferFailed, t.key);
+        reject(std::move(t.handle), kv::DataError::kTransferFailed, t.key);
       }
     } else {
       store_.unpin(t.block);
@@ -144,7 +144,7 @@ class DataServer {
 
  private:
   struct Transfer {
-    copyrpc::RecvHandle handle;
+    copyrpc::RecvHandle handle;  // a put's request, answered at its completion (a get's is answered at once)
     uint64_t key = 0;
     uint32_t block = 0;
     uint32_t length = 0;
@@ -156,50 +156,54 @@ class DataServer {
     kv::DataRequest req;
   };
 
-  // Validates and starts one request. false: it must wait (no block, send queue full).
-  bool start(const copyrpc::RecvHandle& h, const kv::DataRequest& r) {
-    if (r.rank != store_.rank()) return reject(h, kv::DataError::kWrongRank, r.key), true;
-    if (!store_.in_range(r.key)) return reject(h, kv::DataError::kKeyOutOfRange, r.key), true;
-    if (h.endpoint >= regions_.size() || !regions_[h.endpoint]) return reject(h, kv::DataError::kNoRegion, r.key), true;
-    const kv::RegionAnnouncement& reg = *regions_[h.endpoint];
-    if (r.rkey != reg.rkey) return reject(h, kv::DataError::kBadRkey, r.key), true;
+  // Validates and starts one request. true: started or answered, and `h` is spent (moved
+  // into the transfer or replied); false: it must wait (no block, send queue full), and
+  // `h` is still live.
+  bool start(copyrpc::RecvHandle& h, const kv::DataRequest& r) {
+    if (r.rank != store_.rank()) return reject(std::move(h), kv::DataError::kWrongRank, r.key), true;
+    if (!store_.in_range(r.key)) return reject(std::move(h), kv::DataError::kKeyOutOfRange, r.key), true;
+    if (h.endpoint() >= regions_.size() || !regions_[h.endpoint()])
+      return reject(std::move(h), kv::DataError::kNoRegion, r.key), true;
+    const kv::RegionAnnouncement& reg = *regions_[h.endpoint()];
+    if (r.rkey != reg.rkey) return reject(std::move(h), kv::DataError::kBadRkey, r.key), true;
     if (r.slice >= reg.slices || !kv::range_in_slice(r.offset, r.length, reg.slice_bytes))
-      return reject(h, kv::DataError::kOutsideBuffer, r.key), true;
+      return reject(std::move(h), kv::DataError::kOutsideBuffer, r.key), true;
     const RemoteBuffer remote{reg.addr + uint64_t{r.slice} * reg.slice_bytes + r.offset, reg.rkey, 0, r.length};
     const uint32_t id = next_op_id();
     if (r.is_put()) {
-      if (r.length > store_.max_value_bytes()) return reject(h, kv::DataError::kValueTooLarge, r.key), true;
+      if (r.length > store_.max_value_bytes()) return reject(std::move(h), kv::DataError::kValueTooLarge, r.key), true;
       const auto b = store_.acquire();
       if (!b) return false;
-      if (ctx_.post_raw_read(h.endpoint, store_.block_data(*b), r.length, arena_mr_.lkey, remote, id) != PostResult::kOk) {
+      if (ctx_.post_raw_read(h.endpoint(), store_.block_data(*b), r.length, arena_mr_.lkey, remote, id) !=
+          PostResult::kOk) {
         store_.abandon(*b);
         return false;
       }
-      ops_[id] = Transfer{h, r.key, *b, r.length, true, true};
+      ops_[id] = Transfer{std::move(h), r.key, *b, r.length, true, true};
       free_ops_.pop_back();
       return true;
     }
     const auto v = store_.pin(r.key);
     if (!v) {
       ++counters_.not_found;
-      answer(h, kv::DataResponse::make(kv::DataResponseKind::kGetNotFound, r.key));
+      answer(std::move(h), kv::DataResponse::make(kv::DataResponseKind::kGetNotFound, r.key));
       return true;
     }
     if (v->length > r.length) {
       store_.unpin(v->block);
-      return reject(h, kv::DataError::kBufferTooSmall, r.key), true;
+      return reject(std::move(h), kv::DataError::kBufferTooSmall, r.key), true;
     }
     RemoteBuffer dst = remote;
     dst.length = v->length;
-    if (ctx_.post_raw_write(h.endpoint, store_.block_data(v->block), v->length, arena_mr_.lkey, dst, id) !=
+    if (ctx_.post_raw_write(h.endpoint(), store_.block_data(v->block), v->length, arena_mr_.lkey, dst, id) !=
         PostResult::kOk) {
       store_.unpin(v->block);
       return false;
     }
-    ops_[id] = Transfer{h, r.key, v->block, v->length, false, true};
+    ops_[id] = Transfer{copyrpc::RecvHandle{}, r.key, v->block, v->length, false, true};
     free_ops_.pop_back();
     ++counters_.gets;
-    answer(h, kv::DataResponse::make(kv::DataResponseKind::kGetOk, r.key, v->length));
+    answer(std::move(h), kv::DataResponse::make(kv::DataResponseKind::kGetOk, r.key, v->length));
     return true;
   }
 
@@ -212,22 +216,22 @@ class DataServer {
     return free_ops_.back();
   }
 
-  void park(const copyrpc::RecvHandle& h, const kv::DataRequest& r) {
+  void park(copyrpc::RecvHandle&& h, const kv::DataRequest& r) {
     ++counters_.parked;
-    parked_.push_back(Parked{h, r});
+    parked_.push_back(Parked{std::move(h), r});
   }
 
-  void reject(const copyrpc::RecvHandle& h, kv::DataError e, uint64_t key) {
+  void reject(copyrpc::RecvHandle&& h, kv::DataError e, uint64_t key) {
     ++counters_.rejected[static_cast<uint8_t>(e)];
-    answer(h, kv::DataResponse::failure(e, key));
+    answer(std::move(h), kv::DataResponse::failure(e, key));
   }
   kv::DataResponse rejected_local(kv::DataError e, uint64_t key) {
     ++counters_.rejected[static_cast<uint8_t>(e)];
     return kv::DataResponse::failure(e, key);
   }
 
-  void answer(const copyrpc::RecvHandle& h, const kv::DataResponse& resp) {
-    const copyrpc::CallStatus s = ctx_.reply(h, kv::data_bytes(resp));
+  void answer(copyrpc::RecvHandle&& h, const kv::DataResponse& resp) {
+    const copyrpc::CallStatus s = ctx_.reply(std::move(h), kv::data_bytes(resp));
     // A failed endpoint answers nothing (the requester sees the failure itself); an
     // allowance too small for 16 bytes is the requester's error and gets no answer.
     if (s != copyrpc::CallStatus::kOk) ++unanswered_;

@@ -23,6 +23,7 @@
 #include <span>
 #include <string>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "core/copyrpc/context.hpp"
@@ -136,16 +137,16 @@ class RpcThread {
   void serve() {
     copyrpc::RecvHandle h;
     while (ctx_.recv(h)) {
-      if (h.len == 0) {  // a stop request
-        if (ctx_.reply(h, {}) != copyrpc::CallStatus::kOk) throw std::runtime_error("rpc: answering a stop failed");
+      if (h.payload().empty()) {  // a stop request
+        if (ctx_.reply(std::move(h), {}) != copyrpc::CallStatus::kOk) throw std::runtime_error("rpc: answering a stop failed");
         stopped_ = true;
         continue;
       }
-      if (h.len != cfg_.message_size) {
+      if (h.payload().size() != cfg_.message_size) {
         counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         continue;  // a request of the wrong size is not answered; the caller counts it lost
       }
-      if (ctx_.reply(h, payload_) != copyrpc::CallStatus::kOk)
+      if (ctx_.reply(std::move(h), payload_) != copyrpc::CallStatus::kOk)
         throw std::runtime_error("rpc: a reply within the caller's allowance failed");
       counters_.completed.store(counters_.completed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }

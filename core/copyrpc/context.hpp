@@ -35,6 +35,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/copyrpc/endpoint.hpp"
@@ -72,15 +73,58 @@ struct CallResult {
   bool ok() const noexcept { return status == CallStatus::kOk; }
 };
 
-// A received request. `data` points into the receive ring and stays valid until the
-// next flush()/poll() after recv() returned the handle; copy what must live longer.
-struct RecvHandle {
-  uint32_t endpoint = 0;
-  uint32_t call_id = 0;
-  const std::byte* data = nullptr;
-  uint32_t len = 0;
-  uint32_t allowance = 0;  // bytes of response credit the caller reserved (internal allowance)
-  std::span<const std::byte> payload() const noexcept { return {data, len}; }
+template <Transport T, class Token>
+class Context;
+
+// A received request, answered at most once. recv() fills a handle, reply() spends it.
+// A handle cannot be copied, and a move spends its source, so no two live handles ever
+// name the same request: a second reply, through the same handle or one it was moved
+// from, finds a spent handle and is refused (kInvalidHandle), whatever else is held.
+// A default-constructed handle is spent. Spent is endpoint() == kSpent, which reply()'s
+// test of the endpoint number refuses as it refuses any number of no endpoint, so
+// spending costs one store and no test.
+//
+// payload() points into the receive ring and stays valid until the next flush()/poll()
+// after recv() returned the handle; copy what must live longer (drop_payload() clears
+// it on a handle kept past that).
+class RecvHandle {
+ public:
+  static constexpr uint32_t kSpent = UINT32_MAX;  // the endpoint of a spent handle
+
+  RecvHandle() noexcept = default;
+  RecvHandle(const RecvHandle&) = delete;
+  RecvHandle& operator=(const RecvHandle&) = delete;
+  RecvHandle(RecvHandle&& o) noexcept : f_(o.f_) { o.f_.endpoint = kSpent; }
+  RecvHandle& operator=(RecvHandle&& o) noexcept {
+    if (this != &o) {
+      f_ = o.f_;
+      o.f_.endpoint = kSpent;
+    }
+    return *this;
+  }
+
+  bool spent() const noexcept { return f_.endpoint == kSpent; }
+  uint32_t endpoint() const noexcept { return f_.endpoint; }
+  uint32_t call_id() const noexcept { return f_.call_id; }
+  // Bytes of response credit the caller reserved for the reply (its internal allowance).
+  uint32_t allowance() const noexcept { return f_.allowance; }
+  std::span<const std::byte> payload() const noexcept { return {f_.data, f_.len}; }
+  void drop_payload() noexcept {
+    f_.data = nullptr;
+    f_.len = 0;
+  }
+
+ private:
+  template <Transport, class>
+  friend class Context;
+  struct Fields {
+    uint32_t endpoint = kSpent;
+    uint32_t call_id = 0;
+    const std::byte* data = nullptr;
+    uint32_t len = 0;
+    uint32_t allowance = 0;
+  };
+  Fields f_;
 };
 
 struct ContextConfig {
@@ -177,6 +221,7 @@ class Context {
 
   // ---------------------------------------------------------------- control path
   uint32_t create_endpoint() {
+    if (eps_.size() >= RecvHandle::kSpent) throw std::length_error("copyrpc: no endpoint id left");
     auto ep = std::make_unique<Ep>();
     ep->id = static_cast<uint32_t>(eps_.size());
     ep->qp = &t_.create_queue_pair();
@@ -286,25 +331,31 @@ class Context {
   bool recv(RecvHandle& out) {
     if (recv_head_ == recv_end_) return false;
     QueuedRequest& q = *recv_head_++;
-    out = q.handle;
+    out.f_ = q.handle;
     // Only its endpoint's last queued request unpins the endpoint: the others need no
     // endpoint lookup.
     if (q.releases_pin) [[unlikely]] release_pin(q);
     return true;
   }
 
-  // Answers a request. Never fails for space; fails only for a reply larger than the
-  // caller's allowance (a programming error) or a failed endpoint.
-  CallStatus reply(const RecvHandle& h, std::span<const std::byte> payload) {
-    if (h.endpoint >= endpoint_count_) throw std::out_of_range("copyrpc: reply to a handle of no endpoint");
+  // Answers a request and spends its handle (RecvHandle). Never fails for space; fails
+  // for a spent handle (kInvalidHandle: the request was answered already, or the handle
+  // was moved from or never filled), for a reply larger than the caller's allowance
+  // (kTooLarge; the handle stays live) and on a failed endpoint (kEndpointError).
+  CallStatus reply(RecvHandle&& handle, std::span<const std::byte> payload) {
+    const RecvHandle::Fields h = handle.f_;
+    // A spent handle's endpoint (kSpent) is never below the count (create_endpoint).
+    if (h.endpoint >= endpoint_count_) return CallStatus::kInvalidHandle;
     Ep& e = *eps_[h.endpoint];
     if (e.error != EndpointError::kNone) return CallStatus::kEndpointError;
     if (payload.size() > max_reply_payload(h.allowance)) return CallStatus::kTooLarge;
-    // Each request's allowance is committed once when parsed and released once here;
-    // a second reply would release credit that is not there.
-    // (R >= committed always holds, so R covers the allowance too.)
+    // Each request's allowance is committed once when parsed and released once here.
+    // With the handle spent below this cannot fail for a handle recv() filled; it stays
+    // as the credit invariant's check (R >= committed always holds, so R covers the
+    // allowance too).
     assert(e.resp_committed <= e.resp_reservation);
     if (e.resp_committed < h.allowance) return CallStatus::kInvalidHandle;
+    handle.f_.endpoint = RecvHandle::kSpent;
     const uint64_t msg = padded_message_size(payload.size());
     // Joins the open batch without a wrap, or (once per batch, or at the ring end) takes
     // the append plan.
@@ -429,7 +480,7 @@ class Context {
   // request (Endpoint::last_queued), so taking it unpins the endpoint's batches; the
   // flag is set only there (publish_requests moves it, recv() clears it).
   struct QueuedRequest {
-    RecvHandle handle;
+    RecvHandle::Fields handle;
     bool releases_pin = false;
   };
 
@@ -902,7 +953,7 @@ class Context {
           break;
         }
         committed += allowance;
-        RecvHandle& r = (queued++)->handle;
+        RecvHandle::Fields& r = (queued++)->handle;
         r.endpoint = e.id;
         r.call_id = h.call_id;
         r.data = p + kHeaderSize;

@@ -2,28 +2,64 @@
 // flux backlog disciplines.
 #include <catch2/catch.hpp>
 
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "backends/daemon_services.hpp"
+#include "tests/copyrpc/instant_cluster.hpp"
 
 using namespace bkv;
 using namespace bkv::backend;
 
+namespace {
+
+// Two copyrpc contexts over the instant loopback NIC, for handles of real requests.
+struct HandlePair {
+  using T = loopback::InstantTransport;
+  using Ctx = copyrpc::Context<T, uint64_t>;
+  loopback::InstantFabric fabric;
+  T ta{fabric}, tb{fabric};
+  Ctx a{ta, {}}, b{tb, {}};
+  uint32_t ea = a.create_endpoint(), eb = b.create_endpoint();
+  HandlePair() {
+    a.connect(ea, b.local_info(eb));
+    b.connect(eb, a.local_info(ea));
+  }
+  // n requests from a, received by b; their handles.
+  std::vector<copyrpc::RecvHandle> requests(uint32_t n) {
+    const std::byte payload[8]{};
+    for (uint32_t i = 0; i < n; ++i) REQUIRE(a.call(ea, payload, 16, i).ok());
+    a.flush();
+    b.drain([](uint64_t, std::span<const std::byte>) {}, [](uint64_t, copyrpc::EndpointError) {});
+    std::vector<copyrpc::RecvHandle> out;
+    copyrpc::RecvHandle h;
+    while (b.recv(h)) out.push_back(std::move(h));
+    REQUIRE(out.size() == n);
+    return out;
+  }
+};
+
+}  // namespace
+
 TEST_CASE("ParkedRequests: a parked handle is taken once, its slot reused", "[backend]") {
+  HandlePair hp;
+  std::vector<copyrpc::RecvHandle> hs = hp.requests(2);
+  const uint32_t call_id = hs[0].call_id();
   ParkedRequests p;
-  copyrpc::RecvHandle h;
-  h.endpoint = 3;
-  h.call_id = 9;
-  h.allowance = 64;
-  const uint32_t i = p.park(h);
+  const uint32_t i = p.park(std::move(hs[0]));
+  CHECK(hs[0].spent());  // parking took the request
   copyrpc::RecvHandle out;
   CHECK_FALSE(p.take(i + 1, out));  // nothing parked there
   REQUIRE(p.take(i, out));
-  CHECK(out.endpoint == 3);
-  CHECK(out.call_id == 9);
-  CHECK(out.data == nullptr);  // the payload pointer does not outlive the flush
+  CHECK(out.endpoint() == hp.eb);
+  CHECK(out.call_id() == call_id);
+  CHECK(out.payload().data() == nullptr);  // the payload pointer does not outlive the flush
   CHECK_FALSE(p.take(i, out));  // already taken
-  CHECK(p.park(h) == i);        // the freed slot is reused
+  CHECK(p.park(std::move(hs[1])) == i);  // the freed slot is reused
+  // The handle taken out answers its request once.
+  CHECK(hp.b.reply(std::move(out), {}) == copyrpc::CallStatus::kOk);
+  CHECK(hp.b.reply(std::move(out), {}) == copyrpc::CallStatus::kInvalidHandle);
 }
 
 namespace {

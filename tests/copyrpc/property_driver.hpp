@@ -112,6 +112,12 @@ class PropertyDriver {
     copyrpc::RecvHandle h;
     std::vector<std::byte> request;
   };
+  // A received request kept for a later reply, with a copy of its payload (the handle's
+  // points into the receive ring, valid only until the next flush).
+  static Held held_request(copyrpc::RecvHandle&& h) {
+    std::vector<std::byte> request(h.payload().begin(), h.payload().end());
+    return Held{std::move(h), std::move(request)};
+  }
 
   std::string where() const {
     std::ostringstream os;
@@ -215,7 +221,7 @@ class PropertyDriver {
     const uint64_t n = 1 + rng_.below(8);
     for (uint64_t i = 0; i < n && ctx.recv(h); ++i) {
       // The payload is valid until the next flush: copy it now.
-      held_[c].push_back(Held{h, std::vector<std::byte>(h.data, h.data + h.len)});
+      held_[c].push_back(held_request(std::move(h)));
     }
   }
 
@@ -226,12 +232,12 @@ class PropertyDriver {
     Held held = std::move(held_[c][idx]);
     held_[c][idx] = std::move(held_[c].back());
     held_[c].pop_back();
-    const uint64_t cap = copyrpc::max_reply_payload(held.h.allowance);
+    const uint64_t cap = copyrpc::max_reply_payload(held.h.allowance());
     const std::vector<std::byte> resp = expected_response(held.request, cap);
     const uint64_t wraps_before = ctx.stats().wraps;
-    count_boundary(ctx, held.h.endpoint, resp.size());
+    count_boundary(ctx, held.h.endpoint(), resp.size());
     INFO(where());
-    REQUIRE(ctx.reply(held.h, resp) == copyrpc::CallStatus::kOk);
+    REQUIRE(ctx.reply(std::move(held.h), resp) == copyrpc::CallStatus::kOk);
     stats_.wraps += ctx.stats().wraps - wraps_before;
     ++stats_.replies;
   }
@@ -257,7 +263,7 @@ class PropertyDriver {
         ctx.poll(on_response(c), on_failed_call(c));
         pump_();
         copyrpc::RecvHandle h;
-        while (ctx.recv(h)) held_[c].push_back(Held{h, std::vector<std::byte>(h.data, h.data + h.len)});
+        while (ctx.recv(h)) held_[c].push_back(held_request(std::move(h)));
         while (!held_[c].empty()) {
           do_reply_index(c, held_[c].size() - 1);
           busy = true;
@@ -278,8 +284,8 @@ class PropertyDriver {
   void do_reply_index(uint32_t c, size_t idx) {
     Held held = std::move(held_[c][idx]);
     held_[c].erase(held_[c].begin() + static_cast<std::ptrdiff_t>(idx));
-    const std::vector<std::byte> resp = expected_response(held.request, copyrpc::max_reply_payload(held.h.allowance));
-    REQUIRE(ctxs_[c]->reply(held.h, resp) == copyrpc::CallStatus::kOk);
+    const std::vector<std::byte> resp = expected_response(held.request, copyrpc::max_reply_payload(held.h.allowance()));
+    REQUIRE(ctxs_[c]->reply(std::move(held.h), resp) == copyrpc::CallStatus::kOk);
     ++stats_.replies;
   }
 

@@ -4,6 +4,8 @@
 
 #include <array>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tests/copyrpc/hostile_peer.hpp"
@@ -49,8 +51,8 @@ TEST_CASE("calls are batched: one WRITE+IMM and one doorbell per endpoint per fl
   copyrpc::RecvHandle h;
   int n = 0;
   while (p.b.recv(h)) {
-    CHECK(h.len == 24);
-    REQUIRE(p.b.reply(h, bytes(16, 2)) == CallStatus::kOk);
+    CHECK(h.payload().size() == 24);
+    REQUIRE(p.b.reply(std::move(h), bytes(16, 2)) == CallStatus::kOk);
     ++n;
   }
   CHECK(n == 10);
@@ -71,9 +73,61 @@ TEST_CASE("a reply larger than the caller's allowance is refused, a second reply
   p.b.drain(ignore_responses, no_failed_calls);
   copyrpc::RecvHandle h;
   REQUIRE(p.b.recv(h));
-  CHECK(p.b.reply(h, bytes(copyrpc::max_reply_payload(h.allowance) + 1, 0)) == CallStatus::kTooLarge);
-  CHECK(p.b.reply(h, bytes(20, 0)) == CallStatus::kOk);
-  CHECK(p.b.reply(h, bytes(20, 0)) == CallStatus::kInvalidHandle);
+  CHECK(p.b.reply(std::move(h), bytes(copyrpc::max_reply_payload(h.allowance()) + 1, 0)) == CallStatus::kTooLarge);
+  CHECK(p.b.reply(std::move(h), bytes(20, 0)) == CallStatus::kOk);
+  CHECK(p.b.reply(std::move(h), bytes(20, 0)) == CallStatus::kInvalidHandle);
+}
+
+static_assert(!std::is_copy_constructible_v<copyrpc::RecvHandle> && !std::is_copy_assignable_v<copyrpc::RecvHandle>,
+              "a copy of a handle could answer its request a second time");
+
+TEST_CASE("a second reply is refused while other requests of the endpoint are held", "[copyrpc]") {
+  Pair p;
+  for (uint64_t i = 0; i < 3; ++i) REQUIRE(p.a.call(p.ea, bytes(8, 1), 20, i).ok());
+  p.a.flush();
+  p.b.drain(ignore_responses, no_failed_calls);
+  std::vector<copyrpc::RecvHandle> held(3);
+  for (auto& h : held) REQUIRE(p.b.recv(h));
+  // Requests 1 and 2 stay held: their committed credit would cover a second release.
+  CHECK(p.b.reply(std::move(held[0]), bytes(20, 0)) == CallStatus::kOk);
+  CHECK(held[0].spent());
+  CHECK(p.b.reply(std::move(held[0]), bytes(20, 0)) == CallStatus::kInvalidHandle);
+  p.b.flush();
+  // The caller got one response, and its endpoint is healthy (a duplicate would have
+  // stopped it with kUnknownCallId).
+  std::vector<uint64_t> got;
+  p.a.drain([&](uint64_t tok, std::span<const std::byte>) { got.push_back(tok); }, no_failed_calls);
+  CHECK(got == std::vector<uint64_t>{0});
+  CHECK(p.a.endpoint(p.ea).error == EndpointError::kNone);
+  // The held requests keep their credit: both are answered.
+  CHECK(p.b.reply(std::move(held[2]), bytes(20, 0)) == CallStatus::kOk);
+  CHECK(p.b.reply(std::move(held[1]), bytes(20, 0)) == CallStatus::kOk);
+  p.b.flush();
+  p.a.drain([&](uint64_t tok, std::span<const std::byte>) { got.push_back(tok); }, no_failed_calls);
+  CHECK(got == std::vector<uint64_t>{0, 2, 1});
+  CHECK(p.a.calls_in_flight() == 0);
+}
+
+TEST_CASE("a handle moved from, or never filled, answers nothing", "[copyrpc]") {
+  Pair p;
+  REQUIRE(p.a.call(p.ea, bytes(8, 1), 20, 5).ok());
+  p.a.flush();
+  p.b.drain(ignore_responses, no_failed_calls);
+  copyrpc::RecvHandle never;
+  CHECK(never.spent());
+  CHECK(p.b.reply(std::move(never), bytes(4, 0)) == CallStatus::kInvalidHandle);
+  copyrpc::RecvHandle h;
+  REQUIRE(p.b.recv(h));
+  CHECK_FALSE(h.spent());
+  copyrpc::RecvHandle moved = std::move(h);
+  CHECK(h.spent());
+  CHECK(p.b.reply(std::move(h), bytes(4, 0)) == CallStatus::kInvalidHandle);
+  CHECK(p.b.reply(std::move(moved), bytes(4, 0)) == CallStatus::kOk);
+  p.b.flush();
+  std::vector<uint64_t> got;
+  p.a.drain([&](uint64_t tok, std::span<const std::byte>) { got.push_back(tok); }, no_failed_calls);
+  CHECK(got == std::vector<uint64_t>{5});
+  CHECK(p.a.endpoint(p.ea).error == EndpointError::kNone);
 }
 
 TEST_CASE("InsufficientCredit when the peer's grant is spent - credit returns with its replies", "[copyrpc]") {
@@ -93,7 +147,7 @@ TEST_CASE("InsufficientCredit when the peer's grant is spent - credit returns wi
   p.a.flush();
   p.b.drain(ignore_responses, no_failed_calls);
   copyrpc::RecvHandle h;
-  while (p.b.recv(h)) REQUIRE(p.b.reply(h, bytes(10, 0)) == CallStatus::kOk);
+  while (p.b.recv(h)) REQUIRE(p.b.reply(std::move(h), bytes(10, 0)) == CallStatus::kOk);
   p.b.flush();
   p.a.drain(ignore_responses, no_failed_calls);
   CHECK(p.a.call(p.ea, bytes(0, 0), 1000, 99).ok());
@@ -114,7 +168,7 @@ TEST_CASE("RingFull persists without news from the peer: the consumer position i
   p.b.drain(ignore_responses, no_failed_calls);
   copyrpc::RecvHandle h;
   std::vector<copyrpc::RecvHandle> unanswered;
-  while (p.b.recv(h)) unanswered.push_back(h);
+  while (p.b.recv(h)) unanswered.push_back(std::move(h));
   CHECK(unanswered.size() == first_burst);
   CHECK(p.a.call(p.ea, bytes(200, 3), 0, tok).status == CallStatus::kRingFull);
   CHECK(p.a.call(p.ea, bytes(200, 3), 0, tok).status == CallStatus::kRingFull);
@@ -150,7 +204,7 @@ TEST_CASE("one WQE in 64 is signalled, so the send queue never fills", "[copyrpc
     REQUIRE(p.a.call(p.ea, bytes(4, 0), 0, i).ok());
     p.a.flush();
     p.b.poll(ignore_responses, no_failed_calls);
-    while (p.b.recv(h)) REQUIRE(p.b.reply(h, bytes(0, 0)) == CallStatus::kOk);
+    while (p.b.recv(h)) REQUIRE(p.b.reply(std::move(h), bytes(0, 0)) == CallStatus::kOk);
     p.b.flush();
     p.a.drain(ignore_responses, no_failed_calls);
   }
@@ -211,8 +265,8 @@ TEST_CASE("a well-formed batch from the fake peer is accepted (control case)", "
   CHECK(a.poll() == EndpointError::kNone);
   copyrpc::RecvHandle h;
   REQUIRE(a.victim.recv(h));
-  CHECK(h.call_id == 5);
-  CHECK(h.len == 10);
+  CHECK(h.call_id() == 5);
+  CHECK(h.payload().size() == 10);
 }
 
 TEST_CASE("hostile batches are rejected with the rule they break, without out-of-bounds access",
@@ -319,7 +373,7 @@ TEST_CASE("a failed endpoint does not disturb the others", "[copyrpc][hostile]")
   a.victim.drain(ignore_responses, no_failed_calls);
   copyrpc::RecvHandle h;
   REQUIRE(a.victim.recv(h));
-  REQUIRE(a.victim.reply(h, bytes(8, 9)) == CallStatus::kOk);
+  REQUIRE(a.victim.reply(std::move(h), bytes(8, 9)) == CallStatus::kOk);
   a.victim.flush();
   bool got = false;
   good.drain([&](uint64_t tok, std::span<const std::byte> pl) {
@@ -367,7 +421,7 @@ TEST_CASE("a stopped endpoint fails back each of its N pending calls once, and l
   copyrpc::RecvHandle h;
   uint32_t answered = 0;
   while (p.b.recv(h)) {
-    REQUIRE(p.b.reply(h, bytes(16, 2)) == CallStatus::kOk);
+    REQUIRE(p.b.reply(std::move(h), bytes(16, 2)) == CallStatus::kOk);
     ++answered;
   }
   REQUIRE(answered == kCalls);  // the answers wait in b's send ring (not flushed yet)

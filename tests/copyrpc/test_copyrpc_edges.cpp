@@ -77,11 +77,11 @@ TEST_CASE("copyrpc edges: payload and allowance of exactly ring/8 go through, on
     p.b.drain([](uint64_t, std::span<const std::byte>) { FAIL("b made no calls"); }, no_failed_calls);
     copyrpc::RecvHandle h;
     REQUIRE(p.b.recv(h));
-    REQUIRE(h.len == max);
+    REQUIRE(h.payload().size() == max);
     CHECK(std::equal(req.begin(), req.end(), h.payload().begin()));
-    REQUIRE(copyrpc::max_reply_payload(h.allowance) >= max);
-    CHECK(p.b.reply(h, pattern(copyrpc::max_reply_payload(h.allowance) + 1, 0)) == CallStatus::kTooLarge);
-    REQUIRE(p.b.reply(h, pattern(max, i + 100)) == CallStatus::kOk);
+    REQUIRE(copyrpc::max_reply_payload(h.allowance()) >= max);
+    CHECK(p.b.reply(std::move(h), pattern(copyrpc::max_reply_payload(h.allowance()) + 1, 0)) == CallStatus::kTooLarge);
+    REQUIRE(p.b.reply(std::move(h), pattern(max, i + 100)) == CallStatus::kOk);
     p.b.flush();
     p.a.drain(
         [&](uint64_t tok, std::span<const std::byte> resp) {
@@ -122,7 +122,7 @@ TEST_CASE("copyrpc edges: a batch that would end exactly at the ring end wraps f
     copyrpc::RecvHandle h;
     REQUIRE(p.b.recv(h));
     CHECK(std::equal(req.begin(), req.end(), h.payload().begin(), h.payload().end()));
-    REQUIRE(p.b.reply(h, pattern(8, i)) == CallStatus::kOk);
+    REQUIRE(p.b.reply(std::move(h), pattern(8, i)) == CallStatus::kOk);
     p.b.flush();
     uint64_t got = ~0ull;
     p.a.drain([&](uint64_t tok, std::span<const std::byte>) { got = tok; }, no_failed_calls);
@@ -138,7 +138,7 @@ TEST_CASE("copyrpc edges: a response callback that stops its endpoint mid-batch 
   p.a.flush();
   p.b.drain([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
   copyrpc::RecvHandle h;
-  while (p.b.recv(h)) REQUIRE(p.b.reply(h, pattern(4, h.call_id)) == CallStatus::kOk);
+  while (p.b.recv(h)) REQUIRE(p.b.reply(std::move(h), pattern(4, h.call_id())) == CallStatus::kOk);
   p.b.flush();  // one batch with six responses
   std::vector<uint64_t> completed, failed;
   p.a.drain(
@@ -169,7 +169,7 @@ TEST_CASE("copyrpc edges: a response callback that calls again reuses the freed 
     p.a.flush();
     p.b.drain([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
     copyrpc::RecvHandle h;
-    while (p.b.recv(h)) REQUIRE(p.b.reply(h, h.payload().first(4)) == CallStatus::kOk);
+    while (p.b.recv(h)) REQUIRE(p.b.reply(std::move(h), h.payload().first(4)) == CallStatus::kOk);
     p.b.flush();
     p.a.drain(
         [&](uint64_t tok, std::span<const std::byte> resp) {
@@ -190,7 +190,7 @@ TEST_CASE("copyrpc edges: a response callback that calls again reuses the freed 
     p.a.flush();
     p.b.drain([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
     copyrpc::RecvHandle h;
-    while (p.b.recv(h)) REQUIRE(p.b.reply(h, h.payload().first(4)) == CallStatus::kOk);
+    while (p.b.recv(h)) REQUIRE(p.b.reply(std::move(h), h.payload().first(4)) == CallStatus::kOk);
     p.b.flush();
     p.a.drain([&](uint64_t tok, std::span<const std::byte>) { ++answers[tok]; }, no_failed_calls);
   }
@@ -249,15 +249,15 @@ TEST_CASE("copyrpc edges: one hot endpoint among many: every call answered once,
       leaves[l]->drain([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
       std::vector<copyrpc::RecvHandle> held;
       copyrpc::RecvHandle h;
-      while (leaves[l]->recv(h)) held.push_back(h);
+      while (leaves[l]->recv(h)) held.push_back(std::move(h));
       for (size_t i = held.size(); i > 1; --i) std::swap(held[i - 1], held[rng.below(i)]);
-      for (const auto& x : held) {
+      for (auto& x : held) {
         uint64_t tok = 0;
-        std::memcpy(&tok, x.data, 8);
+        std::memcpy(&tok, x.payload().data(), 8);
         std::vector<std::byte> resp(8);
         const uint64_t who = l;
         std::memcpy(resp.data(), &who, 8);
-        REQUIRE(leaves[l]->reply(x, resp) == CallStatus::kOk);
+        REQUIRE(leaves[l]->reply(std::move(x), resp) == CallStatus::kOk);
         replied[l].push_back(tok);
       }
       leaves[l]->flush();
@@ -270,11 +270,11 @@ TEST_CASE("copyrpc edges: one hot endpoint among many: every call answered once,
       copyrpc::RecvHandle h;
       while (leaves[l]->recv(h)) {
         uint64_t tok = 0;
-        std::memcpy(&tok, h.data, 8);
+        std::memcpy(&tok, h.payload().data(), 8);
         std::vector<std::byte> resp(8);
         const uint64_t who = l;
         std::memcpy(resp.data(), &who, 8);
-        REQUIRE(leaves[l]->reply(h, resp) == CallStatus::kOk);
+        REQUIRE(leaves[l]->reply(std::move(h), resp) == CallStatus::kOk);
         replied[l].push_back(tok);
       }
       leaves[l]->flush();

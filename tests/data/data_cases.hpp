@@ -92,7 +92,7 @@ struct DataPair {
       }, [](uint64_t&&, copyrpc::EndpointError) { FAIL("a call was failed back"); });
       srv.drain([](uint64_t&&, std::span<const std::byte>) {}, [](uint64_t&&, copyrpc::EndpointError) { FAIL("a call was failed back"); });
       copyrpc::RecvHandle h;
-      while (srv.recv(h)) server.on_request(h);
+      while (srv.recv(h)) server.on_request(std::move(h));
       srv.poll_raw([this](uint64_t id, WcStatus s) { server.on_raw_completion(id, s); });
       server.retry_parked();
       srv.flush();

@@ -81,12 +81,12 @@ struct Daemon {
     copyrpc::RecvHandle h;
     while (ctx->recv(h)) {
       Payload q{};
-      if (h.len != sizeof(Payload)) { ++bad; continue; }
-      std::memcpy(&q, h.data, sizeof q);
+      if (h.payload().size() != sizeof(Payload)) { ++bad; continue; }
+      std::memcpy(&q, h.payload().data(), sizeof q);
       if (q.to != id || q.check != mix(q.seq * 31 + q.from)) ++bad;
       const Payload r{id, q.from, q.seq, q.check + 1};
       th.charge(Op::kKvOp);
-      if (ctx->reply(h, std::as_bytes(std::span{&r, 1})) != copyrpc::CallStatus::kOk) ++bad;
+      if (ctx->reply(std::move(h), std::as_bytes(std::span{&r, 1})) != copyrpc::CallStatus::kOk) ++bad;
       ++served;
     }
     for (uint32_t e = 0; e < ep_to_peer.size(); ++e) {

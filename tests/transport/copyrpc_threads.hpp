@@ -119,8 +119,8 @@ ThreadedCopyrpcResult run_copyrpc_threads(std::vector<T*> transports, copyrpc::C
       }, [&](uint64_t, copyrpc::EndpointError e) { fail = std::string("call failed back: ") + copyrpc::to_string(e); });
       copyrpc::RecvHandle h;
       while (c.recv(h)) {
-        const std::vector<std::byte> ans = tc_answer(h.payload(), copyrpc::max_reply_payload(h.allowance));
-        const copyrpc::CallStatus rs = c.reply(h, ans);
+        const std::vector<std::byte> ans = tc_answer(h.payload(), copyrpc::max_reply_payload(h.allowance()));
+        const copyrpc::CallStatus rs = c.reply(std::move(h), ans);
         if (rs != copyrpc::CallStatus::kOk) fail = std::string("reply: ") + copyrpc::to_string(rs);
         ++res.served[me];
         ++work;
