@@ -56,6 +56,13 @@ echo "-- new harness (measured_*_local): the same posts, arguments copied into l
 row "flush, gather entry only (no payload copy)" 60 0 measured_flush_local flush-local 64 0
 row "flush, 32 B fully inline (copy included)" - 0 measured_flush_local flush-local 32 220
 row "16 posts then one doorbell, gather entry only" 45 0 measured_batch_local batch-local 64 0 16
+echo "-- the flush and batch harnesses alone (loop, argument loads, signaled; no post, no doorbell)"
+FLUSH_HARNESS=$(count measured_flush_harness flush-harness 64 0)
+BATCH_HARNESS=$(count measured_batch_harness batch-harness 64 0 16)
+printf "%-56s %7.1f\n" "flush harness, per QP" "$FLUSH_HARNESS"
+printf "%-56s %7.1f\n" "16-post batch harness, per post" "$BATCH_HARNESS"
+row "flush, gather entry: the post + doorbell alone (net)" - "$FLUSH_HARNESS" measured_flush flush 64 0
+row "batch, gather entry: the post alone (net)" - "$BATCH_HARNESS" measured_batch batch 64 0 16
 echo "-- one post + doorbell per call; net = raw - $BASE (the empty call)"
 row "gather entry only (no payload copy)" 60 "$BASE" measured_post post 64 0
 echo "-- polling"
