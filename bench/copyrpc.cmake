@@ -1,2 +1,5 @@
 add_executable(bench_copyrpc_loopback ${CMAKE_CURRENT_SOURCE_DIR}/copyrpc_loopback.cpp)
 target_link_libraries(bench_copyrpc_loopback PRIVATE bkv_core)
+add_executable(bench_copyrpc_loopback_held ${CMAKE_CURRENT_SOURCE_DIR}/copyrpc_loopback.cpp)
+target_link_libraries(bench_copyrpc_loopback_held PRIVATE bkv_core)
+target_compile_definitions(bench_copyrpc_loopback_held PRIVATE BKV_LOOPBACK_HELD=1)

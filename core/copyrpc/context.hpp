@@ -80,6 +80,9 @@ class Context;
 // A handle cannot be copied, and a move spends its source, so no two live handles ever
 // name the same request: a second reply, through the same handle or one it was moved
 // from, finds a spent handle and is refused (kInvalidHandle), whatever else is held.
+// A handle also names the Context that filled it, and another Context refuses it
+// (kInvalidHandle, the handle stays live): its endpoint number and call id mean nothing
+// there.
 // A default-constructed handle is spent. Spent is endpoint() == kSpent, which reply()'s
 // test of the endpoint number refuses as it refuses any number of no endpoint, so
 // spending costs one store and no test.
@@ -94,10 +97,11 @@ class RecvHandle {
   RecvHandle() noexcept = default;
   RecvHandle(const RecvHandle&) = delete;
   RecvHandle& operator=(const RecvHandle&) = delete;
-  RecvHandle(RecvHandle&& o) noexcept : f_(o.f_) { o.f_.endpoint = kSpent; }
+  RecvHandle(RecvHandle&& o) noexcept : f_(o.f_), owner_(o.owner_) { o.f_.endpoint = kSpent; }
   RecvHandle& operator=(RecvHandle&& o) noexcept {
     if (this != &o) {
       f_ = o.f_;
+      owner_ = o.owner_;
       o.f_.endpoint = kSpent;
     }
     return *this;
@@ -125,6 +129,7 @@ class RecvHandle {
     uint32_t allowance = 0;
   };
   Fields f_;
+  const void* owner_ = nullptr;  // the Context whose recv() filled it
 };
 
 struct ContextConfig {
@@ -332,6 +337,7 @@ class Context {
     if (recv_head_ == recv_end_) return false;
     QueuedRequest& q = *recv_head_++;
     out.f_ = q.handle;
+    out.owner_ = this;
     // Only its endpoint's last queued request unpins the endpoint: the others need no
     // endpoint lookup.
     if (q.releases_pin) [[unlikely]] release_pin(q);
@@ -340,12 +346,13 @@ class Context {
 
   // Answers a request and spends its handle (RecvHandle). Never fails for space; fails
   // for a spent handle (kInvalidHandle: the request was answered already, or the handle
-  // was moved from or never filled), for a reply larger than the caller's allowance
-  // (kTooLarge; the handle stays live) and on a failed endpoint (kEndpointError).
+  // was moved from or never filled), for a handle another Context filled
+  // (kInvalidHandle; the handle stays live), for a reply larger than the caller's
+  // allowance (kTooLarge; the handle stays live) and on a failed endpoint (kEndpointError).
   CallStatus reply(RecvHandle&& handle, std::span<const std::byte> payload) {
     const RecvHandle::Fields h = handle.f_;
     // A spent handle's endpoint (kSpent) is never below the count (create_endpoint).
-    if (h.endpoint >= endpoint_count_) return CallStatus::kInvalidHandle;
+    if (h.endpoint >= endpoint_count_ || handle.owner_ != this) return CallStatus::kInvalidHandle;
     Ep& e = *eps_[h.endpoint];
     if (e.error != EndpointError::kNone) return CallStatus::kEndpointError;
     if (payload.size() > max_reply_payload(h.allowance)) return CallStatus::kTooLarge;

@@ -130,6 +130,38 @@ TEST_CASE("a handle moved from, or never filled, answers nothing", "[copyrpc]") 
   CHECK(p.a.endpoint(p.ea).error == EndpointError::kNone);
 }
 
+TEST_CASE("a handle is refused by a Context other than the one that received it", "[copyrpc]") {
+  Pair p, q;
+  for (uint64_t i = 0; i < 3; ++i) REQUIRE(p.a.call(p.ea, bytes(8, 1), 20, i).ok());
+  REQUIRE(q.a.call(q.ea, bytes(8, 1), 20, 7).ok());
+  p.a.flush();
+  q.a.flush();
+  p.b.drain(ignore_responses, no_failed_calls);
+  q.b.drain(ignore_responses, no_failed_calls);
+  std::vector<copyrpc::RecvHandle> held(3);
+  for (auto& h : held) REQUIRE(p.b.recv(h));
+  copyrpc::RecvHandle other;
+  REQUIRE(q.b.recv(other));
+  // The same endpoint number and call id as held[0], and p.b's committed credit would
+  // cover its allowance: only the Context it came from tells it apart.
+  REQUIRE(other.endpoint() == held[0].endpoint());
+  REQUIRE(other.call_id() == held[0].call_id());
+  CHECK(p.b.reply(std::move(other), bytes(20, 0)) == CallStatus::kInvalidHandle);
+  CHECK_FALSE(other.spent());
+  for (auto& h : held) CHECK(p.b.reply(std::move(h), bytes(20, 0)) == CallStatus::kOk);
+  CHECK(q.b.reply(std::move(other), bytes(20, 0)) == CallStatus::kOk);
+  p.b.flush();
+  q.b.flush();
+  // Each caller got one response per call (a stray one would have stopped p.a's
+  // endpoint with kUnknownCallId).
+  std::vector<uint64_t> got_p, got_q;
+  p.a.drain([&](uint64_t tok, std::span<const std::byte>) { got_p.push_back(tok); }, no_failed_calls);
+  q.a.drain([&](uint64_t tok, std::span<const std::byte>) { got_q.push_back(tok); }, no_failed_calls);
+  CHECK(got_p == std::vector<uint64_t>{0, 1, 2});
+  CHECK(got_q == std::vector<uint64_t>{7});
+  CHECK(p.a.endpoint(p.ea).error == EndpointError::kNone);
+}
+
 TEST_CASE("InsufficientCredit when the peer's grant is spent - credit returns with its replies", "[copyrpc]") {
   copyrpc::ContextConfig cfg;
   cfg.ring_size = 1 << 16;
