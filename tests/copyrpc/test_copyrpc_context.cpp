@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstring>
+#include <initializer_list>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -21,6 +22,10 @@ namespace {
 
 std::vector<std::byte> bytes(size_t n, uint8_t fill) { return std::vector<std::byte>(n, std::byte{fill}); }
 
+auto ignore_responses = [](uint64_t, std::span<const std::byte>) {};
+// For runs where every endpoint stays healthy: a call failed back is a test failure.
+auto no_failed_calls = [](uint64_t, EndpointError e) { FAIL("a call was failed back: " << copyrpc::to_string(e)); };
+
 struct Pair {
   loopback::InstantFabric fabric;
   T ta{fabric}, tb{fabric};
@@ -32,11 +37,24 @@ struct Pair {
     a.connect(ea, b.local_info(eb));
     b.connect(eb, a.local_info(ea));
   }
+  // a calls b once per token (8-byte payloads, 20-byte response allowance); b receives
+  // every call. Returns b's handles, in call order.
+  std::vector<copyrpc::RecvHandle> requests(std::initializer_list<uint64_t> tokens) {
+    for (uint64_t tok : tokens) REQUIRE(a.call(ea, bytes(8, 1), 20, tok).ok());
+    a.flush();
+    b.drain(ignore_responses, no_failed_calls);
+    std::vector<copyrpc::RecvHandle> held(tokens.size());
+    for (auto& h : held) REQUIRE(b.recv(h));
+    return held;
+  }
+  // b's replies so far, flushed to a: the tokens of the calls they answered, in order.
+  std::vector<uint64_t> responses() {
+    b.flush();
+    std::vector<uint64_t> got;
+    a.drain([&](uint64_t tok, std::span<const std::byte>) { got.push_back(tok); }, no_failed_calls);
+    return got;
+  }
 };
-
-auto ignore_responses = [](uint64_t, std::span<const std::byte>) {};
-// For runs where every endpoint stays healthy: a call failed back is a test failure.
-auto no_failed_calls = [](uint64_t, EndpointError e) { FAIL("a call was failed back: " << copyrpc::to_string(e)); };
 
 }  // namespace
 
@@ -68,11 +86,7 @@ TEST_CASE("calls are batched: one WRITE+IMM and one doorbell per endpoint per fl
 
 TEST_CASE("a reply larger than the caller's allowance is refused, a second reply too", "[copyrpc]") {
   Pair p;
-  REQUIRE(p.a.call(p.ea, bytes(8, 1), 20, 7).ok());
-  p.a.flush();
-  p.b.drain(ignore_responses, no_failed_calls);
-  copyrpc::RecvHandle h;
-  REQUIRE(p.b.recv(h));
+  copyrpc::RecvHandle h = std::move(p.requests({7})[0]);
   CHECK(p.b.reply(std::move(h), bytes(copyrpc::max_reply_payload(h.allowance()) + 1, 0)) == CallStatus::kTooLarge);
   CHECK(p.b.reply(std::move(h), bytes(20, 0)) == CallStatus::kOk);
   CHECK(p.b.reply(std::move(h), bytes(20, 0)) == CallStatus::kInvalidHandle);
@@ -83,65 +97,41 @@ static_assert(!std::is_copy_constructible_v<copyrpc::RecvHandle> && !std::is_cop
 
 TEST_CASE("a second reply is refused while other requests of the endpoint are held", "[copyrpc]") {
   Pair p;
-  for (uint64_t i = 0; i < 3; ++i) REQUIRE(p.a.call(p.ea, bytes(8, 1), 20, i).ok());
-  p.a.flush();
-  p.b.drain(ignore_responses, no_failed_calls);
-  std::vector<copyrpc::RecvHandle> held(3);
-  for (auto& h : held) REQUIRE(p.b.recv(h));
+  std::vector<copyrpc::RecvHandle> held = p.requests({0, 1, 2});
   // Requests 1 and 2 stay held: their committed credit would cover a second release.
   CHECK(p.b.reply(std::move(held[0]), bytes(20, 0)) == CallStatus::kOk);
   CHECK(held[0].spent());
   CHECK(p.b.reply(std::move(held[0]), bytes(20, 0)) == CallStatus::kInvalidHandle);
-  p.b.flush();
   // The caller got one response, and its endpoint is healthy (a duplicate would have
   // stopped it with kUnknownCallId).
-  std::vector<uint64_t> got;
-  p.a.drain([&](uint64_t tok, std::span<const std::byte>) { got.push_back(tok); }, no_failed_calls);
-  CHECK(got == std::vector<uint64_t>{0});
+  CHECK(p.responses() == std::vector<uint64_t>{0});
   CHECK(p.a.endpoint(p.ea).error == EndpointError::kNone);
   // The held requests keep their credit: both are answered.
   CHECK(p.b.reply(std::move(held[2]), bytes(20, 0)) == CallStatus::kOk);
   CHECK(p.b.reply(std::move(held[1]), bytes(20, 0)) == CallStatus::kOk);
-  p.b.flush();
-  p.a.drain([&](uint64_t tok, std::span<const std::byte>) { got.push_back(tok); }, no_failed_calls);
-  CHECK(got == std::vector<uint64_t>{0, 2, 1});
+  CHECK(p.responses() == std::vector<uint64_t>{2, 1});
   CHECK(p.a.calls_in_flight() == 0);
 }
 
 TEST_CASE("a handle moved from, or never filled, answers nothing", "[copyrpc]") {
   Pair p;
-  REQUIRE(p.a.call(p.ea, bytes(8, 1), 20, 5).ok());
-  p.a.flush();
-  p.b.drain(ignore_responses, no_failed_calls);
+  copyrpc::RecvHandle h = std::move(p.requests({5})[0]);
   copyrpc::RecvHandle never;
   CHECK(never.spent());
   CHECK(p.b.reply(std::move(never), bytes(4, 0)) == CallStatus::kInvalidHandle);
-  copyrpc::RecvHandle h;
-  REQUIRE(p.b.recv(h));
   CHECK_FALSE(h.spent());
   copyrpc::RecvHandle moved = std::move(h);
   CHECK(h.spent());
   CHECK(p.b.reply(std::move(h), bytes(4, 0)) == CallStatus::kInvalidHandle);
   CHECK(p.b.reply(std::move(moved), bytes(4, 0)) == CallStatus::kOk);
-  p.b.flush();
-  std::vector<uint64_t> got;
-  p.a.drain([&](uint64_t tok, std::span<const std::byte>) { got.push_back(tok); }, no_failed_calls);
-  CHECK(got == std::vector<uint64_t>{5});
+  CHECK(p.responses() == std::vector<uint64_t>{5});
   CHECK(p.a.endpoint(p.ea).error == EndpointError::kNone);
 }
 
 TEST_CASE("a handle is refused by a Context other than the one that received it", "[copyrpc]") {
   Pair p, q;
-  for (uint64_t i = 0; i < 3; ++i) REQUIRE(p.a.call(p.ea, bytes(8, 1), 20, i).ok());
-  REQUIRE(q.a.call(q.ea, bytes(8, 1), 20, 7).ok());
-  p.a.flush();
-  q.a.flush();
-  p.b.drain(ignore_responses, no_failed_calls);
-  q.b.drain(ignore_responses, no_failed_calls);
-  std::vector<copyrpc::RecvHandle> held(3);
-  for (auto& h : held) REQUIRE(p.b.recv(h));
-  copyrpc::RecvHandle other;
-  REQUIRE(q.b.recv(other));
+  std::vector<copyrpc::RecvHandle> held = p.requests({0, 1, 2});
+  copyrpc::RecvHandle other = std::move(q.requests({7})[0]);
   // The same endpoint number and call id as held[0], and p.b's committed credit would
   // cover its allowance: only the Context it came from tells it apart.
   REQUIRE(other.endpoint() == held[0].endpoint());
@@ -150,15 +140,10 @@ TEST_CASE("a handle is refused by a Context other than the one that received it"
   CHECK_FALSE(other.spent());
   for (auto& h : held) CHECK(p.b.reply(std::move(h), bytes(20, 0)) == CallStatus::kOk);
   CHECK(q.b.reply(std::move(other), bytes(20, 0)) == CallStatus::kOk);
-  p.b.flush();
-  q.b.flush();
   // Each caller got one response per call (a stray one would have stopped p.a's
   // endpoint with kUnknownCallId).
-  std::vector<uint64_t> got_p, got_q;
-  p.a.drain([&](uint64_t tok, std::span<const std::byte>) { got_p.push_back(tok); }, no_failed_calls);
-  q.a.drain([&](uint64_t tok, std::span<const std::byte>) { got_q.push_back(tok); }, no_failed_calls);
-  CHECK(got_p == std::vector<uint64_t>{0, 1, 2});
-  CHECK(got_q == std::vector<uint64_t>{7});
+  CHECK(p.responses() == std::vector<uint64_t>{0, 1, 2});
+  CHECK(q.responses() == std::vector<uint64_t>{7});
   CHECK(p.a.endpoint(p.ea).error == EndpointError::kNone);
 }
 
