@@ -14,37 +14,23 @@ using namespace bkv::backend;
 
 namespace {
 
-// Two copyrpc contexts over the instant loopback NIC, for handles of real requests.
-struct HandlePair {
-  using T = loopback::InstantTransport;
-  using Ctx = copyrpc::Context<T, uint64_t>;
-  loopback::InstantFabric fabric;
-  T ta{fabric}, tb{fabric};
-  Ctx a{ta, {}}, b{tb, {}};
-  uint32_t ea = a.create_endpoint(), eb = b.create_endpoint();
-  HandlePair() {
-    a.connect(ea, b.local_info(eb));
-    b.connect(eb, a.local_info(ea));
-  }
-  // n requests from a, received by b; their handles.
-  std::vector<copyrpc::RecvHandle> requests(uint32_t n) {
-    const std::byte payload[8]{};
-    for (uint32_t i = 0; i < n; ++i) REQUIRE(a.call(ea, payload, 16, i).ok());
-    a.flush();
-    b.drain([](uint64_t, std::span<const std::byte>) {}, [](uint64_t, copyrpc::EndpointError) {});
-    std::vector<copyrpc::RecvHandle> out;
-    copyrpc::RecvHandle h;
-    while (b.recv(h)) out.push_back(std::move(h));
-    REQUIRE(out.size() == n);
-    return out;
-  }
-};
+// n requests from node 0 of a two-node copyrpc cluster to node 1, received there: their
+// handles, in call order.
+std::vector<copyrpc::RecvHandle> received_requests(test::InstantCluster& c, uint32_t n) {
+  const std::byte payload[8]{};
+  for (uint32_t i = 0; i < n; ++i) REQUIRE(c.ctxs[0]->call(c.links[0][0].ep, payload, 16, i).ok());
+  c.ctxs[0]->flush();
+  c.ctxs[1]->drain([](uint64_t, std::span<const std::byte>) {}, [](uint64_t, copyrpc::EndpointError) {});
+  std::vector<copyrpc::RecvHandle> out(n);
+  for (auto& h : out) REQUIRE(c.ctxs[1]->recv(h));
+  return out;
+}
 
 }  // namespace
 
 TEST_CASE("ParkedRequests: a parked handle is taken once, its slot reused", "[backend]") {
-  HandlePair hp;
-  std::vector<copyrpc::RecvHandle> hs = hp.requests(2);
+  test::InstantCluster cluster(2, {});
+  std::vector<copyrpc::RecvHandle> hs = received_requests(cluster, 2);
   const uint32_t call_id = hs[0].call_id();
   ParkedRequests p;
   const uint32_t i = p.park(std::move(hs[0]));
@@ -52,14 +38,14 @@ TEST_CASE("ParkedRequests: a parked handle is taken once, its slot reused", "[ba
   copyrpc::RecvHandle out;
   CHECK_FALSE(p.take(i + 1, out));  // nothing parked there
   REQUIRE(p.take(i, out));
-  CHECK(out.endpoint() == hp.eb);
+  CHECK(out.endpoint() == cluster.links[1][0].ep);
   CHECK(out.call_id() == call_id);
   CHECK(out.payload().data() == nullptr);  // the payload pointer does not outlive the flush
   CHECK_FALSE(p.take(i, out));  // already taken
   CHECK(p.park(std::move(hs[1])) == i);  // the freed slot is reused
   // The handle taken out answers its request once.
-  CHECK(hp.b.reply(std::move(out), {}) == copyrpc::CallStatus::kOk);
-  CHECK(hp.b.reply(std::move(out), {}) == copyrpc::CallStatus::kInvalidHandle);
+  CHECK(cluster.ctxs[1]->reply(std::move(out), {}) == copyrpc::CallStatus::kOk);
+  CHECK(cluster.ctxs[1]->reply(std::move(out), {}) == copyrpc::CallStatus::kInvalidHandle);
 }
 
 namespace {
