@@ -12,7 +12,7 @@
 //     simulated run, so per-loop costs amortize more than they can in the simulator: a
 //     generous limit.
 //  2. replay of a step log (when one is given): the sequence of thread steps a simulated
-//     run executed (benchkv --step-log, apps/benchkv/step_log.hpp), replayed in that
+//     run executed (benchkv --step-log, apps/benchkv/simulator/step_log.hpp), replayed in that
 //     order on the same backend code, still with no engine, no cost model and instant
 //     loopback. The batch shapes then follow the simulated run's (a daemon loop finds
 //     what the clients stepped before it issued since its previous step), except that a
@@ -39,10 +39,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/benchkv/instant_runtime.hpp"
-#include "apps/benchkv/node_setup.hpp"
-#include "apps/benchkv/options.hpp"
-#include "apps/benchkv/step_log.hpp"
+#include "apps/benchkv/node/instant_runtime.hpp"
+#include "apps/benchkv/node/node_setup.hpp"
+#include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/simulator/step_log.hpp"
 #include "backends/node_backends.hpp"
 
 using namespace bkv;

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "core/copyrpc/context.hpp"
-#include "apps/benchkv/runtime/cpu_pinning.hpp"
+#include "apps/benchkv/real/cpu_pinning.hpp"
 #include "transports/ucx/ucx_transport.hpp"
 
 using namespace bkv;

@@ -1,4 +1,4 @@
-# Writes the build's provenance header (apps/benchkv/provenance.cpp reads it): the git
+# Writes the build's provenance header (apps/benchkv/results/provenance.cpp reads it): the git
 # commit of the source tree and whether tracked files differ from it, plus the values
 # the configure step passes in (-D). Run at every build (target bkv_build_info);
 # configure_file rewrites the header only when its content changes, so an unchanged

@@ -1,4 +1,4 @@
-// Fuzzes benchkv's JSON configuration reader (apps/benchkv/options.cpp) on arbitrary
+// Fuzzes benchkv's JSON configuration reader (apps/benchkv/cli/options.cpp) on arbitrary
 // text, read as a config file is: strict JSON, then options_from_json with its checks.
 // Every input is either validated options or a std::exception with a message; accepted
 // options must survive a round trip through to_json.
@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "apps/benchkv/options.hpp"
+#include "apps/benchkv/cli/options.hpp"
 #include "core/strict_json.hpp"
 #include "fuzz/fuzz_input.hpp"
 

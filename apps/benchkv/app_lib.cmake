@@ -1,8 +1,8 @@
 # bkv_app: benchkv's options (CLI + JSON) and results (CSV, summary JSON). Included from the
 # top level even when apps/benchkv itself is skipped, because tests of real-run pieces
 # (also in the sanitizer builds) read options and write results.
-add_library(bkv_app STATIC ${PROJECT_SOURCE_DIR}/apps/benchkv/options.cpp ${PROJECT_SOURCE_DIR}/apps/benchkv/results.cpp
-            ${PROJECT_SOURCE_DIR}/apps/benchkv/provenance.cpp)
+add_library(bkv_app STATIC ${PROJECT_SOURCE_DIR}/apps/benchkv/cli/options.cpp ${PROJECT_SOURCE_DIR}/apps/benchkv/results/results.cpp
+            ${PROJECT_SOURCE_DIR}/apps/benchkv/results/provenance.cpp)
 target_link_libraries(bkv_app PUBLIC bkv_kv fmt::fmt nlohmann_json::nlohmann_json PRIVATE CLI11::CLI11 bkv_sim_faults)
 
 # The simulator's fault descriptions alone (sim/faults.cpp): the options check --fault
@@ -11,12 +11,12 @@ target_link_libraries(bkv_app PUBLIC bkv_kv fmt::fmt nlohmann_json::nlohmann_jso
 add_library(bkv_sim_faults STATIC ${PROJECT_SOURCE_DIR}/sim/faults.cpp)
 target_link_libraries(bkv_sim_faults PUBLIC bkv_core nlohmann_json::nlohmann_json)
 
-# CPUs and NUMA nodes for pinning real runs (apps/benchkv/runtime/cpu_topology.cpp).
+# CPUs and NUMA nodes for pinning real runs (apps/benchkv/real/cpu_topology.cpp).
 pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
-add_library(bkv_cpu_topology STATIC ${PROJECT_SOURCE_DIR}/apps/benchkv/runtime/cpu_topology.cpp)
+add_library(bkv_cpu_topology STATIC ${PROJECT_SOURCE_DIR}/apps/benchkv/real/cpu_topology.cpp)
 target_link_libraries(bkv_cpu_topology PUBLIC bkv_core PRIVATE PkgConfig::HWLOC)
 
-# Provenance (apps/benchkv/provenance.hpp): the git commit and dirty flag are read at
+# Provenance (apps/benchkv/results/provenance.hpp): the git commit and dirty flag are read at
 # every build, the rest comes from this configure step.
 set(BKV_BUILD_INFO_DIR ${CMAKE_BINARY_DIR}/generated)
 if(MPI_C_FOUND)

@@ -13,14 +13,14 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "apps/benchkv/real_transports.hpp"
-#include "apps/benchkv/options.hpp"
-#include "apps/benchkv/provenance.hpp"
-#include "apps/benchkv/results.hpp"
-#include "apps/benchkv/data_runner.hpp"
-#include "apps/benchkv/rpc_runner.hpp"
-#include "apps/benchkv/sim_runner.hpp"
-#include "apps/benchkv/sweep.hpp"
+#include "apps/benchkv/real/transports.hpp"
+#include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/results/provenance.hpp"
+#include "apps/benchkv/results/results.hpp"
+#include "apps/benchkv/simulator/data_runner.hpp"
+#include "apps/benchkv/simulator/rpc_runner.hpp"
+#include "apps/benchkv/simulator/sim_runner.hpp"
+#include "apps/benchkv/sweep/sweep.hpp"
 
 using namespace bkv;
 

@@ -30,7 +30,7 @@
 //
 // Threads: step_daemon(d) only on daemon d's thread, step_client(c) only on client c's;
 // everything else before the threads start or after they stopped (stop_issuing() with
-// the client threads paused, as real_runtime.hpp's Driver does). counters() are atomics.
+// the client threads paused, as real/driver.hpp's Driver does). counters() are atomics.
 #pragma once
 
 #include <cstddef>

@@ -28,7 +28,7 @@
 // outstanding slot, of the right key, with data exactly for GetOk and no longer than
 // the slot.
 //
-// Threads: like real_data.hpp, one thread steps daemon #0 and every client in turn;
+// Threads: like real/data.hpp, one thread steps daemon #0 and every client in turn;
 // each owns its UCP worker (UCS_THREAD_MODE_SINGLE).
 #pragma once
 

@@ -42,8 +42,8 @@
 #include <thread>
 #include <vector>
 
-#include "apps/benchkv/instant_runtime.hpp"
-#include "apps/benchkv/runtime/cpu_pinning.hpp"
+#include "apps/benchkv/node/instant_runtime.hpp"
+#include "apps/benchkv/real/cpu_pinning.hpp"
 #include "backends/client.hpp"
 #include "backends/node_backends.hpp"
 #include "core/meter.hpp"

@@ -1,4 +1,4 @@
-// Options: JSON form, command line, precedence and validation (apps/benchkv/options.hpp).
+// Options: JSON form, command line, precedence and validation (apps/benchkv/cli/options.hpp).
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/benchkv/options.hpp"
+#include "apps/benchkv/cli/options.hpp"
 #include "sim/faults.hpp"
 
 using namespace bkv::app;

@@ -1,4 +1,4 @@
-// Results: trimming, CSV, summary JSON, determinism, progress line (apps/benchkv/results.hpp).
+// Results: trimming, CSV, summary JSON, determinism, progress line (apps/benchkv/results/results.hpp).
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "apps/benchkv/options.hpp"
-#include "apps/benchkv/results.hpp"
+#include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/results/results.hpp"
 
 using namespace bkv::app;
 using bkv::metrics::CqeHistogram;

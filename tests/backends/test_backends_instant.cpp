@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "backends/node_backends.hpp"
-#include "apps/benchkv/instant_runtime.hpp"
+#include "apps/benchkv/node/instant_runtime.hpp"
 
 using namespace bkv;
 using namespace bkv::backend;

@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/benchkv/options.hpp"
-#include "apps/benchkv/sim_runner.hpp"
+#include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/simulator/sim_runner.hpp"
 #include "sim/engine.hpp"
 #include "sim/model.hpp"
 #include "tests/sim/model_error.hpp"

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <string>
 
-#include "apps/benchkv/options.hpp"
-#include "apps/benchkv/sim_runner.hpp"
+#include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/simulator/sim_runner.hpp"
 
 using namespace bkv;
 

@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/benchkv/options.hpp"
-#include "apps/benchkv/sim_runner.hpp"
+#include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/simulator/sim_runner.hpp"
 #include "core/kv/history_oracle.hpp"
 #include "sim/faults.hpp"
 #include "sim/model.hpp"

@@ -1,6 +1,6 @@
 // End-to-end test helpers: run the benchkv binary as a child process in a scratch
 // directory, read back its CSV / summary JSON, and check that the numbers of one run add
-// up (the definitions in apps/benchkv/results.hpp).
+// up (the definitions in apps/benchkv/results/results.hpp).
 //
 // The binary path comes from the build: BENCHKV_BIN (tests/e2e.cmake).
 #pragma once
@@ -41,7 +41,7 @@ using nlohmann::json;
 // SIGALRM (the alarm survives execve) and the test reports the signal.
 inline constexpr unsigned kChildTimeLimitSeconds = 120;
 
-// The CSV header every benchkv run writes (apps/benchkv/results.hpp).
+// The CSV header every benchkv run writes (apps/benchkv/results/results.hpp).
 inline constexpr const char* kCsvHeader = "run,rank,client_id,epoch,requests,duration_ns";
 inline constexpr size_t kCsvColumns = 6;
 

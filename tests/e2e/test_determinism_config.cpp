@@ -3,7 +3,7 @@
 //
 // The summary holds the effective configuration, output paths included, so runs whose
 // bytes are compared use the same relative output names, each in its own directory.
-// The summary's "provenance" object (host, date, commit: apps/benchkv/provenance.hpp)
+// The summary's "provenance" object (host, date, commit: apps/benchkv/results/provenance.hpp)
 // is the one part that may differ between two runs: summaries are compared byte for
 // byte with that object removed (same_summary_bytes), every other file as is.
 #include <string>

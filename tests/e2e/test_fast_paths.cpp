@@ -16,11 +16,11 @@
 // --event-set calendar (sim/selectable_event_set.hpp, the default) against heap: the same
 // events in the same order, so the same bytes, C1 and every backend with a trace.
 //
-// --step-log (apps/benchkv/step_log.hpp) only records: the outputs are the same with it.
+// --step-log (apps/benchkv/simulator/step_log.hpp) only records: the outputs are the same with it.
 #include <string>
 #include <vector>
 
-#include "apps/benchkv/step_log.hpp"
+#include "apps/benchkv/simulator/step_log.hpp"
 #include "e2e/benchkv_run.hpp"
 
 using namespace bkv::e2e;

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/benchkv/mpi_orchestration.hpp"
+#include "apps/benchkv/real/mpi_orchestration.hpp"
 
 #ifdef BKV_HAVE_UCX
 #include <chrono>

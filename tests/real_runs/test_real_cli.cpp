@@ -73,7 +73,7 @@ TEST_CASE("real path: no RDMA device gives status 2 and says so", "[real-run][ba
 #endif
   }
   SECTION("benchkv data --transport mlx5 and verbs") {
-    // The data benchmark is wired to both (real_rdma.cpp): here the device lookup refuses,
+    // The data benchmark is wired to both (real/rdma.cpp): here the device lookup refuses,
     // not a "not supported" message.
     for (const char* t : {"mlx5", "verbs"}) {
       const Outcome o = run_benchkv(args({"data", "--transport", t, "--value-size", "64"}), dir.path());

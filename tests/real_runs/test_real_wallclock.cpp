@@ -1,4 +1,4 @@
-// The real runtime (apps/benchkv/real_runtime.hpp) driving every copyrpc backend over the
+// The real runtime (apps/benchkv/real/driver.hpp) driving every copyrpc backend over the
 // wall-clock loopback, on real threads in one process: the measurement flow of benchkv's
 // real runs (threads per daemon and client, epochs sampled from client counters, runs,
 // drain, daemon metrics copied by the daemon threads) without MPI or UCX. Group
@@ -12,7 +12,7 @@
 #include <cmath>
 #include <string>
 
-#include "apps/benchkv/real_wallclock.hpp"
+#include "apps/benchkv/real/wallclock.hpp"
 
 using namespace bkv;
 

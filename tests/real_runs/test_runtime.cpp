@@ -12,8 +12,8 @@
 #include <thread>
 #include <unistd.h>
 
-#include "apps/benchkv/runtime/cpu_pinning.hpp"
-#include "apps/benchkv/runtime/thread_group.hpp"
+#include "apps/benchkv/real/cpu_pinning.hpp"
+#include "apps/benchkv/real/thread_group.hpp"
 
 using namespace bkv::runtime;
 

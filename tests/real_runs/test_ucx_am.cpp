@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/benchkv/real_runtime.hpp"
+#include "apps/benchkv/real/driver.hpp"
 #include "backends/ucx_am/ucx_am.hpp"
 
 using namespace bkv;

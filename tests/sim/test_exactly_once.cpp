@@ -8,8 +8,8 @@
 #include <map>
 #include <vector>
 
-#include "apps/benchkv/options.hpp"
-#include "apps/benchkv/sim_runner.hpp"
+#include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/simulator/sim_runner.hpp"
 #include "core/kv/history_oracle.hpp"
 #include "sim/model.hpp"
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/copyrpc/context.hpp"
-#include "apps/benchkv/runtime/thread_group.hpp"
+#include "apps/benchkv/real/thread_group.hpp"
 
 namespace bkv::test {
 

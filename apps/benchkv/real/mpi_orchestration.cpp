@@ -1,0 +1,286 @@
+// MPI side of apps/benchkv/real/mpi_orchestration.hpp.
+#include "apps/benchkv/real/mpi_orchestration.hpp"
+
+// The C API only: keep Open MPI's / MPICH's deprecated C++ bindings out (they would
+// need libmpi_cxx at link time).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+namespace bkv::mpi {
+
+namespace {
+
+void check(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw std::runtime_error(std::string("MPI: ") + call + " failed: " + std::string(text, static_cast<size_t>(len)));
+}
+
+// A contiguous datatype of `bytes` bytes, so element counts stay small ints.
+class ByteBlock {
+ public:
+  explicit ByteBlock(size_t bytes) {
+    if (bytes == 0 || bytes > static_cast<size_t>(INT_MAX))
+      throw std::invalid_argument("MPI: block of " + std::to_string(bytes) + " bytes is not exchangeable");
+    check(MPI_Type_contiguous(static_cast<int>(bytes), MPI_BYTE, &type_), "MPI_Type_contiguous");
+    check(MPI_Type_commit(&type_), "MPI_Type_commit");
+  }
+  ~ByteBlock() { MPI_Type_free(&type_); }
+  ByteBlock(const ByteBlock&) = delete;
+  ByteBlock& operator=(const ByteBlock&) = delete;
+  MPI_Datatype type() const noexcept { return type_; }
+
+ private:
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+};
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// SIGINT/SIGTERM: say so and end the rank (async-signal-safe: write and _exit only).
+// A real run holds no /dev/shm segment (its channels are process memory), so nothing is
+// left behind; mpirun ends the other ranks when one exits non-zero.
+void on_terminate(int sig) {
+  const char* text = sig == SIGINT ? "benchkv: interrupted (SIGINT); ending this rank\n"
+                                   : "benchkv: terminated (SIGTERM); ending this rank\n";
+  [[maybe_unused]] const ssize_t w = ::write(STDERR_FILENO, text, std::strlen(text));
+  ::_exit(128 + sig);
+}
+
+}  // namespace
+
+double peer_timeout_seconds() {
+  const char* v = std::getenv(kPeerTimeoutEnv);
+  if (v == nullptr) return kDefaultPeerTimeoutSeconds;
+  char* end = nullptr;
+  errno = 0;
+  const double t = std::strtod(v, &end);
+  if (end == v || *end != '\0' || errno != 0 || !(t > 0) || t > 86400)
+    throw std::invalid_argument(std::string(kPeerTimeoutEnv) + "=\"" + v +
+                                "\": must be a number of seconds in (0, 86400]");
+  return t;
+}
+
+struct Session::Impl {
+  bool finalize = false;
+  MPI_Comm node = MPI_COMM_NULL;
+  // Watchdog: the deadline (steady clock, ns) by which the next collective must have
+  // completed; 0 = not armed. Refreshed by every completed collective.
+  std::atomic<int64_t> deadline_ns{0};
+  std::atomic<bool> stop{false};
+  int64_t quiet_ns = 0;
+  double collective_timeout_s = 0;  // 0: collectives wait without a deadline
+  std::thread watchdog;
+  void progress() {
+    if (quiet_ns > 0) deadline_ns.store(now_ns() + quiet_ns, std::memory_order_relaxed);
+  }
+  // Waits for a started non-blocking collective: MPI_Wait without a deadline, else
+  // MPI_Test until the peer timeout passes (PeerLost; the request stays pending: MPI
+  // offers no way to cancel a collective). Completed: re-arms the watchdog.
+  void complete(MPI_Request& req, const char* call) {
+    if (collective_timeout_s <= 0) {
+      check(MPI_Wait(&req, MPI_STATUS_IGNORE), call);
+    } else {
+      const int64_t deadline = now_ns() + static_cast<int64_t>(collective_timeout_s * 1e9);
+      for (int done = 0;;) {
+        check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), call);
+        if (done) break;
+        if (now_ns() > deadline) {
+          char text[160];
+          std::snprintf(text, sizeof text, "%s did not complete within %s=%.1f s: a peer rank is stopped, dead or unreachable",
+                        call, kPeerTimeoutEnv, collective_timeout_s);
+          throw PeerLost(text);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
+    progress();
+  }
+};
+
+Session::Session(int* argc, char*** argv) : impl_(std::make_unique<Impl>()) {
+  int initialized = 0;
+  check(MPI_Initialized(&initialized), "MPI_Initialized");
+  if (!initialized) {
+    int provided = 0;
+    check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    impl_->finalize = true;
+    if (provided < MPI_THREAD_FUNNELED) {
+      MPI_Finalize();
+      throw std::runtime_error("MPI: the library does not support MPI_THREAD_FUNNELED");
+    }
+  }
+  check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
+  check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &impl_->node),
+        "MPI_Comm_split_type");
+  check(MPI_Comm_rank(impl_->node, &local_rank_), "MPI_Comm_rank(node)");
+  check(MPI_Comm_size(impl_->node, &local_size_), "MPI_Comm_size(node)");
+}
+
+Session::~Session() {
+  if (impl_->watchdog.joinable()) {
+    impl_->stop.store(true);
+    impl_->watchdog.join();
+  }
+  if (impl_->node != MPI_COMM_NULL) MPI_Comm_free(&impl_->node);
+  if (impl_->finalize) MPI_Finalize();
+}
+
+std::string Session::processor_name() const {
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  check(MPI_Get_processor_name(name, &len), "MPI_Get_processor_name");
+  return std::string(name, static_cast<size_t>(len));
+}
+
+void Session::barrier() const {
+  MPI_Request req;
+  check(MPI_Ibarrier(MPI_COMM_WORLD, &req), "MPI_Ibarrier");
+  impl_->complete(req, "MPI_Barrier");
+}
+
+void Session::rearm_watchdog() const { impl_->progress(); }
+double Session::collective_deadline_seconds() const noexcept { return impl_->collective_timeout_s; }
+
+void Session::start_watchdog(double longest_phase_seconds) {
+  if (impl_->watchdog.joinable()) throw std::logic_error("MPI: the watchdog is already running");
+  if (!(longest_phase_seconds >= 0)) throw std::invalid_argument("MPI watchdog: negative phase length");
+  const double timeout = peer_timeout_seconds();
+  const double quiet = longest_phase_seconds + 2 * timeout;
+  impl_->quiet_ns = static_cast<int64_t>(quiet * 1e9);
+  impl_->collective_timeout_s = timeout;
+  impl_->progress();
+  struct sigaction sa {};
+  sa.sa_handler = on_terminate;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  const int rank = rank_;
+  impl_->watchdog = std::thread([impl = impl_.get(), rank, quiet, timeout] {
+    while (!impl->stop.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const int64_t d = impl->deadline_ns.load(std::memory_order_relaxed);
+      if (d != 0 && now_ns() > d) {
+        std::fprintf(stderr,
+                     "rank %d: no collective completed for %.1f s (the longest phase plus twice %s=%.1f s): a "
+                     "peer rank is stopped, dead or unreachable; ending this rank\n",
+                     rank, quiet, kPeerTimeoutEnv, timeout);
+        std::fflush(stderr);
+        ::_exit(kPeerLostExitCode);  // MPI may not be called from this thread (FUNNELED)
+      }
+    }
+  });
+}
+
+std::vector<std::byte> Session::all_to_all(std::span<const std::byte> outgoing, size_t blob_size) const {
+  const size_t n = static_cast<size_t>(size_);
+  if (blob_size == 0 || outgoing.size() != blob_size * n)
+    throw std::invalid_argument("MPI all_to_all: " + std::to_string(outgoing.size()) + " bytes is not " +
+                                std::to_string(n) + " blobs of " + std::to_string(blob_size) + " bytes");
+  ByteBlock block(blob_size);
+  std::vector<std::byte> in(outgoing.size());
+  MPI_Request req;
+  check(MPI_Ialltoall(outgoing.data(), 1, block.type(), in.data(), 1, block.type(), MPI_COMM_WORLD, &req),
+        "MPI_Ialltoall");
+  impl_->complete(req, "MPI_Alltoall");
+  return in;
+}
+
+std::vector<std::byte> Session::all_gather_bytes(std::span<const std::byte> mine) const {
+  ByteBlock block(mine.size());
+  std::vector<std::byte> in(mine.size() * static_cast<size_t>(size_));
+  MPI_Request req;
+  check(MPI_Iallgather(mine.data(), 1, block.type(), in.data(), 1, block.type(), MPI_COMM_WORLD, &req),
+        "MPI_Iallgather");
+  impl_->complete(req, "MPI_Allgather");
+  return in;
+}
+
+uint64_t Session::allreduce_sum(uint64_t v) const {
+  uint64_t out = 0;
+  MPI_Request req;
+  check(MPI_Iallreduce(&v, &out, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD, &req), "MPI_Allreduce(sum)");
+  impl_->complete(req, "MPI_Allreduce(sum)");
+  return out;
+}
+double Session::allreduce_sum(double v) const {
+  double out = 0;
+  MPI_Request req;
+  check(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req), "MPI_Allreduce(sum)");
+  impl_->complete(req, "MPI_Allreduce(sum)");
+  return out;
+}
+uint64_t Session::allreduce_max(uint64_t v) const {
+  uint64_t out = 0;
+  MPI_Request req;
+  check(MPI_Iallreduce(&v, &out, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD, &req), "MPI_Allreduce(max)");
+  impl_->complete(req, "MPI_Allreduce(max)");
+  return out;
+}
+uint64_t Session::allreduce_min(uint64_t v) const {
+  uint64_t out = 0;
+  MPI_Request req;
+  check(MPI_Iallreduce(&v, &out, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD, &req), "MPI_Allreduce(min)");
+  impl_->complete(req, "MPI_Allreduce(min)");
+  return out;
+}
+
+std::vector<std::byte> Session::gather_to_root(std::span<const std::byte> mine) const {
+  const uint64_t my_len = mine.size();
+  const size_t n = static_cast<size_t>(size_);
+  std::vector<uint64_t> lens(rank_ == 0 ? n : 0);
+  MPI_Request req;
+  check(MPI_Igather(&my_len, 1, MPI_UINT64_T, lens.data(), 1, MPI_UINT64_T, 0, MPI_COMM_WORLD, &req), "MPI_Igather");
+  impl_->complete(req, "MPI_Gather");
+  std::vector<int> counts, displs;
+  std::vector<std::byte> out;
+  bool fits = true;
+  if (rank_ == 0) {
+    uint64_t total = 0;
+    for (uint64_t l : lens) {
+      counts.push_back(static_cast<int>(l));
+      displs.push_back(static_cast<int>(total));
+      total += l;
+    }
+    fits = total <= static_cast<uint64_t>(INT_MAX);
+    if (fits) out.resize(total);
+  }
+  // Every rank must learn whether the root can take it, or the others would hang.
+  int ok = fits ? 1 : 0;
+  check(MPI_Ibcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD, &req), "MPI_Ibcast");
+  impl_->complete(req, "MPI_Bcast");
+  if (!ok) throw std::length_error("MPI gather_to_root: more than 2 GiB to gather on rank 0");
+  check(MPI_Igatherv(mine.data(), static_cast<int>(my_len), MPI_BYTE, out.data(), counts.data(), displs.data(),
+                     MPI_BYTE, 0, MPI_COMM_WORLD, &req),
+        "MPI_Igatherv");
+  impl_->complete(req, "MPI_Gatherv");
+  return out;
+}
+
+void Session::abort(int code, std::string_view message) const {
+  std::fprintf(stderr, "rank %d: %.*s\n", rank_, static_cast<int>(message.size()), message.data());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::abort();
+}
+
+}  // namespace bkv::mpi

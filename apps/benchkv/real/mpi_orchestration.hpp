@@ -1,0 +1,130 @@
+// MPI orchestration of real (non-simulated) benchkv runs (docs/design.md §benchkv command
+// line): ranks and the
+// node-local rank, all-to-all exchange of fixed-size ConnectInfo blobs, barriers, per-run
+// all-reduce of totals, gathering per-client epoch results to rank 0.
+//
+// Only the main thread calls MPI (MPI_THREAD_FUNNELED). This header does not include
+// <mpi.h>: only mpi_orchestration.cpp does, and it is compiled only when MPI was found,
+// so the simulator and everything else build without MPI.
+//
+// Every collective must be called by every rank in the same order (MPI rules). A failed
+// MPI call throws std::runtime_error naming the call; bad arguments (sizes that do not
+// add up) throw std::invalid_argument.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace bkv::mpi {
+
+// Peer liveness of real runs: a rank whose peer is stopped (SIGSTOP), dead or cut off
+// would wait forever in the next collective or for its calls' responses. Two bounds:
+//  - once start_watchdog ran, every collective is started non-blocking and waited for
+//    at most the peer timeout (environment variable BENCHKV_PEER_TIMEOUT, seconds,
+//    default 60); past it the collective throws PeerLost on this rank, whose caller can
+//    wind its rank down without MPI (real/driver.hpp: the measurement ends, endpoints
+//    stopped, outputs marked incomplete);
+//  - a watchdog thread ends the rank with a message and kPeerLostExitCode when no
+//    collective completes for the longest phase between two collectives plus twice the
+//    peer timeout: the backstop when the main thread is stuck outside a collective (or
+//    in its wind-down); mpirun then ends the other ranks.
+// SIGINT and SIGTERM end a rank with a message, status 128+signal.
+inline constexpr const char* kPeerTimeoutEnv = "BENCHKV_PEER_TIMEOUT";
+inline constexpr double kDefaultPeerTimeoutSeconds = 60;
+inline constexpr int kPeerLostExitCode = 3;
+// BENCHKV_PEER_TIMEOUT, checked: a number of seconds in (0, 86400]; else invalid_argument.
+double peer_timeout_seconds();
+
+// A collective did not complete within the peer timeout: some rank is stopped, dead or
+// unreachable. MPI is unusable for this rank afterwards (the collective stays pending).
+struct PeerLost : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Session {
+ public:
+  // Initializes MPI (unless it already is; then Finalize is left to whoever did it)
+  // and splits off the node-local communicator (MPI_Comm_split_type SHARED).
+  Session(int* argc, char*** argv);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  int local_rank() const noexcept { return local_rank_; }  // rank among the ranks on this node
+  int local_size() const noexcept { return local_size_; }
+  std::string processor_name() const;
+
+  void barrier() const;
+
+  // Starts the watchdog and the collectives' deadline (header comment) and the
+  // SIGINT/SIGTERM handlers. Call once, after the setup exchanges; every collective
+  // completed after that re-arms the watchdog.
+  void start_watchdog(double longest_phase_seconds);
+  // Re-arms the watchdog as a completed collective would: a rank winding down after
+  // PeerLost gets another full watchdog period for it.
+  void rearm_watchdog() const;
+  // The peer timeout the collectives wait (0 before start_watchdog: no deadline).
+  double collective_deadline_seconds() const noexcept;
+
+  // All-to-all of fixed-size blobs: `outgoing` holds size() slots of `blob_size` bytes,
+  // slot j goes to rank j. Returns size() slots, slot j came from rank j.
+  std::vector<std::byte> all_to_all(std::span<const std::byte> outgoing, size_t blob_size) const;
+  // Typed form: `per_peer` holds size() * count values, values [j*count, (j+1)*count)
+  // go to rank j (e.g. count ConnectInfos, one per queue pair towards rank j).
+  template <class T>
+  std::vector<T> all_to_all(std::span<const T> per_peer, size_t count = 1) const {
+    static_assert(std::is_trivially_copyable_v<T>, "MPI exchanges raw bytes");
+    std::vector<std::byte> in = all_to_all(std::as_bytes(per_peer), sizeof(T) * count);
+    std::vector<T> out(in.size() / sizeof(T));
+    if (!out.empty()) std::memcpy(out.data(), in.data(), out.size() * sizeof(T));
+    return out;
+  }
+  // Every rank's `mine` to every rank (slot j from rank j).
+  template <class T>
+  std::vector<T> all_gather(const T& mine) const {
+    static_assert(std::is_trivially_copyable_v<T>, "MPI exchanges raw bytes");
+    std::vector<std::byte> in = all_gather_bytes(std::as_bytes(std::span<const T>(&mine, 1)));
+    std::vector<T> out(static_cast<size_t>(size_));
+    std::memcpy(out.data(), in.data(), out.size() * sizeof(T));
+    return out;
+  }
+
+  uint64_t allreduce_sum(uint64_t v) const;
+  double allreduce_sum(double v) const;
+  uint64_t allreduce_max(uint64_t v) const;
+  uint64_t allreduce_min(uint64_t v) const;
+
+  // Concatenates every rank's bytes on rank 0, in rank order (other ranks get nothing).
+  std::vector<std::byte> gather_to_root(std::span<const std::byte> mine) const;
+  template <class T>
+  std::vector<T> gather_to_root(std::span<const T> mine) const {
+    static_assert(std::is_trivially_copyable_v<T>, "MPI exchanges raw bytes");
+    std::vector<std::byte> in = gather_to_root(std::as_bytes(mine));
+    std::vector<T> out(in.size() / sizeof(T));
+    if (!out.empty()) std::memcpy(out.data(), in.data(), out.size() * sizeof(T));  // non-root: nothing
+    return out;
+  }
+
+  // Prints `message` on stderr and aborts every rank with `code` (a rank that failed
+  // alone must not leave the others waiting in a collective).
+  [[noreturn]] void abort(int code, std::string_view message) const;
+
+ private:
+  std::vector<std::byte> all_gather_bytes(std::span<const std::byte> mine) const;
+
+  struct Impl;  // holds the MPI handles
+  std::unique_ptr<Impl> impl_;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+};
+
+}  // namespace bkv::mpi

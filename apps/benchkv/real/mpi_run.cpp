@@ -1,0 +1,266 @@
+// The rank-level pieces of real runs that need no transport: pinning plan, outputs.
+#include "apps/benchkv/real/mpi_run.hpp"
+
+#include "apps/benchkv/results/fnv1a.hpp"
+#include "apps/benchkv/results/provenance.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <string_view>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <thread>
+#include <nlohmann/json.hpp>
+#include <type_traits>
+
+#include "apps/benchkv/results/results.hpp"
+#include "core/tsc_clock.hpp"
+
+namespace bkv::real {
+
+namespace {
+
+// Which CPUs a rank may use, and on which host: ranks that share both share the CPUs the
+// plan hands out (each its own slice); a rank that mpirun bound to its own CPUs (e.g. the
+// default --bind-to core) plans alone on them.
+constexpr size_t kMaskWords = 16;  // CPUs 0..1023 (CPU_SETSIZE)
+struct Affinity {
+  uint64_t host = 0;  // hash of the processor name
+  uint64_t mask[kMaskWords] = {};
+  friend bool operator==(const Affinity&, const Affinity&) = default;
+};
+static_assert(std::is_trivially_copyable_v<Affinity> && sizeof(Affinity) == 8 * (1 + kMaskWords));
+static_assert(kMaskWords * 64 >= CPU_SETSIZE);
+
+}  // namespace
+
+namespace {
+
+// What check_same_run compares: the build's provenance and the options, as JSON texts.
+struct RunTexts {
+  std::string build, options;
+};
+RunTexts run_texts(const app::Options& o) {
+  nlohmann::json opts = app::to_json(o);
+  for (const char* k : {"device", "device_index", "port", "gid_index"}) opts.erase(k);
+  return {app::build_provenance().dump(), opts.dump()};
+}
+
+struct RunFingerprint {
+  uint64_t magic = 0;
+  uint64_t build_hash = 0, options_hash = 0;
+  uint64_t build_length = 0, options_length = 0;
+};
+static_assert(std::is_trivially_copyable_v<RunFingerprint>);
+constexpr uint64_t kFingerprintMagic = 0x626b7672756e3031ull;  // "bkvrun01"
+
+// The top-level keys whose values differ, "key: A (rank 0) vs B (rank j)", at most
+// `limit` of them and a count of the rest.
+std::string json_differences(const std::string& a_text, const std::string& b_text, size_t j, size_t limit = 4) {
+  const nlohmann::json a = nlohmann::json::parse(a_text, nullptr, false), b = nlohmann::json::parse(b_text, nullptr, false);
+  if (!a.is_object() || !b.is_object()) return "unreadable";
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : a.items()) keys.push_back(k);
+  for (const auto& [k, v] : b.items())
+    if (!a.contains(k)) keys.push_back(k);
+  std::string out;
+  size_t shown = 0, more = 0;
+  for (const std::string& k : keys) {
+    const std::string va = a.contains(k) ? a[k].dump() : "(none)", vb = b.contains(k) ? b[k].dump() : "(none)";
+    if (va == vb) continue;
+    if (shown == limit) {
+      ++more;
+      continue;
+    }
+    out += (shown++ ? "; " : "") + k + ": " + va + " (rank 0) vs " + vb + " (rank " + std::to_string(j) + ")";
+  }
+  if (more) out += "; and " + std::to_string(more) + " more";
+  return out;
+}
+
+}  // namespace
+
+void check_same_run(const mpi::Session& s, const app::Options& o) {
+  const RunTexts mine = run_texts(o);
+  RunFingerprint f;
+  f.magic = kFingerprintMagic;
+  f.build_hash = app::fnv1a(mine.build);
+  f.options_hash = app::fnv1a(mine.options);
+  f.build_length = mine.build.size();
+  f.options_length = mine.options.size();
+  const std::vector<RunFingerprint> all = s.all_gather(f);
+  const size_t n = all.size();
+  auto same = [&](const RunFingerprint& a, const RunFingerprint& b) {
+    return a.magic == b.magic && a.build_hash == b.build_hash && a.options_hash == b.options_hash &&
+           a.build_length == b.build_length && a.options_length == b.options_length;
+  };
+  bool all_same = true;
+  uint64_t longest = 1;
+  for (const RunFingerprint& x : all) {
+    all_same = all_same && same(x, all[0]);
+    if (x.magic == kFingerprintMagic) longest = std::max({longest, x.build_length, x.options_length});
+  }
+  if (all_same) return;
+  for (size_t j = 0; j < n; ++j)
+    if (all[j].magic != kFingerprintMagic)
+      throw std::runtime_error("rank " + std::to_string(j) + " is not a benchkv of this version (its start-up "
+                               "fingerprint has another layout); run the same benchkv on every rank");
+  // Some rank differs: every rank sends its two texts (padded to the longest) to every
+  // rank, so each can say what differs.
+  if (longest > (uint64_t{1} << 20)) throw std::runtime_error("the ranks' configurations differ (and are too long to compare)");
+  const size_t slot = 2 * static_cast<size_t>(longest);
+  std::vector<char> blob(slot, '\0');
+  std::copy(mine.build.begin(), mine.build.end(), blob.begin());
+  std::copy(mine.options.begin(), mine.options.end(), blob.begin() + static_cast<std::ptrdiff_t>(longest));
+  std::vector<char> out;
+  for (size_t j = 0; j < n; ++j) out.insert(out.end(), blob.begin(), blob.end());
+  const std::vector<char> in = s.all_to_all(std::span<const char>(out), slot);
+  auto text = [&](size_t j, bool options) {
+    const char* at = in.data() + j * slot + (options ? longest : 0);
+    return std::string(at, options ? all[j].options_length : all[j].build_length);
+  };
+  for (size_t j = 1; j < n; ++j) {
+    if (same(all[j], all[0])) continue;
+    if (all[j].build_hash != all[0].build_hash || all[j].build_length != all[0].build_length)
+      throw std::runtime_error("rank " + std::to_string(j) + " runs another benchkv build than rank 0 (" +
+                               json_differences(text(0, false), text(j, false), j) +
+                               "); run the same benchkv on every rank");
+    throw std::runtime_error("rank " + std::to_string(j) + " was started with other options than rank 0: " +
+                             json_differences(text(0, true), text(j, true), j) +
+                             "; every rank must get the same options");
+  }
+  throw std::runtime_error("the ranks' configurations differ");  // unreachable: some rank j > 0 differs
+}
+
+RankPlan plan_rank(const app::Options& o, const mpi::Session& s, std::string_view device) {
+  // The threads' clock calibrates now (10 ms), not in the first step of a client, which
+  // the other threads would wait for.
+  (void)tsc_clock::scale();
+  const std::vector<int> allowed = runtime::allowed_cpus();
+  const runtime::CpuTopology topo = runtime::read_topology(device, &allowed);
+  Affinity mine;
+  mine.host = std::hash<std::string>{}(s.processor_name());
+  for (int c : allowed)
+    if (c >= 0 && static_cast<size_t>(c) < kMaskWords * 64) mine.mask[c / 64] |= uint64_t{1} << (c % 64);
+  const std::vector<Affinity> all = s.all_gather(mine);
+  runtime::PinRequest req;
+  req.daemons = o.server_threads;
+  req.clients = o.client_threads;
+  req.local_rank = 0;
+  req.local_size = 0;
+  for (int r = 0; r < s.size(); ++r) {
+    if (!(all[static_cast<size_t>(r)] == mine)) continue;
+    if (r < s.rank()) ++req.local_rank;
+    ++req.local_size;
+  }
+  RankPlan rp;
+  rp.pins = runtime::plan_pinning(topo, req);
+  const uint64_t threads = uint64_t{req.daemons + req.clients} * req.local_size;
+  rp.oversubscribed = threads > topo.cpus.size();
+  if (req.local_rank == 0 && !rp.pins.warning.empty()) {
+    std::fprintf(stderr, "benchkv: %s%s\n", rp.pins.warning.c_str(),
+                 rp.oversubscribed ? " (idle threads yield the CPU)" : "");
+  }
+  return rp;
+}
+
+void print_pin_notes(const std::vector<std::string>& notes, int rank) {
+  for (const auto& n : notes) std::fprintf(stderr, "benchkv: rank %d: %s\n", rank, n.c_str());
+}
+
+// The summary's "real" section: `extra` (the transport's details), the rank's wall and
+// drain times, and the per-rank totals.
+static nlohmann::json real_section(const nlohmann::json& extra, const RealResult& res) {
+  nlohmann::json real = extra;
+  real["wall_s"] = app::round6(res.wall_s);
+  real["drain_ns"] = res.drain_ns;
+  nlohmann::json per_rank = nlohmann::json::array();
+  for (const RankTotals& t : res.per_rank)
+    per_rank.push_back({{"issued", t.issued}, {"completed", t.completed}, {"failed", t.failed}});
+  real["per_rank"] = std::move(per_rank);
+  return real;
+}
+
+void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res,
+                       const nlohmann::json& extra) {
+  const char* pending = res.calls_failed_back
+                            ? "every copyrpc endpoint stopped, their pending calls failed back"
+                            : "this backend has no endpoints to stop: its calls to the lost peer stay unanswered";
+  std::fprintf(stderr,
+               "benchkv: rank %d: %s; the measurement ended early on this rank: %llu requests issued, %llu completed, "
+               "%llu reported failed (%s), %llu never answered\n",
+               s.rank(), res.incomplete.c_str(), static_cast<unsigned long long>(res.issued),
+               static_cast<unsigned long long>(res.completed), static_cast<unsigned long long>(res.failed), pending,
+               static_cast<unsigned long long>(res.unanswered));
+  std::fflush(stderr);
+  if (s.rank() == 0) {
+    try {
+      app::Options eff = o;
+      eff.np = static_cast<uint32_t>(s.size());
+      app::write_csv_file(eff.output, res.runs);
+      nlohmann::json summary = app::summary_json(eff, res.runs, {});
+      summary["incomplete"] = {{"reason", res.incomplete}, {"ranks_reported", nlohmann::json::array({0})}};
+      summary["real"] = real_section(extra, res);
+      summary["real"]["ranks"] = s.size();
+      summary["totals"] = {{"issued", res.issued},   {"completed", res.completed},   {"errors", res.errors},
+                           {"failed", res.failed},   {"unanswered", res.unanswered}};
+      app::write_summary_file(eff.summary, summary);
+      std::fprintf(stderr, "wrote %s and %s, marked incomplete (rank 0's epochs only; the other ranks' are zero)\n",
+                   eff.output.c_str(), eff.summary.c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "benchkv: %s\n", e.what());
+    }
+    std::fflush(stderr);
+  } else {
+    // Let a live rank 0 write its outputs before this rank's exit makes mpirun end the job.
+    std::this_thread::sleep_for(std::chrono::duration<double>(s.collective_deadline_seconds()));
+  }
+  ::_exit(mpi::kPeerLostExitCode);
+}
+
+int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& res, const nlohmann::json& extra,
+               const RankPlan& plan) {
+  // Thread-to-CPU map: every rank's daemon CPUs, then its client CPUs (the same counts
+  // on every rank).
+  std::vector<int32_t> mine;
+  for (int c : plan.pins.daemon_cpus) mine.push_back(c);
+  for (int c : plan.pins.client_cpus) mine.push_back(c);
+  const std::vector<int32_t> all_cpus = s.gather_to_root(std::span<const int32_t>(mine));
+  uint64_t status = 0;
+  if (s.rank() == 0) {
+    try {
+      app::Options eff = o;
+      eff.np = static_cast<uint32_t>(s.size());  // a real run's node count is the MPI size
+      app::write_csv_file(eff.output, res.runs);
+      nlohmann::json summary = app::summary_json(eff, res.runs, res.daemons);
+      summary["real"] = real_section(extra, res);
+      summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
+      if (res.failed > 0) summary["totals"]["failed"] = res.failed;
+      std::vector<app::ThreadCpu> threads;
+      const size_t threads_per_rank = mine.size();
+      for (size_t k = 0; threads_per_rank && k < all_cpus.size(); ++k) {
+        const size_t t = k % threads_per_rank;
+        const bool daemon = t < plan.pins.daemon_cpus.size();
+        threads.push_back({static_cast<uint32_t>(k / threads_per_rank),
+                           (daemon ? "d" : "c") + std::to_string(daemon ? t : t - plan.pins.daemon_cpus.size()),
+                           all_cpus[k]});
+      }
+      summary["provenance"] = app::provenance_json(false, app::threads_json(threads));
+      app::write_summary_file(eff.summary, summary);
+      const std::string report = app::format_report(summary, eff.report);
+      std::fwrite(report.data(), 1, report.size(), stdout);
+      std::fflush(stdout);
+      std::fprintf(stderr, "wrote %s and %s\n", eff.output.c_str(), eff.summary.c_str());
+      status = app::consistency_status(res.issued, res.completed, res.errors, "requests", res.failed);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "benchkv: %s\n", e.what());
+      status = 1;
+    }
+  }
+  return static_cast<int>(s.allreduce_max(status));  // every rank exits with rank 0's verdict
+}
+
+}  // namespace bkv::real

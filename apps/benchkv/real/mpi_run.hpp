@@ -1,0 +1,162 @@
+// MPI orchestration of real runs (docs/design.md §benchkv command line): one node per MPI rank.
+//
+//   every rank: pinning plan (node-local rank) -> build its node over the transport ->
+//   create the endpoints of the connections involving it (backends/topology.hpp: the
+//   same list on every rank) -> all-to-all of the fixed-size EndpointInfo blobs (slot j
+//   holds the infos of the connections with rank j, in connection order, padded to the
+//   largest per-pair count) -> connect -> threads ready -> barrier -> run_measurement
+//   (MpiCoordinator: barriers, per-run all-reduce of totals, epochs and daemon metrics
+//   gathered to rank 0) -> barrier -> rank 0 writes the CSV and the summary.
+//
+// A rank that fails (an exception on the main thread or in one of its threads) aborts
+// every rank (Session::abort) instead of leaving the others in a collective.
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "apps/benchkv/real/mpi_orchestration.hpp"
+#include "apps/benchkv/real/driver.hpp"
+#include "apps/benchkv/node/node_setup.hpp"
+#include "backends/node_backends.hpp"
+
+namespace bkv::real {
+
+struct MpiCoordinator {
+  const mpi::Session& s;
+  uint32_t num_ranks() const { return static_cast<uint32_t>(s.size()); }
+  bool is_root() const { return s.rank() == 0; }
+  void barrier() const { s.barrier(); }
+  uint64_t sum(uint64_t v) const { return s.allreduce_sum(v); }
+  uint64_t max(uint64_t v) const { return s.allreduce_max(v); }
+  template <class T>
+  std::vector<T> gather(std::span<const T> local) const {
+    return s.gather_to_root(local);
+  }
+  template <class T>
+  std::vector<T> all_gather(std::span<const T> local) const {
+    if (local.size() != 1) throw std::logic_error("MpiCoordinator: one local node per rank");
+    return s.all_gather(local[0]);
+  }
+};
+
+// Every rank runs the same benchkv build (provenance: commit, build type, compiler,
+// library versions) with the same options: what the ranks exchange next (endpoint infos
+// per connection, epoch and daemon records) is sized and read by the options, so a rank
+// that differs must not take part. Collective: one all-gather of a fixed fingerprint
+// (hashes and lengths) and, only when some rank differs, an exchange of the texts so every
+// rank can name the first rank that differs from rank 0 and what differs. Throws
+// std::runtime_error with that message on every rank (the caller aborts the job). The
+// options that choose this host's RDMA device (device, device_index, port, gid_index)
+// may differ between hosts and are not compared.
+void check_same_run(const mpi::Session& s, const app::Options& o);
+
+// This rank's threads on the machine's CPUs.
+struct RankPlan {
+  runtime::PinPlan pins;
+  bool oversubscribed = false;  // more threads on this node than CPUs: idle steps yield
+};
+
+// Plans the pinning of this rank (NIC's NUMA node first when `device` is named) and
+// prints the plan's one-line warning once per group of ranks sharing CPUs. Ranks on the
+// same host with the same CPU affinity split those CPUs (each its own slice); a rank that
+// mpirun bound to CPUs of its own plans alone on them. Collective (an all-gather).
+RankPlan plan_rank(const app::Options& o, const mpi::Session& s, std::string_view device);
+
+// Pinning failures the threads reported (not fatal), one line each.
+void print_pin_notes(const std::vector<std::string>& notes, int rank);
+
+// Rank 0 writes the CSV and the summary (with `extra` under "real" and the totals), every
+// rank prints nothing but errors; returns the exit status, the same on every rank
+// (0 = every issued request completed without error and the outputs were written).
+// The summary's "provenance" holds every rank's thread-to-CPU map from `plan` (collective).
+int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& res, const nlohmann::json& extra,
+               const RankPlan& plan);
+
+// The end of a rank whose measurement was cut short (RealResult::incomplete: a
+// collective missed its deadline, mpi::PeerLost). No MPI call is made (a peer is gone):
+// every rank prints its own totals on stderr; rank 0 writes the CSV (its own epochs; the
+// other ranks' rows are zero) and a summary marked "incomplete" with the reason and its
+// own totals, failed and unanswered counts included, and `extra` (the transport's
+// details, as finish_mpi writes them) under "real". Non-root ranks then wait up to the
+// peer timeout, so a live rank 0 finishes its outputs before mpirun ends the job. Ends
+// the process with kPeerLostExitCode (MPI_Finalize would wait for the lost peer).
+[[noreturn]] void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res,
+                                    const nlohmann::json& extra);
+
+// The connections of `conns` between this rank and every peer, in connection order.
+inline std::vector<std::vector<size_t>> connections_by_peer(const std::vector<backend::Connection>& conns,
+                                                            uint32_t rank, uint32_t np, size_t& per_pair) {
+  std::vector<std::vector<size_t>> by_peer(np);
+  std::map<std::pair<uint32_t, uint32_t>, size_t> pair_count;
+  for (size_t k = 0; k < conns.size(); ++k) {
+    const auto& c = conns[k];
+    ++pair_count[{std::min(c.rank_a, c.rank_b), std::max(c.rank_a, c.rank_b)}];
+    backend::LocalSide side;
+    if (backend::local_side(c, rank, side)) by_peer[side.peer_rank].push_back(k);
+  }
+  per_pair = 1;  // the same on every rank (computed from the same list)
+  for (const auto& [pair, n] : pair_count) per_pair = std::max(per_pair, n);
+  return by_peer;
+}
+
+// Builds this rank's node of copyrpc backend B over runtime `rt`, wires it to the peers
+// and measures. `rt` must outlive the call (the node, destroyed on return, uses it).
+// `extra`: the transport's details for the summary, should the run end incomplete.
+template <class B, class R>
+RealResult run_node_mpi(const mpi::Session& s, const app::Options& o, R& rt, const RankPlan& plan,
+                        const ProgressFn& progress, const nlohmann::json& extra) {
+  using NodeT = backend::Node<B, R>;
+  using Info = typename NodeT::Info;
+  static_assert(std::is_trivially_copyable_v<Info>, "endpoint infos travel as raw bytes");
+  const uint32_t np = static_cast<uint32_t>(s.size()), rank = static_cast<uint32_t>(s.rank());
+  const uint32_t D = o.server_threads, C = o.client_threads;
+  const app::NodeSetup ns = app::node_setup(o, rank, np);
+  NodeT node(ns.node, ns.loop, ns.workload, ns.context, rt);
+
+  const auto conns = NodeT::connections(ns.node);
+  size_t per_pair = 0;
+  const auto by_peer = connections_by_peer(conns, rank, np, per_pair);
+  std::vector<Info> out(size_t{np} * per_pair);
+  for (uint32_t j = 0; j < np; ++j)
+    for (size_t i = 0; i < by_peer[j].size(); ++i) {
+      const size_t k = by_peer[j][i];
+      node.create_endpoint(k, conns[k]);
+      out[j * per_pair + i] = node.local_info(k);
+    }
+  const std::vector<Info> in = s.all_to_all(std::span<const Info>(out), per_pair);
+  for (uint32_t j = 0; j < np; ++j)
+    for (size_t i = 0; i < by_peer[j].size(); ++i) node.connect(by_peer[j][i], in[j * per_pair + i]);
+  node.start();
+
+  std::vector<typename Driver<NodeT>::Local> locals{{&node, rank, plan.pins}};
+  Driver<NodeT> drv(std::move(locals), D, C, plan.oversubscribed);
+  drv.spawn();
+  print_pin_notes(drv.pin_notes(), s.rank());
+  MpiCoordinator coord{s};
+  RealResult res = run_measurement(drv, o, coord, progress);
+  // Before the node is torn down: its transport may wait for the lost peer.
+  if (!res.incomplete.empty()) finish_incomplete(s, o, res, extra);
+  s.barrier();  // no rank tears its node down while a peer may still use it
+  return res;
+}
+
+// run_node_mpi for the backend the options name (the run-time choice, made here).
+template <class R>
+RealResult run_node_mpi(const mpi::Session& s, const app::Options& o, R& rt, const RankPlan& plan,
+                        const ProgressFn& progress, const nlohmann::json& extra) {
+  if (!o.backend) throw std::invalid_argument("no backend given");
+  return backend::with_node_backend(*o.backend,
+                                    [&]<class B>() { return run_node_mpi<B>(s, o, rt, plan, progress, extra); });
+}
+
+}  // namespace bkv::real

@@ -1,0 +1,148 @@
+// benchkv --transport mlx5 | verbs under MPI: the copyrpc backends over the direct mlx5
+// data path (DirectTransport<HwProvider>) or the portable verbs transport, one transport
+// per thread that owns a copyrpc context, all on the device chosen by --device /
+// --device-index / --port / --gid-index. The device is opened before MPI starts: a
+// machine without one exits here with status 2 and a message naming the problem.
+//
+// Not exercised on the machines this project is tested on (no RDMA device); it is the
+// same MPI flow (real/mpi_run.hpp, real/data.hpp) as --transport ucx with another runtime.
+// The data path of `benchkv data` over DirectTransport is tested against the NIC
+// emulator (tests/data/test_data_mlx5.cpp); the verbs transport and HwProvider are not.
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "apps/benchkv/node/node_runtime.hpp"
+#include "apps/benchkv/real/data.hpp"
+#include "apps/benchkv/real/mpi_run.hpp"
+#include "apps/benchkv/real/rpc.hpp"
+#include "apps/benchkv/real/transports.hpp"
+#include "transports/mlx5/device.hpp"
+#include "transports/mlx5/direct_transport.hpp"
+#include "transports/mlx5/hw_provider.hpp"
+#include "transports/mlx5/verbs_transport.hpp"
+
+namespace bkv::real {
+
+namespace {
+
+// --transport verbs: one VerbsTransport per context-owning thread.
+struct MakeVerbsTransport {
+  mlx5::Device* dev;
+  app::OwnedTransports<mlx5::VerbsTransport> owned;
+  mlx5::VerbsTransport& operator()(uint32_t /*thread*/, NullMeter& /*meter*/) {
+    return owned.emplace(*dev, mlx5::VerbsOptions{});
+  }
+};
+
+// --transport mlx5: per context-owning thread, its own provider (PD, CQs, SRQ, QPs on
+// the device) and the direct data path over it.
+struct MakeMlx5Transport {
+  using Direct = mlx5::DirectTransport<mlx5::HwProvider>;
+  mlx5::Device* dev;
+  app::OwnedTransports<mlx5::HwProvider> providers;  // declared first: outlive the transports
+  app::OwnedTransports<Direct> transports;
+  Direct& operator()(uint32_t /*thread*/, NullMeter& /*meter*/) {
+    return transports.emplace(providers.emplace(*dev, mlx5::HwOptions{}), mlx5::DirectOptions{});
+  }
+};
+
+// `benchkv data`: run_data_mpi makes fresh transports for each value size, and a direct
+// transport needs its provider to outlive it: this one owns it (a base class, so it is
+// made first and destroyed last).
+struct HwProviderHolder {
+  explicit HwProviderHolder(mlx5::Device& dev) : provider(dev, mlx5::HwOptions{}) {}
+  mlx5::HwProvider provider;
+};
+class OwningHwDirectTransport : private HwProviderHolder, public mlx5::DirectTransport<mlx5::HwProvider> {
+ public:
+  explicit OwningHwDirectTransport(mlx5::Device& dev)
+      : HwProviderHolder(dev), mlx5::DirectTransport<mlx5::HwProvider>(provider, mlx5::DirectOptions{}) {}
+};
+static_assert(Transport<OwningHwDirectTransport>);
+
+}  // namespace
+
+int run_rdma(const app::Options& o) {
+  const std::string transport(app::to_string(o.transport));
+  std::optional<mlx5::Device> dev;
+  try {
+    dev.emplace(mlx5::open_device(o.device, static_cast<int>(o.device_index), static_cast<uint8_t>(o.port),
+                                  o.gid_index));
+  } catch (const mlx5::NoDeviceError& e) {
+    std::fprintf(stderr, "benchkv: --transport %s: %s\n", transport.c_str(), e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "benchkv: --transport %s: the RDMA device cannot be used: %s\n", transport.c_str(), e.what());
+    return 2;
+  }
+  if (o.transport == app::TransportKind::kMlx5 && !dev->is_mlx5()) {
+    std::fprintf(stderr,
+                 "benchkv: --transport mlx5: device %s is not driven by the mlx5 provider; use --transport verbs\n",
+                 dev->name().c_str());
+    return 2;
+  }
+  mpi::Session s(nullptr, nullptr);
+  try {
+    // A stopped or dead peer ends this rank too (mpi_orchestration.hpp): the longest
+    // phase between two collectives is one run.
+    s.start_watchdog(o.duration);
+    // Every rank the same build and options, before anything sized by them is exchanged.
+    check_same_run(s, o);
+    // Rank 0 writes the outputs: their directories are made and each is checked writable
+    // before the run, so a bad path ends every rank now (abort below), not after the run.
+    if (s.rank() == 0) app::prepare_output_files(o);
+    if (o.backend == backend::BackendKind::kData) {  // one thread per rank, left unpinned
+      const nlohmann::json data_extra = {
+          {"transport", transport},
+          {"device", dev->name()},
+          {"port", dev->port()},
+          {"pinning", "unpinned (the main thread steps daemon #0 and every client in turn)"}};
+      mlx5::Device& d = *dev;
+      if (o.transport == app::TransportKind::kMlx5)
+        return run_data_mpi<OwningHwDirectTransport>(
+            s, o, [&d] { return std::make_unique<OwningHwDirectTransport>(d); }, data_extra);
+      return run_data_mpi<mlx5::VerbsTransport>(
+          s, o, [&d] { return std::make_unique<mlx5::VerbsTransport>(d, mlx5::VerbsOptions{}); }, data_extra);
+    }
+    if (o.backend == backend::BackendKind::kRpc) {  // one thread per rank, left unpinned
+      const nlohmann::json rpc_extra = {{"transport", transport},
+                                        {"device", dev->name()},
+                                        {"port", dev->port()},
+                                        {"pinning", "unpinned (the rpc thread is the main thread)"}};
+      if (o.transport == app::TransportKind::kMlx5) {
+        app::NodeRuntime<app::RealThreads, MakeMlx5Transport> rt(1, {}, MakeMlx5Transport{&*dev, {}, {}});
+        return run_rpc_mpi(s, o, rt, rpc_extra);
+      }
+      app::NodeRuntime<app::RealThreads, MakeVerbsTransport> rt(1, {}, MakeVerbsTransport{&*dev, {}});
+      return run_rpc_mpi(s, o, rt, rpc_extra);
+    }
+    const RankPlan plan = plan_rank(o, s, dev->name());
+    ProgressFn progress;
+    if (s.rank() == 0) progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+    const nlohmann::json extra = {{"transport", transport},
+                                  {"device", dev->name()},
+                                  {"port", dev->port()},
+                                  {"ranks", s.size()},
+                                  {"ranks_on_rank0_node", s.local_size()},
+                                  {"idle_yield", plan.oversubscribed},
+                                  {"pinning", plan.pins.warning.empty() ? "pinned" : plan.pins.warning}};
+    const uint32_t threads = o.server_threads + o.client_threads;
+    RealResult res;
+    if (o.transport == app::TransportKind::kMlx5) {
+      app::NodeRuntime<app::RealThreads, MakeMlx5Transport> rt(threads, {}, MakeMlx5Transport{&*dev, {}, {}});
+      res = run_node_mpi(s, o, rt, plan, progress, extra);
+    } else {
+      app::NodeRuntime<app::RealThreads, MakeVerbsTransport> rt(threads, {}, MakeVerbsTransport{&*dev, {}});
+      res = run_node_mpi(s, o, rt, plan, progress, extra);
+    }
+    return finish_mpi(s, o, res, extra, plan);
+  } catch (const std::exception& e) {
+    s.abort(1, std::string("benchkv: ") + e.what());
+  }
+}
+
+}  // namespace bkv::real

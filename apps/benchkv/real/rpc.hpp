@@ -1,0 +1,129 @@
+// `benchkv rpc` on real transports under MPI (UCX, mlx5, verbs): one thread per rank
+// (the main thread), one copyrpc context on the transport the runtime makes for thread 0.
+//
+// Rank 0 calls, every other rank answers (backends/rpc/rpc_bench.hpp). Only the caller
+// measures: after one barrier (everyone connected), it times runs and epochs on its own
+// clock, so the servers never wait in a collective while a call needs them. At the end
+// the caller drains its calls, sends each server a stop request, waits for the answers,
+// and all ranks meet in a final barrier; rank 0 writes the CSV, the summary and the
+// table. The servers' CSV rows are zeros (they complete no calls of their own).
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/benchkv/real/mpi_orchestration.hpp"
+#include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/results/results.hpp"
+#include "apps/benchkv/simulator/rpc_runner.hpp"
+#include "backends/rpc/rpc_bench.hpp"
+
+namespace bkv::real {
+
+// Seconds a caller waits for its last calls, or for the stop answers, before it gives up.
+inline constexpr double kRpcDrainLimitSeconds = 10;
+
+template <class R>
+int run_rpc_mpi(const mpi::Session& s, const app::Options& o, R& rt, nlohmann::json extra) {
+  using T = typename R::Transport;
+  using Thread = rpc::RpcThread<T>;
+  using Info = typename Thread::Ctx::Info;
+  static_assert(std::is_trivially_copyable_v<Info>, "endpoint infos travel as raw bytes");
+  const uint32_t np = static_cast<uint32_t>(s.size()), rank = static_cast<uint32_t>(s.rank());
+  if (np < 2) throw std::invalid_argument(
+        "rpc: needs at least 2 ranks (rank 0 calls, the other ranks answer); NIC loopback (--np 1) is simulated only");
+  const uint32_t E = o.endpoints;
+  Thread thr(rt.transport(0), app::rpc_context_config(o), app::rpc_config(o), rank == 0);
+
+  // Endpoints: rank 0 has E to each server, a server E to rank 0; infos all-to-all, E per
+  // pair (unused pairs carry default infos, never read).
+  std::vector<Info> out(size_t{np} * E);
+  std::vector<std::vector<uint32_t>> eps(np);
+  for (uint32_t j = 0; j < np; ++j) {
+    if (j == rank || (rank != 0 && j != 0)) continue;
+    for (uint32_t i = 0; i < E; ++i) {
+      const uint32_t ep = thr.create_endpoint();
+      eps[j].push_back(ep);
+      out[size_t{j} * E + i] = thr.context().local_info(ep);
+    }
+  }
+  const std::vector<Info> in = s.all_to_all(std::span<const Info>(out), E);
+  for (uint32_t j = 0; j < np; ++j)
+    for (uint32_t i = 0; i < eps[j].size(); ++i) thr.context().connect(eps[j][i], in[size_t{j} * E + i]);
+  s.barrier();
+
+  using Clock = std::chrono::steady_clock;
+  auto ns_since = [](Clock::time_point t0) {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+  };
+  if (rank != 0) {
+    while (!thr.stopped()) thr.step();
+    s.barrier();
+    return 0;
+  }
+
+  app::RpcResult res;
+  const uint32_t epochs = app::epochs_per_run(o);
+  const uint64_t duration = app::duration_ns(o), interval = app::interval_ns(o);
+  const Clock::time_point t0 = Clock::now();
+  uint64_t last_completed = 0, last_t = 0, run_issued = 0, run_completed = 0;
+  copyrpc::RttHistogram kept_start_rtt, kept_rtt;  // the kept epochs' round trips
+  for (uint32_t r = 0; r < o.runs; ++r) {
+    res.runs.emplace_back(r, np, 1, epochs, o.trim);
+    app::RunResults& rr = res.runs.back();
+    for (uint32_t e = 0; e < epochs; ++e) {
+      const uint64_t deadline = uint64_t{r} * duration + uint64_t{e + 1} * interval;
+      while (ns_since(t0) < deadline) thr.step();
+      const uint64_t now = ns_since(t0), completed = thr.counters().completed.load(std::memory_order_relaxed);
+      rr.record(0, 0, e, completed - last_completed, now - last_t);
+      for (uint32_t j = 1; j < np; ++j) rr.record(j, 0, e, 0, now - last_t);
+      last_completed = completed;
+      last_t = now;
+      if (e + 1 == rr.first_kept_epoch()) kept_start_rtt = thr.rtt();  // the kept window opens
+      if (e + 1 == rr.end_kept_epoch()) kept_rtt = app::histogram_delta(kept_start_rtt, thr.rtt());
+      if (o.progress) std::fprintf(stderr, "%s\n", app::format_rpc_progress(rr, o.runs, e).c_str());
+    }
+    app::RpcRunStats st;
+    st.run = r;
+    st.calls = rr.kept_requests();
+    st.duration_ns = rr.kept_duration_ns();
+    st.rtt = std::move(kept_rtt);
+    kept_start_rtt = thr.rtt();
+    res.stats.push_back(std::move(st));
+    const uint64_t issued = thr.counters().issued.load(), completed = thr.counters().completed.load();
+    rr.set_counts(issued - run_issued, completed - run_completed);
+    run_issued = issued;
+    run_completed = completed;
+  }
+
+  // Drain, then stop the servers.
+  thr.stop_issuing();
+  const Clock::time_point drain_start = Clock::now();
+  auto overdue = [&] { return std::chrono::duration<double>(Clock::now() - drain_start).count() > kRpcDrainLimitSeconds; };
+  while (thr.in_flight() > 0) {
+    thr.step();
+    if (overdue()) throw std::runtime_error("rpc: calls still in flight 10 s after the last run: a server stopped answering");
+  }
+  for (uint32_t j = 1; j < np; ++j) thr.request_stop(eps[j].front());
+  while (thr.stops_acked() < np - 1) {
+    thr.step();
+    if (overdue()) throw std::runtime_error("rpc: a server did not answer its stop request within 10 s");
+  }
+  app::RunResults& last = res.runs.back();
+  last.set_counts(last.issued() + thr.counters().issued.load() - run_issued,
+                  last.completed() + thr.counters().completed.load() - run_completed);
+  res.issued = thr.counters().issued.load();
+  res.completed = thr.counters().completed.load();
+  res.errors = thr.counters().errors.load();
+  s.barrier();
+
+  extra["ranks"] = np;
+  return app::write_rpc_outputs(o, res, "real", extra);
+}
+
+}  // namespace bkv::real

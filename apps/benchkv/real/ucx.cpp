@@ -1,0 +1,145 @@
+// benchkv --transport ucx under MPI: the copyrpc backends (meta, delegation, direct) over
+// the UCX transport, one UcxTransport (UCP context + worker) per thread that owns a
+// copyrpc context; and the pure UCX active-message baseline (ucx-am), for the KV
+// benchmark and for `benchkv data --data-backend ucx-am`.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "apps/benchkv/node/node_runtime.hpp"
+#include "apps/benchkv/real/mpi_run.hpp"
+#include "apps/benchkv/real/data.hpp"
+#include "apps/benchkv/real/rpc.hpp"
+#include "apps/benchkv/real/transports.hpp"
+#include "backends/ucx_am/ucx_am.hpp"
+#include "backends/ucx_am/ucx_am_data.hpp"
+#include "transports/ucx/ucx_transport.hpp"
+
+namespace bkv::real {
+
+namespace {
+
+// --transport ucx: one UcxTransport per context-owning thread, made when the node asks
+// for it (on the main thread, before the threads start), then used by that thread only.
+// UCX_TLS comes from the environment.
+struct MakeUcxTransport {
+  app::OwnedTransports<ucx::UcxTransport> owned;
+  ucx::UcxTransport& operator()(uint32_t /*thread*/, NullMeter& /*meter*/) { return owned.emplace(ucx::Config{}); }
+};
+using UcxRuntime = app::NodeRuntime<app::RealThreads, MakeUcxTransport>;
+
+// The ucx-am data node of one rank, connected to every rank (measure_data_mpi's node).
+class UcxAmDataRank {
+ public:
+  UcxAmDataRank(const mpi::Session& s, const data::DataNodeConfig& cfg) : node_(cfg) {
+    const std::vector<ucx_am::WorkerAddress> mine = node_.local_addresses();
+    std::vector<ucx_am::WorkerAddress> out;
+    for (uint32_t j = 0; j < cfg.np; ++j) out.insert(out.end(), mine.begin(), mine.end());
+    node_.connect(s.all_to_all(std::span<const ucx_am::WorkerAddress>(out), mine.size()));
+  }
+  void step() {
+    node_.step_daemon();
+    for (uint32_t c = 0; c < node_.clients(); ++c) node_.step_client(c);
+  }
+  const data::DataClientCounters& counters(uint32_t c) const { return node_.counters(c); }
+  const copyrpc::RttHistogram& latency(uint32_t c) const { return node_.latency(c); }
+  uint64_t in_flight(uint32_t c) const { return node_.in_flight(c); }
+  uint64_t errors() const { return node_.protocol_errors(); }
+  uint64_t rejected() const { return node_.server_counters().rejected_total(); }
+  void stop_issuing() { node_.stop_issuing(); }
+
+ private:
+  ucx_am::UcxAmDataNode node_;
+};
+
+RealResult run_ucx_am(const mpi::Session& s, const app::Options& o, const RankPlan& plan,
+                      const ProgressFn& progress, const nlohmann::json& extra) {
+  const uint32_t np = static_cast<uint32_t>(s.size()), rank = static_cast<uint32_t>(s.rank());
+  const uint32_t D = o.server_threads, C = o.client_threads;
+  const app::NodeSetup ns = app::node_setup(o, rank, np);
+  ucx_am::UcxAmNode node(ns.node, ns.workload);
+  // Every rank's worker addresses to every rank (the same blob to each peer).
+  const std::vector<ucx_am::WorkerAddress> mine = node.local_addresses();
+  std::vector<ucx_am::WorkerAddress> out;
+  for (uint32_t j = 0; j < np; ++j) out.insert(out.end(), mine.begin(), mine.end());
+  const std::vector<ucx_am::WorkerAddress> all =
+      s.all_to_all(std::span<const ucx_am::WorkerAddress>(out), mine.size());
+  node.connect(all);
+  node.start();
+  std::vector<Driver<ucx_am::UcxAmNode>::Local> locals{{&node, rank, plan.pins}};
+  Driver<ucx_am::UcxAmNode> drv(std::move(locals), D, C, plan.oversubscribed);
+  drv.spawn();
+  print_pin_notes(drv.pin_notes(), s.rank());
+  MpiCoordinator coord{s};
+  RealResult res = run_measurement(drv, o, coord, progress);
+  if (!res.incomplete.empty()) finish_incomplete(s, o, res, extra);
+  s.barrier();
+  return res;
+}
+
+}  // namespace
+
+int run_ucx(const app::Options& o) {
+  mpi::Session s(nullptr, nullptr);
+  try {
+    // A stopped or dead peer ends this rank too (mpi_orchestration.hpp): the longest
+    // phase between two collectives is one run.
+    s.start_watchdog(o.duration);
+    // Every rank the same build and options, before anything sized by them is exchanged.
+    check_same_run(s, o);
+    // Rank 0 writes the outputs: their directories are made and each is checked writable
+    // before the run, so a bad path ends every rank now (abort below), not after the run.
+    if (s.rank() == 0) app::prepare_output_files(o);
+    if (o.backend == backend::BackendKind::kData && o.data_backend == "ucx-am") {
+      return measure_data_mpi(
+          s, o, [&](const data::DataNodeConfig& cfg) { return std::make_unique<UcxAmDataRank>(s, cfg); },
+          {{"transport", "ucx"},
+           {"ucx_tls", std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : ""},
+           {"pinning", "unpinned (the main thread steps daemon #0 and every client in turn)"}});
+    }
+    if (o.backend == backend::BackendKind::kData) {  // one thread per rank, left unpinned
+      return run_data_mpi<ucx::UcxTransport>(
+          s, o, [] { return std::make_unique<ucx::UcxTransport>(ucx::Config{}); },
+          {{"transport", "ucx"},
+           {"ucx_tls", std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : ""},
+           {"pinning", "unpinned (the main thread steps daemon #0 and every client in turn)"}});
+    }
+    if (o.backend == backend::BackendKind::kRpc) {  // one thread per rank, left unpinned
+      UcxRuntime rt(1, {}, {});
+      return run_rpc_mpi(s, o, rt,
+                         {{"transport", "ucx"},
+                          {"ucx_tls", std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : ""},
+                          {"pinning", "unpinned (the rpc thread is the main thread)"}});
+    }
+    const RankPlan plan = plan_rank(o, s, "");
+    ProgressFn progress;
+    if (s.rank() == 0) progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+    RealResult res;
+    nlohmann::json extra = {{"transport", "ucx"},
+                            {"ranks", s.size()},
+                            {"ranks_on_rank0_node", s.local_size()},
+                            {"ucx_tls", std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : ""},
+                            {"idle_yield", plan.oversubscribed},
+                            {"pinning", plan.pins.warning.empty() ? "pinned" : plan.pins.warning}};
+    if (o.backend == backend::BackendKind::kUcxAm) {
+      res = run_ucx_am(s, o, plan, progress, extra);
+    } else {
+      UcxRuntime rt(o.server_threads + o.client_threads, {}, {});
+      res = run_node_mpi(s, o, rt, plan, progress, extra);
+      uint64_t protocol_errors = 0;
+      rt.for_each_transport([&](const ucx::UcxTransport& t) { protocol_errors += t.protocol_errors(); });
+      const uint64_t dropped = s.allreduce_sum(protocol_errors);
+      extra["transport_protocol_errors"] = dropped;
+      extra["ucx_workers_per_rank"] = rt.transports();
+      res.errors += dropped;
+    }
+    return finish_mpi(s, o, res, extra, plan);
+  } catch (const std::exception& e) {
+    s.abort(1, std::string("benchkv: ") + e.what());
+  }
+}
+
+}  // namespace bkv::real

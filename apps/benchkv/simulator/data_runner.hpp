@@ -1,0 +1,67 @@
+// `benchkv data`: bulk values moved by one-sided RDMA (backends/data, docs/data.md), in
+// the simulator. One experiment per value size (--value-size: a list, or a range of
+// powers of two); each has --runs runs of --duration. Results use benchkv's CSV and
+// summary: the CSV's run column counts runs over all sizes (size i's runs are
+// i * runs .. i * runs + runs - 1); the summary's "data" section has, per size and
+// per run, operations/s, GiB/s (value bytes moved by completed puts and found gets, over
+// the kept epochs) and the latency percentiles of the operations completed in them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/results/results.hpp"
+#include "backends/data/data_node.hpp"
+#include "core/copyrpc/context.hpp"
+#include "sim/model.hpp"
+
+namespace bkv::app {
+
+struct DataRunStats {
+  uint32_t value_size = 0;
+  uint32_t run = 0;          // the CSV's run index
+  uint64_t ops = 0;          // completed in the kept epochs
+  uint64_t bytes = 0;        // value bytes moved in the kept epochs
+  uint64_t duration_ns = 0;  // of the kept epochs
+  copyrpc::RttHistogram latency;
+  double ops_per_s() const noexcept { return duration_ns ? double(ops) * 1e9 / double(duration_ns) : 0.0; }
+  double gib_per_s() const noexcept {
+    return duration_ns ? double(bytes) * 1e9 / double(duration_ns) / double(uint64_t{1} << 30) : 0.0;
+  }
+};
+
+struct DataResult {
+  std::vector<RunResults> runs;
+  std::vector<DataRunStats> stats;
+  nlohmann::json extra;  // simulator statistics per size
+  uint64_t issued = 0, completed = 0, errors = 0, rejected = 0;
+};
+
+// The node configuration of `benchkv data` for one rank and one value size.
+data::DataNodeConfig data_node_config(const Options& o, uint32_t rank, uint32_t np, uint32_t value_size);
+
+// Runs `benchkv data` in the simulator (o.transport == sim). Deterministic.
+DataResult run_data_sim(const Options& o, const sim::Model& model, const std::function<void(const std::string&)>& progress);
+
+// The summary's "data" section and the table printed at the end (--report text; runs
+// count from 1 there, as in all human text):
+//   backend  size  run  ops/s  GiB/s  p50 (us)  p99 (us)
+nlohmann::json data_summary(const Options& o, const DataResult& r);
+std::string data_table(const Options& o, const DataResult& r);
+// --report csv, from the summary's "data" section: a header
+//   value_size,run,ops,bytes,duration_ns,ops_per_s,gib_per_s,latency_p50_ns,latency_p99_ns
+// and a line per (value size, run); run counts from 0 as in the summary and the CSV
+// file; the latency columns are empty where no operation completed.
+std::string data_csv_report(const nlohmann::json& data);
+
+// Writes the CSV and the summary, prints the report --report asks for (text: the table;
+// csv: data_csv_report; none: nothing); returns 1 when an operation was lost or failed,
+// else 0.
+int write_data_outputs(const Options& o, const DataResult& r, const std::string& section, const nlohmann::json& details);
+
+}  // namespace bkv::app

@@ -1,0 +1,59 @@
+// `benchkv rpc`: copyrpc alone (backends/rpc/rpc_bench.hpp), in the simulator and over
+// real transports. Results use benchkv's CSV and summary: one "client" per rank (its one
+// thread); rank 0, the caller, completes every call, servers record 0. The summary's
+// "rpc" section has, per run, the call rate and the round-trip percentiles.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/results/results.hpp"
+#include "backends/rpc/rpc_bench.hpp"
+#include "core/copyrpc/context.hpp"
+#include "sim/model.hpp"
+
+namespace bkv::app {
+
+// One run's figures at the caller.
+struct RpcRunStats {
+  uint32_t run = 0;
+  uint64_t calls = 0;        // completed in the kept epochs
+  uint64_t duration_ns = 0;  // of the kept epochs
+  copyrpc::RttHistogram rtt; // the calls completed in the kept epochs
+  double mrps() const noexcept { return duration_ns ? double(calls) * 1e3 / double(duration_ns) : 0.0; }
+};
+
+struct RpcResult {
+  std::vector<RunResults> runs;
+  std::vector<RpcRunStats> stats;
+  nlohmann::json extra;  // simulator statistics, when simulated
+  uint64_t issued = 0, completed = 0, errors = 0;
+};
+
+rpc::RpcConfig rpc_config(const Options& o);
+// The calls completed between two snapshots of a round-trip histogram (a before b).
+copyrpc::RttHistogram histogram_delta(const copyrpc::RttHistogram& a, const copyrpc::RttHistogram& b);
+copyrpc::ContextConfig rpc_context_config(const Options& o);
+
+// Runs `benchkv rpc` in the simulator (o.transport == sim). Deterministic.
+RpcResult run_rpc_sim(const Options& o, const sim::Model& model, const std::function<void(const std::string&)>& progress);
+
+// The summary's "rpc" section and the table printed at the end of a run (--report text;
+// runs count from 1 there, as in all human text):
+//   endpoints  QD  size  run  Mrps  RTT p50 (us)  RTT p99 (us)
+nlohmann::json rpc_summary(const Options& o, const RpcResult& r);
+std::string rpc_table(const Options& o, const RpcResult& r);
+
+// Writes the CSV and the summary (with the "rpc" section, `section` = `details`, and the
+// totals), prints the report --report asks for on stdout (text: format_report and the
+// table; csv: format_report's CSV, latency from the RTTs; none: nothing); returns the
+// exit status: 1 when the run is not
+// consistent (a call lost or an error), else 0.
+int write_rpc_outputs(const Options& o, const RpcResult& r, const std::string& section, const nlohmann::json& details);
+
+}  // namespace bkv::app

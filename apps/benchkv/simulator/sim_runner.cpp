@@ -1,0 +1,753 @@
+#include "apps/benchkv/simulator/sim_runner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+#include "apps/benchkv/node/node_runtime.hpp"
+#include "apps/benchkv/results/provenance.hpp"
+#include "apps/benchkv/results/results.hpp"
+#include "apps/benchkv/simulator/step_log.hpp"
+#include "apps/benchkv/node/node_setup.hpp"
+#include "backends/node_backends.hpp"
+#include "sim/engine.hpp"
+#include "sim/sim_thread.hpp"
+#include "sim/des_transport.hpp"
+
+static_assert(bkv::app::kMaxRingPageBatch == bkv::software_nic::PagedMemory::kMaxGiveBackPages,
+              "--ring-page-batch takes what PagedMemory accepts");
+
+namespace bkv::app {
+
+using namespace bkv::sim;
+
+namespace {
+
+struct SimWaker {
+  std::vector<SimThread*> clients;
+  SimThread* current = nullptr;  // the daemon whose step is running
+  Time wake_ns = 0;
+  void wake(uint32_t c) {
+    if (c < clients.size() && current) clients[c]->wake(current->now() + wake_ns);
+  }
+};
+
+// Simulated threads: a thread's meter is its simulated clock; the waker schedules the
+// answered client.
+struct SimThreads {
+  using Meter = SimThread;
+  using Waker = SimWaker;
+  std::vector<std::unique_ptr<SimThread>>* threads = nullptr;
+  SimWaker waker_;
+  SimThread& meter(uint32_t t) { return *(*threads)[t]; }
+  Waker& waker() { return waker_; }
+};
+
+// A thread's discrete-event transport, owned by the fabric.
+struct MakeDesTransport {
+  sim::DesFabric* fabric = nullptr;
+  uint32_t node = 0;
+  sim::DeviceContextConfig ccfg;
+  sim::DesTransport& operator()(uint32_t /*thread*/, SimThread& th) { return fabric->create_transport(node, th, ccfg); }
+};
+
+using SimRuntime = app::NodeRuntime<SimThreads, MakeDesTransport>;
+
+
+struct Snapshot {
+  backend::DaemonMetrics m;
+  Time busy_ns = 0;
+  uint64_t steps = 0;
+  copyrpc::RttHistogram rtt;
+};
+
+// Histogram of the calls completed between two snapshots.
+copyrpc::RttHistogram rtt_delta(const copyrpc::RttHistogram& a, const copyrpc::RttHistogram& b) {
+  copyrpc::RttHistogram d;
+  if (b.counts.empty()) return d;
+  d.counts = b.counts;
+  for (size_t i = 0; i < a.counts.size(); ++i) d.counts[i] -= a.counts[i];
+  d.n = b.n - a.n;
+  d.sum_ns = b.sum_ns - a.sum_ns;
+  return d;
+}
+
+// An experiment of node backend B (its traits: backends/node_backends.hpp).
+template <class B>
+class Experiment {
+ public:
+  using SimNode = backend::Node<B, SimRuntime>;
+
+  Experiment(const app::Options& o, const sim::Model& model, const std::function<void(const std::string&)>& progress)
+      : o_(o), model_(model), progress_(progress), fabric_(engine_, derive_seed(o.seed, {0x4E4943ull})) {
+    np_ = o.np;
+    D_ = o.server_threads;
+    C_ = o.client_threads;
+    duration_ = app::duration_ns(o);
+    interval_ = app::interval_ns(o);
+    epochs_ = app::epochs_per_run(o);
+    fabric_.pages().set_discard_mode(discard_mode(o.ring_pages));
+    fabric_.pages().set_give_back_pages(o.ring_page_batch);
+    engine_.event_set_to_configure().select(event_set_kind(o.event_set));
+    for (const std::string& text : o.faults) model_.faults.push_back(sim::Fault::parse(text));
+    loss_rng_ = Rng(derive_seed(o.seed, {0x4C4F5353ull /* "LOSS" */}));
+    sim::check_shape(model_.faults, np_, D_);
+    build();
+  }
+
+  ExperimentResult run() {
+    for (uint32_t r = 0; r < o_.runs; ++r) results_.emplace_back(r, np_, C_, epochs_, o_.trim);
+    const TargetId epoch_target = engine_.add_member<Experiment, &Experiment::on_epoch>(this);
+    for (uint32_t r = 0; r < o_.runs; ++r)
+      for (uint32_t e = 0; e < epochs_; ++e)
+        engine_.schedule(run_start(r) + uint64_t(e + 1) * interval_, epoch_target, r * epochs_ + e);
+    if (!o_.inflight_samples.empty()) {
+      sample_target_ = engine_.add_member<Experiment, &Experiment::on_sample>(this);
+      sample_every_ = std::max<Time>(1, static_cast<Time>(std::llround(o_.inflight_sample_interval_us * 1000)));
+      engine_.schedule(0, sample_target_, 0);
+    }
+    snapshot_all(run_snap_);
+    if (o_.trim == 0) latency_window_start();
+    if (!o_.step_log.empty()) step_log_ = std::make_unique<StepLog>(StepLog{np_, D_ + C_, D_, {}});
+    start_threads();
+
+    const Time end = run_start(o_.runs);
+    engine_.run_until(end);
+    if (step_log_) {
+      step_log_->write(o_.step_log);
+      step_log_.reset();
+    }
+
+    // Drain: clients stop issuing, the simulation continues until nothing is in flight.
+    for (auto& n : nodes_) n->stop_issuing();
+    drain_target_ = engine_.add_member<Experiment, &Experiment::on_drain_check>(this);
+    drain_deadline_ = end + kDrainLimit;
+    engine_.schedule(end, drain_target_, 0);
+    engine_.run();
+    if (!drained_ && !oracle_) throw std::runtime_error("simulation ended with requests still in flight");
+
+    ExperimentResult res;
+    if (oracle_) {  // the oracle reports requests still in flight as lost
+      for (auto& n : nodes_) n->attach_oracle(nullptr);
+      check_all_endpoints();
+      res.exactly_once = oracle_->check();
+      res.oracle = std::move(oracle_);
+      res.credit_checks = credit_checks_;
+      res.credit_violations = credit_violations_;
+      res.credit_examples = credit_examples_;
+    }
+    res.runs = std::move(results_);
+    res.daemons = std::move(daemon_metrics_);
+    res.inflight = std::move(samples_);
+    res.total_issued = total_issued();
+    res.total_completed = total_completed();
+    for (auto& n : nodes_)
+      for (uint32_t c = 0; c < C_; ++c) res.errors += n->counters(c).errors.load();
+    for (auto& n : nodes_) res.errors += n->client_protocol_errors();
+    for (auto& n : nodes_)
+      for (uint32_t c = 0; c < C_; ++c) res.failed += n->counters(c).failed.load();
+    if (tracing_) {
+      res.trace_json = finish_trace();
+      res.trace_events = trace_events_;
+    }
+    double head_wait = 0;
+    for (uint32_t r = 0; r < np_; ++r) head_wait += head_lines_[r].mean_wait_ns() / np_;
+    res.extra = {{"events", events_processed()},
+                 {"ring_head_mean_wait_ns", head_wait},
+                 {"virtual_end_ns", engine_.now()},
+                 {"drain_ns", engine_.now() - end},
+                 {"issued", res.total_issued},
+                 {"completed", res.total_completed},
+                 {"errors", res.errors},
+                 {"model", model_.to_json()}};
+    if (res.exactly_once) {
+      const kv::HistoryOracle::Verdict& v = *res.exactly_once;
+      nlohmann::json counts = nlohmann::json::object();
+      for (size_t k = 0; k < kv::HistoryOracle::kViolationKinds; ++k)
+        counts[kv::HistoryOracle::to_string(static_cast<kv::HistoryOracle::ViolationKind>(k))] = v.counts[k];
+      res.extra["exactly_once"] = {{"requests", v.requests},        {"answered", v.answered},
+                                   {"failed", v.failed},            {"gets_checked", v.gets_checked},
+                                   {"puts_applied", v.puts_applied}, {"violations", counts},
+                                   {"examples", v.examples},        {"credit_checks", res.credit_checks},
+                                   {"credit_violations", res.credit_violations},
+                                   {"credit_examples", res.credit_examples}};
+    }
+    if (model_.response_handoff_ns > 0) {  // absent when off: the outputs of models without it keep their bytes
+      double handoff_wait = 0;
+      uint64_t handoffs = 0;
+      for (uint32_t r = 0; r < np_; ++r) {
+        handoff_wait += answer_handoffs_[r].mean_wait_ns() / np_;
+        handoffs += answer_handoffs_[r].uses();
+      }
+      res.extra["answer_handoff_mean_wait_ns"] = handoff_wait;
+      res.extra["answer_handoff_holds"] = handoffs;  // one hold per client step that collected answers
+      if (model_.response_handoff_unit == HandoffUnit::kVisit) {  // absent per answer: those outputs keep their bytes
+        uint64_t answers = 0, transfers = 0;
+        for (uint32_t r = 0; r < np_; ++r)
+          for (uint32_t c = 0; c < C_; ++c) {
+            answers += threads_[r][D_ + c]->handoff_answers();
+            transfers += threads_[r][D_ + c]->handoff_transfers();
+          }
+        res.extra["answer_handoff_answers"] = answers;
+        res.extra["answer_handoff_transfers"] = transfers;  // one per visit
+      }
+    }
+    // Per-NIC station statistics (queue depths, waits, utilization) over the whole
+    // simulation, drain included.
+    nlohmann::json nics = nlohmann::json::array();
+    for (uint32_t r = 0; r < np_; ++r) nics.push_back(fabric_.network().report_json(r, engine_.now()));
+    res.extra["nics"] = std::move(nics);
+    return res;
+  }
+
+ private:
+  static constexpr Time kDrainLimit = 1'000'000'000;  // 1 s of virtual time
+
+  Time run_start(uint32_t r) const { return uint64_t(r) * duration_; }
+
+  void build() {
+    threads_.resize(np_);
+    runtimes_.resize(np_);
+    head_lines_ = std::make_unique<SharedResource[]>(np_);
+    answer_handoffs_ = std::make_unique<SharedResource[]>(np_);
+    for (uint32_t r = 0; r < np_; ++r) {
+      fabric_.add_node(model_.nic);
+      for (uint32_t t = 0; t < D_ + C_; ++t) {
+        const bool client = t >= D_;
+        std::string name = "r" + std::to_string(r) + (client ? ".c" + std::to_string(t - D_) : ".d" + std::to_string(t));
+        threads_[r].push_back(std::make_unique<SimThread>(engine_, model_.cpu, derive_seed(o_.seed, {0x544852ull, r, t}), name));
+        if (model_.ring_head_contention && SimNode::RemotePath::kSharedHead && client)
+          threads_[r].back()->bind_shared(Op::kRingReserve, &head_lines_[r]);
+        if (model_.response_handoff_ns > 0 && client)
+          threads_[r].back()->bind_answer_handoff(&answer_handoffs_[r], model_.response_handoff_ns,
+                                                  model_.response_handoff_unit == HandoffUnit::kVisit);
+      }
+      SimThreads th;
+      th.threads = &threads_[r];
+      th.waker_.wake_ns = static_cast<Time>(std::llround(model_.client_wake_ns));
+      for (uint32_t c = 0; c < C_; ++c) th.waker_.clients.push_back(threads_[r][D_ + c].get());
+      MakeDesTransport make;
+      make.fabric = &fabric_;
+      make.node = r;
+      runtimes_[r] = std::make_unique<SimRuntime>(D_ + C_, std::move(th), std::move(make));
+      const app::NodeSetup ns = app::node_setup(o_, r, np_);
+      nodes_.push_back(std::make_unique<SimNode>(ns.node, ns.loop, ns.workload, ns.context, *runtimes_[r]));
+    }
+    backend::connect_in_process(nodes_);
+    if (model_.client_issue == sim::ClientIssue::kPaced) {
+      // A paced client's steps are pieces of its loop, not loop iterations: each lasts
+      // what it charges (docs/design.md §Simulated threads).
+      for (auto& n : nodes_) n->set_paced_issue(true);  // the clients exist once connected
+      for (auto& node_threads : threads_)
+        for (uint32_t t = D_; t < D_ + C_; ++t) node_threads[t]->set_min_step(1);
+    }
+    if (o_.check_exactly_once) {
+      oracle_ = std::make_shared<kv::HistoryOracle>();
+      for (auto& n : nodes_) n->attach_oracle(oracle_.get());
+    }
+    for (const sim::Fault& f : model_.faults) {
+      switch (f.kind) {
+        case sim::FaultKind::kLinkDelay: link_delays_.push_back(f); break;
+        case sim::FaultKind::kSlowNode: slow_nodes_.push_back(f); break;
+        case sim::FaultKind::kStallDaemon: stalls_.push_back(f); break;
+        case sim::FaultKind::kPacketLoss: packet_losses_.push_back(f); break;
+        case sim::FaultKind::kQpError: qp_errors_.push_back(f); break;
+        case sim::FaultKind::kRnrStorm: rnr_storms_.push_back(f); break;
+      }
+    }
+    if (!link_delays_.empty()) fabric_.network().set_link_delay(&Experiment::link_delay, this);
+    if (!packet_losses_.empty() || !qp_errors_.empty() || !rnr_storms_.empty()) {
+      connection_faults_ = true;
+      fabric_.network().enable_connection_faults(packet_losses_.empty() ? nullptr : &Experiment::packet_loss, this);
+      if (!rnr_storms_.empty()) fabric_.network().set_rnr_storm(&Experiment::rnr_storm, this);
+      const TargetId qp_error_target = engine_.add_member<Experiment, &Experiment::on_qp_error>(this);
+      for (uint32_t i = 0; i < qp_errors_.size(); ++i) engine_.schedule(qp_errors_[i].start_ns(), qp_error_target, i);
+    }
+    last_completed_.assign(size_t(np_) * C_, 0);
+    bindings_.reserve(size_t(np_) * (D_ + C_));
+    for (uint32_t r = 0; r < np_; ++r)
+      for (uint32_t t = 0; t < D_ + C_; ++t) {
+        bindings_.push_back({this, r, t});
+        SimThread& th = *threads_[r][t];
+        th.set_step(t < D_ ? &Experiment::daemon_step : &Experiment::client_step, &bindings_.back());
+      }
+    if (!o_.trace.empty()) {
+      tracing_ = true;
+      trace_begin_ = o_.trace_window->begin_ns();
+      trace_end_ = o_.trace_window->end_ns();
+      for (uint32_t r = 0; r < np_; ++r)
+        for (uint32_t d = 0; d < D_; ++d) threads_[r][d]->set_observer(&Experiment::observe_daemon, &bindings_[r * (D_ + C_) + d]);
+    }
+  }
+
+  void start_threads() {
+    Rng rng(derive_seed(o_.seed, {0x535441ull}));
+    const double stagger = o_.start_mode == app::StartMode::kStaggered ? o_.start_stagger_us * 1000.0 : 0.0;
+    for (uint32_t r = 0; r < np_; ++r)
+      for (uint32_t t = 0; t < D_ + C_; ++t) {
+        Time at = 0;
+        if (t >= D_ && stagger > 0) at = static_cast<Time>(rng.uniform() * stagger);
+        threads_[r][t]->start(at);
+      }
+  }
+
+  struct Binding {
+    Experiment* exp;
+    uint32_t rank;
+    uint32_t thread;
+  };
+
+  static StepResult daemon_step(void* ctx, SimThread& self) {
+    auto* b = static_cast<Binding*>(ctx);
+    Experiment& e = *b->exp;
+    if (!e.stalls_.empty()) [[unlikely]] {
+      // A stalled daemon: the step due now waits, busy, until the stall ends.
+      const Time now = self.now();
+      for (const sim::Fault& f : e.stalls_)
+        if (f.node == b->rank && f.daemon == b->thread && f.active(now)) {
+          self.advance(f.end_ns() - now);
+          return StepResult::kContinue;
+        }
+    }
+    if (e.step_log_) [[unlikely]] e.log_step(*b);
+    e.runtimes_[b->rank]->waker().current = &self;
+    e.nodes_[b->rank]->step_daemon(b->thread);
+    if (!e.slow_nodes_.empty()) [[unlikely]] e.slow_down(b->rank, self);
+    if (e.oracle_) [[unlikely]] e.check_endpoints(b->rank, b->thread);
+    return StepResult::kContinue;
+  }
+
+  static StepResult client_step(void* ctx, SimThread& self) {
+    auto* b = static_cast<Binding*>(ctx);
+    Experiment& e = *b->exp;
+    if (e.step_log_) [[unlikely]] e.log_step(*b);
+    const auto r = e.nodes_[b->rank]->step_client(b->thread - e.D_);
+    if (!e.slow_nodes_.empty()) [[unlikely]] e.slow_down(b->rank, self);
+    if (e.oracle_) [[unlikely]] e.check_endpoints(b->rank, b->thread);
+    if (r.blocked) self.wake(self.now() + static_cast<Time>(std::llround(e.model_.client_retry_ns)));
+    return r.again ? StepResult::kContinue : StepResult::kIdle;
+  }
+
+  void log_step(const Binding& b) { step_log_->steps.push_back(b.rank * (D_ + C_) + b.thread); }
+
+  // ---- faults (sim/faults.hpp)
+  // A slow node: the step that just ran takes factor x its charged time (the largest
+  // factor of the windows its start lies in).
+  void slow_down(uint32_t rank, SimThread& self) {
+    double factor = 1;
+    for (const sim::Fault& f : slow_nodes_)
+      if (f.node == rank && f.active(self.step_start())) factor = std::max(factor, f.factor);
+    if (factor > 1) self.advance(static_cast<Time>(std::llround(double(self.charged_ns()) * (factor - 1))));
+  }
+  static Time link_delay(void* ctx, uint32_t from, uint32_t to, Time at) {
+    Time extra = 0;
+    for (const sim::Fault& f : static_cast<Experiment*>(ctx)->link_delays_)
+      if (f.node == from && f.to_node == to && f.active(at)) extra += static_cast<Time>(std::llround(f.extra_ns));
+    return extra;
+  }
+
+  // A request packet on a link with a packet_loss window: lost with the fault's
+  // probability, drawn from the losses' own stream (only for packets a window covers).
+  static bool packet_loss(void* ctx, uint32_t from, uint32_t to, Time at, sim::Retransmission& rt) {
+    auto& e = *static_cast<Experiment*>(ctx);
+    for (const sim::Fault& f : e.packet_losses_)
+      if (f.node == from && f.to_node == to && f.active(at) && e.loss_rng_.uniform() < f.loss) {
+        rt = sim::Retransmission{sim::ack_timeout_ns(f.timeout), f.retry_cnt};
+        e.trace_instant("packet lost", from, at, "{\"to\":" + std::to_string(to) + "}");
+        return true;
+      }
+    return false;
+  }
+  // A WRITE+IMM landing on node `node` at `at`: RNR NAKed if an rnr_storm window of the
+  // node covers `at` (the smallest retry count among overlapping storms applies).
+  static bool rnr_storm(void* ctx, uint32_t node, Time at, uint32_t& rnr_retry) {
+    bool storm = false;
+    for (const sim::Fault& f : static_cast<Experiment*>(ctx)->rnr_storms_)
+      if (f.node == node && f.active(at)) {
+        rnr_retry = storm ? std::min(rnr_retry, f.rnr_retry) : f.rnr_retry;
+        storm = true;
+      }
+    return storm;
+  }
+  // An instant event on node `rank`'s trace (fault events), inside the trace window.
+  void trace_instant(const char* name, uint32_t rank, Time at, const std::string& args) {
+    if (!tracing_ || at < trace_begin_ || at >= trace_end_) return;
+    ++trace_events_;
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "{\"name\":\"%s\",\"ph\":\"i\",\"s\":\"p\",\"pid\":%u,\"ts\":%.3f,\"args\":", name,
+                  rank, at / 1000.0);
+    trace_ << buf << args << "},\n";
+  }
+  // qp_error fault i: every QP of its node connected to its peer node fails now.
+  void on_qp_error(uint32_t i) {
+    const sim::Fault& f = qp_errors_[i];
+    sim::Network& net = fabric_.network();
+    for (uint32_t q = 0; q < net.qp_count(); ++q) {
+      const sim::QpState& s = net.qp(q);
+      if (s.node == f.node && s.connected() && net.qp(s.peer).node == f.to_node) net.fail_connection(q);
+    }
+    trace_instant("qp error", f.node, engine_.now(), "{\"peer\":" + std::to_string(f.to_node) + "}");
+  }
+
+  // ---- copyrpc endpoint checks (with the oracle): after every step of a thread that owns
+  // a context, each of its endpoints holds the credit invariant and has not stopped (with
+  // packet_loss, qp_error or rnr_storm faults an endpoint may stop on an error completion).
+  void check_endpoints(uint32_t rank, uint32_t thread) {
+    auto* ctx = nodes_[rank]->context_of(thread);
+    if (ctx == nullptr) return;
+    for (uint32_t i = 0; i < ctx->endpoint_count(); ++i) {
+      const auto& ep = ctx->endpoint(i);
+      ++credit_checks_;
+      const bool running = ep.error == copyrpc::EndpointError::kNone ||
+                           (connection_faults_ && ep.error == copyrpc::EndpointError::kCompletionError);
+      if (ep.credit_invariant_holds() && running && ep.resp_committed <= ep.resp_reservation) continue;
+      ++credit_violations_;
+      if (credit_examples_.size() < 8)
+        credit_examples_.push_back("rank " + std::to_string(rank) + " thread " + std::to_string(thread) +
+                                   " endpoint " + std::to_string(i) + ": in_flight " + std::to_string(ep.in_flight()) +
+                                   " R " + std::to_string(ep.resp_reservation) + " C " +
+                                   std::to_string(ep.remote_ring.length) + " error " +
+                                   std::to_string(static_cast<int>(ep.error)));
+    }
+  }
+  void check_all_endpoints() {
+    for (uint32_t r = 0; r < np_; ++r)
+      for (uint32_t t = 0; t < D_ + C_; ++t) check_endpoints(r, t);
+  }
+
+  // ---- epochs and runs
+  void on_epoch(uint32_t idx) {
+    const uint32_t run = idx / epochs_, epoch = idx % epochs_;
+    app::RunResults& rr = results_[run];
+    for (uint32_t r = 0; r < np_; ++r)
+      for (uint32_t c = 0; c < C_; ++c) {
+        const uint64_t now = nodes_[r]->counters(c).completed.load(std::memory_order_relaxed);
+        uint64_t& last = last_completed_[size_t(r) * C_ + c];
+        rr.record(r, c, epoch, now - last, interval_);
+        last = now;
+      }
+    if (progress_) progress_(app::format_progress(rr, o_.runs, epoch));
+    // Latency is kept over the kept epochs, as the Mops are.
+    if (epoch + 1 == rr.end_kept_epoch()) rr.set_latency(latency_sum().since(latency_start_));
+    const uint32_t next_run = (idx + 1) / epochs_, next_epoch = (idx + 1) % epochs_;
+    if (next_run < o_.runs && next_epoch == o_.trim) latency_window_start();
+    if (epoch + 1 == epochs_) finish_run(run);
+  }
+
+  // Every client's request latency, merged.
+  metrics::RequestLatency latency_sum() const {
+    metrics::RequestLatency sum;
+    for (auto& n : nodes_)
+      for (uint32_t c = 0; c < C_; ++c) sum.merge(n->client_latency(c));
+    return sum;
+  }
+  void latency_window_start() {
+    for (auto& n : nodes_)
+      for (uint32_t c = 0; c < C_; ++c) n->restart_client_latency_max(c);
+    latency_start_ = latency_sum();
+  }
+
+  uint64_t total_issued() const {
+    uint64_t s = 0;
+    for (auto& n : nodes_)
+      for (uint32_t c = 0; c < C_; ++c) s += n->counters(c).issued.load(std::memory_order_relaxed);
+    return s;
+  }
+  uint64_t total_completed() const {
+    uint64_t s = 0;
+    for (auto& n : nodes_)
+      for (uint32_t c = 0; c < C_; ++c) s += n->counters(c).completed.load(std::memory_order_relaxed);
+    return s;
+  }
+
+  void snapshot_all(std::vector<Snapshot>& out) {
+    out.clear();
+    for (uint32_t r = 0; r < np_; ++r)
+      for (uint32_t d = 0; d < D_; ++d)
+      {
+        auto* ctx = nodes_[r]->context_of(d);
+        out.push_back({nodes_[r]->daemon_metrics(d), threads_[r][d]->busy_ns_at(engine_.now()), threads_[r][d]->steps(),
+                       ctx ? ctx->stats().rtt : copyrpc::RttHistogram{}});
+      }
+  }
+
+  void finish_run(uint32_t run) {
+    std::vector<Snapshot> now;
+    snapshot_all(now);
+    const double secs = double(duration_) * 1e-9;
+    for (uint32_t r = 0; r < np_; ++r)
+      for (uint32_t d = 0; d < D_; ++d) {
+        const Snapshot& a = run_snap_[r * D_ + d];
+        const Snapshot& b = now[r * D_ + d];
+        app::DaemonReport dm;
+        dm.run = run;
+        dm.rank = r;
+        dm.daemon = d;
+        dm.cqe = b.m.cqe.since(a.m.cqe);
+        dm.completions = b.m.completions.since(a.m.completions);
+        dm.inflight_avg = dm.cqe.loops ? double(b.m.inflight_sum - a.m.inflight_sum) / double(dm.cqe.loops) : 0.0;
+        dm.extra["busy_fraction"] = double(b.busy_ns - a.busy_ns) / double(duration_);
+        dm.extra["loops_per_s"] = double(dm.cqe.loops) / secs;
+        dm.extra["loop_ns_avg"] = dm.cqe.loops ? double(duration_) / double(dm.cqe.loops) : 0.0;
+        dm.extra["calls"] = double(b.m.calls - a.m.calls);
+        dm.extra["replies"] = double(b.m.replies - a.m.replies);
+        dm.extra["local_ops"] = double(b.m.local_ops - a.m.local_ops);
+        dm.extra["backlog_peak"] = double(b.m.backlog_peak);
+        dm.extra["protocol_errors"] = double(b.m.protocol_errors - a.m.protocol_errors);
+        if (b.m.failed_calls != a.m.failed_calls)  // absent when none: outputs without faults keep their bytes
+          dm.extra["failed_calls"] = double(b.m.failed_calls - a.m.failed_calls);
+        dm.extra["work_loop_fraction"] = dm.cqe.loops ? double(b.m.busy_loops - a.m.busy_loops) / double(dm.cqe.loops) : 0.0;
+        const copyrpc::RttHistogram rtt = rtt_delta(a.rtt, b.rtt);
+        if (rtt.n) {
+          dm.extra["rtt_mean_us"] = rtt.mean_ns() / 1000.0;
+          dm.extra["rtt_p50_us"] = rtt.percentile_ns(0.5) / 1000.0;
+          dm.extra["rtt_p99_us"] = rtt.percentile_ns(0.99) / 1000.0;
+        }
+        daemon_metrics_.push_back(std::move(dm));
+      }
+    const uint64_t issued = total_issued(), completed = total_completed();
+    run_counts_.close_run(results_[run], issued, completed);
+    run_snap_ = std::move(now);
+  }
+
+  void on_drain_check(uint32_t) {
+    uint64_t in_flight = 0;
+    for (auto& n : nodes_) in_flight += n->in_flight();
+    if (in_flight == 0) {
+      drained_ = true;
+      run_counts_.add_drain(results_.back(), total_issued(), total_completed());
+      engine_.stop();
+      return;
+    }
+    if (engine_.now() >= drain_deadline_) {  // give up: run() reports it
+      engine_.stop();
+      return;
+    }
+    engine_.schedule(engine_.now() + 10'000, drain_target_, 0);
+  }
+
+  // ---- in-flight samples
+  void on_sample(uint32_t) {
+    const Time now = engine_.now();
+    if (last_sample_.empty()) last_sample_.assign(size_t(np_) * D_, {0, 0});
+    for (uint32_t r = 0; r < np_; ++r) {
+      uint64_t completed = 0;
+      for (uint32_t c = 0; c < C_; ++c) completed += nodes_[r]->counters(c).completed.load(std::memory_order_relaxed);
+      for (uint32_t d = 0; d < D_; ++d) {
+        const auto& m = nodes_[r]->daemon_metrics(d);
+        auto& last = last_sample_[r * D_ + d];
+        samples_.push_back({now, r, d, nodes_[r]->daemon_calls_in_flight(d), static_cast<uint32_t>(m.cqe.cqes - last.first),
+                            m.cqe.loops - last.second, completed});
+        last = {m.cqe.cqes, m.cqe.loops};
+      }
+    }
+    if (now + sample_every_ <= run_start(o_.runs)) engine_.schedule(now + sample_every_, sample_target_, 0);
+  }
+
+  // ---- trace (Chrome / Perfetto trace-event JSON)
+  static void observe_daemon(void* ctx, const SimThread& self) {
+    auto* b = static_cast<Binding*>(ctx);
+    Experiment& e = *b->exp;
+    const Time start = self.step_start();
+    if (start < e.trace_begin_ || start >= e.trace_end_) return;
+    ++e.trace_events_;
+    const uint32_t cqes = self.step_phase(Phase::kCqes);
+    std::ostringstream& os = e.trace_;
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "{\"name\":\"loop\",\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"cqes\":%u}},\n",
+                  b->rank, b->thread, start / 1000.0, self.last_step_ns() / 1000.0, cqes);
+    os << buf;
+    if (cqes) {
+      std::snprintf(buf, sizeof buf,
+                    "{\"name\":\"cqes\",\"ph\":\"i\",\"s\":\"t\",\"pid\":%u,\"tid\":%u,\"ts\":%.3f,\"args\":{\"n\":%u}},\n",
+                    b->rank, b->thread, start / 1000.0, cqes);
+      os << buf;
+    }
+    std::snprintf(buf, sizeof buf,
+                  "{\"name\":\"calls_in_flight\",\"ph\":\"C\",\"pid\":%u,\"ts\":%.3f,\"args\":{\"d%u\":%llu}},\n", b->rank,
+                  start / 1000.0, b->thread,
+                  static_cast<unsigned long long>(e.nodes_[b->rank]->daemon_calls_in_flight(b->thread)));
+    os << buf;
+  }
+
+  std::string finish_trace() {
+    std::string body = trace_.str();
+    if (!body.empty()) body.resize(body.size() - 2);  // drop the last ",\n"
+    std::ostringstream out;
+    out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+    for (uint32_t r = 0; r < np_; ++r) {
+      if (r) out << ",\n";
+      out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << r << ",\"args\":{\"name\":\"rank " << r << "\"}}";
+    }
+    for (const sim::Fault& f : model_.faults) {  // one span per fault, on the node it hits
+      char buf[256];
+      std::snprintf(buf, sizeof buf, ",\n{\"name\":\"fault %s\",\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f,\"args\":%s}",
+                    sim::to_string(f.kind), f.node, f.kind == sim::FaultKind::kStallDaemon ? f.daemon : 0u,
+                    f.start_ns() / 1000.0, (f.end_ns() - f.start_ns()) / 1000.0, f.to_json().dump().c_str());
+      out << buf;
+    }
+    if (!body.empty()) out << ",\n" << body;
+    out << "\n]}\n";
+    return out.str();
+  }
+
+  uint64_t events_processed() const { return engine_.events_run(); }
+
+  const app::Options& o_;
+  sim::Model model_;
+  std::function<void(const std::string&)> progress_;
+  std::unique_ptr<StepLog> step_log_;  // --step-log: recording while set
+  Engine engine_;
+  sim::DesFabric fabric_;
+  uint32_t np_, D_, C_;
+  Time duration_, interval_;
+  uint32_t epochs_;
+  std::vector<std::vector<std::unique_ptr<SimThread>>> threads_;
+  std::vector<std::unique_ptr<SimRuntime>> runtimes_;
+  std::unique_ptr<SharedResource[]> head_lines_;  // per node: the delegation ring's head line
+  std::unique_ptr<SharedResource[]> answer_handoffs_;  // per node: Model::response_handoff_ns
+  std::vector<std::unique_ptr<SimNode>> nodes_;
+  std::vector<Binding> bindings_;
+  std::vector<app::RunResults> results_;
+  std::vector<app::DaemonReport> daemon_metrics_;
+  std::vector<uint64_t> last_completed_;
+  std::vector<Snapshot> run_snap_;
+  metrics::RequestLatency latency_start_;  // at the start of the current run's kept epochs
+  app::RunCounter run_counts_;
+  bool drained_ = false;
+  Time drain_deadline_ = 0;
+  TargetId sample_target_{};
+  TargetId drain_target_{};
+  Time sample_every_ = 10'000;
+  std::vector<InflightSample> samples_;
+  std::vector<std::pair<uint64_t, uint64_t>> last_sample_;
+  bool tracing_ = false;
+  Time trace_begin_ = 0, trace_end_ = 0;
+  uint64_t trace_events_ = 0;  // written inside the window (loop slices, instants)
+  std::shared_ptr<kv::HistoryOracle> oracle_;  // --check-exactly-once
+  uint64_t credit_checks_ = 0, credit_violations_ = 0;
+  std::vector<std::string> credit_examples_;
+  std::vector<sim::Fault> slow_nodes_, stalls_, link_delays_, packet_losses_, qp_errors_, rnr_storms_;
+  bool connection_faults_ = false;  // packet_loss, qp_error or rnr_storm faults: endpoints may stop
+  Rng loss_rng_;                    // packet losses (seeded from the run's seed)
+  std::ostringstream trace_;
+};
+
+}  // namespace
+
+sim::EventSetKind event_set_kind(EventSet e) {
+  return e == EventSet::kCalendar ? sim::EventSetKind::kCalendarQueue : sim::EventSetKind::kBinaryHeap;
+}
+
+software_nic::DiscardMode discard_mode(RingPages p) {
+  return p == RingPages::kKeep ? software_nic::DiscardMode::kZeroInPlace : software_nic::DiscardMode::kRelease;
+}
+
+ExperimentResult run_experiment(const app::Options& o, const sim::Model& model,
+                                const std::function<void(const std::string&)>& progress) {
+  if (o.transport != app::TransportKind::kSim) throw std::runtime_error("run_experiment: transport must be sim");
+  if (!o.backend) throw std::runtime_error("no backend given");
+  if (*o.backend == backend::BackendKind::kUcxAm)
+    throw std::runtime_error("the ucx-am baseline has no simulated form: run it with --transport ucx");
+  check_simulation_fits(o);
+  return backend::with_node_backend(*o.backend, [&]<class B>() {
+    Experiment<B> e(o, model, progress);
+    return e.run();
+  });
+}
+
+MemoryEstimate estimate_memory(const app::Options& o) {
+  MemoryEstimate m;
+  const uint32_t np = o.np, D = o.server_threads, C = o.client_threads;
+  if (o.backend && *o.backend != backend::BackendKind::kUcxAm && *o.backend != backend::BackendKind::kRpc)
+    m.endpoints = 2 * backend::with_node_backend(*o.backend, [&]<class B>() { return B::connection_count(np, D, C); });
+  m.threads = uint64_t{np} * (D + C);
+  // Per endpoint: its bookkeeping (copyrpc endpoint, queue pair, registrations) and the
+  // ring pages that traffic materializes (rings are paged: see sim/des_transport.hpp).
+  // Kept pages (--ring-pages keep) stay resident once touched: the whole ring, at worst.
+  const uint64_t ring_pages =
+      2 * (o.ring_pages == RingPages::kKeep ? o.ring_size : std::min<uint64_t>(o.ring_size, kEstimateRingPageBytes));
+  const double bytes = double(m.endpoints) * double(kEstimateEndpointBytes + ring_pages) +
+                       double(m.threads) * double(kEstimateThreadBytes) +
+                       double(np) * double(o.key_range) * double(kEstimateKeyBytes) + double(kEstimateBaseBytes);
+  m.bytes = bytes >= 1.8e19 ? ~uint64_t{0} : static_cast<uint64_t>(bytes);
+  return m;
+}
+
+uint64_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
+void check_simulation_fits(const app::Options& o) {
+  const MemoryEstimate m = estimate_memory(o);
+  const uint64_t avail = available_memory_bytes();
+  if (avail == 0 || m.bytes <= avail) return;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "this simulation needs about %.1f GiB (%llu copyrpc endpoints, %llu simulated threads), more than "
+                "the %.1f GiB of memory available (MemAvailable in /proc/meminfo); lower --np, --client-threads "
+                "or --server-threads",
+                double(m.bytes) / double(1ull << 30), static_cast<unsigned long long>(m.endpoints),
+                static_cast<unsigned long long>(m.threads), double(avail) / double(1ull << 30));
+  throw std::runtime_error(buf);
+}
+
+nlohmann::json write_experiment_outputs(const app::Options& o, const ExperimentResult& res) {
+  app::write_csv_file(o.output, res.runs);
+  nlohmann::json summary = app::summary_json(o, res.runs, res.daemons);
+  summary["simulator"] = res.extra;
+  summary["totals"] = {{"issued", res.total_issued}, {"completed", res.total_completed}, {"errors", res.errors}};
+  // Requests reported failed: shown with faults or when any failed (outputs without keep their bytes).
+  if (res.failed > 0 || res.extra["model"].contains("faults")) summary["totals"]["failed"] = res.failed;
+  summary["provenance"] = app::provenance_json(true);  // simulated threads: no CPU map
+  app::write_summary_file(o.summary, summary);
+  if (!o.inflight_samples.empty()) app::write_inflight_csv(o.inflight_samples, res.inflight);
+  if (!o.trace.empty()) {
+    std::ofstream t(o.trace);
+    t << res.trace_json;
+    if (!t) throw std::runtime_error("cannot write the trace to " + o.trace);
+    if (res.trace_events == 0)
+      std::fprintf(stderr,
+                   "benchkv: warning: no event fell in the trace window %.17g:%.17g us (the simulation ran to %.3f "
+                   "us); %s holds only its metadata\n",
+                   o.trace_window->begin_us, o.trace_window->end_us,
+                   static_cast<double>(res.extra["virtual_end_ns"].get<uint64_t>()) / 1e3, o.trace.c_str());
+  }
+  if (res.exactly_once && (!res.exactly_once->ok() || res.credit_violations > 0)) {
+    std::string msg = "exactly-once oracle: " + std::to_string(res.exactly_once->violations()) +
+                      " violation(s), " + std::to_string(res.credit_violations) + " copyrpc endpoint check(s) failed";
+    for (const auto& e : res.exactly_once->examples) msg += "\n  " + e;
+    for (const auto& e : res.credit_examples) msg += "\n  " + e;
+    throw std::runtime_error(msg);
+  }
+  return summary;
+}
+
+void write_inflight_csv(const std::string& path, const std::vector<InflightSample>& samples) {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("cannot write in-flight samples to " + path);
+  out << "t_us,rank,daemon,calls_in_flight,cqes,loops,rank_completed\n";
+  char buf[192];
+  for (const auto& s : samples) {
+    std::snprintf(buf, sizeof buf, "%.3f,%u,%u,%llu,%u,%llu,%llu\n", s.t_ns / 1000.0, s.rank, s.daemon,
+                  static_cast<unsigned long long>(s.calls_in_flight), s.cqes_since_last,
+                  static_cast<unsigned long long>(s.loops_since_last), static_cast<unsigned long long>(s.rank_completed));
+    out << buf;
+  }
+  if (!out) throw std::runtime_error("cannot write in-flight samples to " + path);
+}
+
+}  // namespace bkv::app
