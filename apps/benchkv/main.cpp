@@ -17,9 +17,9 @@
 #include "apps/benchkv/cli/options.hpp"
 #include "apps/benchkv/results/provenance.hpp"
 #include "apps/benchkv/results/results.hpp"
-#include "apps/benchkv/simulator/data_runner.hpp"
-#include "apps/benchkv/simulator/rpc_runner.hpp"
-#include "apps/benchkv/simulator/sim_runner.hpp"
+#include "apps/benchkv/simulator/data_mode.hpp"
+#include "apps/benchkv/simulator/rpc_mode.hpp"
+#include "apps/benchkv/simulator/kv_mode.hpp"
 #include "apps/benchkv/sweep/sweep.hpp"
 
 using namespace bkv;

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/benchkv/cli/options.hpp"
-#include "apps/benchkv/simulator/sim_runner.hpp"
+#include "apps/benchkv/simulator/kv_mode.hpp"
 #include "sim/engine.hpp"
 #include "sim/model.hpp"
 #include "tests/sim/model_error.hpp"

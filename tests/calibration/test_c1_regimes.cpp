@@ -8,7 +8,7 @@
 #include <string>
 
 #include "apps/benchkv/cli/options.hpp"
-#include "apps/benchkv/simulator/sim_runner.hpp"
+#include "apps/benchkv/simulator/kv_mode.hpp"
 
 using namespace bkv;
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "apps/benchkv/cli/options.hpp"
-#include "apps/benchkv/simulator/sim_runner.hpp"
+#include "apps/benchkv/simulator/kv_mode.hpp"
 #include "core/kv/history_oracle.hpp"
 #include "sim/model.hpp"
 

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/benchkv/cli/options.hpp"
-#include "apps/benchkv/simulator/sim_runner.hpp"
+#include "apps/benchkv/simulator/kv_mode.hpp"
 #include "core/random.hpp"
 #include "sim/faults.hpp"
 #include "sim/model.hpp"

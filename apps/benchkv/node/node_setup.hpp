@@ -5,8 +5,10 @@
 #include <cstdint>
 
 #include "apps/benchkv/cli/options.hpp"
+#include "backends/data/data_node.hpp"
 #include "backends/node_config.hpp"
 #include "backends/policies/loop_policy.hpp"
+#include "backends/rpc/rpc_bench.hpp"
 #include "core/copyrpc/context.hpp"
 #include "core/kv/workload.hpp"
 
@@ -33,6 +35,36 @@ inline NodeSetup node_setup(const Options& o, uint32_t rank, uint32_t np) {
   s.context.ring_size = o.ring_size;
   s.context.srq_size = kSrqSize;
   return s;
+}
+
+// `benchkv rpc`: the benchmark's shape and the copyrpc context of its threads.
+inline rpc::RpcConfig rpc_config(const Options& o) { return rpc::RpcConfig{o.endpoints, o.queue_depth, o.message_size}; }
+inline copyrpc::ContextConfig rpc_context_config(const Options& o) {
+  copyrpc::ContextConfig cc;
+  cc.ring_size = o.ring_size;
+  cc.srq_size = kSrqSize;  // as the KV backends
+  return cc;
+}
+
+// `benchkv data`: the node configuration for one rank and one value size.
+inline data::DataNodeConfig data_node_config(const Options& o, uint32_t rank, uint32_t np, uint32_t value_size) {
+  data::DataNodeConfig c;
+  c.rank = rank;
+  c.np = np;
+  c.clients = o.client_threads;
+  c.queue_depth = o.queue_depth;
+  c.max_value_bytes = value_size;
+  c.value_bytes = value_size;
+  c.key_range = o.key_range;
+  c.read_ratio = o.read_ratio;
+  c.remote_only = true;
+  c.seed = o.seed;
+  c.backend = o.data_backend == "direct"   ? data::DataBackend::kDirect
+              : o.data_backend == "meta"   ? data::DataBackend::kMeta
+              : o.data_backend == "ucx-am" ? data::DataBackend::kUcxAm
+                                           : data::DataBackend::kDelegation;
+  c.validate();
+  return c;
 }
 
 }  // namespace bkv::app

@@ -19,11 +19,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/benchkv/simulator/data_runner.hpp"
+#include "apps/benchkv/results/data_results.hpp"
 #include "apps/benchkv/real/mpi_orchestration.hpp"
+#include "apps/benchkv/node/node_setup.hpp"
 #include "apps/benchkv/cli/options.hpp"
 #include "apps/benchkv/results/results.hpp"
-#include "apps/benchkv/simulator/rpc_runner.hpp"
+#include "apps/benchkv/results/rpc_results.hpp"
 #include "backends/data/data_node.hpp"
 
 namespace bkv::real {

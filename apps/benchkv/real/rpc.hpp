@@ -18,9 +18,10 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/benchkv/real/mpi_orchestration.hpp"
+#include "apps/benchkv/node/node_setup.hpp"
 #include "apps/benchkv/cli/options.hpp"
 #include "apps/benchkv/results/results.hpp"
-#include "apps/benchkv/simulator/rpc_runner.hpp"
+#include "apps/benchkv/results/rpc_results.hpp"
 #include "backends/rpc/rpc_bench.hpp"
 
 namespace bkv::real {

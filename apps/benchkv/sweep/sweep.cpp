@@ -20,7 +20,7 @@
 #include "apps/benchkv/results/fnv1a.hpp"
 #include "apps/benchkv/cli/options.hpp"
 #include "apps/benchkv/results/results.hpp"
-#include "apps/benchkv/simulator/sim_runner.hpp"
+#include "apps/benchkv/simulator/kv_mode.hpp"
 #include "apps/benchkv/sweep/sweep_ranks.hpp"
 #include "sim/model.hpp"
 

@@ -1,13 +1,8 @@
-// The simulator's experiment runner: builds NP nodes of a backend on simulated threads
-// over the simulated NIC/network, runs `runs` x `duration` of virtual time in epochs,
-// drains, and returns what benchkv writes (the same CSV/summary as real runs).
-//
-// Timeline: run r covers virtual time [r*duration, (r+1)*duration); threads keep running
-// across runs (as in the original, where runs are measurement windows). After the last
-// run the clients stop issuing and the simulation continues until nothing is in flight.
-//
-// Determinism: no wall-clock reads, no threads, no pointer-keyed iteration; every random
-// stream is derived from the config seed. Same options and model -> same output bytes.
+// The simulator's KV mode (meta, delegation, direct): NP nodes of a backend on simulated
+// threads over the simulated NIC/network, run by the one simulator runner
+// (apps/benchkv/simulator/runner.hpp: runs, epochs, drain); returns what benchkv writes
+// (the same CSV/summary as real runs), plus the KV mode's own outputs: daemon in-flight
+// samples, a Chrome trace, the step log, the exactly-once oracle's verdict, faults.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +18,6 @@
 #include "apps/benchkv/results/results.hpp"
 #include "core/kv/history_oracle.hpp"
 #include "sim/model.hpp"
-#include "sim/selectable_event_set.hpp"
 #include "transports/software_nic/paged_memory.hpp"
 
 namespace bkv::app {
@@ -54,10 +48,6 @@ struct ExperimentResult {
   uint64_t credit_checks = 0, credit_violations = 0;
   std::vector<std::string> credit_examples;
 };
-
-// How the simulated rings' paged memory discards consumed pages under --ring-pages.
-software_nic::DiscardMode discard_mode(RingPages p);
-sim::EventSetKind event_set_kind(EventSet e);
 
 // Runs the experiment `o` (transport must be sim). progress(line) gets the per-epoch
 // lines (nullptr: none). Throws std::runtime_error with a clear message on a model or

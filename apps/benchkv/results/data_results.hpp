@@ -1,5 +1,6 @@
-// `benchkv data`: bulk values moved by one-sided RDMA (backends/data, docs/data.md), in
-// the simulator. One experiment per value size (--value-size: a list, or a range of
+// The results of `benchkv data`: bulk values moved by one-sided RDMA (backends/data,
+// docs/data.md), in the simulator (apps/benchkv/simulator/data_mode.hpp) and over real
+// transports (apps/benchkv/real/data.hpp). One experiment per value size (--value-size: a list, or a range of
 // powers of two); each has --runs runs of --duration. Results use benchkv's CSV and
 // summary: the CSV's run column counts runs over all sizes (size i's runs are
 // i * runs .. i * runs + runs - 1); the summary's "data" section has, per size and
@@ -8,7 +9,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,9 +16,7 @@
 
 #include "apps/benchkv/cli/options.hpp"
 #include "apps/benchkv/results/results.hpp"
-#include "backends/data/data_node.hpp"
 #include "core/copyrpc/context.hpp"
-#include "sim/model.hpp"
 
 namespace bkv::app {
 
@@ -41,12 +39,6 @@ struct DataResult {
   nlohmann::json extra;  // simulator statistics per size
   uint64_t issued = 0, completed = 0, errors = 0, rejected = 0;
 };
-
-// The node configuration of `benchkv data` for one rank and one value size.
-data::DataNodeConfig data_node_config(const Options& o, uint32_t rank, uint32_t np, uint32_t value_size);
-
-// Runs `benchkv data` in the simulator (o.transport == sim). Deterministic.
-DataResult run_data_sim(const Options& o, const sim::Model& model, const std::function<void(const std::string&)>& progress);
 
 // The summary's "data" section and the table printed at the end (--report text; runs
 // count from 1 there, as in all human text):

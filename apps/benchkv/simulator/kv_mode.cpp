@@ -1,4 +1,4 @@
-#include "apps/benchkv/simulator/sim_runner.hpp"
+#include "apps/benchkv/simulator/kv_mode.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "apps/benchkv/node/node_runtime.hpp"
 #include "apps/benchkv/results/provenance.hpp"
 #include "apps/benchkv/results/results.hpp"
+#include "apps/benchkv/simulator/runner.hpp"
 #include "apps/benchkv/simulator/step_log.hpp"
 #include "apps/benchkv/node/node_setup.hpp"
 #include "backends/node_backends.hpp"
@@ -78,23 +79,16 @@ copyrpc::RttHistogram rtt_delta(const copyrpc::RttHistogram& a, const copyrpc::R
   return d;
 }
 
-// An experiment of node backend B (its traits: backends/node_backends.hpp).
+// The KV mode: NP nodes of node backend B (its traits: backends/node_backends.hpp), every
+// daemon and client on its own simulated thread; the drain looks every 10 us.
 template <class B>
-class Experiment {
+class Experiment final : public SimRun {
  public:
   using SimNode = backend::Node<B, SimRuntime>;
 
   Experiment(const app::Options& o, const sim::Model& model, const std::function<void(const std::string&)>& progress)
-      : o_(o), model_(model), progress_(progress), fabric_(engine_, derive_seed(o.seed, {0x4E4943ull})) {
-    np_ = o.np;
-    D_ = o.server_threads;
-    C_ = o.client_threads;
-    duration_ = app::duration_ns(o);
-    interval_ = app::interval_ns(o);
-    epochs_ = app::epochs_per_run(o);
-    fabric_.pages().set_discard_mode(discard_mode(o.ring_pages));
-    fabric_.pages().set_give_back_pages(o.ring_page_batch);
-    engine_.event_set_to_configure().select(event_set_kind(o.event_set));
+      : SimRun(o, model, progress, derive_seed(o.seed, {0x4E4943ull}), o.client_threads, 10'000),
+        D_(o.server_threads), C_(o.client_threads) {
     for (const std::string& text : o.faults) model_.faults.push_back(sim::Fault::parse(text));
     loss_rng_ = Rng(derive_seed(o.seed, {0x4C4F5353ull /* "LOSS" */}));
     sim::check_shape(model_.faults, np_, D_);
@@ -102,35 +96,8 @@ class Experiment {
   }
 
   ExperimentResult run() {
-    for (uint32_t r = 0; r < o_.runs; ++r) results_.emplace_back(r, np_, C_, epochs_, o_.trim);
-    const TargetId epoch_target = engine_.add_member<Experiment, &Experiment::on_epoch>(this);
-    for (uint32_t r = 0; r < o_.runs; ++r)
-      for (uint32_t e = 0; e < epochs_; ++e)
-        engine_.schedule(run_start(r) + uint64_t(e + 1) * interval_, epoch_target, r * epochs_ + e);
-    if (!o_.inflight_samples.empty()) {
-      sample_target_ = engine_.add_member<Experiment, &Experiment::on_sample>(this);
-      sample_every_ = std::max<Time>(1, static_cast<Time>(std::llround(o_.inflight_sample_interval_us * 1000)));
-      engine_.schedule(0, sample_target_, 0);
-    }
-    snapshot_all(run_snap_);
-    if (o_.trim == 0) latency_window_start();
-    if (!o_.step_log.empty()) step_log_ = std::make_unique<StepLog>(StepLog{np_, D_ + C_, D_, {}});
-    start_threads();
-
-    const Time end = run_start(o_.runs);
-    engine_.run_until(end);
-    if (step_log_) {
-      step_log_->write(o_.step_log);
-      step_log_.reset();
-    }
-
-    // Drain: clients stop issuing, the simulation continues until nothing is in flight.
-    for (auto& n : nodes_) n->stop_issuing();
-    drain_target_ = engine_.add_member<Experiment, &Experiment::on_drain_check>(this);
-    drain_deadline_ = end + kDrainLimit;
-    engine_.schedule(end, drain_target_, 0);
-    engine_.run();
-    if (!drained_ && !oracle_) throw std::runtime_error("simulation ended with requests still in flight");
+    const bool drained = run_timeline(0);
+    if (!drained && !oracle_) throw std::runtime_error("simulation ended with requests still in flight");
 
     ExperimentResult res;
     if (oracle_) {  // the oracle reports requests still in flight as lost
@@ -142,7 +109,7 @@ class Experiment {
       res.credit_violations = credit_violations_;
       res.credit_examples = credit_examples_;
     }
-    res.runs = std::move(results_);
+    res.runs = std::move(runs());
     res.daemons = std::move(daemon_metrics_);
     res.inflight = std::move(samples_);
     res.total_issued = total_issued();
@@ -158,14 +125,12 @@ class Experiment {
     }
     double head_wait = 0;
     for (uint32_t r = 0; r < np_; ++r) head_wait += head_lines_[r].mean_wait_ns() / np_;
-    res.extra = {{"events", events_processed()},
-                 {"ring_head_mean_wait_ns", head_wait},
-                 {"virtual_end_ns", engine_.now()},
-                 {"drain_ns", engine_.now() - end},
-                 {"issued", res.total_issued},
-                 {"completed", res.total_completed},
-                 {"errors", res.errors},
-                 {"model", model_.to_json()}};
+    res.extra = timeline_json();
+    res.extra["ring_head_mean_wait_ns"] = head_wait;
+    res.extra["issued"] = res.total_issued;
+    res.extra["completed"] = res.total_completed;
+    res.extra["errors"] = res.errors;
+    res.extra["model"] = model_.to_json();
     if (res.exactly_once) {
       const kv::HistoryOracle::Verdict& v = *res.exactly_once;
       nlohmann::json counts = nlohmann::json::object();
@@ -200,16 +165,41 @@ class Experiment {
     }
     // Per-NIC station statistics (queue depths, waits, utilization) over the whole
     // simulation, drain included.
-    nlohmann::json nics = nlohmann::json::array();
-    for (uint32_t r = 0; r < np_; ++r) nics.push_back(fabric_.network().report_json(r, engine_.now()));
-    res.extra["nics"] = std::move(nics);
+    res.extra["nics"] = nics_json();
     return res;
   }
 
  private:
-  static constexpr Time kDrainLimit = 1'000'000'000;  // 1 s of virtual time
-
-  Time run_start(uint32_t r) const { return uint64_t(r) * duration_; }
+  // ---- the runner's hooks (apps/benchkv/simulator/runner.hpp)
+  void start() override {
+    if (!o_.inflight_samples.empty()) {
+      sample_target_ = engine_.add_member<Experiment, &Experiment::on_sample>(this);
+      sample_every_ = std::max<Time>(1, static_cast<Time>(std::llround(o_.inflight_sample_interval_us * 1000)));
+      engine_.schedule(0, sample_target_, 0);
+    }
+    snapshot_all(run_snap_);
+    if (o_.trim == 0) latency_window_start();
+    if (!o_.step_log.empty()) step_log_ = std::make_unique<StepLog>(StepLog{np_, D_ + C_, D_, {}});
+    start_threads();
+  }
+  void runs_ended() override {
+    if (step_log_) {
+      step_log_->write(o_.step_log);
+      step_log_.reset();
+    }
+  }
+  void stop_issuing() override {
+    for (auto& n : nodes_) n->stop_issuing();
+  }
+  bool idle() const override {
+    uint64_t in_flight = 0;
+    for (auto& n : nodes_) in_flight += n->in_flight();
+    return in_flight == 0;
+  }
+  uint64_t completed(uint32_t rank, uint32_t client) const override {
+    return nodes_[rank]->counters(client).completed.load(std::memory_order_relaxed);
+  }
+  Totals totals() const override { return {total_issued(), total_completed()}; }
 
   void build() {
     threads_.resize(np_);
@@ -269,7 +259,6 @@ class Experiment {
       const TargetId qp_error_target = engine_.add_member<Experiment, &Experiment::on_qp_error>(this);
       for (uint32_t i = 0; i < qp_errors_.size(); ++i) engine_.schedule(qp_errors_[i].start_ns(), qp_error_target, i);
     }
-    last_completed_.assign(size_t(np_) * C_, 0);
     bindings_.reserve(size_t(np_) * (D_ + C_));
     for (uint32_t r = 0; r < np_; ++r)
       for (uint32_t t = 0; t < D_ + C_; ++t) {
@@ -422,22 +411,13 @@ class Experiment {
   }
 
   // ---- epochs and runs
-  void on_epoch(uint32_t idx) {
-    const uint32_t run = idx / epochs_, epoch = idx % epochs_;
-    app::RunResults& rr = results_[run];
-    for (uint32_t r = 0; r < np_; ++r)
-      for (uint32_t c = 0; c < C_; ++c) {
-        const uint64_t now = nodes_[r]->counters(c).completed.load(std::memory_order_relaxed);
-        uint64_t& last = last_completed_[size_t(r) * C_ + c];
-        rr.record(r, c, epoch, now - last, interval_);
-        last = now;
-      }
+  void epoch_recorded(RunResults& rr, uint32_t run, uint32_t epoch) override {
+    const uint32_t idx = run * epochs_ + epoch;
     if (progress_) progress_(app::format_progress(rr, o_.runs, epoch));
     // Latency is kept over the kept epochs, as the Mops are.
     if (epoch + 1 == rr.end_kept_epoch()) rr.set_latency(latency_sum().since(latency_start_));
     const uint32_t next_run = (idx + 1) / epochs_, next_epoch = (idx + 1) % epochs_;
     if (next_run < o_.runs && next_epoch == o_.trim) latency_window_start();
-    if (epoch + 1 == epochs_) finish_run(run);
   }
 
   // Every client's request latency, merged.
@@ -477,7 +457,7 @@ class Experiment {
       }
   }
 
-  void finish_run(uint32_t run) {
+  void run_ended(RunResults& /*rr*/, uint32_t run) override {
     std::vector<Snapshot> now;
     snapshot_all(now);
     const double secs = double(duration_) * 1e-9;
@@ -511,25 +491,7 @@ class Experiment {
         }
         daemon_metrics_.push_back(std::move(dm));
       }
-    const uint64_t issued = total_issued(), completed = total_completed();
-    run_counts_.close_run(results_[run], issued, completed);
     run_snap_ = std::move(now);
-  }
-
-  void on_drain_check(uint32_t) {
-    uint64_t in_flight = 0;
-    for (auto& n : nodes_) in_flight += n->in_flight();
-    if (in_flight == 0) {
-      drained_ = true;
-      run_counts_.add_drain(results_.back(), total_issued(), total_completed());
-      engine_.stop();
-      return;
-    }
-    if (engine_.now() >= drain_deadline_) {  // give up: run() reports it
-      engine_.stop();
-      return;
-    }
-    engine_.schedule(engine_.now() + 10'000, drain_target_, 0);
   }
 
   // ---- in-flight samples
@@ -598,33 +560,18 @@ class Experiment {
     return out.str();
   }
 
-  uint64_t events_processed() const { return engine_.events_run(); }
-
-  const app::Options& o_;
-  sim::Model model_;
-  std::function<void(const std::string&)> progress_;
+  uint32_t D_, C_;  // daemons and clients per node
   std::unique_ptr<StepLog> step_log_;  // --step-log: recording while set
-  Engine engine_;
-  sim::DesFabric fabric_;
-  uint32_t np_, D_, C_;
-  Time duration_, interval_;
-  uint32_t epochs_;
   std::vector<std::vector<std::unique_ptr<SimThread>>> threads_;
   std::vector<std::unique_ptr<SimRuntime>> runtimes_;
   std::unique_ptr<SharedResource[]> head_lines_;  // per node: the delegation ring's head line
   std::unique_ptr<SharedResource[]> answer_handoffs_;  // per node: Model::response_handoff_ns
   std::vector<std::unique_ptr<SimNode>> nodes_;
   std::vector<Binding> bindings_;
-  std::vector<app::RunResults> results_;
   std::vector<app::DaemonReport> daemon_metrics_;
-  std::vector<uint64_t> last_completed_;
   std::vector<Snapshot> run_snap_;
   metrics::RequestLatency latency_start_;  // at the start of the current run's kept epochs
-  app::RunCounter run_counts_;
-  bool drained_ = false;
-  Time drain_deadline_ = 0;
   TargetId sample_target_{};
-  TargetId drain_target_{};
   Time sample_every_ = 10'000;
   std::vector<InflightSample> samples_;
   std::vector<std::pair<uint64_t, uint64_t>> last_sample_;
@@ -641,14 +588,6 @@ class Experiment {
 };
 
 }  // namespace
-
-sim::EventSetKind event_set_kind(EventSet e) {
-  return e == EventSet::kCalendar ? sim::EventSetKind::kCalendarQueue : sim::EventSetKind::kBinaryHeap;
-}
-
-software_nic::DiscardMode discard_mode(RingPages p) {
-  return p == RingPages::kKeep ? software_nic::DiscardMode::kZeroInPlace : software_nic::DiscardMode::kRelease;
-}
 
 ExperimentResult run_experiment(const app::Options& o, const sim::Model& model,
                                 const std::function<void(const std::string&)>& progress) {

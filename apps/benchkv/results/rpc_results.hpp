@@ -1,11 +1,11 @@
-// `benchkv rpc`: copyrpc alone (backends/rpc/rpc_bench.hpp), in the simulator and over
-// real transports. Results use benchkv's CSV and summary: one "client" per rank (its one
+// The results of `benchkv rpc`: copyrpc alone (backends/rpc/rpc_bench.hpp), in the
+// simulator (apps/benchkv/simulator/rpc_mode.hpp) and over real transports
+// (apps/benchkv/real/rpc.hpp). Results use benchkv's CSV and summary: one "client" per rank (its one
 // thread); rank 0, the caller, completes every call, servers record 0. The summary's
 // "rpc" section has, per run, the call rate and the round-trip percentiles.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,9 +13,7 @@
 
 #include "apps/benchkv/cli/options.hpp"
 #include "apps/benchkv/results/results.hpp"
-#include "backends/rpc/rpc_bench.hpp"
 #include "core/copyrpc/context.hpp"
-#include "sim/model.hpp"
 
 namespace bkv::app {
 
@@ -35,13 +33,8 @@ struct RpcResult {
   uint64_t issued = 0, completed = 0, errors = 0;
 };
 
-rpc::RpcConfig rpc_config(const Options& o);
 // The calls completed between two snapshots of a round-trip histogram (a before b).
 copyrpc::RttHistogram histogram_delta(const copyrpc::RttHistogram& a, const copyrpc::RttHistogram& b);
-copyrpc::ContextConfig rpc_context_config(const Options& o);
-
-// Runs `benchkv rpc` in the simulator (o.transport == sim). Deterministic.
-RpcResult run_rpc_sim(const Options& o, const sim::Model& model, const std::function<void(const std::string&)>& progress);
 
 // The summary's "rpc" section and the table printed at the end of a run (--report text;
 // runs count from 1 there, as in all human text):

@@ -1,0 +1,89 @@
+#include "apps/benchkv/simulator/runner.hpp"
+
+#include "core/random.hpp"
+
+namespace bkv::app {
+
+sim::EventSetKind event_set_kind(EventSet e) {
+  return e == EventSet::kCalendar ? sim::EventSetKind::kCalendarQueue : sim::EventSetKind::kBinaryHeap;
+}
+
+software_nic::DiscardMode discard_mode(RingPages p) {
+  return p == RingPages::kKeep ? software_nic::DiscardMode::kZeroInPlace : software_nic::DiscardMode::kRelease;
+}
+
+SimRun::SimRun(const Options& o, const sim::Model& model, const Progress& progress, uint64_t fabric_seed,
+               uint32_t clients_per_rank, sim::Time drain_check_ns)
+    : o_(o), model_(model), progress_(progress), fabric_(engine_, fabric_seed), np_(o.np), clients_(clients_per_rank),
+      duration_(duration_ns(o)), interval_(interval_ns(o)), epochs_(epochs_per_run(o)),
+      drain_check_ns_(drain_check_ns) {
+  fabric_.pages().set_discard_mode(discard_mode(o.ring_pages));
+  fabric_.pages().set_give_back_pages(o.ring_page_batch);
+  engine_.event_set_to_configure().select(event_set_kind(o.event_set));
+  last_completed_.assign(size_t(np_) * clients_, 0);
+}
+
+bool SimRun::run_timeline(uint32_t first_run) {
+  for (uint32_t r = 0; r < o_.runs; ++r) runs_.emplace_back(first_run + r, np_, clients_, epochs_, o_.trim);
+  const sim::TargetId epoch_target = engine_.add_member<SimRun, &SimRun::on_epoch>(this);
+  for (uint32_t r = 0; r < o_.runs; ++r)
+    for (uint32_t e = 0; e < epochs_; ++e)
+      engine_.schedule(run_start(r) + uint64_t(e + 1) * interval_, epoch_target, r * epochs_ + e);
+  start();
+  end_ = run_start(o_.runs);
+  engine_.run_until(end_);
+  runs_ended();
+
+  // Drain: clients stop issuing, the simulation continues until nothing is in flight.
+  stop_issuing();
+  drain_target_ = engine_.add_member<SimRun, &SimRun::on_drain_check>(this);
+  drain_deadline_ = end_ + kDrainLimit;
+  engine_.schedule(end_, drain_target_, 0);
+  engine_.run();
+  return drained_;
+}
+
+void SimRun::on_epoch(uint32_t idx) {
+  const uint32_t run = idx / epochs_, epoch = idx % epochs_;
+  RunResults& rr = runs_[run];
+  for (uint32_t r = 0; r < np_; ++r)
+    for (uint32_t c = 0; c < clients_; ++c) {
+      const uint64_t now = completed(r, c);
+      uint64_t& last = last_completed_[size_t(r) * clients_ + c];
+      rr.record(r, c, epoch, now - last, interval_);
+      last = now;
+    }
+  epoch_recorded(rr, run, epoch);
+  if (epoch + 1 == epochs_) {
+    run_ended(rr, run);
+    const Totals t = totals();
+    run_counts_.close_run(rr, t.issued, t.completed);
+  }
+}
+
+void SimRun::on_drain_check(uint32_t) {
+  if (idle()) {
+    drained_ = true;
+    const Totals t = totals();
+    run_counts_.add_drain(runs_.back(), t.issued, t.completed);
+    engine_.stop();
+    return;
+  }
+  if (engine_.now() >= drain_deadline_) {  // give up: the mode reports it
+    engine_.stop();
+    return;
+  }
+  engine_.schedule(engine_.now() + drain_check_ns_, drain_target_, 0);
+}
+
+nlohmann::json SimRun::timeline_json() const {
+  return {{"events", engine_.events_run()}, {"virtual_end_ns", engine_.now()}, {"drain_ns", engine_.now() - end_}};
+}
+
+nlohmann::json SimRun::nics_json() {
+  nlohmann::json nics = nlohmann::json::array();
+  for (uint32_t r = 0; r < np_; ++r) nics.push_back(fabric_.network().report_json(r, engine_.now()));
+  return nics;
+}
+
+}  // namespace bkv::app

@@ -1,0 +1,106 @@
+// The one simulator runner: what every simulated mode (KV, rpc, data) shares. A mode is a
+// class derived from SimRun that builds its threads and nodes on the engine and fabric
+// made here, and says how to read its clients' counters; SimRun runs the timeline.
+//
+// Timeline: run r covers virtual time [r*duration, (r+1)*duration), cut into epochs of
+// interval_ms; threads keep running across runs (as in the original, where runs are
+// measurement windows). At every epoch's end each client's completed requests are
+// recorded (RunResults::record, ranks then clients); at a run's end its issued and
+// completed counts are closed (RunCounter). After the last run the clients stop
+// issuing and the simulation continues until nothing is in flight (the drain, at most
+// kDrainLimit of virtual time); what completes then is added to the last run.
+//
+// Determinism: no wall-clock reads, no threads, no pointer-keyed iteration; every random
+// stream is derived from the config seed. Same options and model -> same output bytes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/results/results.hpp"
+#include "sim/des_transport.hpp"
+#include "sim/engine.hpp"
+#include "sim/model.hpp"
+#include "sim/selectable_event_set.hpp"
+#include "transports/software_nic/paged_memory.hpp"
+
+namespace bkv::app {
+
+using Progress = std::function<void(const std::string&)>;
+
+// How the simulated rings' paged memory discards consumed pages under --ring-pages.
+software_nic::DiscardMode discard_mode(RingPages p);
+sim::EventSetKind event_set_kind(EventSet e);
+
+class SimRun {
+ public:
+  static constexpr sim::Time kDrainLimit = 1'000'000'000;  // 1 s of virtual time
+
+  SimRun(const SimRun&) = delete;
+  SimRun& operator=(const SimRun&) = delete;
+  virtual ~SimRun() = default;
+
+ protected:
+  // The requests (calls, operations) every client issued and completed so far.
+  struct Totals {
+    uint64_t issued = 0, completed = 0;
+  };
+
+  // fabric_seed seeds the network's random streams; clients_per_rank is the shape of the
+  // CSV rows (rank x client); drain_check_ns how often the drain looks for an idle system.
+  SimRun(const Options& o, const sim::Model& model, const Progress& progress, uint64_t fabric_seed,
+         uint32_t clients_per_rank, sim::Time drain_check_ns);
+
+  // The timeline: epochs of every run, then the drain. runs() holds a RunResults per run,
+  // numbered from first_run. Returns whether the drain ended with nothing in flight.
+  bool run_timeline(uint32_t first_run);
+
+  // ---- what a mode says
+  virtual void start() = 0;                                  // start the threads (at the first run's start)
+  virtual void runs_ended() {}                               // the last run's end, before the drain
+  virtual void stop_issuing() = 0;                           // clients issue nothing more
+  virtual bool idle() const = 0;                             // nothing in flight
+  virtual uint64_t completed(uint32_t rank, uint32_t client) const = 0;  // a client's completed requests
+  virtual Totals totals() const = 0;
+  // An epoch was recorded into rr (progress lines, latency windows); the run's figures
+  // when it was its last epoch (before the run's counts are closed).
+  virtual void epoch_recorded(RunResults& rr, uint32_t run, uint32_t epoch) = 0;
+  virtual void run_ended(RunResults& rr, uint32_t run) = 0;
+
+  // ---- shared by the modes
+  sim::Time run_start(uint32_t r) const { return uint64_t(r) * duration_; }
+  std::vector<RunResults>& runs() { return runs_; }
+  // {events, virtual_end_ns, drain_ns}: the engine's figures once the timeline ran.
+  nlohmann::json timeline_json() const;
+  // Per-NIC station statistics (queue depths, waits, utilization) over the whole
+  // simulation, drain included: one object per node.
+  nlohmann::json nics_json();
+
+  const Options& o_;
+  sim::Model model_;
+  Progress progress_;
+  sim::Engine engine_;
+  sim::DesFabric fabric_;
+  uint32_t np_, clients_;
+  sim::Time duration_, interval_;
+  uint32_t epochs_;
+
+ private:
+  void on_epoch(uint32_t idx);
+  void on_drain_check(uint32_t);
+
+  sim::Time drain_check_ns_;
+  std::vector<RunResults> runs_;
+  std::vector<uint64_t> last_completed_;  // per rank x client, at the previous epoch's end
+  RunCounter run_counts_;
+  sim::Time end_ = 0, drain_deadline_ = 0;
+  sim::TargetId drain_target_{};
+  bool drained_ = false;
+};
+
+}  // namespace bkv::app
