@@ -21,9 +21,7 @@ decltype(auto) with_node_backend(BackendKind kind, F&& f) {
     case BackendKind::kMeta: return f.template operator()<MetaBackend>();
     case BackendKind::kDelegation: return f.template operator()<DelegationBackend>();
     case BackendKind::kDirect: return f.template operator()<DirectBackend>();
-    case BackendKind::kUcxAm:
-    case BackendKind::kRpc:
-    case BackendKind::kData: break;
+    case BackendKind::kUcxAm: break;
   }
   throw std::invalid_argument("backend '" + std::string(to_string(kind)) +
                               "' is not a copyrpc node backend (meta, delegation, direct)");

@@ -8,6 +8,14 @@
     apps/        anything below
     bench/, tests/, scripts/: anything
 
+Inside apps/benchkv/ the folders (docs/architecture.md, the folder table) include each
+other one way too: simulated and real runs do not include each other, and the options
+and results include neither:
+
+    cli/        results (the version text)      results/    cli
+    node/       cli                             simulator/  cli, node, results
+    real/       cli, node, results              sweep/      cli, real, results, simulator
+
 Every quoted #include of a project header is checked; an include that points upward (or
 sideways between layers that do not depend on each other) is printed with its file and
 line, and the exit status is 1. Usage: check_layers.py [repository root]
@@ -23,11 +31,26 @@ ALLOWED = {
     "backends": {"core", "backends"},
     "apps": {"core", "transports", "sim", "backends", "apps"},
 }
+APP = "apps/benchkv/"
+APP_ALLOWED = {
+    "cli": {"cli", "results"},
+    "results": {"cli", "results"},
+    "node": {"cli", "node"},
+    "simulator": {"cli", "node", "results", "simulator"},
+    "real": {"cli", "node", "real", "results"},
+    "sweep": {"cli", "real", "results", "simulator", "sweep"},
+}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
 def layer_of(path: str) -> str:
     return path.split("/", 1)[0]
+
+
+def app_folder_of(path: str) -> str:
+    """The apps/benchkv/ folder of a path ("" for a file directly in apps/benchkv/)."""
+    rest = path[len(APP):]
+    return rest.split("/", 1)[0] if "/" in rest else ""
 
 
 def main() -> int:
@@ -53,6 +76,11 @@ def main() -> int:
                 if layer_of(target) not in allowed:
                     violations.append(f"{rel}:{n}: {layer}/ may not include {target} "
                                       f"({layer}/ depends on {', '.join(sorted(allowed))} only)")
+                elif rel.startswith(APP) and target.startswith(APP):
+                    src, dst = app_folder_of(rel), app_folder_of(target)
+                    if src in APP_ALLOWED and dst not in APP_ALLOWED[src]:
+                        violations.append(f"{rel}:{n}: {APP}{src}/ may not include {target} ({APP}{src}/ "
+                                          f"depends on {', '.join(sorted(APP_ALLOWED[src]))} only)")
     for v in violations:
         print(v)
     print(f"check_layers: {checked} project includes checked, {len(violations)} violation(s)")

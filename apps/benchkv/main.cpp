@@ -1,6 +1,8 @@
 // benchkv: the distributed KV benchmark (docs/design.md §benchkv command line).
 //
-//   benchkv [options] <meta|delegation|direct|ucx-am|rpc|data>  (see --help)
+// Run modes (apps/benchkv/cli/run_mode.hpp):
+//   benchkv [options] <meta|delegation|direct|ucx-am>           kv, over that backend (see --help)
+//   benchkv [options] <rpc|data>                                copyrpc alone, bulk values
 //   benchkv --config configs/c1_np8.json                       (an experiment file)
 //   benchkv sweep configs/sweeps/regime_map.json [-j N]        (a grid of simulated runs)
 //   benchkv compare A.summary.json B.summary.json              (two results side by side)
@@ -12,6 +14,8 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
 
 #include "apps/benchkv/real/transports.hpp"
 #include "apps/benchkv/cli/options.hpp"
@@ -121,8 +125,13 @@ int compare(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::string_view(argv[1]) == "sweep") return app::sweep_main(argc, argv);
-  if (argc >= 2 && std::string(argv[1]) == "compare") return compare(argc, argv);
+  // sweep and compare are commands with arguments of their own; the other modes are
+  // described by the options.
+  if (argc >= 2) {
+    const std::optional<app::Mode> command = app::mode_named(argv[1]);
+    if (command == app::Mode::kSweep) return app::sweep_main(argc, argv);
+    if (command == app::Mode::kCompare) return compare(argc, argv);
+  }
   app::ParseResult pr = app::parse_command_line(argc, argv);
   for (const std::string& w : pr.warnings) std::fprintf(stderr, "benchkv: warning: %s\n", w.c_str());
   if (!pr.should_run()) {
@@ -131,15 +140,22 @@ int main(int argc, char** argv) {
   }
   const app::Options& o = pr.options;
   try {
-    if (o.transport == app::TransportKind::kSim && o.backend != backend::BackendKind::kRpc &&
-        o.backend != backend::BackendKind::kData)
-      app::check_simulation_fits(o);  // before any output file is made (the KV node backends)
-    if (o.transport == app::TransportKind::kSim) app::prepare_output_files(o);
-    if (o.transport == app::TransportKind::kSim) {
-      if (o.backend == backend::BackendKind::kData) return run_data_sim(o);
-      return o.backend == backend::BackendKind::kRpc ? run_rpc_sim(o) : run_sim(o);
+    if (o.transport != app::TransportKind::kSim) return run_real(o);
+    switch (o.mode) {
+      case app::Mode::kKv:
+        app::check_simulation_fits(o);  // before any output file is made
+        app::prepare_output_files(o);
+        return run_sim(o);
+      case app::Mode::kRpc:
+        app::prepare_output_files(o);
+        return run_rpc_sim(o);
+      case app::Mode::kData:
+        app::prepare_output_files(o);
+        return run_data_sim(o);
+      case app::Mode::kSweep:
+      case app::Mode::kCompare: break;  // commands, handled above
     }
-    return run_real(o);
+    throw std::logic_error("benchkv: the options describe no runnable mode");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "benchkv: %s\n", e.what());
     return 1;

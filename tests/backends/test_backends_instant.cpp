@@ -126,7 +126,7 @@ TEST_CASE("The run-time choice of a backend instantiates that backend's node", "
   size_t node_backends = 0;
   for (const auto& b : kBackendNames) {
     INFO("backend " << b.name);
-    if (b.kind == BackendKind::kUcxAm || b.kind == BackendKind::kRpc || b.kind == BackendKind::kData) {
+    if (b.kind == BackendKind::kUcxAm) {
       CHECK_THROWS_WITH(kind_of(b.kind), Catch::Contains("not a copyrpc node backend"));
       continue;
     }

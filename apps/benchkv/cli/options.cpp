@@ -43,15 +43,25 @@ struct Choice {
   E value;
 };
 
-constexpr auto kBackendChoices = [] {
-  std::array<Choice<BackendKind>, backend::kBackendNames.size()> t{};
-  for (size_t i = 0; i < t.size(); ++i) t[i] = {backend::kBackendNames[i].name, backend::kBackendNames[i].kind};
+// The positional word ("backend"): a KV backend (mode kv), or a mode the options
+// describe (rpc, data).
+struct Run {
+  Mode mode;
+  std::optional<BackendKind> backend;
+  friend bool operator==(const Run&, const Run&) = default;
+};
+constexpr auto kRunChoices = [] {
+  std::array<Choice<Run>, backend::kBackendNames.size() + 2> t{};
+  size_t i = 0;
+  for (const auto& b : backend::kBackendNames) t[i++] = {b.name, Run{Mode::kKv, b.kind}};
+  for (const Mode m : {Mode::kRpc, Mode::kData}) t[i++] = {to_string(m), Run{m, std::nullopt}};
   return t;
 }();
-constexpr std::array<Choice<TransportKind>, 4> kTransportChoices{{{"mlx5", TransportKind::kMlx5},
-                                                                  {"verbs", TransportKind::kVerbs},
-                                                                  {"ucx", TransportKind::kUcx},
-                                                                  {"sim", TransportKind::kSim}}};
+constexpr auto kTransportChoices = [] {
+  std::array<Choice<TransportKind>, kTransportNames.size()> t{};
+  for (size_t i = 0; i < t.size(); ++i) t[i] = {kTransportNames[i].name, kTransportNames[i].kind};
+  return t;
+}();
 constexpr std::array<Choice<Distribution>, 2> kDistributionChoices{
     {{"uniform", Distribution::kUniform}, {"zipfian", Distribution::kZipfian}}};
 constexpr std::array<Choice<backend::LoopOrder>, 3> kLoopOrderChoices{
@@ -253,24 +263,27 @@ json get_loop_choice(const Options& o) {
 
 void set_backend(Options& o, const json& v, const Spec& s, const Ctx& c) {
   if (v.is_null()) {
+    o.mode = Mode::kKv;
     o.backend.reset();
     return;
   }
-  if (!v.is_string()) type_error(s, c, fmt::format("a string ({})", choice_list(kBackendChoices)), v);
+  if (!v.is_string()) type_error(s, c, fmt::format("a string ({})", choice_list(kRunChoices)), v);
   const auto name = v.get<std::string>();
-  for (const auto& ch : kBackendChoices) {
+  for (const auto& ch : kRunChoices) {
     if (ch.name == name) {
-      o.backend = ch.value;
+      o.mode = ch.value.mode;
+      o.backend = ch.value.backend;
       return;
     }
   }
   throw OptionError(std::string(s.key), fmt::format("{}: \"{}\" is not one of {} ({})", label(s), name,
-                                                    choice_list(kBackendChoices), c.source));
+                                                    choice_list(kRunChoices), c.source));
 }
 
 json get_backend(const Options& o) {
-  if (!o.backend) return json(nullptr);
-  return json(std::string(to_string(*o.backend)));
+  const std::string_view name = name_of(kRunChoices, Run{o.mode, o.backend});
+  if (name.empty()) return json(nullptr);
+  return json(std::string(name));
 }
 
 // A relative model path is resolved against the context's base directory (the config
@@ -336,10 +349,10 @@ constexpr std::string_view kGroupRpc = "copyrpc alone (rpc)";
 constexpr std::string_view kGroupData = "bulk values (data)";
 
 const Spec kSpecs[] = {
-    {"backend", 0, Kind::kChoice, kGroupRun, "" /* --help lists backend::kBackendNames */,
+    {"backend", 0, Kind::kChoice, kGroupRun, "" /* --help lists kRunChoices */,
      "backend to run (positional argument); rpc runs copyrpc alone: rank 0 calls, the other ranks answer",
      &set_backend, &get_backend},
-    {"transport", 0, Kind::kChoice, kGroupRun, "mlx5|verbs|ucx|sim", "transport under the backends",
+    {"transport", 0, Kind::kChoice, kGroupRun, "" /* --help lists kTransportNames */, "transport under the backends",
      BKV_CHOICE(transport, kTransportChoices)},
     {"duration", 'd', Kind::kDouble, kGroupRun, "SECONDS", "benchmark time per run (fractions allowed)",
      BKV_FIELD(duration)},
@@ -618,11 +631,14 @@ struct Applicability {
 };
 
 bool is_sim(const Options& o) { return o.transport == TransportKind::kSim; }
-bool is_rdma(const Options& o) { return o.transport == TransportKind::kMlx5 || o.transport == TransportKind::kVerbs; }
-bool is_rpc(const Options& o) { return o.backend == BackendKind::kRpc; }
-bool is_data(const Options& o) { return o.backend == BackendKind::kData; }
-// The KV (meta) backends; no backend yet: judged when it is known.
-bool is_kv(const Options& o) { return !is_rpc(o) && !is_data(o); }
+bool is_rdma(const Options& o) {
+  const TransportName* t = transport_named(o.transport);
+  return t != nullptr && t->rdma_device;
+}
+bool is_rpc(const Options& o) { return o.mode == Mode::kRpc; }
+bool is_data(const Options& o) { return o.mode == Mode::kData; }
+// The KV backends; no backend yet: judged as kv.
+bool is_kv(const Options& o) { return o.mode == Mode::kKv; }
 bool has_clients(const Options& o) { return is_kv(o) || is_data(o); }
 bool has_copyrpc(const Options& o) { return o.backend != BackendKind::kUcxAm; }
 bool is_delegation(const Options& o) { return !o.backend || o.backend == BackendKind::kDelegation; }
@@ -677,7 +693,7 @@ constexpr Applicability kApplicability[] = {
 // The mode an option was judged against, for messages: "--transport ucx, backend meta".
 std::string mode_of(const Options& o) {
   std::string m = fmt::format("--transport {}", name_of(kTransportChoices, o.transport));
-  if (o.backend) m += fmt::format(", backend {}", name_of(kBackendChoices, *o.backend));
+  if (!get_backend(o).is_null()) m += fmt::format(", backend {}", get_backend(o).get<std::string>());
   return m;
 }
 
@@ -724,7 +740,7 @@ void validate_applicability(const Options& o) {
 
 // The data benchmark's own rules: the data backend's name and the memory its sizes need.
 void validate_data_relations(const Options& o) {
-  if (o.backend != BackendKind::kData) return;
+  if (!is_data(o)) return;
   if (o.data_backend != "delegation" && o.data_backend != "meta" && o.data_backend != "direct" &&
       o.data_backend != "ucx-am")
     fail(o, "data_backend", "is not one of delegation, meta, direct, ucx-am");
@@ -746,13 +762,13 @@ void validate_data_relations(const Options& o) {
 }  // namespace
 
 void validate(const Options& o, bool require_backend) {
-  if (require_backend && !o.backend) {
+  if (require_backend && is_kv(o) && !o.backend) {
     throw OptionError("backend",
                       fmt::format("backend: missing; give one of {} as the positional argument or as "
                                   "\"backend\" in the config file",
-                                  choice_list(kBackendChoices)));
+                                  choice_list(kRunChoices)));
   }
-  if (o.backend && name_of(kBackendChoices, *o.backend).empty()) fail(o, "backend", "is invalid");
+  if ((o.backend || !is_kv(o)) && get_backend(o).is_null()) fail(o, "backend", "is invalid");
   if (name_of(kTransportChoices, o.transport).empty()) fail(o, "transport", "is invalid");
   if (name_of(kDistributionChoices, o.distribution).empty()) fail(o, "distribution", "is invalid");
   if (name_of(kStartModeChoices, o.start_mode).empty()) fail(o, "start_mode", "is invalid");
@@ -861,7 +877,7 @@ json to_json(const Options& o) {
   json j = json::object();
   for (const auto& s : kSpecs) {
     const bool data_only = std::find(kDataOnlyKeys.begin(), kDataOnlyKeys.end(), s.key) != kDataOnlyKeys.end();
-    if (data_only && o.backend != BackendKind::kData) continue;
+    if (data_only && o.mode != Mode::kData) continue;
     j[std::string(s.key)] = s.get(o);  // every other key, default or not: a later default change stays visible
   }
   return j;
@@ -1080,7 +1096,7 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
     const Spec& s = kSpecs[i];
     const std::string desc = help_text(s, defaults);
     if (is_positional(s)) {
-      cli[i] = app.add_option("backend", texts[i], desc)->type_name(choice_list(kBackendChoices));
+      cli[i] = app.add_option("backend", texts[i], desc)->type_name(choice_list(kRunChoices));
     } else if (s.kind == Kind::kBool) {
       flags[i] = false;
       const std::string names = fmt::format("{},!--no-{}", long_flag(s), long_flag(s).substr(2));
@@ -1088,7 +1104,8 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
     } else {
       std::string names = long_flag(s);
       if (s.short_flag != 0) names = fmt::format("-{},{}", s.short_flag, names);
-      cli[i] = app.add_option(names, texts[i], desc)->type_name(std::string(s.value_name));
+      const std::string value_name = s.key == "transport" ? choice_list(kTransportChoices) : std::string(s.value_name);
+      cli[i] = app.add_option(names, texts[i], desc)->type_name(value_name);
     }
     cli[i]->group(std::string(s.group));
   }
@@ -1185,8 +1202,7 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
         });
     validate(o, /*require_backend=*/!print_config);
     o.faults = fault_texts;
-    if (!o.faults.empty() && !(o.transport == TransportKind::kSim && o.backend && *o.backend != BackendKind::kRpc &&
-                               *o.backend != BackendKind::kData))
+    if (!o.faults.empty() && !(sim_kv(o) && o.backend))
       throw OptionError("fault", "--fault: faults are injected into simulated KV runs only (--transport sim with "
                                  "backend meta, delegation or direct)");
     // Bad faults are bad input like any other option: refused here (exit status 2).

@@ -1,10 +1,11 @@
 // benchkv options (docs/design.md §Benchmark plumbing, §benchkv command line).
 //
-//   benchkv [options] <meta|delegation|direct|ucx-am>
-//   benchkv --config FILE.json [options] [backend]
+//   benchkv [options] <meta|delegation|direct|ucx-am>      (run mode kv, over that backend)
+//   benchkv [options] <rpc|data>                           (run modes rpc, data)
+//   benchkv --config FILE.json [options] [backend or mode]
 //
 // Every option has a JSON key: the snake_case of its long option (--queue-depth ->
-// "queue_depth"); the positional backend is the key "backend". Precedence, lowest first:
+// "queue_depth"); the positional backend (or mode) is the key "backend". Precedence, lowest first:
 // built-in defaults, the config file (--config), the command line. `--help` lists every
 // option with its default and JSON key; `--print-config` prints the effective
 // configuration as JSON (the form to_json() returns and a config file accepts) and exits.
@@ -28,6 +29,8 @@
 #include <utility>
 #include <vector>
 
+#include "apps/benchkv/cli/run_mode.hpp"
+#include "apps/benchkv/cli/transport_kind.hpp"
 #include "backends/backend_kind.hpp"
 #include "backends/policies/loop_policy.hpp"
 #include "core/kv/workload.hpp"
@@ -35,7 +38,6 @@
 namespace bkv::app {
 
 using backend::BackendKind;
-enum class TransportKind : uint8_t { kMlx5 = 0, kVerbs, kUcx, kSim };
 enum class StartMode : uint8_t { kSync = 0, kStaggered };
 enum class ReportFormat : uint8_t { kText = 0, kCsv, kNone };  // the final report on stdout
 // Simulated copyrpc rings: a consumed page goes back to the kernel (kRelease: memory for
@@ -76,7 +78,11 @@ inline constexpr uint32_t kDefaultRingPageBatch = 16;  // ring_page_batch (pages
 inline constexpr uint32_t kMaxRingPageBatch = 1024;    // = PagedMemory::kMaxGiveBackPages
 
 struct Options {
-  std::optional<BackendKind> backend;  // positional; JSON "backend"; required to run
+  // What to run: the positional word, JSON "backend" (a KV backend's name, or "rpc" or
+  // "data"). Mode kv requires a backend to run; rpc and data have none (data's own
+  // backend is data_backend).
+  Mode mode = Mode::kKv;
+  std::optional<BackendKind> backend;
   TransportKind transport = TransportKind::kSim;
   double duration = 30;        // seconds per run
   double interval_ms = 1000;   // epoch length

@@ -12,6 +12,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,8 @@ static_assert(Transport<OwningHwDirectTransport>);
 
 }  // namespace
 
+namespace {
+
 int run_rdma(const app::Options& o) {
   const std::string transport(app::to_string(o.transport));
   std::optional<mlx5::Device> dev;
@@ -95,30 +98,35 @@ int run_rdma(const app::Options& o) {
     // Rank 0 writes the outputs: their directories are made and each is checked writable
     // before the run, so a bad path ends every rank now (abort below), not after the run.
     if (s.rank() == 0) app::prepare_output_files(o);
-    if (o.backend == backend::BackendKind::kData) {  // one thread per rank, left unpinned
-      const nlohmann::json data_extra = {
-          {"transport", transport},
-          {"device", dev->name()},
-          {"port", dev->port()},
-          {"pinning", "unpinned (the main thread steps daemon #0 and every client in turn)"}};
-      mlx5::Device& d = *dev;
-      if (o.transport == app::TransportKind::kMlx5)
-        return run_data_mpi<OwningHwDirectTransport>(
-            s, o, [&d] { return std::make_unique<OwningHwDirectTransport>(d); }, data_extra);
-      return run_data_mpi<mlx5::VerbsTransport>(
-          s, o, [&d] { return std::make_unique<mlx5::VerbsTransport>(d, mlx5::VerbsOptions{}); }, data_extra);
-    }
-    if (o.backend == backend::BackendKind::kRpc) {  // one thread per rank, left unpinned
-      const nlohmann::json rpc_extra = {{"transport", transport},
-                                        {"device", dev->name()},
-                                        {"port", dev->port()},
-                                        {"pinning", "unpinned (the rpc thread is the main thread)"}};
-      if (o.transport == app::TransportKind::kMlx5) {
-        app::NodeRuntime<app::RealThreads, MakeMlx5Transport> rt(1, {}, MakeMlx5Transport{&*dev, {}, {}});
+    switch (o.mode) {
+      case app::Mode::kData: {  // one thread per rank, left unpinned
+        const nlohmann::json data_extra = {
+            {"transport", transport},
+            {"device", dev->name()},
+            {"port", dev->port()},
+            {"pinning", "unpinned (the main thread steps daemon #0 and every client in turn)"}};
+        mlx5::Device& d = *dev;
+        if (o.transport == app::TransportKind::kMlx5)
+          return run_data_mpi<OwningHwDirectTransport>(
+              s, o, [&d] { return std::make_unique<OwningHwDirectTransport>(d); }, data_extra);
+        return run_data_mpi<mlx5::VerbsTransport>(
+            s, o, [&d] { return std::make_unique<mlx5::VerbsTransport>(d, mlx5::VerbsOptions{}); }, data_extra);
+      }
+      case app::Mode::kRpc: {  // one thread per rank, left unpinned
+        const nlohmann::json rpc_extra = {{"transport", transport},
+                                          {"device", dev->name()},
+                                          {"port", dev->port()},
+                                          {"pinning", "unpinned (the rpc thread is the main thread)"}};
+        if (o.transport == app::TransportKind::kMlx5) {
+          app::NodeRuntime<app::RealThreads, MakeMlx5Transport> rt(1, {}, MakeMlx5Transport{&*dev, {}, {}});
+          return run_rpc_mpi(s, o, rt, rpc_extra);
+        }
+        app::NodeRuntime<app::RealThreads, MakeVerbsTransport> rt(1, {}, MakeVerbsTransport{&*dev, {}});
         return run_rpc_mpi(s, o, rt, rpc_extra);
       }
-      app::NodeRuntime<app::RealThreads, MakeVerbsTransport> rt(1, {}, MakeVerbsTransport{&*dev, {}});
-      return run_rpc_mpi(s, o, rt, rpc_extra);
+      case app::Mode::kKv: break;
+      case app::Mode::kSweep:
+      case app::Mode::kCompare: throw std::logic_error("benchkv: sweep and compare are not real runs");
     }
     const RankPlan plan = plan_rank(o, s, dev->name());
     ProgressFn progress;
@@ -144,5 +152,10 @@ int run_rdma(const app::Options& o) {
     s.abort(1, std::string("benchkv: ") + e.what());
   }
 }
+
+const RegisterRealTransport kMlx5Registered{app::TransportKind::kMlx5, &run_rdma};
+const RegisterRealTransport kVerbsRegistered{app::TransportKind::kVerbs, &run_rdma};
+
+}  // namespace
 
 }  // namespace bkv::real

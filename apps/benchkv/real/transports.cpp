@@ -1,48 +1,50 @@
-// Dispatch of real runs to the transport's entry, or a message naming what this build
-// lacks (BKV_REAL_UCX / BKV_REAL_RDMA come from apps/benchkv/CMakeLists.txt: whether
-// real/ucx.cpp / real/rdma.cpp were built).
+// Dispatch of real runs to the transport's registered entry, or a message naming what
+// this build lacks (the transport's `needs` in apps/benchkv/cli/transport_kind.hpp).
 #include "apps/benchkv/real/transports.hpp"
 
+#include <array>
 #include <cstdio>
 #include <string>
 
 namespace bkv {
 
+namespace real {
+
 namespace {
 
-[[maybe_unused]] int unavailable(const app::Options& o, const char* missing) {
-  std::fprintf(stderr, "benchkv: --transport %s is not available in this build: %s was not found at configure time\n",
-               std::string(app::to_string(o.transport)).c_str(), missing);
-  return 2;
+std::array<RealEntry, app::kTransportNames.size()>& entries() {
+  static std::array<RealEntry, app::kTransportNames.size()> e{};  // by TransportKind
+  return e;
 }
 
 }  // namespace
 
+RegisterRealTransport::RegisterRealTransport(app::TransportKind kind, RealEntry run) {
+  entries().at(static_cast<size_t>(kind)) = run;
+}
+
+RealEntry real_entry(app::TransportKind kind) {
+  const size_t i = static_cast<size_t>(kind);
+  return i < entries().size() ? entries()[i] : nullptr;
+}
+
+}  // namespace real
+
 int run_real(const app::Options& o) {
+  const std::string name(app::to_string(o.transport));
   if (o.backend == backend::BackendKind::kUcxAm && o.transport != app::TransportKind::kUcx) {
     std::fprintf(stderr, "benchkv: the ucx-am backend runs over --transport ucx only (got --transport %s)\n",
-                 std::string(app::to_string(o.transport)).c_str());
+                 name.c_str());
     return 2;
   }
-  switch (o.transport) {
-    case app::TransportKind::kUcx:
-#if BKV_REAL_UCX
-      return real::run_ucx(o);
-#else
-      return unavailable(o, "UCX (libucx-dev) or MPI (libopenmpi-dev)");
-#endif
-    case app::TransportKind::kMlx5:
-    case app::TransportKind::kVerbs:
-#if BKV_REAL_RDMA
-      return real::run_rdma(o);
-#else
-      return unavailable(o, "rdma-core (libibverbs-dev, the RDMA device library) or MPI (libopenmpi-dev)");
-#endif
-    case app::TransportKind::kSim:
-      break;
+  const app::TransportName* t = app::transport_named(o.transport);
+  if (t == nullptr || t->needs.empty()) {
+    std::fprintf(stderr, "benchkv: --transport %s is not a real transport\n", name.c_str());
+    return 2;
   }
-  std::fprintf(stderr, "benchkv: --transport %s is not a real transport\n",
-               std::string(app::to_string(o.transport)).c_str());
+  if (const real::RealEntry run = real::real_entry(o.transport)) return run(o);
+  std::fprintf(stderr, "benchkv: --transport %s is not available in this build: %s was not found at configure time\n",
+               name.c_str(), std::string(t->needs).c_str());
   return 2;
 }
 

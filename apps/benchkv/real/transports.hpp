@@ -1,11 +1,15 @@
 // Real (non-simulated) runs: --transport mlx5 | verbs | ucx, one node per MPI rank.
 //
-//   mpirun -np N benchkv --transport ucx [options] <meta|delegation|direct|ucx-am>
-//   mpirun -np N benchkv --transport mlx5|verbs [--device NAME] [options] <meta|delegation|direct>
+//   mpirun -np N benchkv --transport ucx [options] <meta|delegation|direct|ucx-am|rpc|data>
+//   mpirun -np N benchkv --transport mlx5|verbs [--device NAME] [options] <meta|delegation|direct|rpc|data>
 //
 // Outputs are those of the simulator (same CSV columns, same summary keys, "totals"),
 // written by rank 0; the summary's "real" object says how the run was made (transport,
 // ranks, pinning, UCX_TLS) and config.np is the number of ranks.
+//
+// Each real transport's entry is a file of its own, apps/benchkv/real/<name>.cpp, built
+// when its libraries exist; it registers itself for its kind (the names are
+// apps/benchkv/cli/transport_kind.hpp) with a RegisterRealTransport object.
 #pragma once
 
 #include "apps/benchkv/cli/options.hpp"
@@ -19,9 +23,19 @@ namespace bkv {
 int run_real(const app::Options& o);
 
 namespace real {
-// The transport-specific entries (each in its own file, built when its libraries exist).
-int run_ucx(const app::Options& o);   // real/ucx.cpp: needs MPI and UCX
-int run_rdma(const app::Options& o);  // real/rdma.cpp: needs MPI and rdma-core
+
+// A transport's entry: runs the mode o.mode over it and returns the exit status.
+using RealEntry = int (*)(const app::Options& o);
+
+// Registers `run` as the entry of transport `kind` (at static initialization, from the
+// entry's own file: `const RegisterRealTransport kRegistered{TransportKind::kX, &run_x};`).
+struct RegisterRealTransport {
+  RegisterRealTransport(app::TransportKind kind, RealEntry run);
+};
+
+// The entry registered for `kind`, or nullptr when this build has none.
+RealEntry real_entry(app::TransportKind kind);
+
 }  // namespace real
 
 }  // namespace bkv

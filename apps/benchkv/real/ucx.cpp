@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -82,6 +83,8 @@ RealResult run_ucx_am(const mpi::Session& s, const app::Options& o, const RankPl
 
 }  // namespace
 
+namespace {
+
 int run_ucx(const app::Options& o) {
   mpi::Session s(nullptr, nullptr);
   try {
@@ -93,26 +96,28 @@ int run_ucx(const app::Options& o) {
     // Rank 0 writes the outputs: their directories are made and each is checked writable
     // before the run, so a bad path ends every rank now (abort below), not after the run.
     if (s.rank() == 0) app::prepare_output_files(o);
-    if (o.backend == backend::BackendKind::kData && o.data_backend == "ucx-am") {
-      return measure_data_mpi(
-          s, o, [&](const data::DataNodeConfig& cfg) { return std::make_unique<UcxAmDataRank>(s, cfg); },
-          {{"transport", "ucx"},
-           {"ucx_tls", std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : ""},
-           {"pinning", "unpinned (the main thread steps daemon #0 and every client in turn)"}});
-    }
-    if (o.backend == backend::BackendKind::kData) {  // one thread per rank, left unpinned
-      return run_data_mpi<ucx::UcxTransport>(
-          s, o, [] { return std::make_unique<ucx::UcxTransport>(ucx::Config{}); },
-          {{"transport", "ucx"},
-           {"ucx_tls", std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : ""},
-           {"pinning", "unpinned (the main thread steps daemon #0 and every client in turn)"}});
-    }
-    if (o.backend == backend::BackendKind::kRpc) {  // one thread per rank, left unpinned
-      UcxRuntime rt(1, {}, {});
-      return run_rpc_mpi(s, o, rt,
-                         {{"transport", "ucx"},
-                          {"ucx_tls", std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : ""},
-                          {"pinning", "unpinned (the rpc thread is the main thread)"}});
+    const nlohmann::json tls = std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : "";
+    switch (o.mode) {
+      case app::Mode::kData:  // one thread per rank, left unpinned
+        if (o.data_backend == "ucx-am")
+          return measure_data_mpi(
+              s, o, [&](const data::DataNodeConfig& cfg) { return std::make_unique<UcxAmDataRank>(s, cfg); },
+              {{"transport", "ucx"},
+               {"ucx_tls", tls},
+               {"pinning", "unpinned (the main thread steps daemon #0 and every client in turn)"}});
+        return run_data_mpi<ucx::UcxTransport>(
+            s, o, [] { return std::make_unique<ucx::UcxTransport>(ucx::Config{}); },
+            {{"transport", "ucx"},
+             {"ucx_tls", tls},
+             {"pinning", "unpinned (the main thread steps daemon #0 and every client in turn)"}});
+      case app::Mode::kRpc: {  // one thread per rank, left unpinned
+        UcxRuntime rt(1, {}, {});
+        return run_rpc_mpi(s, o, rt,
+                           {{"transport", "ucx"}, {"ucx_tls", tls}, {"pinning", "unpinned (the rpc thread is the main thread)"}});
+      }
+      case app::Mode::kKv: break;
+      case app::Mode::kSweep:
+      case app::Mode::kCompare: throw std::logic_error("benchkv: sweep and compare are not real runs");
     }
     const RankPlan plan = plan_rank(o, s, "");
     ProgressFn progress;
@@ -121,7 +126,7 @@ int run_ucx(const app::Options& o) {
     nlohmann::json extra = {{"transport", "ucx"},
                             {"ranks", s.size()},
                             {"ranks_on_rank0_node", s.local_size()},
-                            {"ucx_tls", std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : ""},
+                            {"ucx_tls", tls},
                             {"idle_yield", plan.oversubscribed},
                             {"pinning", plan.pins.warning.empty() ? "pinned" : plan.pins.warning}};
     if (o.backend == backend::BackendKind::kUcxAm) {
@@ -141,5 +146,9 @@ int run_ucx(const app::Options& o) {
     s.abort(1, std::string("benchkv: ") + e.what());
   }
 }
+
+const RegisterRealTransport kRegistered{app::TransportKind::kUcx, &run_ucx};
+
+}  // namespace
 
 }  // namespace bkv::real

@@ -605,7 +605,7 @@ ExperimentResult run_experiment(const app::Options& o, const sim::Model& model,
 MemoryEstimate estimate_memory(const app::Options& o) {
   MemoryEstimate m;
   const uint32_t np = o.np, D = o.server_threads, C = o.client_threads;
-  if (o.backend && *o.backend != backend::BackendKind::kUcxAm && *o.backend != backend::BackendKind::kRpc)
+  if (o.mode == Mode::kKv && o.backend && *o.backend != backend::BackendKind::kUcxAm)
     m.endpoints = 2 * backend::with_node_backend(*o.backend, [&]<class B>() { return B::connection_count(np, D, C); });
   m.threads = uint64_t{np} * (D + C);
   // Per endpoint: its bookkeeping (copyrpc endpoint, queue pair, registrations) and the

@@ -667,10 +667,10 @@ Sweep load_sweep(const std::string& path) {
       }
       validate(o, true);
       if (o.transport != TransportKind::kSim) throw std::runtime_error("sweeps run the simulator: transport must be sim");
+      if (o.mode != Mode::kKv)
+        throw std::runtime_error("sweeps run the KV backends (meta, delegation, direct); run rpc and data directly");
       if (*o.backend == backend::BackendKind::kUcxAm)
         throw std::runtime_error("the ucx-am baseline has no simulated form");
-      if (*o.backend == backend::BackendKind::kRpc || *o.backend == backend::BackendKind::kData)
-        throw std::runtime_error("sweeps run the KV backends (meta, delegation, direct); run rpc and data directly");
       model_of(o, r.model_patch, nullptr);
     } catch (const std::exception& e) {
       fail(path, describe(s, r) + ": " + e.what());
