@@ -22,9 +22,12 @@
 // its index in the client's table of pending requests; free tokens are a stack. What
 // recording costs: bench/kv/bench_client_latency.cpp, docs/benchmarks.md.
 //
-// step(): collect responses, then issue requests into the freed slots. It never blocks:
-// a remote path that is full (delegation ring) leaves the request for the next step and
-// says so in the result, so an event-driven scheduler retries it.
+// step(): the loop of the original client (docs/design.md §Client loop): the first step
+// issues queue_depth requests; every step scans the response areas (each ipc ring, then
+// the remote path) and follows every answer it finds at once by one new request, into
+// the slot that answer freed. It never blocks: a remote path that is full (delegation
+// ring) leaves the request for the next step and says so in the result, so an
+// event-driven scheduler retries it.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +44,7 @@ struct ClientStepResult {
   uint32_t completed = 0;  // answers collected (requests reported failed included)
   uint32_t issued = 0;
   bool blocked = false;  // a request could not be posted: retry without waiting for a response
-  bool again = false;    // paced issue (Client::set_paced_issue): step again once this step's costs are paid
+  bool again = false;    // timed writes (Client::set_timed_writes): step again once this step's costs are paid
 };
 
 // kRecordLatency = false: the same client without latency recording (for measuring what
@@ -60,11 +63,16 @@ class Client {
   ClientStepResult step() {
     ClientStepResult res;
     StepClock clock{meter_};
-    if (paced_) [[unlikely]]
-      return step_paced(res, clock);
-    collect(res, clock);
-    while (!stopping_ && in_flight_ < node_.queue_depth) {
-      if (!issue_next<true>(res, clock)) {
+    if (timed_writes_) [[unlikely]]
+      return step_timed(res, clock);
+    // The loop body of docs/design.md §Client loop: every answer found is followed at once
+    // by one new request into the slot it freed.
+    collect(res, clock, [&] {
+      if (!stopping_ && !issue_next(res, clock)) res.blocked = true;
+    });
+    // The first step issues the whole queue depth; a refused request is retried here.
+    while (!res.blocked && !stopping_ && in_flight_ < node_.queue_depth) {
+      if (!issue_next(res, clock)) {
         res.blocked = true;
         break;
       }
@@ -82,18 +90,19 @@ class Client {
     return res;
   }
 
-  // Paced issue (the simulator's model key client_issue = "paced", docs/design.md
-  // §Simulated threads): step() writes at most one request, at the step's start, and asks
-  // to be stepped again (ClientStepResult::again) once the costs it charged are paid. A
-  // request then becomes visible to the daemon after everything the client paid before
-  // it: collecting the answers that freed its slot (and their handoff), the requests
-  // written before it, and its own ring reservation. Without pacing (the default) a
-  // step's requests are all written at the step's start and its costs only delay the next
-  // step. The loop is the same (poll; issue into every freed slot; poll again): pacing
-  // only splits it where it writes. No use on real threads, where writes take effect when
-  // they are made.
-  void set_paced_issue(bool on) noexcept { paced_ = on; }
-
+  // Timed writes (the simulator, docs/design.md §Simulated threads): a simulated step's
+  // writes are visible from the step's start, so the loop above is cut where it writes.
+  // A step writes at most one request, at its start, then handles one answer found by the
+  // last scan of the response areas and pays for the request that answer frees (its
+  // bookkeeping, its ring-slot write and, on a shared ring head, its reservation), and
+  // asks to be stepped again (ClientStepResult::again) once those costs are paid. So each
+  // request becomes visible after everything its client paid before it, in the order of
+  // the loop above: answer, request, answer, request. No use on real threads, where writes
+  // take effect when they are made.
+  void set_timed_writes(bool on) {
+    timed_writes_ = on;
+    found_.resize(on ? node_.queue_depth : 0);
+  }
   void stop_issuing() noexcept { stopping_ = true; }
   // Reports every issue and answer to `oracle` as client `client` of this node (nullptr:
   // none, the default). Needs the tokens of kRecordLatency.
@@ -110,21 +119,6 @@ class Client {
   void restart_latency_max() noexcept { latency_.restart_max(); }
 
  private:
-  // An error answer. Reported failed (the path to the target rank stopped) is an outcome
-  // a fault may cause, counted apart and not as completed; any other is an error.
-  [[gnu::noinline]] void note_error_answer(const Response& r) {
-    if (r.valid() && r.error == kv::ErrorCode::kEndpointStopped)
-      ++failed_this_step_;
-    else
-      counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
-  // `answers` collected this step, failed_this_step_ of them reported failed.
-  [[gnu::noinline]] void count_failed(uint32_t answers) {
-    counters_.add_completed(answers - failed_this_step_);
-    counters_.failed.store(counters_.failed.load(std::memory_order_relaxed) + failed_this_step_, std::memory_order_relaxed);
-    failed_this_step_ = 0;
-  }
-
   // The clock of one step: read once, when the step first needs it (see the header).
   struct StepClock {
     Meter& meter;
@@ -139,51 +133,89 @@ class Client {
     }
   };
 
-  // Collects every answer waiting in the ipc rings and on the remote path.
-  [[gnu::always_inline]] inline void collect(ClientStepResult& res, StepClock& clock) {
-    auto on_resp = [&](uint64_t token, const Response& r) __attribute__((always_inline)) {
-      if constexpr (kRecordLatency) {
-        // Not a token this client gave out, or one with no request pending (a duplicate
-        // answer): an error, and no request completes.
-        if (token >= node_.queue_depth || !pending_[token].live) [[unlikely]] {  // queue_depth: pending_.size()
-          counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-          return;
-        }
-        Pending& p = pending_[token];
-        p.live = false;
-        latency_[p.cls].record(clock() - p.issued_ns);
-        free_tokens_[free_count_++] = static_cast<uint32_t>(token);
+  // One answer: ends its request (latency, oracle, counters). false: its token names no
+  // request of this client that is pending (a token never given out, or a duplicate
+  // answer), an error that ends nothing.
+  [[gnu::always_inline]] inline bool answer(uint64_t token, const Response& r, StepClock& clock) {
+    if constexpr (kRecordLatency) {
+      if (token >= node_.queue_depth || !pending_[token].live) [[unlikely]] {  // queue_depth: pending_.size()
+        counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        return false;
       }
-      ++res.completed;
-      if (oracle_ != nullptr) [[unlikely]] oracle_->answered(node_.rank, oracle_client_, static_cast<uint32_t>(token), r);
-      if (!r.valid() || r.is_error()) [[unlikely]] note_error_answer(r);
-    };
-    const uint32_t before = res.completed;
-    uint32_t visits = 0;  // response areas that held answers (one per ipc ring, one for the remote path)
-    for (IpcClientT* c : ipc_) visits += c->poll(on_resp) > 0 ? 1 : 0;
-    const uint32_t ipc_answers = res.completed - before;
-    remote_.poll(on_resp);
-    const uint32_t remote_answers = res.completed - before - ipc_answers;
-    const uint32_t answers = ipc_answers + remote_answers;
-    if (answers) {
-      in_flight_ -= answers;
-      if (failed_this_step_ == 0) [[likely]]
-        counters_.add_completed(answers);
-      else
-        count_failed(answers);
-      meter_.charge(Op::kRingOp, answers);
-      // Every ipc answer, and a remote answer when a daemon wrote it, came as a line
-      // from a daemon's core (sim::Model::response_handoff_ns; nothing on real runs).
-      const bool daemon_wrote_remote = RemotePath::kDaemonAnswers && remote_answers > 0;
-      meter_.answers_arrive(ipc_answers + (daemon_wrote_remote ? remote_answers : 0), visits + (daemon_wrote_remote ? 1 : 0));
+      Pending& p = pending_[token];
+      p.live = false;
+      latency_[p.cls].record(clock() - p.issued_ns);
+      free_tokens_[free_count_++] = static_cast<uint32_t>(token);
     }
+    --in_flight_;
+    if (oracle_ != nullptr) [[unlikely]] oracle_->answered(node_.rank, oracle_client_, static_cast<uint32_t>(token), r);
+    if (!r.valid() || r.is_error()) [[unlikely]]
+      error_answer(r);
+    else
+      counters_.add_completed(1);
+    return true;
+  }
+  // An error answer. Reported failed (the path to the target rank stopped) is an outcome
+  // a fault may cause, counted apart and not as completed; any other is an error (and
+  // counts as completed: its request was answered).
+  [[gnu::noinline]] void error_answer(const Response& r) {
+    if (r.valid() && r.error == kv::ErrorCode::kEndpointStopped) {
+      counters_.failed.store(counters_.failed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      return;
+    }
+    counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    counters_.add_completed(1);
+  }
+
+  // Scans the response areas: every ipc ring (one per daemon of the node), then the remote
+  // path, calling on_answer(token, response, area) for each answer found; `area` says
+  // whether a daemon's core wrote the answer (every ipc answer, and a remote one when
+  // RemotePath::kDaemonAnswers) and whether it is the first found in its response area.
+  struct Area {
+    bool daemon_wrote;
+    bool first;
+  };
+  template <class OnAnswer>
+  [[gnu::always_inline]] inline void scan(OnAnswer&& on_answer) {
+    for (IpcClientT* c : ipc_) {
+      bool first = true;
+      c->poll([&](uint64_t token, const Response& r) __attribute__((always_inline)) {
+        on_answer(token, r, Area{true, first});
+        first = false;
+      });
+    }
+    bool first = true;
+    remote_.poll([&](uint64_t token, const Response& r) __attribute__((always_inline)) {
+      on_answer(token, r, Area{RemotePath::kDaemonAnswers, first});
+      first = false;
+    });
+  }
+  // Reading `answers` answer lines, `from_daemons` of them written by a daemon's core in
+  // `visits` response areas (sim::Model::response_handoff_ns; nothing on real runs).
+  void charge_answers(uint32_t answers, uint32_t from_daemons, uint32_t visits) {
+    meter_.charge(Op::kRingOp, answers);
+    meter_.answers_arrive(from_daemons, visits);
+  }
+
+  // The loop body's answers: each one found ends its request, then after_each() runs
+  // (the request that replaces it).
+  template <class AfterEach>
+  [[gnu::always_inline]] inline void collect(ClientStepResult& res, StepClock& clock, AfterEach&& after_each) {
+    uint32_t answers = 0, from_daemons = 0, visits = 0;
+    scan([&](uint64_t token, const Response& r, Area a) __attribute__((always_inline)) {
+      ++answers;
+      from_daemons += a.daemon_wrote ? 1 : 0;
+      visits += a.daemon_wrote && a.first ? 1 : 0;
+      if (!answer(token, r, clock)) return;
+      ++res.completed;
+      after_each();
+    });
+    if (answers) charge_answers(answers, from_daemons, visits);
   }
 
   // Writes the next request of the pattern (a free slot must exist): over ipc to its
   // shard's daemon if local, else on the remote path. false: the path refused it (full),
-  // and it stays the next request. kChargeReserve: a remote request on a shared ring head
-  // pays its reservation right after the attempt (unpaced; paced issue pays it before).
-  template <bool kChargeReserve>
+  // and it stays the next request.
   [[gnu::always_inline]] inline bool issue_next(ClientStepResult& res, StepClock& clock) {
     const Request req = pattern_.peek();
     const bool local = req.rank == node_.rank;
@@ -196,7 +228,8 @@ class Client {
       ok = ipc_[owner_of(req.key, node_.daemons)]->call(req, token) == shm::IpcCallStatus::kOk;
     } else {
       ok = remote_.try_call(req, token);
-      if constexpr (kChargeReserve && RemotePath::kSharedHead) meter_.charge(Op::kRingReserve, 1);
+      // The reservation on a shared ring head (untimed: paid after the write).
+      if (!timed_writes_ && RemotePath::kSharedHead) meter_.charge(Op::kRingReserve, 1);
     }
     if (!ok) {
       if (oracle_ != nullptr) [[unlikely]] oracle_->withdrawn(node_.rank, oracle_client_, token);
@@ -212,45 +245,74 @@ class Client {
     return true;
   }
 
-  // step() with paced issue (set_paced_issue). States: write_ready_ = the next request's
-  // costs before its write (its ring reservation) are paid, so this step writes it first.
-  // With slots still free, the step pays the next request's reservation and asks to run
-  // again; with none free, the issue run is over: the path sends what was issued and the
-  // client polls (collects), and if that frees slots, the next run starts.
-  ClientStepResult step_paced(ClientStepResult& res, StepClock& clock) {
-    if (write_ready_ && !stopping_) {
-      if (!issue_next<false>(res, clock)) {
-        // Refused (the ring is full): send what the run issued and poll, as the unpaced
-        // loop does before it retries; the reservation stays paid.
+  // step() with timed writes (set_timed_writes). write_ready_: the next request is paid
+  // for, so this step writes it first. found_[found_head_, found_count_): the answers the
+  // last scan found and no step has handled yet.
+  ClientStepResult step_timed(ClientStepResult& res, StepClock& clock) {
+    if (write_ready_) {
+      if (stopping_) {
+        write_ready_ = false;  // paid for, never written: nothing to undo
+      } else if (!issue_next(res, clock)) {
+        // Refused (the ring is full): send what was written and retry later; the request
+        // stays paid for.
         res.blocked = true;
         send_unsent();
-        collect(res, clock);
+        return res;
+      } else {
+        write_ready_ = false;
+        unsent_ = true;
+        counters_.add_issued(1);
+      }
+    }
+    if (found_head_ == found_count_) {
+      if (!stopping_ && in_flight_ < node_.queue_depth) {
+        // A request owed without an answer: the first queue depth, or a refused one.
+        prepare_next();
+        res.again = true;
         return res;
       }
-      write_ready_ = false;
-      unsent_ = true;
-      counters_.add_issued(1);
-      meter_.charge(Op::kClientRequest, 1);
-      meter_.charge(Op::kRingOp, 1);
+      rescan();
     }
-    if (stopping_ || in_flight_ == node_.queue_depth) {
-      send_unsent();
-      collect(res, clock);
+    if (found_head_ < found_count_) {
+      const Found& f = found_[found_head_++];
+      charge_answers(1, f.area.daemon_wrote ? 1 : 0, f.area.daemon_wrote && f.area.first ? 1 : 0);
+      if (answer(f.token, f.resp, clock)) {
+        ++res.completed;
+        if (!stopping_) prepare_next();
+      }
+      // Nothing more to do here: scan again before going idle. An answer written since
+      // the last scan woke a thread that was stepping anyway, so no wake-up is coming.
+      if (!write_ready_ && found_head_ == found_count_) rescan();
     }
     if constexpr (requires { remote_.failures_waiting(); })
       if (remote_.failures_waiting()) [[unlikely]] res.blocked = true;
-    if (!stopping_ && in_flight_ < node_.queue_depth && !write_ready_) {
-      if constexpr (RemotePath::kSharedHead)
-        if (pattern_.peek().rank != node_.rank) meter_.charge(Op::kRingReserve, 1);
-      write_ready_ = true;
-    }
-    res.again = write_ready_ && !stopping_ && !res.blocked;
+    res.again = write_ready_ || found_head_ < found_count_;
     return res;
   }
+  void rescan() {
+    send_unsent();
+    found_head_ = found_count_ = 0;
+    scan([&](uint64_t token, const Response& r, Area a) { found_[found_count_++] = Found{token, r, a}; });
+  }
+  // Pays for the next request before its write: its bookkeeping, the slot write and, on
+  // a shared ring head, the reservation (a remote request; a local one goes over ipc).
+  void prepare_next() {
+    meter_.charge(Op::kClientRequest, 1);
+    meter_.charge(Op::kRingOp, 1);
+    if constexpr (RemotePath::kSharedHead)
+      if (pattern_.peek().rank != node_.rank) meter_.charge(Op::kRingReserve, 1);
+    write_ready_ = true;
+  }
   void send_unsent() {
-    if (unsent_) remote_.after_issue();  // a path that batches (copyrpc) sends the run's requests
+    if (unsent_) remote_.after_issue();  // a path that batches (copyrpc) sends what was written
     unsent_ = false;
   }
+
+  struct Found {
+    uint64_t token = 0;
+    Response resp;
+    Area area{};
+  };
 
   struct Pending {
     uint64_t issued_ns = 0;
@@ -265,11 +327,12 @@ class Client {
   Meter& meter_;
   ClientCounters& counters_;
   uint32_t in_flight_ = 0;
-  uint32_t failed_this_step_ = 0;  // answers of the current step that reported failed
   bool stopping_ = false;
-  bool paced_ = false;        // set_paced_issue
-  bool write_ready_ = false;  // paced issue: the next request's reservation is paid
-  bool unsent_ = false;       // paced issue: requests written since the path last sent
+  bool timed_writes_ = false;  // set_timed_writes
+  bool write_ready_ = false;   // timed writes: the next request is paid for
+  bool unsent_ = false;        // timed writes: requests written since the path last sent
+  std::vector<Found> found_;   // timed writes: answers of the last scan (queue_depth entries)
+  uint32_t found_head_ = 0, found_count_ = 0;
   std::vector<Pending> pending_;       // by token
   std::vector<uint32_t> free_tokens_;  // [0, free_count_): tokens of no pending request (a stack)
   uint32_t free_count_ = 0;

@@ -135,14 +135,21 @@ class Node {
 
   // A daemon's step; true when it completed a whole loop iteration.
   bool step_daemon(uint32_t d) { return d == 0 ? daemon0_->step() : workers_[d - 1]->step(); }
+  // `k` loops of daemon d that a scheduler skipped as identical idle ones.
+  void record_idle_loops(uint32_t d, uint64_t k) {
+    if (d == 0)
+      daemon0_->record_idle_loops(k);
+    else
+      workers_[d - 1]->record_idle_loops(k);
+  }
   ClientStepResult step_client(uint32_t c) { return clients_[c]->step(); }
 
   void stop_issuing() {
     for (auto& c : clients_) c->stop_issuing();
   }
-  // Paced issue for every client (backend::Client::set_paced_issue; simulator only).
-  void set_paced_issue(bool on) {
-    for (auto& c : clients_) c->set_paced_issue(on);
+  // Timed writes for every client (backend::Client::set_timed_writes; simulator only).
+  void set_timed_writes(bool on) {
+    for (auto& c : clients_) c->set_timed_writes(on);
   }
   // Reports this node's store operations and its clients' issues and answers to `oracle`
   // (core/kv/history_oracle.hpp; nullptr: stop reporting).

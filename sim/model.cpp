@@ -43,11 +43,6 @@ Model Model::from_json(const nlohmann::json& j, const std::string& where) {
       else if (u == "visit") m.response_handoff_unit = HandoffUnit::kVisit;
       else throw std::runtime_error(where + ".response_handoff_unit: must be \"answer\" or \"visit\"");
       unit_given = true;
-    } else if (k == "client_issue") {
-      const std::string v = it.value().is_string() ? it.value().get<std::string>() : std::string();
-      if (v == "step_start") m.client_issue = ClientIssue::kStepStart;
-      else if (v == "paced") m.client_issue = ClientIssue::kPaced;
-      else throw std::runtime_error(where + ".client_issue: must be \"step_start\" or \"paced\"");
     } else if (k == "client_wake_ns" || k == "client_retry_ns") {
       (k == "client_wake_ns" ? m.client_wake_ns : m.client_retry_ns) = time_ns(it.value(), where + "." + k, "");
     } else if (k == "faults") {
@@ -55,7 +50,7 @@ Model Model::from_json(const nlohmann::json& j, const std::string& where) {
     } else if (k == "description" || k == "basis") {
       // documentation only
     } else {
-      throw std::runtime_error(where + ": unknown key \"" + k + "\" (expected cpu, nic, client_wake_ns, client_retry_ns, ring_head_contention, response_handoff_ns, response_handoff_unit, client_issue, faults, description, basis)");
+      throw std::runtime_error(where + ": unknown key \"" + k + "\" (expected cpu, nic, client_wake_ns, client_retry_ns, ring_head_contention, response_handoff_ns, response_handoff_unit, faults, description, basis)");
     }
   }
   if (m.client_retry_ns < 1) throw std::runtime_error(where + ".client_retry_ns: must be >= 1");
@@ -84,7 +79,6 @@ nlohmann::json Model::to_json() const {
                       {"client_retry_ns", client_retry_ns}, {"ring_head_contention", ring_head_contention}};
   if (response_handoff_ns > 0) j["response_handoff_ns"] = response_handoff_ns;
   if (response_handoff_unit == HandoffUnit::kVisit) j["response_handoff_unit"] = "visit";
-  if (client_issue == ClientIssue::kPaced) j["client_issue"] = "paced";
   if (!faults.empty()) j["faults"] = faults_to_json(faults);
   return j;
 }

@@ -27,16 +27,6 @@ namespace bkv::sim {
 //           figures show (docs/bistability.md §8) can only come from overlap per visit.
 enum class HandoffUnit : uint8_t { kAnswer = 0, kVisit };
 
-// When a client's requests become visible to the daemons (Model::client_issue).
-//  kStepStart  all requests a client step writes are visible from the step's start; the
-//              costs the step charges (collecting answers, their handoff, ring
-//              reservations) only delay the client's next step (the simulator as first
-//              built; the default).
-//  kPaced      each request is written at the virtual time the client's costs before it
-//              are paid: a client step writes at most one request and steps again when
-//              its costs are paid (backend::Client::set_paced_issue).
-enum class ClientIssue : uint8_t { kStepStart = 0, kPaced };
-
 // The simulator's model: CPU costs, NIC and network, and the client wake-up latency.
 struct Model {
   CostModel cpu = CostModel::defaults();
@@ -56,8 +46,6 @@ struct Model {
   // The unit the stage is held per (HandoffUnit). Key "response_handoff_unit": "answer"
   // (the default; absent from to_json() then) or "visit"; only with response_handoff_ns > 0.
   HandoffUnit response_handoff_unit = HandoffUnit::kAnswer;
-  // Key "client_issue": "step_start" (the default; absent from to_json() then) or "paced".
-  ClientIssue client_issue = ClientIssue::kStepStart;
   // Faults injected into the run (sim/faults.hpp); absent from to_json() when empty.
   std::vector<Fault> faults;
 
