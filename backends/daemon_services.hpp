@@ -64,13 +64,21 @@ struct NoNodeResources {
   explicit NoNodeResources(const NodeConfig&) {}
 };
 
+// How a daemon scans its clients' ipc rings: every client on every loop (as the
+// original's daemon #0 did), or with the server's skip rule (core/shm/ipc.hpp).
+enum class IpcScan : uint8_t { kSkipRule, kEveryClient };
+
 // Serves the ipc ring of a daemon's shard: every request executed on the store. Out of
 // line (one call per daemon loop) so that bench/real_kv_callgrind.sh sees the ipc stage
 // as a function of its own in every build.
 template <class Meter, class Waker>
-[[gnu::noinline]] inline uint32_t serve_shard_ipc(IpcServerT& ipc, kv::Store& store, Meter& meter, Waker& waker, DaemonMetrics& m) {
+[[gnu::noinline]] inline uint32_t serve_shard_ipc(IpcServerT& ipc, kv::Store& store, Meter& meter, Waker& waker,
+                                                  DaemonMetrics& m, IpcScan how = IpcScan::kSkipRule) {
   const uint64_t scanned = ipc.clients_scanned();
-  ipc.poll_with_skip();
+  if (how == IpcScan::kEveryClient)
+    ipc.poll();
+  else
+    ipc.poll_with_skip();
   meter.charge(Op::kPollSlot, static_cast<uint32_t>(ipc.clients_scanned() - scanned));
   const uint32_t n = ipc.serve([&](const Request& req) { return kv::execute(store, req); },
                                [&](uint32_t client) { waker.wake(client); });

@@ -21,10 +21,12 @@ struct DaemonMetrics {
                                        // endpoint stopped (failed back, or refused at call)
   uint64_t holds = 0, held_released = 0;
 
-  void record_loop(uint32_t cqes_this_loop, uint32_t completions_this_loop, uint64_t inflight) noexcept {
-    cqe.add(cqes_this_loop);
-    completions.add(completions_this_loop);
-    inflight_sum += inflight;
+  // One loop's sample, taken at its end (`times` identical loops at once).
+  void record_loop(uint32_t cqes_this_loop, uint32_t completions_this_loop, uint64_t inflight,
+                   uint64_t times = 1) noexcept {
+    cqe.add(cqes_this_loop, times);
+    completions.add(completions_this_loop, times);
+    inflight_sum += inflight * times;
   }
 };
 

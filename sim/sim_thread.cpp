@@ -89,7 +89,9 @@ void SimThread::account_skipped(Time now) {
     busy_until_ = now;
     step_phase_.fill(0);
     repeat_ = k;
+    reporting_skipped_ = true;
     observer_(observer_ctx_, *this);
+    reporting_skipped_ = false;
     repeat_ = 1;
   }
 }

@@ -162,6 +162,9 @@ class SimThread {
   bool spinning() const noexcept { return spinning_; }
   // Number of identical steps the current observer call stands for (1 for a real step).
   uint64_t repeat() const noexcept { return repeat_; }
+  // Whether the current observer call reports steps skipped by kIdleSpin (repeat() of
+  // them) rather than one step that ran.
+  bool reporting_skipped() const noexcept { return reporting_skipped_; }
   uint64_t skipped_steps() const noexcept { return skipped_steps_; }
   Time pending_time() const noexcept { return pending_ ? pending_time_ : kTimeNever; }
   Time min_step() const noexcept { return min_step_; }
@@ -241,6 +244,7 @@ class SimThread {
   std::array<uint64_t, kOpCount> step_op_ps0_{};
   std::array<uint64_t, kOpCount> step_op_count0_{};
   uint64_t repeat_ = 1;
+  bool reporting_skipped_ = false;
   uint64_t skipped_steps_ = 0;
 
   uint64_t steps_ = 0;

@@ -5,27 +5,26 @@
 // shard owner (key % D). Incoming remote requests reach daemon #0 over copyrpc and are
 // forwarded over flux to the shard owner when it is another daemon.
 //
-// Daemon #0's loop, phase by phase (the structure the calibration data was measured
-// with, docs/design.md §Delegation daemon loop):
-//   ipc               local requests of shard 0
-//   delegation ring   the clients' remote requests, taken in ring order
-//   poll              copyrpc poll (as many times as the poll budget allows): responses
-//                     to the clients' slots (or held, under a batch-hold policy); then
-//                     the incoming requests, executed or forwarded; then a flush (the
-//                     original copyrpc poll() ends with a flush of every endpoint), so
-//                     replies leave in this flush and new calls in the flush phase's.
-//                     The measured C1 rates need it: at NP=16, 6.4M inbound WRITEs/s
-//                     over 230K loops/s is 28 WQEs per loop from 15 peers, more than one
-//                     flush per loop can emit.
-//   calls             the delegation requests -> copyrpc call() (RingFull /
-//                     InsufficientCredit -> backlog)
-//   backlog retry     the calls refused before
-//   flush             one WRITE+IMM per endpoint with pending data
-//   flux              responses of forwarded requests -> copyrpc replies; flux backlog
-//   release held      held responses, when due
-// Nothing blocks. That is the calibrated order (LoopOrder::kCalibrated, the default);
-// --loop-order one-flush drops the poll phase's flush (replies leave with the calls),
-// calls-first moves calls, backlog retry and flush right after the ring read.
+// Daemon #0's loop, phase by phase, as the original system's loop ran it
+// (docs/design.md §Delegation daemon loop; LoopOrder says where the messages leave):
+//   poll              drain the receive CQ until a poll finds it empty: each response
+//                     goes at once into its client's slot (or is held, under a
+//                     batch-hold policy), each request is queued; then a flush (the
+//                     original copyrpc poll() ends with one). A poll budget polls again.
+//   answer            the queued requests, executed (or forwarded over flux) and answered
+//   backlog retry     the calls refused before (RingFull / InsufficientCredit)
+//   delegation ring   every committed entry, in ring order (stops at a hole) -> copyrpc
+//                     call(); a refusal goes to the backlog
+//   flush             (LoopOrder::kOriginal) one WRITE+IMM per endpoint: the loop's
+//                     replies and calls together; kNextPoll leaves them to the next poll
+//   ipc               local requests of shard 0, executed and answered
+//   flux              responses of forwarded requests -> copyrpc replies
+//   release held      held responses, when due; then the loop's sample (in flight)
+// Nothing blocks. A phase that reads what other threads write (the CQ, the delegation
+// ring, the ipc rings) starts a new step when the phases before it in the loop did work,
+// so that under the simulator, where a step sees the world as of its start, it sees
+// what arrived while that work ran; a real thread calls step() again at once, which is
+// the same loop. A loop that finds nothing is one step.
 #pragma once
 
 #include <algorithm>
@@ -132,6 +131,8 @@ class WorkerDaemon {
     return true;
   }
   const DaemonMetrics& metrics() const noexcept { return m_; }
+  // Loops a scheduler skipped as identical idle ones (the simulator's idle spin).
+  void record_idle_loops(uint64_t k) noexcept { m_.record_loop(0, 0, 0, k); }
 
  private:
   IpcServerT& ipc_;
@@ -155,76 +156,28 @@ class DelegationDaemon0 {
     if (ep_of_rank_.size() != node_.np) throw std::invalid_argument("delegation: ep_of_rank must have np entries");
   }
 
-  // One scheduling quantum. Returns true when a whole loop iteration completed. When the
-  // poll phase polls more than once (poll budget > 1, adaptive budget), each further poll
-  // is its own quantum, so that it can see completions that arrived meanwhile (under the
-  // simulator a quantum sees the world as of its start); a real thread just calls step()
-  // again at once, which is the same loop.
+  // One step of the loop: returns true when it ended a whole loop iteration (false: the
+  // loop continues in the next step; see the header).
   bool step() {
-    if (!in_poll_phase_) {
-      meter_.charge(Op::kLoop, 1);
-      work_ = 0;
-      // ipc: local requests of shard 0.
-      work_ += serve_shard_ipc(ipc_, store_, meter_, waker_, m_);
-
-      // delegation ring: the clients' remote requests, in ring order (stops at a hole).
-      // The head snapshot is inline: a loop that finds the ring empty (most of them at a
-      // low queue depth) makes no call.
-      deleg_.snapshot_head();  // recv() stops at a hole: poll()'s count is not needed
-      if (deleg_.has_unread()) {
-        read_ring();
-      } else {
-        meter_.charge(Op::kRingOp, 1);
-      }
-      // calls-first order: the batch leaves before the poll phase.
-      if (policies_.order() == LoopOrder::kCallsFirst) issue_and_flush_calls();
-      in_poll_phase_ = true;
-      poll_ = {};
+    switch (stage_) {
+      case Stage::kPoll:
+        return poll_stage();
+      case Stage::kRing:
+        return ring_stage();
+      case Stage::kIpc:
+        break;
     }
-
-    // poll: one copyrpc poll (drain the CQ: responses to the clients' slots or held).
-    const uint64_t poll_start = policies_.needs_clock() ? meter_.now_ns() : 0;
-    const uint32_t cqes = ctx_.drain(
-        [&](CallToken&& tok, std::span<const std::byte> bytes) {
-          ++poll_.responses;
-          on_response(tok, bytes);
-        },
-        [&](CallToken&& tok, copyrpc::EndpointError) { on_failed_call(tok); });
-    if (cqes) policies_.on_cqes(poll_start);
-    poll_.cqes += cqes;
-    ++poll_.polls;
-    if (policies_.poll_again(poll_.polls, poll_.cqes, poll_.responses)) return false;
-    in_poll_phase_ = false;
-    incoming_.serve(ctx_, [&](uint32_t owner, const Request& req, const CallToken& tok) {
-      forwarder_.forward(owner, FluxMsg::kExecute, req, tok, meter_);
-    });
-    // The poll phase's flush (the replies), except when they wait for the calls' flush.
-    if (policies_.order() != LoopOrder::kOneFlush) ctx_.flush();
-    m_.responses += poll_.responses;
-    meter_.record(Phase::kCqes, poll_.cqes);
-    meter_.record(Phase::kResponses, poll_.responses);
-
-    // calls, backlog retry, flush (calibrated and one-flush orders).
-    if (policies_.order() != LoopOrder::kCallsFirst) issue_and_flush_calls();
-
-    // flux: responses of forwarded incoming requests -> copyrpc replies.
-    if (flux_) work_ += serve_flux();
-    // release held: held responses, when due.
-    release_held(poll_.responses);
-
-    work_ += poll_.cqes;
-    policies_.end_of_loop(poll_.cqes);
-    m_.record_loop(poll_.cqes, poll_.responses, ctx_.calls_in_flight());
-    if (work_) ++m_.busy_loops;
-    return true;
+    return ipc_stage();
   }
 
   const DaemonMetrics& metrics() const noexcept { return m_; }
+  // Loops a scheduler skipped as identical idle ones (the simulator's idle spin).
+  void record_idle_loops(uint64_t k) noexcept { m_.record_loop(0, 0, 0, k); }
   size_t backlog() const noexcept { return backlog_.size(); }
   size_t held() const noexcept { return policies_.held_count(); }
   Ctx& context() noexcept { return ctx_; }
   uint32_t current_poll_budget() const noexcept { return policies_.polls(); }
-  bool in_poll_phase() const noexcept { return in_poll_phase_; }
+  bool in_poll_phase() const noexcept { return stage_ == Stage::kPoll && loop_started_; }
 
  private:
   struct Backlogged {
@@ -235,6 +188,89 @@ class DelegationDaemon0 {
   struct PollPhase {
     uint32_t polls = 0, cqes = 0, responses = 0;
   };
+
+  // Where the loop continues at the next step.
+  enum class Stage : uint8_t { kPoll, kRing, kIpc };
+
+  // poll (one drain per step while the CQ yields completions), the poll's flush, the poll
+  // budget, answer. Then the ring stage, in this step when nothing was found so far.
+  bool poll_stage() {
+    if (!loop_started_) {
+      meter_.charge(Op::kLoop, 1);
+      loop_started_ = true;
+      work_ = 0;
+      poll_ = {};
+    }
+    const uint64_t poll_start = policies_.needs_clock() ? meter_.now_ns() : 0;
+    const uint32_t cqes = ctx_.drain(
+        [&](CallToken&& tok, std::span<const std::byte> bytes) {
+          ++poll_.responses;
+          on_response(tok, bytes);
+        },
+        [&](CallToken&& tok, copyrpc::EndpointError) { on_failed_call(tok); });
+    if (cqes) {
+      policies_.on_cqes(poll_start);
+      poll_.cqes += cqes;
+      return false;  // the drain polls again: completions may have arrived meanwhile
+    }
+    // A poll found the CQ empty: the poll ends with its flush.
+    ++poll_.polls;
+    flush_and_note();
+    if (policies_.poll_again(poll_.polls, poll_.cqes, poll_.responses)) return false;
+    m_.responses += poll_.responses;
+    meter_.record(Phase::kCqes, poll_.cqes);
+    meter_.record(Phase::kResponses, poll_.responses);
+    work_ += poll_.cqes;
+    // answer: the requests the poll queued.
+    work_ += incoming_.serve(ctx_, [&](uint32_t owner, const Request& req, const CallToken& tok) {
+      forwarder_.forward(owner, FluxMsg::kExecute, req, tok, meter_);
+    });
+    stage_ = Stage::kRing;
+    if (work_) return false;
+    return ring_stage();
+  }
+
+  // backlog retry, the delegation ring -> calls, the flush of kOriginal. Then the ipc
+  // stage, in this step when this stage found nothing.
+  bool ring_stage() {
+    uint32_t calls = retry_backlog();
+    deleg_.snapshot_head();  // recv() stops at a hole: poll()'s count is not needed
+    uint32_t entries = 0;
+    if (deleg_.has_unread()) {
+      entries = read_ring();
+      for (const auto& e : batch_) calls += issue(e.payload, CallToken::delegation(e.client_id, e.resp_slot_idx));
+      batch_.clear();
+    } else {
+      meter_.charge(Op::kPollSlot, 1);  // the head line, unchanged since the last look
+    }
+    meter_.record(Phase::kCallsOut, calls);
+    if (policies_.order() == LoopOrder::kOriginal) flush_and_note();
+    work_ += entries;
+    stage_ = Stage::kIpc;
+    if (entries || calls) return false;
+    return ipc_stage();
+  }
+
+  // ipc, flux, release held, the loop's sample.
+  bool ipc_stage() {
+    work_ += serve_shard_ipc(ipc_, store_, meter_, waker_, m_, IpcScan::kEveryClient);
+    if (flux_) work_ += serve_flux();
+    release_held(poll_.responses);
+    policies_.end_of_loop(poll_.cqes);
+    m_.record_loop(poll_.cqes, poll_.responses, ctx_.calls_in_flight());
+    if (work_) ++m_.busy_loops;
+    stage_ = Stage::kPoll;
+    loop_started_ = false;
+    return true;
+  }
+
+  // A flush of every endpoint with pending data; the RTT-based hold times from the
+  // flushes that sent something.
+  void flush_and_note() {
+    const bool sent = ctx_.has_unflushed();
+    ctx_.flush();
+    if (sent) policies_.on_flush(policies_.needs_clock() ? meter_.now_ns() : 0);
+  }
 
   static Ctx* checked(Ctx* ctx) {
     if (ctx == nullptr) throw std::invalid_argument("delegation: daemon #0 needs a copyrpc context");
@@ -315,29 +351,14 @@ class DelegationDaemon0 {
   // clients write: a transfer, not a turn in their queue. Out of line (one call per loop
   // that finds the ring non-empty, recv() inlined in it) so that
   // bench/real_kv_callgrind.sh sees the ring read as a function of its own.
-  [[gnu::noinline]] void read_ring() {
+  [[gnu::noinline]] uint32_t read_ring() {
     meter_.charge(Op::kRingOp, 1);
     while (auto e = deleg_.recv()) {
       batch_.push_back(*e);
       meter_.charge(Op::kRingOp, 1);
     }
     deleg_.advance_tail();
-  }
-
-  // calls: the batch of delegation requests -> copyrpc calls; backlog retry: the calls
-  // that found the ring full or no credit; flush: one WRITE+IMM per endpoint with
-  // pending data. Inlined into step() (once per loop): a call of its own saved and
-  // restored registers that step() has saved already.
-  [[gnu::always_inline]] void issue_and_flush_calls() {
-    uint32_t calls = 0;
-    for (const auto& e : batch_) calls += issue(e.payload, CallToken::delegation(e.client_id, e.resp_slot_idx));
-    work_ += static_cast<uint32_t>(batch_.size());
-    batch_.clear();
-    calls += retry_backlog();
-    meter_.record(Phase::kCallsOut, calls);
-    const bool sent = ctx_.has_unflushed();
-    ctx_.flush();
-    if (sent) policies_.on_flush(policies_.needs_clock() ? meter_.now_ns() : 0);
+    return static_cast<uint32_t>(batch_.size());
   }
 
   // One copyrpc call; on a retryable refusal the request waits in the backlog.
@@ -395,7 +416,8 @@ class DelegationDaemon0 {
   DaemonMetrics m_;
   FluxForwarder forwarder_;
   IncomingRequests<Ctx, Meter> incoming_;
-  bool in_poll_phase_ = false;
+  Stage stage_ = Stage::kPoll;
+  bool loop_started_ = false;
   PollPhase poll_;
   uint32_t work_ = 0;
   std::vector<shm::DelegationEntry<Request>> batch_;

@@ -98,6 +98,8 @@ class DirectDaemon {
     return true;
   }
   const DaemonMetrics& metrics() const noexcept { return m_; }
+  // Loops a scheduler skipped as identical idle ones (the simulator's idle spin).
+  void record_idle_loops(uint64_t k) noexcept { m_.record_loop(0, 0, 0, k); }
 
  private:
   NodeConfig node_;

@@ -128,6 +128,8 @@ class MetaDaemon {
   }
 
   const DaemonMetrics& metrics() const noexcept { return m_; }
+  // Loops a scheduler skipped as identical idle ones (the simulator's idle spin).
+  void record_idle_loops(uint64_t k) noexcept { m_.record_loop(0, 0, 0, k); }
   size_t backlog() const noexcept { return call_backlog_.size() + forwarder_.backlog(); }
 
  private:

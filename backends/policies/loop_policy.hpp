@@ -21,12 +21,17 @@
 
 namespace bkv::backend {
 
-// Where daemon #0's calls leave relative to its poll phase (docs/design.md §Delegation
-// daemon loop). Every order reads the delegation ring at the top of the loop.
+// Where daemon #0's replies and calls leave (docs/design.md §Delegation daemon loop).
+// Both orders are loops of the original system: poll (drain the CQ, responses to the
+// clients, the poll's flush), answer, backlog retry, delegation ring -> calls, then
+//   kOriginal   a flush: the loop's replies and calls leave together, one WRITE per
+//               endpoint per loop (the loop that ran C1 and C5; the default);
+//   kNextPoll   no flush: replies and calls leave at the next loop's poll (the older
+//               loop the poll-budget measurements ran);
+// then the ipc rings (local requests), flux and the held responses.
 enum class LoopOrder : uint8_t {
-  kCalibrated = 0,  // poll, serve, flush (replies), calls, backlog, flush (calls): two flushes
-  kOneFlush,        // poll, serve, calls, backlog, flush: replies and calls share one flush
-  kCallsFirst,      // calls, backlog, flush (calls), poll, serve, flush (replies)
+  kOriginal = 0,
+  kNextPoll,
 };
 
 struct LoopPolicySettings {
@@ -35,7 +40,7 @@ struct LoopPolicySettings {
   bool adaptive_hold = false;        // AdaptiveHoldTime
   double hold_rtt_multiplier = 0;    // RttHoldTime; 0 = off
   bool adaptive_poll_budget = false; // AdaptivePollBudget instead of PollBudget
-  LoopOrder order = LoopOrder::kCalibrated;
+  LoopOrder order = LoopOrder::kOriginal;
   friend bool operator==(const LoopPolicySettings&, const LoopPolicySettings&) = default;
 };
 
