@@ -3,11 +3,12 @@
 // (docs/calibration.md C3 and C4).
 //
 // One thread per rank, one copyrpc Context per thread. Rank 0 is the caller: it holds
-// `endpoints` endpoints to every other rank and keeps `queue_depth` calls outstanding on
-// each, a new call as soon as one is answered. Every other rank is a server: it answers
-// each request with a response of the same size. The caller's loop is the daemon loop
-// reduced to copyrpc: drain the receive CQ (responses), issue calls, flush; the server's:
-// drain (requests), reply to each, flush.
+// `endpoints` endpoints to every other rank and keeps endpoints x queue_depth calls
+// outstanding, calling the endpoints in round-robin order (not necessarily the one that
+// just answered), as the original benchmark did. Every other rank is a server: it
+// answers each request with a response of the same size. Both loops are the original's:
+// poll (drain the receive CQ, then flush every endpoint), then the caller refills and
+// the server answers what it received; so calls and replies leave at the next poll.
 //
 // The caller measures each call's round trip (call() to its response) with the meter's
 // clock: virtual time in the simulator, the steady clock on real runs.
@@ -76,12 +77,12 @@ class RpcThread {
     const uint32_t cqes = ctx_.drain([this](RpcToken&& tok, std::span<const std::byte> resp) { on_response(tok, resp); }, [](RpcToken&&, copyrpc::EndpointError e) {
       throw std::runtime_error(std::string("rpc: a call was failed back: its endpoint stopped (") + copyrpc::to_string(e) + ")");
     });
+    ctx_.flush();
     if (caller_) {
       if (issuing_) issue();
     } else {
       serve();
     }
-    ctx_.flush();
     meter.record(Phase::kCqes, cqes);
     return cqes;
   }
@@ -118,19 +119,24 @@ class RpcThread {
     return cfg;
   }
 
+  // Refills to endpoints x queue_depth calls in flight, the endpoints in round-robin
+  // order from where the last refill stopped. An endpoint that refuses (no credit or ring
+  // space now) ends this refill; the next loop tries again from it.
   void issue() {
     auto& meter = ctx_.transport().meter();
-    for (uint32_t ep = 0; ep < outstanding_.size(); ++ep) {
-      while (outstanding_[ep] < cfg_.queue_depth) {
-        const copyrpc::CallResult r = ctx_.call(ep, payload_, cfg_.message_size, RpcToken{ep, meter.now_ns()});
-        if (!r.ok()) {
-          if (r.status == copyrpc::CallStatus::kEndpointError || r.status == copyrpc::CallStatus::kTooLarge)
-            throw std::runtime_error(std::string("rpc: call failed: ") + copyrpc::to_string(r.status));
-          break;  // no credit or ring space now: the next loop tries again
-        }
-        ++outstanding_[ep];
-        counters_.issued.store(counters_.issued.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    const uint64_t target = uint64_t{cfg_.queue_depth} * outstanding_.size();
+    while (total_outstanding_ < target) {
+      const uint32_t ep = next_ep_;
+      const copyrpc::CallResult r = ctx_.call(ep, payload_, cfg_.message_size, RpcToken{ep, meter.now_ns()});
+      if (!r.ok()) {
+        if (r.status == copyrpc::CallStatus::kEndpointError || r.status == copyrpc::CallStatus::kTooLarge)
+          throw std::runtime_error(std::string("rpc: call failed: ") + copyrpc::to_string(r.status));
+        break;
       }
+      next_ep_ = ep + 1 == outstanding_.size() ? 0 : ep + 1;
+      ++outstanding_[ep];
+      ++total_outstanding_;
+      counters_.issued.store(counters_.issued.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
   }
 
@@ -162,6 +168,7 @@ class RpcThread {
       return;
     }
     --outstanding_[tok.endpoint];
+    --total_outstanding_;
     if (resp.size() != cfg_.message_size) {
       counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       return;
@@ -178,6 +185,8 @@ class RpcThread {
   uint32_t stops_sent_ = 0, stops_acked_ = 0;
   std::vector<std::byte> payload_;
   std::vector<uint32_t> outstanding_;  // calls in flight, by endpoint
+  uint64_t total_outstanding_ = 0;     // their sum
+  uint32_t next_ep_ = 0;               // the endpoint the next refill calls first
   RpcCounters counters_;
   copyrpc::RttHistogram rtt_;
 };
