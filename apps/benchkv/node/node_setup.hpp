@@ -15,8 +15,19 @@
 namespace bkv::app {
 
 // Delegation ring slots per node and zero-length receives kept posted per context.
-inline constexpr uint32_t kDelegRingDepth = 1024;
 inline constexpr uint32_t kSrqSize = 1024;
+
+// Delegation ring slots per node, as the original sized its ring: the next power of two
+// of the node's client slots (clients x queue depth), at least 1,024. More than a node
+// can have outstanding, so the ring never fills (2,048 at 46 clients x 32, 1,024 at 46 x 1).
+constexpr uint32_t deleg_ring_depth(uint32_t clients, uint32_t queue_depth) {
+  const uint64_t slots = uint64_t{clients} * queue_depth;
+  uint64_t depth = 1024;
+  while (depth < slots) depth *= 2;
+  return static_cast<uint32_t>(depth);
+}
+static_assert(deleg_ring_depth(46, 32) == 2048 && deleg_ring_depth(46, 1) == 1024 && deleg_ring_depth(64, 16) == 1024 &&
+              deleg_ring_depth(65, 16) == 2048);
 
 struct NodeSetup {
   backend::NodeConfig node;
@@ -29,7 +40,7 @@ struct NodeSetup {
 inline NodeSetup node_setup(const Options& o, uint32_t rank, uint32_t np) {
   NodeSetup s;
   s.node = backend::NodeConfig{rank, np, o.server_threads, o.client_threads, o.queue_depth, o.key_range,
-                               kDelegRingDepth};
+                               deleg_ring_depth(o.client_threads, o.queue_depth)};
   s.loop = o.loop;
   s.workload = workload_config(o, np);
   s.context.ring_size = o.ring_size;
