@@ -64,10 +64,8 @@ constexpr auto kTransportChoices = [] {
 }();
 constexpr std::array<Choice<Distribution>, 2> kDistributionChoices{
     {{"uniform", Distribution::kUniform}, {"zipfian", Distribution::kZipfian}}};
-constexpr std::array<Choice<backend::LoopOrder>, 3> kLoopOrderChoices{
-    {{"calibrated", backend::LoopOrder::kCalibrated},
-     {"one-flush", backend::LoopOrder::kOneFlush},
-     {"calls-first", backend::LoopOrder::kCallsFirst}}};
+constexpr std::array<Choice<backend::LoopOrder>, 2> kLoopOrderChoices{
+    {{"original", backend::LoopOrder::kOriginal}, {"next-poll", backend::LoopOrder::kNextPoll}}};
 constexpr std::array<Choice<StartMode>, 2> kStartModeChoices{
     {{"sync", StartMode::kSync}, {"staggered", StartMode::kStaggered}}};
 constexpr std::array<Choice<RingPages>, 2> kRingPagesChoices{
@@ -400,10 +398,11 @@ const Spec kSpecs[] = {
      "hold = M x EWMA of the flush -> first CQE delay; 0 = off", BKV_LOOP_FIELD(hold_rtt_multiplier)},
     {"adaptive_poll_budget", 0, Kind::kBool, kGroupLoop, "", "adaptive poll budget controller",
      BKV_LOOP_FIELD(adaptive_poll_budget)},
-    {"loop_order", 0, Kind::kChoice, kGroupLoop, "calibrated|one-flush|calls-first",
-     "where daemon #0's calls leave: calibrated (after the poll phase and its flush of the replies: two flushes "
-     "per loop), one-flush (replies and calls in one flush after the calls), calls-first (calls and their flush "
-     "before the poll phase)",
+    {"loop_order", 0, Kind::kChoice, kGroupLoop, "original|next-poll",
+     "where daemon #0's replies and calls leave: original (the original system's loop, which ran the C1 and C5 "
+     "measurements: one flush after the calls carries the loop's replies and calls, one WRITE per endpoint per "
+     "loop), next-poll (the older loop of the poll-budget measurements: no flush after the calls, so replies and "
+     "calls leave at the next loop's poll)",
      &set_loop_choice<&backend::LoopPolicySettings::order, kLoopOrderChoices>,
      &get_loop_choice<&backend::LoopPolicySettings::order, kLoopOrderChoices>},
     {"np", 0, Kind::kUnsigned, kGroupSim, "N",
@@ -417,6 +416,17 @@ const Spec kSpecs[] = {
      BKV_CHOICE(start_mode, kStartModeChoices)},
     {"start_stagger_us", 0, Kind::kDouble, kGroupSim, "US", "client start spread in staggered mode (> 0 there; each client starts at a uniform random time in [0, US))",
      BKV_FIELD(start_stagger_us)},
+    {"startup_ms", 0, Kind::kDouble, kGroupSim, "MS",
+     "the daemons loop alone for MS of virtual time before the clients start (the original's daemons looped "
+     "while its clients were spawned; its per-loop statistics include those loops); runs are measured from the "
+     "clients' start",
+     BKV_FIELD(startup_ms)},
+    {"life_s", 0, Kind::kDouble, kGroupSim, "S",
+     "also report each daemon's per-loop statistics as the original took them (summary key \"life\"): "
+     "loop-weighted means of samples taken at every loop's end over a daemon life of S seconds from the "
+     "daemons' start, the simulated start-up's loops followed by the kept epochs' loops standing for the "
+     "rest of the life; 0 = off",
+     BKV_FIELD(life_s)},
     {"ring_pages", 0, Kind::kChoice, kGroupSim, "release|keep",
      "copyrpc ring pages the peer has consumed: given back to the kernel (release: memory for live pages only) or "
      "zeroed and kept (keep: faster, no system call or page fault per page, but every page a ring has touched "
@@ -671,6 +681,8 @@ constexpr Applicability kApplicability[] = {
     {"start_mode", &sim_kv, "a client start option of the simulated KV backends"},
     {"start_stagger_us", [](const Options& o) { return sim_kv(o) && o.start_mode == StartMode::kStaggered; },
      "the spread of --start-mode staggered in the simulator"},
+    {"startup_ms", &sim_kv, "a start-up option of the simulated KV backends"},
+    {"life_s", &sim_kv, "a loop statistic of the simulated KV backends"},
     {"ring_pages", [](const Options& o) { return is_sim(o) && !is_data(o); },
      "how the simulator keeps copyrpc ring pages (KV and rpc runs)"},
     {"ring_page_batch", [](const Options& o) { return is_sim(o) && !is_data(o); },
@@ -849,6 +861,14 @@ void validate(const Options& o, bool require_backend) {
     fail(o, "hold_rtt_multiplier", "and adaptive_hold would both set the hold time; choose one");
   }
   if (!(o.start_stagger_us >= 0 && o.start_stagger_us <= kMaxTimeUs)) fail(o, "start_stagger_us", kTimeRange);
+  if (!(o.startup_ms >= 0 && o.startup_ms * 1e3 <= kMaxTimeUs))
+    fail(o, "startup_ms", "must be in [0, 1e10] milliseconds (at most the longest run, 1e7 s)");
+  if (!(o.life_s >= 0 && o.life_s <= kMaxDurationSeconds))
+    fail(o, "life_s", "must be in [0, 1e7] seconds (at most the longest run)");
+  if (o.life_s > 0 && o.life_s < o.startup_ms * 1e-3 + double(o.runs) * o.duration) {
+    fail(o, "life_s",
+         "must be at least startup_ms + runs x duration (the life holds the start-up and every simulated run)");
+  }
   if (sim_kv(o) && o.start_mode == StartMode::kStaggered && o.start_stagger_us == 0) {
     fail(o, "start_stagger_us",
          "must be > 0 with start_mode staggered (a spread of 0 starts every client at once, which is start_mode sync)");

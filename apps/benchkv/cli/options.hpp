@@ -109,6 +109,8 @@ struct Options {
   std::string model;           // simulator model JSON ("" = built-in defaults)
   StartMode start_mode = StartMode::kSync;
   double start_stagger_us = 0;
+  double startup_ms = 0;       // daemons loop alone this long before the clients start
+  double life_s = 0;           // whole-life loop statistics over this life (0 = off)
   std::string inflight_samples;        // output path ("" = off)
   double inflight_sample_interval_us = 10;
   std::string trace;                   // Chrome trace output path ("" = off)

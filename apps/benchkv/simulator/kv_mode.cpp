@@ -109,6 +109,7 @@ class Experiment final : public SimRun {
       res.credit_violations = credit_violations_;
       res.credit_examples = credit_examples_;
     }
+    if (o_.life_s > 0) res.life = life_statistics();
     res.runs = std::move(runs());
     res.daemons = std::move(daemon_metrics_);
     res.inflight = std::move(samples_);
@@ -172,12 +173,18 @@ class Experiment final : public SimRun {
  private:
   // ---- the runner's hooks (apps/benchkv/simulator/runner.hpp)
   void start() override {
+    // The daemons' loop statistics cover each run's kept epochs (the steady state).
+    const TargetId kept_target = engine_.add_member<Experiment, &Experiment::on_kept_begin>(this);
+    for (uint32_t r = 0; r < o_.runs; ++r) engine_.schedule(run_start(r) + uint64_t(o_.trim) * interval_, kept_target, r);
+    if (startup_ > 0) {  // the clients start: the daemons' idle spin ends
+      const TargetId startup_target = engine_.add_member<Experiment, &Experiment::on_startup_end>(this);
+      engine_.schedule(startup_, startup_target, 0);
+    }
     if (!o_.inflight_samples.empty()) {
       sample_target_ = engine_.add_member<Experiment, &Experiment::on_sample>(this);
       sample_every_ = std::max<Time>(1, static_cast<Time>(std::llround(o_.inflight_sample_interval_us * 1000)));
-      engine_.schedule(0, sample_target_, 0);
+      engine_.schedule(startup_, sample_target_, 0);  // from the clients' start
     }
-    snapshot_all(run_snap_);
     if (o_.trim == 0) latency_window_start();
     if (!o_.step_log.empty()) step_log_ = std::make_unique<StepLog>(StepLog{np_, D_ + C_, D_, {}});
     start_threads();
@@ -230,13 +237,12 @@ class Experiment final : public SimRun {
       nodes_.push_back(std::make_unique<SimNode>(ns.node, ns.loop, ns.workload, ns.context, *runtimes_[r]));
     }
     backend::connect_in_process(nodes_);
-    if (model_.client_issue == sim::ClientIssue::kPaced) {
-      // A paced client's steps are pieces of its loop, not loop iterations: each lasts
-      // what it charges (docs/design.md §Simulated threads).
-      for (auto& n : nodes_) n->set_paced_issue(true);  // the clients exist once connected
-      for (auto& node_threads : threads_)
-        for (uint32_t t = D_; t < D_ + C_; ++t) node_threads[t]->set_min_step(1);
-    }
+    // A client writes each request when it has paid for it, so its steps are pieces of
+    // its loop; a daemon's loop may span several steps (docs/design.md §Simulated
+    // threads). Each step lasts what it charges; a loop charges its own cost once.
+    for (auto& n : nodes_) n->set_timed_writes(true);  // the clients exist once connected
+    for (auto& node_threads : threads_)
+      for (auto& th : node_threads) th->set_min_step(1);
     if (o_.check_exactly_once) {
       oracle_ = std::make_shared<kv::HistoryOracle>();
       for (auto& n : nodes_) n->attach_oracle(oracle_.get());
@@ -270,18 +276,20 @@ class Experiment final : public SimRun {
       tracing_ = true;
       trace_begin_ = o_.trace_window->begin_ns();
       trace_end_ = o_.trace_window->end_ns();
-      for (uint32_t r = 0; r < np_; ++r)
-        for (uint32_t d = 0; d < D_; ++d) threads_[r][d]->set_observer(&Experiment::observe_daemon, &bindings_[r * (D_ + C_) + d]);
     }
+    startup_loops_.assign(size_t(np_) * D_, 0);
+    for (uint32_t r = 0; r < np_; ++r)
+      for (uint32_t d = 0; d < D_; ++d) threads_[r][d]->set_observer(&Experiment::observe_daemon, &bindings_[r * (D_ + C_) + d]);
   }
 
+  // Daemons start at 0, clients at the end of the start-up (spread over the stagger).
   void start_threads() {
     Rng rng(derive_seed(o_.seed, {0x535441ull}));
     const double stagger = o_.start_mode == app::StartMode::kStaggered ? o_.start_stagger_us * 1000.0 : 0.0;
     for (uint32_t r = 0; r < np_; ++r)
       for (uint32_t t = 0; t < D_ + C_; ++t) {
-        Time at = 0;
-        if (t >= D_ && stagger > 0) at = static_cast<Time>(rng.uniform() * stagger);
+        Time at = t >= D_ ? startup_ : 0;
+        if (t >= D_ && stagger > 0) at += static_cast<Time>(rng.uniform() * stagger);
         threads_[r][t]->start(at);
       }
   }
@@ -306,9 +314,12 @@ class Experiment final : public SimRun {
     }
     if (e.step_log_) [[unlikely]] e.log_step(*b);
     e.runtimes_[b->rank]->waker().current = &self;
-    e.nodes_[b->rank]->step_daemon(b->thread);
+    const bool loop_ended = e.nodes_[b->rank]->step_daemon(b->thread);
     if (!e.slow_nodes_.empty()) [[unlikely]] e.slow_down(b->rank, self);
     if (e.oracle_) [[unlikely]] e.check_endpoints(b->rank, b->thread);
+    // Before the clients start nothing can reach a daemon, so its loops are identical and
+    // idle: skipped in closed form until on_startup_end wakes it (exact: see SimThread).
+    if (loop_ended && self.step_start() < e.startup_) return StepResult::kIdleSpin;
     return StepResult::kContinue;
   }
 
@@ -410,7 +421,13 @@ class Experiment final : public SimRun {
       for (uint32_t t = 0; t < D_ + C_; ++t) check_endpoints(r, t);
   }
 
-  // ---- epochs and runs
+  // ---- start-up, epochs and runs
+  void on_startup_end(uint32_t) {
+    for (auto& node_threads : threads_)
+      for (uint32_t d = 0; d < D_; ++d) node_threads[d]->wake(startup_);
+  }
+  void on_kept_begin(uint32_t) { snapshot_all(run_snap_); }
+
   void epoch_recorded(RunResults& rr, uint32_t run, uint32_t epoch) override {
     const uint32_t idx = run * epochs_ + epoch;
     if (progress_) progress_(app::format_progress(rr, o_.runs, epoch));
@@ -457,10 +474,20 @@ class Experiment final : public SimRun {
       }
   }
 
-  void run_ended(RunResults& /*rr*/, uint32_t run) override {
+  void run_ended(RunResults& /*rr*/, uint32_t /*run*/) override {}
+
+  // The daemons' figures over a run's kept epochs (from on_kept_begin's snapshot).
+  void kept_ended(RunResults& rr, uint32_t run) override {
     std::vector<Snapshot> now;
     snapshot_all(now);
-    const double secs = double(duration_) * 1e-9;
+    const Time window = rr.kept_duration_ns();
+    const double secs = double(window) * 1e-9;
+    if (life_kept_.empty()) life_kept_.resize(now.size());
+    for (size_t i = 0; i < now.size(); ++i) life_kept_[i].merge(now[i].m, run_snap_[i].m);
+    life_kept_ns_ += window;
+    life_kept_requests_ += rr.kept_requests();
+    life_end_ns_ = engine_.now();
+    life_end_completed_ = total_completed();
     for (uint32_t r = 0; r < np_; ++r)
       for (uint32_t d = 0; d < D_; ++d) {
         const Snapshot& a = run_snap_[r * D_ + d];
@@ -472,9 +499,9 @@ class Experiment final : public SimRun {
         dm.cqe = b.m.cqe.since(a.m.cqe);
         dm.completions = b.m.completions.since(a.m.completions);
         dm.inflight_avg = dm.cqe.loops ? double(b.m.inflight_sum - a.m.inflight_sum) / double(dm.cqe.loops) : 0.0;
-        dm.extra["busy_fraction"] = double(b.busy_ns - a.busy_ns) / double(duration_);
+        dm.extra["busy_fraction"] = double(b.busy_ns - a.busy_ns) / double(window);
         dm.extra["loops_per_s"] = double(dm.cqe.loops) / secs;
-        dm.extra["loop_ns_avg"] = dm.cqe.loops ? double(duration_) / double(dm.cqe.loops) : 0.0;
+        dm.extra["loop_ns_avg"] = dm.cqe.loops ? double(window) / double(dm.cqe.loops) : 0.0;
         dm.extra["calls"] = double(b.m.calls - a.m.calls);
         dm.extra["replies"] = double(b.m.replies - a.m.replies);
         dm.extra["local_ops"] = double(b.m.local_ops - a.m.local_ops);
@@ -491,7 +518,7 @@ class Experiment final : public SimRun {
         }
         daemon_metrics_.push_back(std::move(dm));
       }
-    run_snap_ = std::move(now);
+    life_end_ = std::move(now);
   }
 
   // ---- in-flight samples
@@ -517,6 +544,11 @@ class Experiment final : public SimRun {
     auto* b = static_cast<Binding*>(ctx);
     Experiment& e = *b->exp;
     const Time start = self.step_start();
+    if (start < e.startup_) {  // every loop of the start-up is one step
+      e.startup_loops_[b->rank * e.D_ + b->thread] += self.repeat();
+      if (self.reporting_skipped()) e.nodes_[b->rank]->record_idle_loops(b->thread, self.repeat());
+    }
+    if (!e.tracing_) return;
     if (start < e.trace_begin_ || start >= e.trace_end_) return;
     ++e.trace_events_;
     const uint32_t cqes = self.step_phase(Phase::kCqes);
@@ -537,6 +569,44 @@ class Experiment final : public SimRun {
                   start / 1000.0, b->thread,
                   static_cast<unsigned long long>(e.nodes_[b->rank]->daemon_calls_in_flight(b->thread)));
     os << buf;
+  }
+
+  // The original's per-loop statistics (docs/calibration.md, "Like-for-like figures"):
+  // loop-weighted means of the samples every loop takes at its end, over a daemon life of
+  // life_s from the daemons' start. The simulated loops up to the last kept epoch's end
+  // (start-up, warm-up, kept epochs) are followed by the kept epochs' loops, scaled to
+  // fill the rest of the life; completed requests likewise.
+  nlohmann::json life_statistics() const {
+    const double life_ns = o_.life_s * 1e9;
+    const double f = (life_ns - double(life_end_ns_)) / double(life_kept_ns_);
+    nlohmann::json daemons = nlohmann::json::array();
+    for (uint32_t r = 0; r < np_; ++r)
+      for (uint32_t d = 0; d < D_; ++d) {
+        const size_t i = r * D_ + d;
+        const backend::DaemonMetrics& end = life_end_[i].m;
+        const LifeSums& kept = life_kept_[i];
+        const double loops = double(end.completions.loops) + f * double(kept.completions.loops);
+        auto per_loop = [&](double v) { return loops > 0 ? app::round6(v / loops) : 0.0; };
+        nlohmann::json shares = nlohmann::json::object();
+        for (size_t k = 0; k < metrics::kCqeBuckets; ++k)
+          shares[metrics::kCqeBucketNames[k]] =
+              per_loop(double(end.completions.buckets[k]) + f * double(kept.completions.buckets[k]));
+        daemons.push_back(
+            {{"rank", r},
+             {"daemon", d},
+             {"startup_loops", startup_loops_[i]},
+             {"loops", app::round6(loops)},
+             {"completions_per_loop_avg", per_loop(double(end.completions.cqes) + f * double(kept.completions.cqes))},
+             {"completions_per_loop_share", std::move(shares)},
+             {"cqe_per_loop_avg", per_loop(double(end.cqe.cqes) + f * double(kept.cqe.cqes))},
+             {"inflight_avg", per_loop(double(end.inflight_sum) + f * double(kept.inflight_sum))}});
+      }
+    const double completed =
+        double(life_end_completed_) + double(life_kept_requests_) * (life_ns - double(life_end_ns_)) / double(life_kept_ns_);
+    return {{"life_s", o_.life_s},
+            {"startup_ms", o_.startup_ms},
+            {"total_mops", app::round6(completed / life_ns * 1e3)},
+            {"daemons", std::move(daemons)}};
   }
 
   std::string finish_trace() {
@@ -569,7 +639,22 @@ class Experiment final : public SimRun {
   std::vector<std::unique_ptr<SimNode>> nodes_;
   std::vector<Binding> bindings_;
   std::vector<app::DaemonReport> daemon_metrics_;
-  std::vector<Snapshot> run_snap_;
+  std::vector<Snapshot> run_snap_;  // at the current run's first kept epoch
+  // The kept epochs' loop samples of one daemon, over every run.
+  struct LifeSums {
+    metrics::CqeHistogram cqe, completions;
+    uint64_t inflight_sum = 0;
+    void merge(const backend::DaemonMetrics& b, const backend::DaemonMetrics& a) {
+      cqe.merge(b.cqe.since(a.cqe));
+      completions.merge(b.completions.since(a.completions));
+      inflight_sum += b.inflight_sum - a.inflight_sum;
+    }
+  };
+  std::vector<LifeSums> life_kept_;          // per daemon (rank-major)
+  std::vector<Snapshot> life_end_;           // at the last kept epoch's end
+  Time life_end_ns_ = 0, life_kept_ns_ = 0;  // that time; the kept epochs' total length
+  uint64_t life_end_completed_ = 0, life_kept_requests_ = 0;
+  std::vector<uint64_t> startup_loops_;      // per daemon: loops that started before the clients
   metrics::RequestLatency latency_start_;  // at the start of the current run's kept epochs
   TargetId sample_target_{};
   Time sample_every_ = 10'000;
@@ -652,6 +737,7 @@ nlohmann::json write_experiment_outputs(const app::Options& o, const ExperimentR
   // Requests reported failed: shown with faults or when any failed (outputs without keep their bytes).
   if (res.failed > 0 || res.extra["model"].contains("faults")) summary["totals"]["failed"] = res.failed;
   summary["provenance"] = app::provenance_json(true);  // simulated threads: no CPU map
+  if (!res.life.is_null()) summary["life"] = res.life;
   app::write_summary_file(o.summary, summary);
   if (!o.inflight_samples.empty()) app::write_inflight_csv(o.inflight_samples, res.inflight);
   if (!o.trace.empty()) {

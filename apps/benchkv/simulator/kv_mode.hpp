@@ -39,6 +39,7 @@ struct ExperimentResult {
   std::string trace_json;                // when requested
   uint64_t trace_events = 0;             // events inside the trace window (metadata and fault spans not counted)
   nlohmann::json extra;                  // simulator statistics (events, NIC, totals)
+  nlohmann::json life;                   // with life_s: the whole-life loop statistics (summary "life")
   uint64_t total_issued = 0, total_completed = 0, errors = 0;
   uint64_t failed = 0;  // requests reported failed (their copyrpc endpoint stopped)
   // --check-exactly-once: the oracle's record of the run and its verdict, and the number

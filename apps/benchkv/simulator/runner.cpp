@@ -1,5 +1,7 @@
 #include "apps/benchkv/simulator/runner.hpp"
 
+#include <cmath>
+
 #include "core/random.hpp"
 
 namespace bkv::app {
@@ -16,7 +18,7 @@ SimRun::SimRun(const Options& o, const sim::Model& model, const Progress& progre
                uint32_t clients_per_rank, sim::Time drain_check_ns)
     : o_(o), model_(model), progress_(progress), fabric_(engine_, fabric_seed), np_(o.np), clients_(clients_per_rank),
       duration_(duration_ns(o)), interval_(interval_ns(o)), epochs_(epochs_per_run(o)),
-      drain_check_ns_(drain_check_ns) {
+      startup_(static_cast<sim::Time>(std::llround(o.startup_ms * 1e6))), drain_check_ns_(drain_check_ns) {
   fabric_.pages().set_discard_mode(discard_mode(o.ring_pages));
   fabric_.pages().set_give_back_pages(o.ring_page_batch);
   engine_.event_set_to_configure().select(event_set_kind(o.event_set));
@@ -54,6 +56,7 @@ void SimRun::on_epoch(uint32_t idx) {
       last = now;
     }
   epoch_recorded(rr, run, epoch);
+  if (epoch + 1 == rr.end_kept_epoch()) kept_ended(rr, run);
   if (epoch + 1 == epochs_) {
     run_ended(rr, run);
     const Totals t = totals();

@@ -2,9 +2,11 @@
 // class derived from SimRun that builds its threads and nodes on the engine and fabric
 // made here, and says how to read its clients' counters; SimRun runs the timeline.
 //
-// Timeline: run r covers virtual time [r*duration, (r+1)*duration), cut into epochs of
-// interval_ms; threads keep running across runs (as in the original, where runs are
-// measurement windows). At every epoch's end each client's completed requests are
+// Timeline: a start-up of startup_ms (KV mode: the daemons loop alone, as the original's
+// did while its clients were spawned; 0 elsewhere), then run r covers virtual time
+// [startup + r*duration, startup + (r+1)*duration), cut into epochs of interval_ms;
+// threads keep running across runs (as in the original, where runs are measurement
+// windows). At every epoch's end each client's completed requests are
 // recorded (RunResults::record, ranks then clients); at a run's end its issued and
 // completed counts are closed (RunCounter). After the last run the clients stop
 // issuing and the simulation continues until nothing is in flight (the drain, at most
@@ -71,9 +73,11 @@ class SimRun {
   // when it was its last epoch (before the run's counts are closed).
   virtual void epoch_recorded(RunResults& rr, uint32_t run, uint32_t epoch) = 0;
   virtual void run_ended(RunResults& rr, uint32_t run) = 0;
+  // A run's kept epochs (the steady state) ended: called after their last epoch is recorded.
+  virtual void kept_ended(RunResults& /*rr*/, uint32_t /*run*/) {}
 
   // ---- shared by the modes
-  sim::Time run_start(uint32_t r) const { return uint64_t(r) * duration_; }
+  sim::Time run_start(uint32_t r) const { return startup_ + uint64_t(r) * duration_; }
   std::vector<RunResults>& runs() { return runs_; }
   // {events, virtual_end_ns, drain_ns}: the engine's figures once the timeline ran.
   nlohmann::json timeline_json() const;
@@ -89,6 +93,7 @@ class SimRun {
   uint32_t np_, clients_;
   sim::Time duration_, interval_;
   uint32_t epochs_;
+  sim::Time startup_;  // the first run starts here
 
  private:
   void on_epoch(uint32_t idx);
