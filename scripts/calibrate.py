@@ -43,6 +43,13 @@ def mean(xs):
     return sum(xs) / len(xs) if xs else float("nan")
 
 
+def life_daemons0(s):
+    """The "life" entries of daemon #0 of every rank (runs with life_s)."""
+    if "life" not in s:
+        raise KeyError("the run has no whole-life statistics (set life_s in its config)")
+    return [d for d in s["life"]["daemons"] if d["daemon"] == 0]
+
+
 def metric(s, name):
     """The value of one figure from a benchkv summary."""
     run = s["runs"][0]
@@ -51,9 +58,24 @@ def metric(s, name):
         return run["total_mops"]
     if name == "mops_per_rank":
         return run["total_mops"] / np_
-    if name == "calls_in_flight":
+    # Like for like with the original's whole-life figures (docs/calibration.md).
+    if name == "life_total_mops":
+        return s["life"]["total_mops"] if "life" in s else run["total_mops"]
+    if name == "life_mops_per_rank":
+        return s["life"]["total_mops"] / np_
+    if name == "life_calls_in_flight":
+        return mean(d["inflight_avg"] for d in life_daemons0(s))
+    if name == "life_completions_per_loop":
+        return mean(d["completions_per_loop_avg"] for d in life_daemons0(s))
+    if name == "life_loops_M":
+        return mean(d["loops"] for d in life_daemons0(s)) / 1e6 * 10 / s["life"]["life_s"]
+    m = re.fullmatch(r"life_share_pct\[(.+)\]", name)
+    if m:
+        return 100.0 * mean(d["completions_per_loop_share"][m.group(1)] for d in life_daemons0(s))
+    # The steady state: the kept epochs.
+    if name in ("calls_in_flight", "steady_calls_in_flight"):
         return mean(d["inflight_avg"] for d in daemons0(s))
-    if name == "completions_per_loop":
+    if name in ("completions_per_loop", "steady_completions_per_loop"):
         return mean(d["completions_per_loop_avg"] for d in daemons0(s))
     if name == "hw_cqe_per_loop":
         return mean(d["cqe_per_loop_avg"] for d in daemons0(s))
@@ -68,13 +90,26 @@ def metric(s, name):
         key = "rtt_p50_us" if name.endswith("p50_us") else "rtt_mean_us"
         return mean(d["extra"][key] for d in s["daemons"] if key in d["extra"])
     if name == "remote_mops_per_rank":
-        seconds = s["config"]["duration"]
+        c = s["config"]  # the daemons' figures cover the kept epochs
+        epochs = round(c["duration"] * 1000 / c["interval_ms"])
+        seconds = (epochs - 2 * c["trim"]) * c["interval_ms"] / 1000
         return sum(d["extra"]["calls"] for d in s["daemons"] if d["run"] == run["run"]) / np_ / seconds / 1e6
     if name == "rpc_mrps":
         return s["rpc"]["runs"][0]["mrps"]
     if name == "rpc_rtt_mean_us":
         return s["rpc"]["runs"][0]["rtt_mean_us"]
     raise KeyError(f"unknown metric {name}")
+
+
+def error(sim, measured):
+    """Relative error against a value, or against a band [lo, hi] (0 inside it)."""
+    if isinstance(measured, list):
+        lo, hi = measured
+        if lo <= sim <= hi:
+            return 0.0
+        ref = lo if sim < lo else hi
+        return (sim - ref) / ref
+    return (sim - measured) / measured if measured else float("nan")
 
 
 def run_experiment(benchkv, name, args, model_dir):
@@ -145,14 +180,16 @@ def main(argv):
             continue
         sim = metric(summaries[fg["experiment"]], fg["metric"])
         meas = fg["measured"]
-        err = (sim - meas) / meas if meas else float("nan")
+        err = error(sim, meas)
         rows.append({"experiment": fg["experiment"], "figure": fg["metric"], "source": fg["source"],
                      "measured": meas, "simulated": sim, "error_pct": 100 * err, "scored": fg["score"],
                      "note": fg.get("note", "")})
-    print(f"{'experiment':<14} {'figure':<22} {'measured':>10} {'simulated':>10} {'error':>8}")
+    def shown(v):
+        return f"{v[0]:.4g}-{v[1]:.4g}" if isinstance(v, list) else f"{v:.4g}"
+    print(f"{'experiment':<18} {'figure':<28} {'measured':>11} {'simulated':>10} {'error':>8}")
     for r in rows:
         mark = "" if r["scored"] else "  (not scored)"
-        print(f"{r['experiment']:<14} {r['figure']:<22} {r['measured']:>10.4g} {r['simulated']:>10.4g} "
+        print(f"{r['experiment']:<18} {r['figure']:<28} {shown(r['measured']):>11} {r['simulated']:>10.4g} "
               f"{r['error_pct']:>+7.0f}%{mark}")
     scored = [abs(r["error_pct"]) for r in rows if r["scored"] and not math.isnan(r["error_pct"])]
     if scored:
@@ -160,12 +197,25 @@ def main(argv):
         print(f"\nscore over {len(scored)} figures: median |error| {statistics.median(scored):.0f}%, "
               f"worst {abs(worst['error_pct']):.0f}% ({worst['experiment']} {worst['figure']}); "
               f"within 30%: {sum(e <= 30 for e in scored)} of {len(scored)}")
+    directions = [d for d in suite.get("directions", []) if d["higher"] in summaries and d["lower"] in summaries]
+    if directions:
+        print("\ndirections measured (C7):")
+        right = 0
+        for d in directions:
+            hi = metric(summaries[d["higher"]], d["metric"])
+            lo = metric(summaries[d["lower"]], d["metric"])
+            ok = hi > lo
+            right += ok
+            print(f"  {'right' if ok else 'WRONG'}: {d['what']} ({d['higher']} {hi:.4g} vs {d['lower']} {lo:.4g})")
+        print(f"  {right} of {len(directions)} right")
     if a.csv:
         os.makedirs(os.path.dirname(os.path.abspath(a.csv)), exist_ok=True)
         with open(a.csv, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0].keys()) if rows else ["experiment"])
             w.writeheader()
-            w.writerows(rows)
+            for r in rows:
+                m = r["measured"]
+                w.writerow(dict(r, measured=f"{m[0]}-{m[1]}" if isinstance(m, list) else m))
     for name, err in failed:
         print(f"calibrate: experiment {name} failed: {err}", file=sys.stderr)
     return 1 if failed else 0
