@@ -11,15 +11,18 @@
 //   uint32_t poll(F on_response)   on_response(uint64_t token, const Response&)
 //   bool failures_waiting()        (optional) requests refused at once wait for poll() to
 //                                  report them failed
-// The token is the client's own (returned with the response, never sent to a peer).
+// The token is the client's own (returned with the response, never sent to a peer): the
+// index of the request's slot in the client's table of pending requests, and in the bits
+// above it the slot's generation, which moves on each time the slot's request is
+// answered. A slot's request follows its answer at once, so a duplicate of that answer
+// finds the slot live again; the generation tells it apart.
 //
 // Latency: every request's issue-to-answer time goes into the client's RequestLatency
 // (core/metrics/latency_histogram.hpp), by op (get/put) and path (local/remote). The
 // clock is meter.now_ns() (virtual time under the simulator: reading it charges nothing,
 // so recording changes no simulated timing; the TSC-derived clock of core/tsc_clock.hpp
 // on real threads), read at most once per step, when the step first needs it; requests
-// issued and answers collected in one step share that reading. The token of a request is
-// its index in the client's table of pending requests; free tokens are a stack. What
+// issued and answers collected in one step share that reading. Free slots are a stack. What
 // recording costs: bench/kv/bench_client_latency.cpp, docs/benchmarks.md.
 //
 // step(): the loop of the original client (docs/design.md §Client loop): the first step
@@ -138,14 +141,19 @@ class Client {
   // answer), an error that ends nothing.
   [[gnu::always_inline]] inline bool answer(uint64_t token, const Response& r, StepClock& clock) {
     if constexpr (kRecordLatency) {
-      if (token >= node_.queue_depth || !pending_[token].live) [[unlikely]] {  // queue_depth: pending_.size()
+      const uint64_t slot = token & kSlotMask;
+      // A slot beyond the queue depth (pending_.size()), one with no request pending, or
+      // an answer of an earlier generation of the slot (a duplicate).
+      if (slot >= node_.queue_depth || !pending_[slot].live || token >> kSlotBits != pending_[slot].generation)
+          [[unlikely]] {
         counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         return false;
       }
-      Pending& p = pending_[token];
+      Pending& p = pending_[slot];
       p.live = false;
+      p.generation = (p.generation + 1) & kGenerationMask;
       latency_[p.cls].record(clock() - p.issued_ns);
-      free_tokens_[free_count_++] = static_cast<uint32_t>(token);
+      free_tokens_[free_count_++] = static_cast<uint32_t>(slot);
     }
     --in_flight_;
     if (oracle_ != nullptr) [[unlikely]] oracle_->answered(node_.rank, oracle_client_, static_cast<uint32_t>(token), r);
@@ -219,8 +227,11 @@ class Client {
   [[gnu::always_inline]] inline bool issue_next(ClientStepResult& res, StepClock& clock) {
     const Request req = pattern_.peek();
     const bool local = req.rank == node_.rank;
-    uint32_t token = 0;
-    if constexpr (kRecordLatency) token = free_tokens_[free_count_ - 1];  // in_flight < queue_depth: one is free
+    uint32_t token = 0, slot = 0;
+    if constexpr (kRecordLatency) {
+      slot = free_tokens_[free_count_ - 1];  // in_flight < queue_depth: one is free
+      token = slot | pending_[slot].generation << kSlotBits;
+    }
     // Recorded before the post: on real threads a daemon may apply the request at once.
     if (oracle_ != nullptr) [[unlikely]] oracle_->issued(node_.rank, oracle_client_, token, req);
     bool ok;
@@ -237,7 +248,10 @@ class Client {
     }
     if constexpr (kRecordLatency) {
       --free_count_;
-      pending_[token] = Pending{clock(), metrics::latency_class(req.is_get(), local), true};
+      Pending& p = pending_[slot];
+      p.issued_ns = clock();
+      p.cls = metrics::latency_class(req.is_get(), local);
+      p.live = true;
     }
     pattern_.advance();
     ++in_flight_;
@@ -314,8 +328,14 @@ class Client {
     Area area{};
   };
 
+  // Token = slot | generation << kSlotBits, 32 bits (a direct client's copyrpc token
+  // carries 32): the slot takes 17 bits (queue depth <= 2^16), the generation the rest.
+  static constexpr uint32_t kSlotBits = 17;
+  static constexpr uint64_t kSlotMask = (uint64_t{1} << kSlotBits) - 1;
+  static constexpr uint32_t kGenerationMask = (1u << (32 - kSlotBits)) - 1;
   struct Pending {
     uint64_t issued_ns = 0;
+    uint32_t generation = 0;  // of the slot's current (or next) request
     metrics::LatencyClass cls = metrics::LatencyClass::kGetLocal;
     bool live = false;  // issued and not yet answered
   };

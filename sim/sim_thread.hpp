@@ -138,6 +138,7 @@ class SimThread {
     if (handoff_ == nullptr || n == 0) return;
     const uint32_t transfers = handoff_per_visit_ ? visits : n;
     handoff_answers_ += n;
+    if (transfers == 0) return;  // answers of a visit already paid for
     handoff_transfers_ += transfers;
     charged_ps_ += handoff_->hold(step_start_ * 1000 + charged_ps_, handoff_ps_ * transfers);
   }

@@ -61,8 +61,11 @@ struct DirectRemotePath {
         },
         [&](CallToken&& tok, copyrpc::EndpointError) { f(uint64_t{tok.slot}, stopped); });
     if (!refused.empty()) [[unlikely]] {
-      for (uint32_t t : refused) f(uint64_t{t}, stopped);
-      refused.clear();
+      // The callback may issue again, and a refused call adds to `refused`: it waits for
+      // the next poll.
+      std::vector<uint32_t> now;
+      now.swap(refused);
+      for (uint32_t t : now) f(uint64_t{t}, stopped);
     }
     return n;
   }

@@ -145,6 +145,7 @@ class RpcThread {
     while (ctx_.recv(h)) {
       if (h.payload().empty()) {  // a stop request
         if (ctx_.reply(std::move(h), {}) != copyrpc::CallStatus::kOk) throw std::runtime_error("rpc: answering a stop failed");
+        ctx_.flush();  // a stopped server polls no more: its last answer leaves now
         stopped_ = true;
         continue;
       }

@@ -37,6 +37,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/kv/types.hpp"
@@ -173,10 +174,15 @@ class HistoryOracle {
       uint64_t issue_tick;
       Request req;
     };
-    std::unordered_map<uint64_t, Pending> pending;
-    auto slot_id = [](const Event& e) {
-      return (uint64_t{e.rank} << 44) ^ (uint64_t{e.client} << 24) ^ uint64_t{e.token};
+    // (rank, client) in the high word, the whole 32-bit token in the low one: no two
+    // requests share a key (a client's token carries its slot's generation in high bits).
+    struct SlotHash {
+      size_t operator()(const std::pair<uint64_t, uint32_t>& k) const noexcept {
+        return std::hash<uint64_t>{}(k.first * 0x9E3779B97F4A7C15ull ^ k.second);
+      }
     };
+    std::unordered_map<std::pair<uint64_t, uint32_t>, Pending, SlotHash> pending;
+    auto slot_id = [](const Event& e) { return std::pair<uint64_t, uint32_t>{uint64_t{e.rank} << 32 | e.client, e.token}; };
     for (uint64_t t = 0; t < events.size(); ++t) {
       const Event& e = events[t];
       if (e.kind == EventKind::kWithdraw) {

@@ -195,7 +195,7 @@ TEST_CASE("invalid command-line values name the key and the value", "[bench][opt
   CHECK(parse({"--batch-hold-us", "1e13", "delegation"}).result.should_run());
   CHECK(parse({"--start-mode", "staggered", "--start-stagger-us", "1e13", "meta"}).result.should_run());
   require_usage_error(parse({"--loop-order", "fast", "delegation"}),
-                      "loop_order (--loop-order): \"fast\" is not one of calibrated|one-flush|calls-first");
+                      "loop_order (--loop-order): \"fast\" is not one of original|next-poll");
   require_usage_error(parse({"--inflight-samples", "i.csv", "--inflight-sample-interval-us", "0", "meta"}),
                       "inflight_sample_interval_us (--inflight-sample-interval-us): 0.0 must be");
   require_usage_error(parse({"-d", "0", "meta"}), "duration");
@@ -239,7 +239,7 @@ TEST_CASE("an option that does not apply to the transport or backend is an error
       {{"--transport", "ucx", "--port", "2", "meta"}, "port (--port): 2 does not apply to --transport ucx"},
       {{"--poll-budget", "2", "meta"}, "poll_budget (--poll-budget): 2 does not apply to --transport sim, backend meta"},
       {{"--adaptive-hold", "direct"}, "adaptive_hold (--adaptive-hold)"},
-      {{"--loop-order", "one-flush", "meta"}, "loop_order (--loop-order): \"one-flush\" does not apply"},
+      {{"--loop-order", "next-poll", "meta"}, "loop_order (--loop-order): \"next-poll\" does not apply"},
       {{"--zipf-s", "0.9", "meta"}, "zipf_s (--zipf-s): 0.9 does not apply"},
       {{"--start-stagger-us", "3", "meta"}, "start_stagger_us (--start-stagger-us)"},
       {{"--trace-window", "1:2", "meta"}, "trace_window (--trace-window)"},
@@ -483,7 +483,7 @@ TEST_CASE("print-config prints a configuration that reads back to the same optio
       "--pattern-len", "1000", "--no-progress"};
   const std::vector<std::string> sim_args = {
       "--transport", "sim", "--np", "16", "--poll-budget", "4", "--batch-hold-us", "1.5",
-      "--hold-rtt-multiplier", "0.75", "--loop-order", "calls-first", "--model", model,
+      "--hold-rtt-multiplier", "0.75", "--loop-order", "next-poll", "--model", model,
       "--start-mode", "staggered", "--start-stagger-us", "3.25", "--inflight-samples", "inf.csv", "--inflight-sample-interval-us", "2.5",
       "--trace", "t.json", "--trace-window", "100.5:200.25", "delegation"};
   const std::vector<std::string> rdma_args = {"--transport", "mlx5", "--device", "mlx5_1", "--device-index", "3",
@@ -512,14 +512,14 @@ TEST_CASE("print-config prints a configuration that reads back to the same optio
 
   // every option is present in the JSON form, at its default or not (a later change of a
   // default stays visible in old summaries), except the data benchmark's own two
-  CHECK(to_json(run.result.options).size() == 45);
-  CHECK(j.size() == 44);  // the summary path follows -o here, so it is left out of the printed form
+  CHECK(to_json(run.result.options).size() == 47);
+  CHECK(j.size() == 46);  // the summary path follows -o here, so it is left out of the printed form
   CHECK_FALSE(j.contains("summary"));
   CHECK_FALSE(j.contains("value_size"));
   CHECK_FALSE(j.contains("data_backend"));
   for (const char* k : {"loop_order", "check_exactly_once", "ring_page_batch", "event_set", "step_log"})
     CHECK(j.contains(k));
-  CHECK(j["loop_order"] == (sim ? "calls-first" : "calibrated"));
+  CHECK(j["loop_order"] == (sim ? "next-poll" : "original"));
   CHECK(j["check_exactly_once"] == false);
   CHECK(j["backend"] == (sim ? "delegation" : "direct"));
   CHECK(j["trace_window"] == (sim ? "100.5:200.25" : ""));

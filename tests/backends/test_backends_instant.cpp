@@ -89,10 +89,9 @@ TEST_CASE("Delegation with loop policies (poll budget, batch hold, adaptive, loo
   SECTION("adaptive hold") { p.adaptive_hold = true; }
   SECTION("rtt hold") { p.hold_rtt_multiplier = 1.5; }
   SECTION("adaptive poll budget") { p.adaptive_poll_budget = true; }
-  SECTION("one-flush loop order") { p.order = LoopOrder::kOneFlush; }
-  SECTION("calls-first loop order") { p.order = LoopOrder::kCallsFirst; }
-  SECTION("calls-first loop order with a poll budget") {
-    p.order = LoopOrder::kCallsFirst;
+  SECTION("next-poll loop order") { p.order = LoopOrder::kNextPoll; }
+  SECTION("next-poll loop order with a poll budget") {
+    p.order = LoopOrder::kNextPoll;
     p.poll_budget = 4;
   }
   Cluster<DelegationBackend> c(3, 1, 4, 4, p);

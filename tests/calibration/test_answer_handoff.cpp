@@ -188,8 +188,10 @@ TEST_CASE("answer handoff per visit: the model key, its errors and its absence b
 
 TEST_CASE("answer handoff per visit: a client's batch of answers amortizes the transfer", "[handoff]") {
   // 2 us per transfer, NP=1 (all local), 8 clients. At depth 1 a visit holds one answer:
-  // the cap is 0.5 M/s as per answer. At depth 4 the stage-bound clients collect their
-  // four answers in one visit: the cap rises towards 4 x 0.5 M/s.
+  // the cap is 0.5 M/s as per answer. At depth 4 a stage-bound client finds the answers
+  // that arrived while it waited in one visit, and pays one transfer for them: the cap
+  // rises above the per-answer one (a client scans again as soon as it has handled what
+  // it found, so a visit holds about two answers here, not four).
   const app::ExperimentResult d1 = run_handoff(1, 2000, sim::HandoffUnit::kVisit, 1);
   CHECK(d1.extra.at("answer_handoff_transfers") == d1.extra.at("answer_handoff_answers"));
   const double d1_mops = d1.runs[0].total_mops();
@@ -198,8 +200,8 @@ TEST_CASE("answer handoff per visit: a client's batch of answers amortizes the t
   const app::ExperimentResult d4 = run_handoff(1, 2000, sim::HandoffUnit::kVisit, 4);
   const double answers = d4.extra.at("answer_handoff_answers").get<double>();
   const double transfers = d4.extra.at("answer_handoff_transfers").get<double>();
-  CHECK(answers / transfers > 3.5);
-  CHECK(d4.runs[0].total_mops() > 3 * 0.5);
+  CHECK(answers / transfers > 1.5);
+  CHECK(d4.runs[0].total_mops() > 1.5 * 0.5 * 0.95);
   CHECK(d4.runs[0].total_mops() <= 4 * 0.5 * 1.01);
   // Per answer, the same depth-4 set-up stays at the per-answer cap.
   const app::ExperimentResult a4 = run_handoff(1, 2000, sim::HandoffUnit::kAnswer, 4);
@@ -207,15 +209,19 @@ TEST_CASE("answer handoff per visit: a client's batch of answers amortizes the t
   CHECK_FALSE(a4.extra.contains("answer_handoff_transfers"));
 }
 
-TEST_CASE("answer handoff per visit: answers from two daemons' rings in one step are two transfers", "[handoff]") {
-  // Meta with two daemons: a client's local requests go to both daemons' ipc rings, and a
-  // step that finds answers in both is charged two transfers, so transfers exceed the
-  // holds (client steps that collected answers) but never the answers.
+TEST_CASE("answer handoff per visit: answers from two daemons' rings are separate visits", "[handoff]") {
+  // Meta with two daemons: a client's local requests go to both daemons' ipc rings; the
+  // answers found in one ring in one scan are one visit and one transfer, so there are
+  // fewer transfers than answers, each transfer one hold of the node's stage, and more
+  // transfers than with one daemon (whose ring is one area).
   const app::ExperimentResult r = run_handoff(1, 500, sim::HandoffUnit::kVisit, 8, 2, backend::BackendKind::kMeta);
   const uint64_t holds = r.extra.at("answer_handoff_holds").get<uint64_t>();
   const uint64_t transfers = r.extra.at("answer_handoff_transfers").get<uint64_t>();
   const uint64_t answers = r.extra.at("answer_handoff_answers").get<uint64_t>();
-  CHECK(transfers > holds);
-  CHECK(transfers <= 2 * holds);
+  CHECK(transfers == holds);
   CHECK(transfers < answers);
+  const app::ExperimentResult one = run_handoff(1, 500, sim::HandoffUnit::kVisit, 8, 1, backend::BackendKind::kMeta);
+  const double per_transfer_one = one.extra.at("answer_handoff_answers").get<double>() /
+                                  one.extra.at("answer_handoff_transfers").get<double>();
+  CHECK(double(answers) / double(transfers) < per_transfer_one);
 }

@@ -180,8 +180,9 @@ TEST_CASE("report: --report csv prints a header and one line per run, equal to t
 }
 
 // The latency a closed loop must show: every client keeps queue_depth requests in
-// flight all the time, so by Little's law the mean latency is (clients x queue depth) /
-// rate. The simulator's latency window is the kept epochs exactly, so the histogram
+// flight except while it pays for the request that follows an answer (a simulated client
+// writes a request once it has paid for it: a few hundred ns per cycle), so by Little's
+// law rate x mean latency is at most clients x queue depth, and close to it. The simulator's latency window is the kept epochs exactly, so the histogram
 // counts every kept request once. With one node every request is local; with a
 // peer, remote requests take the network and are slower than local ones.
 TEST_CASE("report: simulated latency obeys Little's law and counts every kept request once", "[e2e][sim][latency]") {
@@ -200,7 +201,9 @@ TEST_CASE("report: simulated latency obeys Little's law and counts every kept re
     CHECK(by_class == requests);
     const double in_flight = 2.0 * 3 * std::stod(qd);
     const double rate_per_ns = requests / run["duration_ns"].get<double>();
-    CHECK(rate_per_ns * lat["all"]["mean_ns"].get<double>() == Approx(in_flight).epsilon(0.02));
+    const double little = rate_per_ns * lat["all"]["mean_ns"].get<double>();
+    CHECK(little <= in_flight * 1.001);
+    CHECK(little >= in_flight * 0.9);
     CHECK(lat["get_remote"]["mean_ns"].get<double>() > lat["get_local"]["mean_ns"].get<double>());
     for (const auto& c : kClasses) {
       INFO(c);

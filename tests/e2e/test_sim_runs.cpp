@@ -101,8 +101,7 @@ TEST_CASE("sim: delegation loop policies run end to end and change the run", "[e
       Policy{{"--adaptive-hold"}, {{"adaptive_hold", true}}},
       Policy{{"--hold-rtt-multiplier", "1.5"}, {{"hold_rtt_multiplier", 1.5}}},
       Policy{{"--adaptive-poll-budget"}, {{"adaptive_poll_budget", true}}},
-      Policy{{"--loop-order", "one-flush"}, {{"loop_order", "one-flush"}}},
-      Policy{{"--loop-order", "calls-first"}, {{"loop_order", "calls-first"}}},
+      Policy{{"--loop-order", "next-poll"}, {{"loop_order", "next-poll"}}},
       // Every policy that combines with the others, in two sets (adaptive_poll_budget
       // replaces poll_budget; adaptive_hold and hold_rtt_multiplier both set the hold).
       Policy{{"--poll-budget", "4", "--batch-hold-us", "2", "--hold-rtt-multiplier", "1.5", "--server-threads", "2"},

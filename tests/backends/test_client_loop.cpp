@@ -1,0 +1,180 @@
+// backends/client.hpp, the client's loop: every answer found is followed at once by one
+// new request into the slot it freed (the original client's loop), on real threads in one
+// step; with timed writes (the simulator) a step writes at most one request, at its
+// start, and each request is written only after its client paid for everything before it.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/client.hpp"
+
+using namespace bkv;
+using namespace bkv::backend;
+
+namespace {
+
+// A clock that charges advance (1 ns per op unit), so a step's writes can be timed.
+struct StepMeter {
+  [[maybe_unused]] static constexpr bool kEnabled = false;
+  uint64_t now = 0;
+  uint64_t charged = 0;
+  void charge(Op, uint32_t n = 1) noexcept { charged += n; }
+  void record(Phase, uint32_t) noexcept {}
+  void answers_arrive(uint32_t, uint32_t) noexcept {}
+  uint64_t now_ns() const noexcept { return now + charged; }
+};
+
+// Logs every call ("C<slot>") and every answer it hands the client ("A<slot>") in the
+// order they happen (the slot: a token's low kSlotBits = 17 bits, below its generation); answers, at the next poll, the tokens the test lists (and at the poll
+// after it those of `then`); refuses calls while `refuse` is set.
+struct LoggingPath {
+  static constexpr bool kSharedHead = true;
+  static constexpr bool kDaemonAnswers = true;
+  std::vector<std::string>* log;
+  std::vector<uint64_t>* to_answer;
+  std::vector<uint64_t>* then;
+  bool* refuse;
+  bool try_call(const kv::Request&, uint64_t token) {
+    if (*refuse) return false;
+    log->push_back("C" + std::to_string(token & 0x1FFFF));
+    return true;
+  }
+  template <class F>
+  uint32_t poll(F&& f) {
+    const std::vector<uint64_t> now = *to_answer;
+    *to_answer = *then;
+    then->clear();
+    for (uint64_t t : now) {
+      log->push_back("A" + std::to_string(t & 0x1FFFF));
+      f(t, kv::Response::put_ok());
+    }
+    return static_cast<uint32_t>(now.size());
+  }
+  void after_issue() noexcept {}
+};
+
+struct Rig {
+  NodeConfig node;
+  StepMeter meter;
+  ClientCounters counters;
+  std::vector<std::string> log;
+  std::vector<uint64_t> to_answer, then;
+  bool refuse = false;
+  Client<StepMeter, LoggingPath> client;
+  static NodeConfig remote_only() {
+    NodeConfig n;
+    n.rank = 2;  // not a rank of the workload: every request is remote
+    n.np = 2;
+    n.queue_depth = 4;
+    return n;
+  }
+  static kv::WorkloadConfig workload() {
+    kv::WorkloadConfig wl;
+    wl.num_ranks = 2;
+    wl.key_range = 64;
+    wl.pattern_len = 64;
+    return wl;
+  }
+  Rig() : node(remote_only()), client(node, kv::Pattern(workload(), 0, 0), {}, LoggingPath{&log, &to_answer, &then, &refuse}, meter, counters) {}
+};
+
+}  // namespace
+
+TEST_CASE("client loop: every answer is followed at once by one new request", "[backends][client]") {
+  Rig rig;
+  CHECK(rig.client.step().issued == 4);  // the first step issues the queue depth
+  CHECK(rig.log == std::vector<std::string>{"C0", "C1", "C2", "C3"});
+  rig.log.clear();
+  rig.to_answer = {1, 3, 0};  // first-generation tokens are their slots
+  const ClientStepResult s = rig.client.step();
+  CHECK(s.completed == 3);
+  CHECK(s.issued == 3);
+  // Answer, request, answer, request: not all the answers first. Each request takes the
+  // token (the slot) its answer just freed.
+  CHECK(rig.log == std::vector<std::string>{"A1", "C1", "A3", "C3", "A0", "C0"});
+  CHECK(rig.client.in_flight() == 4);
+}
+
+TEST_CASE("client loop, timed writes: one request per step, written after what its client paid", "[backends][client]") {
+  Rig rig;
+  rig.client.set_timed_writes(true);
+  // The first queue depth: each step writes the request the previous one paid for.
+  std::vector<uint64_t> write_times;
+  for (int i = 0; i < 8 && rig.client.in_flight() < 4; ++i) {
+    rig.meter.now = rig.meter.now_ns();  // the next step starts when this one's costs are paid
+    rig.meter.charged = 0;
+    const size_t before = rig.log.size();
+    const ClientStepResult s = rig.client.step();
+    CHECK(s.issued <= 1);
+    if (rig.log.size() > before) write_times.push_back(rig.meter.now);
+    if (rig.client.in_flight() < 4) CHECK(s.again);
+  }
+  CHECK(rig.client.in_flight() == 4);
+  REQUIRE(write_times.size() == 4);
+  for (size_t i = 1; i < write_times.size(); ++i) CHECK(write_times[i] > write_times[i - 1]);  // each waited for its costs
+
+  // Three answers: the loop goes answer, request, answer, request, one write per step.
+  rig.log.clear();
+  rig.to_answer = {2, 0, 3};
+  std::vector<std::string> per_step;
+  for (int i = 0; i < 10; ++i) {
+    rig.meter.now = rig.meter.now_ns();
+    rig.meter.charged = 0;
+    const size_t before = rig.log.size();
+    const ClientStepResult s = rig.client.step();
+    std::string what;
+    for (size_t k = before; k < rig.log.size(); ++k) what += rig.log[k];
+    per_step.push_back(what);
+    CHECK(s.issued <= 1);
+    if (!s.again) break;
+  }
+  // The scan finds all three at once; each following step writes the request the
+  // previous one paid for and handles the next answer.
+  CHECK(rig.log == std::vector<std::string>{"A2", "A0", "A3", "C2", "C0", "C3"});
+  REQUIRE(per_step.size() >= 4);
+  CHECK(per_step[0] == "A2A0A3");
+  CHECK(per_step[1] == "C2");
+  CHECK(per_step[2] == "C0");
+  CHECK(per_step[3] == "C3");
+  CHECK(rig.client.in_flight() == 4);
+  CHECK(rig.counters.completed.load() == 3);
+}
+
+TEST_CASE("client loop, timed writes: a refused write is kept and retried, nothing is lost", "[backends][client]") {
+  Rig rig;
+  rig.client.set_timed_writes(true);
+  rig.refuse = true;
+  ClientStepResult s = rig.client.step();  // pays for the first request
+  CHECK(s.again);
+  s = rig.client.step();  // its write is refused: blocked, the request stays paid for
+  CHECK(s.blocked);
+  CHECK_FALSE(s.again);
+  CHECK(rig.client.in_flight() == 0);
+  rig.refuse = false;
+  s = rig.client.step();  // the retry writes it
+  CHECK(s.issued == 1);
+  CHECK(rig.client.in_flight() == 1);
+  CHECK(rig.log == std::vector<std::string>{"C0"});
+}
+
+TEST_CASE("client loop, timed writes: an answer that came while the client was stepping is found before it idles",
+          "[backends][client]") {
+  Rig rig;
+  rig.client.set_timed_writes(true);
+  for (int i = 0; i < 8 && rig.client.in_flight() < 4; ++i) rig.client.step();
+  REQUIRE(rig.client.in_flight() == 4);
+  rig.log.clear();
+  rig.client.stop_issuing();  // no request follows an answer: a step ends with nothing to write
+  rig.to_answer = {1};
+  rig.then = {2};  // written while the client handles 1 (its wake-up finds it stepping)
+  ClientStepResult s = rig.client.step();
+  CHECK(s.completed == 1);
+  // The step that handled the last answer it had scanned again before going idle.
+  CHECK(s.again);
+  s = rig.client.step();
+  CHECK(s.completed == 1);
+  CHECK(rig.client.in_flight() == 2);
+  CHECK(rig.log == std::vector<std::string>{"A1", "A2"});
+}
