@@ -25,11 +25,23 @@
 // `reply()` never fails for space: the credit invariant `in_flight + 2R <= C` reserves it.
 // Everything read from a receive ring is validated against the ring and the flow state;
 // a violation stops that endpoint with an EndpointError and never reads out of bounds.
+//
+// This file is the fast path: the calls above, the send stream (batches, wraps, the
+// pending WRITE+IMMs), the receive path's walk and the request queue. The other
+// concerns of a Context each have their own file:
+//   wire.hpp            the bytes of a batch (metadata, headers), immediates, allowances
+//   endpoint.hpp        one connection's state, the pending-call slab, ring memory
+//   batch_rules.hpp     batch validation: every rule a received batch must keep, named
+//   credits.hpp         flow control: initial credit, grants, the ring-full READ trigger
+//   page_give_back.hpp  paged ring memory: pages behind the peer's consumer given back
+//   metrics.hpp         ContextStats and the RTT histogram
+//   wr_id.hpp           the work-request id encoding (what a send completion belongs to)
+//   raw_rdma.hpp        the bookkeeping of raw READs and WRITEs (post_raw_*)
+//   qpn_table.hpp       QP number -> endpoint
 #pragma once
 
 #include <algorithm>
 #include <cassert>
-#include <cmath>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -38,8 +50,15 @@
 #include <utility>
 #include <vector>
 
+#include "core/copyrpc/batch_rules.hpp"
+#include "core/copyrpc/credits.hpp"
 #include "core/copyrpc/endpoint.hpp"
+#include "core/copyrpc/metrics.hpp"
+#include "core/copyrpc/page_give_back.hpp"
+#include "core/copyrpc/qpn_table.hpp"
+#include "core/copyrpc/raw_rdma.hpp"
 #include "core/copyrpc/wire.hpp"
+#include "core/copyrpc/wr_id.hpp"
 #include "core/transport.hpp"
 
 namespace bkv::copyrpc {
@@ -137,57 +156,6 @@ struct ContextConfig {
   uint32_t srq_size = kDefaultSrqSize;    // zero-length receives kept posted
   uint64_t max_resp_reservation = 0;      // 0 = ring_size / 4
   uint32_t cq_poll_batch = 64;            // completions fetched per transport poll call
-};
-
-// Round-trip times of calls (call() -> response), in a log2-linear histogram: 16 linear
-// sub-buckets per power of two of nanoseconds, so percentiles are within ~6%.
-struct RttHistogram {
-  static constexpr uint32_t kSub = 16;
-  static constexpr uint32_t kBuckets = 64 * kSub;
-  std::vector<uint64_t> counts;
-  uint64_t n = 0;
-  double sum_ns = 0;
-  static uint32_t bucket(uint64_t ns) noexcept {
-    if (ns < kSub) return static_cast<uint32_t>(ns);
-    const uint32_t e = 63 - static_cast<uint32_t>(__builtin_clzll(ns));  // ns in [2^e, 2^(e+1))
-    const uint32_t sub = static_cast<uint32_t>((ns >> (e - 4)) & (kSub - 1));
-    return (e - 3) * kSub + sub;
-  }
-  static double lower_bound_ns(uint32_t b) noexcept {
-    if (b < kSub) return b;
-    const uint32_t e = b / kSub + 3, sub = b % kSub;
-    return std::ldexp(1.0 + sub / double(kSub), static_cast<int>(e));
-  }
-  void add(uint64_t ns) {
-    if (counts.empty()) counts.assign(kBuckets, 0);
-    ++counts[std::min(bucket(ns), kBuckets - 1)];
-    ++n;
-    sum_ns += static_cast<double>(ns);
-  }
-  double mean_ns() const noexcept { return n ? sum_ns / double(n) : 0.0; }
-  double percentile_ns(double p) const noexcept {
-    if (n == 0) return 0;
-    const uint64_t target = static_cast<uint64_t>(std::ceil(p * double(n)));
-    uint64_t acc = 0;
-    for (uint32_t b = 0; b < counts.size(); ++b) {
-      acc += counts[b];
-      if (acc >= target) return lower_bound_ns(b);
-    }
-    return lower_bound_ns(kBuckets - 1);
-  }
-};
-
-struct ContextStats {
-  uint64_t cqes = 0;
-  uint64_t batches_received = 0;
-  uint64_t messages_received = 0;  // requests queued and responses dispatched (per batch)
-  uint64_t wqes_posted = 0;
-  uint64_t doorbells = 0;
-  uint64_t messages_sent = 0;      // messages in finished batches (counted per batch)
-  uint64_t reads_posted = 0;
-  uint64_t wraps = 0;
-  uint64_t failed_calls = 0;  // calls failed back because their endpoint stopped
-  RttHistogram rtt;  // filled only under a metering (simulated) transport
 };
 
 template <Transport T, class Token>
@@ -323,10 +291,7 @@ class Context {
     std::byte* const at = joins ? join_open_batch(e, msg) : reserve_message(e, plan_append(e, msg), msg);
     e.pending.insert(call_id, std::move(token));
     ++in_flight_calls_;
-    if constexpr (T::Meter::kEnabled) {
-      if (call_id >= e.call_time.size()) e.call_time.resize(call_id + 1);
-      e.call_time[call_id] = t_.meter().now_ns();
-    }
+    if constexpr (T::Meter::kEnabled) e.call_times.started(call_id, t_.meter().now_ns());
     write_message(at, call_id, static_cast<uint32_t>(need_credit / kAlignment), payload);
     t_.meter().charge(Op::kCallEncode, 1);
     return {CallStatus::kOk, call_id};
@@ -462,12 +427,9 @@ class Context {
   template <class F>
   uint32_t poll_raw(F&& cb) {
     reap_send_completions();
-    const uint32_t n = static_cast<uint32_t>(raw_done_.size());
-    for (const auto& d : raw_done_) cb(d.first, d.second);
-    raw_done_.clear();
-    return n;
+    return raw_.hand_back(cb);
   }
-  uint64_t raw_pending() const noexcept { return raw_outstanding_; }
+  uint64_t raw_pending() const noexcept { return raw_.pending(); }
 
   // ---------------------------------------------------------------- inspection
   T& transport() noexcept { return t_; }
@@ -491,32 +453,7 @@ class Context {
     bool releases_pin = false;
   };
 
-  // wr_id layout: kind in the top 2 bits, endpoint id or raw-slab index below.
-  enum WrKind : uint64_t { kWrBatch = 0, kWrConsumerRead = 1, kWrRaw = 2 };
-  static constexpr uint64_t wr_id(WrKind k, uint64_t v) noexcept { return (uint64_t{k} << 62) | v; }
-
-  // Direct-indexed QP number -> endpoint table (24-bit QP numbers, two levels of 4096),
-  // O(1) without hashing.
-  class QpnTable {
-   public:
-    void set(uint32_t qpn, uint32_t ep) {
-      if (qpn >= (1u << 24)) throw std::invalid_argument("copyrpc: QP number beyond 24 bits");
-      auto& page = pages_[qpn >> 12];
-      if (!page) page = std::make_unique<uint32_t[]>(4096);  // zero = no endpoint
-      page[qpn & 4095] = ep + 1;
-    }
-    // Returns endpoint id + 1, or 0 for an unknown QP number.
-    uint32_t get(uint32_t qpn) const noexcept {
-      if (qpn >= (1u << 24)) return 0;
-      const auto& page = pages_[qpn >> 12];
-      return page ? page[qpn & 4095] : 0;
-    }
-
-   private:
-    std::unique_ptr<uint32_t[]> pages_[4096];
-  };
-
-  uint64_t initial_credit() const noexcept { return std::min(cfg_.max_resp_reservation, cfg_.ring_size / 4); }
+  uint64_t initial_credit() const noexcept { return credits::initial_credit(cfg_.max_resp_reservation, cfg_.ring_size); }
 
   void mark_dirty(Ep& e) {
     if (!e.dirty) {
@@ -611,24 +548,11 @@ class Context {
     copy_payload(p + kHeaderSize, payload.data(), payload.size());
   }
 
-  // Flow metadata for a batch (or wrap marker) whose stream ends at `end`: report the
-  // bytes consumed since the last report and grant
-  //   min((C - in_flight)/2 - R, max_R - R), aligned down to 32 (never negative).
+  // Flow metadata for a batch (or wrap marker) whose stream ends at `end`, with the credit
+  // return and grant it carries (credits::grant_on_batch).
   void fill_metadata(Ep& e, uint64_t at, uint64_t end, uint32_t count) {
-    const uint64_t consumed = e.consumed();
-    const uint64_t credit_return = consumed - e.last_notified;
-    e.last_notified = consumed;
-    const uint64_t C = e.remote_ring.length;
-    const uint64_t in_flight = end - e.remote_consumer();
-    uint64_t grant = 0;
-    if (in_flight <= C) {
-      const uint64_t half = (C - in_flight) / 2;
-      if (half > e.resp_reservation && e.max_resp_reservation > e.resp_reservation)
-        grant = align_down(std::min(half - e.resp_reservation, e.max_resp_reservation - e.resp_reservation));
-    }
-    e.resp_reservation += grant;
-    if (grant != 0) e.refresh_call_fast_end();
-    store_metadata(e.send_ring.at(at), credit_return, grant, count);
+    const credits::BatchCredit c = credits::grant_on_batch(e, end);
+    store_metadata(e.send_ring.at(at), c.credit_return, c.grant, count);
   }
 
   void push_emit(Ep& e, PendingEmit pe) {
@@ -698,7 +622,7 @@ class Context {
     }
     if (e.need_read && !e.read_outstanding && done) {
       const PostResult r = e.qp->post_read(&e.read_buffer, 8, e.read_mr.lkey, e.remote_consumer_word,
-                                           wr_id(kWrConsumerRead, e.id), true);
+                                           encode_wr_id(WrKind::kConsumerRead, e.id), true);
       if (r == PostResult::kOk) {
         e.need_read = false;
         e.read_outstanding = true;
@@ -733,7 +657,7 @@ class Context {
     const RemoteBuffer dst{e.remote_ring.addr + (pe.start & (e.remote_ring.length - 1)), e.remote_ring.rkey, 0,
                            pe.write_len};
     const PostResult r = e.qp->post_write_imm(e.send_ring.at(pe.start), pe.write_len, e.send_mr.lkey, dst, pe.imm,
-                                              wr_id(kWrBatch, e.id), signaled);
+                                              encode_wr_id(WrKind::kBatch, e.id), signaled);
     if (r != PostResult::kOk) return false;
     e.unsignaled = signaled ? 0 : e.unsignaled + 1;
     t_.meter().charge(Op::kFlush, 1);
@@ -741,80 +665,18 @@ class Context {
     return true;
   }
 
-  // RingFull that persists while no batch arrives from the peer (so no piggybacked
-  // consumer position can refresh ours) and no call succeeds: read the peer's consumed
-  // position directly. No call succeeded since the previous RingFull when neither
-  // batches_received nor peer_credit moved: a call always spends peer credit, and only
-  // a received batch adds to it (so call() itself keeps no streak state).
-  static_assert(internal_allowance(0) > 0);
+  // RingFull: noted for the consumer-position READ (credits::note_ring_full), and the
+  // endpoint flushed, so that pending data goes out and the peer can answer.
   void note_ring_full(Ep& e) {
-    if (e.ringfull_mark == e.batches_received && e.ringfull_credit == e.peer_credit) {
-      if (++e.ringfull_streak >= 2 && !e.read_outstanding) {
-        e.need_read = true;
-        mark_dirty(e);
-      }
-    } else {
-      e.ringfull_streak = 1;
-      e.ringfull_mark = e.batches_received;
-      e.ringfull_credit = e.peer_credit;
-    }
+    credits::note_ring_full(e);
     mark_dirty(e);
   }
 
-  // Paged ring memory: the pages that hold no live byte of this connection, in our send
-  // ring and in the peer's receive ring (same size, same offsets), are given back as the
-  // peer's consumed position passes them. Only the sender knows both ends of the live
-  // bytes of that pair of rings: the peer has consumed everything below
-  // remote_consumer(), and nothing beyond `producer` has been written. So a page at
-  // stream position [a, a + kRingPage) is dead when a + kRingPage <= remote_consumer()
-  // and producer <= a + ring size (its next cycle has not been written yet); a page that
-  // fails the second test holds live bytes of the next cycle and is looked at again when
-  // the consumer passes it next time.
-  // The transport's give-back batch (give_back_batch(), whole pages): dead pages are
-  // given back once that many bytes of them have passed, in one call per ring end, and
-  // as many bytes ahead of the producer are prefaulted on both ends, so that the writes
-  // that come next find their pages resident (one system call instead of a page fault
-  // per page). Up to a batch of dead pages stays resident per ring meanwhile; which
-  // pages are given back, and every byte read, are the same as page by page.
-  static constexpr uint64_t kRingPage = 4096;
-  static_assert(kMinRingSize % kRingPage == 0);
-
+  // The peer's consumed position may have moved: with paged ring memory, the pages it
+  // passed are given back (page_give_back.hpp).
+  static_assert(kMinRingSize % PageGiveBack::kRingPage == 0);
   void give_back_passed_pages(Ep& e) {
-    if constexpr (PagedRingMemory<T>) {
-      const uint64_t upto = align_down(e.remote_consumer(), kRingPage);
-      if (upto <= e.pages_passed) return;
-      const uint64_t size = e.ring_size();
-      const uint64_t next_cycle_floor = e.producer > size ? align_up(e.producer - size, kRingPage) : 0;
-      const uint64_t from = std::max(e.pages_passed, next_cycle_floor);
-      const uint64_t batch = t_.give_back_batch();
-      if (from < upto && upto - from < batch) return;  // not a batch yet: looked at again when more has passed
-      e.pages_passed = upto;
-      if (from >= upto) return;
-      // [from, upto) spans at most one ring (from >= producer - size, upto <= producer).
-      for_each_ring_piece(size, from, upto - from, [&](uint64_t off, uint64_t n) {
-        t_.discard(e.send_ring.data() + off, n);
-        e.qp->discard_remote(RemoteBuffer{e.remote_ring.addr + off, e.remote_ring.rkey, 0, n});
-      });
-      if (batch > kRingPage) {
-        for_each_ring_piece(size, align_up(e.producer, kRingPage), std::min(batch, size), [&](uint64_t off, uint64_t n) {
-          t_.prefault(e.send_ring.data() + off, n);
-          e.qp->prefault_remote(RemoteBuffer{e.remote_ring.addr + off, e.remote_ring.rkey, 0, n});
-        });
-      }
-    }
-  }
-
-  // The stream bytes [from, from + len), len <= size, as at most two pieces of a ring of
-  // `size` bytes: f(offset in the ring, length).
-  template <class F>
-  static void for_each_ring_piece(uint64_t size, uint64_t from, uint64_t len, F&& f) {
-    uint64_t off = from & (size - 1);
-    while (len > 0) {
-      const uint64_t n = std::min(len, size - off);
-      f(off, n);
-      len -= n;
-      off = 0;
-    }
+    if constexpr (PagedRingMemory<T>) e.pages.consumer_moved(t_, e);
   }
 
   void publish_consumed(Ep& e) noexcept {
@@ -852,48 +714,28 @@ class Context {
     process_batch(e, c.imm, on_response);
   }
 
-  // One received batch: validate, apply the flow metadata, then the messages in order.
+  // One received batch: its head checked (batch_rules.hpp), the flow metadata applied,
+  // then the messages in order, each checked as the walk reaches it.
   template <class OnResponse>
   [[gnu::noinline]] void process_batch(Ep& e, uint32_t imm, OnResponse& on_response) {
     const uint64_t size = e.recv_ring.size();
     const uint64_t delta = decode_imm(imm);
-    if (delta == 0 || delta > size) return fail(e, EndpointError::kBadImmediate);
-    // The batch must start where the last one ended, and must not reach bytes we have
-    // not consumed yet (the peer's credit accounting forbids it).
     const uint64_t start = e.recv_producer;
     // Every earlier batch was parsed to its end (a batch that breaks a rule stops the
     // endpoint), so `parsed` is this batch's start while it is walked.
     assert(e.parsed == start);
     const uint64_t end = start + delta;
-    if (end - e.consumed() > size) return fail(e, EndpointError::kRingOverrun);
-    // delta is a non-zero multiple of 32, so the flow metadata is always inside it.
-    static_assert(decode_imm(1) == kFlowMetadataSize);
     const uint64_t start_off = start & (size - 1);
+    // The metadata is read before the rules are checked: it lies in the ring whatever the
+    // immediate says (a 32-aligned position through the ring mask), and a non-zero
+    // immediate always covers it (wire.hpp: decode_imm(1) == kFlowMetadataSize).
     const FlowMetadata meta = load_metadata(e.recv_ring.at(start));
+    const EndpointError head = batch_rules::check_batch_head(e, delta, meta);
+    if (head != EndpointError::kNone) return fail(e, head);
 
     // Flow metadata first: it frees credit that the messages below may need.
-    const uint64_t new_consumer = e.consumer_by_credit_return + meta.ring_credit_return;
-    if (meta.ring_credit_return > e.producer || new_consumer > e.producer)
-      return fail(e, EndpointError::kBadCreditReturn);
-    if (meta.credit_grant % kAlignment != 0 || meta.credit_grant > size ||
-        e.peer_credit + meta.credit_grant > size)
-      return fail(e, EndpointError::kBadCreditGrant);
-
-    if (meta.message_count == kWrapMessageCount) {
-      // A wrap marker covers exactly the bytes to the ring end.
-      if (start_off + delta != size) return fail(e, EndpointError::kBadWrapMarker);
-    } else {
-      // A batch never crosses the ring end (the sender wraps on a strict `<` test).
-      if (start_off + delta > size) return fail(e, EndpointError::kBadLength);
-      const uint64_t max_msgs = (delta - kFlowMetadataSize) / kAlignment;
-      if (meta.message_count > max_msgs || (meta.message_count == 0 && delta != kFlowMetadataSize))
-        return fail(e, EndpointError::kBadMessageCount);
-    }
-    // The consumer moving forward raises send_limit(): call_fast_end may stay low (a
-    // call at or past it takes the precise tests, which refresh it; so does the next flush).
-    e.consumer_by_credit_return = new_consumer;
+    credits::take_peer_flow(e, meta.ring_credit_return, meta.credit_grant);
     give_back_passed_pages(e);
-    e.peer_credit += meta.credit_grant;
     e.recv_producer = end;
     ++e.batches_received;
     ++stats_.batches_received;
@@ -905,11 +747,9 @@ class Context {
     }
 
     // Messages. The batch is contiguous in the ring (checked above), so it is walked by
-    // pointer. The cursor and the batch end are 32 bytes apart at least while the cursor
-    // is short of the end (both are multiples of 32 from the batch start), so "a header
-    // fits" is `cursor < limit` and "the payload fits" is
-    // `cursor + padded_message_size(payload_len) <= limit`. Room for every request the batch can carry
-    // (count <= max_msgs, checked above) is made once, before the walk; a queue whose
+    // pointer, each message checked by the message rules (batch_rules.hpp) before it is
+    // used. Room for every request the batch can carry
+    // (message_count_fits, checked above) is made once, before the walk; a queue whose
     // requests have all been taken starts over at its beginning.
     if (recv_head_ == recv_end_) recv_head_ = recv_end_ = recv_queue_.data();
     const size_t queue_end = static_cast<size_t>(recv_end_ - recv_queue_.data());
@@ -936,18 +776,15 @@ class Context {
     stats_.messages_received += meta.message_count;
     uint32_t left = meta.message_count;
     for (; left != 0; --left) {
-      if (p >= limit) {
+      if (!batch_rules::header_in_batch(p, limit)) {
         broken = EndpointError::kBadLength;
         break;
       }
       const MessageHeader h = load_header(p);
-      // The padded message must end by the batch end (the room is a multiple of 32, so
-      // this is "header and payload fit"); computed on addresses, no pointer is formed
-      // past the batch.
       // The cursor moves past the message at the end of each branch, once its payload
       // address is taken (the cursor's one register holds both).
       const uint64_t padded = padded_message_size(h.payload_len);
-      if (reinterpret_cast<uintptr_t>(p) + padded > reinterpret_cast<uintptr_t>(limit)) {
+      if (!batch_rules::message_in_batch(p, padded, limit)) {
         broken = EndpointError::kBadLength;
         break;
       }
@@ -955,7 +792,7 @@ class Context {
       if (!is_response(h.call_id)) [[likely]] {
         // A request (its id is at most kMaxCallId: the response bit is clear).
         const uint64_t allowance = uint64_t{h.response_allowance_units} * kAlignment;
-        if (allowance < internal_allowance(0) || committed + allowance > e.resp_reservation) {
+        if (!batch_rules::allowance_granted(allowance, committed, e.resp_reservation)) {
           broken = EndpointError::kBadAllowance;
           break;
         }
@@ -973,14 +810,14 @@ class Context {
       Token* slot = e.pending.find(id);
       const std::byte* const payload = p + kHeaderSize;
       p += padded;
-      if (slot == nullptr) {
+      if (slot == nullptr) {  // a response to no pending call
         broken = EndpointError::kUnknownCallId;
         break;
       }
       Token tok = std::move(*slot);
       e.pending.release(id);
       --in_flight_calls_;
-      if constexpr (T::Meter::kEnabled) stats_.rtt.add(meter.now_ns() - e.call_time[id]);
+      if constexpr (T::Meter::kEnabled) stats_.rtt.add(e.call_times.elapsed_ns(id, meter.now_ns()));
       if (queued != published) {
         publish_requests(e, static_cast<uint32_t>(queued - published), committed);
         published = queued;
@@ -995,7 +832,7 @@ class Context {
     if (queued != published) publish_requests(e, static_cast<uint32_t>(queued - published), committed);
     stats_.messages_received -= left;
     if (broken != EndpointError::kNone) return fail(e, broken);
-    if (p != limit) return fail(e, EndpointError::kBadMessageCount);
+    if (!batch_rules::batch_filled(p, limit)) return fail(e, EndpointError::kBadMessageCount);
     e.parsed = end;
     if (!e.has_queued_requests()) publish_consumed(e);
   }
@@ -1035,21 +872,13 @@ class Context {
   }
 
   [[gnu::noinline]] void on_send_completion(const SendCompletion& c) {
-    const uint64_t kind = c.wr_id >> 62;
-    const uint64_t v = c.wr_id & ((1ull << 62) - 1);
-    if (kind == kWrRaw) {
-      if (v < raw_slab_ids_.size() && raw_live_[v]) {
-        raw_live_[v] = 0;
-        raw_free_.push_back(static_cast<uint32_t>(v));
-        --raw_outstanding_;
-        raw_done_.push_back({raw_slab_ids_[v], c.status});
-      }
-      return;
-    }
+    const WrKind kind = wr_kind(c.wr_id);
+    const uint64_t v = wr_value(c.wr_id);
+    if (kind == WrKind::kRaw) return raw_.completed(v, c.status);
     if (v >= eps_.size()) return;
     Ep& e = *eps_[v];
     if (c.status != WcStatus::kSuccess) return fail(e, EndpointError::kCompletionError);
-    if (kind == kWrConsumerRead) {
+    if (kind == WrKind::kConsumerRead) {
       e.read_outstanding = false;
       const uint64_t pos = __atomic_load_n(&e.read_buffer, __ATOMIC_ACQUIRE);
       if (pos > e.producer) return fail(e, EndpointError::kBadConsumerRead);
@@ -1064,26 +893,16 @@ class Context {
   PostResult post_raw(uint32_t id, bool read, void* local, uint32_t len, uint32_t lkey, RemoteBuffer remote,
                       uint64_t user_id) {
     Ep& e = *eps_.at(id);
-    uint32_t slot;
-    if (!raw_free_.empty()) {
-      slot = raw_free_.back();
-      raw_free_.pop_back();
-      raw_slab_ids_[slot] = user_id;
-      raw_live_[slot] = 1;
-    } else {
-      slot = static_cast<uint32_t>(raw_slab_ids_.size());
-      raw_slab_ids_.push_back(user_id);
-      raw_live_.push_back(1);
-    }
-    const PostResult r = read ? e.qp->post_read(local, len, lkey, remote, wr_id(kWrRaw, slot), true)
-                              : e.qp->post_write(local, len, lkey, remote, wr_id(kWrRaw, slot), true);
+    const uint32_t slot = raw_.open(user_id);
+    const uint64_t wr = encode_wr_id(WrKind::kRaw, slot);
+    const PostResult r = read ? e.qp->post_read(local, len, lkey, remote, wr, true)
+                              : e.qp->post_write(local, len, lkey, remote, wr, true);
     if (r != PostResult::kOk) {
-      raw_live_[slot] = 0;
-      raw_free_.push_back(slot);
+      raw_.cancel(slot);
       return r;
     }
     e.unsignaled = 0;  // a signalled WQE retires every earlier one
-    ++raw_outstanding_;
+    raw_.posted();
     e.qp->ring_doorbell();
     t_.meter().charge(Op::kDoorbell, 1);
     return r;
@@ -1108,11 +927,7 @@ class Context {
   uint32_t srq_posted_ = 0;
   uint64_t in_flight_calls_ = 0;
   ContextStats stats_;
-  std::vector<uint64_t> raw_slab_ids_;
-  std::vector<uint8_t> raw_live_;
-  std::vector<uint32_t> raw_free_;
-  std::vector<std::pair<uint64_t, WcStatus>> raw_done_;
-  uint64_t raw_outstanding_ = 0;
+  RawOperations raw_;
   struct FailedCall {
     Token token;
     EndpointError reason;

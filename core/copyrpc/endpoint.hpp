@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/copyrpc/metrics.hpp"
+#include "core/copyrpc/page_give_back.hpp"
 #include "core/copyrpc/wire.hpp"
 #include "core/transport.hpp"
 
@@ -281,12 +283,13 @@ struct Endpoint {
   bool read_outstanding = false;
 
   // ---- paged ring memory (PagedRingMemory transports only) ----
-  uint64_t pages_passed = 0;  // stream position below which whole pages have been given back
+  PageGiveBack pages;  // how far whole pages have been given back
 
   CallSlab<Token> pending;
-  std::vector<uint64_t> call_time;  // by call id; kept only under a metering transport
+  CallTimes call_times;  // kept only under a metering transport
 
   uint64_t ring_size() const noexcept { return send_ring.size(); }
+  uint64_t recv_ring_size() const noexcept { return recv_ring.size(); }
   uint64_t ring_mask() const noexcept { return send_ring.mask(); }
   bool batch_open() const noexcept { return batch_open_cost == 0; }
   uint64_t remote_consumer() const noexcept {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/copyrpc/wire.hpp"
+#include "core/copyrpc/wr_id.hpp"
 
 using namespace bkv::copyrpc;
 
@@ -67,4 +68,18 @@ TEST_CASE("internal allowance covers the padded reply plus one metadata block", 
     REQUIRE(padded_message_size(max_reply_payload(ia)) + kFlowMetadataSize <= ia);
     REQUIRE(max_reply_payload(ia) >= a);
   }
+}
+
+TEST_CASE("work-request ids decode to the kind and value they were made from", "[wire]") {
+  for (const WrKind kind : {WrKind::kBatch, WrKind::kConsumerRead, WrKind::kRaw}) {
+    for (const uint32_t value : {0u, 1u, 0x7FFF'FFFFu, 0xFFFF'FFFEu, 0xFFFF'FFFFu}) {
+      const uint64_t id = encode_wr_id(kind, value);
+      CHECK(wr_kind(id) == kind);
+      CHECK(wr_value(id) == value);
+      CHECK(id >> kWrValueBits == static_cast<uint64_t>(kind));
+    }
+  }
+  // Distinct kinds never share an id, whatever the values.
+  CHECK(encode_wr_id(WrKind::kBatch, 0xFFFF'FFFFu) != encode_wr_id(WrKind::kConsumerRead, 0));
+  CHECK(encode_wr_id(WrKind::kConsumerRead, 0xFFFF'FFFFu) != encode_wr_id(WrKind::kRaw, 0));
 }
