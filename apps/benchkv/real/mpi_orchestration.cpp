@@ -114,6 +114,15 @@ struct Session::Impl {
     }
     progress();
   }
+  // One value reduced over every rank with `op` (MPI type `type`), waited for as above.
+  template <class V>
+  V allreduce(V v, MPI_Datatype type, MPI_Op op, const char* call) {
+    V out{};
+    MPI_Request req;
+    check(MPI_Iallreduce(&v, &out, 1, type, op, MPI_COMM_WORLD, &req), call);
+    complete(req, call);
+    return out;
+  }
 };
 
 Session::Session(int* argc, char*** argv) : impl_(std::make_unique<Impl>()) {
@@ -216,32 +225,14 @@ std::vector<std::byte> Session::all_gather_bytes(std::span<const std::byte> mine
 }
 
 uint64_t Session::allreduce_sum(uint64_t v) const {
-  uint64_t out = 0;
-  MPI_Request req;
-  check(MPI_Iallreduce(&v, &out, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD, &req), "MPI_Allreduce(sum)");
-  impl_->complete(req, "MPI_Allreduce(sum)");
-  return out;
+  return impl_->allreduce(v, MPI_UINT64_T, MPI_SUM, "MPI_Allreduce(sum)");
 }
-double Session::allreduce_sum(double v) const {
-  double out = 0;
-  MPI_Request req;
-  check(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req), "MPI_Allreduce(sum)");
-  impl_->complete(req, "MPI_Allreduce(sum)");
-  return out;
-}
+double Session::allreduce_sum(double v) const { return impl_->allreduce(v, MPI_DOUBLE, MPI_SUM, "MPI_Allreduce(sum)"); }
 uint64_t Session::allreduce_max(uint64_t v) const {
-  uint64_t out = 0;
-  MPI_Request req;
-  check(MPI_Iallreduce(&v, &out, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD, &req), "MPI_Allreduce(max)");
-  impl_->complete(req, "MPI_Allreduce(max)");
-  return out;
+  return impl_->allreduce(v, MPI_UINT64_T, MPI_MAX, "MPI_Allreduce(max)");
 }
 uint64_t Session::allreduce_min(uint64_t v) const {
-  uint64_t out = 0;
-  MPI_Request req;
-  check(MPI_Iallreduce(&v, &out, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD, &req), "MPI_Allreduce(min)");
-  impl_->complete(req, "MPI_Allreduce(min)");
-  return out;
+  return impl_->allreduce(v, MPI_UINT64_T, MPI_MIN, "MPI_Allreduce(min)");
 }
 
 std::vector<std::byte> Session::gather_to_root(std::span<const std::byte> mine) const {
