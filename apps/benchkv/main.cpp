@@ -97,7 +97,7 @@ int compare(int argc, char** argv) {
         "Prints the overall figures of two summaries side by side with the ratio B / A and whether\n"
         "the Mops difference exceeds the run-to-run spread. Settings that differ are listed in\n"
         "warning: lines; summaries of different kinds (KV, rpc, data) are refused; data summaries\n"
-        "are compared per value size (docs/benchmarks.md, \"Comparing two results\").\n");
+        "are compared per value size (docs/outputs.md, \"Comparing two results\").\n");
     return 0;
   }
   if (argc != 4) {

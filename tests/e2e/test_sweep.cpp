@@ -424,7 +424,7 @@ TEST_CASE("sweep: every sweep file the repository ships is valid (--check)", "[e
   const Outcome bad = run_benchkv({"sweep", "bad.json", "--check"}, dir.path());
   INFO(describe(bad));
   CHECK(bad.status == 2);
-  // The same message as a run gives: "benchkv sweep: FILE: ..." (docs/benchmarks.md, "Sweeps").
+  // The same message as a run gives: "benchkv sweep: FILE: ..." (docs/outputs.md §Sweeps).
   CHECK_THAT(bad.err, Catch::StartsWith("benchkv sweep: bad.json: "));
   const Outcome ran = run_benchkv({"sweep", "bad.json"}, dir.path());
   CHECK(ran.status == 2);

@@ -507,7 +507,7 @@ void print_usage(std::FILE* f) {
                "Usage: benchkv sweep SWEEP.json [-j N] [--check]\n"
                "       mpirun -np N benchkv sweep SWEEP.json\n"
                "Runs the grid of simulated runs a sweep file describes (configs/sweeps/; format in\n"
-               "docs/benchmarks.md, \"Sweeps\") and writes one row per run to OUTPUT/results.csv\n"
+               "docs/outputs.md, \"Sweeps\") and writes one row per run to OUTPUT/results.csv\n"
                "(every axis, then %s).\n"
                "Runs already finished in OUTPUT/runs/ with the same configuration are not run again; a\n"
                "finished run made with another configuration is refused (exit 2). Progress: stderr.\n"
