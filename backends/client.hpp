@@ -11,6 +11,12 @@
 //   uint32_t poll(F on_response)   on_response(uint64_t token, const Response&)
 //   bool failures_waiting()        (optional) requests refused at once wait for poll() to
 //                                  report them failed
+//   static constexpr bool kLocalToo (optional, false if absent) requests to the client's
+//                                  own rank take the remote path too (the NIC's loopback)
+//                                  instead of ipc
+//   static constexpr bool kRefillAfterPoll (optional, false if absent) the client refills
+//                                  its slots after the poll instead of following each
+//                                  answer at once (the original direct client)
 // The token is the client's own (returned with the response, never sent to a peer): the
 // index of the request's slot in the client's table of pending requests, and in the bits
 // above it the slot's generation, which moves on each time the slot's request is
@@ -71,7 +77,8 @@ class Client {
     // The loop body of docs/design.md §Client loop: every answer found is followed at once
     // by one new request into the slot it freed.
     collect(res, clock, [&] {
-      if (!stopping_ && !issue_next(res, clock)) res.blocked = true;
+      if constexpr (!kRefillAfterPoll)
+        if (!stopping_ && !issue_next(res, clock)) res.blocked = true;
     });
     // The first step issues the whole queue depth; a refused request is retried here.
     while (!res.blocked && !stopping_ && in_flight_ < node_.queue_depth) {
@@ -227,6 +234,7 @@ class Client {
   [[gnu::always_inline]] inline bool issue_next(ClientStepResult& res, StepClock& clock) {
     const Request req = pattern_.peek();
     const bool local = req.rank == node_.rank;
+    const bool by_ipc = local && !kLocalToo;
     uint32_t token = 0, slot = 0;
     if constexpr (kRecordLatency) {
       slot = free_tokens_[free_count_ - 1];  // in_flight < queue_depth: one is free
@@ -235,7 +243,7 @@ class Client {
     // Recorded before the post: on real threads a daemon may apply the request at once.
     if (oracle_ != nullptr) [[unlikely]] oracle_->issued(node_.rank, oracle_client_, token, req);
     bool ok;
-    if (local) {
+    if (by_ipc) {
       ok = ipc_[owner_of(req.key, node_.daemons)]->call(req, token) == shm::IpcCallStatus::kOk;
     } else {
       ok = remote_.try_call(req, token);
@@ -314,7 +322,7 @@ class Client {
     meter_.charge(Op::kClientRequest, 1);
     meter_.charge(Op::kRingOp, 1);
     if constexpr (RemotePath::kSharedHead)
-      if (pattern_.peek().rank != node_.rank) meter_.charge(Op::kRingReserve, 1);
+      if (kLocalToo || pattern_.peek().rank != node_.rank) meter_.charge(Op::kRingReserve, 1);
     write_ready_ = true;
   }
   void send_unsent() {
@@ -327,6 +335,15 @@ class Client {
     Response resp;
     Area area{};
   };
+
+  static constexpr bool kLocalToo = [] {
+    if constexpr (requires { RemotePath::kLocalToo; }) return RemotePath::kLocalToo;
+    return false;
+  }();
+  static constexpr bool kRefillAfterPoll = [] {
+    if constexpr (requires { RemotePath::kRefillAfterPoll; }) return RemotePath::kRefillAfterPoll;
+    return false;
+  }();
 
   // Token = slot | generation << kSlotBits, 32 bits (a direct client's copyrpc token
   // carries 32): the slot takes 17 bits (queue depth <= 2^16), the generation the rest.

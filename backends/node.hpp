@@ -83,22 +83,25 @@ class Node {
   }
 
   // ---- wiring
+  // Creates the ends of connection k that live on this rank: one, or both for a
+  // connection within the rank (backends/topology.hpp).
   void create_endpoint(size_t k, const Connection& c) {
-    LocalSide side;
-    if (!local_side(c, cfg_.rank, side)) throw std::logic_error("node: connection does not involve this rank");
-    Ctx& ctx = context(side.thread);
-    const uint32_t ep = ctx.create_endpoint();
-    ep_of_rank_[side.thread][side.peer_rank] = ep;
-    conn_[k] = {side.thread, ep};
+    if (c.rank_a != cfg_.rank && c.rank_b != cfg_.rank) throw std::logic_error("node: connection does not involve this rank");
+    if (c.rank_a == cfg_.rank) create_end(k, End::kA, c.thread_a, c.rank_b);
+    if (c.rank_b == cfg_.rank) create_end(k, End::kB, c.thread_b, c.rank_a);
   }
-  Info local_info(size_t k) const {
-    const auto& [thread, ep] = conn_.at(k);
+  // End `end` of connection k (this rank's end when it has one; either end of a
+  // connection within the rank).
+  Info local_info(size_t k, End end) const {
+    const auto& [thread, ep] = conn_.at({k, end});
     return ctxs_[thread]->local_info(ep);
   }
-  void connect(size_t k, const Info& peer) {
-    const auto& [thread, ep] = conn_.at(k);
+  Info local_info(size_t k) const { return local_info(k, only_end(k)); }
+  void connect(size_t k, End end, const Info& peer) {
+    const auto& [thread, ep] = conn_.at({k, end});
     ctxs_[thread]->connect(ep, peer);
   }
+  void connect(size_t k, const Info& peer) { connect(k, only_end(k), peer); }
 
   // Builds the daemons and the clients (after the endpoints are connected).
   void start() {
@@ -216,6 +219,13 @@ class Node {
     if (cfg.daemons == 0 || cfg.clients == 0) throw std::invalid_argument("node: need >= 1 daemon and >= 1 client");
     return cfg;
   }
+  void create_end(size_t k, End end, uint32_t thread, uint32_t peer_rank) {
+    const uint32_t ep = context(thread).create_endpoint();
+    ep_of_rank_[thread][peer_rank] = ep;
+    conn_[{k, end}] = {thread, ep};
+  }
+  // The one end of connection k on this rank (a connection between two ranks).
+  End only_end(size_t k) const { return conn_.contains({k, End::kA}) ? End::kA : End::kB; }
   Ctx& context(uint32_t thread) {
     if (!ctxs_[thread]) ctxs_[thread] = std::make_unique<Ctx>(rt_.transport(thread), ccfg_);
     return *ctxs_[thread];
@@ -234,7 +244,7 @@ class Node {
   std::vector<std::unique_ptr<FluxNodeT>> flux_nodes_;
   std::vector<std::unique_ptr<Ctx>> ctxs_;
   std::vector<std::vector<uint32_t>> ep_of_rank_;
-  std::map<size_t, std::pair<uint32_t, uint32_t>> conn_;  // connection -> (thread, endpoint)
+  std::map<std::pair<size_t, End>, std::pair<uint32_t, uint32_t>> conn_;  // (connection, end) -> (thread, endpoint)
 
   std::unique_ptr<Daemon0> daemon0_;
   std::vector<std::unique_ptr<Worker>> workers_;  // daemons 1..D-1
@@ -253,13 +263,13 @@ void connect_in_process(NodePtrs& nodes) {
   const auto conns = std::remove_cvref_t<decltype(*nodes[0])>::connections(nodes[0]->config());
   for (size_t k = 0; k < conns.size(); ++k) {
     nodes[conns[k].rank_a]->create_endpoint(k, conns[k]);
-    nodes[conns[k].rank_b]->create_endpoint(k, conns[k]);
+    if (!within_rank(conns[k])) nodes[conns[k].rank_b]->create_endpoint(k, conns[k]);
   }
   for (size_t k = 0; k < conns.size(); ++k) {
     auto& a = *nodes[conns[k].rank_a];
     auto& b = *nodes[conns[k].rank_b];
-    a.connect(k, b.local_info(k));
-    b.connect(k, a.local_info(k));
+    a.connect(k, End::kA, b.local_info(k, End::kB));
+    b.connect(k, End::kB, a.local_info(k, End::kA));
   }
   for (auto& n : nodes) n->start();
 }

@@ -9,8 +9,10 @@
 //   daemon_by_rank_mesh:    daemon (b % D) of rank a <-> daemon (a % D) of rank b: the
 //                           daemon that owns the endpoint of a rank is rank % D (Meta;
 //                           docs/design.md §Topology and node wiring).
-//   client_to_daemon_mesh:  client c of rank a <-> daemon (c % D) of rank b, every a != b:
-//                           every client owns endpoints to the remote daemons (direct).
+//   client_to_daemon_mesh:  client c of rank a <-> daemon (c % D) of rank b, for every b,
+//                           a itself included (over NIC loopback): every client owns an
+//                           endpoint to a daemon of every rank (direct).
+// A connection whose two ends are on one rank (rank_a == rank_b) has both ends there.
 #pragma once
 
 #include <cstdint>
@@ -41,8 +43,7 @@ inline std::vector<Connection> client_to_daemon_mesh(uint32_t np, uint32_t daemo
   std::vector<Connection> out;
   for (uint32_t a = 0; a < np; ++a)
     for (uint32_t c = 0; c < clients; ++c)
-      for (uint32_t b = 0; b < np; ++b)
-        if (b != a) out.push_back({a, daemons + c, b, c % daemons});
+      for (uint32_t b = 0; b < np; ++b) out.push_back({a, daemons + c, b, c % daemons});
   return out;
 }
 
@@ -51,7 +52,7 @@ inline std::vector<Connection> client_to_daemon_mesh(uint32_t np, uint32_t daemo
 constexpr uint64_t daemon0_mesh_size(uint32_t np) noexcept { return uint64_t{np} * (np == 0 ? 0 : np - 1) / 2; }
 constexpr uint64_t daemon_by_rank_mesh_size(uint32_t np) noexcept { return daemon0_mesh_size(np); }
 constexpr uint64_t client_to_daemon_mesh_size(uint32_t np, uint32_t clients) noexcept {
-  return uint64_t{np} * clients * (np == 0 ? 0 : np - 1);
+  return uint64_t{np} * clients * np;
 }
 
 // Threads that own a copyrpc context whatever the connections (at NP = 1 too):
@@ -59,7 +60,12 @@ constexpr uint64_t client_to_daemon_mesh_size(uint32_t np, uint32_t clients) noe
 //   kEveryClient  every client (its remote path is its own context); created at start
 enum class StandingContexts : uint8_t { kNone, kDaemon0, kEveryClient };
 
-// The side of connection k that lives on `rank`: (thread, peer rank).
+// One end of a connection: its a side or its b side.
+enum class End : uint8_t { kA, kB };
+constexpr bool within_rank(const Connection& c) noexcept { return c.rank_a == c.rank_b; }
+
+// The side of connection k that lives on `rank`: (thread, peer rank). For a connection
+// within one rank, side a (its b end lives there too).
 struct LocalSide {
   uint32_t thread;
   uint32_t peer_rank;

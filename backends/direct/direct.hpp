@@ -1,11 +1,12 @@
-// Direct backend (copyrpc-direct, docs/design.md §Direct backend): every client thread
-// owns its own copyrpc context with endpoints to the remote daemons (daemon c % D of
-// every other rank); no intra-node aggregation. Local requests still go over ipc to the
-// shard owner.
-// A daemon serves its ipc ring and the requests arriving on its endpoints, executing them
-// on the node's store directly (the store is shared and atomic; see docs/architecture.md).
-// Loop of a daemon, phase by phase: ipc, poll (responses: none expected; incoming
-// requests executed), flush.
+// Direct backend (copyrpc-direct, docs/design.md §Direct backend), as the original ran
+// it: every client thread owns its own copyrpc context with an endpoint to a daemon of
+// every rank (daemon c % D), its own rank included: local requests go through the NIC
+// too (its loopback), as in the UCX baseline's topology. No intra-node aggregation.
+// Client loop: poll (drain the receive CQ, then flush every endpoint), count the
+// completions, refill the queue depth; the new calls leave at the next poll's flush.
+// Daemon loop: poll (drain; its flush sends the previous pass's replies), then execute
+// every received request on the node's store and reply (the store is shared and atomic;
+// see docs/architecture.md); replies leave at the next poll.
 #pragma once
 
 #include <vector>
@@ -23,6 +24,8 @@ template <Transport T>
 struct DirectRemotePath {
   static constexpr bool kSharedHead = false;
   static constexpr bool kDaemonAnswers = false;  // the client's own context: the NIC writes the answers
+  static constexpr bool kLocalToo = true;        // its own rank's daemon over the NIC's loopback
+  static constexpr bool kRefillAfterPoll = true;
   using Ctx = copyrpc::Context<T, CallToken>;
   Ctx* ctx;
   const std::vector<uint32_t>* ep_of_rank;
@@ -60,6 +63,7 @@ struct DirectRemotePath {
           f(uint64_t{tok.slot}, resp);
         },
         [&](CallToken&& tok, copyrpc::EndpointError) { f(uint64_t{tok.slot}, stopped); });
+    ctx->flush();  // the poll ends with a flush: the calls of the last refill leave now
     if (!refused.empty()) [[unlikely]] {
       // The callback may issue again, and a refused call adds to `refused`: it waits for
       // the next poll.
@@ -69,7 +73,7 @@ struct DirectRemotePath {
     }
     return n;
   }
-  void after_issue() { ctx->flush(); }
+  void after_issue() noexcept {}  // calls leave at the next poll's flush
   bool failures_waiting() const noexcept { return !refused.empty(); }
 };
 
@@ -81,19 +85,18 @@ class DirectDaemon {
 
   // Executes every incoming request itself: no flux.
   DirectDaemon(const DaemonWiring<T, Waker>& w, NoNodeResources&)
-      : node_(w.node), ctx_(w.ctx), ipc_(w.ipc), store_(w.store), meter_(w.meter), waker_(w.waker),
+      : node_(w.node), ctx_(w.ctx), store_(w.store), meter_(w.meter),
         incoming_(node_, w.id, /*has_flux=*/false, w.store, w.meter, m_) {}
 
   bool step() {
     meter_.charge(Op::kLoop, 1);
-    uint32_t work = serve_shard_ipc(ipc_, store_, meter_, waker_, m_);
-    uint32_t cqes = 0;
+    uint32_t work = 0, cqes = 0;
     if (ctx_) {
       // Direct daemons make no calls: a response or a failed call is a protocol error.
       cqes = ctx_->drain([&](CallToken&&, std::span<const std::byte>) { ++m_.protocol_errors; },
                          [&](CallToken&&, copyrpc::EndpointError) { ++m_.protocol_errors; });
+      ctx_->flush();  // the previous pass's replies
       work += incoming_.serve(*ctx_, [](uint32_t, const Request&, const CallToken&) {});
-      ctx_->flush();
     }
     meter_.record(Phase::kCqes, cqes);
     m_.record_loop(cqes, 0, 0);  // direct daemons only serve: no completions
@@ -107,10 +110,8 @@ class DirectDaemon {
  private:
   NodeConfig node_;
   Ctx* ctx_;
-  IpcServerT& ipc_;
   kv::Store& store_;
   Meter& meter_;
-  Waker& waker_;
   DaemonMetrics m_;
   IncomingRequests<Ctx, Meter> incoming_;
 };

@@ -102,7 +102,8 @@ inline std::vector<std::vector<size_t>> connections_by_peer(const std::vector<ba
     const auto& c = conns[k];
     ++pair_count[{std::min(c.rank_a, c.rank_b), std::max(c.rank_a, c.rank_b)}];
     backend::LocalSide side;
-    if (backend::local_side(c, rank, side)) by_peer[side.peer_rank].push_back(k);
+    // A connection within this rank is wired locally (run_node_mpi), not exchanged.
+    if (!backend::within_rank(c) && backend::local_side(c, rank, side)) by_peer[side.peer_rank].push_back(k);
   }
   per_pair = 1;  // the same on every rank (computed from the same list)
   for (const auto& [pair, n] : pair_count) per_pair = std::max(per_pair, n);
@@ -136,6 +137,12 @@ RealResult run_node_mpi(const mpi::Session& s, const app::Options& o, R& rt, con
   const std::vector<Info> in = s.all_to_all(std::span<const Info>(out), per_pair);
   for (uint32_t j = 0; j < np; ++j)
     for (size_t i = 0; i < by_peer[j].size(); ++i) node.connect(by_peer[j][i], in[j * per_pair + i]);
+  for (size_t k = 0; k < conns.size(); ++k)  // both ends on this rank (NIC loopback)
+    if (backend::within_rank(conns[k]) && conns[k].rank_a == rank) {
+      node.create_endpoint(k, conns[k]);
+      node.connect(k, backend::End::kA, node.local_info(k, backend::End::kB));
+      node.connect(k, backend::End::kB, node.local_info(k, backend::End::kA));
+    }
   node.start();
 
   std::vector<typename Driver<NodeT>::Local> locals{{&node, rank, plan.pins}};
