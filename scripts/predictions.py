@@ -7,16 +7,18 @@ the predicted figures as markdown tables (and, with --csv, one tidy CSV). The ou
 committed in docs/predictions.md before any comparison with measurements: nothing here is
 fitted to them.
 
-Set-ups (the C1/C5 cluster: 46 clients per node, 1 Delegation daemon, 1024 keys, read
-ratio 0.5, uniform):
-  budget  QD=32, NP 8 and 16, synchronized start, poll budget 1, 4, 16, 32
-  hold    QD=1, NP 2..32, reply batch-hold 0, 5, 10, 20 us, and the adaptive hold
-  direct  QD=1, NP 2..16: the direct backend against Delegation (direct with 64 KiB
-          copyrpc rings, Delegation with the C5 set-up's 4 MiB: at QD=1 neither ring
-          fills; direct at NP=32 does not fit in memory yet)
+Set-ups (the C1/C5 cluster: 46 clients per node, 1 daemon, 1024 keys, read ratio 0.5,
+uniform, the original's loop and client, C1's start-up and 10 s life):
+  direct     QD=1, NP 2..32: the direct backend as the original ran it (every client an
+             endpoint to a daemon of every rank, its own included; 4 MiB rings)
+  rtt_hold   QD=1, NP=8: the RTT-based reply hold, hold = M x the flush-to-CQE RTT,
+             M = 1.0, 1.5, 2.0
+  next_poll  QD=32, NP=8: the older loop (calls leave at the next loop's poll), no poll
+             budget
 
-usage: predictions.py [--benchkv PATH] [--model-dir DIR ...] [--only budget|hold|direct]
+usage: predictions.py [--benchkv PATH] [--model-dir DIR ...] [--only direct|rtt_hold|next_poll]
                       [--csv FILE] [-j N]
+Prints the sha256 of each model file it used: the predictions belong to those bytes.
 """
 import argparse
 import concurrent.futures
@@ -30,47 +32,50 @@ import calibrate  # noqa: E402  (run_experiment, metric)
 ROOT = calibrate.ROOT
 C5 = ["--config", "configs/c1_np8.json", "--queue-depth", "1", "-d", "0.02", "--trim", "2"]
 NPS = (2, 4, 8, 16, 32)
+GROUPS = ("direct", "rtt_hold", "next_poll")
 
 
 def setups(only):
     """(group, label, parameters, benchkv args) for every predicted run."""
     out = []
-    if only in ("", "budget"):
-        for np_ in (8, 16):
-            for b in (1, 4, 16, 32):
-                out.append(("budget", f"np{np_}_budget{b}", {"np": np_, "poll_budget": b},
-                            ["--config", f"configs/c1_np{np_}.json", "--poll-budget", str(b)]))
-    if only in ("", "hold"):
-        for np_ in NPS:
-            for h in (0, 5, 10, 20):
-                out.append(("hold", f"np{np_}_hold{h}", {"np": np_, "hold": str(h)},
-                            C5 + ["--np", str(np_), "--batch-hold-us", str(h)]))
-            out.append(("hold", f"np{np_}_adaptive", {"np": np_, "hold": "adaptive"},
-                        C5 + ["--np", str(np_), "--batch-hold-us", "0", "--adaptive-hold"]))
     if only in ("", "direct"):
-        for np_ in NPS[:-1]:
-            out.append(("direct", f"np{np_}_delegation", {"np": np_, "backend": "delegation"},
-                        C5 + ["--np", str(np_), "--batch-hold-us", "0"]))
+        for np_ in NPS:
             out.append(("direct", f"np{np_}_direct", {"np": np_, "backend": "direct"},
-                        C5 + ["direct", "--np", str(np_), "--ring-size", "65536"]))
+                        C5 + ["direct", "--np", str(np_), "--ring-size", "4194304"]))
+    if only in ("", "rtt_hold"):
+        for m in ("1.0", "1.5", "2.0"):
+            out.append(("rtt_hold", f"np8_rtt_hold{m}", {"np": 8, "hold_rtt_multiplier": m},
+                        C5 + ["--np", "8", "--batch-hold-us", "0", "--hold-rtt-multiplier", m]))
+    if only in ("", "next_poll"):
+        out.append(("next_poll", "np8_next_poll", {"np": 8, "loop_order": "next-poll"},
+                    ["--config", "configs/c1_np8.json", "--loop-order", "next-poll"]))
     return out
 
 
 def figures(s):
-    """The predicted figures of one run."""
-    f = {"mops_per_rank": calibrate.metric(s, "mops_per_rank")}
+    """The predicted figures of one run: total Mops over the original's 10 s life
+    (start-up included), the steady state's Mops per rank, and daemon #0's figures."""
+    np_ = len(s["runs"][0]["per_rank_mops"])
+    f = {"total_mops": calibrate.metric(s, "life_total_mops"), "mops_per_rank": calibrate.metric(s, "mops_per_rank")}
     ds = calibrate.daemons0(s)
-    if ds:
-        f["completions_per_loop"] = calibrate.metric(s, "completions_per_loop")
-        f["calls_in_flight"] = calibrate.metric(s, "calls_in_flight")
+    if ds and "life" in s and s["config"]["backend"] == "delegation":
+        f["completions_per_loop"] = calibrate.metric(s, "life_completions_per_loop")
+        f["calls_in_flight"] = calibrate.metric(s, "life_calls_in_flight")
+    f["np"] = np_
     return f
+
+
+def sha256(path):
+    import hashlib
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
 
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--benchkv", default=os.path.join(ROOT, "build/apps/benchkv/benchkv"))
     ap.add_argument("--model-dir", action="append", default=[])
-    ap.add_argument("--only", default="", choices=["", "budget", "hold", "direct"])
+    ap.add_argument("--only", default="", choices=["", *GROUPS])
     ap.add_argument("--csv", default="")
     ap.add_argument("-j", type=int, default=1)
     a = ap.parse_args(argv[1:])
@@ -85,6 +90,8 @@ def main(argv):
         if not os.path.isfile(os.path.join(m, "c1.json")):
             print(f"predictions: {m} has no c1.json", file=sys.stderr)
             return 2
+    for m in models:
+        print(f"model {os.path.relpath(os.path.join(m, 'c1.json'), ROOT)} sha256 {sha256(os.path.join(m, 'c1.json'))}")
     runs = [(m, s) for m in models for s in setups(a.only)]
     results, failed = {}, []
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.j) as pool:
@@ -105,13 +112,13 @@ def main(argv):
                 rows.append({"model": os.path.relpath(m, ROOT), "group": group, "setup": label, **params,
                              **results[(m, label)]})
     # Markdown: one table per group, one column of Mops per rank per model.
-    for group in ("budget", "hold", "direct"):
+    for group in GROUPS:
         labels = [s[1] for s in setups(a.only) if s[0] == group]
         if not labels:
             continue
         names = [os.path.relpath(m, ROOT) for m in models]
         print(f"\n#### {group}\n")
-        print("| set-up | " + " | ".join(f"{n}: Mops/rank (completions/loop)" for n in names) + " |")
+        print("| set-up | " + " | ".join(f"{n}: total Mops (completions/loop)" for n in names) + " |")
         print("|---|" + "---:|" * len(names))
         for label in labels:
             cells = []
@@ -120,9 +127,9 @@ def main(argv):
                 if r is None:
                     cells.append("failed")
                 elif "completions_per_loop" in r:
-                    cells.append(f"{r['mops_per_rank']:.2f} ({r['completions_per_loop']:.1f})")
+                    cells.append(f"{r['total_mops']:.2f} ({r['completions_per_loop']:.1f})")
                 else:
-                    cells.append(f"{r['mops_per_rank']:.2f}")
+                    cells.append(f"{r['total_mops']:.2f}")
             print(f"| {label} | " + " | ".join(cells) + " |")
     if a.csv:
         keys = []
