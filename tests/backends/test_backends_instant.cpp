@@ -137,7 +137,7 @@ TEST_CASE("The run-time choice of a backend instantiates that backend's node", "
 
 TEST_CASE("Connections: each backend's shape", "[backend]") {
   // Delegation: daemon #0 pairs; Meta: the daemon owning rank r's endpoint is r % D;
-  // direct: every client to daemon c % D of every other rank.
+  // direct: every client to daemon c % D of every rank, its own included (the NIC's loopback).
   CHECK(DelegationBackend::connections(3, 2, 2).size() == 3);
   for (const auto& c : DelegationBackend::connections(3, 2, 2)) CHECK((c.thread_a == 0 && c.thread_b == 0));
   for (const auto& c : MetaBackend::connections(4, 3, 1)) {
@@ -145,12 +145,14 @@ TEST_CASE("Connections: each backend's shape", "[backend]") {
     CHECK(c.thread_b == c.rank_a % 3);
   }
   const auto direct = DirectBackend::connections(3, 2, 3);
-  CHECK(direct.size() == 3 * 3 * 2);
+  CHECK(direct.size() == 3 * 3 * 3);
+  size_t within_rank = 0;
   for (const auto& c : direct) {
-    CHECK(c.rank_a != c.rank_b);
+    within_rank += c.rank_a == c.rank_b;
     CHECK(c.thread_a >= 2);
     CHECK(c.thread_b == (c.thread_a - 2) % 2);
   }
+  CHECK(within_rank == 3 * 3);  // each of the 3 clients of each of the 3 ranks, to its own rank
 }
 
 // A peer that breaks a copyrpc receive-path rule stops that endpoint; the node names it

@@ -240,11 +240,12 @@ TEST_CASE("a config file option of another mode: one warning line on stderr, the
 TEST_CASE("bad input: a simulation that cannot fit in memory is refused up front with an estimate",
           "[e2e][bad-input]") {
   TempDir dir;
-  // 10000 nodes x 46 clients, each with an endpoint to every other node: ~10^10 endpoints.
+  // 10000 nodes x 46 clients, each with an endpoint to every node: ~10^10 endpoints.
   const Outcome o = run_in(dir, small_sim("direct", {"--np", "10000", "--client-threads", "46", "-o", "out.csv"}));
   require_rejected(o, dir.path(), {"needs about", "GiB", "endpoints", "--np"});
-  // The estimate counts both sides of every connection: 2 x 10000 x 46 x 9999.
-  CHECK_THAT(o.err, Catch::Contains("9199080000 copyrpc endpoints"));
+  // The estimate counts both sides of every connection, a client's connection to its own
+  // rank included: 2 x 10000 x 46 x 10000.
+  CHECK_THAT(o.err, Catch::Contains("9200000000 copyrpc endpoints"));
 }
 
 TEST_CASE("faults: --fault before the backend, faults in the summary, bad faults name the key", "[e2e][bad-input][faults]") {
