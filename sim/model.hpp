@@ -24,7 +24,8 @@ namespace bkv::sim {
 //           cores) and cost about one transfer's latency. Every answer has a line of its
 //           own in both layouts (core/shm/stamped_ring.hpp, core/shm/delegationrpc.hpp),
 //           so counting distinct lines would count answers: the amortization C4's ipc
-//           figures show (docs/bistability.md §8) can only come from overlap per visit.
+//           figures show (docs/log/2026-11-24-bistability-first-round.md §8) can only
+//           come from overlap per visit.
 enum class HandoffUnit : uint8_t { kAnswer = 0, kVisit };
 
 // The simulator's model: CPU costs, NIC and network, and the client wake-up latency.
@@ -37,11 +38,12 @@ struct Model {
   // reads) of it are served one at a time (cost: cpu.ring_reserve each). false: each
   // thread pays the cost without waiting for the others (the ablation).
   bool ring_head_contention = true;
-  // Answer handoff (docs/bistability.md §8, "A node-wide answer handoff"): every answer a
-  // daemon's core writes into a line a client of its node polls (ipc response, delegation
-  // response slot) reaches the client through one node-wide serial stage held this long
-  // per answer; the collecting client waits its turn. 0 = off (the default; the key is
-  // then absent from to_json(), as in the model files that predate it).
+  // Answer handoff (docs/bistability.md §3; its history in
+  // docs/log/2026-11-24-bistability-first-round.md §8): every answer a daemon's core
+  // writes into a line a client of its node polls (ipc response, delegation response
+  // slot) reaches the client through one node-wide serial stage held this long per
+  // answer; the collecting client waits its turn. 0 = off (the code's default; the key
+  // is then absent from to_json(); configs/model/c1.json sets 140).
   double response_handoff_ns = 0;
   // The unit the stage is held per (HandoffUnit). Key "response_handoff_unit": "answer"
   // (the default; absent from to_json() then) or "visit"; only with response_handoff_ns > 0.

@@ -1,4 +1,4 @@
-// The node-wide answer handoff (sim::Model::response_handoff_ns, docs/bistability.md §8):
+// The node-wide answer handoff (sim::Model::response_handoff_ns, docs/bistability.md §3):
 // the simulated-thread mechanism (a collecting client waits its turn and holds the stage
 // per answer), the model key, and its effect on a whole experiment: with it on, a node
 // completes at most 1 / response_handoff_ns requests per second whatever the share of
@@ -28,7 +28,7 @@ namespace {
 
 // Mops per rank of a Delegation run with 8 clients x QD 8 per node, with the handoff at
 // `handoff_ns` (0 = off). The model is the cpu_only candidate (NIC at its defaults), so
-// that no NIC limit of the configured model (one busy QP throttled, docs/bistability.md
+// that no NIC limit (the per-QP candidate's one busy QP throttled, docs/bistability.md
 // §6) stands in for the cap under test.
 app::ExperimentResult run_handoff(uint32_t np, double handoff_ns, sim::HandoffUnit unit, uint32_t queue_depth,
                                   uint32_t daemons = 1, std::optional<backend::BackendKind> backend = std::nullopt) {
