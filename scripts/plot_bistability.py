@@ -61,7 +61,7 @@ def hist(prefix):
     d0 = [d for d in s["daemons"] if d["daemon"] == 0]
     loops = sum(d["loops"] for d in d0)
     # RPC completions per loop: the reading C1's "CQEs per loop" is compared with
-    # (docs/calibration.md, "What CQEs per loop counts").
+    # (docs/calibration.md §How the figures were taken (C6)).
     return [100.0 * sum(d["completions_per_loop_hist"][b] for d in d0) / loops for b in BUCKETS]
 
 

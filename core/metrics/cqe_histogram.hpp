@@ -1,8 +1,8 @@
 // Per-daemon loop statistics (docs/design.md §Metrics and traces; docs/calibration.md §C1):
 // a histogram of a count per daemon loop, with the buckets the calibration data uses.
 // Daemons keep two: hardware CQEs drained per loop, and RPC completions (responses
-// handed to callers) per loop; docs/calibration.md §"CQEs per loop" says which of the
-// two the measured figure is compared with, and why.
+// handed to callers) per loop; docs/calibration.md §How the figures were taken (C6) says
+// which of the two the measured figure is compared with, and why.
 // Header-only and dependency-free: meters and daemons include it on their hot path.
 #pragma once
 
