@@ -170,8 +170,8 @@ class SimThread {
   Time pending_time() const noexcept { return pending_ ? pending_time_ : kTimeNever; }
   Time min_step() const noexcept { return min_step_; }
   // Overrides the minimum step (>= 1 ns; the default is cost[loop]): for a thread whose
-  // steps are not loop iterations, e.g. a paced client (sim::Model::client_issue), whose
-  // steps last what they charge.
+  // steps are not loop iterations, e.g. a client with timed writes
+  // (backend::Client::set_timed_writes), whose steps last what they charge.
   void set_min_step(Time ns) noexcept { min_step_ = ns < 1 ? 1 : ns; }
 
   // Metrics.
