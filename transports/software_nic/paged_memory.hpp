@@ -146,8 +146,14 @@ class PagedMemory {
   }
 
   void reserve_chunk(uint64_t at_least) {
-    const uint64_t len = at_least > kChunkBytes ? at_least : kChunkBytes;
+    uint64_t len = at_least > kChunkBytes ? at_least : kChunkBytes;
     void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    // Where a whole chunk of address space is refused (a limit on it, or valgrind, which
+    // manages a smaller one), smaller chunks, down to what is asked for, do the same job.
+    while (p == MAP_FAILED && len / 2 >= at_least && len / 2 >= page_) {
+      len /= 2;
+      p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    }
     if (p == MAP_FAILED)
       throw std::runtime_error("PagedMemory: cannot reserve " + std::to_string(len >> 20) +
                                " MiB of address space for simulated ring buffers");
