@@ -173,6 +173,11 @@ class Node {
   // the single thread that steps every client).
   const metrics::RequestLatency& client_latency(uint32_t c) const { return clients_[c]->latency(); }
   void restart_client_latency_max(uint32_t c) { clients_[c]->restart_latency_max(); }
+  // Every client records into `shared` (backend::Client::share_latency; one stepping
+  // thread only): client_latency(c) is then `shared` for every c.
+  void share_client_latency(metrics::RequestLatency* shared) {
+    for (auto& c : clients_) c->share_latency(shared);
+  }
   const DaemonMetrics& daemon_metrics(uint32_t d) const {
     return d == 0 ? daemon0_->metrics() : workers_[d - 1]->metrics();
   }

@@ -156,3 +156,51 @@ TEST_CASE("client latency: a duplicate answer while other requests are pending c
   CHECK(std::adjacent_find(live.begin(), live.end()) == live.end());
   CHECK(rig.remote().count() == 1);
 }
+
+TEST_CASE("client latency: clients that share histograms record into them, and the sum is what their own would give",
+          "[backends][latency]") {
+  // Two clients on their own histograms, then the same two on one shared set: the same
+  // requests and answers at the same times.
+  auto run = [](Rig& a, Rig& b) {
+    a.meter.now = b.meter.now = 100;
+    CHECK(a.client.step().issued == 4);
+    b.meter.now = 130;
+    CHECK(b.client.step().issued == 4);
+    a.meter.now = 260;
+    a.to_answer = {a.called[1], a.called[3]};
+    CHECK(a.client.step().completed == 2);
+    b.meter.now = 1000;
+    b.to_answer = {b.called[0]};
+    CHECK(b.client.step().completed == 1);
+  };
+  Rig own_a, own_b;
+  run(own_a, own_b);
+  metrics::RequestLatency expected = own_a.client.latency();
+  expected.merge(own_b.client.latency());
+
+  Rig a, b;
+  metrics::RequestLatency shared;
+  a.client.share_latency(&shared);
+  b.client.share_latency(&shared);
+  run(a, b);
+  CHECK(&a.client.latency() == &shared);
+  CHECK(&b.client.latency() == &shared);
+  const metrics::LatencyHistogram got = shared.all(), want = expected.all();
+  CHECK(got.count() == 3);
+  CHECK(got.count() == want.count());
+  CHECK(got.sum_ns() == want.sum_ns());
+  CHECK(got.max_ns() == want.max_ns());
+  CHECK(got.max_ns() == 870);
+  bool same_buckets = true;
+  for (uint32_t c = 0; c < metrics::kLatencyClasses; ++c)
+    for (uint32_t k = 0; k < metrics::LatencyHistogram::kBuckets; ++k)
+      same_buckets = same_buckets && shared.by_class[c].bucket_count(k) == expected.by_class[c].bucket_count(k);
+  CHECK(same_buckets);
+  // The maximum restarts once for every client sharing it.
+  b.client.restart_latency_max();
+  CHECK(a.client.latency().all().max_ns() == 0);
+  // Back on its own histograms: empty, and the shared set no longer moves.
+  a.client.share_latency(nullptr);
+  CHECK(&a.client.latency() != &shared);
+  CHECK(a.client.latency().all().count() == 0);
+}

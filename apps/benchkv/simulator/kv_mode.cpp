@@ -241,6 +241,9 @@ class Experiment final : public SimRun {
     // its loop; a daemon's loop may span several steps (docs/design.md §Simulated
     // threads). Each step lasts what it charges; a loop charges its own cost once.
     for (auto& n : nodes_) n->set_timed_writes(true);  // the clients exist once connected
+    // One thread steps every client: they record into one set of histograms (what is read
+    // is their merge, the same either way), which stays in the cache at any NP.
+    for (auto& n : nodes_) n->share_client_latency(&latency_);
     for (auto& node_threads : threads_)
       for (auto& th : node_threads) th->set_min_step(1);
     if (o_.check_exactly_once) {
@@ -437,16 +440,10 @@ class Experiment final : public SimRun {
     if (next_run < o_.runs && next_epoch == o_.trim) latency_window_start();
   }
 
-  // Every client's request latency, merged.
-  metrics::RequestLatency latency_sum() const {
-    metrics::RequestLatency sum;
-    for (auto& n : nodes_)
-      for (uint32_t c = 0; c < C_; ++c) sum.merge(n->client_latency(c));
-    return sum;
-  }
+  // Every client's request latency, merged: the histograms all clients record into.
+  metrics::RequestLatency latency_sum() const { return latency_; }
   void latency_window_start() {
-    for (auto& n : nodes_)
-      for (uint32_t c = 0; c < C_; ++c) n->restart_client_latency_max(c);
+    latency_.restart_max();
     latency_start_ = latency_sum();
   }
 
@@ -655,6 +652,7 @@ class Experiment final : public SimRun {
   Time life_end_ns_ = 0, life_kept_ns_ = 0;  // that time; the kept epochs' total length
   uint64_t life_end_completed_ = 0, life_kept_requests_ = 0;
   std::vector<uint64_t> startup_loops_;      // per daemon: loops that started before the clients
+  metrics::RequestLatency latency_;        // every client's (SimNode::share_client_latency)
   metrics::RequestLatency latency_start_;  // at the start of the current run's kept epochs
   TargetId sample_target_{};
   Time sample_every_ = 10'000;
