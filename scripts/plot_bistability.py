@@ -18,6 +18,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 BUCKETS = ("0", "1", "2-10", "11-100", ">100")
 
@@ -65,6 +66,26 @@ def hist(prefix):
     return [100.0 * sum(d["completions_per_loop_hist"][b] for d in d0) / loops for b in BUCKETS]
 
 
+def configuration(prefix):
+    """The run's own description: backend, clients x queue depth per node, and NP."""
+    c = json.load(open(prefix + ".summary.json"))["config"]
+    return {"backend": str(c.get("backend")).capitalize(), "shape": f"{c.get('client_threads')} clients x QD "
+            f"{c.get('queue_depth')} per node", "np": f"NP={c.get('np')}"}
+
+
+def title_and_labels(series):
+    """A title from what every run shares (backend, clients, queue depth), and legend labels
+    that add what differs between them (the LABEL given first)."""
+    configs = [configuration(prefix) for _, prefix in series]
+    shared = [k for k in ("backend", "shape", "np") if len({c[k] for c in configs}) == 1]
+    title = ", ".join(configs[0][k] for k in shared) or "runs"
+    labels = []
+    for (label, _), c in zip(series, configs):
+        extra = [c[k] for k in ("backend", "shape", "np") if k not in shared and c[k] not in label]
+        labels.append(label + (f" ({', '.join(extra)})" if extra else ""))
+    return title, labels
+
+
 def main(argv):
     args = argv[1:]
     regime = None
@@ -88,6 +109,8 @@ def main(argv):
             print(f"plot_bistability: {path}: no such file", file=sys.stderr)
             return 2
     os.makedirs(outdir, exist_ok=True)
+    shared, labels = title_and_labels(series)
+    series = [(lab, prefix) for lab, (_, prefix) in zip(labels, series)]
 
     for name, bin_us, t_max, title in (
             ("timeseries.png", 100.0, None, "whole run, 100 us bins"),
@@ -101,7 +124,7 @@ def main(argv):
             axes[0].plot(t, mops, label=label)
             axes[1].plot(t, infl, label=label)
             axes[2].plot(t, cpl, label=label)
-        axes[0].set_ylabel("Mops per rank")
+        axes[0].set_ylabel("throughput per rank\n(M requests/s)")
         axes[1].set_ylabel("copyrpc calls in flight\n(daemon #0, rank avg)")
         axes[2].set_ylabel("CQEs per loop")
         axes[2].set_yscale("symlog", linthresh=1)
@@ -109,7 +132,7 @@ def main(argv):
         for ax in axes:
             ax.grid(alpha=0.3)
             ax.legend(loc="upper right", fontsize=8)
-        fig.suptitle("Delegation, 46 clients x QD 32 per node: " + title)
+        fig.suptitle(f"{shared}: {title}")
         fig.tight_layout()
         fig.savefig(os.path.join(outdir, name), dpi=110)
         plt.close(fig)
@@ -123,7 +146,7 @@ def main(argv):
     ax.set_xticklabels(BUCKETS)
     ax.set_xlabel("RPC completions handed back in one daemon loop")
     ax.set_ylabel("share of loops (%)")
-    ax.set_title("Completions per loop (kept epochs, daemon #0 of every rank)")
+    ax.set_title(f"{shared}: completions per loop (kept epochs, daemon #0 of every rank)")
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
@@ -139,10 +162,11 @@ def main(argv):
                 continue
             axes[0].plot([r[0] for r in rr], [r[1] for r in rr], "o-", label=f"{start} start")
             axes[1].plot([r[0] for r in rr], [r[2] for r in rr], "o-", label=f"{start} start")
-        axes[0].set_ylabel("Mops per rank")
+        axes[0].set_ylabel("throughput per rank\n(M requests/s)")
         axes[1].set_ylabel("CQEs per loop")
         axes[1].set_yscale("log")
         axes[1].set_xlabel("NP (nodes)")
+        axes[1].xaxis.set_major_locator(MaxNLocator(integer=True))
         for ax in axes:
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)

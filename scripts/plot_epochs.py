@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
 """Throughput per epoch of a benchkv run: one line per run (and per rank with --per-rank).
 
-usage: plot_epochs.py [-h] [--per-rank] [-o OUT.png] RESULTS.csv
+usage: plot_epochs.py [-h] [--per-rank] [--print] [-o OUT.png] RESULTS.csv
 
 RESULTS.csv is benchkv's per-epoch CSV (-o; simulated or real runs alike), columns
 run,rank,client_id,epoch,requests,duration_ns (benchkv data's leads with value_size, which
 is not used: its runs count over the sizes): one row per client and kept epoch. As in
 benchkv's summary, an epoch's duration is the longest any client of the run reports for
 it, and its Mops are the requests of all clients (or of one rank's clients) over that
-duration. The per-epoch totals are also printed, one "run epoch mops" line each (and
-"run epoch rank mops" with --per-rank), so the picture's numbers can be checked.
-Writes OUT.png (default: RESULTS with .png for .csv).
+duration. With --print the per-epoch totals are printed on stdout, one "run epoch mops"
+line each (and "run epoch rank mops" with --per-rank), so the picture's numbers can be
+checked; nothing is printed otherwise. --per-rank adds a panel with every rank's
+throughput (thin lines, one legend entry per run). The title names the run's backend,
+transport, nodes, clients and queue depth when RESULTS.summary.json (benchkv's summary
+next to the CSV) is there. Writes OUT.png (default: RESULTS with .png for .csv).
 """
 import argparse
+import json
 import os
 import sys
 
@@ -20,6 +24,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 import pandas as pd  # noqa: E402
 
 COLUMNS = ["run", "rank", "client_id", "epoch", "requests", "duration_ns"]
@@ -76,12 +81,29 @@ def epoch_mops(df, per_rank):
     return req
 
 
+def title_of(csv_path):
+    """From the run's own configuration (its summary next to the CSV), else the file name."""
+    summary = os.path.splitext(csv_path)[0] + ".summary.json"
+    try:
+        with open(summary) as f:
+            c = json.load(f)["config"]
+        what = f"{c['backend']} over {c['transport']}, NP={c['np']}"
+        if c["backend"] == "rpc":
+            what += f", {c['endpoints']} endpoint(s) x QD {c['queue_depth']}"
+        else:
+            what += f", {c['client_threads']} client(s) x QD {c['queue_depth']} per node"
+        return f"Throughput per epoch: {what}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"Throughput per epoch: {os.path.basename(csv_path)}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  epilog="Columns: " + ",".join(COLUMNS) + " (benchkv -o).")
     ap.add_argument("csv", metavar="RESULTS.csv", help="benchkv per-epoch CSV")
     ap.add_argument("-o", "--output", metavar="OUT.png", help="picture to write (default: RESULTS.png)")
-    ap.add_argument("--per-rank", action="store_true", help="one line per run and rank (dashed) as well")
+    ap.add_argument("--per-rank", action="store_true", help="a second panel: every rank's throughput per epoch")
+    ap.add_argument("--print", action="store_true", help="print the per-epoch figures on stdout")
     args = ap.parse_args()
     out = args.output or os.path.splitext(args.csv)[0] + ".png"
 
@@ -89,23 +111,33 @@ def main():
     total = epoch_mops(df, per_rank=False)
     ranks = epoch_mops(df, per_rank=True) if args.per_rank else None
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    panels = 2 if ranks is not None else 1
+    fig, axs = plt.subplots(panels, 1, figsize=(8, 4.5 if panels == 1 else 7.5), sharex=True, squeeze=False)
+    ax = axs[0, 0]
     for run, g in total.groupby("run"):
         line, = ax.plot(g["epoch"], g["mops"], marker="o", label=f"run {run}")
-        for r in g.itertuples():
-            print(f"{run} {r.epoch} {r.mops:.6f}")
+        if args.print:
+            for r in g.itertuples():
+                print(f"{run} {r.epoch} {r.mops:.6f}")
         if ranks is not None:
-            for rank, rg in ranks[ranks["run"] == run].groupby("rank"):
-                ax.plot(rg["epoch"], rg["mops"], linestyle="--", color=line.get_color(), alpha=0.6,
-                        label=f"run {run} rank {rank}")
-                for r in rg.itertuples():
-                    print(f"{run} {r.epoch} {rank} {r.mops:.6f}")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("Mops")
+            rax = axs[1, 0]
+            for i, (rank, rg) in enumerate(ranks[ranks["run"] == run].groupby("rank")):
+                rax.plot(rg["epoch"], rg["mops"], color=line.get_color(), linewidth=0.8, alpha=0.5,
+                         label=f"run {run}, each rank" if i == 0 else None)
+                if args.print:
+                    for r in rg.itertuples():
+                        print(f"{run} {r.epoch} {rank} {r.mops:.6f}")
+    ax.set_ylabel("throughput, all ranks\n(M requests/s)")
     ax.set_ylim(bottom=0)
-    ax.set_title(f"Throughput per epoch: {os.path.basename(args.csv)}")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small", ncol=2 if args.per_rank else 1)
+    ax.set_title(title_of(args.csv))
+    for a in axs[:, 0]:
+        a.grid(alpha=0.3)
+        a.legend(fontsize="small")
+    if ranks is not None:
+        axs[1, 0].set_ylabel("throughput per rank\n(M requests/s)")
+        axs[1, 0].set_ylim(bottom=0)
+    axs[-1, 0].set_xlabel("epoch (index in the run, trimmed epochs counted)")
+    axs[-1, 0].xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
     try:
         fig.savefig(out, dpi=120)

@@ -4,18 +4,107 @@
 usage: plot_sweep.py SWEEP.json [--csv RESULTS.csv] [--out-dir DIR]
   Reads OUTPUT/results.csv of the sweep (or --csv) and, for each entry of "plot":
     lines    y (one panel per column in y) against x, one line per value of "by";
-             columns listed in "logy" get a log scale
-    heatmap  z over the grid x by y (one cell per run; a missing run is blank)
+             columns listed in "logy" get a log scale. Rows that differ only in an axis
+             the entry does not plot (a "seed" axis: independent repetitions) are one
+             point: their mean, with its 95 % confidence interval (Student's t) as an
+             error bar; a run of --repeat N carries its own interval (mops_ci95_low/high)
+    heatmap  z over the grid x by y (one cell per run, the mean over unplotted axes; a
+             missing run is blank)
     table    printed on stdout: one line per value of "by", for each value of x the
              columns in y
-  Figures go to OUTPUT/FILE (or DIR/FILE). benchkv checks the entries when it loads the
-  sweep, so the columns named here exist.
+  Axes are named with their units (latency columns are drawn in microseconds); integer
+  axes get integer ticks. Figures go to OUTPUT/FILE (or DIR/FILE); their paths are
+  printed on stderr. benchkv checks the entries when it loads the sweep, so the columns
+  named here exist.
 """
 import csv
 import json
 import os
 import sys
 
+
+
+# Column -> axis label with its unit. Latency columns (ns in results.csv) are drawn in us.
+LABELS = {
+    "mops_total": "throughput, all ranks ({rate})",
+    "mops_per_rank": "throughput per rank ({rate})",
+    "cqe_per_loop": "daemon #0 CQEs per loop",
+    "inflight": "daemon #0 calls in flight",
+    "issued": "requests issued",
+    "completed": "requests completed",
+    "errors": "errors",
+    "latency_mean_ns": "latency mean (us)",
+    "latency_p50_ns": "latency p50 (us)",
+    "latency_p99_ns": "latency p99 (us)",
+    "latency_p999_ns": "latency p99.9 (us)",
+    "latency_max_ns": "latency max (us)",
+    "np": "nodes (NP)",
+    "client_threads": "client threads per node",
+    "server_threads": "daemon threads per node",
+    "queue_depth": "queue depth (requests in flight per client)",
+    "message_size": "message size (bytes)",
+    "value_size": "value size (bytes)",
+    "key_range": "keys per node",
+    "read_ratio": "read ratio",
+    "duration": "run length (s)",
+    "interval_ms": "epoch (ms)",
+    "batch_hold_us": "batch hold (us)",
+    "start_stagger_us": "start spread (us)",
+    "endpoints": "endpoints per server rank",
+    "ring_size": "copyrpc ring (bytes)",
+    "poll_budget": "poll budget",
+    "seed": "seed",
+}
+# Student's t(0.975, df) for df = 1..30; beyond, the normal's 1.96 (within 2 %).
+T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+        2.045, 2.042]
+
+
+def t975(df):
+    return T975[df - 1] if df <= len(T975) else 1.96
+
+
+def rate_unit(sweep):
+    """M requests/s for the KV backends, M calls/s for rpc, M operations/s for data."""
+    modes = set()
+    for where in (sweep.get("set", {}), sweep.get("base") if isinstance(sweep.get("base"), dict) else {}):
+        if isinstance(where, dict) and "backend" in where:
+            modes.add(where["backend"])
+    axis = sweep.get("grid", {}).get("backend")
+    if isinstance(axis, list):
+        modes.update(axis)
+    if modes == {"rpc"}:
+        return "M calls/s"
+    if modes == {"data"}:
+        return "M operations/s"
+    return "M requests/s"
+
+
+def label(col, rate):
+    if col in LABELS:
+        return LABELS[col].format(rate=rate)
+    if col.startswith("model."):
+        return "model " + col[len("model."):]
+    return col
+
+
+def value(col, text):
+    """A figure as drawn: latency in us, the rest as written."""
+    v = float(text)
+    return v / 1000.0 if col.startswith("latency_") and col.endswith("_ns") else v
+
+
+def is_number(v):
+    return sort_key(v)[0] == 0
+
+
+def integer_axis(values):
+    """Whether every value is an integer (then ticks are the values themselves)."""
+    try:
+        return all(float(v) == int(float(v)) for v in values)
+    except ValueError:
+        return False
 
 
 def pyplot():
@@ -44,45 +133,81 @@ def ordered(values):
     return list(dict.fromkeys(values))
 
 
-def lines(p, rows, out_dir):
+def mean_ci(values):
+    """Mean and the half-width of its 95 % confidence interval (0 for one value)."""
+    n = len(values)
+    m = sum(values) / n
+    if n < 2:
+        return m, 0.0
+    sd = (sum((x - m) ** 2 for x in values) / (n - 1)) ** 0.5
+    return m, t975(n - 1) * sd / n ** 0.5
+
+
+def lines(p, rows, rate):
     plt = pyplot()
+    from matplotlib.ticker import MaxNLocator
     ys = as_list(p["y"])
     logy = set(as_list(p.get("logy", [])))
     groups = ordered(r[p["by"]] for r in rows) if "by" in p else [None]
+    xs_all = ordered(r[p["x"]] for r in rows)
     fig, axes = plt.subplots(len(ys), 1, figsize=(8, 3.5 * len(ys)), sharex=True, squeeze=False)
     for ax, y in zip(axes[:, 0], ys):
         for g in groups:
-            rr = [r for r in rows if g is None or r[p["by"]] == g]
-            rr.sort(key=lambda r: sort_key(r[p["x"]]))
-            xs = [float(r[p["x"]]) if sort_key(r[p["x"]])[0] == 0 else r[p["x"]] for r in rr]
-            ax.plot(xs, [float(r[y]) for r in rr], "o-", label=f"{p['by']}={g}" if g is not None else y)
-        ax.set_ylabel(y)
+            rr = [r for r in rows if (g is None or r[p["by"]] == g) and r[y] != ""]
+            points = []
+            for x in sorted(ordered(r[p["x"]] for r in rr), key=sort_key):
+                at = [r for r in rr if r[p["x"]] == x]
+                m, half = mean_ci([value(y, r[y]) for r in at])
+                if len(at) == 1 and y == "mops_total" and at[0].get("mops_ci95_low", "") != "":
+                    half = (float(at[0]["mops_ci95_high"]) - float(at[0]["mops_ci95_low"])) / 2
+                points.append((float(x) if is_number(x) else x, m, half))
+            if not points:
+                continue
+            name = f"{label(p['by'], rate)} = {g}" if g is not None else label(y, rate)
+            ax.errorbar([q[0] for q in points], [q[1] for q in points], yerr=[q[2] for q in points], fmt="o-",
+                        capsize=3, label=name)
+        ax.set_ylabel(label(y, rate))
         if y in logy:
             ax.set_yscale("log")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    axes[-1, 0].set_xlabel(p["x"])
+    xax = axes[-1, 0]
+    xax.set_xlabel(label(p["x"], rate))
+    if all(is_number(x) for x in xs_all) and integer_axis(xs_all):
+        if len(xs_all) <= 16:
+            xax.set_xticks(sorted(float(x) for x in xs_all))
+            xax.set_xticklabels([str(int(float(x))) for x in sorted(xs_all, key=float)])
+        else:
+            xax.xaxis.set_major_locator(MaxNLocator(integer=True))
     return fig
 
 
-def heatmap(p, rows, out_dir):
+def heatmap(p, rows, rate):
     plt = pyplot()
     xs = sorted(ordered(r[p["x"]] for r in rows), key=sort_key)
     ys = sorted(ordered(r[p["y"]] for r in rows), key=sort_key)
-    grid = [[float("nan")] * len(xs) for _ in ys]
+    cells = {}
     for r in rows:
-        grid[ys.index(r[p["y"]])][xs.index(r[p["x"]])] = float(r[p["z"]])
+        if r[p["z"]] != "":
+            cells.setdefault((r[p["y"]], r[p["x"]]), []).append(value(p["z"], r[p["z"]]))
+    grid = [[float("nan")] * len(xs) for _ in ys]
+    for (yv, xv), vals in cells.items():
+        grid[ys.index(yv)][xs.index(xv)] = sum(vals) / len(vals)
     fig, ax = plt.subplots(figsize=(1.2 * len(xs) + 3, 0.8 * len(ys) + 2))
     im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
     ax.set_xticks(range(len(xs)), xs)
     ax.set_yticks(range(len(ys)), ys)
-    ax.set_xlabel(p["x"])
-    ax.set_ylabel(p["y"])
+    ax.set_xlabel(label(p["x"], rate))
+    ax.set_ylabel(label(p["y"], rate))
     for i, row in enumerate(grid):
         for j, v in enumerate(row):
             if v == v:
-                ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=8, color="w")
-    fig.colorbar(im, ax=ax, label=p["z"])
+                # Dark text on light cells, light text on dark ones (readable on every colour).
+                r, g, b, _ = im.cmap(im.norm(v))
+                dark_cell = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
+                ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=8,
+                        color="white" if dark_cell else "black")
+    fig.colorbar(im, ax=ax, label=label(p["z"], rate))
     return fig
 
 
@@ -96,8 +221,12 @@ def table(p, rows):
     for g in groups:
         cells = []
         for c in cols:
-            r = next((x for x in rows if x[p["x"]] == c and (g is None or x[p["by"]] == g)), None)
-            cells.append(" ".join(f"{float(r[y]):>10.3f}" if r else f"{'-':>10s}" for y in ys))
+            at = [x for x in rows if x[p["x"]] == c and (g is None or x[p["by"]] == g)]
+            texts = []
+            for y in ys:  # the mean over the rows an unplotted axis (seed) tells apart
+                vals = [value(y, x[y]) for x in at if x[y] != ""]
+                texts.append(f"{sum(vals) / len(vals):>10.3f}" if vals else f"{'-':>10s}")
+            cells.append(" ".join(texts))
         print(f"{str(g if g is not None else ''):{width}s} | " + " | ".join(cells))
 
 
@@ -131,17 +260,17 @@ def main(argv):
         print(f"plot_sweep: {csv_path} has no rows", file=sys.stderr)
         return 1
     os.makedirs(out_dir, exist_ok=True)
+    rate = rate_unit(sweep)
     for i, p in enumerate(sweep.get("plot", [])):
         if p["kind"] == "table":
             table(p, rows)
             continue
-        fig = lines(p, rows, out_dir) if p["kind"] == "lines" else heatmap(p, rows, out_dir)
-        if "title" in p:
-            fig.suptitle(p["title"])
+        fig = lines(p, rows, rate) if p["kind"] == "lines" else heatmap(p, rows, rate)
+        fig.suptitle(p.get("title") or sweep.get("description") or os.path.basename(sweep_path))
         fig.tight_layout()
         path = os.path.join(out_dir, p.get("file", f"plot{i}.png"))
         fig.savefig(path, dpi=110)
-        print(f"wrote {path}")
+        print(f"wrote {path}", file=sys.stderr)
     return 0
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""scripts/plot_epochs.py: the per-epoch Mops it prints are the hand-computed ones, the
-picture is written, a CSV that is not benchkv's is refused by name, and on a real benchkv
-CSV its epochs add up to the summary's Mops of each run.
+"""scripts/plot_epochs.py: the per-epoch Mops it prints (--print) are the hand-computed
+ones, nothing is printed on stdout unless asked, the picture is written, a CSV that is not
+benchkv's is refused by name, and on a real benchkv CSV its epochs add up to the
+summary's Mops of each run.
 usage: check_plot_epochs.py REPO_ROOT BENCHKV
 """
 import json
@@ -47,7 +48,7 @@ def main(root, benchkv):
             f.write("run,rank,client_id,epoch,requests,duration_ns\n"
                     "0,0,0,1,100,1000\n0,0,1,1,50,1000\n0,1,0,1,30,2000\n"
                     "0,0,0,2,10,1000\n0,1,0,2,20,1000\n1,0,0,1,5,500\n")
-        p = run(root, csv, "--per-rank", "-o", os.path.join(d, "hand.png"))
+        p = run(root, csv, "--per-rank", "--print", "-o", os.path.join(d, "hand.png"))
         check(p.returncode == 0, f"hand-made CSV: exit {p.returncode}: {p.stderr}")
         tot, rank = printed(p.stdout)
         check(tot == {(0, 1): 90.0, (0, 2): 30.0, (1, 1): 10.0}, f"per-epoch totals {tot}")
@@ -61,13 +62,14 @@ def main(root, benchkv):
             f.write("value_size,run,rank,client_id,epoch,requests,duration_ns\n"
                     "64,0,0,0,1,100,1000\n64,0,0,1,1,50,1000\n64,0,1,0,1,30,2000\n"
                     "64,0,0,0,2,10,1000\n64,0,1,0,2,20,1000\n4096,1,0,0,1,5,500\n")
-        p = run(root, sized, "-o", os.path.join(d, "sized.png"))
+        p = run(root, sized, "--print", "-o", os.path.join(d, "sized.png"))
         check(p.returncode == 0, f"data CSV: exit {p.returncode}: {p.stderr}")
         check(p.returncode == 0 and printed(p.stdout)[0] == {(0, 1): 90.0, (0, 2): 30.0, (1, 1): 10.0},
               f"data CSV per-epoch totals {p.stdout}")
-        # Default output name: the CSV's with .png.
-        p = run(root, csv)
+        # Default output name: the CSV's with .png; nothing on stdout unless asked.
+        p = run(root, csv, "--per-rank")
         check(p.returncode == 0 and os.path.exists(os.path.join(d, "hand.png")), "default output name")
+        check(p.stdout == "", f"stdout without --print: {p.stdout!r}")
 
         # Not benchkv's CSV, bad values, missing file: exit 2 naming the problem.
         bad_cases = {
@@ -97,7 +99,7 @@ def main(root, benchkv):
                             "--report", "none", "-o", "sim.csv", "meta"], cwd=d, capture_output=True, text=True)
         check(b.returncode == 0, f"benchkv: {b.stderr}")
         if b.returncode == 0:
-            p = run(root, os.path.join(d, "sim.csv"), "--per-rank")
+            p = run(root, os.path.join(d, "sim.csv"), "--per-rank", "--print")
             check(p.returncode == 0, f"sim.csv: {p.stderr}")
             tot, rank = printed(p.stdout)
             longest = {}
