@@ -7,6 +7,11 @@ if(BKV_SCRIPT_TESTS AND EXISTS /usr/bin/python3 AND TARGET benchkv)
                    ${PROJECT_SOURCE_DIR} $<TARGET_FILE:benchkv>)
   set_tests_properties(plot_epochs_script PROPERTIES LABELS unit TIMEOUT 300)
 endif()
+if(BKV_SCRIPT_TESTS AND EXISTS /usr/bin/python3)
+  add_test(NAME plot_sweep_script
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/scripts/check_plot_sweep.py ${PROJECT_SOURCE_DIR})
+  set_tests_properties(plot_sweep_script PROPERTIES LABELS unit TIMEOUT 120)
+endif()
 if(BKV_SCRIPT_TESTS AND Python3_EXECUTABLE)
   add_test(NAME c1_accounting_script
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/scripts/check_c1_accounting.py ${PROJECT_SOURCE_DIR})

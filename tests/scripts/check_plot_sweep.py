@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""scripts/plot_sweep.py on a hand-made results.csv (no benchkv needed): a "lines" entry
+over an integer NP axis with a seed axis it does not plot, a "heatmap" and a "table".
+The PNGs are written (PNG signature), stdout holds the table only (the "wrote" lines go
+to stderr), the seeds of one point are averaged (the table shows their mean), and the
+lines figure's x ticks are the NP values themselves, not 2.25, 2.5.
+usage: check_plot_sweep.py REPO_ROOT
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def main(root):
+    failures = []
+
+    def check(cond, what):
+        if not cond:
+            failures.append(what)
+
+    with tempfile.TemporaryDirectory() as d:
+        sweep = {
+            "base": {"backend": "delegation"},
+            "grid": {"np": [2, 3, 4], "seed": [1, 2, 3], "queue_depth": [1, 4]},
+            "output": "out",
+            "description": "smoke test sweep",
+            "plot": [
+                {"kind": "lines", "x": "np", "y": ["mops_per_rank", "latency_p99_ns"], "by": "queue_depth",
+                 "file": "lines.png"},
+                {"kind": "heatmap", "x": "np", "y": "queue_depth", "z": "mops_per_rank", "file": "heat.png"},
+                {"kind": "table", "x": "np", "y": ["mops_per_rank"], "by": "queue_depth"},
+            ],
+        }
+        sweep_path = os.path.join(d, "sweep.json")
+        with open(sweep_path, "w") as f:
+            json.dump(sweep, f)
+        os.makedirs(os.path.join(d, "out"))
+        header = ("run,np,seed,queue_depth,mops_total,mops_per_rank,cqe_per_loop,inflight,issued,completed,"
+                  "errors,latency_mean_ns,latency_p50_ns,latency_p99_ns,latency_p999_ns,latency_max_ns,"
+                  "mops_ci95_low,mops_ci95_high\n")
+        run = 0
+        with open(os.path.join(d, "out", "results.csv"), "w") as f:
+            f.write(header)
+            for np_ in (2, 3, 4):
+                for seed in (1, 2, 3):
+                    for qd in (1, 4):
+                        per_rank = np_ * qd + seed  # seeds 1, 2, 3: mean np * qd + 2
+                        f.write(f"{run},{np_},{seed},{qd},{per_rank * np_},{per_rank},1.5,2.5,100,100,0,"
+                                f"1000,900,{2000 + 100 * seed},3000,4000,,\n")
+                        run += 1
+        p = subprocess.run([sys.executable, os.path.join(root, "scripts", "plot_sweep.py"), sweep_path],
+                           capture_output=True, text=True, cwd=d)
+        check(p.returncode == 0, f"exit {p.returncode}: {p.stderr}")
+        for name in ("lines.png", "heat.png"):
+            path = os.path.join(d, "out", name)
+            ok = os.path.exists(path) and open(path, "rb").read(8) == PNG_MAGIC
+            check(ok, f"{name} is not a PNG")
+            check(f"wrote {path}" in p.stderr, f"stderr does not name {name}: {p.stderr!r}")
+        check("wrote" not in p.stdout, f"stdout has the 'wrote' lines: {p.stdout!r}")
+        # The table: one line per queue depth, the mean over the seeds for each NP.
+        lines = [line for line in p.stdout.splitlines() if "|" in line]
+        by_qd = {}
+        for line in lines:
+            cells = [c.strip() for c in line.split("|")]
+            try:
+                by_qd[cells[0]] = [float(c) for c in cells[1:]]
+            except ValueError:  # the header lines
+                pass
+        check(by_qd.get("1") == [4.0, 5.0, 6.0], f"table for QD 1: {by_qd.get('1')} (stdout {p.stdout!r})")
+        check(by_qd.get("4") == [10.0, 14.0, 18.0], f"table for QD 4: {by_qd.get('4')}")
+
+        # The x ticks of the lines figure: ask matplotlib what plot_sweep drew.
+        probe = (
+            "import sys, json, csv\n"
+            f"sys.path.insert(0, {os.path.join(root, 'scripts')!r})\n"
+            "import plot_sweep\n"
+            f"sweep = json.load(open({sweep_path!r}))\n"
+            f"rows = list(csv.DictReader(open({os.path.join(d, 'out', 'results.csv')!r})))\n"
+            "fig = plot_sweep.lines(sweep['plot'][0], rows, 'M requests/s')\n"
+            "ax = fig.axes[-1]\n"
+            "print(json.dumps({'ticks': [float(t) for t in ax.get_xticks()], 'xlabel': ax.get_xlabel(),\n"
+            "                  'ylabels': [a.get_ylabel() for a in fig.axes]}))\n")
+        q = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+        check(q.returncode == 0, f"probe: {q.stderr}")
+        if q.returncode == 0:
+            got = json.loads(q.stdout.strip().splitlines()[-1])
+            check(got["ticks"] == [2.0, 3.0, 4.0], f"x ticks {got['ticks']}")
+            check(got["xlabel"] == "nodes (NP)", f"x label {got['xlabel']!r}")
+            check(got["ylabels"] == ["throughput per rank (M requests/s)", "latency p99 (us)"],
+                  f"y labels {got['ylabels']}")
+    for f in failures:
+        print("FAIL:", f)
+    print(f"{len(failures)} failure(s)" if failures else "ok")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
