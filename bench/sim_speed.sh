@@ -27,9 +27,9 @@
 #   --scale K        multiplies both durations of every case (an integer, default 1)
 #   --build-prefix   a command put before the baseline's build (e.g. a lock and a time limit)
 #   --callgrind CASE also counts instructions and simulated cache misses per event
-#                    (callgrind --cache-sim=yes: exact for the binary, independent of the
-#                    machine's load) of both binaries on CASE, between its SHORT and LONG
-#                    runs as above
+#                    (callgrind --cache-sim=yes with a 32 MB last-level cache: exact for the
+#                    binary, independent of the machine's load) of both binaries on CASE,
+#                    between its SHORT and LONG runs as above
 #
 # Cases (SHORT / LONG virtual time, after the config's simulated start-up):
 #   c1_np8       configs/c1_np8.json                                            2 / 10 ms
@@ -171,7 +171,7 @@ if [ -n "$cg_case" ]; then
   for which in base this; do
     for len in short long; do
       out=$work/cg.$which.$len
-      one "$which" "$cg_case" "$len" "$out" valgrind --tool=callgrind --cache-sim=yes \
+      one "$which" "$cg_case" "$len" "$out" valgrind --tool=callgrind --cache-sim=yes --LL=33554432,16,64 \
         --callgrind-out-file="$out.cg" >"$out.re"
       read -r req events <"$out.re"
       # summary: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
