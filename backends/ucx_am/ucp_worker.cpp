@@ -3,6 +3,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "core/ucp_basics.hpp"
+
 namespace bkv::ucx_am {
 
 void fail(const std::string& owner, const std::string& what, ucs_status_t status) {
@@ -33,10 +35,7 @@ ucp_context_h create_context(const Config& ucx, const std::string& owner) {
 
 void open_worker(UcpWorker& w, ucp_context_h context, uint32_t am_id, ucp_am_recv_callback_t handler, void* arg,
                  uint32_t flags, const std::string& owner) {
-  ucp_worker_params_t wp{};
-  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-  ucs_status_t st = ucp_worker_create(context, &wp, &w.worker);
+  ucs_status_t st = ucp::create_single_thread_worker(context, &w.worker);
   if (st != UCS_OK) fail(owner, "ucp_worker_create", st);
   ucp_worker_attr_t attr{};
   attr.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS;
@@ -51,14 +50,7 @@ void open_worker(UcpWorker& w, ucp_context_h context, uint32_t am_id, ucp_am_rec
   w.address.length = static_cast<uint32_t>(len);
   std::memcpy(w.address.bytes, attr.address, len);
   ucp_worker_release_address(w.worker, attr.address);
-  ucp_am_handler_param_t hp{};
-  hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS | UCP_AM_HANDLER_PARAM_FIELD_CB |
-                  UCP_AM_HANDLER_PARAM_FIELD_ARG;
-  hp.id = am_id;
-  hp.flags = flags;
-  hp.cb = handler;
-  hp.arg = arg;
-  st = ucp_worker_set_am_recv_handler(w.worker, &hp);
+  st = ucp::set_am_handler(w.worker, am_id, flags, handler, arg);
   if (st != UCS_OK) fail(owner, "ucp_worker_set_am_recv_handler", st);
 }
 
@@ -75,15 +67,7 @@ ucp_ep_h connect_endpoint(UcpWorker& w, const WorkerAddress& to, const std::stri
 
 void close_worker(UcpWorker& w) noexcept {
   for (ucp_ep_h ep : w.eps) {
-    if (ep == nullptr) continue;
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = UCP_EP_CLOSE_FLAG_FORCE;  // no handshake with peers that may be gone
-    ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
-    if (UCS_PTR_IS_PTR(r)) {
-      while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(w.worker);
-      ucp_request_free(r);
-    }
+    if (ep != nullptr) ucp::force_close(ep, w.worker);  // no handshake with peers that may be gone
   }
   w.eps.clear();
   if (w.worker != nullptr) {

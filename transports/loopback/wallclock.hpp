@@ -228,24 +228,11 @@ class WallclockTransport {
     QueuePair(WallclockTransport& owner, uint32_t qp_num, uint32_t depth)
         : owner_(&owner), qp_num_(qp_num), slots_(depth), sq_(depth) {}
 
-    struct Wqe {
-      std::byte* local = nullptr;
-      uint64_t wr_id = 0;
-      uint64_t remote_addr = 0;
-      uint32_t rkey = 0;
-      uint32_t lkey = 0;
-      uint32_t length = 0;
-      uint32_t imm = 0;
-      WcOpcode opcode = WcOpcode::kRdmaWrite;
-      bool signaled = false;
-      bool done = false;
-      WcStatus status = WcStatus::kSuccess;
-    };
+    using Wqe = software_nic::SendWqe;
     PostResult post(WcOpcode op, const void* local, uint32_t len, uint32_t lkey, RemoteBuffer remote, uint32_t imm,
                     uint64_t wr_id, bool signaled) noexcept {
       if (slots_.full()) return PostResult::kSendQueueFull;
-      wqe(slots_.take()) = Wqe{static_cast<std::byte*>(const_cast<void*>(local)), wr_id, remote.addr,
-                               remote.rkey, lkey, len, imm, op, signaled, false, WcStatus::kSuccess};
+      wqe(slots_.take()) = software_nic::make_send_wqe(op, local, len, lkey, remote, imm, wr_id, signaled);
       return PostResult::kOk;
     }
     // The send-queue ring (depth a power of two) indexed by sequence number.
@@ -392,6 +379,12 @@ class WallclockTransport {
     return software_nic::check_local_access(fabric_.memory_, node_id_, w.opcode, w.local, w.length, w.lkey).ok;
   }
 
+  static wallclock::RecordOp request_op(WcOpcode op) noexcept {
+    return op == WcOpcode::kRdmaRead       ? wallclock::RecordOp::kReadRequest
+           : op == WcOpcode::kRdmaWriteImm ? wallclock::RecordOp::kWriteImm
+                                           : wallclock::RecordOp::kWrite;
+  }
+
   wallclock::Record reply(const QueuePair& qp, wallclock::RecordOp op, uint64_t seq, uint64_t now) const noexcept {
     wallclock::Record r{};
     r.op = op;
@@ -415,29 +408,16 @@ class WallclockTransport {
         ++qp.submitted_;
         continue;
       }
-      wallclock::Record r{};
-      r.dst_qp = qp.remote_qp_;
-      r.src_qp = qp.qp_num_;
-      r.imm = w.imm;
-      r.seq = qp.submitted_;
-      r.remote_addr = w.remote_addr;
-      r.rkey = w.rkey;
-      r.length = w.length;
-      r.local = w.local;
-      r.deliver_at_ns = now + delay_ns_;
-      r.flags = w.signaled ? wallclock::kFlagAckRequested : 0;
-      if (!local_range_ok(w)) {
-        // Goes out as a fence so it fails in order, after the requests before it.
-        w.status = WcStatus::kLocalProtectionError;
-        r.op = wallclock::RecordOp::kLocalError;
-        r.flags = wallclock::kFlagAckRequested;
-        r.length = 0;
-        r.local = nullptr;
-      } else {
-        r.op = w.opcode == WcOpcode::kRdmaRead       ? wallclock::RecordOp::kReadRequest
-               : w.opcode == WcOpcode::kRdmaWriteImm ? wallclock::RecordOp::kWriteImm
-                                                     : wallclock::RecordOp::kWrite;
-      }
+      // A request that breaks the local rule goes out as a fence, so that it fails in
+      // order, after the requests before it.
+      const bool local_ok = local_range_ok(w);
+      if (!local_ok) w.status = WcStatus::kLocalProtectionError;
+      const wallclock::Record r{
+          .op = local_ok ? request_op(w.opcode) : wallclock::RecordOp::kLocalError,
+          .flags = w.signaled || !local_ok ? wallclock::kFlagAckRequested : uint8_t{0}, .status = 0, .reserved = 0,
+          .dst_qp = qp.remote_qp_, .src_qp = qp.qp_num_, .imm = w.imm, .seq = qp.submitted_, .remote_addr = w.remote_addr,
+          .rkey = w.rkey, .length = local_ok ? w.length : 0, .local = local_ok ? w.local : nullptr,
+          .deliver_at_ns = now + delay_ns_};
       if (!qp.out_->requests.try_push(r)) {
         blocked = true;
         break;

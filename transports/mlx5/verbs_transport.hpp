@@ -110,29 +110,11 @@ class VerbsTransport {
 
   template <class F>
   uint32_t poll_recv(F&& cb, uint32_t max) {
-    RecvCompletion buf[kPollChunk];
-    uint32_t total = 0;
-    while (total < max) {
-      const uint32_t want = std::min<uint32_t>(kPollChunk, max - total);
-      const uint32_t got = poll_recv_batch(buf, want);
-      for (uint32_t i = 0; i < got; ++i) cb(buf[i]);
-      total += got;
-      if (got < want) break;
-    }
-    return total;
+    return poll_in_chunks<RecvCompletion>(&VerbsTransport::poll_recv_batch, cb, max);
   }
   template <class F>
   uint32_t poll_send(F&& cb, uint32_t max) {
-    SendCompletion buf[kPollChunk];
-    uint32_t total = 0;
-    while (total < max) {
-      const uint32_t want = std::min<uint32_t>(kPollChunk, max - total);
-      const uint32_t got = poll_send_batch(buf, want);
-      for (uint32_t i = 0; i < got; ++i) cb(buf[i]);
-      total += got;
-      if (got < want) break;
-    }
-    return total;
+    return poll_in_chunks<SendCompletion>(&VerbsTransport::poll_send_batch, cb, max);
   }
   void post_receives(uint32_t n);
 
@@ -145,6 +127,21 @@ class VerbsTransport {
   static constexpr uint32_t kPollChunk = 32;
   uint32_t poll_recv_batch(RecvCompletion* out, uint32_t max);
   uint32_t poll_send_batch(SendCompletion* out, uint32_t max);
+  // Up to `max` completions, a chunk at a time from `batch` (poll_recv_batch or
+  // poll_send_batch), each passed to cb; stops at the first chunk that comes back short.
+  template <class Completion, class F>
+  uint32_t poll_in_chunks(uint32_t (VerbsTransport::*batch)(Completion*, uint32_t), F& cb, uint32_t max) {
+    Completion buf[kPollChunk];
+    uint32_t total = 0;
+    while (total < max) {
+      const uint32_t want = std::min<uint32_t>(kPollChunk, max - total);
+      const uint32_t got = (this->*batch)(buf, want);
+      for (uint32_t i = 0; i < got; ++i) cb(buf[i]);
+      total += got;
+      if (got < want) break;
+    }
+    return total;
+  }
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

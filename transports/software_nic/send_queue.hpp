@@ -1,5 +1,6 @@
 // Send-queue slot accounting of one RC queue pair, shared by every software transport
-// (instant and wall-clock loopback, UCX, and the discrete-event NIC model).
+// (instant and wall-clock loopback, UCX, and the discrete-event NIC model), and the work
+// request the wall-clock loopback and UCX keep per slot.
 //
 // Rule (verbs): a WQE holds its send-queue slot from post until the user polls the
 // completion of that WQE or of a later WQE on the same queue pair. Only signalled WQEs
@@ -15,9 +16,35 @@
 #pragma once
 
 #include <cassert>
+#include <cstddef>
 #include <cstdint>
 
+#include "core/transport.hpp"
+
 namespace bkv::software_nic {
+
+// A posted send work request as a software queue pair keeps it in its send-queue ring
+// (indexed by sequence number): what was posted, and how it ended.
+struct SendWqe {
+  std::byte* local = nullptr;  // WRITE source or READ destination
+  uint64_t wr_id = 0;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint32_t lkey = 0;
+  uint32_t length = 0;
+  uint32_t imm = 0;
+  WcOpcode opcode = WcOpcode::kRdmaWrite;
+  bool signaled = false;
+  bool done = false;  // its completion may be queued
+  WcStatus status = WcStatus::kSuccess;
+};
+
+// The work request one of PostVerbs' verbs describes (software_nic/post_verbs.hpp).
+inline SendWqe make_send_wqe(WcOpcode op, const void* local, uint32_t len, uint32_t lkey, RemoteBuffer remote,
+                             uint32_t imm, uint64_t wr_id, bool signaled) noexcept {
+  return SendWqe{static_cast<std::byte*>(const_cast<void*>(local)), wr_id, remote.addr, remote.rkey, lkey, len, imm,
+                 op, signaled, false, WcStatus::kSuccess};
+}
 
 class SendQueueSlots {
  public:

@@ -157,18 +157,10 @@ void RmaEngine::on_register(const MemoryRegion& mr, uint32_t access) {
 }
 
 void RmaEngine::announce(QueuePair& qp, const LocalRegion& r) {
-  auto* c = new Impl::AnnounceCtx{&owner_, {}};
-  RegionAnnouncementHeader& h = c->header;
-  h.magic = kRegionMagic;
-  h.dst_qp = qp.remote_qp_;
-  h.src_qp = qp.qp_num_;
-  h.dst_token = qp.remote_token_;
-  h.src_token = qp.token_;
-  h.base = r.base;
-  h.length = r.length;
-  h.rkey = r.rkey;
-  h.access = r.access;
-  h.packed_length = static_cast<uint32_t>(r.packed.size());
+  auto* c = new Impl::AnnounceCtx{
+      &owner_, {.magic = kRegionMagic, .dst_qp = qp.remote_qp_, .src_qp = qp.qp_num_, .dst_token = qp.remote_token_,
+                .src_token = qp.token_, .base = r.base, .length = r.length, .rkey = r.rkey, .access = r.access,
+                .packed_length = static_cast<uint32_t>(r.packed.size()), .reserved = 0}};
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_AM_SEND_FLAG_EAGER;
@@ -312,7 +304,7 @@ void RmaEngine::issue(QueuePair& qp, uint64_t seq) {
   ucs_status_ptr_t s;
   if (is_read) {
     ++counters_.gets;
-    s = ucp_get_nbx(qp.ep_, const_cast<std::byte*>(w.local), w.length, w.remote_addr, region.key, &prm);
+    s = ucp_get_nbx(qp.ep_, w.local, w.length, w.remote_addr, region.key, &prm);
   } else {
     ++counters_.puts;
     s = ucp_put_nbx(qp.ep_, w.local, w.length, w.remote_addr, region.key, &prm);

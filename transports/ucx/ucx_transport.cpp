@@ -13,6 +13,8 @@
 #include <random>
 #include <string>
 
+#include "core/ucp_basics.hpp"
+
 namespace bkv::ucx {
 
 namespace {
@@ -262,11 +264,11 @@ struct UcxTransport::Impl {
         executed_below(qp, pos);
         if (rndv) {
           w.receiving = true;
-          t.queue_rndv(RndvRecv{data, const_cast<std::byte*>(w.local), length, &qp, pos, true});
+          t.queue_rndv(RndvRecv{data, w.local, length, &qp, pos, true});
           advance_completions(t, qp);
           return UCS_INPROGRESS;
         }
-        if (length > 0) std::memcpy(const_cast<std::byte*>(w.local), data, length);
+        if (length > 0) std::memcpy(w.local, data, length);
         w.done = true;
         break;
       }
@@ -770,10 +772,7 @@ UcxTransport::UcxTransport(const Config& config)
   ucp_config_release(cfg);
   if (st != UCS_OK) fail("ucp_init", st);
   try {
-    ucp_worker_params_t wp{};
-    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-    st = ucp_worker_create(context_, &wp, &worker_);
+    st = ucp::create_single_thread_worker(context_, &worker_);
     if (st != UCS_OK) fail("ucp_worker_create", st);
     ucp_worker_attr_t attr{};
     attr.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS | UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
@@ -790,14 +789,7 @@ UcxTransport::UcxTransport(const Config& config)
     if (attr.max_am_header < sizeof(AmHeader))
       throw std::runtime_error("ucx transport: UCX allows AM headers of " + std::to_string(attr.max_am_header) +
                                " bytes; this transport needs " + std::to_string(sizeof(AmHeader)));
-    ucp_am_handler_param_t hp{};
-    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
-                    UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
-    hp.id = kAmId;
-    hp.flags = UCP_AM_FLAG_WHOLE_MSG;
-    hp.cb = &Impl::on_am;
-    hp.arg = this;
-    st = ucp_worker_set_am_recv_handler(worker_, &hp);
+    st = ucp::set_am_handler(worker_, kAmId, UCP_AM_FLAG_WHOLE_MSG, &Impl::on_am, this);
     if (st != UCS_OK) fail("ucp_worker_set_am_recv_handler", st);
     if (config.rma) rma_ = std::make_unique<RmaEngine>(*this, context_, worker_);
   } catch (...) {
@@ -814,14 +806,7 @@ UcxTransport::~UcxTransport() {
   // complete with UCS_ERR_CANCELED.
   for (auto& qp : qps_) {
     if (qp->ep_ == nullptr) continue;
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    ucs_status_ptr_t r = ucp_ep_close_nbx(qp->ep_, &p);
-    if (UCS_PTR_IS_PTR(r)) {
-      while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(worker_);
-      ucp_request_free(r);
-    }
+    ucp::force_close(qp->ep_, worker_);
     qp->ep_ = nullptr;
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);

@@ -219,19 +219,8 @@ class QueuePair : public software_nic::PostVerbs<QueuePair> {
   void submit();
 
   enum class State : uint8_t { kReady, kErrorPending, kError };
-  struct Wqe {
-    const std::byte* local = nullptr;  // WRITE source or READ destination
-    uint64_t wr_id = 0;
-    uint64_t remote_addr = 0;
-    uint32_t rkey = 0;
-    uint32_t lkey = 0;
-    uint32_t length = 0;
-    uint32_t imm = 0;
-    WcOpcode opcode = WcOpcode::kRdmaWrite;
-    bool signaled = false;
-    bool done = false;
+  struct Wqe : software_nic::SendWqe {
     bool receiving = false;  // UCX still uses `local` (READ data by rendezvous, or an RMA operation)
-    WcStatus status = WcStatus::kSuccess;
     bool rma = false;        // issued as ucp_get_nbx / ucp_put_nbx (completes on its own, not by ACK)
   };
   // A request that arrived out of order or could not run yet (receiver not ready).
@@ -245,8 +234,7 @@ class QueuePair : public software_nic::PostVerbs<QueuePair> {
   PostResult post(WcOpcode op, const void* local, uint32_t len, uint32_t lkey, RemoteBuffer remote, uint32_t imm,
                   uint64_t wr_id, bool signaled) noexcept {
     if (slots_.full()) return PostResult::kSendQueueFull;
-    wqe(slots_.take()) = Wqe{static_cast<const std::byte*>(local), wr_id, remote.addr, remote.rkey, lkey, len, imm,
-                             op, signaled, false, false, WcStatus::kSuccess};
+    wqe(slots_.take()) = Wqe{software_nic::make_send_wqe(op, local, len, lkey, remote, imm, wr_id, signaled)};
     return PostResult::kOk;
   }
   // The send-queue ring (depth a power of two) indexed by sequence number.

@@ -108,10 +108,15 @@ struct Op {
   std::array<std::byte, kMaxWqeBytes> bytes{};  // inline data
 };
 
-struct EmuCq {
+// What a CQ and an SRQ both are to the NIC: a ring of entries in memory software gave
+// it, and a doorbell record.
+struct EmuRing {
   Buffer buf;
   Buffer dbrec;
-  uint32_t cnt = 0;
+  uint32_t cnt = 0;  // entries, a power of two
+};
+
+struct EmuCq : EmuRing {
   uint32_t size = 0;
   uint32_t log2 = 0;
   uint32_t cqn = 0;
@@ -123,10 +128,7 @@ struct EmuCq {
   uint8_t owner(uint32_t idx) const { return static_cast<uint8_t>((idx >> log2) & 1); }
 };
 
-struct EmuSrq {
-  Buffer buf;
-  Buffer dbrec;
-  uint32_t cnt = 0;
+struct EmuSrq : EmuRing {
   uint32_t stride = 0;
   uint32_t srqn = 0;
   uint16_t consumed = 0;  // receives taken (16-bit, like the doorbell counter)
