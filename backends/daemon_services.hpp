@@ -64,6 +64,17 @@ struct NoNodeResources {
   explicit NoNodeResources(const NodeConfig&) {}
 };
 
+// The daemon traits of a backend whose every daemon is a `Daemon` and that needs no
+// node resources besides ipc and flux (backends/node.hpp: NodeResources, Daemon0, Worker).
+template <template <Transport, class> class Daemon>
+struct UniformDaemons {
+  using NodeResources = NoNodeResources;
+  template <Transport T, class Waker>
+  using Daemon0 = Daemon<T, Waker>;
+  template <Transport T, class Waker>
+  using Worker = Daemon<T, Waker>;
+};
+
 // How a daemon scans its clients' ipc rings: every client on every loop (as the
 // original's daemon #0 did), or with the server's skip rule (core/shm/ipc.hpp).
 enum class IpcScan : uint8_t { kSkipRule, kEveryClient };

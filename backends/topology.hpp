@@ -55,6 +55,17 @@ constexpr uint64_t client_to_daemon_mesh_size(uint32_t np, uint32_t clients) noe
   return uint64_t{np} * clients * np;
 }
 
+// The meshes as the base of a backend's traits: connections(np, D, C) and
+// connection_count(np, D, C), as Node calls them (backends/node.hpp).
+struct DaemonByRankMesh {
+  static auto connections(uint32_t np, uint32_t d, uint32_t) { return daemon_by_rank_mesh(np, d); }
+  static uint64_t connection_count(uint32_t np, uint32_t, uint32_t) { return daemon_by_rank_mesh_size(np); }
+};
+struct ClientToDaemonMesh {
+  static auto connections(uint32_t np, uint32_t d, uint32_t c) { return client_to_daemon_mesh(np, d, c); }
+  static uint64_t connection_count(uint32_t np, uint32_t, uint32_t c) { return client_to_daemon_mesh_size(np, c); }
+};
+
 // Threads that own a copyrpc context whatever the connections (at NP = 1 too):
 //   kDaemon0      daemon #0 (it polls its context every loop); created with the node
 //   kEveryClient  every client (its remote path is its own context); created at start

@@ -118,22 +118,11 @@ class DirectDaemon {
 
 // The direct backend as Node composes it: every daemon is a DirectDaemon, every client
 // owns a context.
-struct DirectBackend {
+struct DirectBackend : UniformDaemons<DirectDaemon>, ClientToDaemonMesh {
   static constexpr BackendKind kKind = BackendKind::kDirect;  // its command-line name: to_string(kKind)
-  using NodeResources = NoNodeResources;
-  template <Transport T, class Waker>
-  using Daemon0 = DirectDaemon<T, Waker>;
-  template <Transport T, class Waker>
-  using Worker = DirectDaemon<T, Waker>;
   template <Transport T>
   using RemotePath = DirectRemotePath<T>;
   static constexpr StandingContexts kStandingContexts = StandingContexts::kEveryClient;
-  static std::vector<Connection> connections(uint32_t np, uint32_t daemons, uint32_t clients) {
-    return client_to_daemon_mesh(np, daemons, clients);
-  }
-  static uint64_t connection_count(uint32_t np, uint32_t /*daemons*/, uint32_t clients) {
-    return client_to_daemon_mesh_size(np, clients);
-  }
 };
 
 }  // namespace bkv::backend

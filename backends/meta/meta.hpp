@@ -231,22 +231,11 @@ class MetaDaemon {
 };
 
 // The Meta backend as Node composes it: every daemon is a MetaDaemon.
-struct MetaBackend {
+struct MetaBackend : UniformDaemons<MetaDaemon>, DaemonByRankMesh {
   static constexpr BackendKind kKind = BackendKind::kMeta;  // its command-line name: to_string(kKind)
-  using NodeResources = NoNodeResources;
-  template <Transport T, class Waker>
-  using Daemon0 = MetaDaemon<T, Waker>;
-  template <Transport T, class Waker>
-  using Worker = MetaDaemon<T, Waker>;
   template <Transport T>
   using RemotePath = IpcRemotePath;
   static constexpr StandingContexts kStandingContexts = StandingContexts::kNone;
-  static std::vector<Connection> connections(uint32_t np, uint32_t daemons, uint32_t /*clients*/) {
-    return daemon_by_rank_mesh(np, daemons);
-  }
-  static uint64_t connection_count(uint32_t np, uint32_t /*daemons*/, uint32_t /*clients*/) {
-    return daemon_by_rank_mesh_size(np);
-  }
 };
 
 }  // namespace bkv::backend

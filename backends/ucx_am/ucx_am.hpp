@@ -63,15 +63,25 @@ struct WorkerAddress {
 static_assert(std::is_trivially_copyable_v<WorkerAddress> && sizeof(WorkerAddress) == 2048);
 static_assert(offsetof(WorkerAddress, bytes) == 8);
 
-// Client -> daemon: one request. `client` = the client's global id (rank * C + c), the
-// daemon's endpoint index towards it; `tag` = the client's slot (< queue_depth).
-struct RequestMsg {
+// Client -> daemon: one request (kv::Request here, kv::DataRequest in the data benchmark:
+// ucx_am_data.hpp). `client` = the client's global id (rank * C + c), the daemon's
+// endpoint index towards it; `tag` = the client's slot (< queue_depth).
+template <class Request>
+struct ClientRequest {
   uint32_t client = 0;
   uint32_t tag = 0;
-  kv::Request req{};
+  Request req{};
 };
-static_assert(std::is_trivially_copyable_v<RequestMsg> && sizeof(RequestMsg) == 8 + kv::kRequestSize);
-static_assert(offsetof(RequestMsg, tag) == 4 && offsetof(RequestMsg, req) == 8);
+// The layout on the wire: the client and tag words, then a request of `request_size`
+// bytes at offset 8.
+template <class Request>
+constexpr bool client_request_layout(size_t request_size) noexcept {
+  using M = ClientRequest<Request>;
+  return std::is_trivially_copyable_v<M> && sizeof(M) == 8 + request_size && offsetof(M, tag) == 4 &&
+         offsetof(M, req) == 8;
+}
+using RequestMsg = ClientRequest<kv::Request>;
+static_assert(client_request_layout<kv::Request>(kv::kRequestSize));
 
 // Daemon -> client: the answer to the request in slot `tag`. `daemon` = the daemon's
 // global id (rank * D + d), checked against the daemon the request went to.

@@ -52,21 +52,16 @@ static_assert(kDataRequestAmId != kDataResponseAmId && kDataRequestAmId != kRequ
               kDataRequestAmId != kResponseAmId && kDataResponseAmId != kRequestAmId &&
               kDataResponseAmId != kResponseAmId);
 
-struct DataAmRequest {
-  uint32_t client = 0;
-  uint32_t tag = 0;
-  kv::DataRequest req{};
-};
-static_assert(std::is_trivially_copyable_v<DataAmRequest> && sizeof(DataAmRequest) == 8 + kv::kDataRequestSize);
-static_assert(offsetof(DataAmRequest, tag) == 4 && offsetof(DataAmRequest, req) == 8);
-
 struct DataAmResponse {
   uint32_t tag = 0;
   uint32_t reserved = 0;
   kv::DataResponse resp{};
 };
-static_assert(std::is_trivially_copyable_v<DataAmResponse> && sizeof(DataAmResponse) == 8 + sizeof(kv::DataResponse));
-static_assert(offsetof(DataAmResponse, resp) == 8);
+static_assert(std::is_trivially_copyable_v<DataAmResponse> && sizeof(DataAmResponse) == 8 + sizeof(kv::DataResponse) &&
+              offsetof(DataAmResponse, resp) == 8);
+
+using DataAmRequest = ClientRequest<kv::DataRequest>;
+static_assert(client_request_layout<kv::DataRequest>(kv::kDataRequestSize));
 
 class UcxAmDataNode {
  public:

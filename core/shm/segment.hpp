@@ -94,12 +94,9 @@ class Segment {
   // Zeroed, page-aligned process memory of `size` bytes.
   static Segment create_process(size_t size) {
     if (size == 0) throw ShmError("process segment: size must be > 0");
-    Segment s;
-    s.data_ = static_cast<std::byte*>(::operator new(size, std::align_val_t{kSegmentAlign}));
+    Segment s(static_cast<std::byte*>(::operator new(size, std::align_val_t{kSegmentAlign})), size, Kind::kProcess,
+              true, {});
     std::memset(s.data_, 0, size);
-    s.size_ = size;
-    s.kind_ = Kind::kProcess;
-    s.owner_ = true;
     return s;
   }
 
@@ -137,12 +134,7 @@ class Segment {
     void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) fail(sys_message("mmap " + n));
     ::close(fd);
-    Segment s;
-    s.data_ = static_cast<std::byte*>(p);
-    s.size_ = size;
-    s.kind_ = Kind::kPosixShm;
-    s.owner_ = true;
-    s.name_ = n;
+    Segment s(static_cast<std::byte*>(p), size, Kind::kPosixShm, true, n);
     std::byte* rec = s.data_ + size;
     const int32_t pid = static_cast<int32_t>(::getpid());
     std::memcpy(rec + kOwnerPidOffset, &pid, sizeof pid);
@@ -184,12 +176,7 @@ class Segment {
       throw ShmError(msg);
     }
     ::close(fd);
-    Segment s;
-    s.data_ = static_cast<std::byte*>(p);
-    s.size_ = size;
-    s.kind_ = Kind::kPosixShm;
-    s.owner_ = false;
-    s.name_ = n;
+    Segment s(static_cast<std::byte*>(p), size, Kind::kPosixShm, false, n);
     uint64_t magic = 0;
     std::memcpy(&magic, s.data_ + size, sizeof magic);
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
@@ -217,6 +204,10 @@ class Segment {
   const std::string& name() const noexcept { return name_; }  // empty for process memory
 
  private:
+  // Takes over memory already mapped or allocated (release() frees it as `kind` says).
+  Segment(std::byte* data, size_t size, Kind kind, bool owner, std::string name) noexcept
+      : data_(data), size_(size), kind_(kind), owner_(owner), name_(std::move(name)) {}
+
   static std::string sys_message(const std::string& what) {
     const int e = errno;
     return what + " failed: " + std::strerror(e);

@@ -216,30 +216,17 @@ class Driver {
   uint64_t completed(size_t i, uint32_t c) const noexcept {
     return nodes_[i].node->counters(c).completed.load(std::memory_order_relaxed);
   }
-  uint64_t issued_total() const noexcept {
+  // One counter summed over every local client.
+  uint64_t client_total(std::atomic<uint64_t> backend::ClientCounters::*counter) const noexcept {
     uint64_t s = 0;
     for (const Local& l : nodes_)
-      for (uint32_t c = 0; c < C_; ++c) s += l.node->counters(c).issued.load(std::memory_order_relaxed);
+      for (uint32_t c = 0; c < C_; ++c) s += (l.node->counters(c).*counter).load(std::memory_order_relaxed);
     return s;
   }
-  uint64_t completed_total() const noexcept {
-    uint64_t s = 0;
-    for (size_t i = 0; i < nodes_.size(); ++i)
-      for (uint32_t c = 0; c < C_; ++c) s += completed(i, c);
-    return s;
-  }
-  uint64_t failed_total() const noexcept {
-    uint64_t s = 0;
-    for (const Local& l : nodes_)
-      for (uint32_t c = 0; c < C_; ++c) s += l.node->counters(c).failed.load(std::memory_order_relaxed);
-    return s;
-  }
-  uint64_t client_errors_total() const noexcept {
-    uint64_t s = 0;
-    for (const Local& l : nodes_)
-      for (uint32_t c = 0; c < C_; ++c) s += l.node->counters(c).errors.load(std::memory_order_relaxed);
-    return s;
-  }
+  uint64_t issued_total() const noexcept { return client_total(&backend::ClientCounters::issued); }
+  uint64_t completed_total() const noexcept { return client_total(&backend::ClientCounters::completed); }
+  uint64_t failed_total() const noexcept { return client_total(&backend::ClientCounters::failed); }
+  uint64_t client_errors_total() const noexcept { return client_total(&backend::ClientCounters::errors); }
   // Requests issued and not answered yet. Exact once the clients stopped issuing (the
   // completed counter is read first, so the difference never goes negative).
   uint64_t in_flight() const noexcept {

@@ -17,10 +17,7 @@ nlohmann::json data_summary(const Options& o, const DataResult& r) {
                         {"ops", s.ops},                {"bytes", s.bytes},
                         {"duration_ns", s.duration_ns}, {"ops_per_s", round6(s.ops_per_s())},
                         {"gib_per_s", round6(s.gib_per_s())}};
-    if (s.latency.n) {
-      j["latency_p50_us"] = round6(s.latency.percentile_ns(0.5) / 1000.0);
-      j["latency_p99_us"] = round6(s.latency.percentile_ns(0.99) / 1000.0);
-    }
+    if (s.latency.n) put_percentiles_us(j, "latency", s.latency.percentile_ns(0.5), s.latency.percentile_ns(0.99));
     sizes.push_back(std::move(j));
   }
   return {{"backend", o.data_backend},

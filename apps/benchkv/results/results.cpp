@@ -109,6 +109,11 @@ double mops(uint64_t requests, uint64_t duration_ns) noexcept {
 
 double round6(double x) noexcept { return std::round(x * 1e6) / 1e6; }
 
+void put_percentiles_us(nlohmann::json& j, const std::string& name, double p50_ns, double p99_ns) {
+  j[name + "_p50_us"] = round6(p50_ns / 1000.0);
+  j[name + "_p99_us"] = round6(p99_ns / 1000.0);
+}
+
 // ---------------------------------------------------------------------------------------
 // CSV
 // ---------------------------------------------------------------------------------------

@@ -145,6 +145,9 @@ struct DaemonReport {
 double mops(uint64_t requests, uint64_t duration_ns) noexcept;
 // The rounding applied to every derived float in the summary (to 1e-6).
 double round6(double x) noexcept;
+// j["<name>_p50_us"] and j["<name>_p99_us"]: a latency histogram's median and 99th
+// percentile, given in nanoseconds, written in microseconds (round6).
+void put_percentiles_us(nlohmann::json& j, const std::string& name, double p50_ns, double p99_ns);
 
 void write_csv(std::ostream& out, std::span<const RunResults> runs);
 // The same with a leading value_size column (the data benchmark): value_size_of_run[i]

@@ -21,8 +21,7 @@ nlohmann::json rpc_summary(const Options& o, const RpcResult& r) {
     nlohmann::json j = {{"run", s.run}, {"calls", s.calls}, {"duration_ns", s.duration_ns}, {"mrps", round6(s.mrps())}};
     if (s.rtt.n) {
       j["rtt_mean_us"] = round6(s.rtt.mean_ns() / 1000.0);
-      j["rtt_p50_us"] = round6(s.rtt.percentile_ns(0.5) / 1000.0);
-      j["rtt_p99_us"] = round6(s.rtt.percentile_ns(0.99) / 1000.0);
+      put_percentiles_us(j, "rtt", s.rtt.percentile_ns(0.5), s.rtt.percentile_ns(0.99));
     }
     runs.push_back(std::move(j));
   }

@@ -22,6 +22,15 @@ class SweepRanks {
   virtual std::vector<uint64_t> all_gather(const std::vector<uint64_t>& mine) = 0;
 };
 
+// One process: rank 0 of 1, whose gathers return its own values.
+class SingleRank final : public SweepRanks {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::vector<std::string> gather_to_root(const std::string& mine) override { return {mine}; }
+  std::vector<uint64_t> all_gather(const std::vector<uint64_t>& mine) override { return mine; }
+};
+
 // True when the environment says this process is one of several started by mpirun.
 bool started_by_mpirun();
 

@@ -11,14 +11,6 @@
 namespace bkv::app {
 
 namespace {
-class SingleRank final : public SweepRanks {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  std::vector<std::string> gather_to_root(const std::string& mine) override { return {mine}; }
-  std::vector<uint64_t> all_gather(const std::vector<uint64_t>& mine) override { return mine; }
-};
-
 class MpiRanks final : public SweepRanks {
  public:
   MpiRanks(int* argc, char*** argv) : session_(argc, argv) {}
