@@ -1,4 +1,5 @@
-// Helpers for the core/shm micro-benchmarks: CPU pinning, timing, medians.
+// Helpers for the core/shm micro-benchmarks: the request and response the ipc and
+// delegationrpc benchmarks send, CPU pinning, timing, medians.
 #pragma once
 
 #include <pthread.h>
@@ -12,7 +13,26 @@
 #include <thread>
 #include <vector>
 
+#include "core/shm/common.hpp"
+
 namespace shmbench {
+
+// The request and response of the ipc and delegationrpc benchmarks (24 and 16 bytes).
+struct Req {
+  uint32_t client;
+  uint32_t pad;
+  uint64_t seq;
+  uint64_t value;
+};
+struct Resp {
+  uint64_t seq;
+  uint64_t value;
+};
+
+// A counter alone on its cache line.
+struct alignas(bkv::shm::kCacheLine) Line {
+  std::atomic<uint64_t> v{0};
+};
 
 // CPUs this process may run on, in order. Read once, at the first call (main calls
 // print_machine() before pinning anything): a thread's affinity is inherited, so asking

@@ -25,20 +25,9 @@ using namespace bkv::shm;
 
 namespace {
 
-struct Req {
-  uint32_t client;
-  uint32_t pad;
-  uint64_t seq;
-  uint64_t value;
-};
-struct Resp {
-  uint64_t seq;
-  uint64_t value;
-};
-
-struct alignas(kCacheLine) Line {
-  std::atomic<uint64_t> v{0};
-};
+using shmbench::Line;
+using shmbench::Req;
+using shmbench::Resp;
 
 double raw_pingpong_ns(uint64_t iters) {
   Line ping, pong;

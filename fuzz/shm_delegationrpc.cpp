@@ -15,26 +15,19 @@
 #include "core/shm/delegationrpc.hpp"
 #include "core/shm/segment.hpp"
 #include "fuzz/fuzz_input.hpp"
+#include "fuzz/shm_fuzz.hpp"
 
 using namespace bkv::shm;
 using bkv::fuzz::FuzzInput;
 using bkv::fuzz::violated;
 
 namespace {
-struct Req {
-  uint64_t a, b;
-};
-struct Resp {
-  uint64_t v;
-};
+using Req = bkv::fuzz::ShmReq;
+using Resp = bkv::fuzz::ShmResp;
 using Server = DelegationServer<Req, Resp>;
 using Client = DelegationClient<Req, Resp>;
 using Layout = DelegationLayout<Req, Resp>;
-
-struct TrackedClient {
-  Client c;
-  std::map<uint64_t, bool> open;  // tokens issued and not yet answered
-};
+using TrackedClient = bkv::fuzz::TrackedClient<Client>;
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -52,13 +45,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   for (uint32_t step = 0; step < 512 && !in.empty(); ++step) {
     switch (in.below(8)) {
-      case 0: {  // a forged write: mostly into the header and ring control
-        const bool low = in.take<uint8_t>() & 1;
-        const size_t off = low ? in.below(320) : in.below(static_cast<uint32_t>(mem.size()));
-        const auto b = in.bytes(std::min<size_t>(1 + in.below(16), mem.size() - off));
-        std::memcpy(mem.data() + off, b.data(), b.size());
+      case 0:  // a forged write: mostly into the header and ring control
+        bkv::fuzz::forged_write(in, mem, 320);
         break;
-      }
       case 1: {  // attach: validates whatever the header says now
         try {
           Client c = Client::connect(mem, in.take<uint32_t>());
@@ -89,11 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 4:
         for (auto& t : clients) {
-          auto end_call = [&](uint64_t tok) {
-            auto it = t.open.find(tok);
-            if (it == t.open.end()) violated("a client was handed a token it never issued or already got back");
-            t.open.erase(it);
-          };
+          auto end_call = [&](uint64_t tok) { t.end_call(tok); };
           t.c.poll([&](uint64_t tok, const Resp&) { end_call(tok); }, end_call);
         }
         break;

@@ -12,26 +12,19 @@
 #include "core/shm/ipc.hpp"
 #include "core/shm/segment.hpp"
 #include "fuzz/fuzz_input.hpp"
+#include "fuzz/shm_fuzz.hpp"
 
 using namespace bkv::shm;
 using bkv::fuzz::FuzzInput;
 using bkv::fuzz::violated;
 
 namespace {
-struct Req {
-  uint64_t a, b;
-};
-struct Resp {
-  uint64_t v;
-};
+using Req = bkv::fuzz::ShmReq;
+using Resp = bkv::fuzz::ShmResp;
 using Server = IpcServer<Req, Resp>;
 using Client = IpcClient<Req, Resp>;
 using Layout = IpcLayout<Req, Resp>;
-
-struct TrackedClient {
-  Client c;
-  std::map<uint64_t, bool> open;  // tokens issued and not yet answered
-};
+using TrackedClient = bkv::fuzz::TrackedClient<Client>;
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -51,13 +44,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   for (uint32_t step = 0; step < 512 && !in.empty(); ++step) {
     switch (in.below(9)) {
-      case 0: {  // a forged write: mostly into the header
-        const bool low = in.take<uint8_t>() & 1;
-        const size_t off = low ? in.below(256) : in.below(static_cast<uint32_t>(mem.size()));
-        const auto b = in.bytes(std::min<size_t>(1 + in.below(16), mem.size() - off));
-        std::memcpy(mem.data() + off, b.data(), b.size());
+      case 0:  // a forged write: mostly into the header
+        bkv::fuzz::forged_write(in, mem, 256);
         break;
-      }
       case 1: {
         try {
           const bool any = in.take<uint8_t>() & 1;
@@ -86,13 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       }
       case 4:
-        for (auto& t : clients) {
-          t.c.poll([&](uint64_t tok, const Resp&) {
-            auto it = t.open.find(tok);
-            if (it == t.open.end()) violated("a client was handed a token it never issued or already got back");
-            t.open.erase(it);
-          });
-        }
+        for (auto& t : clients) t.c.poll([&](uint64_t tok, const Resp&) { t.end_call(tok); });
         break;
       case 5:
         if (in.take<uint8_t>() & 1) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/client.hpp"
+#include "tests/backends/client_rig.hpp"
 
 using namespace bkv;
 using namespace bkv::backend;
@@ -15,14 +16,7 @@ using namespace bkv::backend;
 namespace {
 
 // A clock the test sets.
-struct SetClockMeter {
-  [[maybe_unused]] static constexpr bool kEnabled = false;
-  uint64_t now = 0;
-  void charge(Op, uint32_t = 1) noexcept {}
-  void record(Phase, uint32_t) noexcept {}
-  void answers_arrive(uint32_t, uint32_t) noexcept {}
-  uint64_t now_ns() const noexcept { return now; }
-};
+using SetClockMeter = test::TestClockMeter<false>;
 
 // Keeps the tokens of the calls; answers, at the next poll, the tokens the test lists.
 struct ScriptedRemotePath {
@@ -50,22 +44,7 @@ struct Rig {
   ClientCounters counters;
   std::vector<uint64_t> called, to_answer;
   Client<SetClockMeter, ScriptedRemotePath> client;
-  static NodeConfig remote_only() {
-    NodeConfig n;
-    n.rank = 2;  // not a rank of the workload: every request is remote
-    n.np = 2;
-    n.queue_depth = 4;
-    return n;
-  }
-  static kv::WorkloadConfig workload() {
-    kv::WorkloadConfig wl;
-    wl.num_ranks = 2;
-    wl.key_range = 64;
-    wl.pattern_len = 64;
-    wl.read_ratio = 0.5;
-    return wl;
-  }
-  Rig() : node(remote_only()), client(node, kv::Pattern(workload(), 0, 0), {}, ScriptedRemotePath{&called, &to_answer}, meter, counters) {}
+  Rig() : node(test::remote_only_node()), client(node, kv::Pattern(test::small_workload(), 0, 0), {}, ScriptedRemotePath{&called, &to_answer}, meter, counters) {}
   metrics::LatencyHistogram remote() const {
     metrics::LatencyHistogram h = client.latency()[metrics::LatencyClass::kGetRemote];
     h.merge(client.latency()[metrics::LatencyClass::kPutRemote]);
@@ -107,7 +86,7 @@ TEST_CASE("client latency: each answer records its own issue time, answers out o
   CHECK(rig.counters.completed.load() == 6);
   CHECK(rig.counters.errors.load() == 0);
   // Gets and puts are told apart: the first 6 requests of the same pattern.
-  kv::Pattern same(Rig::workload(), 0, 0);
+  kv::Pattern same(test::small_workload(), 0, 0);
   uint64_t gets = 0;
   for (int i = 0; i < 6; ++i, same.advance()) gets += same.peek().is_get() ? 1 : 0;
   INFO(gets << " gets among the first 6 requests");

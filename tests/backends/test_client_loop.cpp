@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/client.hpp"
+#include "tests/backends/client_rig.hpp"
 
 using namespace bkv;
 using namespace bkv::backend;
@@ -16,15 +17,7 @@ using namespace bkv::backend;
 namespace {
 
 // A clock that charges advance (1 ns per op unit), so a step's writes can be timed.
-struct StepMeter {
-  [[maybe_unused]] static constexpr bool kEnabled = false;
-  uint64_t now = 0;
-  uint64_t charged = 0;
-  void charge(Op, uint32_t n = 1) noexcept { charged += n; }
-  void record(Phase, uint32_t) noexcept {}
-  void answers_arrive(uint32_t, uint32_t) noexcept {}
-  uint64_t now_ns() const noexcept { return now + charged; }
-};
+using StepMeter = test::TestClockMeter<true>;
 
 // Logs every call ("C<slot>") and every answer it hands the client ("A<slot>") in the
 // order they happen (the slot: a token's low kSlotBits = 17 bits, below its generation); answers, at the next poll, the tokens the test lists (and at the poll
@@ -63,21 +56,7 @@ struct Rig {
   std::vector<uint64_t> to_answer, then;
   bool refuse = false;
   Client<StepMeter, LoggingPath> client;
-  static NodeConfig remote_only() {
-    NodeConfig n;
-    n.rank = 2;  // not a rank of the workload: every request is remote
-    n.np = 2;
-    n.queue_depth = 4;
-    return n;
-  }
-  static kv::WorkloadConfig workload() {
-    kv::WorkloadConfig wl;
-    wl.num_ranks = 2;
-    wl.key_range = 64;
-    wl.pattern_len = 64;
-    return wl;
-  }
-  Rig() : node(remote_only()), client(node, kv::Pattern(workload(), 0, 0), {}, LoggingPath{&log, &to_answer, &then, &refuse}, meter, counters) {}
+  Rig() : node(test::remote_only_node()), client(node, kv::Pattern(test::small_workload(), 0, 0), {}, LoggingPath{&log, &to_answer, &then, &refuse}, meter, counters) {}
 };
 
 }  // namespace

@@ -30,14 +30,16 @@ namespace {
 // `handoff_ns` (0 = off). The model is the cpu_only candidate (NIC at its defaults), so
 // that no NIC limit (the per-QP candidate's one busy QP throttled, docs/bistability.md
 // §6) stands in for the cap under test.
-app::ExperimentResult run_handoff(uint32_t np, double handoff_ns, sim::HandoffUnit unit, uint32_t queue_depth,
-                                  uint32_t daemons = 1, std::optional<backend::BackendKind> backend = std::nullopt) {
+// A unit or daemon count not given stays as the model or the configuration has it.
+app::ExperimentResult run_handoff(uint32_t np, double handoff_ns, std::optional<sim::HandoffUnit> unit,
+                                  uint32_t queue_depth, std::optional<uint32_t> daemons = 1,
+                                  std::optional<backend::BackendKind> backend = std::nullopt) {
   app::Options o = app::options_from_file(std::string(BKV_SOURCE_DIR) + "/configs/c1_np8.json");
   o.np = np;
   o.client_threads = 8;
   o.queue_depth = queue_depth;
-  o.server_threads = daemons;
-  if (backend) o.backend = backend;
+  if (daemons) o.server_threads = *daemons;
+  if (backend) o.backend = *backend;
   o.duration = 0.004;
   o.interval_ms = 1;
   o.trim = 1;
@@ -46,7 +48,7 @@ app::ExperimentResult run_handoff(uint32_t np, double handoff_ns, sim::HandoffUn
   sim::Model model =
       sim::Model::load_file(std::string(BKV_SOURCE_DIR) + "/configs/model/candidates/cpu_only/c1.json");
   model.response_handoff_ns = handoff_ns;
-  model.response_handoff_unit = unit;
+  if (unit) model.response_handoff_unit = *unit;
   app::ExperimentResult r = app::run_experiment(o, model, nullptr);
   REQUIRE(r.total_issued == r.total_completed);
   REQUIRE(r.errors == 0);
@@ -54,21 +56,7 @@ app::ExperimentResult run_handoff(uint32_t np, double handoff_ns, sim::HandoffUn
 }
 
 double mops_per_rank(uint32_t np, double handoff_ns) {
-  app::Options o = app::options_from_file(std::string(BKV_SOURCE_DIR) + "/configs/c1_np8.json");
-  o.np = np;
-  o.client_threads = 8;
-  o.queue_depth = 8;
-  o.duration = 0.004;
-  o.interval_ms = 1;
-  o.trim = 1;
-  o.inflight_samples.clear();
-  o.output.clear();
-  sim::Model model =
-      sim::Model::load_file(std::string(BKV_SOURCE_DIR) + "/configs/model/candidates/cpu_only/c1.json");
-  model.response_handoff_ns = handoff_ns;
-  const app::ExperimentResult r = app::run_experiment(o, model, nullptr);
-  REQUIRE(r.total_issued == r.total_completed);
-  REQUIRE(r.errors == 0);
+  const app::ExperimentResult r = run_handoff(np, handoff_ns, std::nullopt, 8, std::nullopt);
   CHECK((r.extra.contains("answer_handoff_mean_wait_ns") == (handoff_ns > 0)));
   return r.runs[0].total_mops() / r.runs[0].num_ranks();
 }

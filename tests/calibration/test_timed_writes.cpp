@@ -14,33 +14,14 @@
 #include "sim/faults.hpp"
 #include "sim/model.hpp"
 #include "tests/sim/model_error.hpp"
+#include "tests/sim/sim_run.hpp"
 
 using namespace bkv;
 using nlohmann::json;
 using bkv::test::model_error;
+using bkv::test::sim_run;
 
 namespace {
-
-// A short simulated run of `backend` (no output files, no progress).
-app::Options sim_run(backend::BackendKind backend, uint32_t np, uint32_t daemons, uint32_t clients, uint32_t queue_depth,
-                     double duration, double interval_ms, uint32_t trim) {
-  app::Options o;
-  o.backend = backend;
-  o.transport = app::TransportKind::kSim;
-  o.np = np;
-  o.server_threads = daemons;
-  o.client_threads = clients;
-  o.queue_depth = queue_depth;
-  o.duration = duration;
-  o.interval_ms = interval_ms;
-  o.trim = trim;
-  o.runs = 1;
-  o.progress = false;
-  o.output.clear();
-  o.summary.clear();
-  o.inflight_samples.clear();
-  return o;
-}
 
 // Mops of a Meta run on one node: 1 daemon, 1 client at queue depth 1, every request
 // local (answered over ipc by the daemon). The model is the cpu_only candidate with the

@@ -192,16 +192,13 @@ inline Outcome run_ok(const std::vector<std::string>& args, const fs::path& cwd)
   return o;
 }
 
-// The small simulated configuration every test starts from: 2 nodes, 2 runs of 6 epochs
-// of 1 ms (virtual time), one epoch trimmed at each end, 2 clients per node at queue
-// depth 4, no progress lines. A flag that also appears in `extra` is left to `extra`
-// (benchkv rejects an option given twice).
-inline std::vector<std::string> small_sim(const std::string& backend, std::vector<std::string> extra = {}) {
-  static const std::vector<std::pair<std::string, std::string>> kDefaults = {
-      {"--transport", "sim"}, {"--np", "2"},    {"--client-threads", "2"}, {"--queue-depth", "4"},
-      {"-d", "0.006"},        {"--interval-ms", "1"}, {"--trim", "1"},     {"-r", "2"}};
+// benchkv's arguments: each of `defaults` (flag, value) whose flag `extra` does not give
+// (benchkv rejects an option given twice), --no-progress unless `extra` gives
+// --progress, then `extra`, then `backend` (when not empty).
+inline std::vector<std::string> benchkv_args(const std::vector<std::pair<std::string, std::string>>& defaults,
+                                             const std::string& backend, const std::vector<std::string>& extra) {
   std::vector<std::string> a;
-  for (const auto& [flag, value] : kDefaults) {
+  for (const auto& [flag, value] : defaults) {
     if (std::find(extra.begin(), extra.end(), flag) != extra.end()) continue;
     a.push_back(flag);
     a.push_back(value);
@@ -210,6 +207,17 @@ inline std::vector<std::string> small_sim(const std::string& backend, std::vecto
   a.insert(a.end(), extra.begin(), extra.end());
   if (!backend.empty()) a.push_back(backend);
   return a;
+}
+
+// The small simulated configuration every test starts from: 2 nodes, 2 runs of 6 epochs
+// of 1 ms (virtual time), one epoch trimmed at each end, 2 clients per node at queue
+// depth 4, no progress lines. A flag that also appears in `extra` is left to `extra`
+// (benchkv rejects an option given twice).
+inline std::vector<std::string> small_sim(const std::string& backend, std::vector<std::string> extra = {}) {
+  static const std::vector<std::pair<std::string, std::string>> kDefaults = {
+      {"--transport", "sim"}, {"--np", "2"},    {"--client-threads", "2"}, {"--queue-depth", "4"},
+      {"-d", "0.006"},        {"--interval-ms", "1"}, {"--trim", "1"},     {"-r", "2"}};
+  return benchkv_args(kDefaults, backend, extra);
 }
 
 // ---------------------------------------------------------------------------------- CSV
@@ -260,6 +268,58 @@ struct Checked {
   std::vector<CsvRow> rows;
 };
 
+// The shape of a run as its summary's effective configuration gives it.
+struct RunShape {
+  uint64_t np = 0, clients = 0, daemons = 0, runs = 0, trim = 0;
+  uint64_t interval_ns = 0, epochs = 0;
+};
+inline RunShape run_shape(const json& cfg) {
+  RunShape r;
+  r.np = cfg.at("np").get<uint64_t>();
+  r.clients = cfg.at("client_threads").get<uint64_t>();
+  r.daemons = cfg.at("server_threads").get<uint64_t>();
+  r.runs = cfg.at("runs").get<uint64_t>();
+  r.trim = cfg.at("trim").get<uint64_t>();
+  r.interval_ns = static_cast<uint64_t>(std::llround(cfg.at("interval_ms").get<double>() * 1e6));
+  const auto duration = static_cast<uint64_t>(std::llround(cfg.at("duration").get<double>() * 1e9));
+  REQUIRE(r.interval_ns > 0);
+  r.epochs = duration / r.interval_ns;
+  REQUIRE(r.epochs > 2 * r.trim);
+  return r;
+}
+
+// The summary's totals: issued == completed > 0, no errors. Returns {issued, completed}.
+inline std::pair<uint64_t, uint64_t> check_totals(const json& totals) {
+  const uint64_t issued = totals.at("issued").get<uint64_t>();
+  const uint64_t completed = totals.at("completed").get<uint64_t>();
+  CHECK(issued == completed);
+  CHECK(totals.at("errors").get<uint64_t>() == 0);
+  CHECK(completed > 0);
+  return {issued, completed};
+}
+
+// The summary's daemons, sorted by (run, rank, daemon): one entry each, histogram
+// buckets adding up to loops, loops > 0, no protocol errors.
+inline void check_daemons(const json& dj, const RunShape& shape) {
+  REQUIRE(dj.is_array());
+  REQUIRE(dj.size() == shape.runs * shape.np * shape.daemons);
+  size_t idx = 0;
+  for (uint64_t run = 0; run < shape.runs; ++run)
+    for (uint64_t rank = 0; rank < shape.np; ++rank)
+      for (uint64_t d = 0; d < shape.daemons; ++d, ++idx) {
+        INFO("summary daemons[" << idx << "]");
+        const json& e = dj[idx];
+        CHECK(e.at("run").get<uint64_t>() == run);
+        CHECK(e.at("rank").get<uint64_t>() == rank);
+        CHECK(e.at("daemon").get<uint64_t>() == d);
+        uint64_t buckets = 0;
+        for (const auto& [name, v] : e.at("cqe_per_loop_hist").items()) buckets += v.get<uint64_t>();
+        CHECK(buckets == e.at("loops").get<uint64_t>());
+        CHECK(e.at("loops").get<uint64_t>() > 0);
+        CHECK(e.at("extra").at("protocol_errors").get<double>() == 0.0);
+      }
+}
+
 // The checks every successful simulated run must pass, with the shape
 // taken from the summary's effective configuration:
 //  - totals: issued == completed, errors == 0; the per-run issued/completed add up to them;
@@ -280,25 +340,9 @@ inline Checked check_run(const fs::path& csv_path, const fs::path& summary_path)
   REQUIRE(s.contains("runs"));
   REQUIRE(s.contains("daemons"));
   REQUIRE(s.contains("totals"));
-  const json& cfg = s["config"];
-  const uint64_t np = cfg.at("np").get<uint64_t>();
-  const uint64_t clients = cfg.at("client_threads").get<uint64_t>();
-  const uint64_t daemons = cfg.at("server_threads").get<uint64_t>();
-  const uint64_t runs = cfg.at("runs").get<uint64_t>();
-  const uint64_t trim = cfg.at("trim").get<uint64_t>();
-  const uint64_t interval = static_cast<uint64_t>(std::llround(cfg.at("interval_ms").get<double>() * 1e6));
-  const uint64_t duration = static_cast<uint64_t>(std::llround(cfg.at("duration").get<double>() * 1e9));
-  REQUIRE(interval > 0);
-  const uint64_t epochs = duration / interval;
-  REQUIRE(epochs > 2 * trim);
-
-  // Totals.
-  const json& totals = s["totals"];
-  const uint64_t issued = totals.at("issued").get<uint64_t>();
-  const uint64_t completed = totals.at("completed").get<uint64_t>();
-  CHECK(issued == completed);
-  CHECK(totals.at("errors").get<uint64_t>() == 0);
-  CHECK(completed > 0);
+  const RunShape shape = run_shape(s["config"]);
+  const auto [np, clients, daemons, runs, trim, interval, epochs] = shape;
+  const auto [issued, completed] = check_totals(s["totals"]);
 
   // CSV rows: shape and ranges.
   std::map<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>, int> seen;
@@ -353,25 +397,7 @@ inline Checked check_run(const fs::path& csv_path, const fs::path& summary_path)
   CHECK(runs_issued == issued);
   CHECK(runs_completed == completed);
 
-  // Daemons, sorted by (run, rank, daemon).
-  const json& dj = s["daemons"];
-  REQUIRE(dj.is_array());
-  REQUIRE(dj.size() == runs * np * daemons);
-  size_t idx = 0;
-  for (uint64_t run = 0; run < runs; ++run)
-    for (uint64_t rank = 0; rank < np; ++rank)
-      for (uint64_t d = 0; d < daemons; ++d, ++idx) {
-        INFO("summary daemons[" << idx << "]");
-        const json& e = dj[idx];
-        CHECK(e.at("run").get<uint64_t>() == run);
-        CHECK(e.at("rank").get<uint64_t>() == rank);
-        CHECK(e.at("daemon").get<uint64_t>() == d);
-        uint64_t buckets = 0;
-        for (const auto& [name, v] : e.at("cqe_per_loop_hist").items()) buckets += v.get<uint64_t>();
-        CHECK(buckets == e.at("loops").get<uint64_t>());
-        CHECK(e.at("loops").get<uint64_t>() > 0);
-        CHECK(e.at("extra").at("protocol_errors").get<double>() == 0.0);
-      }
+  check_daemons(s["daemons"], shape);
   return c;
 }
 

@@ -11,53 +11,24 @@
 #include <vector>
 
 #include "core/random.hpp"
+#include "tests/mlx5/emulated_pair.hpp"
 #include "transports/mlx5/emulator/emulated_transport.hpp"
 
 using namespace bkv;
 using namespace bkv::mlx5;
-using emu::DeliveryMode;
-using emu::EmulatedTransport;
-using emu::NodeOptions;
+using namespace bkv::mlx5::emu;
 
 namespace {
 
-DirectOptions opts(uint32_t sq_depth = 16, uint32_t srq = 256) {
-  DirectOptions o;
-  o.sq_depth = sq_depth;
-  o.srq_size = srq;
-  o.send_cq_entries = 1024;
-  return o;
-}
+DirectOptions opts(uint32_t sq_depth = 16, uint32_t srq = 256) { return test::direct_options(sq_depth, srq, 1024); }
 
 // Two emulated NICs, one connected QP pair, a registered source buffer at A and a
 // registered target buffer at B.
-struct Pair {
-  emu::Fabric fabric;
-  EmulatedTransport a;
-  EmulatedTransport b;
-  EmulatedTransport::QueuePair& qa;
-  EmulatedTransport::QueuePair& qb;
-  std::vector<std::byte> src, dst;
-  MemoryRegion src_mr, dst_mr;
-
+struct Pair : test::EmulatedPair {
   explicit Pair(const NodeOptions& na = {}, const NodeOptions& nb = {}, const DirectOptions& o = opts(),
                 DeliveryMode mode = DeliveryMode::kEager, size_t bytes = 1 << 16,
                 uint32_t dst_access = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead)
-      : a(fabric, na, o, mode),
-        b(fabric, nb, o, mode),
-        qa(a.create_queue_pair()),
-        qb(b.create_queue_pair()),
-        src(bytes),
-        dst(bytes) {
-    qa.connect(qb.local_info());
-    qb.connect(qa.local_info());
-    for (size_t i = 0; i < bytes; ++i) src[i] = std::byte(static_cast<uint8_t>(i * 13 + 7));
-    src_mr = a.register_memory(src.data(), bytes, kAccessLocalWrite);
-    dst_mr = b.register_memory(dst.data(), bytes, dst_access);
-  }
-  RemoteBuffer at(uint64_t off) const {
-    return RemoteBuffer{reinterpret_cast<uint64_t>(dst.data()) + off, dst_mr.rkey, 0, dst.size() - off};
-  }
+      : EmulatedPair(na, nb, o, mode, bytes, dst_access) {}
   std::vector<RecvCompletion> recv_all(uint32_t budget = 64) {
     std::vector<RecvCompletion> v;
     while (b.poll_recv([&](const RecvCompletion& c) { v.push_back(c); }, budget) > 0) {

@@ -10,44 +10,23 @@
 #include <cstring>
 #include <vector>
 
+#include "tests/mlx5/emulated_pair.hpp"
 #include "transports/mlx5/emulator/emulated_transport.hpp"
 
 using namespace bkv;
 using namespace bkv::mlx5;
-using emu::DeliveryMode;
-using emu::EmulatedTransport;
-using emu::NodeOptions;
+using namespace bkv::mlx5::emu;
 
 namespace {
 
 DirectOptions small_opts(uint32_t sq_depth = 4, uint32_t send_cq = 1024) {
-  DirectOptions o;
-  o.sq_depth = sq_depth;
-  o.srq_size = 256;
-  o.send_cq_entries = send_cq;
-  return o;
+  return test::direct_options(sq_depth, 256, send_cq);
 }
 
-struct Pair {
-  emu::Fabric fabric;
-  EmulatedTransport a;
-  EmulatedTransport b;
-  EmulatedTransport::QueuePair& qa;
-  EmulatedTransport::QueuePair& qb;
-  std::vector<std::byte> src, dst;
-  MemoryRegion src_mr, dst_mr;
-
+struct Pair : test::EmulatedPair {
   explicit Pair(const DirectOptions& o = small_opts(), const NodeOptions& n = {},
                 DeliveryMode mode = DeliveryMode::kEager)
-      : a(fabric, n, o, mode), b(fabric, n, o, mode), qa(a.create_queue_pair()), qb(b.create_queue_pair()), src(4096), dst(4096) {
-    qa.connect(qb.local_info());
-    qb.connect(qa.local_info());
-    src_mr = a.register_memory(src.data(), src.size(), kAccessLocalWrite);
-    dst_mr = b.register_memory(dst.data(), dst.size(), kAccessLocalWrite | kAccessRemoteWrite);
-  }
-  RemoteBuffer at(uint64_t off) const {
-    return RemoteBuffer{reinterpret_cast<uint64_t>(dst.data()) + off, dst_mr.rkey, 0, dst.size() - off};
-  }
+      : EmulatedPair(n, n, o, mode, 4096, kAccessLocalWrite | kAccessRemoteWrite) {}
   uint32_t drain_send() {
     uint32_t n = 0, k;
     while ((k = a.poll_send([](const SendCompletion&) {}, 64)) > 0) n += k;

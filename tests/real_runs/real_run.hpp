@@ -76,24 +76,10 @@ inline e2e::Checked check_real_run(const path& dir, uint32_t expect_np) {
     CHECK_THAT(clock, Catch::StartsWith("TSC, ") && Catch::EndsWith(" MHz"));
   else
     CHECK(clock == "steady clock");
-  const json& cfg = s["config"];
-  const uint64_t np = cfg.at("np").get<uint64_t>();
+  const e2e::RunShape shape = e2e::run_shape(s["config"]);
+  const auto [np, clients, daemons, runs, trim, interval, epochs] = shape;
   CHECK(np == expect_np);
-  const uint64_t clients = cfg.at("client_threads").get<uint64_t>();
-  const uint64_t daemons = cfg.at("server_threads").get<uint64_t>();
-  const uint64_t runs = cfg.at("runs").get<uint64_t>();
-  const uint64_t trim = cfg.at("trim").get<uint64_t>();
-  const auto interval = static_cast<uint64_t>(std::llround(cfg.at("interval_ms").get<double>() * 1e6));
-  const auto duration = static_cast<uint64_t>(std::llround(cfg.at("duration").get<double>() * 1e9));
-  const uint64_t epochs = duration / interval;
-  REQUIRE(epochs > 2 * trim);
-
-  const json& totals = s["totals"];
-  const uint64_t issued = totals.at("issued").get<uint64_t>();
-  const uint64_t completed = totals.at("completed").get<uint64_t>();
-  CHECK(issued == completed);
-  CHECK(totals.at("errors").get<uint64_t>() == 0);
-  CHECK(completed > 0);
+  const auto [issued, completed] = e2e::check_totals(s["totals"]);
 
   std::map<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>, int> seen;
   std::vector<uint64_t> run_sum(runs, 0);
@@ -147,23 +133,7 @@ inline e2e::Checked check_real_run(const path& dir, uint32_t expect_np) {
   CHECK(runs_issued == issued);
   CHECK(runs_completed == completed);
 
-  const json& dj = s["daemons"];
-  REQUIRE(dj.size() == runs * np * daemons);
-  size_t idx = 0;
-  for (uint64_t run = 0; run < runs; ++run)
-    for (uint64_t rank = 0; rank < np; ++rank)
-      for (uint64_t d = 0; d < daemons; ++d, ++idx) {
-        INFO("summary daemons[" << idx << "]");
-        const json& e = dj[idx];
-        CHECK(e.at("run").get<uint64_t>() == run);
-        CHECK(e.at("rank").get<uint64_t>() == rank);
-        CHECK(e.at("daemon").get<uint64_t>() == d);
-        uint64_t buckets = 0;
-        for (const auto& [name, v] : e.at("cqe_per_loop_hist").items()) buckets += v.get<uint64_t>();
-        CHECK(buckets == e.at("loops").get<uint64_t>());
-        CHECK(e.at("loops").get<uint64_t>() > 0);
-        CHECK(e.at("extra").at("protocol_errors").get<double>() == 0.0);
-      }
+  e2e::check_daemons(s["daemons"], shape);
   // Every rank's own requests all completed, and the ranks add up to the totals.
   const json& per_rank = s["real"].at("per_rank");
   REQUIRE(per_rank.size() == np);

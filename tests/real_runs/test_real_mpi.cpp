@@ -25,16 +25,7 @@ std::vector<std::string> small_real(const std::string& backend, std::vector<std:
       {"--transport", "ucx"}, {"-d", "0.3"}, {"--interval-ms", "50"}, {"--trim", "1"}, {"-r", "1"},
       {"--server-threads", "2"}, {"--client-threads", "2"}, {"--queue-depth", "4"}, {"--key-range", "256"},
       {"-o", "out.csv"}};
-  std::vector<std::string> a;
-  for (const auto& [flag, value] : kDefaults) {
-    if (std::find(extra.begin(), extra.end(), flag) != extra.end()) continue;
-    a.push_back(flag);
-    a.push_back(value);
-  }
-  if (std::find(extra.begin(), extra.end(), "--progress") == extra.end()) a.push_back("--no-progress");
-  a.insert(a.end(), extra.begin(), extra.end());
-  a.push_back(backend);
-  return a;
+  return e2e::benchkv_args(kDefaults, backend, extra);
 }
 
 void run_and_check(const std::string& backend, const std::string& tls, std::vector<std::string> extra = {}) {

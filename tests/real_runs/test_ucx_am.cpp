@@ -14,6 +14,7 @@
 
 #include "apps/benchkv/real/driver.hpp"
 #include "backends/ucx_am/ucx_am.hpp"
+#include "tests/transport/raw_ucp_worker.hpp"
 
 using namespace bkv;
 
@@ -35,68 +36,17 @@ kv::WorkloadConfig workload(uint32_t np) {
 }
 
 // A UCP worker that belongs to no node: it sends raw active messages.
-class Stranger {
+class Stranger : public test::RawUcpWorker {
  public:
-  Stranger() {
-    ucp_config_t* cfg = nullptr;
-    REQUIRE(ucp_config_read(nullptr, nullptr, &cfg) == UCS_OK);
-    REQUIRE(ucp_config_modify(cfg, "TLS", "sm,self") == UCS_OK);
-    ucp_params_t p{};
-    p.field_mask = UCP_PARAM_FIELD_FEATURES;
-    p.features = UCP_FEATURE_AM;
-    const ucs_status_t st = ucp_init(&p, cfg, &ctx_);
-    ucp_config_release(cfg);
-    REQUIRE(st == UCS_OK);
-    ucp_worker_params_t wp{};
-    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-    REQUIRE(ucp_worker_create(ctx_, &wp, &worker_) == UCS_OK);
-  }
-  ~Stranger() {
-    for (ucp_ep_h ep : eps_) {
-      ucp_request_param_t p{};
-      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
-      if (UCS_PTR_IS_PTR(r)) {
-        while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(worker_);
-        ucp_request_free(r);
-      }
-    }
-    ucp_worker_destroy(worker_);
-    ucp_cleanup(ctx_);
-  }
-  ucp_ep_h connect(const ucx_am::WorkerAddress& a) {
-    ucp_ep_params_t p{};
-    p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-    p.address = reinterpret_cast<const ucp_address_t*>(a.bytes);
-    p.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-    ucp_ep_h ep = nullptr;
-    REQUIRE(ucp_ep_create(worker_, &p, &ep) == UCS_OK);
-    eps_.push_back(ep);
-    return ep;
-  }
-  // Sends one AM and progresses (with `pump` driving the receiver) until it left.
+  Stranger() : RawUcpWorker("sm,self") {}
+  ucp_ep_h connect(const ucx_am::WorkerAddress& a) { return RawUcpWorker::connect(a.bytes, UCP_ERR_HANDLING_MODE_NONE); }
+  // Sends one AM and progresses (with `pump` driving the receiver) until it left, then
+  // lets the receiver run its handler.
   template <class Pump>
   void send(ucp_ep_h ep, uint32_t id, const void* data, size_t len, Pump&& pump) {
-    ucp_request_param_t p{};
-    ucs_status_ptr_t r = ucp_am_send_nbx(ep, id, nullptr, 0, data, len, &p);
-    REQUIRE_FALSE(UCS_PTR_IS_ERR(r));
-    while (UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) == UCS_INPROGRESS) {
-      ucp_worker_progress(worker_);
-      pump();
-    }
-    if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
-    for (int i = 0; i < 200; ++i) {  // let the receiver run its handler
-      ucp_worker_progress(worker_);
-      pump();
-    }
+    RawUcpWorker::send(ep, id, nullptr, 0, data, len, pump);
+    settle(pump);
   }
-
- private:
-  ucp_context_h ctx_ = nullptr;
-  ucp_worker_h worker_ = nullptr;
-  std::vector<ucp_ep_h> eps_;
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/ucx_am/ucx_am_data.hpp"
+#include "tests/transport/raw_ucp_worker.hpp"
 
 using namespace bkv;
 
@@ -45,64 +46,18 @@ struct Pair {
 };
 
 // A UCP worker that belongs to no node: it sends raw requests to a daemon.
-class Stranger {
+class Stranger : public test::RawUcpWorker {
  public:
-  Stranger() {
-    ucp_config_t* cfg = nullptr;
-    REQUIRE(ucp_config_read(nullptr, nullptr, &cfg) == UCS_OK);
-    REQUIRE(ucp_config_modify(cfg, "TLS", "sm,self") == UCS_OK);
-    ucp_params_t p{};
-    p.field_mask = UCP_PARAM_FIELD_FEATURES;
-    p.features = UCP_FEATURE_AM;
-    const ucs_status_t st = ucp_init(&p, cfg, &ctx_);
-    ucp_config_release(cfg);
-    REQUIRE(st == UCS_OK);
-    ucp_worker_params_t wp{};
-    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-    REQUIRE(ucp_worker_create(ctx_, &wp, &worker_) == UCS_OK);
-  }
-  ~Stranger() {
-    if (ep_ != nullptr) {
-      ucp_request_param_t p{};
-      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      ucs_status_ptr_t r = ucp_ep_close_nbx(ep_, &p);
-      if (UCS_PTR_IS_PTR(r)) {
-        while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(worker_);
-        ucp_request_free(r);
-      }
-    }
-    ucp_worker_destroy(worker_);
-    ucp_cleanup(ctx_);
-  }
-  void connect(const ucx_am::WorkerAddress& a) {
-    ucp_ep_params_t p{};
-    p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-    p.address = reinterpret_cast<const ucp_address_t*>(a.bytes);
-    p.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-    REQUIRE(ucp_ep_create(worker_, &p, &ep_) == UCS_OK);
-  }
+  Stranger() : RawUcpWorker("sm,self") {}
+  void connect(const ucx_am::WorkerAddress& a) { ep_ = RawUcpWorker::connect(a.bytes, UCP_ERR_HANDLING_MODE_NONE); }
   // Sends one request (header, data) and progresses, with `pump` driving the nodes.
   template <class Pump>
   void send(const void* header, size_t header_len, const void* data, size_t len, Pump&& pump) {
-    ucp_request_param_t p{};
-    ucs_status_ptr_t r = ucp_am_send_nbx(ep_, ucx_am::kDataRequestAmId, header, header_len, data, len, &p);
-    REQUIRE_FALSE(UCS_PTR_IS_ERR(r));
-    while (UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) == UCS_INPROGRESS) {
-      ucp_worker_progress(worker_);
-      pump();
-    }
-    if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
-    for (int i = 0; i < 200; ++i) {
-      ucp_worker_progress(worker_);
-      pump();
-    }
+    RawUcpWorker::send(ep_, ucx_am::kDataRequestAmId, header, header_len, data, len, pump);
+    settle(pump);
   }
 
  private:
-  ucp_context_h ctx_ = nullptr;
-  ucp_worker_h worker_ = nullptr;
   ucp_ep_h ep_ = nullptr;
 };
 

@@ -68,6 +68,19 @@ struct WritePair {
     dmr = c.t[1]->register_memory(dst.data(), dst.size(), kAccessRemoteWrite);
   }
   RemoteBuffer target(uint64_t offset = 0) const { return SimCluster::remote(dmr, offset); }
+
+  // What a thread of node 0 needs to post the pair's WRITEs: its transport, the queue
+  // pair, the source and its key, the target.
+  struct Poster {
+    sim::DesTransport* t;
+    sim::DesTransport::QueuePair* qp;
+    const std::byte* src;
+    uint32_t lkey;
+    RemoteBuffer dst;
+    // An 8-byte WRITE of the source's first bytes to the target's.
+    PostResult write8(uint64_t wr_id, bool signaled) const { return qp->post_write(src, 8, lkey, dst, wr_id, signaled); }
+  };
+  Poster poster(SimCluster& c) { return Poster{c.t[0], &qa, src.data(), smr.lkey, target()}; }
 };
 
 }  // namespace bkv::test

@@ -12,6 +12,7 @@
 #include "apps/benchkv/simulator/kv_mode.hpp"
 #include "core/kv/history_oracle.hpp"
 #include "sim/model.hpp"
+#include "tests/sim/sim_run.hpp"
 
 using namespace bkv;
 using Oracle = kv::HistoryOracle;
@@ -20,21 +21,8 @@ using VK = Oracle::ViolationKind;
 namespace {
 
 app::Options small_run(backend::BackendKind b) {
-  app::Options o;
-  o.backend = b;
-  o.transport = app::TransportKind::kSim;
-  o.np = 2;
-  o.server_threads = 2;
-  o.client_threads = 2;
-  o.queue_depth = 4;
+  app::Options o = test::sim_run(b, 2, 2, 2, 4, 0.001, 0.5, 0);
   o.key_range = 64;  // few keys: many gets read keys other clients overwrite meanwhile
-  o.duration = 0.001;
-  o.interval_ms = 0.5;
-  o.trim = 0;
-  o.runs = 1;
-  o.progress = false;
-  o.output.clear();
-  o.summary.clear();
   o.check_exactly_once = true;
   return o;
 }

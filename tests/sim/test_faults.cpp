@@ -18,6 +18,7 @@
 #include "sim/faults.hpp"
 #include "sim/model.hpp"
 #include "tests/sim/model_error.hpp"
+#include "tests/sim/sim_run.hpp"
 
 using namespace bkv;
 using nlohmann::json;
@@ -33,22 +34,11 @@ std::string parse_error(const std::string& text) {
   }
   return "";
 }
+// Two nodes of two daemons and two clients at depth 4 over 64 keys, one epoch of
+// `duration_s`.
 app::Options small_run(backend::BackendKind b, double duration_s) {
-  app::Options o;
-  o.backend = b;
-  o.transport = app::TransportKind::kSim;
-  o.np = 2;
-  o.server_threads = 2;
-  o.client_threads = 2;
-  o.queue_depth = 4;
+  app::Options o = test::sim_run(b, 2, 2, 2, 4, duration_s, duration_s * 1000, 0);
   o.key_range = 64;
-  o.duration = duration_s;
-  o.interval_ms = duration_s * 1000;
-  o.trim = 0;
-  o.runs = 1;
-  o.progress = false;
-  o.output.clear();
-  o.summary.clear();
   return o;
 }
 

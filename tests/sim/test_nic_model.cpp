@@ -331,23 +331,19 @@ std::pair<double, double> latency_at_load(double rho, nlohmann::json* report = n
   SimCluster c(2, nic, 3, sim::DeviceContextConfig{4096, 64, 0});
   WritePair w(c, 64, 64);
   struct Source {
-    sim::DesTransport* t;
-    sim::DesTransport::QueuePair* qp;
-    const std::byte* src;
-    uint32_t lkey;
-    RemoteBuffer dst;
+    WritePair::Poster p;
     double mean_gap;
     uint32_t left = 4000;
     Rng rng{17};
     StepResult step(SimThread& th) {
-      t->poll_send([](const SendCompletion&) {}, 64);
-      REQUIRE(qp->post_write(src, 8, lkey, dst, left, left % 32 == 0) == PostResult::kOk);
-      qp->ring_doorbell();
+      p.t->poll_send([](const SendCompletion&) {}, 64);
+      REQUIRE(p.write8(left, left % 32 == 0) == PostResult::kOk);
+      p.qp->ring_doorbell();
       if (--left == 0) return StepResult::kExit;
       th.wake(th.now() + static_cast<Time>(sim::sample_exponential(rng, mean_gap)));
       return StepResult::kIdle;
     }
-  } source{c.t[0], &w.qa, w.src.data(), w.smr.lkey, w.target(), 1000.0 / rho};
+  } source{w.poster(c), 1000.0 / rho};
   c.threads[0].bind<Source, &Source::step>(&source);
   c.threads[0].start(0);
   c.engine.run();
@@ -409,29 +405,25 @@ TEST_CASE("per-QP window: latency grows with outstanding requests while the SQ i
     SimCluster c(2, nic, 1, sim::DeviceContextConfig{256, 64, 0});
     WritePair w(c, 64, 64);
     struct Loop {
-      sim::DesTransport* t;
-      sim::DesTransport::QueuePair* qp;
-      const std::byte* src;
-      uint32_t lkey;
-      RemoteBuffer dst;
+      WritePair::Poster p;
       uint32_t k;
       uint32_t posted = 0;
       uint32_t done = 0;
       uint32_t max_outstanding = 0;
       StepResult step(SimThread& th) {
-        done += t->poll_send([](const SendCompletion& s) { REQUIRE(s.status == WcStatus::kSuccess); }, 64);
+        done += p.t->poll_send([](const SendCompletion& s) { REQUIRE(s.status == WcStatus::kSuccess); }, 64);
         bool any = false;
         while (posted - done < k && posted < 3000) {
-          REQUIRE(qp->post_write(src, 8, lkey, dst, posted, true) == PostResult::kOk);
+          REQUIRE(p.write8(posted, true) == PostResult::kOk);
           ++posted;
           any = true;
         }
-        if (any) qp->ring_doorbell();
+        if (any) p.qp->ring_doorbell();
         max_outstanding = std::max(max_outstanding, posted - done);
         th.charge(Op::kCqPoll);
         return done == 3000 ? StepResult::kExit : StepResult::kIdle;
       }
-    } loop{c.t[0], &w.qa, w.src.data(), w.smr.lkey, w.target(), k};
+    } loop{w.poster(c), k};
     c.threads[0].bind<Loop, &Loop::step>(&loop);
     c.threads[0].start(0);
     c.engine.run();

@@ -9,6 +9,8 @@
 // strings and the test asserts afterwards.
 #pragma once
 
+#include <catch2/catch.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -151,6 +153,23 @@ ThreadedCopyrpcResult run_copyrpc_threads(std::vector<T*> transports, copyrpc::C
   group.join();
   for (uint32_t a = 0; a < n; ++a) res.batches[a] = ctx[a]->stats().batches_received;
   return res;
+}
+
+// The checks of a run in which every context called every peer `calls` times: no
+// thread failed, every node had all its calls answered and answered all its peers'
+// calls, received batches, and its transport (`transports[i]->`) counted no protocol
+// error.
+template <class Transports>
+void check_every_call_answered(const ThreadedCopyrpcResult& r, const Transports& transports, uint64_t calls) {
+  const uint64_t peers = transports.size() - 1;
+  for (size_t i = 0; i < transports.size(); ++i) {
+    INFO("node " << i);
+    CHECK(r.failures[i] == "");
+    CHECK(r.answered[i] == calls * peers);
+    CHECK(r.served[i] == calls * peers);
+    CHECK(r.batches[i] > 0);
+    CHECK(transports[i]->protocol_errors() == 0);
+  }
 }
 
 }  // namespace bkv::test

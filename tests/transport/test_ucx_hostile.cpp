@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tests/transport/conformance.hpp"
+#include "tests/transport/raw_ucp_worker.hpp"
 #include "transports/ucx/ucx_transport.hpp"
 
 using namespace bkv;
@@ -29,55 +30,13 @@ namespace {
 // A bare UCP worker over TCP with a handler for the transport's AM id that records
 // every header it receives (the victim's ACKs, NAKs, READ requests and responses).
 struct RawPeer {
-  ucp_context_h ctx = nullptr;
-  ucp_worker_h worker = nullptr;
+  test::RawUcpWorker ucp{"tcp"};
   ucp_ep_h ep = nullptr;
-  std::vector<std::byte> address;
+  std::vector<std::byte> address = ucp.address();
   std::vector<AmHeader> received;
   std::vector<std::vector<std::byte>> received_data;
 
-  RawPeer() {
-    ucp_config_t* cfg = nullptr;
-    if (ucp_config_read(nullptr, nullptr, &cfg) != UCS_OK) throw std::runtime_error("ucp_config_read");
-    ucp_config_modify(cfg, "TLS", "tcp");
-    ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES;
-    params.features = UCP_FEATURE_AM;
-    const ucs_status_t st = ucp_init(&params, cfg, &ctx);
-    ucp_config_release(cfg);
-    if (st != UCS_OK) throw std::runtime_error("ucp_init");
-    ucp_worker_params_t wp{};
-    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-    if (ucp_worker_create(ctx, &wp, &worker) != UCS_OK) throw std::runtime_error("ucp_worker_create");
-    ucp_address_t* addr = nullptr;
-    size_t len = 0;
-    if (ucp_worker_get_address(worker, &addr, &len) != UCS_OK) throw std::runtime_error("ucp_worker_get_address");
-    address.assign(reinterpret_cast<const std::byte*>(addr), reinterpret_cast<const std::byte*>(addr) + len);
-    ucp_worker_release_address(worker, addr);
-    ucp_am_handler_param_t hp{};
-    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
-                    UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
-    hp.id = ucx::kAmId;
-    hp.flags = UCP_AM_FLAG_WHOLE_MSG;
-    hp.cb = &RawPeer::on_am;
-    hp.arg = this;
-    if (ucp_worker_set_am_recv_handler(worker, &hp) != UCS_OK) throw std::runtime_error("set_am_recv_handler");
-  }
-  ~RawPeer() {
-    if (ep != nullptr) {
-      ucp_request_param_t p{};
-      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
-      if (UCS_PTR_IS_PTR(r)) {
-        while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(worker);
-        ucp_request_free(r);
-      }
-    }
-    ucp_worker_destroy(worker);
-    ucp_cleanup(ctx);
-  }
+  RawPeer() { ucp.on_am(ucx::kAmId, &RawPeer::on_am, this); }
   static ucs_status_t on_am(void* arg, const void* header, size_t header_length, void* data, size_t length,
                             const ucp_am_recv_param_t*) {
     auto* self = static_cast<RawPeer*>(arg);
@@ -88,33 +47,15 @@ struct RawPeer {
     self->received_data.emplace_back(d, d + length);
     return UCS_OK;
   }
-  void connect(const ucx::ConnectInfo& victim) {
-    ucp_ep_params_t p{};
-    // Peer error handling, as the victim's endpoint over TCP has: UCX refuses a
-    // connection whose two ends differ in it.
-    p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    p.address = reinterpret_cast<const ucp_address_t*>(victim.address);
-    if (ucp_ep_create(worker, &p, &ep) != UCS_OK) throw std::runtime_error("ucp_ep_create");
-  }
+  // Peer error handling, as the victim's endpoint over TCP has.
+  void connect(const ucx::ConnectInfo& victim) { ep = ucp.connect(victim.address, UCP_ERR_HANDLING_MODE_PEER); }
   // Sends one active message and waits until UCX is done with the buffers, driving
   // `other` too (the victim's worker must progress for the connection to come up).
   template <class Pump>
   void send(const void* header, size_t header_length, const void* data, size_t length, Pump&& other) {
-    ucp_request_param_t p{};
-    ucs_status_ptr_t r = ucp_am_send_nbx(ep, ucx::kAmId, header, header_length, data, length, &p);
-    REQUIRE_FALSE(UCS_PTR_IS_ERR(r));
-    if (UCS_PTR_IS_PTR(r)) {
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (ucp_request_check_status(r) == UCS_INPROGRESS) {
-        if (std::chrono::steady_clock::now() > deadline) FAIL("the raw peer's send did not complete in 10 s");
-        ucp_worker_progress(worker);
-        other();
-      }
-      ucp_request_free(r);
-    }
+    ucp.send(ep, ucx::kAmId, header, header_length, data, length, other);
   }
-  void progress() { ucp_worker_progress(worker); }
+  void progress() { ucp.progress(); }
 };
 
 constexpr uint32_t kRawQpNum = 0x77;
