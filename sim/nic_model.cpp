@@ -498,264 +498,262 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
   schedule_stage(q, kStComplete, complete_due);
 }
 
-bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now) {
-  switch (stage) {
-    case kStDoorbell: {
-      Nic& nic = nic_of(q);
-      w.stage = kStAdmit;
-      nic.n.admit_max_depth = std::max(nic.n.admit_max_depth, ++nic.n.admit_depth);
-      return true;
-    }
+// The stage functions (nic_model.hpp: process). Inlined into process, so that the split
+// costs no call per WQE and stage.
+[[gnu::always_inline]] inline bool Network::flush_at_responder(QpState& q, Wqe& w) {
+  w.status = WcStatus::kWrFlushError;
+  w.stage = kStComplete;
+  ++nic_of(q).n.flushed;
+  return true;
+}
 
-    case kStEngine: {
-      Nic& nic = nic_of(q);
-      uint64_t service = nic.send_wqe_ps;
-      if (is_write(w.op)) service += static_cast<uint64_t>(w.len * nic.send_byte_ps + 0.5);
-      if (!nic.qp_cache.access(q.index)) service += nic.qp_miss_ps;
-      // An inline payload travels in the WQE: the NIC translates no source address for
-      // it. (The lkey is still checked below: every transport reports a bad lkey as a
-      // local protection error, inline or not, tests/transport/conformance.hpp.)
-      const bool inline_payload = (w.flags & kWqeInline) != 0;
-      if (!inline_payload)
-        service += mtt_misses(nic, w.lkey, reinterpret_cast<uint64_t>(w.local), w.len) * nic.mtt_miss_ps;
-      const ServerPool::Slot slot =
-          nic.send_engines.reserve(ns_to_ps(now), nic.cfg.send.qp_serial ? q.eng_free_ps : 0, service);
-      q.eng_free_ps = slot.finish_ps;
-      if (!software_nic::check_local_access(memory_, q.node, wc_opcode(w.op), w.local, w.len, w.lkey).ok) {
-        // Local protection error: the WQE completes in error, the QP goes to error.
-        w.status = WcStatus::kLocalProtectionError;
-        ++nic.n.local_errors;
-        notify(WqeEvent::kLocalError, q, seq, w, now);
-        const Time due = ps_to_ns_ceil(nic.pcie_up.send(slot.finish_ps, nic.cfg.cqe_bytes));
-        w.stage = kStComplete;
-        w.due = due;
-        enter_error(q, seq + 1, due);
-        return true;
-      }
-      uint64_t done = slot.finish_ps;
-      if (is_write(w.op) && !inline_payload && w.len > 0) done = dma_read(nic, done, w.len);
-      w.stage = kStTx;
-      w.due = ps_to_ns_ceil(done);
-      schedule_stage(q, kStTx, w.due);
-      return true;
-    }
+[[gnu::always_inline]] inline bool Network::stage_doorbell(QpState& q, Wqe& w) {
+  Nic& nic = nic_of(q);
+  w.stage = kStAdmit;
+  nic.n.admit_max_depth = std::max(nic.n.admit_max_depth, ++nic.n.admit_depth);
+  return true;
+}
 
-    case kStTx: {
-      Nic& nic = nic_of(q);
-      const uint64_t payload = is_write(w.op) ? w.len : 0;
-      const uint64_t out_ps = nic.tx_port.send(ns_to_ps(now), payload);
-      ++nic.n.wqes_sent;
-      const uint32_t to_node = qps_[q.peer].node;
-      if (packet_loss_ != nullptr) [[unlikely]] {
-        Retransmission rt;
-        if (packet_loss_(packet_loss_ctx_, nic.node, to_node, ps_to_ns_ceil(out_ps), rt))
-          return lose(q, seq, w, ps_to_ns_ceil(out_ps), rt);
-      }
-      --q.in_window;
-      w.stage = kStRx;
-      w.due = ps_to_ns_ceil(out_ps) + wire_latency(nic, to_node, ps_to_ns_ceil(out_ps));
-      schedule_stage(q, kStRx, w.due);
-      return true;
-    }
+[[gnu::always_inline]] inline bool Network::stage_engine(QpState& q, uint64_t seq, Wqe& w, Time now) {
+  Nic& nic = nic_of(q);
+  uint64_t service = nic.send_wqe_ps;
+  if (is_write(w.op)) service += static_cast<uint64_t>(w.len * nic.send_byte_ps + 0.5);
+  if (!nic.qp_cache.access(q.index)) service += nic.qp_miss_ps;
+  // An inline payload travels in the WQE: the NIC translates no source address for
+  // it. (The lkey is still checked below: every transport reports a bad lkey as a
+  // local protection error, inline or not, tests/transport/conformance.hpp.)
+  const bool inline_payload = (w.flags & kWqeInline) != 0;
+  if (!inline_payload)
+    service += mtt_misses(nic, w.lkey, reinterpret_cast<uint64_t>(w.local), w.len) * nic.mtt_miss_ps;
+  const ServerPool::Slot slot =
+      nic.send_engines.reserve(ns_to_ps(now), nic.cfg.send.qp_serial ? q.eng_free_ps : 0, service);
+  q.eng_free_ps = slot.finish_ps;
+  if (!software_nic::check_local_access(memory_, q.node, wc_opcode(w.op), w.local, w.len, w.lkey).ok) {
+    // Local protection error: the WQE completes in error, the QP goes to error.
+    w.status = WcStatus::kLocalProtectionError;
+    ++nic.n.local_errors;
+    notify(WqeEvent::kLocalError, q, seq, w, now);
+    const Time due = ps_to_ns_ceil(nic.pcie_up.send(slot.finish_ps, nic.cfg.cqe_bytes));
+    w.stage = kStComplete;
+    w.due = due;
+    enter_error(q, seq + 1, due);
+    return true;
+  }
+  uint64_t done = slot.finish_ps;
+  if (is_write(w.op) && !inline_payload && w.len > 0) done = dma_read(nic, done, w.len);
+  w.stage = kStTx;
+  w.due = ps_to_ns_ceil(done);
+  schedule_stage(q, kStTx, w.due);
+  return true;
+}
 
-    case kStRx: {
-      QpState& b = qps_[q.peer];
-      Nic& rn = nic_of(b);
-      ++rn.n.packets_in;
-      if (b.failed) [[unlikely]] {
-        // Its connection failed: the packet is dropped; the requester fails too (told
-        // one wire latency after b) and flushes the WQE.
-        w.status = WcStatus::kWrFlushError;
-        w.stage = kStComplete;
-        ++nic_of(q).n.flushed;
-        return true;
-      }
-      if (discarded(b, seq)) {
-        // The responder NAKed an earlier WQE of this QP and discards what follows; the
-        // requester flushes it when the NAK arrives.
-        w.status = WcStatus::kWrFlushError;
-        w.stage = kStComplete;
-        ++nic_of(q).n.flushed;
-        return true;
-      }
-      const uint64_t payload = is_write(w.op) ? w.len : 0;
-      const uint64_t in_ps = rn.rx_port.send(ns_to_ps(now), payload);
-      const uint64_t packets = std::max<uint64_t>(1, (payload + rn.cfg.link.mtu_bytes - 1) / rn.cfg.link.mtu_bytes);
-      uint64_t service = rn.recv_pkt_ps * packets + static_cast<uint64_t>(payload * rn.recv_byte_ps + 0.5);
-      if (!rn.qp_cache.access(b.index)) service += rn.qp_miss_ps;
-      service += mtt_misses(rn, w.rkey, w.remote_addr, w.len) * rn.mtt_miss_ps;
-      const ServerPool::Slot slot =
-          rn.recv_engines.reserve(in_ps, rn.cfg.recv.qp_serial ? b.rx_free_ps : 0, service);
-      b.rx_free_ps = slot.finish_ps;
-      if (b.peer != q.index) {
-        // The target QP is not connected back to us: a real requester retransmits until
-        // its retry counter is exhausted.
-        w.status = WcStatus::kRetryExceeded;
-        ++rn.n.remote_errors;
-        nak(q, w, slot.finish_ps, rn);
-        return true;
-      }
-      const software_nic::Access target =
-          software_nic::check_remote_access(memory_, b.node, wc_opcode(w.op), w.remote_addr, w.len, w.rkey);
-      if (!target.ok) {
-        w.status = WcStatus::kRemoteAccessError;
-        responder_error(b, seq, now);
-        ++rn.n.remote_errors;
-        notify(WqeEvent::kRemoteError, q, seq, w, now);
-        nak(q, w, slot.finish_ps, rn);
-        return true;
-      }
-      w.remote_host = target.host;
-      if (is_write(w.op)) {
-        prefetch_payload(write_source(q, seq, w), w.len);
-        prefetch_payload(target.host, w.len);
-        const uint64_t bytes = w.len + (w.op == WqeOp::kWriteImm ? rn.cfg.cqe_bytes : 0);
-        w.stage = kStLand;
-        w.due = ps_to_ns_ceil(rn.pcie_up.send(slot.finish_ps, bytes));
-        schedule_stage(q, kStLand, w.due);
-      } else {
-        w.stage = kStReadTx;
-        w.due = ps_to_ns_ceil(w.len > 0 ? dma_read(rn, slot.finish_ps, w.len) : slot.finish_ps);
-        schedule_stage(q, kStReadTx, w.due);
-      }
-      return true;
-    }
+[[gnu::always_inline]] inline bool Network::stage_tx(QpState& q, uint64_t seq, Wqe& w, Time now) {
+  Nic& nic = nic_of(q);
+  const uint64_t payload = is_write(w.op) ? w.len : 0;
+  const uint64_t out_ps = nic.tx_port.send(ns_to_ps(now), payload);
+  ++nic.n.wqes_sent;
+  const uint32_t to_node = qps_[q.peer].node;
+  if (packet_loss_ != nullptr) [[unlikely]] {
+    Retransmission rt;
+    if (packet_loss_(packet_loss_ctx_, nic.node, to_node, ps_to_ns_ceil(out_ps), rt))
+      return lose(q, seq, w, ps_to_ns_ceil(out_ps), rt);
+  }
+  --q.in_window;
+  w.stage = kStRx;
+  w.due = ps_to_ns_ceil(out_ps) + wire_latency(nic, to_node, ps_to_ns_ceil(out_ps));
+  schedule_stage(q, kStRx, w.due);
+  return true;
+}
 
-    case kStLand: {
-      QpState& b = qps_[q.peer];
-      Nic& rn = nic_of(b);
-      DeviceContext& rc = ctxs_[b.ctx];
-      if (b.failed || discarded(b, seq)) {  // connection failed, or behind a WQE this responder NAKed: flushed
-        w.status = WcStatus::kWrFlushError;
-        w.stage = kStComplete;
-        ++nic_of(q).n.flushed;
-        return true;
-      }
-      if (w.op == WqeOp::kWriteImm) {
-        uint32_t storm_retry = 0;
-        const bool storm = rnr_storm_ != nullptr && rnr_storm_(rnr_storm_ctx_, rn.node, now, storm_retry);
-        if (storm || rc.srq.empty()) {
-          ++w.rnr_tries;
-          ++rn.n.rnr_naks;
-          notify(WqeEvent::kRnrNak, q, seq, w, now);
-          if (storm) [[unlikely]] {
-            if (storm_retry != 7 && w.rnr_tries > storm_retry) {
-              // RNR retries exhausted in a storm: when the NAK is back at the requester its
-              // connection fails (the WQE completes with a retry-exceeded error). Until
-              // then it holds the QP's later WQEs here, never due again.
-              ++nic_of(q).n.retry_exceeded;
-              w.flags |= kWqeRetriesExhausted;
-              w.due = kTimeNever;
-              engine_.schedule(now + wire_latency(rn, q.node, now), failure_target_, q.index);
-              return false;
-            }
-          } else if (const uint32_t limit = nic_of(q).cfg.rnr.retry_limit;  // rnr_retry: the requester's
-                     limit != 7 && w.rnr_tries > limit) {
-            w.status = WcStatus::kRetryExceeded;
-            if (!b.resp_error) b.resp_error_seq = seq;
-            b.resp_error = true;
-            nak(q, w, ns_to_ps(now), rn);
-            return true;
-          }
-          // RNR NAK: the requester waits out the RNR timer and resends; later WQEs of the
-          // QP wait behind this one.
-          w.due = now + rn.rnr_delay_ns;
-          schedule_stage(q, kStLand, w.due);
+[[gnu::always_inline]] inline bool Network::stage_rx(QpState& q, uint64_t seq, Wqe& w, Time now) {
+  QpState& b = qps_[q.peer];
+  Nic& rn = nic_of(b);
+  ++rn.n.packets_in;
+  // Its connection failed: the packet is dropped; the requester fails too (told one
+  // wire latency after b) and flushes the WQE.
+  if (b.failed) [[unlikely]] return flush_at_responder(q, w);
+  // The responder NAKed an earlier WQE of this QP and discards what follows; the
+  // requester flushes it when the NAK arrives.
+  if (discarded(b, seq)) return flush_at_responder(q, w);
+  const uint64_t payload = is_write(w.op) ? w.len : 0;
+  const uint64_t in_ps = rn.rx_port.send(ns_to_ps(now), payload);
+  const uint64_t packets = std::max<uint64_t>(1, (payload + rn.cfg.link.mtu_bytes - 1) / rn.cfg.link.mtu_bytes);
+  uint64_t service = rn.recv_pkt_ps * packets + static_cast<uint64_t>(payload * rn.recv_byte_ps + 0.5);
+  if (!rn.qp_cache.access(b.index)) service += rn.qp_miss_ps;
+  service += mtt_misses(rn, w.rkey, w.remote_addr, w.len) * rn.mtt_miss_ps;
+  const ServerPool::Slot slot =
+      rn.recv_engines.reserve(in_ps, rn.cfg.recv.qp_serial ? b.rx_free_ps : 0, service);
+  b.rx_free_ps = slot.finish_ps;
+  if (b.peer != q.index) {
+    // The target QP is not connected back to us: a real requester retransmits until
+    // its retry counter is exhausted.
+    w.status = WcStatus::kRetryExceeded;
+    ++rn.n.remote_errors;
+    nak(q, w, slot.finish_ps, rn);
+    return true;
+  }
+  const software_nic::Access target =
+      software_nic::check_remote_access(memory_, b.node, wc_opcode(w.op), w.remote_addr, w.len, w.rkey);
+  if (!target.ok) {
+    w.status = WcStatus::kRemoteAccessError;
+    responder_error(b, seq, now);
+    ++rn.n.remote_errors;
+    notify(WqeEvent::kRemoteError, q, seq, w, now);
+    nak(q, w, slot.finish_ps, rn);
+    return true;
+  }
+  w.remote_host = target.host;
+  if (is_write(w.op)) {
+    prefetch_payload(write_source(q, seq, w), w.len);
+    prefetch_payload(target.host, w.len);
+    const uint64_t bytes = w.len + (w.op == WqeOp::kWriteImm ? rn.cfg.cqe_bytes : 0);
+    w.stage = kStLand;
+    w.due = ps_to_ns_ceil(rn.pcie_up.send(slot.finish_ps, bytes));
+    schedule_stage(q, kStLand, w.due);
+  } else {
+    w.stage = kStReadTx;
+    w.due = ps_to_ns_ceil(w.len > 0 ? dma_read(rn, slot.finish_ps, w.len) : slot.finish_ps);
+    schedule_stage(q, kStReadTx, w.due);
+  }
+  return true;
+}
+
+[[gnu::always_inline]] inline bool Network::stage_land(QpState& q, uint64_t seq, Wqe& w, Time now) {
+  QpState& b = qps_[q.peer];
+  Nic& rn = nic_of(b);
+  DeviceContext& rc = ctxs_[b.ctx];
+  if (b.failed || discarded(b, seq)) return flush_at_responder(q, w);
+  if (w.op == WqeOp::kWriteImm) {
+    uint32_t storm_retry = 0;
+    const bool storm = rnr_storm_ != nullptr && rnr_storm_(rnr_storm_ctx_, rn.node, now, storm_retry);
+    if (storm || rc.srq.empty()) {
+      ++w.rnr_tries;
+      ++rn.n.rnr_naks;
+      notify(WqeEvent::kRnrNak, q, seq, w, now);
+      if (storm) [[unlikely]] {
+        if (storm_retry != 7 && w.rnr_tries > storm_retry) {
+          // RNR retries exhausted in a storm: when the NAK is back at the requester its
+          // connection fails (the WQE completes with a retry-exceeded error). Until
+          // then it holds the QP's later WQEs here, never due again.
+          ++nic_of(q).n.retry_exceeded;
+          w.flags |= kWqeRetriesExhausted;
+          w.due = kTimeNever;
+          engine_.schedule(now + wire_latency(rn, q.node, now), failure_target_, q.index);
           return false;
         }
-        if (rc.recv_cq.full()) [[unlikely]]
-          throw std::runtime_error("receive CQ overrun on node " + std::to_string(rc.node) + " (depth " +
-                                   std::to_string(rc.recv_cq.capacity()) + "): completions are not polled");
-        rc.srq.consume();
-      }
-      if (w.len > 0) std::memcpy(w.remote_host, write_source(q, seq, w), w.len);
-      ++rn.n.writes_landed;
-      Nic& nic = nic_of(q);
-      const Time lat = now - w.posted_at;
-      ++nic.n.land_count;
-      nic.n.land_latency_ns += lat;
-      nic.n.land_latency_max_ns = std::max(nic.n.land_latency_max_ns, lat);
-      notify(WqeEvent::kLanded, q, seq, w, now);
-      if (w.op == WqeOp::kWriteImm) {
-        rc.recv_cq.push(RecvCompletion{b.qp_num, w.imm, w.len, WcStatus::kSuccess});
-        ++rc.recv_cqes;
-        ++rn.n.recv_cqes;
-        if (rc.thread != nullptr) rc.thread->wake(now);
-      }
-      if (w.flags & kWqeSignaled) {
-        w.stage = kStAck;
-        w.due = now + rn.ack_turnaround_ns + wire_latency(rn, q.node, now + rn.ack_turnaround_ns);
-        schedule_stage(q, kStAck, w.due);
-      } else {
-        w.stage = kStComplete;
-        w.due = now;
-        need_complete_drain_ = true;
-      }
-      return true;
-    }
-
-    case kStReadTx: {
-      QpState& b = qps_[q.peer];
-      Nic& rn = nic_of(b);
-      if (b.failed || discarded(b, seq)) {
-        w.status = WcStatus::kWrFlushError;
-        w.stage = kStComplete;
-        ++nic_of(q).n.flushed;
+      } else if (const uint32_t limit = nic_of(q).cfg.rnr.retry_limit;  // rnr_retry: the requester's
+                 limit != 7 && w.rnr_tries > limit) {
+        w.status = WcStatus::kRetryExceeded;
+        if (!b.resp_error) b.resp_error_seq = seq;
+        b.resp_error = true;
+        nak(q, w, ns_to_ps(now), rn);
         return true;
       }
-      // The responder's DMA read has completed: the data as of now goes out.
-      if (w.len > 0) std::memcpy(const_cast<std::byte*>(w.local), w.remote_host, w.len);
-      ++rn.n.reads_served;
-      const uint64_t out_ps = rn.tx_port.send(ns_to_ps(now), w.len);
-      w.stage = kStReadRx;
-      w.due = ps_to_ns_ceil(out_ps) + wire_latency(rn, q.node, ps_to_ns_ceil(out_ps));
-      schedule_stage(q, kStReadRx, w.due);
-      return true;
+      // RNR NAK: the requester waits out the RNR timer and resends; later WQEs of the
+      // QP wait behind this one.
+      w.due = now + rn.rnr_delay_ns;
+      schedule_stage(q, kStLand, w.due);
+      return false;
     }
+    if (rc.recv_cq.full()) [[unlikely]]
+      throw std::runtime_error("receive CQ overrun on node " + std::to_string(rc.node) + " (depth " +
+                               std::to_string(rc.recv_cq.capacity()) + "): completions are not polled");
+    rc.srq.consume();
+  }
+  if (w.len > 0) std::memcpy(w.remote_host, write_source(q, seq, w), w.len);
+  ++rn.n.writes_landed;
+  Nic& nic = nic_of(q);
+  const Time lat = now - w.posted_at;
+  ++nic.n.land_count;
+  nic.n.land_latency_ns += lat;
+  nic.n.land_latency_max_ns = std::max(nic.n.land_latency_max_ns, lat);
+  notify(WqeEvent::kLanded, q, seq, w, now);
+  if (w.op == WqeOp::kWriteImm) {
+    rc.recv_cq.push(RecvCompletion{b.qp_num, w.imm, w.len, WcStatus::kSuccess});
+    ++rc.recv_cqes;
+    ++rn.n.recv_cqes;
+    if (rc.thread != nullptr) rc.thread->wake(now);
+  }
+  if (w.flags & kWqeSignaled) {
+    w.stage = kStAck;
+    w.due = now + rn.ack_turnaround_ns + wire_latency(rn, q.node, now + rn.ack_turnaround_ns);
+    schedule_stage(q, kStAck, w.due);
+  } else {
+    w.stage = kStComplete;
+    w.due = now;
+    need_complete_drain_ = true;
+  }
+  return true;
+}
 
-    case kStReadRx: {
-      Nic& nic = nic_of(q);
-      const uint64_t in_ps = nic.rx_port.send(ns_to_ps(now), w.len);
-      const uint64_t packets = std::max<uint64_t>(1, (w.len + nic.cfg.link.mtu_bytes - 1) / nic.cfg.link.mtu_bytes);
-      const uint64_t service = nic.recv_pkt_ps * packets + static_cast<uint64_t>(w.len * nic.recv_byte_ps + 0.5);
-      const ServerPool::Slot slot = nic.recv_engines.reserve(in_ps, 0, service);
-      w.stage = kStComplete;
-      w.due = ps_to_ns_ceil(nic.pcie_up.send(slot.finish_ps, uint64_t{w.len} + nic.cfg.cqe_bytes));
-      schedule_stage(q, kStComplete, w.due);
-      return true;
-    }
+[[gnu::always_inline]] inline bool Network::stage_read_tx(QpState& q, uint64_t seq, Wqe& w, Time now) {
+  QpState& b = qps_[q.peer];
+  Nic& rn = nic_of(b);
+  if (b.failed || discarded(b, seq)) return flush_at_responder(q, w);
+  // The responder's DMA read has completed: the data as of now goes out.
+  if (w.len > 0) std::memcpy(const_cast<std::byte*>(w.local), w.remote_host, w.len);
+  ++rn.n.reads_served;
+  const uint64_t out_ps = rn.tx_port.send(ns_to_ps(now), w.len);
+  w.stage = kStReadRx;
+  w.due = ps_to_ns_ceil(out_ps) + wire_latency(rn, q.node, ps_to_ns_ceil(out_ps));
+  schedule_stage(q, kStReadRx, w.due);
+  return true;
+}
 
-    case kStAck: {
-      Nic& nic = nic_of(q);
-      const uint64_t in_ps = nic.rx_port.send(ns_to_ps(now), 0);
-      const ServerPool::Slot slot = nic.recv_engines.reserve(in_ps, 0, nic.ack_ps);
-      w.stage = kStComplete;
-      w.due = ps_to_ns_ceil(nic.pcie_up.send(slot.finish_ps, nic.cfg.cqe_bytes));
-      if (w.status != WcStatus::kSuccess) {
-        enter_error(q, seq + 1, w.due);
-      } else {
-        schedule_stage(q, kStComplete, w.due);
-      }
-      return true;
-    }
+[[gnu::always_inline]] inline bool Network::stage_read_rx(QpState& q, Wqe& w, Time now) {
+  Nic& nic = nic_of(q);
+  const uint64_t in_ps = nic.rx_port.send(ns_to_ps(now), w.len);
+  const uint64_t packets = std::max<uint64_t>(1, (w.len + nic.cfg.link.mtu_bytes - 1) / nic.cfg.link.mtu_bytes);
+  const uint64_t service = nic.recv_pkt_ps * packets + static_cast<uint64_t>(w.len * nic.recv_byte_ps + 0.5);
+  const ServerPool::Slot slot = nic.recv_engines.reserve(in_ps, 0, service);
+  w.stage = kStComplete;
+  w.due = ps_to_ns_ceil(nic.pcie_up.send(slot.finish_ps, uint64_t{w.len} + nic.cfg.cqe_bytes));
+  schedule_stage(q, kStComplete, w.due);
+  return true;
+}
 
-    case kStComplete: {
-      Nic& nic = nic_of(q);
-      if (w.op == WqeOp::kRead && q.reads_out > 0) --q.reads_out;
-      w.stage = kStDone;
-      if ((w.flags & kWqeSignaled) || w.status != WcStatus::kSuccess) {
-        DeviceContext& c = ctxs_[q.ctx];
-        c.send_cq.push(SendCqe{SendCompletion{q.qp_num, w.wr_id, wc_opcode(w.op), w.status}, q.index, seq});
-        ++c.send_cqes;
-        ++nic.n.send_cqes;
-        ++nic.n.complete_count;
-        nic.n.complete_latency_ns += now - w.posted_at;
-        if (c.thread != nullptr) c.thread->wake(now);
-      }
-      notify(WqeEvent::kCompleted, q, seq, w, now);
-      return true;
-    }
+[[gnu::always_inline]] inline bool Network::stage_ack(QpState& q, uint64_t seq, Wqe& w, Time now) {
+  Nic& nic = nic_of(q);
+  const uint64_t in_ps = nic.rx_port.send(ns_to_ps(now), 0);
+  const ServerPool::Slot slot = nic.recv_engines.reserve(in_ps, 0, nic.ack_ps);
+  w.stage = kStComplete;
+  w.due = ps_to_ns_ceil(nic.pcie_up.send(slot.finish_ps, nic.cfg.cqe_bytes));
+  if (w.status != WcStatus::kSuccess) {
+    enter_error(q, seq + 1, w.due);
+  } else {
+    schedule_stage(q, kStComplete, w.due);
+  }
+  return true;
+}
 
+[[gnu::always_inline]] inline bool Network::stage_complete(QpState& q, uint64_t seq, Wqe& w, Time now) {
+  Nic& nic = nic_of(q);
+  if (w.op == WqeOp::kRead && q.reads_out > 0) --q.reads_out;
+  w.stage = kStDone;
+  if ((w.flags & kWqeSignaled) || w.status != WcStatus::kSuccess) {
+    DeviceContext& c = ctxs_[q.ctx];
+    c.send_cq.push(SendCqe{SendCompletion{q.qp_num, w.wr_id, wc_opcode(w.op), w.status}, q.index, seq});
+    ++c.send_cqes;
+    ++nic.n.send_cqes;
+    ++nic.n.complete_count;
+    nic.n.complete_latency_ns += now - w.posted_at;
+    if (c.thread != nullptr) c.thread->wake(now);
+  }
+  notify(WqeEvent::kCompleted, q, seq, w, now);
+  return true;
+}
+
+bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now) {
+  switch (stage) {
+    case kStDoorbell: return stage_doorbell(q, w);
+    case kStEngine: return stage_engine(q, seq, w, now);
+    case kStTx: return stage_tx(q, seq, w, now);
+    case kStRx: return stage_rx(q, seq, w, now);
+    case kStLand: return stage_land(q, seq, w, now);
+    case kStReadTx: return stage_read_tx(q, seq, w, now);
+    case kStReadRx: return stage_read_rx(q, w, now);
+    case kStAck: return stage_ack(q, seq, w, now);
+    case kStComplete: return stage_complete(q, seq, w, now);
     default: break;
   }
   throw std::logic_error("Network: event for a stage without processing (" + std::to_string(stage) + ")");

@@ -439,7 +439,24 @@ class Network {
   bool lose(QpState& q, uint64_t seq, Wqe& w, Time out, const Retransmission& rt);
   void drain(uint32_t qp, uint8_t stage);
   // Processes the due head WQE `seq` at `stage`; false = blocked (stays at the stage).
+  // It calls the stage's function below: one per stage of the pipeline (the comment at
+  // the top of this file), each doing what its line there says. A NIC element that acts
+  // at a stage (a station, a cache, a check, a fault) is consulted in that stage's
+  // function; each takes the WQE to its next stage (w.stage, w.due, schedule_stage) or
+  // returns false to hold it (and the QP's later WQEs) where it is.
   bool process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now);
+  bool stage_doorbell(QpState& q, Wqe& w);
+  bool stage_engine(QpState& q, uint64_t seq, Wqe& w, Time now);
+  bool stage_tx(QpState& q, uint64_t seq, Wqe& w, Time now);
+  bool stage_rx(QpState& q, uint64_t seq, Wqe& w, Time now);
+  bool stage_land(QpState& q, uint64_t seq, Wqe& w, Time now);
+  bool stage_read_tx(QpState& q, uint64_t seq, Wqe& w, Time now);
+  bool stage_read_rx(QpState& q, Wqe& w, Time now);
+  bool stage_ack(QpState& q, uint64_t seq, Wqe& w, Time now);
+  bool stage_complete(QpState& q, uint64_t seq, Wqe& w, Time now);
+  // A request WQE that reached a responder QP whose connection failed, or that discards
+  // it (behind a WQE it NAKed): flushed; the requester completes it in error.
+  bool flush_at_responder(QpState& q, Wqe& w);
   void try_admit(QpState& q, Time now);
   static constexpr uint64_t kInitialWqeSlots = 8;  // a QP's WQE ring grows from here
   void grow_wqe_ring(QpState& q);
