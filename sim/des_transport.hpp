@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <deque>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "core/transport.hpp"
@@ -83,22 +84,12 @@ class DesTransport {
     // The connected peer's pages inside `b` hold no live byte: they may be given back.
     // b must name paged memory the peer registered for remote writes.
     void discard_remote(RemoteBuffer b) {
-      const sim::QpState& q = net_->qp(index_);
-      if (!q.connected() || b.length == 0) return;
-      std::byte* host = net_->memory().check_remote_owned(b.addr, b.length, b.rkey, kAccessRemoteWrite,
-                                                          net_->qp(q.peer).node);
-      if (host == nullptr) throw std::logic_error("discard_remote: the range is not the peer's registered memory");
-      pages_->discard(host, b.length);
+      if (std::byte* host = peer_host(b, "discard_remote")) pages_->discard(host, b.length);
     }
     // Materializes the connected peer's pages inside `b` ahead of the writes that will
     // reach them (PagedMemory::prefault); no byte changes. b as for discard_remote.
     void prefault_remote(RemoteBuffer b) {
-      const sim::QpState& q = net_->qp(index_);
-      if (!q.connected() || b.length == 0) return;
-      std::byte* host = net_->memory().check_remote_owned(b.addr, b.length, b.rkey, kAccessRemoteWrite,
-                                                          net_->qp(q.peer).node);
-      if (host == nullptr) throw std::logic_error("prefault_remote: the range is not the peer's registered memory");
-      pages_->prefault(host, b.length);
+      if (std::byte* host = peer_host(b, "prefault_remote")) pages_->prefault(host, b.length);
     }
 
     // Simulator extras.
@@ -106,6 +97,18 @@ class DesTransport {
     bool in_error() const noexcept { return net_->qp(index_).error; }
 
    private:
+    // Where the connected peer holds `b` (memory it registered for remote writes), or
+    // null when this QP is not connected or b is empty; `what` names the caller in the
+    // error thrown for a range that is not the peer's.
+    std::byte* peer_host(RemoteBuffer b, const char* what) const {
+      const sim::QpState& q = net_->qp(index_);
+      if (!q.connected() || b.length == 0) return nullptr;
+      std::byte* host = net_->memory().check_remote_owned(b.addr, b.length, b.rkey, kAccessRemoteWrite,
+                                                          net_->qp(q.peer).node);
+      if (host == nullptr) throw std::logic_error(std::string(what) + ": the range is not the peer's registered memory");
+      return host;
+    }
+
     sim::Network* net_;
     sim::SimThread* thread_;
     software_nic::PagedMemory* pages_;

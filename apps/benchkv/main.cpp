@@ -35,8 +35,19 @@ namespace {
 // when it exceeds kEstimateAboveSeconds, so a long run announces itself early.
 constexpr double kEstimateAboveSeconds = 10;
 
+// The model a simulated run uses: the --model file, or the defaults.
+sim::Model sim_model(const app::Options& o) {
+  return o.model.empty() ? sim::Model::defaults() : sim::Model::load_file(o.model);
+}
+
+// Progress lines on stderr, or none without --progress.
+std::function<void(const std::string&)> stderr_progress(const app::Options& o) {
+  if (!o.progress) return {};
+  return [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+}
+
 int run_sim(const app::Options& o) {
-  const sim::Model model = o.model.empty() ? sim::Model::defaults() : sim::Model::load_file(o.model);
+  const sim::Model model = sim_model(o);
   const auto t0 = std::chrono::steady_clock::now();
   const uint64_t total_epochs = uint64_t{o.runs} * app::epochs_per_run(o);
   uint64_t epochs_done = 0;
@@ -71,19 +82,13 @@ int run_sim(const app::Options& o) {
 
 // benchkv rpc --transport sim: copyrpc alone in the simulator.
 int run_rpc_sim(const app::Options& o) {
-  const sim::Model model = o.model.empty() ? sim::Model::defaults() : sim::Model::load_file(o.model);
-  std::function<void(const std::string&)> progress;
-  if (o.progress) progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
-  const app::RpcResult res = app::run_rpc_sim(o, model, progress);
+  const app::RpcResult res = app::run_rpc_sim(o, sim_model(o), stderr_progress(o));
   return app::write_rpc_outputs(o, res, "simulator", res.extra);
 }
 
 // benchkv data --transport sim: bulk values in the simulator.
 int run_data_sim(const app::Options& o) {
-  const sim::Model model = o.model.empty() ? sim::Model::defaults() : sim::Model::load_file(o.model);
-  std::function<void(const std::string&)> progress;
-  if (o.progress) progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
-  const app::DataResult res = app::run_data_sim(o, model, progress);
+  const app::DataResult res = app::run_data_sim(o, sim_model(o), stderr_progress(o));
   return app::write_data_outputs(o, res, "simulator", res.extra);
 }
 

@@ -73,47 +73,51 @@ std::vector<EmuNet::Options> variants() {
   return v;
 }
 
+// Runs f(v) for each NIC variant v, named in the failure messages.
+template <class F>
+void for_each_variant(F&& f) {
+  for (const auto& v : variants()) {
+    INFO("NIC: " << v.name);
+    f(v);
+  }
+}
+
 uint64_t transfer_failures(const test::DataPair<EmuNet>& p) { return p.rejected(kv::DataError::kTransferFailed); }
 
 }  // namespace
 
 TEST_CASE("data over mlx5 and the NIC emulator: a get returns exactly the bytes of the completed put, up to 1 MiB") {
-  for (const auto& v : variants()) {
-    INFO("NIC: " << v.name);
+  for_each_variant([&](const EmuNet::Options& v) {
     for (uint32_t size : {1u, 32u, 64u, 65u, 4095u, 65536u, 1u << 20}) {
       INFO("value size " << size);
       test::data_case_get_returns_put<EmuNet>(v, size);
     }
-  }
+  });
 }
 
 TEST_CASE("data over mlx5 and the NIC emulator: buffer offsets wrap around the client's slice") {
-  for (const auto& v : variants()) {
-    INFO("NIC: " << v.name);
+  for_each_variant([&](const EmuNet::Options& v) {
     test::data_case_wrap<EmuNet>(v);
-  }
+  });
 }
 
 TEST_CASE("data over mlx5 and the NIC emulator: concurrent puts to one key and every get sees one whole put") {
-  for (const auto& v : variants()) {
-    INFO("NIC: " << v.name);
+  for_each_variant([&](const EmuNet::Options& v) {
     test::data_case_concurrent_puts<EmuNet>(v);
-  }
+  });
 }
 
 TEST_CASE("data over mlx5 and the NIC emulator: out-of-range requests and a foreign rkey are rejected and counted") {
-  for (const auto& v : variants()) {
-    INFO("NIC: " << v.name);
+  for_each_variant([&](const EmuNet::Options& v) {
     test::data_case_rejections<EmuNet>(v);
     test::data_case_value_too_large<EmuNet>(v);
-  }
+  });
 }
 
 TEST_CASE("data over mlx5 and the NIC emulator: puts park for blocks and all complete") {
-  for (const auto& v : variants()) {
-    INFO("NIC: " << v.name);
+  for_each_variant([&](const EmuNet::Options& v) {
     test::data_case_parking<EmuNet>(v);
-  }
+  });
 }
 
 TEST_CASE("data over mlx5 and the NIC emulator: the value moves by RDMA READ and WRITE, not in the messages") {
@@ -176,8 +180,7 @@ TEST_CASE("data over mlx5 and the NIC emulator: an announced rkey without remote
 TEST_CASE("data nodes over mlx5 and the NIC emulator: every backend completes every remote and local request") {
   const auto backend = GENERATE(data::DataBackend::kDelegation, data::DataBackend::kMeta, data::DataBackend::kDirect);
   const bool remote_only = GENERATE(true, false);
-  for (const auto& v : variants()) {
-    INFO("NIC: " << v.name);
+  for_each_variant([&](const EmuNet::Options& v) {
     test::data_case_whole_nodes<EmuNet>(v, backend, remote_only);
-  }
+  });
 }

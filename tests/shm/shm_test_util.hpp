@@ -8,8 +8,26 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
+
+#include "core/shm/segment.hpp"
 
 namespace shmtest {
+
+// A `Server` over zeroed process memory of Layout::segment_size(config), made with the
+// config and any further arguments.
+template <class Layout, class Server, class Config>
+struct ServerFixture {
+  template <class... Extra>
+  explicit ServerFixture(Config c, Extra&&... extra)
+      : cfg(c),
+        seg(bkv::shm::Segment::create_process(Layout::segment_size(c))),
+        server(seg.bytes(), c, std::forward<Extra>(extra)...) {}
+  Config cfg;
+  bkv::shm::Segment seg;
+  Server server;
+  std::byte* base() const { return seg.data(); }
+};
 
 struct Req {  // 24 bytes: request slot align_up(24 + 24, 64) = 64
   uint32_t client;

@@ -20,10 +20,7 @@
 #include "tests/shm/shm_test_util.hpp"
 
 using namespace bkv::shm;
-using shmtest::load_le;
-using shmtest::Req;
-using shmtest::Resp;
-using shmtest::store_le;
+using namespace shmtest;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -31,13 +28,7 @@ using Layout = DelegationLayout<Req, Resp>;
 using Server = DelegationServer<Req, Resp>;
 using Client = DelegationClient<Req, Resp>;
 
-struct Fixture {
-  explicit Fixture(DelegationConfig c) : cfg(c), seg(Segment::create_process(Layout::segment_size(c))), server(seg.bytes(), c) {}
-  DelegationConfig cfg;
-  Segment seg;
-  Server server;
-  std::byte* base() const { return seg.data(); }
-};
+using Fixture = ServerFixture<Layout, Server, DelegationConfig>;
 
 size_t resp_slot_offset(const DelegationConfig& c, uint32_t client, uint32_t slot) {
   return 256 + size_t{c.ring_depth} * 64 + (size_t{client} * c.resp_depth + slot) * 64;

@@ -19,10 +19,7 @@
 #include "tests/shm/shm_test_util.hpp"
 
 using namespace bkv::shm;
-using shmtest::load_le;
-using shmtest::Req;
-using shmtest::Resp;
-using shmtest::store_le;
+using namespace shmtest;
 using Catch::Matchers::Contains;
 
 namespace {

@@ -10,10 +10,7 @@
 #include "tests/shm/shm_test_util.hpp"
 
 using namespace bkv::shm;
-using shmtest::load_le;
-using shmtest::Req;
-using shmtest::Resp;
-using shmtest::store_le;
+using namespace shmtest;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -21,13 +18,8 @@ using Layout = IpcLayout<Req, Resp>;
 using Server = IpcServer<Req, Resp>;
 using Client = IpcClient<Req, Resp>;
 
-struct Fixture {
-  explicit Fixture(IpcConfig c, IpcSkipConfig skip = {})
-      : cfg(c), seg(Segment::create_process(Layout::segment_size(c))), server(seg.bytes(), c, skip) {}
-  IpcConfig cfg;
-  Segment seg;
-  Server server;
-  std::byte* base() const { return seg.data(); }
+struct Fixture : ServerFixture<Layout, Server, IpcConfig> {
+  explicit Fixture(IpcConfig c, IpcSkipConfig skip = {}) : ServerFixture(c, skip) {}
   size_t client_off(uint32_t c) const { return 128 + c * Layout::client_stride(cfg.depth); }
   size_t req_off(uint32_t c, uint64_t pos) const { return client_off(c) + 64 + (pos & (cfg.depth - 1)) * 64; }
   size_t resp_off(uint32_t c, uint64_t pos) const {

@@ -17,6 +17,7 @@
 #include "core/copyrpc/context.hpp"
 #include "sim/distributions.hpp"
 #include "tests/sim/sim_cluster.hpp"
+#include "tests/transport/resident_pages.hpp"
 
 using namespace bkv;
 using namespace bkv::test;
@@ -124,15 +125,6 @@ struct RunResult {
   uint64_t min_pages_passed = ~0ull;      // pages each connection's stream went through
 };
 
-// Pages of [p, p + len) backed by memory now (mincore).
-uint64_t resident_pages(const std::byte* p, uint64_t len) {
-  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> v((len + page - 1) / page);
-  REQUIRE(::mincore(const_cast<std::byte*>(p), len, v.data()) == 0);
-  uint64_t n = 0;
-  for (unsigned char x : v) n += x & 1;
-  return n;
-}
 
 RunResult run_copyrpc(uint32_t nodes, const NicConfig& nic, copyrpc::ContextConfig cc, uint32_t calls_per_peer,
                       uint32_t window, uint64_t seed, uint64_t give_back_pages = 1) {

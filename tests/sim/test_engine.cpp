@@ -11,12 +11,19 @@
 using namespace bkv::sim;
 
 namespace {
+// A target that records the events it runs; with Log::hint as its prefetcher, also each
+// prefetch hint: the argument named and how many events had run.
 struct Log {
   Engine* engine = nullptr;
   std::vector<std::pair<Time, uint32_t>> seen;
+  std::vector<std::pair<uint64_t, uint32_t>> hints;  // (events run so far, hinted argument)
   static void on(void* ctx, uint32_t arg) {
     auto* self = static_cast<Log*>(ctx);
     self->seen.emplace_back(self->engine->now(), arg);
+  }
+  static void hint(void* ctx, uint32_t arg) {
+    auto* self = static_cast<Log*>(ctx);
+    self->hints.emplace_back(self->engine->events_run(), arg);
   }
 };
 }  // namespace
@@ -153,30 +160,13 @@ TEST_CASE("member targets and the trace hash", "[engine]") {
   CHECK(a.second != c.second);
 }
 
-namespace {
-// A target with a prefetcher (both get the target's context): records the events it
-// runs and, for each prefetch hint, the argument named and how many events had run.
-struct HintedLog {
-  Engine* engine = nullptr;
-  std::vector<std::pair<Time, uint32_t>> seen;
-  std::vector<std::pair<uint64_t, uint32_t>> hints;  // (events run so far, hinted argument)
-  static void on(void* ctx, uint32_t arg) {
-    auto* self = static_cast<HintedLog*>(ctx);
-    self->seen.emplace_back(self->engine->now(), arg);
-  }
-  static void hint(void* ctx, uint32_t arg) {
-    auto* self = static_cast<HintedLog*>(ctx);
-    self->hints.emplace_back(self->engine->events_run(), arg);
-  }
-};
-}  // namespace
 
 TEST_CASE("a target's prefetcher is told the next event before the current one runs", "[engine]") {
   Engine e;
-  Log plain_log{&e, {}};
-  HintedLog hinted_log{&e, {}, {}};
+  Log plain_log{&e, {}, {}};
+  Log hinted_log{&e, {}, {}};
   const TargetId plain = e.add_target(&Log::on, &plain_log);
-  const TargetId hinted = e.add_target(&HintedLog::on, &hinted_log, &HintedLog::hint);
+  const TargetId hinted = e.add_target(&Log::on, &hinted_log, &Log::hint);
   e.schedule(10, hinted, 1);
   e.schedule(20, plain, 2);
   e.schedule(30, hinted, 3);

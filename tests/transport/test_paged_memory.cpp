@@ -10,20 +10,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "tests/transport/resident_pages.hpp"
 #include "transports/software_nic/paged_memory.hpp"
 
 using bkv::software_nic::PagedMemory;
 
-namespace {
-uint64_t resident_pages(const std::byte* p, uint64_t len) {
-  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> v((len + page - 1) / page);
-  REQUIRE(::mincore(const_cast<std::byte*>(p), len, v.data()) == 0);
-  uint64_t n = 0;
-  for (unsigned char x : v) n += x & 1;
-  return n;
-}
-}  // namespace
+using bkv::test::resident_pages;
 
 TEST_CASE("PagedMemory: pages materialize on write and go back on discard", "[unit][paged-memory]") {
   PagedMemory m;

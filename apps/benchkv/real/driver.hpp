@@ -238,14 +238,8 @@ class Driver {
   // ---- daemon metrics, copied by the daemon threads themselves
   // Returns one copy per daemon, node-major. Blocks until every daemon served it.
   std::vector<backend::DaemonMetrics> snapshot_daemons() {
-    const uint64_t seq = ++snapshot_seq_;
     const size_t n = nodes_.size() * D_;
-    for (size_t k = 0; k < n; ++k) dctl_[k].want.store(seq, std::memory_order_release);
-    wait_until("a daemon metrics snapshot", [&] {
-      for (size_t k = 0; k < n; ++k)
-        if (dctl_[k].done.load(std::memory_order_acquire) != seq) return false;
-      return true;
-    });
+    request_copies(dctl_.get(), n, ++snapshot_seq_, "a daemon metrics snapshot");
     std::vector<backend::DaemonMetrics> out;
     out.reserve(n);
     for (size_t k = 0; k < n; ++k) out.push_back(dctl_[k].copy);
@@ -261,14 +255,7 @@ class Driver {
   std::vector<metrics::RequestLatency> snapshot_latency() {
     std::vector<metrics::RequestLatency> out(nodes_.size());
     if constexpr (kHasLatency) {
-      const uint64_t seq = ++latency_seq_;
-      const size_t n = nodes_.size() * C_;
-      for (size_t k = 0; k < n; ++k) cctl_[k].want.store(seq, std::memory_order_release);
-      wait_until("a client latency snapshot", [&] {
-        for (size_t k = 0; k < n; ++k)
-          if (cctl_[k].done.load(std::memory_order_acquire) != seq) return false;
-        return true;
-      });
+      request_copies(cctl_.get(), nodes_.size() * C_, ++latency_seq_, "a client latency snapshot");
       for (size_t i = 0; i < nodes_.size(); ++i)
         for (uint32_t c = 0; c < C_; ++c) out[i].merge(cctl_[i * C_ + c].copy);
     }
@@ -366,6 +353,17 @@ class Driver {
     if (yield_ && r.completed == 0 && r.issued == 0) sched_yield();
   }
 
+  // Asks the threads of ctl[0, n) for copy number `seq` (want) and waits until each has
+  // made it (done); `what` names the wait in a timeout's message.
+  template <class Ctl>
+  void request_copies(Ctl* ctl, size_t n, uint64_t seq, const char* what) {
+    for (size_t k = 0; k < n; ++k) ctl[k].want.store(seq, std::memory_order_release);
+    wait_until(what, [&] {
+      for (size_t k = 0; k < n; ++k)
+        if (ctl[k].done.load(std::memory_order_acquire) != seq) return false;
+      return true;
+    });
+  }
   template <class Pred>
   void wait_until(const char* what, Pred&& done) {
     const auto deadline = Clock::now() + kAckTimeout;
