@@ -16,3 +16,12 @@ if(TARGET benchkv)
     endif()
   endif()
 endif()
+
+# benchkv probe and calibrate (tests/e2e/test_probe.cpp): the closed loop over the simulator.
+if(TARGET benchkv)
+  bkv_add_test(test_probe_e2e GROUP e2e SOURCES e2e/test_probe.cpp LIBS nlohmann_json::nlohmann_json)
+  if(TARGET test_probe_e2e)
+    target_compile_definitions(test_probe_e2e PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>")
+    add_dependencies(test_probe_e2e benchkv)
+  endif()
+endif()

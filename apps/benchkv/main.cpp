@@ -6,6 +6,8 @@
 //   benchkv --config configs/c1_np8.json                       (an experiment file)
 //   benchkv sweep configs/sweeps/regime_map.json [-j N]        (a grid of simulated runs)
 //   benchkv compare A.summary.json B.summary.json              (two results side by side)
+//   benchkv probe --transport sim --np 2 -o probe.json          (what the model needs, measured)
+//   benchkv calibrate --from probe.json -o model.json          (a model file fitted to a probe)
 //
 // --transport sim runs NP simulated nodes in this process (no MPI, no RDMA device).
 // --transport mlx5|verbs need an RDMA device; without one benchkv exits with status 2.
@@ -19,6 +21,7 @@
 
 #include "apps/benchkv/real/transports.hpp"
 #include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/probe_main.hpp"
 #include "apps/benchkv/results/provenance.hpp"
 #include "apps/benchkv/results/results.hpp"
 #include "apps/benchkv/simulator/data_mode.hpp"
@@ -133,6 +136,8 @@ int main(int argc, char** argv) {
   // sweep and compare are commands with arguments of their own; the other modes are
   // described by the options.
   if (argc >= 2) {
+    if (std::string_view(argv[1]) == "probe") return app::probe_main(argc, argv);
+    if (std::string_view(argv[1]) == "calibrate") return app::calibrate_main(argc, argv);
     const std::optional<app::Mode> command = app::mode_named(argv[1]);
     if (command == app::Mode::kSweep) return app::sweep_main(argc, argv);
     if (command == app::Mode::kCompare) return compare(argc, argv);

@@ -1,0 +1,190 @@
+#include "apps/benchkv/probe_main.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/benchkv/results/probe_report.hpp"
+#include "apps/benchkv/simulator/probe_mode.hpp"
+#include "core/strict_json.hpp"
+#include "sim/model.hpp"
+#ifdef BKV_PROBE_UCX
+#include "apps/benchkv/real/probe_ucx.hpp"
+#endif
+
+namespace bkv::app {
+
+namespace {
+
+constexpr const char* kProbeUsage =
+    "Usage: benchkv probe [--transport sim|ucx] [--np 2] [--model FILE] [--scale X] [--seed N] [-o FILE]\n"
+    "Micro-benchmarks of what the simulator's NIC and CPU model needs (docs/your_cluster.md): WQE rate with\n"
+    "one WRITE+IMM per doorbell over 1..64 queue pairs and with batched doorbells, the posting thread's\n"
+    "busy fraction and loop rate, WRITE+IMM and READ latency over sizes, the CPU cost of a post, a\n"
+    "doorbell, a CQ poll and a completion. Prints a table; -o writes the JSON of measured parameters.\n"
+    "  --transport sim   two simulated nodes of --model (default: the built-in model), in this process\n"
+    "  --transport ucx   the UCX transport's code, two workers in this process (UCX_TLS, default sm,self):\n"
+    "                    not hardware numbers\n"
+    "  mlx5 and verbs: a probe between two hosts is not built (no RDMA hardware to test it on); the mlx5\n"
+    "  data path runs the probe against the NIC emulator in the test suite (test_probe_transports).\n"
+    "  --scale X         multiplies every test's iterations (default 1)\n";
+
+constexpr const char* kCalibrateUsage =
+    "Usage: benchkv calibrate --from PROBE.json [--base MODEL.json] -o MODEL.json\n"
+    "Fits a simulator model file to a probe JSON: cpu.loop, cpu.cq_poll, cpu.cqe, cpu.flush, cpu.doorbell\n"
+    "and the per-node send path (nic.send.engines = 1, nic.send.per_wqe_ns); every other parameter keeps\n"
+    "the base model's value (default: the built-in model) and is listed in the basis as such.\n";
+
+int usage_error(const std::string& what, const char* usage) {
+  std::fprintf(stderr, "benchkv: %s\n%s", what.c_str(), usage);
+  return 2;
+}
+
+nlohmann::json read_json_file(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument(std::string(what) + " " + path + ": cannot be opened");
+  try {
+    return parse_json_without_duplicate_keys(in, std::string(what) + " " + path);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw std::invalid_argument(std::string(what) + " " + path + ": malformed JSON: " + e.what());
+  }
+}
+
+void write_json_file(const std::string& path, const nlohmann::json& j) {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("cannot write " + path);
+  out << j.dump(1) << "\n";
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+}  // namespace
+
+int probe_main(int argc, char** argv) {
+  std::string transport = "sim", model_file, output;
+  uint32_t np = 2;
+  double scale = 1.0;
+  uint64_t seed = 1;
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kProbeUsage, stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) return usage_error("probe: " + std::string(a) + ": unknown option or missing value", kProbeUsage);
+    const std::string v = argv[++i];
+    char* end = nullptr;
+    if (a == "--transport") transport = v;
+    else if (a == "--model") model_file = v;
+    else if (a == "-o" || a == "--output") output = v;
+    else if (a == "--np") {
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0' || n != 2)
+        return usage_error("probe: --np " + v + ": the probe runs between two nodes (--np 2)", kProbeUsage);
+      np = 2;
+    } else if (a == "--scale") {
+      scale = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !std::isfinite(scale) || scale <= 0 || scale > 100)
+        return usage_error("probe: --scale " + v + ": must be a number in (0, 100]", kProbeUsage);
+    } else if (a == "--seed") {
+      seed = std::strtoull(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0') return usage_error("probe: --seed " + v + ": not an integer", kProbeUsage);
+    } else {
+      return usage_error("probe: unknown option " + std::string(a), kProbeUsage);
+    }
+  }
+  if (transport != "sim" && !model_file.empty())
+    return usage_error("probe: --model applies to --transport sim only", kProbeUsage);
+  if (transport == "mlx5" || transport == "verbs")
+    return usage_error("probe: --transport " + transport +
+                           ": a probe between two hosts over RDMA hardware is not built (this machine has no RDMA "
+                           "device to test it on); the mlx5 data path's probe runs against the NIC emulator in the "
+                           "test suite",
+                       kProbeUsage);
+  if (transport != "sim" && transport != "ucx")
+    return usage_error("probe: --transport " + transport + ": expected sim or ucx", kProbeUsage);
+  try {
+    ProbeRun run;
+    run.transport = transport;
+    const std::vector<probe::TestSpec> plan = probe_plan(scale);
+    if (transport == "sim") {
+      sim::Model model;
+      try {
+        model = model_file.empty() ? sim::Model::defaults() : sim::Model::load_file(model_file);
+      } catch (const std::exception& e) {
+        return usage_error(std::string("probe: ") + e.what(), kProbeUsage);
+      }
+      run.simulated = true;
+      run.note = "simulated: the model's numbers read back through the probe, CPU costs on the virtual clock";
+      run.conditions = {{"model", model_file.empty() ? "built-in defaults" : model_file}, {"np", np}, {"seed", seed},
+                        {"nic_inline_max_bytes", model.nic.inline_max_bytes}, {"scale", scale},
+                        {"clock", "virtual time"}};
+      run.results = run_probe_sim(plan, model, seed);
+    } else {
+#ifdef BKV_PROBE_UCX
+      std::string tls;
+      run.results = real::run_probe_ucx(plan, &tls);
+      run.note = "UCX transport code in one process, initiator and target alternating on one thread: not hardware numbers";
+      run.conditions = {{"UCX_TLS", tls}, {"scale", scale}, {"clock", "steady clock (TSC where constant)"},
+                        {"one_thread", true}};
+#else
+      return usage_error("probe: --transport ucx: this build has no UCX (install libucx-dev and rebuild)", kProbeUsage);
+#endif
+    }
+    const nlohmann::json j = probe_json(run);
+    const std::string table = probe_table(j);
+    std::fwrite(table.data(), 1, table.size(), stdout);
+    if (!output.empty()) {
+      write_json_file(output, j);
+      std::fprintf(stderr, "wrote %s\n", output.c_str());
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "benchkv: %s\n", e.what());
+    return 1;
+  }
+}
+
+int calibrate_main(int argc, char** argv) {
+  std::string from, base, output;
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kCalibrateUsage, stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) return usage_error("calibrate: " + std::string(a) + ": unknown option or missing value", kCalibrateUsage);
+    const std::string v = argv[++i];
+    if (a == "--from") from = v;
+    else if (a == "--base") base = v;
+    else if (a == "-o" || a == "--output") output = v;
+    else return usage_error("calibrate: unknown option " + std::string(a), kCalibrateUsage);
+  }
+  if (from.empty()) return usage_error("calibrate: --from PROBE.json is required", kCalibrateUsage);
+  if (output.empty()) return usage_error("calibrate: -o MODEL.json is required", kCalibrateUsage);
+  nlohmann::json model;
+  try {
+    const nlohmann::json probe = read_json_file(from, "probe JSON (--from)");
+    const nlohmann::json base_model = base.empty() ? sim::Model::defaults().to_json() : read_json_file(base, "base model (--base)");
+    model = fit_model(probe, base_model, base.empty() ? "built-in defaults" : base);
+  } catch (const std::exception& e) {
+    return usage_error(std::string("calibrate: ") + e.what(), kCalibrateUsage);
+  }
+  try {
+    write_json_file(output, model);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "benchkv: calibrate: %s\n", e.what());
+    return 1;
+  }
+  std::printf("wrote %s\n", output.c_str());
+  for (auto it = model.at("basis").begin(); it != model.at("basis").end(); ++it)
+    std::printf("  %s: %s\n", it.key().c_str(), it.value().get<std::string>().c_str());
+  return 0;
+}
+
+}  // namespace bkv::app

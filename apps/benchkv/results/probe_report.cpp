@@ -1,0 +1,285 @@
+#include "apps/benchkv/results/probe_report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "apps/benchkv/results/provenance.hpp"
+#include "sim/model.hpp"
+
+namespace bkv::app {
+
+using nlohmann::json;
+using probe::TestKind;
+using probe::TestResult;
+using probe::TestSpec;
+
+namespace {
+
+// A rate at k >= this many QPs is on the plateau when the send path is per node.
+constexpr uint32_t kPlateauQps = 8;
+// Rates over k >= kPlateauQps within this relative spread ((max - min) / mean) are a
+// plateau: one send path per node. A rate that still grows with k is not.
+constexpr double kFlatSpread = 0.1;
+// Above this busy fraction the posting thread, not the NIC, may set the rate.
+constexpr double kCpuBoundBusy = 0.9;
+
+json latency_json(std::vector<uint64_t> v) {
+  if (v.empty()) return nullptr;
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (uint64_t x : v) sum += double(x);
+  auto pct = [&](double p) { return v[std::min(v.size() - 1, static_cast<size_t>(p * double(v.size())))]; };
+  return json{{"n", v.size()}, {"mean", sum / double(v.size())}, {"p50", pct(0.5)}, {"p99", pct(0.99)},
+              {"min", v.front()}, {"max", v.back()}};
+}
+
+json param(double value, const char* unit, std::vector<std::string> from, const std::string& method,
+           json conditions = json::object()) {
+  return json{{"value", value}, {"unit", unit}, {"from", std::move(from)}, {"method", method}, {"conditions", std::move(conditions)}};
+}
+
+// Leaf paths of a JSON object ("cpu.loop", "nic.send.engines").
+void leaves(const json& j, const std::string& prefix, std::vector<std::string>& out) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string p = prefix.empty() ? it.key() : prefix + "." + it.key();
+    if (it.value().is_object() && !it.value().empty() && it.key() != "jitter") leaves(it.value(), p, out);
+    else out.push_back(p);
+  }
+}
+
+}  // namespace
+
+std::vector<TestSpec> probe_plan(double scale) {
+  auto n = [scale](uint32_t x) { return std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(x * scale))); };
+  std::vector<TestSpec> p;
+  for (uint32_t k : {1u, 2u, 3u, 4u, 8u, 16u, 32u, 64u}) p.push_back({TestKind::kRate, k, 1, 64, n(1024), n(4096)});
+  for (uint32_t k : {1u, 8u})
+    for (uint32_t b : {4u, 16u}) p.push_back({TestKind::kRate, k, b, 64, n(1024), n(4096)});
+  for (uint32_t s : {8u, 64u, 256u, 1024u, 4096u}) p.push_back({TestKind::kWriteLatency, 1, 1, s, n(20), n(200)});
+  for (uint32_t s : {8u, 64u, 4096u}) p.push_back({TestKind::kReadLatency, 1, 1, s, n(20), n(200)});
+  return p;
+}
+
+uint32_t plan_qps(const std::vector<TestSpec>& plan) {
+  uint32_t q = 1;
+  for (const TestSpec& s : plan) q = std::max(q, s.qps);
+  return q;
+}
+uint32_t plan_max_size(const std::vector<TestSpec>& plan) {
+  uint32_t m = 1;
+  for (const TestSpec& s : plan) m = std::max(m, s.size);
+  return m;
+}
+
+std::string test_name(const TestSpec& s) {
+  if (s.kind == TestKind::kRate)
+    return "rate_k" + std::to_string(s.qps) + "_b" + std::to_string(s.batch) + "_s" + std::to_string(s.size);
+  return std::string(probe::to_string(s.kind)) + "_s" + std::to_string(s.size);
+}
+
+json probe_parameters(const std::vector<TestResult>& results) {
+  json p = json::object();
+  probe::Line post, poll, loop;
+  std::vector<std::string> post_from, poll_from;
+  std::set<uint32_t> batches;
+  json by_qps = json::object();
+  double plateau_sum = 0, busy_max = 0, plateau_min = 0, plateau_max = 0;
+  std::vector<std::string> plateau_from;
+  json single_post_from = json::array();
+  probe::Line single_post;
+  for (const TestResult& r : results) {
+    const std::string name = test_name(r.spec);
+    loop.merge(r.loop);
+    if (r.spec.kind != TestKind::kRate) continue;
+    post.merge(r.post);
+    poll.merge(r.poll);
+    post_from.push_back(name);
+    poll_from.push_back(name);
+    batches.insert(r.spec.batch);
+    if (r.spec.batch == 1) {
+      single_post.merge(r.post);
+      single_post_from.push_back(name);
+      by_qps[std::to_string(r.spec.qps)] = json{{"rate_wqe_per_s", r.rate_wqe_per_s()}, {"busy_fraction", r.busy_fraction()},
+                                                {"loop_rate_per_s", r.loop_rate_per_s()}, {"test", name}};
+      if (r.spec.qps >= kPlateauQps && r.window_ns > 0) {
+        const double rate = r.rate_wqe_per_s();
+        plateau_min = plateau_from.empty() ? rate : std::min(plateau_min, rate);
+        plateau_max = plateau_from.empty() ? rate : std::max(plateau_max, rate);
+        plateau_sum += rate;
+        busy_max = std::max(busy_max, r.busy_fraction());
+        plateau_from.push_back(name);
+      }
+    }
+  }
+  if (post.determined()) {
+    p["cpu_wqe_build_ns"] = param(post.slope(), "ns", post_from,
+                                  "slope of the time to post a doorbell batch against its WQEs (least squares over every timed batch)",
+                                  {{"batches", json(std::vector<uint32_t>(batches.begin(), batches.end()))}, {"size", 64}});
+    p["cpu_doorbell_ns"] = param(post.intercept(), "ns", post_from, "intercept of the same line: the doorbell of one batch",
+                                 {{"batches", json(std::vector<uint32_t>(batches.begin(), batches.end()))}});
+  }
+  if (single_post.n > 0)
+    p["cpu_post_ns"] = param(single_post.mean_y(), "ns", single_post_from.get<std::vector<std::string>>(),
+                             "mean time to post one WRITE+IMM and ring its doorbell", {{"batch", 1}, {"size", 64}});
+  if (poll.determined()) {
+    p["cpu_cq_poll_ns"] = param(poll.intercept(), "ns", poll_from, "intercept of the time of a send-CQ poll against the completions it returned (an empty poll)");
+    p["cpu_cqe_ns"] = param(poll.slope(), "ns", poll_from, "slope of the same line: one completion taken");
+  }
+  if (loop.n > 0) {
+    std::vector<std::string> all;
+    for (const TestResult& r : results) all.push_back(test_name(r.spec));
+    p["cpu_loop_ns"] = param(loop.mean_y(), "ns", all, "mean time from the loop head to its first poll");
+  }
+  if (!plateau_from.empty()) {
+    const double rate = plateau_sum / double(plateau_from.size());
+    p["node_wqe_rate_per_s"] =
+        param(rate, "WQE/s", plateau_from,
+              "mean WQE rate of one posting thread with one WRITE+IMM per doorbell over k >= 8 queue pairs",
+              {{"size", 64}, {"batch", 1}, {"posting_thread_busy_max", busy_max}, {"cpu_bound", busy_max > kCpuBoundBusy},
+               {"spread", (plateau_max - plateau_min) / rate}, {"flat", (plateau_max - plateau_min) / rate <= kFlatSpread}});
+  }
+  p["wqe_rate_by_qps"] = by_qps;
+  json wl = json::object(), rl = json::object();
+  for (const TestResult& r : results) {
+    if (r.spec.kind == TestKind::kRate || r.latency_ns.empty()) continue;
+    const json l = latency_json(r.latency_ns);
+    (r.spec.kind == TestKind::kWriteLatency ? wl : rl)[std::to_string(r.spec.size)] = json{{"p50_ns", l["p50"]}, {"mean_ns", l["mean"]}, {"test", test_name(r.spec)}};
+  }
+  p["write_imm_latency_by_size"] = wl;
+  p["read_latency_by_size"] = rl;
+  return p;
+}
+
+json probe_json(const ProbeRun& run) {
+  json tests = json::array();
+  for (const TestResult& r : run.results) {
+    json t{{"name", test_name(r.spec)}, {"kind", probe::to_string(r.spec.kind)}, {"qps", r.spec.qps}, {"batch", r.spec.batch},
+           {"size", r.spec.size}, {"window_ns", r.window_ns}, {"loops", r.loops}, {"busy_fraction", r.busy_fraction()},
+           {"loop_rate_per_s", r.loop_rate_per_s()}};
+    if (r.spec.kind == TestKind::kRate) {
+      t["wqes"] = r.wqes;
+      t["rate_wqe_per_s"] = r.rate_wqe_per_s();
+    } else {
+      t["latency_ns"] = latency_json(r.latency_ns);
+    }
+    tests.push_back(std::move(t));
+  }
+  return json{{"kind", "benchkv-probe"}, {"version", 1}, {"transport", run.transport}, {"note", run.note},
+              {"conditions", run.conditions}, {"provenance", provenance_json(run.simulated)}, {"tests", std::move(tests)},
+              {"parameters", probe_parameters(run.results)}};
+}
+
+std::string probe_table(const json& j) {
+  std::ostringstream o;
+  char line[256];
+  o << "benchkv probe over " << j.value("transport", std::string("?")) << ": " << j.value("note", std::string()) << "\n";
+  std::snprintf(line, sizeof line, "%-22s %5s %5s %6s %12s %8s %12s %10s %10s\n", "#test", "QPs", "batch", "bytes", "Mwqe/s",
+                "busy", "Mloops/s", "lat p50", "lat p99");
+  o << line;
+  for (const json& t : j.at("tests")) {
+    const bool rate = t.at("kind") == "rate";
+    if (rate)
+      std::snprintf(line, sizeof line, "%-22s %5u %5u %6u %12.3f %8.3f %12.2f %10s %10s\n", t.at("name").get<std::string>().c_str(),
+                    t.at("qps").get<uint32_t>(), t.at("batch").get<uint32_t>(), t.at("size").get<uint32_t>(),
+                    t.at("rate_wqe_per_s").get<double>() * 1e-6, t.at("busy_fraction").get<double>(),
+                    t.at("loop_rate_per_s").get<double>() * 1e-6, "-", "-");
+    else {
+      const json& l = t.at("latency_ns");
+      std::snprintf(line, sizeof line, "%-22s %5u %5u %6u %12s %8s %12s %8.0fns %8.0fns\n", t.at("name").get<std::string>().c_str(),
+                    t.at("qps").get<uint32_t>(), t.at("batch").get<uint32_t>(), t.at("size").get<uint32_t>(), "-", "-", "-",
+                    l.is_null() ? 0.0 : l.at("p50").get<double>(), l.is_null() ? 0.0 : l.at("p99").get<double>());
+    }
+    o << line;
+  }
+  o << "#parameters\n";
+  for (auto it = j.at("parameters").begin(); it != j.at("parameters").end(); ++it) {
+    if (!it.value().contains("value")) continue;
+    std::snprintf(line, sizeof line, "%-22s %14.3f %s\n", it.key().c_str(), it.value().at("value").get<double>(),
+                  it.value().at("unit").get<std::string>().c_str());
+    o << line;
+  }
+  return o.str();
+}
+
+json fit_model(const json& probe, const json& base_model, const std::string& base_name) {
+  if (!probe.is_object() || probe.value("kind", std::string()) != "benchkv-probe")
+    throw std::invalid_argument("the input is not a benchkv probe JSON (no \"kind\": \"benchkv-probe\")");
+  if (!probe.contains("parameters") || !probe.at("parameters").is_object())
+    throw std::invalid_argument("the probe JSON has no \"parameters\" object");
+  const json& P = probe.at("parameters");
+  const sim::Model base = sim::Model::from_json(base_model, base_name);
+  json m = base.to_json();
+  json basis = json::object();
+  const std::string src = "probe (" + probe.value("transport", std::string("?")) + ")";
+  auto value = [&](const char* name) -> const json* {
+    if (!P.contains(name)) return nullptr;
+    const json& v = P.at(name);
+    if (!v.is_object() || !v.contains("value") || !v.at("value").is_number())
+      throw std::invalid_argument(std::string("probe parameter ") + name + " has no numeric \"value\"");
+    const double x = v.at("value").get<double>();
+    if (!std::isfinite(x) || x < 0) throw std::invalid_argument(std::string("probe parameter ") + name + " is negative or not finite");
+    return &v;
+  };
+  auto from = [](const json& v) {
+    std::string s;
+    for (const json& f : v.value("from", json::array())) s += (s.empty() ? "" : ", ") + f.get<std::string>();
+    return s;
+  };
+  std::set<std::string> written;
+  auto set_cpu = [&](const char* key, const char* pname, const char* what) {
+    const json* v = value(pname);
+    if (v == nullptr) return;
+    m["cpu"][key] = v->at("value").get<double>();
+    written.insert(std::string("cpu.") + key);
+    basis[std::string("cpu.") + key] = std::string(what) + ": " + src + " " + pname + " = " + v->at("value").dump() +
+                                       " ns, " + v->value("method", std::string()) + " (tests " + from(*v) + ")";
+  };
+  set_cpu("loop", "cpu_loop_ns", "one loop's own cost");
+  set_cpu("cq_poll", "cpu_cq_poll_ns", "an empty CQ poll");
+  set_cpu("cqe", "cpu_cqe_ns", "one completion taken");
+  set_cpu("flush", "cpu_wqe_build_ns", "building one WQE");
+  set_cpu("doorbell", "cpu_doorbell_ns", "one doorbell");
+  if (const json* v = value("node_wqe_rate_per_s")) {
+    const json& c = v->value("conditions", json::object());
+    if (c.value("cpu_bound", false)) {
+      basis["nic.send.per_wqe_ns (not fitted)"] =
+          "the posting thread was busy " + c.value("posting_thread_busy_max", json(0)).dump() +
+          " of the plateau's time: the rate may be the CPU's, not the send path's; left at the base model";
+    } else if (!c.value("flat", true)) {
+      basis["nic.send.per_wqe_ns (not fitted)"] =
+          "the WQE rate still changes with the queue pairs beyond 8 (spread " + c.value("spread", json(0)).dump() +
+          "): no per-node plateau, so the per-node send path does not describe this NIC (a per-QP limit does: "
+          "wqe_rate_by_qps); the send path is left at the base model";
+    } else {
+      const double rate = v->at("value").get<double>();
+      if (rate <= 0) throw std::invalid_argument("probe parameter node_wqe_rate_per_s is 0");
+      m["nic"]["send"]["engines"] = 1;
+      m["nic"]["send"]["per_wqe_ns"] = 1e9 / rate;
+      written.insert("nic.send.engines");
+      written.insert("nic.send.per_wqe_ns");
+      basis["nic.send.engines = 1, nic.send.per_wqe_ns"] =
+          "one send path per node (the per-node family), 1e9 / " + src + " node_wqe_rate_per_s = " + v->at("value").dump() +
+          " WQE/s: " + v->value("method", std::string()) + " (tests " + from(*v) + ")";
+    }
+  }
+  if (written.empty()) throw std::invalid_argument("the probe JSON determines no model parameter (no cpu_* or node_wqe_rate_per_s)");
+  std::vector<std::string> all;
+  leaves(m, "", all);
+  std::string left;
+  for (const std::string& k : all)
+    if (!written.count(k)) left += (left.empty() ? "" : ", ") + k;
+  basis["left at the base model (" + base_name + ")"] = left;
+  m["description"] = "Fitted by benchkv calibrate from a probe over " + probe.value("transport", std::string("?")) + " (" +
+                     probe.value("note", std::string()) + ") on the base model " + base_name +
+                     "; basis names the probe measurement behind each fitted parameter.";
+  m["basis"] = basis;
+  sim::Model::from_json(m, "fitted model");  // the file must load
+  return m;
+}
+
+}  // namespace bkv::app

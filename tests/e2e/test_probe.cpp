@@ -1,0 +1,131 @@
+// `benchkv probe` and `benchkv calibrate` (docs/your_cluster.md): the closed loop (probe the
+// simulator running a known model, fit, recover every parameter the probe determines
+// within 5%), the rate's shape under the per-node and the per-QP send path, the outputs,
+// and bad input (status 2 with a message naming the problem).
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "e2e/benchkv_run.hpp"
+
+using namespace bkv::e2e;
+
+namespace {
+
+// A known per-node model whose every probed number differs from the built-in defaults
+// (the fit's base), so that a recovered value can only have come from the probe.
+json known_model(double per_wqe_ns, double flush, double doorbell, double cq_poll, double cqe, double loop) {
+  return json{{"cpu", {{"loop", loop}, {"cq_poll", cq_poll}, {"cqe", cqe}, {"flush", flush}, {"doorbell", doorbell}}},
+              {"nic", {{"send", {{"engines", 1}, {"per_wqe_ns", per_wqe_ns}}}}}};
+}
+
+json probe(const TempDir& dir, const std::string& model_name, const json& model, Outcome* out = nullptr) {
+  write_file(dir / model_name, model.dump());
+  const Outcome o = run_ok({"probe", "--transport", "sim", "--np", "2", "--model", model_name, "--scale", "0.5", "-o",
+                            model_name + ".probe.json"},
+                           dir.path());
+  if (out) *out = o;
+  return read_json(dir / (model_name + ".probe.json"));
+}
+
+double within(double got, double want) { return std::abs(got - want) / want; }
+
+}  // namespace
+
+TEST_CASE("probe: the closed loop recovers every parameter the probe determines within 5%", "[e2e][sim][probe]") {
+  struct Known {
+    double per_wqe_ns, flush, doorbell, cq_poll, cqe, loop;
+  };
+  // The default model's per-node send path and daemon costs, and a second, different set.
+  const Known k = GENERATE(Known{590, 30, 150, 5, 120, 13}, Known{400, 45, 80, 12, 60, 25});
+  CAPTURE(k.per_wqe_ns, k.flush, k.doorbell, k.cq_poll, k.cqe, k.loop);
+  TempDir dir;
+  Outcome o;
+  const json p = probe(dir, "known.json", known_model(k.per_wqe_ns, k.flush, k.doorbell, k.cq_poll, k.cqe, k.loop), &o);
+  CHECK(o.out.find("rate_k64_b1_s64") != std::string::npos);  // the table
+  // Fit over the built-in defaults, so nothing can come from the base.
+  const Outcome c = run_ok({"calibrate", "--from", "known.json.probe.json", "-o", "fitted.json"}, dir.path());
+  const json m = read_json(dir / "fitted.json");
+  CHECK(within(m["nic"]["send"]["per_wqe_ns"].get<double>(), k.per_wqe_ns) < 0.05);
+  CHECK(m["nic"]["send"]["engines"] == 1);
+  CHECK(within(m["cpu"]["flush"].get<double>(), k.flush) < 0.05);
+  CHECK(within(m["cpu"]["doorbell"].get<double>(), k.doorbell) < 0.05);
+  CHECK(within(m["cpu"]["cq_poll"].get<double>(), k.cq_poll) < 0.05);
+  CHECK(within(m["cpu"]["cqe"].get<double>(), k.cqe) < 0.05);
+  CHECK(within(m["cpu"]["loop"].get<double>(), k.loop) < 0.05);
+  // Each fitted parameter names its probe measurement; the rest are listed as left.
+  const json& basis = m["basis"];
+  CHECK(basis["cpu.flush"].get<std::string>().find("cpu_wqe_build_ns") != std::string::npos);
+  CHECK(basis["nic.send.engines = 1, nic.send.per_wqe_ns"].get<std::string>().find("rate_k8_b1_s64") != std::string::npos);
+  const std::string left = basis["left at the base model (built-in defaults)"].get<std::string>();
+  CHECK(left.find("cpu.msg_parse") != std::string::npos);
+  CHECK(left.find("nic.latency.base_ns") != std::string::npos);
+  CHECK(left.find("cpu.flush") == std::string::npos);
+  CHECK(left.find("nic.send.per_wqe_ns") == std::string::npos);
+  // The per-node rate is flat from 1 to 64 QPs (one send path, the posting thread not saturated).
+  const json& by = p["parameters"]["wqe_rate_by_qps"];
+  const double r1 = by["1"]["rate_wqe_per_s"].get<double>(), r64 = by["64"]["rate_wqe_per_s"].get<double>();
+  CHECK(within(r1, r64) < 0.05);
+  CHECK(by["8"]["busy_fraction"].get<double>() < 0.9);
+  CHECK(by["8"]["busy_fraction"].get<double>() > 0.1);
+  // Every parameter records its conditions and tests; the run its provenance.
+  CHECK(p["parameters"]["cpu_post_ns"]["conditions"]["batch"] == 1);
+  CHECK(!p["parameters"]["cpu_cqe_ns"]["from"].empty());
+  CHECK(p["provenance"].contains("git_commit"));
+  CHECK(p["conditions"]["model"] == "known.json");
+}
+
+TEST_CASE("probe: a per-QP send path shows in the rate over queue pairs", "[e2e][sim][probe]") {
+  // One WQE of a QP at a time, each with two exposed 2.5 us DMA reads (no BlueFlame, no
+  // inline): the rate grows with QPs until the 16 engines or the posting thread bind.
+  TempDir dir;
+  const json model{{"nic",
+                    {{"blueflame_max_wqes", 0}, {"inline_max_bytes", 0}, {"send", {{"qp_window", 1}}},
+                     {"pcie", {{"read_latency_ns", 2500}}}}}};
+  const json p = probe(dir, "per_qp.json", model);
+  const json& by = p["parameters"]["wqe_rate_by_qps"];
+  const double r1 = by["1"]["rate_wqe_per_s"].get<double>(), r2 = by["2"]["rate_wqe_per_s"].get<double>(),
+               r8 = by["8"]["rate_wqe_per_s"].get<double>();
+  CHECK(r1 < 250e3);  // ~5 us per WQE of one QP
+  CHECK(within(r2, 2 * r1) < 0.1);
+  CHECK(within(r8, 8 * r1) < 0.15);
+  // The latencies exist for every size, and a gathered 4 KiB WRITE takes longer than 8 B.
+  const json& wl = p["parameters"]["write_imm_latency_by_size"];
+  CHECK(wl["4096"]["p50_ns"].get<double>() > wl["8"]["p50_ns"].get<double>());
+  CHECK(p["parameters"]["read_latency_by_size"]["64"]["p50_ns"].get<double>() > 0);
+  // The fit refuses a per-node send path for a rate that is not flat, says so, and
+  // keeps the base's send path (built-in: 16 engines x 75 ns).
+  CHECK(p["parameters"]["node_wqe_rate_per_s"]["conditions"]["flat"] == false);
+  run_ok({"calibrate", "--from", "per_qp.json.probe.json", "-o", "fitted.json"}, dir.path());
+  const json m = read_json(dir / "fitted.json");
+  CHECK(m["nic"]["send"]["engines"] == 16);
+  CHECK(m["nic"]["send"]["per_wqe_ns"] == 75.0);
+  CHECK(m["basis"]["nic.send.per_wqe_ns (not fitted)"].get<std::string>().find("no per-node plateau") != std::string::npos);
+  CHECK(m["basis"]["left at the base model (built-in defaults)"].get<std::string>().find("nic.send.per_wqe_ns") != std::string::npos);
+}
+
+TEST_CASE("probe and calibrate: bad input exits 2 with a message naming the problem", "[e2e][probe]") {
+  TempDir dir;
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  write_file(dir / "not_probe.json", R"({"kind": "something else"})");
+  write_file(dir / "broken.json", "{");
+  write_file(dir / "empty_probe.json", R"({"kind": "benchkv-probe", "parameters": {}})");
+  write_file(dir / "neg_probe.json", R"({"kind": "benchkv-probe", "parameters": {"cpu_cqe_ns": {"value": -3}}})");
+  const Case c = GENERATE(Case{{"probe", "--np", "3"}, "--np 3"}, Case{{"probe", "--transport", "rdma"}, "expected sim or ucx"},
+                          Case{{"probe", "--transport", "mlx5"}, "no RDMA"}, Case{{"probe", "--model", "missing.json"}, "missing.json"},
+                          Case{{"probe", "--scale", "0"}, "--scale"}, Case{{"probe", "--bogus", "1"}, "unknown option --bogus"},
+                          Case{{"calibrate", "-o", "m.json"}, "--from"}, Case{{"calibrate", "--from", "x.json"}, "-o"},
+                          Case{{"calibrate", "--from", "missing.json", "-o", "m.json"}, "cannot be opened"},
+                          Case{{"calibrate", "--from", "broken.json", "-o", "m.json"}, "malformed JSON"},
+                          Case{{"calibrate", "--from", "not_probe.json", "-o", "m.json"}, "not a benchkv probe JSON"},
+                          Case{{"calibrate", "--from", "empty_probe.json", "-o", "m.json"}, "determines no model parameter"},
+                          Case{{"calibrate", "--from", "neg_probe.json", "-o", "m.json"}, "cpu_cqe_ns is negative"});
+  CAPTURE(c.args);
+  const Outcome o = run_benchkv(c.args, dir.path());
+  CHECK(o.status == 2);
+  CHECK(o.err.find(c.says) != std::string::npos);
+  CHECK(!std::filesystem::exists(dir / "m.json"));
+}
