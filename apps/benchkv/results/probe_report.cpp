@@ -132,8 +132,9 @@ json probe_parameters(const std::vector<TestResult>& results) {
   }
   if (loop.n > 0) {
     std::vector<std::string> all;
-    for (const TestResult& r : results) all.push_back(test_name(r.spec));
-    p["cpu_loop_ns"] = param(loop.mean_y(), "ns", all, "mean time from the loop head to its first poll");
+    for (const TestResult& r : results)
+      if (r.spec.kind == TestKind::kRate) all.push_back(test_name(r.spec));
+    p["cpu_loop_ns"] = param(loop.mean_y(), "ns", all, "mean time of a rate test's loop outside its timed polls and posts");
   }
   if (!plateau_from.empty()) {
     const double rate = plateau_sum / double(plateau_from.size());
