@@ -111,6 +111,16 @@ inline constexpr uint32_t kRateDepth = 128;
 // with up to 220 inline bytes is 4 blocks); a batch is posted only with this much room each.
 inline constexpr uint32_t kRoomPerWqe = 4;
 
+// WQEs a rate test posts past warmup + iters, so that the pipeline is still full when
+// the window closes: the window opens up to one poll's completions past warmup (at most
+// 32 signalled CQEs of kSignalEvery WQEs, and never more than is outstanding), plus one
+// round of every QP's signalling unit; a multiple of qps x kSignalEvery.
+constexpr uint64_t rate_tail(const TestSpec& s) noexcept {
+  const uint64_t unit = uint64_t{s.qps} * kSignalEvery;
+  const uint64_t overshoot = std::min<uint64_t>(32ull * kSignalEvery, uint64_t{kRateDepth} * s.qps);
+  return (overshoot + unit + unit - 1) / unit * unit;
+}
+
 template <Transport T>
 class Target;
 
@@ -270,9 +280,7 @@ class Initiator {
       // The rest of the test's WQEs drain before the next test starts.
       in_window_ = false;
     }
-    // Two rounds of every QP's signalling unit past the window, so that the window closes
-    // (it opens up to one poll's completions past warmup) before the posts stop.
-    const uint64_t total = uint64_t{s.warmup} + s.iters + 2ull * s.qps * kSignalEvery;
+    const uint64_t total = uint64_t{s.warmup} + s.iters + rate_tail(s);
     bool posted = false;
     const uint32_t depth = std::min(kRateDepth, t_.send_queue_depth());
     // Strict round robin, one doorbell batch per QP at most, while the next QP has room.
@@ -298,7 +306,15 @@ class Initiator {
       rr_ = q + 1 == s.qps ? 0 : q + 1;
       posted = true;
     }
-    if (posted_ >= total && completed_ >= total) test_finished_ = true;
+    if (posted_ >= total && completed_ >= total) {
+      test_finished_ = true;
+      if (in_window_) {  // not reached on the tail's margin; the window still measured
+        TestResult& r = results_.back();
+        r.wqes = completed_ - window_start_completed_;
+        r.window_ns = m.now_ns() - window_start_ns_;
+        in_window_ = false;
+      }
+    }
     return posted || got > 0;
   }
 

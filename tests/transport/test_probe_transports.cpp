@@ -51,7 +51,7 @@ void probe_and_check(T& a, T& b) {
       CHECK(r.busy_fraction() <= 1.0);
       CHECK(r.post.n > 0);
       CHECK(r.poll.n > 0);
-      writes += uint64_t{r.spec.warmup} + r.spec.iters + 2ull * r.spec.qps * probe::kSignalEvery;
+      writes += uint64_t{r.spec.warmup} + r.spec.iters + probe::rate_tail(r.spec);
     } else {
       CHECK(r.latency_ns.size() == r.spec.iters);
       if (r.spec.kind == probe::TestKind::kWriteLatency) pings += uint64_t{r.spec.warmup} + r.spec.iters;
