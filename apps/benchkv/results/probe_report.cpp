@@ -247,15 +247,17 @@ json fit_model(const json& probe, const json& base_model, const std::string& bas
   set_cpu("doorbell", "cpu_doorbell_ns", "one doorbell");
   if (const json* v = value("node_wqe_rate_per_s")) {
     const json& c = v->value("conditions", json::object());
-    if (c.value("cpu_bound", false)) {
-      basis["nic.send.per_wqe_ns (not fitted)"] =
-          "the posting thread was busy " + c.value("posting_thread_busy_max", json(0)).dump() +
-          " of the plateau's time: the rate may be the CPU's, not the send path's; left at the base model";
-    } else if (!c.value("flat", true)) {
+    const std::string busy = c.value("posting_thread_busy_max", json(0)).dump();
+    if (!c.value("flat", true)) {
       basis["nic.send.per_wqe_ns (not fitted)"] =
           "the WQE rate still changes with the queue pairs beyond 8 (spread " + c.value("spread", json(0)).dump() +
-          "): no per-node plateau, so the per-node send path does not describe this NIC (a per-QP limit does: "
+          ", posting thread busy up to " + busy +
+          "): no per-node plateau, so the per-node send path does not describe this NIC (a per-QP limit may: "
           "wqe_rate_by_qps); the send path is left at the base model";
+    } else if (c.value("cpu_bound", false)) {
+      basis["nic.send.per_wqe_ns (not fitted)"] =
+          "the posting thread was busy " + busy +
+          " of the plateau's time: the rate may be the CPU's, not the send path's; left at the base model";
     } else {
       const double rate = v->at("value").get<double>();
       if (rate <= 0) throw std::invalid_argument("probe parameter node_wqe_rate_per_s is 0");
