@@ -162,6 +162,9 @@ class Client {
   // request of this client that is pending (a token never given out, or a duplicate
   // answer), an error that ends nothing.
   [[gnu::always_inline]] inline bool answer(uint64_t token, const Response& r, StepClock& clock) {
+    // Every answer reaches the oracle, the ones dropped below included (a duplicate is a
+    // violation there).
+    if (oracle_ != nullptr) [[unlikely]] record_answer(token, r);
     if constexpr (kRecordLatency) {
       const uint64_t slot = token & kSlotMask;
       // A slot beyond the queue depth (pending_.size()), one with no request pending, or
@@ -178,12 +181,17 @@ class Client {
       free_tokens_[free_count_++] = static_cast<uint32_t>(slot);
     }
     --in_flight_;
-    if (oracle_ != nullptr) [[unlikely]] oracle_->answered(node_.rank, oracle_client_, static_cast<uint32_t>(token), r);
     if (!r.valid() || r.is_error()) [[unlikely]]
       error_answer(r);
     else
       counters_.add_completed(1);
     return true;
+  }
+  // An answer for the oracle (a token beyond 32 bits, never one this client gave out, is
+  // recorded as the largest token: a duplicate answer there).
+  [[gnu::noinline]] void record_answer(uint64_t token, const Response& r) {
+    const uint32_t t = token > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(token);
+    oracle_->answered(node_.rank, oracle_client_, t, r);
   }
   // An error answer. Reported failed (the path to the target rank stopped) is an outcome
   // a fault may cause, counted apart and not as completed; any other is an error (and

@@ -45,12 +45,15 @@ Model Model::from_json(const nlohmann::json& j, const std::string& where) {
       unit_given = true;
     } else if (k == "client_wake_ns" || k == "client_retry_ns") {
       (k == "client_wake_ns" ? m.client_wake_ns : m.client_retry_ns) = time_ns(it.value(), where + "." + k, "");
+    } else if (k == "psn_duplicate_detection") {
+      if (!it.value().is_boolean()) throw std::runtime_error(where + ".psn_duplicate_detection: must be true or false");
+      m.psn_duplicate_detection = it.value().get<bool>();
     } else if (k == "faults") {
       m.faults = faults_from_json(it.value(), where + ".faults");
     } else if (k == "description" || k == "basis") {
       // documentation only
     } else {
-      throw std::runtime_error(where + ": unknown key \"" + k + "\" (expected cpu, nic, client_wake_ns, client_retry_ns, ring_head_contention, response_handoff_ns, response_handoff_unit, faults, description, basis)");
+      throw std::runtime_error(where + ": unknown key \"" + k + "\" (expected cpu, nic, client_wake_ns, client_retry_ns, ring_head_contention, response_handoff_ns, response_handoff_unit, faults, psn_duplicate_detection, description, basis)");
     }
   }
   if (m.client_retry_ns < 1) throw std::runtime_error(where + ".client_retry_ns: must be >= 1");
@@ -80,6 +83,7 @@ nlohmann::json Model::to_json() const {
   if (response_handoff_ns > 0) j["response_handoff_ns"] = response_handoff_ns;
   if (response_handoff_unit == HandoffUnit::kVisit) j["response_handoff_unit"] = "visit";
   if (!faults.empty()) j["faults"] = faults_to_json(faults);
+  if (!psn_duplicate_detection) j["psn_duplicate_detection"] = false;
   return j;
 }
 

@@ -50,6 +50,11 @@ struct Model {
   HandoffUnit response_handoff_unit = HandoffUnit::kAnswer;
   // Faults injected into the run (sim/faults.hpp); absent from to_json() when empty.
   std::vector<Fault> faults;
+  // The responders' duplicate detection (sim/nic_model.hpp, "Faults"): a resent request
+  // the responder executed already is not executed again. Key "psn_duplicate_detection";
+  // false is a planted bug (the exactly-once oracle must catch it), absent from
+  // to_json() when true.
+  bool psn_duplicate_detection = true;
 
   static Model defaults() { return Model{}; }
   static Model from_json(const nlohmann::json& j, const std::string& where);

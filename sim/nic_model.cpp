@@ -170,6 +170,7 @@ PostResult Network::post(uint32_t qpi, WqeOp op, const void* local, uint32_t len
   w.status = WcStatus::kSuccess;
   w.rnr_tries = 0;
   w.transport_retries = 0;
+  w.resend = kResendNone;
   // An inline payload is part of the WQE: taken now. A gathered one is read by DMA after
   // the doorbell; changing it before the completion is a race with that read on
   // hardware, and the model reads it when the WRITE lands.
@@ -420,6 +421,7 @@ void Network::fail_qp(QpState& q, Time now) {
   q.failed = true;
   Nic& nic = nic_of(q);
   ++nic.n.connection_failures;
+  if (connection_failed_ != nullptr) connection_failed_(connection_failed_ctx_, q.node, q.connected() ? qps_[q.peer].node : q.node);
   if (!q.error)
     enter_error(q, q.cursor[kStComplete], now);
   else
@@ -460,6 +462,155 @@ bool Network::lose(QpState& q, uint64_t seq, Wqe& w, Time out, const Retransmiss
   w.due = timer;
   schedule_stage(q, kStTx, timer);
   return false;  // stays at Tx: the QP's later WQEs wait behind it
+}
+
+void Network::ack_lost(QpState& q, uint64_t seq, Wqe& w, Time at, const Retransmission& rt, Nic& responder) {
+  ++responder.n.acks_lost;
+  notify(WqeEvent::kAckLost, q, seq, w, at);
+  // The requester's timer started at the request's last transmission; a timer shorter
+  // than the round trip is taken to expire when the lost packet leaves.
+  await_ack_timer(q, w, std::max<Time>(w.sent_at + rt.timeout_ns, at), rt.retry_cnt);
+}
+
+void Network::await_ack_timer(QpState& q, Wqe& w, Time timer, uint32_t retry_cnt) {
+  Nic& nic = nic_of(q);
+  w.stage = kStAck;
+  w.resend = kResendTimer;
+  if (w.transport_retries >= retry_cnt) {
+    // Retries exhausted: the connection fails when the timer expires (as in lose()).
+    ++nic.n.retry_exceeded;
+    w.flags |= kWqeRetriesExhausted;
+    w.due = kTimeNever;
+    engine_.schedule(timer, failure_target_, q.index);
+    return;
+  }
+  ++w.transport_retries;
+  ++nic.n.retransmissions;
+  w.due = timer;
+  schedule_stage(q, kStAck, timer);
+}
+
+Time Network::read_response_in(QpState& q, Wqe& w, Time now) {
+  Nic& nic = nic_of(q);
+  const uint64_t in_ps = nic.rx_port.send(ns_to_ps(now), w.len);
+  const uint64_t packets = std::max<uint64_t>(1, (w.len + nic.cfg.link.mtu_bytes - 1) / nic.cfg.link.mtu_bytes);
+  const uint64_t service = nic.recv_pkt_ps * packets + static_cast<uint64_t>(w.len * nic.recv_byte_ps + 0.5);
+  const ServerPool::Slot slot = nic.recv_engines.reserve(in_ps, 0, service);
+  w.stage = kStComplete;
+  w.due = ps_to_ns_ceil(nic.pcie_up.send(slot.finish_ps, uint64_t{w.len} + nic.cfg.cqe_bytes));
+  schedule_stage(q, kStComplete, w.due);
+  return w.due;
+}
+
+bool Network::resend_step(QpState& q, uint64_t seq, Wqe& w, Time now) {
+  Nic& nic = nic_of(q);
+  QpState& b = qps_[q.peer];
+  Nic& rn = nic_of(b);
+  // Stays at the Ack stage, due again at `due` (false: the QP's later ACKs wait behind it).
+  auto next = [&](uint8_t phase, Time due) {
+    w.resend = phase;
+    w.due = due;
+    schedule_stage(q, kStAck, due);
+    return false;
+  };
+  // The responder's ACK (WRITE) leaving at `at`: lost, or on its way to the Ack stage.
+  auto ack_at = [&](Time at) {
+    Retransmission rt;
+    if (response_lost(q, rn, at, rt)) {
+      ack_lost(q, seq, w, at, rt, rn);
+      return false;
+    }
+    return next(kResendNone, at + wire_latency(rn, q.node, at));
+  };
+  // A packet reaching a responder whose connection failed (or that NAKed an earlier WQE)
+  // is dropped; the WQE flushes with the QP (as at Rx).
+  const bool flushed =
+      (w.resend == kResendFlight || w.resend == kResendLand || w.resend == kResendReadTx) && (b.failed || discarded(b, seq));
+  if (flushed) {
+    w.resend = kResendNone;
+    w.status = WcStatus::kWrFlushError;
+    w.stage = kStComplete;
+    ++nic.n.flushed;
+    return true;
+  }
+  switch (w.resend) {
+    case kResendTimer: {
+      // The timer expired: the request goes out again (it may be lost again).
+      const uint64_t payload = is_write(w.op) ? w.len : 0;
+      w.sent_at = ps_to_ns_ceil(nic.tx_port.send(ns_to_ps(now), payload));
+      Retransmission rt;
+      if (packet_loss_ != nullptr && packet_loss_(packet_loss_ctx_, nic.node, rn.node, w.sent_at, rt)) {
+        ++nic.n.packets_lost;
+        notify(WqeEvent::kLost, q, seq, w, w.sent_at);
+        await_ack_timer(q, w, w.sent_at + rt.timeout_ns, rt.retry_cnt);
+        return false;
+      }
+      return next(kResendFlight, w.sent_at + wire_latency(nic, rn.node, w.sent_at));
+    }
+    case kResendFlight: {
+      // The resent request reaches the responder, which executed it already: a duplicate.
+      ++rn.n.packets_in;
+      ++rn.n.duplicates;
+      notify(WqeEvent::kDuplicate, q, seq, w, now);
+      const uint64_t payload = is_write(w.op) ? w.len : 0;
+      const uint64_t in_ps = rn.rx_port.send(ns_to_ps(now), payload);
+      const uint64_t packets = std::max<uint64_t>(1, (payload + rn.cfg.link.mtu_bytes - 1) / rn.cfg.link.mtu_bytes);
+      const uint64_t service = rn.recv_pkt_ps * packets + static_cast<uint64_t>(payload * rn.recv_byte_ps + 0.5);
+      const ServerPool::Slot slot = rn.recv_engines.reserve(in_ps, rn.cfg.recv.qp_serial ? b.rx_free_ps : 0, service);
+      b.rx_free_ps = slot.finish_ps;
+      if (w.op == WqeOp::kRead)  // a duplicate READ is read again (IB), the data as of then
+        return next(kResendReadTx, ps_to_ns_ceil(w.len > 0 ? dma_read(rn, slot.finish_ps, w.len) : slot.finish_ps));
+      if (!duplicate_detection_) {  // executed again (the planted bug): lands once more
+        const uint64_t bytes = w.len + (w.op == WqeOp::kWriteImm ? rn.cfg.cqe_bytes : 0);
+        return next(kResendLand, ps_to_ns_ceil(rn.pcie_up.send(slot.finish_ps, bytes)));
+      }
+      // Detected by its PSN: not executed, only ACKed.
+      return ack_at(ps_to_ns_ceil(slot.finish_ps) + rn.ack_turnaround_ns);
+    }
+    case kResendLand: {
+      // Duplicate detection off: the WRITE lands again, a WRITE+IMM completes again.
+      DeviceContext& rc = ctxs_[b.ctx];
+      if (w.op == WqeOp::kWriteImm) {
+        if (rc.srq.empty()) {  // RNR NAK: resent after the RNR timer (no transport retry counted)
+          ++rn.n.rnr_naks;
+          notify(WqeEvent::kRnrNak, q, seq, w, now);
+          return next(kResendTimer, now + rn.rnr_delay_ns);
+        }
+        if (rc.recv_cq.full()) [[unlikely]]
+          throw std::runtime_error("receive CQ overrun on node " + std::to_string(rc.node) + " (depth " +
+                                   std::to_string(rc.recv_cq.capacity()) + "): completions are not polled");
+        rc.srq.consume();
+      }
+      if (w.len > 0) std::memcpy(w.remote_host, write_source(q, seq, w), w.len);
+      ++rn.n.writes_landed;
+      ++rn.n.duplicates_executed;
+      notify(WqeEvent::kLanded, q, seq, w, now);
+      if (w.op == WqeOp::kWriteImm) {
+        rc.recv_cq.push(RecvCompletion{b.qp_num, w.imm, w.len, WcStatus::kSuccess});
+        ++rc.recv_cqes;
+        ++rn.n.recv_cqes;
+        if (rc.thread != nullptr) rc.thread->wake(now);
+      }
+      return ack_at(now + rn.ack_turnaround_ns);
+    }
+    case kResendReadTx: {
+      if (w.len > 0) std::memcpy(const_cast<std::byte*>(w.local), w.remote_host, w.len);
+      ++rn.n.reads_served;
+      const Time out = ps_to_ns_ceil(rn.tx_port.send(ns_to_ps(now), w.len));
+      Retransmission rt;
+      if (response_lost(q, rn, out, rt)) {
+        ack_lost(q, seq, w, out, rt, rn);
+        return false;
+      }
+      return next(kResendReadRx, out + wire_latency(rn, q.node, out));
+    }
+    case kResendReadRx:
+      w.resend = kResendNone;
+      read_response_in(q, w, now);
+      return true;
+    default: break;
+  }
+  throw std::logic_error("Network: a resend in an unknown phase (" + std::to_string(w.resend) + ")");
 }
 
 void Network::nak(QpState& q, Wqe& w, uint64_t at_ps, Nic& responder) {
@@ -555,8 +706,8 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
   const uint32_t to_node = qps_[q.peer].node;
   if (packet_loss_ != nullptr) [[unlikely]] {
     Retransmission rt;
-    if (packet_loss_(packet_loss_ctx_, nic.node, to_node, ps_to_ns_ceil(out_ps), rt))
-      return lose(q, seq, w, ps_to_ns_ceil(out_ps), rt);
+    w.sent_at = ps_to_ns_ceil(out_ps);  // the ACK timer starts here
+    if (packet_loss_(packet_loss_ctx_, nic.node, to_node, w.sent_at, rt)) return lose(q, seq, w, w.sent_at, rt);
   }
   --q.in_window;
   w.stage = kStRx;
@@ -674,6 +825,15 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
     ++rn.n.recv_cqes;
     if (rc.thread != nullptr) rc.thread->wake(now);
   }
+  if (packet_loss_ != nullptr) [[unlikely]] {
+    // The ACK covering this WRITE (signaled or not: "Faults" in the header) may be lost.
+    Retransmission rt;
+    const Time at = now + rn.ack_turnaround_ns;
+    if (response_lost(q, rn, at, rt)) {
+      ack_lost(q, seq, w, at, rt, rn);
+      return true;
+    }
+  }
   if (w.flags & kWqeSignaled) {
     w.stage = kStAck;
     w.due = now + rn.ack_turnaround_ns + wire_latency(rn, q.node, now + rn.ack_turnaround_ns);
@@ -694,6 +854,13 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
   if (w.len > 0) std::memcpy(const_cast<std::byte*>(w.local), w.remote_host, w.len);
   ++rn.n.reads_served;
   const uint64_t out_ps = rn.tx_port.send(ns_to_ps(now), w.len);
+  if (packet_loss_ != nullptr) [[unlikely]] {
+    Retransmission rt;
+    if (response_lost(q, rn, ps_to_ns_ceil(out_ps), rt)) {
+      ack_lost(q, seq, w, ps_to_ns_ceil(out_ps), rt, rn);
+      return true;
+    }
+  }
   w.stage = kStReadRx;
   w.due = ps_to_ns_ceil(out_ps) + wire_latency(rn, q.node, ps_to_ns_ceil(out_ps));
   schedule_stage(q, kStReadRx, w.due);
@@ -701,23 +868,20 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
 }
 
 [[gnu::always_inline]] inline bool Network::stage_read_rx(QpState& q, Wqe& w, Time now) {
-  Nic& nic = nic_of(q);
-  const uint64_t in_ps = nic.rx_port.send(ns_to_ps(now), w.len);
-  const uint64_t packets = std::max<uint64_t>(1, (w.len + nic.cfg.link.mtu_bytes - 1) / nic.cfg.link.mtu_bytes);
-  const uint64_t service = nic.recv_pkt_ps * packets + static_cast<uint64_t>(w.len * nic.recv_byte_ps + 0.5);
-  const ServerPool::Slot slot = nic.recv_engines.reserve(in_ps, 0, service);
-  w.stage = kStComplete;
-  w.due = ps_to_ns_ceil(nic.pcie_up.send(slot.finish_ps, uint64_t{w.len} + nic.cfg.cqe_bytes));
-  schedule_stage(q, kStComplete, w.due);
+  read_response_in(q, w, now);
   return true;
 }
 
 [[gnu::always_inline]] inline bool Network::stage_ack(QpState& q, uint64_t seq, Wqe& w, Time now) {
+  if (w.resend != kResendNone) [[unlikely]] return resend_step(q, seq, w, now);
   Nic& nic = nic_of(q);
   const uint64_t in_ps = nic.rx_port.send(ns_to_ps(now), 0);
   const ServerPool::Slot slot = nic.recv_engines.reserve(in_ps, 0, nic.ack_ps);
   w.stage = kStComplete;
-  w.due = ps_to_ns_ceil(nic.pcie_up.send(slot.finish_ps, nic.cfg.cqe_bytes));
+  // An unsignaled WRITE reaches the Ack stage only after a resend (its ACK was lost):
+  // it has no CQE to write.
+  w.due = ps_to_ns_ceil((w.flags & kWqeSignaled) != 0 ? nic.pcie_up.send(slot.finish_ps, nic.cfg.cqe_bytes)
+                                                      : slot.finish_ps);
   if (w.status != WcStatus::kSuccess) {
     enter_error(q, seq + 1, w.due);
   } else {
@@ -794,7 +958,10 @@ nlohmann::json Network::report_json(uint32_t node, Time elapsed_ns) const {
                    {"fetches", c.fetches}};
   if (connection_faults_) {  // absent without faults: those outputs keep their bytes
     j["counters"]["packets_lost"] = c.packets_lost;
+    j["counters"]["acks_lost"] = c.acks_lost;
     j["counters"]["retransmissions"] = c.retransmissions;
+    j["counters"]["duplicates"] = c.duplicates;
+    j["counters"]["duplicates_executed"] = c.duplicates_executed;
     j["counters"]["retry_exceeded"] = c.retry_exceeded;
     j["counters"]["connection_failures"] = c.connection_failures;
   }

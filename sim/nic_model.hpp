@@ -69,14 +69,27 @@
 // later WQEs waiting behind it at Tx (go-back-N: the responder would drop the packets
 // that follow a gap, and they are resent after it; their first transmissions are not
 // modelled), at most retry_cnt times; one more loss completes it with kRetryExceeded and
-// the connection fails. A failed connection (fail_connection; also a qp_error fault):
+// the connection fails. The same fault loses ACKs and READ responses on the link
+// (packets the responder's node sends back to the requester's): the request was
+// executed, but the requester hears nothing and resends it when the local ACK timer
+// (started at the request's last transmission) expires, counted against the same
+// retry_cnt. The resent request reaches the responder as a duplicate (its PSN is behind
+// the responder's expected PSN): the responder's duplicate detection does not execute a
+// WRITE again and only ACKs it; a READ is executed again (IB: duplicate READs are
+// re-read). With duplicate detection switched off (set_duplicate_detection, the
+// model's "psn_duplicate_detection": false; a planted bug for the tests) a duplicate
+// WRITE lands again, and a WRITE+IMM consumes a receive and completes again. The WQE
+// waits out this exchange at the Ack stage (Wqe::resend says where it is), so the QP's
+// later completions wait behind it; a lost ACK is not covered by a later WQE's ACK
+// (coalesced ACKs are not modelled: each WQE's ACK is lost or not on its own, which
+// resends more than RC would when later WQEs are acknowledged in time). A failed
+// connection (fail_connection; also a qp_error fault):
 // both QPs go to the error state, their unfinished WQEs complete with flush errors, and
 // each owner gets one error completion (kWrFlushError) on its receive CQ, standing for
 // the asynchronous QP event / connection-manager disconnect a real owner would learn it
 // from (it consumes one SRQ receive when one is posted, as a flushed receive would); the
 // peer's comes one wire latency later. Packets reaching a QP whose connection failed are
-// dropped (their WQEs flush). Losses of ACKs and READ responses are not modelled (the
-// requester's view is the same: a timeout, then a resend).
+// dropped (their WQEs flush).
 //
 // ----------------------------------------------------------------------------------
 // Load-dependent latency: which mechanisms make latency grow with outstanding work,
@@ -162,6 +175,17 @@ inline constexpr uint32_t kMaxQpn = (1u << 24) - 1;
 // flush completes it with kRetryExceeded.
 enum WqeFlags : uint8_t { kWqeSignaled = 1, kWqeBlueFlame = 2, kWqeInline = 4, kWqeRetriesExhausted = 8 };
 
+// Where a WQE whose ACK or READ response was lost stands in its resend (it waits at the
+// Ack stage meanwhile; "Faults" above). kResendNone: not resending.
+enum Resend : uint8_t {
+  kResendNone = 0,
+  kResendTimer,   // due: the local ACK timer expires (or an RNR timer), the request goes out again
+  kResendFlight,  // due: the resent request reaches the responder
+  kResendLand,    // WRITE, duplicate detection off: due: it lands again
+  kResendReadTx,  // READ: due: the responder's DMA read is done, the response goes out
+  kResendReadRx,  // READ: due: the response reaches the requester
+};
+
 struct Wqe {
   const std::byte* local = nullptr;  // WRITE: source, READ: destination (checked at Engine)
   std::byte* remote_host = nullptr;  // target resolved by the responder's key check
@@ -179,6 +203,8 @@ struct Wqe {
   WcStatus status = WcStatus::kSuccess;
   uint32_t rnr_tries = 0;
   uint32_t transport_retries = 0;  // retransmissions after a lost packet (packet_loss faults)
+  uint8_t resend = kResendNone;    // Resend: a lost ACK or READ response being recovered
+  Time sent_at = 0;  // the request's last transmission (with packet_loss faults: the ACK timer's start)
 };
 
 // A send completion as queued in the CQ: the user-visible part, the global index of its
@@ -285,7 +311,9 @@ struct InlineStore {
 
 // What happened to a WQE, for observers (tests, trace export).
 struct WqeEvent {
-  enum Kind : uint8_t { kLanded = 0, kCompleted, kRnrNak, kRemoteError, kLocalError, kLost };
+  // kLost: the request packet was lost; kAckLost: its ACK or READ response was lost;
+  // kDuplicate: a resent request reached the responder after it had executed it.
+  enum Kind : uint8_t { kLanded = 0, kCompleted, kRnrNak, kRemoteError, kLocalError, kLost, kAckLost, kDuplicate };
   Kind kind;
   WcStatus status;
   uint32_t qp;  // global index of the requester QP
@@ -303,13 +331,17 @@ struct Retransmission {
   Time timeout_ns = 0;
   uint32_t retry_cnt = 0;
 };
-// Is the request packet node `from` sends to node `to` at `at` lost? If so, `rt` says how
-// the requester retransmits it (fault injection, sim/faults.hpp).
+// Is the packet node `from` sends to node `to` at `at` lost (a request, or an ACK or READ
+// response going back to a requester)? If so, `rt` says how the requester retransmits
+// it (fault injection, sim/faults.hpp).
 using PacketLoss = bool (*)(void* ctx, uint32_t from, uint32_t to, Time at, Retransmission& rt);
 // Is node `node`'s receive queue treated as empty at `at` (an RNR storm)? If so,
 // `rnr_retry` is the requester's RNR retry count for the NAKs it causes (7: no limit)
 // (fault injection, sim/faults.hpp).
 using RnrStorm = bool (*)(void* ctx, uint32_t node, Time at, uint32_t& rnr_retry);
+// A connection between nodes `node` and `peer` failed (its QP on `node` went to the error
+// state for good); reported once per QP (fault injection: the exactly-once oracle).
+using ConnectionFailed = void (*)(void* ctx, uint32_t node, uint32_t peer);
 
 struct NicCounters {
   uint64_t doorbells = 0;
@@ -327,7 +359,10 @@ struct NicCounters {
   uint64_t fetches = 0;          // WQE fetch DMA reads
   // Faults (reported only when connection faults are enabled).
   uint64_t packets_lost = 0;       // request packets lost on the wire (sent by this NIC)
-  uint64_t retransmissions = 0;    // of those, resent after the ACK timeout
+  uint64_t acks_lost = 0;          // ACKs and READ responses lost on the wire (sent by this NIC)
+  uint64_t retransmissions = 0;    // requests resent after the ACK timeout (their packet, ACK or response lost)
+  uint64_t duplicates = 0;         // resent requests this NIC received after executing them
+  uint64_t duplicates_executed = 0;  // of those, WRITEs executed again (duplicate detection off)
   uint64_t retry_exceeded = 0;     // WQEs completed with kRetryExceeded
   uint64_t connection_failures = 0;  // QPs of this NIC whose connection failed
   // Admission (per-QP window) queue.
@@ -406,6 +441,14 @@ class Network {
   // that exhausts the storm's retry count fails its connection (needs
   // enable_connection_faults first).
   void set_rnr_storm(RnrStorm fn, void* ctx);
+  // Called for every QP whose connection fails (after enable_connection_faults).
+  void set_connection_failed(ConnectionFailed fn, void* ctx) noexcept {
+    connection_failed_ = fn;
+    connection_failed_ctx_ = ctx;
+  }
+  // The responders' duplicate detection (on by default; "Faults" above). Off: a resent
+  // WRITE that was executed already is executed again (a planted bug for the tests).
+  void set_duplicate_detection(bool on) noexcept { duplicate_detection_ = on; }
 
   // --- data path (called by the owning thread; `now` is its mid-step time) ---
   PostResult post(uint32_t qp, WqeOp op, const void* local, uint32_t len, uint32_t lkey, uint64_t remote_addr,
@@ -437,6 +480,22 @@ class Network {
   void fail_qp(QpState& q, Time now);
   // The request packet of WQE `seq` left at `out` and was lost: retransmit or give up.
   bool lose(QpState& q, uint64_t seq, Wqe& w, Time out, const Retransmission& rt);
+  // The requester of WQE `seq` hears nothing for a request the responder executed (its
+  // ACK or READ response was lost at `at`): it resends when the ACK timer expires, or
+  // gives up. The WQE waits at the Ack stage (kResendTimer).
+  void ack_lost(QpState& q, uint64_t seq, Wqe& w, Time at, const Retransmission& rt, Nic& responder);
+  // The WQE waits at the Ack stage for the ACK timer expiring at `timer`, then resends;
+  // with retry_cnt resends spent its connection fails then instead.
+  void await_ack_timer(QpState& q, Wqe& w, Time timer, uint32_t retry_cnt);
+  // READ response of q's WQE w arriving at the requester at `now`: port, receive engine,
+  // DMA of data and CQE; the WQE moves to Complete (returns when).
+  Time read_response_in(QpState& q, Wqe& w, Time now);
+  // One step of the resend of a WQE whose ACK or READ response was lost (w.resend).
+  bool resend_step(QpState& q, uint64_t seq, Wqe& w, Time now);
+  // Is the ACK or READ response the responder's node sends at `at` to q's node lost?
+  bool response_lost(const QpState& q, const Nic& responder, Time at, Retransmission& rt) {
+    return packet_loss_ != nullptr && packet_loss_(packet_loss_ctx_, responder.node, q.node, at, rt);
+  }
   void drain(uint32_t qp, uint8_t stage);
   // Processes the due head WQE `seq` at `stage`; false = blocked (stays at the stage).
   // It calls the stage's function below: one per stage of the pipeline (the comment at
@@ -516,6 +575,9 @@ class Network {
   void* packet_loss_ctx_ = nullptr;
   RnrStorm rnr_storm_ = nullptr;
   void* rnr_storm_ctx_ = nullptr;
+  ConnectionFailed connection_failed_ = nullptr;
+  void* connection_failed_ctx_ = nullptr;
+  bool duplicate_detection_ = true;
   TargetId failure_target_{};  // connection failures (added only with connection faults)
   bool need_complete_drain_ = false;
 };

@@ -180,8 +180,9 @@ TEST_CASE("a copyrpc endpoint stopped by a forged batch is named by the node", "
   CHECK(c.nodes[1]->failed_endpoints().empty());
 }
 
-// Both ranks declare each other dead mid-run (every copyrpc endpoint between them
-// stopped while calls are pending): each pending call is failed back to its client as
+// Both ranks declare each other dead mid-run (every copyrpc endpoint stopped while calls
+// are pending, Direct's loopback endpoints to its own rank too): each pending call is
+// failed back to its client as
 // kEndpointStopped, later remote requests fail at once, and the oracle sees every
 // request end exactly once (completed or reported failed).
 template <class B>
@@ -197,6 +198,10 @@ void stop_all_endpoints_mid_run() {
         pending += ctx->calls_in_flight();
         for (uint32_t ep = 0; ep < ctx->endpoint_count(); ++ep) ctx->stop_endpoint(ep);
       }
+  // What explains the failures to the oracle: every connection was broken, Direct's
+  // loopback ones (a rank to itself) included.
+  for (uint32_t a = 0; a < 2; ++a)
+    for (uint32_t b = a; b < 2; ++b) oracle.connection_broken(a, b);
   REQUIRE(pending > 0);
   for (int i = 0; i < 100; ++i) c.round();
   for (auto& n : c.nodes) n->stop_issuing();
@@ -226,6 +231,12 @@ void stop_all_endpoints_mid_run() {
   CHECK(v.ok());
   CHECK(v.failed == failed);
   CHECK(v.answered == v.requests);
+  // Without the broken connection on record, every failure is unexplained.
+  std::vector<kv::HistoryOracle::Event> unexplained = oracle.events();
+  std::erase_if(unexplained, [](const auto& e) { return e.kind == kv::HistoryOracle::EventKind::kBreak; });
+  const auto u = kv::HistoryOracle::check(unexplained);
+  CHECK(u.count(kv::HistoryOracle::ViolationKind::kUnexplainedFailure) == failed);
+  CHECK(u.violations() == failed);
 }
 
 TEST_CASE("Delegation: calls pending on stopped endpoints are failed back to their clients", "[backend][faults]") {

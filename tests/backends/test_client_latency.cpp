@@ -183,3 +183,29 @@ TEST_CASE("client latency: clients that share histograms record into them, and t
   CHECK(&a.client.latency() != &shared);
   CHECK(a.client.latency().all().count() == 0);
 }
+
+TEST_CASE("every answer reaches the oracle including the ones the client drops", "[backends][oracle]") {
+  // The client drops an answer it cannot use (a duplicate, a token it never gave out),
+  // counting an error; the oracle must see it too, as a duplicate answer.
+  Rig rig;
+  kv::HistoryOracle oracle;
+  rig.client.set_oracle(&oracle, 3);
+  rig.meter.now = 10;
+  REQUIRE(rig.client.step().issued == 4);
+  const uint64_t t = rig.called[0];
+  rig.client.stop_issuing();
+  rig.to_answer = {t, t, 4, uint64_t{1} << 40};
+  rig.client.step();
+  CHECK(rig.counters.errors.load() == 3);
+  std::vector<kv::HistoryOracle::Event> answers;
+  for (const auto& e : oracle.events())
+    if (e.kind == kv::HistoryOracle::EventKind::kAnswer) answers.push_back(e);
+  REQUIRE(answers.size() == 4);
+  CHECK(answers[0].token == t);
+  CHECK(answers[1].token == t);
+  CHECK(answers[2].token == 4);
+  CHECK(answers[3].token == UINT32_MAX);  // beyond 32 bits: recorded as the largest token
+  CHECK(answers[0].client == 3);
+  CHECK(answers[0].rank == 2);
+  CHECK(oracle.check().count(kv::HistoryOracle::ViolationKind::kDuplicateAnswer) == 3);
+}

@@ -240,6 +240,47 @@ TEST_CASE("an RNR storm NAKs every WRITE+IMM to the node: requests complete once
   CHECK(run({"rnr_storm:node=1,start_us=5000,end_us=6000,rnr_retry=0"}).completed == clean.completed);
 }
 
+TEST_CASE("lost ACKs make requesters resend executed requests: duplicate detection keeps each executed once and "
+          "without it the oracle refuses the run", "[faults]") {
+  // 5% of the packets lost both ways over the whole run: requests, and the ACKs and READ
+  // responses of requests the responder executed. Seven retries: nothing fails.
+  const std::vector<std::string> lossy = {
+      "packet_loss:from=0,to=1,start_us=0,end_us=1000,loss=0.05,timeout=1,retry_cnt=7",
+      "packet_loss:from=1,to=0,start_us=0,end_us=1000,loss=0.05,timeout=1,retry_cnt=7"};
+  for (const auto b : {backend::BackendKind::kDelegation, backend::BackendKind::kDirect, backend::BackendKind::kMeta}) {
+    INFO(backend::to_string(b));
+    app::Options o = small_run(b, 0.001);
+    o.check_exactly_once = true;
+    o.faults = lossy;
+    auto counter = [](const app::ExperimentResult& r, const char* key) {
+      uint64_t n = 0;
+      for (const json& nic : r.extra["nics"]) n += nic["counters"].value(key, uint64_t{0});
+      return n;
+    };
+    sim::Model model = sim::Model::defaults();
+    const app::ExperimentResult r = app::run_experiment(o, model, nullptr);
+    REQUIRE(r.exactly_once.has_value());
+    for (const auto& e : r.exactly_once->examples) UNSCOPED_INFO(e);
+    CHECK(r.exactly_once->ok());
+    CHECK(r.errors == 0);
+    CHECK(r.failed == 0);
+    CHECK(counter(r, "acks_lost") > 0);
+    CHECK(counter(r, "duplicates") > 0);  // resent after they were executed...
+    CHECK(counter(r, "duplicates_executed") == 0);  // ...and not executed again
+    CHECK(counter(r, "retransmissions") >= counter(r, "acks_lost"));
+    // The same run with the responders' duplicate detection switched off: duplicates are
+    // executed again, and the oracle says so.
+    model.psn_duplicate_detection = false;
+    const app::ExperimentResult bad = app::run_experiment(o, model, nullptr);
+    REQUIRE(bad.exactly_once.has_value());
+    CHECK(counter(bad, "duplicates_executed") > 0);
+    CHECK_FALSE(bad.exactly_once->ok());
+    for (const auto& e : bad.exactly_once->examples) UNSCOPED_INFO(e);
+    CHECK(bad.extra["model"]["psn_duplicate_detection"] == false);
+  }
+  CHECK_FALSE(sim::Model::defaults().to_json().contains("psn_duplicate_detection"));  // absent by default
+}
+
 TEST_CASE("random small fault schedules keep every request exactly once and every endpoint's credit", "[faults]") {
   // Deterministic from one seed: schedule i uses derive_seed(kSeed, {i}).
   constexpr uint64_t kSeed = 0xFA017;
@@ -247,6 +288,7 @@ TEST_CASE("random small fault schedules keep every request exactly once and ever
   const backend::BackendKind kinds[] = {backend::BackendKind::kMeta, backend::BackendKind::kDelegation,
                                         backend::BackendKind::kDirect};
   uint64_t requests = 0, faults = 0, failed = 0, lost = 0, connection_failures = 0, rnr_naks = 0;
+  uint64_t acks_lost = 0, duplicates = 0, puts_matched = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (uint32_t i = 0; i < kSchedules; ++i) {
     Rng rng(derive_seed(kSeed, {i}));
@@ -293,7 +335,7 @@ TEST_CASE("random small fault schedules keep every request exactly once and ever
     const app::ExperimentResult r = app::run_experiment(o, sim::Model::defaults(), nullptr);
     REQUIRE(r.exactly_once.has_value());
     const kv::HistoryOracle::Verdict& v = *r.exactly_once;
-    if (!v.ok() || r.credit_violations != 0) {
+    if (!v.ok() || r.credit_violations != 0 || r.errors != 0) {
       std::string faults_text;
       for (const auto& f : o.faults) faults_text += " --fault " + f;
       INFO("schedule " << i << ": benchkv --transport sim " << backend::to_string(*o.backend) << " --np " << o.np
@@ -304,26 +346,36 @@ TEST_CASE("random small fault schedules keep every request exactly once and ever
       for (const auto& e : r.credit_examples) UNSCOPED_INFO(e);
       REQUIRE(v.ok());
       REQUIRE(r.credit_violations == 0);
+      REQUIRE(r.errors == 0);  // no client counted an answer it could not use
     }
     REQUIRE(v.requests > 0);
     REQUIRE(v.answered == v.requests);
     REQUIRE(v.failed == r.failed);
     requests += v.requests;
     failed += r.failed;
+    puts_matched += v.puts_matched;
     for (const json& nic : r.extra["nics"]) {
       lost += nic["counters"].value("packets_lost", uint64_t{0});
       connection_failures += nic["counters"].value("connection_failures", uint64_t{0});
       rnr_naks += nic["counters"].value("rnr_naks", uint64_t{0});
+      acks_lost += nic["counters"].value("acks_lost", uint64_t{0});
+      duplicates += nic["counters"].value("duplicates", uint64_t{0});
+      CHECK(nic["counters"].value("duplicates_executed", uint64_t{0}) == 0);
     }
   }
   // The new faults were exercised: packets lost, connections failed, requests failed back.
   CHECK(lost > 0);
+  CHECK(acks_lost > 0);
+  CHECK(duplicates > 0);  // requests resent after they were executed, and not executed again
+  CHECK(puts_matched > 0);
   CHECK(rnr_naks > 0);
   CHECK(connection_failures > 0);
   CHECK(failed > 0);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   WARN(kSchedules << " schedules, " << faults << " faults, " << requests << " requests (" << failed
-                  << " reported failed) checked, " << lost << " packets lost, " << rnr_naks << " RNR NAKs, "
+                  << " reported failed) checked, " << lost << " packets lost, " << acks_lost
+                  << " ACKs or READ responses lost, " << duplicates << " duplicates detected, " << rnr_naks
+                  << " RNR NAKs, "
                   << connection_failures
                   << " connection failures, in " << secs << " s");
 }

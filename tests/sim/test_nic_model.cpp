@@ -13,6 +13,7 @@
 
 #include "core/random.hpp"
 #include "sim/distributions.hpp"
+#include "sim/faults.hpp"
 #include "tests/sim/sim_cluster.hpp"
 
 using namespace bkv;
@@ -794,4 +795,291 @@ TEST_CASE("inline payloads stay intact when the inline store grows after the com
     CHECK(posted_bytes);
     CHECK(dst[w * kSlot + len_of(w)] == std::byte{0});
   }
+}
+
+// ---- packet loss, retransmission and duplicate detection (sim/nic_model.hpp, "Faults")
+
+namespace {
+
+// Loses packets node `from` sends to node `to` (requests, or ACKs and READ responses):
+// the first `lose` of them (~0u: every one), with the given RC retransmission parameters.
+struct LossPlan {
+  uint32_t from = 0, to = 1;
+  uint32_t lose = ~0u;
+  sim::Retransmission rt{sim::ack_timeout_ns(1), 7};
+  uint32_t seen = 0;  // packets on the link so far
+  static bool hook(void* ctx, uint32_t from, uint32_t to, Time, sim::Retransmission& rt) {
+    auto& p = *static_cast<LossPlan*>(ctx);
+    if (from != p.from || to != p.to) return false;
+    rt = p.rt;
+    return p.seen++ < p.lose;
+  }
+};
+
+std::vector<WqeEvent> events_of(const Recorder& rec, WqeEvent::Kind k) {
+  std::vector<WqeEvent> out;
+  for (const auto& e : rec.events)
+    if (e.kind == k) out.push_back(e);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a request lost every time is resent exactly retry_cnt times, one ACK timeout apart, then fails", "[nic][faults]") {
+  const Time timeout = sim::ack_timeout_ns(1);  // 8192 ns
+  for (const uint32_t retry_cnt : {0u, 1u, 3u, 7u}) {
+    CAPTURE(retry_cnt);
+    SimCluster c(2, quiet_nic());
+    Recorder rec;
+    c.net().set_observer(&Recorder::on, &rec);
+    LossPlan loss;
+    loss.rt.retry_cnt = retry_cnt;
+    c.net().enable_connection_faults(&LossPlan::hook, &loss);
+    WritePair w(c, 64, 64, std::byte{7});
+    REQUIRE(w.qa.post_write(w.src.data(), 64, w.smr.lkey, w.target(), 1, true) == PostResult::kOk);
+    w.qa.ring_doorbell();
+    c.engine.run();
+    const auto& n = c.net().nic(0).n;
+    CHECK(n.packets_lost == retry_cnt + 1);  // the first transmission and every resend
+    CHECK(n.retransmissions == retry_cnt);
+    CHECK(n.retry_exceeded == 1);
+    CHECK(c.net().nic(1).n.writes_landed == 0);
+    const std::vector<WqeEvent> lost = events_of(rec, WqeEvent::kLost);
+    REQUIRE(lost.size() == retry_cnt + 1);
+    for (size_t i = 1; i < lost.size(); ++i) CHECK(lost[i].time - lost[i - 1].time == lost[1].time - lost[0].time);
+    if (lost.size() > 1) {
+      CHECK(lost[1].time - lost[0].time >= timeout);  // resent when the timer expires, on the port at once
+      CHECK(lost[1].time - lost[0].time <= timeout + 20);
+    }
+    // The last timer expires without an ACK: RETRY_EXC_ERR then, and the connection fails.
+    const WqeEvent* done = rec.find(WqeEvent::kCompleted, w.qa.index(), 0);
+    REQUIRE(done != nullptr);
+    CHECK(done->status == WcStatus::kRetryExceeded);
+    CHECK(done->time == lost.back().time + timeout);
+    CHECK(n.connection_failures == 1);
+  }
+}
+
+TEST_CASE("a request lost fewer times than retry_cnt lands once after that many timeouts", "[nic][faults]") {
+  const Time timeout = sim::ack_timeout_ns(2);
+  for (const uint32_t lose : {1u, 3u}) {
+    CAPTURE(lose);
+    SimCluster c(2, quiet_nic());
+    Recorder rec;
+    c.net().set_observer(&Recorder::on, &rec);
+    LossPlan loss;
+    loss.lose = lose;
+    loss.rt = sim::Retransmission{timeout, 3};
+    c.net().enable_connection_faults(&LossPlan::hook, &loss);
+    WritePair w(c, 64, 64, std::byte{7});
+    REQUIRE(w.qa.post_write(w.src.data(), 64, w.smr.lkey, w.target(), 1, true) == PostResult::kOk);
+    w.qa.ring_doorbell();
+    c.engine.run();
+    CHECK(c.net().nic(0).n.retransmissions == lose);
+    CHECK(c.net().nic(0).n.retry_exceeded == 0);
+    CHECK(c.net().nic(1).n.writes_landed == 1);
+    const std::vector<WqeEvent> lost = events_of(rec, WqeEvent::kLost);
+    REQUIRE(lost.size() == lose);
+    const WqeEvent* land = rec.find(WqeEvent::kLanded, w.qa.index(), 0);
+    REQUIRE(land != nullptr);
+    // The last resend leaves one timeout after the last loss and flies the clean path.
+    CHECK(land->time > lost.back().time + timeout);
+    CHECK(rec.find(WqeEvent::kCompleted, w.qa.index(), 0)->status == WcStatus::kSuccess);
+  }
+}
+
+TEST_CASE("a lost ACK: the requester resends an executed WRITE+IMM, the responder detects the duplicate", "[nic][faults]") {
+  const Time timeout = sim::ack_timeout_ns(1);
+  for (const bool detection : {true, false}) {
+    CAPTURE(detection);
+    SimCluster c(2, quiet_nic());
+    Recorder rec;
+    c.net().set_observer(&Recorder::on, &rec);
+    LossPlan loss;  // the first packet node 1 sends back to node 0: the ACK
+    loss.from = 1;
+    loss.to = 0;
+    loss.lose = 1;
+    c.net().enable_connection_faults(&LossPlan::hook, &loss);
+    c.net().set_duplicate_detection(detection);
+    WritePair w(c, 64, 64, std::byte{7});
+    c.t[1]->post_receives(4);
+    REQUIRE(w.qa.post_write_imm(w.src.data(), 32, w.smr.lkey, w.target(), 0xAB, 1, true) == PostResult::kOk);
+    w.qa.ring_doorbell();
+    c.engine.run();
+    const auto& req = c.net().nic(0).n;
+    const auto& resp = c.net().nic(1).n;
+    CHECK(resp.acks_lost == 1);
+    CHECK(req.packets_lost == 0);
+    CHECK(req.retransmissions == 1);
+    CHECK(resp.duplicates == 1);
+    const std::vector<WqeEvent> landed = events_of(rec, WqeEvent::kLanded);
+    std::vector<RecvCompletion> rc;
+    c.t[1]->poll_recv([&](const RecvCompletion& r) { rc.push_back(r); }, 8);
+    if (detection) {
+      // Executed once: one landing, one receive completion; the duplicate is only ACKed.
+      CHECK(resp.duplicates_executed == 0);
+      CHECK(resp.writes_landed == 1);
+      CHECK(landed.size() == 1);
+      CHECK(rc.size() == 1);
+      CHECK(c.t[1]->srq_posted() == 3);
+    } else {
+      // The planted bug: executed twice, the receiver sees the message twice.
+      CHECK(resp.duplicates_executed == 1);
+      CHECK(resp.writes_landed == 2);
+      CHECK(landed.size() == 2);
+      REQUIRE(rc.size() == 2);
+      CHECK(rc[1].imm == 0xAB);
+      CHECK(c.t[1]->srq_posted() == 2);
+    }
+    const WqeEvent* ack_lost = rec.find(WqeEvent::kAckLost, w.qa.index(), 0);
+    const WqeEvent* dup = rec.find(WqeEvent::kDuplicate, w.qa.index(), 0);
+    const WqeEvent* done = rec.find(WqeEvent::kCompleted, w.qa.index(), 0);
+    REQUIRE(ack_lost != nullptr);
+    REQUIRE(dup != nullptr);
+    REQUIRE(done != nullptr);
+    CHECK(done->status == WcStatus::kSuccess);
+    // The timer started when the request left: the duplicate arrives one timeout plus
+    // one wire latency after it (the first landing was one wire latency and the
+    // responder's processing after it).
+    CHECK(dup->time > landed[0].time + timeout - 2000);
+    CHECK(done->time > dup->time);
+    std::vector<SendCompletion> sc;
+    c.t[0]->poll_send([&](const SendCompletion& s) { sc.push_back(s); }, 8);
+    REQUIRE(sc.size() == 1);
+    CHECK(sc[0].status == WcStatus::kSuccess);
+  }
+}
+
+TEST_CASE("ACKs lost every time: resent retry_cnt times, each a detected duplicate, then RETRY_EXC_ERR", "[nic][faults]") {
+  for (const uint32_t retry_cnt : {0u, 2u, 7u}) {
+    CAPTURE(retry_cnt);
+    SimCluster c(2, quiet_nic());
+    Recorder rec;
+    c.net().set_observer(&Recorder::on, &rec);
+    LossPlan loss;
+    loss.from = 1;
+    loss.to = 0;
+    loss.rt.retry_cnt = retry_cnt;
+    c.net().enable_connection_faults(&LossPlan::hook, &loss);
+    WritePair w(c, 64, 64);
+    REQUIRE(w.qa.post_write(w.src.data(), 64, w.smr.lkey, w.target(), 1, false) == PostResult::kOk);  // unsignaled
+    w.qa.ring_doorbell();
+    c.engine.run();
+    CHECK(c.net().nic(1).n.writes_landed == 1);
+    CHECK(c.net().nic(1).n.acks_lost == retry_cnt + 1);
+    CHECK(c.net().nic(1).n.duplicates == retry_cnt);
+    CHECK(c.net().nic(0).n.retransmissions == retry_cnt);
+    CHECK(c.net().nic(0).n.retry_exceeded == 1);
+    const WqeEvent* done = rec.find(WqeEvent::kCompleted, w.qa.index(), 0);
+    REQUIRE(done != nullptr);
+    CHECK(done->status == WcStatus::kRetryExceeded);
+  }
+}
+
+TEST_CASE("a lost ACK holds the QP's later completions: they come in order after the resend", "[nic][faults]") {
+  SimCluster c(2, quiet_nic());
+  Recorder rec;
+  c.net().set_observer(&Recorder::on, &rec);
+  LossPlan loss;
+  loss.from = 1;
+  loss.to = 0;
+  loss.lose = 1;  // the first WRITE's ACK
+  c.net().enable_connection_faults(&LossPlan::hook, &loss);
+  WritePair w(c, 64, 64);
+  REQUIRE(w.qa.post_write(w.src.data(), 8, w.smr.lkey, w.target(), 1, false) == PostResult::kOk);
+  REQUIRE(w.qa.post_write(w.src.data(), 8, w.smr.lkey, w.target(8), 2, true) == PostResult::kOk);
+  w.qa.ring_doorbell();
+  c.engine.run();
+  const WqeEvent* first = rec.find(WqeEvent::kCompleted, w.qa.index(), 0);
+  const WqeEvent* second = rec.find(WqeEvent::kCompleted, w.qa.index(), 1);
+  REQUIRE(first != nullptr);
+  REQUIRE(second != nullptr);
+  CHECK(first->time <= second->time);
+  CHECK(second->time > sim::ack_timeout_ns(1));  // waited for the first one's resend
+  std::vector<SendCompletion> sc;
+  c.t[0]->poll_send([&](const SendCompletion& s) { sc.push_back(s); }, 8);
+  REQUIRE(sc.size() == 1);
+  CHECK(sc[0].wr_id == 2);
+  CHECK(sc[0].status == WcStatus::kSuccess);
+}
+
+TEST_CASE("a lost READ response: the READ is resent and read again, the data as of the second read", "[nic][faults]") {
+  SimCluster c(2, quiet_nic());
+  LossPlan loss;
+  loss.from = 1;
+  loss.to = 0;
+  loss.lose = 1;
+  c.net().enable_connection_faults(&LossPlan::hook, &loss);
+  auto& qa = c.t[0]->create_queue_pair();
+  auto& qb = c.t[1]->create_queue_pair();
+  sim::DesFabric::connect(qa, qb);
+  std::vector<std::byte> remote(256, std::byte{1}), local(256, std::byte{0});
+  const MemoryRegion lmr = c.t[0]->register_memory(local.data(), local.size(), kAccessLocalWrite);
+  const MemoryRegion rmr = c.t[1]->register_memory(remote.data(), remote.size(), kAccessRemoteRead);
+  REQUIRE(qa.post_read(local.data(), 128, lmr.lkey, SimCluster::remote(rmr), 9, true) == PostResult::kOk);
+  qa.ring_doorbell();
+  c.engine.run_until(5000);  // the first response is lost by now
+  CHECK(c.net().nic(1).n.acks_lost == 1);
+  std::fill(remote.begin(), remote.end(), std::byte{2});  // changed before the second read
+  c.engine.run();
+  CHECK(c.net().nic(1).n.reads_served == 2);
+  CHECK(c.net().nic(1).n.duplicates == 1);
+  CHECK(c.net().nic(0).n.retransmissions == 1);
+  CHECK(local[0] == std::byte{2});
+  CHECK(local[127] == std::byte{2});
+  CHECK(local[128] == std::byte{0});
+  std::vector<SendCompletion> sc;
+  c.t[0]->poll_send([&](const SendCompletion& s) { sc.push_back(s); }, 8);
+  REQUIRE(sc.size() == 1);
+  CHECK(sc[0].status == WcStatus::kSuccess);
+  CHECK(c.engine.now() > sim::ack_timeout_ns(1));
+}
+
+TEST_CASE("a gathered WRITE waits for its payload's DMA read, an inline one does not", "[nic]") {
+  // One 64-byte WRITE posted alone (BlueFlame: no WQE fetch), inline and gathered: the
+  // gathered one lands a PCIe read (latency + 64 bytes and one TLP header at PCIe
+  // bandwidth) later.
+  auto land_time = [](uint32_t inline_max) {
+    NicConfig nic = quiet_nic();
+    nic.inline_max_bytes = inline_max;
+    SimCluster c(2, nic);
+    Recorder rec;
+    c.net().set_observer(&Recorder::on, &rec);
+    WritePair w(c, 64, 64);
+    REQUIRE(w.qa.post_write(w.src.data(), 64, w.smr.lkey, w.target(), 1, true) == PostResult::kOk);
+    w.qa.ring_doorbell();
+    c.engine.run();
+    const WqeEvent* land = rec.find(WqeEvent::kLanded, w.qa.index(), 0);
+    REQUIRE(land != nullptr);
+    CHECK(c.net().nic(0).n.fetches == 0);
+    return land->time;
+  };
+  const NicConfig nic = quiet_nic();
+  const Time inline_land = land_time(64);
+  const Time gathered_land = land_time(63);
+  const double read = nic.pcie.read_latency_ns + (64.0 + nic.pcie.tlp_overhead_bytes) * 8 / nic.pcie.bandwidth_gbps;
+  CHECK(static_cast<double>(gathered_land - inline_land) >= read - 1);
+  CHECK(static_cast<double>(gathered_land - inline_land) <= read + 1);
+}
+
+TEST_CASE("WQEs published by one doorbell beyond BlueFlame wait for their fetch DMA read", "[nic]") {
+  // Two WRITEs in one doorbell: no BlueFlame (blueflame_max_wqes 1), both fetched in one
+  // DMA read of 2 x 64 bytes before the send engine.
+  auto land_time = [](uint32_t posts) {
+    SimCluster c(2, quiet_nic());
+    Recorder rec;
+    c.net().set_observer(&Recorder::on, &rec);
+    WritePair w(c, 64, 64);
+    for (uint32_t i = 0; i < posts; ++i)
+      REQUIRE(w.qa.post_write(w.src.data(), 8, w.smr.lkey, w.target(8 * i), i, true) == PostResult::kOk);
+    w.qa.ring_doorbell();
+    c.engine.run();
+    CHECK(c.net().nic(0).n.fetches == (posts > 1 ? 1u : 0u));
+    return rec.find(WqeEvent::kLanded, w.qa.index(), 0)->time;
+  };
+  const NicConfig nic = quiet_nic();
+  const double fetch = nic.pcie.read_latency_ns + (128.0 + nic.pcie.tlp_overhead_bytes) * 8 / nic.pcie.bandwidth_gbps;
+  const Time one = land_time(1), two = land_time(2);
+  CHECK(static_cast<double>(two - one) >= fetch - 1);
+  CHECK(static_cast<double>(two - one) <= fetch + 1);
 }

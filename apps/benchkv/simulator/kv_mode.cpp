@@ -139,7 +139,8 @@ class Experiment final : public SimRun {
         counts[kv::HistoryOracle::to_string(static_cast<kv::HistoryOracle::ViolationKind>(k))] = v.counts[k];
       res.extra["exactly_once"] = {{"requests", v.requests},        {"answered", v.answered},
                                    {"failed", v.failed},            {"gets_checked", v.gets_checked},
-                                   {"puts_applied", v.puts_applied}, {"violations", counts},
+                                   {"puts_applied", v.puts_applied}, {"puts_matched", v.puts_matched},
+                                   {"broken_connections", v.broken_connections}, {"violations", counts},
                                    {"examples", v.examples},        {"credit_checks", res.credit_checks},
                                    {"credit_violations", res.credit_violations},
                                    {"credit_examples", res.credit_examples}};
@@ -260,11 +261,13 @@ class Experiment final : public SimRun {
         case sim::FaultKind::kRnrStorm: rnr_storms_.push_back(f); break;
       }
     }
+    fabric_.network().set_duplicate_detection(model_.psn_duplicate_detection);
     if (!link_delays_.empty()) fabric_.network().set_link_delay(&Experiment::link_delay, this);
     if (!packet_losses_.empty() || !qp_errors_.empty() || !rnr_storms_.empty()) {
       connection_faults_ = true;
       fabric_.network().enable_connection_faults(packet_losses_.empty() ? nullptr : &Experiment::packet_loss, this);
       if (!rnr_storms_.empty()) fabric_.network().set_rnr_storm(&Experiment::rnr_storm, this);
+      if (oracle_) fabric_.network().set_connection_failed(&Experiment::connection_failed, this);
       const TargetId qp_error_target = engine_.add_member<Experiment, &Experiment::on_qp_error>(this);
       for (uint32_t i = 0; i < qp_errors_.size(); ++i) engine_.schedule(qp_errors_[i].start_ns(), qp_error_target, i);
     }
@@ -377,6 +380,11 @@ class Experiment final : public SimRun {
         storm = true;
       }
     return storm;
+  }
+  // A connection a fault broke: the oracle accepts failure answers between the two nodes
+  // from now on.
+  static void connection_failed(void* ctx, uint32_t node, uint32_t peer) {
+    static_cast<Experiment*>(ctx)->oracle_->connection_broken(node, peer);
   }
   // An instant event on node `rank`'s trace (fault events), inside the trace window.
   void trace_instant(const char* name, uint32_t rank, Time at, const std::string& args) {
