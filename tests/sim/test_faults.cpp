@@ -42,6 +42,63 @@ app::Options small_run(backend::BackendKind b, double duration_s) {
   return o;
 }
 
+// Schedule i of the random fault schedules: its run and 1-4 faults, drawn from
+// derive_seed(seed, {i}).
+app::Options fault_schedule(uint64_t seed, uint32_t i) {
+  const backend::BackendKind kinds[] = {backend::BackendKind::kMeta, backend::BackendKind::kDelegation,
+                                        backend::BackendKind::kDirect};
+  Rng rng(derive_seed(seed, {i}));
+  app::Options o = small_run(kinds[rng.next() % 3], 0.0002);  // 200 us of virtual time
+  o.np = 2 + static_cast<uint32_t>(rng.next() % 2);
+  o.server_threads = 1 + static_cast<uint32_t>(rng.next() % 2);
+  o.client_threads = 1 + static_cast<uint32_t>(rng.next() % 2);
+  o.queue_depth = 1u << (rng.next() % 4);  // 1..8, a power of two
+  o.key_range = 8 + rng.next() % 64;
+  o.seed = rng.next();
+  o.check_exactly_once = true;
+  const uint32_t n = 1 + static_cast<uint32_t>(rng.next() % 4);
+  for (uint32_t f = 0; f < n; ++f) {
+    // Every draw is a statement of its own, in this order: C++ leaves the order of the
+    // operands of one expression open, so two draws in one expression would give
+    // another schedule under another compiler.
+    const double start = double(rng.next() % 200);
+    const double len = 1 + double(rng.next() % 100);
+    const uint32_t a = static_cast<uint32_t>(rng.next() % o.np);
+    const uint32_t b = static_cast<uint32_t>(rng.next() % o.np);
+    const uint32_t other = static_cast<uint32_t>((a + 1 + rng.next() % (o.np - 1)) % o.np);  // != a
+    const uint64_t kind = rng.next() % 6;
+    const uint64_t x = rng.next();  // the kind's parameters
+    const uint64_t y = rng.next();
+    const uint64_t z = rng.next();
+    const std::string window = ",start_us=" + std::to_string(start) + ",end_us=" + std::to_string(start + len);
+    switch (kind) {
+      case 0:
+        o.faults.push_back("slow_node:node=" + std::to_string(a) + window + ",factor=" + std::to_string(1 + x % 10));
+        break;
+      case 1:
+        o.faults.push_back("stall_daemon:node=" + std::to_string(a) + ",daemon=" +
+                           std::to_string(x % o.server_threads) + window);
+        break;
+      case 2:
+        o.faults.push_back("link_delay:from=" + std::to_string(a) + ",to=" + std::to_string(b) + window +
+                           ",extra_ns=" + std::to_string(x % 50'000));
+        break;
+      case 3:  // timeouts of 8.2-32.8 us, so that retries run out within the short run
+        o.faults.push_back("packet_loss:from=" + std::to_string(a) + ",to=" + std::to_string(other) + window +
+                           ",loss=" + std::to_string(double(1 + x % 100) / 100) + ",timeout=" +
+                           std::to_string(1 + y % 3) + ",retry_cnt=" + std::to_string(z % 8));
+        break;
+      case 4:
+        o.faults.push_back("qp_error:node=" + std::to_string(a) + ",peer=" + std::to_string(other) +
+                           ",at_us=" + std::to_string(start));
+        break;
+      default:
+        o.faults.push_back("rnr_storm:node=" + std::to_string(a) + window + ",rnr_retry=" + std::to_string(x % 8));
+    }
+  }
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("faults parse strictly, from JSON and from --fault", "[faults]") {
@@ -281,56 +338,42 @@ TEST_CASE("lost ACKs make requesters resend executed requests: duplicate detecti
   CHECK_FALSE(sim::Model::defaults().to_json().contains("psn_duplicate_detection"));  // absent by default
 }
 
+// The schedules as text (run and faults), hashed: the same value under every compiler.
+static uint64_t schedules_fingerprint(uint64_t seed, uint32_t count) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&](const std::string& text) {
+    for (const char c : text) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  };
+  for (uint32_t i = 0; i < count; ++i) {
+    const app::Options o = fault_schedule(seed, i);
+    mix(std::string(backend::to_string(*o.backend)) + " " + std::to_string(o.np) + " " + std::to_string(o.server_threads) +
+        " " + std::to_string(o.client_threads) + " " + std::to_string(o.queue_depth) + " " +
+        std::to_string(o.key_range) + " " + std::to_string(o.seed));
+    for (const std::string& f : o.faults) mix(f);
+  }
+  return h;
+}
+
+TEST_CASE("the random fault schedules are one list of schedules for a seed whatever the compiler", "[faults]") {
+  // Each draw is a statement of its own (fault_schedule): the value below is what g++ 12
+  // and clang 14 both compute.
+  CHECK(schedules_fingerprint(0xFA017, 2000) == 0xfcb390cb648815f4ull);
+  CHECK(schedules_fingerprint(0xFA017, 2000) != schedules_fingerprint(0xFA018, 2000));
+  const app::Options first = fault_schedule(0xFA017, 0);
+  CHECK(first.faults.size() >= 1);
+  CHECK(first.faults.size() <= 4);
+}
+
 TEST_CASE("random small fault schedules keep every request exactly once and every endpoint's credit", "[faults]") {
   // Deterministic from one seed: schedule i uses derive_seed(kSeed, {i}).
   constexpr uint64_t kSeed = 0xFA017;
   constexpr uint32_t kSchedules = 2000;
-  const backend::BackendKind kinds[] = {backend::BackendKind::kMeta, backend::BackendKind::kDelegation,
-                                        backend::BackendKind::kDirect};
   uint64_t requests = 0, faults = 0, failed = 0, lost = 0, connection_failures = 0, rnr_naks = 0;
   uint64_t acks_lost = 0, duplicates = 0, puts_matched = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (uint32_t i = 0; i < kSchedules; ++i) {
-    Rng rng(derive_seed(kSeed, {i}));
-    app::Options o = small_run(kinds[rng.next() % 3], 0.0002);  // 200 us of virtual time
-    o.np = 2 + static_cast<uint32_t>(rng.next() % 2);
-    o.server_threads = 1 + static_cast<uint32_t>(rng.next() % 2);
-    o.client_threads = 1 + static_cast<uint32_t>(rng.next() % 2);
-    o.queue_depth = 1u << (rng.next() % 4);  // 1..8, a power of two
-    o.key_range = 8 + rng.next() % 64;
-    o.seed = rng.next();
-    o.check_exactly_once = true;
-    const uint32_t n = 1 + static_cast<uint32_t>(rng.next() % 4);
-    for (uint32_t f = 0; f < n; ++f) {
-      const double start = double(rng.next() % 200), len = 1 + double(rng.next() % 100);
-      const std::string window = ",start_us=" + std::to_string(start) + ",end_us=" + std::to_string(start + len);
-      const uint32_t a = static_cast<uint32_t>(rng.next() % o.np), b = static_cast<uint32_t>(rng.next() % o.np);
-      const uint32_t other = static_cast<uint32_t>((a + 1 + rng.next() % (o.np - 1)) % o.np);  // != a
-      switch (rng.next() % 6) {
-        case 0:
-          o.faults.push_back("slow_node:node=" + std::to_string(a) + window + ",factor=" + std::to_string(1 + rng.next() % 10));
-          break;
-        case 1:
-          o.faults.push_back("stall_daemon:node=" + std::to_string(a) + ",daemon=" +
-                             std::to_string(rng.next() % o.server_threads) + window);
-          break;
-        case 2:
-          o.faults.push_back("link_delay:from=" + std::to_string(a) + ",to=" + std::to_string(b) + window +
-                             ",extra_ns=" + std::to_string(rng.next() % 50'000));
-          break;
-        case 3:  // timeouts of 8.2-32.8 us, so that retries run out within the short run
-          o.faults.push_back("packet_loss:from=" + std::to_string(a) + ",to=" + std::to_string(other) + window +
-                             ",loss=" + std::to_string(double(1 + rng.next() % 100) / 100) +
-                             ",timeout=" + std::to_string(1 + rng.next() % 3) + ",retry_cnt=" + std::to_string(rng.next() % 8));
-          break;
-        case 4:
-          o.faults.push_back("qp_error:node=" + std::to_string(a) + ",peer=" + std::to_string(other) +
-                             ",at_us=" + std::to_string(start));
-          break;
-        default:
-          o.faults.push_back("rnr_storm:node=" + std::to_string(a) + window + ",rnr_retry=" + std::to_string(rng.next() % 8));
-      }
-    }
+    const app::Options o = fault_schedule(kSeed, i);
+    const uint32_t n = static_cast<uint32_t>(o.faults.size());
     faults += n;
     const app::ExperimentResult r = app::run_experiment(o, sim::Model::defaults(), nullptr);
     REQUIRE(r.exactly_once.has_value());
