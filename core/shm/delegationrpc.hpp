@@ -111,8 +111,21 @@
 //    record names the position. Given up, or waiting with a pid that kill(pid, 0) says
 //    does not exist (ESRCH): the server CASes the claim word to abandoned and skips the
 //    position (no response: nobody awaits one; counted in skipped()). A reserver alive
-//    (or no record naming the position) keeps the hole, looked at again one hole_limit
-//    later. Each hole is timed on its own: n abandoned positions in a row take n limits.
+//    keeps the hole, looked at again one hole_limit later. Each hole is timed on its own:
+//    n abandoned positions in a row take n limits.
+//  - a hole no record names (a writer that raised head without reserving through a
+//    client: head forged, e.g. raised by the ring depth, which leaves ring_depth holes
+//    and a ring that stays full; or a reserver that stopped or died between
+//    head.fetch_add and its claim without having waited for space) is skipped at the
+//    kDelegationUnnamedHoleLooks-th look in a row that finds no record naming it (one
+//    hole_limit apart, so 4 limits: 400 ms by default), by winning its claim word like
+//    any skip (counted as kUnnamed). The positions after it that were already reserved
+//    when the server first met the hole (below the head snapshot of then: reserved at
+//    least that long ago) are skipped with it, in turn, while each is uncommitted,
+//    unclaimed and named by no record (at most ring_depth per advance_tail(); the first
+//    one committed, claimed or named ends the run, and a named one is handled as
+//    above). A live late writer of such a position is safe: its claim finds the mark and
+//    its call ends kAbandoned, nothing written.
 // Why a late writer cannot corrupt a later lap: the only writes to a slot are by a
 // writer that won its claim, and the only positions skipped are those whose claim the
 // server won. A writer that is not dead after all (a pid from another pid namespace, a
@@ -121,12 +134,12 @@
 // tail to pass the skipped position first. A claim word is never reused for the same
 // name (positions only grow), so an old CAS cannot succeed against a later lap's value.
 // Positions are compared as names modulo 2^64, i.e. modulo 2^63.
-// What the records cannot tell, so the hole stays as before: a reserver that dies after
-// its claim and before its commit (it may have written part of the entry; skipping it
-// would let a not-really-dead writer finish into the next lap), and one that dies
-// between head.fetch_add and its claim without having waited for space (its record
-// names an older position). Both windows are a few instructions long; the long one,
-// waiting for ring space behind a stuck server, is covered. A pid reused by another
+// What the claim word cannot settle, so the hole stays: a reserver that dies after its
+// claim and before its commit (it may have written part of the entry; skipping it would
+// let a not-really-dead writer finish into the next lap). That window is a few
+// instructions long. A forged head raised far beyond ring_depth + max_clients is
+// skipped at ring_depth positions per advance_tail(), each with a look at the records:
+// a head raised by 2^40 would take that many positions' work. A pid reused by another
 // process makes a dead reserver look alive: the hole stays, never the reverse.
 // Untrusted values: the record's position must equal the cursor's name, its pid is only
 // passed to kill(pid, 0) (pid <= 0, EPERM: alive), the client index is bounded by
@@ -211,6 +224,9 @@ inline constexpr std::chrono::nanoseconds kDelegationDefaultWaitLimit = std::chr
 // abandoned positions) once it has found the same hole for this long, and again every
 // such period while the hole stays.
 inline constexpr std::chrono::nanoseconds kDelegationDefaultHoleLimit = std::chrono::milliseconds(100);
+// Looks in a row (one hole limit apart) that find no record naming the hole before the
+// server skips it as unnamed (header comment: abandoned positions).
+inline constexpr uint32_t kDelegationUnnamedHoleLooks = 4;
 
 // ---- layout ----------------------------------------------------------------------
 
@@ -525,9 +541,11 @@ static_assert(static_cast<size_t>(DelegationReject::kSlotHoldsResponse) + 1 == k
 enum class DelegationSkip : uint8_t {
   kReserverGone = 0,  // the reserver's process no longer exists (kill(pid, 0): ESRCH)
   kReserverGaveUp,    // the reserver gave the position up itself (call() gave up, or its claim failed)
+  kUnnamed,           // no record named it for kDelegationUnnamedHoleLooks looks (forged head), or
+                      // it was reserved before such a hole was met and is unnamed too
 };
-inline constexpr size_t kDelegationSkipReasons = 2;
-static_assert(static_cast<size_t>(DelegationSkip::kReserverGaveUp) + 1 == kDelegationSkipReasons);
+inline constexpr size_t kDelegationSkipReasons = 3;
+static_assert(static_cast<size_t>(DelegationSkip::kUnnamed) + 1 == kDelegationSkipReasons);
 
 // Whether pid names a process that no longer exists: kill(pid, 0) fails with ESRCH.
 // Anything else (it exists, EPERM: it exists under another user, a pid <= 0 that names
@@ -673,7 +691,7 @@ class alignas(kCacheLine) DelegationServer {
   // Holes skipped as abandoned positions (no response is sent for them), per reason and
   // in total; and how often the server looked at who reserved the hole it was stuck on.
   uint64_t skipped(DelegationSkip why) const noexcept { return skipped_[static_cast<size_t>(why)]; }
-  uint64_t skipped_total() const noexcept { return skipped_[0] + skipped_[1]; }
+  uint64_t skipped_total() const noexcept { return skipped_[0] + skipped_[1] + skipped_[2]; }
   uint64_t hole_checks() const noexcept { return hole_checks_; }
   // How long the server waits on one hole before it looks at the reserver (and between
   // two looks). Zero: at the hole's second clock read (the first one starts its
@@ -719,10 +737,16 @@ class alignas(kCacheLine) DelegationServer {
   [[gnu::noinline]] void at_stop() noexcept {
     auto& s = DelegationView<Req, Resp>::req_header(view_.req_slot(cursor_));
     if (atomic_field(s.committed).load(std::memory_order_acquire) != 0) return;
+    if (cursor_ < unnamed_run_end_) {  // a run of unnamed positions being skipped
+      skip_unnamed_run();
+      return;
+    }
     if (cursor_ != hole_pos_) {
       hole_pos_ = cursor_;
+      hole_head_ = cached_head_;  // positions below it are reserved from now on
       hole_sightings_ = 0;
       hole_timed_ = false;
+      unnamed_looks_ = 0;
       return;
     }
     if (++hole_sightings_ < kHoleSightingsPerClockRead) return;
@@ -746,7 +770,10 @@ class alignas(kCacheLine) DelegationServer {
     auto& s = DelegationView<Req, Resp>::req_header(view_.req_slot(cursor_));
     auto claim = atomic_field(s.claim);
     uint64_t seen = claim.load(std::memory_order_acquire);
-    if (seen == name) return false;  // claimed: its writer is between its claim and its commit
+    if (seen == name) {  // claimed: its writer is between its claim and its commit
+      unnamed_looks_ = 0;
+      return false;
+    }
     // The reserver: the registered client whose record names this position (the first
     // one: a forged record can only name a position that another client reserved, and
     // winning the claim word below keeps that client from writing it).
@@ -762,20 +789,66 @@ class alignas(kCacheLine) DelegationServer {
       } else if (delegation_reserver_gone(atomic_field(r.pid).load(std::memory_order_relaxed))) {
         why = DelegationSkip::kReserverGone;
       } else {
+        unnamed_looks_ = 0;
         return false;  // the reserver lives: a slow writer, the hole stays
       }
     }
-    if (!why) return false;  // nobody names it: reserved a moment ago, or no record was written
-    // Mark it abandoned. Fails if the reserver claimed it since (it lives after all).
-    if (!claim.compare_exchange_strong(seen, name | kDelegationAbandonedMark, std::memory_order_acq_rel,
-                                       std::memory_order_acquire))
-      return false;
-    // No writer of this position can commit any more; a committed byte seen now was not
-    // written by one (a forged write): the next recv() reads it as an entry and checks it.
-    if (atomic_field(s.committed).load(std::memory_order_acquire) != 0) return false;
+    if (!why) {
+      // Nobody names it: reserved a moment ago (the reserver claims it or writes its
+      // record next), or never reserved by a client (a forged head). Skipped at the
+      // kDelegationUnnamedHoleLooks-th such look in a row, with the unnamed positions
+      // reserved behind it before it was met.
+      if (++unnamed_looks_ < kDelegationUnnamedHoleLooks) return false;
+      if (!mark_abandoned(cursor_, seen)) return false;
+      ++skipped_[static_cast<size_t>(DelegationSkip::kUnnamed)];
+      ++cursor_;
+      unnamed_run_end_ = hole_head_;
+      skip_unnamed_run();
+      return true;
+    }
+    unnamed_looks_ = 0;
+    if (!mark_abandoned(cursor_, seen)) return false;
     ++skipped_[static_cast<size_t>(*why)];
     ++cursor_;
     return true;
+  }
+
+  // Marks position pos abandoned by a CAS of its claim word from `seen` (not its name).
+  // Fails if its reserver claimed it since (it lives after all), or if the slot holds a
+  // committed byte: no writer of the position can commit any more, so that byte was not
+  // written by one (a forged write), and the next recv() reads it as an entry and checks it.
+  bool mark_abandoned(uint64_t pos, uint64_t seen) noexcept {
+    auto& s = DelegationView<Req, Resp>::req_header(view_.req_slot(pos));
+    if (!atomic_field(s.claim).compare_exchange_strong(seen, delegation_position_name(pos) | kDelegationAbandonedMark,
+                                                       std::memory_order_acq_rel, std::memory_order_acquire))
+      return false;
+    return atomic_field(s.committed).load(std::memory_order_acquire) == 0;
+  }
+
+  // Skips the unnamed positions from the cursor up to unnamed_run_end_ (reserved before
+  // an unnamed hole was met), at most ring_depth per call; the first position that is
+  // committed, claimed or named by a record ends the run (a named one is timed as any
+  // hole).
+  void skip_unnamed_run() noexcept {
+    const uint32_t registered = atomic_field(view_.header().next_client_id).load(std::memory_order_acquire);
+    const uint32_t n = registered < view_.config().max_clients ? registered : view_.config().max_clients;
+    bool stopped = false;
+    for (uint32_t k = 0; k < view_.config().ring_depth && cursor_ < unnamed_run_end_; ++k) {
+      const uint64_t name = delegation_position_name(cursor_);
+      auto& s = DelegationView<Req, Resp>::req_header(view_.req_slot(cursor_));
+      uint64_t seen = atomic_field(s.claim).load(std::memory_order_acquire);
+      bool named = seen == name || atomic_field(s.committed).load(std::memory_order_acquire) != 0;
+      for (uint32_t c = 0; c < n && !named; ++c)
+        named = (atomic_field(view_.record(c).waiting).load(std::memory_order_acquire) & ~kDelegationAbandonedMark) ==
+                name;
+      if (named || !mark_abandoned(cursor_, seen)) {
+        stopped = true;
+        break;
+      }
+      ++skipped_[static_cast<size_t>(DelegationSkip::kUnnamed)];
+      ++cursor_;
+    }
+    if (stopped || cursor_ >= unnamed_run_end_) unnamed_run_end_ = 0;
   }
 
   DelegationView<Req, Resp> view_;
@@ -788,6 +861,9 @@ class alignas(kCacheLine) DelegationServer {
   // The hole the server is stuck on (at_hole): its position, sightings since the last
   // clock read, and when it was first timed.
   uint64_t hole_pos_ = ~uint64_t{0};
+  uint64_t hole_head_ = 0;        // the head snapshot when the server met that hole
+  uint32_t unnamed_looks_ = 0;    // looks in a row that found no record naming it
+  uint64_t unnamed_run_end_ = 0;  // skipping unnamed positions up to here (skip_unnamed_run)
   uint32_t hole_sightings_ = 0;
   bool hole_timed_ = false;
   std::chrono::steady_clock::time_point hole_since_{};

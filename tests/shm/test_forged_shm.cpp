@@ -591,3 +591,207 @@ TEST_CASE("delegationrpc forged tail: a given-up position stays named until the 
   b.poll(got);
   CHECK(answered == std::vector<uint64_t>{0, 1, 4});
 }
+
+// A writer that raises head without reserving through a client (head forged up by the
+// ring depth) leaves holes no client record names: the ring stays full, every try_call
+// returns kFull. The server skips such a hole at its kDelegationUnnamedHoleLooks-th look
+// in a row, with the unnamed positions reserved behind it when it was met, by winning
+// each claim word; a live late writer of a skipped position then writes nothing.
+namespace {
+struct ForgedHeadRig {
+  DelegationConfig cfg{2, 8, 4};
+  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
+  DServer server{seg.bytes(), cfg};
+  std::vector<uint64_t> answered;
+  ForgedHeadRig() { server.set_hole_limit(std::chrono::nanoseconds(0)); }
+  std::byte* base() { return seg.data(); }
+  uint64_t head() { return load_le<uint64_t>(base(), 128); }
+  uint64_t tail() { return load_le<uint64_t>(base(), 192); }
+  uint64_t claim(uint64_t pos) { return load_le<uint64_t>(base(), 256 + (pos & (cfg.ring_depth - 1)) * 64 + 16); }
+  // One server round: every entry it can read answered, then the tail advanced.
+  void round() {
+    server.snapshot_head();
+    while (auto e = server.recv())
+      if (server.reply(e->client_id, e->resp_slot_idx, Resp{e->payload.seq, 0}) != DelegationReplyStatus::kOk)
+        FAIL("reply refused");
+    server.advance_tail();
+  }
+  // Rounds until the server has looked at the hole once more (or skipped something).
+  void until_next_look() {
+    const uint64_t looks = server.hole_checks(), skipped = server.skipped_total();
+    for (uint32_t i = 0; i < 8 * DServer::kHoleSightingsPerClockRead; ++i) {
+      round();
+      if (server.hole_checks() > looks || server.skipped_total() > skipped) return;
+    }
+    FAIL("the server never looked at the hole");
+  }
+};
+}  // namespace
+
+TEST_CASE("delegationrpc forged head raised by the ring depth: the unnamed holes are skipped and the ring works again",
+          "[shm][forged]") {
+  ForgedHeadRig r;
+  DClient a = DClient::connect(r.seg.bytes(), 1);
+  auto got = [&](uint64_t tok, const Resp&) { r.answered.push_back(tok); };
+  REQUIRE(a.call(Req{0, 0, 0, 0}, 0).status == DelegationCallStatus::kOk);  // position 0
+  r.round();
+  a.poll(got);
+  REQUIRE(r.answered == std::vector<uint64_t>{0});
+  store_le<uint64_t>(r.base(), 128, r.head() + r.cfg.ring_depth);  // positions 1..8: nobody's
+  CHECK(a.try_call(Req{0, 0, 1, 1}, 1).status == DelegationCallStatus::kFull);
+  // Three looks find nobody naming position 1: it stays.
+  for (uint32_t look = 1; look < kDelegationUnnamedHoleLooks; ++look) {
+    r.until_next_look();
+    CHECK(r.server.skipped_total() == 0);
+    CHECK(r.server.cursor() == 1);
+  }
+  // The fourth: position 1 and the 7 unnamed ones behind it are skipped, each marked
+  // abandoned in its claim word.
+  r.until_next_look();
+  CHECK(r.server.hole_checks() == kDelegationUnnamedHoleLooks);
+  CHECK(r.server.skipped(DelegationSkip::kUnnamed) == r.cfg.ring_depth);
+  CHECK(r.server.skipped_total() == r.cfg.ring_depth);
+  CHECK(r.server.cursor() == 9);
+  CHECK(r.tail() == 9);
+  for (uint64_t p = 1; p <= 8; ++p) CHECK(r.claim(p) == (delegation_position_name(p) | kDelegationAbandonedMark));
+  // The ring works again.
+  REQUIRE(a.try_call(Req{0, 0, 1, 1}, 1).status == DelegationCallStatus::kOk);  // position 9
+  r.round();
+  a.poll(got);
+  CHECK(r.answered == std::vector<uint64_t>{0, 1});
+}
+
+TEST_CASE("delegationrpc: a live late writer of a skipped unnamed position writes nothing", "[shm][forged]") {
+  ForgedHeadRig r;
+  DClient a = DClient::connect(r.seg.bytes(), 1);
+  store_le<uint64_t>(r.base(), 128, 3);  // positions 0..2 reserved, nobody names them
+  for (uint32_t look = 0; look < kDelegationUnnamedHoleLooks; ++look) r.until_next_look();
+  REQUIRE(r.server.skipped(DelegationSkip::kUnnamed) == 3);
+  REQUIRE(r.server.cursor() == 3);
+  // The reserver of position 1 was only slow (stopped between head.fetch_add and its
+  // claim): it goes on now. Played by a real call whose fetch_add returns 1.
+  store_le<uint64_t>(r.base(), 128, 1);
+  CHECK(a.call(Req{0, 0, 5, 5}, 5).status == DelegationCallStatus::kAbandoned);
+  CHECK(load_le<uint8_t>(r.base(), 256 + 64) == 0);           // position 1's slot: not committed
+  CHECK(load_le<uint64_t>(r.base(), 256 + 64 + 24 + 8) == 0);  // nor written
+  CHECK(r.claim(1) == (delegation_position_name(1) | kDelegationAbandonedMark));
+  CHECK(a.in_flight() == 0);
+  store_le<uint64_t>(r.base(), 128, 3);  // head as it was
+  // The server passed position 1 for real (tail beyond it, its claim word marked): the
+  // client calls again at position 3 and is answered.
+  REQUIRE(a.call(Req{0, 0, 6, 6}, 6).status == DelegationCallStatus::kOk);
+  r.round();
+  CHECK(a.poll([&](uint64_t tok, const Resp&) { r.answered.push_back(tok); }) == 1);
+  CHECK(r.answered == std::vector<uint64_t>{6});
+}
+
+TEST_CASE("delegationrpc: an unnamed hole its writer claims is never skipped", "[shm][forged]") {
+  ForgedHeadRig r;
+  store_le<uint64_t>(r.base(), 128, 1);  // position 0 reserved, unnamed...
+  r.until_next_look();
+  store_le<uint64_t>(r.base(), 256 + 16, delegation_position_name(0));  // ...and claimed by its writer
+  for (uint32_t look = 0; look < 2 * kDelegationUnnamedHoleLooks; ++look) r.until_next_look();
+  CHECK(r.server.skipped_total() == 0);
+  CHECK(r.server.cursor() == 0);
+  // It commits: the entry is read (client id 0 never registered: rejected, but read).
+  store_le<uint8_t>(r.base(), 256, 1);
+  r.round();
+  CHECK(r.server.cursor() == 1);
+  CHECK(r.server.rejected(DelegationReject::kUnregisteredClient) == 1);
+}
+
+TEST_CASE("delegationrpc: the run of unnamed positions skipped with a hole ends at a committed one and at the head "
+          "seen when the hole was met", "[shm][forged]") {
+  ForgedHeadRig r;
+  DClient a = DClient::connect(r.seg.bytes(), 1);
+  SECTION("the head seen when the hole was met") {
+    store_le<uint64_t>(r.base(), 128, 2);  // positions 0 and 1, nobody's
+    r.until_next_look();                   // the server met the hole at 0 with head 2...
+    store_le<uint64_t>(r.base(), 128, 3);  // ...position 2 is reserved after that
+    for (uint32_t look = 1; look < kDelegationUnnamedHoleLooks; ++look) r.until_next_look();
+    CHECK(r.server.skipped(DelegationSkip::kUnnamed) == 2);
+    CHECK(r.server.cursor() == 2);
+    CHECK(r.claim(2) == 0);
+    r.round();
+    CHECK(r.server.cursor() == 2);  // a hole of its own now
+    CHECK(r.server.skipped(DelegationSkip::kUnnamed) == 2);
+    return;
+  }
+  store_le<uint64_t>(r.base(), 128, 4);  // positions 0..3, nobody's
+  // A forged entry committed at position 2 (naming client 0, slot 0).
+  store_le<uint32_t>(r.base(), 256 + 2 * 64 + 4, 0);
+  store_le<uint32_t>(r.base(), 256 + 2 * 64 + 8, 0);
+  store_le<uint8_t>(r.base(), 256 + 2 * 64, 1);
+  r.until_next_look();  // the server met the hole at 0 with head 4...
+  store_le<uint64_t>(r.base(), 128, 5);  // ...position 4 is reserved after that
+  for (uint32_t look = 1; look < kDelegationUnnamedHoleLooks; ++look) r.until_next_look();
+  // Positions 0 and 1 skipped; the committed position 2 is read in the next round, and
+  // position 3 is a new hole: it needs looks of its own, as does position 4.
+  CHECK(r.server.skipped(DelegationSkip::kUnnamed) == 2);
+  CHECK(r.server.cursor() == 2);
+  r.round();
+  CHECK(r.server.cursor() == 3);
+  CHECK(r.claim(2) == 0);  // the committed entry's claim word was not touched
+  for (uint32_t look = 1; look < kDelegationUnnamedHoleLooks; ++look) {
+    r.until_next_look();
+    CHECK(r.server.cursor() == 3);
+  }
+  r.until_next_look();
+  // Position 3 skipped with the run up to the head seen when the server met it (5).
+  CHECK(r.server.skipped(DelegationSkip::kUnnamed) == 4);
+  CHECK(r.server.cursor() == 5);
+  (void)a;
+}
+
+// Bounds checks at their exact boundary.
+TEST_CASE("delegationrpc server rejects an entry naming exactly the next client id to register", "[shm][forged]") {
+  const DelegationConfig cfg{4, 8, 2};
+  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
+  DServer server(seg.bytes(), cfg);
+  DClient c0 = DClient::connect(seg.bytes(), 1);
+  DClient c1 = DClient::connect(seg.bytes(), 2);  // next_client_id is 2 now
+  REQUIRE(load_le<uint32_t>(seg.data(), 24) == 2);
+  REQUIRE(c1.call(Req{1, 0, 1, 10}, 1).status == DelegationCallStatus::kOk);  // the server learns of id 1
+  forge_entry(seg.data(), cfg.ring_depth, 2, 0, Req{});                        // id 2: not registered
+  forge_entry(seg.data(), cfg.ring_depth, 1, 1, Req{});                        // id 1, another slot: fine
+  REQUIRE(server.poll() == 3);
+  auto e = server.recv();
+  REQUIRE(e.has_value());
+  CHECK(e->client_id == 1);
+  auto f = server.recv();
+  REQUIRE(f.has_value());
+  CHECK(f->client_id == 1);
+  CHECK(f->resp_slot_idx == 1);
+  CHECK_FALSE(server.recv().has_value());
+  CHECK(server.rejected(DelegationReject::kUnregisteredClient) == 1);
+  CHECK(server.rejected_total() == 1);
+  // Registered now: the same id is accepted.
+  DClient c2 = DClient::connect(seg.bytes(), 3);
+  forge_entry(seg.data(), cfg.ring_depth, 2, 0, Req{});
+  server.poll();
+  auto g = server.recv();
+  REQUIRE(g.has_value());
+  CHECK(g->client_id == 2);
+  (void)c0;
+}
+
+TEST_CASE("delegationrpc poll counts at most ring_depth entries past the cursor whatever head says", "[shm][forged]") {
+  const DelegationConfig cfg{1, 8, 2};
+  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
+  DServer server(seg.bytes(), cfg);
+  std::byte* base = seg.data();
+  for (uint32_t i = 0; i < cfg.ring_depth; ++i) store_le<uint8_t>(base, 256 + i * 64, 1);  // every slot committed
+  for (const uint64_t head : {uint64_t{7}, uint64_t{8}, uint64_t{9}, uint64_t{3 * 8}, ~uint64_t{0}}) {
+    CAPTURE(head);
+    store_le<uint64_t>(base, 128, head);
+    CHECK(server.poll() == std::min<uint64_t>(head, cfg.ring_depth));
+  }
+  // With the cursor moved on, the bound moves with it.
+  store_le<uint64_t>(base, 128, 3);
+  server.poll();
+  for (int i = 0; i < 3; ++i) REQUIRE(server.recv().has_value() == false);  // client id 0 unregistered: rejected
+  CHECK(server.cursor() == 3);
+  for (uint32_t i = 0; i < cfg.ring_depth; ++i) store_le<uint8_t>(base, 256 + i * 64, 1);
+  store_le<uint64_t>(base, 128, 100);
+  CHECK(server.poll() == cfg.ring_depth);
+}
