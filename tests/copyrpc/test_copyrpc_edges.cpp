@@ -399,10 +399,40 @@ TEST_CASE("copyrpc edges: hostile values exactly at each limit pass, one step pa
     CHECK(f.send(32, 4096 / 32) == EndpointError::kNone);
     CHECK(f.victim.endpoint(f.ep).recv_producer == 4096);
   }
+  SECTION("a response naming the call id one past every id the slab has handed out") {
+    REQUIRE(f.victim.call(f.ep, {}, 0, 1).ok());  // call id 0: the slab holds one slot
+    f.meta(0, 0, 1);
+    f.header(32, copyrpc::to_response_id(1), 0, 0);
+    CHECK(f.send(64, 2) == EndpointError::kUnknownCallId);
+  }
   SECTION("a response naming the largest call id, never made") {
     REQUIRE(f.victim.call(f.ep, {}, 0, 1).ok());
     f.meta(0, 0, 1);
     f.header(32, copyrpc::to_response_id(copyrpc::kMaxCallId), 0, 0);
     CHECK(f.send(64, 2) == EndpointError::kUnknownCallId);
   }
+}
+
+// The pending-call slab's id check at its boundary (the test is built with
+// _GLIBCXX_ASSERTIONS: an index one past the slab aborts instead of reading on).
+TEST_CASE("copyrpc call slab: ids up to the last one handed out are found and the next one is not", "[copyrpc]") {
+  copyrpc::CallSlab<uint64_t> slab;
+  CHECK(slab.find(0) == nullptr);
+  CHECK_FALSE(slab.contains(0));
+  for (uint64_t t = 0; t < 3; ++t) {
+    const uint32_t id = slab.make_free_slot();
+    REQUIRE(id == t);
+    slab.insert(id, 100 + t);
+  }
+  REQUIRE(slab.find(2) != nullptr);
+  CHECK(*slab.find(2) == 102);
+  CHECK(slab.find(3) == nullptr);
+  CHECK_FALSE(slab.contains(3));
+  CHECK(slab.find(~0u) == nullptr);
+  slab.release(2);
+  CHECK(slab.find(2) == nullptr);
+  CHECK_FALSE(slab.contains(2));
+  CHECK(slab.make_free_slot() == 2);  // the freed slot again, the slab not grown
+  CHECK(slab.find(3) == nullptr);
+  CHECK(slab.size() == 2);
 }
