@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/strict_json.hpp"
+
 namespace bkv::sim::json_detail {
 
 [[noreturn]] inline void fail(const std::string& path, const std::string& what) {
@@ -66,7 +68,7 @@ class ObjectReader {
     const nlohmann::json* v = get(key);
     if (v == nullptr) return fallback;
     if (v->is_number_integer() && !v->is_number_unsigned() && v->get<int64_t>() < 0)  // unsigned: past INT64_MAX
-      fail(path_of(key), "must be an integer >= " + std::to_string(lo) + " (got " + v->dump() + ")");
+      fail(path_of(key), "must be an integer >= " + std::to_string(lo) + " (got " + json_excerpt(*v) + ")");
     if (!v->is_number_unsigned() && !v->is_number_integer())
       fail(path_of(key), "must be an integer (got " + v->dump() + ")");
     const uint64_t x = v->get<uint64_t>();

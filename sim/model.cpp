@@ -17,7 +17,7 @@ double time_ns(const nlohmann::json& v, const std::string& at, const char* note)
   if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 || v.get<double>() > kMaxModelNs) {
     const nlohmann::json hi = kMaxModelNs;
     throw std::runtime_error(at + ": must be a number in [0, " + hi.dump() + "]" + note +
-                             (!v.is_number() ? "" : std::isfinite(v.get<double>()) ? " (got " + v.dump() + ")" : " (got a non-finite number)"));
+                             (!v.is_number() ? "" : std::isfinite(v.get<double>()) ? " (got " + json_excerpt(v) + ")" : " (got a non-finite number)"));
   }
   return v.get<double>();
 }

@@ -24,6 +24,7 @@
 #include "apps/benchkv/probe_main.hpp"
 #include "apps/benchkv/results/provenance.hpp"
 #include "apps/benchkv/results/results.hpp"
+#include "core/strict_json.hpp"
 #include "apps/benchkv/simulator/data_mode.hpp"
 #include "apps/benchkv/simulator/rpc_mode.hpp"
 #include "apps/benchkv/simulator/kv_mode.hpp"
@@ -38,9 +39,19 @@ namespace {
 // when it exceeds kEstimateAboveSeconds, so a long run announces itself early.
 constexpr double kEstimateAboveSeconds = 10;
 
+// A model file (--model) that cannot be read or is refused: bad input, exit status 2.
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // The model a simulated run uses: the --model file, or the defaults.
 sim::Model sim_model(const app::Options& o) {
-  return o.model.empty() ? sim::Model::defaults() : sim::Model::load_file(o.model);
+  if (o.model.empty()) return sim::Model::defaults();
+  try {
+    return sim::Model::load_file(o.model);
+  } catch (const std::exception& e) {
+    throw InputError(e.what());
+  }
 }
 
 // Progress lines on stderr, or none without --progress.
@@ -118,7 +129,7 @@ int compare(int argc, char** argv) {
       std::ifstream in(argv[2 + i]);
       if (!in) throw std::runtime_error(std::string("compare: cannot open ") + argv[2 + i]);
       try {
-        s[i] = nlohmann::json::parse(in);
+        s[i] = parse_json_bounded(in, std::string("compare: ") + argv[2 + i]);
       } catch (const nlohmann::json::exception& e) {
         throw std::runtime_error(std::string("compare: ") + argv[2 + i] + " is not valid JSON: " + e.what());
       }
@@ -166,6 +177,9 @@ int main(int argc, char** argv) {
       case app::Mode::kCompare: break;  // commands, handled above
     }
     throw std::logic_error("benchkv: the options describe no runnable mode");
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "benchkv: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "benchkv: %s\n", e.what());
     return 1;

@@ -168,6 +168,32 @@ TEST_CASE("bad input: a key given twice in a config or a model file", "[e2e][bad
                    {"duplicate key", "\"loop\"", "\"cpu\""});
 }
 
+TEST_CASE("bad input: JSON nested past the limit is refused with a message, a long value is quoted cut",
+          "[e2e][bad-input]") {
+  // 100 000 levels: the JSON library's dump() of the value for the error message once
+  // recursed once per level and overflowed the stack (SIGSEGV).
+  TempDir dir;
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  write_file(dir / "n.json", "{\"np\":" + deep + "}");
+  Outcome o = run_in(dir, {"--config", "n.json", "delegation", "-o", "out.csv"});
+  CHECK(o.status == 2);
+  require_rejected(o, dir.path(), {"n.json", "nested deeper than 64"});
+  write_file(dir / "model.json", "{\"cpu\":" + deep + "}");
+  o = run_in(dir, small_sim("meta", {"--model", "model.json", "-o", "out.csv"}));
+  CHECK(o.status == 2);
+  require_rejected(o, dir.path(), {"model.json", "nested deeper than 64"});
+  write_file(dir / "a.summary.json", "{\"x\":" + deep + "}");
+  o = run_benchkv({"compare", "a.summary.json", "a.summary.json"}, dir.path());
+  CHECK(o.status == 2);
+  CHECK_THAT(o.err, Catch::Contains("a.summary.json") && Catch::Contains("nested deeper than 64"));
+  // Within the limit but long: the message quotes a bounded excerpt, not the value.
+  write_file(dir / "long.json", "{\"np\": \"" + std::string(100'000, 'x') + "\"}");
+  o = run_in(dir, {"--config", "long.json", "delegation", "-o", "out.csv"});
+  CHECK(o.status == 2);
+  require_rejected(o, dir.path(), {"np", "xxxxxxxx..."});
+  CHECK(o.err.size() < 1000);
+}
+
 TEST_CASE("bad input: a number beyond the range of a double in a config or a model file names the file",
           "[e2e][bad-input]") {
   // The JSON reader refuses 1e999 with an exception of its own (not a parse error): from a

@@ -135,7 +135,7 @@ std::string label(const Spec& s) {
 
 [[noreturn]] void type_error(const Spec& s, const Ctx& c, std::string_view expected, const json& v) {
   throw OptionError(std::string(s.key),
-                    fmt::format("{}: expected {}, got {} ({})", label(s), expected, v.dump(), c.source));
+                    fmt::format("{}: expected {}, got {} ({})", label(s), expected, json_excerpt(v), c.source));
 }
 
 template <class T>
@@ -566,7 +566,7 @@ void validate_outputs(const Options& o) {
 
 [[noreturn]] void fail(const Options& o, std::string_view key, std::string_view rule) {
   const Spec& s = spec_of(key);
-  throw OptionError(std::string(key), fmt::format("{}: {} {}", label(s), s.get(o).dump(), rule));
+  throw OptionError(std::string(key), fmt::format("{}: {} {}", label(s), json_excerpt(s.get(o), 200), rule));
 }
 
 bool is_pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
@@ -723,7 +723,7 @@ const Applicability* first_inapplicable(const Options& o) {
 }
 
 std::string inapplicable_message(const Options& o, const Applicability& a) {
-  return fmt::format("{}: {} does not apply to {} (it is {})", label(spec_of(a.key)), spec_of(a.key).get(o).dump(),
+  return fmt::format("{}: {} does not apply to {} (it is {})", label(spec_of(a.key)), json_excerpt(spec_of(a.key).get(o), 200),
                      mode_of(o), a.what);
 }
 

@@ -22,6 +22,7 @@
 #include "apps/benchkv/results/results.hpp"
 #include "apps/benchkv/simulator/kv_mode.hpp"
 #include "apps/benchkv/sweep/sweep_ranks.hpp"
+#include "core/strict_json.hpp"
 #include "sim/model.hpp"
 
 namespace bkv::app {
@@ -56,7 +57,7 @@ ojson read_json_file(const std::string& path, const std::string& what) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read " + what + " " + path);
   try {
-    return ojson::parse(in);
+    return parse_json_bounded<ojson>(in, what + " " + path);
   } catch (const json::parse_error& e) {
     throw std::runtime_error(what + " " + path + " is not valid JSON: " + e.what());
   }
@@ -68,7 +69,9 @@ ojson read_sweep_file(const std::string& path, std::string& twice) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read sweep file " + path);
   std::vector<std::set<std::string>> keys;  // per open object
-  const ojson::parser_callback_t note = [&](int, ojson::parse_event_t ev, ojson& parsed) {
+  const std::string what = "sweep file " + path;
+  const ojson::parser_callback_t note = [&](int depth, ojson::parse_event_t ev, ojson& parsed) {
+    check_json_depth(depth, ev, what);
     if (ev == ojson::parse_event_t::object_start) {
       keys.emplace_back();
     } else if (ev == ojson::parse_event_t::object_end) {
