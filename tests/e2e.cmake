@@ -4,7 +4,7 @@
 if(TARGET benchkv)
   bkv_add_test(test_benchkv_e2e GROUP e2e
     SOURCES e2e/test_sim_runs.cpp e2e/test_determinism_config.cpp e2e/test_bad_input.cpp e2e/test_rpc.cpp e2e/test_sweep.cpp
-            e2e/test_report.cpp e2e/test_data.cpp e2e/test_fast_paths.cpp
+            e2e/test_report.cpp e2e/test_data.cpp e2e/test_fast_paths.cpp e2e/test_interrupt.cpp
     LIBS nlohmann_json::nlohmann_json)
   if(TARGET test_benchkv_e2e)
     target_compile_definitions(test_benchkv_e2e PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>"

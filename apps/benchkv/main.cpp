@@ -12,9 +12,11 @@
 // --transport sim runs NP simulated nodes in this process (no MPI, no RDMA device).
 // --transport mlx5|verbs need an RDMA device; without one benchkv exits with status 2.
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -28,6 +30,7 @@
 #include "apps/benchkv/simulator/data_mode.hpp"
 #include "apps/benchkv/simulator/rpc_mode.hpp"
 #include "apps/benchkv/simulator/kv_mode.hpp"
+#include "apps/benchkv/simulator/runner.hpp"
 #include "apps/benchkv/sweep/sweep.hpp"
 
 using namespace bkv;
@@ -76,13 +79,17 @@ int run_sim(const app::Options& o) {
                    "time, so the simulation needs about %.0f s\n",
                    o.runs, o.duration, static_cast<unsigned long long>(total_epochs), first, projected);
   };
+  // SIGINT/SIGTERM stop measuring at the next epoch's end; the finished epochs are written.
+  app::install_stop_signals();
   app::ExperimentResult res = app::run_experiment(o, model, progress);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   const nlohmann::json summary = app::write_experiment_outputs(o, res);
-  const std::string report = app::format_report(summary, o.report);
-  std::fwrite(report.data(), 1, report.size(), stdout);
-  std::fflush(stdout);
+  if (!res.runs.empty()) {  // (empty only when a signal stopped the run before any kept epoch finished)
+    const std::string report = app::format_report(summary, o.report);
+    std::fwrite(report.data(), 1, report.size(), stdout);
+    std::fflush(stdout);
+  }
   // Wall-clock figures go to stderr only: output files stay byte-identical across runs.
   std::fprintf(stderr, "simulated %llu requests, %.3f s of virtual time, in %.2f s wall (%.2f M simulated requests/s)\n",
                static_cast<unsigned long long>(res.total_completed), double(res.extra["virtual_end_ns"].get<uint64_t>()) * 1e-9,
@@ -91,7 +98,18 @@ int run_sim(const app::Options& o) {
   for (const std::string* f : {&o.inflight_samples, &o.trace, &o.step_log})
     if (!f->empty()) also += ", " + *f;
   std::fprintf(stderr, "wrote %s%s and %s\n", o.output.c_str(), also.c_str(), o.summary.c_str());
-  return app::consistency_status(res.total_issued, res.total_completed, res.errors, "requests", res.failed);
+  const int consistent = app::consistency_status(res.total_issued, res.total_completed, res.errors, "requests", res.failed);
+  if (!res.interrupted.is_null() || app::stop_signal() != 0) {
+    const int sig = app::stop_signal();
+    const std::string where = res.interrupted.is_null() ? std::string("while writing the outputs")
+        : fmt::format("after epoch {} of run {}", res.interrupted["epochs_done"].get<uint32_t>(),
+                      res.interrupted["run"].get<uint32_t>());
+    std::fprintf(stderr, "benchkv: interrupted by %s %s: %s holds the epochs measured until then, %s is marked "
+                 "\"interrupted\"\n", sig == SIGINT ? "SIGINT" : "SIGTERM", where.c_str(), o.output.c_str(),
+                 o.summary.c_str());
+    return 128 + sig;
+  }
+  return consistent;
 }
 
 // benchkv rpc --transport sim: copyrpc alone in the simulator.

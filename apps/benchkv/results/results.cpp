@@ -281,6 +281,7 @@ json summary_json(const json& config, std::span<const RunResults> runs, std::spa
     rj["epochs"] = run.epochs();
     rj["first_kept_epoch"] = run.first_kept_epoch();
     rj["end_kept_epoch"] = run.end_kept_epoch();
+    if (run.epochs_done() < run.epochs()) rj["epochs_done"] = run.epochs_done();  // a signal stopped it
     run_mops.push_back(run.total_mops());
     if (run.has_latency()) {
       rj["latency"] = request_latency_json(run.latency());

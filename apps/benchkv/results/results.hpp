@@ -25,6 +25,7 @@
 // fixed integer formatting.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <iosfwd>
 #include <map>
@@ -57,8 +58,15 @@ class RunResults {
   uint32_t epochs() const noexcept { return epochs_; }
   uint32_t trim() const noexcept { return trim_; }
   uint32_t first_kept_epoch() const noexcept { return trim_; }
-  uint32_t end_kept_epoch() const noexcept { return epochs_ - trim_; }  // exclusive
+  uint32_t end_kept_epoch() const noexcept {  // exclusive
+    return std::max(trim_, std::min(epochs_ - trim_, epochs_done_));
+  }
   bool kept(uint32_t epoch) const noexcept { return epoch >= first_kept_epoch() && epoch < end_kept_epoch(); }
+
+  // A run a signal stopped: only its first n epochs were measured; the kept epochs end
+  // there (none are kept when n <= trim). epochs_done() == epochs() for a whole run.
+  void set_epochs_done(uint32_t n) noexcept { epochs_done_ = std::min(n, epochs_); }
+  uint32_t epochs_done() const noexcept { return epochs_done_; }
 
   // Access by (rank, client, epoch); out-of-range indices throw std::out_of_range.
   EpochRecord& at(uint32_t rank, uint32_t client, uint32_t epoch);
@@ -105,6 +113,7 @@ class RunResults {
   size_t index(uint32_t rank, uint32_t client, uint32_t epoch) const;
 
   uint32_t run_, num_ranks_, clients_, epochs_, trim_;
+  uint32_t epochs_done_ = epochs_;
   uint64_t issued_ = 0, completed_ = 0;
   std::vector<EpochRecord> records_;
   metrics::RequestLatency latency_;

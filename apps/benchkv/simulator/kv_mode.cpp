@@ -100,6 +100,7 @@ class Experiment final : public SimRun {
     if (!drained && !oracle_) throw std::runtime_error("simulation ended with requests still in flight");
 
     ExperimentResult res;
+    if (interruption()) res.interrupted = interruption()->to_json();
     if (oracle_) {  // the oracle reports requests still in flight as lost
       for (auto& n : nodes_) n->attach_oracle(nullptr);
       check_all_endpoints();
@@ -481,6 +482,13 @@ class Experiment final : public SimRun {
 
   void run_ended(RunResults& /*rr*/, uint32_t /*run*/) override {}
 
+  // A signal ended the run inside its kept window: latency and daemon figures over the
+  // kept epochs that finished.
+  void run_interrupted(RunResults& rr, uint32_t run) override {
+    rr.set_latency(latency_sum().since(latency_start_));
+    kept_ended(rr, run);
+  }
+
   // The daemons' figures over a run's kept epochs (from on_kept_begin's snapshot).
   void kept_ended(RunResults& rr, uint32_t run) override {
     std::vector<Snapshot> now;
@@ -744,6 +752,7 @@ nlohmann::json write_experiment_outputs(const app::Options& o, const ExperimentR
   if (res.failed > 0 || res.extra["model"].contains("faults")) summary["totals"]["failed"] = res.failed;
   summary["provenance"] = app::provenance_json(true);  // simulated threads: no CPU map
   if (!res.life.is_null()) summary["life"] = res.life;
+  if (!res.interrupted.is_null()) summary["interrupted"] = res.interrupted;
   app::write_summary_file(o.summary, summary);
   if (!o.inflight_samples.empty()) app::write_inflight_csv(o.inflight_samples, res.inflight);
   if (!o.trace.empty()) {

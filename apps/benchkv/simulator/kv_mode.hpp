@@ -40,6 +40,7 @@ struct ExperimentResult {
   uint64_t trace_events = 0;             // events inside the trace window (metadata and fault spans not counted)
   nlohmann::json extra;                  // simulator statistics (events, NIC, totals)
   nlohmann::json life;                   // with life_s: the whole-life loop statistics (summary "life")
+  nlohmann::json interrupted;            // a signal stopped the run: Interruption::to_json (summary "interrupted")
   uint64_t total_issued = 0, total_completed = 0, errors = 0;
   uint64_t failed = 0;  // requests reported failed (their copyrpc endpoint stopped)
   // --check-exactly-once: the oracle's record of the run and its verdict, and the number

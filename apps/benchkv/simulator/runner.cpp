@@ -1,10 +1,45 @@
 #include "apps/benchkv/simulator/runner.hpp"
 
+#include <signal.h>
+
 #include <cmath>
+#include <csignal>
 
 #include "core/random.hpp"
 
 namespace bkv::app {
+
+namespace {
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+}  // namespace
+
+void install_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND | SA_RESTART;  // the second signal: the default action
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  // Inherited blocked (the mask survives exec), they would never arrive; one already
+  // pending arrives here.
+  sigset_t both;
+  sigemptyset(&both);
+  sigaddset(&both, SIGINT);
+  sigaddset(&both, SIGTERM);
+  ::sigprocmask(SIG_UNBLOCK, &both, nullptr);
+}
+
+int stop_signal() noexcept { return g_stop_signal; }
+
+nlohmann::json Interruption::to_json() const {
+  return {{"signal", signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "signal " + std::to_string(signal)},
+          {"run", run},
+          {"epochs_done", epochs_done}};
+}
 
 sim::EventSetKind event_set_kind(EventSet e) {
   return e == EventSet::kCalendar ? sim::EventSetKind::kCalendarQueue : sim::EventSetKind::kBinaryHeap;
@@ -26,6 +61,7 @@ SimRun::SimRun(const Options& o, const sim::Model& model, const Progress& progre
 }
 
 bool SimRun::run_timeline(uint32_t first_run) {
+  first_run_ = first_run;
   for (uint32_t r = 0; r < o_.runs; ++r) runs_.emplace_back(first_run + r, np_, clients_, epochs_, o_.trim);
   const sim::TargetId epoch_target = engine_.add_member<SimRun, &SimRun::on_epoch>(this);
   for (uint32_t r = 0; r < o_.runs; ++r)
@@ -34,6 +70,10 @@ bool SimRun::run_timeline(uint32_t first_run) {
   start();
   end_ = run_start(o_.runs);
   engine_.run_until(end_);
+  if (interrupted_) {  // the runs after the interrupted one never started
+    end_ = engine_.now();
+    runs_.erase(runs_.begin() + (interrupted_->run - first_run + 1), runs_.end());
+  }
   runs_ended();
 
   // Drain: clients stop issuing, the simulation continues until nothing is in flight.
@@ -42,10 +82,14 @@ bool SimRun::run_timeline(uint32_t first_run) {
   drain_deadline_ = end_ + kDrainLimit;
   engine_.schedule(end_, drain_target_, 0);
   engine_.run();
+  if (interrupted_ && runs_.back().epochs_done() <= runs_.back().first_kept_epoch()) runs_.pop_back();  // nothing kept
+  if (!interrupted_ && stop_signal() != 0)  // came during the drain: every epoch was measured
+    interrupted_ = Interruption{stop_signal(), first_run + o_.runs - 1, epochs_};
   return drained_;
 }
 
 void SimRun::on_epoch(uint32_t idx) {
+  if (interrupted_) return;  // epochs still scheduled after a signal measure nothing
   const uint32_t run = idx / epochs_, epoch = idx % epochs_;
   RunResults& rr = runs_[run];
   for (uint32_t r = 0; r < np_; ++r)
@@ -61,6 +105,17 @@ void SimRun::on_epoch(uint32_t idx) {
     run_ended(rr, run);
     const Totals t = totals();
     run_counts_.close_run(rr, t.issued, t.completed);
+  }
+  if (const int sig = stop_signal(); sig != 0) {
+    interrupted_ = Interruption{sig, first_run_ + run, epoch + 1};
+    if (epoch + 1 < epochs_) {  // the run ends here
+      const bool kept_open = epoch + 1 > rr.first_kept_epoch() && epoch + 1 < rr.end_kept_epoch();
+      rr.set_epochs_done(epoch + 1);
+      if (kept_open) run_interrupted(rr, run);  // (a closed kept window had kept_ended)
+      const Totals t = totals();
+      run_counts_.close_run(rr, t.issued, t.completed);
+    }
+    engine_.stop();
   }
 }
 

@@ -12,12 +12,19 @@
 // issuing and the simulation continues until nothing is in flight (the drain, at most
 // kDrainLimit of virtual time); what completes then is added to the last run.
 //
+// Interruption: SIGINT or SIGTERM (install_stop_signals) is looked at at every epoch's
+// end. The runner then stops measuring: the runs after the current one are dropped, the
+// current one keeps its finished epochs (RunResults::set_epochs_done; dropped too when
+// none of them is kept), and the clients stop issuing and drain as at a normal end.
+// interruption() says which signal came and where; the mode's outputs are marked with it.
+//
 // Determinism: no wall-clock reads, no threads, no pointer-keyed iteration; every random
 // stream is derived from the config seed. Same options and model -> same output bytes.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +41,21 @@
 namespace bkv::app {
 
 using Progress = std::function<void(const std::string&)>;
+
+// SIGINT and SIGTERM set the stop signal that simulated runs look at at every epoch's
+// end (instead of ending the process); installed also when the process inherited SIGINT
+// ignored (a run started with & from a script) or blocked. A second signal ends the
+// process (default action). stop_signal(): the signal that came, 0 while none did.
+void install_stop_signals();
+int stop_signal() noexcept;
+
+// Where a signal stopped a simulated run.
+struct Interruption {
+  int signal = 0;
+  uint32_t run = 0;          // the run being measured (numbered from first_run)
+  uint32_t epochs_done = 0;  // its epochs finished (all of them when the signal came during the drain)
+  nlohmann::json to_json() const;  // {"signal": "SIGINT", "run", "epochs_done"}
+};
 
 // How the simulated rings' paged memory discards consumed pages under --ring-pages.
 software_nic::DiscardMode discard_mode(RingPages p);
@@ -62,6 +84,9 @@ class SimRun {
   // numbered from first_run. Returns whether the drain ended with nothing in flight.
   bool run_timeline(uint32_t first_run);
 
+  // The signal that stopped the timeline, if one did (after run_timeline).
+  const std::optional<Interruption>& interruption() const { return interrupted_; }
+
   // ---- what a mode says
   virtual void start() = 0;                                  // start the threads (at the first run's start)
   virtual void runs_ended() {}                               // the last run's end, before the drain
@@ -75,6 +100,10 @@ class SimRun {
   virtual void run_ended(RunResults& rr, uint32_t run) = 0;
   // A run's kept epochs (the steady state) ended: called after their last epoch is recorded.
   virtual void kept_ended(RunResults& /*rr*/, uint32_t /*run*/) {}
+  // A signal stopped run `run` after rr.epochs_done() of its epochs, inside its kept
+  // window (after at least one kept epoch, before kept_ended): the run's figures over its
+  // finished kept epochs (rr's kept epochs end at epochs_done now).
+  virtual void run_interrupted(RunResults& /*rr*/, uint32_t /*run*/) {}
 
   // ---- shared by the modes
   sim::Time run_start(uint32_t r) const { return startup_ + uint64_t(r) * duration_; }
@@ -106,6 +135,8 @@ class SimRun {
   sim::Time end_ = 0, drain_deadline_ = 0;
   sim::TargetId drain_target_{};
   bool drained_ = false;
+  uint32_t first_run_ = 0;
+  std::optional<Interruption> interrupted_;
 };
 
 }  // namespace bkv::app
