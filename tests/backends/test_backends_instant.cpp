@@ -118,6 +118,62 @@ TEST_CASE("Delegation: calls refused for missing credit wait in the backlog, the
   for (auto& n : c.nodes) CHECK(n->daemon_metrics(0).backlog_peak > 0);
 }
 
+namespace {
+
+// Steps daemon #0 of `n` through one whole loop (until step() says the loop ended).
+template <class N>
+void one_loop(N& n) {
+  for (int i = 0; i < 64; ++i)
+    if (n.step_daemon(0)) return;
+  FAIL("daemon #0's loop did not end within 64 steps");
+}
+
+}  // namespace
+
+TEST_CASE("Delegation daemon #0: where its calls and replies leave, per loop order", "[backend][loop]") {
+  // One client per node. Node 0's client fills its queue depth; daemon #0 of node 0 turns
+  // the remote ones into copyrpc calls in its ring stage, and node 1's daemon #0 answers
+  // them in its answer phase. kOriginal flushes at the end of the ring stage, so both
+  // leave in the loop that made them; kNextPoll leaves them to the next loop's poll.
+  const LoopOrder order = GENERATE(LoopOrder::kOriginal, LoopOrder::kNextPoll);
+  LoopPolicySettings p;
+  p.order = order;
+  Cluster<DelegationBackend> c(2, 1, 1, 8, p);
+  auto& n0 = *c.nodes[0];
+  auto& n1 = *c.nodes[1];
+  auto& ctx0 = *n0.context_of(0);
+  auto& ctx1 = *n1.context_of(0);
+  const bool original = order == LoopOrder::kOriginal;
+  INFO((original ? "kOriginal" : "kNextPoll"));
+
+  REQUIRE(n0.step_client(0).issued == 8);
+  const uint64_t doorbells0 = ctx0.stats().doorbells;
+  one_loop(n0);
+  const uint64_t calls = n0.daemon_metrics(0).calls;
+  REQUIRE(calls > 0);  // some of the 8 keys live on node 1
+  CHECK(ctx0.has_unflushed() == !original);
+  CHECK(ctx0.stats().doorbells == doorbells0 + (original ? 1 : 0));
+  if (!original) {  // the next loop's poll sends them
+    one_loop(n0);
+    CHECK_FALSE(ctx0.has_unflushed());
+    CHECK(ctx0.stats().doorbells == doorbells0 + 1);
+  }
+  CHECK(ctx0.stats().messages_sent == calls);
+
+  // Node 1 answers them in one loop; the replies leave in it or at the next poll.
+  const uint64_t doorbells1 = ctx1.stats().doorbells;
+  one_loop(n1);
+  CHECK(ctx1.has_unflushed() == !original);
+  CHECK(ctx1.stats().doorbells == doorbells1 + (original ? 1 : 0));
+  if (!original) {
+    one_loop(n1);
+    CHECK_FALSE(ctx1.has_unflushed());
+  }
+  CHECK(ctx1.stats().messages_sent == calls);
+  // And everything still completes.
+  run_and_check(c, 100);
+}
+
 TEST_CASE("Meta over the instant loopback: everything issued completes", "[backend]") {
   const uint32_t daemons = GENERATE(1u, 2u, 3u);
   Cluster<MetaBackend> c(4, daemons, 3, 4);
