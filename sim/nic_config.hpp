@@ -144,8 +144,10 @@ struct NicConfig {
   } link;
 
   struct Latency {
-    // One-way wire latency between two ports: one HDR switch (~130 ns port to port),
-    // a few metres of cable (~5 ns/m), SerDes/FEC at both ends.
+    // One-way latency between two ports: one HDR switch (~130 ns port to port), a few
+    // metres of cable (~5 ns/m), SerDes/FEC at both ends. A transport service's own
+    // per-message latency belongs here too when a model needs it (configs/model/c2.json
+    // adds the dynamically connected transport's; its basis says how much and why).
     double base_ns = 300;
     // A NIC sending to itself turns the packet around inside the NIC.
     double loopback_ns = 100;
