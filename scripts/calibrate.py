@@ -142,20 +142,32 @@ def run_experiment(benchkv, name, args, model_dir):
             return name, json.load(f)
 
 
-def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def suite_arguments(doc, argv, add):
+    """The command line of a script that runs benchkv over the suite (this one,
+    sensitivity.py, predictions.py): --benchkv, --csv and -j, plus what add(parser) adds.
+    Returns (args, None), or (args, message) when --benchkv or -j is bad input."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--benchkv", default=os.path.join(ROOT, "build/apps/benchkv/benchkv"))
-    ap.add_argument("--suite", default=os.path.join(ROOT, "configs/calibration/suite.json"))
-    ap.add_argument("--model-dir", default="")
-    ap.add_argument("--only", default="")
+    add(ap)
     ap.add_argument("--csv", default="")
     ap.add_argument("-j", type=int, default=1)
     a = ap.parse_args(argv[1:])
     if not os.access(a.benchkv, os.X_OK):
-        print(f"calibrate: benchkv not found at {a.benchkv} (build it, or pass --benchkv)", file=sys.stderr)
-        return 2
+        return a, f"benchkv not found at {a.benchkv} (build it, or pass --benchkv)"
     if a.j < 1:
-        print("calibrate: -j must be >= 1", file=sys.stderr)
+        return a, "-j must be >= 1"
+    return a, None
+
+
+def main(argv):
+    def add(ap):
+        ap.add_argument("--suite", default=os.path.join(ROOT, "configs/calibration/suite.json"))
+        ap.add_argument("--model-dir", default="")
+        ap.add_argument("--only", default="")
+
+    a, bad = suite_arguments(__doc__, argv, add)
+    if bad:
+        print(f"calibrate: {bad}", file=sys.stderr)
         return 2
     with open(a.suite) as f:
         suite = json.load(f)

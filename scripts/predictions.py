@@ -20,7 +20,6 @@ usage: predictions.py [--benchkv PATH] [--model-dir DIR ...] [--only direct|rtt_
                       [--csv FILE] [-j N]
 Prints the sha256 of each model file it used: the predictions belong to those bytes.
 """
-import argparse
 import concurrent.futures
 import csv
 import os
@@ -72,18 +71,13 @@ def sha256(path):
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--benchkv", default=os.path.join(ROOT, "build/apps/benchkv/benchkv"))
-    ap.add_argument("--model-dir", action="append", default=[])
-    ap.add_argument("--only", default="", choices=["", *GROUPS])
-    ap.add_argument("--csv", default="")
-    ap.add_argument("-j", type=int, default=1)
-    a = ap.parse_args(argv[1:])
-    if not os.access(a.benchkv, os.X_OK):
-        print(f"predictions: benchkv not found at {a.benchkv} (build it, or pass --benchkv)", file=sys.stderr)
-        return 2
-    if a.j < 1:
-        print("predictions: -j must be >= 1", file=sys.stderr)
+    def add(ap):
+        ap.add_argument("--model-dir", action="append", default=[])
+        ap.add_argument("--only", default="", choices=["", *GROUPS])
+
+    a, bad = calibrate.suite_arguments(__doc__, argv, add)
+    if bad:
+        print(f"predictions: {bad}", file=sys.stderr)
         return 2
     models = a.model_dir or [os.path.join(ROOT, "configs/model")]
     for m in models:

@@ -15,7 +15,6 @@ usage: sensitivity.py [--benchkv PATH] [--model-dir DIR] [--only REGEX] [--csv F
   --model-dir DIR  the model to perturb (DIR/c1.json; default configs/model)
   --only REGEX     perturb only the parameters whose path matches (e.g. '^cpu\\.')
 """
-import argparse
 import concurrent.futures
 import copy
 import csv
@@ -84,18 +83,13 @@ def judge(base, res):
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--benchkv", default=os.path.join(ROOT, "build/apps/benchkv/benchkv"))
-    ap.add_argument("--model-dir", default=os.path.join(ROOT, "configs/model"))
-    ap.add_argument("--only", default="")
-    ap.add_argument("--csv", default="")
-    ap.add_argument("-j", type=int, default=1)
-    a = ap.parse_args(argv[1:])
-    if not os.access(a.benchkv, os.X_OK):
-        print(f"sensitivity: benchkv not found at {a.benchkv} (build it, or pass --benchkv)", file=sys.stderr)
-        return 2
-    if a.j < 1:
-        print("sensitivity: -j must be >= 1", file=sys.stderr)
+    def add(ap):
+        ap.add_argument("--model-dir", default=os.path.join(ROOT, "configs/model"))
+        ap.add_argument("--only", default="")
+
+    a, bad = calibrate.suite_arguments(__doc__, argv, add)
+    if bad:
+        print(f"sensitivity: {bad}", file=sys.stderr)
         return 2
     with open(os.path.join(ROOT, "configs/calibration/suite.json")) as f:
         suite = json.load(f)
