@@ -17,43 +17,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
-BENCHKV=$(realpath "$BUILD/apps/benchkv/benchkv")
-TLS=${TLS:-sm,self}
-SECS=${SECS:-3}
-INTERVAL_MS=${INTERVAL_MS:-100}
-TRIM=${TRIM:-3}
-DAEMONS=${DAEMONS:-1}
-CLIENTS=${CLIENTS:-1}
-QD=${QD:-4}
-ROUNDS=${ROUNDS:-5}
-KEYS=${KEYS:-1024}
-READ_RATIO=${READ_RATIO:-0.5}
+. bench/real_ucx_common.sh
+real_ucx_setup real_deleg_vs_ucxam "$BUILD"
 read -r -a DELEG_ARGS <<<"${DELEG_ARGS:-}"
-[ -x "$BENCHKV" ] || { echo "real_deleg_vs_ucxam: $BENCHKV not built (cmake --build $BUILD --target benchkv)" >&2; exit 2; }
-command -v mpirun >/dev/null || { echo "real_deleg_vs_ucxam: mpirun not found (apt-get install openmpi-bin)" >&2; exit 2; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 UCX_TLS=$TLS
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
 
 run() {  # run <backend> <tag> [options]: prints total_mops; fails on an inconsistent run
   local backend=$1 tag=$2
   shift 2
-  (cd "$WORK" && mpirun -np 2 --oversubscribe --bind-to none -x UCX_TLS "$BENCHKV" --transport ucx \
-     -d "$SECS" --interval-ms "$INTERVAL_MS" --trim "$TRIM" -r 1 --server-threads "$DAEMONS" \
-     --client-threads "$CLIENTS" --queue-depth "$QD" --key-range "$KEYS" --read-ratio "$READ_RATIO" \
-     --no-progress -o "$tag.csv" "$@" "$backend" >"$tag.out" 2>"$tag.err") || { cat "$WORK/$tag.out" "$WORK/$tag.err" >&2; exit 1; }
-  /usr/bin/python3 - "$WORK/$tag.summary.json" <<'PY'
-import json, sys
-s = json.load(open(sys.argv[1]))
-t = s["totals"]
-if t["issued"] != t["completed"] or t["errors"] != 0:
-    sys.exit(f"inconsistent run: {t}")
-print(f'{s["runs"][0]["total_mops"]:.6f}')
-PY
+  real_ucx_run "$tag" "$BENCHKV" -- -d "$SECS" --interval-ms "$INTERVAL_MS" --trim "$TRIM" -r 1 \
+    --server-threads "$DAEMONS" --client-threads "$CLIENTS" "$@" "$backend"
+  real_ucx_mops "$tag"
 }
 
 echo "setup: 2 ranks x (${DAEMONS} daemon + ${CLIENTS} client threads), QD ${QD}, ${KEYS} keys/rank, read ratio ${READ_RATIO}," \
-     "${SECS} s runs in ${INTERVAL_MS} ms epochs (trim ${TRIM}), UCX_TLS=${TLS}, delegation options '${DELEG_ARGS[*]}', $(nproc) CPUs, UCX $(ucx_info -v | head -1 | sed 's/# //'), ${ROUNDS} rounds"
+     "${SECS} s runs in ${INTERVAL_MS} ms epochs (trim ${TRIM}), UCX_TLS=${TLS}, delegation options '${DELEG_ARGS[*]}', $(nproc) CPUs, UCX $(real_ucx_version), ${ROUNDS} rounds"
 d_all=() a_all=()
 for r in $(seq 1 "$ROUNDS"); do
   d=$(run delegation "d$r" ${DELEG_ARGS[@]+"${DELEG_ARGS[@]}"})

@@ -33,40 +33,20 @@
 #   calls/request: ucp_worker_progress, ucp_am_send_nbx, daemon loops, client steps, sched_yield
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=build
-if [ $# -gt 0 ] && [ "$1" != "--" ]; then BUILD=$1; shift; fi
-[ "${1:-}" = "--" ] && shift
-[ $# -ge 1 ] || { echo "real_kv_callgrind: give configurations 'LABEL=BACKEND [options]' after --" >&2; exit 2; }
-BENCHKV=$(realpath "$BUILD/apps/benchkv/benchkv")
-TLS=${TLS:-sm,self}
+. bench/real_ucx_common.sh
+real_ucx_configs real_kv_callgrind 1 "$@"
 SECS=${SECS:-4}
-QD=${QD:-4}
-KEYS=${KEYS:-1024}
-READ_RATIO=${READ_RATIO:-0.5}
-[ -x "$BENCHKV" ] || { echo "real_kv_callgrind: $BENCHKV not built" >&2; exit 2; }
-for tool in mpirun valgrind callgrind_annotate; do
-  command -v "$tool" >/dev/null || { echo "real_kv_callgrind: $tool not found (apt-get install openmpi-bin valgrind)" >&2; exit 2; }
-done
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 UCX_TLS=$TLS
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+real_ucx_setup real_kv_callgrind "$BUILD" valgrind callgrind_annotate
 if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP"; KEEP=$(realpath "$KEEP"); fi
 
 echo "setup: 2 ranks x (1 daemon + 1 client threads) under callgrind, QD ${QD}, ${KEYS} keys/rank, read ratio ${READ_RATIO}," \
-     "${SECS} s runs, UCX_TLS=${TLS}, UCX $(ucx_info -v | head -1 | sed 's/# //')"
+     "${SECS} s runs, UCX_TLS=${TLS}, UCX $(real_ucx_version)"
 i=0
-for c in "$@"; do
-  [[ "$c" == *=* ]] || { echo "real_kv_callgrind: configuration '$c' is not LABEL=BACKEND [options]" >&2; exit 2; }
-  label=${c%%=*}
-  read -r -a spec <<<"${c#*=}"
-  bin=$BENCHKV
-  if [[ "${spec[0]}" == @* ]]; then bin=$(realpath "${spec[0]#@}"); spec=("${spec[@]:1}"); fi
-  (cd "$WORK" && mpirun -np 2 --oversubscribe --bind-to none -x UCX_TLS valgrind --tool=callgrind \
-     --callgrind-out-file="cg.$i.%q{OMPI_COMM_WORLD_RANK}" "$bin" --transport ucx -d "$SECS" --interval-ms 200 \
-     --trim 2 -r 1 --server-threads 1 --client-threads 1 --queue-depth "$QD" --key-range "$KEYS" \
-     --read-ratio "$READ_RATIO" --no-progress -o "c$i.csv" "${spec[@]}" >"c$i.out" 2>"c$i.err") ||
-    { cat "$WORK/c$i.out" "$WORK/c$i.err" >&2; exit 1; }
-  /usr/bin/python3 - "$label" "${c#*=}" "$WORK/c$i.summary.json" "$WORK/cg.$i.0" "$WORK/cg.$i.1" <<'PY'
+for c in "${CONFIGS[@]}"; do
+  real_ucx_config "$c"
+  real_ucx_run "c$i" valgrind --tool=callgrind --callgrind-out-file="cg.$i.%q{OMPI_COMM_WORLD_RANK}" "$BIN" -- \
+    -d "$SECS" --interval-ms 200 --trim 2 -r 1 --server-threads 1 --client-threads 1 "${SPEC[@]}"
+  /usr/bin/python3 - "$LABEL" "${c#*=}" "$WORK/c$i.summary.json" "$WORK/cg.$i.0" "$WORK/cg.$i.1" <<'PY'
 import collections, json, re, subprocess, sys
 label, spec, summary, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 s = json.load(open(summary))

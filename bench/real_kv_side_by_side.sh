@@ -21,24 +21,10 @@
 # mean Mops, and the median (min, max) of its per-round ratio to the baseline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=build
-if [ $# -gt 0 ] && [ "$1" != "--" ]; then BUILD=$1; shift; fi
-[ "${1:-}" = "--" ] && shift
-[ $# -ge 2 ] || { echo "real_kv_side_by_side: give at least two configurations 'LABEL=BACKEND [options]' after --" >&2; exit 2; }
-BENCHKV=$(realpath "$BUILD/apps/benchkv/benchkv")
-TLS=${TLS:-sm,self}
-SECS=${SECS:-3}
-INTERVAL_MS=${INTERVAL_MS:-100}
-TRIM=${TRIM:-3}
-DAEMONS=${DAEMONS:-1}
-CLIENTS=${CLIENTS:-1}
-QD=${QD:-4}
-ROUNDS=${ROUNDS:-5}
-KEYS=${KEYS:-1024}
-READ_RATIO=${READ_RATIO:-0.5}
+. bench/real_ucx_common.sh
+real_ucx_configs real_kv_side_by_side 2 "$@"
+real_ucx_setup real_kv_side_by_side "$BUILD"
 PLACEMENT=${PLACEMENT:-shared}
-[ -x "$BENCHKV" ] || { echo "real_kv_side_by_side: $BENCHKV not built (cmake --build $BUILD --target benchkv)" >&2; exit 2; }
-command -v mpirun >/dev/null || { echo "real_kv_side_by_side: mpirun not found (apt-get install openmpi-bin)" >&2; exit 2; }
 NCPU=$(nproc)
 case "$PLACEMENT" in
   shared) CPU_OF_RANK='' ;;
@@ -46,41 +32,23 @@ case "$PLACEMENT" in
   one-cpu) CPU_OF_RANK=0 ;;
   *) echo "real_kv_side_by_side: PLACEMENT must be shared, rank-per-cpu or one-cpu (got '$PLACEMENT')" >&2; exit 2 ;;
 esac
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 UCX_TLS=$TLS
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
 
 labels=() specs=()
-for c in "$@"; do
-  [[ "$c" == *=* ]] || { echo "real_kv_side_by_side: configuration '$c' is not LABEL=BACKEND [options]" >&2; exit 2; }
-  labels+=("${c%%=*}"); specs+=("${c#*=}")
-done
+for c in "${CONFIGS[@]}"; do labels+=("${c%%=*}"); specs+=("${c#*=}"); done
 
 run() {  # run <index> <tag>: prints total_mops; fails on an inconsistent run
   local i=$1 tag=$2
-  local -a spec
-  read -r -a spec <<<"${specs[$i]}"
-  local bin=$BENCHKV
-  if [[ "${spec[0]}" == @* ]]; then bin=$(realpath "${spec[0]#@}"); spec=("${spec[@]:1}"); fi
-  local -a launch=("$bin")
-  [ -n "$CPU_OF_RANK" ] && launch=(sh -c "exec taskset -c $CPU_OF_RANK \"\$0\" \"\$@\"" "$bin")
-  (cd "$WORK" && mpirun -np 2 --oversubscribe --bind-to none -x UCX_TLS "${launch[@]}" --transport ucx \
-     -d "$SECS" --interval-ms "$INTERVAL_MS" --trim "$TRIM" -r 1 --server-threads "$DAEMONS" \
-     --client-threads "$CLIENTS" --queue-depth "$QD" --key-range "$KEYS" --read-ratio "$READ_RATIO" \
-     --no-progress -o "$tag.csv" "${spec[@]}" >"$tag.out" 2>"$tag.err") || { cat "$WORK/$tag.out" "$WORK/$tag.err" >&2; exit 1; }
-  /usr/bin/python3 - "$WORK/$tag.summary.json" <<'PY'
-import json, sys
-s = json.load(open(sys.argv[1]))
-t = s["totals"]
-if t["issued"] != t["completed"] or t["errors"] != 0:
-    sys.exit(f"inconsistent run: {t}")
-print(f'{s["runs"][0]["total_mops"]:.6f}')
-PY
+  real_ucx_config "${CONFIGS[$i]}"
+  local -a launch=("$BIN")
+  [ -n "$CPU_OF_RANK" ] && launch=(sh -c "exec taskset -c $CPU_OF_RANK \"\$0\" \"\$@\"" "$BIN")
+  real_ucx_run "$tag" "${launch[@]}" -- -d "$SECS" --interval-ms "$INTERVAL_MS" --trim "$TRIM" -r 1 \
+    --server-threads "$DAEMONS" --client-threads "$CLIENTS" "${SPEC[@]}"
+  real_ucx_mops "$tag"
 }
 
 echo "setup: 2 ranks x (${DAEMONS} daemon + ${CLIENTS} client threads), QD ${QD}, ${KEYS} keys/rank, read ratio ${READ_RATIO}," \
      "${SECS} s runs in ${INTERVAL_MS} ms epochs (trim ${TRIM}), UCX_TLS=${TLS}, placement ${PLACEMENT}, ${NCPU} CPUs," \
-     "UCX $(ucx_info -v | head -1 | sed 's/# //'), ${ROUNDS} rounds"
+     "UCX $(real_ucx_version), ${ROUNDS} rounds"
 for i in "${!labels[@]}"; do echo "  ${labels[$i]}: ${specs[$i]}"; done
 for r in $(seq 1 "$ROUNDS"); do
   line="round $r:"
