@@ -10,21 +10,15 @@
 # doorbell (no payload copy); <= 25 per received CQE, <= 40 per send CQE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/callgrind_common.sh
 BUILD=${1:-build}
-BIN="$BUILD/bench/bench_mlx5_instructions"
-command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
-[ -x "$BIN" ] || { echo "$BIN not found: cmake --build $BUILD --target bench_mlx5_instructions" >&2; exit 1; }
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+callgrind_setup "$BUILD" bench_mlx5_instructions
 
 # count <function> <args...>: prints instructions per unit (callgrind total / units=).
 count() {
   local fn=$1; shift
-  valgrind --tool=callgrind --callgrind-out-file="$TMP/cg.out" --collect-atstart=no \
-    --toggle-collect="bkvbench::$fn*" "$BIN" "$@" > "$TMP/stdout" 2> "$TMP/stderr" || {
-    cat "$TMP/stderr" >&2; exit 1; }
   local ir units
-  ir=$(awk '/^(summary|totals):/ {v=$2} END {print v}' "$TMP/cg.out")
+  ir=$(callgrind_ir "bkvbench::$fn*" "$@") || exit 1
   units=$(sed -n 's/^units=\([0-9]*\)$/\1/p' "$TMP/stdout")
   awk -v ir="$ir" -v u="$units" 'BEGIN { printf "%.1f", ir / u }'
 }

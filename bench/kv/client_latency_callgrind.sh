@@ -16,24 +16,17 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
 N=${2:-200000}
-BIN="$BUILD/bench/bench_client_latency"
-command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
-[ -x "$BIN" ] || { echo "$BIN not found: cmake --build $BUILD --target bench_client_latency" >&2; exit 1; }
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+. bench/callgrind_common.sh
+callgrind_setup "$BUILD" bench_client_latency
 
 # count <setup> <qd> <with|without>: instructions per request (with the TSC clock)
 count() {
-  local try
+  local try ir
   for try in 1 2 3 4 5 6 7 8 9 10; do
-    valgrind --tool=callgrind --callgrind-out-file="$TMP/cg.out" --collect-atstart=no \
-      --toggle-collect='*timed_*' "$BIN" --one "$1" "$2" "$3" "$N" > "$TMP/stdout" 2> "$TMP/stderr" || {
-      cat "$TMP/stderr" >&2; exit 1; }
+    ir=$(callgrind_ir '*timed_*' --one "$1" "$2" "$3" "$N") || exit 1
     grep -q '(meter clock: TSC' "$TMP/stdout" && break
     [ "$try" = 10 ] && { echo "$1 qd $2 $3: the meter never used the TSC under callgrind" >&2; exit 1; }
   done
-  local ir
-  ir=$(awk '/^(summary|totals):/ {v=$2} END {print v}' "$TMP/cg.out")
   awk -v ir="$ir" -v n="$N" 'BEGIN { printf "%.1f", ir / n }'
 }
 
