@@ -1,6 +1,7 @@
 // `benchkv probe` and `benchkv calibrate` (docs/your_cluster.md): the closed loop (probe the
 // simulator running a known model, fit, recover every parameter the probe determines
-// within 5%), the rate's shape under the per-node and the per-QP send path, the outputs,
+// within 5%; a model fitted over a deranged base reaches the default model's C1 and C5
+// states), the rate's shape under the per-node and the per-QP send path, the outputs,
 // and bad input (status 2 with a message naming the problem).
 #include <cmath>
 #include <string>
@@ -73,6 +74,51 @@ TEST_CASE("probe: the closed loop recovers every parameter the probe determines 
   CHECK(!p["parameters"]["cpu_cqe_ns"]["from"].empty());
   CHECK(p["provenance"].contains("git_commit"));
   CHECK(p["conditions"]["model"] == "known.json");
+}
+
+TEST_CASE("probe and calibrate: a model fitted to the default model's probe reaches its C1 and C5 states", "[e2e][sim][probe]") {
+  // The known model is the shipped default (configs/model/c1.json). The fit's base is the
+  // same file with every key the probe determines set far off (a 100 ns send path, cheap
+  // CQEs and doorbells): with the base alone C5 NP=8 runs high, so its low state below can
+  // only come back through the fitted values.
+  const fs::path source(BKV_SOURCE_DIR);
+  const std::string c1_model = (source / "configs" / "model" / "c1.json").string();
+  TempDir dir;
+  run_ok({"probe", "--transport", "sim", "--np", "2", "--model", c1_model, "--scale", "0.5", "-o", "known.probe.json"},
+         dir.path());
+  json base = read_json(c1_model);
+  base["cpu"]["loop"] = 40;
+  base["cpu"]["cq_poll"] = 20;
+  base["cpu"]["cqe"] = 30;
+  base["cpu"]["flush"] = 5;
+  base["cpu"]["doorbell"] = 20;
+  base["nic"]["send"]["per_wqe_ns"] = 100;
+  write_file(dir / "base.json", base.dump());
+  run_ok({"calibrate", "--from", "known.probe.json", "--base", "base.json", "-o", "fitted.json"}, dir.path());
+
+  // Mops per rank over the kept epochs of one short run (C1's and C5's commands).
+  const auto per_rank = [&](const std::string& model, uint32_t np, bool c5) {
+    std::vector<std::string> args{"--config", (source / "configs" / (c5 ? "c1_np8.json" : "c1_np16.json")).string()};
+    if (c5) args.insert(args.end(), {"delegation", "--np", std::to_string(np), "--queue-depth", "1", "--batch-hold-us", "0"});
+    args.insert(args.end(), {"-d", "0.004", "--interval-ms", "1", "--trim", "1", "-r", "1", "--no-progress", "--model", model,
+                             "-o", "out.csv"});
+    run_ok(args, dir.path());
+    return read_json(dir / "out.summary.json")["runs"][0]["total_mops"].get<double>() / np;
+  };
+  const std::string fitted = (dir / "fitted.json").string();
+  const double c5_np4 = per_rank(fitted, 4, true), c5_np8 = per_rank(fitted, 8, true);
+  const double c1_np16 = per_rank(fitted, 16, false);
+  CAPTURE(c5_np4, c5_np8, c1_np16);
+  // The states the default model reaches (docs/bistability.md §4): C5 high at NP=4 and
+  // low (~1 per rank) at NP=8, C1 NP=16 high; the fitted model within 5% of each.
+  CHECK(c5_np4 > 3.0);
+  CHECK(c5_np8 < 1.5);
+  CHECK(c1_np16 > 5.0);
+  CHECK(within(c5_np4, per_rank(c1_model, 4, true)) < 0.05);
+  CHECK(within(c5_np8, per_rank(c1_model, 8, true)) < 0.05);
+  CHECK(within(c1_np16, per_rank(c1_model, 16, false)) < 0.05);
+  // The base alone lifts C5 NP=8 out of the low state: the test sees what the fit did.
+  CHECK(per_rank((dir / "base.json").string(), 8, true) > 3.0);
 }
 
 TEST_CASE("probe: a per-QP send path shows in the rate over queue pairs", "[e2e][sim][probe]") {
