@@ -20,16 +20,22 @@ run_suite() {  # run_suite <build-dir> <cmake args...>
   (cd "$dir" && ctest --output-on-failure -j"$JOBS" --timeout 900)
 }
 
-run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBKV_WERROR=ON
+# A user's build: Release (-O3 warns where -O2 does not), built once without tests or
+# benchmarks, warnings as errors; nothing runs from it.
+echo "=== configure+build build-release (Release, libraries and benchkv)"
+cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DBKV_WERROR=ON -DBKV_TEST_GROUPS=none \
+  "-DBKV_SKIP=bench" >/dev/null
+cmake --build build-release -j"$JOBS"
 if [ "${BKV_SKIP_SANITIZERS:-0}" != "1" ]; then
   # Sanitizer builds compile only what their test groups need.
-  run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DBKV_SANITIZE=address -DBKV_TEST_GROUPS=protocol \
+  run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DBKV_WERROR=ON -DBKV_SANITIZE=address -DBKV_TEST_GROUPS=protocol \
     "-DBKV_SKIP=bench;apps/benchkv;sim;transports/ucx"
-  run_suite build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBKV_SANITIZE=thread -DBKV_TEST_GROUPS=concurrency \
+  run_suite build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBKV_WERROR=ON -DBKV_SANITIZE=thread -DBKV_TEST_GROUPS=concurrency \
     "-DBKV_SKIP=bench;apps/benchkv;sim;transports/ucx;transports/mlx5"
   # The libFuzzer harnesses (fuzz/), clang with ASan+UBSan: each runs a bounded number
   # of executions from its seed corpus and replays its saved regressions.
-  run_suite build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
+  run_suite build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBKV_WERROR=ON -DCMAKE_CXX_COMPILER=clang++-14 \
     -DCMAKE_C_COMPILER=clang-14 -DBKV_SANITIZE=address -DBKV_FUZZ=ON -DBKV_TEST_GROUPS=fuzz \
     "-DBKV_SKIP=bench;apps/benchkv;transports/ucx"
 fi
