@@ -35,9 +35,11 @@ print("What the default model reproduces here and what it misses (measured: NP=8
 print(f"  NP=16 from a synchronized start: {'high, as measured' if high(np16) else 'LOW: the measured NP=16 held high'}")
 print(f"  NP=16 from a staggered start: {'low: the same NP has two equilibria' if not high(np16s) else 'high (no second equilibrium here)'}")
 print(f"  NP=8 from a synchronized start: {'low, as measured' if not high(np8) else 'HIGH: a miss, the measured NP=8 collapsed within ~1 ms'}")
-print("  elsewhere (docs/calibration.md, bash scripts/calibrate.sh): C5 within 7% and the C7 reply holds within 13%;")
+print("  elsewhere (docs/calibration.md, bash scripts/calibrate.sh): median error 9% over 74 figures, 56 within 30%;")
+print("  C5 within 12%, the C7 reply holds within 13%, C2 at 1-4 clients and C3 at QD=1 within 7%;")
 print("  missed: C7's poll budget at NP=16 (stays high), C1's loop textures (fewer, longer loops; requests queued")
-print("  outside copyrpc), C3 at one endpoint; docs/bistability.md says what each miss asks for")
+print("  outside copyrpc), C3 at QD=256 with 1 or 32-64 endpoints, C2 at 8-16 clients; docs/bistability.md")
+print("  says what each miss asks for")
 PY
 /usr/bin/python3 scripts/plot_bistability.py out/figures "NP=8 sync=out/c1_np8" "NP=16 sync=out/c1_np16" \
   "NP=16 staggered=out/c1_np16_staggered"
