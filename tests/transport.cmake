@@ -1,7 +1,7 @@
 # Transports: the conformance suite (tests/transport/conformance.hpp) instantiated for all
 # seven transports, the transport-specific tests of the wall-clock loopback and UCX
 # transports, and copyrpc over each (tests/transport/).
-bkv_add_test(test_conformance_instant GROUP unit SOURCES transport/test_conformance_instant.cpp)
+bkv_add_test(test_conformance_header_only GROUP unit SOURCES transport/test_conformance_header_only.cpp)
 bkv_add_test(test_conformance_des GROUP sim SOURCES transport/test_conformance_des.cpp LIBS bkv_sim)
 bkv_add_test(test_paged_memory GROUP unit SOURCES transport/test_paged_memory.cpp)
 if(TARGET bkv_mlx5_emulator)

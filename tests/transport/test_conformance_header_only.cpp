@@ -1,4 +1,8 @@
-// The instant loopback transport against the transport conformance suite.
+// The header-only transports against the transport conformance suite: the instant
+// loopback, and a new header-only transport with its harness and one
+// BKV_TRANSPORT_CONFORMANCE line here (this file is registered already). A transport with
+// a library of its own has its own test file, registered in tests/transport.cmake under
+// its library's condition.
 #include <catch2/catch.hpp>
 
 #include <memory>
