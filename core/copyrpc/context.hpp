@@ -347,7 +347,7 @@ class Context {
   // EndpointError) for each call failed back because its endpoint stopped. Returns
   // completions drained.
   // Left to the compiler's inlining choice: forcing it inline gained nothing measurable
-  // for Delegation over UCX (docs/benchmarks.md, "copyrpc's call() and GCC's inliner").
+  // for Delegation over UCX (docs/log/2026-11-28-copyrpc-instructions.md).
   template <class OnResponse, class OnFailedCall>
   uint32_t drain(OnResponse&& on_response, OnFailedCall&& on_failed_call, uint32_t max_cqes = ~0u) {
     uint32_t total = 0;
