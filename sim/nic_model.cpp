@@ -502,6 +502,26 @@ Time Network::read_response_in(QpState& q, Wqe& w, Time now) {
   return w.due;
 }
 
+[[gnu::always_inline]] inline void Network::take_receive(DeviceContext& rc) {
+  if (rc.recv_cq.full()) [[unlikely]]
+    throw std::runtime_error("receive CQ overrun on node " + std::to_string(rc.node) + " (depth " +
+                             std::to_string(rc.recv_cq.capacity()) + "): completions are not polled");
+  rc.srq.consume();
+}
+
+[[gnu::always_inline]] inline void Network::land_payload(const QpState& q, uint64_t seq, const Wqe& w, Nic& responder) {
+  if (w.len > 0) std::memcpy(w.remote_host, write_source(q, seq, w), w.len);
+  ++responder.n.writes_landed;
+}
+
+[[gnu::always_inline]] inline void Network::complete_receive(DeviceContext& rc, Nic& responder, const QpState& b,
+                                                             const Wqe& w, Time now) {
+  rc.recv_cq.push(RecvCompletion{b.qp_num, w.imm, w.len, WcStatus::kSuccess});
+  ++rc.recv_cqes;
+  ++responder.n.recv_cqes;
+  if (rc.thread != nullptr) rc.thread->wake(now);
+}
+
 bool Network::resend_step(QpState& q, uint64_t seq, Wqe& w, Time now) {
   Nic& nic = nic_of(q);
   QpState& b = qps_[q.peer];
@@ -576,21 +596,12 @@ bool Network::resend_step(QpState& q, uint64_t seq, Wqe& w, Time now) {
           notify(WqeEvent::kRnrNak, q, seq, w, now);
           return next(kResendTimer, now + rn.rnr_delay_ns);
         }
-        if (rc.recv_cq.full()) [[unlikely]]
-          throw std::runtime_error("receive CQ overrun on node " + std::to_string(rc.node) + " (depth " +
-                                   std::to_string(rc.recv_cq.capacity()) + "): completions are not polled");
-        rc.srq.consume();
+        take_receive(rc);
       }
-      if (w.len > 0) std::memcpy(w.remote_host, write_source(q, seq, w), w.len);
-      ++rn.n.writes_landed;
+      land_payload(q, seq, w, rn);
       ++rn.n.duplicates_executed;
       notify(WqeEvent::kLanded, q, seq, w, now);
-      if (w.op == WqeOp::kWriteImm) {
-        rc.recv_cq.push(RecvCompletion{b.qp_num, w.imm, w.len, WcStatus::kSuccess});
-        ++rc.recv_cqes;
-        ++rn.n.recv_cqes;
-        if (rc.thread != nullptr) rc.thread->wake(now);
-      }
+      if (w.op == WqeOp::kWriteImm) complete_receive(rc, rn, b, w, now);
       return ack_at(now + rn.ack_turnaround_ns);
     }
     case kResendReadTx: {
@@ -806,25 +817,16 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
       schedule_stage(q, kStLand, w.due);
       return false;
     }
-    if (rc.recv_cq.full()) [[unlikely]]
-      throw std::runtime_error("receive CQ overrun on node " + std::to_string(rc.node) + " (depth " +
-                               std::to_string(rc.recv_cq.capacity()) + "): completions are not polled");
-    rc.srq.consume();
+    take_receive(rc);
   }
-  if (w.len > 0) std::memcpy(w.remote_host, write_source(q, seq, w), w.len);
-  ++rn.n.writes_landed;
+  land_payload(q, seq, w, rn);
   Nic& nic = nic_of(q);
   const Time lat = now - w.posted_at;
   ++nic.n.land_count;
   nic.n.land_latency_ns += lat;
   nic.n.land_latency_max_ns = std::max(nic.n.land_latency_max_ns, lat);
   notify(WqeEvent::kLanded, q, seq, w, now);
-  if (w.op == WqeOp::kWriteImm) {
-    rc.recv_cq.push(RecvCompletion{b.qp_num, w.imm, w.len, WcStatus::kSuccess});
-    ++rc.recv_cqes;
-    ++rn.n.recv_cqes;
-    if (rc.thread != nullptr) rc.thread->wake(now);
-  }
+  if (w.op == WqeOp::kWriteImm) complete_receive(rc, rn, b, w, now);
   if (packet_loss_ != nullptr) [[unlikely]] {
     // The ACK covering this WRITE (signaled or not: "Faults" in the header) may be lost.
     Retransmission rt;

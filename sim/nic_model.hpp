@@ -533,6 +533,14 @@ class Network {
   const std::byte* write_source(const QpState& q, uint64_t seq, const Wqe& w) const noexcept {
     return (w.flags & kWqeInline) != 0 && w.len > 0 ? inline_payload(q, seq) : w.local;
   }
+  // What a WRITE or WRITE+IMM does where it lands (at stage Land, and again when a lost
+  // ACK's resend executes a duplicate): a WRITE+IMM takes a receive WQE of rc's SRQ
+  // (the caller has checked one is there; a full receive CQ throws: completions are not
+  // polled), the payload is copied, and a WRITE+IMM's receive completion is queued with
+  // rc's thread woken (after the caller's notify of kLanded).
+  static void take_receive(DeviceContext& rc);
+  void land_payload(const QpState& q, uint64_t seq, const Wqe& w, Nic& responder);
+  static void complete_receive(DeviceContext& rc, Nic& responder, const QpState& b, const Wqe& w, Time now);
   void schedule_stage(QpState& q, uint8_t stage, Time due);
   void nak(QpState& q, Wqe& w, uint64_t at_ps, Nic& responder);
   // Moves q to the error state: WQEs from `first` on that are not yet complete are
