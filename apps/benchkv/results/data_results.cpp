@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <sstream>
 #include <stdexcept>
 
 #include "apps/benchkv/results/provenance.hpp"
@@ -29,18 +28,14 @@ nlohmann::json data_summary(const Options& o, const DataResult& r) {
 }
 
 std::string data_table(const Options& o, const DataResult& r) {
-  std::ostringstream out;
-  char line[200];
-  std::snprintf(line, sizeof line, "%-10s %8s %4s %12s %9s %10s %10s\n", "backend", "size", "run", "ops/s", "GiB/s",
-                "p50 (us)", "p99 (us)");
-  out << line;
-  for (const DataRunStats& s : r.stats) {
-    std::snprintf(line, sizeof line, "%-10s %8u %4u %12.0f %9.3f %10.2f %10.2f\n", o.data_backend.c_str(), s.value_size,
-                  s.run + 1, s.ops_per_s(), s.gib_per_s(), s.latency.percentile_ns(0.5) / 1000.0,
+  std::string out;
+  append_printf(out, "%-10s %8s %4s %12s %9s %10s %10s\n", "backend", "size", "run", "ops/s", "GiB/s", "p50 (us)",
+                "p99 (us)");
+  for (const DataRunStats& s : r.stats)
+    append_printf(out, "%-10s %8u %4u %12.0f %9.3f %10.2f %10.2f\n", o.data_backend.c_str(), s.value_size, s.run + 1,
+                  s.ops_per_s(), s.gib_per_s(), s.latency.percentile_ns(0.5) / 1000.0,
                   s.latency.percentile_ns(0.99) / 1000.0);
-    out << line;
-  }
-  return out.str();
+  return out;
 }
 
 std::string data_csv_report(const nlohmann::json& data) {

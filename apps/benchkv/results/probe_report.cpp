@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <map>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
 #include "apps/benchkv/results/provenance.hpp"
+#include "apps/benchkv/results/results.hpp"
 #include "sim/model.hpp"
 
 namespace bkv::app {
@@ -176,35 +176,30 @@ json probe_json(const ProbeRun& run) {
 }
 
 std::string probe_table(const json& j) {
-  std::ostringstream o;
-  char line[256];
-  o << "benchkv probe over " << j.value("transport", std::string("?")) << ": " << j.value("note", std::string()) << "\n";
-  std::snprintf(line, sizeof line, "%-22s %5s %5s %6s %12s %8s %12s %10s %10s\n", "#test", "QPs", "batch", "bytes", "Mwqe/s",
-                "busy", "Mloops/s", "lat p50", "lat p99");
-  o << line;
+  std::string o = "benchkv probe over " + j.value("transport", std::string("?")) + ": " + j.value("note", std::string()) + "\n";
+  append_printf(o, "%-22s %5s %5s %6s %12s %8s %12s %10s %10s\n", "#test", "QPs", "batch", "bytes", "Mwqe/s", "busy",
+                "Mloops/s", "lat p50", "lat p99");
   for (const json& t : j.at("tests")) {
     const bool rate = t.at("kind") == "rate";
     if (rate)
-      std::snprintf(line, sizeof line, "%-22s %5u %5u %6u %12.3f %8.3f %12.2f %10s %10s\n", t.at("name").get<std::string>().c_str(),
+      append_printf(o, "%-22s %5u %5u %6u %12.3f %8.3f %12.2f %10s %10s\n", t.at("name").get<std::string>().c_str(),
                     t.at("qps").get<uint32_t>(), t.at("batch").get<uint32_t>(), t.at("size").get<uint32_t>(),
                     t.at("rate_wqe_per_s").get<double>() * 1e-6, t.at("busy_fraction").get<double>(),
                     t.at("loop_rate_per_s").get<double>() * 1e-6, "-", "-");
     else {
       const json& l = t.at("latency_ns");
-      std::snprintf(line, sizeof line, "%-22s %5u %5u %6u %12s %8s %12s %8.0fns %8.0fns\n", t.at("name").get<std::string>().c_str(),
+      append_printf(o, "%-22s %5u %5u %6u %12s %8s %12s %8.0fns %8.0fns\n", t.at("name").get<std::string>().c_str(),
                     t.at("qps").get<uint32_t>(), t.at("batch").get<uint32_t>(), t.at("size").get<uint32_t>(), "-", "-", "-",
                     l.is_null() ? 0.0 : l.at("p50").get<double>(), l.is_null() ? 0.0 : l.at("p99").get<double>());
     }
-    o << line;
   }
-  o << "#parameters\n";
+  o += "#parameters\n";
   for (auto it = j.at("parameters").begin(); it != j.at("parameters").end(); ++it) {
     if (!it.value().contains("value")) continue;
-    std::snprintf(line, sizeof line, "%-22s %14.3f %s\n", it.key().c_str(), it.value().at("value").get<double>(),
+    append_printf(o, "%-22s %14.3f %s\n", it.key().c_str(), it.value().at("value").get<double>(),
                   it.value().at("unit").get<std::string>().c_str());
-    o << line;
   }
-  return o.str();
+  return o;
 }
 
 json fit_model(const json& probe, const json& base_model, const std::string& base_name) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdarg>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -108,6 +109,22 @@ double mops(uint64_t requests, uint64_t duration_ns) noexcept {
 }
 
 double round6(double x) noexcept { return std::round(x * 1e6) / 1e6; }
+
+void append_printf(std::string& out, const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list again;
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  if (n > 0) {
+    const size_t at = out.size();
+    out.resize(at + static_cast<size_t>(n) + 1);
+    std::vsnprintf(out.data() + at, static_cast<size_t>(n) + 1, format, again);
+    out.resize(at + static_cast<size_t>(n));
+  }
+  va_end(again);
+}
 
 void put_percentiles_us(nlohmann::json& j, const std::string& name, double p50_ns, double p99_ns) {
   j[name + "_p50_us"] = round6(p50_ns / 1000.0);

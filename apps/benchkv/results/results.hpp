@@ -157,6 +157,8 @@ double round6(double x) noexcept;
 // j["<name>_p50_us"] and j["<name>_p99_us"]: a latency histogram's median and 99th
 // percentile, given in nanoseconds, written in microseconds (round6).
 void put_percentiles_us(nlohmann::json& j, const std::string& name, double p50_ns, double p99_ns);
+// Appends printf-formatted text to `out`: the lines of the text tables (rpc, data, probe).
+[[gnu::format(printf, 2, 3)]] void append_printf(std::string& out, const char* format, ...);
 
 void write_csv(std::ostream& out, std::span<const RunResults> runs);
 // The same with a leading value_size column (the data benchmark): value_size_of_run[i]

@@ -1,7 +1,6 @@
 #include "apps/benchkv/results/rpc_results.hpp"
 
 #include <cstdio>
-#include <sstream>
 
 #include "apps/benchkv/results/provenance.hpp"
 
@@ -51,18 +50,13 @@ int write_rpc_outputs(const Options& o, const RpcResult& res, const std::string&
 }
 
 std::string rpc_table(const Options& o, const RpcResult& r) {
-  std::ostringstream out;
-  char line[160];
-  std::snprintf(line, sizeof line, "%9s %5s %6s %4s %10s %13s %13s\n", "endpoints", "QD", "size", "run", "Mrps",
-                "RTT p50 (us)", "RTT p99 (us)");
-  out << line;
-  for (const RpcRunStats& s : r.stats) {
-    std::snprintf(line, sizeof line, "%9u %5u %6u %4u %10.3f %13.2f %13.2f\n", o.endpoints, o.queue_depth,
-                  o.message_size, s.run + 1, s.mrps(), s.rtt.percentile_ns(0.5) / 1000.0,
-                  s.rtt.percentile_ns(0.99) / 1000.0);
-    out << line;
-  }
-  return out.str();
+  std::string out;
+  append_printf(out, "%9s %5s %6s %4s %10s %13s %13s\n", "endpoints", "QD", "size", "run", "Mrps", "RTT p50 (us)",
+                "RTT p99 (us)");
+  for (const RpcRunStats& s : r.stats)
+    append_printf(out, "%9u %5u %6u %4u %10.3f %13.2f %13.2f\n", o.endpoints, o.queue_depth, o.message_size, s.run + 1,
+                  s.mrps(), s.rtt.percentile_ns(0.5) / 1000.0, s.rtt.percentile_ns(0.99) / 1000.0);
+  return out;
 }
 
 }  // namespace bkv::app
