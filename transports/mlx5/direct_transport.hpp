@@ -290,6 +290,21 @@ class DirectTransport {
    private:
     friend class DirectTransport;
 
+    // A WRITE(+IMM) WQE with a gather entry at pi, bbs blocks: its control segment (word 0
+    // from gather_word0_, read here, after begin_wqe) and its remote-address segment; the
+    // caller writes the data segment(s).
+    template <uint8_t Opcode>
+    [[gnu::always_inline]] std::byte* begin_gather_write(uint64_t pi, uint32_t bbs, uint64_t wr_id, uint64_t word1,
+                                                         uint64_t raddr, uint32_t rkey) {
+      std::byte* const wqe = begin_wqe(pi, bbs, wr_id);
+      const uint64_t word0 = gather_word0_;
+      write_ctrl_words(wqe, ctrl_word0_reopcode(word0, MLX5_OPCODE_RDMA_WRITE_IMM, Opcode) |
+                                ctrl_word0_index(static_cast<uint16_t>(pi)),
+                       word1);
+      write_raddr_seg(wqe + kCtrlSegSize, raddr, rkey);
+      return wqe;
+    }
+
     // One WRITE / WRITE_IMM. `word1` is its control-segment word 1, built once by the
     // public post from `signaled` and the immediate (ctrl_word1): passing the bool and
     // the immediate down instead made the compiler keep the bool in two registers, one
@@ -316,12 +331,7 @@ class DirectTransport {
         constexpr uint32_t kBbs = bbs_of_ds(ds_rdma_gather());
         if (pi + kBbs > limit_) [[unlikely]]
           return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, word1, wr_id, kBbs);
-        std::byte* const wqe = begin_wqe(pi, kBbs, wr_id);
-        const uint64_t word0 = gather_word0_;
-        write_ctrl_words(wqe, ctrl_word0_reopcode(word0, MLX5_OPCODE_RDMA_WRITE_IMM, Opcode) |
-                                  ctrl_word0_index(static_cast<uint16_t>(pi)),
-                         word1);
-        write_raddr_seg(wqe + kCtrlSegSize, raddr, rkey);
+        std::byte* const wqe = begin_gather_write<Opcode>(pi, kBbs, wr_id, word1, raddr, rkey);
         write_data_seg(wqe + kCtrlSegSize + kRaddrSegSize, len, lkey, reinterpret_cast<uint64_t>(src));
         return PostResult::kOk;
       }
@@ -334,12 +344,7 @@ class DirectTransport {
         if (pi + bbs > limit_) [[unlikely]]
           return post_write_slow<Opcode>(src, len, lkey, raddr, rkey, word1, wr_id, bbs);
         const uint32_t data_offset = gather_data_offset_;
-        std::byte* const wqe = begin_wqe(pi, bbs, wr_id);
-        const uint64_t word0 = gather_word0_;
-        write_ctrl_words(wqe, ctrl_word0_reopcode(word0, MLX5_OPCODE_RDMA_WRITE_IMM, Opcode) |
-                                  ctrl_word0_index(static_cast<uint16_t>(pi)),
-                         word1);
-        write_raddr_seg(wqe + kCtrlSegSize, raddr, rkey);
+        std::byte* const wqe = begin_gather_write<Opcode>(pi, bbs, wr_id, word1, raddr, rkey);
         write_data_seg(wqe + data_offset, len - head, lkey, reinterpret_cast<uint64_t>(src) + head);
         write_inline_seg(wqe + kCtrlSegSize + kRaddrSegSize, src, head);
         return PostResult::kOk;
