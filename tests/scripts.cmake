@@ -1,29 +1,34 @@
-# The plotting scripts of scripts/ against small inputs (not Catch tests). They need
-# matplotlib and pandas: the Debian packages, for the system interpreter.
+# The scripts of scripts/ against small inputs, and the docs' path check (not Catch tests).
 bkv_group_enabled(unit BKV_SCRIPT_TESTS)
-if(BKV_SCRIPT_TESTS AND EXISTS /usr/bin/python3 AND TARGET benchkv)
-  add_test(NAME plot_epochs_script
-           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/scripts/check_plot_epochs.py
-                   ${PROJECT_SOURCE_DIR} $<TARGET_FILE:benchkv>)
-  set_tests_properties(plot_epochs_script PROPERTIES LABELS unit TIMEOUT 300)
-endif()
-if(BKV_SCRIPT_TESTS AND EXISTS /usr/bin/python3)
-  add_test(NAME plot_sweep_script
-           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/scripts/check_plot_sweep.py ${PROJECT_SOURCE_DIR})
-  set_tests_properties(plot_sweep_script PROPERTIES LABELS unit TIMEOUT 120)
-endif()
-if(BKV_SCRIPT_TESTS AND Python3_EXECUTABLE)
-  add_test(NAME c1_accounting_script
-           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/scripts/check_c1_accounting.py ${PROJECT_SOURCE_DIR})
-  set_tests_properties(c1_accounting_script PROPERTIES LABELS unit TIMEOUT 60)
-endif()
-if(BKV_SCRIPT_TESTS AND EXISTS /usr/bin/python3)
-  add_test(NAME plot_inputs_script
-           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/scripts/check_plot_inputs.py ${PROJECT_SOURCE_DIR})
-  set_tests_properties(plot_inputs_script PROPERTIES LABELS unit TIMEOUT 60)
-endif()
-if(BKV_SCRIPT_TESTS AND Python3_EXECUTABLE)
-  add_test(NAME doc_paths
-           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/scripts/check_doc_paths.py ${PROJECT_SOURCE_DIR})
-  set_tests_properties(doc_paths PROPERTIES LABELS unit TIMEOUT 60)
+# bkv_script_test(<name> <script in tests/scripts/> SYSTEM|ANY TIMEOUT <s> [BENCHKV]): a
+# unit-labelled test running the script with the source root as its argument (and the
+# benchkv binary after it with BENCHKV), by /usr/bin/python3 (SYSTEM: the plotting scripts
+# need the Debian matplotlib and pandas) or by any Python 3 (ANY); left out when that
+# interpreter (or benchkv) is missing.
+function(bkv_script_test name script interpreter)
+  cmake_parse_arguments(S "BENCHKV" "TIMEOUT" "" ${ARGN})
+  if(interpreter STREQUAL "SYSTEM" AND EXISTS /usr/bin/python3)
+    set(python /usr/bin/python3)
+  elseif(interpreter STREQUAL "ANY" AND Python3_EXECUTABLE)
+    set(python ${Python3_EXECUTABLE})
+  else()
+    return()
+  endif()
+  set(args ${PROJECT_SOURCE_DIR})
+  if(S_BENCHKV)
+    if(NOT TARGET benchkv)
+      return()
+    endif()
+    list(APPEND args $<TARGET_FILE:benchkv>)
+  endif()
+  add_test(NAME ${name} COMMAND ${python} ${CMAKE_CURRENT_SOURCE_DIR}/scripts/${script} ${args})
+  set_tests_properties(${name} PROPERTIES LABELS unit TIMEOUT ${S_TIMEOUT})
+endfunction()
+
+if(BKV_SCRIPT_TESTS)
+  bkv_script_test(plot_epochs_script check_plot_epochs.py SYSTEM TIMEOUT 300 BENCHKV)
+  bkv_script_test(plot_sweep_script check_plot_sweep.py SYSTEM TIMEOUT 120)
+  bkv_script_test(c1_accounting_script check_c1_accounting.py ANY TIMEOUT 60)
+  bkv_script_test(plot_inputs_script check_plot_inputs.py SYSTEM TIMEOUT 60)
+  bkv_script_test(doc_paths check_doc_paths.py ANY TIMEOUT 60)
 endif()
