@@ -79,6 +79,28 @@ std::vector<Ctx*> raw_pointers(const std::vector<std::unique_ptr<Ctx>>& ctxs) {
   return v;
 }
 
+// N copyrpc contexts over one fabric, fully connected: transport i is
+// Transport(fabric, transport_args...), context i runs over it with `cfg`.
+template <class Fabric, class Transport>
+struct ContextCluster {
+  using T = Transport;
+  using Ctx = copyrpc::Context<T, uint64_t>;
+  Fabric fabric;
+  std::vector<std::unique_ptr<T>> transports;
+  std::vector<std::unique_ptr<Ctx>> ctxs;
+  std::vector<std::vector<MeshLink>> links;
+
+  template <class... Args>
+  ContextCluster(uint32_t nodes, const copyrpc::ContextConfig& cfg, const Args&... transport_args) {
+    for (uint32_t i = 0; i < nodes; ++i) {
+      transports.push_back(std::make_unique<T>(fabric, transport_args...));
+      ctxs.push_back(std::make_unique<Ctx>(*transports.back(), cfg));
+    }
+    links = connect_full_mesh(ctxs);
+  }
+  std::vector<Ctx*> ctx_ptrs() { return raw_pointers(ctxs); }
+};
+
 template <class T>
 class PropertyDriver {
  public:

@@ -20,24 +20,8 @@ using namespace bkv::mlx5;
 
 namespace {
 
-struct Mlx5Cluster {
-  using T = emu::EmulatedTransport;
-  using Ctx = copyrpc::Context<T, uint64_t>;
-  emu::Fabric fabric;
-  std::vector<std::unique_ptr<T>> transports;
-  std::vector<std::unique_ptr<Ctx>> ctxs;
-  std::vector<std::vector<test::PropertyDriver<T>::Link>> links;
-
-  Mlx5Cluster(uint32_t nodes, const copyrpc::ContextConfig& cfg, const emu::NodeOptions& n, const DirectOptions& o,
-              emu::DeliveryMode mode) {
-    for (uint32_t i = 0; i < nodes; ++i) {
-      transports.push_back(std::make_unique<T>(fabric, n, o, mode));
-      ctxs.push_back(std::make_unique<Ctx>(*transports.back(), cfg));
-    }
-    links = test::connect_full_mesh(ctxs);
-  }
-  std::vector<Ctx*> ctx_ptrs() { return test::raw_pointers(ctxs); }
-};
+// Each transport: EmulatedTransport(fabric, NodeOptions, DirectOptions, DeliveryMode).
+using Mlx5Cluster = test::ContextCluster<emu::Fabric, emu::EmulatedTransport>;
 
 uint64_t seed_from_env(uint64_t fallback) {
   const char* s = std::getenv("BKV_SEED");
