@@ -320,6 +320,55 @@ inline void check_daemons(const json& dj, const RunShape& shape) {
       }
 }
 
+// A run's CSV rows, checked against its shape (run, rank and client in range, epochs
+// kept ones, each (run, rank, client, epoch) once, every one there) and added up: the
+// requests of each run and of each run's ranks, the longest duration of each run's
+// epochs, the ranks seen. Simulated and real runs check the durations each their way.
+struct CsvTally {
+  std::vector<uint64_t> run_sum;
+  std::vector<std::vector<uint64_t>> rank_sum;
+  std::vector<std::map<uint64_t, uint64_t>> epoch_len;  // run -> epoch -> longest duration
+  std::set<uint64_t> ranks_seen;
+};
+inline CsvTally tally_csv(const std::vector<CsvRow>& rows, const RunShape& shape) {
+  const auto [np, clients, daemons, runs, trim, interval, epochs] = shape;
+  CsvTally t{std::vector<uint64_t>(runs, 0), std::vector<std::vector<uint64_t>>(runs, std::vector<uint64_t>(np, 0)),
+             std::vector<std::map<uint64_t, uint64_t>>(runs), {}};
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>, int> seen;
+  for (const CsvRow& r : rows) {
+    INFO("CSV row run " << r.run << " rank " << r.rank << " client " << r.client << " epoch " << r.epoch);
+    REQUIRE(r.run < runs);
+    REQUIRE(r.rank < np);
+    REQUIRE(r.client < clients);
+    CHECK(r.epoch >= trim);
+    CHECK(r.epoch < epochs - trim);
+    CHECK(++seen[{r.run, r.rank, r.client, r.epoch}] == 1);
+    t.run_sum[r.run] += r.requests;
+    t.rank_sum[r.run][r.rank] += r.requests;
+    uint64_t& len = t.epoch_len[r.run][r.epoch];
+    len = std::max(len, r.duration_ns);
+    t.ranks_seen.insert(r.rank);
+  }
+  CHECK(rows.size() == runs * np * clients * (epochs - 2 * trim));
+  return t;
+}
+
+// Summary entry runs[i] against the shape and the CSV: its index and epochs, its requests
+// and per-rank requests equal to the rows' sums. Returns its requests.
+inline uint64_t check_run_entry(const json& r, uint64_t i, const RunShape& shape, const CsvTally& t) {
+  CHECK(r.at("run").get<uint64_t>() == i);
+  CHECK(r.at("epochs").get<uint64_t>() == shape.epochs);
+  const uint64_t requests = r.at("requests").get<uint64_t>();
+  CHECK(requests == t.run_sum[i]);
+  const json& prr = r.at("per_rank_requests");
+  REQUIRE(prr.size() == shape.np);
+  for (uint64_t k = 0; k < shape.np; ++k) {
+    INFO("rank " << k);
+    CHECK(prr[k].get<uint64_t>() == t.rank_sum[i][k]);
+  }
+  return requests;
+}
+
 // The checks every successful simulated run must pass, with the shape
 // taken from the summary's effective configuration:
 //  - totals: issued == completed, errors == 0; the per-run issued/completed add up to them;
@@ -344,24 +393,13 @@ inline Checked check_run(const fs::path& csv_path, const fs::path& summary_path)
   const auto [np, clients, daemons, runs, trim, interval, epochs] = shape;
   const auto [issued, completed] = check_totals(s["totals"]);
 
-  // CSV rows: shape and ranges.
-  std::map<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>, int> seen;
-  std::vector<uint64_t> run_sum(runs, 0);
-  std::vector<std::vector<uint64_t>> rank_sum(runs, std::vector<uint64_t>(np, 0));
+  // CSV rows: shape and ranges; the simulator's shared epoch clock.
+  const CsvTally tally = tally_csv(c.rows, shape);
   for (const CsvRow& r : c.rows) {
     INFO("CSV row run " << r.run << " rank " << r.rank << " client " << r.client << " epoch " << r.epoch);
-    REQUIRE(r.run < runs);
-    REQUIRE(r.rank < np);
-    REQUIRE(r.client < clients);
-    CHECK(r.epoch >= trim);
-    CHECK(r.epoch < epochs - trim);
     CHECK(r.duration_ns == interval);
     CHECK(r.requests > 0);
-    CHECK(++seen[{r.run, r.rank, r.client, r.epoch}] == 1);
-    run_sum[r.run] += r.requests;
-    rank_sum[r.run][r.rank] += r.requests;
   }
-  CHECK(c.rows.size() == runs * np * clients * (epochs - 2 * trim));
 
   // Runs.
   const json& rj = s["runs"];
@@ -371,18 +409,9 @@ inline Checked check_run(const fs::path& csv_path, const fs::path& summary_path)
   for (uint64_t i = 0; i < runs; ++i) {
     INFO("summary runs[" << i << "]");
     const json& r = rj[i];
-    CHECK(r.at("run").get<uint64_t>() == i);
-    CHECK(r.at("epochs").get<uint64_t>() == epochs);
+    const uint64_t requests = check_run_entry(r, i, shape, tally);
     CHECK(r.at("first_kept_epoch").get<uint64_t>() == trim);
     CHECK(r.at("end_kept_epoch").get<uint64_t>() == epochs - trim);
-    const uint64_t requests = r.at("requests").get<uint64_t>();
-    CHECK(requests == run_sum[i]);
-    const json& prr = r.at("per_rank_requests");
-    REQUIRE(prr.size() == np);
-    for (uint64_t k = 0; k < np; ++k) {
-      INFO("rank " << k);
-      CHECK(prr[k].get<uint64_t>() == rank_sum[i][k]);
-    }
     const uint64_t dur = r.at("duration_ns").get<uint64_t>();
     CHECK(dur == (epochs - 2 * trim) * interval);
     // Mops = requests / duration_ns * 1e3, rounded to 1e-6.
@@ -390,7 +419,7 @@ inline Checked check_run(const fs::path& csv_path, const fs::path& summary_path)
     const json& prm = r.at("per_rank_mops");
     REQUIRE(prm.size() == np);
     for (uint64_t k = 0; k < np; ++k)
-      CHECK(prm[k].get<double>() == Approx(double(rank_sum[i][k]) / double(dur) * 1e3).margin(1e-6));
+      CHECK(prm[k].get<double>() == Approx(double(tally.rank_sum[i][k]) / double(dur) * 1e3).margin(1e-6));
     runs_issued += r.at("issued").get<uint64_t>();
     runs_completed += r.at("completed").get<uint64_t>();
   }

@@ -81,28 +81,12 @@ inline e2e::Checked check_real_run(const path& dir, uint32_t expect_np) {
   CHECK(np == expect_np);
   const auto [issued, completed] = e2e::check_totals(s["totals"]);
 
-  std::map<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>, int> seen;
-  std::vector<uint64_t> run_sum(runs, 0);
-  std::vector<std::vector<uint64_t>> rank_sum(runs, std::vector<uint64_t>(np, 0));
-  std::vector<std::map<uint64_t, uint64_t>> epoch_len(runs);  // run -> epoch -> longest duration
-  std::set<uint64_t> ranks_seen;
+  const e2e::CsvTally tally = e2e::tally_csv(c.rows, shape);
   for (const CsvRow& r : c.rows) {
     INFO("CSV row run " << r.run << " rank " << r.rank << " client " << r.client << " epoch " << r.epoch);
-    REQUIRE(r.run < runs);
-    REQUIRE(r.rank < np);
-    REQUIRE(r.client < clients);
-    CHECK(r.epoch >= trim);
-    CHECK(r.epoch < epochs - trim);
     CHECK(r.duration_ns > 0);
-    CHECK(++seen[{r.run, r.rank, r.client, r.epoch}] == 1);
-    run_sum[r.run] += r.requests;
-    rank_sum[r.run][r.rank] += r.requests;
-    uint64_t& len = epoch_len[r.run][r.epoch];
-    len = std::max(len, r.duration_ns);
-    ranks_seen.insert(r.rank);
   }
-  CHECK(ranks_seen.size() == np);
-  CHECK(c.rows.size() == runs * np * clients * (epochs - 2 * trim));
+  CHECK(tally.ranks_seen.size() == np);
 
   const json& rj = s["runs"];
   REQUIRE(rj.size() == runs);
@@ -110,20 +94,11 @@ inline e2e::Checked check_real_run(const path& dir, uint32_t expect_np) {
   for (uint64_t i = 0; i < runs; ++i) {
     INFO("summary runs[" << i << "]");
     const json& r = rj[i];
-    CHECK(r.at("run").get<uint64_t>() == i);
-    CHECK(r.at("epochs").get<uint64_t>() == epochs);
-    const uint64_t requests = r.at("requests").get<uint64_t>();
-    CHECK(requests == run_sum[i]);
+    const uint64_t requests = e2e::check_run_entry(r, i, shape, tally);
     CHECK(requests > 0);
-    const json& prr = r.at("per_rank_requests");
-    REQUIRE(prr.size() == np);
-    for (uint64_t k = 0; k < np; ++k) {
-      INFO("rank " << k);
-      CHECK(prr[k].get<uint64_t>() == rank_sum[i][k]);
-      CHECK(rank_sum[i][k] > 0);
-    }
+    for (uint64_t k = 0; k < np; ++k) CHECK(tally.rank_sum[i][k] > 0);
     uint64_t dur = 0;
-    for (const auto& [e, len] : epoch_len[i]) dur += len;
+    for (const auto& [e, len] : tally.epoch_len[i]) dur += len;
     CHECK(r.at("duration_ns").get<uint64_t>() == dur);
     CHECK(r.at("total_mops").get<double>() == Approx(double(requests) / double(dur) * 1e3).margin(1e-6));
     CHECK(r.at("completed").get<uint64_t>() >= requests);  // the run's window covers its kept epochs
