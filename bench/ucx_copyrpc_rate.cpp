@@ -158,15 +158,27 @@ void write_imm_server(const Options& o, int fd) {
 // ---- copyrpc mode ----
 using Ctx = copyrpc::Context<UcxTransport, uint64_t>;
 
-double copyrpc_client(const Options& o, int fd) {
-  UcxTransport t(ucx_config(o));
-  Ctx ctx(t);
+// One endpoint of ctx connected to the other process's over the socket fd: the client
+// sends its endpoint info first, the server reads first.
+uint32_t connect_over_socket(Ctx& ctx, int fd, bool client) {
   const uint32_t ep = ctx.create_endpoint();
   const Ctx::Info mine = ctx.local_info(ep);
   Ctx::Info theirs{};
-  write_all(fd, &mine, sizeof mine);
+  if (client) write_all(fd, &mine, sizeof mine);
   read_all(fd, &theirs, sizeof theirs);
+  if (!client) write_all(fd, &mine, sizeof mine);
   ctx.connect(ep, theirs);
+  return ep;
+}
+
+[[noreturn]] void failed_back(copyrpc::EndpointError e) {
+  throw std::runtime_error(std::string("bench: a call failed back: ") + copyrpc::to_string(e));
+}
+
+double copyrpc_client(const Options& o, int fd) {
+  UcxTransport t(ucx_config(o));
+  Ctx ctx(t);
+  const uint32_t ep = connect_over_socket(ctx, fd, /*client=*/true);
   std::vector<std::byte> req(o.size, std::byte{0x11});
   uint64_t inflight = 0, answered = 0, token = 0;
   auto run_for = [&](double secs) {
@@ -185,7 +197,7 @@ double copyrpc_client(const Options& o, int fd) {
       ctx.poll([&](uint64_t, std::span<const std::byte>) {
         --inflight;
         ++answered;
-      }, [](auto&&, copyrpc::EndpointError e) { throw std::runtime_error(std::string("bench: a call failed back: ") + copyrpc::to_string(e)); });
+      }, [](auto&&, copyrpc::EndpointError e) { failed_back(e); });
     }
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     return static_cast<double>(answered - start) / dt;
@@ -202,16 +214,11 @@ double copyrpc_client(const Options& o, int fd) {
 void copyrpc_server(const Options& o, int fd) {
   UcxTransport t(ucx_config(o));
   Ctx ctx(t);
-  const uint32_t ep = ctx.create_endpoint();
-  const Ctx::Info mine = ctx.local_info(ep);
-  Ctx::Info theirs{};
-  read_all(fd, &theirs, sizeof theirs);
-  write_all(fd, &mine, sizeof mine);
-  ctx.connect(ep, theirs);
+  const uint32_t ep = connect_over_socket(ctx, fd, /*client=*/false);
   std::vector<std::byte> resp(o.size, std::byte{0x22});
   uint64_t iter = 0;
   for (;;) {
-    ctx.drain([](uint64_t, std::span<const std::byte>) {}, [](auto&&, copyrpc::EndpointError e) { throw std::runtime_error(std::string("bench: a call failed back: ") + copyrpc::to_string(e)); });
+    ctx.drain([](uint64_t, std::span<const std::byte>) {}, [](auto&&, copyrpc::EndpointError e) { failed_back(e); });
     copyrpc::RecvHandle h;
     while (ctx.recv(h))
       if (ctx.reply(std::move(h), resp) != copyrpc::CallStatus::kOk) throw std::runtime_error("bench: reply failed");
