@@ -97,3 +97,13 @@ for name, files in {
      "retry_cnt": 7},
     {"kind": "qp_error", "node": 1, "peer": 0, "at_us": 42.5},
 ]}, indent=2) + "\n")
+
+# sim_fault: one --fault string of each kind (sim/faults.hpp).
+write("sim_fault", [s.encode() for s in [
+    "slow_node:node=1,start_us=100,end_us=300,factor=4",
+    "stall_daemon:node=0,daemon=0,start_us=5,end_us=6.5",
+    "link_delay:from=0,to=1,start_us=0,end_us=10,extra_ns=2500",
+    "packet_loss:from=0,to=1,start_us=0,end_us=50,loss=0.01,timeout=14,retry_cnt=7",
+    "qp_error:node=1,peer=0,at_us=42.5",
+    "rnr_storm:node=1,start_us=100,end_us=300,rnr_retry=7",
+]])
