@@ -107,3 +107,13 @@ write("sim_fault", [s.encode() for s in [
     "qp_error:node=1,peer=0,at_us=42.5",
     "rnr_storm:node=1,start_us=100,end_us=300,rnr_retry=7",
 ]])
+
+# step_log: the BKVSTEP1 header (np, threads per node, daemons, 0), then u32 entries.
+def step_log(np, threads, daemons, steps):
+    return b"BKVSTEP1" + u32(np) + u32(threads) + u32(daemons) + u32(0) + b"".join(u32(s) for s in steps)
+
+
+write("step_log", [
+    step_log(2, 3, 1, [0, 1, 2, 3, 4, 5, 1, 4]),
+    step_log(4, 4, 2, list(range(16))),
+])

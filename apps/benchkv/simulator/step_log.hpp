@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -50,7 +51,12 @@ struct StepLog {
   static StepLog read(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw std::runtime_error(path + ": cannot open the step log");
-    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return from_bytes(bytes, path);
+  }
+
+  // The checks of read() on a file's bytes; `path` names it in the messages.
+  static StepLog from_bytes(std::span<const char> bytes, const std::string& path) {
     if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0)
       throw std::runtime_error(path + ": not a step log (no BKVSTEP1 header)");
     if ((bytes.size() - kHeaderBytes) % kEntryBytes != 0)
@@ -64,7 +70,9 @@ struct StepLog {
     if (log.np == 0 || log.threads_per_node == 0 || log.daemons == 0 || log.daemons >= log.threads_per_node)
       throw std::runtime_error(path + ": step log header has an impossible shape");
     log.steps.resize((bytes.size() - kHeaderBytes) / kEntryBytes);
-    std::memcpy(log.steps.data(), bytes.data() + kHeaderBytes, log.steps.size() * kEntryBytes);
+    // (An empty log has no data(): memcpy from or to a null pointer is undefined even for
+    // 0 bytes; the step_log fuzz harness found it under UBSan.)
+    if (!log.steps.empty()) std::memcpy(log.steps.data(), bytes.data() + kHeaderBytes, log.steps.size() * kEntryBytes);
     const uint64_t threads = uint64_t{log.np} * log.threads_per_node;
     for (size_t i = 0; i < log.steps.size(); ++i)
       if (log.steps[i] >= threads)
