@@ -7,6 +7,7 @@ bkv_add_test(test_sim GROUP sim
 bkv_add_test(test_sim_copyrpc GROUP sim SOURCES sim/test_des_copyrpc.cpp LIBS bkv_sim)
 # The exactly-once oracle and fault injection over whole simulated experiments.
 if(TARGET bkv_sim_runner)
+  bkv_add_test(test_ring_pages_choice GROUP unit SOURCES sim/test_ring_pages_choice.cpp LIBS bkv_sim_runner bkv_app)
   bkv_add_test(test_exactly_once GROUP sim SOURCES sim/test_exactly_once.cpp sim/test_faults.cpp
     LIBS bkv_sim_runner bkv_app)
 endif()

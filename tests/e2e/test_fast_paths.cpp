@@ -11,6 +11,9 @@
 // about which model is right. With the C1 ring size and with a 64 KiB ring that wraps
 // many times in the run, so that zeroed pages are written again.
 //
+// --ring-pages auto (the default) chooses keep or release by the rings' whole size against
+// the memory available (apps/benchkv/simulator/runner.hpp); the summary's provenance says which.
+//
 // --ring-page-batch N (core/copyrpc/context.hpp, give_back_passed_pages): consumed ring
 // pages are given back N at a time and N pages ahead of the writer are prefaulted; the
 // default (16) and 64 are checked against 1 (page by page, no prefault), on the same runs.
@@ -219,7 +222,31 @@ TEST_CASE("sim: --ring-page-batch takes 1..1024, and only with the simulator", "
   CHECK(real.err.find("ring_page_batch") != std::string::npos);
 }
 
-TEST_CASE("sim: --ring-pages takes release or keep, and only with the simulator", "[e2e][sim][bad-input]") {
+TEST_CASE("sim: --ring-pages auto (the default) keeps pages when the whole rings fit and says so in the provenance",
+          "[e2e][sim][determinism][fast-path]") {
+  TempDir dir;
+  const fs::path def = dir.subdir("default"), rel = dir.subdir("release");
+  const std::vector<std::string> shape = {"--ring-size", "65536", "--inflight-samples", "inflight.csv", "-o", "out.csv"};
+  run_ok(small_sim("delegation", shape), def);
+  std::vector<std::string> released = shape;
+  released.insert(released.end(), {"--ring-pages", "release"});
+  run_ok(small_sim("delegation", released), rel);
+  const json d = read_json(def / "out.summary.json"), r = read_json(rel / "out.summary.json");
+  CHECK(d["config"]["ring_pages"] == "auto");
+  const json& choice = d["provenance"]["ring_pages"];
+  CHECK(choice["asked"] == "auto");
+  // NP=2 Delegation: one connection, two endpoints, each with a send ring and the peer's
+  // receive ring of 64 KiB in the simulator's paged memory.
+  CHECK(choice["ring_bytes"] == 4 * 65536);
+  const uint64_t avail = choice["available_bytes"];
+  CHECK(choice["chosen"] == (avail > 0 && 4 * 65536 <= avail / 2 ? "keep" : "release"));
+  CHECK(r["provenance"]["ring_pages"]["asked"] == "release");
+  CHECK(r["provenance"]["ring_pages"]["chosen"] == "release");
+  CHECK_FALSE(r["provenance"]["ring_pages"].contains("available_bytes"));
+  check_same_outputs(rel, def, "ring_pages");
+}
+
+TEST_CASE("sim: --ring-pages takes auto, release or keep, and only with the simulator", "[e2e][sim][bad-input]") {
   TempDir dir;
   const Outcome bad = run_benchkv(small_sim("delegation", {"--ring-pages", "sometimes"}), dir.path());
   CHECK(bad.status != 0);

@@ -113,6 +113,14 @@ class PagedMemory {
                                "a give-back batch of 1 page does not use it)");
   }
 
+  // Bytes handed out by allocate() so far (freed allocations kept for reuse count): what
+  // every allocation would hold resident if all its pages were touched and kept.
+  uint64_t allocated_bytes() const noexcept {
+    uint64_t n = 0;
+    for (const Chunk& c : chunks_) n += c.used;
+    return n;
+  }
+
   bool contains(const std::byte* p, uint64_t len) const noexcept {
     for (const Chunk& c : chunks_)
       if (p >= c.base && p <= c.base + c.used && len <= static_cast<uint64_t>(c.base + c.used - p)) return true;

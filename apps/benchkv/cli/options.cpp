@@ -68,8 +68,8 @@ constexpr std::array<Choice<backend::LoopOrder>, 2> kLoopOrderChoices{
     {{"original", backend::LoopOrder::kOriginal}, {"next-poll", backend::LoopOrder::kNextPoll}}};
 constexpr std::array<Choice<StartMode>, 2> kStartModeChoices{
     {{"sync", StartMode::kSync}, {"staggered", StartMode::kStaggered}}};
-constexpr std::array<Choice<RingPages>, 2> kRingPagesChoices{
-    {{"release", RingPages::kRelease}, {"keep", RingPages::kKeep}}};
+constexpr std::array<Choice<RingPages>, 3> kRingPagesChoices{
+    {{"auto", RingPages::kAuto}, {"release", RingPages::kRelease}, {"keep", RingPages::kKeep}}};
 constexpr std::array<Choice<EventSet>, 2> kEventSetChoices{
     {{"heap", EventSet::kHeap}, {"calendar", EventSet::kCalendar}}};
 constexpr std::array<Choice<ReportFormat>, 3> kReportChoices{
@@ -427,10 +427,12 @@ const Spec kSpecs[] = {
      "daemons' start, the simulated start-up's loops followed by the kept epochs' loops standing for the "
      "rest of the life; 0 = off",
      BKV_FIELD(life_s)},
-    {"ring_pages", 0, Kind::kChoice, kGroupSim, "release|keep",
+    {"ring_pages", 0, Kind::kChoice, kGroupSim, "auto|release|keep",
      "copyrpc ring pages the peer has consumed: given back to the kernel (release: memory for live pages only) or "
      "zeroed and kept (keep: faster, no system call or page fault per page, but every page a ring has touched "
-     "stays resident); the output bytes are the same",
+     "stays resident); auto (the default): keep when all the run's rings, whole, take at most half the memory "
+     "available as the simulation starts (MemAvailable in /proc/meminfo), release otherwise; the choice and "
+     "its figures are in the summary's provenance (\"ring_pages\"); the output bytes are the same",
      BKV_CHOICE(ring_pages, kRingPagesChoices)},
     {"ring_page_batch", 0, Kind::kUnsigned, kGroupSim, "PAGES",
      "copyrpc ring pages the peer has consumed are given back this many at a time, in one system call per ring, "

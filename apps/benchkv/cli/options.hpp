@@ -42,8 +42,10 @@ enum class StartMode : uint8_t { kSync = 0, kStaggered };
 enum class ReportFormat : uint8_t { kText = 0, kCsv, kNone };  // the final report on stdout
 // Simulated copyrpc rings: a consumed page goes back to the kernel (kRelease: memory for
 // live pages only) or is zeroed and kept (kKeep: no system call or page fault per page,
-// the pages a ring has touched stay resident). Output bytes are the same either way.
-enum class RingPages : uint8_t { kRelease = 0, kKeep };
+// the pages a ring has touched stay resident); kAuto keeps them when the rings, whole, fit
+// in memory (apps/benchkv/simulator/runner.hpp, choose_ring_pages). Output bytes are the
+// same either way.
+enum class RingPages : uint8_t { kRelease = 0, kKeep, kAuto };
 // The simulator's future-event set (sim/selectable_event_set.hpp): binary heap or
 // calendar queue. Both run the same events in the same order; only the speed differs.
 enum class EventSet : uint8_t { kHeap = 0, kCalendar };
@@ -54,7 +56,7 @@ using backend::to_string;                               // BackendKind: "meta", 
 std::string_view to_string(TransportKind t) noexcept;  // "mlx5", "verbs", "ucx", "sim"
 std::string_view to_string(StartMode m) noexcept;      // "sync", "staggered"
 std::string_view to_string(ReportFormat f) noexcept;   // "text", "csv", "none"
-std::string_view to_string(RingPages p) noexcept;      // "release", "keep"
+std::string_view to_string(RingPages p) noexcept;      // "release", "keep", "auto"
 std::string_view to_string(EventSet e) noexcept;       // "heap", "calendar"
 
 // Trace window [begin_us, end_us) in microseconds of virtual time; JSON/CLI form "A:B".
@@ -115,7 +117,7 @@ struct Options {
   double inflight_sample_interval_us = 10;
   std::string trace;                   // Chrome trace output path ("" = off)
   std::optional<TraceWindow> trace_window;  // required when trace is set
-  RingPages ring_pages = RingPages::kRelease;  // simulated rings' consumed pages
+  RingPages ring_pages = RingPages::kAuto;  // simulated rings' consumed pages
   // Simulated rings: consumed pages are given back this many at a time, and as many are
   // prefaulted ahead of the writer (1: page by page, no prefault). The JSON key is
   // absent from the effective configuration at the default (outputs keep their bytes).

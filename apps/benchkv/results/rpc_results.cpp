@@ -40,6 +40,7 @@ int write_rpc_outputs(const Options& o, const RpcResult& res, const std::string&
   summary[section] = details;
   summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
   if (!summary.contains("provenance")) summary["provenance"] = provenance_json(o.transport == TransportKind::kSim);
+  if (res.setup_provenance.is_object()) summary["provenance"].update(res.setup_provenance);
   write_summary_file(o.summary, summary);
   const std::string report = format_report(summary, o.report);
   std::fwrite(report.data(), 1, report.size(), stdout);

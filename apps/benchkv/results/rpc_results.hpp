@@ -30,6 +30,7 @@ struct RpcResult {
   std::vector<RunResults> runs;
   std::vector<RpcRunStats> stats;
   nlohmann::json extra;  // simulator statistics, when simulated
+  nlohmann::json setup_provenance;  // simulated: machine-dependent set-up choices, added to the provenance
   uint64_t issued = 0, completed = 0, errors = 0;
 };
 

@@ -128,6 +128,7 @@ class Experiment final : public SimRun {
     double head_wait = 0;
     for (uint32_t r = 0; r < np_; ++r) head_wait += head_lines_[r].mean_wait_ns() / np_;
     res.extra = timeline_json();
+    res.setup_provenance = setup_provenance();
     res.extra["ring_head_mean_wait_ns"] = head_wait;
     res.extra["issued"] = res.total_issued;
     res.extra["completed"] = res.total_completed;
@@ -709,7 +710,8 @@ MemoryEstimate estimate_memory(const app::Options& o) {
   m.threads = uint64_t{np} * (D + C);
   // Per endpoint: its bookkeeping (copyrpc endpoint, queue pair, registrations) and the
   // ring pages that traffic materializes (rings are paged: see sim/des_transport.hpp).
-  // Kept pages (--ring-pages keep) stay resident once touched: the whole ring, at worst.
+  // Kept pages (--ring-pages keep) stay resident once touched: the whole ring, at worst
+  // (auto keeps them only where the whole rings fit: counted as released here).
   const uint64_t ring_pages =
       2 * (o.ring_pages == RingPages::kKeep ? o.ring_size : std::min<uint64_t>(o.ring_size, kEstimateRingPageBytes));
   const double bytes = double(m.endpoints) * double(kEstimateEndpointBytes + ring_pages) +
@@ -717,16 +719,6 @@ MemoryEstimate estimate_memory(const app::Options& o) {
                        double(np) * double(o.key_range) * double(kEstimateKeyBytes) + double(kEstimateBaseBytes);
   m.bytes = bytes >= 1.8e19 ? ~uint64_t{0} : static_cast<uint64_t>(bytes);
   return m;
-}
-
-uint64_t available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return 0;
 }
 
 void check_simulation_fits(const app::Options& o) {
@@ -751,6 +743,7 @@ nlohmann::json write_experiment_outputs(const app::Options& o, const ExperimentR
   // Requests reported failed: shown with faults or when any failed (outputs without keep their bytes).
   if (res.failed > 0 || res.extra["model"].contains("faults")) summary["totals"]["failed"] = res.failed;
   summary["provenance"] = app::provenance_json(true);  // simulated threads: no CPU map
+  if (res.setup_provenance.is_object()) summary["provenance"].update(res.setup_provenance);
   if (!res.life.is_null()) summary["life"] = res.life;
   if (!res.interrupted.is_null()) summary["interrupted"] = res.interrupted;
   app::write_summary_file(o.summary, summary);

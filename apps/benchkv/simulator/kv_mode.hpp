@@ -39,6 +39,7 @@ struct ExperimentResult {
   std::string trace_json;                // when requested
   uint64_t trace_events = 0;             // events inside the trace window (metadata and fault spans not counted)
   nlohmann::json extra;                  // simulator statistics (events, NIC, totals)
+  nlohmann::json setup_provenance;       // machine-dependent set-up choices (SimRun::setup_provenance)
   nlohmann::json life;                   // with life_s: the whole-life loop statistics (summary "life")
   nlohmann::json interrupted;            // a signal stopped the run: Interruption::to_json (summary "interrupted")
   uint64_t total_issued = 0, total_completed = 0, errors = 0;

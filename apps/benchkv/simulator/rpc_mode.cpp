@@ -62,6 +62,7 @@ class RpcExperiment final : public SimRun {
     res.completed = caller().counters().completed.load();
     for (auto& t : rpc_) res.errors += t->counters().errors.load();
     res.extra = timeline_json();
+    res.setup_provenance = setup_provenance();
     res.extra["model"] = model_.to_json();
     res.extra["nics"] = nics_json();
     return res;

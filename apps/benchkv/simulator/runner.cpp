@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <csignal>
+#include <fstream>
+#include <stdexcept>
 
 #include "core/random.hpp"
 
@@ -46,7 +48,22 @@ sim::EventSetKind event_set_kind(EventSet e) {
 }
 
 software_nic::DiscardMode discard_mode(RingPages p) {
+  if (p == RingPages::kAuto) throw std::logic_error("discard_mode: --ring-pages auto is chosen first");
   return p == RingPages::kKeep ? software_nic::DiscardMode::kZeroInPlace : software_nic::DiscardMode::kRelease;
+}
+
+RingPages choose_ring_pages(RingPages asked, uint64_t ring_bytes, uint64_t available_bytes) {
+  if (asked != RingPages::kAuto) return asked;
+  return available_bytes > 0 && ring_bytes <= available_bytes / 2 ? RingPages::kKeep : RingPages::kRelease;
+}
+
+uint64_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  uint64_t kib = 0;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
 }
 
 SimRun::SimRun(const Options& o, const sim::Model& model, const Progress& progress, uint64_t fabric_seed,
@@ -54,14 +71,24 @@ SimRun::SimRun(const Options& o, const sim::Model& model, const Progress& progre
     : o_(o), model_(model), progress_(progress), fabric_(engine_, fabric_seed), np_(o.np), clients_(clients_per_rank),
       duration_(duration_ns(o)), interval_(interval_ns(o)), epochs_(epochs_per_run(o)),
       startup_(static_cast<sim::Time>(std::llround(o.startup_ms * 1e6))), drain_check_ns_(drain_check_ns) {
-  fabric_.pages().set_discard_mode(discard_mode(o.ring_pages));
   fabric_.pages().set_give_back_pages(o.ring_page_batch);
   engine_.event_set_to_configure().select(event_set_kind(o.event_set));
   last_completed_.assign(size_t(np_) * clients_, 0);
 }
 
+void SimRun::choose_ring_pages() {
+  const uint64_t ring_bytes = fabric_.pages().allocated_bytes();
+  const uint64_t available = o_.ring_pages == RingPages::kAuto ? available_memory_bytes() : 0;
+  const RingPages chosen = app::choose_ring_pages(o_.ring_pages, ring_bytes, available);
+  fabric_.pages().set_discard_mode(discard_mode(chosen));
+  nlohmann::json j{{"asked", to_string(o_.ring_pages)}, {"chosen", to_string(chosen)}, {"ring_bytes", ring_bytes}};
+  if (o_.ring_pages == RingPages::kAuto) j["available_bytes"] = available;
+  setup_provenance_["ring_pages"] = std::move(j);
+}
+
 bool SimRun::run_timeline(uint32_t first_run) {
   first_run_ = first_run;
+  choose_ring_pages();  // the mode has built its rings: their whole size is known
   for (uint32_t r = 0; r < o_.runs; ++r) runs_.emplace_back(first_run + r, np_, clients_, epochs_, o_.trim);
   const sim::TargetId epoch_target = engine_.add_member<SimRun, &SimRun::on_epoch>(this);
   for (uint32_t r = 0; r < o_.runs; ++r)

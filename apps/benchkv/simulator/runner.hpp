@@ -57,8 +57,18 @@ struct Interruption {
   nlohmann::json to_json() const;  // {"signal": "SIGINT", "run", "epochs_done"}
 };
 
-// How the simulated rings' paged memory discards consumed pages under --ring-pages.
+// How the simulated rings' paged memory discards consumed pages under --ring-pages
+// (release or keep; auto is chosen first, choose_ring_pages).
 software_nic::DiscardMode discard_mode(RingPages p);
+
+// --ring-pages auto: keep (kKeep) when the rings, whole (`ring_bytes`: every ring page
+// resident, as kept pages end up once a ring has wrapped), take at most half of
+// `available_bytes`, the memory available as the simulation starts; release otherwise
+// (also when the memory available is unknown: 0). A choice given (release, keep) stays.
+RingPages choose_ring_pages(RingPages asked, uint64_t ring_bytes, uint64_t available_bytes);
+
+// MemAvailable of /proc/meminfo in bytes (0 when it cannot be read).
+uint64_t available_memory_bytes();
 sim::EventSetKind event_set_kind(EventSet e);
 
 class SimRun {
@@ -110,6 +120,10 @@ class SimRun {
   std::vector<RunResults>& runs() { return runs_; }
   // {events, virtual_end_ns, drain_ns}: the engine's figures once the timeline ran.
   nlohmann::json timeline_json() const;
+  // How the rings' consumed pages were handled, for the summary's provenance (it depends
+  // on the machine's memory, so it is not part of the output compared byte for byte):
+  // {"ring_pages": {"asked", "chosen", "ring_bytes", "available_bytes"}}; set by run_timeline.
+  const nlohmann::json& setup_provenance() const { return setup_provenance_; }
   // Per-NIC station statistics (queue depths, waits, utilization) over the whole
   // simulation, drain included: one object per node.
   nlohmann::json nics_json();
@@ -128,7 +142,11 @@ class SimRun {
   void on_epoch(uint32_t idx);
   void on_drain_check(uint32_t);
 
+  // --ring-pages: the discard mode chosen once the mode has built its rings.
+  void choose_ring_pages();
+
   sim::Time drain_check_ns_;
+  nlohmann::json setup_provenance_ = nlohmann::json::object();
   std::vector<RunResults> runs_;
   std::vector<uint64_t> last_completed_;  // per rank x client, at the previous epoch's end
   RunCounter run_counts_;
