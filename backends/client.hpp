@@ -62,11 +62,15 @@ struct ClientStepResult {
 template <class Meter, class RemotePath, bool kRecordLatency = true>
 class Client {
  public:
-  // ipc: one connection per daemon of this node (index d = daemon d).
+  // ipc: one connection per daemon of this node (index d = daemon d). shared_latency:
+  // as share_latency(shared_latency) right after construction, without allocating the
+  // client's own histograms first (nullptr: its own).
   Client(const NodeConfig& node, kv::Pattern pattern, std::vector<IpcClientT*> ipc, RemotePath remote, Meter& meter,
-         ClientCounters& counters)
+         ClientCounters& counters, metrics::RequestLatency* shared_latency = nullptr)
       : node_(node), pattern_(std::move(pattern)), ipc_(std::move(ipc)), remote_(remote), meter_(meter),
-        counters_(counters), pending_(node.queue_depth), free_tokens_(node.queue_depth) {
+        counters_(counters), pending_(node.queue_depth), free_tokens_(node.queue_depth),
+        own_latency_(shared_latency != nullptr ? nullptr : std::make_unique<metrics::RequestLatency>()),
+        latency_(shared_latency != nullptr ? shared_latency : own_latency_.get()) {
     for (uint32_t t = node.queue_depth; t-- > 0;) free_tokens_[free_count_++] = t;
   }
 
@@ -398,8 +402,8 @@ class Client {
   uint32_t free_count_ = 0;
   // Where latency is recorded: own_latency_, or histograms shared with other clients
   // (share_latency). Apart from the client, so its hot fields are not 31 KB apart.
-  std::unique_ptr<metrics::RequestLatency> own_latency_ = std::make_unique<metrics::RequestLatency>();
-  metrics::RequestLatency* latency_ = own_latency_.get();
+  std::unique_ptr<metrics::RequestLatency> own_latency_;
+  metrics::RequestLatency* latency_;
   kv::HistoryOracle* oracle_ = nullptr;
   uint32_t oracle_client_ = 0;
 };

@@ -128,7 +128,8 @@ class Node {
       if constexpr (B::kStandingContexts == StandingContexts::kEveryClient) context(D + c);
       const ClientWiring<T> w{cfg_, c, ipc, ctxs_[D + c].get(), ep_of_rank_[D + c], client_errors_[c]};
       RemotePath remote = RemotePath::connect(*resources_, w);
-      clients_.push_back(std::make_unique<ClientT>(cfg_, std::move(pattern), ipc, remote, m, counters_[c]));
+      clients_.push_back(
+          std::make_unique<ClientT>(cfg_, std::move(pattern), ipc, remote, m, counters_[c], shared_latency_));
     }
   }
 
@@ -174,8 +175,10 @@ class Node {
   const metrics::RequestLatency& client_latency(uint32_t c) const { return clients_[c]->latency(); }
   void restart_client_latency_max(uint32_t c) { clients_[c]->restart_latency_max(); }
   // Every client records into `shared` (backend::Client::share_latency; one stepping
-  // thread only): client_latency(c) is then `shared` for every c.
+  // thread only): client_latency(c) is then `shared` for every c. Called before start(),
+  // the clients are built with it (no histograms of their own allocated first).
   void share_client_latency(metrics::RequestLatency* shared) {
+    shared_latency_ = shared;
     for (auto& c : clients_) c->share_latency(shared);
   }
   const DaemonMetrics& daemon_metrics(uint32_t d) const {
@@ -239,6 +242,7 @@ class Node {
   NodeConfig cfg_;
   LoopPolicySettings policy_;
   kv::WorkloadConfig wl_;
+  metrics::RequestLatency* shared_latency_ = nullptr;  // share_client_latency
   copyrpc::ContextConfig ccfg_;
   R& rt_;
   kv::Store store_;

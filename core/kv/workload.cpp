@@ -102,30 +102,32 @@ uint64_t ZipfSampler::operator()(Rng& rng) const noexcept {
 // Pattern
 // ---------------------------------------------------------------------------------------
 
-Pattern::Pattern(const WorkloadConfig& cfg, uint32_t my_rank, uint32_t client) {
+Pattern::Pattern(const WorkloadConfig& cfg, uint32_t my_rank, uint32_t client)
+    : on_demand_(cfg.storage == PatternStorage::kOnDemand), len_(cfg.pattern_len) {
   validate(cfg);
   if (my_rank >= cfg.num_ranks) {
     throw std::invalid_argument("Pattern: rank " + std::to_string(my_rank) + " >= num_ranks " +
                                 std::to_string(cfg.num_ranks));
   }
-  Rng rng(derive_seed(cfg.seed, {my_rank, client}));
-  entries_.reserve(cfg.pattern_len);
-  if (cfg.distribution == Distribution::kUniform) {
-    for (uint32_t i = 0; i < cfg.pattern_len; ++i) {
-      const auto rank = static_cast<uint32_t>(rng.below(cfg.num_ranks));
-      const uint64_t key = rng.below(cfg.key_range);
-      entries_.push_back(PatternEntry::make(rank, key, rng.bernoulli(cfg.read_ratio)));
-    }
+  gen_.rng = Rng(derive_seed(cfg.seed, {my_rank, client}));
+  gen_.num_ranks = cfg.num_ranks;
+  gen_.key_range = cfg.key_range;
+  gen_.read_ratio = cfg.read_ratio;
+  if (cfg.distribution == Distribution::kZipfian) gen_.zipf.emplace(uint64_t{cfg.num_ranks} * cfg.key_range, cfg.zipf_s);
+  start_ = gen_.rng;
+  // The value seed is drawn after the whole pattern: an on-demand pattern makes the same
+  // draws here without keeping the entries.
+  if (on_demand_) {
+    for (uint32_t i = 0; i < cfg.pattern_len; ++i) gen_.next();
   } else {
-    const ZipfSampler zipf(uint64_t{cfg.num_ranks} * cfg.key_range, cfg.zipf_s);
-    for (uint32_t i = 0; i < cfg.pattern_len; ++i) {
-      const uint64_t item = zipf(rng);
-      const auto rank = static_cast<uint32_t>(item % cfg.num_ranks);  // interleaved mapping
-      const uint64_t key = item / cfg.num_ranks;
-      entries_.push_back(PatternEntry::make(rank, key, rng.bernoulli(cfg.read_ratio)));
-    }
+    entries_.reserve(cfg.pattern_len);
+    for (uint32_t i = 0; i < cfg.pattern_len; ++i) entries_.push_back(gen_.next());
   }
-  value_seed_ = rng.next();
+  value_seed_ = gen_.rng.next();
+  if (on_demand_) {
+    gen_.rng = start_;
+    current_ = gen_.next();
+  }
 }
 
 }  // namespace bkv::kv

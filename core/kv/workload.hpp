@@ -18,13 +18,20 @@
 // from 0 over the whole replay) is put_value(value_seed, n), where value_seed is drawn
 // from the same generator after the pattern. Values are < 2^63, never kAbsentValue.
 //
-// Memory: one PatternEntry is 8 bytes; the simulator holds np * clients patterns, e.g.
-// 16 x 46 x 4096 entries = 24 MiB.
+// Storage (WorkloadConfig::storage): a stored pattern holds its entries, generated before the run
+// (8 bytes each: the original's clients, and the real runs, replay a table, so that no
+// random draw falls inside the timed loop). An on-demand pattern draws each entry from the
+// same generator when the replay reaches it and starts the generator again at every
+// wrap: the same sequence, in no memory. The simulator uses it (its clients' CPU time is
+// the cost model's, not the host's): np * clients stored patterns of C1 at NP=32 would
+// take 32 x 46 x 10,000 x 8 bytes = 118 MB, written before the first event.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <stdexcept>
 #include <vector>
 
 #include "core/kv/types.hpp"
@@ -54,7 +61,11 @@ struct WorkloadConfig {
   double zipf_s = 1.0;
   uint64_t seed = 1;
   uint32_t pattern_len = kDefaultPatternLen;
+  // How each client's Pattern holds it (below): not part of the workload, the sequence is
+  // the same either way.
+  enum class Storage : uint8_t { kStored = 0, kOnDemand } storage = Storage::kStored;
 };
+using PatternStorage = WorkloadConfig::Storage;
 
 // Throws std::invalid_argument naming the field and the bad value.
 void validate(const WorkloadConfig& cfg);
@@ -112,24 +123,35 @@ constexpr uint64_t put_value(uint64_t value_seed, uint64_t n) noexcept {
 
 class Pattern {
  public:
-  // Generates the pattern of client `client` on rank `my_rank` (validates cfg).
+  // The pattern of client `client` on rank `my_rank`, stored or on demand as cfg.storage
+  // says (validates cfg).
   Pattern(const WorkloadConfig& cfg, uint32_t my_rank, uint32_t client);
 
-  size_t size() const noexcept { return entries_.size(); }
-  const PatternEntry& operator[](size_t i) const noexcept { return entries_[i]; }
+  size_t size() const noexcept { return len_; }
+  PatternStorage storage() const noexcept { return on_demand_ ? PatternStorage::kOnDemand : PatternStorage::kStored; }
+  // The entries of a stored pattern (an on-demand one holds none: entries() is empty,
+  // and operator[] throws std::logic_error).
+  const PatternEntry& operator[](size_t i) const {
+    if (on_demand_) throw std::logic_error("Pattern: an on-demand pattern holds no entries");
+    return entries_[i];
+  }
   std::span<const PatternEntry> entries() const noexcept { return entries_; }
   uint64_t value_seed() const noexcept { return value_seed_; }
 
   // Replay. peek() is the next request to issue (a client that cannot post it yet keeps
   // it and retries), advance() moves to the following one, next() does both.
   Request peek() const noexcept {
-    const PatternEntry e = entries_[cursor_];
+    const PatternEntry e = on_demand_ ? current_ : entries_[cursor_];
     return e.is_read() ? Request::meta_get(e.rank(), e.key)
                        : Request::meta_put(e.rank(), e.key, put_value(value_seed_, issued_));
   }
   void advance() noexcept {
     ++issued_;
-    if (++cursor_ == entries_.size()) cursor_ = 0;
+    if (++cursor_ == len_) {
+      cursor_ = 0;
+      if (on_demand_) gen_.rng = start_;  // the replay starts over: so does the generator
+    }
+    if (on_demand_) current_ = gen_.next();
   }
   Request next() noexcept {
     const Request r = peek();
@@ -139,7 +161,33 @@ class Pattern {
   uint64_t issued() const noexcept { return issued_; }  // requests taken so far
 
  private:
-  std::vector<PatternEntry> entries_;
+  // Draws entries in the pattern's order: rank, key, then the read flag (uniform), or
+  // the item, then the read flag (zipfian).
+  struct Generator {
+    Rng rng;
+    uint32_t num_ranks = 1;
+    uint64_t key_range = 1;
+    double read_ratio = 0;
+    std::optional<ZipfSampler> zipf;  // zipfian only
+    PatternEntry next() noexcept {
+      if (!zipf) {
+        const auto rank = static_cast<uint32_t>(rng.below(num_ranks));
+        const uint64_t key = rng.below(key_range);
+        return PatternEntry::make(rank, key, rng.bernoulli(read_ratio));
+      }
+      const uint64_t item = (*zipf)(rng);
+      const auto rank = static_cast<uint32_t>(item % num_ranks);  // interleaved mapping
+      const uint64_t key = item / num_ranks;
+      return PatternEntry::make(rank, key, rng.bernoulli(read_ratio));
+    }
+  };
+
+  std::vector<PatternEntry> entries_;  // stored
+  Generator gen_;                      // on demand: draws the entry after current_
+  Rng start_;                          // on demand: the generator at the pattern's start
+  PatternEntry current_;               // on demand: the entry at cursor_
+  bool on_demand_ = false;
+  size_t len_ = 0;
   uint64_t value_seed_ = 0;
   size_t cursor_ = 0;
   uint64_t issued_ = 0;

@@ -44,7 +44,10 @@ struct Rig {
   ClientCounters counters;
   std::vector<uint64_t> called, to_answer;
   Client<SetClockMeter, ScriptedRemotePath> client;
-  Rig() : node(test::remote_only_node()), client(node, kv::Pattern(test::small_workload(), 0, 0), {}, ScriptedRemotePath{&called, &to_answer}, meter, counters) {}
+  explicit Rig(metrics::RequestLatency* shared = nullptr)
+      : node(test::remote_only_node()),
+        client(node, kv::Pattern(test::small_workload(), 0, 0), {}, ScriptedRemotePath{&called, &to_answer}, meter,
+               counters, shared) {}
   metrics::LatencyHistogram remote() const {
     metrics::LatencyHistogram h = client.latency()[metrics::LatencyClass::kGetRemote];
     h.merge(client.latency()[metrics::LatencyClass::kPutRemote]);
@@ -182,6 +185,15 @@ TEST_CASE("client latency: clients that share histograms record into them, and t
   a.client.share_latency(nullptr);
   CHECK(&a.client.latency() != &shared);
   CHECK(a.client.latency().all().count() == 0);
+
+  // Clients built on the shared set (no histograms of their own first) record the same.
+  metrics::RequestLatency built_shared;
+  Rig c(&built_shared), d(&built_shared);
+  CHECK(&c.client.latency() == &built_shared);
+  run(c, d);
+  CHECK(built_shared.all().count() == 3);
+  CHECK(built_shared.all().sum_ns() == want.sum_ns());
+  CHECK(built_shared.all().max_ns() == want.max_ns());
 }
 
 TEST_CASE("every answer reaches the oracle including the ones the client drops", "[backends][oracle]") {

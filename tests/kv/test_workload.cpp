@@ -259,3 +259,31 @@ TEST_CASE("invalid workload configurations are rejected with the field named", "
   CHECK_THROWS_AS(ZipfSampler(0, 1.0), std::invalid_argument);
   CHECK_THROWS_AS(ZipfSampler(10, -1.0), std::invalid_argument);
 }
+
+TEST_CASE("an on-demand pattern replays the stored pattern's requests and values, wraps included", "[kv][workload]") {
+  for (const auto d : {Distribution::kUniform, Distribution::kZipfian}) {
+    // Ranges that are not powers of two (the uniform draws may reject), and a read ratio
+    // that is neither 0 nor 1.
+    auto cfg = config(5, 1000, 97, d, 0.9, 0.3, 7);
+    const Pattern stored(cfg, 3, 11);
+    cfg.storage = PatternStorage::kOnDemand;
+    Pattern a(cfg, 3, 11), b(cfg, 3, 11);
+    Pattern s = stored;
+    CHECK(stored.storage() == PatternStorage::kStored);
+    CHECK(a.storage() == PatternStorage::kOnDemand);
+    CHECK(a.size() == 97);
+    CHECK(a.entries().empty());
+    CHECK_THROWS_AS(a[0], std::logic_error);
+    CHECK(a.value_seed() == stored.value_seed());
+    size_t puts = 0;
+    for (int i = 0; i < 97 * 5 / 2; ++i) {  // two and a half rounds
+      const Request x = s.next();
+      REQUIRE(a.peek() == x);
+      REQUIRE(a.next() == x);
+      puts += x.is_put() ? 1 : 0;
+    }
+    CHECK(puts > 0);
+    CHECK(a.issued() == s.issued());
+    CHECK(b.next() == stored.peek());  // another on-demand copy starts at the beginning
+  }
+}

@@ -236,17 +236,21 @@ class Experiment final : public SimRun {
       make.fabric = &fabric_;
       make.node = r;
       runtimes_[r] = std::make_unique<SimRuntime>(D_ + C_, std::move(th), std::move(make));
-      const app::NodeSetup ns = app::node_setup(o_, r, np_);
+      app::NodeSetup ns = app::node_setup(o_, r, np_);
+      // Simulated clients draw their patterns as they replay them (core/kv/workload.hpp):
+      // the same requests, without np x clients tables written before the first event.
+      ns.workload.storage = kv::PatternStorage::kOnDemand;
       nodes_.push_back(std::make_unique<SimNode>(ns.node, ns.loop, ns.workload, ns.context, *runtimes_[r]));
     }
+    // One thread steps every client: they record into one set of histograms (what is read
+    // is their merge, the same either way), which stays in the cache at any NP. Given
+    // before the clients are built (connect_in_process starts the nodes).
+    for (auto& n : nodes_) n->share_client_latency(&latency_);
     backend::connect_in_process(nodes_);
     // A client writes each request when it has paid for it, so its steps are pieces of
     // its loop; a daemon's loop may span several steps (docs/design.md §Simulated
     // threads). Each step lasts what it charges; a loop charges its own cost once.
     for (auto& n : nodes_) n->set_timed_writes(true);  // the clients exist once connected
-    // One thread steps every client: they record into one set of histograms (what is read
-    // is their merge, the same either way), which stays in the cache at any NP.
-    for (auto& n : nodes_) n->share_client_latency(&latency_);
     for (auto& node_threads : threads_)
       for (auto& th : node_threads) th->set_min_step(1);
     if (o_.check_exactly_once) {
