@@ -74,7 +74,11 @@ Model Model::load_file(const std::string& path) {
   } catch (const nlohmann::json::parse_error& e) {
     throw std::runtime_error("model file (--model) " + path + ": malformed JSON: " + e.what());
   }
-  return from_json(j, "model file " + path);
+  try {
+    return from_json(j, "model");  // key paths as "model.nic.send.qp_window"
+  } catch (const std::exception& e) {
+    throw std::runtime_error("model file (--model) " + path + ": " + e.what());
+  }
 }
 
 nlohmann::json Model::to_json() const {

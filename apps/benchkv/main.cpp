@@ -20,6 +20,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "apps/benchkv/real/transports.hpp"
 #include "apps/benchkv/cli/options.hpp"
@@ -30,6 +33,7 @@
 #include "apps/benchkv/simulator/data_mode.hpp"
 #include "apps/benchkv/simulator/rpc_mode.hpp"
 #include "apps/benchkv/simulator/kv_mode.hpp"
+#include "apps/benchkv/simulator/repetitions.hpp"
 #include "apps/benchkv/simulator/runner.hpp"
 #include "apps/benchkv/sweep/sweep.hpp"
 
@@ -42,18 +46,14 @@ namespace {
 // when it exceeds kEstimateAboveSeconds, so a long run announces itself early.
 constexpr double kEstimateAboveSeconds = 10;
 
-// A model file (--model) that cannot be read or is refused: bad input, exit status 2.
-struct InputError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// The model a simulated run uses: the --model file, or the defaults.
-sim::Model sim_model(const app::Options& o) {
+// The simulator's model: the built-in defaults or the --model file. A file that cannot be
+// read or holds a bad key is an input error (OptionError: exit status 2).
+sim::Model load_model(const app::Options& o) {
   if (o.model.empty()) return sim::Model::defaults();
   try {
     return sim::Model::load_file(o.model);
   } catch (const std::exception& e) {
-    throw InputError(e.what());
+    throw app::OptionError("model", e.what());
   }
 }
 
@@ -63,10 +63,9 @@ std::function<void(const std::string&)> stderr_progress(const app::Options& o) {
   return [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
 }
 
-int run_sim(const app::Options& o) {
-  const sim::Model model = sim_model(o);
+int run_sim(const app::Options& o, const sim::Model& model) {
   const auto t0 = std::chrono::steady_clock::now();
-  const uint64_t total_epochs = uint64_t{o.runs} * app::epochs_per_run(o);
+  const uint64_t total_epochs = uint64_t{o.runs} * o.repeat * app::epochs_per_run(o);
   uint64_t epochs_done = 0;
   std::function<void(const std::string&)> progress = [&](const std::string& line) {
     if (o.progress) std::fprintf(stderr, "%s\n", line.c_str());
@@ -77,33 +76,44 @@ int run_sim(const app::Options& o) {
       std::fprintf(stderr,
                    "benchkv: %u run(s) x %g s of virtual time (%llu epochs); the first epoch took %.2f s of wall "
                    "time, so the simulation needs about %.0f s\n",
-                   o.runs, o.duration, static_cast<unsigned long long>(total_epochs), first, projected);
+                   o.runs * o.repeat, o.duration, static_cast<unsigned long long>(total_epochs), first, projected);
   };
-  // SIGINT/SIGTERM stop measuring at the next epoch's end; the finished epochs are written.
+  // SIGINT/SIGTERM stop measuring at the next epoch's end; the finished epochs are written
+  // (with --repeat, the repetitions after the interrupted one do not start).
   app::install_stop_signals();
-  app::ExperimentResult res = app::run_experiment(o, model, progress);
+  const std::vector<app::ExperimentResult> reps = app::run_repeated_experiment(o, model, progress);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  const nlohmann::json summary = app::write_experiment_outputs(o, res);
-  if (!res.runs.empty()) {  // (empty only when a signal stopped the run before any kept epoch finished)
+  const nlohmann::json summary = app::write_repeated_outputs(o, reps);
+  if (!reps.back().runs.empty() || reps.size() > 1) {  // (no run only when a signal stopped the first repetition before any kept epoch finished)
     const std::string report = app::format_report(summary, o.report);
     std::fwrite(report.data(), 1, report.size(), stdout);
     std::fflush(stdout);
   }
+  uint64_t issued = 0, completed = 0, errors = 0, failed = 0, virtual_ns = 0;
+  for (const app::ExperimentResult& res : reps) {
+    issued += res.total_issued;
+    completed += res.total_completed;
+    errors += res.errors;
+    failed += res.failed;
+    virtual_ns += res.extra["virtual_end_ns"].get<uint64_t>();
+  }
   // Wall-clock figures go to stderr only: output files stay byte-identical across runs.
   std::fprintf(stderr, "simulated %llu requests, %.3f s of virtual time, in %.2f s wall (%.2f M simulated requests/s)\n",
-               static_cast<unsigned long long>(res.total_completed), double(res.extra["virtual_end_ns"].get<uint64_t>()) * 1e-9,
-               wall, double(res.total_completed) / wall / 1e6);
+               static_cast<unsigned long long>(completed), double(virtual_ns) * 1e-9, wall, double(completed) / wall / 1e6);
   std::string also;
   for (const std::string* f : {&o.inflight_samples, &o.trace, &o.step_log})
     if (!f->empty()) also += ", " + *f;
   std::fprintf(stderr, "wrote %s%s and %s\n", o.output.c_str(), also.c_str(), o.summary.c_str());
-  const int consistent = app::consistency_status(res.total_issued, res.total_completed, res.errors, "requests", res.failed);
-  if (!res.interrupted.is_null() || app::stop_signal() != 0) {
+  const int consistent = app::consistency_status(issued, completed, errors, "requests", failed);
+  const nlohmann::json& interrupted = reps.back().interrupted;
+  if (!interrupted.is_null() || app::stop_signal() != 0) {
     const int sig = app::stop_signal();
-    const std::string where = res.interrupted.is_null() ? std::string("while writing the outputs")
-        : fmt::format("after epoch {} of run {}", res.interrupted["epochs_done"].get<uint32_t>(),
-                      res.interrupted["run"].get<uint32_t>());
+    std::string where = interrupted.is_null() ? std::string("while writing the outputs")
+        : fmt::format("after epoch {} of run {}", interrupted["epochs_done"].get<uint32_t>(),
+                      interrupted["run"].get<uint32_t>());
+    if (o.repeat > 1 && !interrupted.is_null())
+      where += fmt::format(" of the repetition with seed {}", o.seed + reps.size() - 1);
     std::fprintf(stderr, "benchkv: interrupted by %s %s: %s holds the epochs measured until then, %s is marked "
                  "\"interrupted\"\n", sig == SIGINT ? "SIGINT" : "SIGTERM", where.c_str(), o.output.c_str(),
                  o.summary.c_str());
@@ -113,46 +123,66 @@ int run_sim(const app::Options& o) {
 }
 
 // benchkv rpc --transport sim: copyrpc alone in the simulator.
-int run_rpc_sim(const app::Options& o) {
-  const app::RpcResult res = app::run_rpc_sim(o, sim_model(o), stderr_progress(o));
+int run_rpc_sim(const app::Options& o, const sim::Model& model) {
+  const app::RpcResult res = app::run_rpc_sim(o, model, stderr_progress(o));
   return app::write_rpc_outputs(o, res, "simulator", res.extra);
 }
 
 // benchkv data --transport sim: bulk values in the simulator.
-int run_data_sim(const app::Options& o) {
-  const app::DataResult res = app::run_data_sim(o, sim_model(o), stderr_progress(o));
+int run_data_sim(const app::Options& o, const sim::Model& model) {
+  const app::DataResult res = app::run_data_sim(o, model, stderr_progress(o));
   return app::write_data_outputs(o, res, "simulator", res.extra);
 }
 
 }  // namespace
 
-// benchkv compare A.summary.json B.summary.json
+// benchkv compare [--allow-different-transports] A.summary.json B.summary.json
 int compare(int argc, char** argv) {
-  if (argc == 3 && (std::string_view(argv[2]) == "--help" || std::string_view(argv[2]) == "-h")) {
-    std::printf(
-        "Usage: benchkv compare A.summary.json B.summary.json\n"
-        "Prints the overall figures of two summaries side by side with the ratio B / A and whether\n"
-        "the Mops difference exceeds the run-to-run spread. Settings that differ are listed in\n"
-        "warning: lines; summaries of different kinds (KV, rpc, data) are refused; data summaries\n"
-        "are compared per value size (docs/outputs.md, \"Comparing two results\").\n");
-    return 0;
+  app::CompareOptions options;
+  std::vector<std::string> files;
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf(
+          "Usage: benchkv compare [--allow-different-transports] A.summary.json B.summary.json\n"
+          "Prints the overall figures of two summaries side by side with the ratio B / A: Mops (Mrps for rpc)\n"
+          "mean and std dev, and their 95%% confidence interval with --repeat; daemon CQEs per loop and calls in\n"
+          "flight; latency mean, p50, p99 and p99.9 in microseconds. Then a verdict per figure (Mops, and with\n"
+          "repetitions the latency mean and p99): Welch's t-test (unequal variances, two-sided) over the\n"
+          "independent repetitions of each summary (benchkv --repeat N, N >= 2 on each side), significant when\n"
+          "p < 0.05. The runs (-r) of one execution are back-to-back windows, not independent: with fewer than\n"
+          "2 repetitions a side gets no verdict, and the line says why.\n"
+          "Settings that differ are listed in warning: lines. Refused (exit status 2): summaries of different\n"
+          "kinds (KV, rpc, data), and summaries whose runs used different UCX transports (provenance.\n"
+          "ucx_transports), unless --allow-different-transports. Data summaries are compared per value size\n"
+          "(docs/outputs.md, \"Comparing two results\").\n");
+      return 0;
+    }
+    if (a == "--allow-different-transports") {
+      options.allow_different_transports = true;
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "benchkv compare: unknown option \"%s\" (see benchkv compare --help)\n", argv[i]);
+      return 2;
+    } else {
+      files.emplace_back(a);
+    }
   }
-  if (argc != 4) {
-    std::fprintf(stderr, "benchkv: usage: benchkv compare A.summary.json B.summary.json\n");
+  if (files.size() != 2) {
+    std::fprintf(stderr, "benchkv: usage: benchkv compare [--allow-different-transports] A.summary.json B.summary.json\n");
     return 2;
   }
   try {
     nlohmann::json s[2];
     for (int i = 0; i < 2; ++i) {
-      std::ifstream in(argv[2 + i]);
-      if (!in) throw std::runtime_error(std::string("compare: cannot open ") + argv[2 + i]);
+      std::ifstream in(files[i]);
+      if (!in) throw std::runtime_error("compare: cannot open " + files[i]);
       try {
         s[i] = parse_json_bounded(in, std::string("compare: ") + argv[2 + i]);
       } catch (const nlohmann::json::exception& e) {
-        throw std::runtime_error(std::string("compare: ") + argv[2 + i] + " is not valid JSON: " + e.what());
+        throw std::runtime_error("compare: " + files[i] + " is not valid JSON: " + e.what());
       }
     }
-    const std::string text = app::compare_summaries(s[0], s[1], argv[2], argv[3]);
+    const std::string text = app::compare_summaries(s[0], s[1], files[0], files[1], options);
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
   } catch (const std::exception& e) {
@@ -180,22 +210,25 @@ int main(int argc, char** argv) {
   const app::Options& o = pr.options;
   try {
     if (o.transport != app::TransportKind::kSim) return run_real(o);
+    // Input errors (a bad model file, an output path that cannot be written) before any
+    // output file is made.
+    const sim::Model model = load_model(o);
     switch (o.mode) {
       case app::Mode::kKv:
-        app::check_simulation_fits(o);  // before any output file is made
+        app::check_simulation_fits(o);
         app::prepare_output_files(o);
-        return run_sim(o);
+        return run_sim(o, model);
       case app::Mode::kRpc:
         app::prepare_output_files(o);
-        return run_rpc_sim(o);
+        return run_rpc_sim(o, model);
       case app::Mode::kData:
         app::prepare_output_files(o);
-        return run_data_sim(o);
+        return run_data_sim(o, model);
       case app::Mode::kSweep:
       case app::Mode::kCompare: break;  // commands, handled above
     }
     throw std::logic_error("benchkv: the options describe no runnable mode");
-  } catch (const InputError& e) {
+  } catch (const app::OptionError& e) {  // bad input found after parsing: status 2 as at parsing
     std::fprintf(stderr, "benchkv: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {

@@ -423,6 +423,8 @@ class DataClient {
 
   const DataClientCounters& counters() const noexcept { return counters_; }
   const copyrpc::RttHistogram& latency() const noexcept { return latency_; }
+  // Starts a new maximum latency (at the start of a measured window, by the thread that steps the client).
+  void restart_latency_max() noexcept { latency_.restart_max(); }
   // Answers that matched no request, and (Meta) answers the ipc rings dropped for a bad token.
   uint64_t protocol_errors() const noexcept { return protocol_errors_ + (ipc_ ? ipc_->protocol_errors() : 0); }
 
@@ -545,7 +547,7 @@ class DataClient {
       counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       return;
     }
-    latency_.add(t_.meter().now_ns() - sl.issued_ns);
+    latency_.record(t_.meter().now_ns() - sl.issued_ns);
     counters_.bytes.store(counters_.bytes.load(std::memory_order_relaxed) + moved, std::memory_order_relaxed);
     counters_.completed.store(counters_.completed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }

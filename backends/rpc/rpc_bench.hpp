@@ -105,6 +105,8 @@ class RpcThread {
   // Server: a stop request was answered.
   bool stopped() const noexcept { return stopped_; }
   const copyrpc::RttHistogram& rtt() const noexcept { return rtt_; }
+  // Starts a new maximum round trip (at the start of a measured window, on the caller's thread).
+  void restart_rtt_max() noexcept { rtt_.restart_max(); }
   bool is_caller() const noexcept { return caller_; }
 
  private:
@@ -174,7 +176,7 @@ class RpcThread {
       counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       return;
     }
-    rtt_.add(ctx_.transport().meter().now_ns() - tok.issued_ns);
+    rtt_.record(ctx_.transport().meter().now_ns() - tok.issued_ns);
     counters_.completed.store(counters_.completed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
 

@@ -1,5 +1,8 @@
 #include "backends/ucx_am/ucp_worker.hpp"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include <cstring>
 #include <stdexcept>
 
@@ -62,6 +65,15 @@ ucp_ep_h connect_endpoint(UcpWorker& w, const WorkerAddress& to, const std::stri
   ucp_ep_h ep = nullptr;
   const ucs_status_t st = ucp_ep_create(w.worker, &p, &ep);
   if (st != UCS_OK) fail(owner, "ucp_ep_create", st);
+  // What UCX selected for it (ucp_ep_print_info's text), for the run's provenance.
+  char* text = nullptr;
+  size_t length = 0;
+  if (FILE* f = open_memstream(&text, &length)) {
+    ucp_ep_print_info(ep, f);
+    std::fclose(f);
+    w.endpoint_descriptions.emplace_back(text, length);
+    std::free(text);
+  }
   return ep;
 }
 

@@ -25,6 +25,7 @@ struct UcpWorker {
   ucp_worker_h worker = nullptr;
   std::vector<ucp_ep_h> eps;  // by the peer index its owner chose
   WorkerAddress address{};    // this worker's packed address, for the peers
+  std::vector<std::string> endpoint_descriptions;  // ucp_ep_print_info of each endpoint made
 };
 
 // Creates a single-threaded worker, packs its address (std::length_error if it does not

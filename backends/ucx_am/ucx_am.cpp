@@ -3,6 +3,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -10,6 +11,7 @@
 
 #include "backends/ucx_am/ucp_worker.hpp"
 #include "core/kv/store.hpp"
+#include "core/tsc_clock.hpp"
 
 namespace bkv::ucx_am {
 
@@ -54,6 +56,9 @@ struct UcxAmNode::Impl {
     uint32_t daemon = 0;       // global id of the daemon the request went to
     bool outstanding = false;  // waiting for the response
     bool sending = false;      // UCX still owns msg (send not completed)
+    bool remote = false;       // to another rank (counted in remote_in_flight)
+    metrics::LatencyClass cls = metrics::LatencyClass::kGetLocal;
+    uint64_t issued_ns = 0;    // the step clock when it was issued
   };
   struct ClientState {
     Impl* impl = nullptr;
@@ -67,6 +72,21 @@ struct UcxAmNode::Impl {
     uint64_t protocol_errors = 0;
     uint32_t completed_now = 0, errors_now = 0;  // this step
     ucs_status_t send_failure = UCS_OK;  // set by a send callback (no exception through UCX)
+    // Issue-to-answer latency (as backend::Client: one clock read per step at most).
+    metrics::RequestLatency latency;
+    uint64_t step_now = 0;
+    bool have_now = false;
+    uint64_t now() {
+      if (!have_now) {
+        step_now = tsc_clock::now_ns();
+        have_now = true;
+      }
+      return step_now;
+    }
+    // Requests to other ranks awaiting an answer: counted by the client, published once
+    // per step for daemon #0 to sample (the node's "calls in flight").
+    uint64_t remote_outstanding = 0;
+    alignas(64) std::atomic<uint64_t> remote_in_flight{0};
     explicit ClientState(kv::Pattern p) : pattern(std::move(p)) {}
   };
 
@@ -175,7 +195,12 @@ struct UcxAmNode::Impl {
       ++d.m.replies;
     }
     d.pending.clear();
-    d.m.record_loop(static_cast<uint32_t>(n), 0, 0);  // the server answers, it has no calls
+    // The server answers, it has no calls; daemon #0 samples the node's requests in flight
+    // to other ranks instead (what daemon #0's copyrpc calls are in the Delegation backend).
+    uint64_t in_flight = 0;
+    if (d.global % cfg.daemons == 0)
+      for (const auto& c : clients) in_flight += c->remote_in_flight.load(std::memory_order_relaxed);
+    d.m.record_loop(static_cast<uint32_t>(n), 0, in_flight);
     if (n) ++d.m.busy_loops;
     return true;
   }
@@ -199,6 +224,8 @@ struct UcxAmNode::Impl {
     }
     RequestSlot& slot = c.slots[msg.tag];
     slot.outstanding = false;
+    c.latency[slot.cls].record(c.now() - slot.issued_ns);
+    c.remote_outstanding -= slot.remote ? 1 : 0;
     --c.in_flight;
     ++c.completed_now;
     if (!msg.resp.valid() || msg.resp.is_error()) ++c.errors_now;
@@ -218,6 +245,7 @@ struct UcxAmNode::Impl {
   backend::ClientStepResult step_client(ClientState& c) {
     backend::ClientStepResult res;
     c.completed_now = c.errors_now = 0;
+    c.have_now = false;
     ucp_worker_progress(c.w.worker);
     if (c.send_failure != UCS_OK) fail("sending a request (completion)", c.send_failure);
     backend::ClientCounters& ctr = counters[c.index];
@@ -242,6 +270,10 @@ struct UcxAmNode::Impl {
       slot.daemon = target;
       slot.outstanding = true;
       slot.sending = true;
+      slot.remote = req.rank != cfg.rank;
+      slot.cls = metrics::latency_class(req.is_get(), !slot.remote);
+      slot.issued_ns = c.now();
+      c.remote_outstanding += slot.remote ? 1 : 0;
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
       p.cb.send = &Impl::on_request_sent;
@@ -258,6 +290,7 @@ struct UcxAmNode::Impl {
       ++res.issued;
     }
     if (res.issued) ctr.add_issued(res.issued);
+    c.remote_in_flight.store(c.remote_outstanding, std::memory_order_relaxed);
     return res;
   }
 };
@@ -339,6 +372,16 @@ uint64_t UcxAmNode::in_flight() const noexcept {
 }
 
 const backend::DaemonMetrics& UcxAmNode::daemon_metrics(uint32_t d) const { return impl_->daemons.at(d)->m; }
+
+const metrics::RequestLatency& UcxAmNode::client_latency(uint32_t c) const { return impl_->clients.at(c)->latency; }
+void UcxAmNode::restart_client_latency_max(uint32_t c) { impl_->clients.at(c)->latency.restart_max(); }
+
+std::vector<std::string> UcxAmNode::endpoint_descriptions() const {
+  std::vector<std::string> out;
+  for (const auto& d : impl_->daemons) out.insert(out.end(), d->w.endpoint_descriptions.begin(), d->w.endpoint_descriptions.end());
+  for (const auto& c : impl_->clients) out.insert(out.end(), c->w.endpoint_descriptions.begin(), c->w.endpoint_descriptions.end());
+  return out;
+}
 
 uint64_t UcxAmNode::client_protocol_errors() const noexcept {
   uint64_t n = 0;

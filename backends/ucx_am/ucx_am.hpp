@@ -26,7 +26,11 @@
 //
 // Daemon metrics (backend::DaemonMetrics, as the other backends): per loop, the "CQEs"
 // of the histogram are the request messages the loop served; replies and local_ops count
-// the answers and KV operations; calls stay 0 (a daemon calls no one).
+// the answers and KV operations; calls stay 0 (a daemon calls no one). "Calls in flight":
+// daemon #0 samples, at the end of each of its loops, the requests its node's clients
+// have in flight to other ranks (what daemon #0's copyrpc calls are in the Delegation
+// backend); the other daemons record 0. Clients record every request's issue-to-answer
+// latency (backend::Client's classes and clock, one clock read per step at most).
 //
 // Threads: step_daemon(d) only on daemon d's thread, step_client(c) only on client c's;
 // everything else before the threads start or after they stopped (stop_issuing() with
@@ -46,6 +50,7 @@
 #include "backends/node_config.hpp"
 #include "core/kv/types.hpp"
 #include "core/kv/workload.hpp"
+#include "core/metrics/latency_histogram.hpp"
 
 namespace bkv::ucx_am {
 
@@ -129,8 +134,15 @@ class UcxAmNode {
   // ---- inspection
   const backend::ClientCounters& counters(uint32_t c) const noexcept { return counters_[c]; }
   const backend::DaemonMetrics& daemon_metrics(uint32_t d) const;
+  // Client c's issue-to-answer latency by class (local: to a daemon of its own rank,
+  // still through UCX); read on the client's thread, or while it is parked.
+  const metrics::RequestLatency& client_latency(uint32_t c) const;
+  void restart_client_latency_max(uint32_t c);  // at a snapshot, on the client's thread
   uint64_t client_protocol_errors() const noexcept;
   const backend::NodeConfig& config() const noexcept { return cfg_; }
+  // ucp_ep_print_info's text for every endpoint of every worker (which transports UCX
+  // selected), daemons' then clients'.
+  std::vector<std::string> endpoint_descriptions() const;
 
  private:
   struct Impl;  // the UCX-facing part (ucx_am.cpp)

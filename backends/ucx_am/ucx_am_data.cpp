@@ -411,7 +411,7 @@ struct UcxAmDataNode::Impl {
       c.counters.errors.store(c.counters.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       return;
     }
-    c.latency.add(now_ns() - sl.issued_ns);
+    c.latency.record(now_ns() - sl.issued_ns);
     c.counters.bytes.store(c.counters.bytes.load(std::memory_order_relaxed) + moved, std::memory_order_relaxed);
     c.counters.completed.store(c.counters.completed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
@@ -556,6 +556,7 @@ void UcxAmDataNode::stop_issuing() noexcept {
 }
 const data::DataClientCounters& UcxAmDataNode::counters(uint32_t c) const { return impl_->clients.at(c)->counters; }
 const copyrpc::RttHistogram& UcxAmDataNode::latency(uint32_t c) const { return impl_->clients.at(c)->latency; }
+void UcxAmDataNode::restart_latency_max(uint32_t c) { impl_->clients.at(c)->latency.restart_max(); }
 uint64_t UcxAmDataNode::in_flight(uint32_t c) const { return impl_->clients.at(c)->in_flight; }
 const data::DataServerCounters& UcxAmDataNode::server_counters() const noexcept { return impl_->daemon.counters; }
 uint64_t UcxAmDataNode::protocol_errors() const noexcept {
@@ -564,5 +565,10 @@ uint64_t UcxAmDataNode::protocol_errors() const noexcept {
   return n;
 }
 uint64_t UcxAmDataNode::rendezvous_receives() const noexcept { return impl_->rendezvous; }
+std::vector<std::string> UcxAmDataNode::endpoint_descriptions() const {
+  std::vector<std::string> out = impl_->daemon.w.endpoint_descriptions;
+  for (const auto& c : impl_->clients) out.insert(out.end(), c->w.endpoint_descriptions.begin(), c->w.endpoint_descriptions.end());
+  return out;
+}
 
 }  // namespace bkv::ucx_am

@@ -37,6 +37,7 @@
 #include <memory>
 #include <span>
 #include <type_traits>
+#include <string>
 #include <vector>
 
 #include "backends/data/data_node.hpp"
@@ -85,10 +86,13 @@ class UcxAmDataNode {
   uint32_t clients() const noexcept { return cfg_.clients; }
   const data::DataClientCounters& counters(uint32_t c) const;
   const copyrpc::RttHistogram& latency(uint32_t c) const;
+  void restart_latency_max(uint32_t c);  // a new maximum (at a window's start; between steps)
   uint64_t in_flight(uint32_t c) const;
   const data::DataServerCounters& server_counters() const noexcept;
   uint64_t protocol_errors() const noexcept;  // dropped messages, daemon and clients
   uint64_t rendezvous_receives() const noexcept;  // values UCX moved by rendezvous (the rest: eager)
+  // ucp_ep_print_info's text for every endpoint (which transports UCX selected).
+  std::vector<std::string> endpoint_descriptions() const;
 
  private:
   struct Impl;

@@ -817,7 +817,7 @@ class Context {
       Token tok = std::move(*slot);
       e.pending.release(id);
       --in_flight_calls_;
-      if constexpr (T::Meter::kEnabled) stats_.rtt.add(e.call_times.elapsed_ns(id, meter.now_ns()));
+      if constexpr (T::Meter::kEnabled) stats_.rtt.record(e.call_times.elapsed_ns(id, meter.now_ns()));
       if (queued != published) {
         publish_requests(e, static_cast<uint32_t>(queued - published), committed);
         published = queued;

@@ -1,32 +1,40 @@
 // Request latency: a log-linear histogram of nanoseconds (docs/design.md §Metrics and
 // traces), and the four a client keeps (get/put x local/remote).
 //
-// Buckets (the scheme of copyrpc's RTT histogram): a value below kSub = 16 has its own
-// bucket; a value v in [2^e, 2^(e+1)), e >= 4, falls into one of kSub equal sub-buckets
-// of that power of two:
+// Buckets (the scheme of HdrHistogram with 64 sub-buckets per power of two): a value
+// below 128 has its own bucket; a value v in [2^e, 2^(e+1)), 7 <= e <= 36, falls into one
+// of 64 equal sub-buckets of that power of two, each 2^(e-6) wide:
 //
-//   bucket(v) = v                                     v < 16
-//             = (e - 3) * 16 + ((v >> (e - 4)) & 15)  e = floor(log2 v) >= 4
+//   bucket(v) = v                                        v < 128
+//             = (e - 6) * 64 + (v >> (e - 6))            e = floor(log2 v), 7 <= e <= 36
+//             = kOverflow = 2048                         v >= 2^37 ns (137 s)
 //
-// so a bucket spans 1/16 of its power of two: a percentile read as the bucket's lower
-// bound is at most 6.25 % below the value (exact below 32 ns). The powers of two 2^4 to
-// 2^63 cover every u64: the last bucket is (63 - 3) * 16 + 15 = 975 < kBuckets.
+// Computed without a branch: with e' = floor(log2(v | 64)) (= e for v >= 64, 6 below),
+// v >> (e' - 6) is in [64, 128) for v >= 64 and v itself below, so
+// bucket(v) = min((e' - 6) * 64 + (v >> (e' - 6)), kOverflow) gives every line above.
 //
-// Computed without a branch: with e' = floor(log2(v | 16)) (= e for v >= 16, 4 below),
-// v >> (e' - 4) is 16 + the sub-bucket for v >= 16 and v itself below, so
-//
-//   bucket(v) = (e' - 4) * 16 + (v >> (e' - 4))
-//
-// gives both lines above.
+// A percentile is read as its bucket's midpoint (exact below 128 ns), kept within the
+// smallest and the largest value recorded: a bucket of width w starts at L >= 64 w, so
+// the midpoint is within w / 2 <= L / 128 of any value in it, a relative error of at most
+// 1/128 = 0.78 % from 1 ns to 2^37 ns (137 s, beyond the 100 s asked for); a single
+// value, recorded any number of times, reads exactly. Values of 2^37 ns and more share
+// the overflow bucket, read as the maximum. The minimum, the maximum and the sum (so the
+// mean) are exact.
 //
 // Values are nanoseconds, not TSC ticks: the histograms of ranks whose TSCs tick at
 // different rates are merged (docs/benchmarks.md §Latency recording in the client).
 //
-// Fixed size, trivially copyable (gathered over MPI as raw bytes), no allocation:
-// record() is an or, a count-leading-zeros, a shift, two adds and a max on the client's
-// hot path: three read-modify-writes of memory (the bucket, the sum, the maximum). The
-// number of values is not kept apart: it is the sum of the buckets, computed when read
-// (a report reads it a few times; a client records every request).
+// Two widths, one scheme:
+//  - LatencyRecorder (32-bit counts, 8.2 KB): what a client records into, on its hot
+//    path: record() is an or, a count-leading-zeros, a shift, a min, a saturating add,
+//    an add, a max and a min (four read-modify-writes of memory: the bucket, the sum,
+//    the maximum, the minimum). A bucket that reaches 2^32 - 1 stays there (saturates) instead of
+//    wrapping: more than 4 x 10^9 requests of one client in one bucket, never seen in a
+//    run, and reported as `saturated` when it happens;
+//  - LatencyHistogram (64-bit counts, 16.4 KB): merged histograms, what reports read.
+// Both are fixed size, trivially copyable (gathered over MPI as raw bytes) and allocate
+// nothing. The number of values is not kept apart: it is the sum of the buckets,
+// computed when read (a report reads it a few times; a client records every request).
 #pragma once
 
 #include <algorithm>
@@ -35,96 +43,164 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 namespace bkv::metrics {
 
-class LatencyHistogram {
- public:
-  static constexpr uint32_t kSub = 16;                    // sub-buckets per power of two
-  static constexpr uint32_t kSubBits = 4;                 // log2(kSub)
-  static constexpr uint32_t kBuckets = 61 * kSub;         // 0 .. (63 - 3) * 16 + 15 = 975
-  static_assert(uint32_t{1} << kSubBits == kSub);
-  static_assert((63 - 3) * kSub + (kSub - 1) == kBuckets - 1);
+// The bucket scheme (header comment), shared by both widths.
+struct LatencyBuckets {
+  static constexpr uint32_t kSubBits = 6;
+  static constexpr uint32_t kSub = 1u << kSubBits;   // sub-buckets per power of two
+  static constexpr uint32_t kExactBelow = 2 * kSub;  // 128: one bucket per value below
+  static constexpr uint32_t kTopExponent = 37;       // regular buckets hold [0, 2^37) ns
+  static constexpr uint64_t kOverflowNs = uint64_t{1} << kTopExponent;
+  static constexpr uint32_t kOverflow = (kTopExponent - kSubBits + 1) * kSub;  // 2048: values >= 2^37 ns
+  static constexpr uint32_t kBuckets = kOverflow + 1;
 
   static constexpr uint32_t bucket(uint64_t ns) noexcept {
-    const uint32_t shift = 63 - kSubBits - static_cast<uint32_t>(std::countl_zero(ns | kSub));  // e' - 4
-    return shift * kSub + static_cast<uint32_t>(ns >> shift);
+    const uint32_t shift = 63 - kSubBits - static_cast<uint32_t>(std::countl_zero(ns | kSub));  // e' - 6
+    const uint64_t b = uint64_t{shift} * kSub + (ns >> shift);
+    return static_cast<uint32_t>(std::min<uint64_t>(b, kOverflow));
   }
-  // The smallest value of bucket b (b < kBuckets).
+  // The smallest value of bucket b (b < kBuckets; the overflow bucket's is 2^37).
   static constexpr uint64_t lower_bound(uint32_t b) noexcept {
-    if (b < kSub) return b;
-    const uint32_t e = b / kSub + 3, sub = b % kSub;
-    return (uint64_t{1} << e) + (uint64_t{sub} << (e - kSubBits));
+    if (b < kExactBelow) return b;
+    const uint32_t shift = b / kSub - 1, sub = b % kSub;
+    return (uint64_t{kSub} + sub) << shift;
+  }
+  // The number of values bucket b holds (1 below 128; the overflow bucket: unbounded, 0).
+  static constexpr uint64_t width(uint32_t b) noexcept {
+    if (b >= kOverflow) return 0;
+    return b < kExactBelow ? 1 : uint64_t{1} << (b / kSub - 1);
+  }
+  // The value a percentile falling into bucket b is read as: its midpoint, rounded down
+  // (the overflow bucket has none: the caller reads the maximum).
+  static constexpr uint64_t midpoint(uint32_t b) noexcept {
+    return b >= kOverflow ? lower_bound(b) : lower_bound(b) + (width(b) - 1) / 2;
+  }
+};
+static_assert(LatencyBuckets::kOverflow == 2048);
+static_assert(LatencyBuckets::bucket(127) == 127 && LatencyBuckets::bucket(128) == 128 &&
+              LatencyBuckets::bucket(129) == 128 && LatencyBuckets::bucket(130) == 129);
+static_assert(LatencyBuckets::bucket(LatencyBuckets::kOverflowNs - 1) == LatencyBuckets::kOverflow - 1 &&
+              LatencyBuckets::bucket(LatencyBuckets::kOverflowNs) == LatencyBuckets::kOverflow &&
+              LatencyBuckets::bucket(~uint64_t{0}) == LatencyBuckets::kOverflow);
+static_assert(LatencyBuckets::lower_bound(LatencyBuckets::bucket(1000)) <= 1000 &&
+              LatencyBuckets::lower_bound(LatencyBuckets::bucket(1000) + 1) > 1000);
+static_assert(LatencyBuckets::lower_bound(LatencyBuckets::kOverflow) == LatencyBuckets::kOverflowNs);
+
+template <class Count>
+class BasicLatencyHistogram : public LatencyBuckets {
+  static_assert(std::is_same_v<Count, uint32_t> || std::is_same_v<Count, uint64_t>);
+  static constexpr Count kFull = std::numeric_limits<Count>::max();
+
+ public:
+  BasicLatencyHistogram() = default;
+  // A recorder's values in a 64-bit histogram (widening only).
+  template <class Other>
+    requires(sizeof(Other) < sizeof(Count))
+  BasicLatencyHistogram(const BasicLatencyHistogram<Other>& o) noexcept {  // NOLINT: implicit widening
+    merge(o);
   }
 
   void record(uint64_t ns) noexcept {
-    ++counts_[bucket(ns)];
+    Count& c = counts_[bucket(ns)];
+    if constexpr (sizeof(Count) < sizeof(uint64_t)) {
+      c += static_cast<Count>(c != kFull);  // saturates (header comment)
+    } else {
+      ++c;
+    }
     sum_ns_ += ns;
     max_ns_ = std::max(max_ns_, ns);
+    min_ns_ = std::min(min_ns_, ns);
   }
 
   // The number of values recorded (kBuckets adds).
   uint64_t count() const noexcept {
     uint64_t n = 0;
-    for (uint64_t c : counts_) n += c;
+    for (Count c : counts_) n += c;
     return n;
   }
   uint64_t sum_ns() const noexcept { return sum_ns_; }
   uint64_t max_ns() const noexcept { return max_ns_; }
+  uint64_t min_ns() const noexcept { return min_ns_ == kNone ? 0 : min_ns_; }  // 0 when empty
   uint64_t bucket_count(uint32_t b) const noexcept { return counts_[b]; }
   double mean_ns() const noexcept {
     const uint64_t n = count();
     return n ? static_cast<double>(sum_ns_) / static_cast<double>(n) : 0.0;
   }
+  // Some bucket of a recorder merged into this one was full: its counts are lower bounds.
+  bool saturated() const noexcept {
+    if constexpr (sizeof(Count) < sizeof(uint64_t)) {
+      for (Count c : counts_)
+        if (c == kFull) return true;
+    }
+    return saturated_;
+  }
 
-  // The value below which a fraction p of the recorded values lie: the lower bound of
-  // the bucket holding the ceil(p * count)-th smallest value (never above max_ns);
-  // p = 1 gives max_ns exactly. 0 when empty.
+  // The value below which a fraction p of the recorded values lie: the midpoint of the
+  // bucket holding the ceil(p * count)-th smallest value (nearest rank; at least the
+  // first), kept within [minimum, maximum]; p >= 1, and a rank in the overflow bucket,
+  // give the maximum exactly. 0 when empty.
   uint64_t percentile_ns(double p) const noexcept {
     const uint64_t n = count();
     if (n == 0) return 0;
     if (p >= 1.0) return max_ns_;
     const uint64_t rank = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(p * static_cast<double>(n))));
     uint64_t seen = 0;
-    for (uint32_t b = 0; b < kBuckets; ++b) {
+    for (uint32_t b = 0; b < kOverflow; ++b) {
       seen += counts_[b];
-      if (seen >= rank) return std::min(lower_bound(b), max_ns_);
+      if (seen >= rank) return std::clamp(midpoint(b), std::min(min_ns_, max_ns_), max_ns_);
     }
     return max_ns_;
   }
 
-  void merge(const LatencyHistogram& o) noexcept {
+  template <class Other>
+  void merge(const BasicLatencyHistogram<Other>& o) noexcept {
+    static_assert(std::is_same_v<Count, uint64_t>, "merge into a 64-bit histogram (a recorder only records)");
     for (uint32_t b = 0; b < kBuckets; ++b) counts_[b] += o.counts_[b];
+    saturated_ = saturated_ || o.saturated();
     sum_ns_ += o.sum_ns_;
     max_ns_ = std::max(max_ns_, o.max_ns_);
+    min_ns_ = std::min(min_ns_, o.min_ns_);
   }
 
   // The values recorded after `earlier`, a copy of this histogram taken before, after
-  // which restart_max() was called (the maximum is not a difference of snapshots).
-  LatencyHistogram since(const LatencyHistogram& earlier) const noexcept {
-    LatencyHistogram d;
+  // which restart_max() was called (the extremes are not differences of snapshots).
+  BasicLatencyHistogram since(const BasicLatencyHistogram& earlier) const noexcept {
+    BasicLatencyHistogram d;
     for (uint32_t b = 0; b < kBuckets; ++b) d.counts_[b] = counts_[b] - earlier.counts_[b];
     d.sum_ns_ = sum_ns_ - earlier.sum_ns_;
-    d.max_ns_ = d.count() ? max_ns_ : 0;
+    const bool any = d.count() != 0;
+    d.max_ns_ = any ? max_ns_ : 0;
+    d.min_ns_ = any ? min_ns_ : kNone;
+    d.saturated_ = saturated();
     return d;
   }
-  // Starts a new maximum (at a snapshot, by the thread that records).
-  void restart_max() noexcept { max_ns_ = 0; }
+  // Starts a new maximum, and a new minimum (at a snapshot, by the thread that records).
+  void restart_max() noexcept {
+    max_ns_ = 0;
+    min_ns_ = kNone;
+  }
 
  private:
-  std::array<uint64_t, kBuckets> counts_{};
+  template <class>
+  friend class BasicLatencyHistogram;
+
+  static constexpr uint64_t kNone = ~uint64_t{0};  // the minimum of no value
+
+  std::array<Count, kBuckets> counts_{};
   uint64_t sum_ns_ = 0;
   uint64_t max_ns_ = 0;
+  uint64_t min_ns_ = kNone;
+  bool saturated_ = false;  // a merged recorder had a full bucket
 };
-static_assert(std::is_trivially_copyable_v<LatencyHistogram>);
-static_assert(LatencyHistogram::bucket(15) == 15 && LatencyHistogram::bucket(16) == 16 &&
-              LatencyHistogram::bucket(31) == 31 && LatencyHistogram::bucket(32) == 32 &&
-              LatencyHistogram::bucket(34) == 33);
-static_assert(LatencyHistogram::lower_bound(LatencyHistogram::bucket(1000)) <= 1000 &&
-              LatencyHistogram::lower_bound(LatencyHistogram::bucket(1000) + 1) > 1000);
-static_assert(LatencyHistogram::bucket(~uint64_t{0}) == (63 - 3) * LatencyHistogram::kSub + LatencyHistogram::kSub - 1 &&
-              LatencyHistogram::bucket(~uint64_t{0}) < LatencyHistogram::kBuckets);
+
+using LatencyRecorder = BasicLatencyHistogram<uint32_t>;   // a client's (hot path)
+using LatencyHistogram = BasicLatencyHistogram<uint64_t>;  // merged; what reports read
+static_assert(std::is_trivially_copyable_v<LatencyRecorder> && std::is_trivially_copyable_v<LatencyHistogram>);
+static_assert(sizeof(LatencyRecorder) <= 8232 && sizeof(LatencyHistogram) <= 16424);
 
 // The request kinds latency is kept for: op type x path.
 enum class LatencyClass : uint8_t { kGetLocal = 0, kGetRemote, kPutLocal, kPutRemote, kCount };
@@ -139,17 +215,21 @@ static_assert(latency_class(true, true) == LatencyClass::kGetLocal &&
               latency_class(false, true) == LatencyClass::kPutLocal &&
               latency_class(false, false) == LatencyClass::kPutRemote);
 
-// Issue-to-answer latency of one client (or merged over clients), by class.
-struct RequestLatency {
-  std::array<LatencyHistogram, kLatencyClasses> by_class{};
+// Issue-to-answer latency by class: RequestLatency is one client's (recorders),
+// MergedRequestLatency several clients' or runs' (what reports read).
+template <class Count>
+struct BasicRequestLatency {
+  using Histogram = BasicLatencyHistogram<Count>;
+  std::array<Histogram, kLatencyClasses> by_class{};
 
-  LatencyHistogram& operator[](LatencyClass c) noexcept { return by_class[static_cast<size_t>(c)]; }
-  const LatencyHistogram& operator[](LatencyClass c) const noexcept { return by_class[static_cast<size_t>(c)]; }
-  void merge(const RequestLatency& o) noexcept {
+  Histogram& operator[](LatencyClass c) noexcept { return by_class[static_cast<size_t>(c)]; }
+  const Histogram& operator[](LatencyClass c) const noexcept { return by_class[static_cast<size_t>(c)]; }
+  template <class Other>
+  void merge(const BasicRequestLatency<Other>& o) noexcept {
     for (size_t i = 0; i < kLatencyClasses; ++i) by_class[i].merge(o.by_class[i]);
   }
-  RequestLatency since(const RequestLatency& earlier) const noexcept {
-    RequestLatency d;
+  BasicRequestLatency since(const BasicRequestLatency& earlier) const noexcept {
+    BasicRequestLatency d;
     for (size_t i = 0; i < kLatencyClasses; ++i) d.by_class[i] = by_class[i].since(earlier.by_class[i]);
     return d;
   }
@@ -162,6 +242,8 @@ struct RequestLatency {
     return h;
   }
 };
-static_assert(std::is_trivially_copyable_v<RequestLatency>);
+using RequestLatency = BasicRequestLatency<uint32_t>;
+using MergedRequestLatency = BasicRequestLatency<uint64_t>;
+static_assert(std::is_trivially_copyable_v<RequestLatency> && std::is_trivially_copyable_v<MergedRequestLatency>);
 
 }  // namespace bkv::metrics

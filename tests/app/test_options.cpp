@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "apps/benchkv/cli/options.hpp"
@@ -96,7 +97,7 @@ TEST_CASE("defaults are the original benchkv's", "[bench][options]") {
   CHECK(o == expected);
 }
 
-TEST_CASE("the positional backend may come before, between or after options", "[bench][options]") {
+TEST_CASE("the positional backend may come before the options, between them or after them", "[bench][options]") {
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"delegation", "--queue-depth", "8", "--np", "4"},
            {"--queue-depth", "8", "delegation", "--np", "4"},
@@ -110,7 +111,9 @@ TEST_CASE("the positional backend may come before, between or after options", "[
     CHECK(p.result.options.np == 4);
   }
   for (const char* b : {"meta", "delegation", "direct", "ucx-am"}) {
-    const auto p = parse({b});
+    // (ucx-am has no simulated form: it needs --transport ucx)
+    const auto p = std::string_view(b) == "ucx-am" ? parse({b, "--transport", "ucx"}) : parse({b});
+    INFO(p.result.error);
     REQUIRE(p.result.should_run());
     CHECK(to_string(p.result.options.backend.value()) == b);
   }
@@ -429,7 +432,9 @@ TEST_CASE("options_from_json reports the key in OptionError", "[bench][options]"
   CHECK(key_of(json{{"np", -3}}) == "np");
   CHECK(key_of(json{{"np", 3.0}}) == "np");
   CHECK(key_of(json{{"config", "x.json"}}) == "config");
-  CHECK(key_of(json{{"backend", "ucx-am"}, {"np", 3}}) == "(no error)");
+  // ucx-am is UCX itself: it needs --transport ucx (no simulated form).
+  CHECK(key_of(json{{"backend", "ucx-am"}, {"np", 3}}) == "backend");
+  CHECK(key_of(json{{"backend", "ucx-am"}, {"transport", "ucx"}}) == "(no error)");
   CHECK(key_of(json{{"backend", nullptr}}) == "(no error)");
   CHECK(key_of(json::array()) == "config");
 }
@@ -532,27 +537,54 @@ TEST_CASE("print-config prints a configuration that reads back to the same optio
   CHECK(options_from_json(json::parse(defaults.out), "") == Options{});
 }
 
-TEST_CASE("--help lists every option with its default and JSON key", "[bench][options]") {
-  const auto p = parse({"--help"});
-  REQUIRE_FALSE(p.result.should_run());
-  CHECK(p.result.exit_status == 0);
-  CHECK(p.result.error.empty());
-  const json defaults = to_json(Options{});
-  for (const auto& [key, value] : defaults.items()) {
+TEST_CASE("--help of each mode lists that mode's options, in plain notation, with default and JSON key",
+          "[bench][options]") {
+  const auto kv = parse({"--help"}), rpc = parse({"rpc", "--help"}), data = parse({"--help", "data"});
+  for (const auto* p : {&kv, &rpc, &data}) {
+    REQUIRE_FALSE(p->result.should_run());
+    CHECK(p->result.exit_status == 0);
+    CHECK(p->result.error.empty());
+    // No parser notation (a flag and its negation as "--x,--no-x{false}").
+    CHECK_THAT(p->out, !Catch::Contains("{false}") && !Catch::Contains(",--no-"));
+    CHECK_THAT(p->out, Catch::Contains("BENCHKV_PEER_TIMEOUT"));
+    for (const char* s : {"--config", "--print-config", "-d,", "-r,", "-o,", "--no-progress", "--repeat"})
+      CHECK_THAT(p->out, Catch::Contains(s));
+  }
+  // Every option, with its default and JSON key, in the help of each mode it applies to.
+  Options data_defaults;
+  data_defaults.mode = Mode::kData;
+  json every = to_json(Options{});
+  every.update(to_json(data_defaults));
+  for (const auto& [key, value] : every.items()) {
     INFO(key);
-    CHECK_THAT(p.out, Catch::Contains("[JSON: " + key + "]"));
-    if (key == "backend") continue;  // positional
     std::string flag = "--" + key;
     for (char& c : flag) c = (c == '_') ? '-' : c;
-    CHECK_THAT(p.out, Catch::Contains(flag));
-    if (key != "summary") CHECK_THAT(p.out, Catch::Contains("[default: " + value.dump() + "] [JSON: " + key + "]"));
+    const std::string with_default = "[default: " + value.dump() + "] [JSON: " + key + "]";
+    int listed = 0;
+    for (const auto* p : {&kv, &rpc, &data}) {
+      if (p->out.find("[JSON: " + key + "]") == std::string::npos) continue;
+      ++listed;
+      if (key != "backend") CHECK_THAT(p->out, Catch::Contains(flag));
+      if (key != "summary" && key != "backend") CHECK_THAT(p->out, Catch::Contains(with_default));
+    }
+    CHECK(listed > 0);
   }
-  for (const char* s : {"--config", "--print-config", "-d,", "-r,", "-o,", "--no-progress", "meta|delegation|direct|ucx-am"}) {
-    CHECK_THAT(p.out, Catch::Contains(s));
-  }
+  // Each mode's own options, and not the others'.
+  CHECK_THAT(kv.out, Catch::Contains("--key-range") && Catch::Contains("--poll-budget") && Catch::Contains("--fault"));
+  CHECK_THAT(kv.out, !Catch::Contains("--message-size") && !Catch::Contains("--value-size"));
+  CHECK_THAT(rpc.out, Catch::StartsWith("benchkv rpc:") && Catch::Contains("--message-size") &&
+                          Catch::Contains("--endpoints") && Catch::Contains("Mrps"));
+  CHECK_THAT(rpc.out, !Catch::Contains("--key-range") && !Catch::Contains("--poll-budget") &&
+                          !Catch::Contains("--value-size") && !Catch::Contains("--fault"));
+  CHECK_THAT(data.out, Catch::StartsWith("benchkv data:") && Catch::Contains("--value-size") &&
+                           Catch::Contains("--data-backend") && Catch::Contains("[16, 67108864]"));
+  CHECK_THAT(data.out, !Catch::Contains("--message-size") && !Catch::Contains("--poll-budget"));
+  // The data report has no configuration header and no [OVERALL] lines: its help promises none.
+  CHECK_THAT(data.out, !Catch::Contains("[OVERALL]"));
+  CHECK_THAT(kv.out, Catch::Contains("meta|delegation|direct|ucx-am"));
   // --fault names every kind the simulator injects, with its keys after it.
   for (uint8_t k = 0; k <= static_cast<uint8_t>(bkv::sim::FaultKind::kRnrStorm); ++k) {
-    CHECK_THAT(p.out, Catch::Contains(std::string(bkv::sim::to_string(static_cast<bkv::sim::FaultKind>(k))) + ":"));
+    CHECK_THAT(kv.out, Catch::Contains(std::string(bkv::sim::to_string(static_cast<bkv::sim::FaultKind>(k))) + ":"));
   }
 }
 

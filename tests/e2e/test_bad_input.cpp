@@ -10,12 +10,12 @@ using namespace bkv::e2e;
 
 namespace {
 
-// Requires a clean rejection: non-zero status from benchkv itself (not a signal), every
-// fragment in the message on stderr, and no CSV or summary written.
+// Requires a clean rejection: status 2 from benchkv itself (every input error, whatever
+// finds it: the options, the model file, the output paths), every fragment in the message
+// on stderr, and no CSV or summary written.
 void require_rejected(const Outcome& o, const fs::path& cwd, std::initializer_list<std::string> fragments) {
   INFO(describe(o));
-  CHECK(o.status != 0);
-  CHECK(o.status < 126);  // 126/127: the child could not start benchkv; >= 128: a signal
+  CHECK(o.status == 2);
   CHECK_FALSE(o.err.empty());
   for (const auto& f : fragments) CHECK_THAT(o.err, Catch::Contains(f));
   CHECK_FALSE(fs::exists(cwd / "out.csv"));
@@ -130,6 +130,22 @@ TEST_CASE("mlx5: --transport mlx5 without an RDMA device exits with status 2 and
   CHECK_FALSE(fs::exists(dir / "out.csv"));
 }
 
+TEST_CASE("bad input: errors found after the options exit 2 too, and the model's key reads as a key", "[e2e][bad-input]") {
+  TempDir dir;
+  // An output that is a directory; a summary where nothing can be written.
+  require_rejected(run_in(dir, small_sim("meta", {"-o", "/tmp"})), dir.path(), {"--output /tmp", "is a directory"});
+  require_rejected(run_in(dir, small_sim("meta", {"-o", "out.csv", "--summary", "/sys/x.json"})), dir.path(),
+                   {"--summary /sys/x.json", "cannot be written"});
+  // A model key the model does not have: named as a key path, the file's path apart.
+  write_file(dir / "m.json", R"({"nic": {"bogus": 1}})");
+  const Outcome m = run_in(dir, small_sim("meta", {"--model", "m.json", "-o", "out.csv"}));
+  require_rejected(m, dir.path(), {"m.json: model.nic.bogus", "unknown key"});
+  CHECK_THAT(m.err, !Catch::Contains("m.json.nic"));
+  // The ucx-am baseline in the simulator.
+  require_rejected(run_in(dir, small_sim("ucx-am", {"-o", "out.csv"})), dir.path(),
+                   {"backend", "ucx-am", "--transport ucx only"});
+}
+
 TEST_CASE("bad input: output paths that cannot be written are named in the message", "[e2e][bad-input]") {
   // A directory cannot be made under a regular file: found before the simulation runs
   // (no "simulated" line), with the option's path in the message.
@@ -146,8 +162,7 @@ TEST_CASE("bad input: output paths that cannot be written are named in the messa
     args.insert(args.end(), {"-r", "1"});
     const Outcome o = run_in(dir, small_sim("meta", args));
     INFO(describe(o));
-    CHECK(o.status != 0);
-    CHECK(o.status < 126);
+    CHECK(o.status == 2);
     CHECK_THAT(o.err, Catch::Contains(missing));
     CHECK_THAT(o.err, !Catch::Contains("simulated"));
   }

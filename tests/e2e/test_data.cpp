@@ -64,9 +64,9 @@ TEST_CASE("data: every operation completes and the figures follow from the CSV",
   CHECK_THAT(o.out, Catch::Contains("GiB/s"));
 }
 
-TEST_CASE("data: progress lines count runs over every value size", "[e2e][sim][data]") {
-  // 2 sizes x 2 runs: the run index counts over sizes (size i has runs 2i, 2i+1), so the
-  // progress lines go from run 1/4 to run 4/4, not up to "run 4/2".
+TEST_CASE("data: progress lines count runs per value size", "[e2e][sim][data]") {
+  // 2 sizes x 2 runs: each size's progress lines say the size and count its runs from 1
+  // ("value size 128: run 1/2"), not over the sizes ("run 3/4").
   TempDir dir;
   const Outcome o = run_ok({"data", "--transport", "sim", "--np", "2", "--client-threads", "2", "-d", "0.004",
                             "--interval-ms", "1", "--trim", "1", "-r", "2", "--key-range", "8", "--value-size", "64,128",
@@ -76,14 +76,14 @@ TEST_CASE("data: progress lines count runs over every value size", "[e2e][sim][d
   std::string line;
   std::vector<std::string> epochs;
   while (std::getline(in, line))
-    if (line.rfind("run ", 0) == 0 && line.find(" epoch ") != std::string::npos)
+    if (line.rfind("value size ", 0) == 0 && line.find(" epoch ") != std::string::npos)
       epochs.push_back(line.substr(0, line.find(" [")));
   INFO(o.err);
-  REQUIRE(epochs.size() == 16);  // 4 runs x 4 epochs
-  CHECK(epochs.front() == "run 1/4 epoch 1/4");
-  CHECK(epochs[4] == "run 2/4 epoch 1/4");
-  CHECK(epochs[8] == "run 3/4 epoch 1/4");
-  CHECK(epochs.back() == "run 4/4 epoch 4/4");
+  REQUIRE(epochs.size() == 16);  // 2 sizes x 2 runs x 4 epochs
+  CHECK(epochs.front() == "value size 64: run 1/2 epoch 1/4");
+  CHECK(epochs[4] == "value size 64: run 2/2 epoch 1/4");
+  CHECK(epochs[8] == "value size 128: run 1/2 epoch 1/4");
+  CHECK(epochs.back() == "value size 128: run 2/2 epoch 4/4");
 }
 
 TEST_CASE("data: the same configuration gives the same bytes", "[e2e][sim][data]") {
@@ -126,8 +126,8 @@ TEST_CASE("data: bad value sizes and options that do not apply are refused", "[e
   CHECK_THAT(o.err, Catch::Contains("does not apply to --transport sim, backend delegation (it is an option of the data benchmark)"));
 }
 
-// --report: text is the table (runs counted from 1), csv a header and a line per (size,
-// run) with the summary's numbers (latency in ns), none nothing on stdout.
+// --report: text is the table (each size's runs counted from 1), csv a header and a line
+// per (size, run) with the summary's numbers (latency in ns), none nothing on stdout.
 TEST_CASE("data: --report text, csv and none", "[e2e][sim][data][report]") {
   TempDir dir;
   const fs::path t = dir.subdir("text"), c = dir.subdir("csv"), n = dir.subdir("none");
@@ -136,7 +136,7 @@ TEST_CASE("data: --report text, csv and none", "[e2e][sim][data][report]") {
   const Outcome none = run_ok(data_args({"--value-size", "64,1024", "--report", "none"}), n);
   CHECK(read_file(t / "out.csv") == read_file(c / "out.csv"));  // the report changes no output file
 
-  // Text: the table, its runs numbered 1 and 2 (the summary's 0 and 1).
+  // Text: the table, each size's run numbered 1 (the summary's runs 0 and 1).
   INFO(text.out);
   std::vector<std::vector<std::string>> table;
   {
@@ -153,7 +153,7 @@ TEST_CASE("data: --report text, csv and none", "[e2e][sim][data][report]") {
   CHECK(table[1][1] == "64");
   CHECK(table[1][2] == "1");
   CHECK(table[2][1] == "1024");
-  CHECK(table[2][2] == "2");
+  CHECK(table[2][2] == "1");
 
   // CSV: no table, the summary's numbers.
   CHECK_THAT(csv.out, !Catch::Contains("GiB/s"));
@@ -164,7 +164,8 @@ TEST_CASE("data: --report text, csv and none", "[e2e][sim][data][report]") {
     for (std::string l; std::getline(in, l);) lines.push_back(l);
   }
   REQUIRE(lines.size() == 3);
-  CHECK(lines[0] == "value_size,run,ops,bytes,duration_ns,ops_per_s,gib_per_s,latency_p50_ns,latency_p99_ns");
+  CHECK(lines[0] == "value_size,run,ops,bytes,duration_ns,ops_per_s,gib_per_s,latency_mean_ns,latency_p50_ns,"
+                    "latency_p90_ns,latency_p95_ns,latency_p99_ns,latency_p999_ns,latency_max_ns");
   for (size_t i = 0; i < 2; ++i) {
     const json& r = s["data"]["runs"][i];
     std::vector<std::string> f;
@@ -172,15 +173,22 @@ TEST_CASE("data: --report text, csv and none", "[e2e][sim][data][report]") {
       std::istringstream in(lines[i + 1]);
       for (std::string x; std::getline(in, x, ',');) f.push_back(x);
     }
-    REQUIRE(f.size() == 9);
+    REQUIRE(f.size() == 14);
     CHECK(f[0] == std::to_string(r["value_size"].get<uint32_t>()));
     CHECK(f[1] == std::to_string(i));
     CHECK(f[2] == std::to_string(r["ops"].get<uint64_t>()));
     CHECK(f[3] == std::to_string(r["bytes"].get<uint64_t>()));
     CHECK(std::stod(f[5]) == Approx(r["ops_per_s"].get<double>()));
-    CHECK(std::stod(f[7]) == Approx(r["latency_p50_us"].get<double>() * 1000.0));
-    CHECK(std::stod(f[8]) == Approx(r["latency_p99_us"].get<double>() * 1000.0));
-    CHECK(std::stod(f[7]) > 0);
+    // The latency columns in ns: the summary's microseconds (whole ns) times 1000.
+    const char* keys[] = {"latency_mean_us", "latency_p50_us", "latency_p90_us", "latency_p95_us",
+                          "latency_p99_us",  "latency_p999_us", "latency_max_us"};
+    for (size_t k = 0; k < 7; ++k) {
+      INFO(keys[k]);
+      CHECK(std::stod(f[7 + k]) == Approx(r[keys[k]].get<double>() * 1000.0).margin(0.05));
+    }
+    CHECK(std::stod(f[8]) > 0);
+    CHECK(std::stod(f[8]) <= std::stod(f[11]));   // p50 <= p99
+    CHECK(std::stod(f[11]) <= std::stod(f[13]));  // p99 <= max
   }
   CHECK(none.out.empty());
 }

@@ -179,3 +179,19 @@ TEST_CASE("interrupt: SIGINT sent during a run stops it at a later epoch", "[e2e
   // No progress line after the one of the epoch it stopped at.
   CHECK(e.err.find("epoch " + std::to_string(done + 1) + "/2000") == std::string::npos);
 }
+
+TEST_CASE("interrupt: with --repeat, the repetitions after the interrupted one do not start", "[e2e][interrupt]") {
+  // The signal is pending at exec: the first repetition stops after epoch 1 of run 0, and
+  // the outputs are those of that one experiment, marked with its seed.
+  TempDir dir;
+  const Ended e = run_signalled(small_sim("meta", {"--trim", "0", "--repeat", "3", "--seed", "7", "-o", "out.csv"}),
+                                dir.path(), SIGINT, true, false);
+  INFO(e.err);
+  CHECK(e.exited);
+  CHECK(e.code == 130);
+  CHECK_THAT(e.err, Catch::Contains("interrupted by SIGINT after epoch 1 of run 0 of the repetition with seed 7"));
+  const json s = read_json(dir / "out.summary.json");
+  CHECK(s["interrupted"] == json({{"signal", "SIGINT"}, {"run", 0}, {"epochs_done", 1}, {"seed", 7}}));
+  CHECK_FALSE(s.contains("repetitions"));  // one repetition measured: no statistics over repetitions
+  check_partial(dir.path(), 0, 1, 2, 2);
+}

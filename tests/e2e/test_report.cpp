@@ -48,13 +48,13 @@ std::vector<std::string> split_csv(const std::string& line) {
 }
 
 // The latency row of `tag` ("run 1/2" or "[OVERALL]") for class `cls`, as numbers:
-// count mean p50 p90 p99 p99.9 max.
+// count, then mean p50 p90 p95 p99 p99.9 max in microseconds.
 std::vector<double> latency_row(const std::vector<std::string>& lines, const std::string& tag, const std::string& cls) {
-  const std::string prefix = tag + " latency (ns)";
+  const std::string prefix = tag + " latency (us)";
   for (const auto& l : lines) {
     if (l.rfind(prefix, 0) != 0) continue;
     const auto w = words(l.substr(prefix.size()));
-    if (w.size() == 8 && w[0] == cls) {
+    if (w.size() == 9 && w[0] == cls) {
       std::vector<double> v;
       for (size_t i = 1; i < w.size(); ++i) v.push_back(std::stod(w[i]));
       return v;
@@ -64,15 +64,15 @@ std::vector<double> latency_row(const std::vector<std::string>& lines, const std
   return {};
 }
 
+// The row's figures are the summary's nanoseconds in microseconds, to the printed 3 decimals.
 void check_latency_row(const std::vector<double>& row, const json& h) {
-  REQUIRE(row.size() == 7);
+  REQUIRE(row.size() == 8);
   CHECK(row[0] == h["count"].get<double>());
-  CHECK(row[1] == h["mean_ns"].get<double>());
-  CHECK(row[2] == h["p50_ns"].get<double>());
-  CHECK(row[3] == h["p90_ns"].get<double>());
-  CHECK(row[4] == h["p99_ns"].get<double>());
-  CHECK(row[5] == h["p999_ns"].get<double>());
-  CHECK(row[6] == h["max_ns"].get<double>());
+  const char* keys[] = {"mean_ns", "p50_ns", "p90_ns", "p95_ns", "p99_ns", "p999_ns", "max_ns"};
+  for (size_t k = 0; k < 7; ++k) {
+    INFO(keys[k]);
+    CHECK(row[k + 1] == Approx(h[keys[k]].get<double>() / 1000.0).margin(0.0005 + 1e-9));
+  }
 }
 
 // "... Mops mean A std dev B min C max D" -> {A, B, C, D}
@@ -157,7 +157,7 @@ TEST_CASE("report: --report csv prints a header and one line per run, equal to t
   const auto lines = lines_of(o.out);
   REQUIRE(lines.size() == 3);
   const auto header = split_csv(lines[0]);
-  REQUIRE(header.size() == 15);
+  REQUIRE(header.size() == 16);
   CHECK(header[0] == "run");
   for (size_t r = 0; r < 2; ++r) {
     const auto f = split_csv(lines[r + 1]);
@@ -267,11 +267,15 @@ TEST_CASE("provenance: the summary says which build made it, and --version says 
   }
 }
 
-TEST_CASE("compare: two summaries side by side, ratio and spread verdict", "[e2e][sim][compare]") {
+TEST_CASE("compare: two summaries side by side, ratio and Welch's verdict over repetitions", "[e2e][sim][compare]") {
   TempDir dir;
-  run_ok(small_sim("meta", {"-r", "3", "-o", "a.csv", "--queue-depth", "1", "--report", "none"}), dir.path());
-  run_ok(small_sim("meta", {"-r", "3", "-o", "b.csv", "--queue-depth", "8", "--report", "none"}), dir.path());
+  run_ok(small_sim("meta", {"-r", "1", "--repeat", "3", "-o", "a.csv", "--queue-depth", "1", "--report", "none"}),
+         dir.path());
+  run_ok(small_sim("meta", {"-r", "1", "--repeat", "3", "-o", "b.csv", "--queue-depth", "8", "--report", "none"}),
+         dir.path());
   const json a = read_json(dir / "a.summary.json"), b = read_json(dir / "b.summary.json");
+  REQUIRE(a["repetitions"].size() == 3);
+  REQUIRE(b["repetitions"].size() == 3);
   const Outcome o = run_ok({"compare", "a.summary.json", "b.summary.json"}, dir.path());
   const auto lines = lines_of(o.out);
   const auto w = words(line_starting(lines, "Mops mean"));
@@ -280,20 +284,29 @@ TEST_CASE("compare: two summaries side by side, ratio and spread verdict", "[e2e
   CHECK(std::stod(w[3]) == b["overall"]["mops"]["mean"].get<double>());
   CHECK(std::stod(w[4]) == Approx(b["overall"]["mops"]["mean"].get<double>() / a["overall"]["mops"]["mean"].get<double>())
                                .margin(1e-4));
-  const auto lat = words(line_starting(lines, "latency p99_ns"));
-  CHECK(std::stod(lat[3]) == b["overall"]["latency"]["all"]["p99_ns"].get<double>());
-  // Eight times the queue depth is far more than the simulator's run-to-run spread.
-  CHECK_THAT(o.out, Catch::Contains("Mops difference exceeds the run-to-run spread: yes"));
+  const auto lat = words(line_starting(lines, "latency p99 (us)"));
+  REQUIRE(lat.size() == 6);
+  CHECK(std::stod(lat[4]) == Approx(b["overall"]["latency"]["all"]["p99_ns"].get<double>() / 1000.0).margin(1e-6));
+  // Eight times the queue depth is far more than the spread over independent seeds.
+  const std::string verdict = line_starting(lines, "Mops: Welch's t-test over 3 and 3 repetitions: ");
+  CHECK_THAT(verdict, Catch::EndsWith(": the difference is significant at the 5 % level"));
   // The two differ in queue depth (and in their output paths, which are not counted): said.
   CHECK_THAT(o.out, Catch::Contains("warning: A and B were run with different configurations (1 differing setting,"));
   CHECK_THAT(o.out, Catch::Contains("warning:   queue_depth: 1 vs 8\n"));
   CHECK_THAT(o.out, !Catch::Contains("warning:   output"));
   const Outcome same = run_ok({"compare", "a.summary.json", "a.summary.json"}, dir.path());
-  CHECK_THAT(same.out, Catch::Contains("exceeds the run-to-run spread: no"));
+  CHECK_THAT(line_starting(lines_of(same.out), "Mops: Welch's t-test over 3 and 3 repetitions: "),
+             Catch::EndsWith(": no significant difference at the 5 % level"));
   CHECK_THAT(same.out, !Catch::Contains("warning"));
+  // The runs (-r) of one execution are not independent: no verdict, and the line says why.
+  run_ok(small_sim("meta", {"-r", "3", "-o", "c.csv", "--report", "none"}), dir.path());
+  const Outcome windows = run_ok({"compare", "c.summary.json", "c.summary.json"}, dir.path());
+  CHECK_THAT(windows.out, Catch::Contains("Mops: no verdict: A has 1 and B has 1 independent repetition(s)"));
   const Outcome help = run_benchkv({"compare", "--help"}, dir.path());
   CHECK(help.status == 0);
-  CHECK_THAT(help.out, Catch::StartsWith("Usage: benchkv compare A.summary.json B.summary.json\n"));
+  CHECK_THAT(help.out,
+             Catch::StartsWith("Usage: benchkv compare [--allow-different-transports] A.summary.json B.summary.json\n"));
+  CHECK_THAT(help.out, Catch::Contains("Welch's t-test"));
   CHECK(help.err.empty());
   const Outcome bad = run_benchkv({"compare", "a.summary.json", "missing.json"}, dir.path());
   CHECK(bad.status == 2);
@@ -345,7 +358,7 @@ TEST_CASE("compare: summaries of different kinds are refused, data is compared p
   CHECK(std::stod(w[4]) == Approx(mean_of(b, 1024, "ops_per_s")).epsilon(1e-9));
   CHECK_THAT(d.out, Catch::Contains("value sizes only in A (not compared): 64\n"));
   CHECK_THAT(d.out, Catch::Contains("value sizes only in B (not compared): 4096\n"));
-  CHECK_THAT(d.out, Catch::Contains("1024 B: ops/s difference exceeds the run-to-run spread: "));
+  CHECK_THAT(d.out, Catch::Contains("1024 B ops/s: no verdict: A has 1 and B has 1 independent repetition(s)"));
   CHECK_THAT(d.out, !Catch::Contains("64 B ops/s"));
   CHECK_THAT(d.out, !Catch::Contains("Mops"));
   CHECK_THAT(d.out, Catch::Contains("warning:   queue_depth: 4 vs 8"));

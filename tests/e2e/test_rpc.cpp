@@ -19,6 +19,10 @@ std::vector<std::string> rpc_args(std::vector<std::string> extra, const std::str
   return a;
 }
 
+// The rpc table's header (the report's last lines: one row per run, latencies in us).
+constexpr const char* kRpcTableHeader =
+    "endpoints    QD   size  run       Mrps       MB/s      mean       p50       p90       p99     p99.9       max      (us)";
+
 json rpc_run(const TempDir& dir, std::vector<std::string> extra, Outcome* out = nullptr, const std::string& np = "2") {
   const Outcome o = run_ok(rpc_args(std::move(extra), np), dir.path());
   if (out) *out = o;
@@ -51,10 +55,10 @@ TEST_CASE("rpc: every call completes and the CSV, summary and table agree", "[e2
           Approx(double(caller) * 1e3 / rpc["runs"][r]["duration_ns"].get<double>()).epsilon(1e-5));
   }
   // The report on stdout ends with the rpc table: a header and one line per run.
-  const size_t table = o.out.find("RTT p50 (us)");
+  const size_t table = o.out.find(kRpcTableHeader);
   REQUIRE(table != std::string::npos);
   CHECK(std::count(o.out.begin() + static_cast<std::ptrdiff_t>(table), o.out.end(), '\n') == 3);
-  CHECK_THAT(o.out, Catch::Contains("[OVERALL] 2 runs: Mops mean"));
+  CHECK_THAT(o.out, Catch::Contains("[OVERALL] 2 runs: Mrps mean"));
 }
 
 TEST_CASE("rpc: rate, calls outstanding and round trip obey Little's law", "[e2e][sim][rpc]") {
@@ -146,7 +150,7 @@ TEST_CASE("rpc: --report csv fills the latency columns from the RTTs, none print
   CHECK(none.out.empty());
 
   // Text: the rpc table's run column reads 1 and 2.
-  const size_t table = text.out.find("RTT p50 (us)");
+  const size_t table = text.out.find(kRpcTableHeader);
   REQUIRE(table != std::string::npos);
   std::vector<std::vector<std::string>> rows;
   {
@@ -163,7 +167,7 @@ TEST_CASE("rpc: --report csv fills the latency columns from the RTTs, none print
   CHECK(rows[1].at(3) == "2");
 
   // CSV: the RTT columns filled, in ns, from the summary's rpc section.
-  CHECK_THAT(csv.out, !Catch::Contains("RTT p50"));
+  CHECK_THAT(csv.out, !Catch::Contains(kRpcTableHeader));
   const json s = read_json(c / "out.summary.json");
   std::vector<std::string> lines;
   {
@@ -172,7 +176,7 @@ TEST_CASE("rpc: --report csv fills the latency columns from the RTTs, none print
   }
   REQUIRE(lines.size() == 3);
   REQUIRE(lines[0].rfind("run,mops,requests,duration_ns,issued,completed,latency_count,latency_mean_ns,latency_p50_ns,"
-                         "latency_p90_ns,latency_p99_ns,latency_p999_ns,latency_max_ns,",
+                         "latency_p90_ns,latency_p95_ns,latency_p99_ns,latency_p999_ns,latency_max_ns,",
                          0) == 0);
   for (size_t i = 0; i < 2; ++i) {
     INFO(lines[i + 1]);
@@ -182,15 +186,19 @@ TEST_CASE("rpc: --report csv fills the latency columns from the RTTs, none print
       std::istringstream in(lines[i + 1]);
       for (std::string x; std::getline(in, x, ',');) f.push_back(x);
     }
-    REQUIRE(f.size() >= 13);
+    REQUIRE(f.size() >= 14);
     CHECK(f[0] == std::to_string(i));
     CHECK(f[6] == std::to_string(r["calls"].get<uint64_t>()));
     CHECK(std::stod(f[7]) == Approx(r["rtt_mean_us"].get<double>() * 1000.0).margin(0.05));
-    CHECK(std::stod(f[8]) == Approx(r["rtt_p50_us"].get<double>() * 1000.0).margin(0.5));
-    CHECK(std::stod(f[10]) == Approx(r["rtt_p99_us"].get<double>() * 1000.0).margin(0.5));
+    // Every percentile and the maximum, in whole ns, as the summary has them in us.
+    const char* keys[] = {"rtt_p50_us", "rtt_p90_us", "rtt_p95_us", "rtt_p99_us", "rtt_p999_us", "rtt_max_us"};
+    for (size_t k = 0; k < 6; ++k) {
+      INFO(keys[k]);
+      REQUIRE_FALSE(f[8 + k].empty());
+      CHECK(std::stod(f[8 + k]) == Approx(r[keys[k]].get<double>() * 1000.0).margin(0.5));
+    }
     CHECK(std::stod(f[8]) > 100);  // nanoseconds, not microseconds
-    CHECK(f[9].empty());   // p90, p99.9 and max are not recorded for rpc
-    CHECK(f[11].empty());
-    CHECK(f[12].empty());
+    CHECK(std::stod(f[8]) <= std::stod(f[11]));
+    CHECK(std::stod(f[11]) <= std::stod(f[13]));
   }
 }

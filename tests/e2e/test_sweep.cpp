@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -68,10 +69,21 @@ TEST_CASE("sweep: -j 1, -j 2 and 2 MPI ranks give byte-identical rows", "[e2e][s
   REQUIRE(lines.size() == 9);
   CHECK(lines[0] ==
         "run,np,start_mode,model.nic.send.qp_window,mops_total,mops_per_rank,cqe_per_loop,inflight,issued,completed,"
-        "errors");
+        "errors,latency_mean_ns,latency_p50_ns,latency_p99_ns,latency_p999_ns,latency_max_ns,mops_ci95_low,"
+        "mops_ci95_high");
   CHECK(lines[1].rfind("0,2,sync,1,", 0) == 0);
   CHECK(lines[8].rfind("7,3,staggered,8,", 0) == 0);
-  for (size_t i = 1; i < lines.size(); ++i) CHECK(lines[i].substr(lines[i].rfind(',')) == ",0");  // no errors
+  for (size_t i = 1; i < lines.size(); ++i) {  // no errors, and the latency columns filled
+    std::vector<std::string> f;
+    std::istringstream in(lines[i]);
+    for (std::string x; std::getline(in, x, ',');) f.push_back(x);
+    INFO(lines[i]);
+    REQUIRE(f.size() >= 16);
+    CHECK(f[10] == "0");
+    CHECK(std::stod(f[12]) > 0);                  // latency p50 (ns)
+    CHECK(std::stod(f[12]) <= std::stod(f[13]));  // <= p99
+    CHECK(std::stod(f[13]) <= std::stod(f[15]));  // <= max
+  }
   CHECK(lines[1].substr(11) != lines[2].substr(11));  // qp_window 1 vs 8
   CHECK(lines[1].substr(11) != lines[3].substr(18));  // sync vs staggered
   // The model key reached the run's model.
@@ -338,7 +350,9 @@ TEST_CASE("sweep: bad sweep files and options are rejected naming the problem", 
   require_rejected(with("\"np\": [2, 3]", "\"npp\": [2, 3]"), {"\"npp\"", "run 0"});
   require_rejected(with("\"start_mode\": [\"sync\", \"staggered\"]", "\"start_mode\": [\"sync\", \"sideways\"]"),
                    {"start_mode", "sideways", "run 2"});
-  require_rejected(with("\"backend\": \"delegation\"", "\"backend\": \"rpc\""), {"sweeps run the KV backends"});
+  // Sweeps run rpc too, but a KV client option in its grid does not apply to it.
+  require_rejected(with("\"backend\": \"delegation\"", "\"backend\": \"rpc\""),
+                   {"run 2", "start_mode", "does not apply to --transport sim, backend rpc"});
   // A grid axis that does not apply to a run is an error, not a dropped value.
   require_rejected(with("\"start_mode\": [\"sync\", \"staggered\"]", "\"start_stagger_us\": [100, 200]"),
                    {"run 0", "start_stagger_us", "does not apply"});
@@ -396,7 +410,8 @@ TEST_CASE("sweep: --help names every option it accepts and the -j rule under mpi
   INFO(describe(h));
   REQUIRE(h.status == 0);
   CHECK_THAT(h.out, Catch::Contains("  -j N, --jobs N  "));
-  CHECK_THAT(h.out, Catch::Contains("under mpirun each rank is one run slot and -j above 1 is refused"));
+  CHECK_THAT(h.out, Catch::Contains("under mpirun each\n"));  // (the line wraps there)
+  CHECK_THAT(h.out, Catch::Contains("rank is one run slot and -j above 1 is refused"));
   CHECK_THAT(h.out, Catch::Contains("  --check  "));
   // What it says holds: --jobs runs like -j.
   write_file(dir / "s.json", R"({
@@ -406,7 +421,51 @@ TEST_CASE("sweep: --help names every option it accepts and the -j rule under mpi
   const Outcome j = sweep(dir, {"s.json", "--jobs", "2"});
   INFO(describe(j));
   CHECK(j.status == 0);
-  CHECK_THAT(j.err, Catch::Contains("(2 at a time)"));
+  CHECK_THAT(j.err, Catch::Contains("(2 at a time, -j; the longest first)"));
+}
+
+// Sweeps run copyrpc alone (rpc) and bulk values (data) too: one row per grid point, with
+// the rate in the Mops columns and the latency columns filled.
+TEST_CASE("sweep: rpc over message sizes and data over value sizes", "[e2e][sweep]") {
+  TempDir dir;
+  write_file(dir / "rpc.json", R"({
+    "base": {"backend": "rpc", "transport": "sim", "np": 2, "interval_ms": 1, "trim": 1, "runs": 1, "duration": 0.004},
+    "grid": {"message_size": [8, 256]}, "output": "rpc"})");
+  write_file(dir / "data.json", R"({
+    "base": {"backend": "data", "transport": "sim", "np": 2, "interval_ms": 1, "trim": 1, "runs": 1, "duration": 0.004,
+             "key_range": 8},
+    "grid": {"value_size": ["64", "1024"]}, "output": "data"})");
+  for (const char* kind : {"rpc", "data"}) {
+    INFO(kind);
+    const Outcome o = sweep(dir, {std::string(kind) + ".json", "-j", "1"});
+    INFO(describe(o));
+    REQUIRE(o.status == 0);
+    const std::string rows = read_file(dir / kind / "results.csv");
+    std::vector<std::vector<std::string>> f;
+    std::istringstream in(rows);
+    for (std::string l; std::getline(in, l);) {
+      std::vector<std::string> cells;
+      std::istringstream c(l);
+      for (std::string x; std::getline(c, x, ',');) cells.push_back(x);
+      f.push_back(cells);
+    }
+    REQUIRE(f.size() == 3);
+    CHECK(f[0][1] == (std::string(kind) == "rpc" ? "message_size" : "value_size"));
+    CHECK(f[0][2] == "mops_total");
+    CHECK(f[0][10] == "latency_p50_ns");
+    CHECK(f[1][1] == (std::string(kind) == "rpc" ? "8" : "64"));
+    CHECK(f[2][1] == (std::string(kind) == "rpc" ? "256" : "1024"));
+    for (size_t r = 1; r < 3; ++r) {
+      REQUIRE(f[r].size() >= 14);
+      CHECK(std::stod(f[r][2]) > 0);         // the rate
+      CHECK(f[r][6] == f[r][7]);             // issued == completed
+      CHECK(f[r][8] == "0");                 // no errors
+      CHECK(std::stod(f[r][10]) > 0);        // latency p50 (ns)
+    }
+    // Larger messages and values take longer per call: the rate falls, the latency rises.
+    CHECK(std::stod(f[2][2]) < std::stod(f[1][2]));
+    CHECK(std::stod(f[2][9]) > std::stod(f[1][9]));
+  }
 }
 
 TEST_CASE("sweep: every sweep file the repository ships is valid (--check)", "[e2e][sweep]") {

@@ -48,7 +48,7 @@ TEST_CASE("rpc driver over the mlx5 data path: calls, queue depth and the stop h
   CHECK(server.counters().completed.load() == done);  // the server answered each call once
   CHECK(caller.counters().errors.load() == 0);
   CHECK(server.counters().errors.load() == 0);
-  CHECK(caller.rtt().n == done);
+  CHECK(caller.rtt().count() == done);
 
   CHECK_FALSE(server.stopped());
   caller.request_stop(0);

@@ -66,18 +66,35 @@ bool may_use_shm_fifos(const std::string& tls) {
 
 // Whether this UCX_TLS list names shared-memory transports (and self) only, none of
 // which offers peer error handling in UCX 1.13 ("" and "^..." lists may hold others).
-bool shared_memory_only(const std::string& tls) {
+// Whether the transport list rules shared memory out: a list of transports (not UCX's
+// default, "all" or an exclusion list "^a,b") none of which moves data through shared
+// memory ("self", a worker to itself, is not one).
+bool excludes_shared_memory(const std::string& tls) {
   if (tls.empty() || tls.front() == '^') return false;
   size_t pos = 0;
   while (pos <= tls.size()) {
     const size_t end = std::min(tls.find(',', pos), tls.size());
     const std::string name = tls.substr(pos, end - pos);
-    if (name != "sm" && name != "shm" && name != "mm" && name != "posix" && name != "sysv" && name != "cma" &&
-        name != "knem" && name != "xpmem" && name != "self")
+    if (name == "all" || name == "sm" || name == "shm" || name == "mm" || name == "posix" || name == "sysv" ||
+        name == "cma" || name == "knem" || name == "xpmem")
       return false;
     pos = end + 1;
   }
   return true;
+}
+
+// What ucp_ep_print_info says about an endpoint: its lanes, each with the transport and
+// device it uses and what it carries (the app reads it: provenance.ucx_transports).
+std::string describe_endpoint(ucp_ep_h ep) {
+  char* text = nullptr;
+  size_t length = 0;
+  FILE* f = open_memstream(&text, &length);
+  if (f == nullptr) return "";
+  ucp_ep_print_info(ep, f);
+  std::fclose(f);
+  std::string out(text, length);
+  std::free(text);
+  return out;
 }
 
 }  // namespace
@@ -609,6 +626,7 @@ void QueuePair::connect(const ConnectInfo& remote) {
   }
   if (st != UCS_OK) fail("ucp_ep_create", st);
   ep_ = ep;
+  owner_->endpoint_descriptions_.push_back(describe_endpoint(ep));
   remote_qp_ = remote.qp_num;
   remote_token_ = remote.token;
   header_template_.dst_qp = remote_qp_;
@@ -751,7 +769,11 @@ UcxTransport::UcxTransport(const Config& config)
   const char* env_tls = std::getenv("UCX_TLS");
   const std::string tls = !config.tls.empty() ? config.tls : env_tls != nullptr ? env_tls : "";
   // A FIFO size the user set in the environment wins: the transport's own is a default.
-  try_peer_error_handling_ = !shared_memory_only(tls);
+  // Peer error handling only where shared memory cannot be chosen: UCX 1.13 has none over
+  // shared memory, and asking for it makes UCX pick TCP even between ranks of one host,
+  // where the ucx-am baseline (mode NONE) gets shared memory: both modes select the same
+  // transports whenever the list rules shared memory out (docs/reliability.md).
+  try_peer_error_handling_ = excludes_shared_memory(tls);
   const bool env_sets_fifo = std::getenv("UCX_MM_FIFO_ELEM_SIZE") != nullptr ||
                              std::getenv("UCX_POSIX_FIFO_ELEM_SIZE") != nullptr ||
                              std::getenv("UCX_SYSV_FIFO_ELEM_SIZE") != nullptr;

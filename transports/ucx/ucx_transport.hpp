@@ -324,6 +324,9 @@ class UcxTransport {
   // The RMA path (nullptr when Config::rma is false) and what it did.
   RmaEngine* rma() noexcept { return rma_.get(); }
   RmaCounters rma_counters() const noexcept { return rma_ ? rma_->counters() : RmaCounters{}; }
+  // ucp_ep_print_info's text for each queue pair's endpoint, in connect order (kept after
+  // the queue pair is gone): which transports and devices UCX selected.
+  const std::vector<std::string>& endpoint_descriptions() const noexcept { return endpoint_descriptions_; }
 
  private:
   friend ucx::QueuePair;
@@ -390,10 +393,12 @@ class UcxTransport {
   // rndv_, outgoing_ or rma_resume_ may be non-empty: set by queue_*(), recomputed by
   // after_progress(), so that progress() tests one flag.
   bool work_queued_ = false;
-  // Whether a queue pair's endpoint may ask for peer error handling: false when the
-  // transport list holds only shared-memory transports (none offers it in UCX 1.13), or
-  // once UCX refused it on this worker (a refusal logs a UCX error line; one is enough).
-  bool try_peer_error_handling_ = true;
+  // Whether a queue pair's endpoint may ask for peer error handling: only when the
+  // transport list rules shared memory out (UCX_TLS=tcp, say: none offers it over shared
+  // memory in UCX 1.13, and asking for it elsewhere makes UCX avoid shared memory), and
+  // not once UCX refused it on this worker (a refusal logs a UCX error line; one is enough).
+  bool try_peer_error_handling_ = false;
+  std::vector<std::string> endpoint_descriptions_;
   uint64_t inflight_requests_ = 0;  // UCX requests not yet completed
   uint64_t protocol_errors_ = 0;
   uint64_t rendezvous_receives_ = 0;

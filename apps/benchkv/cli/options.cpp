@@ -334,6 +334,23 @@ json get_trace_window(const Options& o) {
   return json(fmt::format("{}:{}", o.trace_window->begin_us, o.trace_window->end_us));
 }
 
+// message_size: a number (one size, the JSON form of a single size, so configurations
+// keep their bytes) or a string (a list or a range of sizes).
+void set_message_size(Options& o, const json& v, const Spec& s, const Ctx& c) {
+  if (v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0)) {
+    o.message_size = std::to_string(v.get<uint64_t>());
+    return;
+  }
+  if (!v.is_string()) type_error(s, c, "a size in bytes, or a string of sizes \"A,B\" / \"A..B\"", v);
+  o.message_size = v.get<std::string>();
+}
+
+json get_message_size(const Options& o) {
+  const std::string& t = o.message_size;
+  if (!t.empty() && t.size() <= 10 && t.find_first_not_of("0123456789") == std::string::npos) return json(std::stoull(t));
+  return json(t);
+}
+
 #define BKV_FIELD(member) &set_field<&Options::member>, &get_field<&Options::member>
 #define BKV_LOOP_FIELD(member) &set_loop_field<&backend::LoopPolicySettings::member>, &get_loop_field<&backend::LoopPolicySettings::member>
 #define BKV_CHOICE(member, table) &set_choice<&Options::member, table>, &get_choice<&Options::member, table>
@@ -357,15 +374,20 @@ const Spec kSpecs[] = {
     {"interval_ms", 0, Kind::kDouble, kGroupRun, "MS", "epoch length (fractions allowed)", BKV_FIELD(interval_ms)},
     {"trim", 0, Kind::kUnsigned, kGroupRun, "N", "epochs dropped at each end of a run (warm-up, cool-down)",
      BKV_FIELD(trim)},
-    {"runs", 'r', Kind::kUnsigned, kGroupRun, "N", "number of runs: measurement windows back to back in one execution (threads keep running, same seed), not independent repetitions (vary --seed for those)", BKV_FIELD(runs)},
+    {"runs", 'r', Kind::kUnsigned, kGroupRun, "N", "number of runs: measurement windows back to back in one execution (threads keep running, same seed), not independent repetitions (--repeat for those)", BKV_FIELD(runs)},
+    {"repeat", 0, Kind::kUnsigned, kGroupRun, "N",
+     "independent repetitions: the whole experiment (its --runs) N times, with seeds seed .. seed + N - 1; the "
+     "report and the summary give each figure's mean, standard deviation and 95 % confidence interval over them, "
+     "and benchkv compare tests differences over them (simulated KV runs; 1 to 1000)",
+     BKV_FIELD(repeat)},
     {"output", 'o', Kind::kString, kGroupRun, "FILE", "per-epoch CSV output", BKV_FIELD(output)},
     {"summary", 0, Kind::kString, kGroupRun, "FILE",
      "JSON summary output",
      BKV_FIELD(summary)},
     {"progress", 0, Kind::kBool, kGroupRun, "", "a progress line per epoch on stderr", BKV_FIELD(progress)},
     {"report", 0, Kind::kChoice, kGroupRun, "text|csv|none",
-     "final report on stdout: text (configuration, per run and [OVERALL] Mops, latency, daemon figures), csv (a "
-     "header and one line per run), none",
+     "final report on stdout: text (a table for people; what it holds: below), csv (a header and one line per "
+     "run), none",
      BKV_CHOICE(report, kReportChoices)},
     {"seed", 0, Kind::kUnsigned, kGroupRun, "U64", "seed of every pseudo-random stream", BKV_FIELD(seed)},
     {"server_threads", 0, Kind::kUnsigned, kGroupRun, "N", "daemon threads per node", BKV_FIELD(server_threads)},
@@ -463,10 +485,13 @@ const Spec kSpecs[] = {
      BKV_FIELD(check_exactly_once)},
     {"endpoints", 0, Kind::kUnsigned, kGroupRpc, "N", "rpc: endpoints from the caller to each server rank (>= 1)",
      BKV_FIELD(endpoints)},
-    {"message_size", 0, Kind::kUnsigned, kGroupRpc, "BYTES",
-     "rpc: request and response payload size (1 to ring_size / 8)", BKV_FIELD(message_size)},
+    {"message_size", 0, Kind::kString, kGroupRpc, "SIZES",
+     "rpc: request and response payload sizes in bytes, one size, a list \"A,B\" and/or ranges \"A..B\" of every "
+     "power of two from A to B (\"8..4096\", as ib_write_bw -a): one row per size; each in [1, ring_size / 8]",
+     &set_message_size, &get_message_size},
     {"value_size", 0, Kind::kString, kGroupData, "SIZES",
-     "data: value sizes in bytes, a list \"A,B\" and/or ranges \"A..B\" of every power of two from A to B",
+     "data: value sizes in bytes, a list \"A,B\" and/or ranges \"A..B\" of every power of two from A to B; each "
+     "in [16, 67108864] (64 MiB), keys x the largest size at most 4 GiB of store per node",
      BKV_FIELD(value_size)},
     {"data_backend", 0, Kind::kString, kGroupData, "NAME", "data: delegation, meta, direct or ucx-am (--transport ucx)", BKV_FIELD(data_backend)},
 };
@@ -704,6 +729,24 @@ constexpr Applicability kApplicability[] = {
     {"data_backend", &is_data, "an option of the data benchmark"},
 };
 
+bool applies_to_mode(std::string_view key, Mode mode) {
+  const Applicability* rule = nullptr;
+  for (const Applicability& a : kApplicability)
+    if (a.key == key) rule = &a;
+  if (rule == nullptr) return key != "fault" || mode == Mode::kKv;
+  for (const TransportName& t : kTransportNames) {
+    Options o;
+    o.mode = mode;
+    o.transport = t.kind;
+    o.distribution = Distribution::kZipfian;  // the options that another one turns on
+    o.start_mode = StartMode::kStaggered;
+    o.trace = "trace.json";
+    o.inflight_samples = "inflight.csv";
+    if (rule->applies(o)) return true;
+  }
+  return false;
+}
+
 // The mode an option was judged against, for messages: "--transport ucx, backend meta".
 std::string mode_of(const Options& o) {
   std::string m = fmt::format("--transport {}", name_of(kTransportChoices, o.transport));
@@ -747,8 +790,7 @@ void drop_inapplicable(Options& o, MayDrop&& may_drop, Note&& note) {
 void validate_applicability(const Options& o) {
   if (o.endpoints < 1 || o.endpoints > kMaxRpcEndpoints)
     fail(o, "endpoints", fmt::format("must be in [1, {}]", kMaxRpcEndpoints));
-  if (o.message_size < 1 || o.message_size > o.ring_size / 8)
-    fail(o, "message_size", fmt::format("must be in [1, ring_size / 8 = {}]", o.ring_size / 8));
+  rpc_message_sizes(o);  // each size in [1, ring_size / 8]
   if (const Applicability* a = first_inapplicable(o)) throw OptionError(std::string(a->key), inapplicable_message(o, *a));
 }
 
@@ -783,6 +825,11 @@ void validate(const Options& o, bool require_backend) {
                                   choice_list(kRunChoices)));
   }
   if ((o.backend || !is_kv(o)) && get_backend(o).is_null()) fail(o, "backend", "is invalid");
+  if (o.backend == BackendKind::kUcxAm && o.transport != TransportKind::kUcx)
+    fail(o, "backend", fmt::format("runs over --transport ucx only (the ucx-am baseline is UCX's own active "
+                                   "messages: it has no {} form); got --transport {}",
+                                   o.transport == TransportKind::kSim ? "simulated" : "RDMA-device",
+                                   to_string(o.transport)));
   if (name_of(kTransportChoices, o.transport).empty()) fail(o, "transport", "is invalid");
   if (name_of(kDistributionChoices, o.distribution).empty()) fail(o, "distribution", "is invalid");
   if (name_of(kStartModeChoices, o.start_mode).empty()) fail(o, "start_mode", "is invalid");
@@ -819,6 +866,21 @@ void validate(const Options& o, bool require_backend) {
                                 epochs, o.duration, o.interval_ms, 2 * uint64_t{o.trim}));
   }
   if (o.runs < 1) fail(o, "runs", "must be >= 1");
+  if (o.repeat < 1 || o.repeat > kMaxRepeat) fail(o, "repeat", fmt::format("must be in [1, {}]", kMaxRepeat));
+  if (o.repeat > 1) {
+    if (!sim_kv(o))
+      fail(o, "repeat", fmt::format("applies to simulated KV runs (--transport sim, backend meta, delegation or "
+                                    "direct), not to {}; repeat other runs by running them again with another --seed",
+                                    mode_of(o)));
+    for (const char* k : {"inflight_samples", "trace", "step_log"})
+      if (!spec_of(k).get(o).get<std::string>().empty())
+        fail(o, "repeat", fmt::format("> 1 writes no per-repetition {} file: drop --{} or run one seed",
+                                      k, std::string(k) == "inflight_samples" ? "inflight-samples"
+                                         : std::string(k) == "step_log"       ? "step-log"
+                                                                              : "trace"));
+    if (o.check_exactly_once) fail(o, "repeat", "> 1 and check_exactly_once: check one seed at a time");
+    if (o.seed > ~uint64_t{0} - (o.repeat - 1)) fail(o, "repeat", "x seeds from seed would pass the largest seed");
+  }
   // Runs are back to back (run r starts at r x duration): their total is a time too.
   if (static_cast<double>(o.runs) * o.duration > kMaxDurationSeconds) {
     fail(o, "runs", fmt::format("x duration = {} x {} s is longer than the longest execution, {} seconds", o.runs,
@@ -900,6 +962,7 @@ json to_json(const Options& o) {
   for (const auto& s : kSpecs) {
     const bool data_only = std::find(kDataOnlyKeys.begin(), kDataOnlyKeys.end(), s.key) != kDataOnlyKeys.end();
     if (data_only && o.mode != Mode::kData) continue;
+    if (s.key == "repeat" && o.repeat == 1) continue;  // absent at 1: single runs' outputs keep their bytes
     j[std::string(s.key)] = s.get(o);  // every other key, default or not: a later default change stays visible
   }
   return j;
@@ -913,20 +976,23 @@ json to_reusable_json(const Options& o) {
   return j;
 }
 
-std::vector<uint32_t> data_value_sizes(const Options& o) {
+namespace {
+
+// A list of sizes "A,B" and/or ranges "A..B" (every power of two from A to B), in the
+// order given, each in [min, max], none twice; errors name the option `key`.
+std::vector<uint32_t> parse_size_list(const std::string& text, std::string_view key, uint64_t min, uint64_t max) {
   auto bad = [&](const std::string& why) -> OptionError {
-    return OptionError("value_size", fmt::format("{}: \"{}\" {}", label(spec_of("value_size")), o.value_size, why));
+    return OptionError(std::string(key), fmt::format("{}: \"{}\" {}", label(spec_of(key)), text, why));
   };
   auto number = [&](std::string_view t) -> uint32_t {
     if (t.empty() || t.size() > 10 || t.find_first_not_of("0123456789") != std::string_view::npos)
       throw bad(fmt::format("has \"{}\" where a size in bytes was expected", t));
     const uint64_t v = std::stoull(std::string(t));
-    if (v < kMinDataValueSize || v > kMaxDataValueSize)
-      throw bad(fmt::format("has {}: sizes must be in [{}, {}]", v, kMinDataValueSize, kMaxDataValueSize));
+    if (v < min || v > max) throw bad(fmt::format("has {}: sizes must be in [{}, {}]", v, min, max));
     return static_cast<uint32_t>(v);
   };
   std::vector<uint32_t> sizes;
-  std::string_view rest = o.value_size;
+  std::string_view rest = text;
   if (rest.empty()) throw bad("is empty");
   while (true) {
     const size_t comma = rest.find(',');
@@ -947,6 +1013,16 @@ std::vector<uint32_t> data_value_sizes(const Options& o) {
     for (size_t k = 0; k < i; ++k)
       if (sizes[k] == sizes[i]) throw bad(fmt::format("names {} twice: each size runs once", sizes[i]));
   return sizes;
+}
+
+}  // namespace
+
+std::vector<uint32_t> data_value_sizes(const Options& o) {
+  return parse_size_list(o.value_size, "value_size", kMinDataValueSize, kMaxDataValueSize);
+}
+
+std::vector<uint32_t> rpc_message_sizes(const Options& o) {
+  return parse_size_list(o.message_size, "message_size", 1, std::max<uint64_t>(1, o.ring_size / 8));
 }
 
 Options options_from_json(const json& j, const std::string& base_dir) {
@@ -1054,19 +1130,61 @@ std::string help_text(const Spec& s, const Options& defaults) {
   return text;
 }
 
-constexpr std::string_view kFooter =
+// The mode `--help` describes: the first command-line word that names rpc or data, else kv
+// (the modes' words are never option values: no option takes "rpc" or "data").
+Mode help_mode(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i)
+    for (const Mode m : {Mode::kRpc, Mode::kData})
+      if (std::string_view(argv[i]) == to_string(m)) return m;
+  return Mode::kKv;
+}
+
+// Whether --help for `mode` lists the option: it applies to that mode under some transport
+// (options that apply only once another is set, zipf_s with zipfian, count as applying).
+bool applies_to_mode(std::string_view key, Mode mode);
+
+constexpr std::string_view kFooterCommon =
     "Configuration: --config FILE.json sets any option by its JSON key (shown as [JSON: key]); the command\n"
-    "line overrides the file. `benchkv --config FILE.json` alone runs when the file names the backend.\n"
-    "Unknown keys, wrong JSON types and invalid values are errors naming the key.\n"
+    "line overrides the file. `benchkv --config FILE.json` alone runs when the file names the backend (or\n"
+    "the mode: \"backend\": \"rpc\"). Unknown keys, wrong JSON types and invalid values are errors naming the\n"
+    "key (exit status 2, as every input error).\n"
+    "Real runs (--transport ucx|mlx5|verbs) start one rank per node under mpirun; the environment variable\n"
+    "BENCHKV_PEER_TIMEOUT=SECONDS (default 60) bounds how long a rank waits for a stopped or dead peer\n"
+    "before it writes outputs marked incomplete and exits with status 3 (docs/reliability.md). UCX_TLS\n"
+    "chooses UCX's transports; the ones UCX selected are recorded (provenance.ucx_transports).\n"
+    "Independent repetitions: --repeat N runs the experiment N times with seeds seed .. seed + N - 1 and\n"
+    "reports each figure's mean, standard deviation and 95 % confidence interval over them.\n"
+    "Progress goes to stderr; the final report (--report) to stdout. Human text counts runs from 1\n"
+    "(run 1/3) and gives latency in microseconds; the CSV columns and the JSON \"run\" count from 0.\n"
+    "Outputs, their columns and units: docs/outputs.md.\n";
+
+constexpr std::string_view kFooterKv =
     "Output: the CSV has the columns run,rank,client_id,epoch,requests,duration_ns for the kept (untrimmed)\n"
     "epochs; the summary JSON holds the effective configuration, per-run Mops, request latency (get/put x\n"
-    "local/remote: p50, p90, p99, p99.9, max), daemon metrics, their aggregates over the runs (\"overall\") and\n"
-    "where the numbers come from (\"provenance\"). Progress goes to stderr; the final report (--report) to\n"
-    "stdout. Human text counts runs from 1 (run 1/3); the CSV columns and the JSON \"run\" count from 0.\n"
-    "Sweeps: `benchkv sweep SWEEP.json [-j N]` (or under mpirun) runs a grid of simulated runs into one\n"
-    "CSV (configs/sweeps/; see benchkv sweep --help).\n"
+    "local/remote: mean, p50, p90, p95, p99, p99.9, max, and the raw histogram), daemon metrics, their\n"
+    "aggregates over the runs (\"overall\") and where the numbers come from (\"provenance\").\n"
+    "Text report: the configuration, per run Mops, requests, daemon CQEs per loop and calls in flight and\n"
+    "the latency table, then [OVERALL] lines over the runs (and over the repetitions with --repeat).\n"
+    "Other modes: benchkv rpc --help (copyrpc alone, message sizes), benchkv data --help (bulk values),\n"
+    "benchkv sweep --help (a grid of simulated runs), benchkv compare --help (two results side by side).\n";
 
-    "`benchkv compare A.summary.json B.summary.json` prints two results side by side with the ratio B / A.";
+constexpr std::string_view kFooterRpc =
+    "benchkv rpc: copyrpc alone; rank 0 calls, every other rank answers (--np 1 in the simulator: NIC\n"
+    "loopback). --message-size takes a list \"A,B\" and/or ranges \"A..B\" of powers of two: one row per\n"
+    "size, the runs of each size back to back.\n"
+    "Output: the CSV as the KV backends' (rank 0's calls; the server ranks' rows are zeros), led by a\n"
+    "message_size column when several sizes run; the summary's \"rpc\" section has per run the calls, Mrps\n"
+    "and the round trips' mean, p50, p90, p95, p99, p99.9, max (microseconds) and raw histogram.\n"
+    "Text report: the configuration, a line per run (Mrps, calls), [OVERALL] lines, then a table per size\n"
+    "and run: Mrps, MB/s (request payload, 10^6 bytes), round trip mean/p50/p90/p99/p99.9/max in us.\n";
+
+constexpr std::string_view kFooterData =
+    "benchkv data: bulk values by one-sided RDMA (docs/data.md); one experiment per value size.\n"
+    "Output: the CSV with a leading value_size column (its run index counts over the sizes); the summary's\n"
+    "\"data\" section has per size and run ops/s, GiB/s and the latency's mean, p50, p90, p95, p99, p99.9,\n"
+    "max (microseconds) and raw histogram.\n"
+    "Text report: a table, a line per size and run (runs counted from 1 within each size): ops/s, GiB/s\n"
+    "and the latency mean/p50/p90/p99/p99.9/max in us.\n";
 
 // The message for command-line words CLI11 could not place: the first one that looks like
 // an option is named alone, with the closest option as a hint ("--durtion 1 meta" would
@@ -1104,32 +1222,49 @@ ParseResult usage_error(std::string message) {
 
 ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& out) {
   const Options defaults;
-  CLI::App app{"benchkv: a distributed key-value benchmark over copyrpc (Meta, Delegation, copyrpc-direct, "
-               "UCX active messages), on RDMA hardware, UCX or the discrete-event simulator.",
-               "benchkv"};
-  app.footer(std::string(kFooter));
+  const Mode mode_of_help = help_mode(argc, argv);
+  const char* description =
+      mode_of_help == Mode::kRpc
+          ? "benchkv rpc: copyrpc alone, one caller rank and N-1 server ranks, on RDMA hardware, UCX or the "
+            "discrete-event simulator. The options of this mode:"
+      : mode_of_help == Mode::kData
+          ? "benchkv data: bulk values put and got by one-sided RDMA, on RDMA hardware, UCX or the discrete-event "
+            "simulator. The options of this mode:"
+          : "benchkv: a distributed key-value benchmark over copyrpc (Meta, Delegation, copyrpc-direct, UCX active "
+            "messages), on RDMA hardware, UCX or the discrete-event simulator. The options of the KV backends:";
+  CLI::App app{description, mode_of_help == Mode::kKv ? "benchkv" : fmt::format("benchkv {}", to_string(mode_of_help))};
+  app.footer(std::string(mode_of_help == Mode::kRpc    ? kFooterRpc
+                         : mode_of_help == Mode::kData ? kFooterData
+                                                       : kFooterKv) +
+             std::string(kFooterCommon));
   app.get_formatter()->column_width(40);
 
   constexpr size_t kNumSpecs = std::size(kSpecs);
   std::vector<std::string> texts(kNumSpecs);
   auto flags = std::make_unique<bool[]>(kNumSpecs);
   std::vector<CLI::Option*> cli(kNumSpecs, nullptr);
+  auto negated = std::make_unique<bool[]>(kNumSpecs);
+  std::vector<CLI::Option*> negations(kNumSpecs, nullptr);
   for (size_t i = 0; i < kNumSpecs; ++i) {
     const Spec& s = kSpecs[i];
     const std::string desc = help_text(s, defaults);
     if (is_positional(s)) {
       cli[i] = app.add_option("backend", texts[i], desc)->type_name(choice_list(kRunChoices));
     } else if (s.kind == Kind::kBool) {
+      // --X and --no-X: two flags (one listed), so --help shows no parser notation.
       flags[i] = false;
-      const std::string names = fmt::format("{},!--no-{}", long_flag(s), long_flag(s).substr(2));
-      cli[i] = app.add_flag(names, flags[i], desc);
+      cli[i] = app.add_flag(long_flag(s), flags[i], desc);
+      negations[i] = app.add_flag(fmt::format("--no-{}", long_flag(s).substr(2)), negated[i])->group("");
+      cli[i]->excludes(negations[i]);
     } else {
       std::string names = long_flag(s);
       if (s.short_flag != 0) names = fmt::format("-{},{}", s.short_flag, names);
       const std::string value_name = s.key == "transport" ? choice_list(kTransportChoices) : std::string(s.value_name);
       cli[i] = app.add_option(names, texts[i], desc)->type_name(value_name);
     }
-    cli[i]->group(std::string(s.group));
+    // Listed under its group when it applies to the mode --help describes; hidden (still
+    // parsed, refused by validate() where it does not apply) otherwise.
+    cli[i]->group(applies_to_mode(s.key, mode_of_help) ? std::string(s.group) : std::string());
   }
   std::string config_path;
   app.add_option("--config", config_path,
@@ -1154,7 +1289,7 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
       ->expected(1)  // one fault per --fault (the positional backend is not a fault)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->group("Simulator");
+      ->group(mode_of_help == Mode::kKv ? "Simulator" : "");
   bool print_config = false;
   app.add_flag("--print-config", print_config,
                "print the effective configuration as JSON (a valid config file; the summary and in-flight paths that follow "
@@ -1196,9 +1331,10 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
     const Ctx cmdline{"command line", ""};
     std::vector<std::string_view> given_on_command_line;
     for (size_t i = 0; i < kNumSpecs; ++i) {
-      if (cli[i]->count() == 0) continue;
+      const bool negation = negations[i] != nullptr && negations[i]->count() > 0;
+      if (cli[i]->count() == 0 && !negation) continue;
       const Spec& s = kSpecs[i];
-      const json v = (s.kind == Kind::kBool) ? json(flags[i]) : cli_value(s, texts[i]);
+      const json v = (s.kind == Kind::kBool) ? json(!negation) : cli_value(s, texts[i]);
       s.set(o, v, s, cmdline);
       if (s.key == "summary") summary_given = true;
       given_on_command_line.push_back(s.key);

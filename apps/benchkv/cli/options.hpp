@@ -78,6 +78,7 @@ inline constexpr uint32_t kMaxPort = 255;      // RDMA port numbers are u8, from
 inline constexpr int32_t kMaxGidIndex = 255;
 inline constexpr uint32_t kDefaultRingPageBatch = 16;  // ring_page_batch (pages)
 inline constexpr uint32_t kMaxRingPageBatch = 1024;    // = PagedMemory::kMaxGiveBackPages
+inline constexpr uint32_t kMaxRepeat = 1000;           // repeat: independent repetitions
 
 struct Options {
   // What to run: the positional word, JSON "backend" (a KV backend's name, or "rpc" or
@@ -90,6 +91,10 @@ struct Options {
   double interval_ms = 1000;   // epoch length
   uint32_t trim = 3;           // epochs dropped at each end of a run
   uint32_t runs = 3;
+  // Independent repetitions: the experiment runs `repeat` times with seeds seed ..
+  // seed + repeat - 1 (simulated KV runs). The JSON key is absent from the effective
+  // configuration at 1 (outputs of single runs keep their bytes).
+  uint32_t repeat = 1;
   std::string output = "benchkv.csv";
   std::string summary = "benchkv.summary.json";  // effective value (see header comment)
   std::string device;          // RDMA device name ("" = by device_index)
@@ -139,7 +144,7 @@ struct Options {
   std::vector<std::string> faults;
   ReportFormat report = ReportFormat::kText;  // the final report on stdout
   uint32_t endpoints = 1;              // rpc: endpoints per server rank at the caller
-  uint32_t message_size = 32;          // rpc: request and response payload bytes
+  std::string message_size = "32";     // rpc: payload sizes, "A,B,..." and/or "A..B" (powers of two)
   std::string value_size = "4096";     // data: value sizes, "A,B,..." and/or "A..B" (powers of two)
   std::string data_backend = "delegation";  // data: delegation | meta | direct | ucx-am
 
@@ -180,6 +185,9 @@ kv::WorkloadConfig workload_config(const Options& o, uint32_t num_ranks);
 // data: the value sizes of --value-size, in the order given; "A..B" is every power of two
 // from A to B (A and B powers of two). Throws OptionError("value_size", ...).
 std::vector<uint32_t> data_value_sizes(const Options& o);
+// rpc: the message sizes of --message-size, in the order given (as data_value_sizes); each
+// in [1, ring_size / 8]. Throws OptionError("message_size", ...).
+std::vector<uint32_t> rpc_message_sizes(const Options& o);
 inline constexpr uint32_t kMinDataValueSize = 16;        // the stamp (backends/data/data_node.hpp)
 inline constexpr uint32_t kMaxDataValueSize = 64u << 20;
 inline constexpr uint64_t kMaxDataStoreBytes = uint64_t{4} << 30;  // key_range x largest value, per node

@@ -48,8 +48,11 @@ inline NodeSetup node_setup(const Options& o, uint32_t rank, uint32_t np) {
   return s;
 }
 
-// `benchkv rpc`: the benchmark's shape and the copyrpc context of its threads.
-inline rpc::RpcConfig rpc_config(const Options& o) { return rpc::RpcConfig{o.endpoints, o.queue_depth, o.message_size}; }
+// `benchkv rpc`: the benchmark's shape for one message size (rpc_message_sizes(o)) and
+// the copyrpc context of its threads.
+inline rpc::RpcConfig rpc_config(const Options& o, uint32_t message_size) {
+  return rpc::RpcConfig{o.endpoints, o.queue_depth, message_size};
+}
 inline copyrpc::ContextConfig rpc_context_config(const Options& o) {
   copyrpc::ContextConfig cc;
   cc.ring_size = o.ring_size;

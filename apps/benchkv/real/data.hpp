@@ -21,6 +21,7 @@
 
 #include "apps/benchkv/results/data_results.hpp"
 #include "apps/benchkv/real/mpi_orchestration.hpp"
+#include "apps/benchkv/real/ucx_transports.hpp"
 #include "apps/benchkv/node/node_setup.hpp"
 #include "apps/benchkv/cli/options.hpp"
 #include "apps/benchkv/results/results.hpp"
@@ -36,6 +37,7 @@ inline constexpr double kDataDrainSeconds = 2;
 //   void step();                       daemon #0, then every client, once
 //   const data::DataClientCounters& counters(uint32_t c) const;
 //   const copyrpc::RttHistogram& latency(uint32_t c) const;
+//   void restart_latency_max(uint32_t c);  a new maximum, at a window's start
 //   uint64_t in_flight(uint32_t c) const;
 //   uint64_t errors() const;           protocol errors of daemon and clients
 //   uint64_t rejected() const;         requests the daemon answered with a DataError
@@ -59,19 +61,18 @@ int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, 
   for (uint32_t si = 0; si < sizes.size(); ++si) {
     const data::DataNodeConfig cfg = app::data_node_config(o, rank, np, sizes[si]);
     auto node = build(cfg);
+    if constexpr (requires { node->endpoint_descriptions(); })  // UCX: what it selected (collective)
+      if (si == 0) extra["ucx_transports"] = gather_ucx_transports(s, node->endpoint_descriptions());
     s.barrier();
 
     auto step_all = [&] { node->step(); };
     auto completed_of = [&](uint32_t c) { return node->counters(c).completed.load(std::memory_order_relaxed); };
-    auto snapshot = [&](copyrpc::RttHistogram& h, uint64_t& bytes) {
+    auto snapshot = [&](copyrpc::RttHistogram& h, uint64_t& bytes, bool window_opens) {
       h = copyrpc::RttHistogram{};
-      h.counts.assign(copyrpc::RttHistogram::kBuckets, 0);
       bytes = 0;
       for (uint32_t c = 0; c < C; ++c) {
-        const copyrpc::RttHistogram& l = node->latency(c);
-        for (size_t i = 0; i < l.counts.size(); ++i) h.counts[i] += l.counts[i];
-        h.n += l.n;
-        h.sum_ns += l.sum_ns;
+        if (window_opens) node->restart_latency_max(c);
+        h.merge(node->latency(c));
         bytes += node->counters(c).bytes.load(std::memory_order_relaxed);
       }
     };
@@ -91,12 +92,11 @@ int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, 
           last[c] = completed_of(c);
         }
         last_t = now;
-        if (e + 1 == rr.first_kept_epoch()) snapshot(start_h, start_bytes);
-        if (e + 1 == rr.end_kept_epoch()) snapshot(end_h, end_bytes);
-        // Counted from 1 like every human line; the run index counts over the sizes.
+        if (e + 1 == rr.first_kept_epoch()) snapshot(start_h, start_bytes, true);
+        if (e + 1 == rr.end_kept_epoch()) snapshot(end_h, end_bytes, false);
+        // Counted from 1 like every human line, per size.
         if (o.progress && rank == 0)
-          std::fprintf(stderr, "run %u/%u epoch %u/%u (value size %u)\n", si * o.runs + r + 1,
-                       static_cast<uint32_t>(sizes.size()) * o.runs, e + 1, epochs, sizes[si]);
+          std::fprintf(stderr, "value size %u: run %u/%u epoch %u/%u\n", sizes[si], r + 1, o.runs, e + 1, epochs);
       }
       uint64_t issued = 0, completed = 0;
       for (uint32_t c = 0; c < C; ++c) {
@@ -108,8 +108,8 @@ int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, 
       run_completed = completed;
       // Every rank's rows and figures to rank 0.
       const std::vector<app::EpochRecord> rows = s.gather_to_root(std::span<const app::EpochRecord>(rr.rank_records(rank)));
-      const copyrpc::RttHistogram kept = app::histogram_delta(start_h, end_h);
-      const std::vector<uint64_t> counts = s.gather_to_root(std::span<const uint64_t>(kept.counts));
+      const copyrpc::RttHistogram kept = end_h.since(start_h);
+      const std::vector<copyrpc::RttHistogram> ranks_kept = s.gather_to_root(std::span<const copyrpc::RttHistogram>(&kept, 1));
       const uint64_t bytes = s.allreduce_sum(end_bytes - start_bytes);
       const uint64_t run_iss = s.allreduce_sum(rr.issued()), run_comp = s.allreduce_sum(rr.completed());
       if (rank == 0) {
@@ -124,11 +124,7 @@ int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, 
         st.ops = rr.kept_requests();
         st.duration_ns = rr.kept_duration_ns();
         st.bytes = bytes;
-        st.latency.counts.assign(copyrpc::RttHistogram::kBuckets, 0);
-        for (size_t i = 0; i < counts.size(); ++i) {
-          st.latency.counts[i % copyrpc::RttHistogram::kBuckets] += counts[i];
-          st.latency.n += counts[i];
-        }
+        for (const copyrpc::RttHistogram& h : ranks_kept) st.latency.merge(h);
         res.stats.push_back(std::move(st));
         res.runs.push_back(std::move(rr));
       }
@@ -232,6 +228,14 @@ class CopyrpcDataRank {
   }
   const data::DataClientCounters& counters(uint32_t c) const { return clients_[c]->counters(); }
   const copyrpc::RttHistogram& latency(uint32_t c) const { return clients_[c]->latency(); }
+  void restart_latency_max(uint32_t c) { clients_[c]->restart_latency_max(); }
+  std::vector<std::string> endpoint_descriptions() const
+    requires requires(const T& t) { t.endpoint_descriptions(); }
+  {
+    std::vector<std::string> out;
+    for (const auto& t : transports_) out.insert(out.end(), t->endpoint_descriptions().begin(), t->endpoint_descriptions().end());
+    return out;
+  }
   uint64_t in_flight(uint32_t c) const { return clients_[c]->in_flight(); }
   uint64_t errors() const {
     uint64_t n = daemon_->protocol_errors();

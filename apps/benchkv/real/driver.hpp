@@ -252,8 +252,8 @@ class Driver {
   // Every client's latency since the previous snapshot of it was taken (each client
   // restarts its maximum after the copy), merged per local node. Blocks until every
   // client served it.
-  std::vector<metrics::RequestLatency> snapshot_latency() {
-    std::vector<metrics::RequestLatency> out(nodes_.size());
+  std::vector<metrics::MergedRequestLatency> snapshot_latency() {
+    std::vector<metrics::MergedRequestLatency> out(nodes_.size());
     if constexpr (kHasLatency) {
       request_copies(cctl_.get(), nodes_.size() * C_, ++latency_seq_, "a client latency snapshot");
       for (size_t i = 0; i < nodes_.size(); ++i)
@@ -529,8 +529,8 @@ void run_measurement_collective(Driver<N>& drv, const app::Options& o, Coord& co
   std::vector<uint64_t> epoch_sum(L);
 
   // Latency over each run's kept epochs, merged over this rank's clients (per run).
-  std::vector<metrics::RequestLatency> local_latency(o.runs);
-  std::vector<metrics::RequestLatency> kept_start;
+  std::vector<metrics::MergedRequestLatency> local_latency(o.runs);
+  std::vector<metrics::MergedRequestLatency> kept_start;
   for (uint32_t run = 0; run < o.runs; ++run) {
     app::RunResults& rr = res.runs[run];
     coord.barrier();
@@ -556,7 +556,7 @@ void run_measurement_collective(Driver<N>& drv, const app::Options& o, Coord& co
       drv.rethrow_if_failed();
       if (e + 1 == rr.first_kept_epoch()) kept_start = drv.snapshot_latency();
       if (e + 1 == rr.end_kept_epoch()) {
-        const std::vector<metrics::RequestLatency> kept_end = drv.snapshot_latency();
+        const std::vector<metrics::MergedRequestLatency> kept_end = drv.snapshot_latency();
         for (size_t i = 0; i < L; ++i) local_latency[run].merge(kept_end[i].since(kept_start[i]));
       }
       if (o.progress) {
@@ -661,12 +661,12 @@ void run_measurement_collective(Driver<N>& drv, const app::Options& o, Coord& co
   // Rank 0 merges every rank's latency (one RequestLatency per rank and run).
   if constexpr (Driver<N>::kHasLatency) {
     for (uint32_t r = 0; r < o.runs; ++r) {
-      const std::vector<metrics::RequestLatency> all =
-          coord.gather(std::span<const metrics::RequestLatency>(&local_latency[r], 1));
+      const std::vector<metrics::MergedRequestLatency> all =
+          coord.gather(std::span<const metrics::MergedRequestLatency>(&local_latency[r], 1));
       if (coord.is_root()) {
         if (all.size() != np / L)  // one per gathering rank (in-process: one for every node)
           throw std::runtime_error("benchkv: gathered " + std::to_string(all.size()) + " latency records");
-        metrics::RequestLatency merged;
+        metrics::MergedRequestLatency merged;
         for (const auto& l : all) merged.merge(l);
         res.runs[r].set_latency(merged);
       }

@@ -237,6 +237,7 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
       app::write_csv_file(eff.output, res.runs);
       nlohmann::json summary = app::summary_json(eff, res.runs, res.daemons);
       summary["real"] = real_section(extra, res);
+      summary["real"].erase("ucx_transports");  // provenance's, below
       summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
       if (res.failed > 0) summary["totals"]["failed"] = res.failed;
       std::vector<app::ThreadCpu> threads;
@@ -249,6 +250,7 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
                            all_cpus[k]});
       }
       summary["provenance"] = app::provenance_json(false, app::threads_json(threads));
+      if (extra.contains("ucx_transports")) summary["provenance"]["ucx_transports"] = extra["ucx_transports"];
       app::write_summary_file(eff.summary, summary);
       const std::string report = app::format_report(summary, eff.report);
       std::fwrite(report.data(), 1, report.size(), stdout);

@@ -148,6 +148,8 @@ int run_rdma(const app::Options& o) {
       res = run_node_mpi(s, o, rt, plan, progress, extra);
     }
     return finish_mpi(s, o, res, extra, plan);
+  } catch (const app::OptionError& e) {  // an input error (an output path): status 2, as on one machine
+    s.abort(2, std::string("benchkv: ") + e.what());
   } catch (const std::exception& e) {
     s.abort(1, std::string("benchkv: ") + e.what());
   }

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/benchkv/real/mpi_orchestration.hpp"
+#include "apps/benchkv/real/ucx_transports.hpp"
 #include "apps/benchkv/node/node_setup.hpp"
 #include "apps/benchkv/cli/options.hpp"
 #include "apps/benchkv/results/results.hpp"
@@ -39,89 +40,105 @@ int run_rpc_mpi(const mpi::Session& s, const app::Options& o, R& rt, nlohmann::j
   if (np < 2) throw std::invalid_argument(
         "rpc: needs at least 2 ranks (rank 0 calls, the other ranks answer); NIC loopback (--np 1) is simulated only");
   const uint32_t E = o.endpoints;
-  Thread thr(rt.transport(0), app::rpc_context_config(o), app::rpc_config(o), rank == 0);
-
-  // Endpoints: rank 0 has E to each server, a server E to rank 0; infos all-to-all, E per
-  // pair (unused pairs carry default infos, never read).
-  std::vector<Info> out(size_t{np} * E);
-  std::vector<std::vector<uint32_t>> eps(np);
-  for (uint32_t j = 0; j < np; ++j) {
-    if (j == rank || (rank != 0 && j != 0)) continue;
-    for (uint32_t i = 0; i < E; ++i) {
-      const uint32_t ep = thr.create_endpoint();
-      eps[j].push_back(ep);
-      out[size_t{j} * E + i] = thr.context().local_info(ep);
-    }
-  }
-  const std::vector<Info> in = s.all_to_all(std::span<const Info>(out), E);
-  for (uint32_t j = 0; j < np; ++j)
-    for (uint32_t i = 0; i < eps[j].size(); ++i) thr.context().connect(eps[j][i], in[size_t{j} * E + i]);
-  s.barrier();
-
+  const std::vector<uint32_t> sizes = app::rpc_message_sizes(o);
   using Clock = std::chrono::steady_clock;
   auto ns_since = [](Clock::time_point t0) {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
   };
-  if (rank != 0) {
-    while (!thr.stopped()) thr.step();
-    s.barrier();
-    return 0;
-  }
-
   app::RpcResult res;
-  const uint32_t epochs = app::epochs_per_run(o);
-  const uint64_t duration = app::duration_ns(o), interval = app::interval_ns(o);
-  const Clock::time_point t0 = Clock::now();
-  uint64_t last_completed = 0, last_t = 0, run_issued = 0, run_completed = 0;
-  copyrpc::RttHistogram kept_start_rtt, kept_rtt;  // the kept epochs' round trips
-  for (uint32_t r = 0; r < o.runs; ++r) {
-    res.runs.emplace_back(r, np, 1, epochs, o.trim);
-    app::RunResults& rr = res.runs.back();
-    for (uint32_t e = 0; e < epochs; ++e) {
-      const uint64_t deadline = uint64_t{r} * duration + uint64_t{e + 1} * interval;
-      while (ns_since(t0) < deadline) thr.step();
-      const uint64_t now = ns_since(t0), completed = thr.counters().completed.load(std::memory_order_relaxed);
-      rr.record(0, 0, e, completed - last_completed, now - last_t);
-      for (uint32_t j = 1; j < np; ++j) rr.record(j, 0, e, 0, now - last_t);
-      last_completed = completed;
-      last_t = now;
-      if (e + 1 == rr.first_kept_epoch()) kept_start_rtt = thr.rtt();  // the kept window opens
-      if (e + 1 == rr.end_kept_epoch()) kept_rtt = app::histogram_delta(kept_start_rtt, thr.rtt());
-      if (o.progress) std::fprintf(stderr, "%s\n", app::format_rpc_progress(rr, o.runs, e).c_str());
-    }
-    app::RpcRunStats st;
-    st.run = r;
-    st.calls = rr.kept_requests();
-    st.duration_ns = rr.kept_duration_ns();
-    st.rtt = std::move(kept_rtt);
-    kept_start_rtt = thr.rtt();
-    res.stats.push_back(std::move(st));
-    const uint64_t issued = thr.counters().issued.load(), completed = thr.counters().completed.load();
-    rr.set_counts(issued - run_issued, completed - run_completed);
-    run_issued = issued;
-    run_completed = completed;
-  }
+  // One experiment per message size, each with its own context and endpoints.
+  for (uint32_t si = 0; si < sizes.size(); ++si) {
+    Thread thr(rt.transport(0), app::rpc_context_config(o), app::rpc_config(o, sizes[si]), rank == 0);
 
-  // Drain, then stop the servers.
-  thr.stop_issuing();
-  const Clock::time_point drain_start = Clock::now();
-  auto overdue = [&] { return std::chrono::duration<double>(Clock::now() - drain_start).count() > kRpcDrainLimitSeconds; };
-  while (thr.in_flight() > 0) {
-    thr.step();
-    if (overdue()) throw std::runtime_error("rpc: calls still in flight 10 s after the last run: a server stopped answering");
+    // Endpoints: rank 0 has E to each server, a server E to rank 0; infos all-to-all, E per
+    // pair (unused pairs carry default infos, never read).
+    std::vector<Info> out(size_t{np} * E);
+    std::vector<std::vector<uint32_t>> eps(np);
+    for (uint32_t j = 0; j < np; ++j) {
+      if (j == rank || (rank != 0 && j != 0)) continue;
+      for (uint32_t i = 0; i < E; ++i) {
+        const uint32_t ep = thr.create_endpoint();
+        eps[j].push_back(ep);
+        out[size_t{j} * E + i] = thr.context().local_info(ep);
+      }
+    }
+    const std::vector<Info> in = s.all_to_all(std::span<const Info>(out), E);
+    for (uint32_t j = 0; j < np; ++j)
+      for (uint32_t i = 0; i < eps[j].size(); ++i) thr.context().connect(eps[j][i], in[size_t{j} * E + i]);
+    if constexpr (requires(const T& t) { t.endpoint_descriptions(); })  // UCX: what it selected (collective)
+      if (si == 0) extra["ucx_transports"] = gather_ucx_transports(s, rt.transport(0).endpoint_descriptions());
+    s.barrier();
+
+    if (rank != 0) {
+      while (!thr.stopped()) thr.step();
+      s.barrier();
+      continue;
+    }
+
+    const uint32_t epochs = app::epochs_per_run(o);
+    const uint64_t duration = app::duration_ns(o), interval = app::interval_ns(o);
+    const Clock::time_point t0 = Clock::now();
+    uint64_t last_completed = 0, last_t = 0, run_issued = 0, run_completed = 0;
+    copyrpc::RttHistogram kept_start_rtt, kept_rtt;  // the kept epochs' round trips
+    auto open_window = [&] {  // a run's kept window opens: a new maximum, the counts noted
+      thr.restart_rtt_max();
+      kept_start_rtt = thr.rtt();
+    };
+    for (uint32_t r = 0; r < o.runs; ++r) {
+      res.runs.emplace_back(si * o.runs + r, np, 1, epochs, o.trim);
+      app::RunResults& rr = res.runs.back();
+      for (uint32_t e = 0; e < epochs; ++e) {
+        const uint64_t deadline = uint64_t{r} * duration + uint64_t{e + 1} * interval;
+        while (ns_since(t0) < deadline) thr.step();
+        const uint64_t now = ns_since(t0), completed = thr.counters().completed.load(std::memory_order_relaxed);
+        rr.record(0, 0, e, completed - last_completed, now - last_t);
+        for (uint32_t j = 1; j < np; ++j) rr.record(j, 0, e, 0, now - last_t);
+        last_completed = completed;
+        last_t = now;
+        if (e + 1 == rr.first_kept_epoch()) open_window();
+        if (e + 1 == rr.end_kept_epoch()) kept_rtt = thr.rtt().since(kept_start_rtt);
+        if (o.progress) {
+          const std::string line = app::format_rpc_progress(rr, o.runs, e, si * o.runs);
+          std::fprintf(stderr, "%s%s\n", sizes.size() > 1 ? ("message size " + std::to_string(sizes[si]) + ": ").c_str() : "",
+                       line.c_str());
+        }
+      }
+      app::RpcRunStats st;
+      st.run = si * o.runs + r;
+      st.message_size = sizes[si];
+      st.calls = rr.kept_requests();
+      st.duration_ns = rr.kept_duration_ns();
+      st.rtt = std::move(kept_rtt);
+      open_window();  // the next run's window opens here when it trims nothing
+      res.stats.push_back(std::move(st));
+      const uint64_t issued = thr.counters().issued.load(), completed = thr.counters().completed.load();
+      rr.set_counts(issued - run_issued, completed - run_completed);
+      run_issued = issued;
+      run_completed = completed;
+    }
+
+    // Drain, then stop the servers.
+    thr.stop_issuing();
+    const Clock::time_point drain_start = Clock::now();
+    auto overdue = [&] { return std::chrono::duration<double>(Clock::now() - drain_start).count() > kRpcDrainLimitSeconds; };
+    while (thr.in_flight() > 0) {
+      thr.step();
+      if (overdue()) throw std::runtime_error("rpc: calls still in flight 10 s after the last run: a server stopped answering");
+    }
+    for (uint32_t j = 1; j < np; ++j) thr.request_stop(eps[j].front());
+    while (thr.stops_acked() < np - 1) {
+      thr.step();
+      if (overdue()) throw std::runtime_error("rpc: a server did not answer its stop request within 10 s");
+    }
+    app::RunResults& last = res.runs.back();
+    last.set_counts(last.issued() + thr.counters().issued.load() - run_issued,
+                    last.completed() + thr.counters().completed.load() - run_completed);
+    res.issued += thr.counters().issued.load();
+    res.completed += thr.counters().completed.load();
+    res.errors += thr.counters().errors.load();
+    s.barrier();
   }
-  for (uint32_t j = 1; j < np; ++j) thr.request_stop(eps[j].front());
-  while (thr.stops_acked() < np - 1) {
-    thr.step();
-    if (overdue()) throw std::runtime_error("rpc: a server did not answer its stop request within 10 s");
-  }
-  app::RunResults& last = res.runs.back();
-  last.set_counts(last.issued() + thr.counters().issued.load() - run_issued,
-                  last.completed() + thr.counters().completed.load() - run_completed);
-  res.issued = thr.counters().issued.load();
-  res.completed = thr.counters().completed.load();
-  res.errors = thr.counters().errors.load();
-  s.barrier();
+  if (rank != 0) return 0;
 
   extra["ranks"] = np;
   return app::write_rpc_outputs(o, res, "real", extra);

@@ -15,6 +15,7 @@
 #include "apps/benchkv/real/data.hpp"
 #include "apps/benchkv/real/rpc.hpp"
 #include "apps/benchkv/real/transports.hpp"
+#include "apps/benchkv/real/ucx_transports.hpp"
 #include "backends/ucx_am/ucx_am.hpp"
 #include "backends/ucx_am/ucx_am_data.hpp"
 #include "transports/ucx/ucx_transport.hpp"
@@ -47,6 +48,8 @@ class UcxAmDataRank {
   }
   const data::DataClientCounters& counters(uint32_t c) const { return node_.counters(c); }
   const copyrpc::RttHistogram& latency(uint32_t c) const { return node_.latency(c); }
+  void restart_latency_max(uint32_t c) { node_.restart_latency_max(c); }
+  std::vector<std::string> endpoint_descriptions() const { return node_.endpoint_descriptions(); }
   uint64_t in_flight(uint32_t c) const { return node_.in_flight(c); }
   uint64_t errors() const { return node_.protocol_errors(); }
   uint64_t rejected() const { return node_.server_counters().rejected_total(); }
@@ -56,8 +59,9 @@ class UcxAmDataRank {
   ucx_am::UcxAmDataNode node_;
 };
 
+// `extra` gets the transports UCX selected (collective, after the endpoints are made).
 RealResult run_ucx_am(const mpi::Session& s, const app::Options& o, const RankPlan& plan,
-                      const ProgressFn& progress, const nlohmann::json& extra) {
+                      const ProgressFn& progress, nlohmann::json& extra) {
   const uint32_t np = static_cast<uint32_t>(s.size()), rank = static_cast<uint32_t>(s.rank());
   const uint32_t D = o.server_threads, C = o.client_threads;
   const app::NodeSetup ns = app::node_setup(o, rank, np);
@@ -69,6 +73,7 @@ RealResult run_ucx_am(const mpi::Session& s, const app::Options& o, const RankPl
   const std::vector<ucx_am::WorkerAddress> all =
       s.all_to_all(std::span<const ucx_am::WorkerAddress>(out), mine.size());
   node.connect(all);
+  extra["ucx_transports"] = gather_ucx_transports(s, node.endpoint_descriptions());
   node.start();
   std::vector<Driver<ucx_am::UcxAmNode>::Local> locals{{&node, rank, plan.pins}};
   Driver<ucx_am::UcxAmNode> drv(std::move(locals), D, C, plan.oversubscribed);
@@ -135,13 +140,20 @@ int run_ucx(const app::Options& o) {
       UcxRuntime rt(o.server_threads + o.client_threads, {}, {});
       res = run_node_mpi(s, o, rt, plan, progress, extra);
       uint64_t protocol_errors = 0;
-      rt.for_each_transport([&](const ucx::UcxTransport& t) { protocol_errors += t.protocol_errors(); });
+      std::vector<std::string> descriptions;  // recorded when each queue pair connected
+      rt.for_each_transport([&](const ucx::UcxTransport& t) {
+        protocol_errors += t.protocol_errors();
+        descriptions.insert(descriptions.end(), t.endpoint_descriptions().begin(), t.endpoint_descriptions().end());
+      });
+      extra["ucx_transports"] = gather_ucx_transports(s, descriptions);
       const uint64_t dropped = s.allreduce_sum(protocol_errors);
       extra["transport_protocol_errors"] = dropped;
       extra["ucx_workers_per_rank"] = rt.transports();
       res.errors += dropped;
     }
     return finish_mpi(s, o, res, extra, plan);
+  } catch (const app::OptionError& e) {  // an input error (an output path): status 2, as on one machine
+    s.abort(2, std::string("benchkv: ") + e.what());
   } catch (const std::exception& e) {
     s.abort(1, std::string("benchkv: ") + e.what());
   }

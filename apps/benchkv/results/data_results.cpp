@@ -3,11 +3,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <utility>
+
+#include <fmt/format.h>
 #include <stdexcept>
 
 #include "apps/benchkv/results/provenance.hpp"
 
 namespace bkv::app {
+
+namespace {
+constexpr std::pair<const char*, double> kDataPercentiles[] = {
+    {"latency_p50", 0.5}, {"latency_p90", 0.9}, {"latency_p95", 0.95}, {"latency_p99", 0.99}, {"latency_p999", 0.999}};
+}  // namespace
 
 nlohmann::json data_summary(const Options& o, const DataResult& r) {
   nlohmann::json sizes = nlohmann::json::array();
@@ -16,7 +24,15 @@ nlohmann::json data_summary(const Options& o, const DataResult& r) {
                         {"ops", s.ops},                {"bytes", s.bytes},
                         {"duration_ns", s.duration_ns}, {"ops_per_s", round6(s.ops_per_s())},
                         {"gib_per_s", round6(s.gib_per_s())}};
-    if (s.latency.n) put_percentiles_us(j, "latency", s.latency.percentile_ns(0.5), s.latency.percentile_ns(0.99));
+    if (s.latency.count()) {  // microseconds (whole nanoseconds, so exact at 1e-6)
+      const auto us = [](double ns) { return round6(ns / 1000.0); };
+      j["latency_mean_us"] = us(s.latency.mean_ns());
+      j["latency_min_us"] = us(double(s.latency.min_ns()));
+      for (const auto& [key, p] : kDataPercentiles) j[std::string(key) + "_us"] = us(double(s.latency.percentile_ns(p)));
+      j["latency_max_us"] = us(double(s.latency.max_ns()));
+      if (s.latency.saturated()) j["latency_saturated"] = true;
+      j["latency_histogram"] = histogram_json(s.latency);
+    }
     sizes.push_back(std::move(j));
   }
   return {{"backend", o.data_backend},
@@ -28,37 +44,42 @@ nlohmann::json data_summary(const Options& o, const DataResult& r) {
 }
 
 std::string data_table(const Options& o, const DataResult& r) {
-  std::string out;
-  append_printf(out, "%-10s %8s %4s %12s %9s %10s %10s\n", "backend", "size", "run", "ops/s", "GiB/s", "p50 (us)",
-                "p99 (us)");
-  for (const DataRunStats& s : r.stats)
-    append_printf(out, "%-10s %8u %4u %12.0f %9.3f %10.2f %10.2f\n", o.data_backend.c_str(), s.value_size, s.run + 1,
-                  s.ops_per_s(), s.gib_per_s(), s.latency.percentile_ns(0.5) / 1000.0,
-                  s.latency.percentile_ns(0.99) / 1000.0);
-  return out;
-}
-
-std::string data_csv_report(const nlohmann::json& data) {
-  std::string out = "value_size,run,ops,bytes,duration_ns,ops_per_s,gib_per_s,latency_p50_ns,latency_p99_ns\n";
-  // The summary holds the percentiles in microseconds rounded to 1e-6: whole nanoseconds
-  // (histogram bucket bounds) come back exactly.
-  const auto ns = [](const nlohmann::json& run, const char* key) {
-    if (!run.contains(key)) return std::string();
-    return std::to_string(std::llround(run[key].get<double>() * 1000.0));
-  };
-  for (const nlohmann::json& r : data.at("runs")) {
-    char line[200];
-    std::snprintf(line, sizeof line, "%u,%u,%llu,%llu,%llu,%.6f,%.6f,", r.at("value_size").get<uint32_t>(),
-                  r.at("run").get<uint32_t>(), static_cast<unsigned long long>(r.at("ops").get<uint64_t>()),
-                  static_cast<unsigned long long>(r.at("bytes").get<uint64_t>()),
-                  static_cast<unsigned long long>(r.at("duration_ns").get<uint64_t>()), r.at("ops_per_s").get<double>(),
-                  r.at("gib_per_s").get<double>());
-    out += line + ns(r, "latency_p50_us") + "," + ns(r, "latency_p99_us") + "\n";
+  std::string out = fmt::format("{:<10} {:>8} {:>4} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>4}\n", "backend",
+                                "size", "run", "ops/s", "GiB/s", "mean", "p50", "p90", "p99", "p99.9", "max", "(us)");
+  for (const DataRunStats& s : r.stats) {
+    const auto us = [](double ns) { return ns / 1000.0; };
+    const metrics::LatencyHistogram& h = s.latency;
+    out += fmt::format("{:<10} {:>8} {:>4} {:>12.0f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f}\n",
+                       o.data_backend, s.value_size, s.run % o.runs + 1, s.ops_per_s(), s.gib_per_s(), us(h.mean_ns()),
+                       us(double(h.percentile_ns(0.5))), us(double(h.percentile_ns(0.9))),
+                       us(double(h.percentile_ns(0.99))), us(double(h.percentile_ns(0.999))), us(double(h.max_ns())));
   }
   return out;
 }
 
-int write_data_outputs(const Options& o, const DataResult& res, const std::string& section, const nlohmann::json& details) {
+std::string data_csv_report(const nlohmann::json& data) {
+  std::string out =
+      "value_size,run,ops,bytes,duration_ns,ops_per_s,gib_per_s,latency_mean_ns,latency_p50_ns,latency_p90_ns,"
+      "latency_p95_ns,latency_p99_ns,latency_p999_ns,latency_max_ns\n";
+  // The summary holds the latency in microseconds rounded to 1e-6: whole nanoseconds come
+  // back exactly.
+  const auto ns = [](const nlohmann::json& run, const std::string& key) {
+    if (!run.contains(key)) return std::string();
+    return std::to_string(std::llround(run[key].get<double>() * 1000.0));
+  };
+  for (const nlohmann::json& r : data.at("runs")) {
+    out += fmt::format("{},{},{},{},{},{:.6f},{:.6f},", r.at("value_size").get<uint32_t>(), r.at("run").get<uint32_t>(),
+                       r.at("ops").get<uint64_t>(), r.at("bytes").get<uint64_t>(), r.at("duration_ns").get<uint64_t>(),
+                       r.at("ops_per_s").get<double>(), r.at("gib_per_s").get<double>());
+    out += r.contains("latency_mean_us") ? fmt::format("{:.1f}", r["latency_mean_us"].get<double>() * 1000.0) : "";
+    for (const auto& [key, p] : kDataPercentiles) out += "," + ns(r, std::string(key) + "_us");
+    out += "," + ns(r, "latency_max_us") + "\n";
+  }
+  return out;
+}
+
+nlohmann::json data_outputs(const Options& o, const DataResult& res, const std::string& section,
+                            const nlohmann::json& details) {
   // The per-epoch CSV leads with each run's value size (the run index counts over sizes).
   std::vector<uint32_t> value_size_of_run;
   for (const RunResults& run : res.runs) {
@@ -70,11 +91,22 @@ int write_data_outputs(const Options& o, const DataResult& res, const std::strin
   nlohmann::json summary = summary_json(o, res.runs, {});
   summary["data"] = data_summary(o, res);
   summary[section] = details;
+  summary[section].erase("ucx_transports");  // provenance's, below
   summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
   // Real data runs step every thread of a rank on its main thread: no CPU map.
   summary["provenance"] = provenance_json(o.transport == TransportKind::kSim);
+  if (details.contains("ucx_transports")) summary["provenance"]["ucx_transports"] = details["ucx_transports"];
   write_summary_file(o.summary, summary);
-  if (o.report == ReportFormat::kText) std::fputs(data_table(o, res).c_str(), stdout);
+  return summary;
+}
+
+int write_data_outputs(const Options& o, const DataResult& res, const std::string& section, const nlohmann::json& details) {
+  const nlohmann::json summary = data_outputs(o, res, section, details);
+  if (o.report == ReportFormat::kText) {
+    // The transports UCX selected, as the KV and rpc reports' configuration header has them.
+    std::fputs(ucx_transports_line(summary).c_str(), stdout);
+    std::fputs(data_table(o, res).c_str(), stdout);
+  }
   if (o.report == ReportFormat::kCsv) std::fputs(data_csv_report(summary["data"]).c_str(), stdout);
   std::fflush(stdout);
   std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());

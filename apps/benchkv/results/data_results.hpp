@@ -40,13 +40,16 @@ struct DataResult {
   uint64_t issued = 0, completed = 0, errors = 0, rejected = 0;
 };
 
-// The summary's "data" section and the table printed at the end (--report text; runs
-// count from 1 there, as in all human text):
-//   backend  size  run  ops/s  GiB/s  p50 (us)  p99 (us)
+// The summary's "data" section (per size and run: ops/s, GiB/s, and the latency's mean,
+// p50, p90, p95, p99, p99.9 and max in microseconds with the raw histogram) and the table
+// printed at the end (--report text; runs count from 1 within each size there, as in all
+// human text; the summary's and the CSV's run index counts over the sizes from 0):
+//   backend  size  run  ops/s  GiB/s  mean p50 p90 p99 p99.9 max (us)
 nlohmann::json data_summary(const Options& o, const DataResult& r);
 std::string data_table(const Options& o, const DataResult& r);
 // --report csv, from the summary's "data" section: a header
-//   value_size,run,ops,bytes,duration_ns,ops_per_s,gib_per_s,latency_p50_ns,latency_p99_ns
+//   value_size,run,ops,bytes,duration_ns,ops_per_s,gib_per_s,latency_mean_ns,latency_p50_ns,
+//   latency_p90_ns,latency_p95_ns,latency_p99_ns,latency_p999_ns,latency_max_ns
 // and a line per (value size, run); run counts from 0 as in the summary and the CSV
 // file; the latency columns are empty where no operation completed.
 std::string data_csv_report(const nlohmann::json& data);
@@ -55,5 +58,8 @@ std::string data_csv_report(const nlohmann::json& data);
 // csv: data_csv_report; none: nothing); returns 1 when an operation was lost or failed,
 // else 0.
 int write_data_outputs(const Options& o, const DataResult& r, const std::string& section, const nlohmann::json& details);
+// The files alone (CSV and summary), nothing printed; returns the summary (a sweep's run).
+nlohmann::json data_outputs(const Options& o, const DataResult& r, const std::string& section,
+                            const nlohmann::json& details);
 
 }  // namespace bkv::app

@@ -17,6 +17,7 @@
 #include <stdexcept>
 
 #include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/results/statistics.hpp"
 
 namespace bkv::app {
 
@@ -126,58 +127,59 @@ void append_printf(std::string& out, const char* format, ...) {
   va_end(again);
 }
 
-void put_percentiles_us(nlohmann::json& j, const std::string& name, double p50_ns, double p99_ns) {
-  j[name + "_p50_us"] = round6(p50_ns / 1000.0);
-  j[name + "_p99_us"] = round6(p99_ns / 1000.0);
-}
-
 // ---------------------------------------------------------------------------------------
 // CSV
 // ---------------------------------------------------------------------------------------
 
 void prepare_output_files(const Options& o) {
   const std::pair<const char*, const std::string*> outs[] = {
-      {"--output", &o.output}, {"--summary", &o.summary}, {"--inflight-samples", &o.inflight_samples},
-      {"--trace", &o.trace}, {"--step-log", &o.step_log}};
-  for (const auto& [flag, path] : outs) {
+      {"output", &o.output}, {"summary", &o.summary}, {"inflight_samples", &o.inflight_samples},
+      {"trace", &o.trace}, {"step_log", &o.step_log}};
+  for (const auto& [key, path] : outs) {
     if (path->empty()) continue;
+    std::string flag = std::string("--") + key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    const auto bad = [&](const std::string& why) { return OptionError(key, flag + " " + *path + ": " + why); };
     const std::filesystem::path p(*path);
     std::error_code ec;
     if (p.has_parent_path() && std::filesystem::exists(p.parent_path(), ec) &&
         !std::filesystem::is_directory(p.parent_path(), ec))
-      throw std::runtime_error(std::string(flag) + " " + *path + ": " + p.parent_path().string() +
-                               " is not a directory");
+      throw bad(p.parent_path().string() + " is not a directory");
     if (p.has_parent_path() && !std::filesystem::exists(p.parent_path(), ec)) {
       std::filesystem::create_directories(p.parent_path(), ec);
-      if (ec)
-        throw std::runtime_error(std::string(flag) + " " + *path + ": cannot create the directory " +
-                                 p.parent_path().string() + ": " + ec.message());
+      if (ec) throw bad("cannot create the directory " + p.parent_path().string() + ": " + ec.message());
     }
-    if (std::filesystem::is_directory(p, ec)) throw std::runtime_error(std::string(flag) + " " + *path + ": is a directory");
+    if (std::filesystem::is_directory(p, ec)) throw bad("is a directory (give a file name)");
     const bool existed = std::filesystem::exists(p, ec);
     {
       std::ofstream probe(p, std::ios::app);
-      if (!probe) throw std::runtime_error(std::string(flag) + " " + *path + ": cannot be written");
+      if (!probe) throw bad(fmt::format("cannot be written ({})", std::strerror(errno)));
     }
     if (!existed) std::filesystem::remove(p, ec);
   }
 }
 
-void write_csv(std::ostream& out, std::span<const RunResults> runs) { write_csv(out, runs, {}); }
+void write_csv(std::ostream& out, std::span<const RunResults> runs) { write_csv(out, runs, "", {}); }
 
 void write_csv(std::ostream& out, std::span<const RunResults> runs, std::span<const uint32_t> value_size_of_run) {
-  const bool sized = !value_size_of_run.empty();
-  if (sized && value_size_of_run.size() != runs.size())
-    throw std::logic_error("write_csv: one value size per run is needed");
+  std::vector<uint64_t> lead(value_size_of_run.begin(), value_size_of_run.end());
+  write_csv(out, runs, "value_size", lead);
+}
+
+void write_csv(std::ostream& out, std::span<const RunResults> runs, std::string_view lead_name,
+               std::span<const uint64_t> lead_of_run) {
+  const bool led = !lead_of_run.empty();
+  if (led && lead_of_run.size() != runs.size()) throw std::logic_error("write_csv: one leading value per run is needed");
   fmt::memory_buffer buf;
-  fmt::format_to(std::back_inserter(buf), "{}run,rank,client_id,epoch,requests,duration_ns\n", sized ? "value_size," : "");
+  fmt::format_to(std::back_inserter(buf), "{}{}run,rank,client_id,epoch,requests,duration_ns\n", lead_name,
+                 led ? "," : "");
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunResults& run = runs[i];
     for (uint32_t r = 0; r < run.num_ranks(); ++r) {
       for (uint32_t c = 0; c < run.clients_per_rank(); ++c) {
         for (uint32_t e = run.first_kept_epoch(); e < run.end_kept_epoch(); ++e) {
           const EpochRecord& rec = run.at(r, c, e);
-          if (sized) fmt::format_to(std::back_inserter(buf), "{},", value_size_of_run[i]);
+          if (led) fmt::format_to(std::back_inserter(buf), "{},", lead_of_run[i]);
           fmt::format_to(std::back_inserter(buf), "{},{},{},{},{},{}\n", run.run(), r, c, e, rec.requests,
                          rec.duration_ns);
         }
@@ -207,6 +209,10 @@ void write_csv_file(const std::string& path, std::span<const RunResults> runs) {
 void write_csv_file(const std::string& path, std::span<const RunResults> runs, std::span<const uint32_t> value_size_of_run) {
   write_file(path, [&](std::ostream& out) { write_csv(out, runs, value_size_of_run); });
 }
+void write_csv_file(const std::string& path, std::span<const RunResults> runs, std::string_view lead_name,
+                    std::span<const uint64_t> lead_of_run) {
+  write_file(path, [&](std::ostream& out) { write_csv(out, runs, lead_name, lead_of_run); });
+}
 
 // ---------------------------------------------------------------------------------------
 // Summary JSON
@@ -235,10 +241,12 @@ json spread_json(const std::vector<double>& v) {
   return j;
 }
 
-json request_latency_json(const metrics::RequestLatency& l) {
+// Per class, with the raw counts when `raw` (a run's); "all" without (the classes merged).
+json request_latency_json(const metrics::MergedRequestLatency& l, bool raw) {
   json j = json::object();
-  for (size_t c = 0; c < metrics::kLatencyClasses; ++c) j[metrics::kLatencyClassNames[c]] = latency_json(l.by_class[c]);
-  j["all"] = latency_json(l.all());
+  for (size_t c = 0; c < metrics::kLatencyClasses; ++c)
+    j[metrics::kLatencyClassNames[c]] = latency_json(l.by_class[c], raw);
+  j["all"] = latency_json(l.all(), false);
   return j;
 }
 
@@ -251,14 +259,28 @@ struct RunDaemonFigures {
 
 }  // namespace
 
-json latency_json(const metrics::LatencyHistogram& h) {
-  return json{{"count", h.count()},
-              {"mean_ns", round1(h.mean_ns())},
-              {"p50_ns", h.percentile_ns(0.50)},
-              {"p90_ns", h.percentile_ns(0.90)},
-              {"p99_ns", h.percentile_ns(0.99)},
-              {"p999_ns", h.percentile_ns(0.999)},
-              {"max_ns", h.max_ns()}};
+json latency_json(const metrics::LatencyHistogram& h, bool raw) {
+  json j{{"count", h.count()},
+         {"mean_ns", round1(h.mean_ns())},
+         {"min_ns", h.min_ns()},
+         {"p50_ns", h.percentile_ns(0.50)},
+         {"p90_ns", h.percentile_ns(0.90)},
+         {"p95_ns", h.percentile_ns(0.95)},
+         {"p99_ns", h.percentile_ns(0.99)},
+         {"p999_ns", h.percentile_ns(0.999)},
+         {"max_ns", h.max_ns()}};
+  if (h.saturated()) j["saturated"] = true;
+  if (raw) j["histogram"] = histogram_json(h);
+  return j;
+}
+
+json histogram_json(const metrics::LatencyHistogram& h) {
+  std::string buckets;
+  for (uint32_t b = 0; b < metrics::LatencyHistogram::kBuckets; ++b)
+    if (const uint64_t n = h.bucket_count(b))
+      fmt::format_to(std::back_inserter(buckets), "{}{}:{}", buckets.empty() ? "" : " ",
+                     metrics::LatencyHistogram::lower_bound(b), n);
+  return json{{"sub_buckets", metrics::LatencyHistogram::kSub}, {"buckets", std::move(buckets)}};
 }
 
 json summary_json(const json& config, std::span<const RunResults> runs, std::span<const DaemonReport> daemons) {
@@ -273,7 +295,7 @@ json summary_json(const json& config, std::span<const RunResults> runs, std::spa
     f.any = true;
   }
   std::vector<double> run_mops, run_cqe, run_inflight;
-  metrics::RequestLatency all_runs;
+  metrics::MergedRequestLatency all_runs;
   bool every_run_has_latency = !runs.empty();
 
   json runs_json = json::array();
@@ -301,7 +323,7 @@ json summary_json(const json& config, std::span<const RunResults> runs, std::spa
     if (run.epochs_done() < run.epochs()) rj["epochs_done"] = run.epochs_done();  // a signal stopped it
     run_mops.push_back(run.total_mops());
     if (run.has_latency()) {
-      rj["latency"] = request_latency_json(run.latency());
+      rj["latency"] = request_latency_json(run.latency(), true);
       all_runs.merge(run.latency());
     } else {
       rj["latency"] = nullptr;
@@ -324,7 +346,7 @@ json summary_json(const json& config, std::span<const RunResults> runs, std::spa
   json overall = json::object();
   overall["runs"] = runs.size();
   overall["mops"] = spread_json(run_mops);
-  overall["latency"] = every_run_has_latency ? request_latency_json(all_runs) : json(nullptr);
+  overall["latency"] = every_run_has_latency ? request_latency_json(all_runs, false) : json(nullptr);
   if (run_cqe.size() == runs.size() && !runs.empty()) {
     overall["daemon_cqe_per_loop"] = spread_json(run_cqe);
     overall["daemon_calls_in_flight"] = spread_json(run_inflight);
@@ -371,6 +393,80 @@ json summary_json(const Options& options, std::span<const RunResults> runs, std:
   return summary_json(to_json(options), runs, daemons);
 }
 
+json repetition_spread_json(std::span<const double> values) {
+  const Spread sp = spread(values);
+  return json{{"n", sp.n},
+              {"mean", round6(sp.mean)},
+              {"std_dev", round6(sp.std_dev)},
+              {"min", round6(sp.min)},
+              {"max", round6(sp.max)},
+              {"ci95_low", round6(sp.ci95_low)},
+              {"ci95_high", round6(sp.ci95_high)}};
+}
+
+json repeated_summary_json(const json& config, std::span<const RepetitionResults> reps) {
+  json j = json::object();
+  j["config"] = config;
+  json runs = json::array(), daemons = json::array(), repetitions = json::array();
+  std::vector<double> mops, cqe, inflight;
+  std::map<std::string, std::vector<double>> latency_figures;  // key -> one value per repetition
+  metrics::MergedRequestLatency all_latency;
+  bool every_run_has_latency = !reps.empty();
+  size_t total_runs = 0;
+  for (const RepetitionResults& rep : reps) {
+    const json one = summary_json(config, rep.runs, rep.daemons);
+    for (json r : one["runs"]) {
+      r["seed"] = rep.seed;
+      runs.push_back(std::move(r));
+    }
+    for (json d : one["daemons"]) {
+      d["seed"] = rep.seed;
+      daemons.push_back(std::move(d));
+    }
+    total_runs += rep.runs.size();
+    const json& o = one["overall"];
+    json entry = {{"seed", rep.seed}, {"runs", rep.runs.size()}, {"mops", o["mops"]["mean"]}};
+    mops.push_back(o["mops"]["mean"].get<double>());
+    if (o.contains("daemon_cqe_per_loop")) {
+      entry["daemon_cqe_per_loop"] = o["daemon_cqe_per_loop"]["mean"];
+      entry["daemon_calls_in_flight"] = o["daemon_calls_in_flight"]["mean"];
+      cqe.push_back(o["daemon_cqe_per_loop"]["mean"].get<double>());
+      inflight.push_back(o["daemon_calls_in_flight"]["mean"].get<double>());
+    }
+    if (o["latency"].is_object()) {
+      entry["latency"] = o["latency"]["all"];
+      for (const char* k : {"mean_ns", "p50_ns", "p90_ns", "p95_ns", "p99_ns", "p999_ns", "max_ns"})
+        latency_figures[k].push_back(o["latency"]["all"][k].get<double>());
+      for (const RunResults& run : rep.runs) all_latency.merge(run.latency());
+    } else {
+      entry["latency"] = nullptr;
+      every_run_has_latency = false;
+    }
+    repetitions.push_back(std::move(entry));
+  }
+  j["runs"] = std::move(runs);
+  j["repetitions"] = std::move(repetitions);
+  json overall = json::object();
+  overall["runs"] = total_runs;
+  overall["repetitions"] = reps.size();
+  overall["mops"] = repetition_spread_json(mops);
+  if (cqe.size() == reps.size() && !reps.empty()) {
+    overall["daemon_cqe_per_loop"] = repetition_spread_json(cqe);
+    overall["daemon_calls_in_flight"] = repetition_spread_json(inflight);
+  }
+  if (every_run_has_latency) {
+    overall["latency"] = request_latency_json(all_latency, false);
+    json over = json::object();
+    for (const auto& [k, v] : latency_figures) over[k] = repetition_spread_json(v);
+    overall["latency_over_repetitions"] = std::move(over);
+  } else {
+    overall["latency"] = nullptr;
+  }
+  j["overall"] = std::move(overall);
+  j["daemons"] = std::move(daemons);
+  return j;
+}
+
 int consistency_status(uint64_t issued, uint64_t completed, uint64_t errors, const char* what, uint64_t failed) {
   if (issued == completed + failed && errors == 0) return 0;
   std::fprintf(stderr, "benchkv: %llu %s issued, %llu completed, %llu reported failed, %llu errors: the run is not consistent\n",
@@ -397,9 +493,10 @@ std::string config_line(const json& c) {
   std::string line = fmt::format("benchkv: backend {} over {}, {} ranks", c["backend"].is_string() ? c["backend"].get<std::string>() : "-",
                                  c["transport"].get<std::string>(), c["np"].get<uint64_t>());
   if (rpc) {
+    const json& size = c["message_size"];  // a number, or a string of sizes
     line += fmt::format(", {} endpoints per server rank, {} calls in flight per endpoint, {} B messages",
                         c["endpoints"].get<uint64_t>(), c["queue_depth"].get<uint64_t>(),
-                        c["message_size"].get<uint64_t>());
+                        size.is_string() ? size.get<std::string>() : size.dump());
   } else {
     line += fmt::format(" x ({} daemon threads + {} client threads), queue depth {}; workload {}",
                         c["server_threads"].get<uint64_t>(), c["client_threads"].get<uint64_t>(),
@@ -413,39 +510,134 @@ std::string config_line(const json& c) {
   return line;
 }
 
-constexpr const char* kLatencyColumns[] = {"count", "mean_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"};
+constexpr const char* kLatencyColumns[] = {"count", "mean_ns", "p50_ns", "p90_ns", "p95_ns",
+                                           "p99_ns", "p999_ns", "max_ns"};
+
+// Text reports give latency in microseconds (three decimals: the nanosecond).
+std::string us(double ns) { return fmt::format("{:.3f}", ns / 1000.0); }
 
 void latency_table(std::string& out, const std::string& tag, const json& latency) {
-  out += fmt::format("{} latency (ns) {:>10} {:>10} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}\n", tag, "", "count",
-                     "mean", "p50", "p90", "p99", "p99.9", "max");
+  out += fmt::format("{} latency (us) {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", tag, "",
+                     "count", "mean", "p50", "p90", "p95", "p99", "p99.9", "max");
   std::vector<std::string> names(metrics::kLatencyClassNames.begin(), metrics::kLatencyClassNames.end());
   names.push_back("all");
   for (const std::string& n : names) {
     const json& h = latency[n];
-    out += fmt::format("{} latency (ns) {:>10} {:>10} {:>12.1f} {:>10} {:>10} {:>10} {:>10} {:>10}\n", tag, n,
-                       h["count"].get<uint64_t>(), h["mean_ns"].get<double>(), h["p50_ns"].get<uint64_t>(),
-                       h["p90_ns"].get<uint64_t>(), h["p99_ns"].get<uint64_t>(), h["p999_ns"].get<uint64_t>(),
-                       h["max_ns"].get<uint64_t>());
+    out += fmt::format("{} latency (us) {:>10} {:>10}", tag, n, h["count"].get<uint64_t>());
+    for (size_t k = 1; k < std::size(kLatencyColumns); ++k) out += fmt::format(" {:>10}", us(h[kLatencyColumns[k]].get<double>()));
+    out += "\n";
   }
 }
 
-// The rpc section's entry for run `run` when it has the caller's round-trip times (rpc
-// runs record no per-class request latency), else nullptr.
+// The rpc section's entry for run `run` (rpc runs record no per-class request latency:
+// their round trips are there), else nullptr.
 const json* rpc_run_rtts(const json& summary, uint64_t run) {
   if (!summary.contains("rpc") || !summary["rpc"].contains("runs")) return nullptr;
   for (const json& r : summary["rpc"]["runs"])
-    if (r.value("run", uint64_t{0}) == run && r.contains("rtt_mean_us")) return &r;
+    if (r.value("run", uint64_t{0}) == run) return &r;
   return nullptr;
 }
 
-// The CSV latency columns (count, mean, p50, p90, p99, p99.9, max; nanoseconds) of an rpc
-// run from its round-trip times: the summary has the calls, mean, p50 and p99 (in
-// microseconds, rounded to 1e-6, so whole nanoseconds come back exactly); p90, p99.9 and
-// max are not recorded and stay empty.
+// The CSV latency columns (count, mean, p50, p90, p95, p99, p99.9, max; nanoseconds) of
+// an rpc run from its round-trip times (in microseconds in the summary, rounded to 1e-6,
+// so whole nanoseconds come back exactly).
 std::string rpc_latency_columns(const json& rtt) {
-  const auto ns = [&](const char* key) { return std::llround(rtt[key].get<double>() * 1000.0); };
-  return fmt::format(",{},{:.1f},{},,{},,", rtt["calls"].get<uint64_t>(), rtt["rtt_mean_us"].get<double>() * 1000.0,
-                     ns("rtt_p50_us"), ns("rtt_p99_us"));
+  std::string out = fmt::format(",{},{:.1f}", rtt["calls"].get<uint64_t>(), rtt["rtt_mean_us"].get<double>() * 1000.0);
+  for (const char* k : {"rtt_p50_us", "rtt_p90_us", "rtt_p95_us", "rtt_p99_us", "rtt_p999_us", "rtt_max_us"})
+    out += fmt::format(",{}", std::llround(rtt[k].get<double>() * 1000.0));
+  return out;
+}
+
+}  // namespace
+
+std::string ucx_transports_line(const json& summary) {
+  if (!summary.contains("provenance") || !summary["provenance"].contains("ucx_transports")) return "";
+  const json& t = summary["provenance"]["ucx_transports"];
+  if (!t.is_object()) return "";
+  const auto list = [](const json& a, const char* sep) {
+    std::string out;
+    for (const json& x : a) out += (out.empty() ? "" : sep) + x.get<std::string>();
+    return out;
+  };
+  return fmt::format("benchkv: UCX transports: active messages over {} (lanes: {}; {} endpoints)\n",
+                     list(t.value("am", json::array()), ", "), list(t.value("lanes", json::array()), "; "),
+                     t.value("endpoints", uint64_t{0}));
+}
+
+namespace {
+
+// One run's line: "run 1/3: 1.234567 Mops, N requests in T s (...); daemons: ...".
+std::string run_line(const std::string& tag, const json& r, const char* rate, const char* what) {
+  std::string out = fmt::format("{}: {:.6f} {}, {} {} in {:.6f} s ({} issued, {} completed over the whole run)", tag,
+                                r["total_mops"].get<double>(), rate, r["requests"].get<uint64_t>(), what,
+                                static_cast<double>(r["duration_ns"].get<uint64_t>()) * 1e-9,
+                                r["issued"].get<uint64_t>(), r["completed"].get<uint64_t>());
+  if (r.contains("daemon_cqe_per_loop"))
+    out += fmt::format("; daemons: {:.6f} CQEs per loop, {:.6f} calls in flight", r["daemon_cqe_per_loop"].get<double>(),
+                       r["daemon_calls_in_flight"].get<double>());
+  return out + "\n";
+}
+
+std::string spread_text(const json& s) {
+  std::string out = fmt::format("mean {:.6f} std dev {:.6f}", s["mean"].get<double>(), s["std_dev"].get<double>());
+  if (s.contains("ci95_low") && s["n"].get<uint64_t>() >= 2)
+    out += fmt::format(" 95% CI [{:.6f}, {:.6f}]", s["ci95_low"].get<double>(), s["ci95_high"].get<double>());
+  return out + fmt::format(" min {:.6f} max {:.6f}", s["min"].get<double>(), s["max"].get<double>());
+}
+
+// Present when the run had faults or a request failed (kv::ErrorCode::kEndpointStopped).
+std::string failed_line(const json& summary) {
+  if (!summary.contains("totals") || !summary["totals"].contains("failed")) return "";
+  return fmt::format("[OVERALL] {} requests reported failed (their copyrpc endpoint stopped)\n",
+                     summary["totals"]["failed"].get<uint64_t>());
+}
+
+// The text report of independent repetitions (repeated_summary_json): a line per run, a
+// line per repetition, then the spread over the repetitions with its 95 % interval.
+std::string repeated_report(const json& summary) {
+  const json& reps = summary["repetitions"];
+  const json& o = summary["overall"];
+  const size_t n = reps.size();
+  std::string out = fmt::format("benchkv: {} independent repetitions, seeds {} to {}\n", n,
+                                reps.front()["seed"].get<uint64_t>(), reps.back()["seed"].get<uint64_t>());
+  for (const json& r : summary["runs"])
+    out += run_line(fmt::format("seed {} run {}/{}", r["seed"].get<uint64_t>(), r["run"].get<uint64_t>() + 1,
+                                summary["config"]["runs"].get<uint64_t>()),
+                    r, "Mops", "requests");
+  for (const json& rep : reps) {
+    out += fmt::format("[REPETITION] seed {}: {:.6f} Mops (mean of its {} runs)", rep["seed"].get<uint64_t>(),
+                       rep["mops"].get<double>(), rep["runs"].get<uint64_t>());
+    if (rep.contains("daemon_cqe_per_loop"))
+      out += fmt::format("; daemons: {:.6f} CQEs per loop, {:.6f} calls in flight",
+                         rep["daemon_cqe_per_loop"].get<double>(), rep["daemon_calls_in_flight"].get<double>());
+    if (rep["latency"].is_object()) {
+      const json& l = rep["latency"];
+      out += fmt::format("; latency (us) mean {} p50 {} p99 {} p99.9 {} max {}", us(l["mean_ns"].get<double>()),
+                         us(l["p50_ns"].get<double>()), us(l["p99_ns"].get<double>()), us(l["p999_ns"].get<double>()),
+                         us(l["max_ns"].get<double>()));
+    }
+    out += "\n";
+  }
+  out += fmt::format("[OVERALL] {} repetitions x {} runs: Mops {}\n", n, summary["config"]["runs"].get<uint64_t>(),
+                     spread_text(o["mops"]));
+  if (o.contains("daemon_cqe_per_loop")) {
+    out += fmt::format("[OVERALL] daemon CQEs per loop {}\n", spread_text(o["daemon_cqe_per_loop"]));
+    out += fmt::format("[OVERALL] daemon calls in flight {}\n", spread_text(o["daemon_calls_in_flight"]));
+  }
+  if (o["latency"].is_object()) {
+    latency_table(out, "[OVERALL]", o["latency"]);
+    const json& over = o["latency_over_repetitions"];
+    for (const auto& [key, label] : {std::pair{"mean_ns", "mean"}, std::pair{"p50_ns", "p50"},
+                                     std::pair{"p99_ns", "p99"}, std::pair{"p999_ns", "p99.9"}}) {
+      const json& sp = over[key];
+      out += fmt::format("[OVERALL] latency {} over the repetitions (us): mean {} std dev {}", label,
+                         us(sp["mean"].get<double>()), us(sp["std_dev"].get<double>()));
+      if (sp["n"].get<uint64_t>() >= 2)
+        out += fmt::format(" 95% CI [{}, {}]", us(sp["ci95_low"].get<double>()), us(sp["ci95_high"].get<double>()));
+      out += "\n";
+    }
+  }
+  return out + failed_line(summary);
 }
 
 }  // namespace
@@ -454,10 +646,14 @@ std::string format_report(const json& summary, ReportFormat format) {
   std::string out;
   const json& runs = summary["runs"];
   if (format == ReportFormat::kNone) return out;
+  const bool repeated = summary.contains("repetitions");
   if (format == ReportFormat::kCsv) {
+    if (repeated) out += "seed,";  // the runs of every repetition, each led by its seed
     out += "run,mops,requests,duration_ns,issued,completed,latency_count,latency_mean_ns,latency_p50_ns,"
-           "latency_p90_ns,latency_p99_ns,latency_p999_ns,latency_max_ns,daemon_cqe_per_loop,daemon_calls_in_flight\n";
+           "latency_p90_ns,latency_p95_ns,latency_p99_ns,latency_p999_ns,latency_max_ns,daemon_cqe_per_loop,"
+           "daemon_calls_in_flight\n";
     for (const json& r : runs) {
+      if (repeated) out += fmt::format("{},", r["seed"].get<uint64_t>());
       out += fmt::format("{},{:.6f},{},{},{},{}", r["run"].get<uint64_t>(), r["total_mops"].get<double>(),
                          r["requests"].get<uint64_t>(), r["duration_ns"].get<uint64_t>(), r["issued"].get<uint64_t>(),
                          r["completed"].get<uint64_t>());
@@ -465,10 +661,10 @@ std::string format_report(const json& summary, ReportFormat format) {
         const json& a = r["latency"]["all"];
         out += fmt::format(",{},{:.1f}", a["count"].get<uint64_t>(), a["mean_ns"].get<double>());
         for (size_t k = 2; k < std::size(kLatencyColumns); ++k) out += fmt::format(",{}", a[kLatencyColumns[k]].get<uint64_t>());
-      } else if (const json* rtt = rpc_run_rtts(summary, r["run"].get<uint64_t>())) {
+      } else if (const json* rtt = rpc_run_rtts(summary, r["run"].get<uint64_t>()); rtt && rtt->contains("rtt_mean_us")) {
         out += rpc_latency_columns(*rtt);
       } else {
-        out += ",,,,,,,";
+        out += ",,,,,,,,";
       }
       if (r.contains("daemon_cqe_per_loop"))
         out += fmt::format(",{:.6f},{:.6f}\n", r["daemon_cqe_per_loop"].get<double>(),
@@ -479,34 +675,32 @@ std::string format_report(const json& summary, ReportFormat format) {
     return out;
   }
   out += config_line(summary["config"]);
+  out += ucx_transports_line(summary);
+  if (repeated) return out + repeated_report(summary);
+  // rpc counts calls, in millions per second (Mrps); the KV backends requests (Mops).
+  const bool rpc = summary.contains("rpc");
+  const char* rate = rpc ? "Mrps" : "Mops";
+  const char* what = rpc ? "calls" : "requests";
   const size_t n = runs.size();
   for (const json& r : runs) {
-    const std::string tag = fmt::format("run {}/{}", r["run"].get<uint64_t>() + 1, n);
-    out += fmt::format("{}: {:.6f} Mops, {} requests in {:.6f} s ({} issued, {} completed over the whole run)", tag,
-                       r["total_mops"].get<double>(), r["requests"].get<uint64_t>(),
-                       static_cast<double>(r["duration_ns"].get<uint64_t>()) * 1e-9, r["issued"].get<uint64_t>(),
-                       r["completed"].get<uint64_t>());
-    if (r.contains("daemon_cqe_per_loop"))
-      out += fmt::format("; daemons: {:.6f} CQEs per loop, {:.6f} calls in flight", r["daemon_cqe_per_loop"].get<double>(),
-                         r["daemon_calls_in_flight"].get<double>());
-    out += "\n";
+    std::string tag = fmt::format("run {}/{}", r["run"].get<uint64_t>() + 1, n);
+    if (const json* rtt = rpc ? rpc_run_rtts(summary, r["run"].get<uint64_t>()) : nullptr;
+        rtt != nullptr && rtt->contains("message_size")) {  // several sizes: runs counted per size
+      const uint64_t per_size = summary["config"]["runs"].get<uint64_t>();
+      tag = fmt::format("size {} run {}/{}", (*rtt)["message_size"].get<uint64_t>(),
+                        r["run"].get<uint64_t>() % per_size + 1, per_size);
+    }
+    out += run_line(tag, r, rate, what);
     if (r["latency"].is_object()) latency_table(out, tag, r["latency"]);
   }
   const json& o = summary["overall"];
-  const auto spread = [](const json& s) {
-    return fmt::format("mean {:.6f} std dev {:.6f} min {:.6f} max {:.6f}", s["mean"].get<double>(),
-                       s["std_dev"].get<double>(), s["min"].get<double>(), s["max"].get<double>());
-  };
-  out += fmt::format("[OVERALL] {} runs: Mops {}\n", o["runs"].get<uint64_t>(), spread(o["mops"]));
+  out += fmt::format("[OVERALL] {} runs: {} {}\n", o["runs"].get<uint64_t>(), rate, spread_text(o["mops"]));
   if (o.contains("daemon_cqe_per_loop")) {
-    out += fmt::format("[OVERALL] daemon CQEs per loop {}\n", spread(o["daemon_cqe_per_loop"]));
-    out += fmt::format("[OVERALL] daemon calls in flight {}\n", spread(o["daemon_calls_in_flight"]));
+    out += fmt::format("[OVERALL] daemon CQEs per loop {}\n", spread_text(o["daemon_cqe_per_loop"]));
+    out += fmt::format("[OVERALL] daemon calls in flight {}\n", spread_text(o["daemon_calls_in_flight"]));
   }
   if (o["latency"].is_object()) latency_table(out, "[OVERALL]", o["latency"]);
-  // Present when the run had faults or a request failed (kv::ErrorCode::kEndpointStopped).
-  if (summary.contains("totals") && summary["totals"].contains("failed"))
-    out += fmt::format("[OVERALL] {} requests reported failed (their copyrpc endpoint stopped)\n",
-                       summary["totals"]["failed"].get<uint64_t>());
+  out += failed_line(summary);
   return out;
 }
 
@@ -595,29 +789,53 @@ std::string row_text(const std::string& label, double x, double y) {
   return fmt::format("{:<28} {:>14.6f} {:>14.6f} {:>9}\n", label, x, y, x != 0 ? fmt::format("{:.4f}", y / x) : "n/a");
 }
 
-struct Spread {
-  size_t n = 0;
-  double mean = 0, std_dev = 0;  // sample std dev (n - 1); 0 for one value
-};
-
-Spread spread_of(const std::vector<double>& v) {
-  Spread s;
-  s.n = v.size();
-  if (v.empty()) return s;
-  for (double x : v) s.mean += x;
-  s.mean /= double(v.size());
-  if (v.size() > 1) {
-    double ss = 0;
-    for (double x : v) ss += (x - s.mean) * (x - s.mean);
-    s.std_dev = std::sqrt(ss / double(v.size() - 1));
-  }
-  return s;
+double mean_of(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m += x;
+  return v.empty() ? 0.0 : m / double(v.size());
 }
 
-std::string spread_verdict(const Spread& a, const Spread& b, const char* unit) {
-  if (a.n < 2 || b.n < 2) return "n/a (a single run has no spread: use -r 3 or more)";
-  const double diff = std::abs(b.mean - a.mean), spread = a.std_dev + b.std_dev;
-  return fmt::format("{} (|B - A| = {:.6f} {}, std dev A + B = {:.6f})", diff > spread ? "yes" : "no", diff, unit, spread);
+// The independent repetitions' values of a figure (`key` of each "repetitions" entry,
+// a dotted path into it), or none when the summary has no repetitions.
+std::vector<double> repetition_values(const json& summary, const std::string& key) {
+  std::vector<double> v;
+  if (!summary.contains("repetitions")) return v;
+  for (const json& rep : summary["repetitions"]) {
+    const json* at = &rep;
+    size_t start = 0;
+    while (at && start <= key.size()) {
+      const size_t dot = std::min(key.find('.', start), key.size());
+      const std::string part = key.substr(start, dot - start);
+      at = at->is_object() && at->contains(part) ? &(*at)[part] : nullptr;
+      start = dot + 1;
+    }
+    if (at && at->is_number()) v.push_back(at->get<double>());
+  }
+  return v;
+}
+
+// The verdict on one figure: Welch's t-test over the independent repetitions, or why
+// there is none.
+std::string welch_verdict(const std::string& figure, const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() < 2 || b.size() < 2)
+    return fmt::format("{}: no verdict: A has {} and B has {} independent repetition(s); a test needs 2 or more on "
+                       "each side (the runs of one execution are windows of it, not independent): run both with "
+                       "--repeat 3 or more\n",
+                       figure, a.size() < 2 ? std::max<size_t>(a.size(), 1) : a.size(),
+                       b.size() < 2 ? std::max<size_t>(b.size(), 1) : b.size());
+  const WelchTest w = welch_test(spread(a), spread(b));
+  return fmt::format("{}: Welch's t-test over {} and {} repetitions: t = {:.3f}, df = {:.1f}, p = {:.4g}: {}\n", figure,
+                     a.size(), b.size(), w.t, w.df, w.p,
+                     w.p < 0.05 ? "the difference is significant at the 5 % level"
+                                : "no significant difference at the 5 % level");
+}
+
+// The transports UCX selected, as the summary records them (provenance.ucx_transports),
+// or null for a run that did not use UCX.
+json ucx_transports_of(const json& summary) {
+  if (summary.contains("provenance") && summary["provenance"].contains("ucx_transports"))
+    return summary["provenance"]["ucx_transports"];
+  return nullptr;
 }
 
 // Data summaries: per value size (the figures of different sizes are not one population).
@@ -663,24 +881,21 @@ std::string compare_data(const json& a, const json& b, const std::string& name_a
         if (r.at("value_size").get<uint64_t>() == size && r.contains(key)) v.push_back(r[key].get<double>());
       return v;
     };
-    const Spread oa = spread_of(values(ra, "ops_per_s")), ob = spread_of(values(rb, "ops_per_s"));
-    out += row_text(fmt::format("{} B ops/s", size), oa.mean, ob.mean);
-    out += row_text(fmt::format("{} B GiB/s", size), spread_of(values(ra, "gib_per_s")).mean,
-                    spread_of(values(rb, "gib_per_s")).mean);
-    for (const char* k : {"latency_p50_us", "latency_p99_us"}) {
+    out += row_text(fmt::format("{} B ops/s", size), mean_of(values(ra, "ops_per_s")), mean_of(values(rb, "ops_per_s")));
+    out += row_text(fmt::format("{} B GiB/s", size), mean_of(values(ra, "gib_per_s")), mean_of(values(rb, "gib_per_s")));
+    for (const char* k : {"latency_mean_us", "latency_p50_us", "latency_p99_us", "latency_p999_us"}) {
       const auto va = values(ra, k), vb = values(rb, k);
-      if (!va.empty() && !vb.empty())
-        out += row_text(fmt::format("{} B {}", size, k), spread_of(va).mean, spread_of(vb).mean);
+      if (!va.empty() && !vb.empty()) out += row_text(fmt::format("{} B {}", size, k), mean_of(va), mean_of(vb));
     }
-    verdicts += fmt::format("{} B: ops/s difference exceeds the run-to-run spread: {}\n", size,
-                            spread_verdict(oa, ob, "ops/s"));
+    verdicts += welch_verdict(fmt::format("{} B ops/s", size), {}, {});
   }
   return out + verdicts;
 }
 
 }  // namespace
 
-std::string compare_summaries(const json& a, const json& b, const std::string& name_a, const std::string& name_b) {
+std::string compare_summaries(const json& a, const json& b, const std::string& name_a, const std::string& name_b,
+                              const CompareOptions& options) {
   if (!a.is_object()) throw std::runtime_error(fmt::format("compare: {} is not a summary (not a JSON object)", name_a));
   if (!b.is_object()) throw std::runtime_error(fmt::format("compare: {} is not a summary (not a JSON object)", name_b));
   const std::string kind_a = kind_of(a), kind_b = kind_of(b);
@@ -688,6 +903,16 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
     throw std::runtime_error(fmt::format("compare: {} is {} and {} is {}: summaries of different kinds are not "
                                          "compared",
                                          name_a, kind_text(kind_a), name_b, kind_text(kind_b)));
+  // Two runs over different UCX transports (shared memory against TCP, say) measure the
+  // transports as much as the backends: refused unless asked for.
+  const json ta = ucx_transports_of(a), tb = ucx_transports_of(b);
+  const bool transports_differ = (!ta.is_null() || !tb.is_null()) && ta.value("am", json()) != tb.value("am", json());
+  if (transports_differ && !options.allow_different_transports)
+    throw std::runtime_error(fmt::format(
+        "compare: {} and {} ran over different UCX transports ({} vs {}): the comparison would measure the "
+        "transports, not the backends; run both with the same UCX_TLS, or give --allow-different-transports",
+        name_a, name_b, ta.is_null() ? "none recorded" : ta.value("am", json()).dump(),
+        tb.is_null() ? "none recorded" : tb.value("am", json()).dump()));
   std::string out = fmt::format("A: {}\nB: {}\n", name_a, name_b);
   const std::vector<std::string> diffs = config_differences(a, b);
   if (!diffs.empty()) {
@@ -696,26 +921,49 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
                        diffs.size(), diffs.size() == 1 ? "" : "s");
     for (const std::string& d : diffs) out += "warning:   " + d + "\n";
   }
+  if (transports_differ)
+    out += fmt::format("warning: A and B ran over different UCX transports ({} vs {}), compared as asked\n",
+                       ta.is_null() ? "none" : ta.value("am", json()).dump(),
+                       tb.is_null() ? "none" : tb.value("am", json()).dump());
   if (kind_a == "data") return out + compare_data(a, b, name_a, name_b);
 
+  const bool rpc = kind_a == "rpc";
+  const std::string rate = rpc ? "Mrps" : "Mops";
   out += fmt::format("{:<28} {:>14} {:>14} {:>9}\n", "figure", "A", "B", "B / A");
   const auto row = [&](const std::string& label, double x, double y) { out += row_text(label, x, y); };
-  const double ma = figure(a, name_a, {"overall", "mops", "mean"}), mb = figure(b, name_b, {"overall", "mops", "mean"});
-  const double sa = figure(a, name_a, {"overall", "mops", "std_dev"}), sb = figure(b, name_b, {"overall", "mops", "std_dev"});
-  const double ra = figure(a, name_a, {"overall", "runs"}), rb = figure(b, name_b, {"overall", "runs"});
-  row("Mops mean", ma, mb);
-  row("Mops std dev", sa, sb);
+  const bool repeated = a.contains("repetitions") && b.contains("repetitions");
+  row(rate + " mean", figure(a, name_a, {"overall", "mops", "mean"}), figure(b, name_b, {"overall", "mops", "mean"}));
+  row(rate + " std dev", figure(a, name_a, {"overall", "mops", "std_dev"}),
+      figure(b, name_b, {"overall", "mops", "std_dev"}));
+  if (repeated) {
+    row(rate + " 95% CI low", figure(a, name_a, {"overall", "mops", "ci95_low"}),
+        figure(b, name_b, {"overall", "mops", "ci95_low"}));
+    row(rate + " 95% CI high", figure(a, name_a, {"overall", "mops", "ci95_high"}),
+        figure(b, name_b, {"overall", "mops", "ci95_high"}));
+  }
   for (const char* k : {"daemon_cqe_per_loop", "daemon_calls_in_flight"})
     if (a["overall"].contains(k) && b["overall"].contains(k))
       row(std::string(k) + " mean", figure(a, name_a, {"overall", k, "mean"}), figure(b, name_b, {"overall", k, "mean"}));
-  if (a["overall"]["latency"].is_object() && b["overall"]["latency"].is_object())
-    for (const char* k : {"mean_ns", "p50_ns", "p99_ns", "p999_ns"})
-      row(std::string("latency ") + k, figure(a, name_a, {"overall", "latency", "all", k}),
-          figure(b, name_b, {"overall", "latency", "all", k}));
-  Spread spread_a, spread_b;
-  spread_a.n = static_cast<size_t>(ra), spread_a.mean = ma, spread_a.std_dev = sa;
-  spread_b.n = static_cast<size_t>(rb), spread_b.mean = mb, spread_b.std_dev = sb;
-  out += "Mops difference exceeds the run-to-run spread: " + spread_verdict(spread_a, spread_b, "Mops") + "\n";
+  if (rpc) {  // the caller's round trips, averaged over the runs
+    const auto rtt = [](const json& s, const char* key) {
+      std::vector<double> v;
+      for (const json& r : s["rpc"].value("runs", json::array()))
+        if (r.contains(key)) v.push_back(r[key].get<double>());
+      return mean_of(v);
+    };
+    for (const auto& [key, label] : {std::pair{"rtt_mean_us", "round trip mean (us)"}, std::pair{"rtt_p50_us", "round trip p50 (us)"},
+                                     std::pair{"rtt_p99_us", "round trip p99 (us)"}, std::pair{"rtt_p999_us", "round trip p99.9 (us)"}})
+      row(label, rtt(a, key), rtt(b, key));
+  } else if (a["overall"]["latency"].is_object() && b["overall"]["latency"].is_object()) {
+    for (const auto& [key, label] : {std::pair{"mean_ns", "latency mean (us)"}, std::pair{"p50_ns", "latency p50 (us)"},
+                                     std::pair{"p99_ns", "latency p99 (us)"}, std::pair{"p999_ns", "latency p99.9 (us)"}})
+      row(label, figure(a, name_a, {"overall", "latency", "all", key}) / 1000.0,
+          figure(b, name_b, {"overall", "latency", "all", key}) / 1000.0);
+  }
+  out += welch_verdict(rate, repetition_values(a, "mops"), repetition_values(b, "mops"));
+  if (repeated)
+    for (const auto& [key, label] : {std::pair{"latency.mean_ns", "latency mean"}, std::pair{"latency.p99_ns", "latency p99"}})
+      out += welch_verdict(label, repetition_values(a, key), repetition_values(b, key));
   return out;
 }
 
@@ -749,9 +997,9 @@ std::string format_progress(const ProgressLine& p) {
 namespace {
 // The progress line of one epoch, over the ranks `by_rank` holds.
 std::string epoch_progress(const RunResults& results, uint32_t runs, uint32_t epoch,
-                           std::span<const uint64_t> by_rank) {
+                           std::span<const uint64_t> by_rank, uint32_t first_run) {
   ProgressLine p;
-  p.run = results.run();
+  p.run = results.run() - first_run;
   p.runs = runs;
   p.epoch = epoch;
   p.epochs = results.epochs();
@@ -762,15 +1010,16 @@ std::string epoch_progress(const RunResults& results, uint32_t runs, uint32_t ep
 }
 }  // namespace
 
-std::string format_progress(const RunResults& results, uint32_t runs, uint32_t epoch) {
+std::string format_progress(const RunResults& results, uint32_t runs, uint32_t epoch, uint32_t first_run) {
   const std::vector<uint64_t> by_rank = results.epoch_rank_requests(epoch);
-  return epoch_progress(results, runs, epoch, by_rank);
+  return epoch_progress(results, runs, epoch, by_rank, first_run);
 }
 
-std::string format_rpc_progress(const RunResults& results, uint32_t runs, uint32_t epoch) {
+std::string format_rpc_progress(const RunResults& results, uint32_t runs, uint32_t epoch, uint32_t first_run) {
   const std::vector<uint64_t> by_rank = results.epoch_rank_requests(epoch);
   // Rank 0 only: the caller (the server ranks complete nothing).
-  return epoch_progress(results, runs, epoch, std::span<const uint64_t>(by_rank).first(by_rank.empty() ? 0 : 1));
+  return epoch_progress(results, runs, epoch, std::span<const uint64_t>(by_rank).first(by_rank.empty() ? 0 : 1),
+                        first_run);
 }
 
 }  // namespace bkv::app

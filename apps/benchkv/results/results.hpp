@@ -32,6 +32,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "apps/benchkv/cli/options.hpp"
@@ -91,13 +92,13 @@ class RunResults {
   uint64_t completed() const noexcept { return completed_; }
 
   // Issue-to-answer latency of the requests answered during the kept epochs, every
-  // client merged (absent for a backend that does not record it: ucx-am).
-  void set_latency(const metrics::RequestLatency& l) noexcept {
+  // client merged (absent where none is recorded: rpc and data keep theirs apart).
+  void set_latency(const metrics::MergedRequestLatency& l) noexcept {
     latency_ = l;
     has_latency_ = true;
   }
   bool has_latency() const noexcept { return has_latency_; }
-  const metrics::RequestLatency& latency() const noexcept { return latency_; }
+  const metrics::MergedRequestLatency& latency() const noexcept { return latency_; }
 
   // Derived values (see the definitions at the top of this header).
   uint64_t epoch_duration_ns(uint32_t epoch) const;
@@ -116,7 +117,7 @@ class RunResults {
   uint32_t epochs_done_ = epochs_;
   uint64_t issued_ = 0, completed_ = 0;
   std::vector<EpochRecord> records_;
-  metrics::RequestLatency latency_;
+  metrics::MergedRequestLatency latency_;
   bool has_latency_ = false;
 };
 
@@ -154,9 +155,6 @@ struct DaemonReport {
 double mops(uint64_t requests, uint64_t duration_ns) noexcept;
 // The rounding applied to every derived float in the summary (to 1e-6).
 double round6(double x) noexcept;
-// j["<name>_p50_us"] and j["<name>_p99_us"]: a latency histogram's median and 99th
-// percentile, given in nanoseconds, written in microseconds (round6).
-void put_percentiles_us(nlohmann::json& j, const std::string& name, double p50_ns, double p99_ns);
 // Appends printf-formatted text to `out`: the lines of the text tables (rpc, data, probe).
 [[gnu::format(printf, 2, 3)]] void append_printf(std::string& out, const char* format, ...);
 
@@ -164,16 +162,22 @@ void write_csv(std::ostream& out, std::span<const RunResults> runs);
 // The same with a leading value_size column (the data benchmark): value_size_of_run[i]
 // is the value size of runs[i].
 void write_csv(std::ostream& out, std::span<const RunResults> runs, std::span<const uint32_t> value_size_of_run);
+// The same with a leading column `lead_name` (value_size, message_size, seed): runs[i]'s
+// rows lead with lead_of_run[i]; an empty lead_of_run writes no leading column.
+void write_csv(std::ostream& out, std::span<const RunResults> runs, std::string_view lead_name,
+               std::span<const uint64_t> lead_of_run);
 
 // Before a run: creates the missing parent directories of every output file the options
 // name (CSV, summary, in-flight samples, trace, step log) and checks that each file can be
-// written, leaving no file behind that was not there. Throws std::runtime_error naming the
-// option and the path, so an unwritable path is found before the run, not after it ("-"
-// never gets here: options validation refuses it).
+// written, leaving no file behind that was not there. Throws OptionError (an input error:
+// exit status 2) naming the option and the path, so an unwritable path is found before
+// the run, not after it ("-" never gets here: options validation refuses it).
 void prepare_output_files(const Options& o);
 // Writes the file; throws std::runtime_error naming the path when it cannot.
 void write_csv_file(const std::string& path, std::span<const RunResults> runs);
 void write_csv_file(const std::string& path, std::span<const RunResults> runs, std::span<const uint32_t> value_size_of_run);
+void write_csv_file(const std::string& path, std::span<const RunResults> runs, std::string_view lead_name,
+                    std::span<const uint64_t> lead_of_run);
 
 // The summary:
 //   "config":  the effective configuration (to_json(Options));
@@ -198,20 +202,52 @@ nlohmann::json summary_json(const Options& options, std::span<const RunResults> 
                             std::span<const DaemonReport> daemons);
 std::string dump_summary(const nlohmann::json& summary);
 
-// {count, mean_ns (to 0.1 ns), p50_ns, p90_ns, p99_ns, p999_ns, max_ns}: percentiles are
-// bucket lower bounds (at most 6.25 % low), max exact.
-nlohmann::json latency_json(const metrics::LatencyHistogram& h);
+// Independent repetitions (--repeat N): the runs and daemon reports of one execution
+// with its own seed.
+struct RepetitionResults {
+  uint64_t seed = 0;
+  std::span<const RunResults> runs;
+  std::span<const DaemonReport> daemons;
+};
+// The summary of N repetitions (docs/outputs.md, "Repetitions"):
+//   "config"; "runs" and "daemons": every repetition's, each entry with its "seed";
+//   "repetitions": [{seed, runs, mops, daemon_cqe_per_loop, daemon_calls_in_flight,
+//                    latency (all requests of its runs, no histogram)}] (a repetition's
+//                    figures are the means over its runs);
+//   "overall": {runs, repetitions, mops, daemon_cqe_per_loop, daemon_calls_in_flight:
+//               {n, mean, std_dev, min, max, ci95_low, ci95_high} over the repetitions;
+//               latency: every run merged; latency_over_repetitions: the same spread of
+//               each repetition's latency figure (mean_ns, p50_ns ... max_ns)}.
+nlohmann::json repeated_summary_json(const nlohmann::json& config, std::span<const RepetitionResults> reps);
+// {n, mean, std_dev, min, max, ci95_low, ci95_high} of independent values (rounded to 1e-6;
+// no interval for fewer than 2 values: ci95_low = ci95_high = mean).
+nlohmann::json repetition_spread_json(std::span<const double> values);
+
+// {count, mean_ns (to 0.1 ns), min_ns, p50_ns, p90_ns, p95_ns, p99_ns, p999_ns, max_ns}:
+// percentiles within 0.78 % (core/metrics/latency_histogram.hpp), mean, min and max exact;
+// "saturated": true when a client's bucket overflowed (absent otherwise); with `raw`,
+// "histogram" holds the raw counts (histogram_json).
+nlohmann::json latency_json(const metrics::LatencyHistogram& h, bool raw = false);
+// The raw counts of a histogram: {"sub_buckets": 64, "buckets": "L:N L:N ..."}, one
+// "lower bound in ns:count" pair per non-empty bucket, in increasing order. A bucket
+// starting at L < 128 holds L alone; one starting at L >= 128 holds
+// [L, L + 2^(floor(log2 L) - 6)); the one starting at 2^37 every larger value.
+// scripts/latency_histogram.py rebuilds percentiles and a CDF from it (docs/outputs.md).
+nlohmann::json histogram_json(const metrics::LatencyHistogram& h);
 
 // The final report on stdout, made from the summary JSON only (so its numbers are the
 // summary's): kText is a header with the effective configuration, a line per run (Mops,
 // requests, daemon CQEs per loop and calls in flight), the latency table per run and the
-// [OVERALL] lines over all kept runs; kCsv is a header and one line per run. Human
-// text counts runs from 1 ("run 1/3", as the progress lines); the CSV's run column
-// counts from 0, as the per-epoch CSV and the summary's "run". An rpc summary's runs
-// have no request latency: their CSV latency columns come from the "rpc" section's
-// round-trip times (latency_count = calls, mean, p50 and p99 converted to ns; p90,
-// p99.9 and max are not recorded for rpc and stay empty).
+// [OVERALL] lines over all kept runs (latency in us; rpc's rate in Mrps); with
+// repetitions a line per repetition and the spread over them; kCsv is a header and one
+// line per run (latency in ns). Human text counts runs from 1 ("run 1/3", as the
+// progress lines); the CSV's run column counts from 0, as the per-epoch CSV and the
+// summary's "run". An rpc summary's runs have no request latency: their CSV latency
+// columns come from the "rpc" section's round-trip times (latency_count = calls).
 std::string format_report(const nlohmann::json& summary, ReportFormat format);
+// The report's line naming the transports UCX selected (provenance.ucx_transports), or ""
+// for a run without UCX: "benchkv: UCX transports: active messages over sysv/memory (...)".
+std::string ucx_transports_line(const nlohmann::json& summary);
 
 // The end of a run's report: every issued request completed and no error, or a line on
 // stderr saying what does not add up. Returns the exit status (0, or 1).
@@ -220,19 +256,25 @@ int consistency_status(uint64_t issued, uint64_t completed, uint64_t errors, con
 void write_summary_file(const std::string& path, const nlohmann::json& summary);
 
 // `benchkv compare A.summary.json B.summary.json`: the overall figures of two summaries
-// side by side (Mops mean and std dev over the runs, daemon CQEs per loop and calls in
-// flight, latency mean/p50/p99/p99.9 of all requests), the ratio B / A, and for Mops
-// whether the difference of the means exceeds the run-to-run spread (the sum of the two
-// sample std devs; "n/a" when either summary has a single run). Summaries of different
-// kinds (KV backends, rpc, data) are refused: std::runtime_error naming both files and
-// kinds. Settings that differ (the "config" keys but output paths and display switches,
-// and the simulator model's content when both record it) are listed first in lines
-// starting "warning:". Data summaries are compared per value size (the sizes both have;
-// ops/s, GiB/s and latency means over the runs of each size, and a spread verdict per
-// size); none in common is refused. Throws std::runtime_error naming the file and key
-// when a summary lacks a figure.
+// side by side (Mops, or Mrps for rpc: mean and std dev, the 95 % interval with
+// repetitions; daemon CQEs per loop and calls in flight; latency mean/p50/p99/p99.9 of all
+// requests in us) with the ratio B / A, then a verdict per figure: Welch's t-test
+// (unequal variances, two-sided, 5 % level) over the independent repetitions of each
+// summary (--repeat); with fewer than 2 repetitions on a side, no verdict and why (the
+// runs of one execution are not independent). Summaries of different kinds (KV backends,
+// rpc, data) are refused: std::runtime_error naming both files and kinds; so are two
+// summaries over different UCX transports (provenance.ucx_transports "am"), unless
+// options.allow_different_transports. Settings that differ (the "config" keys but output
+// paths and display switches, and the simulator model's content when both record it) are
+// listed first in lines starting "warning:". Data summaries are compared per value size
+// (the sizes both have; ops/s, GiB/s and latency means over the runs of each size); none
+// in common is refused. Throws std::runtime_error naming the file and key when a summary
+// lacks a figure.
+struct CompareOptions {
+  bool allow_different_transports = false;
+};
 std::string compare_summaries(const nlohmann::json& a, const nlohmann::json& b, const std::string& name_a,
-                              const std::string& name_b);
+                              const std::string& name_b, const CompareOptions& options = {});
 
 // The per-epoch progress line for stderr (no newline), e.g.
 //   run 1/3 epoch 4/30 [kept]  1.000 s  15.263 Mops | per rank avg 7.632 min 7.501 (rank 1)
@@ -249,10 +291,11 @@ struct ProgressLine {
   std::span<const uint64_t> rank_requests;  // requests completed in the epoch, by rank
 };
 std::string format_progress(const ProgressLine& line);
-// The line for one recorded epoch of `results`.
-std::string format_progress(const RunResults& results, uint32_t runs, uint32_t epoch);
+// The line for one recorded epoch of `results`; its run is counted from first_run (the
+// run index of a size's first run when the index counts over sizes).
+std::string format_progress(const RunResults& results, uint32_t runs, uint32_t epoch, uint32_t first_run = 0);
 // The line for `benchkv rpc`: rank 0 is the only caller and the server ranks complete
 // nothing, so there is no per-rank spread to show (it would be rank 0 against zeros).
-std::string format_rpc_progress(const RunResults& results, uint32_t runs, uint32_t epoch);
+std::string format_rpc_progress(const RunResults& results, uint32_t runs, uint32_t epoch, uint32_t first_run = 0);
 
 }  // namespace bkv::app

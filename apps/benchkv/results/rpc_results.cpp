@@ -1,47 +1,78 @@
 #include "apps/benchkv/results/rpc_results.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <stdexcept>
+#include <fmt/format.h>
 
 #include "apps/benchkv/results/provenance.hpp"
 
 namespace bkv::app {
 
-copyrpc::RttHistogram histogram_delta(const copyrpc::RttHistogram& a, const copyrpc::RttHistogram& b) {
-  copyrpc::RttHistogram d = b;
-  for (size_t i = 0; i < a.counts.size() && i < d.counts.size(); ++i) d.counts[i] -= a.counts[i];
-  d.n = b.n - a.n;
-  d.sum_ns = b.sum_ns - a.sum_ns;
-  return d;
+namespace {
+
+// The round-trip figures of one run, in microseconds (whole nanoseconds, so exact at 1e-6).
+void add_rtt_figures(nlohmann::json& j, const copyrpc::RttHistogram& h) {
+  const auto us = [](double ns) { return round6(ns / 1000.0); };
+  j["rtt_mean_us"] = us(h.mean_ns());
+  j["rtt_min_us"] = us(double(h.min_ns()));
+  j["rtt_p50_us"] = us(double(h.percentile_ns(0.5)));
+  j["rtt_p90_us"] = us(double(h.percentile_ns(0.9)));
+  j["rtt_p95_us"] = us(double(h.percentile_ns(0.95)));
+  j["rtt_p99_us"] = us(double(h.percentile_ns(0.99)));
+  j["rtt_p999_us"] = us(double(h.percentile_ns(0.999)));
+  j["rtt_max_us"] = us(double(h.max_ns()));
+  if (h.saturated()) j["rtt_saturated"] = true;
+  j["rtt_histogram"] = histogram_json(h);
 }
 
+}  // namespace
+
 nlohmann::json rpc_summary(const Options& o, const RpcResult& r) {
+  const bool several_sizes = rpc_message_sizes(o).size() > 1;
   nlohmann::json runs = nlohmann::json::array();
   for (const RpcRunStats& s : r.stats) {
     nlohmann::json j = {{"run", s.run}, {"calls", s.calls}, {"duration_ns", s.duration_ns}, {"mrps", round6(s.mrps())}};
-    if (s.rtt.n) {
-      j["rtt_mean_us"] = round6(s.rtt.mean_ns() / 1000.0);
-      put_percentiles_us(j, "rtt", s.rtt.percentile_ns(0.5), s.rtt.percentile_ns(0.99));
-    }
+    if (several_sizes) j["message_size"] = s.message_size;  // one size: the section's
+    if (s.rtt.count()) add_rtt_figures(j, s.rtt);
     runs.push_back(std::move(j));
   }
   return {{"endpoints", o.endpoints},
           {"queue_depth", o.queue_depth},
-          {"message_size", o.message_size},
+          {"message_size", to_json(o)["message_size"]},
           {"callers", 1},
           {"servers", o.np == 1 ? 1u : o.np - 1},
           {"loopback", o.np == 1},
           {"runs", std::move(runs)}};
 }
 
-int write_rpc_outputs(const Options& o, const RpcResult& res, const std::string& section, const nlohmann::json& details) {
-  write_csv_file(o.output, res.runs);
+nlohmann::json rpc_outputs(const Options& o, const RpcResult& res, const std::string& section,
+                           const nlohmann::json& details) {
+  if (rpc_message_sizes(o).size() > 1) {  // the CSV leads with each run's message size
+    std::vector<uint64_t> size_of_run;
+    for (const RunResults& run : res.runs) {
+      const auto st = std::find_if(res.stats.begin(), res.stats.end(), [&](const RpcRunStats& x) { return x.run == run.run(); });
+      if (st == res.stats.end()) throw std::logic_error("rpc: run " + std::to_string(run.run()) + " has no statistics");
+      size_of_run.push_back(st->message_size);
+    }
+    write_csv_file(o.output, res.runs, "message_size", size_of_run);
+  } else {
+    write_csv_file(o.output, res.runs);
+  }
   nlohmann::json summary = summary_json(o, res.runs, {});
   summary["rpc"] = rpc_summary(o, res);
   summary[section] = details;
+  summary[section].erase("ucx_transports");  // provenance's, below
   summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
   if (!summary.contains("provenance")) summary["provenance"] = provenance_json(o.transport == TransportKind::kSim);
   if (res.setup_provenance.is_object()) summary["provenance"].update(res.setup_provenance);
+  if (details.contains("ucx_transports")) summary["provenance"]["ucx_transports"] = details["ucx_transports"];
   write_summary_file(o.summary, summary);
+  return summary;
+}
+
+int write_rpc_outputs(const Options& o, const RpcResult& res, const std::string& section, const nlohmann::json& details) {
+  const nlohmann::json summary = rpc_outputs(o, res, section, details);
   const std::string report = format_report(summary, o.report);
   std::fwrite(report.data(), 1, report.size(), stdout);
   if (o.report == ReportFormat::kText) std::fputs(rpc_table(o, res).c_str(), stdout);
@@ -51,12 +82,17 @@ int write_rpc_outputs(const Options& o, const RpcResult& res, const std::string&
 }
 
 std::string rpc_table(const Options& o, const RpcResult& r) {
-  std::string out;
-  append_printf(out, "%9s %5s %6s %4s %10s %13s %13s\n", "endpoints", "QD", "size", "run", "Mrps", "RTT p50 (us)",
-                "RTT p99 (us)");
-  for (const RpcRunStats& s : r.stats)
-    append_printf(out, "%9u %5u %6u %4u %10.3f %13.2f %13.2f\n", o.endpoints, o.queue_depth, o.message_size, s.run + 1,
-                  s.mrps(), s.rtt.percentile_ns(0.5) / 1000.0, s.rtt.percentile_ns(0.99) / 1000.0);
+  std::string out = fmt::format("{:>9} {:>5} {:>6} {:>4} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+                                "endpoints", "QD", "size", "run", "Mrps", "MB/s", "mean", "p50", "p90", "p99",
+                                "p99.9", "max", "(us)");
+  for (const RpcRunStats& s : r.stats) {
+    const auto us = [](double ns) { return ns / 1000.0; };
+    out += fmt::format("{:>9} {:>5} {:>6} {:>4} {:>10.3f} {:>10.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f}\n",
+                       o.endpoints, o.queue_depth, s.message_size, s.run % o.runs + 1, s.mrps(), s.mrps() * s.message_size,
+                       us(s.rtt.mean_ns()), us(double(s.rtt.percentile_ns(0.5))), us(double(s.rtt.percentile_ns(0.9))),
+                       us(double(s.rtt.percentile_ns(0.99))), us(double(s.rtt.percentile_ns(0.999))),
+                       us(double(s.rtt.max_ns())));
+  }
   return out;
 }
 

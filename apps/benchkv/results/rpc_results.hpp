@@ -19,7 +19,8 @@ namespace bkv::app {
 
 // One run's figures at the caller.
 struct RpcRunStats {
-  uint32_t run = 0;
+  uint32_t run = 0;          // the CSV's run index (it counts over the message sizes)
+  uint32_t message_size = 0;
   uint64_t calls = 0;        // completed in the kept epochs
   uint64_t duration_ns = 0;  // of the kept epochs
   copyrpc::RttHistogram rtt; // the calls completed in the kept epochs
@@ -29,17 +30,16 @@ struct RpcRunStats {
 struct RpcResult {
   std::vector<RunResults> runs;
   std::vector<RpcRunStats> stats;
-  nlohmann::json extra;  // simulator statistics, when simulated
+  nlohmann::json extra;  // simulator statistics, when simulated (several sizes: "sizes", one entry each)
   nlohmann::json setup_provenance;  // simulated: machine-dependent set-up choices, added to the provenance
   uint64_t issued = 0, completed = 0, errors = 0;
 };
 
-// The calls completed between two snapshots of a round-trip histogram (a before b).
-copyrpc::RttHistogram histogram_delta(const copyrpc::RttHistogram& a, const copyrpc::RttHistogram& b);
-
-// The summary's "rpc" section and the table printed at the end of a run (--report text;
-// runs count from 1 there, as in all human text):
-//   endpoints  QD  size  run  Mrps  RTT p50 (us)  RTT p99 (us)
+// The summary's "rpc" section (per run: calls, Mrps, and the round trips' mean, p50, p90,
+// p95, p99, p99.9 and max in microseconds with their raw histogram) and the table printed
+// at the end of a run (--report text; runs count from 1 there, as in all human text):
+//   endpoints  QD  size  run  Mrps  MB/s  mean p50 p90 p99 p99.9 max (us)
+// MB/s is the request payload moved per second (10^6 bytes; the responses move as much).
 nlohmann::json rpc_summary(const Options& o, const RpcResult& r);
 std::string rpc_table(const Options& o, const RpcResult& r);
 
@@ -49,5 +49,9 @@ std::string rpc_table(const Options& o, const RpcResult& r);
 // exit status: 1 when the run is not
 // consistent (a call lost or an error), else 0.
 int write_rpc_outputs(const Options& o, const RpcResult& r, const std::string& section, const nlohmann::json& details);
+// The files alone (the CSV, led by message_size when several sizes ran, and the summary),
+// nothing printed; returns the summary (a sweep's run).
+nlohmann::json rpc_outputs(const Options& o, const RpcResult& r, const std::string& section,
+                           const nlohmann::json& details);
 
 }  // namespace bkv::app

@@ -24,19 +24,6 @@ using namespace bkv::sim;
 using Daemon = data::DataDaemon<DesTransport>;
 using Client = data::DataClient<DesTransport>;
 
-copyrpc::RttHistogram merged(const std::vector<std::unique_ptr<Client>>& clients) {
-  copyrpc::RttHistogram h;
-  for (const auto& c : clients) {
-    const copyrpc::RttHistogram& l = c->latency();
-    if (l.n == 0) continue;
-    if (h.counts.empty()) h.counts.assign(copyrpc::RttHistogram::kBuckets, 0);
-    for (size_t i = 0; i < l.counts.size(); ++i) h.counts[i] += l.counts[i];
-    h.n += l.n;
-    h.sum_ns += l.sum_ns;
-  }
-  return h;
-}
-
 // The data mode, one value size: NP nodes, each a daemon #0 and client_threads clients
 // on simulated threads over the simulated fabric. The drain looks every 1 us.
 class DataExperiment final : public SimRun {
@@ -186,29 +173,34 @@ class DataExperiment final : public SimRun {
   }
 
   void epoch_recorded(RunResults& rr, uint32_t /*run*/, uint32_t epoch) override {
-    if (epoch + 1 == rr.first_kept_epoch()) snapshot(kept_start_latency_, kept_start_bytes_);
+    if (epoch + 1 == rr.first_kept_epoch()) open_window();
     if (epoch + 1 == rr.end_kept_epoch()) {
       uint64_t bytes = 0;
       snapshot(kept_latency_, bytes);
-      kept_latency_ = histogram_delta(kept_start_latency_, kept_latency_);
+      kept_latency_ = kept_latency_.since(kept_start_latency_);
       kept_bytes_ = bytes - kept_start_bytes_;
     }
-    if (progress_) progress_(format_progress(rr, runs_total_, epoch));
+    if (progress_) {  // runs counted per size
+      const std::string line = format_progress(rr, o_.runs, epoch, run_base_);
+      progress_(runs_total_ == o_.runs ? line : "value size " + std::to_string(value_size_) + ": " + line);
+    }
   }
 
+  // Every client's latency, merged, and the value bytes moved so far.
   void snapshot(copyrpc::RttHistogram& h, uint64_t& bytes) {
     h = copyrpc::RttHistogram{};
     bytes = 0;
-    for (auto& n : nodes_) {
-      const copyrpc::RttHistogram m = merged(n->clients);
-      if (m.n) {
-        if (h.counts.empty()) h.counts.assign(copyrpc::RttHistogram::kBuckets, 0);
-        for (size_t i = 0; i < m.counts.size(); ++i) h.counts[i] += m.counts[i];
-        h.n += m.n;
-        h.sum_ns += m.sum_ns;
+    for (auto& n : nodes_)
+      for (auto& c : n->clients) {
+        h.merge(c->latency());
+        bytes += c->counters().bytes.load(std::memory_order_relaxed);
       }
-      for (auto& c : n->clients) bytes += c->counters().bytes.load(std::memory_order_relaxed);
-    }
+  }
+  // A run's kept window opens: the clients' maxima restart, the counts are noted.
+  void open_window() {
+    for (auto& n : nodes_)
+      for (auto& c : n->clients) c->restart_latency_max();
+    snapshot(kept_start_latency_, kept_start_bytes_);
   }
 
   void run_ended(RunResults& rr, uint32_t run) override {
@@ -220,7 +212,7 @@ class DataExperiment final : public SimRun {
     s.bytes = kept_bytes_;
     s.latency = std::move(kept_latency_);
     out_->stats.push_back(std::move(s));
-    snapshot(kept_start_latency_, kept_start_bytes_);  // the next run's window opens here when it trims nothing
+    open_window();  // the next run's window opens here when it trims nothing
   }
 
   // Requests issued and completed by every client so far.

@@ -68,17 +68,6 @@ struct Snapshot {
   copyrpc::RttHistogram rtt;
 };
 
-// Histogram of the calls completed between two snapshots.
-copyrpc::RttHistogram rtt_delta(const copyrpc::RttHistogram& a, const copyrpc::RttHistogram& b) {
-  copyrpc::RttHistogram d;
-  if (b.counts.empty()) return d;
-  d.counts = b.counts;
-  for (size_t i = 0; i < a.counts.size(); ++i) d.counts[i] -= a.counts[i];
-  d.n = b.n - a.n;
-  d.sum_ns = b.sum_ns - a.sum_ns;
-  return d;
-}
-
 // The KV mode: NP nodes of node backend B (its traits: backends/node_backends.hpp), every
 // daemon and client on its own simulated thread; the drain looks every 10 us.
 template <class B>
@@ -454,8 +443,13 @@ class Experiment final : public SimRun {
     if (next_run < o_.runs && next_epoch == o_.trim) latency_window_start();
   }
 
-  // Every client's request latency, merged: the histograms all clients record into.
-  metrics::RequestLatency latency_sum() const { return latency_; }
+  // Every client's request latency, merged: the histogram all clients record into
+  // (32-bit counts, as a client's), widened.
+  metrics::MergedRequestLatency latency_sum() const {
+    metrics::MergedRequestLatency sum;
+    sum.merge(latency_);
+    return sum;
+  }
   void latency_window_start() {
     latency_.restart_max();
     latency_start_ = latency_sum();
@@ -528,8 +522,8 @@ class Experiment final : public SimRun {
         if (b.m.failed_calls != a.m.failed_calls)  // absent when none: outputs without faults keep their bytes
           dm.extra["failed_calls"] = double(b.m.failed_calls - a.m.failed_calls);
         dm.extra["work_loop_fraction"] = dm.cqe.loops ? double(b.m.busy_loops - a.m.busy_loops) / double(dm.cqe.loops) : 0.0;
-        const copyrpc::RttHistogram rtt = rtt_delta(a.rtt, b.rtt);
-        if (rtt.n) {
+        const copyrpc::RttHistogram rtt = b.rtt.since(a.rtt);
+        if (rtt.count()) {
           dm.extra["rtt_mean_us"] = rtt.mean_ns() / 1000.0;
           dm.extra["rtt_p50_us"] = rtt.percentile_ns(0.5) / 1000.0;
           dm.extra["rtt_p99_us"] = rtt.percentile_ns(0.99) / 1000.0;
@@ -674,7 +668,7 @@ class Experiment final : public SimRun {
   uint64_t life_end_completed_ = 0, life_kept_requests_ = 0;
   std::vector<uint64_t> startup_loops_;      // per daemon: loops that started before the clients
   metrics::RequestLatency latency_;        // every client's (SimNode::share_client_latency)
-  metrics::RequestLatency latency_start_;  // at the start of the current run's kept epochs
+  metrics::MergedRequestLatency latency_start_;  // at the start of the current run's kept epochs
   TargetId sample_target_{};
   Time sample_every_ = 10'000;
   std::vector<InflightSample> samples_;
@@ -736,7 +730,7 @@ void check_simulation_fits(const app::Options& o) {
                 "or --server-threads",
                 double(m.bytes) / double(1ull << 30), static_cast<unsigned long long>(m.endpoints),
                 static_cast<unsigned long long>(m.threads), double(avail) / double(1ull << 30));
-  throw std::runtime_error(buf);
+  throw OptionError("np", buf);  // input too large for this machine: exit status 2 like any bad input
 }
 
 nlohmann::json write_experiment_outputs(const app::Options& o, const ExperimentResult& res) {

@@ -73,8 +73,11 @@ struct MemoryEstimate {
   uint64_t threads = 0;
 };
 MemoryEstimate estimate_memory(const app::Options& o);
-// Throws std::runtime_error naming the estimate and the memory available when the
-// estimate exceeds what the machine has available (MemAvailable); run_experiment calls it.
+// MemAvailable of /proc/meminfo in bytes; 0 when unknown.
+uint64_t available_memory_bytes();
+// Throws OptionError (key "np": an input error, exit status 2) naming the estimate and the
+// memory available when the estimate exceeds what the machine has available
+// (MemAvailable); run_experiment calls it.
 void check_simulation_fits(const app::Options& o);
 
 void write_inflight_csv(const std::string& path, const std::vector<InflightSample>& samples);

@@ -4,9 +4,11 @@
 #include "apps/benchkv/simulator/runner.hpp"
 
 #include <cstdio>
+#include <initializer_list>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 #include "core/random.hpp"
 #include "sim/des_transport.hpp"
@@ -19,27 +21,42 @@ namespace {
 
 using namespace bkv::sim;
 
-// The rpc mode: thread 0 calls, threads 1..servers answer; the caller is the only
-// client of the CSV (rank 0, client 0; the servers' rows are zeros). The drain looks
-// every 1 us.
+// A seed derived for message size `size_index` of a list: the first size's are those of
+// a single-size run (whose outputs keep their bytes), the others' also derive from the index.
+uint64_t size_seed(uint64_t seed, uint64_t stream, uint32_t size_index, std::initializer_list<uint64_t> more = {}) {
+  std::vector<uint64_t> path{stream};
+  path.insert(path.end(), more.begin(), more.end());
+  if (size_index > 0) path.push_back(0x53495a45ull /* "SIZE" */ + size_index);
+  switch (path.size()) {
+    case 1: return derive_seed(seed, {path[0]});
+    case 2: return derive_seed(seed, {path[0], path[1]});
+    default: return derive_seed(seed, {path[0], path[1], path[2]});
+  }
+}
+
+// The rpc mode, one message size: thread 0 calls, threads 1..servers answer; the caller
+// is the only client of the CSV (rank 0, client 0; the servers' rows are zeros). The
+// drain looks every 1 us. Size i of a list runs runs i * runs .. (i + 1) * runs - 1.
 class RpcExperiment final : public SimRun {
  public:
   using Thread = rpc::RpcThread<DesTransport>;
 
-  RpcExperiment(const Options& o, const Model& model, const std::function<void(const std::string&)>& progress)
-      : SimRun(o, model, progress, derive_seed(o.seed, {0x4E4943ull}), 1, 1000) {
+  RpcExperiment(const Options& o, const Model& model, const std::function<void(const std::string&)>& progress,
+                uint32_t message_size, uint32_t size_index, uint32_t size_count)
+      : SimRun(o, model, progress, size_seed(o.seed, 0x4E4943ull, size_index), 1, 1000),
+        message_size_(message_size), run_base_(size_index * o.runs), size_count_(size_count) {
     // --np 1 is NIC loopback: one node whose NIC carries both ends (caller thread and
     // server thread), as copyrpc's loopback micro-benchmarks run on one machine.
     const bool loopback = np_ == 1;
     const uint32_t servers = loopback ? 1 : np_ - 1;
-    const rpc::RpcConfig rc = rpc_config(o);
+    const rpc::RpcConfig rc = rpc_config(o, message_size);
     const copyrpc::ContextConfig cc = rpc_context_config(o);
     for (uint32_t r = 0; r < np_; ++r) fabric_.add_node(model_.nic);
     // Thread 0 calls; threads 1..servers answer, each on its own rank's node (loopback:
     // on node 0, the caller's). Seeds and names are per thread, as they were per rank.
     for (uint32_t t = 0; t <= servers; ++t) {
       const uint32_t node = loopback ? 0 : t;
-      threads_.push_back(std::make_unique<SimThread>(engine_, model_.cpu, derive_seed(o.seed, {0x525043ull, t}),
+      threads_.push_back(std::make_unique<SimThread>(engine_, model_.cpu, size_seed(o.seed, 0x525043ull, size_index, {t}),
                                                      "r" + std::to_string(t) + ".rpc"));
       DesTransport& tr = fabric_.create_transport(node, *threads_.back());
       rpc_.push_back(std::make_unique<Thread>(tr, cc, rc, t == 0));
@@ -53,19 +70,28 @@ class RpcExperiment final : public SimRun {
     for (size_t t = 0; t < threads_.size(); ++t) threads_[t]->set_step(&RpcExperiment::step, rpc_[t].get());
   }
 
-  RpcResult run() {
-    if (!run_timeline(0)) throw std::runtime_error("rpc: simulation ended with calls still in flight");
-    RpcResult res;
-    res.runs = std::move(runs());
-    res.stats = std::move(stats_);
-    res.issued = caller().counters().issued.load();
-    res.completed = caller().counters().completed.load();
+  // Runs this size into `res` (its runs, statistics and totals added). The simulator's
+  // figures: res.extra itself for a single size (as before lists), else one entry of
+  // res.extra["sizes"].
+  void run(RpcResult& res) {
+    if (!run_timeline(run_base_)) throw std::runtime_error("rpc: simulation ended with calls still in flight");
+    for (RunResults& rr : runs()) res.runs.push_back(std::move(rr));
+    for (RpcRunStats& s : stats_) res.stats.push_back(std::move(s));
+    res.issued += caller().counters().issued.load();
+    res.completed += caller().counters().completed.load();
     for (auto& t : rpc_) res.errors += t->counters().errors.load();
-    res.extra = timeline_json();
     res.setup_provenance = setup_provenance();
+    nlohmann::json figures = timeline_json();
+    if (size_count_ == 1) {
+      res.extra = std::move(figures);
+      res.extra["model"] = model_.to_json();
+      res.extra["nics"] = nics_json();
+      return;
+    }
+    figures["message_size"] = message_size_;
+    figures["nics"] = nics_json();
     res.extra["model"] = model_.to_json();
-    res.extra["nics"] = nics_json();
-    return res;
+    res.extra["sizes"].push_back(std::move(figures));
   }
 
  private:
@@ -89,21 +115,32 @@ class RpcExperiment final : public SimRun {
   Totals totals() const override { return {caller().counters().issued.load(), caller().counters().completed.load()}; }
 
   void epoch_recorded(RunResults& rr, uint32_t /*run*/, uint32_t epoch) override {
-    if (epoch + 1 == rr.first_kept_epoch()) kept_start_rtt_ = caller().rtt();  // the kept window opens
-    if (epoch + 1 == rr.end_kept_epoch()) kept_rtt_ = histogram_delta(kept_start_rtt_, caller().rtt());
-    if (progress_) progress_(format_rpc_progress(rr, o_.runs, epoch));
+    if (epoch + 1 == rr.first_kept_epoch()) open_window();
+    if (epoch + 1 == rr.end_kept_epoch()) kept_rtt_ = caller().rtt().since(kept_start_rtt_);
+    if (progress_) {
+      const std::string line = format_rpc_progress(rr, o_.runs, epoch, run_base_);
+      progress_(size_count_ == 1 ? line : "message size " + std::to_string(message_size_) + ": " + line);
+    }
   }
 
   void run_ended(RunResults& rr, uint32_t run) override {
     RpcRunStats s;
-    s.run = run;
+    s.run = run_base_ + run;  // the CSV's run index (it counts over the sizes)
+    s.message_size = message_size_;
     s.calls = rr.kept_requests();
     s.duration_ns = rr.kept_duration_ns();
     s.rtt = std::move(kept_rtt_);
-    kept_start_rtt_ = caller().rtt();  // the next run's window opens here when it trims nothing
+    open_window();  // the next run's window opens here when it trims nothing
     stats_.push_back(std::move(s));
   }
 
+  // A run's kept window opens: the caller's maximum restarts, its counts are noted.
+  void open_window() {
+    caller().restart_rtt_max();
+    kept_start_rtt_ = caller().rtt();
+  }
+
+  uint32_t message_size_, run_base_, size_count_;
   std::vector<std::unique_ptr<SimThread>> threads_;
   std::vector<std::unique_ptr<Thread>> rpc_;
   std::vector<RpcRunStats> stats_;
@@ -113,8 +150,13 @@ class RpcExperiment final : public SimRun {
 }  // namespace
 
 RpcResult run_rpc_sim(const Options& o, const sim::Model& model, const std::function<void(const std::string&)>& progress) {
-  RpcExperiment e(o, model, progress);
-  return e.run();
+  RpcResult res;
+  const std::vector<uint32_t> sizes = rpc_message_sizes(o);
+  for (uint32_t i = 0; i < sizes.size(); ++i) {
+    RpcExperiment e(o, model, progress, sizes[i], i, static_cast<uint32_t>(sizes.size()));
+    e.run(res);
+  }
+  return res;
 }
 
 }  // namespace bkv::app

@@ -16,11 +16,17 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "apps/benchkv/results/fnv1a.hpp"
 #include "apps/benchkv/cli/options.hpp"
 #include "apps/benchkv/results/results.hpp"
+#include "apps/benchkv/results/data_results.hpp"
+#include "apps/benchkv/results/rpc_results.hpp"
+#include "apps/benchkv/simulator/data_mode.hpp"
 #include "apps/benchkv/simulator/kv_mode.hpp"
+#include "apps/benchkv/simulator/repetitions.hpp"
+#include "apps/benchkv/simulator/rpc_mode.hpp"
 #include "apps/benchkv/sweep/sweep_ranks.hpp"
 #include "core/strict_json.hpp"
 #include "sim/model.hpp"
@@ -196,8 +202,9 @@ std::string csv_header(const Sweep& s) {
   return h;
 }
 
-// The row of a finished run, from its summary.
-std::string row_of(const SweepRun& r, const json& summary) {
+// The row of a finished run, from its summary and the latency of every request of its
+// kept epochs merged (rpc: the round trips; data: the operations).
+std::string row_of(const SweepRun& r, const json& summary, const metrics::LatencyHistogram& latency) {
   const auto& runs = summary.at("runs");
   const double np = summary.at("config").at("np").get<double>();
   double mops = 0;
@@ -211,16 +218,40 @@ std::string row_of(const SweepRun& r, const json& summary) {
       inflight += d.at("inflight_avg").get<double>();
       ++n0;
     }
-  if (n0) cqe /= double(n0), inflight /= double(n0);
   const auto& t = summary.at("totals");
-  char buf[256];
-  std::snprintf(buf, sizeof buf, ",%.6f,%.6f,%.6f,%.3f,%llu,%llu,%llu", mops, mops / np, cqe, inflight,
-                static_cast<unsigned long long>(t.at("issued").get<uint64_t>()),
-                static_cast<unsigned long long>(t.at("completed").get<uint64_t>()),
-                static_cast<unsigned long long>(t.at("errors").get<uint64_t>()));
   std::string row = std::to_string(r.index);
   for (const auto& l : r.labels) row += "," + csv_field(l);
-  return row + buf;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, ",%.6f,%.6f", mops, mops / np);
+  row += buf;
+  if (n0) {  // daemon #0's figures (none in rpc and data runs)
+    std::snprintf(buf, sizeof buf, ",%.6f,%.3f", cqe / double(n0), inflight / double(n0));
+    row += buf;
+  } else {
+    row += ",,";
+  }
+  std::snprintf(buf, sizeof buf, ",%llu,%llu,%llu", static_cast<unsigned long long>(t.at("issued").get<uint64_t>()),
+                static_cast<unsigned long long>(t.at("completed").get<uint64_t>()),
+                static_cast<unsigned long long>(t.at("errors").get<uint64_t>()));
+  row += buf;
+  if (latency.count()) {
+    std::snprintf(buf, sizeof buf, ",%.1f,%llu,%llu,%llu,%llu", latency.mean_ns(),
+                  static_cast<unsigned long long>(latency.percentile_ns(0.5)),
+                  static_cast<unsigned long long>(latency.percentile_ns(0.99)),
+                  static_cast<unsigned long long>(latency.percentile_ns(0.999)),
+                  static_cast<unsigned long long>(latency.max_ns()));
+    row += buf;
+  } else {
+    row += ",,,,,";
+  }
+  const json& m = summary.at("overall").at("mops");
+  if (summary.contains("repetitions") && m.value("n", uint64_t{0}) >= 2) {
+    std::snprintf(buf, sizeof buf, ",%.6f,%.6f", m.at("ci95_low").get<double>(), m.at("ci95_high").get<double>());
+    row += buf;
+  } else {
+    row += ",,";
+  }
+  return row;
 }
 
 json params_of(const Sweep& s, const SweepRun& r) {
@@ -295,6 +326,9 @@ std::string config_changes(const json& was, const json& now, size_t limit = 6) {
   return out;
 }
 
+// Figures per row before the latency and confidence-interval columns.
+constexpr size_t kOlderSweepFigures = 7;
+
 // The row of a run finished earlier (resume), or "" if it has not finished. A finished
 // run counts only if it was made with this run's effective configuration; otherwise the
 // sweep is refused (its rows would mix runs made with different settings).
@@ -330,8 +364,11 @@ std::string finished_row(const Sweep& s, const SweepRun& r) {
   for (const auto& l : r.labels) prefix += "," + csv_field(l);
   prefix += ",";
   const std::string figures = row.rfind(prefix, 0) == 0 ? row.substr(prefix.size()) : std::string("\"");
-  if (figures.find_first_of("\"\r\n") != std::string::npos ||
-      size_t(std::count(figures.begin(), figures.end(), ',')) + 1 != kSweepFigures.size())
+  const size_t count = size_t(std::count(figures.begin(), figures.end(), ',')) + 1;
+  if (figures.find_first_of("\"\r\n") == std::string::npos && count == kOlderSweepFigures)
+    fail(s.file, "the output directory " + s.output_dir + " holds " + describe(s, r) + " recorded by an older "
+                     "benchkv, whose rows had no latency columns (" + f.string() + ")" + remedy);
+  if (figures.find_first_of("\"\r\n") != std::string::npos || count != kSweepFigures.size())
     fail(s.file, "the output directory " + s.output_dir + " holds " + describe(s, r) + " whose recorded row is not "
                      "its row (" + f.string() + ": \"row\" must be " + prefix + " and " +
                      std::to_string(kSweepFigures.size()) + " figures)" + remedy);
@@ -352,11 +389,40 @@ std::string run_point(const Sweep& s, const SweepRun& r) {
     m << patched.dump(2) << "\n";
     if (!m) throw std::runtime_error("cannot write " + o.model);
   }
-  const ExperimentResult res = run_experiment(o, model, nullptr);
-  const json summary = write_experiment_outputs(o, res);
-  if (consistency_status(res.total_issued, res.total_completed, res.errors, "requests", res.failed) != 0)
-    throw std::runtime_error(describe(s, r) + ": the run is inconsistent (see its summary)");
-  const std::string row = row_of(r, summary);
+  json summary;
+  metrics::LatencyHistogram latency;
+  int status = 0;
+  switch (o.mode) {
+    case Mode::kKv: {
+      const std::vector<ExperimentResult> reps = run_repeated_experiment(o, model, nullptr);
+      summary = write_repeated_outputs(o, reps);
+      uint64_t issued = 0, completed = 0, errors = 0, failed = 0;
+      for (const ExperimentResult& res : reps) {
+        issued += res.total_issued, completed += res.total_completed, errors += res.errors, failed += res.failed;
+        for (const RunResults& run : res.runs) latency.merge(run.latency().all());
+      }
+      status = consistency_status(issued, completed, errors, "requests", failed);
+      break;
+    }
+    case Mode::kRpc: {
+      const RpcResult res = run_rpc_sim(o, model, nullptr);
+      summary = rpc_outputs(o, res, "simulator", res.extra);
+      for (const RpcRunStats& st : res.stats) latency.merge(st.rtt);
+      status = consistency_status(res.issued, res.completed, res.errors, "calls");
+      break;
+    }
+    case Mode::kData: {
+      const DataResult res = run_data_sim(o, model, nullptr);
+      summary = data_outputs(o, res, "simulator", res.extra);
+      for (const DataRunStats& st : res.stats) latency.merge(st.latency);
+      status = consistency_status(res.issued, res.completed, res.errors, "data operations");
+      break;
+    }
+    case Mode::kSweep:
+    case Mode::kCompare: throw std::logic_error("sweep: a run of mode " + std::string(to_string(o.mode)));
+  }
+  if (status != 0) throw std::runtime_error(describe(s, r) + ": the run is inconsistent (see its summary)");
+  const std::string row = row_of(r, summary, latency);
   const std::string tmp = dir + "/row.json.tmp";
   {
     std::ofstream out(tmp);
@@ -509,13 +575,16 @@ void print_usage(std::FILE* f) {
   std::fprintf(f,
                "Usage: benchkv sweep SWEEP.json [-j N] [--check]\n"
                "       mpirun -np N benchkv sweep SWEEP.json\n"
-               "Runs the grid of simulated runs a sweep file describes (configs/sweeps/; format in\n"
+               "Runs the grid of simulated runs a sweep file describes (KV backends, rpc, data; configs/sweeps/; format in\n"
                "docs/outputs.md, \"Sweeps\") and writes one row per run to OUTPUT/results.csv\n"
                "(every axis, then %s).\n"
                "Runs already finished in OUTPUT/runs/ with the same configuration are not run again; a\n"
                "finished run made with another configuration is refused (exit 2). Progress: stderr.\n"
-               "  -j N, --jobs N  runs at a time on local cores, one child process each (default 1);\n"
-               "                  under mpirun each rank is one run slot and -j above 1 is refused\n"
+               "  -j N, --jobs N  runs at a time on local cores, one child process each (default: the\n"
+               "                  cores of this machine, fewer when the runs' estimated memory would\n"
+               "                  not fit in what is available); the runs estimated to take longest\n"
+               "                  start first (results.csv keeps the grid's order); under mpirun each\n"
+               "                  rank is one run slot and -j above 1 is refused\n"
                "  --check         validates every run's options and model, prints the warnings and the\n"
                "                  sweep's fingerprint (equal on two machines: the same runs, options\n"
                "                  and model contents, wherever the files lie), runs nothing\n"
@@ -670,10 +739,11 @@ Sweep load_sweep(const std::string& path) {
       }
       validate(o, true);
       if (o.transport != TransportKind::kSim) throw std::runtime_error("sweeps run the simulator: transport must be sim");
-      if (o.mode != Mode::kKv)
-        throw std::runtime_error("sweeps run the KV backends (meta, delegation, direct); run rpc and data directly");
-      if (*o.backend == backend::BackendKind::kUcxAm)
-        throw std::runtime_error("the ucx-am baseline has no simulated form");
+      // One row per run: a run of rpc or data has one size (make the size an axis).
+      if (o.mode == Mode::kRpc && rpc_message_sizes(o).size() > 1)
+        throw std::runtime_error("message_size names several sizes; a sweep's run has one (make message_size a grid axis)");
+      if (o.mode == Mode::kData && data_value_sizes(o).size() > 1)
+        throw std::runtime_error("value_size names several sizes; a sweep's run has one (make value_size a grid axis)");
       model_of(o, r.model_patch, nullptr);
     } catch (const std::exception& e) {
       fail(path, describe(s, r) + ": " + e.what());
@@ -719,9 +789,45 @@ Sweep load_sweep(const std::string& path) {
   return s;
 }
 
+namespace {
+
+// What a run costs, estimated before it runs: its simulated threads x the virtual time it
+// simulates (the simulator's work grows with both). Orders the runs, longest first.
+double estimated_cost(const Options& o) {
+  double threads = 0;
+  switch (o.mode) {
+    case Mode::kKv: threads = double(o.np) * (o.server_threads + o.client_threads); break;
+    case Mode::kRpc: threads = double(o.np) * o.endpoints; break;  // one thread per node, its endpoints' traffic
+    case Mode::kData: threads = double(o.np) * (1 + o.client_threads); break;
+    case Mode::kSweep:
+    case Mode::kCompare: break;
+  }
+  return threads * double(o.runs) * double(o.repeat) * o.duration;
+}
+
+// -j by default: one run per core, fewer when the largest run's estimated memory
+// (simulator/kv_mode.hpp: estimate_memory) times the runs at a time would not fit in the
+// memory available. Sets `why` to the reason, for the start line.
+uint32_t default_jobs(const Sweep& s, const std::vector<const SweepRun*>& to_run, std::string& why) {
+  const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
+  uint64_t largest = 0;
+  for (const SweepRun* r : to_run) largest = std::max(largest, estimate_memory(options_of(s, *r)).bytes);
+  const uint64_t available = available_memory_bytes();
+  if (available == 0 || largest == 0 || available / largest >= cores) {
+    why = "one per core";
+    return cores;
+  }
+  const uint32_t fit = static_cast<uint32_t>(std::max<uint64_t>(1, available / largest));
+  why = "of " + std::to_string(cores) + " cores: the largest run needs about " +
+        std::to_string(largest >> 20) + " MiB of the " + std::to_string(available >> 20) + " MiB available";
+  return fit;
+}
+
+}  // namespace
+
 int sweep_main(int argc, char** argv) {
   std::string file;
-  uint32_t jobs = 1;
+  uint32_t jobs = 0;  // 0: default_jobs
   bool check_only = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -781,7 +887,7 @@ int sweep_main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
   }
-  if (ranks->size() > 1 && jobs > 1) {
+  if (ranks->size() > 1 && jobs > 1) {  // given explicitly
     std::fprintf(stderr, "benchkv sweep: -j with mpirun: each MPI rank is one run slot, drop -j\n");
     return 2;
   }
@@ -802,6 +908,11 @@ int sweep_main(int argc, char** argv) {
       rows[r.index] = finished_row(s, r);
       if (rows[r.index].empty()) to_run.push_back(&r);
     }
+    // The longest runs first, so that they are not the sweep's tail (ties: grid order).
+    std::vector<double> cost(s.runs.size(), 0.0);
+    for (const SweepRun* r : to_run) cost[r->index] = estimated_cost(options_of(s, *r));
+    std::stable_sort(to_run.begin(), to_run.end(),
+                     [&](const SweepRun* a, const SweepRun* b) { return cost[a->index] > cost[b->index]; });
     if (ranks->size() > 1) fingerprint = sweep_fingerprint(s);
   } catch (const SweepInputError& e) {
     std::fprintf(stderr, "benchkv %s\n", e.what());
@@ -817,11 +928,15 @@ int sweep_main(int argc, char** argv) {
   if (load_status != 0) return load_status;
   try {
     const size_t already = s.runs.size() - to_run.size();
+    std::string slots = std::to_string(ranks->size()) + " MPI ranks";
+    if (ranks->size() == 1) {
+      std::string why = "-j";
+      if (jobs == 0) jobs = default_jobs(s, to_run, why);
+      slots = std::to_string(jobs) + " at a time, " + why + "; the longest first";
+    }
     if (ranks->rank() == 0)
       std::fprintf(stderr, "sweep: %zu runs, %zu finished earlier, %zu to run (%s)\n", s.runs.size(), already,
-                   to_run.size(),
-                   ranks->size() > 1 ? (std::to_string(ranks->size()) + " MPI ranks").c_str()
-                                     : (std::to_string(jobs) + " at a time").c_str());
+                   to_run.size(), slots.c_str());
     size_t failures = 0;
     if (ranks->size() == 1) {
       failures = run_local(s, to_run, jobs, s.runs.size(), already);

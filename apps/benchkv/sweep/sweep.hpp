@@ -21,9 +21,12 @@
 // exists is not run again (resume after interruption) if row.json records the run's
 // effective configuration (options, model content) with the same hash; otherwise the
 // sweep is refused (exit status 2) naming what changed.
-// Runs in parallel on local cores (-j N, one child process per run), or under mpirun
-// as MPI ranks: rank r runs the runs r, r + size, ... and the rows are gathered to rank 0,
-// which writes results.csv. Before any run starts the ranks agree on the sweep and on the
+// Modes: the KV backends, rpc (one message size per run) and data (one value size per
+// run), all simulated. Runs in parallel on local cores (-j N, one child process per run;
+// by default as many as the machine has cores, fewer when the runs' estimated memory
+// would not fit), the runs estimated to take longest first (the rows keep their order),
+// or under mpirun as MPI ranks: rank r runs the runs r, r + size, ... of that order and
+// the rows are gathered to rank 0, which writes results.csv. Before any run starts the ranks agree on the sweep and on the
 // runs left to run (sweep.cpp, agree_on_sweep); a rank that differs ends every rank.
 #pragma once
 
@@ -35,9 +38,15 @@
 
 namespace bkv::app {
 
-// The summary figures of a run, in CSV column order after the axes.
-inline const std::vector<std::string> kSweepFigures = {"mops_total", "mops_per_rank", "cqe_per_loop", "inflight",
-                                                       "issued",     "completed",     "errors"};
+// The summary figures of a run, in CSV column order after the axes: the rate (Mops; rpc:
+// M calls/s; data: M operations/s) over the runs and per rank, daemon #0's CQEs per loop
+// and calls in flight (empty without daemons: rpc, data), the request totals, the latency
+// of every request of the run's kept epochs merged (ns; rpc: round trips), and with
+// --repeat N the 95 % confidence interval of mops_total over the repetitions (else empty).
+inline const std::vector<std::string> kSweepFigures = {
+    "mops_total",     "mops_per_rank",  "cqe_per_loop",   "inflight",        "issued",         "completed",
+    "errors",         "latency_mean_ns", "latency_p50_ns", "latency_p99_ns", "latency_p999_ns", "latency_max_ns",
+    "mops_ci95_low",  "mops_ci95_high"};
 
 struct SweepRun {
   uint32_t index = 0;

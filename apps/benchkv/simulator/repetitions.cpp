@@ -1,0 +1,80 @@
+#include "apps/benchkv/simulator/repetitions.hpp"
+
+#include <stdexcept>
+
+#include "apps/benchkv/results/provenance.hpp"
+#include "apps/benchkv/results/results.hpp"
+#include "apps/benchkv/simulator/runner.hpp"
+
+namespace bkv::app {
+
+std::vector<ExperimentResult> run_repeated_experiment(const Options& o, const sim::Model& model,
+                                                      const std::function<void(const std::string&)>& progress) {
+  std::vector<ExperimentResult> reps;
+  reps.reserve(o.repeat);
+  for (uint32_t k = 0; k < o.repeat; ++k) {
+    Options one = o;
+    one.seed = o.seed + k;
+    one.repeat = 1;
+    std::function<void(const std::string&)> tagged = progress;
+    if (progress && o.repeat > 1)
+      tagged = [&progress, seed = one.seed](const std::string& line) {
+        progress("seed " + std::to_string(seed) + ": " + line);
+      };
+    reps.push_back(run_experiment(one, model, tagged));
+    // A signal (install_stop_signals) stopped this repetition, or came after its end: no
+    // further repetition starts.
+    if (!reps.back().interrupted.is_null() || stop_signal() != 0) break;
+  }
+  return reps;
+}
+
+nlohmann::json write_repeated_outputs(const Options& o, const std::vector<ExperimentResult>& reps) {
+  if (reps.empty()) throw std::logic_error("write_repeated_outputs: no repetition");
+  // A repetition a signal stopped before any kept epoch finished has no run: left out, as
+  // a single run would be; the "interrupted" mark (with the seed under --repeat) stays.
+  const size_t n = reps.back().runs.empty() ? reps.size() - 1 : reps.size();
+  if (n <= 1) {  // one repetition measured: the outputs of a single experiment
+    if (reps.size() == 1 && (o.repeat == 1 || reps.front().interrupted.is_null()))
+      return write_experiment_outputs(o, reps.front());
+    ExperimentResult first = reps.front();
+    first.interrupted = reps.back().interrupted;
+    if (!first.interrupted.is_null()) first.interrupted["seed"] = o.seed + reps.size() - 1;
+    return write_experiment_outputs(o, first);
+  }
+  std::vector<RunResults> runs;
+  std::vector<uint64_t> seeds;
+  std::vector<RepetitionResults> parts;
+  for (size_t k = 0; k < n; ++k)
+    for (const RunResults& r : reps[k].runs) {
+      runs.push_back(r);
+      seeds.push_back(o.seed + k);
+    }
+  for (size_t k = 0; k < n; ++k) parts.push_back({o.seed + k, reps[k].runs, reps[k].daemons});
+  write_csv_file(o.output, runs, "seed", seeds);
+  nlohmann::json summary = repeated_summary_json(to_json(o), parts);
+  nlohmann::json per_rep = nlohmann::json::array();
+  uint64_t issued = 0, completed = 0, errors = 0, failed = 0;
+  for (size_t k = 0; k < reps.size(); ++k) {
+    nlohmann::json extra = reps[k].extra;
+    extra.erase("model");  // the same model for every repetition: once, below
+    extra["seed"] = o.seed + k;
+    per_rep.push_back(std::move(extra));
+    issued += reps[k].total_issued;
+    completed += reps[k].total_completed;
+    errors += reps[k].errors;
+    failed += reps[k].failed;
+  }
+  summary["simulator"] = {{"model", reps.front().extra["model"]}, {"repetitions", std::move(per_rep)}};
+  summary["totals"] = {{"issued", issued}, {"completed", completed}, {"errors", errors}};
+  if (failed > 0 || reps.front().extra["model"].contains("faults")) summary["totals"]["failed"] = failed;
+  summary["provenance"] = provenance_json(true);  // simulated threads: no CPU map
+  if (!reps.back().interrupted.is_null()) {  // a signal stopped the last repetition started
+    summary["interrupted"] = reps.back().interrupted;
+    summary["interrupted"]["seed"] = o.seed + reps.size() - 1;
+  }
+  write_summary_file(o.summary, summary);
+  return summary;
+}
+
+}  // namespace bkv::app

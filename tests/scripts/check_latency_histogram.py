@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""scripts/latency_histogram.py against real benchkv summaries: the percentiles it rebuilds
+from the raw histograms are exactly the ones the summary gives (KV: every class of a run and
+all runs merged; rpc: a run's round trips; data: a size's latency), a p95 it computes lies
+between the summary's p90 and p99, the CDF it draws is a PNG, and a bad input is one line
+on stderr with exit status 2.
+usage: check_latency_histogram.py REPO_ROOT BENCHKV
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SIM = ["--transport", "sim", "--interval-ms", "1", "--trim", "1", "--no-progress", "--report", "none"]
+
+
+def script(root, *args):
+    return subprocess.run([sys.executable, os.path.join(root, "scripts/latency_histogram.py"), *args],
+                          capture_output=True, text=True)
+
+
+def read(stdout):
+    """{"p50": microseconds, ...} from the printed lines."""
+    out = {}
+    for line in stdout.splitlines():
+        name, value, unit = line.split()
+        assert unit == "us", line
+        out[name] = float(value)
+    return out
+
+
+def main(root, benchkv):
+    failures = []
+
+    def check(cond, what):
+        if not cond:
+            failures.append(what)
+
+    def expect(args, figures, what):
+        """The script's p50/p90/p95/p99/p99.9 equal `figures` (microseconds), where given."""
+        p = script(root, *args)
+        if p.returncode != 0:
+            failures.append(f"{what}: exit {p.returncode}: {p.stderr}")
+            return {}
+        got = read(p.stdout)
+        for name, value in figures.items():
+            check(abs(got[name] - value) < 5e-4, f"{what}: {name} {got[name]} us, the summary says {value} us")
+        return got
+
+    with tempfile.TemporaryDirectory() as d:
+        # KV: 2 runs of a Delegation run, local and remote, gets and puts.
+        kv = subprocess.run([benchkv, *SIM, "--np", "2", "--client-threads", "2", "--queue-depth", "4", "-d", "0.004",
+                             "-r", "2", "-o", os.path.join(d, "kv.csv"), "delegation"], capture_output=True, text=True)
+        check(kv.returncode == 0, f"benchkv kv: {kv.stderr}")
+        s = json.load(open(os.path.join(d, "kv.summary.json")))
+        keys = {"p50": "p50_ns", "p90": "p90_ns", "p99": "p99_ns", "p99.9": "p999_ns"}
+        for cls in ["get_local", "get_remote", "put_local", "put_remote"]:
+            h = s["runs"][1]["latency"][cls]
+            if h["count"] == 0:
+                continue
+            got = expect([os.path.join(d, "kv.summary.json"), "--class", cls, "--run", "1"],
+                         {k: h[v] / 1000 for k, v in keys.items()} | {"p95": h["p95_ns"] / 1000}, f"kv run 1 {cls}")
+        overall = s["overall"]["latency"]["all"]
+        got = expect([os.path.join(d, "kv.summary.json")], {k: overall[v] / 1000 for k, v in keys.items()}, "kv overall")
+        if got:
+            check(overall["p90_ns"] / 1000 <= got["p95"] <= overall["p99_ns"] / 1000, f"kv p95 {got['p95']}")
+        expect([os.path.join(d, "kv.summary.json"), "--percentiles", "100"], {"p100": overall["max_ns"] / 1000},
+               "kv maximum")
+        cdf = os.path.join(d, "cdf.png")
+        p = script(root, os.path.join(d, "kv.summary.json"), "--cdf", cdf)
+        check(p.returncode == 0 and p.stdout == "", f"--cdf: exit {p.returncode}, stdout {p.stdout!r}: {p.stderr}")
+        check(os.path.exists(cdf) and open(cdf, "rb").read(8) == PNG_MAGIC, "cdf.png is not a PNG")
+
+        # rpc: the caller's round trips.
+        rpc = subprocess.run([benchkv, *SIM, "--np", "2", "--endpoints", "2", "--queue-depth", "2", "-d", "0.004",
+                              "-r", "1", "-o", os.path.join(d, "rpc.csv"), "rpc"], capture_output=True, text=True)
+        check(rpc.returncode == 0, f"benchkv rpc: {rpc.stderr}")
+        r = json.load(open(os.path.join(d, "rpc.summary.json")))["rpc"]["runs"][0]
+        expect([os.path.join(d, "rpc.summary.json")],
+               {"p50": r["rtt_p50_us"], "p90": r["rtt_p90_us"], "p95": r["rtt_p95_us"], "p99": r["rtt_p99_us"],
+                "p99.9": r["rtt_p999_us"]}, "rpc run 0")
+
+        # data: one value size of two.
+        data = subprocess.run([benchkv, *SIM, "--np", "2", "--client-threads", "2", "--queue-depth", "2",
+                               "--key-range", "16", "--value-size", "64,4096", "-d", "0.004", "-r", "1",
+                               "-o", os.path.join(d, "data.csv"), "data"], capture_output=True, text=True)
+        check(data.returncode == 0, f"benchkv data: {data.stderr}")
+        dr = [x for x in json.load(open(os.path.join(d, "data.summary.json")))["data"]["runs"] if x["value_size"] == 4096][0]
+        expect([os.path.join(d, "data.summary.json"), "--value-size", "4096"],
+               {"p50": dr["latency_p50_us"], "p99": dr["latency_p99_us"], "p99.9": dr["latency_p999_us"]}, "data 4096")
+
+        # Bad input: one line, status 2.
+        for args, name in [([os.path.join(d, "absent.json")], "absent.json"),
+                           ([os.path.join(d, "kv.summary.json"), "--class", "gets"], "gets"),
+                           ([os.path.join(d, "kv.summary.json"), "--percentiles", "101"], "--percentiles")]:
+            p = script(root, *args)
+            lines = p.stderr.strip().splitlines()
+            check(p.returncode == 2 and len(lines) == 1 and name in lines[0], f"bad input {args}: {p.returncode} {p.stderr!r}")
+
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
