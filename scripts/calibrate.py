@@ -154,6 +154,7 @@ def suite_arguments(doc, argv, add):
     a = ap.parse_args(argv[1:])
     if not os.access(a.benchkv, os.X_OK):
         return a, f"benchkv not found at {a.benchkv} (build it, or pass --benchkv)"
+    a.benchkv = os.path.abspath(a.benchkv)  # the experiments run in their own directories
     if a.j < 1:
         return a, "-j must be >= 1"
     return a, None
