@@ -135,7 +135,9 @@ void prepare_output_files(const Options& o) {
   const std::pair<const char*, const std::string*> outs[] = {
       {"output", &o.output}, {"summary", &o.summary}, {"inflight_samples", &o.inflight_samples},
       {"trace", &o.trace}, {"step_log", &o.step_log}};
-  for (const auto& [key, path] : outs) {
+  for (const auto& out : outs) {
+    const char* key = out.first;  // named variables: clang 14 cannot capture structured bindings
+    const std::string* path = out.second;
     if (path->empty()) continue;
     std::string flag = std::string("--") + key;
     std::replace(flag.begin(), flag.end(), '_', '-');
