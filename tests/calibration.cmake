@@ -21,4 +21,9 @@ if(BKV_CALIBRATE_SCRIPT AND Python3_FOUND AND TARGET benchkv)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/calibration/check_calibrate_script.py
                    ${PROJECT_SOURCE_DIR} $<TARGET_FILE:benchkv>)
   set_tests_properties(calibrate_script PROPERTIES LABELS sim TIMEOUT 300)
+  # The suite's C3 QD=256 windows lie past the start-up burst (steady, as measured).
+  add_test(NAME calibrate_steady_windows
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/calibration/check_steady_windows.py
+                   ${PROJECT_SOURCE_DIR} $<TARGET_FILE:benchkv>)
+  set_tests_properties(calibrate_steady_windows PROPERTIES LABELS sim TIMEOUT 300)
 endif()
