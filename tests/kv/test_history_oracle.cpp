@@ -25,6 +25,25 @@ bool only(const Oracle::Verdict& v, VK k, uint64_t n = 1) { return v.count(k) ==
 
 std::string first_example(const Oracle::Verdict& v) { return v.examples.empty() ? std::string() : v.examples[0]; }
 
+// The verdict holds exactly one violation, of kind `k`, and its first example begins
+// with `text`.
+void check_only(const Oracle::Verdict& v, VK k, const std::string& text) {
+  INFO(first_example(v));
+  CHECK(only(v, k));
+  CHECK(first_example(v).starts_with(text));
+}
+
+// Client 0 of rank 0 issues `first` with token `token`, withdraws it (its post refused),
+// then issues the put `then` with the same token, which rank 1's store applies and the
+// client sees acknowledged.
+void withdraw_then_put(Oracle& o, uint32_t token, const Request& first, const Request& then) {
+  o.issued(0, 0, token, first);
+  o.withdrawn(0, 0, token);
+  o.issued(0, 0, token, then);
+  o.applied(1, then, Response::put_ok());
+  o.answered(0, 0, token, Response::put_ok());
+}
+
 }  // namespace
 
 TEST_CASE("the oracle refuses a put acknowledged but never applied and read back as not found", "[oracle]") {
@@ -36,9 +55,7 @@ TEST_CASE("the oracle refuses a put acknowledged but never applied and read back
   o.applied(1, get, Response::get_not_found());
   o.answered(0, 0, 1, Response::get_not_found());  // consistent with what the store did
   const Oracle::Verdict v = o.check();
-  INFO(first_example(v));
-  CHECK(only(v, VK::kLostWrite));
-  CHECK(first_example(v).find("lost_write: rank 0 client 0 token 0: put 111 of rank 1 key 5 answered PutOk") == 0);
+  check_only(v, VK::kLostWrite, "lost_write: rank 0 client 0 token 0: put 111 of rank 1 key 5 answered PutOk");
   CHECK(v.puts_matched == 0);
   // The same with the apply: nothing wrong, and the get must see the value.
   Oracle ok;
@@ -66,9 +83,8 @@ TEST_CASE("the oracle refuses a put applied twice as after a retransmission that
   o.applied(1, get, Response::get_ok(111));
   o.answered(0, 0, 0, Response::get_ok(111));  // the key really holds 111 again
   const Oracle::Verdict v = o.check();
-  INFO(first_example(v));
-  CHECK(only(v, VK::kDuplicateApply));
-  CHECK(first_example(v).find("duplicate_apply: put 111 of rank 1 key 5 (rank 0 client 0) applied again at tick 6") == 0);
+  check_only(v, VK::kDuplicateApply,
+             "duplicate_apply: put 111 of rank 1 key 5 (rank 0 client 0) applied again at tick 6");
   CHECK(v.puts_applied == 3);
   // Also when its request had been reported failed (it may be applied once, not twice).
   Oracle f;
@@ -121,11 +137,7 @@ TEST_CASE("the oracle refuses a value applied that no client sent", "[oracle]") 
     CHECK(only(o.check(), VK::kUnknownWrite));
     // Issued again (the same request, the client retries it): from then on it is known.
     Oracle r;
-    r.issued(0, 0, 0, put);
-    r.withdrawn(0, 0, 0);
-    r.issued(0, 0, 0, put);
-    r.applied(1, put, Response::put_ok());
-    r.answered(0, 0, 0, Response::put_ok());
+    withdraw_then_put(r, 0, put, put);
     CHECK(r.check().ok());
     CHECK(r.check().requests == 1);
   }
@@ -301,11 +313,7 @@ TEST_CASE("the oracle counts one answer per request and tells tokens and withdra
   // A withdrawn request never left: not counted, not lost, and an answer for it is a
   // duplicate; withdrawing a token with nothing pending is one too.
   Oracle w;
-  w.issued(0, 0, 4, get);
-  w.withdrawn(0, 0, 4);
-  w.issued(0, 0, 4, put1);
-  w.applied(1, put1, Response::put_ok());
-  w.answered(0, 0, 4, Response::put_ok());
+  withdraw_then_put(w, 4, get, put1);
   const Oracle::Verdict wv = w.check();
   CHECK(wv.ok());
   CHECK(wv.requests == 1);
