@@ -26,12 +26,16 @@ struct Log {
     self->hints.emplace_back(self->engine->events_run(), arg);
   }
 };
+
+// An engine with one Log target `t`.
+struct LoggedEngine {
+  Engine e;
+  Log log{&e, {}, {}};
+  const TargetId t = e.add_target(&Log::on, &log);
+};
 }  // namespace
 
-TEST_CASE("events run in time order, ties in insertion order", "[engine]") {
-  Engine e;
-  Log log{&e, {}};
-  const TargetId t = e.add_target(&Log::on, &log);
+TEST_CASE_METHOD(LoggedEngine, "events run in time order, ties in insertion order", "[engine]") {
   e.schedule(30, t, 1);
   e.schedule(10, t, 2);
   e.schedule(20, t, 3);
@@ -46,10 +50,7 @@ TEST_CASE("events run in time order, ties in insertion order", "[engine]") {
   CHECK(e.events_run() == 6);
 }
 
-TEST_CASE("many equal-time events keep insertion order through heap reshuffles", "[engine]") {
-  Engine e;
-  Log log{&e, {}};
-  const TargetId t = e.add_target(&Log::on, &log);
+TEST_CASE_METHOD(LoggedEngine, "many equal-time events keep insertion order through heap reshuffles", "[engine]") {
   bkv::Rng rng(7);
   // Interleave random times with blocks of equal times; the arg is the insertion index.
   std::vector<std::pair<Time, uint32_t>> inserted;
@@ -88,10 +89,7 @@ TEST_CASE("handlers may schedule more events, including at the current time", "[
   CHECK(chain.seen == want);
 }
 
-TEST_CASE("run_until stops at the limit and advances the clock to it", "[engine]") {
-  Engine e;
-  Log log{&e, {}};
-  const TargetId t = e.add_target(&Log::on, &log);
+TEST_CASE_METHOD(LoggedEngine, "run_until stops at the limit and advances the clock to it", "[engine]") {
   e.schedule(5, t, 1);
   e.schedule(10, t, 2);
   e.schedule(11, t, 3);
@@ -129,10 +127,7 @@ TEST_CASE("stop() ends the run after the current event", "[engine]") {
   CHECK(s.runs == 3);
 }
 
-TEST_CASE("scheduling in the past is an error", "[engine]") {
-  Engine e;
-  Log log{&e, {}};
-  const TargetId t = e.add_target(&Log::on, &log);
+TEST_CASE_METHOD(LoggedEngine, "scheduling in the past is an error", "[engine]") {
   e.schedule(10, t, 0);
   e.run();
   CHECK_THROWS_AS(e.schedule(9, t, 0), std::logic_error);
