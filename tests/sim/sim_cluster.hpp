@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/cost_model.hpp"
@@ -14,6 +15,12 @@
 #include "sim/des_transport.hpp"
 
 namespace bkv::test {
+
+// The simulator's names the tests on a SimCluster use.
+using sim::NicConfig;
+using sim::SimThread;
+using sim::StepResult;
+using sim::Time;
 
 inline sim::StepResult idle_step(void*, sim::SimThread&) { return sim::StepResult::kIdle; }
 
@@ -38,6 +45,14 @@ struct SimCluster {
     }
   }
   sim::Network& net() { return fabric.network(); }
+  // A new queue pair on node `a` connected to a new one on node `b`.
+  std::pair<sim::DesTransport::QueuePair&, sim::DesTransport::QueuePair&> connected_pair(uint32_t a = 0,
+                                                                                         uint32_t b = 1) {
+    auto& qa = t[a]->create_queue_pair();
+    auto& qb = t[b]->create_queue_pair();
+    sim::DesFabric::connect(qa, qb);
+    return {qa, qb};
+  }
   static RemoteBuffer remote(const MemoryRegion& mr, uint64_t offset = 0) {
     return RemoteBuffer{reinterpret_cast<uint64_t>(mr.addr) + offset, mr.rkey, 0, mr.length - offset};
   }

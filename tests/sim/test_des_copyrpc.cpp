@@ -21,10 +21,6 @@
 
 using namespace bkv;
 using namespace bkv::test;
-using sim::NicConfig;
-using sim::SimThread;
-using sim::StepResult;
-using sim::Time;
 using T = sim::DesTransport;
 using Ctx = copyrpc::Context<T, uint64_t>;
 

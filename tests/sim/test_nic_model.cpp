@@ -18,21 +18,27 @@
 
 using namespace bkv;
 using namespace bkv::test;
-using sim::NicConfig;
-using sim::SimThread;
-using sim::StepResult;
-using sim::Time;
 using sim::WqeEvent;
 
 namespace {
 
+// The WQE events of a cluster's network, from its construction on.
 struct Recorder {
+  explicit Recorder(SimCluster& c) { c.net().set_observer(&Recorder::on, this); }
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
   std::vector<WqeEvent> events;
   static void on(void* ctx, const WqeEvent& ev) { static_cast<Recorder*>(ctx)->events.push_back(ev); }
   const WqeEvent* find(WqeEvent::Kind k, uint32_t qp, uint64_t seq) const {
     for (const auto& e : events)
       if (e.kind == k && e.qp == qp && e.seq == seq) return &e;
     return nullptr;
+  }
+  // The event, which must have happened.
+  const WqeEvent& get(WqeEvent::Kind k, uint32_t qp, uint64_t seq) const {
+    const WqeEvent* e = find(k, qp, seq);
+    REQUIRE(e != nullptr);
+    return *e;
   }
 };
 
@@ -41,8 +47,7 @@ struct Recorder {
 TEST_CASE("a WRITE+IMM crosses the pipeline: latency is the sum of its stations", "[nic]") {
   const NicConfig nic = quiet_nic();
   SimCluster c(2, nic);
-  Recorder rec;
-  c.net().set_observer(&Recorder::on, &rec);
+  Recorder rec(c);
   WritePair w(c, 64, 64, std::byte{0x3C});
   c.t[1]->post_receives(4);
 
@@ -51,28 +56,26 @@ TEST_CASE("a WRITE+IMM crosses the pipeline: latency is the sum of its stations"
   w.qa.ring_doorbell();
   c.engine.run();
 
-  const WqeEvent* land = rec.find(WqeEvent::kLanded, w.qa.index(), 0);
-  const WqeEvent* done = rec.find(WqeEvent::kCompleted, w.qa.index(), 0);
-  REQUIRE(land != nullptr);
-  REQUIRE(done != nullptr);
+  const WqeEvent& land = rec.get(WqeEvent::kLanded, w.qa.index(), 0);
+  const WqeEvent& done = rec.get(WqeEvent::kCompleted, w.qa.index(), 0);
   // Fixed parts: doorbell + send engine + wire + receive engine + PCIe write; the rest is
   // serialization of ~100 bytes on the port twice and on PCIe (a few ns each).
   const double fixed = nic.doorbell_ns + nic.send.per_wqe_ns + nic.latency.base_ns + nic.recv.per_packet_ns +
                        nic.pcie.write_latency_ns;
-  const double one_way = static_cast<double>(land->time - 1000);
+  const double one_way = static_cast<double>(land.time - 1000);
   CHECK(one_way >= fixed);
   CHECK(one_way <= fixed + 25);
   // The signaled completion waits for the ACK: turnaround + wire back + ACK processing + CQE write.
   const double ack_path = nic.ack_turnaround_ns + nic.latency.base_ns + nic.recv.ack_ns + nic.pcie.write_latency_ns;
-  CHECK(static_cast<double>(done->time - land->time) >= ack_path);
-  CHECK(static_cast<double>(done->time - land->time) <= ack_path + 10);
+  CHECK(static_cast<double>(done.time - land.time) >= ack_path);
+  CHECK(static_cast<double>(done.time - land.time) <= ack_path + 10);
 
   CHECK(std::memcmp(w.dst.data() + 8, w.src.data(), 32) == 0);
   CHECK(w.dst[7] == std::byte{0});
   CHECK(w.dst[40] == std::byte{0});
   // The target thread was woken by the completion, at the landing time.
   CHECK(c.threads[1].steps() == 1);
-  CHECK(c.threads[1].step_start() == land->time);
+  CHECK(c.threads[1].step_start() == land.time);
   std::vector<RecvCompletion> rc;
   c.t[1]->poll_recv([&](const RecvCompletion& r) { rc.push_back(r); }, 8);
   REQUIRE(rc.size() == 1);
@@ -86,17 +89,14 @@ TEST_CASE("a WRITE+IMM crosses the pipeline: latency is the sum of its stations"
   CHECK(sc[0].wr_id == 7);
   CHECK(sc[0].opcode == WcOpcode::kRdmaWriteImm);
   CHECK(sc[0].qp_num == w.qa.qp_num());
-  CHECK(c.threads[0].step_start() == done->time);
+  CHECK(c.threads[0].step_start() == done.time);
 }
 
 TEST_CASE("a READ returns the remote bytes after a full round trip", "[nic]") {
   const NicConfig nic = quiet_nic();
   SimCluster c(2, nic);
-  Recorder rec;
-  c.net().set_observer(&Recorder::on, &rec);
-  auto& qa = c.t[0]->create_queue_pair();
-  auto& qb = c.t[1]->create_queue_pair();
-  sim::DesFabric::connect(qa, qb);
+  Recorder rec(c);
+  auto [qa, qb] = c.connected_pair();
   std::vector<std::byte> remote(8192), local(8192, std::byte{0});
   for (size_t i = 0; i < remote.size(); ++i) remote[i] = std::byte{static_cast<uint8_t>(i * 7 + 3)};
   const MemoryRegion lmr = c.t[0]->register_memory(local.data(), local.size(), kAccessLocalWrite);
@@ -104,15 +104,14 @@ TEST_CASE("a READ returns the remote bytes after a full round trip", "[nic]") {
   REQUIRE(qa.post_read(local.data(), 6000, lmr.lkey, SimCluster::remote(rmr, 100), 9, true) == PostResult::kOk);
   qa.ring_doorbell();
   c.engine.run();
-  const WqeEvent* done = rec.find(WqeEvent::kCompleted, qa.index(), 0);
-  REQUIRE(done != nullptr);
-  CHECK(done->status == WcStatus::kSuccess);
+  const WqeEvent& done = rec.get(WqeEvent::kCompleted, qa.index(), 0);
+  CHECK(done.status == WcStatus::kSuccess);
   CHECK(std::memcmp(local.data(), remote.data() + 100, 6000) == 0);
   CHECK(local[6000] == std::byte{0});
   // Request there, DMA read at the responder, 6000 bytes back (> 1 MTU) at 100 Gbit/s.
   const double min_rtt = nic.doorbell_ns + 2 * nic.latency.base_ns + nic.pcie.read_latency_ns +
                          nic.pcie.write_latency_ns + 6000 * 8 / nic.link.bandwidth_gbps;
-  CHECK(static_cast<double>(done->time) >= min_rtt);
+  CHECK(static_cast<double>(done.time) >= min_rtt);
   CHECK(c.net().nic(1).n.reads_served == 1);
 }
 
@@ -220,8 +219,7 @@ TEST_CASE("an rkey or bounds violation: remote access error, QP to error, later 
   for (int variant = 0; variant < 2; ++variant) {
     INFO((variant == 0 ? "bad rkey" : "past the end"));
     SimCluster c(2, NicConfig{});
-    Recorder rec;
-    c.net().set_observer(&Recorder::on, &rec);
+    Recorder rec(c);
     WritePair w(c, 512, 512, std::byte{0x11});
     c.t[1]->post_receives(16);
     RemoteBuffer bad = w.target(0);
@@ -251,11 +249,9 @@ TEST_CASE("an rkey or bounds violation: remote access error, QP to error, later 
     for (size_t i = 64; i < w.dst.size(); ++i) REQUIRE(w.dst[i] == std::byte{0});
     CHECK(c.t[1]->srq_posted() == 16);
     // The error completion appears only after the NAK travelled back.
-    const WqeEvent* err = rec.find(WqeEvent::kRemoteError, w.qa.index(), 1);
-    const WqeEvent* done = rec.find(WqeEvent::kCompleted, w.qa.index(), 1);
-    REQUIRE(err != nullptr);
-    REQUIRE(done != nullptr);
-    CHECK(done->time >= err->time + 300);
+    const WqeEvent& err = rec.get(WqeEvent::kRemoteError, w.qa.index(), 1);
+    const WqeEvent& done = rec.get(WqeEvent::kCompleted, w.qa.index(), 1);
+    CHECK(done.time >= err.time + 300);
     CHECK(c.net().nic(1).n.remote_errors == 1);
     // New posts are flushed.
     REQUIRE(w.qa.post_write(w.src.data(), 8, w.smr.lkey, w.target(0), 50, false) == PostResult::kOk);
@@ -272,8 +268,7 @@ TEST_CASE("receiver not ready: WRITE+IMM waits whole RNR periods until a receive
   NicConfig nic = quiet_nic();
   nic.rnr.delay_ns = 10'000;
   SimCluster c(2, nic);
-  Recorder rec;
-  c.net().set_observer(&Recorder::on, &rec);
+  Recorder rec(c);
   WritePair w(c, 64, 64, std::byte{5});
   for (uint32_t i = 0; i < 3; ++i)
     REQUIRE(w.qa.post_write_imm(w.src.data(), 8, w.smr.lkey, w.target(8 * i), 10 + i, i, i == 2) ==
@@ -285,19 +280,17 @@ TEST_CASE("receiver not ready: WRITE+IMM waits whole RNR periods until a receive
   for (std::byte b : w.dst) REQUIRE(b == std::byte{0});
   c.t[1]->post_receives(8);  // at t = 55 us
   c.engine.run();
-  const WqeEvent* l0 = rec.find(WqeEvent::kLanded, w.qa.index(), 0);
-  const WqeEvent* l2 = rec.find(WqeEvent::kLanded, w.qa.index(), 2);
-  REQUIRE(l0 != nullptr);
-  REQUIRE(l2 != nullptr);
-  CHECK(l0->time >= 55'000);
-  CHECK(l0->time < 55'000 + 10'000);  // the next retry after the receive was posted
-  CHECK(l2->time >= l0->time);
+  const WqeEvent& l0 = rec.get(WqeEvent::kLanded, w.qa.index(), 0);
+  const WqeEvent& l2 = rec.get(WqeEvent::kLanded, w.qa.index(), 2);
+  CHECK(l0.time >= 55'000);
+  CHECK(l0.time < 55'000 + 10'000);  // the next retry after the receive was posted
+  CHECK(l2.time >= l0.time);
   std::vector<uint32_t> imms;
   c.t[1]->poll_recv([&](const RecvCompletion& r) { imms.push_back(r.imm); }, 8);
   CHECK(imms == std::vector<uint32_t>{10, 11, 12});
   CHECK(c.t[1]->srq_posted() == 5);
   // The first attempt hit RNR after one way; retries are whole RNR periods apart.
-  const uint64_t period_phase = (l0->time - rec.events.front().time) % 10'000;
+  const uint64_t period_phase = (l0.time - rec.events.front().time) % 10'000;
   CHECK(period_phase == 0);
 }
 
@@ -553,9 +546,7 @@ TEST_CASE("mixed READ/WRITE on one QP: a READ waits for an earlier blocked WRITE
   NicConfig nic = quiet_nic();
   nic.rnr.delay_ns = 5'000;
   SimCluster c(2, nic);
-  auto& qa = c.t[0]->create_queue_pair();
-  auto& qb = c.t[1]->create_queue_pair();
-  sim::DesFabric::connect(qa, qb);
+  auto [qa, qb] = c.connected_pair();
   std::vector<std::byte> local(256, std::byte{0x77}), back(256, std::byte{0}), remote(256, std::byte{0});
   const MemoryRegion lmr = c.t[0]->register_memory(local.data(), local.size(), kAccessLocalWrite);
   const MemoryRegion bmr = c.t[0]->register_memory(back.data(), back.size(), kAccessLocalWrite);
@@ -651,8 +642,7 @@ TEST_CASE("an inline WRITE delivers the bytes of its post even when the source i
   const NicConfig nic = quiet_nic();
   REQUIRE(nic.inline_max_bytes >= 64);
   SimCluster c(2, nic);
-  Recorder rec;
-  c.net().set_observer(&Recorder::on, &rec);
+  Recorder rec(c);
   WritePair w(c, 64, 128, std::byte{0x11});
   c.t[1]->post_receives(4);
   REQUIRE(w.qa.post_write(w.src.data(), 64, w.smr.lkey, w.target(), 1, false) == PostResult::kOk);
@@ -663,9 +653,8 @@ TEST_CASE("an inline WRITE delivers the bytes of its post even when the source i
   c.engine.run();
 
   for (uint64_t seq : {0u, 1u}) {
-    const WqeEvent* land = rec.find(WqeEvent::kLanded, w.qa.index(), seq);
-    REQUIRE(land != nullptr);
-    CHECK((land->wqe->flags & sim::kWqeInline) != 0);
+    const WqeEvent& land = rec.get(WqeEvent::kLanded, w.qa.index(), seq);
+    CHECK((land.wqe->flags & sim::kWqeInline) != 0);
   }
   CHECK(std::all_of(w.dst.begin(), w.dst.begin() + 64, [](std::byte b) { return b == std::byte{0x11}; }));
   CHECK(std::all_of(w.dst.begin() + 64, w.dst.begin() + 112, [](std::byte b) { return b == std::byte{0x22}; }));
@@ -705,11 +694,8 @@ TEST_CASE("inline_max_bytes boundary: a WRITE of exactly the maximum is snapshot
   NicConfig nic = quiet_nic();
   nic.inline_max_bytes = 100;
   SimCluster c(2, nic);
-  Recorder rec;
-  c.net().set_observer(&Recorder::on, &rec);
-  auto& qa = c.t[0]->create_queue_pair();
-  auto& qb = c.t[1]->create_queue_pair();
-  sim::DesFabric::connect(qa, qb);
+  Recorder rec(c);
+  auto [qa, qb] = c.connected_pair();
   std::vector<std::byte> a(101, std::byte{0x11}), b(101, std::byte{0x22}), dst(256, std::byte{0});
   const MemoryRegion amr = c.t[0]->register_memory(a.data(), a.size(), kAccessLocalWrite);
   const MemoryRegion bmr = c.t[0]->register_memory(b.data(), b.size(), kAccessLocalWrite);
@@ -720,12 +706,10 @@ TEST_CASE("inline_max_bytes boundary: a WRITE of exactly the maximum is snapshot
   std::fill(b.begin(), b.end(), std::byte{0x44});
   qa.ring_doorbell();
   c.engine.run();
-  const WqeEvent* at_max = rec.find(WqeEvent::kLanded, qa.index(), 0);
-  const WqeEvent* above = rec.find(WqeEvent::kLanded, qa.index(), 1);
-  REQUIRE(at_max != nullptr);
-  REQUIRE(above != nullptr);
-  CHECK((at_max->wqe->flags & sim::kWqeInline) != 0);
-  CHECK((above->wqe->flags & sim::kWqeInline) == 0);
+  const WqeEvent& at_max = rec.get(WqeEvent::kLanded, qa.index(), 0);
+  const WqeEvent& above = rec.get(WqeEvent::kLanded, qa.index(), 1);
+  CHECK((at_max.wqe->flags & sim::kWqeInline) != 0);
+  CHECK((above.wqe->flags & sim::kWqeInline) == 0);
   // The inline WRITE carries the bytes of its post.
   CHECK(std::all_of(dst.begin(), dst.begin() + 100, [](std::byte x) { return x == std::byte{0x11}; }));
   CHECK(dst[100] == std::byte{0});
@@ -762,9 +746,7 @@ TEST_CASE("inline payloads stay intact when the inline store grows after the com
   const NicConfig nic = quiet_nic();
   REQUIRE(nic.inline_max_bytes == 220);
   SimCluster c(2, nic);
-  auto& qa = c.t[0]->create_queue_pair();
-  auto& qb = c.t[1]->create_queue_pair();
-  sim::DesFabric::connect(qa, qb);
+  auto [qa, qb] = c.connected_pair();
   constexpr uint32_t kSlot = 256;
   const uint32_t rounds[] = {3, 5, 2, 11, 7, 30};  // WRITEs per doorbell
   uint32_t total = 0;
@@ -830,8 +812,7 @@ TEST_CASE("a request lost every time is resent exactly retry_cnt times, one ACK 
   for (const uint32_t retry_cnt : {0u, 1u, 3u, 7u}) {
     CAPTURE(retry_cnt);
     SimCluster c(2, quiet_nic());
-    Recorder rec;
-    c.net().set_observer(&Recorder::on, &rec);
+    Recorder rec(c);
     LossPlan loss;
     loss.rt.retry_cnt = retry_cnt;
     c.net().enable_connection_faults(&LossPlan::hook, &loss);
@@ -852,10 +833,9 @@ TEST_CASE("a request lost every time is resent exactly retry_cnt times, one ACK 
       CHECK(lost[1].time - lost[0].time <= timeout + 20);
     }
     // The last timer expires without an ACK: RETRY_EXC_ERR then, and the connection fails.
-    const WqeEvent* done = rec.find(WqeEvent::kCompleted, w.qa.index(), 0);
-    REQUIRE(done != nullptr);
-    CHECK(done->status == WcStatus::kRetryExceeded);
-    CHECK(done->time == lost.back().time + timeout);
+    const WqeEvent& done = rec.get(WqeEvent::kCompleted, w.qa.index(), 0);
+    CHECK(done.status == WcStatus::kRetryExceeded);
+    CHECK(done.time == lost.back().time + timeout);
     CHECK(n.connection_failures == 1);
   }
 }
@@ -865,8 +845,7 @@ TEST_CASE("a request lost fewer times than retry_cnt lands once after that many 
   for (const uint32_t lose : {1u, 3u}) {
     CAPTURE(lose);
     SimCluster c(2, quiet_nic());
-    Recorder rec;
-    c.net().set_observer(&Recorder::on, &rec);
+    Recorder rec(c);
     LossPlan loss;
     loss.lose = lose;
     loss.rt = sim::Retransmission{timeout, 3};
@@ -880,11 +859,10 @@ TEST_CASE("a request lost fewer times than retry_cnt lands once after that many 
     CHECK(c.net().nic(1).n.writes_landed == 1);
     const std::vector<WqeEvent> lost = events_of(rec, WqeEvent::kLost);
     REQUIRE(lost.size() == lose);
-    const WqeEvent* land = rec.find(WqeEvent::kLanded, w.qa.index(), 0);
-    REQUIRE(land != nullptr);
+    const WqeEvent& land = rec.get(WqeEvent::kLanded, w.qa.index(), 0);
     // The last resend leaves one timeout after the last loss and flies the clean path.
-    CHECK(land->time > lost.back().time + timeout);
-    CHECK(rec.find(WqeEvent::kCompleted, w.qa.index(), 0)->status == WcStatus::kSuccess);
+    CHECK(land.time > lost.back().time + timeout);
+    CHECK(rec.get(WqeEvent::kCompleted, w.qa.index(), 0).status == WcStatus::kSuccess);
   }
 }
 
@@ -893,8 +871,7 @@ TEST_CASE("a lost ACK: the requester resends an executed WRITE+IMM, the responde
   for (const bool detection : {true, false}) {
     CAPTURE(detection);
     SimCluster c(2, quiet_nic());
-    Recorder rec;
-    c.net().set_observer(&Recorder::on, &rec);
+    Recorder rec(c);
     LossPlan loss;  // the first packet node 1 sends back to node 0: the ACK
     loss.from = 1;
     loss.to = 0;
@@ -931,18 +908,15 @@ TEST_CASE("a lost ACK: the requester resends an executed WRITE+IMM, the responde
       CHECK(rc[1].imm == 0xAB);
       CHECK(c.t[1]->srq_posted() == 2);
     }
-    const WqeEvent* ack_lost = rec.find(WqeEvent::kAckLost, w.qa.index(), 0);
-    const WqeEvent* dup = rec.find(WqeEvent::kDuplicate, w.qa.index(), 0);
-    const WqeEvent* done = rec.find(WqeEvent::kCompleted, w.qa.index(), 0);
-    REQUIRE(ack_lost != nullptr);
-    REQUIRE(dup != nullptr);
-    REQUIRE(done != nullptr);
-    CHECK(done->status == WcStatus::kSuccess);
+    rec.get(WqeEvent::kAckLost, w.qa.index(), 0);  // the ACK was lost
+    const WqeEvent& dup = rec.get(WqeEvent::kDuplicate, w.qa.index(), 0);
+    const WqeEvent& done = rec.get(WqeEvent::kCompleted, w.qa.index(), 0);
+    CHECK(done.status == WcStatus::kSuccess);
     // The timer started when the request left: the duplicate arrives one timeout plus
     // one wire latency after it (the first landing was one wire latency and the
     // responder's processing after it).
-    CHECK(dup->time > landed[0].time + timeout - 2000);
-    CHECK(done->time > dup->time);
+    CHECK(dup.time > landed[0].time + timeout - 2000);
+    CHECK(done.time > dup.time);
     std::vector<SendCompletion> sc;
     c.t[0]->poll_send([&](const SendCompletion& s) { sc.push_back(s); }, 8);
     REQUIRE(sc.size() == 1);
@@ -954,8 +928,7 @@ TEST_CASE("ACKs lost every time: resent retry_cnt times, each a detected duplica
   for (const uint32_t retry_cnt : {0u, 2u, 7u}) {
     CAPTURE(retry_cnt);
     SimCluster c(2, quiet_nic());
-    Recorder rec;
-    c.net().set_observer(&Recorder::on, &rec);
+    Recorder rec(c);
     LossPlan loss;
     loss.from = 1;
     loss.to = 0;
@@ -970,16 +943,14 @@ TEST_CASE("ACKs lost every time: resent retry_cnt times, each a detected duplica
     CHECK(c.net().nic(1).n.duplicates == retry_cnt);
     CHECK(c.net().nic(0).n.retransmissions == retry_cnt);
     CHECK(c.net().nic(0).n.retry_exceeded == 1);
-    const WqeEvent* done = rec.find(WqeEvent::kCompleted, w.qa.index(), 0);
-    REQUIRE(done != nullptr);
-    CHECK(done->status == WcStatus::kRetryExceeded);
+    const WqeEvent& done = rec.get(WqeEvent::kCompleted, w.qa.index(), 0);
+    CHECK(done.status == WcStatus::kRetryExceeded);
   }
 }
 
 TEST_CASE("a lost ACK holds the QP's later completions: they come in order after the resend", "[nic][faults]") {
   SimCluster c(2, quiet_nic());
-  Recorder rec;
-  c.net().set_observer(&Recorder::on, &rec);
+  Recorder rec(c);
   LossPlan loss;
   loss.from = 1;
   loss.to = 0;
@@ -990,12 +961,10 @@ TEST_CASE("a lost ACK holds the QP's later completions: they come in order after
   REQUIRE(w.qa.post_write(w.src.data(), 8, w.smr.lkey, w.target(8), 2, true) == PostResult::kOk);
   w.qa.ring_doorbell();
   c.engine.run();
-  const WqeEvent* first = rec.find(WqeEvent::kCompleted, w.qa.index(), 0);
-  const WqeEvent* second = rec.find(WqeEvent::kCompleted, w.qa.index(), 1);
-  REQUIRE(first != nullptr);
-  REQUIRE(second != nullptr);
-  CHECK(first->time <= second->time);
-  CHECK(second->time > sim::ack_timeout_ns(1));  // waited for the first one's resend
+  const WqeEvent& first = rec.get(WqeEvent::kCompleted, w.qa.index(), 0);
+  const WqeEvent& second = rec.get(WqeEvent::kCompleted, w.qa.index(), 1);
+  CHECK(first.time <= second.time);
+  CHECK(second.time > sim::ack_timeout_ns(1));  // waited for the first one's resend
   std::vector<SendCompletion> sc;
   c.t[0]->poll_send([&](const SendCompletion& s) { sc.push_back(s); }, 8);
   REQUIRE(sc.size() == 1);
@@ -1010,9 +979,7 @@ TEST_CASE("a lost READ response: the READ is resent and read again, the data as 
   loss.to = 0;
   loss.lose = 1;
   c.net().enable_connection_faults(&LossPlan::hook, &loss);
-  auto& qa = c.t[0]->create_queue_pair();
-  auto& qb = c.t[1]->create_queue_pair();
-  sim::DesFabric::connect(qa, qb);
+  auto [qa, qb] = c.connected_pair();
   std::vector<std::byte> remote(256, std::byte{1}), local(256, std::byte{0});
   const MemoryRegion lmr = c.t[0]->register_memory(local.data(), local.size(), kAccessLocalWrite);
   const MemoryRegion rmr = c.t[1]->register_memory(remote.data(), remote.size(), kAccessRemoteRead);
@@ -1043,16 +1010,14 @@ TEST_CASE("a gathered WRITE waits for its payload's DMA read, an inline one does
     NicConfig nic = quiet_nic();
     nic.inline_max_bytes = inline_max;
     SimCluster c(2, nic);
-    Recorder rec;
-    c.net().set_observer(&Recorder::on, &rec);
+    Recorder rec(c);
     WritePair w(c, 64, 64);
     REQUIRE(w.qa.post_write(w.src.data(), 64, w.smr.lkey, w.target(), 1, true) == PostResult::kOk);
     w.qa.ring_doorbell();
     c.engine.run();
-    const WqeEvent* land = rec.find(WqeEvent::kLanded, w.qa.index(), 0);
-    REQUIRE(land != nullptr);
+    const WqeEvent& land = rec.get(WqeEvent::kLanded, w.qa.index(), 0);
     CHECK(c.net().nic(0).n.fetches == 0);
-    return land->time;
+    return land.time;
   };
   const NicConfig nic = quiet_nic();
   const Time inline_land = land_time(64);
@@ -1067,15 +1032,14 @@ TEST_CASE("WQEs published by one doorbell beyond BlueFlame wait for their fetch 
   // DMA read of 2 x 64 bytes before the send engine.
   auto land_time = [](uint32_t posts) {
     SimCluster c(2, quiet_nic());
-    Recorder rec;
-    c.net().set_observer(&Recorder::on, &rec);
+    Recorder rec(c);
     WritePair w(c, 64, 64);
     for (uint32_t i = 0; i < posts; ++i)
       REQUIRE(w.qa.post_write(w.src.data(), 8, w.smr.lkey, w.target(8 * i), i, true) == PostResult::kOk);
     w.qa.ring_doorbell();
     c.engine.run();
     CHECK(c.net().nic(0).n.fetches == (posts > 1 ? 1u : 0u));
-    return rec.find(WqeEvent::kLanded, w.qa.index(), 0)->time;
+    return rec.get(WqeEvent::kLanded, w.qa.index(), 0).time;
   };
   const NicConfig nic = quiet_nic();
   const double fetch = nic.pcie.read_latency_ns + (128.0 + nic.pcie.tlp_overhead_bytes) * 8 / nic.pcie.bandwidth_gbps;
