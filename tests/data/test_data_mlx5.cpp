@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/data/data_cases.hpp"
+#include "tests/mlx5/emulated_pair.hpp"
 #include "transports/mlx5/emulator/emulated_transport.hpp"
 
 using namespace bkv;
@@ -64,10 +65,7 @@ std::vector<EmuNet::Options> variants() {
   {
     EmuNet::Options x;
     x.name = "doorbell only, no inline, no BlueFlame";
-    x.dp.doorbell = DoorbellMode::kDoorbellOnly;
-    x.dp.max_inline = 0;
-    x.dp.inline_head = 0;
-    x.nic.bf_size = 0;
+    test::doorbell_only_no_inline(x.nic, x.dp);
     v.push_back(x);
   }
   return v;
@@ -139,12 +137,17 @@ TEST_CASE("data over mlx5 and the NIC emulator: the value moves by RDMA READ and
 }
 
 TEST_CASE("data over mlx5 and the NIC emulator: an announced rkey without remote read or write fails at the NIC") {
-  SECTION("put: the READ of a buffer registered without remote read") {
-    test::DataPair<EmuNet> p(EmuNet::Options{}, 8192, 1, 4096, 2, kAccessLocalWrite | kAccessRemoteWrite);
+  // The client announces its buffer, fills its first 4 KiB and puts them; the put's id.
+  const auto announce_and_put = [](test::DataPair<EmuNet>& p) {
     p.send(p.announcement(1));
     p.fill(0, 0, 4096, 1);
     const uint64_t put = p.put(1, 0, 0, 4096);
     p.pump();
+    return put;
+  };
+  SECTION("put: the READ of a buffer registered without remote read") {
+    test::DataPair<EmuNet> p(EmuNet::Options{}, 8192, 1, 4096, 2, kAccessLocalWrite | kAccessRemoteWrite);
+    const uint64_t put = announce_and_put(p);
     // The owner accepted the request (the rkey is the announced one); the NIC refused
     // the READ with a remote access error, which puts the owner's queue pair in error
     // (RC): the failure is counted, the store keeps nothing, and no PutOk arrives.
@@ -157,10 +160,7 @@ TEST_CASE("data over mlx5 and the NIC emulator: an announced rkey without remote
   }
   SECTION("get: the WRITE into a buffer registered without remote write") {
     test::DataPair<EmuNet> p(EmuNet::Options{}, 8192, 1, 4096, 2, kAccessLocalWrite | kAccessRemoteRead);
-    p.send(p.announcement(1));
-    p.fill(0, 0, 4096, 1);
-    const uint64_t put = p.put(1, 0, 0, 4096);
-    p.pump();
+    const uint64_t put = announce_and_put(p);
     REQUIRE(p.answers.at(put).kind == kv::DataResponseKind::kPutOk);
     std::memset(p.at(0, 4096), 0x5C, 4096);
     const uint64_t get = p.get(1, 0, 4096, 4096);

@@ -21,6 +21,15 @@ inline mlx5::DirectOptions direct_options(uint32_t sq_depth, uint32_t srq_size, 
   return o;
 }
 
+// The direct data path's plainest posting: a doorbell only, nothing inline, and a NIC
+// without BlueFlame.
+inline void doorbell_only_no_inline(mlx5::emu::NodeOptions& nic, mlx5::DirectOptions& dp) {
+  dp.doorbell = mlx5::DoorbellMode::kDoorbellOnly;
+  dp.max_inline = 0;
+  dp.inline_head = 0;
+  nic.bf_size = 0;
+}
+
 struct EmulatedPair {
   mlx5::emu::Fabric fabric;
   mlx5::emu::EmulatedTransport a;

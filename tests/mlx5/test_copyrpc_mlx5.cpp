@@ -13,6 +13,7 @@
 #include "core/copyrpc/context.hpp"
 #include "core/random.hpp"
 #include "tests/copyrpc/property_driver.hpp"
+#include "tests/mlx5/emulated_pair.hpp"
 #include "transports/mlx5/emulator/emulated_transport.hpp"
 
 using namespace bkv;
@@ -64,10 +65,7 @@ std::vector<Variant> variants() {
   {
     Variant x{"doorbell only, no inline (gather entries only), no BlueFlame on the NIC", {}, base,
               emu::DeliveryMode::kManual, 2};
-    x.dp.doorbell = DoorbellMode::kDoorbellOnly;
-    x.dp.max_inline = 0;
-    x.dp.inline_head = 0;
-    x.nic.bf_size = 0;
+    test::doorbell_only_no_inline(x.nic, x.dp);
     v.push_back(x);
   }
   return v;
