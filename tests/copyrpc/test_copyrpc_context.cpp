@@ -15,8 +15,6 @@
 using namespace bkv;
 using copyrpc::CallStatus;
 using copyrpc::EndpointError;
-using T = loopback::InstantTransport;
-using Ctx = copyrpc::Context<T, uint64_t>;
 
 namespace {
 
@@ -26,17 +24,8 @@ auto ignore_responses = [](uint64_t, std::span<const std::byte>) {};
 // For runs where every endpoint stays healthy: a call failed back is a test failure.
 auto no_failed_calls = [](uint64_t, EndpointError e) { FAIL("a call was failed back: " << copyrpc::to_string(e)); };
 
-struct Pair {
-  loopback::InstantFabric fabric;
-  T ta{fabric}, tb{fabric};
-  Ctx a, b;
-  uint32_t ea, eb;
-  explicit Pair(copyrpc::ContextConfig cfg = {}) : a(ta, cfg), b(tb, cfg) {
-    ea = a.create_endpoint();
-    eb = b.create_endpoint();
-    a.connect(ea, b.local_info(eb));
-    b.connect(eb, a.local_info(ea));
-  }
+struct Pair : test::InstantPair {
+  using InstantPair::InstantPair;
   // a calls b once per token (8-byte payloads, 20-byte response allowance); b receives
   // every call. Returns b's handles, in call order.
   std::vector<copyrpc::RecvHandle> requests(std::initializer_list<uint64_t> tokens) {
@@ -376,8 +365,8 @@ TEST_CASE("hostile batches are rejected with the rule they break, without out-of
 TEST_CASE("a failed endpoint does not disturb the others", "[copyrpc][hostile]") {
   Attack a;
   // A healthy second peer of the victim.
-  T good_t{a.fabric};
-  Ctx good(good_t, Attack::cfg());
+  loopback::InstantTransport good_t{a.fabric};
+  test::InstantCtx good(good_t, Attack::cfg());
   const uint32_t vg = a.victim.create_endpoint();
   const uint32_t gv = good.create_endpoint();
   a.victim.connect(vg, good.local_info(gv));
@@ -402,8 +391,8 @@ TEST_CASE("a failed endpoint does not disturb the others", "[copyrpc][hostile]")
 TEST_CASE("with the send queue full, the open batch keeps growing and goes out when room returns",
           "[copyrpc]") {
   loopback::InstantFabric fabric;
-  T ta{fabric, 4096, 128}, tb{fabric, 4096, 128};  // the smallest queue copyrpc accepts (2 x 64)
-  Ctx a(ta, {}), b(tb, {});
+  loopback::InstantTransport ta{fabric, 4096, 128}, tb{fabric, 4096, 128};  // the smallest queue copyrpc accepts (2 x 64)
+  test::InstantCtx a(ta, {}), b(tb, {});
   const uint32_t ea = a.create_endpoint(), eb = b.create_endpoint();
   a.connect(ea, b.local_info(eb));
   b.connect(eb, a.local_info(ea));

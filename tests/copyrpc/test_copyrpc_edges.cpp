@@ -18,7 +18,7 @@ using namespace bkv;
 using copyrpc::CallStatus;
 using copyrpc::EndpointError;
 using T = loopback::InstantTransport;
-using Ctx = copyrpc::Context<T, uint64_t>;
+using Ctx = test::InstantCtx;
 
 namespace {
 
@@ -28,19 +28,7 @@ std::vector<std::byte> pattern(size_t n, uint64_t salt) {
   return v;
 }
 
-struct Pair {
-  loopback::InstantFabric fabric;
-  T ta{fabric}, tb{fabric};
-  Ctx a, b;
-  uint32_t ea, eb;
-  explicit Pair(copyrpc::ContextConfig cfg = {}) : Pair(cfg, cfg) {}
-  Pair(copyrpc::ContextConfig cfg_a, copyrpc::ContextConfig cfg_b) : a(ta, cfg_a), b(tb, cfg_b) {
-    ea = a.create_endpoint();
-    eb = b.create_endpoint();
-    a.connect(ea, b.local_info(eb));
-    b.connect(eb, a.local_info(ea));
-  }
-};
+using Pair = test::InstantPair;
 
 copyrpc::ContextConfig small_ring() {
   copyrpc::ContextConfig c;
