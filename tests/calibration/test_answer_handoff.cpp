@@ -61,13 +61,20 @@ double mops_per_rank(uint32_t np, double handoff_ns) {
   return r.runs[0].total_mops() / r.runs[0].num_ranks();
 }
 
+// Threads whose operations cost nothing, on one engine, and the node's handoff stage.
+struct FreeThreads {
+  sim::Engine e;
+  sim::CostModel costs = [] {
+    sim::CostModel c;
+    c.ns.fill(0.0);
+    return c;
+  }();
+  sim::SharedResource stage;
+};
+
 }  // namespace
 
-TEST_CASE("answer handoff: a collecting thread waits for the node's stage and holds it per answer", "[handoff]") {
-  sim::Engine e;
-  sim::CostModel costs;
-  costs.ns.fill(0.0);
-  sim::SharedResource stage;
+TEST_CASE_METHOD(FreeThreads, "answer handoff: a collecting thread waits for the node's stage and holds it per answer", "[handoff]") {
   sim::SimThread a(e, costs, 1, "a"), b(e, costs, 2, "b"), c(e, costs, 3, "c");
   a.bind_answer_handoff(&stage, 100);
   b.bind_answer_handoff(&stage, 100);
@@ -122,11 +129,7 @@ TEST_CASE("answer handoff: a node's rate is capped at 1 / cost whatever the loca
   }
 }
 
-TEST_CASE("answer handoff per visit: the answers of one visit cost one transfer, of k visits k", "[handoff]") {
-  sim::Engine e;
-  sim::CostModel costs;
-  costs.ns.fill(0.0);
-  sim::SharedResource stage;
+TEST_CASE_METHOD(FreeThreads, "answer handoff per visit: the answers of one visit cost one transfer, of k visits k", "[handoff]") {
   sim::SimThread a(e, costs, 1, "a"), b(e, costs, 2, "b"), per_answer(e, costs, 3, "p");
   sim::SharedResource other;
   a.bind_answer_handoff(&stage, 100, /*per_visit=*/true);
