@@ -11,7 +11,8 @@
 //   };
 //
 // DataPair: the owner's DataServer (rank 1) against a hand-driven requester context;
-// DataCluster: whole nodes (daemon #0 and clients) of either backend.
+// DataCluster: whole nodes (daemon #0 and clients) of either backend (test_data_wallclock
+// also steps them on real threads).
 #pragma once
 
 #include <catch2/catch.hpp>
