@@ -103,8 +103,8 @@ uint32_t Network::create_context(uint32_t node, SimThread* thread, const DeviceC
   c.thread = thread;
   c.cfg = cfg;
   c.srq = software_nic::SharedReceiveQueue(cfg.srq_capacity);
-  c.recv_cq.reserve_pow2(cfg.recv_cq_depth != 0 ? cfg.recv_cq_depth : 2ull * cfg.srq_capacity);
-  c.send_cq.reserve_pow2(cfg.sq_depth);
+  c.recv_cq.bound_at_least(cfg.recv_cq_depth != 0 ? cfg.recv_cq_depth : 2ull * cfg.srq_capacity);
+  c.send_cq.bound_at_least(cfg.sq_depth);
   return c.index;
 }
 
@@ -124,7 +124,7 @@ uint32_t Network::create_qp(uint32_t ctx) {
   q.mask = q.ring.size() - 1;
   c.qps.push_back(index);
   // Every SQ slot can hold one unpolled completion: the send CQ never overruns.
-  c.send_cq.reserve_pow2(uint64_t{c.cfg.sq_depth} * c.qps.size());
+  c.send_cq.bound_at_least(uint64_t{c.cfg.sq_depth} * c.qps.size());
   return index;
 }
 
@@ -430,7 +430,7 @@ void Network::fail_qp(QpState& q, Time now) {
   DeviceContext& c = ctxs_[q.ctx];
   if (c.recv_cq.full()) [[unlikely]]
     throw std::runtime_error("receive CQ overrun on node " + std::to_string(c.node) + " (depth " +
-                             std::to_string(c.recv_cq.capacity()) + "): completions are not polled");
+                             std::to_string(c.recv_cq.bound()) + "): completions are not polled");
   if (!c.srq.empty()) c.srq.consume();
   c.recv_cq.push(RecvCompletion{q.qp_num, 0, 0, WcStatus::kWrFlushError});
   ++c.recv_cqes;
@@ -505,7 +505,7 @@ Time Network::read_response_in(QpState& q, Wqe& w, Time now) {
 [[gnu::always_inline]] inline void Network::take_receive(DeviceContext& rc) {
   if (rc.recv_cq.full()) [[unlikely]]
     throw std::runtime_error("receive CQ overrun on node " + std::to_string(rc.node) + " (depth " +
-                             std::to_string(rc.recv_cq.capacity()) + "): completions are not polled");
+                             std::to_string(rc.recv_cq.bound()) + "): completions are not polled");
   rc.srq.consume();
 }
 

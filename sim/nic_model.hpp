@@ -211,45 +211,6 @@ struct Wqe {
 // QP and the SQ position it retires (polling it frees the SQ slots up to there).
 using SendCqe = software_nic::SendCqEntry<uint32_t>;
 
-// Fixed-capacity FIFO ring (power-of-two capacity). Overflow is a simulation error,
-// as a CQ overrun is on a real NIC. Storage grows (doubling) with the entries actually
-// queued, up to the capacity: a deep CQ that is polled often costs little memory.
-template <class T>
-class Ring {
- public:
-  void reserve_pow2(uint64_t min_capacity) {
-    uint64_t cap = 1;
-    while (cap < min_capacity) cap <<= 1;
-    if (cap > capacity_) capacity_ = cap;
-  }
-  bool empty() const noexcept { return head_ == tail_; }
-  uint64_t size() const noexcept { return tail_ - head_; }
-  uint64_t capacity() const noexcept { return capacity_; }
-  bool full() const noexcept { return size() == capacity_; }
-  void push(const T& v) {
-    if (size() == buf_.size()) [[unlikely]] grow();
-    buf_[tail_++ & mask_] = v;
-  }
-  const T& front() const noexcept { return buf_[head_ & mask_]; }
-  void pop() noexcept { ++head_; }
-
- private:
-  static constexpr uint64_t kInitialStorage = 16;
-  void grow() {
-    const uint64_t cap = buf_.empty() ? std::min(kInitialStorage, capacity_) : buf_.size() * 2;
-    std::vector<T> nb(cap);
-    for (uint64_t i = head_; i != tail_; ++i) nb[i & (cap - 1)] = buf_[i & mask_];
-    buf_ = std::move(nb);
-    mask_ = cap - 1;
-  }
-
-  std::vector<T> buf_;  // storage: a power of two <= capacity_, grown on demand
-  uint64_t capacity_ = 0;
-  uint64_t mask_ = 0;
-  uint64_t head_ = 0;
-  uint64_t tail_ = 0;
-};
-
 struct DeviceContextConfig {
   uint32_t sq_depth = 256;      // WQEs per QP send queue
   uint32_t srq_capacity = 4096; // receives the SRQ can hold
@@ -263,8 +224,8 @@ struct DeviceContext {
   uint32_t node = 0;
   SimThread* thread = nullptr;  // woken when a completion is queued (may be null)
   DeviceContextConfig cfg;
-  Ring<RecvCompletion> recv_cq;
-  Ring<SendCqe> send_cq;
+  software_nic::CompletionQueue<RecvCompletion> recv_cq;  // bounded: an overrun is a simulation error
+  software_nic::CompletionQueue<SendCqe> send_cq;
   software_nic::SharedReceiveQueue srq;
   std::vector<uint32_t> qps;
   uint64_t recv_cqes = 0;

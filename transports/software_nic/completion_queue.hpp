@@ -18,16 +18,30 @@
 
 namespace bkv::software_nic {
 
-// Growable FIFO of completions, owner thread only. It never drops an entry; it grows
-// only when the user lets completions pile up (a hardware CQ would overrun instead; the
-// discrete-event model keeps its fixed-size ring for that reason).
-// Invariants: head <= tail, tail - head <= capacity, capacity a power of two (or 0),
-// mask = capacity - 1 once it has grown.
+// Growable FIFO of completions, owner thread only: the one completion ring of every
+// software transport and of the discrete-event NIC model. Storage grows (doubling) with
+// the entries actually queued, so a deep queue that is polled often costs little memory.
+// Unbounded by default: it never drops an entry and grows while the user lets
+// completions pile up. Bounded (bound_at_least), it holds at most bound() entries, as a
+// hardware CQ of that depth: full() says when, and the owner treats a completion that
+// finds it full as an overrun (the discrete-event model reports a simulation error, as
+// a CQ overrun is on a real NIC); push() itself never checks.
+// Invariants: head <= tail, tail - head <= storage, storage a power of two (or 0),
+// mask = storage - 1 once it has grown, storage <= bound() when bounded.
 template <class T>
 class CompletionQueue {
  public:
   bool empty() const noexcept { return head_ == tail_; }
   uint64_t size() const noexcept { return tail_ - head_; }
+  // Bounds the queue at the next power of two >= min_entries, unless it already has a
+  // larger bound.
+  void bound_at_least(uint64_t min_entries) noexcept {
+    uint64_t b = 1;
+    while (b < min_entries) b <<= 1;
+    if (b > bound_) bound_ = b;
+  }
+  uint64_t bound() const noexcept { return bound_; }  // 0: unbounded
+  bool full() const noexcept { return bound_ != 0 && size() == bound_; }
   // Inline and small (one per completion); growing is out of line.
   void push(const T& v) {
     if (size() == buf_.size()) [[unlikely]] grow();
@@ -43,10 +57,11 @@ class CompletionQueue {
   }
 
  private:
-  static constexpr uint64_t kInitialCapacity = 64;
-  static_assert((kInitialCapacity & (kInitialCapacity - 1)) == 0, "capacity stays a power of two");
+  static constexpr uint64_t kInitialStorage = 64;
+  static_assert((kInitialStorage & (kInitialStorage - 1)) == 0, "storage stays a power of two");
   [[gnu::noinline]] void grow() {
-    std::vector<T> bigger(buf_.empty() ? kInitialCapacity : buf_.size() * 2);
+    const uint64_t first = bound_ != 0 && bound_ < kInitialStorage ? bound_ : kInitialStorage;
+    std::vector<T> bigger(buf_.empty() ? first : buf_.size() * 2);
     for (uint64_t i = head_; i < tail_; ++i) bigger[i - head_] = buf_[i & mask_];
     tail_ -= head_;
     head_ = 0;
@@ -54,7 +69,8 @@ class CompletionQueue {
     mask_ = buf_.size() - 1;
   }
   std::vector<T> buf_;
-  uint64_t mask_ = 0;  // buf_.size() - 1 (the index mask of the ring; 0 while empty)
+  uint64_t mask_ = 0;   // buf_.size() - 1 (the index mask of the ring; 0 while empty)
+  uint64_t bound_ = 0;  // most entries held (a power of two), 0 = unbounded
   uint64_t head_ = 0;
   uint64_t tail_ = 0;
 };
