@@ -40,6 +40,7 @@
 #include "transports/software_nic/completion_queue.hpp"
 #include "transports/software_nic/memory_table.hpp"
 #include "transports/software_nic/paged_memory.hpp"
+#include "transports/software_nic/post_verbs.hpp"
 #include "transports/software_nic/send_queue.hpp"
 
 namespace bkv::sim {
@@ -56,7 +57,7 @@ class DesTransport {
   using Meter = sim::SimThread;
   using ConnectInfo = DesConnectInfo;
 
-  class QueuePair {
+  class QueuePair : public software_nic::PostVerbs<QueuePair> {
    public:
     QueuePair(sim::Network& net, sim::SimThread& thread, software_nic::PagedMemory& pages, uint32_t index) noexcept
         : net_(&net), thread_(&thread), pages_(&pages), index_(index) {}
@@ -65,20 +66,6 @@ class DesTransport {
     ConnectInfo local_info() const noexcept { return ConnectInfo{net_->qp(index_).node, qp_num()}; }
     void connect(const ConnectInfo& remote) { net_->connect(index_, remote.node, remote.qp_num); }
 
-    PostResult post_write_imm(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst, uint32_t imm,
-                              uint64_t wr_id, bool signaled) {
-      return net_->post(index_, sim::WqeOp::kWriteImm, src, len, lkey, dst.addr, dst.rkey, imm, wr_id, signaled,
-                        thread_->now());
-    }
-    PostResult post_write(const void* src, uint32_t len, uint32_t lkey, RemoteBuffer dst, uint64_t wr_id,
-                          bool signaled) {
-      return net_->post(index_, sim::WqeOp::kWrite, src, len, lkey, dst.addr, dst.rkey, 0, wr_id, signaled,
-                        thread_->now());
-    }
-    PostResult post_read(void* dst, uint32_t len, uint32_t lkey, RemoteBuffer src, uint64_t wr_id, bool signaled) {
-      return net_->post(index_, sim::WqeOp::kRead, dst, len, lkey, src.addr, src.rkey, 0, wr_id, signaled,
-                        thread_->now());
-    }
     void ring_doorbell() { net_->ring_doorbell(index_, thread_->now()); }
     uint32_t send_queue_free() const noexcept { return net_->send_queue_free(index_); }
     // The connected peer's pages inside `b` hold no live byte: they may be given back.
@@ -97,6 +84,12 @@ class DesTransport {
     bool in_error() const noexcept { return net_->qp(index_).error; }
 
    private:
+    friend class software_nic::PostVerbs<QueuePair>;
+    PostResult post(WcOpcode op, const void* local, uint32_t len, uint32_t lkey, RemoteBuffer remote, uint32_t imm,
+                    uint64_t wr_id, bool signaled) noexcept {
+      return net_->post(index_, software_nic::make_work_request(op, local, len, lkey, remote, imm, wr_id, signaled),
+                        thread_->now());
+    }
     // Where the connected peer holds `b` (memory it registered for remote writes), or
     // null when this QP is not connected or b is empty; `what` names the caller in the
     // error thrown for a range that is not the peer's.

@@ -17,17 +17,7 @@ namespace {
 uint64_t to_ps(double ns) { return static_cast<uint64_t>(std::llround(ns * 1000.0)); }
 uint64_t to_ns(double ns) { return static_cast<uint64_t>(std::llround(ns)); }
 
-// The opcode a send completion reports for a WQE.
-WcOpcode wc_opcode(WqeOp op) noexcept {
-  switch (op) {
-    case WqeOp::kWrite: return WcOpcode::kRdmaWrite;
-    case WqeOp::kWriteImm: return WcOpcode::kRdmaWriteImm;
-    case WqeOp::kRead: return WcOpcode::kRdmaRead;
-  }
-  return WcOpcode::kRdmaWrite;
-}
-
-bool is_write(WqeOp op) noexcept { return op != WqeOp::kRead; }
+bool is_write(WcOpcode op) noexcept { return op != WcOpcode::kRdmaRead; }
 
 // Cache prefetch hints for the first kPrefetchMaxBytes of [p, p + len): the payload a
 // WRITE copies when it lands, requested when its Rx stage runs (the landing event comes
@@ -144,9 +134,7 @@ void Network::post_receives(uint32_t ctx, uint32_t n) {
   ctxs_[ctx].srq.post(n, "post_receives");
 }
 
-PostResult Network::post(uint32_t qpi, WqeOp op, const void* local, uint32_t len, uint32_t lkey,
-                         uint64_t remote_addr, uint32_t rkey, uint32_t imm, uint64_t wr_id, bool signaled,
-                         Time now) {
+PostResult Network::post(uint32_t qpi, const software_nic::WorkRequest& wr, Time now) {
   QpState& q = qps_[qpi];
   if (q.slots.full()) return PostResult::kSendQueueFull;
   // WQEs before the completion cursor are done: the live ones fit in a ring twice as
@@ -154,19 +142,12 @@ PostResult Network::post(uint32_t qpi, WqeOp op, const void* local, uint32_t len
   if (q.slots.posted() - q.cursor[kStComplete] >= q.ring.size()) grow_wqe_ring(q);
   const uint64_t seq = q.slots.take();
   Wqe& w = q.ring[seq & q.mask];
-  w.local = static_cast<const std::byte*>(local);
+  static_cast<software_nic::WorkRequest&>(w) = wr;
+  const uint32_t len = wr.length;
   w.remote_host = nullptr;
-  w.remote_addr = remote_addr;
-  w.wr_id = wr_id;
   w.posted_at = now;
   w.due = now;
-  w.len = len;
-  w.lkey = lkey;
-  w.rkey = rkey;
-  w.imm = imm;
-  w.op = op;
-  w.flags = static_cast<uint8_t>((signaled ? kWqeSignaled : 0) |
-                                 (is_write(op) && len <= nic_of(q).cfg.inline_max_bytes ? kWqeInline : 0));
+  w.flags = static_cast<uint8_t>(is_write(wr.opcode) && len <= nic_of(q).cfg.inline_max_bytes ? kWqeInline : 0);
   w.status = WcStatus::kSuccess;
   w.rnr_tries = 0;
   w.transport_retries = 0;
@@ -179,7 +160,7 @@ PostResult Network::post(uint32_t qpi, WqeOp op, const void* local, uint32_t len
     // WQEs before the completion cursor are done: the live ones, this one included, need
     // distinct slots. (An empty store has stride 0 < len.)
     if (len > st.stride || seq - q.cursor[kStComplete] > st.mask) [[unlikely]] grow_inline_store(q, seq, len);
-    std::memcpy(st.data.data() + (seq & st.mask) * st.stride, local, len);
+    std::memcpy(st.data.data() + (seq & st.mask) * st.stride, wr.local, len);
   }
   ++nic_of(q).n.wqes_posted;
   if (q.error || !q.connected()) {
@@ -226,8 +207,8 @@ void Network::relayout_inline(QpState& q, uint64_t end, uint64_t slots, uint64_t
   std::vector<std::byte> nb(slots * stride);
   for (uint64_t s = q.cursor[kStComplete]; s < end && st.stride != 0; ++s) {
     const Wqe& w = q.ring[s & q.mask];
-    if ((w.flags & kWqeInline) && w.len > 0)
-      std::memcpy(nb.data() + (s & (slots - 1)) * stride, inline_payload(q, s), w.len);
+    if ((w.flags & kWqeInline) && w.length > 0)
+      std::memcpy(nb.data() + (s & (slots - 1)) * stride, inline_payload(q, s), w.length);
   }
   st.data = std::move(nb);
   st.stride = stride;
@@ -295,7 +276,7 @@ void Network::drain(uint32_t qpi, uint8_t stage) {
       continue;
     }
     if (w.due > now) break;
-    if (stage == kStComplete && w.op == WqeOp::kRead) admit = true;
+    if (stage == kStComplete && w.opcode == WcOpcode::kRdmaRead) admit = true;
     if (!process(q, cur, w, stage, now)) break;
     processed = true;
     ++cur;
@@ -340,7 +321,7 @@ void Network::try_admit(QpState& q, Time now) {
       ++cur;
       continue;
     }
-    if (w.op == WqeOp::kRead) {
+    if (w.opcode == WcOpcode::kRdmaRead) {
       if (q.reads_out >= nic.cfg.send.max_outstanding_reads) break;
       ++q.reads_out;
     }
@@ -492,12 +473,12 @@ void Network::await_ack_timer(QpState& q, Wqe& w, Time timer, uint32_t retry_cnt
 
 Time Network::read_response_in(QpState& q, Wqe& w, Time now) {
   Nic& nic = nic_of(q);
-  const uint64_t in_ps = nic.rx_port.send(ns_to_ps(now), w.len);
-  const uint64_t packets = std::max<uint64_t>(1, (w.len + nic.cfg.link.mtu_bytes - 1) / nic.cfg.link.mtu_bytes);
-  const uint64_t service = nic.recv_pkt_ps * packets + static_cast<uint64_t>(w.len * nic.recv_byte_ps + 0.5);
+  const uint64_t in_ps = nic.rx_port.send(ns_to_ps(now), w.length);
+  const uint64_t packets = std::max<uint64_t>(1, (w.length + nic.cfg.link.mtu_bytes - 1) / nic.cfg.link.mtu_bytes);
+  const uint64_t service = nic.recv_pkt_ps * packets + static_cast<uint64_t>(w.length * nic.recv_byte_ps + 0.5);
   const ServerPool::Slot slot = nic.recv_engines.reserve(in_ps, 0, service);
   w.stage = kStComplete;
-  w.due = ps_to_ns_ceil(nic.pcie_up.send(slot.finish_ps, uint64_t{w.len} + nic.cfg.cqe_bytes));
+  w.due = ps_to_ns_ceil(nic.pcie_up.send(slot.finish_ps, uint64_t{w.length} + nic.cfg.cqe_bytes));
   schedule_stage(q, kStComplete, w.due);
   return w.due;
 }
@@ -510,13 +491,13 @@ Time Network::read_response_in(QpState& q, Wqe& w, Time now) {
 }
 
 [[gnu::always_inline]] inline void Network::land_payload(const QpState& q, uint64_t seq, const Wqe& w, Nic& responder) {
-  if (w.len > 0) std::memcpy(w.remote_host, write_source(q, seq, w), w.len);
+  if (w.length > 0) std::memcpy(w.remote_host, write_source(q, seq, w), w.length);
   ++responder.n.writes_landed;
 }
 
 [[gnu::always_inline]] inline void Network::complete_receive(DeviceContext& rc, Nic& responder, const QpState& b,
                                                              const Wqe& w, Time now) {
-  rc.recv_cq.push(RecvCompletion{b.qp_num, w.imm, w.len, WcStatus::kSuccess});
+  rc.recv_cq.push(RecvCompletion{b.qp_num, w.imm, w.length, WcStatus::kSuccess});
   ++rc.recv_cqes;
   ++responder.n.recv_cqes;
   if (rc.thread != nullptr) rc.thread->wake(now);
@@ -556,7 +537,7 @@ bool Network::resend_step(QpState& q, uint64_t seq, Wqe& w, Time now) {
   switch (w.resend) {
     case kResendTimer: {
       // The timer expired: the request goes out again (it may be lost again).
-      const uint64_t payload = is_write(w.op) ? w.len : 0;
+      const uint64_t payload = is_write(w.opcode) ? w.length : 0;
       w.sent_at = ps_to_ns_ceil(nic.tx_port.send(ns_to_ps(now), payload));
       Retransmission rt;
       if (packet_loss_ != nullptr && packet_loss_(packet_loss_ctx_, nic.node, rn.node, w.sent_at, rt)) {
@@ -572,16 +553,16 @@ bool Network::resend_step(QpState& q, uint64_t seq, Wqe& w, Time now) {
       ++rn.n.packets_in;
       ++rn.n.duplicates;
       notify(WqeEvent::kDuplicate, q, seq, w, now);
-      const uint64_t payload = is_write(w.op) ? w.len : 0;
+      const uint64_t payload = is_write(w.opcode) ? w.length : 0;
       const uint64_t in_ps = rn.rx_port.send(ns_to_ps(now), payload);
       const uint64_t packets = std::max<uint64_t>(1, (payload + rn.cfg.link.mtu_bytes - 1) / rn.cfg.link.mtu_bytes);
       const uint64_t service = rn.recv_pkt_ps * packets + static_cast<uint64_t>(payload * rn.recv_byte_ps + 0.5);
       const ServerPool::Slot slot = rn.recv_engines.reserve(in_ps, rn.cfg.recv.qp_serial ? b.rx_free_ps : 0, service);
       b.rx_free_ps = slot.finish_ps;
-      if (w.op == WqeOp::kRead)  // a duplicate READ is read again (IB), the data as of then
-        return next(kResendReadTx, ps_to_ns_ceil(w.len > 0 ? dma_read(rn, slot.finish_ps, w.len) : slot.finish_ps));
+      if (w.opcode == WcOpcode::kRdmaRead)  // a duplicate READ is read again (IB), the data as of then
+        return next(kResendReadTx, ps_to_ns_ceil(w.length > 0 ? dma_read(rn, slot.finish_ps, w.length) : slot.finish_ps));
       if (!duplicate_detection_) {  // executed again (the planted bug): lands once more
-        const uint64_t bytes = w.len + (w.op == WqeOp::kWriteImm ? rn.cfg.cqe_bytes : 0);
+        const uint64_t bytes = w.length + (w.opcode == WcOpcode::kRdmaWriteImm ? rn.cfg.cqe_bytes : 0);
         return next(kResendLand, ps_to_ns_ceil(rn.pcie_up.send(slot.finish_ps, bytes)));
       }
       // Detected by its PSN: not executed, only ACKed.
@@ -590,7 +571,7 @@ bool Network::resend_step(QpState& q, uint64_t seq, Wqe& w, Time now) {
     case kResendLand: {
       // Duplicate detection off: the WRITE lands again, a WRITE+IMM completes again.
       DeviceContext& rc = ctxs_[b.ctx];
-      if (w.op == WqeOp::kWriteImm) {
+      if (w.opcode == WcOpcode::kRdmaWriteImm) {
         if (rc.srq.empty()) {  // RNR NAK: resent after the RNR timer (no transport retry counted)
           ++rn.n.rnr_naks;
           notify(WqeEvent::kRnrNak, q, seq, w, now);
@@ -601,13 +582,13 @@ bool Network::resend_step(QpState& q, uint64_t seq, Wqe& w, Time now) {
       land_payload(q, seq, w, rn);
       ++rn.n.duplicates_executed;
       notify(WqeEvent::kLanded, q, seq, w, now);
-      if (w.op == WqeOp::kWriteImm) complete_receive(rc, rn, b, w, now);
+      if (w.opcode == WcOpcode::kRdmaWriteImm) complete_receive(rc, rn, b, w, now);
       return ack_at(now + rn.ack_turnaround_ns);
     }
     case kResendReadTx: {
-      if (w.len > 0) std::memcpy(const_cast<std::byte*>(w.local), w.remote_host, w.len);
+      if (w.length > 0) std::memcpy(w.local, w.remote_host, w.length);
       ++rn.n.reads_served;
-      const Time out = ps_to_ns_ceil(rn.tx_port.send(ns_to_ps(now), w.len));
+      const Time out = ps_to_ns_ceil(rn.tx_port.send(ns_to_ps(now), w.length));
       Retransmission rt;
       if (response_lost(q, rn, out, rt)) {
         ack_lost(q, seq, w, out, rt, rn);
@@ -679,18 +660,18 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
 [[gnu::always_inline]] inline bool Network::stage_engine(QpState& q, uint64_t seq, Wqe& w, Time now) {
   Nic& nic = nic_of(q);
   uint64_t service = nic.send_wqe_ps;
-  if (is_write(w.op)) service += static_cast<uint64_t>(w.len * nic.send_byte_ps + 0.5);
+  if (is_write(w.opcode)) service += static_cast<uint64_t>(w.length * nic.send_byte_ps + 0.5);
   if (!nic.qp_cache.access(q.index)) service += nic.qp_miss_ps;
   // An inline payload travels in the WQE: the NIC translates no source address for
   // it. (The lkey is still checked below: every transport reports a bad lkey as a
   // local protection error, inline or not, tests/transport/conformance.hpp.)
   const bool inline_payload = (w.flags & kWqeInline) != 0;
   if (!inline_payload)
-    service += mtt_misses(nic, w.lkey, reinterpret_cast<uint64_t>(w.local), w.len) * nic.mtt_miss_ps;
+    service += mtt_misses(nic, w.lkey, reinterpret_cast<uint64_t>(w.local), w.length) * nic.mtt_miss_ps;
   const ServerPool::Slot slot =
       nic.send_engines.reserve(ns_to_ps(now), nic.cfg.send.qp_serial ? q.eng_free_ps : 0, service);
   q.eng_free_ps = slot.finish_ps;
-  if (!software_nic::check_local_access(memory_, q.node, wc_opcode(w.op), w.local, w.len, w.lkey).ok) {
+  if (!software_nic::check_local_access(memory_, q.node, w.opcode, w.local, w.length, w.lkey).ok) {
     // Local protection error: the WQE completes in error, the QP goes to error.
     w.status = WcStatus::kLocalProtectionError;
     ++nic.n.local_errors;
@@ -702,7 +683,7 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
     return true;
   }
   uint64_t done = slot.finish_ps;
-  if (is_write(w.op) && !inline_payload && w.len > 0) done = dma_read(nic, done, w.len);
+  if (is_write(w.opcode) && !inline_payload && w.length > 0) done = dma_read(nic, done, w.length);
   w.stage = kStTx;
   w.due = ps_to_ns_ceil(done);
   schedule_stage(q, kStTx, w.due);
@@ -711,7 +692,7 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
 
 [[gnu::always_inline]] inline bool Network::stage_tx(QpState& q, uint64_t seq, Wqe& w, Time now) {
   Nic& nic = nic_of(q);
-  const uint64_t payload = is_write(w.op) ? w.len : 0;
+  const uint64_t payload = is_write(w.opcode) ? w.length : 0;
   const uint64_t out_ps = nic.tx_port.send(ns_to_ps(now), payload);
   ++nic.n.wqes_sent;
   const uint32_t to_node = qps_[q.peer].node;
@@ -737,12 +718,12 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
   // The responder NAKed an earlier WQE of this QP and discards what follows; the
   // requester flushes it when the NAK arrives.
   if (discarded(b, seq)) return flush_at_responder(q, w);
-  const uint64_t payload = is_write(w.op) ? w.len : 0;
+  const uint64_t payload = is_write(w.opcode) ? w.length : 0;
   const uint64_t in_ps = rn.rx_port.send(ns_to_ps(now), payload);
   const uint64_t packets = std::max<uint64_t>(1, (payload + rn.cfg.link.mtu_bytes - 1) / rn.cfg.link.mtu_bytes);
   uint64_t service = rn.recv_pkt_ps * packets + static_cast<uint64_t>(payload * rn.recv_byte_ps + 0.5);
   if (!rn.qp_cache.access(b.index)) service += rn.qp_miss_ps;
-  service += mtt_misses(rn, w.rkey, w.remote_addr, w.len) * rn.mtt_miss_ps;
+  service += mtt_misses(rn, w.rkey, w.remote_addr, w.length) * rn.mtt_miss_ps;
   const ServerPool::Slot slot =
       rn.recv_engines.reserve(in_ps, rn.cfg.recv.qp_serial ? b.rx_free_ps : 0, service);
   b.rx_free_ps = slot.finish_ps;
@@ -755,7 +736,7 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
     return true;
   }
   const software_nic::Access target =
-      software_nic::check_remote_access(memory_, b.node, wc_opcode(w.op), w.remote_addr, w.len, w.rkey);
+      software_nic::check_remote_access(memory_, b.node, w.opcode, w.remote_addr, w.length, w.rkey);
   if (!target.ok) {
     w.status = WcStatus::kRemoteAccessError;
     responder_error(b, seq, now);
@@ -765,16 +746,16 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
     return true;
   }
   w.remote_host = target.host;
-  if (is_write(w.op)) {
-    prefetch_payload(write_source(q, seq, w), w.len);
-    prefetch_payload(target.host, w.len);
-    const uint64_t bytes = w.len + (w.op == WqeOp::kWriteImm ? rn.cfg.cqe_bytes : 0);
+  if (is_write(w.opcode)) {
+    prefetch_payload(write_source(q, seq, w), w.length);
+    prefetch_payload(target.host, w.length);
+    const uint64_t bytes = w.length + (w.opcode == WcOpcode::kRdmaWriteImm ? rn.cfg.cqe_bytes : 0);
     w.stage = kStLand;
     w.due = ps_to_ns_ceil(rn.pcie_up.send(slot.finish_ps, bytes));
     schedule_stage(q, kStLand, w.due);
   } else {
     w.stage = kStReadTx;
-    w.due = ps_to_ns_ceil(w.len > 0 ? dma_read(rn, slot.finish_ps, w.len) : slot.finish_ps);
+    w.due = ps_to_ns_ceil(w.length > 0 ? dma_read(rn, slot.finish_ps, w.length) : slot.finish_ps);
     schedule_stage(q, kStReadTx, w.due);
   }
   return true;
@@ -785,7 +766,7 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
   Nic& rn = nic_of(b);
   DeviceContext& rc = ctxs_[b.ctx];
   if (b.failed || discarded(b, seq)) return flush_at_responder(q, w);
-  if (w.op == WqeOp::kWriteImm) {
+  if (w.opcode == WcOpcode::kRdmaWriteImm) {
     uint32_t storm_retry = 0;
     const bool storm = rnr_storm_ != nullptr && rnr_storm_(rnr_storm_ctx_, rn.node, now, storm_retry);
     if (storm || rc.srq.empty()) {
@@ -826,7 +807,7 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
   nic.n.land_latency_ns += lat;
   nic.n.land_latency_max_ns = std::max(nic.n.land_latency_max_ns, lat);
   notify(WqeEvent::kLanded, q, seq, w, now);
-  if (w.op == WqeOp::kWriteImm) complete_receive(rc, rn, b, w, now);
+  if (w.opcode == WcOpcode::kRdmaWriteImm) complete_receive(rc, rn, b, w, now);
   if (packet_loss_ != nullptr) [[unlikely]] {
     // The ACK covering this WRITE (signaled or not: "Faults" in the header) may be lost.
     Retransmission rt;
@@ -836,7 +817,7 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
       return true;
     }
   }
-  if (w.flags & kWqeSignaled) {
+  if (w.signaled) {
     w.stage = kStAck;
     w.due = now + rn.ack_turnaround_ns + wire_latency(rn, q.node, now + rn.ack_turnaround_ns);
     schedule_stage(q, kStAck, w.due);
@@ -853,9 +834,9 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
   Nic& rn = nic_of(b);
   if (b.failed || discarded(b, seq)) return flush_at_responder(q, w);
   // The responder's DMA read has completed: the data as of now goes out.
-  if (w.len > 0) std::memcpy(const_cast<std::byte*>(w.local), w.remote_host, w.len);
+  if (w.length > 0) std::memcpy(w.local, w.remote_host, w.length);
   ++rn.n.reads_served;
-  const uint64_t out_ps = rn.tx_port.send(ns_to_ps(now), w.len);
+  const uint64_t out_ps = rn.tx_port.send(ns_to_ps(now), w.length);
   if (packet_loss_ != nullptr) [[unlikely]] {
     Retransmission rt;
     if (response_lost(q, rn, ps_to_ns_ceil(out_ps), rt)) {
@@ -882,7 +863,7 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
   w.stage = kStComplete;
   // An unsignaled WRITE reaches the Ack stage only after a resend (its ACK was lost):
   // it has no CQE to write.
-  w.due = ps_to_ns_ceil((w.flags & kWqeSignaled) != 0 ? nic.pcie_up.send(slot.finish_ps, nic.cfg.cqe_bytes)
+  w.due = ps_to_ns_ceil(w.signaled ? nic.pcie_up.send(slot.finish_ps, nic.cfg.cqe_bytes)
                                                       : slot.finish_ps);
   if (w.status != WcStatus::kSuccess) {
     enter_error(q, seq + 1, w.due);
@@ -894,11 +875,11 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
 
 [[gnu::always_inline]] inline bool Network::stage_complete(QpState& q, uint64_t seq, Wqe& w, Time now) {
   Nic& nic = nic_of(q);
-  if (w.op == WqeOp::kRead && q.reads_out > 0) --q.reads_out;
+  if (w.opcode == WcOpcode::kRdmaRead && q.reads_out > 0) --q.reads_out;
   w.stage = kStDone;
-  if ((w.flags & kWqeSignaled) || w.status != WcStatus::kSuccess) {
+  if (w.signaled || w.status != WcStatus::kSuccess) {
     DeviceContext& c = ctxs_[q.ctx];
-    c.send_cq.push(SendCqe{SendCompletion{q.qp_num, w.wr_id, wc_opcode(w.op), w.status}, q.index, seq});
+    c.send_cq.push(SendCqe{SendCompletion{q.qp_num, w.wr_id, w.opcode, w.status}, q.index, seq});
     ++c.send_cqes;
     ++nic.n.send_cqes;
     ++nic.n.complete_count;

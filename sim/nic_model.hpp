@@ -143,8 +143,6 @@ namespace bkv::sim {
 
 class SimThread;
 
-enum class WqeOp : uint8_t { kWrite = 0, kWriteImm, kRead };
-
 // Stages in canonical order (see the pipeline above). A WQE's stage only increases.
 enum Stage : uint8_t {
   kStPosted = 0,
@@ -173,7 +171,8 @@ inline constexpr uint32_t kMaxQpn = (1u << 24) - 1;
 // kWqeRetriesExhausted: its packet was lost once more than the retry count allows (or
 // it was RNR NAKed once more than an RNR storm's retry count allows); the QP's error
 // flush completes it with kRetryExceeded.
-enum WqeFlags : uint8_t { kWqeSignaled = 1, kWqeBlueFlame = 2, kWqeInline = 4, kWqeRetriesExhausted = 8 };
+// (Signalled or not is the work request's own `signaled`.)
+enum WqeFlags : uint8_t { kWqeBlueFlame = 2, kWqeInline = 4, kWqeRetriesExhausted = 8 };
 
 // Where a WQE whose ACK or READ response was lost stands in its resend (it waits at the
 // Ack stage meanwhile; "Faults" above). kResendNone: not resending.
@@ -186,26 +185,22 @@ enum Resend : uint8_t {
   kResendReadRx,  // READ: due: the response reaches the requester
 };
 
-struct Wqe {
-  const std::byte* local = nullptr;  // WRITE: source, READ: destination (checked at Engine)
-  std::byte* remote_host = nullptr;  // target resolved by the responder's key check
-  uint64_t remote_addr = 0;
-  uint64_t wr_id = 0;
-  Time due = 0;        // when the WQE is due at its current stage
-  Time posted_at = 0;  // thread time of the post
-  uint32_t len = 0;
-  uint32_t lkey = 0;
-  uint32_t rkey = 0;
-  uint32_t imm = 0;
-  WqeOp op = WqeOp::kWrite;
+// A WQE in a QP's ring: the work request as posted (local: WRITE source or READ
+// destination, checked at Engine) and where it stands in the pipeline. The small fields
+// come first: they fill the work request's tail padding.
+struct Wqe : software_nic::WorkRequest {
   uint8_t stage = kStPosted;
   uint8_t flags = 0;
   WcStatus status = WcStatus::kSuccess;
+  uint8_t resend = kResendNone;    // Resend: a lost ACK or READ response being recovered
   uint32_t rnr_tries = 0;
   uint32_t transport_retries = 0;  // retransmissions after a lost packet (packet_loss faults)
-  uint8_t resend = kResendNone;    // Resend: a lost ACK or READ response being recovered
+  std::byte* remote_host = nullptr;  // target resolved by the responder's key check
+  Time due = 0;        // when the WQE is due at its current stage
+  Time posted_at = 0;  // thread time of the post
   Time sent_at = 0;  // the request's last transmission (with packet_loss faults: the ACK timer's start)
 };
+static_assert(sizeof(Wqe) == 88, "the ring's WQE stays as compact as before the shared work request");
 
 // A send completion as queued in the CQ: the user-visible part, the global index of its
 // QP and the SQ position it retires (polling it frees the SQ slots up to there).
@@ -412,8 +407,7 @@ class Network {
   void set_duplicate_detection(bool on) noexcept { duplicate_detection_ = on; }
 
   // --- data path (called by the owning thread; `now` is its mid-step time) ---
-  PostResult post(uint32_t qp, WqeOp op, const void* local, uint32_t len, uint32_t lkey, uint64_t remote_addr,
-                  uint32_t rkey, uint32_t imm, uint64_t wr_id, bool signaled, Time now);
+  PostResult post(uint32_t qp, const software_nic::WorkRequest& wr, Time now);
   void ring_doorbell(uint32_t qp, Time now);
   void post_receives(uint32_t ctx, uint32_t n);
   uint32_t send_queue_free(uint32_t qp) const noexcept { return qps_[qp].slots.free_slots(); }
@@ -492,7 +486,7 @@ class Network {
   }
   // Where WRITE `seq` takes its payload from when it lands.
   const std::byte* write_source(const QpState& q, uint64_t seq, const Wqe& w) const noexcept {
-    return (w.flags & kWqeInline) != 0 && w.len > 0 ? inline_payload(q, seq) : w.local;
+    return (w.flags & kWqeInline) != 0 && w.length > 0 ? inline_payload(q, seq) : w.local;
   }
   // What a WRITE or WRITE+IMM does where it lands (at stage Land, and again when a lost
   // ACK's resend executes a duplicate): a WRITE+IMM takes a receive WQE of rc's SRQ

@@ -91,18 +91,10 @@ class InstantTransport {
     friend class software_nic::PostVerbs<QueuePair>;
     PostResult post(WcOpcode op, const void* local, uint32_t len, uint32_t lkey, RemoteBuffer remote, uint32_t imm,
                     uint64_t wr_id, bool signaled) noexcept {
-      return post(Wqe{op, const_cast<void*>(local), len, lkey, remote, imm, wr_id, signaled, 0});
+      return post(Wqe{software_nic::make_work_request(op, local, len, lkey, remote, imm, wr_id, signaled)});
     }
-    struct Wqe {
-      WcOpcode op;
-      void* local;
-      uint32_t len;
-      uint32_t lkey;
-      RemoteBuffer remote;
-      uint32_t imm;
-      uint64_t wr_id;
-      bool signaled;
-      uint64_t seq;
+    struct Wqe : software_nic::WorkRequest {
+      uint64_t seq = 0;  // in the queue pair's send queue
     };
     PostResult post(Wqe w) {
       if (slots_.full()) return PostResult::kSendQueueFull;
@@ -182,7 +174,7 @@ class InstantTransport {
 
   void complete(QueuePair& qp, const QueuePair::Wqe& w, WcStatus st) {
     if (st != WcStatus::kSuccess) qp.error_ = true;
-    if (w.signaled || st != WcStatus::kSuccess) send_cq_.push(SendEntry{{qp.qpn_, w.wr_id, w.op, st}, &qp, w.seq});
+    if (w.signaled || st != WcStatus::kSuccess) send_cq_.push(SendEntry{{qp.qpn_, w.wr_id, w.opcode, st}, &qp, w.seq});
   }
 
   // The responder NAKed w: both ends of the connection enter the error state.
@@ -211,21 +203,21 @@ class InstantTransport {
       return true;
     }
     const software_nic::Access local =
-        software_nic::check_local_access(fabric_.memory_, node_id_, w.op, w.local, w.len, w.lkey);
+        software_nic::check_local_access(fabric_.memory_, node_id_, w.opcode, w.local, w.length, w.lkey);
     if (!local.ok) {
       complete(qp, w, WcStatus::kLocalProtectionError);
       return true;
     }
     InstantTransport& target = *fabric_.qps_[qp.peer_qpn_ - 1].owner;
-    if (w.op == WcOpcode::kRdmaRead) {
-      const software_nic::Access src = target.responder_.check_read(w.remote.addr, w.len, w.remote.rkey);
+    if (w.opcode == WcOpcode::kRdmaRead) {
+      const software_nic::Access src = target.responder_.check_read(w.remote_addr, w.length, w.rkey);
       if (!src.ok) {
         remote_access_error(qp, w);
         return true;
       }
-      if (w.len > 0) std::memcpy(local.host, src.host, w.len);
+      if (w.length > 0) std::memcpy(local.host, src.host, w.length);
     } else {
-      const software_nic::InboundWrite in{w.op, w.remote.addr, w.remote.rkey, w.len, w.imm};
+      const software_nic::InboundWrite in{w.opcode, w.remote_addr, w.rkey, w.length, w.imm};
       switch (target.responder_.write(qp.peer_qpn_, in, local.host)) {
         case software_nic::ResponderStatus::kReceiverNotReady:
           return false;

@@ -232,7 +232,7 @@ class WallclockTransport {
     PostResult post(WcOpcode op, const void* local, uint32_t len, uint32_t lkey, RemoteBuffer remote, uint32_t imm,
                     uint64_t wr_id, bool signaled) noexcept {
       if (slots_.full()) return PostResult::kSendQueueFull;
-      wqe(slots_.take()) = software_nic::make_send_wqe(op, local, len, lkey, remote, imm, wr_id, signaled);
+      wqe(slots_.take()) = Wqe{software_nic::make_work_request(op, local, len, lkey, remote, imm, wr_id, signaled)};
       return PostResult::kOk;
     }
     // The send-queue ring (depth a power of two) indexed by sequence number.

@@ -4,7 +4,9 @@
 // PostVerbs<QueuePair> and provides the one private function
 //   PostResult post(WcOpcode, const void* local, uint32_t len, uint32_t lkey,
 //                   RemoteBuffer remote, uint32_t imm, uint64_t wr_id, bool signaled) noexcept
-// (friend PostVerbs<QueuePair>), which queues the work request in post order.
+// (friend PostVerbs<QueuePair>), which queues the work request in post order
+// (make_work_request in software_nic/send_queue.hpp describes it). The instant and
+// wall-clock loopback, UCX and the discrete-event transport's queue pairs all do.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // Send-queue slot accounting of one RC queue pair, shared by every software transport
 // (instant and wall-clock loopback, UCX, and the discrete-event NIC model), and the work
-// request the wall-clock loopback and UCX keep per slot.
+// request each of them keeps per WQE.
 //
 // Rule (verbs): a WQE holds its send-queue slot from post until the user polls the
 // completion of that WQE or of a later WQE on the same queue pair. Only signalled WQEs
@@ -23,9 +23,12 @@
 
 namespace bkv::software_nic {
 
-// A posted send work request as a software queue pair keeps it in its send-queue ring
-// (indexed by sequence number): what was posted, and how it ended.
-struct SendWqe {
+// What a posted send work request asks for, as one of the post verbs gave it: the one
+// description every software queue pair (and the discrete-event NIC model) keeps per
+// WQE, extended with what each tracks of it afterwards. Its default member initializers
+// make it a non-POD for layout, so a derived WQE packs its first small fields into this
+// one's tail padding.
+struct WorkRequest {
   std::byte* local = nullptr;  // WRITE source or READ destination
   uint64_t wr_id = 0;
   uint64_t remote_addr = 0;
@@ -35,16 +38,21 @@ struct SendWqe {
   uint32_t imm = 0;
   WcOpcode opcode = WcOpcode::kRdmaWrite;
   bool signaled = false;
-  bool done = false;  // its completion may be queued
-  WcStatus status = WcStatus::kSuccess;
 };
 
 // The work request one of PostVerbs' verbs describes (software_nic/post_verbs.hpp).
-inline SendWqe make_send_wqe(WcOpcode op, const void* local, uint32_t len, uint32_t lkey, RemoteBuffer remote,
-                             uint32_t imm, uint64_t wr_id, bool signaled) noexcept {
-  return SendWqe{static_cast<std::byte*>(const_cast<void*>(local)), wr_id, remote.addr, remote.rkey, lkey, len, imm,
-                 op, signaled, false, WcStatus::kSuccess};
+inline WorkRequest make_work_request(WcOpcode op, const void* local, uint32_t len, uint32_t lkey, RemoteBuffer remote,
+                                     uint32_t imm, uint64_t wr_id, bool signaled) noexcept {
+  return WorkRequest{static_cast<std::byte*>(const_cast<void*>(local)), wr_id, remote.addr, remote.rkey, lkey, len, imm,
+                     op, signaled};
 }
+
+// A posted send work request as a software queue pair keeps it in its send-queue ring
+// (indexed by sequence number): what was posted, and how it ended.
+struct SendWqe : WorkRequest {
+  bool done = false;  // its completion may be queued
+  WcStatus status = WcStatus::kSuccess;
+};
 
 class SendQueueSlots {
  public:
