@@ -76,6 +76,29 @@ bool stop_requested(int fd) {  // non-blocking check for the client's stop byte
   return ::recv(fd, &c, 1, MSG_DONTWAIT) == 1;
 }
 
+// The client's measurement: `round()` (one pass of its loop) repeated for o.warmup
+// seconds, then for o.seconds; the rate of the second part in units of `done` (the
+// client's count of completed operations) per second. Then the server is told to stop
+// and the client waits for it, so that both tear down together.
+template <class Round>
+double measure_then_stop(const Options& o, int fd, const uint64_t& done, Round&& round) {
+  auto run_for = [&](double secs) {
+    const uint64_t start = done;
+    const auto t0 = Clock::now();
+    const auto end = t0 + std::chrono::duration<double>(secs);
+    while (Clock::now() < end) round();
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    return static_cast<double>(done - start) / dt;
+  };
+  run_for(o.warmup);
+  const double rate = run_for(o.seconds);
+  const char stop = 1;
+  write_all(fd, &stop, 1);
+  char stopped;
+  read_all(fd, &stopped, 1);
+  return rate;
+}
+
 ucx::Config ucx_config(const Options& o) {
   ucx::Config c;
   c.tls = o.tls;
@@ -101,37 +124,23 @@ double write_imm_client(const Options& o, int fd) {
   qp.connect(theirs.qp);
   const uint64_t slots = theirs.ring.length / std::max<uint32_t>(o.size, 1);
   uint64_t posted = 0, completed = 0;
-  auto run_for = [&](double secs) {
-    const uint64_t start = completed;
-    const auto t0 = Clock::now();
-    const auto end = t0 + std::chrono::duration<double>(secs);
-    while (Clock::now() < end) {
-      uint32_t n = 0;
-      while (qp.send_queue_free() > 0 && n < 64) {
-        const bool sig = posted % 64 == 63;
-        const RemoteBuffer dst{theirs.ring.addr + (posted % slots) * o.size, theirs.ring.rkey, 0, o.size};
-        if (qp.post_write_imm(src.data(), o.size, mr.lkey, dst, static_cast<uint32_t>(posted), posted, sig) !=
-            PostResult::kOk)
-          break;
-        ++posted;
-        ++n;
-      }
-      if (n > 0) qp.ring_doorbell();
-      t.poll_send([&](const SendCompletion& c) {
-        if (c.status != WcStatus::kSuccess) throw std::runtime_error(std::string("bench: ") + to_string(c.status));
-        completed = c.wr_id + 1;
-      }, 64);
+  return measure_then_stop(o, fd, completed, [&] {
+    uint32_t n = 0;
+    while (qp.send_queue_free() > 0 && n < 64) {
+      const bool sig = posted % 64 == 63;
+      const RemoteBuffer dst{theirs.ring.addr + (posted % slots) * o.size, theirs.ring.rkey, 0, o.size};
+      if (qp.post_write_imm(src.data(), o.size, mr.lkey, dst, static_cast<uint32_t>(posted), posted, sig) !=
+          PostResult::kOk)
+        break;
+      ++posted;
+      ++n;
     }
-    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    return static_cast<double>(completed - start) / dt;
-  };
-  run_for(o.warmup);
-  const double rate = run_for(o.seconds);
-  const char stop = 1;
-  write_all(fd, &stop, 1);
-  char done;
-  read_all(fd, &done, 1);  // the server stopped: tear down together
-  return rate;
+    if (n > 0) qp.ring_doorbell();
+    t.poll_send([&](const SendCompletion& c) {
+      if (c.status != WcStatus::kSuccess) throw std::runtime_error(std::string("bench: ") + to_string(c.status));
+      completed = c.wr_id + 1;
+    }, 64);
+  });
 }
 
 void write_imm_server(const Options& o, int fd) {
@@ -181,34 +190,20 @@ double copyrpc_client(const Options& o, int fd) {
   const uint32_t ep = connect_over_socket(ctx, fd, /*client=*/true);
   std::vector<std::byte> req(o.size, std::byte{0x11});
   uint64_t inflight = 0, answered = 0, token = 0;
-  auto run_for = [&](double secs) {
-    const uint64_t start = answered;
-    const auto t0 = Clock::now();
-    const auto end = t0 + std::chrono::duration<double>(secs);
-    while (Clock::now() < end) {
-      while (inflight < o.window) {
-        const copyrpc::CallResult r = ctx.call(ep, req, o.size, token++);
-        if (!r.ok()) {
-          if (r.status == copyrpc::CallStatus::kRingFull || r.status == copyrpc::CallStatus::kInsufficientCredit) break;
-          throw std::runtime_error(std::string("bench: call: ") + copyrpc::to_string(r.status));
-        }
-        ++inflight;
+  return measure_then_stop(o, fd, answered, [&] {
+    while (inflight < o.window) {
+      const copyrpc::CallResult r = ctx.call(ep, req, o.size, token++);
+      if (!r.ok()) {
+        if (r.status == copyrpc::CallStatus::kRingFull || r.status == copyrpc::CallStatus::kInsufficientCredit) break;
+        throw std::runtime_error(std::string("bench: call: ") + copyrpc::to_string(r.status));
       }
-      ctx.poll([&](uint64_t, std::span<const std::byte>) {
-        --inflight;
-        ++answered;
-      }, [](auto&&, copyrpc::EndpointError e) { failed_back(e); });
+      ++inflight;
     }
-    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    return static_cast<double>(answered - start) / dt;
-  };
-  run_for(o.warmup);
-  const double rate = run_for(o.seconds);
-  const char stop = 1;
-  write_all(fd, &stop, 1);
-  char done;
-  read_all(fd, &done, 1);
-  return rate;
+    ctx.poll([&](uint64_t, std::span<const std::byte>) {
+      --inflight;
+      ++answered;
+    }, [](auto&&, copyrpc::EndpointError e) { failed_back(e); });
+  });
 }
 
 void copyrpc_server(const Options& o, int fd) {
