@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "backends/ucx_am/held_slots.hpp"
 #include "backends/ucx_am/ucp_worker.hpp"
 #include "core/kv/store.hpp"
 #include "core/tsc_clock.hpp"
@@ -43,8 +44,7 @@ struct UcxAmNode::Impl {
     uint32_t global = 0;  // rank * D + d
     Worker w;
     std::vector<RequestMsg> pending;  // queued by the AM handler, served after progress
-    std::vector<std::unique_ptr<ReplySlot>> slots;
-    std::vector<ReplySlot*> free;
+    HeldSlots<ReplySlot> replies;
     backend::DaemonMetrics m;
     ucs_status_t send_failure = UCS_OK;  // set by a send callback (no exception through UCX)
   };
@@ -139,21 +139,14 @@ struct UcxAmNode::Impl {
   static void on_reply_sent(void* request, ucs_status_t status, void* user_data) {
     auto* slot = static_cast<ReplySlot*>(user_data);
     DaemonState& d = *slot->owner;
-    d.free.push_back(slot);
+    d.replies.give_back(slot);
     ucp_request_free(request);
     if (status != UCS_OK && status != UCS_ERR_CANCELED && !d.impl->closing) d.send_failure = status;
   }
 
   void reply(DaemonState& d, uint32_t client, const ResponseMsg& msg) {
-    ReplySlot* slot;
-    if (d.free.empty()) {
-      d.slots.push_back(std::make_unique<ReplySlot>());
-      slot = d.slots.back().get();
-      slot->owner = &d;
-    } else {
-      slot = d.free.back();
-      d.free.pop_back();
-    }
+    ReplySlot* slot = d.replies.take();
+    slot->owner = &d;
     slot->msg = msg;
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
@@ -162,9 +155,9 @@ struct UcxAmNode::Impl {
     p.flags = UCP_AM_SEND_FLAG_EAGER;
     ucs_status_ptr_t r = ucp_am_send_nbx(d.w.eps[client], kResponseAmId, nullptr, 0, &slot->msg, sizeof slot->msg, &p);
     if (r == nullptr) {
-      d.free.push_back(slot);
+      d.replies.give_back(slot);
     } else if (UCS_PTR_IS_ERR(r)) {
-      d.free.push_back(slot);
+      d.replies.give_back(slot);
       fail("sending a response", UCS_PTR_STATUS(r));
     }
   }

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "backends/ucx_am/held_slots.hpp"
 #include "backends/ucx_am/ucp_worker.hpp"
 #include "core/kv/blob_store.hpp"
 #include "core/random.hpp"
@@ -105,11 +106,9 @@ struct UcxAmDataNode::Impl {
     Impl* impl = nullptr;
     Worker w;
     std::deque<Incoming> pending;
-    std::vector<std::unique_ptr<PutReceive>> receives;
-    std::vector<PutReceive*> free_receives;
+    HeldSlots<PutReceive> receives;
     std::vector<PutReceive*> received;  // completed by a callback, finished in the step
-    std::vector<std::unique_ptr<ReplySlot>> slots;
-    std::vector<ReplySlot*> free_slots;
+    HeldSlots<ReplySlot> replies;
     data::DataServerCounters counters;
     uint64_t protocol_errors = 0;
     ucs_status_t send_failure = UCS_OK;
@@ -220,21 +219,14 @@ struct UcxAmDataNode::Impl {
   void release(ReplySlot& slot) {
     if (slot.pinned != kNone) store.unpin(slot.pinned);
     slot.pinned = kNone;
-    slot.d->free_slots.push_back(&slot);
+    slot.d->replies.give_back(&slot);
   }
 
   // Sends the answer for (client, tag); a GetOk carries the pinned block's bytes.
   void reply(uint32_t client, uint32_t tag, const kv::DataResponse& resp, uint32_t pinned = kNone) {
     Daemon& d = daemon;
-    ReplySlot* slot;
-    if (d.free_slots.empty()) {
-      d.slots.push_back(std::make_unique<ReplySlot>());
-      slot = d.slots.back().get();
-      slot->d = &d;
-    } else {
-      slot = d.free_slots.back();
-      d.free_slots.pop_back();
-    }
+    ReplySlot* slot = d.replies.take();
+    slot->d = &d;
     slot->msg = DataAmResponse{tag, 0, resp};
     slot->pinned = pinned;
     const void* value = pinned != kNone ? store.block_data(pinned) : nullptr;
@@ -277,7 +269,7 @@ struct UcxAmDataNode::Impl {
       ++daemon.counters.rejected[static_cast<uint8_t>(kv::DataError::kTransferFailed)];
       reply(t.client, t.tag, kv::DataResponse::failure(kv::DataError::kTransferFailed, t.key));
     }
-    daemon.free_receives.push_back(&t);
+    daemon.receives.give_back(&t);
   }
 
   // false: a put waits for a free block (it is retried first at the next step).
@@ -303,14 +295,7 @@ struct UcxAmDataNode::Impl {
         in.waited = true;
         return false;
       }
-      PutReceive* t;
-      if (daemon.free_receives.empty()) {
-        daemon.receives.push_back(std::make_unique<PutReceive>());
-        t = daemon.receives.back().get();
-      } else {
-        t = daemon.free_receives.back();
-        daemon.free_receives.pop_back();
-      }
+      PutReceive* t = daemon.receives.take();
       *t = PutReceive{&daemon, h.client, h.tag, *b, r.length, r.key, UCS_OK};
       const ucs_status_ptr_t q = receive(daemon.w.worker, in.data, store.block_data(*b), t, &Impl::on_put_received, rendezvous);
       if (q == nullptr) {
