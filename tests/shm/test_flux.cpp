@@ -18,6 +18,20 @@ struct Msg {
 };
 using Net = FluxNetwork<Msg>;
 using Node = FluxNode<Msg>;
+
+// Node 1 of two, and ring 0 -> 1 for the test to write by hand, as a corrupted node 0
+// would.
+struct HandWrittenRing {
+  Net net{2, FluxConfig{8, 4}};
+  Node n1 = net.node(1);
+  const Net::Ring ring = net.ring(0, 1);
+  // The request node 1 takes next, which must be there.
+  auto take() {
+    auto r = n1.try_recv();
+    REQUIRE(r.has_value());
+    return *r;
+  }
+};
 }  // namespace
 
 TEST_CASE("flux config: capacity >= 2 * max_inflight, power of two - nodes taken once", "[shm][flux]") {
@@ -209,18 +223,13 @@ TEST_CASE("flux random interleavings over many laps: exactly once, FIFO per pair
   }
 }
 
-TEST_CASE("flux drops a request whose slab index is out of range", "[shm][flux]") {
-  Net net(2, FluxConfig{8, 4});
-  Node n1 = net.node(1);
-  // Ring 0 -> 1 written by hand (as a corrupted node 0 would): a request with slab
-  // index 6 >= max_inflight, then a valid one with index 2.
-  const auto ring = net.ring(0, 1);
+TEST_CASE_METHOD(HandWrittenRing, "flux drops a request whose slab index is out of range", "[shm][flux]") {
+  // A request with slab index 6 >= max_inflight, then a valid one with index 2.
   ring.publish(0, 6, Msg{0, 1, 99, 0});
   ring.publish(1, 2, Msg{0, 1, 1, 0});
-  auto r = n1.try_recv();
-  REQUIRE(r.has_value());
-  CHECK(r->payload.seq == 1);
-  CHECK(r->token.slot == 2);
+  const auto r = take();
+  CHECK(r.payload.seq == 1);
+  CHECK(r.token.slot == 2);
   CHECK(n1.protocol_errors() == 1);
   CHECK(n1.owed(0) == 1);
   // Same through poll(), which parks requests.
@@ -249,17 +258,12 @@ TEST_CASE("flux refuses a second reply while other requests of the source are ow
   CHECK(n0.protocol_errors() == 0);
 }
 
-TEST_CASE("flux drops a request whose slot still awaits a reply", "[shm][flux]") {
-  Net net(2, FluxConfig{8, 4});
-  Node n1 = net.node(1);
-  // Ring 0 -> 1 written by hand (as a corrupted node 0 would): two requests with slot 2,
-  // one taken by try_recv() directly, one parked by poll().
-  const auto ring = net.ring(0, 1);
+TEST_CASE_METHOD(HandWrittenRing, "flux drops a request whose slot still awaits a reply", "[shm][flux]") {
+  // Two requests with slot 2, one taken by try_recv() directly, one parked by poll().
   ring.publish(0, 2, Msg{0, 1, 1, 0});
   ring.publish(1, 2, Msg{0, 1, 2, 0});
-  auto r = n1.try_recv();
-  REQUIRE(r.has_value());
-  CHECK(r->payload.seq == 1);
+  const auto r = take();
+  CHECK(r.payload.seq == 1);
   REQUIRE_FALSE(n1.try_recv().has_value());
   CHECK(n1.protocol_errors() == 1);
   CHECK(n1.owed(0) == 1);
@@ -268,9 +272,7 @@ TEST_CASE("flux drops a request whose slot still awaits a reply", "[shm][flux]")
   REQUIRE_FALSE(n1.try_recv().has_value());
   CHECK(n1.protocol_errors() == 2);
   // Once answered, the slot takes a request again.
-  REQUIRE(n1.reply(r->token, Msg{}) == FluxReplyStatus::kOk);
+  REQUIRE(n1.reply(r.token, Msg{}) == FluxReplyStatus::kOk);
   ring.publish(3, 2, Msg{0, 1, 4, 0});
-  auto again = n1.try_recv();
-  REQUIRE(again.has_value());
-  CHECK(again->payload.seq == 4);
+  CHECK(take().payload.seq == 4);
 }

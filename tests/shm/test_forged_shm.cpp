@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -28,6 +29,18 @@ using DServer = DelegationServer<Req, Resp>;
 using DClient = DelegationClient<Req, Resp>;
 using ILayout = IpcLayout<Req, Resp>;
 using IClient = IpcClient<Req, Resp>;
+
+// A delegationrpc segment of `cfg` in process memory, formatted by its server (whose
+// hole limit is `hole_limit` when one is given).
+struct DSegment {
+  DelegationConfig cfg;
+  Segment seg;
+  DServer server;
+  explicit DSegment(const DelegationConfig& c, std::optional<std::chrono::nanoseconds> hole_limit = std::nullopt)
+      : cfg(c), seg(Segment::create_process(DLayout::segment_size(c))), server(seg.bytes(), cfg) {
+    if (hole_limit) server.set_hole_limit(*hole_limit);
+  }
+};
 
 // Writes a delegationrpc header by hand (as a forger with write access would).
 void forge_delegation_header(std::byte* b, uint32_t max_clients, uint32_t ring_depth, uint32_t resp_depth) {
@@ -116,18 +129,17 @@ TEST_CASE("delegationrpc attach rejects header fields beyond the caps", "[shm][f
 
 TEST_CASE("delegationrpc attach names the field when the header declares more than the segment holds",
           "[shm][forged]") {
-  const DelegationConfig cfg{2, 8, 4};
-  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
-  DServer server(seg.bytes(), cfg);
+  DSegment d({2, 8, 4});
   SECTION("response area") {
-    store_le<uint32_t>(seg.data(), 12, 3);  // max_clients 2 -> 3
-    REQUIRE_THROWS_WITH(DClient::connect(seg.bytes()),
-                        Contains("max_clients=3") && Contains("beyond the segment of " + std::to_string(seg.size())));
+    store_le<uint32_t>(d.seg.data(), 12, 3);  // max_clients 2 -> 3
+    REQUIRE_THROWS_WITH(DClient::connect(d.seg.bytes()),
+                        Contains("max_clients=3") && Contains("beyond the segment of " + std::to_string(d.seg.size())));
   }
   SECTION("request slots") {
-    store_le<uint32_t>(seg.data(), 16, 1024);  // ring_depth 8 -> 1024
-    REQUIRE_THROWS_WITH(DClient::connect(seg.bytes()),
-                        Contains("ring_depth=1024") && Contains("beyond the segment of " + std::to_string(seg.size())));
+    store_le<uint32_t>(d.seg.data(), 16, 1024);  // ring_depth 8 -> 1024
+    REQUIRE_THROWS_WITH(DClient::connect(d.seg.bytes()),
+                        Contains("ring_depth=1024") &&
+                            Contains("beyond the segment of " + std::to_string(d.seg.size())));
   }
 }
 
@@ -167,18 +179,16 @@ TEST_CASE("flux refuses a node count beyond the cap before allocating", "[shm][f
 // A forged tail beyond head: the client's pos - tail wrapped around and call() waited
 // for ring space forever.
 TEST_CASE("delegationrpc call with a forged tail beyond head returns instead of spinning", "[shm][forged]") {
-  const DelegationConfig cfg{1, 8, 4};
-  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
-  DServer server(seg.bytes(), cfg);
-  DClient c = DClient::connect(seg.bytes());
-  store_le<uint64_t>(seg.data(), 192, 100);  // tail = 100 > head = 0
+  DSegment d({1, 8, 4});
+  DClient c = DClient::connect(d.seg.bytes());
+  store_le<uint64_t>(d.seg.data(), 192, 100);  // tail = 100 > head = 0
   const int rc = run_with_deadline([&] { return static_cast<int>(c.call(Req{}, 1).status); }, std::chrono::seconds(10));
   REQUIRE(rc >= 0);  // finished
   CHECK(rc == static_cast<int>(DelegationCallStatus::kRingCorrupted));
   // try_call must not report a full ring forever either (callers retry kFull); it
   // detects the forged tail before reserving a position.
   CHECK(c.try_call(Req{}, 2).status == DelegationCallStatus::kRingCorrupted);
-  CHECK(load_le<uint64_t>(seg.data(), 128) == 0);  // head unchanged
+  CHECK(load_le<uint64_t>(d.seg.data(), 128) == 0);  // head unchanged
   CHECK(c.in_flight() == 0);
 }
 
@@ -187,22 +197,20 @@ TEST_CASE("delegationrpc call with a forged tail beyond head returns instead of 
 // request's answer and its own would be refused as kSlotBusy).
 TEST_CASE("delegationrpc server rejects an entry naming a response slot that already awaits a reply",
           "[shm][forged]") {
-  const DelegationConfig cfg{2, 8, 2};
-  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
-  DServer server(seg.bytes(), cfg);
-  DClient victim = DClient::connect(seg.bytes());
-  DClient forger = DClient::connect(seg.bytes());
+  DSegment d({2, 8, 2});
+  DClient victim = DClient::connect(d.seg.bytes());
+  DClient forger = DClient::connect(d.seg.bytes());
   REQUIRE(victim.call(Req{0, 0, 7, 70}, 7).resp_slot == 0);
-  forge_entry(seg.data(), cfg.ring_depth, victim.client_id(), 0, Req{1, 0, 99, 990});
-  REQUIRE(server.poll() == 2);
+  forge_entry(d.seg.data(), d.cfg.ring_depth, victim.client_id(), 0, Req{1, 0, 99, 990});
+  REQUIRE(d.server.poll() == 2);
   std::vector<DelegationEntry<Req>> got;
-  while (auto e = server.recv()) got.push_back(*e);
-  server.advance_tail();
+  while (auto e = d.server.recv()) got.push_back(*e);
+  d.server.advance_tail();
   REQUIRE(got.size() == 1);
   CHECK(got[0].payload.value == 70);
   // Replies in the "wrong" order: the forged one first, as a remote answer may overtake.
   for (auto it = got.rbegin(); it != got.rend(); ++it)
-    server.reply(it->client_id, it->resp_slot_idx, Resp{it->payload.seq, it->payload.value + 1});
+    d.server.reply(it->client_id, it->resp_slot_idx, Resp{it->payload.seq, it->payload.value + 1});
   uint64_t token = 0, value = 0;
   REQUIRE(victim.poll([&](uint64_t t, const Resp& r) {
     token = t;
@@ -211,8 +219,8 @@ TEST_CASE("delegationrpc server rejects an entry naming a response slot that alr
   CHECK(token == 7);
   CHECK(value == 71);
   CHECK(victim.in_flight() == 0);
-  CHECK(server.rejected(DelegationReject::kSlotAwaitingReply) == 1);
-  CHECK(server.rejected_total() == 1);
+  CHECK(d.server.rejected(DelegationReject::kSlotAwaitingReply) == 1);
+  CHECK(d.server.rejected_total() == 1);
   CHECK(forger.in_flight() == 0);
 }
 
@@ -221,26 +229,24 @@ TEST_CASE("delegationrpc server rejects an entry naming a response slot that alr
 // slot (its request would find the forged one awaiting a reply).
 TEST_CASE("delegationrpc server rejects an entry naming a slot that holds an unconsumed response",
           "[shm][forged]") {
-  const DelegationConfig cfg{1, 8, 1};
-  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
-  DServer server(seg.bytes(), cfg);
-  DClient victim = DClient::connect(seg.bytes());
+  DSegment d({1, 8, 1});
+  DClient victim = DClient::connect(d.seg.bytes());
   auto serve = [&] {
-    server.poll();
+    d.server.poll();
     uint32_t n = 0;
-    while (auto e = server.recv()) {
-      REQUIRE(server.reply(e->client_id, e->resp_slot_idx, Resp{e->payload.seq, e->payload.value + 1}) ==
+    while (auto e = d.server.recv()) {
+      REQUIRE(d.server.reply(e->client_id, e->resp_slot_idx, Resp{e->payload.seq, e->payload.value + 1}) ==
               DelegationReplyStatus::kOk);
       ++n;
     }
-    server.advance_tail();
+    d.server.advance_tail();
     return n;
   };
   REQUIRE(victim.call(Req{0, 0, 1, 10}, 1).status == DelegationCallStatus::kOk);
   REQUIRE(serve() == 1);
-  forge_entry(seg.data(), cfg.ring_depth, victim.client_id(), 0, Req{0, 0, 99, 990});
+  forge_entry(d.seg.data(), d.cfg.ring_depth, victim.client_id(), 0, Req{0, 0, 99, 990});
   CHECK(serve() == 0);
-  CHECK(server.rejected(DelegationReject::kSlotHoldsResponse) == 1);
+  CHECK(d.server.rejected(DelegationReject::kSlotHoldsResponse) == 1);
   std::vector<uint64_t> values;
   auto collect = [&](uint64_t, const Resp& r) { values.push_back(r.value); };
   REQUIRE(victim.poll(collect) == 1);
@@ -255,24 +261,22 @@ TEST_CASE("delegationrpc server rejects an entry naming a slot that holds an unc
 // server cannot tell who wrote an entry); the victim's next call on that slot must
 // still get its own answer, not the stray one, and its request must not be refused.
 TEST_CASE("delegationrpc client discards a stray response left in an idle slot", "[shm][forged]") {
-  const DelegationConfig cfg{2, 8, 1};
-  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
-  DServer server(seg.bytes(), cfg);
-  DClient victim = DClient::connect(seg.bytes());
-  forge_entry(seg.data(), cfg.ring_depth, victim.client_id(), 0, Req{1, 0, 99, 990});
-  REQUIRE(server.poll() == 1);
-  auto f = server.recv();
+  DSegment d({2, 8, 1});
+  DClient victim = DClient::connect(d.seg.bytes());
+  forge_entry(d.seg.data(), d.cfg.ring_depth, victim.client_id(), 0, Req{1, 0, 99, 990});
+  REQUIRE(d.server.poll() == 1);
+  auto f = d.server.recv();
   REQUIRE(f.has_value());
-  server.advance_tail();
-  REQUIRE(server.reply(f->client_id, f->resp_slot_idx, Resp{99, 991}) == DelegationReplyStatus::kOk);
+  d.server.advance_tail();
+  REQUIRE(d.server.reply(f->client_id, f->resp_slot_idx, Resp{99, 991}) == DelegationReplyStatus::kOk);
   // The victim, not awaiting anything, calls on its only slot.
   REQUIRE(victim.call(Req{0, 0, 5, 50}, 5).status == DelegationCallStatus::kOk);
   CHECK(victim.poll([](uint64_t, const Resp&) { FAIL("the stray response was delivered"); }) == 0);
-  REQUIRE(server.poll() == 1);
-  auto e = server.recv();
+  REQUIRE(d.server.poll() == 1);
+  auto e = d.server.recv();
   REQUIRE(e.has_value());
   CHECK(e->payload.value == 50);
-  REQUIRE(server.reply(e->client_id, e->resp_slot_idx, Resp{5, 51}) == DelegationReplyStatus::kOk);
+  REQUIRE(d.server.reply(e->client_id, e->resp_slot_idx, Resp{5, 51}) == DelegationReplyStatus::kOk);
   uint64_t value = 0;
   REQUIRE(victim.poll([&](uint64_t t, const Resp& r) {
     CHECK(t == 5);
@@ -280,7 +284,7 @@ TEST_CASE("delegationrpc client discards a stray response left in an idle slot",
   }) == 1);
   CHECK(value == 51);
   CHECK(victim.stray_responses() == 1);
-  CHECK(server.rejected_total() == 0);
+  CHECK(d.server.rejected_total() == 0);
 }
 
 // Call tags: a forged entry naming the victim's (client, slot) reaches the server before
@@ -290,26 +294,24 @@ TEST_CASE("delegationrpc client discards a stray response left in an idle slot",
 // slot gets its own answer.
 TEST_CASE("delegationrpc client fails a call whose slot received another call's answer (forged client_id)",
           "[shm][forged]") {
-  const DelegationConfig cfg{2, 8, 1};
-  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
-  DServer server(seg.bytes(), cfg);
-  DClient victim = DClient::connect(seg.bytes(), 0x1234u);
-  DClient other = DClient::connect(seg.bytes(), 0x5678u);  // the forger: a registered client
+  DSegment d({2, 8, 1});
+  DClient victim = DClient::connect(d.seg.bytes(), 0x1234u);
+  DClient other = DClient::connect(d.seg.bytes(), 0x5678u);  // the forger: a registered client
   auto serve = [&] {
-    server.poll();
+    d.server.poll();
     std::vector<DelegationEntry<Req>> got;
-    while (auto e = server.recv()) got.push_back(*e);
-    server.advance_tail();
+    while (auto e = d.server.recv()) got.push_back(*e);
+    d.server.advance_tail();
     for (const auto& e : got)
-      REQUIRE(server.reply(e.client_id, e.resp_slot_idx, Resp{e.payload.seq, e.payload.value + 1}) ==
+      REQUIRE(d.server.reply(e.client_id, e.resp_slot_idx, Resp{e.payload.seq, e.payload.value + 1}) ==
               DelegationReplyStatus::kOk);
     return got.size();
   };
-  forge_entry(seg.data(), cfg.ring_depth, victim.client_id(), 0, Req{1, 0, 98, 980}, 0xDEADBEEFu);
+  forge_entry(d.seg.data(), d.cfg.ring_depth, victim.client_id(), 0, Req{1, 0, 98, 980}, 0xDEADBEEFu);
   REQUIRE(victim.call(Req{0, 0, 6, 60}, 6).status == DelegationCallStatus::kOk);
   REQUIRE(victim.call_tag(0) != 0xDEADBEEFu);
   CHECK(serve() == 1);
-  CHECK(server.rejected(DelegationReject::kSlotAwaitingReply) == 1);
+  CHECK(d.server.rejected(DelegationReject::kSlotAwaitingReply) == 1);
   std::vector<uint64_t> answered, failed;
   auto on_answer = [&](uint64_t t, const Resp&) { answered.push_back(t); };
   auto on_failed = [&](uint64_t t) { failed.push_back(t); };
@@ -335,18 +337,16 @@ TEST_CASE("delegationrpc client fails a call whose slot received another call's 
 // A response written straight into an awaited slot (valid set, no request behind it)
 // carries no tag of the victim's call: the call fails instead of taking it.
 TEST_CASE("delegationrpc client fails a call on a response forged into its slot", "[shm][forged]") {
-  const DelegationConfig cfg{1, 8, 2};
-  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
-  DServer server(seg.bytes(), cfg);
-  DClient victim = DClient::connect(seg.bytes(), 77u);
+  DSegment d({1, 8, 2});
+  DClient victim = DClient::connect(d.seg.bytes(), 77u);
   const auto r = victim.call(Req{0, 0, 1, 10}, 1);
   REQUIRE(r.status == DelegationCallStatus::kOk);
-  const size_t resp_area = DLayout::resp_area_offset(cfg.ring_depth);
+  const size_t resp_area = DLayout::resp_area_offset(d.cfg.ring_depth);
   const size_t off = resp_area + r.resp_slot * DLayout::kRespSlotSize;
-  store_le<uint32_t>(seg.data(), off + 4, victim.call_tag(r.resp_slot) + 1);
+  store_le<uint32_t>(d.seg.data(), off + 4, victim.call_tag(r.resp_slot) + 1);
   const Resp forged{1, 555};
-  std::memcpy(seg.data() + off + 8, &forged, sizeof forged);
-  store_le<uint8_t>(seg.data(), off, 1);  // valid
+  std::memcpy(d.seg.data() + off + 8, &forged, sizeof forged);
+  store_le<uint8_t>(d.seg.data(), off, 1);  // valid
   uint64_t failed = 0;
   CHECK(victim.poll([](uint64_t, const Resp&) { FAIL("a forged response was delivered"); },
                     [&](uint64_t t) { failed = t; }) == 1);
@@ -357,19 +357,17 @@ TEST_CASE("delegationrpc client fails a call on a response forged into its slot"
 // An entry naming a client id that never registered (below max_clients) is rejected:
 // its answer would sit in a slot that a later client inherits.
 TEST_CASE("delegationrpc server rejects an entry from an unregistered client id", "[shm][forged]") {
-  const DelegationConfig cfg{4, 8, 2};
-  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
-  DServer server(seg.bytes(), cfg);
-  DClient c = DClient::connect(seg.bytes());
-  forge_entry(seg.data(), cfg.ring_depth, 3, 0, Req{});
+  DSegment d({4, 8, 2});
+  DClient c = DClient::connect(d.seg.bytes());
+  forge_entry(d.seg.data(), d.cfg.ring_depth, 3, 0, Req{});
   REQUIRE(c.call(Req{0, 0, 1, 10}, 1).status == DelegationCallStatus::kOk);
-  REQUIRE(server.poll() == 2);
-  auto e = server.recv();
+  REQUIRE(d.server.poll() == 2);
+  auto e = d.server.recv();
   REQUIRE(e.has_value());
   CHECK(e->client_id == c.client_id());
-  CHECK_FALSE(server.recv().has_value());
-  CHECK(server.rejected(DelegationReject::kUnregisteredClient) == 1);
-  CHECK(server.cursor() == 2);
+  CHECK_FALSE(d.server.recv().has_value());
+  CHECK(d.server.rejected(DelegationReject::kUnregisteredClient) == 1);
+  CHECK(d.server.cursor() == 2);
 }
 
 // Property: with forged entries naming random (client, slot) pairs mixed into the ring,
@@ -377,60 +375,17 @@ TEST_CASE("delegationrpc server rejects an entry from an unregistered client id"
 // another request's answer (call tags), failed only when a forged entry was accepted.
 TEST_CASE("delegationrpc random forged entries: every call ends exactly once, with its own answer or failed",
           "[shm][forged]") {
-  const DelegationConfig cfg{4, 8, 2};
-  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
-  DServer server(seg.bytes(), cfg);
+  DSegment d({4, 8, 2});
   std::vector<DClient> clients;
-  for (uint32_t i = 0; i < 3; ++i) clients.push_back(DClient::connect(seg.bytes(), 100 + i));  // id 3 never registers
+  for (uint32_t i = 0; i < 3; ++i) clients.push_back(DClient::connect(d.seg.bytes(), 100 + i));  // id 3 never registers
   bkv::Rng rng(bkv::derive_seed(7, {11}));
   std::vector<uint64_t> calls(3, 0), answers(3, 0);
   uint64_t failed = 0;
   uint64_t wrong = 0, forged = 0, accepted = 0, accepted_forged = 0;
   std::vector<DelegationEntry<Req>> held;
-  auto drained = [&] { return held.empty() && server.cursor() == load_le<uint64_t>(seg.data(), 128); };
-  for (int step = 0; step < 20000 || !drained(); ++step) {
-    const uint64_t op = step < 20000 ? rng.below(10) : 5;
-    if (op < 3) {
-      const uint32_t i = static_cast<uint32_t>(rng.below(3));
-      const uint64_t seq = calls[i];
-      if (clients[i].try_call(Req{i, 0, seq, seq * 2}, seq).status == DelegationCallStatus::kOk) ++calls[i];
-    } else if (op < 4) {
-      const uint64_t head = load_le<uint64_t>(seg.data(), 128), tail = load_le<uint64_t>(seg.data(), 192);
-      if (head - tail < cfg.ring_depth) {  // a forger that respects ring space (else it overwrites entries)
-        forge_entry(seg.data(), cfg.ring_depth, static_cast<uint32_t>(rng.below(5)), static_cast<uint32_t>(rng.below(3)),
-                    Req{0xF0F0u, 0, ~uint64_t{0}, 0});
-        ++forged;
-      }
-    } else if (op < 6) {
-      server.poll();
-      while (auto e = server.recv()) {
-        held.push_back(*e);
-        ++accepted;
-        if (e->payload.client == 0xF0F0u) ++accepted_forged;
-      }
-      server.advance_tail();
-      if (!held.empty()) {
-        const size_t k = rng.below(held.size());  // reply in random order
-        const auto e = held[k];
-        held.erase(held.begin() + static_cast<long>(k));
-        REQUIRE(server.reply(e.client_id, e.resp_slot_idx, Resp{e.payload.seq, e.payload.value + 1}) ==
-                DelegationReplyStatus::kOk);
-      }
-    } else {
-      const uint32_t i = static_cast<uint32_t>(rng.below(3));
-      clients[i].poll(
-          [&](uint64_t token, const Resp& r) {
-            ++answers[i];
-            if (r.seq != token || r.value != token * 2 + 1) ++wrong;
-          },
-          [&](uint64_t) {
-            ++answers[i];
-            ++failed;
-          });
-    }
-  }
-  uint64_t legit_calls = 0;
-  for (uint32_t i = 0; i < 3; ++i) {
+  auto drained = [&] { return held.empty() && d.server.cursor() == load_le<uint64_t>(d.seg.data(), 128); };
+  // Client i collects its answers: each its own (else `wrong`), or its call failed.
+  auto poll_client = [&](uint32_t i) {
     clients[i].poll(
         [&](uint64_t token, const Resp& r) {
           ++answers[i];
@@ -440,14 +395,50 @@ TEST_CASE("delegationrpc random forged entries: every call ends exactly once, wi
           ++answers[i];
           ++failed;
         });
+  };
+  for (int step = 0; step < 20000 || !drained(); ++step) {
+    const uint64_t op = step < 20000 ? rng.below(10) : 5;
+    if (op < 3) {
+      const uint32_t i = static_cast<uint32_t>(rng.below(3));
+      const uint64_t seq = calls[i];
+      if (clients[i].try_call(Req{i, 0, seq, seq * 2}, seq).status == DelegationCallStatus::kOk) ++calls[i];
+    } else if (op < 4) {
+      const uint64_t head = load_le<uint64_t>(d.seg.data(), 128), tail = load_le<uint64_t>(d.seg.data(), 192);
+      if (head - tail < d.cfg.ring_depth) {  // a forger that respects ring space (else it overwrites entries)
+        forge_entry(d.seg.data(), d.cfg.ring_depth, static_cast<uint32_t>(rng.below(5)),
+                    static_cast<uint32_t>(rng.below(3)), Req{0xF0F0u, 0, ~uint64_t{0}, 0});
+        ++forged;
+      }
+    } else if (op < 6) {
+      d.server.poll();
+      while (auto e = d.server.recv()) {
+        held.push_back(*e);
+        ++accepted;
+        if (e->payload.client == 0xF0F0u) ++accepted_forged;
+      }
+      d.server.advance_tail();
+      if (!held.empty()) {
+        const size_t k = rng.below(held.size());  // reply in random order
+        const auto e = held[k];
+        held.erase(held.begin() + static_cast<long>(k));
+        REQUIRE(d.server.reply(e.client_id, e.resp_slot_idx, Resp{e.payload.seq, e.payload.value + 1}) ==
+                DelegationReplyStatus::kOk);
+      }
+    } else {
+      poll_client(static_cast<uint32_t>(rng.below(3)));
+    }
+  }
+  uint64_t legit_calls = 0;
+  for (uint32_t i = 0; i < 3; ++i) {
+    poll_client(i);
     CHECK(clients[i].in_flight() == 0);
     CHECK(answers[i] == calls[i]);
     legit_calls += calls[i];
   }
   CHECK(forged > 1000);
   CHECK(accepted_forged > 0);
-  CHECK(server.rejected_total() > 0);
-  CHECK(accepted + server.rejected_total() == legit_calls + forged);
+  CHECK(d.server.rejected_total() > 0);
+  CHECK(accepted + d.server.rejected_total() == legit_calls + forged);
   // No call takes a forged request's answer; a call fails only on the answer of an
   // accepted forged request.
   CHECK(wrong == 0);
@@ -456,7 +447,7 @@ TEST_CASE("delegationrpc random forged entries: every call ends exactly once, wi
   uint64_t mismatched = 0;
   for (const DClient& c : clients) mismatched += c.mismatched_responses();
   CHECK(mismatched == failed);
-  INFO("forged " << forged << ", accepted forged " << accepted_forged << ", rejected " << server.rejected_total()
+  INFO("forged " << forged << ", accepted forged " << accepted_forged << ", rejected " << d.server.rejected_total()
                  << ", wrong answers " << wrong << ", failed " << failed << ", stray discarded "
                  << clients[0].stray_responses() + clients[1].stray_responses() + clients[2].stray_responses());
 }
@@ -465,10 +456,8 @@ TEST_CASE("delegationrpc random forged entries: every call ends exactly once, wi
 // client waiting for ring space used to spin forever.
 TEST_CASE("delegationrpc call on a full ring whose server makes no progress gives up after its wait limit",
           "[shm][forged][faults]") {
-  const DelegationConfig cfg{1, 1, 4};
-  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
-  DServer server(seg.bytes(), cfg);  // alive, but never polled
-  DClient c = DClient::connect(seg.bytes());
+  DSegment d({1, 1, 4});  // alive, but never polled
+  DClient c = DClient::connect(d.seg.bytes());
   c.set_wait_limit(std::chrono::milliseconds(50));
   REQUIRE(c.call(Req{}, 1).status == DelegationCallStatus::kOk);  // fills the one-slot ring
   const auto t0 = std::chrono::steady_clock::now();
@@ -485,22 +474,19 @@ TEST_CASE("delegationrpc call on a full ring whose server makes no progress give
 // records, or make the server skip a committed entry.
 TEST_CASE("delegationrpc forged client records: pids <= 0 keep a hole and a committed entry is never skipped",
           "[shm][forged]") {
-  const DelegationConfig cfg{2, 4, 4};
-  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
-  std::byte* base = seg.data();
-  DServer server(seg.bytes(), cfg);
-  server.set_hole_limit(std::chrono::nanoseconds(0));
-  DClient c = DClient::connect(seg.bytes(), 1);  // client 0
-  const size_t rec0 = DLayout::records_offset(cfg);
+  DSegment d({2, 4, 4}, /*hole_limit=*/std::chrono::nanoseconds(0));
+  std::byte* base = d.seg.data();
+  DClient c = DClient::connect(d.seg.bytes(), 1);  // client 0
+  const size_t rec0 = DLayout::records_offset(d.cfg);
   auto serve = [&](int rounds) {
     uint32_t n = 0;
     for (int i = 0; i < rounds; ++i) {
-      server.poll();
-      while (auto e = server.recv()) {
+      d.server.poll();
+      while (auto e = d.server.recv()) {
         ++n;
-        REQUIRE(server.reply(e->client_id, e->resp_slot_idx, Resp{e->payload.seq, 0}) == DelegationReplyStatus::kOk);
+        REQUIRE(d.server.reply(e->client_id, e->resp_slot_idx, Resp{e->payload.seq, 0}) == DelegationReplyStatus::kOk);
       }
-      server.advance_tail();
+      d.server.advance_tail();
     }
     return n;
   };
@@ -511,11 +497,11 @@ TEST_CASE("delegationrpc forged client records: pids <= 0 keep a hole and a comm
   for (const int32_t pid : {0, -1, INT32_MIN}) {
     store_le<int32_t>(base, rec0, pid);
     store_le<uint64_t>(base, rec0 + 8, 2);  // waiting on position 0
-    const uint64_t checks = server.hole_checks();
+    const uint64_t checks = d.server.hole_checks();
     CHECK(serve(4 * static_cast<int>(DServer::kHoleSightingsPerClockRead)) == 0);
-    CHECK(server.hole_checks() > checks);
-    CHECK(server.skipped_total() == 0);
-    CHECK(server.cursor() == 0);
+    CHECK(d.server.hole_checks() > checks);
+    CHECK(d.server.skipped_total() == 0);
+    CHECK(d.server.cursor() == 0);
   }
   // A pid of no process, and position 0's claim word forged "abandoned", while an entry
   // is committed there: the server reads the entry, the records are not looked at.
@@ -530,15 +516,15 @@ TEST_CASE("delegationrpc forged client records: pids <= 0 keep a hole and a comm
   store_le<uint32_t>(base, 256 + 8, 0);   // response slot 0
   store_le<uint8_t>(base, 256, 1);        // committed
   CHECK(serve(1) == 1);
-  CHECK(server.skipped_total() == 0);
-  CHECK(server.cursor() == 1);
+  CHECK(d.server.skipped_total() == 0);
+  CHECK(d.server.cursor() == 1);
   // The same record now names position 1, a hole: the gone pid makes the server skip it
   // (a call of client 0 that had reserved it would lose its claim and write nothing).
   store_le<uint64_t>(base, 128, 2);
   store_le<uint64_t>(base, rec0 + 8, 4);
   CHECK(serve(4 * static_cast<int>(DServer::kHoleSightingsPerClockRead)) == 0);
-  CHECK(server.skipped(DelegationSkip::kReserverGone) == 1);
-  CHECK(server.cursor() == 2);
+  CHECK(d.server.skipped(DelegationSkip::kReserverGone) == 1);
+  CHECK(d.server.cursor() == 2);
   CHECK(load_le<uint64_t>(base, 256 + 64 + 16) == (4 | 1));  // position 1's claim word: abandoned
 }
 
@@ -548,14 +534,11 @@ TEST_CASE("delegationrpc forged client records: pids <= 0 keep a hole and a comm
 // or the server, once it reaches the position, finds nobody naming it and stays there.
 TEST_CASE("delegationrpc forged tail: a given-up position stays named until the server has passed it",
           "[shm][forged]") {
-  const DelegationConfig cfg{2, 2, 4};
-  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
-  std::byte* base = seg.data();
-  DServer server(seg.bytes(), cfg);
-  server.set_hole_limit(std::chrono::nanoseconds(0));
-  DClient a = DClient::connect(seg.bytes(), 1);  // client 0
-  DClient b = DClient::connect(seg.bytes(), 2);  // client 1
-  const size_t rec_b = DLayout::records_offset(cfg) + 64;
+  DSegment d({2, 2, 4}, /*hole_limit=*/std::chrono::nanoseconds(0));
+  std::byte* base = d.seg.data();
+  DClient a = DClient::connect(d.seg.bytes(), 1);  // client 0
+  DClient b = DClient::connect(d.seg.bytes(), 2);  // client 1
+  const size_t rec_b = DLayout::records_offset(d.cfg) + 64;
   REQUIRE(a.call(Req{0, 0, 0, 0}, 0).status == DelegationCallStatus::kOk);  // positions 0 and 1 fill the ring
   REQUIRE(a.call(Req{0, 0, 1, 1}, 1).status == DelegationCallStatus::kOk);
   b.set_wait_limit(std::chrono::milliseconds(20));
@@ -573,21 +556,21 @@ TEST_CASE("delegationrpc forged tail: a given-up position stays named until the 
   std::vector<uint64_t> answered;
   auto got = [&](uint64_t tok, const Resp&) { answered.push_back(tok); };
   for (uint32_t i = 0; i < 4 * DServer::kHoleSightingsPerClockRead; ++i) {
-    server.snapshot_head();
-    while (auto e = server.recv())
-      REQUIRE(server.reply(e->client_id, e->resp_slot_idx, Resp{e->payload.seq, 0}) == DelegationReplyStatus::kOk);
-    server.advance_tail();
+    d.server.snapshot_head();
+    while (auto e = d.server.recv())
+      REQUIRE(d.server.reply(e->client_id, e->resp_slot_idx, Resp{e->payload.seq, 0}) == DelegationReplyStatus::kOk);
+    d.server.advance_tail();
     a.poll(got);
   }
   CHECK(answered == std::vector<uint64_t>{0, 1});
-  CHECK(server.skipped(DelegationSkip::kReserverGaveUp) == 1);
-  CHECK(server.cursor() == 3);
+  CHECK(d.server.skipped(DelegationSkip::kReserverGaveUp) == 1);
+  CHECK(d.server.cursor() == 3);
   // Passed for real: b calls again (position 3) and is answered.
   REQUIRE(b.call(Req{1, 0, 4, 4}, 4).status == DelegationCallStatus::kOk);
-  server.snapshot_head();
-  while (auto e = server.recv())
-    REQUIRE(server.reply(e->client_id, e->resp_slot_idx, Resp{e->payload.seq, 0}) == DelegationReplyStatus::kOk);
-  server.advance_tail();
+  d.server.snapshot_head();
+  while (auto e = d.server.recv())
+    REQUIRE(d.server.reply(e->client_id, e->resp_slot_idx, Resp{e->payload.seq, 0}) == DelegationReplyStatus::kOk);
+  d.server.advance_tail();
   b.poll(got);
   CHECK(answered == std::vector<uint64_t>{0, 1, 4});
 }
@@ -745,53 +728,49 @@ TEST_CASE("delegationrpc: the run of unnamed positions skipped with a hole ends 
 
 // Bounds checks at their exact boundary.
 TEST_CASE("delegationrpc server rejects an entry naming exactly the next client id to register", "[shm][forged]") {
-  const DelegationConfig cfg{4, 8, 2};
-  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
-  DServer server(seg.bytes(), cfg);
-  DClient c0 = DClient::connect(seg.bytes(), 1);
-  DClient c1 = DClient::connect(seg.bytes(), 2);  // next_client_id is 2 now
-  REQUIRE(load_le<uint32_t>(seg.data(), 24) == 2);
+  DSegment d({4, 8, 2});
+  DClient c0 = DClient::connect(d.seg.bytes(), 1);
+  DClient c1 = DClient::connect(d.seg.bytes(), 2);  // next_client_id is 2 now
+  REQUIRE(load_le<uint32_t>(d.seg.data(), 24) == 2);
   REQUIRE(c1.call(Req{1, 0, 1, 10}, 1).status == DelegationCallStatus::kOk);  // the server learns of id 1
-  forge_entry(seg.data(), cfg.ring_depth, 2, 0, Req{});                        // id 2: not registered
-  forge_entry(seg.data(), cfg.ring_depth, 1, 1, Req{});                        // id 1, another slot: fine
-  REQUIRE(server.poll() == 3);
-  auto e = server.recv();
+  forge_entry(d.seg.data(), d.cfg.ring_depth, 2, 0, Req{});                        // id 2: not registered
+  forge_entry(d.seg.data(), d.cfg.ring_depth, 1, 1, Req{});                        // id 1, another slot: fine
+  REQUIRE(d.server.poll() == 3);
+  auto e = d.server.recv();
   REQUIRE(e.has_value());
   CHECK(e->client_id == 1);
-  auto f = server.recv();
+  auto f = d.server.recv();
   REQUIRE(f.has_value());
   CHECK(f->client_id == 1);
   CHECK(f->resp_slot_idx == 1);
-  CHECK_FALSE(server.recv().has_value());
-  CHECK(server.rejected(DelegationReject::kUnregisteredClient) == 1);
-  CHECK(server.rejected_total() == 1);
+  CHECK_FALSE(d.server.recv().has_value());
+  CHECK(d.server.rejected(DelegationReject::kUnregisteredClient) == 1);
+  CHECK(d.server.rejected_total() == 1);
   // Registered now: the same id is accepted.
-  DClient c2 = DClient::connect(seg.bytes(), 3);
-  forge_entry(seg.data(), cfg.ring_depth, 2, 0, Req{});
-  server.poll();
-  auto g = server.recv();
+  DClient c2 = DClient::connect(d.seg.bytes(), 3);
+  forge_entry(d.seg.data(), d.cfg.ring_depth, 2, 0, Req{});
+  d.server.poll();
+  auto g = d.server.recv();
   REQUIRE(g.has_value());
   CHECK(g->client_id == 2);
   (void)c0;
 }
 
 TEST_CASE("delegationrpc poll counts at most ring_depth entries past the cursor whatever head says", "[shm][forged]") {
-  const DelegationConfig cfg{1, 8, 2};
-  Segment seg = Segment::create_process(DLayout::segment_size(cfg));
-  DServer server(seg.bytes(), cfg);
-  std::byte* base = seg.data();
-  for (uint32_t i = 0; i < cfg.ring_depth; ++i) store_le<uint8_t>(base, 256 + i * 64, 1);  // every slot committed
+  DSegment d({1, 8, 2});
+  std::byte* base = d.seg.data();
+  for (uint32_t i = 0; i < d.cfg.ring_depth; ++i) store_le<uint8_t>(base, 256 + i * 64, 1);  // every slot committed
   for (const uint64_t head : {uint64_t{7}, uint64_t{8}, uint64_t{9}, uint64_t{3 * 8}, ~uint64_t{0}}) {
     CAPTURE(head);
     store_le<uint64_t>(base, 128, head);
-    CHECK(server.poll() == std::min<uint64_t>(head, cfg.ring_depth));
+    CHECK(d.server.poll() == std::min<uint64_t>(head, d.cfg.ring_depth));
   }
   // With the cursor moved on, the bound moves with it.
   store_le<uint64_t>(base, 128, 3);
-  server.poll();
-  for (int i = 0; i < 3; ++i) REQUIRE(server.recv().has_value() == false);  // client id 0 unregistered: rejected
-  CHECK(server.cursor() == 3);
-  for (uint32_t i = 0; i < cfg.ring_depth; ++i) store_le<uint8_t>(base, 256 + i * 64, 1);
+  d.server.poll();
+  for (int i = 0; i < 3; ++i) REQUIRE(d.server.recv().has_value() == false);  // client id 0 unregistered: rejected
+  CHECK(d.server.cursor() == 3);
+  for (uint32_t i = 0; i < d.cfg.ring_depth; ++i) store_le<uint8_t>(base, 256 + i * 64, 1);
   store_le<uint64_t>(base, 128, 100);
-  CHECK(server.poll() == cfg.ring_depth);
+  CHECK(d.server.poll() == d.cfg.ring_depth);
 }
