@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "core/ucp_basics.hpp"
 
@@ -75,6 +76,18 @@ ucp_ep_h connect_endpoint(UcpWorker& w, const WorkerAddress& to, const std::stri
     std::free(text);
   }
   return ep;
+}
+
+void check_worker_addresses(std::span<const WorkerAddress> all, uint32_t np, uint32_t per_rank,
+                            const std::string& owner) {
+  if (all.size() != size_t{np} * per_rank)
+    throw std::invalid_argument(owner + ": connect: " + std::to_string(all.size()) + " worker addresses, expected " +
+                                std::to_string(np) + " ranks x " + std::to_string(per_rank));
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i].length == 0 || all[i].length > kWorkerAddressBytes)
+      throw std::invalid_argument(owner + ": connect: worker address " + std::to_string(i) + " (rank " +
+                                  std::to_string(i / per_rank) + ") has length " + std::to_string(all[i].length) +
+                                  ", outside 1.." + std::to_string(kWorkerAddressBytes));
 }
 
 void close_worker(UcpWorker& w) noexcept {

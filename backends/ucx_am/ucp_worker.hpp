@@ -8,6 +8,7 @@
 #include <ucp/api/ucp.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,11 @@ void open_worker(UcpWorker& w, ucp_context_h context, uint32_t am_id, ucp_am_rec
 // An endpoint from `w` to the worker at `to`. Error mode NONE: UCX 1.13 has no
 // peer-failure support over shared memory.
 ucp_ep_h connect_endpoint(UcpWorker& w, const WorkerAddress& to, const std::string& owner);
+
+// Checks the worker addresses a node connects with: np ranks x per_rank workers, each
+// address 1..kWorkerAddressBytes long; std::invalid_argument naming `owner` otherwise.
+void check_worker_addresses(std::span<const WorkerAddress> all, uint32_t np, uint32_t per_rank,
+                            const std::string& owner);
 
 // Closes every endpoint without a handshake (peers may be gone), drains the worker's
 // progress and destroys it. Safe on a worker that was never opened.

@@ -333,14 +333,7 @@ void UcxAmNode::connect(std::span<const WorkerAddress> all) {
   Impl& m = *impl_;
   if (m.connected) throw std::logic_error("ucx-am: the node is already connected");
   const uint32_t D = cfg_.daemons, C = cfg_.clients, per_rank = D + C;
-  if (all.size() != size_t{cfg_.np} * per_rank)
-    throw std::invalid_argument("ucx-am: connect: " + std::to_string(all.size()) + " worker addresses, expected " +
-                                std::to_string(cfg_.np) + " ranks x " + std::to_string(per_rank));
-  for (size_t i = 0; i < all.size(); ++i)
-    if (all[i].length == 0 || all[i].length > kWorkerAddressBytes)
-      throw std::invalid_argument("ucx-am: connect: worker address " + std::to_string(i) + " (rank " +
-                                  std::to_string(i / per_rank) + ") has length " + std::to_string(all[i].length) +
-                                  ", outside 1.." + std::to_string(kWorkerAddressBytes));
+  check_worker_addresses(all, cfg_.np, per_rank, "ucx-am");
   for (auto& d : m.daemons)
     for (uint32_t r = 0; r < cfg_.np; ++r)
       for (uint32_t c = 0; c < C; ++c) d->w.eps.push_back(m.create_ep(d->w, all[size_t{r} * per_rank + D + c]));

@@ -187,25 +187,35 @@ struct UcxAmDataNode::Impl {
   }
 
   // ---- daemon #0
+  // What both AM handlers do with a message: a header of exactly the size of Message::h
+  // is copied, the data (if any) held for the owner's next step, and the message queued
+  // on `queue`; anything else is a protocol error of the owner (`what`: "request" or
+  // "response"), dropped.
+  template <class Message, class Owner, class Queue>
+  static ucs_status_t queue_message(Owner& o, Queue& queue, const char* what, const void* header, size_t header_length,
+                                    void* data, size_t length, const ucp_am_recv_param_t* param) {
+    if (o.impl->closing) return UCS_OK;
+    Message m;
+    if (header_length != sizeof m.h) {
+      ++o.protocol_errors;
+      o.impl->report((std::string(what) + " header of the wrong size").c_str());
+      return UCS_OK;  // any data is dropped with the message
+    }
+    std::memcpy(&m.h, header, sizeof m.h);
+    ucs_status_t ret;
+    if (!hold(param, data, length, m.data, ret)) {
+      ++o.protocol_errors;
+      o.impl->report((std::string(what) + " data that is neither persistent nor rendezvous").c_str());
+      return UCS_OK;
+    }
+    queue.push_back(m);
+    return ret;
+  }
+
   static ucs_status_t on_request(void* arg, const void* header, size_t header_length, void* data, size_t length,
                                  const ucp_am_recv_param_t* param) {
     auto& d = *static_cast<Daemon*>(arg);
-    if (d.impl->closing) return UCS_OK;
-    if (header_length != sizeof(DataAmRequest)) {
-      ++d.protocol_errors;
-      d.impl->report("request header of the wrong size");
-      return UCS_OK;  // any data is dropped with the message
-    }
-    Incoming in;
-    std::memcpy(&in.h, header, sizeof in.h);
-    ucs_status_t ret;
-    if (!hold(param, data, length, in.data, ret)) {
-      ++d.protocol_errors;
-      d.impl->report("request data that is neither persistent nor rendezvous");
-      return UCS_OK;
-    }
-    d.pending.push_back(in);
-    return ret;
+    return queue_message<Incoming>(d, d.pending, "request", header, header_length, data, length, param);
   }
 
   static void on_reply_sent(void* request, ucs_status_t status, void* user_data) {
@@ -337,22 +347,7 @@ struct UcxAmDataNode::Impl {
   static ucs_status_t on_response(void* arg, const void* header, size_t header_length, void* data, size_t length,
                                   const ucp_am_recv_param_t* param) {
     auto& c = *static_cast<Client*>(arg);
-    if (c.impl->closing) return UCS_OK;
-    if (header_length != sizeof(DataAmResponse)) {
-      ++c.protocol_errors;
-      c.impl->report("response header of the wrong size");
-      return UCS_OK;
-    }
-    Arrived a;
-    std::memcpy(&a.h, header, sizeof a.h);
-    ucs_status_t ret;
-    if (!hold(param, data, length, a.data, ret)) {
-      ++c.protocol_errors;
-      c.impl->report("response data that is neither persistent nor rendezvous");
-      return UCS_OK;
-    }
-    c.arrived.push_back(a);
-    return ret;
+    return queue_message<Arrived>(c, c.arrived, "response", header, header_length, data, length, param);
   }
 
   static void on_request_sent(void* request, ucs_status_t status, void* user_data) {
@@ -519,14 +514,7 @@ void UcxAmDataNode::connect(std::span<const WorkerAddress> all) {
   Impl& m = *impl_;
   if (m.connected) throw std::logic_error("ucx-am data: the node is already connected");
   const uint32_t C = cfg_.clients, per_rank = 1 + C;
-  if (all.size() != size_t{cfg_.np} * per_rank)
-    throw std::invalid_argument("ucx-am data: connect: " + std::to_string(all.size()) + " worker addresses, expected " +
-                                std::to_string(cfg_.np) + " ranks x " + std::to_string(per_rank));
-  for (size_t i = 0; i < all.size(); ++i)
-    if (all[i].length == 0 || all[i].length > kWorkerAddressBytes)
-      throw std::invalid_argument("ucx-am data: connect: worker address " + std::to_string(i) + " (rank " +
-                                  std::to_string(i / per_rank) + ") has length " + std::to_string(all[i].length) +
-                                  ", outside 1.." + std::to_string(kWorkerAddressBytes));
+  check_worker_addresses(all, cfg_.np, per_rank, "ucx-am data");
   for (uint32_t r = 0; r < cfg_.np; ++r)
     for (uint32_t c = 0; c < C; ++c) m.daemon.w.eps.push_back(m.create_ep(m.daemon.w, all[size_t{r} * per_rank + 1 + c]));
   for (auto& c : m.clients)
