@@ -10,6 +10,8 @@
 #include <string>
 #include <utility>
 
+#include "core/shm/delegationrpc.hpp"
+#include "core/shm/ipc.hpp"
 #include "core/shm/segment.hpp"
 
 namespace shmtest {
@@ -52,6 +54,33 @@ struct HugeReq {  // 64 bytes: ipc/flux slot align_up(8 + 64, 64) = 128
   uint64_t words[8];
 };
 static_assert(sizeof(HugeReq) == 64);
+
+// delegationrpc and ipc over the test messages.
+using DLayout = bkv::shm::DelegationLayout<Req, Resp>;
+using DServer = bkv::shm::DelegationServer<Req, Resp>;
+using DClient = bkv::shm::DelegationClient<Req, Resp>;
+using ILayout = bkv::shm::IpcLayout<Req, Resp>;
+using IServer = bkv::shm::IpcServer<Req, Resp>;
+using IClient = bkv::shm::IpcClient<Req, Resp>;
+
+// What one poll of a client found: how many answers, and the token and response of the
+// last one. `on_failed` (a failed call's token), when given, goes to the poll as is.
+struct Polled {
+  uint32_t answers = 0;
+  uint64_t token = 0;
+  Resp resp{};
+};
+template <class Client, class... OnFailed>
+Polled poll_answers(Client& c, OnFailed&&... on_failed) {
+  Polled p;
+  p.answers = c.poll(
+      [&](uint64_t t, const Resp& r) {
+        p.token = t;
+        p.resp = r;
+      },
+      std::forward<OnFailed>(on_failed)...);
+  return p;
+}
 
 // The value a server computes from a request: tests check responses against it.
 inline uint64_t answer(uint64_t v) { return v * 0x9E3779B97F4A7C15ull + 7; }

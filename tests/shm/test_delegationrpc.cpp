@@ -24,11 +24,8 @@ using namespace shmtest;
 using Catch::Matchers::Contains;
 
 namespace {
-using Layout = DelegationLayout<Req, Resp>;
-using Server = DelegationServer<Req, Resp>;
-using Client = DelegationClient<Req, Resp>;
 
-using Fixture = ServerFixture<Layout, Server, DelegationConfig>;
+using Fixture = ServerFixture<DLayout, DServer, DelegationConfig>;
 
 size_t resp_slot_offset(const DelegationConfig& c, uint32_t client, uint32_t slot) {
   return 256 + size_t{c.ring_depth} * 64 + (size_t{client} * c.resp_depth + slot) * 64;
@@ -51,13 +48,13 @@ void raw_commit(std::byte* base, uint32_t ring_depth, uint64_t pos, uint32_t cli
 }  // namespace
 
 TEST_CASE("delegationrpc slot sizes and segment size follow the documented layout", "[shm][delegationrpc]") {
-  STATIC_REQUIRE(Layout::kReqSlotSize == 64);   // align_up(24 + 24, 64)
-  STATIC_REQUIRE(Layout::kRespSlotSize == 64);  // align_up(8 + 16, 64)
+  STATIC_REQUIRE(DLayout::kReqSlotSize == 64);   // align_up(24 + 24, 64)
+  STATIC_REQUIRE(DLayout::kRespSlotSize == 64);  // align_up(8 + 16, 64)
   STATIC_REQUIRE(DelegationLayout<shmtest::BigReq, shmtest::BigReq>::kReqSlotSize == 128);  // 24 + 56 = 80
   STATIC_REQUIRE(DelegationLayout<shmtest::BigReq, shmtest::BigReq>::kRespSlotSize == 64);  // 8 + 56 = 64
   STATIC_REQUIRE(DelegationLayout<uint64_t[7], uint64_t[8]>::kRespSlotSize == 128);        // 8 + 64 = 72
   const DelegationConfig c{3, 16, 4};
-  CHECK(Layout::segment_size(c) == 256 + 16 * 64 + 3 * 4 * 64 + 3 * 64);  // + one client record per id
+  CHECK(DLayout::segment_size(c) == 256 + 16 * 64 + 3 * 4 * 64 + 3 * 64);  // + one client record per id
 }
 
 TEST_CASE("delegationrpc header and a full call/reply round trip at the documented offsets",
@@ -74,8 +71,8 @@ TEST_CASE("delegationrpc header and a full call/reply round trip at the document
   CHECK(load_le<uint32_t>(b, 24) == 0);
   CHECK(load_le<uint8_t>(b, 28) == 1);
 
-  Client c0 = Client::connect(f.seg.bytes());
-  Client c1 = Client::connect(f.seg.bytes());
+  DClient c0 = DClient::connect(f.seg.bytes());
+  DClient c1 = DClient::connect(f.seg.bytes());
   REQUIRE(c0.client_id() == 0);
   REQUIRE(c1.client_id() == 1);
   CHECK(load_le<uint32_t>(b, 24) == 2);  // next_client_id
@@ -116,13 +113,10 @@ TEST_CASE("delegationrpc header and a full call/reply round trip at the document
   CHECK(load_le<uint64_t>(b, rs + 16) == 4321);
 
   CHECK(c0.poll([](uint64_t, const Resp&) { FAIL("client 0 got client 1's response"); }) == 0);
-  uint64_t got_token = 0, got_value = 0;
-  REQUIRE(c1.poll([&](uint64_t t, const Resp& p) {
-    got_token = t;
-    got_value = p.value;
-  }) == 1);
-  CHECK(got_token == 99);
-  CHECK(got_value == 4321);
+  const Polled got = poll_answers(c1);
+  REQUIRE(got.answers == 1);
+  CHECK(got.token == 99);
+  CHECK(got.resp.value == 4321);
   CHECK(load_le<uint8_t>(b, rs) == 0);
   CHECK(c1.in_flight() == 0);
 }
@@ -130,8 +124,8 @@ TEST_CASE("delegationrpc header and a full call/reply round trip at the document
 TEST_CASE("a hole stops the server scan until it is committed", "[shm][delegationrpc]") {
   const DelegationConfig cfg{2, 8, 4};
   Fixture f(cfg);
-  Client a = Client::connect(f.seg.bytes());
-  Client b = Client::connect(f.seg.bytes());
+  DClient a = DClient::connect(f.seg.bytes());
+  DClient b = DClient::connect(f.seg.bytes());
   // a reserves position 0 but is slow to commit; b takes position 1 and commits.
   const uint64_t hole = raw_reserve(f.base());
   REQUIRE(hole == 0);
@@ -157,7 +151,7 @@ TEST_CASE("has_unread: the head snapshot lies beyond the cursor, holes and forge
           "[shm][delegationrpc]") {
   const DelegationConfig cfg{1, 8, 8};
   Fixture f(cfg);
-  Client c = Client::connect(f.seg.bytes());
+  DClient c = DClient::connect(f.seg.bytes());
   f.server.snapshot_head();
   CHECK_FALSE(f.server.has_unread());  // empty ring
   REQUIRE(c.call(Req{0, 0, 0, 1}).status == DelegationCallStatus::kOk);
@@ -184,7 +178,7 @@ TEST_CASE("has_unread: the head snapshot lies beyond the cursor, holes and forge
 TEST_CASE("a hole in the middle: poll counts only the committed prefix", "[shm][delegationrpc]") {
   const DelegationConfig cfg{1, 8, 8};
   Fixture f(cfg);
-  Client c = Client::connect(f.seg.bytes());
+  DClient c = DClient::connect(f.seg.bytes());
   REQUIRE(c.call(Req{0, 0, 0, 1}).status == DelegationCallStatus::kOk);
   REQUIRE(c.call(Req{0, 0, 1, 2}).status == DelegationCallStatus::kOk);
   const uint64_t hole = raw_reserve(f.base());
@@ -202,7 +196,7 @@ TEST_CASE("a hole in the middle: poll counts only the committed prefix", "[shm][
 TEST_CASE("try_call reports Full without reserving - tail releases space", "[shm][delegationrpc]") {
   const DelegationConfig cfg{1, 4, 8};
   Fixture f(cfg);
-  Client c = Client::connect(f.seg.bytes());
+  DClient c = DClient::connect(f.seg.bytes());
   for (uint64_t i = 0; i < 4; ++i) REQUIRE(c.try_call(Req{0, 0, i, i}).status == DelegationCallStatus::kOk);
   REQUIRE(c.try_call(Req{0, 0, 4, 4}).status == DelegationCallStatus::kFull);
   CHECK(load_le<uint64_t>(f.base(), 128) == 4);  // head not advanced by the refused call
@@ -224,7 +218,7 @@ TEST_CASE("try_call reports Full without reserving - tail releases space", "[shm
 TEST_CASE("response slots: round-robin skipping busy slots, kNoFreeSlot, poll_slot", "[shm][delegationrpc]") {
   const DelegationConfig cfg{1, 16, 2};
   Fixture f(cfg);
-  Client c = Client::connect(f.seg.bytes());
+  DClient c = DClient::connect(f.seg.bytes());
   REQUIRE(c.call(Req{0, 0, 0, 0}, 100).resp_slot == 0);
   REQUIRE(c.call(Req{0, 0, 1, 1}, 101).resp_slot == 1);
   REQUIRE(c.call(Req{0, 0, 2, 2}, 102).status == DelegationCallStatus::kNoFreeSlot);
@@ -253,7 +247,7 @@ TEST_CASE("a poll callback may call again: the freed slot is reused, the other a
           "[shm][delegationrpc]") {
   const DelegationConfig cfg{1, 16, 4};
   Fixture f(cfg);
-  Client c = Client::connect(f.seg.bytes());
+  DClient c = DClient::connect(f.seg.bytes());
   for (uint32_t i = 0; i < 4; ++i) REQUIRE(c.call(Req{0, 0, 10 + i, 10 + i}, 10 + i).resp_slot == i);
   REQUIRE(f.server.poll() == 4);
   std::vector<DelegationEntry<Req>> held;
@@ -300,7 +294,7 @@ TEST_CASE("response slots at depths up to several busy words: slot choice and an
     CAPTURE(depth);
     const DelegationConfig cfg{1, 1024, depth};
     Fixture f(cfg);
-    Client c = Client::connect(f.seg.bytes());
+    DClient c = DClient::connect(f.seg.bytes());
     bkv::Rng rng(bkv::derive_seed(7, {depth}));
     // Model: the slot of each awaiting call (by slot: its token), the round-robin cursor.
     std::vector<int64_t> model_token(depth, -1);
@@ -365,7 +359,7 @@ TEST_CASE("response slots at depths up to several busy words: slot choice and an
 TEST_CASE("recv rejects out-of-range ids written by a buggy client and nothing is written", "[shm][delegationrpc]") {
   const DelegationConfig cfg{2, 8, 4};
   Fixture f(cfg);
-  Client c = Client::connect(f.seg.bytes());
+  DClient c = DClient::connect(f.seg.bytes());
   // A buggy client commits entries with ids beyond the configured bounds.
   raw_commit(f.base(), cfg.ring_depth, raw_reserve(f.base()), 2, 0, Req{});
   raw_commit(f.base(), cfg.ring_depth, raw_reserve(f.base()), 0xFFFFFFFFu, 0, Req{});
@@ -406,7 +400,7 @@ TEST_CASE("reply does not overwrite a response that someone else wrote into an a
           "[shm][delegationrpc]") {
   const DelegationConfig cfg{1, 8, 4};
   Fixture f(cfg);
-  Client c = Client::connect(f.seg.bytes());
+  DClient c = DClient::connect(f.seg.bytes());
   REQUIRE(c.call(Req{}, 1).status == DelegationCallStatus::kOk);
   REQUIRE(f.server.poll() == 1);
   const auto e = f.server.recv();
@@ -422,7 +416,7 @@ TEST_CASE("reply does not overwrite a response that someone else wrote into an a
 
 TEST_CASE("ServerDisconnected after shutdown", "[shm][delegationrpc]") {
   Fixture f(DelegationConfig{2, 8, 4});
-  Client c = Client::connect(f.seg.bytes());
+  DClient c = DClient::connect(f.seg.bytes());
   REQUIRE(c.call(Req{}).status == DelegationCallStatus::kOk);
   f.server.shutdown();
   CHECK(load_le<uint8_t>(f.base(), 28) == 0);
@@ -430,16 +424,16 @@ TEST_CASE("ServerDisconnected after shutdown", "[shm][delegationrpc]") {
   CHECK(c.call(Req{}).status == DelegationCallStatus::kServerDisconnected);
   CHECK(c.try_call(Req{}).status == DelegationCallStatus::kServerDisconnected);
   CHECK(c.in_flight() == 1);
-  REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("shut down"));
+  REQUIRE_THROWS_WITH(DClient::connect(f.seg.bytes()), Contains("shut down"));
 }
 
 TEST_CASE("registration refuses clients beyond max_clients", "[shm][delegationrpc]") {
   Fixture f(DelegationConfig{2, 8, 4});
-  Client a = Client::connect(f.seg.bytes());
-  Client b = Client::connect(f.seg.bytes());
+  DClient a = DClient::connect(f.seg.bytes());
+  DClient b = DClient::connect(f.seg.bytes());
   CHECK(a.client_id() == 0);
   CHECK(b.client_id() == 1);
-  REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("all 2 client ids are taken"));
+  REQUIRE_THROWS_WITH(DClient::connect(f.seg.bytes()), Contains("all 2 client ids are taken"));
   CHECK(load_le<uint32_t>(f.base(), 24) == 2);
 }
 
@@ -448,28 +442,28 @@ TEST_CASE("attach refuses wrong magic, version, size or payload types", "[shm][d
   SECTION("magic") {
     Fixture f(cfg);
     store_le<uint8_t>(f.base(), 7, 0x45);
-    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("bad magic 0x454C475250435631"));
+    REQUIRE_THROWS_WITH(DClient::connect(f.seg.bytes()), Contains("bad magic 0x454C475250435631"));
   }
   SECTION("zeroed segment") {
-    Segment s = Segment::create_process(Layout::segment_size(cfg));
-    REQUIRE_THROWS_WITH(Client::connect(s.bytes()), Contains("bad magic"));
+    Segment s = Segment::create_process(DLayout::segment_size(cfg));
+    REQUIRE_THROWS_WITH(DClient::connect(s.bytes()), Contains("bad magic"));
   }
   SECTION("version") {
     Fixture f(cfg);
     store_le<uint32_t>(f.base(), 8, 3);
-    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("unsupported version 3"));
+    REQUIRE_THROWS_WITH(DClient::connect(f.seg.bytes()), Contains("unsupported version 3"));
   }
   SECTION("segment larger than the header says") {
-    Segment big = Segment::create_process(Layout::segment_size(cfg) + 64);
-    Server s(std::span<std::byte>(big.data(), Layout::segment_size(cfg)), cfg);
-    REQUIRE_THROWS_WITH(Client::connect(big.bytes()), Contains("does not match the header"));
+    Segment big = Segment::create_process(DLayout::segment_size(cfg) + 64);
+    DServer s(std::span<std::byte>(big.data(), DLayout::segment_size(cfg)), cfg);
+    REQUIRE_THROWS_WITH(DClient::connect(big.bytes()), Contains("does not match the header"));
   }
   SECTION("header depth corrupted") {
     Fixture f(cfg);
     store_le<uint32_t>(f.base(), 16, 16);
-    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("does not match the header"));
+    REQUIRE_THROWS_WITH(DClient::connect(f.seg.bytes()), Contains("does not match the header"));
     store_le<uint32_t>(f.base(), 16, 12);
-    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("ring_depth=12 is not a power of two"));
+    REQUIRE_THROWS_WITH(DClient::connect(f.seg.bytes()), Contains("ring_depth=12 is not a power of two"));
   }
   SECTION("different request type") {
     Fixture f(cfg);
@@ -478,22 +472,22 @@ TEST_CASE("attach refuses wrong magic, version, size or payload types", "[shm][d
   }
   SECTION("too small for the header") {
     Segment s = Segment::create_process(128);
-    REQUIRE_THROWS_WITH(Client::connect(s.bytes()), Contains("smaller than the 256-byte header"));
+    REQUIRE_THROWS_WITH(DClient::connect(s.bytes()), Contains("smaller than the 256-byte header"));
   }
   SECTION("create-time checks") {
-    Segment s = Segment::create_process(Layout::segment_size(cfg));
-    REQUIRE_THROWS_WITH(Server(s.bytes(), DelegationConfig{2, 6, 4}), Contains("ring_depth=6"));
-    REQUIRE_THROWS_WITH(Server(s.bytes(), DelegationConfig{2, 8, 3}), Contains("resp_depth=3"));
-    REQUIRE_THROWS_WITH(Server(s.bytes(), DelegationConfig{0, 8, 4}), Contains("max_clients"));
-    REQUIRE_THROWS_WITH(Server(s.bytes(), DelegationConfig{3, 8, 4}), Contains("layout needs"));
+    Segment s = Segment::create_process(DLayout::segment_size(cfg));
+    REQUIRE_THROWS_WITH(DServer(s.bytes(), DelegationConfig{2, 6, 4}), Contains("ring_depth=6"));
+    REQUIRE_THROWS_WITH(DServer(s.bytes(), DelegationConfig{2, 8, 3}), Contains("resp_depth=3"));
+    REQUIRE_THROWS_WITH(DServer(s.bytes(), DelegationConfig{0, 8, 4}), Contains("max_clients"));
+    REQUIRE_THROWS_WITH(DServer(s.bytes(), DelegationConfig{3, 8, 4}), Contains("layout needs"));
   }
 }
 
 TEST_CASE("random interleavings over many laps: every call answered exactly once", "[shm][delegationrpc]") {
   const DelegationConfig cfg{3, 8, 4};
   Fixture f(cfg);
-  std::vector<Client> clients;
-  for (int i = 0; i < 3; ++i) clients.push_back(Client::connect(f.seg.bytes()));
+  std::vector<DClient> clients;
+  for (int i = 0; i < 3; ++i) clients.push_back(DClient::connect(f.seg.bytes()));
   bkv::Rng rng(bkv::derive_seed(1, {42}));
   std::vector<uint64_t> next_seq(3, 0), answered(3, 0), last_seen_at_server(3, 0);
   std::vector<DelegationEntry<Req>> held;
@@ -546,8 +540,8 @@ TEST_CASE("random interleavings over many laps: every call answered exactly once
 TEST_CASE("delegationrpc over /dev/shm between two processes", "[shm][delegationrpc][process]") {
   const DelegationConfig cfg{2, 8, 4};
   const std::string name = shmtest::shm_name("dlg_proc");
-  Segment seg = Segment::create_shm(name, Layout::segment_size(cfg), true);
-  Server server(seg.bytes(), cfg);
+  Segment seg = Segment::create_shm(name, DLayout::segment_size(cfg), true);
+  DServer server(seg.bytes(), cfg);
   constexpr uint64_t kCalls = 500;
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
@@ -555,7 +549,7 @@ TEST_CASE("delegationrpc over /dev/shm between two processes", "[shm][delegation
     int rc = 0;
     try {
       Segment mine = Segment::attach_shm(name);
-      Client c = Client::connect(mine.bytes());
+      DClient c = DClient::connect(mine.bytes());
       uint64_t sent = 0, got = 0;
       while (got < kCalls) {
         if (sent < kCalls && c.call(Req{c.client_id(), 0, sent, sent}, sent).status == DelegationCallStatus::kOk) ++sent;
@@ -602,7 +596,7 @@ constexpr size_t records_offset(const DelegationConfig& c) {
 
 // Serves every committed entry up to the cursor's first hole once (recv() counts the
 // hole's sightings and may skip it). Returns the entries answered.
-uint32_t serve_once(Server& server) {
+uint32_t serve_once(DServer& server) {
   uint32_t n = 0;
   server.snapshot_head();
   while (auto e = server.recv()) {
@@ -620,9 +614,9 @@ uint32_t serve_once(Server& server) {
 struct StuckReserver {
   static constexpr DelegationConfig kCfg{2, 2, 4};
   std::string name = shmtest::shm_name("dlg_hole");
-  Segment seg = Segment::create_shm(name, Layout::segment_size(kCfg), true);
-  Server server{seg.bytes(), kCfg};
-  Client a = Client::connect(seg.bytes(), 1);
+  Segment seg = Segment::create_shm(name, DLayout::segment_size(kCfg), true);
+  DServer server{seg.bytes(), kCfg};
+  DClient a = DClient::connect(seg.bytes(), 1);
   pid_t child = -1;
 
   StuckReserver() {
@@ -634,7 +628,7 @@ struct StuckReserver {
       int rc = 0;
       try {
         Segment mine = Segment::attach_shm(name);
-        Client b = Client::connect(mine.bytes(), 2);
+        DClient b = DClient::connect(mine.bytes(), 2);
         b.set_wait_limit(std::chrono::hours(1));
         // Reserves position 2 and waits for space; answered: exit 0 with the right answer.
         if (b.call(Req{1, 0, 7, 70}, 7).status != DelegationCallStatus::kOk) ::_exit(4);
@@ -743,8 +737,8 @@ TEST_CASE("delegationrpc skips the position of a call that gave up waiting and t
   const DelegationConfig cfg{2, 2, 4};
   Fixture f(cfg);
   f.server.set_hole_limit(std::chrono::milliseconds(0));
-  Client a = Client::connect(f.seg.bytes(), 1);
-  Client b = Client::connect(f.seg.bytes(), 2);
+  DClient a = DClient::connect(f.seg.bytes(), 1);
+  DClient b = DClient::connect(f.seg.bytes(), 2);
   REQUIRE(a.call(Req{0, 0, 0, 0}, 0).status == DelegationCallStatus::kOk);
   REQUIRE(a.call(Req{0, 0, 1, 1}, 1).status == DelegationCallStatus::kOk);
   b.set_wait_limit(std::chrono::milliseconds(20));
@@ -792,7 +786,7 @@ TEST_CASE("delegationrpc: a call that finds its position marked abandoned writes
   const DelegationConfig cfg{1, 4, 4};
   Fixture f(cfg);
   f.server.set_hole_limit(std::chrono::milliseconds(0));
-  Client a = Client::connect(f.seg.bytes(), 1);
+  DClient a = DClient::connect(f.seg.bytes(), 1);
   // Position 0's claim word already says abandoned (2 * (0 + 1) | 1): the server marked
   // it before this call could claim it.
   store_le<uint64_t>(f.base(), 256 + 16, 3);
@@ -822,7 +816,7 @@ TEST_CASE("delegationrpc never skips a claimed position whatever its reserver's 
   const DelegationConfig cfg{1, 4, 4};
   Fixture f(cfg);
   f.server.set_hole_limit(std::chrono::nanoseconds(0));
-  Client a = Client::connect(f.seg.bytes(), 1);  // client 0: registered, its record is scanned
+  DClient a = DClient::connect(f.seg.bytes(), 1);  // client 0: registered, its record is scanned
   const size_t rec = records_offset(cfg);
   REQUIRE(raw_reserve(f.base()) == 0);
   store_le<uint64_t>(f.base(), 256 + 16, 2);  // claim word: position 0's name, claimed
@@ -835,7 +829,7 @@ TEST_CASE("delegationrpc never skips a claimed position whatever its reserver's 
     store_le<int32_t>(f.base(), rec, pid);
     store_le<uint64_t>(f.base(), rec + 8, waiting);
     const uint64_t checks = f.server.hole_checks();
-    for (uint32_t i = 0; i < 4 * Server::kHoleSightingsPerClockRead; ++i) CHECK(serve_once(f.server) == 0);
+    for (uint32_t i = 0; i < 4 * DServer::kHoleSightingsPerClockRead; ++i) CHECK(serve_once(f.server) == 0);
     CHECK(f.server.hole_checks() > checks);  // the server did look at the hole
     CHECK(f.server.skipped_total() == 0);
     CHECK(f.server.cursor() == 0);
@@ -853,7 +847,7 @@ TEST_CASE("delegationrpc: a call whose slot a later lap has claimed writes nothi
   // skipped and the slot reused while this call was slow to claim it.
   const DelegationConfig cfg{1, 4, 4};
   Fixture f(cfg);
-  Client a = Client::connect(f.seg.bytes(), 1);
+  DClient a = DClient::connect(f.seg.bytes(), 1);
   store_le<uint64_t>(f.base(), 256 + 16, 10);  // 2 * (4 + 1)
   CHECK(a.call(Req{0, 0, 9, 9}, 9).status == DelegationCallStatus::kAbandoned);
   CHECK(load_le<uint8_t>(f.base(), 256) == 0);            // not committed
@@ -873,10 +867,10 @@ TEST_CASE("delegationrpc: a waiting call whose position was skipped and whose sl
   // a later lap's claim in its slot: its position was abandoned, not a forged tail.
   constexpr DelegationConfig kCfg{2, 2, 4};
   const std::string name = shmtest::shm_name("dlg_lap");
-  Segment seg = Segment::create_shm(name, Layout::segment_size(kCfg), true);
-  Server server(seg.bytes(), kCfg);
+  Segment seg = Segment::create_shm(name, DLayout::segment_size(kCfg), true);
+  DServer server(seg.bytes(), kCfg);
   server.set_hole_limit(std::chrono::nanoseconds(0));
-  Client a = Client::connect(seg.bytes(), 1);
+  DClient a = DClient::connect(seg.bytes(), 1);
   REQUIRE(a.call(Req{0, 0, 0, 0}, 0).status == DelegationCallStatus::kOk);  // positions 0 and 1 fill the ring
   REQUIRE(a.call(Req{0, 0, 1, 1}, 1).status == DelegationCallStatus::kOk);
   const pid_t child = ::fork();
@@ -885,7 +879,7 @@ TEST_CASE("delegationrpc: a waiting call whose position was skipped and whose sl
     int rc = 2;
     try {
       Segment mine = Segment::attach_shm(name);
-      Client b = Client::connect(mine.bytes(), 2);
+      DClient b = DClient::connect(mine.bytes(), 2);
       b.set_wait_limit(std::chrono::hours(1));
       rc = 10 + static_cast<int>(b.call(Req{1, 0, 7, 70}, 7).status);  // position 2
     } catch (...) {

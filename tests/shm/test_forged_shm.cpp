@@ -24,20 +24,11 @@ using namespace shmtest;
 using Catch::Matchers::Contains;
 
 namespace {
-using DLayout = DelegationLayout<Req, Resp>;
-using DServer = DelegationServer<Req, Resp>;
-using DClient = DelegationClient<Req, Resp>;
-using ILayout = IpcLayout<Req, Resp>;
-using IClient = IpcClient<Req, Resp>;
-
 // A delegationrpc segment of `cfg` in process memory, formatted by its server (whose
 // hole limit is `hole_limit` when one is given).
-struct DSegment {
-  DelegationConfig cfg;
-  Segment seg;
-  DServer server;
+struct DSegment : ServerFixture<DLayout, DServer, DelegationConfig> {
   explicit DSegment(const DelegationConfig& c, std::optional<std::chrono::nanoseconds> hole_limit = std::nullopt)
-      : cfg(c), seg(Segment::create_process(DLayout::segment_size(c))), server(seg.bytes(), cfg) {
+      : ServerFixture(c) {
     if (hole_limit) server.set_hole_limit(*hole_limit);
   }
 };
@@ -211,13 +202,10 @@ TEST_CASE("delegationrpc server rejects an entry naming a response slot that alr
   // Replies in the "wrong" order: the forged one first, as a remote answer may overtake.
   for (auto it = got.rbegin(); it != got.rend(); ++it)
     d.server.reply(it->client_id, it->resp_slot_idx, Resp{it->payload.seq, it->payload.value + 1});
-  uint64_t token = 0, value = 0;
-  REQUIRE(victim.poll([&](uint64_t t, const Resp& r) {
-    token = t;
-    value = r.value;
-  }) == 1);
-  CHECK(token == 7);
-  CHECK(value == 71);
+  const Polled polled = poll_answers(victim);
+  REQUIRE(polled.answers == 1);
+  CHECK(polled.token == 7);
+  CHECK(polled.resp.value == 71);
   CHECK(victim.in_flight() == 0);
   CHECK(d.server.rejected(DelegationReject::kSlotAwaitingReply) == 1);
   CHECK(d.server.rejected_total() == 1);
@@ -277,12 +265,10 @@ TEST_CASE("delegationrpc client discards a stray response left in an idle slot",
   REQUIRE(e.has_value());
   CHECK(e->payload.value == 50);
   REQUIRE(d.server.reply(e->client_id, e->resp_slot_idx, Resp{5, 51}) == DelegationReplyStatus::kOk);
-  uint64_t value = 0;
-  REQUIRE(victim.poll([&](uint64_t t, const Resp& r) {
-    CHECK(t == 5);
-    value = r.value;
-  }) == 1);
-  CHECK(value == 51);
+  const Polled polled = poll_answers(victim);
+  REQUIRE(polled.answers == 1);
+  CHECK(polled.token == 5);
+  CHECK(polled.resp.value == 51);
   CHECK(victim.stray_responses() == 1);
   CHECK(d.server.rejected_total() == 0);
 }
@@ -324,12 +310,10 @@ TEST_CASE("delegationrpc client fails a call whose slot received another call's 
   // The slot works again: the next call gets its own answer.
   REQUIRE(victim.call(Req{0, 0, 7, 70}, 7).status == DelegationCallStatus::kOk);
   CHECK(serve() == 1);
-  uint64_t v7 = 0;
-  REQUIRE(victim.poll([&](uint64_t t, const Resp& r) {
-    CHECK(t == 7);
-    v7 = r.value;
-  }, on_failed) == 1);
-  CHECK(v7 == 71);
+  const Polled polled = poll_answers(victim, on_failed);
+  REQUIRE(polled.answers == 1);
+  CHECK(polled.token == 7);
+  CHECK(polled.resp.value == 71);
   CHECK(failed.size() == 1);
   CHECK(other.in_flight() == 0);
 }

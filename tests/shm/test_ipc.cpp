@@ -14,13 +14,10 @@ using namespace shmtest;
 using Catch::Matchers::Contains;
 
 namespace {
-using Layout = IpcLayout<Req, Resp>;
-using Server = IpcServer<Req, Resp>;
-using Client = IpcClient<Req, Resp>;
 
-struct Fixture : ServerFixture<Layout, Server, IpcConfig> {
+struct Fixture : ServerFixture<ILayout, IServer, IpcConfig> {
   explicit Fixture(IpcConfig c, IpcSkipConfig skip = {}) : ServerFixture(c, skip) {}
-  size_t client_off(uint32_t c) const { return 128 + c * Layout::client_stride(cfg.depth); }
+  size_t client_off(uint32_t c) const { return 128 + c * ILayout::client_stride(cfg.depth); }
   size_t req_off(uint32_t c, uint64_t pos) const { return client_off(c) + 64 + (pos & (cfg.depth - 1)) * 64; }
   size_t resp_off(uint32_t c, uint64_t pos) const {
     return client_off(c) + 64 + cfg.depth * 64 + (pos & (cfg.depth - 1)) * 64;
@@ -29,12 +26,12 @@ struct Fixture : ServerFixture<Layout, Server, IpcConfig> {
 }  // namespace
 
 TEST_CASE("ipc layout: header, per-client claim line, stamped request and response slots", "[shm][ipc]") {
-  STATIC_REQUIRE(Layout::kReqSlotSize == 64);
-  STATIC_REQUIRE(Layout::kRespSlotSize == 64);
+  STATIC_REQUIRE(ILayout::kReqSlotSize == 64);
+  STATIC_REQUIRE(ILayout::kRespSlotSize == 64);
   STATIC_REQUIRE(IpcLayout<shmtest::BigReq, shmtest::HugeReq>::kReqSlotSize == 64);    // 8 + 56
   STATIC_REQUIRE(IpcLayout<shmtest::BigReq, shmtest::HugeReq>::kRespSlotSize == 128);  // 8 + 64
   const IpcConfig cfg{3, 4};
-  REQUIRE(Layout::segment_size(cfg) == 128 + 3 * (64 + 4 * 64 + 4 * 64));
+  REQUIRE(ILayout::segment_size(cfg) == 128 + 3 * (64 + 4 * 64 + 4 * 64));
   Fixture f(cfg);
   std::byte* b = f.base();
   CHECK(std::memcmp(b, "1VCPIVKB", 8) == 0);  // "BKVIPCV1" little-endian
@@ -45,7 +42,7 @@ TEST_CASE("ipc layout: header, per-client claim line, stamped request and respon
   CHECK(load_le<uint32_t>(b, 24) == 64);
   CHECK(load_le<uint8_t>(b, 28) == 1);
 
-  Client c = Client::connect(f.seg.bytes(), 2);
+  IClient c = IClient::connect(f.seg.bytes(), 2);
   CHECK(load_le<uint8_t>(b, f.client_off(2)) == 1);  // claimed
   REQUIRE(c.call(Req{2, 0, 9, 90}, 500) == IpcCallStatus::kOk);
   CHECK(load_le<uint32_t>(b, f.req_off(2, 0)) == 1);      // lap stamp of position 0
@@ -63,19 +60,16 @@ TEST_CASE("ipc layout: header, per-client claim line, stamped request and respon
   CHECK(load_le<uint32_t>(b, f.resp_off(2, 0)) == 1);
   CHECK(load_le<uint32_t>(b, f.resp_off(2, 0) + 4) == 0);
   CHECK(load_le<uint64_t>(b, f.resp_off(2, 0) + 16) == 91);
-  uint64_t tok = 0, val = 0;
-  REQUIRE(c.poll([&](uint64_t t, const Resp& p) {
-    tok = t;
-    val = p.value;
-  }) == 1);
-  CHECK(tok == 500);
-  CHECK(val == 91);
+  const Polled got = poll_answers(c);
+  REQUIRE(got.answers == 1);
+  CHECK(got.token == 500);
+  CHECK(got.resp.value == 91);
   CHECK(c.in_flight() == 0);
 }
 
 TEST_CASE("ipc call is Full at depth - out-of-order replies free the right tokens", "[shm][ipc]") {
   Fixture f(IpcConfig{1, 4});
-  Client c = Client::connect(f.seg.bytes());
+  IClient c = IClient::connect(f.seg.bytes());
   for (uint64_t i = 0; i < 4; ++i) REQUIRE(c.call(Req{0, 0, i, i}, 100 + i) == IpcCallStatus::kOk);
   REQUIRE(c.call(Req{}, 0) == IpcCallStatus::kFull);
   REQUIRE(c.in_flight() == 4);
@@ -115,7 +109,7 @@ TEST_CASE("ipc call is Full at depth - out-of-order replies free the right token
 
 TEST_CASE("ipc validates tokens and handles from shared memory", "[shm][ipc]") {
   Fixture f(IpcConfig{2, 4});
-  Client c = Client::connect(f.seg.bytes());
+  IClient c = IClient::connect(f.seg.bytes());
   REQUIRE(c.client_index() == 0);
   // A buggy client 1 publishes a request with an out-of-range token.
   store_le<uint32_t>(f.base(), f.req_off(1, 0) + 4, 9);
@@ -147,22 +141,22 @@ TEST_CASE("ipc connect: claims, validation of the segment", "[shm][ipc]") {
   const IpcConfig cfg{2, 4};
   SECTION("claims") {
     Fixture f(cfg);
-    Client a = Client::connect(f.seg.bytes(), 1);
-    Client b = Client::connect(f.seg.bytes());
+    IClient a = IClient::connect(f.seg.bytes(), 1);
+    IClient b = IClient::connect(f.seg.bytes());
     CHECK(b.client_index() == 0);
-    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("all 2 client indices are taken"));
-    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes(), 1), Contains("client index 1 is already taken"));
-    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes(), 2), Contains("client index 2 out of range"));
+    REQUIRE_THROWS_WITH(IClient::connect(f.seg.bytes()), Contains("all 2 client indices are taken"));
+    REQUIRE_THROWS_WITH(IClient::connect(f.seg.bytes(), 1), Contains("client index 1 is already taken"));
+    REQUIRE_THROWS_WITH(IClient::connect(f.seg.bytes(), 2), Contains("client index 2 out of range"));
   }
   SECTION("magic") {
     Fixture f(cfg);
     store_le<uint8_t>(f.base(), 0, 0);
-    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("bad magic"));
+    REQUIRE_THROWS_WITH(IClient::connect(f.seg.bytes()), Contains("bad magic"));
   }
   SECTION("version") {
     Fixture f(cfg);
     store_le<uint32_t>(f.base(), 8, 7);
-    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("unsupported version 7"));
+    REQUIRE_THROWS_WITH(IClient::connect(f.seg.bytes()), Contains("unsupported version 7"));
   }
   SECTION("payload types") {
     Fixture f(cfg);
@@ -170,27 +164,27 @@ TEST_CASE("ipc connect: claims, validation of the segment", "[shm][ipc]") {
                         Contains("different request/response types"));
   }
   SECTION("size") {
-    Segment big = Segment::create_process(Layout::segment_size(cfg) + 4096);
-    Server s(std::span<std::byte>(big.data(), Layout::segment_size(cfg)), cfg);
-    REQUIRE_THROWS_WITH(Client::connect(big.bytes()), Contains("does not match the header"));
+    Segment big = Segment::create_process(ILayout::segment_size(cfg) + 4096);
+    IServer s(std::span<std::byte>(big.data(), ILayout::segment_size(cfg)), cfg);
+    REQUIRE_THROWS_WITH(IClient::connect(big.bytes()), Contains("does not match the header"));
   }
   SECTION("depth must be a power of two") {
-    Segment s = Segment::create_process(Layout::segment_size(IpcConfig{2, 4}));
-    REQUIRE_THROWS_WITH(Server(s.bytes(), IpcConfig{2, 3}), Contains("queue depth 3 is not a power of two"));
-    REQUIRE_THROWS_WITH(Server(s.bytes(), IpcConfig{2, 4}, IpcSkipConfig{8, 3}), Contains("power-of-two period"));
+    Segment s = Segment::create_process(ILayout::segment_size(IpcConfig{2, 4}));
+    REQUIRE_THROWS_WITH(IServer(s.bytes(), IpcConfig{2, 3}), Contains("queue depth 3 is not a power of two"));
+    REQUIRE_THROWS_WITH(IServer(s.bytes(), IpcConfig{2, 4}, IpcSkipConfig{8, 3}), Contains("power-of-two period"));
   }
   SECTION("shutdown") {
     Fixture f(cfg);
-    Client a = Client::connect(f.seg.bytes());
+    IClient a = IClient::connect(f.seg.bytes());
     f.server.shutdown();
     CHECK(a.call(Req{}, 0) == IpcCallStatus::kServerDisconnected);
-    REQUIRE_THROWS_WITH(Client::connect(f.seg.bytes()), Contains("shut down"));
+    REQUIRE_THROWS_WITH(IClient::connect(f.seg.bytes()), Contains("shut down"));
   }
 }
 
 TEST_CASE("poll_with_skip rule 1: a client with depth requests owed is not scanned", "[shm][ipc]") {
   Fixture f(IpcConfig{1, 2}, IpcSkipConfig{1000, 1});  // back-off effectively off
-  Client c = Client::connect(f.seg.bytes());
+  IClient c = IClient::connect(f.seg.bytes());
   REQUIRE(c.call(Req{}, 0) == IpcCallStatus::kOk);
   REQUIRE(c.call(Req{}, 1) == IpcCallStatus::kOk);
   REQUIRE(f.server.poll_with_skip() == 2);
@@ -211,8 +205,8 @@ TEST_CASE("poll_with_skip rule 2: idle clients are backed off, and seen within `
           "[shm][ipc]") {
   const IpcSkipConfig skip{4, 8};
   Fixture f(IpcConfig{2, 4}, skip);
-  Client busy = Client::connect(f.seg.bytes(), 0);
-  Client idle = Client::connect(f.seg.bytes(), 1);
+  IClient busy = IClient::connect(f.seg.bytes(), 0);
+  IClient idle = IClient::connect(f.seg.bytes(), 1);
   // Client 0 posts before every poll; client 1 stays idle.
   auto active_round = [&] {
     REQUIRE(busy.call(Req{}, 0) == IpcCallStatus::kOk);
@@ -242,8 +236,8 @@ TEST_CASE("poll_with_skip rule 2: idle clients are backed off, and seen within `
 
 TEST_CASE("ipc flat combining drains client by client, starting client rotates", "[shm][ipc]") {
   Fixture f(IpcConfig{3, 4});
-  std::vector<Client> cs;
-  for (int i = 0; i < 3; ++i) cs.push_back(Client::connect(f.seg.bytes()));
+  std::vector<IClient> cs;
+  for (int i = 0; i < 3; ++i) cs.push_back(IClient::connect(f.seg.bytes()));
   for (uint32_t round = 0; round < 3; ++round) {
     for (uint32_t i = 0; i < 3; ++i)
       for (uint64_t k = 0; k < 2; ++k) REQUIRE(cs[i].call(Req{i, 0, k, 0}, k) == IpcCallStatus::kOk);
@@ -261,8 +255,8 @@ TEST_CASE("ipc flat combining drains client by client, starting client rotates",
 
 TEST_CASE("ipc serve: recv and reply in one pass, in recv order, with recv's checks", "[shm][ipc]") {
   Fixture f(IpcConfig{3, 4});
-  std::vector<Client> cs;
-  for (int i = 0; i < 2; ++i) cs.push_back(Client::connect(f.seg.bytes()));
+  std::vector<IClient> cs;
+  for (int i = 0; i < 2; ++i) cs.push_back(IClient::connect(f.seg.bytes()));
   for (uint32_t round = 0; round < 2; ++round) {
     for (uint64_t k = 0; k < 2; ++k) REQUIRE(cs[0].call(Req{0, 0, k, 10 + k}, 100 + k) == IpcCallStatus::kOk);
     REQUIRE(cs[1].call(Req{1, 0, 0, 20}, 200) == IpcCallStatus::kOk);
@@ -305,7 +299,7 @@ TEST_CASE("ipc serve: recv and reply in one pass, in recv order, with recv's che
 
 TEST_CASE("ipc serve: after an exception from respond, recv() goes on at the next request", "[shm][ipc]") {
   Fixture f(IpcConfig{1, 4});
-  Client c = Client::connect(f.seg.bytes());
+  IClient c = IClient::connect(f.seg.bytes());
   for (uint64_t k = 0; k < 3; ++k) REQUIRE(c.call(Req{0, 0, k, 1 + k}, k) == IpcCallStatus::kOk);
   REQUIRE(f.server.poll() == 3);
   int responded = 0;
@@ -330,8 +324,8 @@ TEST_CASE("ipc serve: after an exception from respond, recv() goes on at the nex
 TEST_CASE("ipc random interleavings over many laps: exactly-once, FIFO per client", "[shm][ipc]") {
   const IpcConfig cfg{3, 4};
   Fixture f(cfg, IpcSkipConfig{2, 2});
-  std::vector<Client> cs;
-  for (int i = 0; i < 3; ++i) cs.push_back(Client::connect(f.seg.bytes()));
+  std::vector<IClient> cs;
+  for (int i = 0; i < 3; ++i) cs.push_back(IClient::connect(f.seg.bytes()));
   bkv::Rng rng(bkv::derive_seed(2, {7}));
   std::vector<uint64_t> next(3, 0), seen(3, 0), answered(3, 0);
   std::vector<IpcRequest<Req>> held;
@@ -380,11 +374,11 @@ TEST_CASE("ipc random interleavings over many laps: exactly-once, FIFO per clien
 TEST_CASE("ipc over /dev/shm: server and client on two mappings of one object", "[shm][ipc]") {
   const IpcConfig cfg{2, 4};
   const std::string name = shmtest::shm_name("ipc_two_maps");
-  Segment owner = Segment::create_shm(name, Layout::segment_size(cfg), true);
-  Server server(owner.bytes(), cfg);
-  Segment attached = Segment::attach_shm(name, Layout::segment_size(cfg));
+  Segment owner = Segment::create_shm(name, ILayout::segment_size(cfg), true);
+  IServer server(owner.bytes(), cfg);
+  Segment attached = Segment::attach_shm(name, ILayout::segment_size(cfg));
   REQUIRE(attached.data() != owner.data());
-  Client c = Client::connect(attached.bytes());
+  IClient c = IClient::connect(attached.bytes());
   for (uint64_t round = 0; round < 10; ++round) {  // several laps of the depth-4 rings
     for (uint64_t k = 0; k < 4; ++k) REQUIRE(c.call(Req{0, 0, round * 4 + k, k}, k) == IpcCallStatus::kOk);
     REQUIRE(server.poll() == 4);
@@ -398,7 +392,7 @@ TEST_CASE("ipc over /dev/shm: server and client on two mappings of one object", 
 
 TEST_CASE("ipc refuses a second reply while other requests of the client are held", "[shm][ipc]") {
   Fixture f(IpcConfig{1, 4});
-  Client c = Client::connect(f.seg.bytes());
+  IClient c = IClient::connect(f.seg.bytes());
   REQUIRE(c.call(Req{0, 0, 1, 10}, 1) == IpcCallStatus::kOk);
   REQUIRE(c.call(Req{0, 0, 2, 20}, 2) == IpcCallStatus::kOk);
   REQUIRE(f.server.poll() == 2);
