@@ -333,6 +333,22 @@ struct Scenario {
   }
 };
 
+// Two runs of the scenario ran the same events in the same order and ended in the same
+// state.
+template <class A, class B>
+void check_same_run(const Scenario<A>& got, const Scenario<B>& want) {
+  REQUIRE(got.trace.size() == want.trace.size());
+  for (size_t i = 0; i < want.trace.size(); ++i) {
+    INFO("event " << i);
+    REQUIRE(key_of(got.trace[i]) == key_of(want.trace[i]));
+  }
+  CHECK(got.e.trace_hash() == want.e.trace_hash());
+  CHECK(got.e.now() == want.e.now());
+  CHECK(got.e.pending() == want.e.pending());
+  CHECK(got.e.next_time() == want.e.next_time());
+  CHECK(got.e.events_scheduled() == want.e.events_scheduled());
+}
+
 }  // namespace
 
 TEST_CASE("the engine runs the identical event sequence over every event set", "[event_set][engine]") {
@@ -350,16 +366,7 @@ TEST_CASE("the engine runs the identical event sequence over every event set", "
   CHECK(heap.e.pending() > 0);
   CHECK(heap.e.next_time() > 0);
 
-  REQUIRE(calendar.trace.size() == heap.trace.size());
-  for (size_t i = 0; i < heap.trace.size(); ++i) {
-    INFO("event " << i);
-    REQUIRE(key_of(calendar.trace[i]) == key_of(heap.trace[i]));
-  }
-  CHECK(calendar.e.trace_hash() == heap.e.trace_hash());
-  CHECK(calendar.e.now() == heap.e.now());
-  CHECK(calendar.e.pending() == heap.e.pending());
-  CHECK(calendar.e.next_time() == heap.e.next_time());
-  CHECK(calendar.e.events_scheduled() == heap.e.events_scheduled());
+  check_same_run(calendar, heap);
 }
 
 TEST_CASE("the engine's selectable event set runs the same sequence with the heap or the calendar queue",
@@ -375,14 +382,7 @@ TEST_CASE("the engine's selectable event set runs the same sequence with the hea
     s.e.event_set_to_configure().select(kind);
     CHECK(s.e.event_set().kind() == kind);
     s.run(kLimit);
-    REQUIRE(s.trace.size() == heap.trace.size());
-    for (size_t i = 0; i < heap.trace.size(); ++i) {
-      INFO("event " << i);
-      REQUIRE(key_of(s.trace[i]) == key_of(heap.trace[i]));
-    }
-    CHECK(s.e.trace_hash() == heap.e.trace_hash());
-    CHECK(s.e.pending() == heap.e.pending());
-    CHECK(s.e.next_time() == heap.e.next_time());
+    check_same_run(s, heap);
     // Once events are scheduled, the set is no longer chosen.
     CHECK_THROWS_AS(s.e.event_set_to_configure(), std::logic_error);
   }
