@@ -227,6 +227,38 @@ struct CsvRow {
   uint64_t value_size = 0;  // the data benchmark's CSV leads with it; 0 in the others
 };
 
+// The lines of `text`, without their line ends.
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+// The whitespace-separated words of `line`.
+inline std::vector<std::string> words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> w;
+  for (std::string x; in >> x;) w.push_back(x);
+  return w;
+}
+
+// The words of each line of `text` (a table as benchkv prints it).
+inline std::vector<std::vector<std::string>> words_per_line(const std::string& text) {
+  std::vector<std::vector<std::string>> table;
+  for (const std::string& l : lines_of(text)) table.push_back(words(l));
+  return table;
+}
+
+// The comma-separated fields of one CSV line (a trailing comma ends in an empty field).
+inline std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> cols;
+  std::istringstream ls(line);
+  for (std::string col; std::getline(ls, col, ',');) cols.push_back(col);
+  if (!line.empty() && line.back() == ',') cols.emplace_back();
+  return cols;
+}
+
 inline bool parse_u64(const std::string& s, uint64_t& v) {
   const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   return !s.empty() && ec == std::errc() && p == s.data() + s.size();
@@ -245,11 +277,7 @@ inline std::vector<CsvRow> read_csv(const fs::path& p) {
   while (std::getline(in, line)) {
     ++line_no;
     INFO(p << " line " << line_no << ": \"" << line << "\"");
-    std::vector<std::string> cols;
-    std::string col;
-    std::istringstream ls(line);
-    while (std::getline(ls, col, ',')) cols.push_back(col);
-    if (!line.empty() && line.back() == ',') cols.emplace_back();
+    const std::vector<std::string> cols = csv_fields(line);
     const size_t skip = sized ? 1 : 0;
     REQUIRE(cols.size() == kCsvColumns + skip);
     uint64_t v[kCsvColumns + 1];

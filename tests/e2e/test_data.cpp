@@ -138,16 +138,7 @@ TEST_CASE("data: --report text, csv and none", "[e2e][sim][data][report]") {
 
   // Text: the table, each size's run numbered 1 (the summary's runs 0 and 1).
   INFO(text.out);
-  std::vector<std::vector<std::string>> table;
-  {
-    std::istringstream in(text.out);
-    for (std::string l; std::getline(in, l);) {
-      std::istringstream w(l);
-      std::vector<std::string> f;
-      for (std::string x; w >> x;) f.push_back(x);
-      table.push_back(f);
-    }
-  }
+  const std::vector<std::vector<std::string>> table = words_per_line(text.out);
   REQUIRE(table.size() == 3);
   CHECK(table[0][2] == "run");
   CHECK(table[1][1] == "64");
@@ -158,21 +149,13 @@ TEST_CASE("data: --report text, csv and none", "[e2e][sim][data][report]") {
   // CSV: no table, the summary's numbers.
   CHECK_THAT(csv.out, !Catch::Contains("GiB/s"));
   const json s = read_json(c / "out.summary.json");
-  std::vector<std::string> lines;
-  {
-    std::istringstream in(csv.out);
-    for (std::string l; std::getline(in, l);) lines.push_back(l);
-  }
+  const std::vector<std::string> lines = lines_of(csv.out);
   REQUIRE(lines.size() == 3);
   CHECK(lines[0] == "value_size,run,ops,bytes,duration_ns,ops_per_s,gib_per_s,latency_mean_ns,latency_p50_ns,"
                     "latency_p90_ns,latency_p95_ns,latency_p99_ns,latency_p999_ns,latency_max_ns");
   for (size_t i = 0; i < 2; ++i) {
     const json& r = s["data"]["runs"][i];
-    std::vector<std::string> f;
-    {
-      std::istringstream in(lines[i + 1]);
-      for (std::string x; std::getline(in, x, ',');) f.push_back(x);
-    }
+    const std::vector<std::string> f = csv_fields(lines[i + 1]);
     REQUIRE(f.size() == 14);
     CHECK(f[0] == std::to_string(r["value_size"].get<uint32_t>()));
     CHECK(f[1] == std::to_string(i));

@@ -18,35 +18,6 @@ namespace {
 
 const std::vector<std::string> kClasses = {"get_local", "get_remote", "put_local", "put_remote", "all"};
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
-
-std::vector<std::string> words(const std::string& line) {
-  std::istringstream in(line);
-  std::vector<std::string> w;
-  for (std::string x; in >> x;) w.push_back(x);
-  return w;
-}
-
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> f;
-  std::string cur;
-  for (char c : line) {
-    if (c == ',') {
-      f.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  f.push_back(cur);
-  return f;
-}
-
 // The latency row of `tag` ("run 1/2" or "[OVERALL]") for class `cls`, as numbers:
 // count, then mean p50 p90 p95 p99 p99.9 max in microseconds.
 std::vector<double> latency_row(const std::vector<std::string>& lines, const std::string& tag, const std::string& cls) {
@@ -156,11 +127,11 @@ TEST_CASE("report: --report csv prints a header and one line per run, equal to t
   const json s = read_json(dir / "out.summary.json");
   const auto lines = lines_of(o.out);
   REQUIRE(lines.size() == 3);
-  const auto header = split_csv(lines[0]);
+  const auto header = csv_fields(lines[0]);
   REQUIRE(header.size() == 16);
   CHECK(header[0] == "run");
   for (size_t r = 0; r < 2; ++r) {
-    const auto f = split_csv(lines[r + 1]);
+    const auto f = csv_fields(lines[r + 1]);
     REQUIRE(f.size() == header.size());
     std::map<std::string, std::string> v;
     for (size_t k = 0; k < f.size(); ++k) v[header[k]] = f[k];

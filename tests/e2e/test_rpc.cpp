@@ -152,16 +152,7 @@ TEST_CASE("rpc: --report csv fills the latency columns from the RTTs, none print
   // Text: the rpc table's run column reads 1 and 2.
   const size_t table = text.out.find(kRpcTableHeader);
   REQUIRE(table != std::string::npos);
-  std::vector<std::vector<std::string>> rows;
-  {
-    std::istringstream in(text.out.substr(text.out.find('\n', table) + 1));
-    for (std::string l; std::getline(in, l);) {
-      std::istringstream w(l);
-      std::vector<std::string> f;
-      for (std::string x; w >> x;) f.push_back(x);
-      rows.push_back(f);
-    }
-  }
+  const std::vector<std::vector<std::string>> rows = words_per_line(text.out.substr(text.out.find('\n', table) + 1));
   REQUIRE(rows.size() == 2);
   CHECK(rows[0].at(3) == "1");
   CHECK(rows[1].at(3) == "2");
@@ -169,11 +160,7 @@ TEST_CASE("rpc: --report csv fills the latency columns from the RTTs, none print
   // CSV: the RTT columns filled, in ns, from the summary's rpc section.
   CHECK_THAT(csv.out, !Catch::Contains(kRpcTableHeader));
   const json s = read_json(c / "out.summary.json");
-  std::vector<std::string> lines;
-  {
-    std::istringstream in(csv.out);
-    for (std::string l; std::getline(in, l);) lines.push_back(l);
-  }
+  const std::vector<std::string> lines = lines_of(csv.out);
   REQUIRE(lines.size() == 3);
   REQUIRE(lines[0].rfind("run,mops,requests,duration_ns,issued,completed,latency_count,latency_mean_ns,latency_p50_ns,"
                          "latency_p90_ns,latency_p95_ns,latency_p99_ns,latency_p999_ns,latency_max_ns,",
@@ -181,11 +168,7 @@ TEST_CASE("rpc: --report csv fills the latency columns from the RTTs, none print
   for (size_t i = 0; i < 2; ++i) {
     INFO(lines[i + 1]);
     const json& r = s["rpc"]["runs"][i];
-    std::vector<std::string> f;
-    {
-      std::istringstream in(lines[i + 1]);
-      for (std::string x; std::getline(in, x, ',');) f.push_back(x);
-    }
+    const std::vector<std::string> f = csv_fields(lines[i + 1]);
     REQUIRE(f.size() >= 14);
     CHECK(f[0] == std::to_string(i));
     CHECK(f[6] == std::to_string(r["calls"].get<uint64_t>()));
