@@ -153,12 +153,16 @@ TEST_CASE("copyrpc edges: a response callback that calls again reuses the freed 
   uint64_t next_token = 0;
   std::map<uint64_t, uint32_t> answers;  // token -> times answered
   for (; next_token < 4; ++next_token) REQUIRE(p.a.call(p.ea, pattern(8, next_token), 16, next_token).ok());
-  for (int round = 0; round < 200; ++round) {
+  // a's calls go out; b answers each with its first 4 bytes.
+  auto b_echoes = [&] {
     p.a.flush();
     p.b.drain([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
     copyrpc::RecvHandle h;
     while (p.b.recv(h)) REQUIRE(p.b.reply(std::move(h), h.payload().first(4)) == CallStatus::kOk);
     p.b.flush();
+  };
+  for (int round = 0; round < 200; ++round) {
+    b_echoes();
     p.a.drain(
         [&](uint64_t tok, std::span<const std::byte> resp) {
           ++answers[tok];
@@ -175,11 +179,7 @@ TEST_CASE("copyrpc edges: a response callback that calls again reuses the freed 
   }
   // Quiesce.
   for (int i = 0; i < 4; ++i) {
-    p.a.flush();
-    p.b.drain([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
-    copyrpc::RecvHandle h;
-    while (p.b.recv(h)) REQUIRE(p.b.reply(std::move(h), h.payload().first(4)) == CallStatus::kOk);
-    p.b.flush();
+    b_echoes();
     p.a.drain([&](uint64_t tok, std::span<const std::byte>) { ++answers[tok]; }, no_failed_calls);
   }
   CHECK(next_token >= 600);
@@ -223,6 +223,16 @@ TEST_CASE("copyrpc edges: one hot endpoint among many: every call answered once,
     REQUIRE(leaf < kLeaves);
     answered[leaf].push_back(tok);
   };
+  // Leaf l answers a request with its own number, and notes the request's token.
+  auto reply_from = [&](uint32_t l, copyrpc::RecvHandle&& h) {
+    uint64_t tok = 0;
+    std::memcpy(&tok, h.payload().data(), 8);
+    std::vector<std::byte> resp(8);
+    const uint64_t who = l;
+    std::memcpy(resp.data(), &who, 8);
+    REQUIRE(leaves[l]->reply(std::move(h), resp) == CallStatus::kOk);
+    replied[l].push_back(tok);
+  };
   for (int step = 0; step < 20000; ++step) {
     const uint32_t leaf = rng.below(10) < 9 ? 0 : 1 + static_cast<uint32_t>(rng.below(kLeaves - 1));
     std::vector<std::byte> req(8);
@@ -239,15 +249,7 @@ TEST_CASE("copyrpc edges: one hot endpoint among many: every call answered once,
       copyrpc::RecvHandle h;
       while (leaves[l]->recv(h)) held.push_back(std::move(h));
       for (size_t i = held.size(); i > 1; --i) std::swap(held[i - 1], held[rng.below(i)]);
-      for (auto& x : held) {
-        uint64_t tok = 0;
-        std::memcpy(&tok, x.payload().data(), 8);
-        std::vector<std::byte> resp(8);
-        const uint64_t who = l;
-        std::memcpy(resp.data(), &who, 8);
-        REQUIRE(leaves[l]->reply(std::move(x), resp) == CallStatus::kOk);
-        replied[l].push_back(tok);
-      }
+      for (auto& x : held) reply_from(l, std::move(x));
       leaves[l]->flush();
     }
   }
@@ -256,15 +258,7 @@ TEST_CASE("copyrpc edges: one hot endpoint among many: every call answered once,
     for (uint32_t l = 0; l < kLeaves; ++l) {
       leaves[l]->drain([](uint64_t, std::span<const std::byte>) {}, no_failed_calls);
       copyrpc::RecvHandle h;
-      while (leaves[l]->recv(h)) {
-        uint64_t tok = 0;
-        std::memcpy(&tok, h.payload().data(), 8);
-        std::vector<std::byte> resp(8);
-        const uint64_t who = l;
-        std::memcpy(resp.data(), &who, 8);
-        REQUIRE(leaves[l]->reply(std::move(h), resp) == CallStatus::kOk);
-        replied[l].push_back(tok);
-      }
+      while (leaves[l]->recv(h)) reply_from(l, std::move(h));
       leaves[l]->flush();
     }
   }
