@@ -80,8 +80,8 @@ void SimThread::account_skipped(Time now) {
   skipped_steps_ += k;
   busy_ps_ += k * spin_charged_ps_;
   for (size_t i = 0; i < kOpCount; ++i) {
-    op_ps_[i] += k * spin_op_ps_[i];
-    op_count_[i] += k * spin_op_count_[i];
+    ops_.ps[i] += k * spin_ops_.ps[i];
+    ops_.count[i] += k * spin_ops_.count[i];
   }
   last_step_ns_ = spin_period_;
   if (observer_ != nullptr) {
@@ -115,8 +115,7 @@ void SimThread::run_step() {
   pending_ = false;
   if (step_fn_ == nullptr) throw std::logic_error("SimThread '" + name_ + "': no step function set");
   if (spinning_) account_skipped(engine_.now());
-  step_op_ps0_ = op_ps_;
-  step_op_count0_ = op_count_;
+  step_ops0_ = ops_;
   step_start_ = engine_.now();
   charged_ps_ = 0;
   step_phase_.fill(0);
@@ -147,8 +146,8 @@ void SimThread::run_step() {
         spin_period_ = duration;
         spin_charged_ps_ = charged_ps_;
         for (size_t i = 0; i < kOpCount; ++i) {
-          spin_op_ps_[i] = op_ps_[i] - step_op_ps0_[i];
-          spin_op_count_[i] = static_cast<uint32_t>(op_count_[i] - step_op_count0_[i]);
+          spin_ops_.ps[i] = ops_.ps[i] - step_ops0_.ps[i];
+          spin_ops_.count[i] = ops_.count[i] - step_ops0_.count[i];
         }
       }
       break;

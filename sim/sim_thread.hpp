@@ -111,8 +111,8 @@ class SimThread {
     if (jitter_.mode != JitterMode::kNone) [[unlikely]] ps = jittered(ps);
     if (shared_[i] != nullptr) [[unlikely]] ps = shared_[i]->hold(step_start_ * 1000 + charged_ps_, ps);
     charged_ps_ += ps;
-    op_ps_[i] += ps;
-    op_count_[i] += n;
+    ops_.ps[i] += ps;
+    ops_.count[i] += n;
   }
   void record(Phase ph, uint32_t n) noexcept {
     step_phase_[static_cast<size_t>(ph)] += n;
@@ -185,14 +185,20 @@ class SimThread {
   Time last_step_ns() const noexcept { return last_step_ns_; }        // duration of the last step
   uint32_t step_phase(Phase ph) const noexcept { return step_phase_[static_cast<size_t>(ph)]; }
   uint64_t phase_total(Phase ph) const noexcept { return phase_total_[static_cast<size_t>(ph)]; }
-  double op_ns_total(Op op) const noexcept { return static_cast<double>(op_ps_[static_cast<size_t>(op)]) * 1e-3; }
-  uint64_t op_count(Op op) const noexcept { return op_count_[static_cast<size_t>(op)]; }
+  double op_ns_total(Op op) const noexcept { return static_cast<double>(ops_.ps[static_cast<size_t>(op)]) * 1e-3; }
+  uint64_t op_count(Op op) const noexcept { return ops_.count[static_cast<size_t>(op)]; }
 
   const std::string& name() const noexcept { return name_; }
   Engine& engine() noexcept { return engine_; }
   Rng& rng() noexcept { return rng_; }
 
  private:
+  // Time charged (ps) and uses of each op.
+  struct OpTotals {
+    std::array<uint64_t, kOpCount> ps{};
+    std::array<uint64_t, kOpCount> count{};
+  };
+
   static void on_event(void* ctx, uint32_t generation);
   void run_step();
   // A cost with cpu.jitter applied. A sample that makes it longer than kMaxModelNs (or
@@ -240,10 +246,8 @@ class SimThread {
   Time spin_origin_ = 0;
   Time spin_period_ = 1;
   uint64_t spin_charged_ps_ = 0;
-  std::array<uint64_t, kOpCount> spin_op_ps_{};
-  std::array<uint32_t, kOpCount> spin_op_count_{};
-  std::array<uint64_t, kOpCount> step_op_ps0_{};
-  std::array<uint64_t, kOpCount> step_op_count0_{};
+  OpTotals spin_ops_;   // what one loop of the spin charges
+  OpTotals step_ops0_;  // ops_ at the start of the running step
   uint64_t repeat_ = 1;
   bool reporting_skipped_ = false;
   uint64_t skipped_steps_ = 0;
@@ -253,8 +257,7 @@ class SimThread {
   Time last_step_ns_ = 0;
   std::array<uint32_t, kPhaseCount> step_phase_{};
   std::array<uint64_t, kPhaseCount> phase_total_{};
-  std::array<uint64_t, kOpCount> op_ps_{};
-  std::array<uint64_t, kOpCount> op_count_{};
+  OpTotals ops_;
 };
 
 static_assert(CostMeter<SimThread>);
