@@ -8,9 +8,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tests/transport/conformance.hpp"
@@ -51,6 +53,38 @@ struct UcxSmHarness : UcxHarness {
 
 using namespace bkv;
 using namespace bkv::test;
+
+namespace {
+
+// Posts a signalled WRITE of the first `len` bytes of `local` (registered as `lmr`) to
+// the start of `rmr` with id `wr_id` and pumps until one more send completion came: the
+// completion returned.
+template <class P>
+SendCompletion write_and_wait(P& p, const std::vector<std::byte>& local, const MemoryRegion& lmr, uint32_t len,
+                              const MemoryRegion& rmr, uint64_t wr_id) {
+  const size_t before = p.sends.size();
+  REQUIRE(p.qa->post_write(local.data(), len, lmr.lkey, p.remote(rmr), wr_id, true) == PostResult::kOk);
+  p.qa->ring_doorbell();
+  REQUIRE(pump_until([&] { p.pump(); }, [&] { return p.sends.size() > before; }));
+  return p.sends.back();
+}
+
+// Pumps until the pair's send completions are as many as `want`, then checks each one's
+// (wr_id, status), in order.
+template <class P>
+void expect_sends(P& p, std::initializer_list<std::pair<uint64_t, WcStatus>> want) {
+  REQUIRE(pump_until([&] { p.pump(); }, [&] { return p.sends.size() >= want.size(); }));
+  REQUIRE(p.sends.size() == want.size());
+  size_t i = 0;
+  for (const auto& [wr_id, status] : want) {
+    INFO("send completion " << i);
+    CHECK(p.sends[i].wr_id == wr_id);
+    CHECK(p.sends[i].status == status);
+    ++i;
+  }
+}
+
+}  // namespace
 
 TEST_CASE("ucx: WRITE+IMM order and integrity with rendezvous-sized messages", "[ucx]") {
   UcxHarness h{GENERATE(std::string("sm,self"), std::string("tcp"))};
@@ -188,10 +222,7 @@ TEST_CASE("ucx: over tcp, requests to a peer that is gone complete with an error
   std::vector<std::byte> local(256, std::byte{1}), remote(256);
   const MemoryRegion lmr = p.a->register_memory(local.data(), local.size(), kAccessLocalWrite);
   const MemoryRegion rmr = p.b->register_memory(remote.data(), remote.size(), kAccessLocalWrite | kAccessRemoteWrite);
-  REQUIRE(p.qa->post_write(local.data(), 64, lmr.lkey, p.remote(rmr), 1, true) == PostResult::kOk);
-  p.qa->ring_doorbell();
-  REQUIRE(pump_until([&] { p.pump(); }, [&] { return !p.sends.empty(); }));
-  REQUIRE(p.sends[0].status == WcStatus::kSuccess);
+  REQUIRE(write_and_wait(p, local, lmr, 64, rmr, 1).status == WcStatus::kSuccess);
   p.sends.clear();
   p.b.reset();  // the peer goes away (its worker and sockets closed)
   const auto t0 = std::chrono::steady_clock::now();
@@ -237,12 +268,7 @@ TEST_CASE("ucx rma: WRITE then READ of an announced region go through ucp_put an
   REQUIRE(p.qa->post_write(local.data(), size, lmr.lkey, p.remote(rmr, 32), 1, true) == PostResult::kOk);
   REQUIRE(p.qa->post_read(back.data(), size, bmr.lkey, p.remote(rmr, 32), 2, true) == PostResult::kOk);
   p.qa->ring_doorbell();
-  REQUIRE(pump_until([&] { p.pump(); }, [&] { return p.sends.size() >= 2; }));
-  REQUIRE(p.sends.size() == 2);
-  CHECK(p.sends[0].wr_id == 1);
-  CHECK(p.sends[0].status == WcStatus::kSuccess);
-  CHECK(p.sends[1].wr_id == 2);
-  CHECK(p.sends[1].status == WcStatus::kSuccess);
+  expect_sends(p, {{1, WcStatus::kSuccess}, {2, WcStatus::kSuccess}});
   CHECK(std::memcmp(remote.data() + 32, local.data(), size) == 0);
   CHECK(std::memcmp(back.data(), local.data(), size) == 0);
   CHECK(remote[31] == std::byte{0});
@@ -282,12 +308,7 @@ TEST_CASE("ucx rma: a range outside the announced region fails with kRemoteAcces
   REQUIRE(r == PostResult::kOk);
   REQUIRE(p.qa->post_write(local.data(), 8, lmr.lkey, p.remote(rmr), 11, true) == PostResult::kOk);
   p.qa->ring_doorbell();
-  REQUIRE(pump_until([&] { p.pump(); }, [&] { return p.sends.size() >= 2; }));
-  REQUIRE(p.sends.size() == 2);
-  CHECK(p.sends[0].wr_id == 10);
-  CHECK(p.sends[0].status == WcStatus::kRemoteAccessError);
-  CHECK(p.sends[1].wr_id == 11);
-  CHECK(p.sends[1].status == WcStatus::kWrFlushError);
+  expect_sends(p, {{10, WcStatus::kRemoteAccessError}, {11, WcStatus::kWrFlushError}});
   CHECK(p.qa->in_error());
   CHECK(p.qb->in_error());
   for (std::byte x : remote) REQUIRE(x == std::byte{0});
@@ -412,19 +433,13 @@ TEST_CASE("ucx rma: a WRITE to a region not announced yet goes as an active mess
   const MemoryRegion lmr = p.a->register_memory(local.data(), local.size(), kAccessLocalWrite);
   const MemoryRegion rmr = p.b->register_memory(remote.data(), remote.size(), kAccessLocalWrite | kAccessRemoteWrite);
   // Posted before a's worker progressed: b's announcement has not been received.
-  REQUIRE(p.qa->post_write(local.data(), 256, lmr.lkey, p.remote(rmr), 1, true) == PostResult::kOk);
-  p.qa->ring_doorbell();
-  REQUIRE(pump_until([&] { p.pump(); }, [&] { return !p.sends.empty(); }));
-  CHECK(p.sends[0].status == WcStatus::kSuccess);
+  CHECK(write_and_wait(p, local, lmr, 256, rmr, 1).status == WcStatus::kSuccess);
   CHECK(remote[255] == std::byte{0x21});
   CHECK(remote[256] == std::byte{0});
   CHECK(p.a->rma_counters().am_not_announced == 1);
   CHECK(p.a->rma_counters().puts == 0);
   await_announcements(p, *p.a, 1);
-  REQUIRE(p.qa->post_write(local.data(), 512, lmr.lkey, p.remote(rmr), 2, true) == PostResult::kOk);
-  p.qa->ring_doorbell();
-  REQUIRE(pump_until([&] { p.pump(); }, [&] { return p.sends.size() >= 2; }));
-  CHECK(p.sends[1].status == WcStatus::kSuccess);
+  CHECK(write_and_wait(p, local, lmr, 512, rmr, 2).status == WcStatus::kSuccess);
   CHECK(remote[511] == std::byte{0x21});
   CHECK(p.a->rma_counters().puts == 1);
   CHECK(p.a->rma_counters().am_not_announced == 1);
