@@ -56,21 +56,12 @@ HwProvider::HwProvider(Device& dev, const HwOptions& opts)
   impl_->pd = verbs::alloc_pd(impl_->ctx.get());
 }
 
-HwProvider::~HwProvider() {
-  // Order: QPs, SRQ, CQs, MRs, the PD, then the context.
-  impl_->qps.clear();
-  impl_->srq.reset();
-  impl_->cqs.clear();
-  impl_->mrs.clear();
-  impl_->pd.reset();
-  impl_->ctx.reset();
-}
+// Impl's members go in reverse order of declaration: QPs, SRQ, CQs, MRs, the PD, then
+// the context.
+HwProvider::~HwProvider() = default;
 
 MemoryRegion HwProvider::register_memory(void* ptr, size_t len, uint32_t access) {
-  verbs::Mr mr = verbs::reg_mr(impl_->pd.get(), ptr, len, access);
-  const MemoryRegion r{static_cast<std::byte*>(ptr), len, mr->lkey, mr->rkey};
-  impl_->mrs.push_back(std::move(mr));
-  return r;
+  return verbs::register_memory(impl_->pd.get(), impl_->mrs, ptr, len, access);
 }
 
 CqDescriptor HwProvider::create_cq(uint32_t min_entries, CqRole) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "core/transport.hpp"
 #include "transports/mlx5/descriptors.hpp"
@@ -62,6 +63,15 @@ inline Mr reg_mr(ibv_pd* pd, void* ptr, size_t len, uint32_t access) {
   ibv_mr* mr = ibv_reg_mr(pd, ptr, len, ibv_access_of(access));
   if (mr == nullptr) fail("ibv_reg_mr of " + std::to_string(len) + " bytes");
   return Mr(mr);
+}
+
+// Registers [ptr, ptr + len) with `pd` and keeps the registration in `mrs` (released
+// with it): the region as the Transport API names it.
+inline MemoryRegion register_memory(ibv_pd* pd, std::vector<Mr>& mrs, void* ptr, size_t len, uint32_t access) {
+  Mr mr = reg_mr(pd, ptr, len, access);
+  const MemoryRegion r{static_cast<std::byte*>(ptr), len, mr->lkey, mr->rkey};
+  mrs.push_back(std::move(mr));
+  return r;
 }
 
 // A CQ on context `ctx` (of `dev`'s device); through mlx5dv_create_cq when the device is

@@ -9,6 +9,7 @@ namespace bkv::mlx5 {
 
 struct VerbsTransport::Impl {
   Device& dev;
+  // In the order they are created: each goes before what it was created on.
   verbs::Pd pd;
   std::vector<verbs::Mr> mrs;
   verbs::Cq recv_cq;
@@ -39,19 +40,11 @@ VerbsTransport::VerbsTransport(Device& dev, const VerbsOptions& opts)
   srq_capacity_ = std::min<uint32_t>(opts_.srq_size, attr.max_wr);
 }
 
-VerbsTransport::~VerbsTransport() {
-  impl_->qps.clear();
-  impl_->srq.reset();
-  impl_->send_cq.reset();
-  impl_->recv_cq.reset();
-  impl_->mrs.clear();
-}
+// Impl's members go in reverse order of declaration: QPs, SRQ, CQs, MRs, then the PD.
+VerbsTransport::~VerbsTransport() = default;
 
 MemoryRegion VerbsTransport::register_memory(void* ptr, size_t len, uint32_t access) {
-  verbs::Mr mr = verbs::reg_mr(impl_->pd.get(), ptr, len, access);
-  const MemoryRegion r{static_cast<std::byte*>(ptr), len, mr->lkey, mr->rkey};
-  impl_->mrs.push_back(std::move(mr));
-  return r;
+  return verbs::register_memory(impl_->pd.get(), impl_->mrs, ptr, len, access);
 }
 
 VerbsTransport::QueuePair& VerbsTransport::create_queue_pair() {
