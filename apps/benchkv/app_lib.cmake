@@ -3,7 +3,8 @@
 # (also in the sanitizer builds) read options and write results.
 add_library(bkv_app STATIC ${PROJECT_SOURCE_DIR}/apps/benchkv/cli/options.cpp ${PROJECT_SOURCE_DIR}/apps/benchkv/results/results.cpp
             ${PROJECT_SOURCE_DIR}/apps/benchkv/results/provenance.cpp
-            ${PROJECT_SOURCE_DIR}/apps/benchkv/results/statistics.cpp)
+            ${PROJECT_SOURCE_DIR}/apps/benchkv/results/statistics.cpp
+            ${PROJECT_SOURCE_DIR}/apps/benchkv/cli/stop_signals.cpp)
 target_link_libraries(bkv_app PUBLIC bkv_kv fmt::fmt nlohmann_json::nlohmann_json PRIVATE CLI11::CLI11 bkv_sim_faults)
 
 # The simulator's fault descriptions alone (sim/faults.cpp): the options check --fault

@@ -107,29 +107,23 @@ int run_sim(const app::Options& o, const sim::Model& model) {
   std::fprintf(stderr, "wrote %s%s and %s\n", o.output.c_str(), also.c_str(), o.summary.c_str());
   const int consistent = app::consistency_status(issued, completed, errors, "requests", failed);
   const nlohmann::json& interrupted = reps.back().interrupted;
-  if (!interrupted.is_null() || app::stop_signal() != 0) {
-    const int sig = app::stop_signal();
-    std::string where = interrupted.is_null() ? std::string("while writing the outputs")
-        : fmt::format("after epoch {} of run {}", interrupted["epochs_done"].get<uint32_t>(),
-                      interrupted["run"].get<uint32_t>());
-    if (o.repeat > 1 && !interrupted.is_null())
-      where += fmt::format(" of the repetition with seed {}", o.seed + reps.size() - 1);
-    std::fprintf(stderr, "benchkv: interrupted by %s %s: %s holds the epochs measured until then, %s is marked "
-                 "\"interrupted\"\n", sig == SIGINT ? "SIGINT" : "SIGTERM", where.c_str(), o.output.c_str(),
-                 o.summary.c_str());
-    return 128 + sig;
-  }
+  const std::string repetition = o.repeat > 1 && !interrupted.is_null()
+      ? fmt::format(" of the repetition with seed {}", o.seed + reps.size() - 1) : std::string();
+  if (const int status = app::report_interruption(interrupted, o.output, o.summary, repetition); status != 0)
+    return status;
   return consistent;
 }
 
 // benchkv rpc --transport sim: copyrpc alone in the simulator.
 int run_rpc_sim(const app::Options& o, const sim::Model& model) {
+  app::install_stop_signals();  // SIGINT/SIGTERM: the finished epochs are written (as in run_sim)
   const app::RpcResult res = app::run_rpc_sim(o, model, stderr_progress(o));
   return app::write_rpc_outputs(o, res, "simulator", res.extra);
 }
 
 // benchkv data --transport sim: bulk values in the simulator.
 int run_data_sim(const app::Options& o, const sim::Model& model) {
+  app::install_stop_signals();
   const app::DataResult res = app::run_data_sim(o, model, stderr_progress(o));
   return app::write_data_outputs(o, res, "simulator", res.extra);
 }

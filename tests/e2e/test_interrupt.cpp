@@ -195,3 +195,153 @@ TEST_CASE("interrupt: with --repeat, the repetitions after the interrupted one d
   CHECK_FALSE(s.contains("repetitions"));  // one repetition measured: no statistics over repetitions
   check_partial(dir.path(), 0, 1, 2, 2);
 }
+
+// ---- the rpc and data modes, and sweeps: the same stop, the same marks.
+
+namespace {
+
+size_t csv_lines(const fs::path& p) {
+  const std::string text = read_file(p);
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+}  // namespace
+
+TEST_CASE("interrupt: rpc --transport sim keeps the finished epochs, SIGTERM 143, SIGINT inherited ignored 130",
+          "[e2e][interrupt][rpc]") {
+  for (const bool ignored_sigint : {false, true}) {
+    const int sig = ignored_sigint ? SIGINT : SIGTERM;
+    INFO("signal " << sig);
+    TempDir dir;
+    const Ended e = run_signalled({"rpc", "--transport", "sim", "--np", "2", "-d", "0.004", "--interval-ms", "1",
+                                   "--trim", "0", "-r", "2", "--no-progress", "-o", "out.csv"},
+                                  dir.path(), sig, true, ignored_sigint);
+    INFO(e.err);
+    CHECK(e.exited);
+    CHECK(e.code == 128 + sig);
+    CHECK_THAT(e.err, Catch::Contains(std::string("interrupted by ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
+                                      " after epoch 1 of run 0"));
+    const json s = read_json(dir / "out.summary.json");
+    CHECK(s["interrupted"] == json({{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}, {"run", 0}, {"epochs_done", 1}}));
+    // One run of one epoch: the caller's row (rank 0) and the server's (zeros).
+    const std::vector<CsvRow> rows = read_csv(dir / "out.csv");
+    REQUIRE(rows.size() == 2);
+    uint64_t calls = 0;
+    for (const CsvRow& r : rows) {
+      CHECK(r.run == 0);
+      CHECK(r.epoch == 0);
+      if (r.rank == 0) calls = r.requests;
+    }
+    CHECK(calls > 0);
+    REQUIRE(s["runs"].size() == 1);
+    CHECK(s["runs"][0]["epochs_done"] == 1);
+    CHECK(s["runs"][0]["requests"] == calls);
+    REQUIRE(s["rpc"]["runs"].size() == 1);
+    CHECK(s["rpc"]["runs"][0]["calls"] == calls);
+    CHECK(s["rpc"]["runs"][0]["duration_ns"] == 1'000'000);
+    CHECK(s["totals"]["issued"] == s["totals"]["completed"]);
+  }
+}
+
+TEST_CASE("interrupt: data --transport sim keeps the finished epochs of the size it was at, SIGINT 130",
+          "[e2e][interrupt][data]") {
+  TempDir dir;
+  const Ended e = run_signalled({"data", "--transport", "sim", "--np", "2", "--client-threads", "2", "-d", "0.004",
+                                 "--interval-ms", "1", "--trim", "0", "-r", "1", "--no-progress", "--key-range", "8",
+                                 "--value-size", "64,4096", "-o", "out.csv"},
+                                dir.path(), SIGINT, true, false);
+  INFO(e.err);
+  CHECK(e.exited);
+  CHECK(e.code == 130);
+  CHECK_THAT(e.err, Catch::Contains("interrupted by SIGINT after epoch 1 of run 0"));
+  const json s = read_json(dir / "out.summary.json");
+  CHECK(s["interrupted"] == json({{"signal", "SIGINT"}, {"run", 0}, {"epochs_done", 1}}));
+  // The first size's first epoch only: 2 ranks x 2 clients, and the header.
+  CHECK(csv_lines(dir / "out.csv") == 1 + 4);
+  REQUIRE(s["data"]["runs"].size() == 1);
+  CHECK(s["data"]["runs"][0]["value_size"] == 64);
+  CHECK(s["data"]["runs"][0]["ops"].get<uint64_t>() > 0);
+  CHECK(s["data"]["runs"][0]["ops"] == s["runs"][0]["requests"]);
+  CHECK(s["simulator"]["sizes"].size() == 1);  // 4096 was not run
+  CHECK(s["totals"]["issued"] == s["totals"]["completed"]);
+}
+
+namespace {
+
+// The pids of `parent`'s children.
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> pids;
+  std::ifstream f("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) + "/children");
+  for (long p; f >> p;) pids.push_back(static_cast<pid_t>(p));
+  return pids;
+}
+
+}  // namespace
+
+TEST_CASE("interrupt: a sweep passes SIGTERM on to its run, which keeps its epochs; results.csv is written, 143",
+          "[e2e][interrupt][sweep]") {
+  TempDir dir;
+  // Two long runs (100000 epochs of 1 ms), one at a time (-j 1): the signal comes during
+  // the first one started (the sweep starts the one it estimates longest first).
+  write_file(dir / "s.json", R"({"base": {"backend": "delegation", "transport": "sim", "duration": 100,
+    "interval_ms": 1, "trim": 0, "runs": 1, "client_threads": 2}, "grid": {"np": [2, 3]}, "output": "out"})");
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  std::fflush(nullptr);
+  const pid_t sweep = ::fork();
+  REQUIRE(sweep >= 0);
+  if (sweep == 0) {
+    ::close(fds[0]);
+    ::signal(SIGINT, SIG_IGN);  // as started with & from a script: SIGTERM still stops it
+    if (::dup2(fds[1], STDERR_FILENO) < 0 || ::chdir(dir.path().c_str()) != 0) ::_exit(126);
+    ::alarm(kChildTimeLimitSeconds);
+    ::execl(BENCHKV_BIN, BENCHKV_BIN, "sweep", "s.json", "-j", "1", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  // The run has started once its log exists and the sweep has a child; then a little
+  // more, so that it is measuring (a signal before its first epoch stops it after it).
+  const fs::path runs = dir / "out/runs";
+  auto started = [&]() -> fs::path {
+    for (const char* r : {"0000", "0001"})
+      if (fs::exists(runs / r / "log.txt")) return runs / r;
+    return {};
+  };
+  for (int i = 0; i < 2000 && (children_of(sweep).empty() || started().empty()); ++i) ::usleep(10'000);
+  REQUIRE(children_of(sweep).size() == 1);
+  const fs::path run = started();
+  REQUIRE_FALSE(run.empty());
+  ::usleep(300'000);
+  REQUIRE(::kill(sweep, SIGTERM) == 0);
+  std::string err;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    err.append(buf, size_t(n));
+  }
+  ::close(fds[0]);
+  int ws = 0;
+  while (::waitpid(sweep, &ws, 0) < 0) REQUIRE(errno == EINTR);
+  INFO(err);
+  REQUIRE(WIFEXITED(ws));
+  CHECK(WEXITSTATUS(ws) == 143);
+  CHECK_THAT(err, Catch::Contains("interrupted; its outputs so far"));
+  CHECK_THAT(err, Catch::Contains("sweep: interrupted by SIGTERM: wrote"));
+  CHECK_THAT(err, Catch::Contains("results.csv (0 of 2 runs)"));
+  // results.csv: the header, no row; the run's own outputs marked, no row.json (a later
+  // sweep runs it again); the other run never started.
+  CHECK(csv_lines(dir / "out/results.csv") == 1);
+  const json s = read_json(run / "out.summary.json");
+  REQUIRE(s.contains("interrupted"));
+  CHECK(s["interrupted"]["signal"] == "SIGTERM");
+  const uint64_t done = s["interrupted"]["epochs_done"].get<uint64_t>();
+  CHECK(done >= 1);
+  CHECK(done < 100000);
+  const uint64_t np = s["config"]["np"].get<uint64_t>();
+  CHECK(csv_lines(run / "out.csv") == 1 + np * 2 * done);
+  CHECK(s["totals"]["issued"] == s["totals"]["completed"]);
+  CHECK_FALSE(fs::exists(run / "row.json"));
+  CHECK_FALSE(fs::exists(runs / (run.filename() == "0000" ? "0001" : "0000")));
+  CHECK_THAT(read_file(run / "log.txt"), Catch::Contains("interrupted by SIGTERM after epoch"));
+}

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <stdexcept>
 
+#include "apps/benchkv/cli/stop_signals.hpp"
 #include "apps/benchkv/results/provenance.hpp"
 
 namespace bkv::app {
@@ -96,6 +97,7 @@ nlohmann::json data_outputs(const Options& o, const DataResult& res, const std::
   // Real data runs step every thread of a rank on its main thread: no CPU map.
   summary["provenance"] = provenance_json(o.transport == TransportKind::kSim);
   if (details.contains("ucx_transports")) summary["provenance"]["ucx_transports"] = details["ucx_transports"];
+  if (!res.interrupted.is_null()) summary["interrupted"] = res.interrupted;
   write_summary_file(o.summary, summary);
   return summary;
 }
@@ -110,7 +112,9 @@ int write_data_outputs(const Options& o, const DataResult& res, const std::strin
   if (o.report == ReportFormat::kCsv) std::fputs(data_csv_report(summary["data"]).c_str(), stdout);
   std::fflush(stdout);
   std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());
-  return consistency_status(res.issued, res.completed, res.errors, "data operations");
+  const int consistent = consistency_status(res.issued, res.completed, res.errors, "data operations");
+  if (const int status = report_interruption(res.interrupted, o.output, o.summary); status != 0) return status;
+  return consistent;
 }
 
 }  // namespace bkv::app

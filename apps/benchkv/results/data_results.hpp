@@ -38,6 +38,9 @@ struct DataResult {
   std::vector<DataRunStats> stats;
   nlohmann::json extra;  // simulator statistics per size
   uint64_t issued = 0, completed = 0, errors = 0, rejected = 0;
+  // A signal stopped the run: {"signal", "run" (counted over the sizes), "epochs_done"}
+  // (summary "interrupted"); the sizes after it were not run.
+  nlohmann::json interrupted;
 };
 
 // The summary's "data" section (per size and run: ops/s, GiB/s, and the latency's mean,
@@ -55,8 +58,9 @@ std::string data_table(const Options& o, const DataResult& r);
 std::string data_csv_report(const nlohmann::json& data);
 
 // Writes the CSV and the summary, prints the report --report asks for (text: the table;
-// csv: data_csv_report; none: nothing); returns 1 when an operation was lost or failed,
-// else 0.
+// csv: data_csv_report; none: nothing); returns 128 + the signal when a signal stopped the
+// run (the summary is marked "interrupted", report_interruption), else 1 when an
+// operation was lost or failed, else 0.
 int write_data_outputs(const Options& o, const DataResult& r, const std::string& section, const nlohmann::json& details);
 // The files alone (CSV and summary), nothing printed; returns the summary (a sweep's run).
 nlohmann::json data_outputs(const Options& o, const DataResult& r, const std::string& section,

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <fmt/format.h>
 
+#include "apps/benchkv/cli/stop_signals.hpp"
 #include "apps/benchkv/results/provenance.hpp"
 
 namespace bkv::app {
@@ -67,18 +68,23 @@ nlohmann::json rpc_outputs(const Options& o, const RpcResult& res, const std::st
   if (!summary.contains("provenance")) summary["provenance"] = provenance_json(o.transport == TransportKind::kSim);
   if (res.setup_provenance.is_object()) summary["provenance"].update(res.setup_provenance);
   if (details.contains("ucx_transports")) summary["provenance"]["ucx_transports"] = details["ucx_transports"];
+  if (!res.interrupted.is_null()) summary["interrupted"] = res.interrupted;
   write_summary_file(o.summary, summary);
   return summary;
 }
 
 int write_rpc_outputs(const Options& o, const RpcResult& res, const std::string& section, const nlohmann::json& details) {
   const nlohmann::json summary = rpc_outputs(o, res, section, details);
-  const std::string report = format_report(summary, o.report);
-  std::fwrite(report.data(), 1, report.size(), stdout);
-  if (o.report == ReportFormat::kText) std::fputs(rpc_table(o, res).c_str(), stdout);
+  if (!res.runs.empty()) {  // (empty only when a signal stopped the run before any kept epoch finished)
+    const std::string report = format_report(summary, o.report);
+    std::fwrite(report.data(), 1, report.size(), stdout);
+    if (o.report == ReportFormat::kText) std::fputs(rpc_table(o, res).c_str(), stdout);
+  }
   std::fflush(stdout);
   std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());
-  return consistency_status(res.issued, res.completed, res.errors, "calls");
+  const int consistent = consistency_status(res.issued, res.completed, res.errors, "calls");
+  if (const int status = report_interruption(res.interrupted, o.output, o.summary); status != 0) return status;
+  return consistent;
 }
 
 std::string rpc_table(const Options& o, const RpcResult& r) {

@@ -33,6 +33,7 @@ struct RpcResult {
   nlohmann::json extra;  // simulator statistics, when simulated (several sizes: "sizes", one entry each)
   nlohmann::json setup_provenance;  // simulated: machine-dependent set-up choices, added to the provenance
   uint64_t issued = 0, completed = 0, errors = 0;
+  nlohmann::json interrupted;  // a signal stopped the run: {"signal", "run", "epochs_done"} (summary "interrupted")
 };
 
 // The summary's "rpc" section (per run: calls, Mrps, and the round trips' mean, p50, p90,
@@ -46,8 +47,9 @@ std::string rpc_table(const Options& o, const RpcResult& r);
 // Writes the CSV and the summary (with the "rpc" section, `section` = `details`, and the
 // totals), prints the report --report asks for on stdout (text: format_report and the
 // table; csv: format_report's CSV, latency from the RTTs; none: nothing); returns the
-// exit status: 1 when the run is not
-// consistent (a call lost or an error), else 0.
+// exit status: 128 + the signal when a signal stopped the run (the summary is marked
+// "interrupted", report_interruption), else 1 when the run is not consistent (a call lost
+// or an error), else 0.
 int write_rpc_outputs(const Options& o, const RpcResult& r, const std::string& section, const nlohmann::json& details);
 // The files alone (the CSV, led by message_size when several sizes ran, and the summary),
 // nothing printed; returns the summary (a sweep's run).

@@ -89,6 +89,7 @@ class DataExperiment final : public SimRun {
   void run(DataResult& out) {
     out_ = &out;
     const bool drained = run_timeline(run_base_);
+    if (interruption()) out.interrupted = interruption()->to_json();
     for (RunResults& rr : runs()) out.runs.push_back(std::move(rr));
     if (!drained) throw std::runtime_error("data: simulation ended with operations still in flight");
 
@@ -174,16 +175,19 @@ class DataExperiment final : public SimRun {
 
   void epoch_recorded(RunResults& rr, uint32_t /*run*/, uint32_t epoch) override {
     if (epoch + 1 == rr.first_kept_epoch()) open_window();
-    if (epoch + 1 == rr.end_kept_epoch()) {
-      uint64_t bytes = 0;
-      snapshot(kept_latency_, bytes);
-      kept_latency_ = kept_latency_.since(kept_start_latency_);
-      kept_bytes_ = bytes - kept_start_bytes_;
-    }
+    if (epoch + 1 == rr.end_kept_epoch()) close_kept_window();
     if (progress_) {  // runs counted per size
       const std::string line = format_progress(rr, o_.runs, epoch, run_base_);
       progress_(runs_total_ == o_.runs ? line : "value size " + std::to_string(value_size_) + ": " + line);
     }
+  }
+
+  // The latency and bytes of the kept window, from its opening snapshot to now.
+  void close_kept_window() {
+    uint64_t bytes = 0;
+    snapshot(kept_latency_, bytes);
+    kept_latency_ = kept_latency_.since(kept_start_latency_);
+    kept_bytes_ = bytes - kept_start_bytes_;
   }
 
   // Every client's latency, merged, and the value bytes moved so far.
@@ -203,7 +207,8 @@ class DataExperiment final : public SimRun {
     snapshot(kept_start_latency_, kept_start_bytes_);
   }
 
-  void run_ended(RunResults& rr, uint32_t run) override {
+  // The run's figures once its kept epochs ended (or a signal ended them early).
+  void kept_ended(RunResults& rr, uint32_t run) override {
     DataRunStats s;
     s.value_size = value_size_;
     s.run = run_base_ + run;
@@ -212,6 +217,12 @@ class DataExperiment final : public SimRun {
     s.bytes = kept_bytes_;
     s.latency = std::move(kept_latency_);
     out_->stats.push_back(std::move(s));
+  }
+  void run_interrupted(RunResults& rr, uint32_t run) override {
+    close_kept_window();
+    kept_ended(rr, run);
+  }
+  void run_ended(RunResults& /*rr*/, uint32_t /*run*/) override {
     open_window();  // the next run's window opens here when it trims nothing
   }
 
@@ -245,6 +256,7 @@ DataResult run_data_sim(const Options& o, const sim::Model& model, const std::fu
   for (uint32_t i = 0; i < sizes.size(); ++i) {
     DataExperiment e(o, model, sizes[i], i, static_cast<uint32_t>(sizes.size()), progress);
     e.run(res);
+    if (!res.interrupted.is_null()) break;  // a signal: the sizes after this one are not run
   }
   return res;
 }

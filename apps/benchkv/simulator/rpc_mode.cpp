@@ -75,6 +75,7 @@ class RpcExperiment final : public SimRun {
   // res.extra["sizes"].
   void run(RpcResult& res) {
     if (!run_timeline(run_base_)) throw std::runtime_error("rpc: simulation ended with calls still in flight");
+    if (interruption()) res.interrupted = interruption()->to_json();
     for (RunResults& rr : runs()) res.runs.push_back(std::move(rr));
     for (RpcRunStats& s : stats_) res.stats.push_back(std::move(s));
     res.issued += caller().counters().issued.load();
@@ -123,15 +124,23 @@ class RpcExperiment final : public SimRun {
     }
   }
 
-  void run_ended(RunResults& rr, uint32_t run) override {
+  // The run's figures once its kept epochs ended (or a signal ended them early).
+  void kept_ended(RunResults& rr, uint32_t run) override {
     RpcRunStats s;
     s.run = run_base_ + run;  // the CSV's run index (it counts over the sizes)
     s.message_size = message_size_;
     s.calls = rr.kept_requests();
     s.duration_ns = rr.kept_duration_ns();
     s.rtt = std::move(kept_rtt_);
-    open_window();  // the next run's window opens here when it trims nothing
     stats_.push_back(std::move(s));
+  }
+  void run_interrupted(RunResults& rr, uint32_t run) override {
+    kept_rtt_ = caller().rtt().since(kept_start_rtt_);
+    kept_ended(rr, run);
+  }
+
+  void run_ended(RunResults& /*rr*/, uint32_t /*run*/) override {
+    open_window();  // the next run's window opens here when it trims nothing
   }
 
   // A run's kept window opens: the caller's maximum restarts, its counts are noted.
@@ -155,6 +164,7 @@ RpcResult run_rpc_sim(const Options& o, const sim::Model& model, const std::func
   for (uint32_t i = 0; i < sizes.size(); ++i) {
     RpcExperiment e(o, model, progress, sizes[i], i, static_cast<uint32_t>(sizes.size()));
     e.run(res);
+    if (!res.interrupted.is_null()) break;  // a signal: the sizes after this one are not run
   }
   return res;
 }

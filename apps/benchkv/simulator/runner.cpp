@@ -1,9 +1,6 @@
 #include "apps/benchkv/simulator/runner.hpp"
 
-#include <signal.h>
-
 #include <cmath>
-#include <csignal>
 #include <fstream>
 #include <stdexcept>
 
@@ -11,34 +8,8 @@
 
 namespace bkv::app {
 
-namespace {
-
-volatile std::sig_atomic_t g_stop_signal = 0;
-
-extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
-
-}  // namespace
-
-void install_stop_signals() {
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESETHAND | SA_RESTART;  // the second signal: the default action
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  // Inherited blocked (the mask survives exec), they would never arrive; one already
-  // pending arrives here.
-  sigset_t both;
-  sigemptyset(&both);
-  sigaddset(&both, SIGINT);
-  sigaddset(&both, SIGTERM);
-  ::sigprocmask(SIG_UNBLOCK, &both, nullptr);
-}
-
-int stop_signal() noexcept { return g_stop_signal; }
-
 nlohmann::json Interruption::to_json() const {
-  return {{"signal", signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "signal " + std::to_string(signal)},
+  return {{"signal", signal_name(signal)},
           {"run", run},
           {"epochs_done", epochs_done}};
 }

@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/cli/stop_signals.hpp"
 #include "apps/benchkv/results/results.hpp"
 #include "sim/des_transport.hpp"
 #include "sim/engine.hpp"
@@ -41,13 +42,6 @@
 namespace bkv::app {
 
 using Progress = std::function<void(const std::string&)>;
-
-// SIGINT and SIGTERM set the stop signal that simulated runs look at at every epoch's
-// end (instead of ending the process); installed also when the process inherited SIGINT
-// ignored (a run started with & from a script) or blocked. A second signal ends the
-// process (default action). stop_signal(): the signal that came, 0 while none did.
-void install_stop_signals();
-int stop_signal() noexcept;
 
 // Where a signal stopped a simulated run.
 struct Interruption {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -20,6 +21,7 @@
 
 #include "apps/benchkv/results/fnv1a.hpp"
 #include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/cli/stop_signals.hpp"
 #include "apps/benchkv/results/results.hpp"
 #include "apps/benchkv/results/data_results.hpp"
 #include "apps/benchkv/results/rpc_results.hpp"
@@ -375,7 +377,15 @@ std::string finished_row(const Sweep& s, const SweepRun& r) {
   return row;
 }
 
-// Runs one point in this process and records its row. Returns the row.
+// A signal (SIGINT/SIGTERM) stopped a run: its CSV and summary hold the epochs it
+// finished, marked "interrupted"; no row.json, so a later sweep runs it again.
+struct RunInterrupted : std::runtime_error {
+  int signal;
+  RunInterrupted(const std::string& what, int sig) : std::runtime_error(what), signal(sig) {}
+};
+
+// Runs one point in this process and records its row. Returns the row. Throws
+// RunInterrupted when a signal stopped it.
 std::string run_point(const Sweep& s, const SweepRun& r) {
   const std::string dir = run_dir(s, r.index);
   fs::create_directories(dir);
@@ -421,6 +431,14 @@ std::string run_point(const Sweep& s, const SweepRun& r) {
     case Mode::kSweep:
     case Mode::kCompare: throw std::logic_error("sweep: a run of mode " + std::string(to_string(o.mode)));
   }
+  if (summary.contains("interrupted")) {  // a signal stopped it: its outputs are marked, no row
+    const json& i = summary["interrupted"];
+    throw RunInterrupted(describe(s, r) + ": interrupted by " + i["signal"].get<std::string>() + " after epoch " +
+                             std::to_string(i["epochs_done"].get<uint32_t>()) + " of run " +
+                             std::to_string(i["run"].get<uint32_t>()) + "; " + dir +
+                             " holds its epochs until then, marked \"interrupted\"",
+                         stop_signal());
+  }
   if (status != 0) throw std::runtime_error(describe(s, r) + ": the run is inconsistent (see its summary)");
   const std::string row = row_of(r, summary, latency);
   const std::string tmp = dir + "/row.json.tmp";
@@ -440,15 +458,47 @@ void progress(const Sweep& s, const SweepRun& r, size_t done, size_t total, doub
                seconds);
 }
 
-// Local runs, up to `jobs` child processes at a time. Returns the number of failures.
-size_t run_local(const Sweep& s, const std::vector<const SweepRun*>& to_run, uint32_t jobs, size_t total,
-                 size_t already) {
+// What the runs of this process came to.
+struct RunsOutcome {
+  size_t failures = 0;     // runs that failed or were interrupted (no row)
+  size_t interrupted = 0;  // of those, runs a signal stopped
+  int signal = 0;          // the signal that stopped the sweep (SIGINT, SIGTERM), 0 if none did
+};
+
+// A child process ended with a run interrupted by `sig`: its exit status 128 + sig (the
+// run wrote its partial outputs) or, if the signal's default action ended it, that signal.
+bool ended_by_stop_signal(int status) {
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) - 128 : WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  return code == SIGINT || code == SIGTERM;
+}
+
+// Local runs, up to `jobs` child processes at a time. SIGINT/SIGTERM (stop_signal) stop
+// the sweep: no run starts after it, the signal is passed on to the runs going (each in
+// its own process group, so a terminal's ^C reaches them once, through the sweep), which
+// stop at their next epoch's end and write what they measured, marked "interrupted".
+RunsOutcome run_local(const Sweep& s, const std::vector<const SweepRun*>& to_run, uint32_t jobs, size_t total,
+                      size_t already) {
   std::map<pid_t, std::pair<const SweepRun*, std::chrono::steady_clock::time_point>> live;
-  size_t failures = 0, done = already;
+  RunsOutcome out;
+  size_t done = already;
+  // Passes a signal that came on to the runs going, once.
+  auto pass_on_signal = [&] {
+    if (out.signal != 0 || stop_signal() == 0) return;
+    out.signal = stop_signal();
+    for (const auto& [pid, run] : live) ::kill(pid, out.signal);
+  };
   auto wait_one = [&]() {
     int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, 0);
+    pid_t pid = 0;
+    for (;;) {  // polled, so that a signal is passed on at once
+      pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid < 0 && errno == EINTR) continue;
+      if (pid != 0) break;
+      pass_on_signal();
+      ::usleep(20'000);
+    }
     if (pid < 0) throw std::runtime_error("sweep: waitpid failed");
+    pass_on_signal();
     auto it = live.find(pid);
     if (it == live.end()) return;
     const SweepRun& r = *it->second.first;
@@ -457,8 +507,13 @@ size_t run_local(const Sweep& s, const std::vector<const SweepRun*>& to_run, uin
     ++done;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
       progress(s, r, done, total, secs, "");
+    } else if (out.signal != 0 && ended_by_stop_signal(status)) {
+      ++out.failures;
+      ++out.interrupted;
+      std::fprintf(stderr, "sweep: %s interrupted; its outputs so far (marked \"interrupted\") and messages: %s\n",
+                   describe(s, r).c_str(), run_dir(s, r.index).c_str());
     } else {
-      ++failures;
+      ++out.failures;
       std::fprintf(stderr, "sweep: %s failed (%s %d); its messages: %s/log.txt\n", describe(s, r).c_str(),
                    WIFEXITED(status) ? "exit status" : "signal",
                    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), run_dir(s, r.index).c_str());
@@ -466,6 +521,8 @@ size_t run_local(const Sweep& s, const std::vector<const SweepRun*>& to_run, uin
   };
   for (const SweepRun* r : to_run) {
     while (live.size() >= jobs) wait_one();
+    pass_on_signal();
+    if (out.signal != 0) break;  // no run starts after a signal
     const std::string dir = run_dir(s, r->index);
     fs::create_directories(dir);
     std::fflush(nullptr);
@@ -477,13 +534,19 @@ size_t run_local(const Sweep& s, const std::vector<const SweepRun*>& to_run, uin
       // its runs going and writing into the output directory. (The check after the
       // prctl catches a parent that died before it.) SIGKILL, which cannot be ignored or
       // blocked: the child inherits both from the sweep (a launcher that ignores
-      // SIGTERM), and a run has no SIGTERM handler that SIGKILL would skip.
+      // SIGTERM). A SIGINT or SIGTERM the sweep gets, it passes on (above); the run's own
+      // process group keeps a terminal's ^C from reaching it a second time (the second
+      // signal would end it at once, before it wrote its outputs).
       if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(1);
+      ::setpgid(0, 0);
       const int fd = ::open((dir + "/log.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (fd >= 0) ::dup2(fd, 2);
       int rc = 0;
       try {
         run_point(s, *r);
+      } catch (const RunInterrupted& e) {
+        std::fprintf(stderr, "benchkv sweep: %s\n", e.what());
+        rc = 128 + e.signal;
       } catch (const std::exception& e) {
         std::fprintf(stderr, "benchkv sweep: %s: %s\n", describe(s, *r).c_str(), e.what());
         rc = 1;
@@ -494,7 +557,7 @@ size_t run_local(const Sweep& s, const std::vector<const SweepRun*>& to_run, uin
     live.emplace(pid, std::make_pair(r, std::chrono::steady_clock::now()));
   }
   while (!live.empty()) wait_one();
-  return failures;
+  return out;
 }
 
 void write_results(const Sweep& s, const std::vector<std::string>& rows) {
@@ -580,6 +643,9 @@ void print_usage(std::FILE* f) {
                "(every axis, then %s).\n"
                "Runs already finished in OUTPUT/runs/ with the same configuration are not run again; a\n"
                "finished run made with another configuration is refused (exit 2). Progress: stderr.\n"
+               "SIGINT/SIGTERM: no run starts after it; the runs going stop at their next epoch's end and keep\n"
+               "what they measured (marked \"interrupted\", no row); results.csv gets the finished runs' rows;\n"
+               "exit 130/143. Running the sweep again runs the rest.\n"
                "  -j N, --jobs N  runs at a time on local cores, one child process each (default: the\n"
                "                  cores of this machine, fewer when the runs' estimated memory would\n"
                "                  not fit in what is available); the runs estimated to take longest\n"
@@ -887,6 +953,9 @@ int sweep_main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
   }
+  // SIGINT/SIGTERM stop the sweep: the runs going write what they measured, marked
+  // "interrupted", and results.csv gets the rows of the runs finished (run_local).
+  install_stop_signals();
   if (ranks->size() > 1 && jobs > 1) {  // given explicitly
     std::fprintf(stderr, "benchkv sweep: -j with mpirun: each MPI rank is one run slot, drop -j\n");
     return 2;
@@ -938,8 +1007,11 @@ int sweep_main(int argc, char** argv) {
       std::fprintf(stderr, "sweep: %zu runs, %zu finished earlier, %zu to run (%s)\n", s.runs.size(), already,
                    to_run.size(), slots.c_str());
     size_t failures = 0;
+    int stopped_by = 0;  // the signal that stopped the sweep on this rank
     if (ranks->size() == 1) {
-      failures = run_local(s, to_run, jobs, s.runs.size(), already);
+      const RunsOutcome out = run_local(s, to_run, jobs, s.runs.size(), already);
+      failures = out.failures;
+      stopped_by = out.signal;
       for (const SweepRun* r : to_run) rows[r->index] = finished_row(s, *r);
     } else {
       // Rank k runs to_run[k], to_run[k + size], ...; every rank computed the same list.
@@ -947,6 +1019,7 @@ int sweep_main(int argc, char** argv) {
       size_t done = 0, share = 0;
       for (size_t i = static_cast<size_t>(ranks->rank()); i < to_run.size(); i += static_cast<size_t>(ranks->size())) ++share;
       for (size_t i = static_cast<size_t>(ranks->rank()); i < to_run.size(); i += static_cast<size_t>(ranks->size())) {
+        if (stop_signal() != 0) break;  // this rank's other runs are not started
         const SweepRun& r = *to_run[i];
         const auto t0 = std::chrono::steady_clock::now();
         try {
@@ -954,13 +1027,17 @@ int sweep_main(int argc, char** argv) {
           mine.push_back({r.index, row});
           progress(s, r, ++done, share, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                    " rank " + std::to_string(ranks->rank()) + ":");
+        } catch (const RunInterrupted& e) {
+          std::fprintf(stderr, "sweep: rank %d: %s\n", ranks->rank(), e.what());
+          ++failures;
         } catch (const std::exception& e) {
           std::fprintf(stderr, "sweep: rank %d: %s failed: %s\n", ranks->rank(), describe(s, r).c_str(), e.what());
           ++failures;
         }
       }
+      stopped_by = stop_signal();
       const std::vector<std::string> all = ranks->gather_to_root(mine.dump());
-      if (ranks->rank() != 0) return failures ? 1 : 0;
+      if (ranks->rank() != 0) return stopped_by ? 128 + stopped_by : failures ? 1 : 0;
       size_t gathered = 0;
       for (const auto& text : all)
         for (const auto& e : json::parse(text)) {
@@ -970,6 +1047,14 @@ int sweep_main(int argc, char** argv) {
       failures = to_run.size() - gathered;
     }
     write_results(s, rows);
+    if (stopped_by == 0) stopped_by = stop_signal();
+    if (stopped_by != 0) {
+      const size_t finished = static_cast<size_t>(
+          std::count_if(rows.begin(), rows.end(), [](const std::string& row) { return !row.empty(); }));
+      std::fprintf(stderr, "sweep: interrupted by %s: wrote %s/results.csv (%zu of %zu runs); rerun the sweep to run "
+                   "the rest\n", signal_name(stopped_by).c_str(), s.output_dir.c_str(), finished, s.runs.size());
+      return 128 + stopped_by;
+    }
     std::fprintf(stderr, "sweep: wrote %s/results.csv (%zu of %zu runs)%s\n", s.output_dir.c_str(),
                  s.runs.size() - failures, s.runs.size(), failures ? "; rerun to retry the failed runs" : "");
     return failures ? 1 : 0;
