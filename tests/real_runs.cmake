@@ -7,8 +7,9 @@ bkv_add_test(test_runtime GROUP concurrency SOURCES real_runs/test_runtime.cpp L
 # two processes when UCX is built). Registered directly with CTest: it is not a Catch test.
 bkv_group_enabled(e2e BKV_REAL_E2E)
 if(BKV_REAL_E2E AND MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
-  add_executable(test_mpi_smoke real_runs/test_mpi_smoke.cpp ${PROJECT_SOURCE_DIR}/apps/benchkv/real/mpi_orchestration.cpp)
-  target_link_libraries(test_mpi_smoke PRIVATE bkv_core MPI::MPI_C)
+  add_executable(test_mpi_smoke real_runs/test_mpi_smoke.cpp ${PROJECT_SOURCE_DIR}/apps/benchkv/real/mpi_orchestration.cpp
+                 ${PROJECT_SOURCE_DIR}/apps/benchkv/cli/stop_signals.cpp)
+  target_link_libraries(test_mpi_smoke PRIVATE bkv_core MPI::MPI_C nlohmann_json::nlohmann_json)
   if(TARGET bkv_ucx)
     target_link_libraries(test_mpi_smoke PRIVATE bkv_ucx)
     target_compile_definitions(test_mpi_smoke PRIVATE BKV_HAVE_UCX=1)

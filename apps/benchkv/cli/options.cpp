@@ -1156,6 +1156,8 @@ constexpr std::string_view kFooterCommon =
     "reports each figure's mean, standard deviation and 95 % confidence interval over them.\n"
     "Progress goes to stderr; the final report (--report) to stdout. Human text counts runs from 1\n"
     "(run 1/3) and gives latency in microseconds; the CSV columns and the JSON \"run\" count from 0.\n"
+    "SIGINT/SIGTERM stop the measurement at the next epoch's end: the CSV gets the finished epochs, the\n"
+    "summary is marked \"interrupted\", and benchkv exits 130/143 (real rpc and data runs write nothing).\n"
     "Outputs, their columns and units: docs/outputs.md.\n";
 
 constexpr std::string_view kFooterKv =

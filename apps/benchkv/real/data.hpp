@@ -24,6 +24,7 @@
 #include "apps/benchkv/real/ucx_transports.hpp"
 #include "apps/benchkv/node/node_setup.hpp"
 #include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/cli/stop_signals.hpp"
 #include "apps/benchkv/results/results.hpp"
 #include "apps/benchkv/results/rpc_results.hpp"
 #include "backends/data/data_node.hpp"
@@ -85,7 +86,10 @@ int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, 
       uint64_t start_bytes = 0, end_bytes = 0;
       for (uint32_t e = 0; e < epochs; ++e) {
         const uint64_t deadline = uint64_t{r} * duration + uint64_t{e + 1} * interval;
-        while (ns_since(t0) < deadline) step_all();
+        while (ns_since(t0) < deadline && app::stop_signal() == 0) step_all();
+        // SIGINT/SIGTERM: this mode keeps no partial results; the caller (run_ucx,
+        // run_rdma) says so and ends the rank.
+        if (const int sig = app::stop_signal(); sig != 0) throw mpi::Interrupted(app::signal_name(sig) + " came", sig);
         const uint64_t now = ns_since(t0);
         for (uint32_t c = 0; c < C; ++c) {
           rr.record(rank, c, e, completed_of(c) - last[c], now - last_t);

@@ -69,6 +69,7 @@
 #include "core/metrics/latency_histogram.hpp"
 #include "backends/node_config.hpp"
 #include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/cli/stop_signals.hpp"
 #include "apps/benchkv/results/results.hpp"
 #include "apps/benchkv/real/cpu_pinning.hpp"
 #include "apps/benchkv/real/thread_group.hpp"
@@ -439,7 +440,22 @@ struct RealResult {
   // stopped (copyrpc backends); false for a backend without that (ucx-am), whose calls
   // to the lost peer stay unanswered.
   bool calls_failed_back = false;
+  // Where the measurement is: run at_run, at_epochs of its epochs recorded (all of them
+  // once the run ended). Kept up to date by run_measurement.
+  uint32_t at_run = 0, at_epochs = 0;
+  // Set when SIGINT/SIGTERM stopped the measurement (mpi::Interrupted; `incomplete` is set
+  // too): the signal, the runs after at_run dropped and at_run cut at at_epochs (dropped
+  // when none of its kept epochs finished), the peers on this host that were gone when the
+  // signal was handled (mpi::Session::gone_peers) and the copyrpc endpoints that had
+  // stopped before it (the transport saw their connection fail, or a peer broke a rule).
+  int interrupted_by = 0;
+  std::vector<int> gone_peers;
+  std::vector<std::string> failed_endpoints;
 };
+
+// After SIGINT/SIGTERM, the local drain of the wind-down waits at most this long (mpirun
+// follows its SIGTERM with SIGKILL 1 s later by default: the outputs come first).
+inline constexpr double kInterruptDrainSeconds = 0.2;
 
 using ProgressFn = std::function<void(const std::string&)>;
 
@@ -531,8 +547,14 @@ void run_measurement_collective(Driver<N>& drv, const app::Options& o, Coord& co
   // Latency over each run's kept epochs, merged over this rank's clients (per run).
   std::vector<metrics::MergedRequestLatency> local_latency(o.runs);
   std::vector<metrics::MergedRequestLatency> kept_start;
+  // A signal at a safe point (an epoch's end, or during its wait): the measurement stops.
+  const auto stop_if_signalled = [](const char* where) {
+    if (const int sig = app::stop_signal(); sig != 0) throw mpi::Interrupted(app::signal_name(sig) + " came " + where, sig);
+  };
   for (uint32_t run = 0; run < o.runs; ++run) {
     app::RunResults& rr = res.runs[run];
+    res.at_run = run;
+    res.at_epochs = 0;
     coord.barrier();
     for (size_t i = 0; i < L; ++i)
       for (uint32_t c = 0; c < C; ++c) prev[i * C + c] = drv.completed(i, c);
@@ -540,7 +562,12 @@ void run_measurement_collective(Driver<N>& drv, const app::Options& o, Coord& co
     const auto t0 = Clock::now();
     auto t_prev = t0;
     for (uint32_t e = 0; e < epochs; ++e) {
-      std::this_thread::sleep_until(t0 + interval * (e + 1));
+      // Slept in slices of at most 10 ms, so that a signal is seen within one (the epoch
+      // it cuts short is not recorded).
+      for (const auto end = t0 + interval * (e + 1); Clock::now() < end;) {
+        stop_if_signalled("during an epoch");
+        std::this_thread::sleep_until(std::min(end, Clock::now() + std::chrono::milliseconds(10)));
+      }
       const auto t = Clock::now();
       const uint64_t dur = elapsed_ns(t_prev, t);
       t_prev = t;
@@ -553,6 +580,7 @@ void run_measurement_collective(Driver<N>& drv, const app::Options& o, Coord& co
           prev[i * C + c] = v;
         }
       }
+      res.at_epochs = e + 1;
       drv.rethrow_if_failed();
       if (e + 1 == rr.first_kept_epoch()) kept_start = drv.snapshot_latency();
       if (e + 1 == rr.end_kept_epoch()) {
@@ -573,6 +601,7 @@ void run_measurement_collective(Driver<N>& drv, const app::Options& o, Coord& co
           progress(app::format_progress(p));
         }
       }
+      if (e + 1 < epochs) stop_if_signalled("at an epoch's end");
     }
     // Run end: daemon metrics of the run (from the previous snapshot) and its counts.
     std::vector<backend::DaemonMetrics> now = drv.snapshot_daemons();
@@ -694,6 +723,30 @@ RealResult run_measurement(Driver<N>& drv, const app::Options& o, Coord& coord, 
     double wait_s = 60;
     if constexpr (requires { coord.s.collective_deadline_seconds(); }) wait_s = coord.s.collective_deadline_seconds();
     wind_down_after_peer_lost(drv, res, e.what(), wait_s, t_start);
+  } catch (const mpi::Interrupted& e) {
+    if constexpr (requires { coord.s.rearm_watchdog(); }) coord.s.rearm_watchdog();
+    res.interrupted_by = e.signal;
+    if constexpr (requires { coord.s.gone_peers(); }) res.gone_peers = coord.s.gone_peers();
+    for (size_t i = 0; i < drv.local_nodes(); ++i)  // before the wind-down stops every endpoint
+      if constexpr (requires { drv.local(i).node->failed_endpoints(); })
+        for (std::string& line : drv.local(i).node->failed_endpoints()) res.failed_endpoints.push_back(std::move(line));
+    std::string why = "interrupted by " + app::signal_name(e.signal);
+    if (!res.gone_peers.empty()) {
+      why += res.gone_peers.size() == 1 ? "; rank" : "; ranks";
+      for (size_t k = 0; k < res.gone_peers.size(); ++k)
+        why += (k ? ", " : " ") + std::to_string(res.gone_peers[k]);
+      why += res.gone_peers.size() == 1 ? " died before it (its process is gone)"
+                                        : " died before it (their processes are gone)";
+    }
+    wind_down_after_peer_lost(drv, res, why, kInterruptDrainSeconds, t_start);
+    // The finished epochs only: the runs after the current one never started, the current
+    // one ends at its last finished epoch (and is left out when none of its kept epochs is).
+    if (res.at_run + 1 < res.runs.size()) res.runs.erase(res.runs.begin() + res.at_run + 1, res.runs.end());
+    if (!res.runs.empty()) {
+      app::RunResults& last = res.runs.back();
+      if (res.at_epochs < last.epochs()) last.set_epochs_done(res.at_epochs);
+      if (last.epochs_done() <= last.first_kept_epoch()) res.runs.pop_back();
+    }
   }
   return res;
 }

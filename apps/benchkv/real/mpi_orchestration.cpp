@@ -18,7 +18,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <functional>
 #include <thread>
+#include <type_traits>
+
+#include "apps/benchkv/cli/stop_signals.hpp"
 
 namespace bkv::mpi {
 
@@ -55,15 +59,26 @@ int64_t now_ns() {
       .count();
 }
 
-// SIGINT/SIGTERM: say so and end the rank (async-signal-safe: write and _exit only).
-// A real run holds no /dev/shm segment (its channels are process memory), so nothing is
-// left behind; mpirun ends the other ranks when one exits non-zero.
-void on_terminate(int sig) {
-  const char* text = sig == SIGINT ? "benchkv: interrupted (SIGINT); ending this rank\n"
-                                   : "benchkv: terminated (SIGTERM); ending this rank\n";
-  [[maybe_unused]] const ssize_t w = ::write(STDERR_FILENO, text, std::strlen(text));
-  ::_exit(128 + sig);
+// A process is running: it exists and is not a zombie (ended, not yet reaped).
+bool running(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return false;
+  char buf[512];
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* close = std::strrchr(buf, ')');  // "pid (comm) S ...": the state follows the name
+  return close == nullptr || close[1] == '\0' || (close[2] != 'Z' && close[2] != 'X');
 }
+
+struct RankProcess {
+  uint64_t host = 0;  // hash of the processor name
+  int64_t pid = 0;
+};
+static_assert(std::is_trivially_copyable_v<RankProcess>);
 
 }  // namespace
 
@@ -89,6 +104,7 @@ struct Session::Impl {
   int64_t quiet_ns = 0;
   double collective_timeout_s = 0;  // 0: collectives wait without a deadline
   std::thread watchdog;
+  std::vector<RankProcess> processes;  // every rank's, from start_watchdog
   void progress() {
     if (quiet_ns > 0) deadline_ns.store(now_ns() + quiet_ns, std::memory_order_relaxed);
   }
@@ -103,6 +119,8 @@ struct Session::Impl {
       for (int done = 0;;) {
         check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), call);
         if (done) break;
+        if (const int sig = app::stop_signal(); sig != 0)
+          throw Interrupted(app::signal_name(sig) + " came while waiting for " + call, sig);
         if (now_ns() > deadline) {
           char text[160];
           std::snprintf(text, sizeof text, "%s did not complete within %s=%.1f s: a peer rank is stopped, dead or unreachable",
@@ -178,15 +196,27 @@ void Session::start_watchdog(double longest_phase_seconds) {
   impl_->quiet_ns = static_cast<int64_t>(quiet * 1e9);
   impl_->collective_timeout_s = timeout;
   impl_->progress();
-  struct sigaction sa {};
-  sa.sa_handler = on_terminate;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
+  app::install_stop_signals();
+  RankProcess mine;
+  mine.host = std::hash<std::string>{}(processor_name());
+  mine.pid = static_cast<int64_t>(::getpid());
+  impl_->processes = all_gather(mine);
   const int rank = rank_;
   impl_->watchdog = std::thread([impl = impl_.get(), rank, quiet, timeout] {
+    int64_t signalled_ns = 0;  // when this thread first saw a stop signal
     while (!impl->stop.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (const int sig = app::stop_signal(); sig != 0) {
+        if (signalled_ns == 0) signalled_ns = now_ns();
+        if (now_ns() - signalled_ns > static_cast<int64_t>(kInterruptGraceSeconds * 1e9)) {
+          std::fprintf(stderr,
+                       "benchkv: rank %d: %s came %.0f s ago and the measurement has not stopped; ending this rank "
+                       "without outputs\n",
+                       rank, app::signal_name(sig).c_str(), kInterruptGraceSeconds);
+          std::fflush(stderr);
+          ::_exit(128 + sig);
+        }
+      }
       const int64_t d = impl->deadline_ns.load(std::memory_order_relaxed);
       if (d != 0 && now_ns() > d) {
         std::fprintf(stderr,
@@ -198,6 +228,16 @@ void Session::start_watchdog(double longest_phase_seconds) {
       }
     }
   });
+}
+
+std::vector<int> Session::gone_peers() const {
+  std::vector<int> gone;
+  const std::vector<RankProcess>& all = impl_->processes;
+  for (size_t r = 0; r < all.size(); ++r)
+    if (static_cast<int>(r) != rank_ && all[r].host == all[static_cast<size_t>(rank_)].host &&
+        !running(static_cast<pid_t>(all[r].pid)))
+      gone.push_back(static_cast<int>(r));
+  return gone;
 }
 
 std::vector<std::byte> Session::all_to_all(std::span<const std::byte> outgoing, size_t blob_size) const {

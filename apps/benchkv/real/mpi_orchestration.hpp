@@ -36,10 +36,16 @@ namespace bkv::mpi {
 //    collective completes for the longest phase between two collectives plus twice the
 //    peer timeout: the backstop when the main thread is stuck outside a collective (or
 //    in its wind-down); mpirun then ends the other ranks.
-// SIGINT and SIGTERM end a rank with a message, status 128+signal.
+// SIGINT and SIGTERM (app::install_stop_signals, installed by start_watchdog) stop the
+// measurement: a collective waiting then throws Interrupted, the measurement loop looks
+// at the signal at every epoch's end, and the rank writes what it measured marked
+// "interrupted" (real/driver.hpp, real/mpi_run.hpp) and exits with 128 + the signal. The
+// watchdog thread ends a rank that has not done so kInterruptGraceSeconds after the
+// signal (a main thread stuck outside the loop's safe points), with a message.
 inline constexpr const char* kPeerTimeoutEnv = "BENCHKV_PEER_TIMEOUT";
 inline constexpr double kDefaultPeerTimeoutSeconds = 60;
 inline constexpr int kPeerLostExitCode = 3;
+inline constexpr double kInterruptGraceSeconds = 5;
 // BENCHKV_PEER_TIMEOUT, checked: a number of seconds in (0, 86400]; else invalid_argument.
 double peer_timeout_seconds();
 
@@ -47,6 +53,13 @@ double peer_timeout_seconds();
 // unreachable. MPI is unusable for this rank afterwards (the collective stays pending).
 struct PeerLost : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+// SIGINT or SIGTERM came (app::stop_signal) while a collective was waited for, or at a
+// safe point of the measurement: as after PeerLost, MPI is not used again by this rank.
+struct Interrupted : std::runtime_error {
+  int signal;
+  Interrupted(const std::string& what, int sig) : std::runtime_error(what), signal(sig) {}
 };
 
 class Session {
@@ -67,9 +80,15 @@ class Session {
   void barrier() const;
 
   // Starts the watchdog and the collectives' deadline (header comment) and the
-  // SIGINT/SIGTERM handlers. Call once, after the setup exchanges; every collective
-  // completed after that re-arms the watchdog.
+  // SIGINT/SIGTERM handlers, and learns every rank's host and process id (for
+  // gone_peers). Collective; call once, on every rank, before the measurement; every
+  // collective completed after that re-arms the watchdog.
   void start_watchdog(double longest_phase_seconds);
+  // The ranks on this rank's host whose process is no longer running (exited, killed:
+  // gone, or a zombie), as this rank sees them now; ranks on other hosts cannot be told
+  // apart this way and are never listed. Empty before start_watchdog. Call from the main
+  // thread (reads /proc).
+  std::vector<int> gone_peers() const;
   // Re-arms the watchdog as a completed collective would: a rank winding down after
   // PeerLost gets another full watchdog period for it.
   void rearm_watchdog() const;

@@ -3,6 +3,7 @@
 
 #include "apps/benchkv/results/fnv1a.hpp"
 #include "apps/benchkv/results/provenance.hpp"
+#include "apps/benchkv/cli/stop_signals.hpp"
 
 #include <unistd.h>
 
@@ -186,13 +187,22 @@ static nlohmann::json real_section(const nlohmann::json& extra, const RealResult
 
 void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res,
                        const nlohmann::json& extra) {
+  const bool interrupted = res.interrupted_by != 0;
   const char* pending = res.calls_failed_back
                             ? "every copyrpc endpoint stopped, their pending calls failed back"
                             : "this backend has no endpoints to stop: its calls to the lost peer stay unanswered";
+  for (const std::string& line : res.failed_endpoints)  // stopped before the signal came
+    std::fprintf(stderr, "benchkv: before the signal: %s\n", line.c_str());
+  std::string where;
+  if (interrupted) {
+    where = res.runs.empty() ? std::string(" before any kept epoch finished")
+                             : " after epoch " + std::to_string(res.runs.back().epochs_done()) + " of run " +
+                                   std::to_string(res.runs.back().run());
+  }
   std::fprintf(stderr,
-               "benchkv: rank %d: %s; the measurement ended early on this rank: %llu requests issued, %llu completed, "
+               "benchkv: rank %d: %s; the measurement ended early on this rank%s: %llu requests issued, %llu completed, "
                "%llu reported failed (%s), %llu never answered\n",
-               s.rank(), res.incomplete.c_str(), static_cast<unsigned long long>(res.issued),
+               s.rank(), res.incomplete.c_str(), where.c_str(), static_cast<unsigned long long>(res.issued),
                static_cast<unsigned long long>(res.completed), static_cast<unsigned long long>(res.failed), pending,
                static_cast<unsigned long long>(res.unanswered));
   std::fflush(stderr);
@@ -203,22 +213,45 @@ void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealR
       app::write_csv_file(eff.output, res.runs);
       nlohmann::json summary = app::summary_json(eff, res.runs, {});
       summary["incomplete"] = {{"reason", res.incomplete}, {"ranks_reported", nlohmann::json::array({0})}};
+      if (interrupted) {
+        nlohmann::json mark = {{"signal", app::signal_name(res.interrupted_by)}};
+        if (!res.runs.empty()) {
+          mark["run"] = res.runs.back().run();
+          mark["epochs_done"] = res.runs.back().epochs_done();
+        }
+        mark["gone_ranks"] = res.gone_peers;
+        if (!res.failed_endpoints.empty()) mark["failed_endpoints"] = res.failed_endpoints;
+        summary["interrupted"] = std::move(mark);
+      }
       summary["real"] = real_section(extra, res);
       summary["real"]["ranks"] = s.size();
       summary["totals"] = {{"issued", res.issued},   {"completed", res.completed},   {"errors", res.errors},
                            {"failed", res.failed},   {"unanswered", res.unanswered}};
       app::write_summary_file(eff.summary, summary);
-      std::fprintf(stderr, "wrote %s and %s, marked incomplete (rank 0's epochs only; the other ranks' are zero)\n",
-                   eff.output.c_str(), eff.summary.c_str());
+      std::fprintf(stderr, "wrote %s and %s, marked %s (rank 0's epochs only; the other ranks' are zero)\n",
+                   eff.output.c_str(), eff.summary.c_str(), interrupted ? "interrupted and incomplete" : "incomplete");
     } catch (const std::exception& e) {
       std::fprintf(stderr, "benchkv: %s\n", e.what());
     }
     std::fflush(stderr);
-  } else {
+  } else if (!interrupted) {
     // Let a live rank 0 write its outputs before this rank's exit makes mpirun end the job.
+    // (Interrupted: every rank was or will be signalled; mpirun ends the job anyway.)
     std::this_thread::sleep_for(std::chrono::duration<double>(s.collective_deadline_seconds()));
   }
-  ::_exit(mpi::kPeerLostExitCode);
+  ::_exit(interrupted ? 128 + res.interrupted_by : mpi::kPeerLostExitCode);
+}
+
+void interrupted_without_outputs(const mpi::Session& s, const mpi::Interrupted& e) {
+  std::string gone;
+  for (const int r : s.gone_peers()) gone += (gone.empty() ? "" : ", ") + std::to_string(r);
+  if (!gone.empty()) gone = "; rank(s) " + gone + " died before it (process gone)";
+  std::fprintf(stderr,
+               "benchkv: rank %d: interrupted: %s%s; no outputs written (only the KV modes keep a measurement cut "
+               "short); ending this rank\n",
+               s.rank(), e.what(), gone.c_str());
+  std::fflush(stderr);
+  ::_exit(128 + e.signal);
 }
 
 int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& res, const nlohmann::json& extra,
@@ -262,7 +295,13 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
       status = 1;
     }
   }
-  return static_cast<int>(s.allreduce_max(status));  // every rank exits with rank 0's verdict
+  try {
+    return static_cast<int>(s.allreduce_max(status));  // every rank exits with rank 0's verdict
+  } catch (const mpi::Interrupted& e) {  // (the outputs, if rank 0 got this far, are written)
+    std::fprintf(stderr, "benchkv: rank %d: interrupted after the measurement ended: %s\n", s.rank(), e.what());
+    std::fflush(stderr);
+    ::_exit(128 + e.signal);
+  }
 }
 
 }  // namespace bkv::real

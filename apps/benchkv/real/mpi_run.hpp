@@ -83,15 +83,23 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
                const RankPlan& plan);
 
 // The end of a rank whose measurement was cut short (RealResult::incomplete: a
-// collective missed its deadline, mpi::PeerLost). No MPI call is made (a peer is gone):
-// every rank prints its own totals on stderr; rank 0 writes the CSV (its own epochs; the
-// other ranks' rows are zero) and a summary marked "incomplete" with the reason and its
-// own totals, failed and unanswered counts included, and `extra` (the transport's
-// details, as finish_mpi writes them) under "real". Non-root ranks then wait up to the
-// peer timeout, so a live rank 0 finishes its outputs before mpirun ends the job. Ends
-// the process with kPeerLostExitCode (MPI_Finalize would wait for the lost peer).
+// collective missed its deadline, mpi::PeerLost, or SIGINT/SIGTERM came,
+// mpi::Interrupted). No MPI call is made (a peer may be gone): every rank prints its own
+// totals on stderr; rank 0 writes the CSV (its own epochs; the other ranks' rows are
+// zero) and a summary marked "incomplete" with the reason and its own totals, failed and
+// unanswered counts included, and `extra` (the transport's details, as finish_mpi writes
+// them) under "real"; after a signal also "interrupted": {"signal", "run", "epochs_done",
+// "gone_ranks", and "failed_endpoints" when some had stopped before the signal}. After a
+// lost peer, non-root ranks then wait up to the peer timeout, so a live rank 0 finishes
+// its outputs before mpirun ends the job. Ends the process with kPeerLostExitCode
+// (MPI_Finalize would wait for the lost peer), or 128 + the signal.
 [[noreturn]] void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res,
                                     const nlohmann::json& extra);
+
+// SIGINT/SIGTERM stopped this rank where nothing measured is kept (the set-up before the
+// KV measurement, the rpc and data modes): says so on stderr, naming the peers on this
+// host already gone, and ends the process with 128 + the signal, without MPI.
+[[noreturn]] void interrupted_without_outputs(const mpi::Session& s, const mpi::Interrupted& e);
 
 // The connections of `conns` between this rank and every peer, in connection order.
 inline std::vector<std::vector<size_t>> connections_by_peer(const std::vector<backend::Connection>& conns,

@@ -21,6 +21,7 @@
 #include "apps/benchkv/real/ucx_transports.hpp"
 #include "apps/benchkv/node/node_setup.hpp"
 #include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/cli/stop_signals.hpp"
 #include "apps/benchkv/results/results.hpp"
 #include "apps/benchkv/results/rpc_results.hpp"
 #include "backends/rpc/rpc_bench.hpp"
@@ -44,6 +45,11 @@ int run_rpc_mpi(const mpi::Session& s, const app::Options& o, R& rt, nlohmann::j
   using Clock = std::chrono::steady_clock;
   auto ns_since = [](Clock::time_point t0) {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+  };
+  // SIGINT/SIGTERM: this mode keeps no partial results; the caller (run_ucx, run_rdma)
+  // says so and ends the rank (mpi::Interrupted).
+  const auto stop_if_signalled = [] {
+    if (const int sig = app::stop_signal(); sig != 0) throw mpi::Interrupted(app::signal_name(sig) + " came", sig);
   };
   app::RpcResult res;
   // One experiment per message size, each with its own context and endpoints.
@@ -70,7 +76,8 @@ int run_rpc_mpi(const mpi::Session& s, const app::Options& o, R& rt, nlohmann::j
     s.barrier();
 
     if (rank != 0) {
-      while (!thr.stopped()) thr.step();
+      while (!thr.stopped() && app::stop_signal() == 0) thr.step();
+      stop_if_signalled();
       s.barrier();
       continue;
     }
@@ -89,7 +96,8 @@ int run_rpc_mpi(const mpi::Session& s, const app::Options& o, R& rt, nlohmann::j
       app::RunResults& rr = res.runs.back();
       for (uint32_t e = 0; e < epochs; ++e) {
         const uint64_t deadline = uint64_t{r} * duration + uint64_t{e + 1} * interval;
-        while (ns_since(t0) < deadline) thr.step();
+        while (ns_since(t0) < deadline && app::stop_signal() == 0) thr.step();
+        stop_if_signalled();
         const uint64_t now = ns_since(t0), completed = thr.counters().completed.load(std::memory_order_relaxed);
         rr.record(0, 0, e, completed - last_completed, now - last_t);
         for (uint32_t j = 1; j < np; ++j) rr.record(j, 0, e, 0, now - last_t);

@@ -152,6 +152,10 @@ int run_ucx(const app::Options& o) {
       res.errors += dropped;
     }
     return finish_mpi(s, o, res, extra, plan);
+  } catch (const mpi::Interrupted& e) {
+    // Outside the KV measurement (which writes what it measured, finish_incomplete): in
+    // the set-up, or in the rpc and data modes, which keep no partial results.
+    interrupted_without_outputs(s, e);
   } catch (const app::OptionError& e) {  // an input error (an output path): status 2, as on one machine
     s.abort(2, std::string("benchkv: ") + e.what());
   } catch (const std::exception& e) {
