@@ -278,7 +278,7 @@ std::vector<pid_t> children_of(pid_t parent) {
 
 }  // namespace
 
-TEST_CASE("interrupt: a sweep passes SIGTERM on to its run, which keeps its epochs; results.csv is written, 143",
+TEST_CASE("interrupt: a sweep passes SIGTERM on to its run, which keeps its epochs, and writes results.csv, 143",
           "[e2e][interrupt][sweep]") {
   TempDir dir;
   // Two long runs (100000 epochs of 1 ms), one at a time (-j 1): the signal comes during

@@ -364,7 +364,7 @@ TEST_CASE("mpirun -np 2 over tcp: a rank killed mid-run: the survivor's queue pa
   CHECK(t["failed"].get<uint64_t>() > 100);
 }
 
-TEST_CASE("mpirun -np 2: SIGTERM to rank 1 mid-run stops it with a message; rank 0, then ended, keeps its epochs",
+TEST_CASE("mpirun -np 2: SIGTERM to rank 1 mid-run stops it with a message, and rank 0, then ended, keeps its epochs",
           "[real-run][mpi][faults]") {
   e2e::TempDir dir;
   const Outcome o = run_with_rank1_signal("TERM", "2.5", dir.path(), {{"BENCHKV_PEER_TIMEOUT", "60"}});
