@@ -25,7 +25,8 @@ namespace {
 constexpr const char* kProbeUsage =
     "Usage: benchkv probe [--transport sim|ucx] [--np 2] [--model FILE] [--scale X] [--seed N] [-o FILE]\n"
     "Micro-benchmarks of what the simulator's NIC and CPU model needs (docs/your_cluster.md): WQE rate with\n"
-    "one WRITE+IMM per doorbell over 1..64 queue pairs and with batched doorbells, the posting thread's\n"
+    "one WRITE+IMM per doorbell over 1..64 queue pairs, with batched doorbells and from 2 and 4 posting\n"
+    "threads (simulator only; ucx runs both sides on one thread and skips them), the posting thread's\n"
     "busy fraction and loop rate, WRITE+IMM and READ latency over sizes, the CPU cost of a post, a\n"
     "doorbell, a CQ poll and a completion. Prints a table; -o writes the JSON of measured parameters.\n"
     "  --transport sim   two simulated nodes of --model (default: the built-in model), in this process\n"
@@ -131,7 +132,8 @@ int probe_main(int argc, char** argv) {
       run.results = real::run_probe_ucx(plan, &tls);
       run.note = "UCX transport code in one process, initiator and target alternating on one thread: not hardware numbers";
       run.conditions = {{"UCX_TLS", tls}, {"scale", scale}, {"clock", "steady clock (TSC where constant)"},
-                        {"one_thread", true}};
+                        {"one_thread", true},
+                        {"several_posting_threads", "not run: both sides alternate on one thread"}};
 #else
       return usage_error("probe: --transport ucx: this build has no UCX (install libucx-dev and rebuild)", kProbeUsage);
 #endif

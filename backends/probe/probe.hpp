@@ -4,6 +4,9 @@
 //   rate       one posting thread keeps WRITE+IMMs outstanding over k queue pairs, in
 //              strict round robin, `batch` WQEs per doorbell; WQEs per second over a
 //              window of completions, the posting thread's busy fraction and loop rate;
+//              with several posting threads (`threads`), each has its own k / threads
+//              queue pairs and its own Initiator, all started together, and the test's
+//              result is their merge (merge_threads);
 //   write_lat  WRITE+IMM ping-pong: the target answers each ping with a WRITE+IMM of the
 //              same size; half the round trip, as perftest's ib_write_lat reports;
 //   read_lat   one READ outstanding, post to its send completion.
@@ -52,6 +55,7 @@ struct TestSpec {
   uint32_t size = 64;    // payload bytes
   uint32_t warmup = 0;   // rate: WQEs completed before the window opens; latency: round trips not kept
   uint32_t iters = 0;    // rate: WQEs in the window (rounded up, see Initiator); latency: round trips kept
+  uint32_t threads = 1;  // rate: posting threads, each over qps / threads of the queue pairs (one Initiator each)
 };
 
 // Least-squares line y = a + b x over the points added.
@@ -157,6 +161,9 @@ class Initiator {
   void set_plan(std::vector<TestSpec> plan) {
     for (TestSpec& s : plan) {
       if (s.size == 0 || s.size > max_size_) throw std::invalid_argument("probe: message size out of range");
+      if (s.threads != 1)
+        throw std::invalid_argument("probe: a test with several posting threads runs as one single-thread test per "
+                                    "thread (thread_share), each on its own Initiator");
       if (s.kind == TestKind::kRate) {
         if (s.qps == 0 || s.qps > qps()) throw std::invalid_argument("probe: a rate test over more queue pairs than made");
         if (s.batch == 0 || s.batch > kMaxBatch || kSignalEvery % s.batch != 0)
@@ -494,6 +501,47 @@ class Target {
   uint32_t receives_ = 0;
   uint64_t received_ = 0, pongs_ = 0, pongs_out_ = 0;
 };
+
+// One posting thread's part of a rate test with several: its share of the queue pairs
+// and of the window, as a single-thread test.
+inline TestSpec thread_share(const TestSpec& s) {
+  if (s.kind != TestKind::kRate || s.threads == 0 || s.qps % s.threads != 0)
+    throw std::invalid_argument("probe: several posting threads need a rate test whose queue pairs they divide");
+  TestSpec t = s;
+  t.qps = s.qps / s.threads;
+  t.warmup = s.warmup / s.threads;
+  t.iters = s.iters / s.threads;
+  t.threads = 1;
+  return t;
+}
+
+// The result of a rate test run by several posting threads from each thread's own: the
+// WQEs summed over the threads in the longest thread's window (their windows open
+// together and overlap, so the sum over the longest is a lower bound of the node's rate);
+// loops and busy time of the busiest thread (the one nearest to limiting the rate); the
+// timed posts, polls and loops of all.
+inline TestResult merge_threads(const TestSpec& spec, const std::vector<TestResult>& parts) {
+  TestResult m;
+  m.spec = spec;
+  const TestResult* busiest = nullptr;
+  for (const TestResult& r : parts) {
+    m.wqes += r.wqes;
+    m.window_ns = std::max(m.window_ns, r.window_ns);
+    if (busiest == nullptr || r.busy_fraction() > busiest->busy_fraction()) busiest = &r;
+    m.post.merge(r.post);
+    m.poll.merge(r.poll);
+    m.loop.merge(r.loop);
+  }
+  if (busiest != nullptr) {
+    // Scaled to the merged window, so that busy_fraction() and loop_rate_per_s() are the
+    // busiest thread's own.
+    const double f = busiest->window_ns ? double(m.window_ns) / double(busiest->window_ns) : 0.0;
+    m.loops = static_cast<uint64_t>(double(busiest->loops) * f + 0.5);
+    m.busy_loops = static_cast<uint64_t>(double(busiest->busy_loops) * f + 0.5);
+    m.busy_ns = static_cast<uint64_t>(double(busiest->busy_ns) * f + 0.5);
+  }
+  return m;
+}
 
 // Connects an initiator and a target made in one process.
 template <Transport T>

@@ -175,3 +175,30 @@ TEST_CASE("probe and calibrate: bad input exits 2 with a message naming the prob
   CHECK(o.err.find(c.says) != std::string::npos);
   CHECK(!std::filesystem::exists(dir / "m.json"));
 }
+
+TEST_CASE("probe: several posting threads tell the send path's plateau from one thread's", "[e2e][sim][probe]") {
+  TempDir dir;
+  // The per-node send path (590 ns per WQE) sets the plateau: two and four posting threads
+  // over the same queue pairs reach the one-thread rate, none of them saturated.
+  const json node = probe(dir, "node.json", known_model(590, 30, 150, 5, 120, 13));
+  const json& t = node["parameters"]["threads_over_one_thread"];
+  CHECK(std::abs(t["value"].get<double>() - 1.0) < 0.1);
+  CHECK(t["conditions"]["same_rate"] == true);
+  CHECK(t["conditions"]["threads_cpu_bound"] == false);
+  const json& by = node["parameters"]["wqe_rate_by_qps_threads"];
+  CHECK(by.contains("8/2"));
+  CHECK(by.contains("64/4"));
+  CHECK(within(by["64/4"]["rate_wqe_per_s"].get<double>(), 1e9 / 590) < 0.05);
+  // A fast send path (50 ns per WQE) behind an expensive post (400 + 300 ns): one thread
+  // is saturated, and four reach about four times its rate, so the one-thread plateau is
+  // the CPU's and the fit leaves the send path at its base.
+  const json cpu = probe(dir, "cpu.json", known_model(50, 400, 300, 5, 120, 13));
+  const json& c = cpu["parameters"]["threads_over_one_thread"];
+  CHECK(cpu["parameters"]["node_wqe_rate_per_s"]["conditions"]["cpu_bound"] == true);
+  CHECK(c["value"].get<double>() > 3.0);
+  CHECK(c["conditions"]["same_rate"] == false);
+  run_ok({"calibrate", "--from", "cpu.json.probe.json", "-o", "fitted.json"}, dir.path());
+  const json m = read_json(dir / "fitted.json");
+  CHECK(m["nic"]["send"]["per_wqe_ns"] == 75.0);  // the built-in base's
+  CHECK(m["basis"].contains("nic.send.per_wqe_ns (not fitted)"));
+}

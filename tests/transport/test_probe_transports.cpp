@@ -78,6 +78,8 @@ TEST_CASE("probe over the mlx5 data path and the NIC emulator", "[probe][mlx5]")
   CHECK_THROWS_WITH(init.set_plan({{TestKind::kRate, 3, 1, 64, 0, 64}}), Catch::Contains("more queue pairs"));
   CHECK_THROWS_WITH(init.set_plan({{TestKind::kRate, 1, 3, 64, 0, 64}}), Catch::Contains("batch must divide"));
   CHECK_THROWS_WITH(init.set_plan({{TestKind::kReadLatency, 1, 1, 128, 0, 4}}), Catch::Contains("size out of range"));
+  // A test of several posting threads runs as one share per thread, never on one Initiator.
+  CHECK_THROWS_WITH(init.set_plan({{TestKind::kRate, 2, 1, 64, 0, 64, 2}}), Catch::Contains("several posting threads"));
 }
 #endif
 

@@ -60,6 +60,9 @@ std::vector<TestSpec> probe_plan(double scale) {
   for (uint32_t k : {1u, 2u, 3u, 4u, 8u, 16u, 32u, 64u}) p.push_back({TestKind::kRate, k, 1, 64, n(1024), n(4096)});
   for (uint32_t k : {1u, 8u})
     for (uint32_t b : {4u, 16u}) p.push_back({TestKind::kRate, k, b, 64, n(1024), n(4096)});
+  // Several posting threads over the plateau's queue pairs: whether one thread set it.
+  for (uint32_t k : {8u, 64u})
+    for (uint32_t t : {2u, 4u}) p.push_back({TestKind::kRate, k, 1, 64, n(1024), n(4096), t});
   for (uint32_t s : {8u, 64u, 256u, 1024u, 4096u}) p.push_back({TestKind::kWriteLatency, 1, 1, s, n(20), n(200)});
   for (uint32_t s : {8u, 64u, 4096u}) p.push_back({TestKind::kReadLatency, 1, 1, s, n(20), n(200)});
   return p;
@@ -78,7 +81,8 @@ uint32_t plan_max_size(const std::vector<TestSpec>& plan) {
 
 std::string test_name(const TestSpec& s) {
   if (s.kind == TestKind::kRate)
-    return "rate_k" + std::to_string(s.qps) + "_b" + std::to_string(s.batch) + "_s" + std::to_string(s.size);
+    return "rate_k" + std::to_string(s.qps) + "_b" + std::to_string(s.batch) + "_s" + std::to_string(s.size) +
+           (s.threads > 1 ? "_t" + std::to_string(s.threads) : std::string());
   return std::string(probe::to_string(s.kind)) + "_s" + std::to_string(s.size);
 }
 
@@ -92,10 +96,29 @@ json probe_parameters(const std::vector<TestResult>& results) {
   std::vector<std::string> plateau_from;
   json single_post_from = json::array();
   probe::Line single_post;
+  // Several posting threads at k >= kPlateauQps: the rate by "k/threads" and the busiest
+  // thread's busy fraction.
+  json by_threads = json::object();
+  double threaded_max = 0, threaded_busy = 0;
+  std::vector<std::string> threaded_from;
   for (const TestResult& r : results) {
     const std::string name = test_name(r.spec);
     loop.merge(r.loop);
     if (r.spec.kind != TestKind::kRate) continue;
+    if (r.spec.threads > 1) {
+      post.merge(r.post);
+      poll.merge(r.poll);
+      post_from.push_back(name);
+      poll_from.push_back(name);
+      by_threads[std::to_string(r.spec.qps) + "/" + std::to_string(r.spec.threads)] =
+          json{{"rate_wqe_per_s", r.rate_wqe_per_s()}, {"busiest_thread_busy_fraction", r.busy_fraction()}, {"test", name}};
+      if (r.spec.qps >= kPlateauQps && r.window_ns > 0) {
+        threaded_max = std::max(threaded_max, r.rate_wqe_per_s());
+        threaded_busy = std::max(threaded_busy, r.busy_fraction());
+        threaded_from.push_back(name);
+      }
+      continue;
+    }
     post.merge(r.post);
     poll.merge(r.poll);
     post_from.push_back(name);
@@ -145,6 +168,18 @@ json probe_parameters(const std::vector<TestResult>& results) {
                {"spread", (plateau_max - plateau_min) / rate}, {"flat", (plateau_max - plateau_min) / rate <= kFlatSpread}});
   }
   p["wqe_rate_by_qps"] = by_qps;
+  if (!threaded_from.empty()) {
+    p["wqe_rate_by_qps_threads"] = by_threads;
+    // The plateau's ratio to one thread's: ~1 when the node's send path set both, up to
+    // the thread count when one posting thread set the one-thread plateau.
+    if (p.contains("node_wqe_rate_per_s"))
+      p["threads_over_one_thread"] =
+          param(threaded_max / p["node_wqe_rate_per_s"]["value"].get<double>(), "ratio", threaded_from,
+                "highest WQE rate of several posting threads at k >= 8 over node_wqe_rate_per_s (one thread)",
+                {{"size", 64}, {"batch", 1}, {"busiest_thread_busy_max", threaded_busy},
+                 {"threads_cpu_bound", threaded_busy > kCpuBoundBusy},
+                 {"same_rate", std::abs(threaded_max / p["node_wqe_rate_per_s"]["value"].get<double>() - 1) <= kFlatSpread}});
+  }
   json wl = json::object(), rl = json::object();
   for (const TestResult& r : results) {
     if (r.spec.kind == TestKind::kRate || r.latency_ns.empty()) continue;
@@ -160,7 +195,7 @@ json probe_json(const ProbeRun& run) {
   json tests = json::array();
   for (const TestResult& r : run.results) {
     json t{{"name", test_name(r.spec)}, {"kind", probe::to_string(r.spec.kind)}, {"qps", r.spec.qps}, {"batch", r.spec.batch},
-           {"size", r.spec.size}, {"window_ns", r.window_ns}, {"loops", r.loops}, {"busy_fraction", r.busy_fraction()},
+           {"size", r.spec.size}, {"threads", r.spec.threads}, {"window_ns", r.window_ns}, {"loops", r.loops}, {"busy_fraction", r.busy_fraction()},
            {"loop_rate_per_s", r.loop_rate_per_s()}};
     if (r.spec.kind == TestKind::kRate) {
       t["wqes"] = r.wqes;
@@ -240,6 +275,14 @@ json fit_model(const json& probe, const json& base_model, const std::string& bas
   set_cpu("cqe", "cpu_cqe_ns", "one completion taken");
   set_cpu("flush", "cpu_wqe_build_ns", "building one WQE");
   set_cpu("doorbell", "cpu_doorbell_ns", "one doorbell");
+  // One busy posting thread's plateau is the send path's after all when several posting
+  // threads, none of them saturated, reach the same rate.
+  auto several_threads_same_rate = [&] {
+    const json* t = value("threads_over_one_thread");
+    if (t == nullptr) return false;
+    const json& c = t->value("conditions", json::object());
+    return c.value("same_rate", false) && !c.value("threads_cpu_bound", true);
+  };
   if (const json* v = value("node_wqe_rate_per_s")) {
     const json& c = v->value("conditions", json::object());
     const std::string busy = c.value("posting_thread_busy_max", json(0)).dump();
@@ -249,7 +292,7 @@ json fit_model(const json& probe, const json& base_model, const std::string& bas
           ", posting thread busy up to " + busy +
           "): no per-node plateau, so the per-node send path does not describe this NIC (a per-QP limit may: "
           "wqe_rate_by_qps); the send path is left at the base model";
-    } else if (c.value("cpu_bound", false)) {
+    } else if (c.value("cpu_bound", false) && !several_threads_same_rate()) {
       basis["nic.send.per_wqe_ns (not fitted)"] =
           "the posting thread was busy " + busy +
           " of the plateau's time: the rate may be the CPU's, not the send path's; left at the base model";
@@ -262,7 +305,11 @@ json fit_model(const json& probe, const json& base_model, const std::string& bas
       written.insert("nic.send.per_wqe_ns");
       basis["nic.send.engines = 1, nic.send.per_wqe_ns"] =
           "one send path per node (the per-node family), 1e9 / " + src + " node_wqe_rate_per_s = " + v->at("value").dump() +
-          " WQE/s: " + v->value("method", std::string()) + " (tests " + from(*v) + ")";
+          " WQE/s: " + v->value("method", std::string()) + " (tests " + from(*v) + ")" +
+          (c.value("cpu_bound", false)
+               ? "; the posting thread was busy " + busy + " of it, and several posting threads reached the same rate "
+                 "(threads_over_one_thread), so the send path set it"
+               : std::string());
     }
   }
   if (written.empty()) throw std::invalid_argument("the probe JSON determines no model parameter (no cpu_* or node_wqe_rate_per_s)");
