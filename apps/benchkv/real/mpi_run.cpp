@@ -278,9 +278,11 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
       for (size_t k = 0; threads_per_rank && k < all_cpus.size(); ++k) {
         const size_t t = k % threads_per_rank;
         const bool daemon = t < plan.pins.daemon_cpus.size();
-        threads.push_back({static_cast<uint32_t>(k / threads_per_rank),
-                           (daemon ? "d" : "c") + std::to_string(daemon ? t : t - plan.pins.daemon_cpus.size()),
-                           all_cpus[k]});
+        // Appended, not "d" + std::to_string(...): GCC 12 at -O3 warns -Wrestrict (a false
+        // positive) on that inlined operator+.
+        std::string name = daemon ? "d" : "c";
+        name += std::to_string(daemon ? t : t - plan.pins.daemon_cpus.size());
+        threads.push_back({static_cast<uint32_t>(k / threads_per_rank), std::move(name), all_cpus[k]});
       }
       summary["provenance"] = app::provenance_json(false, app::threads_json(threads));
       if (extra.contains("ucx_transports")) summary["provenance"]["ucx_transports"] = extra["ucx_transports"];

@@ -209,7 +209,12 @@ class Experiment final : public SimRun {
       fabric_.add_node(model_.nic);
       for (uint32_t t = 0; t < D_ + C_; ++t) {
         const bool client = t >= D_;
-        std::string name = "r" + std::to_string(r) + (client ? ".c" + std::to_string(t - D_) : ".d" + std::to_string(t));
+        // Appended piece by piece: GCC 12 at -O3 warns -Wrestrict (a false positive) on
+        // the inlined operator+ chain.
+        std::string name = "r";
+        name += std::to_string(r);
+        name += client ? ".c" : ".d";
+        name += std::to_string(client ? t - D_ : t);
         threads_[r].push_back(std::make_unique<SimThread>(engine_, model_.cpu, derive_seed(o_.seed, {0x544852ull, r, t}), name));
         if (model_.ring_head_contention && SimNode::RemotePath::kSharedHead && client)
           threads_[r].back()->bind_shared(Op::kRingReserve, &head_lines_[r]);
