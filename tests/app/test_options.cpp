@@ -545,11 +545,21 @@ TEST_CASE("--help of each mode lists that mode's options, in plain notation, wit
     CHECK(p->result.exit_status == 0);
     CHECK(p->result.error.empty());
     // No parser notation (a flag and its negation as "--x,--no-x{false}").
-    CHECK_THAT(p->out, !Catch::Contains("{false}") && !Catch::Contains(",--no-"));
+    CHECK_THAT(p->out, !Catch::Contains("{false}") && !Catch::Contains(",--no-") && !Catch::Contains("Excludes"));
     CHECK_THAT(p->out, Catch::Contains("BENCHKV_PEER_TIMEOUT"));
-    for (const char* s : {"--config", "--print-config", "-d,", "-r,", "-o,", "--no-progress", "--repeat"})
+    for (const char* s : {"--config", "--print-config", "-d,", "-r,", "-o,", "--no-progress"})
       CHECK_THAT(p->out, Catch::Contains(s));
   }
+  // --repeat (simulated KV runs only) and the positional backend word are KV options: the
+  // rpc and data helps list neither, nor the footer sentence about repetitions.
+  CHECK_THAT(kv.out, Catch::Contains("[JSON: repeat]") && Catch::Contains("Independent repetitions") &&
+                         Catch::Contains("[JSON: backend]"));
+  CHECK_THAT(kv.out, Catch::Contains("Usage: benchkv [OPTIONS] [backend]\n"));
+  CHECK_THAT(rpc.out, Catch::Contains("Usage: benchkv rpc [OPTIONS]\n"));
+  CHECK_THAT(data.out, Catch::Contains("Usage: benchkv data [OPTIONS]\n"));
+  for (const auto* p : {&rpc, &data})
+    CHECK_THAT(p->out, !Catch::Contains("[JSON: repeat]") && !Catch::Contains("Independent repetitions") &&
+                           !Catch::Contains("[JSON: backend]") && !Catch::Contains("required to run"));
   // Every option, with its default and JSON key, in the help of each mode it applies to.
   Options data_defaults;
   data_defaults.mode = Mode::kData;
@@ -586,6 +596,26 @@ TEST_CASE("--help of each mode lists that mode's options, in plain notation, wit
   for (uint8_t k = 0; k <= static_cast<uint8_t>(bkv::sim::FaultKind::kRnrStorm); ++k) {
     CHECK_THAT(kv.out, Catch::Contains(std::string(bkv::sim::to_string(static_cast<bkv::sim::FaultKind>(k))) + ":"));
   }
+}
+
+TEST_CASE("a flag and its --no- form together are refused, and --repeat outside simulated KV runs", "[bench][options]") {
+  for (const auto& args : {std::vector<std::string>{"--progress", "--no-progress", "meta"},
+                           std::vector<std::string>{"--no-progress", "meta", "--progress"}}) {
+    const auto both = parse(args);
+    REQUIRE_FALSE(both.result.should_run());
+    CHECK(both.result.exit_status == 2);
+    CHECK_THAT(both.result.error, Catch::Contains("--progress and --no-progress"));
+  }
+  CHECK(parse({"--no-progress", "meta"}).result.should_run());
+  CHECK_FALSE(parse({"--no-progress", "meta"}).result.options.progress);
+  CHECK(parse({"--progress", "meta"}).result.options.progress);
+  for (const char* mode : {"rpc", "data"}) {
+    const auto r = parse({mode, "--repeat", "2"});
+    REQUIRE_FALSE(r.result.should_run());
+    CHECK(r.result.exit_status == 2);
+    CHECK_THAT(r.result.error, Catch::Contains("--repeat") && Catch::Contains("another --seed"));
+  }
+  CHECK(parse({"meta", "--repeat", "2"}).result.should_run());
 }
 
 TEST_CASE("validate() on a hand-built Options", "[bench][options]") {

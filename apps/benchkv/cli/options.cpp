@@ -727,6 +727,9 @@ constexpr Applicability kApplicability[] = {
     {"message_size", &is_rpc, "an option of the rpc benchmark"},
     {"value_size", &is_data, "an option of the data benchmark"},
     {"data_backend", &is_data, "an option of the data benchmark"},
+    {"repeat", &sim_kv,
+     "a repetition of simulated KV runs (--transport sim, backend meta, delegation or direct); repeat other runs by "
+     "running them again with another --seed"},
 };
 
 bool applies_to_mode(std::string_view key, Mode mode) {
@@ -867,11 +870,7 @@ void validate(const Options& o, bool require_backend) {
   }
   if (o.runs < 1) fail(o, "runs", "must be >= 1");
   if (o.repeat < 1 || o.repeat > kMaxRepeat) fail(o, "repeat", fmt::format("must be in [1, {}]", kMaxRepeat));
-  if (o.repeat > 1) {
-    if (!sim_kv(o))
-      fail(o, "repeat", fmt::format("applies to simulated KV runs (--transport sim, backend meta, delegation or "
-                                    "direct), not to {}; repeat other runs by running them again with another --seed",
-                                    mode_of(o)));
+  if (o.repeat > 1) {  // simulated KV runs only: refused elsewhere by validate_applicability()
     for (const char* k : {"inflight_samples", "trace", "step_log"})
       if (!spec_of(k).get(o).get<std::string>().empty())
         fail(o, "repeat", fmt::format("> 1 writes no per-repetition {} file: drop --{} or run one seed",
@@ -1152,8 +1151,6 @@ constexpr std::string_view kFooterCommon =
     "BENCHKV_PEER_TIMEOUT=SECONDS (default 60) bounds how long a rank waits for a stopped or dead peer\n"
     "before it writes outputs marked incomplete and exits with status 3 (docs/reliability.md). UCX_TLS\n"
     "chooses UCX's transports; the ones UCX selected are recorded (provenance.ucx_transports).\n"
-    "Independent repetitions: --repeat N runs the experiment N times with seeds seed .. seed + N - 1 and\n"
-    "reports each figure's mean, standard deviation and 95 % confidence interval over them.\n"
     "Progress goes to stderr; the final report (--report) to stdout. Human text counts runs from 1\n"
     "(run 1/3) and gives latency in microseconds; the CSV columns and the JSON \"run\" count from 0.\n"
     "SIGINT/SIGTERM stop the measurement at the next epoch's end: the CSV gets the finished epochs, the\n"
@@ -1167,6 +1164,8 @@ constexpr std::string_view kFooterKv =
     "aggregates over the runs (\"overall\") and where the numbers come from (\"provenance\").\n"
     "Text report: the configuration, per run Mops, requests, daemon CQEs per loop and calls in flight and\n"
     "the latency table, then [OVERALL] lines over the runs (and over the repetitions with --repeat).\n"
+    "Independent repetitions: --repeat N runs the experiment N times with seeds seed .. seed + N - 1 and\n"
+    "reports each figure's mean, standard deviation and 95 % confidence interval over them.\n"
     "Other modes: benchkv rpc --help (copyrpc alone, message sizes), benchkv data --help (bulk values),\n"
     "benchkv sweep --help (a grid of simulated runs), benchkv compare --help (two results side by side).\n";
 
@@ -1212,6 +1211,15 @@ std::string extras_message(const std::vector<std::string>& extras, const std::ve
   return fmt::format("{} (see benchkv --help)", cli11_message);
 }
 
+// The help's usage line of rpc and data, without the positional word: there it is the
+// mode's own word, already given ("benchkv rpc [OPTIONS]").
+class ModeFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string name) const override {
+    return fmt::format("{}: {} [OPTIONS]\n", get_label("Usage"), name);
+  }
+};
+
 ParseResult usage_error(std::string message) {
   ParseResult r;
   r.action = ParseResult::Action::kExit;
@@ -1239,6 +1247,7 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
                          : mode_of_help == Mode::kData ? kFooterData
                                                        : kFooterKv) +
              std::string(kFooterCommon));
+  if (mode_of_help != Mode::kKv) app.formatter(std::make_shared<ModeFormatter>());
   app.get_formatter()->column_width(40);
 
   constexpr size_t kNumSpecs = std::size(kSpecs);
@@ -1256,8 +1265,9 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
       // --X and --no-X: two flags (one listed), so --help shows no parser notation.
       flags[i] = false;
       cli[i] = app.add_flag(long_flag(s), flags[i], desc);
+      // Not ->excludes(): --help would print it as "Excludes: --no-X"; both given is
+      // refused after parsing.
       negations[i] = app.add_flag(fmt::format("--no-{}", long_flag(s).substr(2)), negated[i])->group("");
-      cli[i]->excludes(negations[i]);
     } else {
       std::string names = long_flag(s);
       if (s.short_flag != 0) names = fmt::format("-{},{}", s.short_flag, names);
@@ -1265,8 +1275,10 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
       cli[i] = app.add_option(names, texts[i], desc)->type_name(value_name);
     }
     // Listed under its group when it applies to the mode --help describes; hidden (still
-    // parsed, refused by validate() where it does not apply) otherwise.
-    cli[i]->group(applies_to_mode(s.key, mode_of_help) ? std::string(s.group) : std::string());
+    // parsed, refused by validate() where it does not apply) otherwise. The positional
+    // word is listed in the KV help only: in rpc and data it is the mode's own word.
+    const bool listed = is_positional(s) ? mode_of_help == Mode::kKv : applies_to_mode(s.key, mode_of_help);
+    cli[i]->group(listed ? std::string(s.group) : std::string());
   }
   std::string config_path;
   app.add_option("--config", config_path,
@@ -1334,6 +1346,9 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
     std::vector<std::string_view> given_on_command_line;
     for (size_t i = 0; i < kNumSpecs; ++i) {
       const bool negation = negations[i] != nullptr && negations[i]->count() > 0;
+      if (negation && cli[i]->count() > 0)
+        throw OptionError(std::string(kSpecs[i].key), fmt::format("--{0} and --no-{0}: give one of them, not both",
+                                                     long_flag(kSpecs[i]).substr(2)));
       if (cli[i]->count() == 0 && !negation) continue;
       const Spec& s = kSpecs[i];
       const json v = (s.kind == Kind::kBool) ? json(!negation) : cli_value(s, texts[i]);
