@@ -3,6 +3,8 @@
 // which do not apply are refused.
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,7 +23,8 @@ std::vector<std::string> rpc_args(std::vector<std::string> extra, const std::str
 
 // The rpc table's header (the report's last lines: one row per run, latencies in us).
 constexpr const char* kRpcTableHeader =
-    "endpoints    QD   size  run       Mrps       MB/s      mean       p50       p90       p99     p99.9       max      (us)";
+    "endpoints    QD   size  run       Mrps       MB/s      mean       p50       p90       p95       p99     p99.9       max"
+    "      (us)";
 
 json rpc_run(const TempDir& dir, std::vector<std::string> extra, Outcome* out = nullptr, const std::string& np = "2") {
   const Outcome o = run_ok(rpc_args(std::move(extra), np), dir.path());
@@ -141,6 +144,55 @@ TEST_CASE("rpc: --np 1 runs caller and server on one NIC, and the loopback skips
 // --report for rpc as for the KV backends: csv is the header and a line per run (its
 // latency columns the caller's round-trip times in ns), none is nothing on stdout, text
 // ends with the rpc table counting runs from 1.
+TEST_CASE("rpc: --message-size 8..64 runs four sizes: a table row, a CSV message_size and a summary run each",
+          "[e2e][sim][rpc]") {
+  TempDir dir;
+  const Outcome o = run_ok({"rpc", "--transport", "sim", "--np", "2", "-d", "0.004", "--interval-ms", "1", "--trim", "1",
+                            "-r", "1", "--progress", "-o", "out.csv", "--message-size", "8..64"},
+                           dir.path());
+  const std::vector<uint64_t> sizes = {8, 16, 32, 64};
+  // The table: one row per size, its size column in order.
+  const size_t table = o.out.find(kRpcTableHeader);
+  REQUIRE(table != std::string::npos);
+  std::vector<std::vector<std::string>> rows;
+  {
+    std::istringstream in(o.out.substr(o.out.find('\n', table) + 1));
+    for (std::string l; std::getline(in, l);) {
+      std::istringstream w(l);
+      std::vector<std::string> f;
+      for (std::string x; w >> x;) f.push_back(x);
+      rows.push_back(f);
+    }
+  }
+  REQUIRE(rows.size() == 4);
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(rows[i].at(2) == std::to_string(sizes[i]));
+    CHECK(rows[i].at(3) == "1");  // runs counted per size
+    CHECK(rows[i].size() == 13);  // ... Mrps, MB/s, mean, p50, p90, p95, p99, p99.9, max
+  }
+  // No [OVERALL] average over different sizes; progress lines count calls in Mrps.
+  CHECK_THAT(o.out, !Catch::Contains("[OVERALL]"));
+  CHECK_THAT(o.err, Catch::Contains(" Mrps") && !Catch::Contains(" Mops"));
+  // The CSV leads with the run's message size.
+  std::ifstream csv(dir / "out.csv");
+  std::string header;
+  REQUIRE(std::getline(csv, header));
+  CHECK(header.rfind("message_size,run,", 0) == 0);
+  std::vector<uint64_t> csv_sizes;
+  for (std::string l; std::getline(csv, l);) {
+    const uint64_t size = std::stoull(l.substr(0, l.find(',')));
+    if (csv_sizes.empty() || csv_sizes.back() != size) csv_sizes.push_back(size);
+  }
+  CHECK(csv_sizes == sizes);
+  // The summary: a run per size, each with its message size.
+  const json s = read_json(dir / "out.summary.json");
+  REQUIRE(s["rpc"]["runs"].size() == 4);
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(s["rpc"]["runs"][i]["run"] == i);
+    CHECK(s["rpc"]["runs"][i]["message_size"] == sizes[i]);
+  }
+}
+
 TEST_CASE("rpc: --report csv fills the latency columns from the RTTs, none prints nothing", "[e2e][sim][rpc][report]") {
   TempDir dir;
   const fs::path t = dir.subdir("text"), c = dir.subdir("csv"), n = dir.subdir("none");

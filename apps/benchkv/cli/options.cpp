@@ -1176,8 +1176,9 @@ constexpr std::string_view kFooterRpc =
     "Output: the CSV as the KV backends' (rank 0's calls; the server ranks' rows are zeros), led by a\n"
     "message_size column when several sizes run; the summary's \"rpc\" section has per run the calls, Mrps\n"
     "and the round trips' mean, p50, p90, p95, p99, p99.9, max (microseconds) and raw histogram.\n"
-    "Text report: the configuration, a line per run (Mrps, calls), [OVERALL] lines, then a table per size\n"
-    "and run: Mrps, MB/s (request payload, 10^6 bytes), round trip mean/p50/p90/p99/p99.9/max in us.\n";
+    "Text report: the configuration, a line per run (Mrps, calls), [OVERALL] lines (when one size ran),\n"
+    "then a table per size and run: Mrps, MB/s (request payload, 10^6 bytes), round trip\n"
+    "mean/p50/p90/p95/p99/p99.9/max in us.\n";
 
 constexpr std::string_view kFooterData =
     "benchkv data: bulk values by one-sided RDMA (docs/data.md); one experiment per value size.\n"
@@ -1185,7 +1186,7 @@ constexpr std::string_view kFooterData =
     "\"data\" section has per size and run ops/s, GiB/s and the latency's mean, p50, p90, p95, p99, p99.9,\n"
     "max (microseconds) and raw histogram.\n"
     "Text report: a table, a line per size and run (runs counted from 1 within each size): ops/s, GiB/s\n"
-    "and the latency mean/p50/p90/p99/p99.9/max in us.\n";
+    "and the latency mean/p50/p90/p95/p99/p99.9/max in us.\n";
 
 // The message for command-line words CLI11 could not place: the first one that looks like
 // an option is named alone, with the closest option as a hint ("--durtion 1 meta" would

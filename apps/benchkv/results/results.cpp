@@ -684,10 +684,12 @@ std::string format_report(const json& summary, ReportFormat format) {
   const char* rate = rpc ? "Mrps" : "Mops";
   const char* what = rpc ? "calls" : "requests";
   const size_t n = runs.size();
+  bool several_sizes = false;
   for (const json& r : runs) {
     std::string tag = fmt::format("run {}/{}", r["run"].get<uint64_t>() + 1, n);
     if (const json* rtt = rpc ? rpc_run_rtts(summary, r["run"].get<uint64_t>()) : nullptr;
         rtt != nullptr && rtt->contains("message_size")) {  // several sizes: runs counted per size
+      several_sizes = true;
       const uint64_t per_size = summary["config"]["runs"].get<uint64_t>();
       tag = fmt::format("size {} run {}/{}", (*rtt)["message_size"].get<uint64_t>(),
                         r["run"].get<uint64_t>() % per_size + 1, per_size);
@@ -695,6 +697,9 @@ std::string format_report(const json& summary, ReportFormat format) {
     out += run_line(tag, r, rate, what);
     if (r["latency"].is_object()) latency_table(out, tag, r["latency"]);
   }
+  // Over several message sizes an average would mix sizes: the rpc table gives each size's
+  // runs, and no [OVERALL] lines are printed.
+  if (several_sizes) return out + failed_line(summary);
   const json& o = summary["overall"];
   out += fmt::format("[OVERALL] {} runs: {} {}\n", o["runs"].get<uint64_t>(), rate, spread_text(o["mops"]));
   if (o.contains("daemon_cqe_per_loop")) {
@@ -982,9 +987,9 @@ std::string format_progress(const ProgressLine& p) {
   }
   uint64_t total = 0;
   for (uint64_t r : p.rank_requests) total += r;
-  std::string line = fmt::format("run {}/{} epoch {}/{} [{}] {:.3f} s {:9.3f} Mops", p.run + 1, p.runs,
-                                 p.epoch + 1, p.epochs, tag, static_cast<double>(p.duration_ns) * 1e-9,
-                                 mops(total, p.duration_ns));
+  std::string line = fmt::format("run {}/{} epoch {}/{} [{}] {:.3f} s {:9.3f} {}", p.run + 1, p.runs, p.epoch + 1,
+                                 p.epochs, tag, static_cast<double>(p.duration_ns) * 1e-9, mops(total, p.duration_ns),
+                                 p.rate);
   if (p.rank_requests.size() > 1) {
     const auto [lo, hi] = std::minmax_element(p.rank_requests.begin(), p.rank_requests.end());
     const double avg = mops(total, p.duration_ns) / static_cast<double>(p.rank_requests.size());
@@ -999,8 +1004,9 @@ std::string format_progress(const ProgressLine& p) {
 namespace {
 // The progress line of one epoch, over the ranks `by_rank` holds.
 std::string epoch_progress(const RunResults& results, uint32_t runs, uint32_t epoch,
-                           std::span<const uint64_t> by_rank, uint32_t first_run) {
+                           std::span<const uint64_t> by_rank, uint32_t first_run, const char* rate) {
   ProgressLine p;
+  p.rate = rate;
   p.run = results.run() - first_run;
   p.runs = runs;
   p.epoch = epoch;
@@ -1014,14 +1020,14 @@ std::string epoch_progress(const RunResults& results, uint32_t runs, uint32_t ep
 
 std::string format_progress(const RunResults& results, uint32_t runs, uint32_t epoch, uint32_t first_run) {
   const std::vector<uint64_t> by_rank = results.epoch_rank_requests(epoch);
-  return epoch_progress(results, runs, epoch, by_rank, first_run);
+  return epoch_progress(results, runs, epoch, by_rank, first_run, "Mops");
 }
 
 std::string format_rpc_progress(const RunResults& results, uint32_t runs, uint32_t epoch, uint32_t first_run) {
   const std::vector<uint64_t> by_rank = results.epoch_rank_requests(epoch);
-  // Rank 0 only: the caller (the server ranks complete nothing).
+  // Rank 0 only: the caller (the server ranks complete nothing); its calls in Mrps.
   return epoch_progress(results, runs, epoch, std::span<const uint64_t>(by_rank).first(by_rank.empty() ? 0 : 1),
-                        first_run);
+                        first_run, "Mrps");
 }
 
 }  // namespace bkv::app

@@ -289,6 +289,7 @@ struct ProgressLine {
   uint32_t trim = 0;
   uint64_t duration_ns = 0;
   std::span<const uint64_t> rank_requests;  // requests completed in the epoch, by rank
+  const char* rate = "Mops";                // the rate's unit: Mrps for rpc's calls
 };
 std::string format_progress(const ProgressLine& line);
 // The line for one recorded epoch of `results`; its run is counted from first_run (the

@@ -88,16 +88,17 @@ int write_rpc_outputs(const Options& o, const RpcResult& res, const std::string&
 }
 
 std::string rpc_table(const Options& o, const RpcResult& r) {
-  std::string out = fmt::format("{:>9} {:>5} {:>6} {:>4} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
-                                "endpoints", "QD", "size", "run", "Mrps", "MB/s", "mean", "p50", "p90", "p99",
+  std::string out = fmt::format("{:>9} {:>5} {:>6} {:>4} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+                                "endpoints", "QD", "size", "run", "Mrps", "MB/s", "mean", "p50", "p90", "p95", "p99",
                                 "p99.9", "max", "(us)");
   for (const RpcRunStats& s : r.stats) {
     const auto us = [](double ns) { return ns / 1000.0; };
-    out += fmt::format("{:>9} {:>5} {:>6} {:>4} {:>10.3f} {:>10.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f}\n",
+    out += fmt::format("{:>9} {:>5} {:>6} {:>4} {:>10.3f} {:>10.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} "
+                       "{:>9.3f}\n",
                        o.endpoints, o.queue_depth, s.message_size, s.run % o.runs + 1, s.mrps(), s.mrps() * s.message_size,
                        us(s.rtt.mean_ns()), us(double(s.rtt.percentile_ns(0.5))), us(double(s.rtt.percentile_ns(0.9))),
-                       us(double(s.rtt.percentile_ns(0.99))), us(double(s.rtt.percentile_ns(0.999))),
-                       us(double(s.rtt.max_ns())));
+                       us(double(s.rtt.percentile_ns(0.95))), us(double(s.rtt.percentile_ns(0.99))),
+                       us(double(s.rtt.percentile_ns(0.999))), us(double(s.rtt.max_ns())));
   }
   return out;
 }
