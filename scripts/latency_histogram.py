@@ -21,6 +21,7 @@ import argparse
 import json
 import math
 import sys
+import textwrap
 
 SUB = 64          # sub-buckets per power of two (core/metrics/latency_histogram.hpp)
 EXACT_BELOW = 128  # one bucket per value below
@@ -111,6 +112,12 @@ def percentile(counts, extremes, p):
 
 
 def plot_cdf(counts, path, title):
+    cdf_figure(counts, title).savefig(path, dpi=120)
+
+
+def cdf_figure(counts, title):
+    """The CDF; a long title is wrapped onto several lines so that none is cut at the
+    figure's edges."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -128,9 +135,9 @@ def plot_cdf(counts, path, title):
     ax.set_ylabel("fraction of requests at or below")
     ax.set_ylim(0, 1.01)
     ax.grid(True, which="both", alpha=0.3)
-    ax.set_title(title)
+    ax.set_title(textwrap.fill(title, 60), fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    return fig
 
 
 def title_of(summary, cls, n):

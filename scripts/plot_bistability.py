@@ -18,7 +18,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 BUCKETS = ("0", "1", "2-10", "11-100", ">100")
 
@@ -86,6 +86,75 @@ def title_and_labels(series):
     return title, labels
 
 
+def plain(value, _pos=None):
+    """A tick label in plain numbers (0.5, 2, 30), not 10^0 or 2x10^0."""
+    return f"{value:g}"
+
+
+def log_axis(ax, values):
+    """A log y axis that labels enough ticks to be read: when the values span less than a
+    decade (one labelled power of ten at most), the minor ticks are labelled too, in
+    plain numbers."""
+    ax.set_yscale("log")
+    positive = [v for v in values if v > 0]
+    if positive and max(positive) < 10 * min(positive):
+        ax.yaxis.set_major_formatter(FuncFormatter(plain))
+        ax.yaxis.set_minor_formatter(FuncFormatter(plain))
+
+
+def regime_figure(rows):
+    """The regime map from the sweep's results.csv rows (dicts)."""
+    fig, axes = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    cqes = []
+    for start in ("sync", "staggered"):
+        rr = sorted((int(r["np"]), float(r["mops_per_rank"]), float(r["cqe_per_loop"]))
+                    for r in rows if r.get("start_mode", r.get("start")) == start)
+        if not rr:
+            continue
+        axes[0].plot([r[0] for r in rr], [r[1] for r in rr], "o-", label=f"{start} start")
+        axes[1].plot([r[0] for r in rr], [r[2] for r in rr], "o-", label=f"{start} start")
+        cqes += [r[2] for r in rr]
+    axes[0].set_ylabel("throughput per rank\n(M requests/s)")
+    axes[1].set_ylabel("CQEs per loop")
+    log_axis(axes[1], cqes)
+    axes[1].set_xlabel("NP (nodes)")
+    axes[1].xaxis.set_major_locator(MaxNLocator(integer=True))
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("Regime map: equilibrium reached from a synchronized vs a staggered start")
+    fig.tight_layout()
+    return fig
+
+
+def timeseries_figure(series, shared, bin_us, t_max=None):
+    """Throughput, calls in flight and CQEs per loop over virtual time, in bins of bin_us,
+    up to t_max ms (None: the whole run). The subtitle says what is shown."""
+    fig, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
+    shown = 0.0  # the last bin drawn (ms)
+    for label, prefix in series:
+        t, mops, infl, cpl = load_series(prefix, bin_us)
+        if t_max is not None:
+            keep = [i for i, x in enumerate(t) if x <= t_max]
+            t, mops, infl, cpl = ([v[i] for i in keep] for v in (t, mops, infl, cpl))
+        shown = max([shown] + t)
+        axes[0].plot(t, mops, label=label)
+        axes[1].plot(t, infl, label=label)
+        axes[2].plot(t, cpl, label=label)
+    axes[0].set_ylabel("throughput per rank\n(M requests/s)")
+    axes[1].set_ylabel("copyrpc calls in flight\n(daemon #0, rank avg)")
+    axes[2].set_ylabel("CQEs per loop")
+    axes[2].set_yscale("symlog", linthresh=1)
+    axes[2].set_xlabel("virtual time (ms)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper right", fontsize=8)
+    span = "whole run" if t_max is None else f"first {shown:.3g} ms"
+    fig.suptitle(f"{shared}: {span}, {bin_us:g} us bins")
+    fig.tight_layout()
+    return fig
+
+
 def main(argv):
     args = argv[1:]
     regime = None
@@ -112,28 +181,8 @@ def main(argv):
     shared, labels = title_and_labels(series)
     series = [(lab, prefix) for lab, (_, prefix) in zip(labels, series)]
 
-    for name, bin_us, t_max, title in (
-            ("timeseries.png", 100.0, None, "whole run, 100 us bins"),
-            ("timeseries_start.png", 20.0, 3.0, "first 3 ms: the burst, the waves, the lock-in (20 us bins)")):
-        fig, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
-        for label, prefix in series:
-            t, mops, infl, cpl = load_series(prefix, bin_us)
-            if t_max is not None:
-                keep = [i for i, x in enumerate(t) if x <= t_max]
-                t, mops, infl, cpl = ([v[i] for i in keep] for v in (t, mops, infl, cpl))
-            axes[0].plot(t, mops, label=label)
-            axes[1].plot(t, infl, label=label)
-            axes[2].plot(t, cpl, label=label)
-        axes[0].set_ylabel("throughput per rank\n(M requests/s)")
-        axes[1].set_ylabel("copyrpc calls in flight\n(daemon #0, rank avg)")
-        axes[2].set_ylabel("CQEs per loop")
-        axes[2].set_yscale("symlog", linthresh=1)
-        axes[2].set_xlabel("virtual time (ms)")
-        for ax in axes:
-            ax.grid(alpha=0.3)
-            ax.legend(loc="upper right", fontsize=8)
-        fig.suptitle(f"{shared}: {title}")
-        fig.tight_layout()
+    for name, bin_us, t_max in (("timeseries.png", 100.0, None), ("timeseries_start.png", 20.0, 3.0)):
+        fig = timeseries_figure(series, shared, bin_us, t_max)
         fig.savefig(os.path.join(outdir, name), dpi=110)
         plt.close(fig)
 
@@ -153,26 +202,7 @@ def main(argv):
     fig.savefig(os.path.join(outdir, "cqe_histogram.png"), dpi=110)
 
     if regime:
-        rows = list(csv.DictReader(open(regime)))
-        fig, axes = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
-        for start in ("sync", "staggered"):
-            rr = sorted((int(r["np"]), float(r["mops_per_rank"]), float(r["cqe_per_loop"]))
-                        for r in rows if r.get("start_mode", r.get("start")) == start)
-            if not rr:
-                continue
-            axes[0].plot([r[0] for r in rr], [r[1] for r in rr], "o-", label=f"{start} start")
-            axes[1].plot([r[0] for r in rr], [r[2] for r in rr], "o-", label=f"{start} start")
-        axes[0].set_ylabel("throughput per rank\n(M requests/s)")
-        axes[1].set_ylabel("CQEs per loop")
-        axes[1].set_yscale("log")
-        axes[1].set_xlabel("NP (nodes)")
-        axes[1].xaxis.set_major_locator(MaxNLocator(integer=True))
-        for ax in axes:
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
-        fig.suptitle("Regime map: equilibrium reached from a synchronized vs a staggered start")
-        fig.tight_layout()
-        fig.savefig(os.path.join(outdir, "regime_map.png"), dpi=110)
+        regime_figure(list(csv.DictReader(open(regime)))).savefig(os.path.join(outdir, "regime_map.png"), dpi=110)
     return 0
 
 

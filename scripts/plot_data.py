@@ -4,7 +4,9 @@
 usage: plot_data.py OUT.png LABEL=RUN.summary.json [LABEL=RUN.summary.json ...]
 
 Each summary's "data" section gives, per value size, GiB/s and the latency percentiles
-(docs/data.md). With several runs per size, the mean over runs is plotted.
+(docs/data.md). With several runs per size, the mean over runs is plotted. The title
+says the configuration the summaries share (transport, nodes, clients, queue depth,
+read ratio, data backend); the labels tell the curves apart.
 """
 import json
 import sys
@@ -14,11 +16,16 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 
-def per_size(path):
+def read_summary(path):
     with open(path) as f:
-        runs = json.load(f)["data"]["runs"]
+        summary = json.load(f)
+    return summary.get("config", {}), per_size(summary["data"]["runs"])
+
+
+def per_size(runs):
     acc = defaultdict(list)
     for r in runs:
         acc[r["value_size"]].append(r)
@@ -28,23 +35,34 @@ def per_size(path):
     return sizes, gib, p50
 
 
-def main(argv):
-    if len(argv) < 3 or any("=" not in a for a in argv[2:]):
-        sys.exit(__doc__)
-    # Every input is read before anything is drawn: a missing file or a summary of another
-    # kind is one line naming it (exit status 2), not a traceback.
-    curves = []
-    for arg in argv[2:]:
-        label, path = arg.split("=", 1)
-        try:
-            curves.append((label, per_size(path)))
-        except FileNotFoundError:
-            print(f"plot_data: {path}: no such file", file=sys.stderr)
-            sys.exit(2)
-        except (KeyError, TypeError, json.JSONDecodeError):
-            print(f"plot_data: {path}: not a benchkv data summary (no data.runs section)", file=sys.stderr)
-            sys.exit(2)
-    fig, (bw, lat) = plt.subplots(1, 2, figsize=(11, 4))
+def title(configs):
+    """The settings every summary shares, in words ("" when none is shared)."""
+    def shared(key):
+        values = {json.dumps(c.get(key)) for c in configs}
+        return configs[0].get(key) if len(values) == 1 else None
+
+    parts = []
+    if shared("transport") is not None:
+        parts.append(f"--transport {shared('transport')}")
+    if shared("np") is not None:
+        parts.append(f"{shared('np')} nodes")
+    clients, qd = shared("client_threads"), shared("queue_depth")
+    if clients is not None and qd is not None:
+        parts.append(f"{clients} client{'s' if clients != 1 else ''} x QD {qd} per node")
+    if shared("read_ratio") is not None:
+        parts.append(f"read ratio {shared('read_ratio'):g}")
+    if shared("data_backend") is not None:
+        parts.append(f"{shared('data_backend')} backend")
+    return "benchkv data" + (": " + ", ".join(parts) if parts else "")
+
+
+def plain(value, _pos=None):
+    """A tick label in plain numbers (3.2, 10, 200), not 3.2x10^0."""
+    return f"{value:g}"
+
+
+def figure(curves, configs):
+    fig, (bw, lat) = plt.subplots(1, 2, figsize=(11, 4.4))
     for label, (sizes, gib, p50) in curves:
         bw.plot(sizes, gib, marker="o", label=label)
         lat.plot(sizes, p50, marker="o", label=label)
@@ -56,8 +74,32 @@ def main(argv):
     bw.set_ylabel("GiB/s (all nodes, puts + gets)")
     lat.set_ylabel("latency p50 (us)")
     lat.set_yscale("log")
+    lat.yaxis.set_major_formatter(FuncFormatter(plain))
+    lat.yaxis.set_minor_formatter(FuncFormatter(plain))
+    fig.suptitle(title(configs))
     fig.tight_layout()
-    fig.savefig(argv[1], dpi=110)
+    return fig
+
+
+def main(argv):
+    if len(argv) < 3 or any("=" not in a for a in argv[2:]):
+        sys.exit(__doc__)
+    # Every input is read before anything is drawn: a missing file or a summary of another
+    # kind is one line naming it (exit status 2), not a traceback.
+    curves, configs = [], []
+    for arg in argv[2:]:
+        label, path = arg.split("=", 1)
+        try:
+            config, sizes = read_summary(path)
+            curves.append((label, sizes))
+            configs.append(config)
+        except FileNotFoundError:
+            print(f"plot_data: {path}: no such file", file=sys.stderr)
+            sys.exit(2)
+        except (KeyError, TypeError, json.JSONDecodeError):
+            print(f"plot_data: {path}: not a benchkv data summary (no data.runs section)", file=sys.stderr)
+            sys.exit(2)
+    figure(curves, configs).savefig(argv[1], dpi=110)
 
 
 if __name__ == "__main__":

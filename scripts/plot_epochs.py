@@ -110,13 +110,31 @@ def main():
     df = load(args.csv)
     total = epoch_mops(df, per_rank=False)
     ranks = epoch_mops(df, per_rank=True) if args.per_rank else None
+    fig = figure(total, ranks, title_of(args.csv), args.print)
+    try:
+        fig.savefig(out, dpi=120)
+    except OSError as e:
+        fail(f"cannot write {out}: {e}")
+    print(f"wrote {out}", file=sys.stderr)
 
+
+def from_zero(ax, values):
+    """The y axis from 0 to a little above the largest value, so that the markers at the
+    top are drawn whole (matplotlib's margin above the data is a share of the data's own
+    span, which for nearly flat lines far above 0 is smaller than a marker)."""
+    top = max(values, default=0.0)
+    ax.set_ylim(0, top * 1.08 if top > 0 else 1.0)
+
+
+def figure(total, ranks, title, printing=False):
+    """The figure: total Mops per epoch, and every rank's in a second panel when `ranks`
+    is not None; with `printing` the figures are printed on stdout as they are drawn."""
     panels = 2 if ranks is not None else 1
     fig, axs = plt.subplots(panels, 1, figsize=(8, 4.5 if panels == 1 else 7.5), sharex=True, squeeze=False)
     ax = axs[0, 0]
     for run, g in total.groupby("run"):
         line, = ax.plot(g["epoch"], g["mops"], marker="o", label=f"run {run}")
-        if args.print:
+        if printing:
             for r in g.itertuples():
                 print(f"{run} {r.epoch} {r.mops:.6f}")
         if ranks is not None:
@@ -124,26 +142,22 @@ def main():
             for i, (rank, rg) in enumerate(ranks[ranks["run"] == run].groupby("rank")):
                 rax.plot(rg["epoch"], rg["mops"], color=line.get_color(), linewidth=0.8, alpha=0.5,
                          label=f"run {run}, each rank" if i == 0 else None)
-                if args.print:
+                if printing:
                     for r in rg.itertuples():
                         print(f"{run} {r.epoch} {rank} {r.mops:.6f}")
     ax.set_ylabel("throughput, all ranks\n(M requests/s)")
-    ax.set_ylim(bottom=0)
-    ax.set_title(title_of(args.csv))
+    from_zero(ax, total["mops"])
+    ax.set_title(title)
     for a in axs[:, 0]:
         a.grid(alpha=0.3)
         a.legend(fontsize="small")
     if ranks is not None:
         axs[1, 0].set_ylabel("throughput per rank\n(M requests/s)")
-        axs[1, 0].set_ylim(bottom=0)
+        from_zero(axs[1, 0], ranks["mops"])
     axs[-1, 0].set_xlabel("epoch (index in the run, trimmed epochs counted)")
     axs[-1, 0].xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
-    try:
-        fig.savefig(out, dpi=120)
-    except OSError as e:
-        fail(f"cannot write {out}: {e}")
-    print(f"wrote {out}", file=sys.stderr)
+    return fig
 
 
 if __name__ == "__main__":

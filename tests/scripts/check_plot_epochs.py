@@ -71,6 +71,30 @@ def main(root, benchkv):
         check(p.returncode == 0 and os.path.exists(os.path.join(d, "hand.png")), "default output name")
         check(p.stdout == "", f"stdout without --print: {p.stdout!r}")
 
+        # Nearly flat lines far above 0: the y axis still reaches above the top markers
+        # (matplotlib's own margin, 5 % of the data's span, would cut them in half).
+        flat = os.path.join(d, "flat.csv")
+        with open(flat, "w") as f:
+            f.write("run,rank,client_id,epoch,requests,duration_ns\n"
+                    "0,0,0,1,1000,1000\n0,1,0,1,990,1000\n0,0,0,2,995,1000\n0,1,0,2,1000,1000\n")
+        probe = (
+            "import sys, json\n"
+            f"sys.path.insert(0, {os.path.join(root, 'scripts')!r})\n"
+            "import plot_epochs\n"
+            f"df = plot_epochs.load({flat!r})\n"
+            "total, ranks = plot_epochs.epoch_mops(df, False), plot_epochs.epoch_mops(df, True)\n"
+            "fig = plot_epochs.figure(total, ranks, 't')\n"
+            "print(json.dumps({'total': list(fig.axes[0].get_ylim()), 'rank': list(fig.axes[1].get_ylim()),\n"
+            "                  'max_total': float(total['mops'].max()), 'max_rank': float(ranks['mops'].max())}))\n")
+        q = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+        check(q.returncode == 0, f"flat probe: {q.stderr}")
+        if q.returncode == 0:
+            got = json.loads(q.stdout.strip().splitlines()[-1])
+            for panel in ("total", "rank"):
+                lo, hi = got[panel]
+                top = got["max_" + panel]
+                check(lo == 0 and hi >= 1.05 * top, f"{panel} panel: y from {lo} to {hi}, the largest value {top}")
+
         # Not benchkv's CSV, bad values, missing file: exit 2 naming the problem.
         bad_cases = {
             "columns.csv": ("a,b,c\n1,2,3\n", "not a benchkv per-epoch CSV"),
