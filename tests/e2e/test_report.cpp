@@ -284,6 +284,42 @@ TEST_CASE("compare: two summaries side by side, ratio and Welch's verdict over r
   CHECK_THAT(bad.err, Catch::Contains("missing.json"));
 }
 
+TEST_CASE("compare: summaries over different UCX transports are refused unless allowed", "[e2e][sim][compare]") {
+  TempDir dir;
+  run_ok(small_sim("meta", {"-r", "1", "-o", "a.csv", "--report", "none"}), dir.path());
+  // The transports a real UCX run records (provenance.ucx_transports), written by hand into
+  // two copies of one simulated summary: shared memory against TCP.
+  json a = read_json(dir / "a.summary.json");
+  a["provenance"]["ucx_transports"] = {{"am", {"sysv/memory", "cma/memory"}}, {"lanes", json::array()}, {"endpoints", 2}};
+  json b = a;
+  b["provenance"]["ucx_transports"]["am"] = {"tcp/lo"};
+  write_file(dir / "shm.summary.json", a.dump());
+  write_file(dir / "tcp.summary.json", b.dump());
+  write_file(dir / "shm2.summary.json", a.dump());
+
+  const Outcome refused = run_benchkv({"compare", "shm.summary.json", "tcp.summary.json"}, dir.path());
+  INFO(describe(refused));
+  CHECK(refused.status == 2);
+  CHECK(refused.out.empty());
+  CHECK_THAT(refused.err, Catch::Contains("different UCX transports") && Catch::Contains("tcp/lo") &&
+                              Catch::Contains("--allow-different-transports"));
+  const Outcome allowed =
+      run_ok({"compare", "--allow-different-transports", "shm.summary.json", "tcp.summary.json"}, dir.path());
+  CHECK_THAT(allowed.out, Catch::Contains("warning: A and B ran over different UCX transports") &&
+                              Catch::Contains("Mops mean"));
+  // The same transports on both sides: compared without a word about them.
+  const Outcome same = run_ok({"compare", "shm.summary.json", "shm2.summary.json"}, dir.path());
+  CHECK_THAT(same.out, !Catch::Contains("UCX transports"));
+  // One side recorded over UCX, the other not (a simulated run): refused too.
+  const Outcome mixed = run_benchkv({"compare", "a.summary.json", "tcp.summary.json"}, dir.path());
+  INFO(describe(mixed));
+  CHECK(mixed.status == 2);
+  CHECK_THAT(mixed.err, Catch::Contains("none recorded") && !Catch::Contains("json.exception"));
+  const Outcome mixed_allowed =
+      run_ok({"compare", "--allow-different-transports", "a.summary.json", "tcp.summary.json"}, dir.path());
+  CHECK_THAT(mixed_allowed.out, Catch::Contains("warning: A and B ran over different UCX transports (none vs"));
+}
+
 TEST_CASE("compare: summaries of different kinds are refused, data is compared per value size", "[e2e][sim][compare]") {
   TempDir dir;
   run_ok(small_sim("delegation", {"-r", "1", "-o", "kv.csv", "--report", "none"}), dir.path());

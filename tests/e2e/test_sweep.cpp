@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "e2e/benchkv_run.hpp"
@@ -422,6 +423,39 @@ TEST_CASE("sweep: --help names every option it accepts and the -j rule under mpi
   INFO(describe(j));
   CHECK(j.status == 0);
   CHECK_THAT(j.err, Catch::Contains("(2 at a time, -j; the longest first)"));
+}
+
+TEST_CASE("sweep: one run per core by default, and the largest point starts first", "[e2e][sweep]") {
+  TempDir dir;
+  write_file(dir / "s.json", R"({
+    "base": {"backend": "delegation", "transport": "sim", "client_threads": 2, "queue_depth": 4,
+             "interval_ms": 1, "trim": 1, "runs": 1, "duration": 0.004},
+    "grid": {"np": [2, 3, 4]}, "output": "OUT"})");
+  std::string text = read_file(dir / "s.json");
+  text.replace(text.find("OUT"), 3, "by_default");
+  write_file(dir / "default.json", text);
+  text.replace(text.find("by_default"), 10, "one");
+  write_file(dir / "one.json", text);
+  // No -j: as many at a time as the machine has cores (these runs need little memory).
+  const Outcome d = sweep(dir, {"default.json"});
+  INFO(describe(d));
+  REQUIRE(d.status == 0);
+  const unsigned cores = std::thread::hardware_concurrency() == 0 ? 1 : std::thread::hardware_concurrency();
+  CHECK_THAT(d.err, Catch::Contains("sweep: 3 runs, 0 finished earlier, 3 to run (" + std::to_string(cores) +
+                                    " at a time, one per core; the longest first)"));
+  // -j 1: one at a time, so the order they end in is the order they started in: the
+  // largest point (np 4, grid order last) first, then np 3, then np 2.
+  const Outcome one = sweep(dir, {"one.json", "-j", "1"});
+  INFO(describe(one));
+  REQUIRE(one.status == 0);
+  const size_t first = one.err.find("sweep: [1/3] run 2 (np=4) done"), second = one.err.find("sweep: [2/3] run 1 (np=3) done"),
+               third = one.err.find("sweep: [3/3] run 0 (np=2) done");
+  CHECK(first != std::string::npos);
+  CHECK(second != std::string::npos);
+  CHECK(third != std::string::npos);
+  CHECK(first < second);
+  CHECK(second < third);
+  CHECK(read_file(dir / "one" / "results.csv") == read_file(dir / "by_default" / "results.csv"));
 }
 
 // Sweeps run copyrpc alone (rpc) and bulk values (data) too: one row per grid point, with

@@ -912,14 +912,16 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
                                          name_a, kind_text(kind_a), name_b, kind_text(kind_b)));
   // Two runs over different UCX transports (shared memory against TCP, say) measure the
   // transports as much as the backends: refused unless asked for.
+  // (A run without UCX records none: null, whose value() would throw.)
+  const auto am_of = [](const json& t) { return t.is_object() ? t.value("am", json()) : json(); };
   const json ta = ucx_transports_of(a), tb = ucx_transports_of(b);
-  const bool transports_differ = (!ta.is_null() || !tb.is_null()) && ta.value("am", json()) != tb.value("am", json());
+  const bool transports_differ = (!ta.is_null() || !tb.is_null()) && am_of(ta) != am_of(tb);
   if (transports_differ && !options.allow_different_transports)
     throw std::runtime_error(fmt::format(
         "compare: {} and {} ran over different UCX transports ({} vs {}): the comparison would measure the "
         "transports, not the backends; run both with the same UCX_TLS, or give --allow-different-transports",
-        name_a, name_b, ta.is_null() ? "none recorded" : ta.value("am", json()).dump(),
-        tb.is_null() ? "none recorded" : tb.value("am", json()).dump()));
+        name_a, name_b, ta.is_null() ? "none recorded" : am_of(ta).dump(),
+        tb.is_null() ? "none recorded" : am_of(tb).dump()));
   std::string out = fmt::format("A: {}\nB: {}\n", name_a, name_b);
   const std::vector<std::string> diffs = config_differences(a, b);
   if (!diffs.empty()) {
@@ -930,8 +932,7 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
   }
   if (transports_differ)
     out += fmt::format("warning: A and B ran over different UCX transports ({} vs {}), compared as asked\n",
-                       ta.is_null() ? "none" : ta.value("am", json()).dump(),
-                       tb.is_null() ? "none" : tb.value("am", json()).dump());
+                       ta.is_null() ? "none" : am_of(ta).dump(), tb.is_null() ? "none" : am_of(tb).dump());
   if (kind_a == "data") return out + compare_data(a, b, name_a, name_b);
 
   const bool rpc = kind_a == "rpc";
