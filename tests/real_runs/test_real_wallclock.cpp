@@ -9,6 +9,7 @@
 // the results have the shape the CSV/summary writers expect.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -54,7 +55,13 @@ void check_latency(const app::RunResults& rr, const app::Options& o) {
   // run once missed by 68 against 48 (a client descheduled across a boundary can reach
   // its copy a step late); the check is for lost or double-counted epochs, which would
   // be off by a whole epoch (thousands of requests), not by a step.
-  CHECK(std::abs(static_cast<double>(all.count()) - kept) <= 4 * in_flight);
+  // The step-late copies grow with the machine's load (they reached 340 against 64 on a
+  // busy CI run), so the bound is also a quarter of one kept epoch's requests: a lost or
+  // doubled epoch is off by a whole one.
+  const double kept_epochs = static_cast<double>(rr.end_kept_epoch() - rr.first_kept_epoch());
+  const double quarter_epoch = kept_epochs > 0 ? kept / kept_epochs / 4 : 0.0;
+  CAPTURE(kept, kept_epochs, in_flight);
+  CHECK(std::abs(static_cast<double>(all.count()) - kept) <= std::max(4 * in_flight, quarter_epoch));
   for (size_t c = 0; c < bkv::metrics::kLatencyClasses; ++c) {
     INFO("class " << bkv::metrics::kLatencyClassNames[c]);
     const auto& h = rr.latency().by_class[c];
