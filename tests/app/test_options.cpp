@@ -245,6 +245,7 @@ TEST_CASE("an option that does not apply to the transport or backend is an error
       {{"--loop-order", "next-poll", "meta"}, "loop_order (--loop-order): \"next-poll\" does not apply"},
       {{"--zipf-s", "0.9", "meta"}, "zipf_s (--zipf-s): 0.9 does not apply"},
       {{"--start-stagger-us", "3", "meta"}, "start_stagger_us (--start-stagger-us)"},
+      {{"--start-burst-clients", "3", "meta"}, "start_burst_clients (--start-burst-clients)"},
       {{"--trace-window", "1:2", "meta"}, "trace_window (--trace-window)"},
       {{"--inflight-sample-interval-us", "5", "meta"}, "inflight_sample_interval_us"},
       {{"--transport", "ucx", "--ring-size", "8192", "ucx-am"}, "ring_size (--ring-size): 8192 does not apply"},
@@ -260,6 +261,12 @@ TEST_CASE("an option that does not apply to the transport or backend is an error
   CHECK(parse({"--poll-budget", "2", "delegation"}).result.should_run());
   CHECK(parse({"--distribution", "zipfian", "--zipf-s", "0.9", "meta"}).result.should_run());
   CHECK(parse({"--start-mode", "staggered", "--start-stagger-us", "3", "meta"}).result.should_run());
+  CHECK(parse({"--start-mode", "staggered", "--start-stagger-us", "3", "--client-threads", "4", "--start-burst-clients",
+               "4", "meta"})
+            .result.should_run());
+  require_usage_error(parse({"--start-mode", "staggered", "--start-stagger-us", "3", "--client-threads", "4",
+                             "--start-burst-clients", "5", "meta"}),
+                      "start_burst_clients (--start-burst-clients): 5 must be at most client_threads (4)");
   CHECK(parse({"--transport", "ucx", "ucx-am"}).result.should_run());
   // A staggered start without a spread would silently be the synchronized start.
   require_usage_error(parse({"--start-mode", "staggered", "meta"}),
@@ -517,8 +524,8 @@ TEST_CASE("print-config prints a configuration that reads back to the same optio
 
   // every option is present in the JSON form, at its default or not (a later change of a
   // default stays visible in old summaries), except the data benchmark's own two
-  CHECK(to_json(run.result.options).size() == 47);
-  CHECK(j.size() == 46);  // the summary path follows -o here, so it is left out of the printed form
+  CHECK(to_json(run.result.options).size() == 48);
+  CHECK(j.size() == 47);  // the summary path follows -o here, so it is left out of the printed form
   CHECK_FALSE(j.contains("summary"));
   CHECK_FALSE(j.contains("value_size"));
   CHECK_FALSE(j.contains("data_backend"));

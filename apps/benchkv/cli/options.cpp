@@ -438,6 +438,10 @@ const Spec kSpecs[] = {
      BKV_CHOICE(start_mode, kStartModeChoices)},
     {"start_stagger_us", 0, Kind::kDouble, kGroupSim, "US", "client start spread in staggered mode (> 0 there; each client starts at a uniform random time in [0, US))",
      BKV_FIELD(start_stagger_us)},
+    {"start_burst_clients", 0, Kind::kUnsigned, kGroupSim, "N",
+     "in staggered mode, the first N client threads of every node start at once at the clients' start and only "
+     "the others are spread over --start-stagger-us (a first burst, then a ramp; 0: every client is spread)",
+     BKV_FIELD(start_burst_clients)},
     {"startup_ms", 0, Kind::kDouble, kGroupSim, "MS",
      "the daemons loop alone for MS of virtual time before the clients start (the original's daemons looped "
      "while its clients were spawned; its per-loop statistics include those loops); runs are measured from the "
@@ -708,6 +712,8 @@ constexpr Applicability kApplicability[] = {
     {"start_mode", &sim_kv, "a client start option of the simulated KV backends"},
     {"start_stagger_us", [](const Options& o) { return sim_kv(o) && o.start_mode == StartMode::kStaggered; },
      "the spread of --start-mode staggered in the simulator"},
+    {"start_burst_clients", [](const Options& o) { return sim_kv(o) && o.start_mode == StartMode::kStaggered; },
+     "the first burst of --start-mode staggered in the simulator"},
     {"startup_ms", &sim_kv, "a start-up option of the simulated KV backends"},
     {"life_s", &sim_kv, "a loop statistic of the simulated KV backends"},
     {"ring_pages", [](const Options& o) { return is_sim(o) && !is_data(o); },
@@ -931,6 +937,9 @@ void validate(const Options& o, bool require_backend) {
   if (o.life_s > 0 && o.life_s < o.startup_ms * 1e-3 + double(o.runs) * o.duration) {
     fail(o, "life_s",
          "must be at least startup_ms + runs x duration (the life holds the start-up and every simulated run)");
+  }
+  if (o.start_burst_clients > o.client_threads) {
+    fail(o, "start_burst_clients", fmt::format("must be at most client_threads ({})", o.client_threads));
   }
   if (sim_kv(o) && o.start_mode == StartMode::kStaggered && o.start_stagger_us == 0) {
     fail(o, "start_stagger_us",

@@ -116,6 +116,7 @@ struct Options {
   std::string model;           // simulator model JSON ("" = built-in defaults)
   StartMode start_mode = StartMode::kSync;
   double start_stagger_us = 0;
+  uint32_t start_burst_clients = 0;  // staggered: these first clients of a node start at once
   double startup_ms = 0;       // daemons loop alone this long before the clients start
   double life_s = 0;           // whole-life loop statistics over this life (0 = off)
   std::string inflight_samples;        // output path ("" = off)

@@ -288,14 +288,15 @@ class Experiment final : public SimRun {
       for (uint32_t d = 0; d < D_; ++d) threads_[r][d]->set_observer(&Experiment::observe_daemon, &bindings_[r * (D_ + C_) + d]);
   }
 
-  // Daemons start at 0, clients at the end of the start-up (spread over the stagger).
+  // Daemons start at 0, clients at the end of the start-up (spread over the stagger,
+  // except the first start_burst_clients of each node, which start at once).
   void start_threads() {
     Rng rng(derive_seed(o_.seed, {0x535441ull}));
     const double stagger = o_.start_mode == app::StartMode::kStaggered ? o_.start_stagger_us * 1000.0 : 0.0;
     for (uint32_t r = 0; r < np_; ++r)
       for (uint32_t t = 0; t < D_ + C_; ++t) {
         Time at = t >= D_ ? startup_ : 0;
-        if (t >= D_ && stagger > 0) at += static_cast<Time>(rng.uniform() * stagger);
+        if (t >= D_ + o_.start_burst_clients && stagger > 0) at += static_cast<Time>(rng.uniform() * stagger);
         threads_[r][t]->start(at);
       }
   }
