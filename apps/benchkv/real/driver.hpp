@@ -17,7 +17,8 @@
 //    daemon, checked once per loop) instead of reading them;
 //  - client request latency (N with client_latency(c)): plain fields owned by the client
 //    thread; copied by the client thread on request (same protocol as the daemons), at
-//    the start and end of each run's kept epochs;
+//    the start and end of each run's kept epochs, together with its completed counter in
+//    the same step (see Epochs below);
 //  - stop_issuing(): the node's clients keep their "stopping" flag in plain fields, so
 //    the client threads are first parked (each acknowledges at the top of its next step
 //    and spins until released), the main thread sets the flags, then releases them.
@@ -40,7 +41,12 @@
 // between two samples); the counters read at run start open the first epoch, so
 // completions between runs (barrier, all-reduce) fall into no epoch, but into the run's
 // issued/completed counts. The last run's counts include the drain, so the totals
-// satisfy issued == completed.
+// satisfy issued == completed. At the two edges of a run's kept epochs (where its
+// latency is copied) a client's epoch boundary is not the main thread's read of its
+// counter but the completed count the client copied with its latency: so the kept
+// requests and the kept latency count the same completions, exactly, however late a
+// descheduled client (or main thread) reaches the copy. The boundary then lies where
+// the client made the copy, up to one scheduling delay after the epoch's end time.
 //
 // Idle steps (a client step that neither completed nor issued anything, a whole daemon
 // loop that did no work) yield the CPU (sched_yield) when the threads outnumber the CPUs: on
@@ -250,15 +256,27 @@ class Driver {
   // Whether the nodes record request latency (ucx-am does not).
   static constexpr bool kHasLatency = requires(N& n) { n.client_latency(0u); };
 
-  // Every client's latency since the previous snapshot of it was taken (each client
-  // restarts its maximum after the copy), merged per local node. Blocks until every
-  // client served it.
-  std::vector<metrics::MergedRequestLatency> snapshot_latency() {
-    std::vector<metrics::MergedRequestLatency> out(nodes_.size());
+  // Every client's latency (since the start: each client restarts its maximum after the
+  // copy), merged per local node, and every client's completed counter copied in the
+  // same step as its latency (node-major; read by this thread where the nodes record no
+  // latency). Blocks until every client served it.
+  struct LatencySnapshot {
+    std::vector<metrics::MergedRequestLatency> latency;  // per local node
+    std::vector<uint64_t> completed;                     // per client, node-major
+  };
+  LatencySnapshot snapshot_latency() {
+    LatencySnapshot out{std::vector<metrics::MergedRequestLatency>(nodes_.size()),
+                        std::vector<uint64_t>(nodes_.size() * C_)};
     if constexpr (kHasLatency) {
       request_copies(cctl_.get(), nodes_.size() * C_, ++latency_seq_, "a client latency snapshot");
       for (size_t i = 0; i < nodes_.size(); ++i)
-        for (uint32_t c = 0; c < C_; ++c) out[i].merge(cctl_[i * C_ + c].copy);
+        for (uint32_t c = 0; c < C_; ++c) {
+          out.latency[i].merge(cctl_[i * C_ + c].copy);
+          out.completed[i * C_ + c] = cctl_[i * C_ + c].completed_at_copy;
+        }
+    } else {
+      for (size_t i = 0; i < nodes_.size(); ++i)
+        for (uint32_t c = 0; c < C_; ++c) out.completed[i * C_ + c] = completed(i, c);
     }
     return out;
   }
@@ -302,6 +320,7 @@ class Driver {
     std::atomic<uint64_t> done{0};  // snapshot number `copy` holds
     uint64_t served = 0;            // client thread only
     metrics::RequestLatency copy;
+    uint64_t completed_at_copy = 0;  // the client's completed counter when it made `copy`
   };
 
   // The thread `thread` (daemons 0..D-1, then clients) stops its endpoints once asked.
@@ -346,6 +365,7 @@ class Driver {
       const uint64_t want = ctl.want.load(std::memory_order_acquire);
       if (want != ctl.served) {
         ctl.copy = nodes_[i].node->client_latency(c);
+        ctl.completed_at_copy = completed(i, c);  // this thread is the counter's only writer
         nodes_[i].node->restart_client_latency_max(c);
         ctl.served = want;
         ctl.done.store(want, std::memory_order_release);
@@ -556,9 +576,14 @@ void run_measurement_collective(Driver<N>& drv, const app::Options& o, Coord& co
     res.at_run = run;
     res.at_epochs = 0;
     coord.barrier();
-    for (size_t i = 0; i < L; ++i)
-      for (uint32_t c = 0; c < C; ++c) prev[i * C + c] = drv.completed(i, c);
-    if (o.trim == 0) kept_start = drv.snapshot_latency();
+    if (o.trim == 0) {
+      typename Driver<N>::LatencySnapshot snap = drv.snapshot_latency();
+      kept_start = std::move(snap.latency);
+      prev = std::move(snap.completed);
+    } else {
+      for (size_t i = 0; i < L; ++i)
+        for (uint32_t c = 0; c < C; ++c) prev[i * C + c] = drv.completed(i, c);
+    }
     const auto t0 = Clock::now();
     auto t_prev = t0;
     for (uint32_t e = 0; e < epochs; ++e) {
@@ -571,10 +596,15 @@ void run_measurement_collective(Driver<N>& drv, const app::Options& o, Coord& co
       const auto t = Clock::now();
       const uint64_t dur = elapsed_ns(t_prev, t);
       t_prev = t;
+      // At a kept edge the boundary is where each client copied its latency (header
+      // comment, Epochs), elsewhere the read of its counter.
+      const bool kept_edge = e + 1 == rr.first_kept_epoch() || e + 1 == rr.end_kept_epoch();
+      typename Driver<N>::LatencySnapshot edge;
+      if (kept_edge) edge = drv.snapshot_latency();
       for (size_t i = 0; i < L; ++i) {
         epoch_sum[i] = 0;
         for (uint32_t c = 0; c < C; ++c) {
-          const uint64_t v = drv.completed(i, c);
+          const uint64_t v = kept_edge ? edge.completed[i * C + c] : drv.completed(i, c);
           rr.record(drv.local(i).rank, c, e, v - prev[i * C + c], dur);
           epoch_sum[i] += v - prev[i * C + c];
           prev[i * C + c] = v;
@@ -582,11 +612,9 @@ void run_measurement_collective(Driver<N>& drv, const app::Options& o, Coord& co
       }
       res.at_epochs = e + 1;
       drv.rethrow_if_failed();
-      if (e + 1 == rr.first_kept_epoch()) kept_start = drv.snapshot_latency();
-      if (e + 1 == rr.end_kept_epoch()) {
-        const std::vector<metrics::MergedRequestLatency> kept_end = drv.snapshot_latency();
-        for (size_t i = 0; i < L; ++i) local_latency[run].merge(kept_end[i].since(kept_start[i]));
-      }
+      if (e + 1 == rr.first_kept_epoch()) kept_start = std::move(edge.latency);
+      if (e + 1 == rr.end_kept_epoch())
+        for (size_t i = 0; i < L; ++i) local_latency[run].merge(edge.latency[i].since(kept_start[i]));
       if (o.progress) {
         const std::vector<uint64_t> by_rank = coord.all_gather(std::span<const uint64_t>(epoch_sum));
         if (coord.is_root() && progress) {
