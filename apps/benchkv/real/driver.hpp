@@ -45,8 +45,9 @@
 // latency is copied) a client's epoch boundary is not the main thread's read of its
 // counter but the completed count the client copied with its latency: so the kept
 // requests and the kept latency count the same completions, exactly, however late a
-// descheduled client (or main thread) reaches the copy. The boundary then lies where
-// the client made the copy, up to one scheduling delay after the epoch's end time.
+// descheduled client (or main thread) reaches the copy; that client's epoch durations
+// end and start at the time of its copy too (its count over its own window), one
+// scheduling delay or more after the epoch's end time.
 //
 // Idle steps (a client step that neither completed nor issued anything, a whole daemon
 // loop that did no work) yield the CPU (sched_yield) when the threads outnumber the CPUs: on
@@ -263,20 +264,25 @@ class Driver {
   struct LatencySnapshot {
     std::vector<metrics::MergedRequestLatency> latency;  // per local node
     std::vector<uint64_t> completed;                     // per client, node-major
+    std::vector<Clock::time_point> at;                   // when each client copied
   };
   LatencySnapshot snapshot_latency() {
     LatencySnapshot out{std::vector<metrics::MergedRequestLatency>(nodes_.size()),
-                        std::vector<uint64_t>(nodes_.size() * C_)};
+                        std::vector<uint64_t>(nodes_.size() * C_), std::vector<Clock::time_point>(nodes_.size() * C_)};
     if constexpr (kHasLatency) {
       request_copies(cctl_.get(), nodes_.size() * C_, ++latency_seq_, "a client latency snapshot");
       for (size_t i = 0; i < nodes_.size(); ++i)
         for (uint32_t c = 0; c < C_; ++c) {
           out.latency[i].merge(cctl_[i * C_ + c].copy);
           out.completed[i * C_ + c] = cctl_[i * C_ + c].completed_at_copy;
+          out.at[i * C_ + c] = cctl_[i * C_ + c].copied_at;
         }
     } else {
       for (size_t i = 0; i < nodes_.size(); ++i)
-        for (uint32_t c = 0; c < C_; ++c) out.completed[i * C_ + c] = completed(i, c);
+        for (uint32_t c = 0; c < C_; ++c) {
+          out.completed[i * C_ + c] = completed(i, c);
+          out.at[i * C_ + c] = Clock::now();
+        }
     }
     return out;
   }
@@ -321,6 +327,7 @@ class Driver {
     uint64_t served = 0;            // client thread only
     metrics::RequestLatency copy;
     uint64_t completed_at_copy = 0;  // the client's completed counter when it made `copy`
+    Clock::time_point copied_at{};   // and the time
   };
 
   // The thread `thread` (daemons 0..D-1, then clients) stops its endpoints once asked.
@@ -366,6 +373,7 @@ class Driver {
       if (want != ctl.served) {
         ctl.copy = nodes_[i].node->client_latency(c);
         ctl.completed_at_copy = completed(i, c);  // this thread is the counter's only writer
+        ctl.copied_at = Clock::now();
         nodes_[i].node->restart_client_latency_max(c);
         ctl.served = want;
         ctl.done.store(want, std::memory_order_release);
@@ -562,6 +570,7 @@ void run_measurement_collective(Driver<N>& drv, const app::Options& o, Coord& co
   // Counted from the start of the threads: run 0 includes the start-up.
   uint64_t issued_mark = 0, completed_mark = 0;
   std::vector<uint64_t> prev(L * C);
+  std::vector<Clock::time_point> prev_at(L * C);  // each client's last epoch boundary
   std::vector<uint64_t> epoch_sum(L);
 
   // Latency over each run's kept epochs, merged over this rank's clients (per run).
@@ -580,11 +589,13 @@ void run_measurement_collective(Driver<N>& drv, const app::Options& o, Coord& co
       typename Driver<N>::LatencySnapshot snap = drv.snapshot_latency();
       kept_start = std::move(snap.latency);
       prev = std::move(snap.completed);
+      prev_at = std::move(snap.at);
     } else {
       for (size_t i = 0; i < L; ++i)
         for (uint32_t c = 0; c < C; ++c) prev[i * C + c] = drv.completed(i, c);
     }
     const auto t0 = Clock::now();
+    if (o.trim != 0) prev_at.assign(L * C, t0);
     auto t_prev = t0;
     for (uint32_t e = 0; e < epochs; ++e) {
       // Slept in slices of at most 10 ms, so that a signal is seen within one (the epoch
@@ -605,7 +616,9 @@ void run_measurement_collective(Driver<N>& drv, const app::Options& o, Coord& co
         epoch_sum[i] = 0;
         for (uint32_t c = 0; c < C; ++c) {
           const uint64_t v = kept_edge ? edge.completed[i * C + c] : drv.completed(i, c);
-          rr.record(drv.local(i).rank, c, e, v - prev[i * C + c], dur);
+          const Clock::time_point at = kept_edge ? edge.at[i * C + c] : t;
+          rr.record(drv.local(i).rank, c, e, v - prev[i * C + c], elapsed_ns(prev_at[i * C + c], at));
+          prev_at[i * C + c] = at;
           epoch_sum[i] += v - prev[i * C + c];
           prev[i * C + c] = v;
         }
