@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Throughput per epoch of a benchkv run: one line per run (and per rank with --per-rank).
+"""Throughput per epoch of a benchkv run: one line per run (and a rank map with --per-rank).
 
 usage: plot_epochs.py [-h] [--per-rank] [--print] [-o OUT.png] RESULTS.csv
 
@@ -10,8 +10,10 @@ benchkv's summary, an epoch's duration is the longest any client of the run repo
 it, and its Mops are the requests of all clients (or of one rank's clients) over that
 duration. With --print the per-epoch totals are printed on stdout, one "run epoch mops"
 line each (and "run epoch rank mops" with --per-rank), so the picture's numbers can be
-checked; nothing is printed otherwise. --per-rank adds a panel with every rank's
-throughput (thin lines, one legend entry per run). The title names the run's backend,
+checked; nothing is printed otherwise. --per-rank adds, per run, a map of every rank's
+throughput per epoch (one row per rank, colour = M requests/s on one scale from 0 for
+all runs): which ranks sit in a low state, and from when, stays readable at NP=64, where
+one line per rank would not. An epoch a rank has no row for is left blank. The title names the run's backend,
 transport, nodes, clients and queue depth when RESULTS.summary.json (benchkv's summary
 next to the CSV) is there. Writes OUT.png (default: RESULTS with .png for .csv).
 """
@@ -102,7 +104,7 @@ def main():
                                  epilog="Columns: " + ",".join(COLUMNS) + " (benchkv -o).")
     ap.add_argument("csv", metavar="RESULTS.csv", help="benchkv per-epoch CSV")
     ap.add_argument("-o", "--output", metavar="OUT.png", help="picture to write (default: RESULTS.png)")
-    ap.add_argument("--per-rank", action="store_true", help="a second panel: every rank's throughput per epoch")
+    ap.add_argument("--per-rank", action="store_true", help="per run, a map of every rank's throughput per epoch")
     ap.add_argument("--print", action="store_true", help="print the per-epoch figures on stdout")
     args = ap.parse_args()
     out = args.output or os.path.splitext(args.csv)[0] + ".png"
@@ -126,37 +128,51 @@ def from_zero(ax, values):
     ax.set_ylim(0, top * 1.08 if top > 0 else 1.0)
 
 
+def rank_map(ranks, run):
+    """One run's throughput per rank (rows) and epoch (columns), NaN where a rank has no
+    row for an epoch, with the epochs and ranks the rows and columns stand for."""
+    table = ranks[ranks["run"] == run].pivot(index="rank", columns="epoch", values="mops")
+    table = table.reindex(columns=range(int(table.columns.min()), int(table.columns.max()) + 1))
+    return table.to_numpy(dtype=float), list(table.columns), list(table.index)
+
+
 def figure(total, ranks, title, printing=False):
-    """The figure: total Mops per epoch, and every rank's in a second panel when `ranks`
-    is not None; with `printing` the figures are printed on stdout as they are drawn."""
-    panels = 2 if ranks is not None else 1
-    fig, axs = plt.subplots(panels, 1, figsize=(8, 4.5 if panels == 1 else 7.5), sharex=True, squeeze=False)
+    """The figure: total Mops per epoch, and below it, when `ranks` is not None, one map
+    per run of every rank's Mops per epoch; with `printing` the figures are printed on
+    stdout as they are drawn."""
+    runs = sorted(total["run"].unique())
+    panels = 1 + (len(runs) if ranks is not None else 0)
+    heights = [3.5] + [1.6 + 0.03 * ranks["rank"].nunique()] * (panels - 1) if ranks is not None else [3.5]
+    fig, axs = plt.subplots(panels, 1, figsize=(8, 1.0 + sum(heights)), sharex=True, squeeze=False,
+                            gridspec_kw={"height_ratios": heights}, layout="constrained")
     ax = axs[0, 0]
     for run, g in total.groupby("run"):
-        line, = ax.plot(g["epoch"], g["mops"], marker="o", label=f"run {run}")
+        ax.plot(g["epoch"], g["mops"], marker="o", label=f"run {run}")
         if printing:
             for r in g.itertuples():
                 print(f"{run} {r.epoch} {r.mops:.6f}")
-        if ranks is not None:
-            rax = axs[1, 0]
-            for i, (rank, rg) in enumerate(ranks[ranks["run"] == run].groupby("rank")):
-                rax.plot(rg["epoch"], rg["mops"], color=line.get_color(), linewidth=0.8, alpha=0.5,
-                         label=f"run {run}, each rank" if i == 0 else None)
-                if printing:
-                    for r in rg.itertuples():
-                        print(f"{run} {r.epoch} {rank} {r.mops:.6f}")
     ax.set_ylabel("throughput, all ranks\n(M requests/s)")
     from_zero(ax, total["mops"])
     ax.set_title(title)
-    for a in axs[:, 0]:
-        a.grid(alpha=0.3)
-        a.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
     if ranks is not None:
-        axs[1, 0].set_ylabel("throughput per rank\n(M requests/s)")
-        from_zero(axs[1, 0], ranks["mops"])
+        top = float(ranks["mops"].max())
+        for k, run in enumerate(runs, start=1):
+            rax = axs[k, 0]
+            values, epochs, rank_ids = rank_map(ranks, run)
+            image = rax.imshow(values, aspect="auto", interpolation="nearest", origin="lower", cmap="viridis",
+                               vmin=0.0, vmax=top if top > 0 else 1.0,
+                               extent=(epochs[0] - 0.5, epochs[-1] + 0.5, -0.5, len(rank_ids) - 0.5))
+            rax.set_ylabel(f"run {run}: rank")
+            rax.yaxis.set_major_locator(MaxNLocator(integer=True))
+            if printing:
+                for r in ranks[ranks["run"] == run].sort_values(["epoch", "rank"]).itertuples():
+                    print(f"{run} {r.epoch} {r.rank} {r.mops:.6f}")
+        # One scale for every map, beside every panel, so that the panels' epochs line up.
+        fig.colorbar(image, ax=axs[:, 0].tolist(), label="M requests/s per rank", pad=0.01, aspect=40)
     axs[-1, 0].set_xlabel("epoch (index in the run, trimmed epochs counted)")
     axs[-1, 0].xaxis.set_major_locator(MaxNLocator(integer=True))
-    fig.tight_layout()
     return fig
 
 

@@ -72,28 +72,38 @@ def main(root, benchkv):
         check(p.stdout == "", f"stdout without --print: {p.stdout!r}")
 
         # Nearly flat lines far above 0: the y axis still reaches above the top markers
-        # (matplotlib's own margin, 5 % of the data's span, would cut them in half).
+        # (matplotlib's own margin, 5 % of the data's span, would cut them in half). The
+        # rank maps: one per run, rows = ranks, columns = epochs, every cell the rank's
+        # Mops (blank where a rank has no row for an epoch), one colour scale from 0 to the
+        # largest rank figure of any run.
         flat = os.path.join(d, "flat.csv")
         with open(flat, "w") as f:
             f.write("run,rank,client_id,epoch,requests,duration_ns\n"
-                    "0,0,0,1,1000,1000\n0,1,0,1,990,1000\n0,0,0,2,995,1000\n0,1,0,2,1000,1000\n")
+                    "0,0,0,1,1000,1000\n0,1,0,1,990,1000\n0,0,0,2,995,1000\n0,1,0,2,1000,1000\n"
+                    "1,0,0,1,400,1000\n1,1,0,1,300,1000\n1,0,0,3,200,1000\n1,1,0,3,100,2000\n")
         probe = (
-            "import sys, json\n"
+            "import sys, json, math\n"
             f"sys.path.insert(0, {os.path.join(root, 'scripts')!r})\n"
             "import plot_epochs\n"
             f"df = plot_epochs.load({flat!r})\n"
             "total, ranks = plot_epochs.epoch_mops(df, False), plot_epochs.epoch_mops(df, True)\n"
             "fig = plot_epochs.figure(total, ranks, 't')\n"
-            "print(json.dumps({'total': list(fig.axes[0].get_ylim()), 'rank': list(fig.axes[1].get_ylim()),\n"
-            "                  'max_total': float(total['mops'].max()), 'max_rank': float(ranks['mops'].max())}))\n")
+            "maps = [ax.images[0] for ax in fig.axes if ax.images]\n"
+            "cells = lambda im: [[None if math.isnan(v) else round(float(v), 9) for v in row] for row in im.get_array().filled(float('nan'))]\n"
+            "print(json.dumps({'total': list(fig.axes[0].get_ylim()), 'max_total': float(total['mops'].max()),\n"
+            "                  'clims': [list(im.get_clim()) for im in maps], 'cells': [cells(im) for im in maps]}))\n")
         q = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
         check(q.returncode == 0, f"flat probe: {q.stderr}")
         if q.returncode == 0:
             got = json.loads(q.stdout.strip().splitlines()[-1])
-            for panel in ("total", "rank"):
-                lo, hi = got[panel]
-                top = got["max_" + panel]
-                check(lo == 0 and hi >= 1.05 * top, f"{panel} panel: y from {lo} to {hi}, the largest value {top}")
+            lo, hi = got["total"]
+            top = got["max_total"]
+            check(lo == 0 and hi >= 1.05 * top, f"total panel: y from {lo} to {hi}, the largest value {top}")
+            # Mops = requests / longest duration of the (run, epoch) x 1e3; run 1 epoch 3 lasts
+            # 2000 ns, and it has no epoch 2 (a blank column).
+            check(got["cells"] == [[[1000.0, 995.0], [990.0, 1000.0]], [[400.0, None, 100.0], [300.0, None, 50.0]]],
+                  f"rank maps {got['cells']}")
+            check(got["clims"] == [[0.0, 1000.0], [0.0, 1000.0]], f"rank maps' colour scales {got['clims']}")
 
         # Not benchkv's CSV, bad values, missing file: exit 2 naming the problem.
         bad_cases = {
