@@ -27,6 +27,7 @@
 // take 32 x 46 x 10,000 x 8 bytes = 118 MB, written before the first event.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -169,6 +170,11 @@ class Pattern {
     uint64_t key_range = 1;
     double read_ratio = 0;
     std::optional<ZipfSampler> zipf;  // zipfian only
+    // Whether every next() makes exactly three draws of rng: uniform targets over
+    // power-of-two ranges, where Rng::below never rejects (its threshold 2^64 mod n is 0).
+    bool fixed_draws() const noexcept {
+      return !zipf && std::has_single_bit(uint64_t{num_ranks}) && std::has_single_bit(key_range);
+    }
     PatternEntry next() noexcept {
       if (!zipf) {
         const auto rank = static_cast<uint32_t>(rng.below(num_ranks));

@@ -287,3 +287,36 @@ TEST_CASE("an on-demand pattern replays the stored pattern's requests and values
     CHECK(b.next() == stored.peek());  // another on-demand copy starts at the beginning
   }
 }
+
+TEST_CASE("Rng::jump moves a generator as that many calls of next() do", "[kv][workload][rng]") {
+  for (const uint64_t seed : {uint64_t{1}, uint64_t{0xDEADBEEF}, ~uint64_t{0}}) {
+    for (const uint64_t k : {0ull, 1ull, 2ull, 63ull, 255ull, 256ull, 257ull, 1000ull, 30000ull, 123457ull}) {
+      bkv::Rng stepped(seed), jumped(seed);
+      for (uint64_t i = 0; i < k; ++i) stepped.next();
+      jumped.jump(bkv::Rng::Jump(k));
+      for (int i = 0; i < 4; ++i) REQUIRE(jumped.next() == stepped.next());
+    }
+  }
+  // One Jump serves any number of generators.
+  const bkv::Rng::Jump j(777);
+  for (uint64_t seed = 0; seed < 5; ++seed) {
+    bkv::Rng stepped(seed), jumped(seed);
+    for (int i = 0; i < 777; ++i) stepped.next();
+    jumped.jump(j);
+    CHECK(jumped.next() == stepped.next());
+  }
+}
+
+TEST_CASE("an on-demand pattern over power-of-two ranges (its set-up jumps) matches the stored one", "[kv][workload]") {
+  for (const uint32_t np : {1u, 2u, 16u, 64u}) {
+    for (const uint32_t len : {1u, 97u, 10000u}) {
+      auto cfg = config(np, 1024, len, Distribution::kUniform, 1.0, 0.5, 3);
+      const Pattern stored(cfg, 0, 5);
+      cfg.storage = PatternStorage::kOnDemand;
+      Pattern a(cfg, 0, 5);
+      REQUIRE(a.value_seed() == stored.value_seed());
+      Pattern s = stored;
+      for (uint32_t i = 0; i < std::min(len * 2 + 3, 500u); ++i) REQUIRE(a.next() == s.next());
+    }
+  }
+}
