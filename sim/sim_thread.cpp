@@ -115,7 +115,7 @@ void SimThread::run_step() {
   pending_ = false;
   if (step_fn_ == nullptr) throw std::logic_error("SimThread '" + name_ + "': no step function set");
   if (spinning_) account_skipped(engine_.now());
-  step_ops0_ = ops_;
+  if (may_idle_spin_) step_ops0_ = ops_;
   step_start_ = engine_.now();
   charged_ps_ = 0;
   step_phase_.fill(0);
@@ -138,6 +138,9 @@ void SimThread::run_step() {
       break;
     case StepResult::kExit: exited_ = true; break;
     case StepResult::kIdleSpin:
+      if (!may_idle_spin_) [[unlikely]]
+        throw std::logic_error("SimThread '" + name_ + "': a step returned kIdleSpin, but its thread was not set up " +
+                               "to spin (set_step's may_idle_spin)");
       if (wake_in_step_) {
         schedule_step(std::max(wake_in_step_time_, busy_until_));
       } else {

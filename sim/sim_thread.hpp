@@ -86,14 +86,20 @@ class SimThread {
   SimThread(const SimThread&) = delete;
   SimThread& operator=(const SimThread&) = delete;
 
-  void set_step(StepFn fn, void* ctx) noexcept {
+  // may_idle_spin: the step may return kIdleSpin. Only such a thread keeps its op totals
+  // at each step's start (the idle loop's charges are what the step added to them), a
+  // copy of 2 x kOpCount counters per step that the other threads (event-driven clients,
+  // most of a simulation's steps) do without; kIdleSpin from another thread is a
+  // std::logic_error.
+  void set_step(StepFn fn, void* ctx, bool may_idle_spin = false) noexcept {
     step_fn_ = fn;
     step_ctx_ = ctx;
+    may_idle_spin_ = may_idle_spin;
   }
   // A member function StepResult T::M(SimThread&) as the step.
   template <class T, StepResult (T::*M)(SimThread&)>
-  void bind(T* obj) noexcept {
-    set_step([](void* ctx, SimThread& self) { return (static_cast<T*>(ctx)->*M)(self); }, obj);
+  void bind(T* obj, bool may_idle_spin = false) noexcept {
+    set_step([](void* ctx, SimThread& self) { return (static_cast<T*>(ctx)->*M)(self); }, obj, may_idle_spin);
   }
   void set_observer(StepObserver fn, void* ctx) noexcept {
     observer_ = fn;
@@ -227,6 +233,7 @@ class SimThread {
 
   StepFn step_fn_ = nullptr;
   void* step_ctx_ = nullptr;
+  bool may_idle_spin_ = false;
   StepObserver observer_ = nullptr;
   void* observer_ctx_ = nullptr;
 
@@ -247,7 +254,7 @@ class SimThread {
   Time spin_period_ = 1;
   uint64_t spin_charged_ps_ = 0;
   OpTotals spin_ops_;   // what one loop of the spin charges
-  OpTotals step_ops0_;  // ops_ at the start of the running step
+  OpTotals step_ops0_;  // ops_ at the start of the running step (may_idle_spin_ only)
   uint64_t repeat_ = 1;
   bool reporting_skipped_ = false;
   uint64_t skipped_steps_ = 0;

@@ -300,7 +300,7 @@ TEST_CASE("kIdleSpin skips idle loops exactly: same phase, same counts as steppi
     Body body{skip, &obs};
     Producer prod{&t, &body};
     t.set_observer(&Obs::on, &obs);
-    t.bind<Body, &Body::step>(&body);
+    t.bind<Body, &Body::step>(&body, /*may_idle_spin=*/true);
     const TargetId target = e.add_target(&Producer::on, &prod);
     for (Time at : {1000u, 1001u, 5017u, 5018u, 9999u, 20000u}) e.schedule(at, target, at % 3 + 1);
     t.start(7);
@@ -353,4 +353,16 @@ TEST_CASE("busy_ns_at counts a step's charge up to the given time only", "[threa
   }
   CHECK(t.exited());
   CHECK(t.busy_ns_at(prev_t) == t.busy_ns());
+}
+
+TEST_CASE("kIdleSpin from a thread not set up to spin is an error, not a wrong count", "[thread]") {
+  Engine e;
+  CostModel costs;
+  SimThread t(e, costs, 1, "client 3");
+  t.set_step([](void*, SimThread& th) {
+    th.charge(Op::kLoop);
+    return StepResult::kIdleSpin;
+  }, nullptr);
+  t.start(10);
+  CHECK_THROWS_WITH(e.run_until(100), Catch::Contains("client 3") && Catch::Contains("may_idle_spin"));
 }

@@ -77,7 +77,7 @@ class DataExperiment final : public SimRun {
       }
     for (auto& n : nodes_) {
       n->daemon->set_client_waker(&DataExperiment::wake_client, n.get());
-      n->threads[0]->set_step(&DataExperiment::daemon_step, n.get());
+      n->threads[0]->set_step(&DataExperiment::daemon_step, n.get(), /*may_idle_spin=*/true);
       for (uint32_t i = 0; i < n->clients.size(); ++i) {
         n->client_steps.push_back(ClientStep{n.get(), i});
       }

@@ -276,7 +276,8 @@ class Experiment final : public SimRun {
       for (uint32_t t = 0; t < D_ + C_; ++t) {
         bindings_.push_back({this, r, t});
         SimThread& th = *threads_[r][t];
-        th.set_step(t < D_ ? &Experiment::daemon_step : &Experiment::client_step, &bindings_.back());
+        // A daemon's start-up loops spin (kIdleSpin); clients never do.
+        th.set_step(t < D_ ? &Experiment::daemon_step : &Experiment::client_step, &bindings_.back(), t < D_);
       }
     if (!o_.trace.empty()) {
       tracing_ = true;
