@@ -49,6 +49,20 @@ inline Outcome mpirun_benchkv(uint32_t np, const std::vector<std::string>& args,
   argv.insert(argv.end(), args.begin(), args.end());
   return spawn(argv, cwd, mpi_env(ucx_tls));
 }
+
+// mpirun -np `np` benchkv <args> where rank `rank` sends itself `signal` ("TERM", "INT",
+// "KILL") `after` seconds into its life: a shell that execs benchkv, with a background
+// `kill` aimed at the same pid.
+inline Outcome mpirun_benchkv_signalled(uint32_t np, uint32_t rank, const std::string& signal, const std::string& after,
+                                        const std::vector<std::string>& args, const path& cwd,
+                                        const std::string& ucx_tls) {
+  std::string cmd = "if [ \"$OMPI_COMM_WORLD_RANK\" = " + std::to_string(rank) + " ]; then (sleep " + after +
+                    "; kill -" + signal + " $$) & fi; exec " BENCHKV_BIN;
+  for (const std::string& a : args) cmd += " '" + a + "'";
+  const std::vector<std::string> argv = {MPIEXEC_BIN, "-np", std::to_string(np), "--oversubscribe", "--bind-to", "none",
+                                         "-x", "UCX_TLS", "/bin/sh", "-c", cmd};
+  return spawn(argv, cwd, mpi_env(ucx_tls));
+}
 #endif
 
 // The checks every successful real run must pass, with the shape taken from the

@@ -47,10 +47,11 @@ int report_interruption(const nlohmann::json& interrupted, const std::string& ou
                       : stop_signal();
   if (sig == 0) return 0;
   const std::string where =
-      interrupted.is_object()
-          ? "after epoch " + std::to_string(interrupted.at("epochs_done").get<uint32_t>()) + " of run " +
-                std::to_string(interrupted.at("run").get<uint32_t>()) + detail
-          : std::string("while writing the outputs");
+      !interrupted.is_object() ? std::string("while writing the outputs")
+      : !interrupted.contains("epochs_done")  // (a real run stopped before any kept epoch finished)
+          ? std::string("before any kept epoch finished")
+          : "after epoch " + std::to_string(interrupted.at("epochs_done").get<uint32_t>()) + " of run " +
+                std::to_string(interrupted.at("run").get<uint32_t>()) + detail;
   std::fprintf(stderr,
                "benchkv: interrupted by %s %s: %s holds the epochs measured until then, %s is marked "
                "\"interrupted\"\n",

@@ -247,11 +247,42 @@ void interrupted_without_outputs(const mpi::Session& s, const mpi::Interrupted& 
   for (const int r : s.gone_peers()) gone += (gone.empty() ? "" : ", ") + std::to_string(r);
   if (!gone.empty()) gone = "; rank(s) " + gone + " died before it (process gone)";
   std::fprintf(stderr,
-               "benchkv: rank %d: interrupted: %s%s; no outputs written (only the KV modes keep a measurement cut "
-               "short); ending this rank\n",
+               "benchkv: rank %d: interrupted: %s%s; no outputs written by this rank (rank 0 writes what was "
+               "measured, if the measurement had started); ending this rank\n",
                s.rank(), e.what(), gone.c_str());
   std::fflush(stderr);
   ::_exit(128 + e.signal);
+}
+
+std::string interrupted_reason(int sig, const std::vector<int>& gone) {
+  std::string why = "interrupted by " + app::signal_name(sig);
+  if (!gone.empty()) {
+    why += gone.size() == 1 ? "; rank" : "; ranks";
+    for (size_t k = 0; k < gone.size(); ++k) why += (k ? ", " : " ") + std::to_string(gone[k]);
+    why += gone.size() == 1 ? " died before it (its process is gone)" : " died before it (their processes are gone)";
+  }
+  return why;
+}
+
+InterruptMarks interrupt_marks(const mpi::Session& s, int sig, const std::vector<app::RunResults>& runs,
+                               const std::string& counts) {
+  const std::vector<int> gone = s.gone_peers();
+  const std::string reason = interrupted_reason(sig, gone);
+  const std::string where = runs.empty() ? std::string(" before any kept epoch finished")
+                                         : " after epoch " + std::to_string(runs.back().epochs_done()) + " of run " +
+                                               std::to_string(runs.back().run());
+  std::fprintf(stderr, "benchkv: rank %d: %s; the measurement ended early on this rank%s: %s\n", s.rank(),
+               reason.c_str(), where.c_str(), counts.c_str());
+  std::fflush(stderr);
+  InterruptMarks m;
+  m.incomplete = {{"reason", reason}, {"ranks_reported", nlohmann::json::array({0})}};
+  m.interrupted = {{"signal", app::signal_name(sig)}};
+  if (!runs.empty()) {
+    m.interrupted["run"] = runs.back().run();
+    m.interrupted["epochs_done"] = runs.back().epochs_done();
+  }
+  m.interrupted["gone_ranks"] = gone;
+  return m;
 }
 
 int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& res, const nlohmann::json& extra,

@@ -96,10 +96,27 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
 [[noreturn]] void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res,
                                     const nlohmann::json& extra);
 
-// SIGINT/SIGTERM stopped this rank where nothing measured is kept (the set-up before the
-// KV measurement, the rpc and data modes): says so on stderr, naming the peers on this
-// host already gone, and ends the process with 128 + the signal, without MPI.
+// SIGINT/SIGTERM stopped this rank where it keeps nothing: the set-up before a
+// measurement, or a rank other than 0 in the rpc and data modes (rank 0 writes what was
+// measured). Says so on stderr, naming the peers on this host already gone, and ends the
+// process with 128 + the signal, without MPI.
 [[noreturn]] void interrupted_without_outputs(const mpi::Session& s, const mpi::Interrupted& e);
+
+// "interrupted by SIGTERM", followed by "; rank 1 died before it (its process is gone)"
+// when peers on this host are gone (`gone`, from Session::gone_peers): the reason the KV
+// measurement (run_measurement) and rank 0 of the rpc and data modes give.
+std::string interrupted_reason(int sig, const std::vector<int>& gone);
+
+// Rank 0 of a real rpc or data run that SIGINT/SIGTERM stopped (real/rpc.hpp,
+// real/data.hpp): the summary's marks as finish_incomplete writes them for the KV modes,
+// "incomplete": {"reason", "ranks_reported": [0]} and "interrupted": {"signal", "run",
+// "epochs_done" (of the last kept run, when one is kept), "gone_ranks"}. Prints the
+// rank's line (`reason`, where it stopped, `counts`) on stderr first.
+struct InterruptMarks {
+  nlohmann::json incomplete, interrupted;
+};
+InterruptMarks interrupt_marks(const mpi::Session& s, int sig, const std::vector<app::RunResults>& runs,
+                               const std::string& counts);
 
 // The connections of `conns` between this rank and every peer, in connection order.
 inline std::vector<std::vector<size_t>> connections_by_peer(const std::vector<backend::Connection>& conns,

@@ -149,8 +149,9 @@ int run_rdma(const app::Options& o) {
     }
     return finish_mpi(s, o, res, extra, plan);
   } catch (const mpi::Interrupted& e) {
-    // Outside the KV measurement (which writes what it measured, finish_incomplete): in
-    // the set-up, or in the rpc and data modes, which keep no partial results.
+    // Where nothing measured is kept: the set-up, or a rank other than 0 in the rpc and
+    // data modes (rank 0 writes what they measured, real/rpc.hpp and real/data.hpp; the KV
+    // measurement writes its own, finish_incomplete).
     interrupted_without_outputs(s, e);
   } catch (const app::OptionError& e) {  // an input error (an output path): status 2, as on one machine
     s.abort(2, std::string("benchkv: ") + e.what());

@@ -109,6 +109,10 @@ nlohmann::json data_outputs(const Options& o, const DataResult& res, const std::
   summary["provenance"] = provenance_json(o.transport == TransportKind::kSim);
   if (details.contains("ucx_transports")) summary["provenance"]["ucx_transports"] = details["ucx_transports"];
   if (!res.interrupted.is_null()) summary["interrupted"] = res.interrupted;
+  if (!res.incomplete.is_null()) {
+    summary["incomplete"] = res.incomplete;
+    summary["totals"]["unanswered"] = res.unanswered;
+  }
   write_summary_file(o.summary, summary);
   return summary;
 }
@@ -123,7 +127,10 @@ int write_data_outputs(const Options& o, const DataResult& res, const std::strin
   if (o.report == ReportFormat::kCsv) std::fputs(data_csv_report(summary["data"]).c_str(), stdout);
   std::fflush(stdout);
   std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());
-  const int consistent = consistency_status(res.issued, res.completed, res.errors, "data operations");
+  // (unanswered: what a real run stopped by a signal left in flight; 0 otherwise.)
+  const int consistent = res.issued == res.completed + res.unanswered && res.errors == 0
+                             ? 0
+                             : consistency_status(res.issued, res.completed, res.errors, "data operations");
   if (const int status = report_interruption(res.interrupted, o.output, o.summary); status != 0) return status;
   return consistent;
 }

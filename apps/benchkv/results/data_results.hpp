@@ -41,6 +41,11 @@ struct DataResult {
   // A signal stopped the run: {"signal", "run" (counted over the sizes), "epochs_done"}
   // (summary "interrupted"); the sizes after it were not run.
   nlohmann::json interrupted;
+  // A real run a signal stopped (real/data.hpp): the summary's "incomplete" ({"reason",
+  // "ranks_reported"}) and rank 0's requests still in flight when it stopped waiting for
+  // them (totals "unanswered"); null and 0 otherwise.
+  nlohmann::json incomplete;
+  uint64_t unanswered = 0;
 };
 
 // The summary's "data" section (per size and run: ops/s, GiB/s, and the latency's mean,

@@ -69,6 +69,10 @@ nlohmann::json rpc_outputs(const Options& o, const RpcResult& res, const std::st
   if (res.setup_provenance.is_object()) summary["provenance"].update(res.setup_provenance);
   if (details.contains("ucx_transports")) summary["provenance"]["ucx_transports"] = details["ucx_transports"];
   if (!res.interrupted.is_null()) summary["interrupted"] = res.interrupted;
+  if (!res.incomplete.is_null()) {
+    summary["incomplete"] = res.incomplete;
+    summary["totals"]["unanswered"] = res.unanswered;
+  }
   write_summary_file(o.summary, summary);
   return summary;
 }
@@ -82,7 +86,10 @@ int write_rpc_outputs(const Options& o, const RpcResult& res, const std::string&
   }
   std::fflush(stdout);
   std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());
-  const int consistent = consistency_status(res.issued, res.completed, res.errors, "calls");
+  // (unanswered: what a real run stopped by a signal left in flight; 0 otherwise.)
+  const int consistent = res.issued == res.completed + res.unanswered && res.errors == 0
+                             ? 0
+                             : consistency_status(res.issued, res.completed, res.errors, "calls");
   if (const int status = report_interruption(res.interrupted, o.output, o.summary); status != 0) return status;
   return consistent;
 }

@@ -34,6 +34,11 @@ struct RpcResult {
   nlohmann::json setup_provenance;  // simulated: machine-dependent set-up choices, added to the provenance
   uint64_t issued = 0, completed = 0, errors = 0;
   nlohmann::json interrupted;  // a signal stopped the run: {"signal", "run", "epochs_done"} (summary "interrupted")
+  // A real run a signal stopped (real/rpc.hpp): the summary's "incomplete" ({"reason",
+  // "ranks_reported"}) and the calls still in flight when rank 0 stopped waiting for them
+  // (totals "unanswered"); null and 0 otherwise.
+  nlohmann::json incomplete;
+  uint64_t unanswered = 0;
 };
 
 // The summary's "rpc" section (per run: calls, Mrps, and the round trips' mean, p50, p90,
