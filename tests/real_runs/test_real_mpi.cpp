@@ -389,3 +389,72 @@ TEST_CASE("benchkv refuses a malformed BENCHKV_PEER_TIMEOUT, naming it", "[real-
   CHECK(o.status != 0);
   CHECK_THAT(o.err, Catch::Contains("BENCHKV_PEER_TIMEOUT=\"soon\""));
 }
+
+namespace {
+
+// `benchkv rpc` over UCX shared memory, one run of 20 epochs of 200 ms (the first
+// trimmed), where rank `rank` sends itself `signal` 2.5 s into its life.
+Outcome rpc_with_signal(uint32_t rank, const std::string& signal, const e2e::fs::path& dir) {
+  return mpirun_benchkv_signalled(2, rank, signal, "2.5",
+                                  {"rpc", "--transport", "ucx", "-d", "4", "--interval-ms", "200", "--trim", "1", "-r",
+                                   "1", "--endpoints", "2", "--queue-depth", "4", "--no-progress", "-o", "out.csv"},
+                                  dir, "sm,self");
+}
+
+// Rank 0's outputs after a signal stopped a real rpc run in its one run: marked
+// interrupted (by `signal`, `gone` ranks gone) and incomplete as the KV modes mark them,
+// the finished epochs of the run kept: the CSV's rows, the run and its "rpc" figures agree.
+void check_rpc_interrupted(const Outcome& o, const e2e::fs::path& dir, const std::string& signal, const json& gone) {
+  CHECK(o.status != 0);
+  CHECK_THAT(o.err, Catch::Contains("benchkv: rank 0: interrupted by " + signal));
+  CHECK_THAT(o.err, Catch::Contains("the measurement ended early on this rank after epoch"));
+  CHECK_THAT(o.err, Catch::Contains("out.csv holds the epochs measured until then"));
+  REQUIRE(e2e::fs::exists(dir / "out.summary.json"));
+  const json s = e2e::read_json(dir / "out.summary.json");
+  REQUIRE(s.contains("interrupted"));
+  CHECK(s["interrupted"]["signal"] == signal);
+  CHECK(s["interrupted"]["gone_ranks"] == gone);
+  CHECK(s["interrupted"]["run"] == 0);
+  CHECK(s["incomplete"]["ranks_reported"] == json::array({0}));
+  REQUIRE(s["runs"].size() == 1);
+  const uint64_t done = s["interrupted"]["epochs_done"].get<uint64_t>();
+  CHECK(s["runs"][0]["epochs_done"] == done);
+  CHECK(done >= 2);
+  CHECK(done < 20);
+  uint64_t caller = 0, servers = 0;
+  for (const e2e::CsvRow& row : e2e::read_csv(dir / "out.csv")) {
+    (row.rank == 0 ? caller : servers) += row.requests;
+    CHECK(row.epoch < done);
+  }
+  CHECK(caller > 0);
+  CHECK(servers == 0);
+  CHECK(s["runs"][0]["requests"] == caller);
+  REQUIRE(s["rpc"]["runs"].size() == 1);
+  CHECK(s["rpc"]["runs"][0]["calls"] == caller);
+  CHECK(s["rpc"]["runs"][0]["rtt_p50_us"].get<double>() > 0);
+  const json& t = s["totals"];
+  CHECK(t["errors"] == 0);
+  CHECK(t["issued"].get<uint64_t>() == t["completed"].get<uint64_t>() + t["unanswered"].get<uint64_t>());
+  CHECK(t["completed"].get<uint64_t>() >= caller);
+}
+
+}  // namespace
+
+TEST_CASE("mpirun -np 2: SIGTERM to the rpc caller mid-run keeps its finished epochs, marked interrupted",
+          "[real-run][mpi][rpc][faults]") {
+  e2e::TempDir dir;
+  const Outcome o = rpc_with_signal(0, "TERM", dir.path());
+  INFO(e2e::describe(o));
+  check_rpc_interrupted(o, dir.path(), "SIGTERM", json::array());
+}
+
+TEST_CASE("mpirun -np 2: SIGTERM to an rpc server mid-run: it says so; the caller, then ended, keeps its epochs",
+          "[real-run][mpi][rpc][faults]") {
+  e2e::TempDir dir;
+  const Outcome o = rpc_with_signal(1, "TERM", dir.path());
+  INFO(e2e::describe(o));
+  CHECK_THAT(o.err, Catch::Contains("benchkv: rank 1: interrupted: SIGTERM came; no outputs written by this rank"));
+  // mpirun then ends rank 0 with SIGTERM: it names rank 1 as gone.
+  CHECK_THAT(o.err, Catch::Contains("benchkv: rank 0: interrupted by SIGTERM; rank 1 died before it"));
+  check_rpc_interrupted(o, dir.path(), "SIGTERM", json::array({1}));
+}
