@@ -62,3 +62,60 @@ TEST_CASE("mpirun -np 2: benchkv data progress lines count each size's runs, fro
   CHECK_THAT(o.err, !Catch::Contains("run 2/"));
   CHECK_THAT(o.err, !Catch::Contains("run 0"));
 }
+
+// Rank 1 sends itself SIGTERM in the second value size's measurement (each size: 25
+// epochs of 200 ms, then a 2 s drain): it says it keeps nothing and ends; mpirun then
+// sends rank 0 SIGTERM. Rank 0 keeps the first size whole (both ranks' rows) and the
+// second up to its last finished epoch (its own rows), marked interrupted and incomplete
+// as the KV modes mark them.
+TEST_CASE("mpirun -np 2: SIGTERM to a rank in the second value size: rank 0 keeps the first whole, the second cut",
+          "[real-run][mpi][data][faults]") {
+  e2e::TempDir dir;
+  const Outcome o = mpirun_benchkv_signalled(
+      2, 1, "TERM", "10",
+      {"data", "--transport", "ucx", "--client-threads", "1", "--queue-depth", "4", "--key-range", "16",
+       "--value-size", "64,128", "-d", "5", "--interval-ms", "200", "--trim", "1", "-r", "1", "--no-progress", "-o",
+       "out.csv"},
+      dir.path(), "sm,self");
+  INFO(e2e::describe(o));
+  CHECK(o.status != 0);
+  CHECK_THAT(o.err, Catch::Contains("benchkv: rank 1: interrupted: SIGTERM came"));
+  CHECK_THAT(o.err, Catch::Contains("no outputs written by this rank"));
+  CHECK_THAT(o.err, Catch::Contains("benchkv: rank 0: interrupted by SIGTERM; rank 1 died before it (its process is gone)"));
+  REQUIRE(e2e::fs::exists(dir.path() / "out.summary.json"));
+  const e2e::json s = e2e::read_json(dir.path() / "out.summary.json");
+  REQUIRE(s.contains("interrupted"));
+  CHECK(s["interrupted"]["signal"] == "SIGTERM");
+  CHECK(s["interrupted"]["gone_ranks"] == e2e::json::array({1}));
+  CHECK(s["interrupted"]["run"] == 1);  // the run index counts over the sizes
+  CHECK(s["incomplete"]["ranks_reported"] == e2e::json::array({0}));
+  const uint64_t done = s["interrupted"]["epochs_done"].get<uint64_t>();
+  CHECK(done >= 2);
+  CHECK(done < 25);
+  REQUIRE(s["runs"].size() == 2);
+  CHECK_FALSE(s["runs"][0].contains("epochs_done"));  // whole
+  CHECK(s["runs"][1]["epochs_done"] == done);
+  REQUIRE(s["data"]["runs"].size() == 2);
+  CHECK(s["data"]["runs"][0]["value_size"] == 64);
+  CHECK(s["data"]["runs"][1]["value_size"] == 128);
+  uint64_t rows[2][2] = {{0, 0}, {0, 0}};  // [run][rank] requests
+  for (const e2e::CsvRow& row : e2e::read_csv(dir.path() / "out.csv")) {
+    REQUIRE(row.run < 2);
+    rows[row.run][row.rank] += row.requests;
+    CHECK(row.value_size == (row.run == 0 ? 64u : 128u));
+    if (row.run == 1) CHECK(row.epoch < done);
+  }
+  CHECK(rows[0][0] > 0);
+  CHECK(rows[0][1] > 0);  // gathered from rank 1 when the first size ended
+  CHECK(rows[1][0] > 0);
+  CHECK(rows[1][1] == 0);  // rank 1's epochs of the cut size never reached rank 0
+  for (int r = 0; r < 2; ++r) {
+    INFO("run " << r);
+    CHECK(s["runs"][r]["requests"] == rows[r][0] + rows[r][1]);
+    CHECK(s["data"]["runs"][r]["ops"] == rows[r][0] + rows[r][1]);
+    CHECK(s["data"]["runs"][r]["bytes"].get<uint64_t>() > 0);
+  }
+  const e2e::json& t = s["totals"];
+  CHECK(t["errors"] == 0);
+  CHECK(t["issued"].get<uint64_t>() == t["completed"].get<uint64_t>() + t["unanswered"].get<uint64_t>());
+}

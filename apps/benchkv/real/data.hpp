@@ -8,7 +8,20 @@
 // issuing and keeps stepping (serving its peers) for kDataDrainSeconds; a request still in
 // flight after that is reported as lost (exit status 1). Then a barrier, and rank 0
 // gathers the CSV rows, the bytes and the latency histograms.
+//
+// SIGINT/SIGTERM (app::stop_signal, looked at while a rank steps through an epoch and the
+// drain, and in every collective): rank 0 keeps what finished. The runs gathered before
+// stay whole; the current run ends at its last finished epoch with rank 0's figures only
+// (the other ranks' rows zero; left out when none of its kept epochs finished); the runs
+// and value sizes after it are not run. Rank 0 stops issuing, steps for at most
+// kInterruptDrainSeconds, writes the CSV and the summary marked "interrupted" and
+// "incomplete" (as the KV modes do, real/mpi_run.hpp's finish_incomplete; the totals are
+// every rank's for the sizes that ended, rank 0's alone for the one cut) and ends with
+// 128 + the signal, without MPI. Another rank keeps nothing: it says so and ends with the
+// same status. A signal before the first size's measurement started keeps nothing.
 #pragma once
+
+#include <unistd.h>
 
 #include <array>
 #include <chrono>
@@ -21,6 +34,7 @@
 
 #include "apps/benchkv/results/data_results.hpp"
 #include "apps/benchkv/real/mpi_orchestration.hpp"
+#include "apps/benchkv/real/mpi_run.hpp"
 #include "apps/benchkv/real/ucx_transports.hpp"
 #include "apps/benchkv/node/node_setup.hpp"
 #include "apps/benchkv/cli/options.hpp"
@@ -59,110 +73,196 @@ int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, 
   };
 
   app::DataResult res;
+  bool measuring = false;  // the first size's measurement started (a signal keeps what finished)
   for (uint32_t si = 0; si < sizes.size(); ++si) {
     const data::DataNodeConfig cfg = app::data_node_config(o, rank, np, sizes[si]);
-    auto node = build(cfg);
-    if constexpr (requires { node->endpoint_descriptions(); })  // UCX: what it selected (collective)
-      if (si == 0) extra["ucx_transports"] = gather_ucx_transports(s, node->endpoint_descriptions());
-    s.barrier();
+    decltype(build(cfg)) node;
+    // Rank 0: this size's totals already added to res, and whether res.runs.back() is a
+    // run cut by a signal whose counts are not set yet.
+    bool size_counted = false, run_open = false;
+    uint64_t run_issued = 0, run_completed = 0;
+    try {
+      node = build(cfg);
+      if constexpr (requires { node->endpoint_descriptions(); })  // UCX: what it selected (collective)
+        if (si == 0) extra["ucx_transports"] = gather_ucx_transports(s, node->endpoint_descriptions());
+      s.barrier();
 
-    auto step_all = [&] { node->step(); };
-    auto completed_of = [&](uint32_t c) { return node->counters(c).completed.load(std::memory_order_relaxed); };
-    auto snapshot = [&](copyrpc::RttHistogram& h, uint64_t& bytes, bool window_opens) {
-      h = copyrpc::RttHistogram{};
-      bytes = 0;
-      for (uint32_t c = 0; c < C; ++c) {
-        if (window_opens) node->restart_latency_max(c);
-        h.merge(node->latency(c));
-        bytes += node->counters(c).bytes.load(std::memory_order_relaxed);
-      }
-    };
-    std::vector<uint64_t> last(C, 0);
-    uint64_t last_t = 0, run_issued = 0, run_completed = 0;
-    const Clock::time_point t0 = Clock::now();
-    for (uint32_t r = 0; r < o.runs; ++r) {
-      app::RunResults rr(si * o.runs + r, np, C, epochs, o.trim);
-      copyrpc::RttHistogram start_h, end_h;
-      uint64_t start_bytes = 0, end_bytes = 0;
-      for (uint32_t e = 0; e < epochs; ++e) {
-        const uint64_t deadline = uint64_t{r} * duration + uint64_t{e + 1} * interval;
-        while (ns_since(t0) < deadline && app::stop_signal() == 0) step_all();
-        // SIGINT/SIGTERM: this mode keeps no partial results; the caller (run_ucx,
-        // run_rdma) says so and ends the rank.
-        if (const int sig = app::stop_signal(); sig != 0) throw mpi::Interrupted(app::signal_name(sig) + " came", sig);
-        const uint64_t now = ns_since(t0);
+      auto step_all = [&] { node->step(); };
+      auto completed_of = [&](uint32_t c) { return node->counters(c).completed.load(std::memory_order_relaxed); };
+      auto snapshot = [&](copyrpc::RttHistogram& h, uint64_t& bytes, bool window_opens) {
+        h = copyrpc::RttHistogram{};
+        bytes = 0;
         for (uint32_t c = 0; c < C; ++c) {
-          rr.record(rank, c, e, completed_of(c) - last[c], now - last_t);
-          last[c] = completed_of(c);
+          if (window_opens) node->restart_latency_max(c);
+          h.merge(node->latency(c));
+          bytes += node->counters(c).bytes.load(std::memory_order_relaxed);
         }
-        last_t = now;
-        if (e + 1 == rr.first_kept_epoch()) snapshot(start_h, start_bytes, true);
-        if (e + 1 == rr.end_kept_epoch()) snapshot(end_h, end_bytes, false);
-        // Counted from 1 like every human line, per size.
-        if (o.progress && rank == 0)
-          std::fprintf(stderr, "value size %u: run %u/%u epoch %u/%u\n", sizes[si], r + 1, o.runs, e + 1, epochs);
+      };
+      std::vector<uint64_t> last(C, 0);
+      uint64_t last_t = 0;
+      measuring = true;
+      const Clock::time_point t0 = Clock::now();
+      for (uint32_t r = 0; r < o.runs; ++r) {
+        app::RunResults rr(si * o.runs + r, np, C, epochs, o.trim);
+        copyrpc::RttHistogram start_h, end_h;
+        uint64_t start_bytes = 0, end_bytes = 0;
+        // Rank 0, after a signal: this run with its own figures (the epochs it finished).
+        auto keep_own = [&] {
+          if (rank != 0 || rr.epochs_done() <= rr.first_kept_epoch()) return;
+          app::DataRunStats st;
+          st.value_size = sizes[si];
+          st.run = si * o.runs + r;
+          st.ops = rr.kept_requests();
+          st.duration_ns = rr.kept_duration_ns();
+          st.bytes = end_bytes - start_bytes;
+          st.latency = end_h.since(start_h);
+          res.stats.push_back(std::move(st));
+          res.runs.push_back(std::move(rr));
+          run_open = true;
+        };
+        for (uint32_t e = 0; e < epochs; ++e) {
+          const uint64_t deadline = uint64_t{r} * duration + uint64_t{e + 1} * interval;
+          while (ns_since(t0) < deadline && app::stop_signal() == 0) step_all();
+          if (const int sig = app::stop_signal(); sig != 0) {  // the run ends at its last finished epoch
+            rr.set_epochs_done(e);
+            keep_own();
+            throw mpi::Interrupted(app::signal_name(sig) + " came during an epoch", sig);
+          }
+          const uint64_t now = ns_since(t0);
+          for (uint32_t c = 0; c < C; ++c) {
+            rr.record(rank, c, e, completed_of(c) - last[c], now - last_t);
+            last[c] = completed_of(c);
+          }
+          last_t = now;
+          if (e + 1 == rr.first_kept_epoch()) snapshot(start_h, start_bytes, true);
+          if (rr.kept(e)) snapshot(end_h, end_bytes, false);  // (kept up to date for a signal)
+          // Counted from 1 like every human line, per size.
+          if (o.progress && rank == 0)
+            std::fprintf(stderr, "value size %u: run %u/%u epoch %u/%u\n", sizes[si], r + 1, o.runs, e + 1, epochs);
+        }
+        uint64_t issued = 0, completed = 0;
+        for (uint32_t c = 0; c < C; ++c) {
+          issued += node->counters(c).issued.load();
+          completed += node->counters(c).completed.load();
+        }
+        rr.set_counts(issued - run_issued, completed - run_completed);
+        // Every rank's rows and figures to rank 0.
+        std::vector<app::EpochRecord> rows;
+        std::vector<copyrpc::RttHistogram> ranks_kept;
+        uint64_t bytes = 0, run_iss = 0, run_comp = 0;
+        try {
+          rows = s.gather_to_root(std::span<const app::EpochRecord>(rr.rank_records(rank)));
+          const copyrpc::RttHistogram kept = end_h.since(start_h);
+          ranks_kept = s.gather_to_root(std::span<const copyrpc::RttHistogram>(&kept, 1));
+          bytes = s.allreduce_sum(end_bytes - start_bytes);
+          run_iss = s.allreduce_sum(rr.issued());
+          run_comp = s.allreduce_sum(rr.completed());
+        } catch (const mpi::Interrupted&) {
+          keep_own();  // whole on rank 0, its figures alone
+          throw;
+        }
+        run_issued = issued;
+        run_completed = completed;
+        if (rank == 0) {
+          for (uint32_t j = 0; j < np; ++j) {
+            auto dst = rr.rank_records(j);
+            std::copy_n(rows.begin() + std::ptrdiff_t(j) * std::ptrdiff_t(dst.size()), dst.size(), dst.begin());
+          }
+          rr.set_counts(run_iss, run_comp);
+          app::DataRunStats st;
+          st.value_size = sizes[si];
+          st.run = si * o.runs + r;
+          st.ops = rr.kept_requests();
+          st.duration_ns = rr.kept_duration_ns();
+          st.bytes = bytes;
+          for (const copyrpc::RttHistogram& h : ranks_kept) st.latency.merge(h);
+          res.stats.push_back(std::move(st));
+          res.runs.push_back(std::move(rr));
+        }
       }
-      uint64_t issued = 0, completed = 0;
+      node->stop_issuing();
+      const Clock::time_point drain_start = Clock::now();
+      while (std::chrono::duration<double>(Clock::now() - drain_start).count() < kDataDrainSeconds &&
+             app::stop_signal() == 0)  // (a signal: the next collective throws)
+        step_all();
+      uint64_t issued = 0, completed = 0, errors = node->errors(), lost = 0;
       for (uint32_t c = 0; c < C; ++c) {
         issued += node->counters(c).issued.load();
         completed += node->counters(c).completed.load();
+        errors += node->counters(c).errors.load();
+        lost += node->in_flight(c);
       }
-      rr.set_counts(issued - run_issued, completed - run_completed);
-      run_issued = issued;
-      run_completed = completed;
-      // Every rank's rows and figures to rank 0.
-      const std::vector<app::EpochRecord> rows = s.gather_to_root(std::span<const app::EpochRecord>(rr.rank_records(rank)));
-      const copyrpc::RttHistogram kept = end_h.since(start_h);
-      const std::vector<copyrpc::RttHistogram> ranks_kept = s.gather_to_root(std::span<const copyrpc::RttHistogram>(&kept, 1));
-      const uint64_t bytes = s.allreduce_sum(end_bytes - start_bytes);
-      const uint64_t run_iss = s.allreduce_sum(rr.issued()), run_comp = s.allreduce_sum(rr.completed());
-      if (rank == 0) {
-        for (uint32_t j = 0; j < np; ++j) {
-          auto dst = rr.rank_records(j);
-          std::copy_n(rows.begin() + std::ptrdiff_t(j) * std::ptrdiff_t(dst.size()), dst.size(), dst.begin());
+      // The drain's completions belong to the last run of this size.
+      const uint64_t extra_iss = s.allreduce_sum(issued - run_issued), extra_comp = s.allreduce_sum(completed - run_completed);
+      if (rank == 0) res.runs.back().set_counts(res.runs.back().issued() + extra_iss, res.runs.back().completed() + extra_comp);
+      res.issued += s.allreduce_sum(issued);
+      res.completed += s.allreduce_sum(completed);
+      res.errors += s.allreduce_sum(errors);
+      res.rejected += s.allreduce_sum(node->rejected());
+      if constexpr (requires { node->rma_counts(); }) {
+        const std::array<uint64_t, 3> n = node->rma_counts();
+        const char* names[3] = {"ucp_get", "ucp_put", "read_write_as_am"};
+        for (int i = 0; i < 3; ++i) {
+          const uint64_t sum = s.allreduce_sum(n[i]);
+          nlohmann::json& slot = extra["ucx_rma"][names[i]];
+          slot = (slot.is_null() ? uint64_t{0} : slot.get<uint64_t>()) + sum;
         }
-        rr.set_counts(run_iss, run_comp);
-        app::DataRunStats st;
-        st.value_size = sizes[si];
-        st.run = si * o.runs + r;
-        st.ops = rr.kept_requests();
-        st.duration_ns = rr.kept_duration_ns();
-        st.bytes = bytes;
-        for (const copyrpc::RttHistogram& h : ranks_kept) st.latency.merge(h);
-        res.stats.push_back(std::move(st));
-        res.runs.push_back(std::move(rr));
       }
-    }
-    node->stop_issuing();
-    const Clock::time_point drain_start = Clock::now();
-    while (std::chrono::duration<double>(Clock::now() - drain_start).count() < kDataDrainSeconds) step_all();
-    uint64_t issued = 0, completed = 0, errors = node->errors(), lost = 0;
-    for (uint32_t c = 0; c < C; ++c) {
-      issued += node->counters(c).issued.load();
-      completed += node->counters(c).completed.load();
-      errors += node->counters(c).errors.load();
-      lost += node->in_flight(c);
-    }
-    // The drain's completions belong to the last run of this size.
-    const uint64_t extra_iss = s.allreduce_sum(issued - run_issued), extra_comp = s.allreduce_sum(completed - run_completed);
-    if (rank == 0) res.runs.back().set_counts(res.runs.back().issued() + extra_iss, res.runs.back().completed() + extra_comp);
-    res.issued += s.allreduce_sum(issued);
-    res.completed += s.allreduce_sum(completed);
-    res.errors += s.allreduce_sum(errors);
-    res.rejected += s.allreduce_sum(node->rejected());
-    if constexpr (requires { node->rma_counts(); }) {
-      const std::array<uint64_t, 3> n = node->rma_counts();
-      const char* names[3] = {"ucp_get", "ucp_put", "read_write_as_am"};
-      for (int i = 0; i < 3; ++i) {
-        const uint64_t sum = s.allreduce_sum(n[i]);
-        nlohmann::json& slot = extra["ucx_rma"][names[i]];
-        slot = (slot.is_null() ? uint64_t{0} : slot.get<uint64_t>()) + sum;
+      if (s.allreduce_sum(lost) > 0 && rank == 0)
+        std::fprintf(stderr, "benchkv data: requests still in flight %.0f s after the last run of size %u\n",
+                     kDataDrainSeconds, sizes[si]);
+      size_counted = true;
+      s.barrier();
+    } catch (const mpi::Interrupted& e) {
+      if (rank != 0 || !measuring) throw;
+      // Rank 0 keeps what finished: its requests drain locally for a moment (a peer may be
+      // gone), the cut run's counts include them, then the outputs, without MPI.
+      uint64_t issued = 0, completed = 0, errors = 0, lost = 0, rejected = 0;
+      if (node) {
+        node->stop_issuing();
+        auto in_flight = [&] {
+          uint64_t n = 0;
+          for (uint32_t c = 0; c < C; ++c) n += node->in_flight(c);
+          return n;
+        };
+        const Clock::time_point drain_start = Clock::now();
+        while (in_flight() > 0 &&
+               std::chrono::duration<double>(Clock::now() - drain_start).count() < kInterruptDrainSeconds)
+          node->step();
+        errors = node->errors();
+        rejected = node->rejected();
+        for (uint32_t c = 0; c < C; ++c) {
+          issued += node->counters(c).issued.load();
+          completed += node->counters(c).completed.load();
+          errors += node->counters(c).errors.load();
+        }
+        lost = in_flight();
       }
+      if (run_open) res.runs.back().set_counts(issued - run_issued, completed - run_completed);
+      if (!size_counted) {
+        res.issued += issued;
+        res.completed += completed;
+        res.errors += errors;
+        res.rejected += rejected;
+        res.unanswered += lost;
+      }
+      const InterruptMarks m = interrupt_marks(
+          s, e.signal, res.runs,
+          std::to_string(res.issued) + " data operations issued, " + std::to_string(res.completed) + " completed, " +
+              std::to_string(res.unanswered) + " never answered");
+      res.incomplete = m.incomplete;
+      res.interrupted = m.interrupted;
+      extra["ranks"] = np;
+      int status = 128 + e.signal;
+      try {
+        status = app::write_data_outputs(o, res, "real", extra);
+      } catch (const std::exception& err) {
+        std::fprintf(stderr, "benchkv: %s\n", err.what());
+      }
+      std::fflush(stdout);
+      std::fflush(stderr);
+      ::_exit(status);  // no MPI after a signal (a peer may be gone), no teardown waiting for one
     }
-    if (s.allreduce_sum(lost) > 0 && rank == 0)
-      std::fprintf(stderr, "benchkv data: requests still in flight %.0f s after the last run of size %u\n",
-                   kDataDrainSeconds, sizes[si]);
-    s.barrier();
   }
   if (rank != 0) return res.errors == 0 && res.issued == res.completed ? 0 : 1;
   extra["ranks"] = np;
