@@ -448,7 +448,7 @@ TEST_CASE("mpirun -np 2: SIGTERM to the rpc caller mid-run keeps its finished ep
   check_rpc_interrupted(o, dir.path(), "SIGTERM", json::array());
 }
 
-TEST_CASE("mpirun -np 2: SIGTERM to an rpc server mid-run: it says so; the caller, then ended, keeps its epochs",
+TEST_CASE("mpirun -np 2: SIGTERM to an rpc server mid-run: it says so, and the caller, then ended, keeps its epochs",
           "[real-run][mpi][rpc][faults]") {
   e2e::TempDir dir;
   const Outcome o = rpc_with_signal(1, "TERM", dir.path());
