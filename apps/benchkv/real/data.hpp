@@ -21,8 +21,6 @@
 // same status. A signal before the first size's measurement started keeps nothing.
 #pragma once
 
-#include <unistd.h>
-
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -73,6 +71,11 @@ int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, 
   };
 
   app::DataResult res;
+  // Rank 0's outputs, at the end or after a signal.
+  auto write_outputs = [&] {
+    extra["ranks"] = np;
+    return app::write_data_outputs(o, res, "real", extra);
+  };
   bool measuring = false;  // the first size's measurement started (a signal keeps what finished)
   for (uint32_t si = 0; si < sizes.size(); ++si) {
     const data::DataNodeConfig cfg = app::data_node_config(o, rank, np, sizes[si]);
@@ -246,27 +249,11 @@ int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, 
         res.rejected += rejected;
         res.unanswered += lost;
       }
-      const InterruptMarks m = interrupt_marks(
-          s, e.signal, res.runs,
-          std::to_string(res.issued) + " data operations issued, " + std::to_string(res.completed) + " completed, " +
-              std::to_string(res.unanswered) + " never answered");
-      res.incomplete = m.incomplete;
-      res.interrupted = m.interrupted;
-      extra["ranks"] = np;
-      int status = 128 + e.signal;
-      try {
-        status = app::write_data_outputs(o, res, "real", extra);
-      } catch (const std::exception& err) {
-        std::fprintf(stderr, "benchkv: %s\n", err.what());
-      }
-      std::fflush(stdout);
-      std::fflush(stderr);
-      ::_exit(status);  // no MPI after a signal (a peer may be gone), no teardown waiting for one
+      write_interrupted_and_exit(s, e.signal, res, "data operations", write_outputs);
     }
   }
   if (rank != 0) return res.errors == 0 && res.issued == res.completed ? 0 : 1;
-  extra["ranks"] = np;
-  return app::write_data_outputs(o, res, "real", extra);
+  return write_outputs();
 }
 
 // A copyrpc data node of one rank: daemon #0 and the clients, each with its own transport

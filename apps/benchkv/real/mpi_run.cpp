@@ -285,6 +285,18 @@ InterruptMarks interrupt_marks(const mpi::Session& s, int sig, const std::vector
   return m;
 }
 
+void exit_after_outputs(int sig, const std::function<int()>& write) {
+  int status = 128 + sig;
+  try {
+    status = write();
+  } catch (const std::exception& err) {
+    std::fprintf(stderr, "benchkv: %s\n", err.what());
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::_exit(status);
+}
+
 int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& res, const nlohmann::json& extra,
                const RankPlan& plan) {
   // Thread-to-CPU map: every rank's daemon CPUs, then its client CPUs (the same counts

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <span>
 #include <stdexcept>
@@ -117,6 +118,27 @@ struct InterruptMarks {
 };
 InterruptMarks interrupt_marks(const mpi::Session& s, int sig, const std::vector<app::RunResults>& runs,
                                const std::string& counts);
+
+// Ends the process after `write()` (the mode's outputs), with its status, or with 128 +
+// `sig` when it throws (its message on stderr); stdout and stderr flushed, no MPI and no
+// teardown (a peer may be gone, and nothing may wait for one).
+[[noreturn]] void exit_after_outputs(int sig, const std::function<int()>& write);
+
+// The end of rank 0 of a real rpc or data run that SIGINT/SIGTERM stopped, once `res` (an
+// RpcResult or a DataResult) holds the cut run's counts: marks it (interrupt_marks; the
+// stderr line counts the `what` issued, completed and never answered), then
+// exit_after_outputs(sig, write).
+template <class Result, class Write>
+[[noreturn]] void write_interrupted_and_exit(const mpi::Session& s, int sig, Result& res, const std::string& what,
+                                             const Write& write) {
+  InterruptMarks m = interrupt_marks(s, sig, res.runs,
+                                     std::to_string(res.issued) + " " + what + " issued, " +
+                                         std::to_string(res.completed) + " completed, " +
+                                         std::to_string(res.unanswered) + " never answered");
+  res.incomplete = std::move(m.incomplete);
+  res.interrupted = std::move(m.interrupted);
+  exit_after_outputs(sig, write);
+}
 
 // The connections of `conns` between this rank and every peer, in connection order.
 inline std::vector<std::vector<size_t>> connections_by_peer(const std::vector<backend::Connection>& conns,

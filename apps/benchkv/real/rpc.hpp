@@ -18,8 +18,6 @@
 // same status. A signal before the first size's measurement started keeps nothing.
 #pragma once
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -64,6 +62,11 @@ int run_rpc_mpi(const mpi::Session& s, const app::Options& o, R& rt, nlohmann::j
     if (const int sig = app::stop_signal(); sig != 0) throw mpi::Interrupted(app::signal_name(sig) + " came", sig);
   };
   app::RpcResult res;
+  // Rank 0's outputs, at the end or after a signal.
+  auto write_outputs = [&] {
+    extra["ranks"] = np;
+    return app::write_rpc_outputs(o, res, "real", extra);
+  };
   bool measuring = false;  // rank 0: the first size's measurement started (a signal keeps what finished)
   // One experiment per message size, each with its own context and endpoints.
   for (uint32_t si = 0; si < sizes.size(); ++si) {
@@ -195,28 +198,11 @@ int run_rpc_mpi(const mpi::Session& s, const app::Options& o, R& rt, nlohmann::j
         res.errors += thr.counters().errors.load();
         res.unanswered += thr.in_flight();
       }
-      const InterruptMarks m = interrupt_marks(
-          s, e.signal, res.runs,
-          std::to_string(res.issued) + " calls issued, " + std::to_string(res.completed) + " completed, " +
-              std::to_string(res.unanswered) + " never answered");
-      res.incomplete = m.incomplete;
-      res.interrupted = m.interrupted;
-      extra["ranks"] = np;
-      int status = 128 + e.signal;
-      try {
-        status = app::write_rpc_outputs(o, res, "real", extra);
-      } catch (const std::exception& err) {
-        std::fprintf(stderr, "benchkv: %s\n", err.what());
-      }
-      std::fflush(stdout);
-      std::fflush(stderr);
-      ::_exit(status);  // no MPI after a signal (a peer may be gone), no teardown waiting for one
+      write_interrupted_and_exit(s, e.signal, res, "calls", write_outputs);
     }
   }
   if (rank != 0) return 0;
-
-  extra["ranks"] = np;
-  return app::write_rpc_outputs(o, res, "real", extra);
+  return write_outputs();
 }
 
 }  // namespace bkv::real
