@@ -65,6 +65,19 @@ inline Outcome mpirun_benchkv_signalled(uint32_t np, uint32_t rank, const std::s
 }
 #endif
 
+// The summary rank 0 wrote in `dir` after a signal stopped a real run, checked for the
+// marks every such summary has: "interrupted" by `signal` with the ranks `gone` gone, and
+// "incomplete" reported by rank 0 alone.
+inline json interrupted_summary(const path& dir, const std::string& signal, const json& gone) {
+  REQUIRE(e2e::fs::exists(dir / "out.summary.json"));
+  const json s = e2e::read_json(dir / "out.summary.json");
+  REQUIRE(s.contains("interrupted"));
+  CHECK(s["interrupted"]["signal"] == signal);
+  CHECK(s["interrupted"]["gone_ranks"] == gone);
+  CHECK(s["incomplete"]["ranks_reported"] == json::array({0}));
+  return s;
+}
+
 // The checks every successful real run must pass, with the shape taken from the
 // summary's effective configuration (config.np = the number of ranks):
 //  - totals: issued == completed, errors == 0, completed > 0; per-run counts add up;

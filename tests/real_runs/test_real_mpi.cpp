@@ -265,21 +265,24 @@ TEST_CASE("mpirun -np 2, ucx-am: a rank stopped mid-run (SIGSTOP): the other say
 
 namespace {
 
-// Rank 0's outputs after a signal ended the run: marked interrupted (by `signal`, with
-// rank 1 gone) and incomplete, its own epochs up to where it stopped, no other rank's.
-void check_interrupted_outputs(const e2e::fs::path& dir, const std::string& signal) {
-  REQUIRE(e2e::fs::exists(dir / "out.csv"));
-  const json s = e2e::read_json(dir / "out.summary.json");
-  REQUIRE(s.contains("interrupted"));
-  CHECK(s["interrupted"]["signal"] == signal);
-  CHECK(s["interrupted"]["gone_ranks"] == json::array({1}));
-  CHECK(s["incomplete"]["ranks_reported"] == json::array({0}));
-  // 20 epochs of 200 ms, the first trimmed; killed 2.5 s into a 4 s run.
+// The epochs rank 0 kept of a run of 20 epochs of 200 ms (the first trimmed) that a
+// signal 2.5 s into its 4 s cut, the summary's only run: the run's "epochs_done" is the
+// interruption's, at least 2 and fewer than 20. Returns it.
+uint64_t kept_epochs(const json& s) {
   REQUIRE(s["runs"].size() == 1);
   const uint64_t done = s["interrupted"]["epochs_done"].get<uint64_t>();
   CHECK(s["runs"][0]["epochs_done"] == done);
   CHECK(done >= 2);
   CHECK(done < 20);
+  return done;
+}
+
+// Rank 0's outputs after a signal ended the run: marked interrupted (by `signal`, with
+// rank 1 gone) and incomplete, its own epochs up to where it stopped, no other rank's.
+void check_interrupted_outputs(const e2e::fs::path& dir, const std::string& signal) {
+  REQUIRE(e2e::fs::exists(dir / "out.csv"));
+  const json s = interrupted_summary(dir, signal, json::array({1}));
+  const uint64_t done = kept_epochs(s);
   uint64_t rank0 = 0, others = 0;
   size_t rows = 0;
   for (const e2e::CsvRow& row : e2e::read_csv(dir / "out.csv")) {
@@ -409,18 +412,9 @@ void check_rpc_interrupted(const Outcome& o, const e2e::fs::path& dir, const std
   CHECK_THAT(o.err, Catch::Contains("benchkv: rank 0: interrupted by " + signal));
   CHECK_THAT(o.err, Catch::Contains("the measurement ended early on this rank after epoch"));
   CHECK_THAT(o.err, Catch::Contains("out.csv holds the epochs measured until then"));
-  REQUIRE(e2e::fs::exists(dir / "out.summary.json"));
-  const json s = e2e::read_json(dir / "out.summary.json");
-  REQUIRE(s.contains("interrupted"));
-  CHECK(s["interrupted"]["signal"] == signal);
-  CHECK(s["interrupted"]["gone_ranks"] == gone);
+  const json s = interrupted_summary(dir, signal, gone);
   CHECK(s["interrupted"]["run"] == 0);
-  CHECK(s["incomplete"]["ranks_reported"] == json::array({0}));
-  REQUIRE(s["runs"].size() == 1);
-  const uint64_t done = s["interrupted"]["epochs_done"].get<uint64_t>();
-  CHECK(s["runs"][0]["epochs_done"] == done);
-  CHECK(done >= 2);
-  CHECK(done < 20);
+  const uint64_t done = kept_epochs(s);
   uint64_t caller = 0, servers = 0;
   for (const e2e::CsvRow& row : e2e::read_csv(dir / "out.csv")) {
     (row.rank == 0 ? caller : servers) += row.requests;
