@@ -11,6 +11,8 @@ import subprocess
 import sys
 import tempfile
 
+from plot_checks import probe, report
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -81,9 +83,8 @@ def main(root, benchkv):
             f.write("run,rank,client_id,epoch,requests,duration_ns\n"
                     "0,0,0,1,1000,1000\n0,1,0,1,990,1000\n0,0,0,2,995,1000\n0,1,0,2,1000,1000\n"
                     "1,0,0,1,400,1000\n1,1,0,1,300,1000\n1,0,0,3,200,1000\n1,1,0,3,100,2000\n")
-        probe = (
-            "import sys, json, math\n"
-            f"sys.path.insert(0, {os.path.join(root, 'scripts')!r})\n"
+        got, err = probe(root, (
+            "import math\n"
             "import plot_epochs\n"
             f"df = plot_epochs.load({flat!r})\n"
             "total, ranks = plot_epochs.epoch_mops(df, False), plot_epochs.epoch_mops(df, True)\n"
@@ -91,11 +92,9 @@ def main(root, benchkv):
             "maps = [ax.images[0] for ax in fig.axes if ax.images]\n"
             "cells = lambda im: [[None if math.isnan(v) else round(float(v), 9) for v in row] for row in im.get_array().filled(float('nan'))]\n"
             "print(json.dumps({'total': list(fig.axes[0].get_ylim()), 'max_total': float(total['mops'].max()),\n"
-            "                  'clims': [list(im.get_clim()) for im in maps], 'cells': [cells(im) for im in maps]}))\n")
-        q = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-        check(q.returncode == 0, f"flat probe: {q.stderr}")
-        if q.returncode == 0:
-            got = json.loads(q.stdout.strip().splitlines()[-1])
+            "                  'clims': [list(im.get_clim()) for im in maps], 'cells': [cells(im) for im in maps]}))\n"))
+        check(got is not None, f"flat probe: {err}")
+        if got is not None:
             lo, hi = got["total"]
             top = got["max_total"]
             check(lo == 0 and hi >= 1.05 * top, f"total panel: y from {lo} to {hi}, the largest value {top}")
@@ -157,9 +156,7 @@ def main(root, benchkv):
                     check(abs(w - rank_mops) <= 1e-5 * rank_mops + 1e-6,
                           f"run {r} rank {k}: epochs give {w} Mops, the summary {rank_mops}")
 
-    for f in failures:
-        print("FAIL:", f)
-    return 1 if failures else 0
+    return report(failures)
 
 
 if __name__ == "__main__":

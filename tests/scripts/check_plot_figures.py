@@ -7,11 +7,12 @@ subtitle says the span it shows, and its regime map labels at least two CQE tick
 values span less than a decade, in plain numbers; the CDF's long title is wrapped, not cut at the edges.
 usage: check_plot_figures.py REPO_ROOT BENCHKV
 """
-import json
 import os
 import subprocess
 import sys
 import tempfile
+
+from plot_checks import probe, report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SIM = ["--transport", "sim", "--np", "2", "--interval-ms", "1", "--trim", "1", "--no-progress", "--report", "none"]
@@ -19,15 +20,6 @@ SIM = ["--transport", "sim", "--np", "2", "--interval-ms", "1", "--trim", "1", "
 
 def is_png(path):
     return os.path.exists(path) and open(path, "rb").read(8) == PNG_MAGIC
-
-
-def probe(root, code):
-    """Runs `code` with scripts/ importable; returns the JSON of its last stdout line."""
-    head = f"import json, os, sys\nsys.path.insert(0, {os.path.join(root, 'scripts')!r})\n"
-    q = subprocess.run([sys.executable, "-c", head + code], capture_output=True, text=True)
-    if q.returncode != 0:
-        return None, q.stderr
-    return json.loads(q.stdout.strip().splitlines()[-1]), ""
 
 
 # The labels of the y ticks drawn inside the axis' view, major and minor, as a reader sees them.
@@ -134,10 +126,7 @@ def main(root, benchkv):
             check(got["x0"] >= 0 and got["x1"] <= got["width"],
                   f"the CDF title spans x {got['x0']:.0f}..{got['x1']:.0f} of a {got['width']:.0f} px figure")
 
-    for f in failures:
-        print("FAIL:", f)
-    print(f"{len(failures)} failure(s)" if failures else "ok")
-    return 1 if failures else 0
+    return report(failures)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import tempfile
 
+from plot_checks import probe, report
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -74,28 +76,22 @@ def main(root):
         check(by_qd.get("4") == [10.0, 14.0, 18.0], f"table for QD 4: {by_qd.get('4')}")
 
         # The x ticks of the lines figure: ask matplotlib what plot_sweep drew.
-        probe = (
-            "import sys, json, csv\n"
-            f"sys.path.insert(0, {os.path.join(root, 'scripts')!r})\n"
+        got, err = probe(root, (
+            "import csv\n"
             "import plot_sweep\n"
             f"sweep = json.load(open({sweep_path!r}))\n"
             f"rows = list(csv.DictReader(open({os.path.join(d, 'out', 'results.csv')!r})))\n"
             "fig = plot_sweep.lines(sweep['plot'][0], rows, 'M requests/s')\n"
             "ax = fig.axes[-1]\n"
             "print(json.dumps({'ticks': [float(t) for t in ax.get_xticks()], 'xlabel': ax.get_xlabel(),\n"
-            "                  'ylabels': [a.get_ylabel() for a in fig.axes]}))\n")
-        q = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-        check(q.returncode == 0, f"probe: {q.stderr}")
-        if q.returncode == 0:
-            got = json.loads(q.stdout.strip().splitlines()[-1])
+            "                  'ylabels': [a.get_ylabel() for a in fig.axes]}))\n"))
+        check(got is not None, f"probe: {err}")
+        if got is not None:
             check(got["ticks"] == [2.0, 3.0, 4.0], f"x ticks {got['ticks']}")
             check(got["xlabel"] == "nodes (NP)", f"x label {got['xlabel']!r}")
             check(got["ylabels"] == ["throughput per rank (M requests/s)", "latency p99 (us)"],
                   f"y labels {got['ylabels']}")
-    for f in failures:
-        print("FAIL:", f)
-    print(f"{len(failures)} failure(s)" if failures else "ok")
-    return 1 if failures else 0
+    return report(failures)
 
 
 if __name__ == "__main__":
