@@ -395,6 +395,19 @@ struct RunInterrupted : std::runtime_error {
   RunInterrupted(const std::string& what, int sig) : std::runtime_error(what), signal(sig) {}
 };
 
+// The outputs of a simulated rpc or data run (`res`, its runs' stats in res.stats): the
+// summary (`outputs`: rpc_outputs or data_outputs), every run's kept latency (the stats'
+// member `kept`: the round trips, or the operations) merged into `latency`, and the
+// consistency status of the `what` counted.
+template <class Result, class Stats>
+int record_one_size(const Options& o, const Result& res,
+                    json (*outputs)(const Options&, const Result&, const std::string&, const json&),
+                    metrics::LatencyHistogram Stats::*kept, const char* what, json& summary, metrics::LatencyHistogram& latency) {
+  summary = outputs(o, res, "simulator", res.extra);
+  for (const Stats& st : res.stats) latency.merge(st.*kept);
+  return consistency_status(res.issued, res.completed, res.errors, what);
+}
+
 // Runs one point in this process and records its row. Returns the row. Throws
 // RunInterrupted when a signal stopped it.
 std::string run_point(const Sweep& s, const SweepRun& r) {
@@ -425,20 +438,14 @@ std::string run_point(const Sweep& s, const SweepRun& r) {
       status = consistency_status(issued, completed, errors, "requests", failed);
       break;
     }
-    case Mode::kRpc: {
-      const RpcResult res = run_rpc_sim(o, model, nullptr);
-      summary = rpc_outputs(o, res, "simulator", res.extra);
-      for (const RpcRunStats& st : res.stats) latency.merge(st.rtt);
-      status = consistency_status(res.issued, res.completed, res.errors, "calls");
+    case Mode::kRpc:
+      status = record_one_size(o, run_rpc_sim(o, model, nullptr), rpc_outputs, &RpcRunStats::rtt, "calls", summary,
+                               latency);
       break;
-    }
-    case Mode::kData: {
-      const DataResult res = run_data_sim(o, model, nullptr);
-      summary = data_outputs(o, res, "simulator", res.extra);
-      for (const DataRunStats& st : res.stats) latency.merge(st.latency);
-      status = consistency_status(res.issued, res.completed, res.errors, "data operations");
+    case Mode::kData:
+      status = record_one_size(o, run_data_sim(o, model, nullptr), data_outputs, &DataRunStats::latency,
+                               "data operations", summary, latency);
       break;
-    }
     case Mode::kSweep:
     case Mode::kCompare: throw std::logic_error("sweep: a run of mode " + std::string(to_string(o.mode)));
   }
