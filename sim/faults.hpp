@@ -1,4 +1,4 @@
-// Faults injected into a simulated run (docs/reliability.md, "Fault injection"): a layer
+// Faults injected into a simulated run (docs/exactly_once.md, "Fault injection"): a layer
 // over the simulator that changes when threads run and how long packets fly, never what
 // the code under test does. Each fault has a window of virtual time [start_us, end_us).
 //

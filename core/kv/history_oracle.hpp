@@ -1,6 +1,6 @@
 // The exactly-once oracle: a record of every request's issue and answer, of every
 // store operation and of every connection a fault broke, checked after a run
-// (docs/reliability.md, "The exactly-once oracle").
+// (docs/exactly_once.md, "The exactly-once oracle").
 //
 // What it checks (check()):
 //  1. exactly once, as the clients see it: every issued request got exactly one

@@ -606,7 +606,7 @@ void QueuePair::connect(const ConnectInfo& remote) {
   // Peer error handling (a failed peer fails this endpoint's requests and calls
   // on_ep_error, which puts the queue pair in error) where the transports offer it;
   // UCX 1.13 has none over shared memory, where ucp_ep_create refuses PEER mode: then
-  // mode NONE, and a lost peer is caught by the run's watchdog (docs/reliability.md).
+  // mode NONE, and a lost peer is caught by the run's watchdog (docs/interruptions.md).
   p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
   p.address = reinterpret_cast<const ucp_address_t*>(remote.address);
@@ -772,7 +772,7 @@ UcxTransport::UcxTransport(const Config& config)
   // Peer error handling only where shared memory cannot be chosen: UCX 1.13 has none over
   // shared memory, and asking for it makes UCX pick TCP even between ranks of one host,
   // where the ucx-am baseline (mode NONE) gets shared memory: both modes select the same
-  // transports whenever the list rules shared memory out (docs/reliability.md).
+  // transports whenever the list rules shared memory out (docs/interruptions.md).
   try_peer_error_handling_ = excludes_shared_memory(tls);
   const bool env_sets_fifo = std::getenv("UCX_MM_FIFO_ELEM_SIZE") != nullptr ||
                              std::getenv("UCX_POSIX_FIFO_ELEM_SIZE") != nullptr ||
