@@ -102,6 +102,17 @@ def log_axis(ax, values):
         ax.yaxis.set_minor_formatter(FuncFormatter(plain))
 
 
+def symlog_axis(ax, values):
+    """The CQEs-per-loop axis: symmetric log with a linear part below 1 (a bin can have no
+    loop: 0). When the values span less than a decade above 1, the log part has at most
+    one power of ten in view and no minor tick: ticks at round values instead, labelled in
+    plain numbers as log_axis does."""
+    ax.set_yscale("symlog", linthresh=1)
+    if values and max(values) < 10 * max(min(values), 1.0):
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=6))
+        ax.yaxis.set_major_formatter(FuncFormatter(plain))
+
+
 def regime_figure(rows):
     """The regime map from the sweep's results.csv rows (dicts)."""
     fig, axes = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
@@ -132,6 +143,7 @@ def timeseries_figure(series, shared, bin_us, t_max=None):
     up to t_max ms (None: the whole run). The subtitle says what is shown."""
     fig, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
     shown = 0.0  # the last bin drawn (ms)
+    cqes = []
     for label, prefix in series:
         t, mops, infl, cpl = load_series(prefix, bin_us)
         if t_max is not None:
@@ -141,10 +153,11 @@ def timeseries_figure(series, shared, bin_us, t_max=None):
         axes[0].plot(t, mops, label=label)
         axes[1].plot(t, infl, label=label)
         axes[2].plot(t, cpl, label=label)
+        cqes += cpl
     axes[0].set_ylabel("throughput per rank\n(M requests/s)")
     axes[1].set_ylabel("copyrpc calls in flight\n(daemon #0, rank avg)")
     axes[2].set_ylabel("CQEs per loop")
-    axes[2].set_yscale("symlog", linthresh=1)
+    symlog_axis(axes[2], cqes)
     axes[2].set_xlabel("virtual time (ms)")
     for ax in axes:
         ax.grid(alpha=0.3)

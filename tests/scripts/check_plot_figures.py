@@ -3,8 +3,8 @@
 scripts/latency_histogram.py --cdf on small simulated runs: each writes a PNG, and what a
 reader sees holds. plot_data's title comes from the runs' configuration and its latency
 axis is labelled in plain numbers (not 3.2x10^0); plot_bistability's timeseries_start
-subtitle says the span it shows, and its regime map labels at least two CQE ticks when the
-values span less than a decade, in plain numbers; the CDF's long title is wrapped, not cut at the edges.
+subtitle says the span it shows, and its regime map and its timeseries' CQEs-per-loop panel
+label at least two ticks when the values span less than a decade, in plain numbers; the CDF's long title is wrapped, not cut at the edges.
 usage: check_plot_figures.py REPO_ROOT BENCHKV
 """
 import os
@@ -84,6 +84,10 @@ def main(root, benchkv):
         # matplotlib's log axis spans a little more than one and labels 10 alone).
         bench([*SIM, "--client-threads", "2", "--queue-depth", "4", "-d", "0.004", "-r", "1", "-o", "run.csv",
                "--inflight-samples", "run.inflight.csv", "delegation"], d)
+        # A meta run whose CQEs per loop sit between 1 and 2 (0.4 s).
+        bench(["meta", "--transport", "sim", "--np", "4", "--client-threads", "4", "--queue-depth", "4", "-d", "0.004",
+               "--interval-ms", "1", "--trim", "1", "-r", "1", "--no-progress", "--report", "none", "-o", "meta.csv",
+               "--inflight-samples", "meta.inflight.csv"], d)
         with open(os.path.join(d, "regime.csv"), "w") as f:
             f.write("run,np,start_mode,mops_per_rank,cqe_per_loop\n"
                     "0,2,sync,1.5,1.2\n1,4,sync,1.4,3.0\n2,2,staggered,1.6,6.0\n3,4,staggered,1.2,11.0\n")
@@ -95,9 +99,13 @@ def main(root, benchkv):
             f"series = [('d', os.path.join({d!r}, 'run'))]\n"
             "t = plot_bistability.load_series(series[0][1], 20.0)[0]\n"
             "start = plot_bistability.timeseries_figure(series, 'shared', 20.0, 3.0)\n"
+            f"meta = [('m', os.path.join({d!r}, 'meta'))]\n"
+            "whole = plot_bistability.timeseries_figure(meta, 'shared', 100.0)\n"
+            "cpl = plot_bistability.load_series(meta[0][1], 100.0)[3]\n"
             f"regime = plot_bistability.regime_figure(list(csv.DictReader(open(os.path.join({d!r}, 'regime.csv')))))\n"
             "print(json.dumps({'subtitle': start._suptitle.get_text(), 'last': max(x for x in t if x <= 3.0),\n"
-            "                  'cqe_labels': visible_y_labels(regime, regime.axes[1])}))\n"
+            "                  'cqe_labels': visible_y_labels(regime, regime.axes[1]),\n"
+            "                  'cpl': [min(cpl), max(cpl)], 'cpl_labels': visible_y_labels(whole, whole.axes[2])}))\n"
         ))
         check(got is not None, f"plot_bistability probe: {err}")
         if got:
@@ -106,6 +114,13 @@ def main(root, benchkv):
             check(len(got["cqe_labels"]) >= 2, f"regime map CQE tick labels {got['cqe_labels']}")
             for label in got["cqe_labels"]:
                 check("$" not in label, f"regime map CQE tick label {label!r} is not a plain number")
+            # The timeseries' CQEs per loop (symlog, linear below 1): the meta run's bins sit
+            # within one decade above 1, where the log part alone labels at most "10^0".
+            lo, hi = got["cpl"]
+            check(lo >= 1 and hi < 10, f"timeseries CQEs per loop span {lo}..{hi}: not the case checked")
+            check(len(got["cpl_labels"]) >= 2, f"timeseries CQEs per loop tick labels {got['cpl_labels']}")
+            for label in got["cpl_labels"]:
+                check("$" not in label, f"timeseries CQEs per loop tick label {label!r} is not a plain number")
 
         # latency_histogram --cdf: a KV run's title is longer than one line of the figure.
         cdf = os.path.join(d, "cdf.png")
