@@ -13,7 +13,10 @@ usage: plot_sweep.py SWEEP.json [--csv RESULTS.csv] [--out-dir DIR]
     table    printed on stdout: one line per value of "by", for each value of x the
              columns in y
   Axes are named with their units (latency columns are drawn in microseconds); integer
-  axes get integer ticks. Figures go to OUTPUT/FILE (or DIR/FILE); their paths are
+  axes get integer ticks. A figure's title is the entry's "title", else made from the runs'
+  configuration (their summaries in OUTPUT/runs/NNNN/, or the sweep file's base and set
+  when no run has one): the mode or backend, transport and NP every run shares, and the
+  grid's axes. Figures go to OUTPUT/FILE (or DIR/FILE); their paths are
   printed on stderr. benchkv checks the entries when it loads the sweep, so the columns
   named here exist.
 """
@@ -143,6 +146,69 @@ def mean_ci(values):
     return m, t975(n - 1) * sd / n ** 0.5
 
 
+def run_configs(out):
+    """The "config" of every run's summary under OUTPUT/runs/ (none before the sweep ran)."""
+    configs = []
+    runs = os.path.join(out, "runs")
+    for name in sorted(os.listdir(runs)) if os.path.isdir(runs) else []:
+        path = os.path.join(runs, name, "out.summary.json")
+        try:
+            with open(path) as f:
+                configs.append(json.load(f)["config"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return configs
+
+
+def sweep_config(sweep, sweep_path):
+    """The settings the sweep file gives every run: its base (an object, or a config file)
+    updated with its set (when no run's summary is there to say more)."""
+    base = sweep.get("base", {})
+    if isinstance(base, str):
+        try:
+            with open(os.path.join(os.path.dirname(os.path.abspath(sweep_path)), base)) as f:
+                base = json.load(f)
+        except (OSError, ValueError):
+            base = {}
+    config = dict(base) if isinstance(base, dict) else {}
+    config.update(sweep.get("set", {}) if isinstance(sweep.get("set"), dict) else {})
+    return config
+
+
+def config_title(sweep, configs):
+    """What every run shares, in words, then the grid's axes: "benchkv rpc: --transport sim,
+    NP=2; over message_size, 3 seeds per point". `configs` are the runs' effective
+    configurations (or the one the sweep file gives them all)."""
+    grid = sweep.get("grid", {}) if isinstance(sweep.get("grid"), dict) else {}
+
+    def shared(key):
+        values = {json.dumps(c.get(key)) for c in configs}
+        return configs[0].get(key) if configs and len(values) == 1 and key not in grid else None
+
+    backend = shared("backend")
+    if backend in ("rpc", "data"):
+        head = f"benchkv {backend}"
+        if backend == "data" and shared("data_backend") is not None:
+            head += f" ({shared('data_backend')} backend)"
+    elif backend is not None:
+        head = f"{str(backend).capitalize()} backend"
+    else:
+        head = "benchkv sweep"
+    parts = []
+    if shared("transport") is not None:
+        parts.append(f"--transport {shared('transport')}")
+    if shared("np") is not None:
+        parts.append(f"NP={shared('np')}")
+    axes = [k for k in grid if k != "seed"]
+    over = []
+    if axes:
+        over.append("over " + " x ".join(axes))
+    if "seed" in grid and isinstance(grid["seed"], list):
+        over.append(f"{len(grid['seed'])} seeds per point")
+    title = head + (": " + ", ".join(parts) if parts else "")
+    return title + ("; " + ", ".join(over) if over else "")
+
+
 def lines(p, rows, rate):
     plt = pyplot()
     from matplotlib.ticker import MaxNLocator
@@ -261,12 +327,13 @@ def main(argv):
         return 1
     os.makedirs(out_dir, exist_ok=True)
     rate = rate_unit(sweep)
+    title = config_title(sweep, run_configs(out) or [sweep_config(sweep, sweep_path)])
     for i, p in enumerate(sweep.get("plot", [])):
         if p["kind"] == "table":
             table(p, rows)
             continue
         fig = lines(p, rows, rate) if p["kind"] == "lines" else heatmap(p, rows, rate)
-        fig.suptitle(p.get("title") or sweep.get("description") or os.path.basename(sweep_path))
+        fig.suptitle(p.get("title") or title)
         fig.tight_layout()
         path = os.path.join(out_dir, p.get("file", f"plot{i}.png"))
         fig.savefig(path, dpi=110)

@@ -3,7 +3,8 @@
 over an integer NP axis with a seed axis it does not plot, a "heatmap" and a "table".
 The PNGs are written (PNG signature), stdout holds the table only (the "wrote" lines go
 to stderr), the seeds of one point are averaged (the table shows their mean), and the
-lines figure's x ticks are the NP values themselves, not 2.25, 2.5.
+lines figure's x ticks are the NP values themselves, not 2.25, 2.5, and the figures' title
+comes from the runs' configuration (hand-made summaries under out/runs/), not the file name.
 usage: check_plot_sweep.py REPO_ROOT
 """
 import json
@@ -54,6 +55,12 @@ def main(root):
                         f.write(f"{run},{np_},{seed},{qd},{per_rank * np_},{per_rank},1.5,2.5,100,100,0,"
                                 f"1000,900,{2000 + 100 * seed},3000,4000,,\n")
                         run += 1
+        # The runs' summaries (their configuration alone): what the title is made from.
+        for i, np_ in enumerate((2, 3, 4)):
+            os.makedirs(os.path.join(d, "out", "runs", f"{i:04d}"))
+            with open(os.path.join(d, "out", "runs", f"{i:04d}", "out.summary.json"), "w") as f:
+                json.dump({"config": {"backend": "delegation", "transport": "sim", "np": np_, "queue_depth": 1,
+                                      "seed": 1}}, f)
         p = subprocess.run([sys.executable, os.path.join(root, "scripts", "plot_sweep.py"), sweep_path],
                            capture_output=True, text=True, cwd=d)
         check(p.returncode == 0, f"exit {p.returncode}: {p.stderr}")
@@ -83,14 +90,22 @@ def main(root):
             f"rows = list(csv.DictReader(open({os.path.join(d, 'out', 'results.csv')!r})))\n"
             "fig = plot_sweep.lines(sweep['plot'][0], rows, 'M requests/s')\n"
             "ax = fig.axes[-1]\n"
+            f"title = plot_sweep.config_title(sweep, plot_sweep.run_configs({os.path.join(d, 'out')!r}))\n"
+            f"unrun = plot_sweep.config_title(sweep, [plot_sweep.sweep_config(sweep, {sweep_path!r})])\n"
             "print(json.dumps({'ticks': [float(t) for t in ax.get_xticks()], 'xlabel': ax.get_xlabel(),\n"
-            "                  'ylabels': [a.get_ylabel() for a in fig.axes]}))\n"))
+            "                  'ylabels': [a.get_ylabel() for a in fig.axes], 'title': title, 'unrun': unrun}))\n"))
         check(got is not None, f"probe: {err}")
         if got is not None:
             check(got["ticks"] == [2.0, 3.0, 4.0], f"x ticks {got['ticks']}")
             check(got["xlabel"] == "nodes (NP)", f"x label {got['xlabel']!r}")
             check(got["ylabels"] == ["throughput per rank (M requests/s)", "latency p99 (us)"],
                   f"y labels {got['ylabels']}")
+            # What every run shares (NP, an axis, left to the axis), then the grid.
+            check(got["title"] == "Delegation backend: --transport sim; over np x queue_depth, 3 seeds per point",
+                  f"title {got['title']!r}")
+            # Before any run: what the sweep file gives them all.
+            check(got["unrun"] == "Delegation backend; over np x queue_depth, 3 seeds per point",
+                  f"title before the runs {got['unrun']!r}")
     return report(failures)
 
 
