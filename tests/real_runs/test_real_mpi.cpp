@@ -186,9 +186,9 @@ namespace {
 Outcome run_with_rank1_signal(const char* signal, const char* after, const e2e::fs::path& dir,
                               std::vector<std::pair<std::string, std::string>> env,
                               const std::string& backend = "delegation", const std::string& tls = "sm,self",
-                              bool recovery = false) {
-  std::string cmd = "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then (sleep " + std::string(after) + "; kill -" + signal +
-                    " $$) & fi; exec " BENCHKV_BIN;
+                              bool recovery = false, int signalled_rank = 1) {
+  std::string cmd = "if [ \"$OMPI_COMM_WORLD_RANK\" = " + std::to_string(signalled_rank) + " ]; then (sleep " +
+                    std::string(after) + "; kill -" + signal + " $$) & fi; exec " BENCHKV_BIN;
   for (const std::string& a : small_real(backend, {"-d", "4", "--interval-ms", "200"})) cmd += " '" + a + "'";
   std::vector<std::string> argv = {MPIEXEC_BIN, "-np", "2", "--oversubscribe", "--bind-to", "none", "-x", "UCX_TLS",
                                    "-x", "BENCHKV_PEER_TIMEOUT", "/bin/sh", "-c", cmd};
@@ -315,6 +315,38 @@ TEST_CASE("mpirun -np 2: a rank killed mid-run (SIGKILL): the survivor, ended by
   CHECK_THAT(o.err, Catch::Contains("benchkv: rank 0: interrupted by SIGTERM; rank 1 died before it (its process is gone)"));
   CHECK_THAT(o.err, Catch::Contains("marked interrupted and incomplete"));
   check_interrupted_outputs(dir.path(), "SIGTERM");
+}
+
+TEST_CASE("mpirun -np 2: rank 0 killed mid-run: rank 1, ended by mpirun, keeps its own epochs in out.rank1.*",
+          "[real-run][mpi][faults]") {
+  e2e::TempDir dir;
+  const Outcome o = run_with_rank1_signal("KILL", "2.5", dir.path(), {{"BENCHKV_PEER_TIMEOUT", "2"}}, "delegation",
+                                          "sm,self", false, /*signalled_rank=*/0);
+  INFO(e2e::describe(o));
+  CHECK(o.status != 0);
+  CHECK_THAT(o.err, Catch::Contains("benchkv: rank 1: interrupted by SIGTERM; rank 0 died before it (its process is gone)"));
+  CHECK_THAT(o.err, Catch::Contains("benchkv: rank 1: wrote "));
+  CHECK_FALSE(e2e::fs::exists(dir.path() / "out.csv"));  // rank 0 died: nothing under its names
+  REQUIRE(e2e::fs::exists(dir.path() / "out.rank1.csv"));
+  const json s = e2e::read_json(dir.path() / "out.rank1.summary.json");
+  CHECK(s["interrupted"]["signal"] == "SIGTERM");
+  CHECK(s["interrupted"]["gone_ranks"] == json::array({0}));
+  CHECK(s["incomplete"]["ranks_reported"] == json::array({1}));
+  REQUIRE(s["runs"].size() == 1);
+  const uint64_t done = s["interrupted"]["epochs_done"].get<uint64_t>();
+  CHECK(done >= 2);
+  CHECK(done < 20);
+  uint64_t rank1 = 0, others = 0;
+  for (const e2e::CsvRow& row : e2e::read_csv(dir.path() / "out.rank1.csv")) {
+    (row.rank == 1 ? rank1 : others) += row.requests;
+    CHECK(row.epoch < done);
+  }
+  CHECK(rank1 > 0);
+  CHECK(others == 0);
+  CHECK(s["runs"][0]["requests"] == rank1);
+  const json& t = s["totals"];
+  CHECK(t["issued"].get<uint64_t>() ==
+        t["completed"].get<uint64_t>() + t["failed"].get<uint64_t>() + t["unanswered"].get<uint64_t>());
 }
 
 TEST_CASE("mpirun -np 2 over shared memory: a rank killed mid-run, the job kept alive: the survivor fails its calls back",

@@ -481,6 +481,25 @@ struct RealResult {
   std::vector<std::string> failed_endpoints;
 };
 
+// "interrupted by SIGTERM", followed by "; rank 1 died before it (its process is gone)"
+// when peers on this host are gone (`gone`, from mpi::Session::gone_peers): the reason
+// the KV measurement (run_measurement) and rank 0 of the rpc and data modes give.
+inline std::string interrupted_reason(int sig, const std::vector<int>& gone) {
+  // (Appended piece by piece: GCC 12's -Wrestrict false positive on inlined literal +
+  // std::string chains at -O3.)
+  std::string why = "interrupted by ";
+  why += app::signal_name(sig);
+  if (!gone.empty()) {
+    why += gone.size() == 1 ? "; rank" : "; ranks";
+    for (size_t k = 0; k < gone.size(); ++k) {
+      why += k ? ", " : " ";
+      why += std::to_string(gone[k]);
+    }
+    why += gone.size() == 1 ? " died before it (its process is gone)" : " died before it (their processes are gone)";
+  }
+  return why;
+}
+
 // After SIGINT/SIGTERM, the local drain of the wind-down waits at most this long (mpirun
 // follows its SIGTERM with SIGKILL 1 s later by default: the outputs come first).
 inline constexpr double kInterruptDrainSeconds = 0.2;
@@ -771,15 +790,7 @@ RealResult run_measurement(Driver<N>& drv, const app::Options& o, Coord& coord, 
     for (size_t i = 0; i < drv.local_nodes(); ++i)  // before the wind-down stops every endpoint
       if constexpr (requires { drv.local(i).node->failed_endpoints(); })
         for (std::string& line : drv.local(i).node->failed_endpoints()) res.failed_endpoints.push_back(std::move(line));
-    std::string why = "interrupted by " + app::signal_name(e.signal);
-    if (!res.gone_peers.empty()) {
-      why += res.gone_peers.size() == 1 ? "; rank" : "; ranks";
-      for (size_t k = 0; k < res.gone_peers.size(); ++k)
-        why += (k ? ", " : " ") + std::to_string(res.gone_peers[k]);
-      why += res.gone_peers.size() == 1 ? " died before it (its process is gone)"
-                                        : " died before it (their processes are gone)";
-    }
-    wind_down_after_peer_lost(drv, res, why, kInterruptDrainSeconds, t_start);
+    wind_down_after_peer_lost(drv, res, interrupted_reason(e.signal, res.gone_peers), kInterruptDrainSeconds, t_start);
     // The finished epochs only: the runs after the current one never started, the current
     // one ends at its last finished epoch (and is left out when none of its kept epochs is).
     if (res.at_run + 1 < res.runs.size()) res.runs.erase(res.runs.begin() + res.at_run + 1, res.runs.end());

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <string_view>
 
 #include <chrono>
@@ -185,6 +186,18 @@ static nlohmann::json real_section(const nlohmann::json& extra, const RealResult
   return real;
 }
 
+std::string rank_output_path(const std::string& path, uint32_t rank) {
+  if (rank == 0) return path;
+  std::filesystem::path p(path);
+  std::string name = p.filename().string();
+  std::string tag = ".rank";
+  tag += std::to_string(rank);
+  size_t at = name.rfind('.');
+  if (name.ends_with(".summary.json")) at = name.size() - std::string_view(".summary.json").size();
+  name.insert(at == std::string::npos ? name.size() : at, tag);
+  return (p.parent_path() / name).string();
+}
+
 void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res,
                        const nlohmann::json& extra) {
   const bool interrupted = res.interrupted_by != 0;
@@ -206,35 +219,40 @@ void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealR
                static_cast<unsigned long long>(res.completed), static_cast<unsigned long long>(res.failed), pending,
                static_cast<unsigned long long>(res.unanswered));
   std::fflush(stderr);
-  if (s.rank() == 0) {
-    try {
-      app::Options eff = o;
-      eff.np = static_cast<uint32_t>(s.size());
-      app::write_csv_file(eff.output, res.runs);
-      nlohmann::json summary = app::summary_json(eff, res.runs, {});
-      summary["incomplete"] = {{"reason", res.incomplete}, {"ranks_reported", nlohmann::json::array({0})}};
-      if (interrupted) {
-        nlohmann::json mark = {{"signal", app::signal_name(res.interrupted_by)}};
-        if (!res.runs.empty()) {
-          mark["run"] = res.runs.back().run();
-          mark["epochs_done"] = res.runs.back().epochs_done();
-        }
-        mark["gone_ranks"] = res.gone_peers;
-        if (!res.failed_endpoints.empty()) mark["failed_endpoints"] = res.failed_endpoints;
-        summary["interrupted"] = std::move(mark);
+  // Every surviving rank keeps its own epochs: rank 0 in the named outputs, rank r in
+  // rank_output_path(..., r), so that no rank's measurement is lost whichever peer died.
+  const uint32_t rank = static_cast<uint32_t>(s.rank());
+  try {
+    app::Options eff = o;
+    eff.np = static_cast<uint32_t>(s.size());
+    eff.output = rank_output_path(o.output, rank);
+    eff.summary = rank_output_path(o.summary, rank);
+    app::write_csv_file(eff.output, res.runs);
+    nlohmann::json summary = app::summary_json(eff, res.runs, {});
+    summary["incomplete"] = {{"reason", res.incomplete}, {"ranks_reported", nlohmann::json::array({rank})}};
+    if (interrupted) {
+      nlohmann::json mark = {{"signal", app::signal_name(res.interrupted_by)}};
+      if (!res.runs.empty()) {
+        mark["run"] = res.runs.back().run();
+        mark["epochs_done"] = res.runs.back().epochs_done();
       }
-      summary["real"] = real_section(extra, res);
-      summary["real"]["ranks"] = s.size();
-      summary["totals"] = {{"issued", res.issued},   {"completed", res.completed},   {"errors", res.errors},
-                           {"failed", res.failed},   {"unanswered", res.unanswered}};
-      app::write_summary_file(eff.summary, summary);
-      std::fprintf(stderr, "wrote %s and %s, marked %s (rank 0's epochs only; the other ranks' are zero)\n",
-                   eff.output.c_str(), eff.summary.c_str(), interrupted ? "interrupted and incomplete" : "incomplete");
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "benchkv: %s\n", e.what());
+      mark["gone_ranks"] = res.gone_peers;
+      if (!res.failed_endpoints.empty()) mark["failed_endpoints"] = res.failed_endpoints;
+      summary["interrupted"] = std::move(mark);
     }
-    std::fflush(stderr);
-  } else if (!interrupted) {
+    summary["real"] = real_section(extra, res);
+    summary["real"]["ranks"] = s.size();
+    summary["totals"] = {{"issued", res.issued},   {"completed", res.completed},   {"errors", res.errors},
+                         {"failed", res.failed},   {"unanswered", res.unanswered}};
+    app::write_summary_file(eff.summary, summary);
+    std::fprintf(stderr, "benchkv: rank %u: wrote %s and %s, marked %s (rank %u's epochs only; the other ranks' are zero)\n",
+                 rank, eff.output.c_str(), eff.summary.c_str(), interrupted ? "interrupted and incomplete" : "incomplete",
+                 rank);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "benchkv: rank %u: %s\n", rank, e.what());
+  }
+  std::fflush(stderr);
+  if (rank != 0 && !interrupted) {
     // Let a live rank 0 write its outputs before this rank's exit makes mpirun end the job.
     // (Interrupted: every rank was or will be signalled; mpirun ends the job anyway.)
     std::this_thread::sleep_for(std::chrono::duration<double>(s.collective_deadline_seconds()));
@@ -252,16 +270,6 @@ void interrupted_without_outputs(const mpi::Session& s, const mpi::Interrupted& 
                s.rank(), e.what(), gone.c_str());
   std::fflush(stderr);
   ::_exit(128 + e.signal);
-}
-
-std::string interrupted_reason(int sig, const std::vector<int>& gone) {
-  std::string why = "interrupted by " + app::signal_name(sig);
-  if (!gone.empty()) {
-    why += gone.size() == 1 ? "; rank" : "; ranks";
-    for (size_t k = 0; k < gone.size(); ++k) why += (k ? ", " : " ") + std::to_string(gone[k]);
-    why += gone.size() == 1 ? " died before it (its process is gone)" : " died before it (their processes are gone)";
-  }
-  return why;
 }
 
 InterruptMarks interrupt_marks(const mpi::Session& s, int sig, const std::vector<app::RunResults>& runs,

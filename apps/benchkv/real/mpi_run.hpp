@@ -83,17 +83,24 @@ void print_pin_notes(const std::vector<std::string>& notes, int rank);
 int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& res, const nlohmann::json& extra,
                const RankPlan& plan);
 
+// Where rank `rank` writes an output of its own when a run ends early: rank 0 at `path`,
+// rank r at `path` with ".rank<r>" before its extension (out.csv -> out.rank1.csv,
+// out.summary.json -> out.rank1.summary.json).
+std::string rank_output_path(const std::string& path, uint32_t rank);
+
 // The end of a rank whose measurement was cut short (RealResult::incomplete: a
 // collective missed its deadline, mpi::PeerLost, or SIGINT/SIGTERM came,
 // mpi::Interrupted). No MPI call is made (a peer may be gone): every rank prints its own
-// totals on stderr; rank 0 writes the CSV (its own epochs; the other ranks' rows are
-// zero) and a summary marked "incomplete" with the reason and its own totals, failed and
-// unanswered counts included, and `extra` (the transport's details, as finish_mpi writes
-// them) under "real"; after a signal also "interrupted": {"signal", "run", "epochs_done",
-// "gone_ranks", and "failed_endpoints" when some had stopped before the signal}. After a
-// lost peer, non-root ranks then wait up to the peer timeout, so a live rank 0 finishes
-// its outputs before mpirun ends the job. Ends the process with kPeerLostExitCode
-// (MPI_Finalize would wait for the lost peer), or 128 + the signal.
+// totals on stderr and writes its own epochs, so that no survivor's measurement is lost
+// whichever rank died: the CSV (its own rows; the other ranks' are zero) and a summary
+// marked "incomplete" with the reason, "ranks_reported": [its rank] and its own totals,
+// failed and unanswered counts included, and `extra` (the transport's details, as
+// finish_mpi writes them) under "real"; after a signal also "interrupted": {"signal",
+// "run", "epochs_done", "gone_ranks", and "failed_endpoints" when some had stopped before
+// the signal}. Rank 0 writes to the named outputs, rank r to rank_output_path(..., r).
+// After a lost peer, non-root ranks then wait up to the peer timeout, so a live rank 0
+// finishes its outputs before mpirun ends the job. Ends the process with
+// kPeerLostExitCode (MPI_Finalize would wait for the lost peer), or 128 + the signal.
 [[noreturn]] void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res,
                                     const nlohmann::json& extra);
 
@@ -102,11 +109,6 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
 // measured). Says so on stderr, naming the peers on this host already gone, and ends the
 // process with 128 + the signal, without MPI.
 [[noreturn]] void interrupted_without_outputs(const mpi::Session& s, const mpi::Interrupted& e);
-
-// "interrupted by SIGTERM", followed by "; rank 1 died before it (its process is gone)"
-// when peers on this host are gone (`gone`, from Session::gone_peers): the reason the KV
-// measurement (run_measurement) and rank 0 of the rpc and data modes give.
-std::string interrupted_reason(int sig, const std::vector<int>& gone);
 
 // Rank 0 of a real rpc or data run that SIGINT/SIGTERM stopped (real/rpc.hpp,
 // real/data.hpp): the summary's marks as finish_incomplete writes them for the KV modes,
