@@ -186,6 +186,18 @@ static nlohmann::json real_section(const nlohmann::json& extra, const RealResult
   return real;
 }
 
+void end_after_exception(const mpi::Session& s) {
+  try {
+    throw;
+  } catch (const mpi::Interrupted& e) {
+    interrupted_without_outputs(s, e);
+  } catch (const app::OptionError& e) {
+    s.abort(2, std::string("benchkv: ") + e.what());
+  } catch (const std::exception& e) {
+    s.abort(1, std::string("benchkv: ") + e.what());
+  }
+}
+
 std::string rank_output_path(const std::string& path, uint32_t rank) {
   if (rank == 0) return path;
   std::filesystem::path p(path);

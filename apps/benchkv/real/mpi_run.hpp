@@ -110,6 +110,14 @@ std::string rank_output_path(const std::string& path, uint32_t rank);
 // process with 128 + the signal, without MPI.
 [[noreturn]] void interrupted_without_outputs(const mpi::Session& s, const mpi::Interrupted& e);
 
+// The end of a real run whose set-up or measurement threw, called from a `catch (...)`
+// (it rethrows the exception in flight): SIGINT/SIGTERM where nothing measured is kept
+// (the set-up, or a rank other than 0 in the rpc and data modes; the KV measurement
+// writes its own, finish_incomplete) ends as interrupted_without_outputs; an input error
+// (app::OptionError, e.g. an output path) aborts every rank with status 2, as on one
+// machine; any other std::exception with status 1. Anything else propagates.
+[[noreturn]] void end_after_exception(const mpi::Session& s);
+
 // Rank 0 of a real rpc or data run that SIGINT/SIGTERM stopped (real/rpc.hpp,
 // real/data.hpp): the summary's marks as finish_incomplete writes them for the KV modes,
 // "incomplete": {"reason", "ranks_reported": [0]} and "interrupted": {"signal", "run",

@@ -148,15 +148,8 @@ int run_rdma(const app::Options& o) {
       res = run_node_mpi(s, o, rt, plan, progress, extra);
     }
     return finish_mpi(s, o, res, extra, plan);
-  } catch (const mpi::Interrupted& e) {
-    // Where nothing measured is kept: the set-up, or a rank other than 0 in the rpc and
-    // data modes (rank 0 writes what they measured, real/rpc.hpp and real/data.hpp; the KV
-    // measurement writes its own, finish_incomplete).
-    interrupted_without_outputs(s, e);
-  } catch (const app::OptionError& e) {  // an input error (an output path): status 2, as on one machine
-    s.abort(2, std::string("benchkv: ") + e.what());
-  } catch (const std::exception& e) {
-    s.abort(1, std::string("benchkv: ") + e.what());
+  } catch (...) {
+    end_after_exception(s);
   }
 }
 
