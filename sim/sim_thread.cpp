@@ -16,11 +16,38 @@ SimThread::SimThread(Engine& engine, const CostModel& costs, uint64_t seed, std:
   for (size_t i = 0; i < kOpCount; ++i) {
     if (!(costs.ns[i] >= 0.0) || !std::isfinite(costs.ns[i]))
       throw std::invalid_argument(std::string("cost model: ") + kOpNames[i] + " must be a finite value >= 0");
-    cost_ps_[i] = static_cast<uint64_t>(std::llround(costs.ns[i] * 1000.0));
+    op_[i].cost_ps = static_cast<uint64_t>(std::llround(costs.ns[i] * 1000.0));
   }
+  refresh_slow_ops();
   // Minimum step: the loop cost rounded up to whole ns, at least 1 ns.
-  min_step_ = std::max<Time>(1, (cost_ps_[static_cast<size_t>(Op::kLoop)] + 999) / 1000);
+  min_step_ = std::max<Time>(1, (op_[static_cast<size_t>(Op::kLoop)].cost_ps + 999) / 1000);
   target_ = engine_.add_target(&SimThread::on_event, this);
+}
+
+void SimThread::refresh_slow_ops() noexcept {
+  uint32_t m = 0;
+  for (size_t i = 0; i < kOpCount; ++i)
+    if (jitter_.mode != JitterMode::kNone || shared_[i] != nullptr) m |= 1u << i;
+  slow_ops_ = m;
+}
+
+void SimThread::charge_slow(size_t i, uint32_t n) noexcept {
+  const uint64_t cost = op_[i].cost_ps * n;
+  uint64_t ps = cost;
+  if (jitter_.mode != JitterMode::kNone) ps = jittered(ps);
+  if (shared_[i] != nullptr) ps = shared_[i]->hold(step_start_ * 1000 + charged_ps_, ps);
+  charged_ps_ += ps;
+  extra_ps_[i] += ps - cost;  // may wrap (jitter shortened the cost): exact mod 2^64
+  op_[i].count += n;
+}
+
+SimThread::OpTotals SimThread::op_totals() const noexcept {
+  OpTotals t;
+  for (size_t i = 0; i < kOpCount; ++i) {
+    t.count[i] = op_[i].count;
+    t.extra_ps[i] = extra_ps_[i];
+  }
+  return t;
 }
 
 uint64_t SimThread::jittered(uint64_t ps) noexcept {
@@ -80,8 +107,8 @@ void SimThread::account_skipped(Time now) {
   skipped_steps_ += k;
   busy_ps_ += k * spin_charged_ps_;
   for (size_t i = 0; i < kOpCount; ++i) {
-    ops_.ps[i] += k * spin_ops_.ps[i];
-    ops_.count[i] += k * spin_ops_.count[i];
+    op_[i].count += k * spin_ops_.count[i];
+    extra_ps_[i] += k * spin_ops_.extra_ps[i];
   }
   last_step_ns_ = spin_period_;
   if (observer_ != nullptr) {
@@ -115,7 +142,7 @@ void SimThread::run_step() {
   pending_ = false;
   if (step_fn_ == nullptr) throw std::logic_error("SimThread '" + name_ + "': no step function set");
   if (spinning_) account_skipped(engine_.now());
-  if (may_idle_spin_) step_ops0_ = ops_;
+  if (may_idle_spin_) step_ops0_ = op_totals();
   step_start_ = engine_.now();
   charged_ps_ = 0;
   step_phase_.fill(0);
@@ -149,8 +176,8 @@ void SimThread::run_step() {
         spin_period_ = duration;
         spin_charged_ps_ = charged_ps_;
         for (size_t i = 0; i < kOpCount; ++i) {
-          spin_ops_.ps[i] = ops_.ps[i] - step_ops0_.ps[i];
-          spin_ops_.count[i] = ops_.count[i] - step_ops0_.count[i];
+          spin_ops_.count[i] = op_[i].count - step_ops0_.count[i];
+          spin_ops_.extra_ps[i] = extra_ps_[i] - step_ops0_.extra_ps[i];
         }
       }
       break;

@@ -111,14 +111,15 @@ class SimThread {
   void wake(Time at);
 
   // --- CostMeter ---
-  void charge(Op op, uint32_t n = 1) noexcept {
+  // Inlined where it is called: an op with neither jitter nor a shared resource (every
+  // op unless the model says otherwise) adds its cost and counts its uses, the others
+  // take charge_slow(). The time each op was charged is not summed here: it is its cost
+  // times its uses plus what jitter and waits added (extra_ps_), the same number.
+  [[gnu::always_inline]] void charge(Op op, uint32_t n = 1) noexcept {
     const size_t i = static_cast<size_t>(op);
-    uint64_t ps = cost_ps_[i] * n;
-    if (jitter_.mode != JitterMode::kNone) [[unlikely]] ps = jittered(ps);
-    if (shared_[i] != nullptr) [[unlikely]] ps = shared_[i]->hold(step_start_ * 1000 + charged_ps_, ps);
-    charged_ps_ += ps;
-    ops_.ps[i] += ps;
-    ops_.count[i] += n;
+    if ((slow_ops_ >> i) & 1u) [[unlikely]] return charge_slow(i, n);
+    charged_ps_ += op_[i].cost_ps * n;
+    op_[i].count += n;
   }
   void record(Phase ph, uint32_t n) noexcept {
     step_phase_[static_cast<size_t>(ph)] += n;
@@ -127,7 +128,10 @@ class SimThread {
   // Makes `op` a use of a resource shared with other threads (a contended cache line):
   // each use holds it exclusively for the op's cost, and waits while another thread
   // holds it. nullptr unbinds.
-  void bind_shared(Op op, SharedResource* r) noexcept { shared_[static_cast<size_t>(op)] = r; }
+  void bind_shared(Op op, SharedResource* r) noexcept {
+    shared_[static_cast<size_t>(op)] = r;
+    refresh_slow_ops();
+  }
 
   // Makes the answers this thread collects (answers_arrive) a use of `r` lasting `ns`
   // per transfer (sim::Model::response_handoff_ns): one transfer per answer, or with
@@ -191,22 +195,38 @@ class SimThread {
   Time last_step_ns() const noexcept { return last_step_ns_; }        // duration of the last step
   uint32_t step_phase(Phase ph) const noexcept { return step_phase_[static_cast<size_t>(ph)]; }
   uint64_t phase_total(Phase ph) const noexcept { return phase_total_[static_cast<size_t>(ph)]; }
-  double op_ns_total(Op op) const noexcept { return static_cast<double>(ops_.ps[static_cast<size_t>(op)]) * 1e-3; }
-  uint64_t op_count(Op op) const noexcept { return ops_.count[static_cast<size_t>(op)]; }
+  double op_ns_total(Op op) const noexcept {
+    const size_t i = static_cast<size_t>(op);
+    return static_cast<double>(op_[i].cost_ps * op_[i].count + extra_ps_[i]) * 1e-3;
+  }
+  uint64_t op_count(Op op) const noexcept { return op_[static_cast<size_t>(op)].count; }
 
   const std::string& name() const noexcept { return name_; }
   Engine& engine() noexcept { return engine_; }
   Rng& rng() noexcept { return rng_; }
 
  private:
-  // Time charged (ps) and uses of each op.
+  // Uses of each op and the time jitter and waits added to its cost (mod 2^64: an op's
+  // charged time is cost * count + extra, exact in uint64 arithmetic as a running sum of
+  // the charged times would be).
   struct OpTotals {
-    std::array<uint64_t, kOpCount> ps{};
     std::array<uint64_t, kOpCount> count{};
+    std::array<uint64_t, kOpCount> extra_ps{};
   };
+  // An op's cost and its uses, side by side: charge() touches one line per op.
+  struct OpSlot {
+    uint64_t cost_ps = 0;
+    uint64_t count = 0;
+  };
+  static_assert(kOpCount <= 32, "slow_ops_ holds one bit per op");
 
   static void on_event(void* ctx, uint32_t generation);
   void run_step();
+  // charge() of an op with jitter or a shared resource.
+  [[gnu::noinline]] void charge_slow(size_t i, uint32_t n) noexcept;
+  // Sets slow_ops_ from the jitter mode and the shared resources bound.
+  void refresh_slow_ops() noexcept;
+  OpTotals op_totals() const noexcept;
   // A cost with cpu.jitter applied. A sample that makes it longer than kMaxModelNs (or
   // not finite) cannot be a time: it is kept in jitter_fault_ and the step ends in
   // jitter_out_of_range() (charge() is noexcept: it cannot throw itself).
@@ -217,7 +237,11 @@ class SimThread {
 
   Engine& engine_;
   TargetId target_;
-  std::array<uint64_t, kOpCount> cost_ps_{};
+  // What charge() reads and writes, together.
+  uint32_t slow_ops_ = 0;  // bit i: op i takes charge_slow() (jitter on, or a shared resource bound)
+  uint64_t charged_ps_ = 0;
+  std::array<OpSlot, kOpCount> op_{};
+  std::array<uint64_t, kOpCount> extra_ps_{};  // charge_slow(): time added to the ops' costs
   std::array<SharedResource*, kOpCount> shared_{};
   SharedResource* handoff_ = nullptr;  // answers_arrive(): see bind_answer_handoff
   uint64_t handoff_ps_ = 0;
@@ -239,7 +263,6 @@ class SimThread {
 
   Time step_start_ = 0;
   Time busy_until_ = 0;
-  uint64_t charged_ps_ = 0;
   bool in_step_ = false;
   bool exited_ = false;
   bool pending_ = false;       // a step event is scheduled (generation_ identifies it)
@@ -254,7 +277,7 @@ class SimThread {
   Time spin_period_ = 1;
   uint64_t spin_charged_ps_ = 0;
   OpTotals spin_ops_;   // what one loop of the spin charges
-  OpTotals step_ops0_;  // ops_ at the start of the running step (may_idle_spin_ only)
+  OpTotals step_ops0_;  // op_totals() at the start of the running step (may_idle_spin_ only)
   uint64_t repeat_ = 1;
   bool reporting_skipped_ = false;
   uint64_t skipped_steps_ = 0;
@@ -264,7 +287,6 @@ class SimThread {
   Time last_step_ns_ = 0;
   std::array<uint32_t, kPhaseCount> step_phase_{};
   std::array<uint64_t, kPhaseCount> phase_total_{};
-  OpTotals ops_;
 };
 
 static_assert(CostMeter<SimThread>);

@@ -366,3 +366,70 @@ TEST_CASE("kIdleSpin from a thread not set up to spin is an error, not a wrong c
   t.start(10);
   CHECK_THROWS_WITH(e.run_until(100), Catch::Contains("client 3") && Catch::Contains("may_idle_spin"));
 }
+
+TEST_CASE("each op's charged time is its cost times its uses plus what jitter and shared waits added", "[thread]") {
+  // charge() sums no time per op: an op's total is cost * uses, plus what charge_slow()
+  // added (jitter, waits on a shared resource), plus the same for loops skipped by
+  // kIdleSpin. Summed over the ops it must be the thread's whole charged time.
+  auto sum_ops = [](const SimThread& t) {
+    double ns = 0;
+    for (size_t i = 0; i < kOpCount; ++i) ns += t.op_ns_total(static_cast<Op>(i));
+    return ns;
+  };
+  Engine e;
+  CostModel costs = simple_costs();
+  costs[Op::kRingReserve] = 7;
+  CostModel jittered = costs;
+  jittered.jitter.mode = JitterMode::kRelative;
+  jittered.jitter.dist = Distribution::normal(0.0, 0.2, -0.9);
+  SharedResource line;
+  SimThread plain(e, costs, 1, "plain");      // only kRingReserve is slow (shared)
+  SimThread jit(e, jittered, 2, "jittered");  // every op is slow (jitter)
+  plain.bind_shared(Op::kRingReserve, &line);
+  jit.bind_shared(Op::kRingReserve, &line);
+  struct Body {
+    uint32_t steps = 0;
+    StepResult step(SimThread& th) {
+      th.charge(Op::kLoop);
+      th.charge(Op::kCqe, 3);
+      th.charge(Op::kRingReserve);
+      th.charge(Op::kKvOp, 5);
+      return ++steps < 300 ? StepResult::kContinue : StepResult::kExit;
+    }
+  } a, b;
+  plain.bind<Body, &Body::step>(&a);
+  jit.bind<Body, &Body::step>(&b);
+  plain.start(0);
+  jit.start(0);
+  e.run();
+  REQUIRE(line.uses() == 600);
+  for (const SimThread* t : {&plain, &jit}) {
+    CHECK(t->op_count(Op::kCqe) == 900);
+    CHECK(sum_ops(*t) == Approx(static_cast<double>(t->busy_ns())).margin(1.0));
+  }
+  // Fast ops of the plain thread are exactly cost * uses; its shared op waited.
+  CHECK(plain.op_ns_total(Op::kCqe) == 25.0 * 900);
+  CHECK(plain.op_ns_total(Op::kKvOp) == 2.5 * 1500);
+  CHECK(plain.op_ns_total(Op::kRingReserve) + jit.op_ns_total(Op::kRingReserve) > 7.0 * 600);
+  CHECK(jit.op_ns_total(Op::kCqe) != 25.0 * 900);  // jitter changed it
+
+  // Loops skipped by kIdleSpin count k copies of the idle loop's charges, jitter included.
+  Engine e2;
+  SimThread spin(e2, jittered, 3, "spinning");
+  struct Spin {
+    uint32_t steps = 0;
+    StepResult step(SimThread& th) {
+      th.charge(Op::kLoop);
+      th.charge(Op::kCqe);
+      return ++steps < 5 ? StepResult::kContinue : StepResult::kIdleSpin;
+    }
+  } s;
+  spin.bind<Spin, &Spin::step>(&s, /*may_idle_spin=*/true);
+  spin.start(0);
+  e2.run_until(100'000);
+  spin.wake(100'000);  // ends the spin: the skipped loops are accounted at the next step
+  e2.run_until(200'000);
+  REQUIRE(spin.skipped_steps() > 100);
+  CHECK(spin.op_count(Op::kLoop) == spin.steps());
+  CHECK(sum_ops(spin) == Approx(static_cast<double>(spin.busy_ns())).margin(1.0));
+}
