@@ -105,6 +105,7 @@ struct Session::Impl {
   double collective_timeout_s = 0;  // 0: collectives wait without a deadline
   std::thread watchdog;
   std::vector<RankProcess> processes;  // every rank's, from start_watchdog
+  MPI_Request pending_barrier = MPI_REQUEST_NULL;  // start_barrier's, until barrier_done
   void progress() {
     if (quiet_ns > 0) deadline_ns.store(now_ns() + quiet_ns, std::memory_order_relaxed);
   }
@@ -183,6 +184,19 @@ void Session::barrier() const {
   MPI_Request req;
   check(MPI_Ibarrier(MPI_COMM_WORLD, &req), "MPI_Ibarrier");
   impl_->complete(req, "MPI_Barrier");
+}
+
+void Session::start_barrier() const {
+  if (impl_->pending_barrier != MPI_REQUEST_NULL) throw std::logic_error("MPI: a started barrier is still pending");
+  check(MPI_Ibarrier(MPI_COMM_WORLD, &impl_->pending_barrier), "MPI_Ibarrier");
+}
+
+bool Session::barrier_done() const {
+  if (impl_->pending_barrier == MPI_REQUEST_NULL) throw std::logic_error("MPI: no started barrier");
+  int done = 0;
+  check(MPI_Test(&impl_->pending_barrier, &done, MPI_STATUS_IGNORE), "MPI_Test(MPI_Ibarrier)");
+  if (done) impl_->progress();  // MPI_Test set the request to MPI_REQUEST_NULL
+  return done != 0;
 }
 
 void Session::rearm_watchdog() const { impl_->progress(); }

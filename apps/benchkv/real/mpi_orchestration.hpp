@@ -78,6 +78,13 @@ class Session {
   std::string processor_name() const;
 
   void barrier() const;
+  // A barrier in two halves, for a rank that must keep working until every rank has
+  // arrived (the probe's target steps until the initiator's plan is done): start_barrier
+  // enters it without waiting, barrier_done() tests it (true once every rank entered it;
+  // a completed barrier re-arms the watchdog) and may be polled in a loop. One at a time;
+  // the other ranks enter it with barrier() or start_barrier().
+  void start_barrier() const;
+  bool barrier_done() const;
 
   // Starts the watchdog and the collectives' deadline (header comment) and the
   // SIGINT/SIGTERM handlers, and learns every rank's host and process id (for
