@@ -10,8 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/benchkv/real/transports.hpp"
 #include "apps/benchkv/results/probe_report.hpp"
 #include "apps/benchkv/simulator/probe_mode.hpp"
+#include "apps/benchkv/sweep/sweep_ranks.hpp"
 #include "core/strict_json.hpp"
 #include "sim/model.hpp"
 #ifdef BKV_PROBE_UCX
@@ -23,17 +25,21 @@ namespace bkv::app {
 namespace {
 
 constexpr const char* kProbeUsage =
-    "Usage: benchkv probe [--transport sim|ucx] [--np 2] [--model FILE] [--scale X] [--seed N] [-o FILE]\n"
+    "Usage: benchkv probe [--transport sim|ucx|mlx5|verbs] [--np 2] [--model FILE] [--device NAME] [--scale X]\n"
+    "                     [--seed N] [-o FILE]\n"
     "Micro-benchmarks of what the simulator's NIC and CPU model needs (docs/your_cluster.md): WQE rate with\n"
     "one WRITE+IMM per doorbell over 1..64 queue pairs, with batched doorbells and from 2 and 4 posting\n"
-    "threads (simulator only; ucx runs both sides on one thread and skips them), the posting thread's\n"
-    "busy fraction and loop rate, WRITE+IMM and READ latency over sizes, the CPU cost of a post, a\n"
+    "threads (simulator only; the real transports run one thread per side and skip them), the posting\n"
+    "thread's busy fraction and loop rate, WRITE+IMM and READ latency over sizes, the CPU cost of a post, a\n"
     "doorbell, a CQ poll and a completion. Prints a table; -o writes the JSON of measured parameters.\n"
     "  --transport sim   two simulated nodes of --model (default: the built-in model), in this process\n"
-    "  --transport ucx   the UCX transport's code, two workers in this process (UCX_TLS, default sm,self):\n"
-    "                    not hardware numbers\n"
-    "  mlx5 and verbs: a probe between two hosts is not built (no RDMA hardware to test it on); the mlx5\n"
-    "  data path runs the probe against the NIC emulator in the test suite (test_probe_transports).\n"
+    "  mpirun -np 2 benchkv probe --transport ucx|mlx5|verbs\n"
+    "                    between two processes (hosts): rank 0 posts and measures, rank 1 is the target;\n"
+    "                    ucx takes UCX_TLS from the environment; mlx5 and verbs open --device (default: the\n"
+    "                    first RDMA device). Exactly two ranks.\n"
+    "  --transport ucx   without mpirun: the UCX transport's code, two workers in this process (UCX_TLS,\n"
+    "                    default sm,self)\n"
+    "                    Over UCX the numbers are the UCX transport's software NIC, not hardware numbers.\n"
     "  --scale X         multiplies every test's iterations (default 1)\n";
 
 constexpr const char* kCalibrateUsage =
@@ -67,7 +73,7 @@ void write_json_file(const std::string& path, const nlohmann::json& j) {
 }  // namespace
 
 int probe_main(int argc, char** argv) {
-  std::string transport = "sim", model_file, output;
+  std::string transport = "sim", model_file, output, device;
   uint32_t np = 2;
   double scale = 1.0;
   uint64_t seed = 1;
@@ -82,6 +88,7 @@ int probe_main(int argc, char** argv) {
     char* end = nullptr;
     if (a == "--transport") transport = v;
     else if (a == "--model") model_file = v;
+    else if (a == "--device") device = v;
     else if (a == "-o" || a == "--output") output = v;
     else if (a == "--np") {
       const long n = std::strtol(v.c_str(), &end, 10);
@@ -101,14 +108,20 @@ int probe_main(int argc, char** argv) {
   }
   if (transport != "sim" && !model_file.empty())
     return usage_error("probe: --model applies to --transport sim only", kProbeUsage);
-  if (transport == "mlx5" || transport == "verbs")
-    return usage_error("probe: --transport " + transport +
-                           ": a probe between two hosts over RDMA hardware is not built (this machine has no RDMA "
-                           "device to test it on); the mlx5 data path's probe runs against the NIC emulator in the "
-                           "test suite",
-                       kProbeUsage);
-  if (transport != "sim" && transport != "ucx")
-    return usage_error("probe: --transport " + transport + ": expected sim or ucx", kProbeUsage);
+  if (transport != "sim" && transport != "ucx" && transport != "mlx5" && transport != "verbs")
+    return usage_error("probe: --transport " + transport + ": expected sim, ucx, mlx5 or verbs", kProbeUsage);
+  const bool rdma = transport == "mlx5" || transport == "verbs";
+  if (!device.empty() && !rdma) return usage_error("probe: --device applies to --transport mlx5 and verbs only", kProbeUsage);
+  // Between two processes: mlx5 and verbs always (the entry opens the device first, and
+  // without mpirun says the probe needs two ranks), ucx when mpirun started this process.
+  if (rdma || (transport == "ucx" && started_by_mpirun())) {
+    real::ProbeRequest r;
+    r.transport = rdma ? (transport == "mlx5" ? TransportKind::kMlx5 : TransportKind::kVerbs) : TransportKind::kUcx;
+    r.scale = scale;
+    r.output = output;
+    r.device = device;
+    return run_real_probe(r);
+  }
   try {
     ProbeRun run;
     run.transport = transport;
@@ -138,13 +151,7 @@ int probe_main(int argc, char** argv) {
       return usage_error("probe: --transport ucx: this build has no UCX (install libucx-dev and rebuild)", kProbeUsage);
 #endif
     }
-    const nlohmann::json j = probe_json(run);
-    const std::string table = probe_table(j);
-    std::fwrite(table.data(), 1, table.size(), stdout);
-    if (!output.empty()) {
-      write_json_file(output, j);
-      std::fprintf(stderr, "wrote %s\n", output.c_str());
-    }
+    write_probe_outputs(run, output);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "benchkv: %s\n", e.what());

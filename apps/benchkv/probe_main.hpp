@@ -2,6 +2,7 @@
 // (docs/your_cluster.md).
 //
 //   benchkv probe [--transport sim|ucx] [--np 2] [--model FILE] [--scale X] [--seed N] [-o FILE]
+//   mpirun -np 2 benchkv probe --transport ucx|mlx5|verbs [--device NAME] [--scale X] [-o FILE]
 //   benchkv calibrate --from PROBE.json [--base MODEL.json] -o MODEL.json
 #pragma once
 

@@ -160,7 +160,8 @@ TEST_CASE("probe and calibrate: bad input exits 2 with a message naming the prob
   write_file(dir / "broken.json", "{");
   write_file(dir / "empty_probe.json", R"({"kind": "benchkv-probe", "parameters": {}})");
   write_file(dir / "neg_probe.json", R"({"kind": "benchkv-probe", "parameters": {"cpu_cqe_ns": {"value": -3}}})");
-  const Case c = GENERATE(Case{{"probe", "--np", "3"}, "--np 3"}, Case{{"probe", "--transport", "rdma"}, "expected sim or ucx"},
+  const Case c = GENERATE(Case{{"probe", "--np", "3"}, "--np 3"}, Case{{"probe", "--transport", "rdma"}, "expected sim, ucx, mlx5 or verbs"},
+                          Case{{"probe", "--transport", "ucx", "--device", "mlx5_0"}, "--device applies to"},
                           Case{{"probe", "--transport", "mlx5"}, "no RDMA"}, Case{{"probe", "--model", "missing.json"}, "missing.json"},
                           Case{{"probe", "--scale", "0"}, "--scale"}, Case{{"probe", "--bogus", "1"}, "unknown option --bogus"},
                           Case{{"calibrate", "-o", "m.json"}, "--from"}, Case{{"calibrate", "--from", "x.json"}, "-o"},

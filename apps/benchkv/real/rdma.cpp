@@ -8,6 +8,7 @@
 // same MPI flow (real/mpi_run.hpp, real/data.hpp) as --transport ucx with another runtime.
 // The data path of `benchkv data` over DirectTransport is tested against the NIC
 // emulator (tests/data/test_data_mlx5.cpp); the verbs transport and HwProvider are not.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@
 #include "apps/benchkv/node/node_runtime.hpp"
 #include "apps/benchkv/real/data.hpp"
 #include "apps/benchkv/real/mpi_run.hpp"
+#include "apps/benchkv/real/probe_mpi.hpp"
 #include "apps/benchkv/real/rpc.hpp"
 #include "apps/benchkv/real/transports.hpp"
 #include "transports/mlx5/device.hpp"
@@ -155,6 +157,50 @@ int run_rdma(const app::Options& o) {
 
 const RegisterRealTransport kMlx5Registered{app::TransportKind::kMlx5, &run_rdma};
 const RegisterRealTransport kVerbsRegistered{app::TransportKind::kVerbs, &run_rdma};
+
+// `mpirun -np 2 benchkv probe --transport mlx5|verbs` (real/probe_mpi.hpp): the device
+// (--device, else the first; port 1) is opened before MPI starts, as for the other modes,
+// so a machine without one exits here with status 2; then one transport per rank, on the
+// main thread, through the same code as --transport ucx.
+int probe_rdma(const ProbeRequest& r) {
+  const std::string transport(app::to_string(r.transport));
+  std::optional<mlx5::Device> dev;
+  try {
+    dev.emplace(mlx5::open_device(r.device));
+  } catch (const mlx5::NoDeviceError& e) {
+    std::fprintf(stderr, "benchkv: probe: --transport %s: %s\n", transport.c_str(), e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "benchkv: probe: --transport %s: the RDMA device cannot be used: %s\n", transport.c_str(),
+                 e.what());
+    return 2;
+  }
+  if (r.transport == app::TransportKind::kMlx5 && !dev->is_mlx5()) {
+    std::fprintf(stderr,
+                 "benchkv: probe: --transport mlx5: device %s is not driven by the mlx5 provider; use --transport verbs\n",
+                 dev->name().c_str());
+    return 2;
+  }
+  mpi::Session s(nullptr, nullptr);
+  if (const int status = probe_ranks_checked(s); status != 0) return status;
+  try {
+    s.start_watchdog(kProbePhaseSecondsPerScale * std::max(1.0, r.scale));
+    const nlohmann::json conditions = {{"transport", transport}, {"device", dev->name()}, {"port", dev->port()}};
+    if (r.transport == app::TransportKind::kMlx5) {
+      OwningHwDirectTransport t(*dev);
+      return run_probe_mpi(s, t, r, conditions);
+    }
+    mlx5::VerbsTransport t(*dev, mlx5::VerbsOptions{});
+    return run_probe_mpi(s, t, r, conditions);
+  } catch (const mpi::Interrupted& e) {
+    interrupted_without_outputs(s, e);
+  } catch (const std::exception& e) {
+    s.abort(1, std::string("benchkv: probe: ") + e.what());
+  }
+}
+
+const RegisterRealProbe kMlx5ProbeRegistered{app::TransportKind::kMlx5, &probe_rdma};
+const RegisterRealProbe kVerbsProbeRegistered{app::TransportKind::kVerbs, &probe_rdma};
 
 }  // namespace
 

@@ -12,6 +12,8 @@
 // apps/benchkv/cli/transport_kind.hpp) with a RegisterRealTransport object.
 #pragma once
 
+#include <string>
+
 #include "apps/benchkv/cli/options.hpp"
 
 namespace bkv {
@@ -36,6 +38,25 @@ struct RegisterRealTransport {
 // The entry registered for `kind`, or nullptr when this build has none.
 RealEntry real_entry(app::TransportKind kind);
 
+// `benchkv probe` between two ranks (mpirun -np 2) over a real transport
+// (apps/benchkv/real/probe_mpi.hpp): what the command line asked for.
+struct ProbeRequest {
+  app::TransportKind transport = app::TransportKind::kUcx;
+  double scale = 1;     // --scale
+  std::string output;   // -o; empty: the table only
+  std::string device;   // --device (mlx5, verbs); empty: the first RDMA device
+};
+// A transport's probe entry, registered from the same file as its RealEntry.
+using ProbeEntry = int (*)(const ProbeRequest& r);
+struct RegisterRealProbe {
+  RegisterRealProbe(app::TransportKind kind, ProbeEntry run);
+};
+
 }  // namespace real
+
+// Runs the probe between two ranks over r.transport; the exit status as run_real's
+// (2 when this build lacks the transport, or for an input error: a job of other than 2
+// ranks, no RDMA device).
+int run_real_probe(const real::ProbeRequest& r);
 
 }  // namespace bkv

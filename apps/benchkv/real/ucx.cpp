@@ -2,6 +2,7 @@
 // the UCX transport, one UcxTransport (UCP context + worker) per thread that owns a
 // copyrpc context; and the pure UCX active-message baseline (ucx-am), for the KV
 // benchmark and for `benchkv data --data-backend ucx-am`.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "apps/benchkv/node/node_runtime.hpp"
 #include "apps/benchkv/real/mpi_run.hpp"
 #include "apps/benchkv/real/data.hpp"
+#include "apps/benchkv/real/probe_mpi.hpp"
 #include "apps/benchkv/real/rpc.hpp"
 #include "apps/benchkv/real/transports.hpp"
 #include "apps/benchkv/real/ucx_transports.hpp"
@@ -158,6 +160,26 @@ int run_ucx(const app::Options& o) {
 }
 
 const RegisterRealTransport kRegistered{app::TransportKind::kUcx, &run_ucx};
+
+// `mpirun -np 2 benchkv probe --transport ucx` (real/probe_mpi.hpp): one UcxTransport per
+// rank, on the main thread; UCX_TLS comes from the environment.
+int probe_ucx(const ProbeRequest& r) {
+  mpi::Session s(nullptr, nullptr);
+  if (const int status = probe_ranks_checked(s); status != 0) return status;
+  try {
+    s.start_watchdog(kProbePhaseSecondsPerScale * std::max(1.0, r.scale));
+    const char* tls = std::getenv("UCX_TLS");
+    ucx::UcxTransport t(ucx::Config{});
+    return run_probe_mpi(s, t, r,
+                         {{"transport", "ucx"}, {"UCX_TLS", tls != nullptr ? tls : ""}, {"ucx_workers_per_rank", 1}});
+  } catch (const mpi::Interrupted& e) {
+    interrupted_without_outputs(s, e);
+  } catch (const std::exception& e) {
+    s.abort(1, std::string("benchkv: probe: ") + e.what());
+  }
+}
+
+const RegisterRealProbe kProbeRegistered{app::TransportKind::kUcx, &probe_ucx};
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -243,6 +244,20 @@ std::string probe_table(const json& j) {
                   it.value().at("unit").get<std::string>().c_str());
   }
   return o;
+}
+
+int write_probe_outputs(const ProbeRun& run, const std::string& output) {
+  const json j = probe_json(run);
+  const std::string table = probe_table(j);
+  std::fwrite(table.data(), 1, table.size(), stdout);
+  std::fflush(stdout);
+  if (output.empty()) return 0;
+  std::ofstream out(output);
+  if (!out) throw std::runtime_error("cannot write " + output);
+  out << j.dump(1) << "\n";
+  if (!out) throw std::runtime_error("cannot write " + output);
+  std::fprintf(stderr, "wrote %s\n", output.c_str());
+  return 0;
 }
 
 json fit_model(const json& probe, const json& base_model, const std::string& base_name) {

@@ -48,6 +48,10 @@ nlohmann::json probe_json(const ProbeRun& run);
 nlohmann::json probe_parameters(const std::vector<probe::TestResult>& results);
 // The perftest-like table of a probe JSON.
 std::string probe_table(const nlohmann::json& probe);
+// Prints the table of `run` on stdout and, when `output` is not empty, writes its JSON
+// there ("wrote FILE" on stderr). Returns 0; throws std::runtime_error when the file
+// cannot be written.
+int write_probe_outputs(const ProbeRun& run, const std::string& output);
 
 // `benchkv calibrate`: a model file from a probe JSON over a base model (its JSON, and a
 // name for it in the basis). Writes the parameters the probe determines
