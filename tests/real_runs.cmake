@@ -48,6 +48,11 @@ if(BKV_REAL_RUNS_E2E AND TARGET benchkv)
     target_compile_definitions(test_data_mpi PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>"
                                                      MPIEXEC_BIN="${MPIEXEC_EXECUTABLE}")
     add_dependencies(test_data_mpi benchkv)
+    # benchkv probe between two processes (a few seconds).
+    bkv_add_test(test_probe_mpi GROUP e2e LOCK mpirun SOURCES real_runs/test_probe_mpi.cpp LIBS nlohmann_json::nlohmann_json)
+    target_compile_definitions(test_probe_mpi PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>"
+                                                      MPIEXEC_BIN="${MPIEXEC_EXECUTABLE}")
+    add_dependencies(test_probe_mpi benchkv)
   endif()
 endif()
 

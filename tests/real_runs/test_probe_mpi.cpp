@@ -1,0 +1,118 @@
+// `mpirun -np 2 benchkv probe --transport ucx` (docs/your_cluster.md): the probe between two
+// processes over UCX shared memory, rank 0 the initiator and rank 1 the target. The numbers
+// are the UCX transport's software NIC on this machine, not hardware numbers: the test
+// checks that every one-thread test ran and measured something, not what it measured.
+// A job of other than two ranks is an input error.
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "real_runs/real_run.hpp"
+
+using namespace bkv;
+using namespace bkv::real_runs;
+
+namespace {
+
+// The one-thread tests of the default plan (apps/benchkv/results/probe_report.cpp): rate
+// over 1..64 queue pairs one WQE per doorbell, batches of 4 and 16 over 1 and 8; write
+// latency over five sizes, read latency over three.
+std::set<std::string> one_thread_tests() {
+  std::set<std::string> t;
+  for (int k : {1, 2, 3, 4, 8, 16, 32, 64}) t.insert("rate_k" + std::to_string(k) + "_b1_s64");
+  for (int k : {1, 8})
+    for (int b : {4, 16}) t.insert("rate_k" + std::to_string(k) + "_b" + std::to_string(b) + "_s64");
+  for (int s : {8, 64, 256, 1024, 4096}) t.insert("write_lat_s" + std::to_string(s));
+  for (int s : {8, 64, 4096}) t.insert("read_lat_s" + std::to_string(s));
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("mpirun -np 2: benchkv probe over UCX shared memory runs every one-thread test between two processes",
+          "[real-run][mpi][probe]") {
+  e2e::TempDir dir;
+  const Outcome o = mpirun_benchkv(2, {"probe", "--transport", "ucx", "--scale", "0.25", "-o", "probe.json"}, dir.path(),
+                                   "sm,self");
+  INFO(e2e::describe(o));
+  REQUIRE(o.status == 0);
+  CHECK_THAT(o.out, Catch::Contains("between two processes") && Catch::Contains("rate_k64_b1_s64"));
+  const e2e::json j = e2e::read_json(dir / "probe.json");
+  INFO(j.dump(1).substr(0, 4000));
+  CHECK(j["kind"] == "benchkv-probe");
+  CHECK(j["transport"] == "ucx");
+  CHECK_THAT(j["note"].get<std::string>(), Catch::Contains("two processes") && Catch::Contains("not hardware"));
+  const e2e::json& c = j["conditions"];
+  CHECK(c["processes"] == 2);
+  CHECK(c["hosts"].size() == 2);
+  CHECK(c["same_host"] == true);
+  CHECK(c["UCX_TLS"] == "sm,self");
+  CHECK(c["ucx_transports"]["endpoints"].get<uint64_t>() >= 2 * 64);  // both ranks' queue pairs
+  CHECK_THAT(c["several_posting_threads"].get<std::string>(), Catch::StartsWith("not run"));
+  CHECK_FALSE(c.contains("interrupted"));
+
+  std::set<std::string> seen;
+  for (const e2e::json& t : j["tests"]) {
+    const std::string name = t["name"].get<std::string>();
+    INFO(name);
+    seen.insert(name);
+    CHECK(t["threads"] == 1);
+    if (t["kind"] == "rate") {
+      CHECK(t["wqes"].get<uint64_t>() > 0);
+      CHECK(t["rate_wqe_per_s"].get<double>() > 0);
+      CHECK(t["busy_fraction"].get<double>() > 0);
+    } else {
+      CHECK(t["latency_ns"]["n"].get<uint64_t>() > 0);
+      CHECK(t["latency_ns"]["p50"].get<double>() > 0);
+    }
+  }
+  CHECK(seen == one_thread_tests());
+  // The parameters a one-thread probe derives.
+  const e2e::json& p = j["parameters"];
+  for (const char* k : {"cpu_post_ns", "cpu_cq_poll_ns", "cpu_loop_ns", "node_wqe_rate_per_s"}) {
+    INFO(k);
+    CHECK(p.contains(k));
+  }
+  CHECK(p["node_wqe_rate_per_s"]["value"].get<double>() > 0);
+  CHECK(p["write_imm_latency_by_size"].size() == 5);
+  CHECK(p["read_latency_by_size"].size() == 3);
+  CHECK_FALSE(p.contains("threads_over_one_thread"));
+}
+
+TEST_CASE("mpirun with other than two ranks: benchkv probe refuses with status 2", "[real-run][mpi][probe]") {
+  const int np = GENERATE(1, 3);
+  INFO("mpirun -np " << np);
+  e2e::TempDir dir;
+  const Outcome o = mpirun_benchkv(np, {"probe", "--transport", "ucx", "--scale", "0.25", "-o", "probe.json"}, dir.path(),
+                                   "sm,self");
+  INFO(e2e::describe(o));
+  CHECK(o.status == 2);
+  CHECK_THAT(o.err, Catch::Contains("the probe runs between two processes"));
+  CHECK_FALSE(e2e::fs::exists(dir / "probe.json"));
+}
+
+// SIGTERM to rank 0 1.5 s in (its set-up takes about 0.3 s here), in a probe scaled to
+// run about 2.5 s alone (--scale 100, the largest): rank 0 writes the tests that finished,
+// marked interrupted, and the job ends (rank 1 with it) instead of hanging.
+TEST_CASE("mpirun -np 2: SIGTERM to rank 0 during the probe keeps the finished tests and ends the job",
+          "[real-run][mpi][probe][faults]") {
+  e2e::TempDir dir;
+  const Outcome o = mpirun_benchkv_signalled(2, 0, "TERM", "1.5",
+                                             {"probe", "--transport", "ucx", "--scale", "100", "-o", "probe.json"},
+                                             dir.path(), "sm,self");
+  INFO(e2e::describe(o));
+  CHECK(o.status != 0);
+  CHECK_THAT(o.err, Catch::Contains("benchkv: probe interrupted by SIGTERM after"));
+  REQUIRE(e2e::fs::exists(dir / "probe.json"));
+  const e2e::json j = e2e::read_json(dir / "probe.json");
+  REQUIRE(j["conditions"].contains("interrupted"));
+  const e2e::json& i = j["conditions"]["interrupted"];
+  CHECK(i["signal"] == "SIGTERM");
+  CHECK(i["tests_planned"] == one_thread_tests().size());
+  CHECK(i["tests_done"].get<size_t>() < one_thread_tests().size());
+  CHECK(j["tests"].size() == i["tests_done"].get<size_t>());
+  for (const e2e::json& t : j["tests"])
+    if (t["kind"] == "rate") CHECK(t["rate_wqe_per_s"].get<double>() > 0);
+}
