@@ -21,7 +21,7 @@
 // at it every kProbeSignalLoops initiator loops; it keeps the tests that finished
 // (written as usual, the JSON marked "interrupted") and ends with 128 + the signal,
 // without MPI. Rank 1 looks at it in its loop, keeps nothing, says so and ends with the
-// same status (the entry's interrupted_without_outputs). A peer that dies is the
+// same status (the entry ends through end_after_exception, real/mpi_run.hpp). A peer that dies is the
 // watchdog's (mpi_orchestration.hpp): the rank ends after the probe's longest phase
 // plus twice the peer timeout.
 #pragma once

@@ -192,10 +192,8 @@ int probe_rdma(const ProbeRequest& r) {
     }
     mlx5::VerbsTransport t(*dev, mlx5::VerbsOptions{});
     return run_probe_mpi(s, t, r, conditions);
-  } catch (const mpi::Interrupted& e) {
-    interrupted_without_outputs(s, e);
-  } catch (const std::exception& e) {
-    s.abort(1, std::string("benchkv: probe: ") + e.what());
+  } catch (...) {
+    end_after_exception(s);
   }
 }
 

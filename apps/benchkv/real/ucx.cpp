@@ -172,10 +172,8 @@ int probe_ucx(const ProbeRequest& r) {
     ucx::UcxTransport t(ucx::Config{});
     return run_probe_mpi(s, t, r,
                          {{"transport", "ucx"}, {"UCX_TLS", tls != nullptr ? tls : ""}, {"ucx_workers_per_rank", 1}});
-  } catch (const mpi::Interrupted& e) {
-    interrupted_without_outputs(s, e);
-  } catch (const std::exception& e) {
-    s.abort(1, std::string("benchkv: probe: ") + e.what());
+  } catch (...) {
+    end_after_exception(s);
   }
 }
 
