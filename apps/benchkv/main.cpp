@@ -114,18 +114,24 @@ int run_sim(const app::Options& o, const sim::Model& model) {
   return consistent;
 }
 
-// benchkv rpc --transport sim: copyrpc alone in the simulator.
+// benchkv rpc --transport sim: copyrpc alone in the simulator (--repeat N: N seeds).
 int run_rpc_sim(const app::Options& o, const sim::Model& model) {
   app::install_stop_signals();  // SIGINT/SIGTERM: the finished epochs are written (as in run_sim)
-  const app::RpcResult res = app::run_rpc_sim(o, model, stderr_progress(o));
-  return app::write_rpc_outputs(o, res, "simulator", res.extra);
+  const std::vector<app::RpcResult> reps = app::run_repetitions<app::RpcResult>(
+      o, stderr_progress(o), [&model](const app::Options& one, const std::function<void(const std::string&)>& p) {
+        return app::run_rpc_sim(one, model, p);
+      });
+  return app::write_rpc_repeated_outputs(o, reps);
 }
 
-// benchkv data --transport sim: bulk values in the simulator.
+// benchkv data --transport sim: bulk values in the simulator (--repeat N: N seeds).
 int run_data_sim(const app::Options& o, const sim::Model& model) {
   app::install_stop_signals();
-  const app::DataResult res = app::run_data_sim(o, model, stderr_progress(o));
-  return app::write_data_outputs(o, res, "simulator", res.extra);
+  const std::vector<app::DataResult> reps = app::run_repetitions<app::DataResult>(
+      o, stderr_progress(o), [&model](const app::Options& one, const std::function<void(const std::string&)>& p) {
+        return app::run_data_sim(one, model, p);
+      });
+  return app::write_data_repeated_outputs(o, reps);
 }
 
 }  // namespace
@@ -142,10 +148,11 @@ int compare(int argc, char** argv) {
           "Prints the overall figures of two summaries side by side with the ratio B / A: Mops (Mrps for rpc)\n"
           "mean and std dev, and their 95%% confidence interval with --repeat; daemon CQEs per loop and calls in\n"
           "flight; latency mean, p50, p99 and p99.9 in microseconds. Then a verdict per figure (Mops, and with\n"
-          "repetitions the latency mean and p99): Welch's t-test (unequal variances, two-sided) over the\n"
-          "independent repetitions of each summary (benchkv --repeat N, N >= 2 on each side), significant when\n"
-          "p < 0.05. The runs (-r) of one execution are back-to-back windows, not independent: with fewer than\n"
-          "2 repetitions a side gets no verdict, and the line says why.\n"
+          "repetitions the latency mean and p99; rpc: the round trip's; data: per value size, ops/s and the\n"
+          "latency): Welch's t-test (unequal variances, two-sided) over the independent repetitions of each\n"
+          "summary (benchkv --repeat N, simulated runs, N >= 2 on each side), significant when p < 0.05. The\n"
+          "runs (-r) of one execution are back-to-back windows, not independent: with fewer than 2\n"
+          "repetitions a side gets no verdict, and the line says why.\n"
           "Settings that differ are listed in warning: lines. Refused (exit status 2): summaries of different\n"
           "kinds (KV, rpc, data), and summaries whose runs used different UCX transports (provenance.\n"
           "ucx_transports), unless --allow-different-transports. Data summaries are compared per value size\n"

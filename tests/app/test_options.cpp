@@ -557,16 +557,19 @@ TEST_CASE("--help of each mode lists that mode's options, in plain notation, wit
     for (const char* s : {"--config", "--print-config", "-d,", "-r,", "-o,", "--no-progress"})
       CHECK_THAT(p->out, Catch::Contains(s));
   }
-  // --repeat (simulated KV runs only) and the positional backend word are KV options: the
-  // rpc and data helps list neither, nor the footer sentence about repetitions.
+  // --repeat applies to every simulated mode: each help lists it and says what it gives;
+  // the positional backend word is a KV option.
   CHECK_THAT(kv.out, Catch::Contains("[JSON: repeat]") && Catch::Contains("Independent repetitions") &&
                          Catch::Contains("[JSON: backend]"));
   CHECK_THAT(kv.out, Catch::Contains("Usage: benchkv [OPTIONS] [backend]\n"));
   CHECK_THAT(rpc.out, Catch::Contains("Usage: benchkv rpc [OPTIONS]\n"));
   CHECK_THAT(data.out, Catch::Contains("Usage: benchkv data [OPTIONS]\n"));
   for (const auto* p : {&rpc, &data})
-    CHECK_THAT(p->out, !Catch::Contains("[JSON: repeat]") && !Catch::Contains("Independent repetitions") &&
+    CHECK_THAT(p->out, Catch::Contains("[JSON: repeat]") && Catch::Contains("Independent repetitions") &&
                            !Catch::Contains("[JSON: backend]") && !Catch::Contains("required to run"));
+  // What a signal leaves: real runs write too (rank 0, and a KV run's other ranks), not "nothing".
+  for (const auto* p : {&kv, &rpc, &data})
+    CHECK_THAT(p->out, !Catch::Contains("write nothing") && Catch::Contains("rank 0 to the named files"));
   // Every option, with its default and JSON key, in the help of each mode it applies to.
   Options data_defaults;
   data_defaults.mode = Mode::kData;
@@ -605,7 +608,7 @@ TEST_CASE("--help of each mode lists that mode's options, in plain notation, wit
   }
 }
 
-TEST_CASE("a flag and its --no- form together are refused, and --repeat outside simulated KV runs", "[bench][options]") {
+TEST_CASE("a flag and its --no- form together are refused, and --repeat outside simulated runs", "[bench][options]") {
   for (const auto& args : {std::vector<std::string>{"--progress", "--no-progress", "meta"},
                            std::vector<std::string>{"--no-progress", "meta", "--progress"}}) {
     const auto both = parse(args);
@@ -616,13 +619,22 @@ TEST_CASE("a flag and its --no- form together are refused, and --repeat outside 
   CHECK(parse({"--no-progress", "meta"}).result.should_run());
   CHECK_FALSE(parse({"--no-progress", "meta"}).result.options.progress);
   CHECK(parse({"--progress", "meta"}).result.options.progress);
-  for (const char* mode : {"rpc", "data"}) {
-    const auto r = parse({mode, "--repeat", "2"});
+  for (const char* mode : {"rpc", "data", "meta"}) {
+    CHECK(parse({mode, "--repeat", "2"}).result.should_run());  // simulated: every mode
+    const auto r = parse({mode, "--repeat", "2", "--transport", "ucx"});
     REQUIRE_FALSE(r.result.should_run());
     CHECK(r.result.exit_status == 2);
-    CHECK_THAT(r.result.error, Catch::Contains("--repeat") && Catch::Contains("another --seed"));
+    CHECK_THAT(r.result.error, Catch::Contains("--repeat") && Catch::Contains("real run") &&
+                                   Catch::Contains("another --seed"));
   }
-  CHECK(parse({"meta", "--repeat", "2"}).result.should_run());
+  // A repetition's figures are means over its runs: one size only.
+  for (const auto& args : {std::vector<std::string>{"rpc", "--repeat", "2", "--message-size", "8,64"},
+                           std::vector<std::string>{"data", "--repeat", "2", "--value-size", "64..256"}}) {
+    const auto r = parse(args);
+    REQUIRE_FALSE(r.result.should_run());
+    CHECK(r.result.exit_status == 2);
+    CHECK_THAT(r.result.error, Catch::Contains("--repeat") && Catch::Contains("repeats one"));
+  }
 }
 
 TEST_CASE("validate() on a hand-built Options", "[bench][options]") {

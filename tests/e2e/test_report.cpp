@@ -375,3 +375,64 @@ TEST_CASE("compare: summaries of different kinds are refused, data is compared p
   CHECK_THAT(none.err, Catch::Contains("compared per value size"));
   CHECK_THAT(none.err, Catch::Contains("no value size in common"));
 }
+
+TEST_CASE("repeat: simulated rpc and data runs repeat over seeds, and compare tests them", "[e2e][sim][compare]") {
+  TempDir dir;
+  const std::vector<std::string> short_run = {"--transport", "sim", "--np", "2", "-d", "0.004", "--interval-ms", "1",
+                                              "--trim", "1", "--no-progress", "-r", "1", "--seed", "5"};
+  auto with = [&](std::vector<std::string> head, std::vector<std::string> tail) {
+    head.insert(head.end(), short_run.begin(), short_run.end());
+    head.insert(head.end(), tail.begin(), tail.end());
+    return head;
+  };
+  // rpc: 1 against 8 calls in flight, 3 seeds each.
+  const Outcome text = run_ok(with({"rpc"}, {"--repeat", "3", "--queue-depth", "1", "-o", "r1.csv"}), dir.path());
+  run_ok(with({"rpc"}, {"--repeat", "3", "--queue-depth", "8", "-o", "r8.csv", "--report", "none"}), dir.path());
+  const json r1 = read_json(dir / "r1.summary.json");
+  REQUIRE(r1["repetitions"].size() == 3);
+  CHECK(r1["repetitions"][2]["seed"] == 7);
+  const json& m = r1["overall"]["mops"];
+  CHECK(m["n"] == 3);
+  CHECK(m["ci95_low"].get<double>() <= m["mean"].get<double>());
+  CHECK(m["mean"].get<double>() <= m["ci95_high"].get<double>());
+  CHECK(r1["overall"]["rtt_over_repetitions"]["p99_us"]["n"] == 3);
+  REQUIRE(r1["rpc"]["runs"].size() == 3);
+  CHECK(r1["rpc"]["runs"][1]["seed"] == 6);
+  CHECK(r1["repetitions"][1]["rtt"]["mean_us"] == r1["rpc"]["runs"][1]["rtt_mean_us"]);  // one run each
+  CHECK_THAT(read_file(dir / "r1.csv"), Catch::StartsWith("seed,run,rank,client_id,epoch,requests,duration_ns\n5,0,"));
+  CHECK_THAT(text.out, Catch::Contains("benchkv: 3 independent repetitions, seeds 5 to 7\n"));
+  CHECK_THAT(text.out, Catch::Contains("[OVERALL] 3 repetitions x 1 runs: Mrps mean "));
+  CHECK_THAT(text.out, Catch::Contains("[OVERALL] round trip p99 over the repetitions (us): mean "));
+  const Outcome rc = run_ok({"compare", "r1.summary.json", "r8.summary.json"}, dir.path());
+  INFO(rc.out);
+  CHECK_THAT(line_starting(lines_of(rc.out), "Mrps: Welch's t-test over 3 and 3 repetitions: "),
+             Catch::EndsWith(": the difference is significant at the 5 % level"));
+  CHECK_THAT(rc.out, Catch::Contains("round trip mean: Welch's t-test over 3 and 3 repetitions: "));
+  CHECK_THAT(rc.out, !Catch::Contains("no verdict"));
+
+  // data: one value size, 1 against 8 operations in flight per client.
+  const Outcome dtext = run_ok(with({"data"}, {"--repeat", "3", "--key-range", "8", "--value-size", "1024",
+                                               "--queue-depth", "1", "-o", "d1.csv"}),
+                               dir.path());
+  run_ok(with({"data"}, {"--repeat", "3", "--key-range", "8", "--value-size", "1024", "--queue-depth", "8", "-o",
+                         "d8.csv", "--report", "none"}),
+         dir.path());
+  const json d1 = read_json(dir / "d1.summary.json");
+  REQUIRE(d1["repetitions"].size() == 3);
+  REQUIRE(d1["data"]["runs"].size() == 3);
+  CHECK(d1["data"]["runs"][2]["seed"] == 7);
+  CHECK(d1["repetitions"][0]["data"]["ops_per_s"] == d1["data"]["runs"][0]["ops_per_s"]);
+  CHECK(d1["overall"]["data_over_repetitions"]["ops_per_s"]["n"] == 3);
+  CHECK_THAT(dtext.out, Catch::Contains("[OVERALL] ops/s mean "));
+  const Outcome dc = run_ok({"compare", "d1.summary.json", "d8.summary.json"}, dir.path());
+  INFO(dc.out);
+  CHECK_THAT(line_starting(lines_of(dc.out), "1024 B ops/s: Welch's t-test over 3 and 3 repetitions: "),
+             Catch::EndsWith(": the difference is significant at the 5 % level"));
+  CHECK_THAT(dc.out, !Catch::Contains("no verdict"));
+  // --report csv leads each data line with its seed.
+  const Outcome csv = run_ok(with({"data"}, {"--repeat", "2", "--key-range", "8", "--value-size", "1024", "-o",
+                                             "d2.csv", "--report", "csv"}),
+                             dir.path());
+  CHECK_THAT(csv.out, Catch::StartsWith("seed,value_size,run,"));
+  CHECK(lines_of(csv.out).size() == 3);
+}

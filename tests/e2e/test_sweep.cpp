@@ -641,3 +641,35 @@ TEST_CASE("sweep: a copy of a sweep and its model file in another directory has 
   write_file(dir / "b" / "c" / "m.json", R"({"nic": {"send": {"qp_window": 2}}})");
   CHECK(fingerprint("b/c/s.json") != a);
 }
+
+TEST_CASE("sweep: rpc and data runs of --repeat fill the confidence interval columns", "[e2e][sweep]") {
+  TempDir dir;
+  write_file(dir / "rpc.json", R"({
+    "base": {"backend": "rpc", "transport": "sim", "np": 2, "interval_ms": 1, "trim": 1, "runs": 1, "duration": 0.004,
+             "repeat": 2},
+    "grid": {"message_size": [8]}, "output": "rpc"})");
+  write_file(dir / "data.json", R"({
+    "base": {"backend": "data", "transport": "sim", "np": 2, "interval_ms": 1, "trim": 1, "runs": 1, "duration": 0.004,
+             "key_range": 8, "repeat": 2},
+    "grid": {"value_size": ["1024"]}, "output": "data"})");
+  for (const char* kind : {"rpc", "data"}) {
+    INFO(kind);
+    const Outcome o = sweep(dir, {std::string(kind) + ".json", "-j", "1"});
+    INFO(describe(o));
+    REQUIRE(o.status == 0);
+    std::istringstream in(read_file(dir / kind / "results.csv"));
+    std::string header, row;
+    std::getline(in, header);
+    std::getline(in, row);
+    std::vector<std::string> f;
+    std::istringstream c(row);
+    for (std::string x; std::getline(c, x, ',');) f.push_back(x);
+    INFO(header << "\n" << row);
+    REQUIRE(f.size() == 16);  // run, the axis, 12 figures, mops_ci95_low, mops_ci95_high
+    CHECK(std::stod(f[14]) <= std::stod(f[2]));
+    CHECK(std::stod(f[2]) <= std::stod(f[15]));
+    CHECK(std::stod(f[14]) < std::stod(f[15]));  // two seeds that differ: an interval
+    // The run's summary holds both repetitions.
+    CHECK(read_json(dir / kind / "runs" / "0000" / "out.summary.json")["repetitions"].size() == 2);
+  }
+}

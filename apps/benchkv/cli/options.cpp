@@ -378,7 +378,8 @@ const Spec kSpecs[] = {
     {"repeat", 0, Kind::kUnsigned, kGroupRun, "N",
      "independent repetitions: the whole experiment (its --runs) N times, with seeds seed .. seed + N - 1; the "
      "report and the summary give each figure's mean, standard deviation and 95 % confidence interval over them, "
-     "and benchkv compare tests differences over them (simulated KV runs; 1 to 1000)",
+     "and benchkv compare tests differences over them (simulated runs: KV, rpc with one message size, data with "
+     "one value size; 1 to 1000)",
      BKV_FIELD(repeat)},
     {"output", 'o', Kind::kString, kGroupRun, "FILE", "per-epoch CSV output", BKV_FIELD(output)},
     {"summary", 0, Kind::kString, kGroupRun, "FILE",
@@ -733,9 +734,9 @@ constexpr Applicability kApplicability[] = {
     {"message_size", &is_rpc, "an option of the rpc benchmark"},
     {"value_size", &is_data, "an option of the data benchmark"},
     {"data_backend", &is_data, "an option of the data benchmark"},
-    {"repeat", &sim_kv,
-     "a repetition of simulated KV runs (--transport sim, backend meta, delegation or direct); repeat other runs by "
-     "running them again with another --seed"},
+    {"repeat", &is_sim,
+     "a repetition of simulated runs (--transport sim: KV, rpc and data); a real run is one execution under mpirun: "
+     "repeat it by running it again with another --seed"},
 };
 
 bool applies_to_mode(std::string_view key, Mode mode) {
@@ -876,7 +877,7 @@ void validate(const Options& o, bool require_backend) {
   }
   if (o.runs < 1) fail(o, "runs", "must be >= 1");
   if (o.repeat < 1 || o.repeat > kMaxRepeat) fail(o, "repeat", fmt::format("must be in [1, {}]", kMaxRepeat));
-  if (o.repeat > 1) {  // simulated KV runs only: refused elsewhere by validate_applicability()
+  if (o.repeat > 1) {  // simulated runs only: refused elsewhere by validate_applicability()
     for (const char* k : {"inflight_samples", "trace", "step_log"})
       if (!spec_of(k).get(o).get<std::string>().empty())
         fail(o, "repeat", fmt::format("> 1 writes no per-repetition {} file: drop --{} or run one seed",
@@ -884,6 +885,13 @@ void validate(const Options& o, bool require_backend) {
                                          : std::string(k) == "step_log"       ? "step-log"
                                                                               : "trace"));
     if (o.check_exactly_once) fail(o, "repeat", "> 1 and check_exactly_once: check one seed at a time");
+    // A repetition's figures are means over its runs: runs of several sizes are not one population.
+    if (is_rpc(o) && rpc_message_sizes(o).size() > 1)
+      fail(o, "repeat", fmt::format("> 1 repeats one message size (got \"{}\"): run each size with --repeat, or a "
+                                    "sweep with a message_size axis and \"repeat\" in its \"set\"", o.message_size));
+    if (is_data(o) && data_value_sizes(o).size() > 1)
+      fail(o, "repeat", fmt::format("> 1 repeats one value size (got \"{}\"): run each size with --repeat, or a "
+                                    "sweep with a value_size axis and \"repeat\" in its \"set\"", o.value_size));
     if (o.seed > ~uint64_t{0} - (o.repeat - 1)) fail(o, "repeat", "x seeds from seed would pass the largest seed");
   }
   // Runs are back to back (run r starts at r x duration): their total is a time too.
@@ -1163,7 +1171,9 @@ constexpr std::string_view kFooterCommon =
     "Progress goes to stderr; the final report (--report) to stdout. Human text counts runs from 1\n"
     "(run 1/3) and gives latency in microseconds; the CSV columns and the JSON \"run\" count from 0.\n"
     "SIGINT/SIGTERM stop the measurement at the next epoch's end: the CSV gets the finished epochs, the\n"
-    "summary is marked \"interrupted\", and benchkv exits 130/143 (real rpc and data runs write nothing).\n"
+    "summary is marked \"interrupted\", and benchkv exits 130/143. Real runs write them too, the summary\n"
+    "also marked \"incomplete\": rank 0 to the named files (rpc and data: rank 0 alone), the other ranks\n"
+    "of a KV run their own (out.rank<r>.csv, out.rank<r>.summary.json).\n"
     "Outputs, their columns and units: docs/outputs.md.\n";
 
 constexpr std::string_view kFooterKv =
@@ -1187,7 +1197,10 @@ constexpr std::string_view kFooterRpc =
     "and the round trips' mean, p50, p90, p95, p99, p99.9, max (microseconds) and raw histogram.\n"
     "Text report: the configuration, a line per run (Mrps, calls), [OVERALL] lines (when one size ran),\n"
     "then a table per size and run: Mrps, MB/s (request payload, 10^6 bytes), round trip\n"
-    "mean/p50/p90/p95/p99/p99.9/max in us.\n";
+    "mean/p50/p90/p95/p99/p99.9/max in us.\n"
+    "Independent repetitions (simulated, one message size): --repeat N runs the experiment N times with\n"
+    "seeds seed .. seed + N - 1; the CSV is led by a seed column, the report gives a line per repetition\n"
+    "and Mrps and the round trips' mean, standard deviation and 95 % confidence interval over them.\n";
 
 constexpr std::string_view kFooterData =
     "benchkv data: bulk values by one-sided RDMA (docs/data.md); one experiment per value size.\n"
@@ -1195,7 +1208,11 @@ constexpr std::string_view kFooterData =
     "\"data\" section has per size and run ops/s, GiB/s and the latency's mean, p50, p90, p95, p99, p99.9,\n"
     "max (microseconds) and raw histogram.\n"
     "Text report: a table, a line per size and run (runs counted from 1 within each size): ops/s, GiB/s\n"
-    "and the latency mean/p50/p90/p95/p99/p99.9/max in us.\n";
+    "and the latency mean/p50/p90/p95/p99/p99.9/max in us.\n"
+    "Independent repetitions (simulated, one value size): --repeat N runs the experiment N times with\n"
+    "seeds seed .. seed + N - 1; the CSV is led by a seed column instead of value_size, and the text\n"
+    "report is then the configuration, a line per run and per repetition, and the mean, standard\n"
+    "deviation and 95 % confidence interval over the repetitions of ops/s, GiB/s and the latency.\n";
 
 // The message for command-line words CLI11 could not place: the first one that looks like
 // an option is named alone, with the closest option as a hint ("--durtion 1 meta" would

@@ -92,7 +92,7 @@ struct Options {
   uint32_t trim = 3;           // epochs dropped at each end of a run
   uint32_t runs = 3;
   // Independent repetitions: the experiment runs `repeat` times with seeds seed ..
-  // seed + repeat - 1 (simulated KV runs). The JSON key is absent from the effective
+  // seed + repeat - 1 (simulated runs). The JSON key is absent from the effective
   // configuration at 1 (outputs of single runs keep their bytes).
   uint32_t repeat = 1;
   std::string output = "benchkv.csv";

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -16,6 +18,20 @@ namespace bkv::app {
 namespace {
 constexpr std::pair<const char*, double> kDataPercentiles[] = {
     {"latency_p50", 0.5}, {"latency_p90", 0.9}, {"latency_p95", 0.95}, {"latency_p99", 0.99}, {"latency_p999", 0.999}};
+// The repetition whose outputs stand for all of them when at most one was measured, with
+// the "interrupted" mark of the last one started (and its seed under --repeat); nullopt
+// when two or more were measured (as rpc_results.cpp).
+std::optional<DataResult> single_repetition(const Options& o, const std::vector<DataResult>& reps) {
+  if (reps.empty()) throw std::logic_error("data: no repetition");
+  const size_t n = reps.back().runs.empty() ? reps.size() - 1 : reps.size();
+  if (n > 1) return std::nullopt;
+  DataResult first = reps.front();
+  if (reps.size() == 1 && (o.repeat == 1 || first.interrupted.is_null())) return first;
+  first.interrupted = reps.back().interrupted;
+  if (!first.interrupted.is_null()) first.interrupted["seed"] = o.seed + reps.size() - 1;
+  return first;
+}
+
 }  // namespace
 
 nlohmann::json data_summary(const Options& o, const DataResult& r) {
@@ -61,7 +77,10 @@ std::string data_table(const Options& o, const DataResult& r) {
 }
 
 std::string data_csv_report(const nlohmann::json& data) {
-  std::string out =
+  const nlohmann::json& all = data.at("runs");
+  const bool seeded = !all.empty() && all.front().contains("seed");  // --repeat's runs
+  std::string out = seeded ? "seed," : "";
+  out +=
       "value_size,run,ops,bytes,duration_ns,ops_per_s,gib_per_s,latency_mean_ns,latency_p50_ns,latency_p90_ns,"
       "latency_p95_ns,latency_p99_ns,latency_p999_ns,latency_max_ns\n";
   // The summary holds the latency in microseconds rounded to 1e-6: whole nanoseconds come
@@ -70,7 +89,8 @@ std::string data_csv_report(const nlohmann::json& data) {
     if (!run.contains(key)) return std::string();
     return std::to_string(std::llround(run[key].get<double>() * 1000.0));
   };
-  for (const nlohmann::json& r : data.at("runs")) {
+  for (const nlohmann::json& r : all) {
+    if (seeded) out += fmt::format("{},", r.at("seed").get<uint64_t>());
     out += fmt::format("{},{},{},{},{},{:.6f},{:.6f},", r.at("value_size").get<uint32_t>(), r.at("run").get<uint32_t>(),
                        r.at("ops").get<uint64_t>(), r.at("bytes").get<uint64_t>(), r.at("duration_ns").get<uint64_t>(),
                        r.at("ops_per_s").get<double>(), r.at("gib_per_s").get<double>());
@@ -115,6 +135,104 @@ nlohmann::json data_outputs(const Options& o, const DataResult& res, const std::
   }
   write_summary_file(o.summary, summary);
   return summary;
+}
+
+nlohmann::json data_repeated_outputs(const Options& o, const std::vector<DataResult>& reps) {
+  if (const std::optional<DataResult> one = single_repetition(o, reps))
+    return data_outputs(o, *one, "simulator", one->extra);
+  const size_t n = reps.back().runs.empty() ? reps.size() - 1 : reps.size();
+  std::vector<RunResults> runs;
+  std::vector<uint64_t> seeds;
+  std::vector<RepetitionResults> parts;
+  for (size_t k = 0; k < n; ++k) {
+    for (const RunResults& r : reps[k].runs) {
+      runs.push_back(r);
+      seeds.push_back(o.seed + k);
+    }
+    parts.push_back({o.seed + k, reps[k].runs, {}});
+  }
+  write_csv_file(o.output, runs, "seed", seeds);
+  nlohmann::json summary = repeated_summary_json(to_json(o), parts);
+  nlohmann::json data = data_summary(o, reps.front());
+  data["runs"] = nlohmann::json::array();
+  uint64_t rejected = 0;
+  std::map<std::string, std::vector<double>> over;  // figure -> one value per repetition
+  bool every_repetition_has_ops = true;
+  for (size_t k = 0; k < n; ++k) {
+    const nlohmann::json one = data_summary(o, reps[k]);  // (a named object: its runs outlive the loop)
+    for (nlohmann::json r : one["runs"]) {
+      r["seed"] = o.seed + k;
+      data["runs"].push_back(std::move(r));
+    }
+    rejected += reps[k].rejected;
+    double ops = 0, gib = 0;
+    copyrpc::RttHistogram all;
+    for (const DataRunStats& st : reps[k].stats) {
+      ops += st.ops_per_s();
+      gib += st.gib_per_s();
+      all.merge(st.latency);
+    }
+    if (all.count() == 0 || reps[k].stats.empty()) {
+      every_repetition_has_ops = false;
+      continue;
+    }
+    const auto us = [](double ns) { return round6(ns / 1000.0); };
+    nlohmann::json f = {{"ops_per_s", round6(ops / double(reps[k].stats.size()))},
+                        {"gib_per_s", round6(gib / double(reps[k].stats.size()))},
+                        {"latency_mean_us", us(all.mean_ns())},
+                        {"latency_max_us", us(double(all.max_ns()))}};
+    for (const auto& [key, p] : kDataPercentiles) f[std::string(key) + "_us"] = us(double(all.percentile_ns(p)));
+    for (const auto& [key, v] : f.items()) over[key].push_back(v.get<double>());
+    summary["repetitions"][k]["data"] = std::move(f);
+  }
+  data["rejected"] = rejected;
+  summary["data"] = std::move(data);
+  if (every_repetition_has_ops) {
+    nlohmann::json spread = nlohmann::json::object();
+    for (const auto& [key, v] : over) spread[key] = repetition_spread_json(v);
+    summary["overall"]["data_over_repetitions"] = std::move(spread);
+  }
+  nlohmann::json per_rep = nlohmann::json::array();
+  uint64_t issued = 0, completed = 0, errors = 0;
+  for (size_t k = 0; k < reps.size(); ++k) {
+    nlohmann::json extra = reps[k].extra;
+    extra.erase("model");  // the same model for every repetition: once, below
+    extra["seed"] = o.seed + k;
+    per_rep.push_back(std::move(extra));
+    issued += reps[k].issued;
+    completed += reps[k].completed;
+    errors += reps[k].errors;
+  }
+  summary["simulator"] = {{"model", reps.front().extra["model"]}, {"repetitions", std::move(per_rep)}};
+  summary["totals"] = {{"issued", issued}, {"completed", completed}, {"errors", errors}};
+  summary["provenance"] = provenance_json(true);
+  if (!reps.back().interrupted.is_null()) {  // a signal stopped the last repetition started
+    summary["interrupted"] = reps.back().interrupted;
+    summary["interrupted"]["seed"] = o.seed + reps.size() - 1;
+  }
+  write_summary_file(o.summary, summary);
+  return summary;
+}
+
+int write_data_repeated_outputs(const Options& o, const std::vector<DataResult>& reps) {
+  if (const std::optional<DataResult> one = single_repetition(o, reps))
+    return write_data_outputs(o, *one, "simulator", one->extra);
+  const nlohmann::json summary = data_repeated_outputs(o, reps);
+  if (o.report == ReportFormat::kText) {
+    const std::string report = format_report(summary, o.report);
+    std::fwrite(report.data(), 1, report.size(), stdout);
+  }
+  if (o.report == ReportFormat::kCsv) std::fputs(data_csv_report(summary["data"]).c_str(), stdout);
+  std::fflush(stdout);
+  std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());
+  uint64_t issued = 0, completed = 0, errors = 0;
+  for (const DataResult& r : reps) issued += r.issued, completed += r.completed, errors += r.errors;
+  const int consistent = consistency_status(issued, completed, errors, "data operations");
+  const std::string repetition = reps.back().interrupted.is_null()
+      ? std::string() : fmt::format(" of the repetition with seed {}", o.seed + reps.size() - 1);
+  if (const int status = report_interruption(reps.back().interrupted, o.output, o.summary, repetition); status != 0)
+    return status;
+  return consistent;
 }
 
 int write_data_outputs(const Options& o, const DataResult& res, const std::string& section, const nlohmann::json& details) {

@@ -59,7 +59,8 @@ std::string data_table(const Options& o, const DataResult& r);
 //   value_size,run,ops,bytes,duration_ns,ops_per_s,gib_per_s,latency_mean_ns,latency_p50_ns,
 //   latency_p90_ns,latency_p95_ns,latency_p99_ns,latency_p999_ns,latency_max_ns
 // and a line per (value size, run); run counts from 0 as in the summary and the CSV
-// file; the latency columns are empty where no operation completed.
+// file; the latency columns are empty where no operation completed. Runs of --repeat
+// (with a "seed") lead each line with it, under a "seed" column.
 std::string data_csv_report(const nlohmann::json& data);
 
 // Writes the CSV and the summary, prints the report --report asks for (text: the table;
@@ -70,5 +71,21 @@ int write_data_outputs(const Options& o, const DataResult& r, const std::string&
 // The files alone (CSV and summary), nothing printed; returns the summary (a sweep's run).
 nlohmann::json data_outputs(const Options& o, const DataResult& r, const std::string& section,
                             const nlohmann::json& details);
+
+// --repeat N (simulated, one value size): the outputs of the repetitions `reps`
+// (repetition k ran with seed o.seed + k; the last one may have been stopped by a
+// signal). With one repetition measured, exactly data_outputs' files (the "interrupted"
+// mark gets the seed under --repeat). Else the CSV led by a seed column (instead of
+// value_size: one size), and the summary of repeated_summary_json (results.hpp) with the
+// "data" section's runs of every repetition (each with its "seed"; "rejected" summed),
+// each "repetitions" entry's "data" {ops_per_s, gib_per_s (the means over its runs),
+// latency_mean_us, latency_p50_us ... latency_p999_us, latency_max_us (every operation
+// of its runs)} and "overall" "data_over_repetitions" (the spread of each over the
+// repetitions). Returns the summary.
+nlohmann::json data_repeated_outputs(const Options& o, const std::vector<DataResult>& reps);
+// The same, then the report on stdout (text: the configuration, a line per run and per
+// repetition and the spreads, format_report; csv: data_csv_report, led by the seed) and
+// the exit status, as write_data_outputs.
+int write_data_repeated_outputs(const Options& o, const std::vector<DataResult>& reps);
 
 }  // namespace bkv::app

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <initializer_list>
+#include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -531,12 +532,14 @@ void latency_table(std::string& out, const std::string& tag, const json& latency
   }
 }
 
-// The rpc section's entry for run `run` (rpc runs record no per-class request latency:
-// their round trips are there), else nullptr.
-const json* rpc_run_rtts(const json& summary, uint64_t run) {
+// The rpc section's entry for the run `r` of the summary's "runs" (rpc runs record no
+// per-class request latency: their round trips are there; under --repeat the entry of
+// the same seed), else nullptr.
+const json* rpc_run_rtts(const json& summary, const json& r) {
   if (!summary.contains("rpc") || !summary["rpc"].contains("runs")) return nullptr;
-  for (const json& r : summary["rpc"]["runs"])
-    if (r.value("run", uint64_t{0}) == run) return &r;
+  const uint64_t run = r["run"].get<uint64_t>();
+  for (const json& x : summary["rpc"]["runs"])
+    if (x.value("run", uint64_t{0}) == run && x.value("seed", json()) == r.value("seed", json())) return &x;
   return nullptr;
 }
 
@@ -594,21 +597,40 @@ std::string failed_line(const json& summary) {
                      summary["totals"]["failed"].get<uint64_t>());
 }
 
+// The spread over the repetitions of the figures `figures` (key, label) of `over` (in us),
+// one "[OVERALL] <what> <label> over the repetitions (us): ..." line each.
+void spread_lines_us(std::string& out, const json& over, const char* what,
+                     std::initializer_list<std::pair<const char*, const char*>> figures, double to_us) {
+  for (const auto& [key, label] : figures) {
+    const json& sp = over[key];
+    out += fmt::format("[OVERALL] {} {} over the repetitions (us): mean {} std dev {}", what, label,
+                       us(sp["mean"].get<double>() * to_us), us(sp["std_dev"].get<double>() * to_us));
+    if (sp["n"].get<uint64_t>() >= 2)
+      out += fmt::format(" 95% CI [{}, {}]", us(sp["ci95_low"].get<double>() * to_us),
+                         us(sp["ci95_high"].get<double>() * to_us));
+    out += "\n";
+  }
+}
+
 // The text report of independent repetitions (repeated_summary_json): a line per run, a
-// line per repetition, then the spread over the repetitions with its 95 % interval.
+// line per repetition, then the spread over the repetitions with its 95 % interval. rpc
+// (Mrps, calls) adds each repetition's round trips and their spread; data (its runs'
+// operations) each repetition's ops/s, GiB/s and latency and their spread.
 std::string repeated_report(const json& summary) {
   const json& reps = summary["repetitions"];
   const json& o = summary["overall"];
   const size_t n = reps.size();
+  const bool rpc = summary.contains("rpc"), data = summary.contains("data");
+  const char* rate = rpc ? "Mrps" : "Mops";
   std::string out = fmt::format("benchkv: {} independent repetitions, seeds {} to {}\n", n,
                                 reps.front()["seed"].get<uint64_t>(), reps.back()["seed"].get<uint64_t>());
   for (const json& r : summary["runs"])
     out += run_line(fmt::format("seed {} run {}/{}", r["seed"].get<uint64_t>(), r["run"].get<uint64_t>() + 1,
                                 summary["config"]["runs"].get<uint64_t>()),
-                    r, "Mops", "requests");
+                    r, rate, rpc ? "calls" : data ? "operations" : "requests");
   for (const json& rep : reps) {
-    out += fmt::format("[REPETITION] seed {}: {:.6f} Mops (mean of its {} runs)", rep["seed"].get<uint64_t>(),
-                       rep["mops"].get<double>(), rep["runs"].get<uint64_t>());
+    out += fmt::format("[REPETITION] seed {}: {:.6f} {} (mean of its {} runs)", rep["seed"].get<uint64_t>(),
+                       rep["mops"].get<double>(), rate, rep["runs"].get<uint64_t>());
     if (rep.contains("daemon_cqe_per_loop"))
       out += fmt::format("; daemons: {:.6f} CQEs per loop, {:.6f} calls in flight",
                          rep["daemon_cqe_per_loop"].get<double>(), rep["daemon_calls_in_flight"].get<double>());
@@ -618,9 +640,23 @@ std::string repeated_report(const json& summary) {
                          us(l["p50_ns"].get<double>()), us(l["p99_ns"].get<double>()), us(l["p999_ns"].get<double>()),
                          us(l["max_ns"].get<double>()));
     }
+    if (rep.contains("rtt")) {
+      const json& t = rep["rtt"];
+      out += fmt::format("; round trip (us) mean {:.3f} p50 {:.3f} p99 {:.3f} p99.9 {:.3f} max {:.3f}",
+                         t["mean_us"].get<double>(), t["p50_us"].get<double>(), t["p99_us"].get<double>(),
+                         t["p999_us"].get<double>(), t["max_us"].get<double>());
+    }
+    if (rep.contains("data")) {
+      const json& d = rep["data"];
+      out += fmt::format("; {:.0f} ops/s, {:.3f} GiB/s; latency (us) mean {:.3f} p50 {:.3f} p99 {:.3f} p99.9 {:.3f} "
+                         "max {:.3f}",
+                         d["ops_per_s"].get<double>(), d["gib_per_s"].get<double>(), d["latency_mean_us"].get<double>(),
+                         d["latency_p50_us"].get<double>(), d["latency_p99_us"].get<double>(),
+                         d["latency_p999_us"].get<double>(), d["latency_max_us"].get<double>());
+    }
     out += "\n";
   }
-  out += fmt::format("[OVERALL] {} repetitions x {} runs: Mops {}\n", n, summary["config"]["runs"].get<uint64_t>(),
+  out += fmt::format("[OVERALL] {} repetitions x {} runs: {} {}\n", n, summary["config"]["runs"].get<uint64_t>(), rate,
                      spread_text(o["mops"]));
   if (o.contains("daemon_cqe_per_loop")) {
     out += fmt::format("[OVERALL] daemon CQEs per loop {}\n", spread_text(o["daemon_cqe_per_loop"]));
@@ -628,16 +664,20 @@ std::string repeated_report(const json& summary) {
   }
   if (o["latency"].is_object()) {
     latency_table(out, "[OVERALL]", o["latency"]);
-    const json& over = o["latency_over_repetitions"];
-    for (const auto& [key, label] : {std::pair{"mean_ns", "mean"}, std::pair{"p50_ns", "p50"},
-                                     std::pair{"p99_ns", "p99"}, std::pair{"p999_ns", "p99.9"}}) {
-      const json& sp = over[key];
-      out += fmt::format("[OVERALL] latency {} over the repetitions (us): mean {} std dev {}", label,
-                         us(sp["mean"].get<double>()), us(sp["std_dev"].get<double>()));
-      if (sp["n"].get<uint64_t>() >= 2)
-        out += fmt::format(" 95% CI [{}, {}]", us(sp["ci95_low"].get<double>()), us(sp["ci95_high"].get<double>()));
-      out += "\n";
-    }
+    spread_lines_us(out, o["latency_over_repetitions"], "latency",
+                    {{"mean_ns", "mean"}, {"p50_ns", "p50"}, {"p99_ns", "p99"}, {"p999_ns", "p99.9"}}, 1.0);
+  }
+  if (o.contains("rtt_over_repetitions"))
+    spread_lines_us(out, o["rtt_over_repetitions"], "round trip",
+                    {{"mean_us", "mean"}, {"p50_us", "p50"}, {"p99_us", "p99"}, {"p999_us", "p99.9"}}, 1000.0);
+  if (o.contains("data_over_repetitions")) {
+    const json& d = o["data_over_repetitions"];
+    out += fmt::format("[OVERALL] ops/s {}\n", spread_text(d["ops_per_s"]));
+    out += fmt::format("[OVERALL] GiB/s {}\n", spread_text(d["gib_per_s"]));
+    spread_lines_us(out, d, "latency",
+                    {{"latency_mean_us", "mean"}, {"latency_p50_us", "p50"}, {"latency_p99_us", "p99"},
+                     {"latency_p999_us", "p99.9"}},
+                    1000.0);
   }
   return out + failed_line(summary);
 }
@@ -663,7 +703,7 @@ std::string format_report(const json& summary, ReportFormat format) {
         const json& a = r["latency"]["all"];
         out += fmt::format(",{},{:.1f}", a["count"].get<uint64_t>(), a["mean_ns"].get<double>());
         for (size_t k = 2; k < std::size(kLatencyColumns); ++k) out += fmt::format(",{}", a[kLatencyColumns[k]].get<uint64_t>());
-      } else if (const json* rtt = rpc_run_rtts(summary, r["run"].get<uint64_t>()); rtt && rtt->contains("rtt_mean_us")) {
+      } else if (const json* rtt = rpc_run_rtts(summary, r); rtt && rtt->contains("rtt_mean_us")) {
         out += rpc_latency_columns(*rtt);
       } else {
         out += ",,,,,,,,";
@@ -687,7 +727,7 @@ std::string format_report(const json& summary, ReportFormat format) {
   bool several_sizes = false;
   for (const json& r : runs) {
     std::string tag = fmt::format("run {}/{}", r["run"].get<uint64_t>() + 1, n);
-    if (const json* rtt = rpc ? rpc_run_rtts(summary, r["run"].get<uint64_t>()) : nullptr;
+    if (const json* rtt = rpc ? rpc_run_rtts(summary, r) : nullptr;
         rtt != nullptr && rtt->contains("message_size")) {  // several sizes: runs counted per size
       several_sizes = true;
       const uint64_t per_size = summary["config"]["runs"].get<uint64_t>();
@@ -823,13 +863,22 @@ std::vector<double> repetition_values(const json& summary, const std::string& ke
 
 // The verdict on one figure: Welch's t-test over the independent repetitions, or why
 // there is none.
-std::string welch_verdict(const std::string& figure, const std::vector<double>& a, const std::vector<double>& b) {
+// What to do about too few repetitions: --repeat, which only simulated runs have.
+std::string repeat_advice(const json& a, const json& b) {
+  const auto simulated = [](const json& s) {
+    return s.contains("config") && s["config"].value("transport", json()) == "sim";
+  };
+  return simulated(a) && simulated(b) ? "run both with --repeat 3 or more"
+                                      : "--repeat runs in the simulator only, and a real run is one execution";
+}
+
+std::string welch_verdict(const std::string& figure, const std::vector<double>& a, const std::vector<double>& b,
+                          const std::string& advice) {
   if (a.size() < 2 || b.size() < 2)
     return fmt::format("{}: no verdict: A has {} and B has {} independent repetition(s); a test needs 2 or more on "
-                       "each side (the runs of one execution are windows of it, not independent): run both with "
-                       "--repeat 3 or more\n",
+                       "each side (the runs of one execution are windows of it, not independent): {}\n",
                        figure, a.size() < 2 ? std::max<size_t>(a.size(), 1) : a.size(),
-                       b.size() < 2 ? std::max<size_t>(b.size(), 1) : b.size());
+                       b.size() < 2 ? std::max<size_t>(b.size(), 1) : b.size(), advice);
   const WelchTest w = welch_test(spread(a), spread(b));
   return fmt::format("{}: Welch's t-test over {} and {} repetitions: t = {:.3f}, df = {:.1f}, p = {:.4g}: {}\n", figure,
                      a.size(), b.size(), w.t, w.df, w.p,
@@ -894,7 +943,23 @@ std::string compare_data(const json& a, const json& b, const std::string& name_a
       const auto va = values(ra, k), vb = values(rb, k);
       if (!va.empty() && !vb.empty()) out += row_text(fmt::format("{} B {}", size, k), mean_of(va), mean_of(vb));
     }
-    verdicts += welch_verdict(fmt::format("{} B ops/s", size), {}, {});
+    // Under --repeat each run has its seed: one value per repetition (the mean over its
+    // runs of this size); without, none (no verdict, and the line says why).
+    const auto per_seed = [&](const json& rs, const char* key) {
+      std::map<uint64_t, std::vector<double>> by_seed;
+      for (const json& r : rs)
+        if (r.at("value_size").get<uint64_t>() == size && r.contains("seed") && r.contains(key))
+          by_seed[r["seed"].get<uint64_t>()].push_back(r[key].get<double>());
+      std::vector<double> v;
+      for (const auto& [seed, xs] : by_seed) v.push_back(mean_of(xs));
+      return v;
+    };
+    verdicts += welch_verdict(fmt::format("{} B ops/s", size), per_seed(ra, "ops_per_s"), per_seed(rb, "ops_per_s"),
+                              repeat_advice(a, b));
+    if (!per_seed(ra, "ops_per_s").empty() && !per_seed(rb, "ops_per_s").empty())
+      for (const auto& [key, label] : {std::pair{"latency_mean_us", "latency mean"}, std::pair{"latency_p99_us", "latency p99"}})
+        verdicts += welch_verdict(fmt::format("{} B {}", size, label), per_seed(ra, key), per_seed(rb, key),
+                                  repeat_advice(a, b));
   }
   return out + verdicts;
 }
@@ -968,10 +1033,13 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
       row(label, figure(a, name_a, {"overall", "latency", "all", key}) / 1000.0,
           figure(b, name_b, {"overall", "latency", "all", key}) / 1000.0);
   }
-  out += welch_verdict(rate, repetition_values(a, "mops"), repetition_values(b, "mops"));
-  if (repeated)
+  out += welch_verdict(rate, repetition_values(a, "mops"), repetition_values(b, "mops"), repeat_advice(a, b));
+  if (repeated && rpc)
+    for (const auto& [key, label] : {std::pair{"rtt.mean_us", "round trip mean"}, std::pair{"rtt.p99_us", "round trip p99"}})
+      out += welch_verdict(label, repetition_values(a, key), repetition_values(b, key), repeat_advice(a, b));
+  else if (repeated)
     for (const auto& [key, label] : {std::pair{"latency.mean_ns", "latency mean"}, std::pair{"latency.p99_ns", "latency p99"}})
-      out += welch_verdict(label, repetition_values(a, key), repetition_values(b, key));
+      out += welch_verdict(label, repetition_values(a, key), repetition_values(b, key), repeat_advice(a, b));
   return out;
 }
 

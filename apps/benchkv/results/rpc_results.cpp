@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <stdexcept>
 #include <fmt/format.h>
 
@@ -25,6 +27,32 @@ void add_rtt_figures(nlohmann::json& j, const copyrpc::RttHistogram& h) {
   j["rtt_max_us"] = us(double(h.max_ns()));
   if (h.saturated()) j["rtt_saturated"] = true;
   j["rtt_histogram"] = histogram_json(h);
+}
+
+// The round trips of every call of a repetition's runs, in microseconds.
+nlohmann::json rtt_figures(const copyrpc::RttHistogram& h) {
+  const auto us = [](double ns) { return round6(ns / 1000.0); };
+  return {{"mean_us", us(h.mean_ns())},
+          {"p50_us", us(double(h.percentile_ns(0.5)))},
+          {"p90_us", us(double(h.percentile_ns(0.9)))},
+          {"p95_us", us(double(h.percentile_ns(0.95)))},
+          {"p99_us", us(double(h.percentile_ns(0.99)))},
+          {"p999_us", us(double(h.percentile_ns(0.999)))},
+          {"max_us", us(double(h.max_ns()))}};
+}
+
+// The repetition whose outputs stand for all of them when at most one was measured (a
+// signal stopped the second before any kept epoch), with the "interrupted" mark of the
+// last one started (and its seed under --repeat); nullopt when two or more were measured.
+std::optional<RpcResult> single_repetition(const Options& o, const std::vector<RpcResult>& reps) {
+  if (reps.empty()) throw std::logic_error("rpc: no repetition");
+  const size_t n = reps.back().runs.empty() ? reps.size() - 1 : reps.size();
+  if (n > 1) return std::nullopt;
+  RpcResult first = reps.front();
+  if (reps.size() == 1 && (o.repeat == 1 || first.interrupted.is_null())) return first;
+  first.interrupted = reps.back().interrupted;
+  if (!first.interrupted.is_null()) first.interrupted["seed"] = o.seed + reps.size() - 1;
+  return first;
 }
 
 }  // namespace
@@ -91,6 +119,89 @@ int write_rpc_outputs(const Options& o, const RpcResult& res, const std::string&
                              ? 0
                              : consistency_status(res.issued, res.completed, res.errors, "calls");
   if (const int status = report_interruption(res.interrupted, o.output, o.summary); status != 0) return status;
+  return consistent;
+}
+
+nlohmann::json rpc_repeated_outputs(const Options& o, const std::vector<RpcResult>& reps) {
+  if (const std::optional<RpcResult> one = single_repetition(o, reps))
+    return rpc_outputs(o, *one, "simulator", one->extra);
+  const size_t n = reps.back().runs.empty() ? reps.size() - 1 : reps.size();
+  std::vector<RunResults> runs;
+  std::vector<uint64_t> seeds;
+  std::vector<RepetitionResults> parts;
+  for (size_t k = 0; k < n; ++k) {
+    for (const RunResults& r : reps[k].runs) {
+      runs.push_back(r);
+      seeds.push_back(o.seed + k);
+    }
+    parts.push_back({o.seed + k, reps[k].runs, {}});
+  }
+  write_csv_file(o.output, runs, "seed", seeds);
+  nlohmann::json summary = repeated_summary_json(to_json(o), parts);
+  nlohmann::json rpc = rpc_summary(o, reps.front());
+  rpc["runs"] = nlohmann::json::array();
+  std::map<std::string, std::vector<double>> over;  // figure -> one value per repetition
+  bool every_repetition_has_calls = true;
+  for (size_t k = 0; k < n; ++k) {
+    const nlohmann::json one = rpc_summary(o, reps[k]);  // (a named object: its runs outlive the loop)
+    for (nlohmann::json r : one["runs"]) {
+      r["seed"] = o.seed + k;
+      rpc["runs"].push_back(std::move(r));
+    }
+    copyrpc::RttHistogram all;
+    for (const RpcRunStats& st : reps[k].stats) all.merge(st.rtt);
+    if (all.count() == 0) {
+      every_repetition_has_calls = false;
+      continue;
+    }
+    const nlohmann::json f = rtt_figures(all);
+    for (const auto& [key, v] : f.items()) over[key].push_back(v.get<double>());
+    summary["repetitions"][k]["rtt"] = f;
+  }
+  summary["rpc"] = std::move(rpc);
+  if (every_repetition_has_calls) {
+    nlohmann::json spread = nlohmann::json::object();
+    for (const auto& [key, v] : over) spread[key] = repetition_spread_json(v);
+    summary["overall"]["rtt_over_repetitions"] = std::move(spread);
+  }
+  nlohmann::json per_rep = nlohmann::json::array();
+  uint64_t issued = 0, completed = 0, errors = 0;
+  for (size_t k = 0; k < reps.size(); ++k) {
+    nlohmann::json extra = reps[k].extra;
+    extra.erase("model");  // the same model for every repetition: once, below
+    extra["seed"] = o.seed + k;
+    per_rep.push_back(std::move(extra));
+    issued += reps[k].issued;
+    completed += reps[k].completed;
+    errors += reps[k].errors;
+  }
+  summary["simulator"] = {{"model", reps.front().extra["model"]}, {"repetitions", std::move(per_rep)}};
+  summary["totals"] = {{"issued", issued}, {"completed", completed}, {"errors", errors}};
+  summary["provenance"] = provenance_json(true);
+  if (reps.front().setup_provenance.is_object()) summary["provenance"].update(reps.front().setup_provenance);
+  if (!reps.back().interrupted.is_null()) {  // a signal stopped the last repetition started
+    summary["interrupted"] = reps.back().interrupted;
+    summary["interrupted"]["seed"] = o.seed + reps.size() - 1;
+  }
+  write_summary_file(o.summary, summary);
+  return summary;
+}
+
+int write_rpc_repeated_outputs(const Options& o, const std::vector<RpcResult>& reps) {
+  if (const std::optional<RpcResult> one = single_repetition(o, reps))
+    return write_rpc_outputs(o, *one, "simulator", one->extra);
+  const nlohmann::json summary = rpc_repeated_outputs(o, reps);
+  const std::string report = format_report(summary, o.report);
+  std::fwrite(report.data(), 1, report.size(), stdout);
+  std::fflush(stdout);
+  std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());
+  uint64_t issued = 0, completed = 0, errors = 0;
+  for (const RpcResult& r : reps) issued += r.issued, completed += r.completed, errors += r.errors;
+  const int consistent = consistency_status(issued, completed, errors, "calls");
+  const std::string repetition = reps.back().interrupted.is_null()
+      ? std::string() : fmt::format(" of the repetition with seed {}", o.seed + reps.size() - 1);
+  if (const int status = report_interruption(reps.back().interrupted, o.output, o.summary, repetition); status != 0)
+    return status;
   return consistent;
 }
 

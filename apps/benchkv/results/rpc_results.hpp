@@ -61,4 +61,16 @@ int write_rpc_outputs(const Options& o, const RpcResult& r, const std::string& s
 nlohmann::json rpc_outputs(const Options& o, const RpcResult& r, const std::string& section,
                            const nlohmann::json& details);
 
+// --repeat N (simulated): the outputs of the repetitions `reps` (repetition k ran with
+// seed o.seed + k; the last one may have been stopped by a signal). With one repetition
+// measured, exactly rpc_outputs' files (the "interrupted" mark gets the seed under
+// --repeat). Else the CSV led by a seed column, and the summary of
+// repeated_summary_json (results.hpp) with the "rpc" section's runs of every repetition
+// (each with its "seed"), each "repetitions" entry's round trips "rtt" {mean_us, p50_us,
+// p90_us, p95_us, p99_us, p999_us, max_us} (every call of its runs) and "overall"
+// "rtt_over_repetitions" (the spread of each over the repetitions). Returns the summary.
+nlohmann::json rpc_repeated_outputs(const Options& o, const std::vector<RpcResult>& reps);
+// The same, then the report (--report) on stdout and the exit status, as write_rpc_outputs.
+int write_rpc_repeated_outputs(const Options& o, const std::vector<RpcResult>& reps);
+
 }  // namespace bkv::app

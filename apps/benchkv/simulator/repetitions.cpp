@@ -10,23 +10,10 @@ namespace bkv::app {
 
 std::vector<ExperimentResult> run_repeated_experiment(const Options& o, const sim::Model& model,
                                                       const std::function<void(const std::string&)>& progress) {
-  std::vector<ExperimentResult> reps;
-  reps.reserve(o.repeat);
-  for (uint32_t k = 0; k < o.repeat; ++k) {
-    Options one = o;
-    one.seed = o.seed + k;
-    one.repeat = 1;
-    std::function<void(const std::string&)> tagged = progress;
-    if (progress && o.repeat > 1)
-      tagged = [&progress, seed = one.seed](const std::string& line) {
-        progress("seed " + std::to_string(seed) + ": " + line);
-      };
-    reps.push_back(run_experiment(one, model, tagged));
-    // A signal (install_stop_signals) stopped this repetition, or came after its end: no
-    // further repetition starts.
-    if (!reps.back().interrupted.is_null() || stop_signal() != 0) break;
-  }
-  return reps;
+  return run_repetitions<ExperimentResult>(
+      o, progress, [&model](const Options& one, const std::function<void(const std::string&)>& tagged) {
+        return run_experiment(one, model, tagged);
+      });
 }
 
 nlohmann::json write_repeated_outputs(const Options& o, const std::vector<ExperimentResult>& reps) {

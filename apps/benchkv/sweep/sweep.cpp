@@ -395,17 +395,24 @@ struct RunInterrupted : std::runtime_error {
   RunInterrupted(const std::string& what, int sig) : std::runtime_error(what), signal(sig) {}
 };
 
-// The outputs of a simulated rpc or data run (`res`, its runs' stats in res.stats): the
-// summary (`outputs`: rpc_outputs or data_outputs), every run's kept latency (the stats'
-// member `kept`: the round trips, or the operations) merged into `latency`, and the
-// consistency status of the `what` counted.
-template <class Result, class Stats>
-int record_one_size(const Options& o, const Result& res,
-                    json (*outputs)(const Options&, const Result&, const std::string&, const json&),
-                    metrics::LatencyHistogram Stats::*kept, const char* what, json& summary, metrics::LatencyHistogram& latency) {
-  summary = outputs(o, res, "simulator", res.extra);
-  for (const Stats& st : res.stats) latency.merge(st.*kept);
-  return consistency_status(res.issued, res.completed, res.errors, what);
+// The outputs of a simulated rpc or data run and its repetitions (`run_one` once per seed,
+// run_repetitions; once without --repeat): the summary (`outputs`: rpc_repeated_outputs or
+// data_repeated_outputs, which are rpc_outputs' and data_outputs' files for one), every
+// run's kept latency (the stats' member `kept`: the round trips, or the operations) merged
+// into `latency`, and the consistency status of the `what` counted over the repetitions.
+template <class Result, class Stats, class RunOne>
+int record_repetitions(const Options& o, const RunOne& run_one,
+                       json (*outputs)(const Options&, const std::vector<Result>&),
+                       metrics::LatencyHistogram Stats::*kept, const char* what, json& summary,
+                       metrics::LatencyHistogram& latency) {
+  const std::vector<Result> reps = run_repetitions<Result>(o, nullptr, run_one);
+  summary = outputs(o, reps);
+  uint64_t issued = 0, completed = 0, errors = 0;
+  for (const Result& res : reps) {
+    issued += res.issued, completed += res.completed, errors += res.errors;
+    for (const Stats& st : res.stats) latency.merge(st.*kept);
+  }
+  return consistency_status(issued, completed, errors, what);
 }
 
 // Runs one point in this process and records its row. Returns the row. Throws
@@ -439,12 +446,14 @@ std::string run_point(const Sweep& s, const SweepRun& r) {
       break;
     }
     case Mode::kRpc:
-      status = record_one_size(o, run_rpc_sim(o, model, nullptr), rpc_outputs, &RpcRunStats::rtt, "calls", summary,
-                               latency);
+      status = record_repetitions<RpcResult, RpcRunStats>(
+          o, [&model](const Options& one, const auto&) { return run_rpc_sim(one, model, nullptr); },
+          rpc_repeated_outputs, &RpcRunStats::rtt, "calls", summary, latency);
       break;
     case Mode::kData:
-      status = record_one_size(o, run_data_sim(o, model, nullptr), data_outputs, &DataRunStats::latency,
-                               "data operations", summary, latency);
+      status = record_repetitions<DataResult, DataRunStats>(
+          o, [&model](const Options& one, const auto&) { return run_data_sim(one, model, nullptr); },
+          data_repeated_outputs, &DataRunStats::latency, "data operations", summary, latency);
       break;
     case Mode::kSweep:
     case Mode::kCompare: throw std::logic_error("sweep: a run of mode " + std::string(to_string(o.mode)));
