@@ -63,7 +63,7 @@ TEST_CASE("delegationrpc: 4 producers, tiny ring, no loss, no duplication, per-p
   std::vector<Result> results(kProducers);
   std::vector<std::thread> producers;
   for (uint32_t p = 0; p < kProducers; ++p) {
-    producers.emplace_back([&, p] {
+    producers.emplace_back([&] {
       auto client = DelegationClient<Req, Resp>::connect(seg.bytes());
       const uint32_t id = client.client_id();
       Result& res = results[id];
