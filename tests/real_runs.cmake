@@ -5,7 +5,11 @@ bkv_add_test(test_runtime GROUP concurrency SOURCES real_runs/test_runtime.cpp L
 
 # mpirun -np 2 smoke test of the MPI orchestration helpers (+ a UCX exchange between the
 # two processes when UCX is built). Registered directly with CTest: it is not a Catch test.
+# Under ThreadSanitizer too (BKV_TEST_GROUPS "threaded"): every rank runs the watchdog thread.
 bkv_group_enabled(e2e BKV_REAL_E2E)
+if("threaded" IN_LIST BKV_TEST_GROUPS)
+  set(BKV_REAL_E2E ON)
+endif()
 if(BKV_REAL_E2E AND MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
   add_executable(test_mpi_smoke real_runs/test_mpi_smoke.cpp ${PROJECT_SOURCE_DIR}/apps/benchkv/real/mpi_orchestration.cpp
                  ${PROJECT_SOURCE_DIR}/apps/benchkv/cli/stop_signals.cpp)
@@ -31,33 +35,33 @@ endif()
 bkv_add_test(test_real_wallclock GROUP concurrency SOURCES real_runs/test_real_wallclock.cpp LIBS bkv_kv bkv_app)
 
 # benchkv on the real path: CLI rejections (no MPI needed) and mpirun -np 2 runs over UCX.
-bkv_group_enabled(e2e BKV_REAL_RUNS_E2E)
-if(BKV_REAL_RUNS_E2E AND TARGET benchkv)
+# The mpirun runs are THREADED (benchkv's real runs: a thread per server and client).
+if(TARGET benchkv)
   bkv_add_test(test_real_cli GROUP e2e SOURCES real_runs/test_real_cli.cpp LIBS nlohmann_json::nlohmann_json)
-  target_compile_definitions(test_real_cli PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>")
-  add_dependencies(test_real_cli benchkv)
-  if(MPI_C_FOUND AND TARGET bkv_mlx5)  # benchkv's --transport mlx5/verbs looks the device up
-    target_compile_definitions(test_real_cli PRIVATE BKV_REAL_RDMA=1)
+  if(TARGET test_real_cli)
+    target_compile_definitions(test_real_cli PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>")
+    add_dependencies(test_real_cli benchkv)
+    if(MPI_C_FOUND AND TARGET bkv_mlx5)  # benchkv's --transport mlx5/verbs looks the device up
+      target_compile_definitions(test_real_cli PRIVATE BKV_REAL_RDMA=1)
+    endif()
   endif()
   if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE AND TARGET bkv_ucx_am)
-    bkv_add_test(test_real_mpi GROUP e2e LOCK mpirun SOURCES real_runs/test_real_mpi.cpp LIBS nlohmann_json::nlohmann_json)
-    target_compile_definitions(test_real_mpi PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>"
-                                                     MPIEXEC_BIN="${MPIEXEC_EXECUTABLE}")
-    add_dependencies(test_real_mpi benchkv)
-    bkv_add_test(test_data_mpi GROUP e2e LOCK mpirun SOURCES real_runs/test_data_mpi.cpp LIBS nlohmann_json::nlohmann_json)
-    target_compile_definitions(test_data_mpi PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>"
-                                                     MPIEXEC_BIN="${MPIEXEC_EXECUTABLE}")
-    add_dependencies(test_data_mpi benchkv)
+    foreach(t test_real_mpi test_data_mpi)
+      bkv_add_test(${t} GROUP e2e THREADED LOCK mpirun SOURCES real_runs/${t}.cpp LIBS nlohmann_json::nlohmann_json)
+    endforeach()
     # benchkv probe between two processes (a few seconds).
     bkv_add_test(test_probe_mpi GROUP e2e LOCK mpirun SOURCES real_runs/test_probe_mpi.cpp LIBS nlohmann_json::nlohmann_json)
-    target_compile_definitions(test_probe_mpi PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>"
-                                                      MPIEXEC_BIN="${MPIEXEC_EXECUTABLE}")
-    add_dependencies(test_probe_mpi benchkv)
+    foreach(t test_real_mpi test_data_mpi test_probe_mpi)
+      if(TARGET ${t})
+        target_compile_definitions(${t} PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>" MPIEXEC_BIN="${MPIEXEC_EXECUTABLE}")
+        add_dependencies(${t} benchkv)
+      endif()
+    endforeach()
   endif()
 endif()
 
 # The ucx-am baseline in one process (threads, and a stranger's malformed messages).
 if(TARGET bkv_ucx_am)
-  bkv_add_test(test_ucx_am GROUP unit SOURCES real_runs/test_ucx_am.cpp LIBS bkv_ucx_am bkv_app)
+  bkv_add_test(test_ucx_am GROUP unit THREADED SOURCES real_runs/test_ucx_am.cpp LIBS bkv_ucx_am bkv_app)
   bkv_add_test(test_ucx_am_data GROUP unit SOURCES real_runs/test_ucx_am_data.cpp LIBS bkv_ucx_am)
 endif()
