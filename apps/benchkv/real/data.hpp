@@ -353,12 +353,14 @@ class CopyrpcDataRank {
 
  private:
   uint32_t C_;
-  // Declared in construction order; destroyed in reverse: nodes before their transports,
-  // the store, buffers and ring.
-  std::vector<std::unique_ptr<T>> transports_;
+  // Declared in construction order; destroyed in reverse: nodes, then their transports,
+  // then the store, buffers and ring the transports registered. A transport's destructor
+  // still progresses its worker, which serves a peer's pending READ of these regions
+  // (ASan saw UCX read freed client buffers there when the buffers went first).
   kv::BlobStore store_;
   data::ClientBuffers buffers_;
   shm::Segment ring_;
+  std::vector<std::unique_ptr<T>> transports_;
   std::unique_ptr<Daemon> daemon_;
   std::vector<std::unique_ptr<Client>> clients_;
 };
