@@ -192,24 +192,17 @@ nlohmann::json data_repeated_outputs(const Options& o, const std::vector<DataRes
     for (const auto& [key, v] : over) spread[key] = repetition_spread_json(v);
     summary["overall"]["data_over_repetitions"] = std::move(spread);
   }
-  nlohmann::json per_rep = nlohmann::json::array();
+  std::vector<nlohmann::json> extras;
   uint64_t issued = 0, completed = 0, errors = 0;
-  for (size_t k = 0; k < reps.size(); ++k) {
-    nlohmann::json extra = reps[k].extra;
-    extra.erase("model");  // the same model for every repetition: once, below
-    extra["seed"] = o.seed + k;
-    per_rep.push_back(std::move(extra));
-    issued += reps[k].issued;
-    completed += reps[k].completed;
-    errors += reps[k].errors;
+  for (const auto& r : reps) {
+    extras.push_back(r.extra);
+    issued += r.issued;
+    completed += r.completed;
+    errors += r.errors;
   }
-  summary["simulator"] = {{"model", reps.front().extra["model"]}, {"repetitions", std::move(per_rep)}};
+  add_repetition_sections(summary, o.seed, extras, reps.back().interrupted);
   summary["totals"] = {{"issued", issued}, {"completed", completed}, {"errors", errors}};
   summary["provenance"] = provenance_json(true);
-  if (!reps.back().interrupted.is_null()) {  // a signal stopped the last repetition started
-    summary["interrupted"] = reps.back().interrupted;
-    summary["interrupted"]["seed"] = o.seed + reps.size() - 1;
-  }
   write_summary_file(o.summary, summary);
   return summary;
 }

@@ -407,6 +407,22 @@ json repetition_spread_json(std::span<const double> values) {
               {"ci95_high", round6(sp.ci95_high)}};
 }
 
+void add_repetition_sections(json& summary, uint64_t first_seed, std::span<const json> extras,
+                             const json& last_interrupted) {
+  json per_rep = json::array();
+  for (size_t k = 0; k < extras.size(); ++k) {
+    json extra = extras[k];
+    extra.erase("model");  // the same model for every repetition: once, below
+    extra["seed"] = first_seed + k;
+    per_rep.push_back(std::move(extra));
+  }
+  summary["simulator"] = {{"model", extras.front()["model"]}, {"repetitions", std::move(per_rep)}};
+  if (!last_interrupted.is_null()) {
+    summary["interrupted"] = last_interrupted;
+    summary["interrupted"]["seed"] = first_seed + extras.size() - 1;
+  }
+}
+
 json repeated_summary_json(const json& config, std::span<const RepetitionResults> reps) {
   json j = json::object();
   j["config"] = config;

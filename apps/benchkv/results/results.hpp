@@ -219,6 +219,13 @@ struct RepetitionResults {
 //               latency: every run merged; latency_over_repetitions: the same spread of
 //               each repetition's latency figure (mean_ns, p50_ns ... max_ns)}.
 nlohmann::json repeated_summary_json(const nlohmann::json& config, std::span<const RepetitionResults> reps);
+// The sections every repeated simulated summary ends with (the KV, rpc and data modes):
+// "simulator": {model (once: every repetition ran the same), repetitions: repetition k's
+// own simulator section (`extras[k]`) without the model, with its seed first_seed + k};
+// and, when `last_interrupted` is not null (a signal stopped the last repetition started),
+// "interrupted": that mark with the repetition's seed.
+void add_repetition_sections(nlohmann::json& summary, uint64_t first_seed, std::span<const nlohmann::json> extras,
+                             const nlohmann::json& last_interrupted);
 // {n, mean, std_dev, min, max, ci95_low, ci95_high} of independent values (rounded to 1e-6;
 // no interval for fewer than 2 values: ci95_low = ci95_high = mean).
 nlohmann::json repetition_spread_json(std::span<const double> values);

@@ -40,26 +40,19 @@ nlohmann::json write_repeated_outputs(const Options& o, const std::vector<Experi
   for (size_t k = 0; k < n; ++k) parts.push_back({o.seed + k, reps[k].runs, reps[k].daemons});
   write_csv_file(o.output, runs, "seed", seeds);
   nlohmann::json summary = repeated_summary_json(to_json(o), parts);
-  nlohmann::json per_rep = nlohmann::json::array();
+  std::vector<nlohmann::json> extras;
   uint64_t issued = 0, completed = 0, errors = 0, failed = 0;
-  for (size_t k = 0; k < reps.size(); ++k) {
-    nlohmann::json extra = reps[k].extra;
-    extra.erase("model");  // the same model for every repetition: once, below
-    extra["seed"] = o.seed + k;
-    per_rep.push_back(std::move(extra));
-    issued += reps[k].total_issued;
-    completed += reps[k].total_completed;
-    errors += reps[k].errors;
-    failed += reps[k].failed;
+  for (const ExperimentResult& r : reps) {
+    extras.push_back(r.extra);
+    issued += r.total_issued;
+    completed += r.total_completed;
+    errors += r.errors;
+    failed += r.failed;
   }
-  summary["simulator"] = {{"model", reps.front().extra["model"]}, {"repetitions", std::move(per_rep)}};
+  add_repetition_sections(summary, o.seed, extras, reps.back().interrupted);
   summary["totals"] = {{"issued", issued}, {"completed", completed}, {"errors", errors}};
   if (failed > 0 || reps.front().extra["model"].contains("faults")) summary["totals"]["failed"] = failed;
   summary["provenance"] = provenance_json(true);  // simulated threads: no CPU map
-  if (!reps.back().interrupted.is_null()) {  // a signal stopped the last repetition started
-    summary["interrupted"] = reps.back().interrupted;
-    summary["interrupted"]["seed"] = o.seed + reps.size() - 1;
-  }
   write_summary_file(o.summary, summary);
   return summary;
 }
