@@ -141,18 +141,9 @@ nlohmann::json data_repeated_outputs(const Options& o, const std::vector<DataRes
   if (const std::optional<DataResult> one = single_repetition(o, reps))
     return data_outputs(o, *one, "simulator", one->extra);
   const size_t n = reps.back().runs.empty() ? reps.size() - 1 : reps.size();
-  std::vector<RunResults> runs;
-  std::vector<uint64_t> seeds;
   std::vector<RepetitionResults> parts;
-  for (size_t k = 0; k < n; ++k) {
-    for (const RunResults& r : reps[k].runs) {
-      runs.push_back(r);
-      seeds.push_back(o.seed + k);
-    }
-    parts.push_back({o.seed + k, reps[k].runs, {}});
-  }
-  write_csv_file(o.output, runs, "seed", seeds);
-  nlohmann::json summary = repeated_summary_json(to_json(o), parts);
+  for (size_t k = 0; k < n; ++k) parts.push_back({o.seed + k, reps[k].runs, {}});
+  nlohmann::json summary = write_repeated_csv(o, parts);
   nlohmann::json data = data_summary(o, reps.front());
   data["runs"] = nlohmann::json::array();
   uint64_t rejected = 0;

@@ -407,6 +407,18 @@ json repetition_spread_json(std::span<const double> values) {
               {"ci95_high", round6(sp.ci95_high)}};
 }
 
+json write_repeated_csv(const Options& o, std::span<const RepetitionResults> reps) {
+  std::vector<RunResults> runs;
+  std::vector<uint64_t> seeds;
+  for (const RepetitionResults& rep : reps)
+    for (const RunResults& r : rep.runs) {
+      runs.push_back(r);
+      seeds.push_back(rep.seed);
+    }
+  write_csv_file(o.output, runs, "seed", seeds);
+  return repeated_summary_json(to_json(o), reps);
+}
+
 void add_repetition_sections(json& summary, uint64_t first_seed, std::span<const json> extras,
                              const json& last_interrupted) {
   json per_rep = json::array();

@@ -219,6 +219,11 @@ struct RepetitionResults {
 //               latency: every run merged; latency_over_repetitions: the same spread of
 //               each repetition's latency figure (mean_ns, p50_ns ... max_ns)}.
 nlohmann::json repeated_summary_json(const nlohmann::json& config, std::span<const RepetitionResults> reps);
+// The first step of every repeated simulated output (the KV, rpc and data modes): writes
+// the CSV (o.output) of the kept repetitions' runs, each line led by its repetition's
+// "seed", and returns repeated_summary_json over them (config: the options), which the
+// caller extends with its mode's sections before writing it.
+nlohmann::json write_repeated_csv(const Options& o, std::span<const RepetitionResults> reps);
 // The sections every repeated simulated summary ends with (the KV, rpc and data modes):
 // "simulator": {model (once: every repetition ran the same), repetitions: repetition k's
 // own simulator section (`extras[k]`) without the model, with its seed first_seed + k};

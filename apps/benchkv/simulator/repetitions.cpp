@@ -29,17 +29,9 @@ nlohmann::json write_repeated_outputs(const Options& o, const std::vector<Experi
     if (!first.interrupted.is_null()) first.interrupted["seed"] = o.seed + reps.size() - 1;
     return write_experiment_outputs(o, first);
   }
-  std::vector<RunResults> runs;
-  std::vector<uint64_t> seeds;
   std::vector<RepetitionResults> parts;
-  for (size_t k = 0; k < n; ++k)
-    for (const RunResults& r : reps[k].runs) {
-      runs.push_back(r);
-      seeds.push_back(o.seed + k);
-    }
   for (size_t k = 0; k < n; ++k) parts.push_back({o.seed + k, reps[k].runs, reps[k].daemons});
-  write_csv_file(o.output, runs, "seed", seeds);
-  nlohmann::json summary = repeated_summary_json(to_json(o), parts);
+  nlohmann::json summary = write_repeated_csv(o, parts);
   std::vector<nlohmann::json> extras;
   uint64_t issued = 0, completed = 0, errors = 0, failed = 0;
   for (const ExperimentResult& r : reps) {
