@@ -177,6 +177,22 @@ TEST_CASE("probe and calibrate: bad input exits 2 with a message naming the prob
   CHECK(!std::filesystem::exists(dir / "m.json"));
 }
 
+TEST_CASE("calibrate: a cost the probe marked undetermined keeps the base model's value, and the basis says why",
+          "[e2e][probe]") {
+  TempDir dir;
+  write_file(dir / "probe.json", R"j({"kind": "benchkv-probe", "transport": "ucx", "parameters": {
+      "cpu_cqe_ns": {"value": 42, "unit": "ns", "from": ["rate_k1_b1_s64"], "method": "slope"},
+      "cpu_doorbell_ns": {"value": -73, "unit": "ns", "from": ["rate_k1_b4_s64"], "method": "intercept",
+                          "undetermined": "the least-squares intercept is negative (-73 ns)"}}})j");
+  const Outcome o = run_ok({"calibrate", "--from", "probe.json", "-o", "fitted.json"}, dir.path());
+  const json m = read_json(dir / "fitted.json");
+  CHECK(m["cpu"]["cqe"].get<double>() == 42);
+  CHECK(m["cpu"]["doorbell"].get<double>() >= 0);  // the base model's, not -73
+  CHECK_THAT(m["basis"]["cpu.doorbell (not fitted)"].get<std::string>(), Catch::Contains("negative (-73 ns)"));
+  CHECK_THAT(m["basis"]["left at the base model (built-in defaults)"].get<std::string>(), Catch::Contains("cpu.doorbell"));
+  CHECK_THAT(o.out, Catch::Contains("cpu.doorbell (not fitted)"));
+}
+
 TEST_CASE("probe: several posting threads tell the send path's plateau from one thread's", "[e2e][sim][probe]") {
   TempDir dir;
   // The per-node send path (590 ns per WQE) sets the plateau: two and four posting threads

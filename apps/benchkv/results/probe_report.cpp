@@ -44,6 +44,20 @@ json param(double value, const char* unit, std::vector<std::string> from, const 
   return json{{"value", value}, {"unit", unit}, {"from", std::move(from)}, {"method", method}, {"conditions", std::move(conditions)}};
 }
 
+// A CPU cost read off a least-squares line is a time, so it cannot be negative. A negative
+// slope or intercept says the line does not hold for these tests (the fixed cost is below
+// the clock's resolution, or the time is not linear in the batch), not that the cost is
+// negative: the parameter keeps its value for the record and is marked "undetermined" with
+// the reason, and `benchkv calibrate` leaves the model's key at the base value.
+json cost_param(double value, std::vector<std::string> from, const std::string& method, const char* part,
+                json conditions = json::object()) {
+  json p = param(value, "ns", std::move(from), method, std::move(conditions));
+  if (value < 0)
+    p["undetermined"] = std::string("the least-squares ") + part + " is negative (" + json(value).dump() +
+                        " ns): the line does not hold for these tests, so it gives no cost";
+  return p;
+}
+
 // Leaf paths of a JSON object ("cpu.loop", "nic.send.engines").
 void leaves(const json& j, const std::string& prefix, std::vector<std::string>& out) {
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -142,18 +156,20 @@ json probe_parameters(const std::vector<TestResult>& results) {
     }
   }
   if (post.determined()) {
-    p["cpu_wqe_build_ns"] = param(post.slope(), "ns", post_from,
-                                  "slope of the time to post a doorbell batch against its WQEs (least squares over every timed batch)",
-                                  {{"batches", json(std::vector<uint32_t>(batches.begin(), batches.end()))}, {"size", 64}});
-    p["cpu_doorbell_ns"] = param(post.intercept(), "ns", post_from, "intercept of the same line: the doorbell of one batch",
-                                 {{"batches", json(std::vector<uint32_t>(batches.begin(), batches.end()))}});
+    p["cpu_wqe_build_ns"] = cost_param(post.slope(), post_from,
+                                       "slope of the time to post a doorbell batch against its WQEs (least squares over every timed batch)",
+                                       "slope", {{"batches", json(std::vector<uint32_t>(batches.begin(), batches.end()))}, {"size", 64}});
+    p["cpu_doorbell_ns"] = cost_param(post.intercept(), post_from, "intercept of the same line: the doorbell of one batch",
+                                      "intercept", {{"batches", json(std::vector<uint32_t>(batches.begin(), batches.end()))}});
   }
   if (single_post.n > 0)
     p["cpu_post_ns"] = param(single_post.mean_y(), "ns", single_post_from.get<std::vector<std::string>>(),
                              "mean time to post one WRITE+IMM and ring its doorbell", {{"batch", 1}, {"size", 64}});
   if (poll.determined()) {
-    p["cpu_cq_poll_ns"] = param(poll.intercept(), "ns", poll_from, "intercept of the time of a send-CQ poll against the completions it returned (an empty poll)");
-    p["cpu_cqe_ns"] = param(poll.slope(), "ns", poll_from, "slope of the same line: one completion taken");
+    p["cpu_cq_poll_ns"] = cost_param(poll.intercept(), poll_from,
+                                     "intercept of the time of a send-CQ poll against the completions it returned (an empty poll)",
+                                     "intercept");
+    p["cpu_cqe_ns"] = cost_param(poll.slope(), poll_from, "slope of the same line: one completion taken", "slope");
   }
   if (loop.n > 0) {
     std::vector<std::string> all;
@@ -240,8 +256,8 @@ std::string probe_table(const json& j) {
   o += "#parameters\n";
   for (auto it = j.at("parameters").begin(); it != j.at("parameters").end(); ++it) {
     if (!it.value().contains("value")) continue;
-    append_printf(o, "%-22s %14.3f %s\n", it.key().c_str(), it.value().at("value").get<double>(),
-                  it.value().at("unit").get<std::string>().c_str());
+    append_printf(o, "%-22s %14.3f %s%s\n", it.key().c_str(), it.value().at("value").get<double>(),
+                  it.value().at("unit").get<std::string>().c_str(), it.value().contains("undetermined") ? "  (undetermined)" : "");
   }
   return o;
 }
@@ -286,6 +302,12 @@ json fit_model(const json& probe, const json& base_model, const std::string& bas
   };
   std::set<std::string> written;
   auto set_cpu = [&](const char* key, const char* pname, const char* what) {
+    if (P.contains(pname) && P.at(pname).is_object() && P.at(pname).contains("undetermined")) {
+      const json& u = P.at(pname).at("undetermined");
+      if (!u.is_string()) throw std::invalid_argument(std::string("probe parameter ") + pname + ": \"undetermined\" is not a string");
+      basis[std::string("cpu.") + key + " (not fitted)"] = src + " " + pname + ": " + u.get<std::string>() + "; left at the base model";
+      return;
+    }
     const json* v = value(pname);
     if (v == nullptr) return;
     m["cpu"][key] = v->at("value").get<double>();
