@@ -101,6 +101,32 @@ def metric(s, name):
     raise KeyError(f"unknown metric {name}")
 
 
+def identity_ratio(np_, mops_per_rank, completions_per_loop, loops_m, life_s=10.0):
+    """C6's accounting identity for one C1 run: responses counted by the loop figures
+    (responses per loop x loops) over the remote completions the throughput gives
+    ((NP-1)/NP of a rank's requests over the life). 1 when a run's figures agree."""
+    remote = (np_ - 1) / np_ * mops_per_rank * 1e6 * life_s
+    return completions_per_loop * loops_m * 1e6 / remote if remote else float("nan")
+
+
+IDENTITY_FIGURES = ("life_mops_per_rank", "life_completions_per_loop", "life_loops_M")
+
+
+def identity_table(suite, summaries):
+    """(experiment, NP, measured ratio, simulated ratio) for every experiment whose three
+    identity figures are measured as single values."""
+    out = []
+    for name, s in summaries.items():
+        meas = {fg["metric"]: fg["measured"] for fg in suite["figures"] if fg["experiment"] == name}
+        if not all(isinstance(meas.get(k), (int, float)) for k in IDENTITY_FIGURES):
+            continue
+        np_ = len(s["runs"][0]["per_rank_mops"])
+        m = identity_ratio(np_, *(meas[k] for k in IDENTITY_FIGURES))
+        sim = identity_ratio(np_, *(metric(s, k) for k in IDENTITY_FIGURES))
+        out.append((name, np_, m, sim))
+    return sorted(out, key=lambda r: r[1])
+
+
 def error(sim, measured):
     """Relative error against a value, or against a band [lo, hi] (0 inside it)."""
     if isinstance(measured, list):
@@ -223,6 +249,12 @@ def main(argv):
             right += ok
             print(f"  {'right' if ok else 'WRONG'}: {d['what']} ({d['higher']} {hi:.4g} vs {d['lower']} {lo:.4g})")
         print(f"  {right} of {len(directions)} right")
+    ident = identity_table(suite, summaries)
+    if ident:
+        print("\nC6's identity: responses per loop x loops / remote completions over the life "
+              "(1 when a run's figures agree with one another):")
+        for name, np_, m, sim in ident:
+            print(f"  {name} (NP={np_}): measured {m:.2f}, simulated {sim:.2f}")
     if a.csv:
         os.makedirs(os.path.dirname(os.path.abspath(a.csv)), exist_ok=True)
         with open(a.csv, "w", newline="") as f:
