@@ -1,6 +1,6 @@
 // RDMA READ and WRITE of the UCX transport as UCX RMA (ucp_get_nbx / ucp_put_nbx) on
 // memory mapped with ucp_mem_map, instead of the active-message emulation
-// (ucx_transport.hpp; docs/data.md, "UCX" section).
+// (ucx_transport.hpp; docs/data.md, "UCX RMA" section).
 //
 // Regions. Every region registered with remote access (kAccessRemoteRead or
 // kAccessRemoteWrite) is mapped with ucp_mem_map and its remote key packed
