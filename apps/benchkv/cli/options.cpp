@@ -1166,7 +1166,7 @@ constexpr std::string_view kFooterCommon =
     "key (exit status 2, as every input error).\n"
     "Real runs (--transport ucx|mlx5|verbs) start one rank per node under mpirun; the environment variable\n"
     "BENCHKV_PEER_TIMEOUT=SECONDS (default 60) bounds how long a rank waits for a stopped or dead peer\n"
-    "before it writes outputs marked incomplete and exits with status 3 (docs/reliability.md). UCX_TLS\n"
+    "before it writes outputs marked incomplete and exits with status 3 (docs/interruptions.md). UCX_TLS\n"
     "chooses UCX's transports; the ones UCX selected are recorded (provenance.ucx_transports).\n"
     "Progress goes to stderr; the final report (--report) to stdout. Human text counts runs from 1\n"
     "(run 1/3) and gives latency in microseconds; the CSV columns and the JSON \"run\" count from 0.\n"
@@ -1324,7 +1324,7 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
                  "| stall_daemon:node=R,daemon=D,start_us=A,end_us=B | link_delay:from=R,to=S,start_us=A,end_us=B,"
                  "extra_ns=X | packet_loss:from=R,to=S,start_us=A,end_us=B,loss=P,timeout=T,retry_cnt=N | "
                  "qp_error:node=R,peer=S,at_us=A | rnr_storm:node=R,start_us=A,end_us=B,rnr_retry=N (added to the model's "
-                 "\"faults\"; docs/reliability.md) [command "
+                 "\"faults\"; docs/exactly_once.md) [command "
                  "line only]")
       ->type_name("KIND:K=V,...")
       ->expected(1)  // one fault per --fault (the positional backend is not a fault)
