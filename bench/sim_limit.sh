@@ -6,7 +6,7 @@
 #   replay       the simulated run's own sequence of thread steps (its step log,
 #                recorded in the simulator run above: batch shapes like the simulated run's)
 # and the simulator / limit ratio for each.
-# Retired as the yardstick of the simulator's speed (docs/benchmarks.md): bench/sim_speed.sh
+# Retired as the yardstick of the simulator's speed (docs/simulator_speed.md): bench/sim_speed.sh
 # measures what a user waits for, paired against a baseline commit.
 # Usage: bash bench/sim_limit.sh [BUILD_DIR=build] [CONFIG=configs/c1_np16.json] [VIRTUAL_S=0.02] [BENCHKV OPTIONS...]
 #   options after the third argument go to the simulator run (e.g. --ring-page-batch 1 --event-set heap)

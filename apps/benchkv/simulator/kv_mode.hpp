@@ -60,7 +60,7 @@ ExperimentResult run_experiment(const app::Options& o, const sim::Model& model,
 
 // The memory a simulation of `o` needs, estimated before it is built (a run that
 // cannot fit is refused up front instead of being killed by the kernel). The constants
-// are measured (docs/benchmarks.md, "Simulator memory"): an endpoint costs its
+// are measured (docs/simulator_speed.md, "Simulator memory"): an endpoint costs its
 // bookkeeping and the ring pages its traffic touches, a thread its state and workload.
 inline constexpr uint64_t kEstimateEndpointBytes = 4 << 10;
 inline constexpr uint64_t kEstimateRingPageBytes = 4 << 10;  // touched per ring, at least
