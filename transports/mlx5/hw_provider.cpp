@@ -64,9 +64,9 @@ MemoryRegion HwProvider::register_memory(void* ptr, size_t len, uint32_t access)
   return verbs::register_memory(impl_->pd.get(), impl_->mrs, ptr, len, access);
 }
 
-CqDescriptor HwProvider::create_cq(uint32_t min_entries, CqRole) {
-  verbs::Cq cq =
-      verbs::create_cq(impl_->dev, impl_->ctx.get(), min_entries, impl_->opts.compressed_cqe, impl_->opts.cqe_size);
+CqDescriptor HwProvider::create_cq(uint32_t min_entries, CqRole role) {
+  const bool compressed = role == CqRole::kSend ? impl_->opts.compress_send : impl_->opts.compress_recv;
+  verbs::Cq cq = verbs::create_cq(impl_->dev, impl_->ctx.get(), min_entries, compressed, impl_->opts.cqe_size);
   mlx5dv_cq out{};
   mlx5dv_obj obj{};
   obj.cq.in = cq.get();

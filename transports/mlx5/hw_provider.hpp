@@ -8,6 +8,13 @@
 //
 // The provider must outlive the transport; the device must outlive the provider.
 //
+// HwProvider is one of the two DirectProviders; the other is the NIC emulator's node
+// (emu::Node, emulator/emulator.hpp), over which the tests run the same DirectTransport.
+// Both declare the concept's six control-path calls (the static_asserts check them):
+// one makes ibverbs objects on a device, the other hands out plain memory that it then
+// reads as a NIC would. The knobs both have carry the same name and meaning (cqe_size,
+// compress_send / compress_recv, scatter_to_cqe); the defaults differ where noted.
+//
 // One provider per thread, one transport per provider. Each provider opens its own
 // device context on the Device's ibv_device; its PD, CQs, SRQ, QPs and MRs belong to
 // that context. The data path writes BlueFlame registers without a lock, and libmlx5
@@ -27,9 +34,12 @@
 namespace bkv::mlx5 {
 
 struct HwOptions {
-  bool compressed_cqe = false;  // ask for CQE compression (mlx5dv_create_cq)
   uint32_t cqe_size = 64;       // 64 or 128
-  bool scatter_to_cqe = true;   // allow scatter-to-CQE (small READ responses in the CQE)
+  bool compress_send = false;   // ask for CQE compression (mlx5dv_create_cq) on send CQs
+  bool compress_recv = false;   // ... and on receive CQs
+  // Allow scatter-to-CQE (small signalled READ responses in the CQE): on, as libmlx5's
+  // default; the emulator's NodeOptions has it off unless a test turns it on.
+  bool scatter_to_cqe = true;
   uint8_t max_rd_atomic = 16;
   uint8_t timeout = 14;
   uint8_t retry_cnt = 7;

@@ -1,7 +1,9 @@
 // Software NIC emulator for the direct mlx5 data path (tests and benchmarks only; the
 // transport itself never uses it).
 //
-// A Fabric holds emulated NICs (Nodes). A Node is a DirectProvider: it hands out plain
+// A Fabric holds emulated NICs (Nodes). A Node is a DirectProvider, the emulated
+// counterpart of HwProvider (hw_provider.hpp: the same six control-path calls, and the
+// knobs both have under the same names in NodeOptions and HwOptions): it hands out plain
 // memory for send queues, doorbell records, BlueFlame registers, CQs and an SRQ, and
 // registers memory regions. On the NIC side it does what an mlx5 device does with that
 // memory, decoding everything with the rdma-core structure definitions
