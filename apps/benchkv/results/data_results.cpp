@@ -12,26 +12,13 @@
 
 #include "apps/benchkv/cli/stop_signals.hpp"
 #include "apps/benchkv/results/provenance.hpp"
+#include "apps/benchkv/results/repeated.hpp"
 
 namespace bkv::app {
 
 namespace {
 constexpr std::pair<const char*, double> kDataPercentiles[] = {
     {"latency_p50", 0.5}, {"latency_p90", 0.9}, {"latency_p95", 0.95}, {"latency_p99", 0.99}, {"latency_p999", 0.999}};
-// The repetition whose outputs stand for all of them when at most one was measured, with
-// the "interrupted" mark of the last one started (and its seed under --repeat); nullopt
-// when two or more were measured (as rpc_results.cpp).
-std::optional<DataResult> single_repetition(const Options& o, const std::vector<DataResult>& reps) {
-  if (reps.empty()) throw std::logic_error("data: no repetition");
-  const size_t n = reps.back().runs.empty() ? reps.size() - 1 : reps.size();
-  if (n > 1) return std::nullopt;
-  DataResult first = reps.front();
-  if (reps.size() == 1 && (o.repeat == 1 || first.interrupted.is_null())) return first;
-  first.interrupted = reps.back().interrupted;
-  if (!first.interrupted.is_null()) first.interrupted["seed"] = o.seed + reps.size() - 1;
-  return first;
-}
-
 }  // namespace
 
 nlohmann::json data_summary(const Options& o, const DataResult& r) {
@@ -140,59 +127,32 @@ nlohmann::json data_outputs(const Options& o, const DataResult& res, const std::
 nlohmann::json data_repeated_outputs(const Options& o, const std::vector<DataResult>& reps) {
   if (const std::optional<DataResult> one = single_repetition(o, reps))
     return data_outputs(o, *one, "simulator", one->extra);
-  const size_t n = reps.back().runs.empty() ? reps.size() - 1 : reps.size();
-  std::vector<RepetitionResults> parts;
-  for (size_t k = 0; k < n; ++k) parts.push_back({o.seed + k, reps[k].runs, {}});
-  nlohmann::json summary = write_repeated_csv(o, parts);
-  nlohmann::json data = data_summary(o, reps.front());
-  data["runs"] = nlohmann::json::array();
-  uint64_t rejected = 0;
-  std::map<std::string, std::vector<double>> over;  // figure -> one value per repetition
-  bool every_repetition_has_ops = true;
-  for (size_t k = 0; k < n; ++k) {
-    const nlohmann::json one = data_summary(o, reps[k]);  // (a named object: its runs outlive the loop)
-    for (nlohmann::json r : one["runs"]) {
-      r["seed"] = o.seed + k;
-      data["runs"].push_back(std::move(r));
-    }
-    rejected += reps[k].rejected;
+  nlohmann::json summary = write_repeated_csv(o, repetition_parts(o, reps));
+  // A repetition's "data": the means of its runs' rates and the latency of all its
+  // operations (none without a completed operation).
+  const auto figures_of = [](const DataResult& r) -> std::optional<nlohmann::json> {
     double ops = 0, gib = 0;
     copyrpc::RttHistogram all;
-    for (const DataRunStats& st : reps[k].stats) {
+    for (const DataRunStats& st : r.stats) {
       ops += st.ops_per_s();
       gib += st.gib_per_s();
       all.merge(st.latency);
     }
-    if (all.count() == 0 || reps[k].stats.empty()) {
-      every_repetition_has_ops = false;
-      continue;
-    }
+    if (all.count() == 0 || r.stats.empty()) return std::nullopt;
     const auto us = [](double ns) { return round6(ns / 1000.0); };
-    nlohmann::json f = {{"ops_per_s", round6(ops / double(reps[k].stats.size()))},
-                        {"gib_per_s", round6(gib / double(reps[k].stats.size()))},
+    nlohmann::json f = {{"ops_per_s", round6(ops / double(r.stats.size()))},
+                        {"gib_per_s", round6(gib / double(r.stats.size()))},
                         {"latency_mean_us", us(all.mean_ns())},
                         {"latency_max_us", us(double(all.max_ns()))}};
     for (const auto& [key, p] : kDataPercentiles) f[std::string(key) + "_us"] = us(double(all.percentile_ns(p)));
-    for (const auto& [key, v] : f.items()) over[key].push_back(v.get<double>());
-    summary["repetitions"][k]["data"] = std::move(f);
-  }
+    return f;
+  };
+  nlohmann::json data = repeated_section(summary, o, reps, data_summary, "data", figures_of);
+  uint64_t rejected = 0;
+  for (size_t k = 0; k < measured_repetitions(reps); ++k) rejected += reps[k].rejected;
   data["rejected"] = rejected;
   summary["data"] = std::move(data);
-  if (every_repetition_has_ops) {
-    nlohmann::json spread = nlohmann::json::object();
-    for (const auto& [key, v] : over) spread[key] = repetition_spread_json(v);
-    summary["overall"]["data_over_repetitions"] = std::move(spread);
-  }
-  std::vector<nlohmann::json> extras;
-  uint64_t issued = 0, completed = 0, errors = 0;
-  for (const auto& r : reps) {
-    extras.push_back(r.extra);
-    issued += r.issued;
-    completed += r.completed;
-    errors += r.errors;
-  }
-  add_repetition_sections(summary, o.seed, extras, reps.back().interrupted);
-  summary["totals"] = {{"issued", issued}, {"completed", completed}, {"errors", errors}};
+  add_repeated_end(summary, o, reps);
   summary["provenance"] = provenance_json(true);
   write_summary_file(o.summary, summary);
   return summary;
@@ -209,14 +169,7 @@ int write_data_repeated_outputs(const Options& o, const std::vector<DataResult>&
   if (o.report == ReportFormat::kCsv) std::fputs(data_csv_report(summary["data"]).c_str(), stdout);
   std::fflush(stdout);
   std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());
-  uint64_t issued = 0, completed = 0, errors = 0;
-  for (const DataResult& r : reps) issued += r.issued, completed += r.completed, errors += r.errors;
-  const int consistent = consistency_status(issued, completed, errors, "data operations");
-  const std::string repetition = reps.back().interrupted.is_null()
-      ? std::string() : fmt::format(" of the repetition with seed {}", o.seed + reps.size() - 1);
-  if (const int status = report_interruption(reps.back().interrupted, o.output, o.summary, repetition); status != 0)
-    return status;
-  return consistent;
+  return repeated_exit_status(o, reps, "data operations");
 }
 
 int write_data_outputs(const Options& o, const DataResult& res, const std::string& section, const nlohmann::json& details) {

@@ -9,6 +9,7 @@
 
 #include "apps/benchkv/cli/stop_signals.hpp"
 #include "apps/benchkv/results/provenance.hpp"
+#include "apps/benchkv/results/repeated.hpp"
 
 namespace bkv::app {
 
@@ -39,20 +40,6 @@ nlohmann::json rtt_figures(const copyrpc::RttHistogram& h) {
           {"p99_us", us(double(h.percentile_ns(0.99)))},
           {"p999_us", us(double(h.percentile_ns(0.999)))},
           {"max_us", us(double(h.max_ns()))}};
-}
-
-// The repetition whose outputs stand for all of them when at most one was measured (a
-// signal stopped the second before any kept epoch), with the "interrupted" mark of the
-// last one started (and its seed under --repeat); nullopt when two or more were measured.
-std::optional<RpcResult> single_repetition(const Options& o, const std::vector<RpcResult>& reps) {
-  if (reps.empty()) throw std::logic_error("rpc: no repetition");
-  const size_t n = reps.back().runs.empty() ? reps.size() - 1 : reps.size();
-  if (n > 1) return std::nullopt;
-  RpcResult first = reps.front();
-  if (reps.size() == 1 && (o.repeat == 1 || first.interrupted.is_null())) return first;
-  first.interrupted = reps.back().interrupted;
-  if (!first.interrupted.is_null()) first.interrupted["seed"] = o.seed + reps.size() - 1;
-  return first;
 }
 
 }  // namespace
@@ -125,46 +112,17 @@ int write_rpc_outputs(const Options& o, const RpcResult& res, const std::string&
 nlohmann::json rpc_repeated_outputs(const Options& o, const std::vector<RpcResult>& reps) {
   if (const std::optional<RpcResult> one = single_repetition(o, reps))
     return rpc_outputs(o, *one, "simulator", one->extra);
-  const size_t n = reps.back().runs.empty() ? reps.size() - 1 : reps.size();
-  std::vector<RepetitionResults> parts;
-  for (size_t k = 0; k < n; ++k) parts.push_back({o.seed + k, reps[k].runs, {}});
-  nlohmann::json summary = write_repeated_csv(o, parts);
-  nlohmann::json rpc = rpc_summary(o, reps.front());
-  rpc["runs"] = nlohmann::json::array();
-  std::map<std::string, std::vector<double>> over;  // figure -> one value per repetition
-  bool every_repetition_has_calls = true;
-  for (size_t k = 0; k < n; ++k) {
-    const nlohmann::json one = rpc_summary(o, reps[k]);  // (a named object: its runs outlive the loop)
-    for (nlohmann::json r : one["runs"]) {
-      r["seed"] = o.seed + k;
-      rpc["runs"].push_back(std::move(r));
-    }
+  nlohmann::json summary = write_repeated_csv(o, repetition_parts(o, reps));
+  // A repetition's "rtt": the round trips of every call of its runs (none without a call).
+  const auto rtt_of = [](const RpcResult& r) -> std::optional<nlohmann::json> {
     copyrpc::RttHistogram all;
-    for (const RpcRunStats& st : reps[k].stats) all.merge(st.rtt);
-    if (all.count() == 0) {
-      every_repetition_has_calls = false;
-      continue;
-    }
-    const nlohmann::json f = rtt_figures(all);
-    for (const auto& [key, v] : f.items()) over[key].push_back(v.get<double>());
-    summary["repetitions"][k]["rtt"] = f;
-  }
+    for (const RpcRunStats& st : r.stats) all.merge(st.rtt);
+    if (all.count() == 0) return std::nullopt;
+    return rtt_figures(all);
+  };
+  nlohmann::json rpc = repeated_section(summary, o, reps, rpc_summary, "rtt", rtt_of);
   summary["rpc"] = std::move(rpc);
-  if (every_repetition_has_calls) {
-    nlohmann::json spread = nlohmann::json::object();
-    for (const auto& [key, v] : over) spread[key] = repetition_spread_json(v);
-    summary["overall"]["rtt_over_repetitions"] = std::move(spread);
-  }
-  std::vector<nlohmann::json> extras;
-  uint64_t issued = 0, completed = 0, errors = 0;
-  for (const auto& r : reps) {
-    extras.push_back(r.extra);
-    issued += r.issued;
-    completed += r.completed;
-    errors += r.errors;
-  }
-  add_repetition_sections(summary, o.seed, extras, reps.back().interrupted);
-  summary["totals"] = {{"issued", issued}, {"completed", completed}, {"errors", errors}};
+  add_repeated_end(summary, o, reps);
   summary["provenance"] = provenance_json(true);
   if (reps.front().setup_provenance.is_object()) summary["provenance"].update(reps.front().setup_provenance);
   write_summary_file(o.summary, summary);
@@ -179,14 +137,7 @@ int write_rpc_repeated_outputs(const Options& o, const std::vector<RpcResult>& r
   std::fwrite(report.data(), 1, report.size(), stdout);
   std::fflush(stdout);
   std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());
-  uint64_t issued = 0, completed = 0, errors = 0;
-  for (const RpcResult& r : reps) issued += r.issued, completed += r.completed, errors += r.errors;
-  const int consistent = consistency_status(issued, completed, errors, "calls");
-  const std::string repetition = reps.back().interrupted.is_null()
-      ? std::string() : fmt::format(" of the repetition with seed {}", o.seed + reps.size() - 1);
-  if (const int status = report_interruption(reps.back().interrupted, o.output, o.summary, repetition); status != 0)
-    return status;
-  return consistent;
+  return repeated_exit_status(o, reps, "calls");
 }
 
 std::string rpc_table(const Options& o, const RpcResult& r) {

@@ -1,8 +1,9 @@
 #include "apps/benchkv/simulator/repetitions.hpp"
 
-#include <stdexcept>
+#include <optional>
 
 #include "apps/benchkv/results/provenance.hpp"
+#include "apps/benchkv/results/repeated.hpp"
 #include "apps/benchkv/results/results.hpp"
 #include "apps/benchkv/simulator/runner.hpp"
 
@@ -17,21 +18,9 @@ std::vector<ExperimentResult> run_repeated_experiment(const Options& o, const si
 }
 
 nlohmann::json write_repeated_outputs(const Options& o, const std::vector<ExperimentResult>& reps) {
-  if (reps.empty()) throw std::logic_error("write_repeated_outputs: no repetition");
-  // A repetition a signal stopped before any kept epoch finished has no run: left out, as
-  // a single run would be; the "interrupted" mark (with the seed under --repeat) stays.
-  const size_t n = reps.back().runs.empty() ? reps.size() - 1 : reps.size();
-  if (n <= 1) {  // one repetition measured: the outputs of a single experiment
-    if (reps.size() == 1 && (o.repeat == 1 || reps.front().interrupted.is_null()))
-      return write_experiment_outputs(o, reps.front());
-    ExperimentResult first = reps.front();
-    first.interrupted = reps.back().interrupted;
-    if (!first.interrupted.is_null()) first.interrupted["seed"] = o.seed + reps.size() - 1;
-    return write_experiment_outputs(o, first);
-  }
-  std::vector<RepetitionResults> parts;
-  for (size_t k = 0; k < n; ++k) parts.push_back({o.seed + k, reps[k].runs, reps[k].daemons});
-  nlohmann::json summary = write_repeated_csv(o, parts);
+  // One repetition measured: the outputs of a single experiment.
+  if (const std::optional<ExperimentResult> one = single_repetition(o, reps)) return write_experiment_outputs(o, *one);
+  nlohmann::json summary = write_repeated_csv(o, repetition_parts(o, reps));
   std::vector<nlohmann::json> extras;
   uint64_t issued = 0, completed = 0, errors = 0, failed = 0;
   for (const ExperimentResult& r : reps) {
