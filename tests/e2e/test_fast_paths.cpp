@@ -3,13 +3,14 @@
 // compared without its "provenance" object and without the switch's own config key).
 //
 // --ring-pages keep (transports/software_nic/paged_memory.hpp, DiscardMode): consumed
-// copyrpc ring pages are zeroed in place instead of given back to the kernel. Checked on
+// copyrpc ring pages stay resident with their old bytes instead of being given back to the
+// kernel (copyrpc reads only live ring bytes: their old bytes are never read). Checked on
 // C1's shape (46 clients per node at QD 32) in both of the loop's states. The runs use
 // the per-QP candidate model (configs/model/candidates/per_qp/c1.json) because its two
 // states come from a synchronized start in a 4 ms run: NP=8 collapses (about one CQE per
 // daemon loop), NP=16 stays high (tens of CQEs per loop). The checks are about bytes, not
 // about which model is right. With the C1 ring size and with a 64 KiB ring that wraps
-// many times in the run, so that zeroed pages are written again.
+// many times in the run, so that kept pages are written again.
 //
 // --ring-pages auto (the default) chooses keep or release by the rings' whole size against
 // the memory available (apps/benchkv/simulator/runner.hpp); the summary's provenance says which.

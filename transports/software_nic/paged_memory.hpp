@@ -6,8 +6,10 @@
 //  - an allocation is page-aligned and reads as zero (anonymous memory, materialized by
 //    the kernel on first write, one page at a time), as copyrpc's zero-filled rings do;
 //  - discard(p, len) gives back the whole pages inside [p, p+len): the caller vouches
-//    that no live byte is in them; they read as zero afterwards and are materialized
-//    again by the next write;
+//    that no live byte is in them and that it writes a byte of them before it reads it
+//    again (copyrpc reads only the live bytes of its rings); in release mode they read
+//    as zero afterwards and are materialized again by the next write, in keep mode they
+//    stay resident with their old bytes;
 //  - address space is reserved in large chunks (MAP_NORESERVE, no transparent huge
 //    pages: one touched byte must cost one small page, not 2 MiB), so a hundred
 //    thousand rings are a few mappings, not one each (the kernel caps mappings per
@@ -15,9 +17,10 @@
 //  - freed allocations are discarded and reused for allocations of the same size.
 // How discard gives pages back is a speed/memory trade (DiscardMode): kRelease returns
 // them to the kernel (madvise: a system call now, a page fault and a zeroed page at the
-// next write), kZeroInPlace keeps them and writes zeros over them (no system call, no
-// fault; the memory stays resident). Either way the pages read as zero afterwards, so
-// what a program reads is the same byte for byte; free() always releases.
+// next write), kKeep leaves them as they are (no system call, no fault, no write; the
+// memory stays resident). Since the caller writes every byte it reads after a discard,
+// what it reads is the same byte for byte either way; free() always releases, so an
+// allocation always starts reading as zero.
 // Give-back batch (set_give_back_pages): the caller (copyrpc, core/copyrpc/context.hpp
 // give_back_passed_pages) gives dead pages back once at least this many have passed, in
 // one call, and then asks prefault() for as many pages ahead of where its rings are
@@ -33,7 +36,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -42,7 +44,7 @@
 
 namespace bkv::software_nic {
 
-enum class DiscardMode : uint8_t { kRelease = 0, kZeroInPlace };
+enum class DiscardMode : uint8_t { kRelease = 0, kKeep };
 
 class PagedMemory {
  public:
@@ -92,15 +94,14 @@ class PagedMemory {
     free_[size].push_back(p);
   }
 
-  // Gives back the whole pages inside [p, p+len) as the discard mode says. The range
-  // must lie in this memory.
+  // Gives back the whole pages inside [p, p+len) as the discard mode says (keep: they
+  // stay as they are). The range must lie in this memory.
   void discard(std::byte* p, uint64_t len) {
     if (mode_ == DiscardMode::kRelease) {
       release(p, len);
       return;
     }
-    const auto [first, last] = whole_pages(p, len);
-    if (first < last) std::memset(reinterpret_cast<void*>(first), 0, last - first);
+    whole_pages(p, len);  // checks the range only
   }
 
   // Materializes the whole pages inside [p, p+len) (the range must lie in this memory);

@@ -20,7 +20,7 @@ sim::EventSetKind event_set_kind(EventSet e) {
 
 software_nic::DiscardMode discard_mode(RingPages p) {
   if (p == RingPages::kAuto) throw std::logic_error("discard_mode: --ring-pages auto is chosen first");
-  return p == RingPages::kKeep ? software_nic::DiscardMode::kZeroInPlace : software_nic::DiscardMode::kRelease;
+  return p == RingPages::kKeep ? software_nic::DiscardMode::kKeep : software_nic::DiscardMode::kRelease;
 }
 
 RingPages choose_ring_pages(RingPages asked, uint64_t ring_bytes, uint64_t available_bytes) {
