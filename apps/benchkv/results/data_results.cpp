@@ -12,7 +12,7 @@
 
 #include "apps/benchkv/cli/stop_signals.hpp"
 #include "apps/benchkv/results/provenance.hpp"
-#include "apps/benchkv/results/repeated.hpp"
+#include "apps/benchkv/results/mode_outputs.hpp"
 
 namespace bkv::app {
 
@@ -109,17 +109,7 @@ nlohmann::json data_outputs(const Options& o, const DataResult& res, const std::
   write_csv_file(o.output, res.runs, value_size_of_run);
   nlohmann::json summary = summary_json(o, res.runs, {});
   summary["data"] = data_summary(o, res);
-  summary[section] = details;
-  summary[section].erase("ucx_transports");  // provenance's, below
-  summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
-  // Real data runs step every thread of a rank on its main thread: no CPU map.
-  summary["provenance"] = provenance_json(o.transport == TransportKind::kSim);
-  if (details.contains("ucx_transports")) summary["provenance"]["ucx_transports"] = details["ucx_transports"];
-  if (!res.interrupted.is_null()) summary["interrupted"] = res.interrupted;
-  if (!res.incomplete.is_null()) {
-    summary["incomplete"] = res.incomplete;
-    summary["totals"]["unanswered"] = res.unanswered;
-  }
+  add_run_end(summary, o, res, section, details);
   write_summary_file(o.summary, summary);
   return summary;
 }
@@ -182,12 +172,7 @@ int write_data_outputs(const Options& o, const DataResult& res, const std::strin
   if (o.report == ReportFormat::kCsv) std::fputs(data_csv_report(summary["data"]).c_str(), stdout);
   std::fflush(stdout);
   std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());
-  // (unanswered: what a real run stopped by a signal left in flight; 0 otherwise.)
-  const int consistent = res.issued == res.completed + res.unanswered && res.errors == 0
-                             ? 0
-                             : consistency_status(res.issued, res.completed, res.errors, "data operations");
-  if (const int status = report_interruption(res.interrupted, o.output, o.summary); status != 0) return status;
-  return consistent;
+  return run_exit_status(o, res, "data operations");
 }
 
 }  // namespace bkv::app

@@ -9,7 +9,7 @@
 
 #include "apps/benchkv/cli/stop_signals.hpp"
 #include "apps/benchkv/results/provenance.hpp"
-#include "apps/benchkv/results/repeated.hpp"
+#include "apps/benchkv/results/mode_outputs.hpp"
 
 namespace bkv::app {
 
@@ -77,17 +77,7 @@ nlohmann::json rpc_outputs(const Options& o, const RpcResult& res, const std::st
   }
   nlohmann::json summary = summary_json(o, res.runs, {});
   summary["rpc"] = rpc_summary(o, res);
-  summary[section] = details;
-  summary[section].erase("ucx_transports");  // provenance's, below
-  summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
-  if (!summary.contains("provenance")) summary["provenance"] = provenance_json(o.transport == TransportKind::kSim);
-  if (res.setup_provenance.is_object()) summary["provenance"].update(res.setup_provenance);
-  if (details.contains("ucx_transports")) summary["provenance"]["ucx_transports"] = details["ucx_transports"];
-  if (!res.interrupted.is_null()) summary["interrupted"] = res.interrupted;
-  if (!res.incomplete.is_null()) {
-    summary["incomplete"] = res.incomplete;
-    summary["totals"]["unanswered"] = res.unanswered;
-  }
+  add_run_end(summary, o, res, section, details);
   write_summary_file(o.summary, summary);
   return summary;
 }
@@ -101,12 +91,7 @@ int write_rpc_outputs(const Options& o, const RpcResult& res, const std::string&
   }
   std::fflush(stdout);
   std::fprintf(stderr, "wrote %s and %s\n", o.output.c_str(), o.summary.c_str());
-  // (unanswered: what a real run stopped by a signal left in flight; 0 otherwise.)
-  const int consistent = res.issued == res.completed + res.unanswered && res.errors == 0
-                             ? 0
-                             : consistency_status(res.issued, res.completed, res.errors, "calls");
-  if (const int status = report_interruption(res.interrupted, o.output, o.summary); status != 0) return status;
-  return consistent;
+  return run_exit_status(o, res, "calls");
 }
 
 nlohmann::json rpc_repeated_outputs(const Options& o, const std::vector<RpcResult>& reps) {

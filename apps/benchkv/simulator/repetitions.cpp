@@ -3,7 +3,7 @@
 #include <optional>
 
 #include "apps/benchkv/results/provenance.hpp"
-#include "apps/benchkv/results/repeated.hpp"
+#include "apps/benchkv/results/mode_outputs.hpp"
 #include "apps/benchkv/results/results.hpp"
 #include "apps/benchkv/simulator/runner.hpp"
 

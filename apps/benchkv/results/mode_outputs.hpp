@@ -1,8 +1,11 @@
-// What the repeated outputs (--repeat N) of the simulated KV, rpc and data modes share,
-// over a mode's result type R: one repetition's `runs`, simulator section `extra` and
-// `interrupted` mark (null unless a signal stopped it), its `daemons` where the mode has
-// daemon reports (KV), and, for the rpc and data modes, its totals `issued`, `completed`
-// and `errors`. `reps` holds every repetition started, in seed order from o.seed.
+// What the outputs of the benchkv modes share, over a mode's result type R: a run's (or
+// one repetition's) `runs`, simulator section `extra` and `interrupted` mark (null unless
+// a signal stopped it), its `daemons` where the mode has daemon reports (KV), and, for
+// the rpc and data modes, its totals `issued`, `completed` and `errors`, and, from a real
+// run a signal stopped, `incomplete` and `unanswered`.
+//  - The end of a single run's summary and its exit status (rpc and data modes).
+//  - The repeated outputs (--repeat N) of the simulated KV, rpc and data modes; there
+//    `reps` holds every repetition started, in seed order from o.seed.
 #pragma once
 
 #include <cstddef>
@@ -18,9 +21,45 @@
 
 #include "apps/benchkv/cli/options.hpp"
 #include "apps/benchkv/cli/stop_signals.hpp"
+#include "apps/benchkv/results/provenance.hpp"
 #include "apps/benchkv/results/results.hpp"
 
 namespace bkv::app {
+
+// The sections a single run's rpc or data summary ends with: `section` (the simulator's
+// or the real run's) = `details` without "ucx_transports", which goes to the provenance
+// (a CPU map only for simulated runs; R's set-up choices added where it has them);
+// "totals" {issued, completed, errors, and "unanswered" when the run is incomplete};
+// "interrupted" and "incomplete" when set.
+template <class R>
+void add_run_end(nlohmann::json& summary, const Options& o, const R& res, const std::string& section,
+                 const nlohmann::json& details) {
+  summary[section] = details;
+  summary[section].erase("ucx_transports");  // provenance's, below
+  summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
+  // Real rpc and data runs step every thread of a rank on its main thread: no CPU map.
+  summary["provenance"] = provenance_json(o.transport == TransportKind::kSim);
+  if constexpr (requires { res.setup_provenance; })
+    if (res.setup_provenance.is_object()) summary["provenance"].update(res.setup_provenance);
+  if (details.contains("ucx_transports")) summary["provenance"]["ucx_transports"] = details["ucx_transports"];
+  if (!res.interrupted.is_null()) summary["interrupted"] = res.interrupted;
+  if (!res.incomplete.is_null()) {
+    summary["incomplete"] = res.incomplete;
+    summary["totals"]["unanswered"] = res.unanswered;
+  }
+}
+
+// The exit status of a single rpc or data run, its outputs written: report_interruption's
+// when a signal stopped it, else consistency_status's (`what`: "calls", ...); what a real
+// run stopped by a signal left in flight (unanswered) is not counted as lost.
+template <class R>
+int run_exit_status(const Options& o, const R& res, const char* what) {
+  const int consistent = res.issued == res.completed + res.unanswered && res.errors == 0
+                             ? 0
+                             : consistency_status(res.issued, res.completed, res.errors, what);
+  if (const int status = report_interruption(res.interrupted, o.output, o.summary); status != 0) return status;
+  return consistent;
+}
 
 // The repetitions measured: all but the last one started when a signal stopped it before
 // any kept epoch finished (it has no run: left out, as a single run would be; its
