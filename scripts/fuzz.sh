@@ -4,6 +4,10 @@
 # 600) or, with FUZZ_RUNS set, that many executions. The working corpus of each harness
 # is build-fuzz/fuzz/work/<name> (seeded from fuzz/corpus/<name>, which is never written);
 # a crash is saved as build-fuzz/fuzz/crash-<name>-*, and the script exits non-zero.
+# Each harness's run leaves a record, build-fuzz/fuzz/records/<name>.txt (one "key: value"
+# a line: the commit, the limit, executions, seconds, coverage and features at the end,
+# the corpus libFuzzer held and the working corpus on disk, the result), the figures
+# docs/reliability.md quotes for a campaign.
 # Usage: scripts/fuzz.sh [harness...]   (default: every harness)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,19 +26,46 @@ fi
 limit=(-max_total_time="${FUZZ_SECONDS:-600}")
 [ -n "${FUZZ_RUNS:-}" ] && limit=(-runs="$FUZZ_RUNS")
 status=0
+mkdir -p build-fuzz/fuzz/records
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
 for h in "${harnesses[@]}"; do
   bin=build-fuzz/fuzz/fuzz_$h
   [ -x "$bin" ] || { echo "fuzz.sh: no harness $h (built: $(ls build-fuzz/fuzz | grep '^fuzz_' | tr '\n' ' '))" >&2; exit 2; }
   work=build-fuzz/fuzz/work/$h
+  log=build-fuzz/fuzz/$h.log
   mkdir -p "$work"
   echo "=== fuzz $h (${limit[*]})"
+  started=$(date -u +%Y-%m-%dT%H:%M:%SZ); t0=$(date +%s)
   if "$bin" "${limit[@]}" -max_len=4096 -timeout=10 -print_final_stats=1 \
-       -artifact_prefix="build-fuzz/fuzz/crash-$h-" "$work" "fuzz/corpus/$h" 2>build-fuzz/fuzz/$h.log; then
-    grep -E '^stat::number_of_executed_units|^Done' "build-fuzz/fuzz/$h.log" | sed "s/^/$h: /"
+       -artifact_prefix="build-fuzz/fuzz/crash-$h-" "$work" "fuzz/corpus/$h" 2>"$log"; then
+    result=ok
+    grep -E '^stat::number_of_executed_units|^Done' "$log" | sed "s/^/$h: /"
   else
     status=1
-    echo "fuzz.sh: $h FAILED; see build-fuzz/fuzz/$h.log" >&2
-    grep -E 'ERROR|violated|Test unit written' "build-fuzz/fuzz/$h.log" | head -5 >&2
+    result="FAILED (see $log)"
+    echo "fuzz.sh: $h FAILED; see $log" >&2
+    grep -E 'ERROR|violated|Test unit written' "$log" | head -5 >&2
   fi
+  seconds=$(( $(date +%s) - t0 ))
+  # The last status line libFuzzer printed ("#N DONE cov: C ft: F corp: U/Bb ...").
+  last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
+  field() { sed -nE "s/.* $1: ([^ ]+).*/\1/p" <<<"$last"; }
+  {
+    echo "harness: $h"
+    echo "commit: $commit"
+    echo "started: $started"
+    echo "limit: ${limit[*]} -max_len=4096 -timeout=10"
+    echo "executions: $(sed -nE 's/^stat::number_of_executed_units: *//p' "$log")"
+    echo "seconds: $seconds"
+    echo "coverage_edges: $(field cov)"
+    echo "features: $(field ft)"
+    echo "corpus_in_memory: $(field corp)"
+    echo "new_units_added: $(sed -nE 's/^stat::new_units_added: *//p' "$log")"
+    echo "working_corpus_files: $(find "$work" -type f | wc -l)"
+    echo "working_corpus_bytes: $(find "$work" -type f -printf '%s\n' | awk '{s+=$1} END{print s+0}')"
+    echo "result: $result"
+  } >"build-fuzz/fuzz/records/$h.txt"
+  echo "$h: record in build-fuzz/fuzz/records/$h.txt"
 done
 exit $status
