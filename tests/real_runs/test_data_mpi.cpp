@@ -64,11 +64,13 @@ TEST_CASE("mpirun -np 2: benchkv data progress lines count each size's runs, fro
 }
 
 // Rank 1 sends itself SIGTERM in the second value size's measurement (each size: 25
-// epochs of 200 ms, then a 2 s drain): it says it keeps nothing and ends; mpirun then
-// sends rank 0 SIGTERM. Rank 0 keeps the first size whole (both ranks' rows) and the
-// second up to its last finished epoch (its own rows), marked interrupted and incomplete
-// as the KV modes mark them.
-TEST_CASE("mpirun -np 2: SIGTERM to a rank in the second value size: rank 0 keeps the first whole, the second cut",
+// epochs of 200 ms, then a 2 s drain): it writes its own epochs under out.rank1.* and
+// ends; mpirun then sends rank 0 SIGTERM. Rank 0 keeps the first size whole (both ranks'
+// rows) and the second up to its last finished epoch (its own rows); rank 1 keeps both
+// sizes with its own rows; each marked interrupted and incomplete as the KV modes mark
+// them, with its own rank reported.
+TEST_CASE("mpirun -np 2: SIGTERM to a rank in the second value size: rank 0 keeps the first whole, the second cut, "
+          "and rank 1 keeps its own",
           "[real-run][mpi][data][faults]") {
   e2e::TempDir dir;
   const Outcome o = mpirun_benchkv_signalled(
@@ -79,8 +81,9 @@ TEST_CASE("mpirun -np 2: SIGTERM to a rank in the second value size: rank 0 keep
       dir.path(), "sm,self");
   INFO(e2e::describe(o));
   CHECK(o.status != 0);
-  CHECK_THAT(o.err, Catch::Contains("benchkv: rank 1: interrupted: SIGTERM came"));
-  CHECK_THAT(o.err, Catch::Contains("no outputs written by this rank"));
+  CHECK_THAT(o.err, Catch::Contains("benchkv: rank 1: interrupted by SIGTERM"));
+  CHECK_THAT(o.err, Catch::Contains("wrote out.rank1.csv and out.rank1.summary.json"));
+  CHECK_THAT(o.err, !Catch::Contains("no outputs written by this rank"));
   CHECK_THAT(o.err, Catch::Contains("benchkv: rank 0: interrupted by SIGTERM; rank 1 died before it (its process is gone)"));
   const e2e::json s = interrupted_summary(dir.path(), "SIGTERM", e2e::json::array({1}));
   CHECK(s["interrupted"]["run"] == 1);  // the run index counts over the sizes
@@ -113,4 +116,33 @@ TEST_CASE("mpirun -np 2: SIGTERM to a rank in the second value size: rank 0 keep
   const e2e::json& t = s["totals"];
   CHECK(t["errors"] == 0);
   CHECK(t["issued"].get<uint64_t>() == t["completed"].get<uint64_t>() + t["unanswered"].get<uint64_t>());
+
+  // Rank 1's own: both sizes, its rows alone, the cut one up to its own last epoch.
+  REQUIRE(e2e::fs::exists(dir / "out.rank1.summary.json"));
+  const e2e::json s1 = e2e::read_json(dir / "out.rank1.summary.json");
+  CHECK(s1["incomplete"]["ranks_reported"] == e2e::json::array({1}));
+  CHECK(s1["interrupted"]["signal"] == "SIGTERM");
+  CHECK(s1["interrupted"]["run"] == 1);
+  const uint64_t done1 = s1["interrupted"]["epochs_done"].get<uint64_t>();
+  CHECK(done1 >= 2);
+  CHECK(done1 < 25);
+  REQUIRE(s1["runs"].size() == 2);
+  CHECK_FALSE(s1["runs"][0].contains("epochs_done"));
+  REQUIRE(s1["data"]["runs"].size() == 2);
+  uint64_t own[2][2] = {{0, 0}, {0, 0}};
+  for (const e2e::CsvRow& row : e2e::read_csv(dir / "out.rank1.csv")) {
+    REQUIRE(row.run < 2);
+    own[row.run][row.rank] += row.requests;
+    if (row.run == 1) CHECK(row.epoch < done1);
+  }
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank 1's run " << r);
+    CHECK(own[r][0] == 0);
+    CHECK(own[r][1] > 0);
+    CHECK(s1["data"]["runs"][r]["ops"] == own[r][1]);
+  }
+  CHECK(own[0][1] == rows[0][1]);  // the same epochs rank 0 gathered from it
+  const e2e::json& t1 = s1["totals"];
+  CHECK(t1["errors"] == 0);
+  CHECK(t1["issued"].get<uint64_t>() == t1["completed"].get<uint64_t>() + t1["unanswered"].get<uint64_t>());
 }

@@ -1172,8 +1172,8 @@ constexpr std::string_view kFooterCommon =
     "(run 1/3) and gives latency in microseconds; the CSV columns and the JSON \"run\" count from 0.\n"
     "SIGINT/SIGTERM stop the measurement at the next epoch's end: the CSV gets the finished epochs, the\n"
     "summary is marked \"interrupted\", and benchkv exits 130/143. Real runs write them too, the summary\n"
-    "also marked \"incomplete\": rank 0 to the named files (rpc and data: rank 0 alone), the other ranks\n"
-    "of a KV run their own (out.rank<r>.csv, out.rank<r>.summary.json).\n"
+    "also marked \"incomplete\": rank 0 to the named files (rpc: rank 0 alone), the other ranks of a KV\n"
+    "or data run their own (out.rank<r>.csv, out.rank<r>.summary.json).\n"
     "Outputs, their columns and units: docs/outputs.md.\n";
 
 constexpr std::string_view kFooterKv =

@@ -10,15 +10,18 @@
 // gathers the CSV rows, the bytes and the latency histograms.
 //
 // SIGINT/SIGTERM (app::stop_signal, looked at while a rank steps through an epoch and the
-// drain, and in every collective): rank 0 keeps what finished. The runs gathered before
-// stay whole; the current run ends at its last finished epoch with rank 0's figures only
-// (the other ranks' rows zero; left out when none of its kept epochs finished); the runs
-// and value sizes after it are not run. Rank 0 stops issuing, steps for at most
+// drain, and in every collective): every rank keeps what it measured, so that no rank's
+// epochs are lost whichever rank the signal reached. Rank 0's runs gathered before stay
+// whole (every rank's rows and figures); another rank's hold its own rows and figures
+// (the other ranks' rows zero). The current run ends at its last finished epoch with the
+// rank's own figures (left out when none of its kept epochs finished); the runs and value
+// sizes after it are not run. The rank stops issuing, steps for at most
 // kInterruptDrainSeconds, writes the CSV and the summary marked "interrupted" and
-// "incomplete" (as the KV modes do, real/mpi_run.hpp's finish_incomplete; the totals are
-// every rank's for the sizes that ended, rank 0's alone for the one cut) and ends with
-// 128 + the signal, without MPI. Another rank keeps nothing: it says so and ends with the
-// same status. A signal before the first size's measurement started keeps nothing.
+// "incomplete" with "ranks_reported": [its rank] (as the KV modes do, real/mpi_run.hpp's
+// finish_incomplete; rank 0's totals are every rank's for the sizes that ended and its
+// own for the one cut, another rank's its own throughout), rank 0 at the named outputs
+// and rank r at rank_output_path(..., r), and ends with 128 + the signal, without MPI. A
+// signal before the first size's measurement started keeps nothing.
 #pragma once
 
 #include <array>
@@ -71,17 +74,24 @@ int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, 
   };
 
   app::DataResult res;
-  // Rank 0's outputs, at the end or after a signal.
+  // The outputs: rank 0's at the end or after a signal, at the named paths; another
+  // rank's after a signal only, its own, at rank_output_path(..., rank) and without the
+  // report on stdout (rank 0 prints the job's).
   auto write_outputs = [&] {
     extra["ranks"] = np;
-    return app::write_data_outputs(o, res, "real", extra);
+    if (rank == 0) return app::write_data_outputs(o, res, "real", extra);
+    app::Options own = o;
+    own.output = rank_output_path(o.output, rank);
+    own.summary = rank_output_path(o.summary, rank);
+    own.report = app::ReportFormat::kNone;
+    return app::write_data_outputs(own, res, "real", extra);
   };
   bool measuring = false;  // the first size's measurement started (a signal keeps what finished)
   for (uint32_t si = 0; si < sizes.size(); ++si) {
     const data::DataNodeConfig cfg = app::data_node_config(o, rank, np, sizes[si]);
     decltype(build(cfg)) node;
-    // Rank 0: this size's totals already added to res, and whether res.runs.back() is a
-    // run cut by a signal whose counts are not set yet.
+    // This size's totals already added to res, and whether res.runs.back() is a run cut
+    // by a signal whose counts are not set yet.
     bool size_counted = false, run_open = false;
     uint64_t run_issued = 0, run_completed = 0;
     try {
@@ -109,9 +119,9 @@ int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, 
         app::RunResults rr(si * o.runs + r, np, C, epochs, o.trim);
         copyrpc::RttHistogram start_h, end_h;
         uint64_t start_bytes = 0, end_bytes = 0;
-        // Rank 0, after a signal: this run with its own figures (the epochs it finished).
-        auto keep_own = [&] {
-          if (rank != 0 || rr.epochs_done() <= rr.first_kept_epoch()) return;
+        // This run with the rank's own figures: a run cut by a signal (the epochs it
+        // finished), or on a rank other than 0 a whole one (rank 0 keeps every rank's).
+        auto push_own = [&] {
           app::DataRunStats st;
           st.value_size = sizes[si];
           st.run = si * o.runs + r;
@@ -121,6 +131,10 @@ int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, 
           st.latency = end_h.since(start_h);
           res.stats.push_back(std::move(st));
           res.runs.push_back(std::move(rr));
+        };
+        auto keep_own = [&] {
+          if (rr.epochs_done() <= rr.first_kept_epoch()) return;
+          push_own();
           run_open = true;
         };
         for (uint32_t e = 0; e < epochs; ++e) {
@@ -181,6 +195,8 @@ int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, 
           for (const copyrpc::RttHistogram& h : ranks_kept) st.latency.merge(h);
           res.stats.push_back(std::move(st));
           res.runs.push_back(std::move(rr));
+        } else {
+          push_own();
         }
       }
       node->stop_issuing();
@@ -195,18 +211,23 @@ int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, 
         errors += node->counters(c).errors.load();
         lost += node->in_flight(c);
       }
-      // The drain's completions belong to the last run of this size.
-      const uint64_t extra_iss = s.allreduce_sum(issued - run_issued), extra_comp = s.allreduce_sum(completed - run_completed);
-      if (rank == 0) res.runs.back().set_counts(res.runs.back().issued() + extra_iss, res.runs.back().completed() + extra_comp);
-      res.issued += s.allreduce_sum(issued);
-      res.completed += s.allreduce_sum(completed);
-      res.errors += s.allreduce_sum(errors);
-      res.rejected += s.allreduce_sum(node->rejected());
+      // The drain's completions belong to the last run of this size. Rank 0 counts every
+      // rank's, another rank its own (what it would write after a later signal).
+      auto counted = [&](uint64_t own) {
+        const uint64_t all = s.allreduce_sum(own);
+        return rank == 0 ? all : own;
+      };
+      const uint64_t extra_iss = counted(issued - run_issued), extra_comp = counted(completed - run_completed);
+      res.runs.back().set_counts(res.runs.back().issued() + extra_iss, res.runs.back().completed() + extra_comp);
+      res.issued += counted(issued);
+      res.completed += counted(completed);
+      res.errors += counted(errors);
+      res.rejected += counted(node->rejected());
       if constexpr (requires { node->rma_counts(); }) {
         const std::array<uint64_t, 3> n = node->rma_counts();
         const char* names[3] = {"ucp_get", "ucp_put", "read_write_as_am"};
         for (int i = 0; i < 3; ++i) {
-          const uint64_t sum = s.allreduce_sum(n[i]);
+          const uint64_t sum = counted(n[i]);
           nlohmann::json& slot = extra["ucx_rma"][names[i]];
           slot = (slot.is_null() ? uint64_t{0} : slot.get<uint64_t>()) + sum;
         }
@@ -217,9 +238,9 @@ int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, 
       size_counted = true;
       s.barrier();
     } catch (const mpi::Interrupted& e) {
-      if (rank != 0 || !measuring) throw;
-      // Rank 0 keeps what finished: its requests drain locally for a moment (a peer may be
-      // gone), the cut run's counts include them, then the outputs, without MPI.
+      if (!measuring) throw;
+      // The rank keeps what finished: its requests drain locally for a moment (a peer may
+      // be gone), the cut run's counts include them, then the outputs, without MPI.
       uint64_t issued = 0, completed = 0, errors = 0, lost = 0, rejected = 0;
       if (node) {
         node->stop_issuing();

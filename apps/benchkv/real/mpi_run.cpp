@@ -295,7 +295,7 @@ InterruptMarks interrupt_marks(const mpi::Session& s, int sig, const std::vector
                reason.c_str(), where.c_str(), counts.c_str());
   std::fflush(stderr);
   InterruptMarks m;
-  m.incomplete = {{"reason", reason}, {"ranks_reported", nlohmann::json::array({0})}};
+  m.incomplete = {{"reason", reason}, {"ranks_reported", nlohmann::json::array({s.rank()})}};
   m.interrupted = {{"signal", app::signal_name(sig)}};
   if (!runs.empty()) {
     m.interrupted["run"] = runs.back().run();

@@ -105,22 +105,23 @@ std::string rank_output_path(const std::string& path, uint32_t rank);
                                     const nlohmann::json& extra);
 
 // SIGINT/SIGTERM stopped this rank where it keeps nothing: the set-up before a
-// measurement, or a rank other than 0 in the rpc and data modes (rank 0 writes what was
-// measured). Says so on stderr, naming the peers on this host already gone, and ends the
-// process with 128 + the signal, without MPI.
+// measurement, or a server (a rank other than 0) in the rpc mode, which measures nothing
+// (rank 0 writes what was measured). Says so on stderr, naming the peers on this host
+// already gone, and ends the process with 128 + the signal, without MPI.
 [[noreturn]] void interrupted_without_outputs(const mpi::Session& s, const mpi::Interrupted& e);
 
 // The end of a real run whose set-up or measurement threw, called from a `catch (...)`
 // (it rethrows the exception in flight): SIGINT/SIGTERM where nothing measured is kept
-// (the set-up, or a rank other than 0 in the rpc and data modes; the KV measurement
-// writes its own, finish_incomplete) ends as interrupted_without_outputs; an input error
+// (the set-up, or an rpc server; the KV and data measurements write their own:
+// finish_incomplete, measure_data_mpi) ends as interrupted_without_outputs; an input error
 // (app::OptionError, e.g. an output path) aborts every rank with status 2, as on one
 // machine; any other std::exception with status 1. Anything else propagates.
 [[noreturn]] void end_after_exception(const mpi::Session& s);
 
-// Rank 0 of a real rpc or data run that SIGINT/SIGTERM stopped (real/rpc.hpp,
-// real/data.hpp): the summary's marks as finish_incomplete writes them for the KV modes,
-// "incomplete": {"reason", "ranks_reported": [0]} and "interrupted": {"signal", "run",
+// A rank of a real rpc or data run that SIGINT/SIGTERM stopped where it keeps what it
+// measured (rpc: rank 0; data: every rank; real/rpc.hpp, real/data.hpp): the summary's
+// marks as finish_incomplete writes them for the KV modes, "incomplete": {"reason",
+// "ranks_reported": [this rank]} and "interrupted": {"signal", "run",
 // "epochs_done" (of the last kept run, when one is kept), "gone_ranks"}. Prints the
 // rank's line (`reason`, where it stopped, `counts`) on stderr first.
 struct InterruptMarks {
@@ -134,8 +135,8 @@ InterruptMarks interrupt_marks(const mpi::Session& s, int sig, const std::vector
 // teardown (a peer may be gone, and nothing may wait for one).
 [[noreturn]] void exit_after_outputs(int sig, const std::function<int()>& write);
 
-// The end of rank 0 of a real rpc or data run that SIGINT/SIGTERM stopped, once `res` (an
-// RpcResult or a DataResult) holds the cut run's counts: marks it (interrupt_marks; the
+// The end of a rank of a real rpc or data run that SIGINT/SIGTERM stopped where it keeps
+// what it measured, once `res` (an RpcResult or a DataResult) holds the cut run's counts: marks it (interrupt_marks; the
 // stderr line counts the `what` issued, completed and never answered), then
 // exit_after_outputs(sig, write).
 template <class Result, class Write>
