@@ -80,9 +80,7 @@ int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, 
   auto write_outputs = [&] {
     extra["ranks"] = np;
     if (rank == 0) return app::write_data_outputs(o, res, "real", extra);
-    app::Options own = o;
-    own.output = rank_output_path(o.output, rank);
-    own.summary = rank_output_path(o.summary, rank);
+    app::Options own = rank_own_outputs(o, rank);
     own.report = app::ReportFormat::kNone;
     return app::write_data_outputs(own, res, "real", extra);
   };

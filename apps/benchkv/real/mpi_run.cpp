@@ -210,6 +210,13 @@ std::string rank_output_path(const std::string& path, uint32_t rank) {
   return (p.parent_path() / name).string();
 }
 
+app::Options rank_own_outputs(const app::Options& o, uint32_t rank) {
+  app::Options own = o;
+  own.output = rank_output_path(o.output, rank);
+  own.summary = rank_output_path(o.summary, rank);
+  return own;
+}
+
 void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res,
                        const nlohmann::json& extra) {
   const bool interrupted = res.interrupted_by != 0;
@@ -235,10 +242,8 @@ void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealR
   // rank_output_path(..., r), so that no rank's measurement is lost whichever peer died.
   const uint32_t rank = static_cast<uint32_t>(s.rank());
   try {
-    app::Options eff = o;
+    app::Options eff = rank_own_outputs(o, rank);
     eff.np = static_cast<uint32_t>(s.size());
-    eff.output = rank_output_path(o.output, rank);
-    eff.summary = rank_output_path(o.summary, rank);
     app::write_csv_file(eff.output, res.runs);
     nlohmann::json summary = app::summary_json(eff, res.runs, {});
     summary["incomplete"] = {{"reason", res.incomplete}, {"ranks_reported", nlohmann::json::array({rank})}};

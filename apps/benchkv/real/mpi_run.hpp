@@ -87,6 +87,9 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
 // rank r at `path` with ".rank<r>" before its extension (out.csv -> out.rank1.csv,
 // out.summary.json -> out.rank1.summary.json).
 std::string rank_output_path(const std::string& path, uint32_t rank);
+// `o` with its CSV and summary at rank_output_path(..., rank): the outputs rank `rank`
+// writes of its own (rank 0: `o`'s paths unchanged).
+app::Options rank_own_outputs(const app::Options& o, uint32_t rank);
 
 // The end of a rank whose measurement was cut short (RealResult::incomplete: a
 // collective missed its deadline, mpi::PeerLost, or SIGINT/SIGTERM came,
