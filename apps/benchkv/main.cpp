@@ -2,7 +2,7 @@
 //
 // Run modes (apps/benchkv/cli/run_mode.hpp):
 //   benchkv [options] <meta|delegation|direct|ucx-am>           kv, over that backend (see --help)
-//   benchkv [options] <rpc|data>                                copyrpc alone, bulk values
+//   benchkv <rpc|data> [options]                                copyrpc alone, bulk values
 //   benchkv --config configs/c1_np8.json                       (an experiment file)
 //   benchkv sweep configs/sweeps/regime_map.json [-j N]        (a grid of simulated runs)
 //   benchkv compare A.summary.json B.summary.json              (two results side by side)

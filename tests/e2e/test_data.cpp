@@ -110,10 +110,10 @@ TEST_CASE("data: bad value sizes and options that do not apply are refused", "[e
       {{"--value-size", "64,32..128"}, "names 64 twice"},
       {{"--value-size", "1048576", "--key-range", "8192"}, "bytes of store per node"},
       {{"--value-size", "67108864", "--queue-depth", "64"}, "bytes of client buffers per node"},
-      {{"--data-backend", "metaa"}, "is not one of delegation, meta, direct, ucx-am"},
+      {{"--data-backend", "metaa"}, "\"metaa\" is not one of delegation|meta|direct|ucx-am"},
       {{"--data-backend", "ucx-am"}, "ucx-am runs over --transport ucx only (got --transport sim)"},
       {{"--server-threads", "2"}, "daemon #0 alone serves data"},
-      {{"--poll-budget", "2"}, "does not apply to --transport sim, backend data (it is a Delegation daemon loop policy)"},
+      {{"--poll-budget", "2"}, "does not apply to --transport sim, mode data (it is a Delegation daemon loop policy)"},
   };
   for (const Case& c : cases) {
     const Outcome o = run_benchkv(data_args(c.args), dir.path());

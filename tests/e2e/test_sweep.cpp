@@ -353,7 +353,7 @@ TEST_CASE("sweep: bad sweep files and options are rejected naming the problem", 
                    {"start_mode", "sideways", "run 2"});
   // Sweeps run rpc too, but a KV client option in its grid does not apply to it.
   require_rejected(with("\"backend\": \"delegation\"", "\"backend\": \"rpc\""),
-                   {"run 2", "start_mode", "does not apply to --transport sim, backend rpc"});
+                   {"run 2", "start_mode", "does not apply to --transport sim, mode rpc"});
   // A grid axis that does not apply to a run is an error, not a dropped value.
   require_rejected(with("\"start_mode\": [\"sync\", \"staggered\"]", "\"start_stagger_us\": [100, 200]"),
                    {"run 0", "start_stagger_us", "does not apply"});

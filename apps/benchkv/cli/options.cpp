@@ -43,20 +43,22 @@ struct Choice {
   E value;
 };
 
-// The positional word ("backend"): a KV backend (mode kv), or a mode the options
-// describe (rpc, data).
-struct Run {
-  Mode mode;
-  std::optional<BackendKind> backend;
-  friend bool operator==(const Run&, const Run&) = default;
-};
-constexpr auto kRunChoices = [] {
-  std::array<Choice<Run>, backend::kBackendNames.size() + 2> t{};
-  size_t i = 0;
-  for (const auto& b : backend::kBackendNames) t[i++] = {b.name, Run{Mode::kKv, b.kind}};
-  for (const Mode m : {Mode::kRpc, Mode::kData}) t[i++] = {to_string(m), Run{m, std::nullopt}};
+// The positional word (JSON "backend") names what to run: a KV backend (run mode kv,
+// over that backend: backends/backend_kind.hpp) or another run mode the options describe
+// (rpc, data: run_mode.hpp). Two tables, because a mode is not a backend.
+constexpr auto kBackendChoices = [] {
+  std::array<Choice<BackendKind>, backend::kBackendNames.size()> t{};
+  for (size_t i = 0; i < t.size(); ++i) t[i] = {backend::kBackendNames[i].name, backend::kBackendNames[i].kind};
   return t;
 }();
+constexpr std::array<Choice<Mode>, 2> kOptionModeChoices{
+    {{to_string(Mode::kRpc), Mode::kRpc}, {to_string(Mode::kData), Mode::kData}}};
+static_assert(described_by_options(Mode::kRpc) && described_by_options(Mode::kData));
+// data's backend (data_backend), in the order --help names them.
+constexpr std::array<Choice<BackendKind>, 4> kDataBackendChoices{{{"delegation", BackendKind::kDelegation},
+                                                                  {"meta", BackendKind::kMeta},
+                                                                  {"direct", BackendKind::kDirect},
+                                                                  {"ucx-am", BackendKind::kUcxAm}}};
 constexpr auto kTransportChoices = [] {
   std::array<Choice<TransportKind>, kTransportNames.size()> t{};
   for (size_t i = 0; i < t.size(); ++i) t[i] = {kTransportNames[i].name, kTransportNames[i].kind};
@@ -265,22 +267,40 @@ void set_backend(Options& o, const json& v, const Spec& s, const Ctx& c) {
     o.backend.reset();
     return;
   }
-  if (!v.is_string()) type_error(s, c, fmt::format("a string ({})", choice_list(kRunChoices)), v);
+  if (!v.is_string())
+    type_error(s, c, fmt::format("a string: a KV backend ({}) or a run mode ({})", choice_list(kBackendChoices),
+                                 choice_list(kOptionModeChoices)),
+               v);
   const auto name = v.get<std::string>();
-  for (const auto& ch : kRunChoices) {
+  for (const auto& ch : kOptionModeChoices) {
     if (ch.name == name) {
-      o.mode = ch.value.mode;
-      o.backend = ch.value.backend;
+      o.mode = ch.value;
+      o.backend.reset();
       return;
     }
   }
-  throw OptionError(std::string(s.key), fmt::format("{}: \"{}\" is not one of {} ({})", label(s), name,
-                                                    choice_list(kRunChoices), c.source));
+  for (const auto& ch : kBackendChoices) {
+    if (ch.name == name) {
+      o.mode = Mode::kKv;
+      o.backend = ch.value;
+      return;
+    }
+  }
+  throw OptionError(std::string(s.key),
+                    fmt::format("{}: \"{}\" is not one of {} (the KV backends) nor a run mode ({}) ({})", label(s),
+                                name, choice_list(kBackendChoices), choice_list(kOptionModeChoices), c.source));
 }
 
+// The positional word of the options: the backend's name in mode kv (null while none is
+// given), the mode's own word otherwise; null for a combination no word names.
 json get_backend(const Options& o) {
-  const std::string_view name = name_of(kRunChoices, Run{o.mode, o.backend});
-  if (name.empty()) return json(nullptr);
+  if (o.mode == Mode::kKv) {
+    if (!o.backend) return json(nullptr);
+    const std::string_view name = name_of(kBackendChoices, *o.backend);
+    return name.empty() ? json(nullptr) : json(std::string(name));
+  }
+  const std::string_view name = name_of(kOptionModeChoices, o.mode);
+  if (name.empty() || o.backend) return json(nullptr);
   return json(std::string(name));
 }
 
@@ -364,8 +384,9 @@ constexpr std::string_view kGroupRpc = "copyrpc alone (rpc)";
 constexpr std::string_view kGroupData = "bulk values (data)";
 
 const Spec kSpecs[] = {
-    {"backend", 0, Kind::kChoice, kGroupRun, "" /* --help lists kRunChoices */,
-     "backend to run (positional argument); rpc runs copyrpc alone: rank 0 calls, the other ranks answer",
+    {"backend", 0, Kind::kChoice, kGroupRun, "" /* --help lists kBackendChoices */,
+     "the KV backend to run (positional argument); the other run modes are words of their own, not backends: "
+     "benchkv rpc|data|sweep|compare (their --help below)",
      &set_backend, &get_backend},
     {"transport", 0, Kind::kChoice, kGroupRun, "" /* --help lists kTransportNames */, "transport under the backends",
      BKV_CHOICE(transport, kTransportChoices)},
@@ -498,7 +519,8 @@ const Spec kSpecs[] = {
      "data: value sizes in bytes, a list \"A,B\" and/or ranges \"A..B\" of every power of two from A to B; each "
      "in [16, 67108864] (64 MiB), keys x the largest size at most 4 GiB of store per node",
      BKV_FIELD(value_size)},
-    {"data_backend", 0, Kind::kString, kGroupData, "NAME", "data: delegation, meta, direct or ucx-am (--transport ucx)", BKV_FIELD(data_backend)},
+    {"data_backend", 0, Kind::kChoice, kGroupData, "delegation|meta|direct|ucx-am",
+     "data: the backend that carries the calls (ucx-am: --transport ucx only)", BKV_CHOICE(data_backend, kDataBackendChoices)},
 };
 
 // Keys only the data benchmark has: written by to_json only for it (they mean nothing
@@ -757,10 +779,12 @@ bool applies_to_mode(std::string_view key, Mode mode) {
   return false;
 }
 
-// The mode an option was judged against, for messages: "--transport ucx, backend meta".
+// What an option was judged against, for messages: "--transport ucx, backend meta" (mode
+// kv), "--transport sim, mode rpc".
 std::string mode_of(const Options& o) {
   std::string m = fmt::format("--transport {}", name_of(kTransportChoices, o.transport));
-  if (!get_backend(o).is_null()) m += fmt::format(", backend {}", get_backend(o).get<std::string>());
+  if (!get_backend(o).is_null())
+    m += fmt::format(", {} {}", o.mode == Mode::kKv ? "backend" : "mode", get_backend(o).get<std::string>());
   return m;
 }
 
@@ -807,10 +831,7 @@ void validate_applicability(const Options& o) {
 // The data benchmark's own rules: the data backend's name and the memory its sizes need.
 void validate_data_relations(const Options& o) {
   if (!is_data(o)) return;
-  if (o.data_backend != "delegation" && o.data_backend != "meta" && o.data_backend != "direct" &&
-      o.data_backend != "ucx-am")
-    fail(o, "data_backend", "is not one of delegation, meta, direct, ucx-am");
-  if (o.data_backend == "ucx-am" && o.transport != TransportKind::kUcx)
+  if (o.data_backend == BackendKind::kUcxAm && o.transport != TransportKind::kUcx)
     fail(o, "data_backend", fmt::format("ucx-am runs over --transport ucx only (got --transport {})", to_string(o.transport)));
   const std::vector<uint32_t> sizes = data_value_sizes(o);
   uint32_t largest = 0;
@@ -830,9 +851,9 @@ void validate_data_relations(const Options& o) {
 void validate(const Options& o, bool require_backend) {
   if (require_backend && is_kv(o) && !o.backend) {
     throw OptionError("backend",
-                      fmt::format("backend: missing; give one of {} as the positional argument or as "
-                                  "\"backend\" in the config file",
-                                  choice_list(kRunChoices)));
+                      fmt::format("backend: missing; give a KV backend ({}) as the positional argument or as "
+                                  "\"backend\" in the config file, or another run mode ({}) there",
+                                  choice_list(kBackendChoices), choice_list(kOptionModeChoices)));
   }
   if ((o.backend || !is_kv(o)) && get_backend(o).is_null()) fail(o, "backend", "is invalid");
   if (o.backend == BackendKind::kUcxAm && o.transport != TransportKind::kUcx)
@@ -847,6 +868,7 @@ void validate(const Options& o, bool require_backend) {
   if (name_of(kRingPagesChoices, o.ring_pages).empty()) fail(o, "ring_pages", "is invalid");
   if (name_of(kEventSetChoices, o.event_set).empty()) fail(o, "event_set", "is invalid");
   if (name_of(kReportChoices, o.report).empty()) fail(o, "report", "is invalid");
+  if (name_of(kDataBackendChoices, o.data_backend).empty()) fail(o, "data_backend", "is invalid");
   validate_applicability(o);
 
   if (!(o.duration > 0 && o.duration <= kMaxDurationSeconds)) {
@@ -1287,7 +1309,7 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
     const Spec& s = kSpecs[i];
     const std::string desc = help_text(s, defaults);
     if (is_positional(s)) {
-      cli[i] = app.add_option("backend", texts[i], desc)->type_name(choice_list(kRunChoices));
+      cli[i] = app.add_option("backend", texts[i], desc)->type_name(choice_list(kBackendChoices));
     } else if (s.kind == Kind::kBool) {
       // --X and --no-X: two flags (one listed), so --help shows no parser notation.
       flags[i] = false;

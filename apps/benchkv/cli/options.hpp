@@ -1,7 +1,7 @@
 // benchkv options (docs/design.md §Benchmark plumbing, §benchkv command line).
 //
 //   benchkv [options] <meta|delegation|direct|ucx-am>      (run mode kv, over that backend)
-//   benchkv [options] <rpc|data>                           (run modes rpc, data)
+//   benchkv <rpc|data> [options]                           (run modes rpc, data: not backends)
 //   benchkv --config FILE.json [options] [backend or mode]
 //
 // Every option has a JSON key: the snake_case of its long option (--queue-depth ->
@@ -81,9 +81,9 @@ inline constexpr uint32_t kMaxRingPageBatch = 1024;    // = PagedMemory::kMaxGiv
 inline constexpr uint32_t kMaxRepeat = 1000;           // repeat: independent repetitions
 
 struct Options {
-  // What to run: the positional word, JSON "backend" (a KV backend's name, or "rpc" or
-  // "data"). Mode kv requires a backend to run; rpc and data have none (data's own
-  // backend is data_backend).
+  // What to run: the positional word, JSON "backend": a KV backend's name (mode kv, over
+  // that backend) or the word of mode rpc or data. Mode kv requires a backend to run;
+  // rpc and data have none (data's calls go over data_backend).
   Mode mode = Mode::kKv;
   std::optional<BackendKind> backend;
   TransportKind transport = TransportKind::kSim;
@@ -147,7 +147,7 @@ struct Options {
   uint32_t endpoints = 1;              // rpc: endpoints per server rank at the caller
   std::string message_size = "32";     // rpc: payload sizes, "A,B,..." and/or "A..B" (powers of two)
   std::string value_size = "4096";     // data: value sizes, "A,B,..." and/or "A..B" (powers of two)
-  std::string data_backend = "delegation";  // data: delegation | meta | direct | ucx-am
+  BackendKind data_backend = BackendKind::kDelegation;  // data: the backend that carries its calls
 
   friend bool operator==(const Options&, const Options&) = default;
 };

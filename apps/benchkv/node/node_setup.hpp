@@ -73,10 +73,12 @@ inline data::DataNodeConfig data_node_config(const Options& o, uint32_t rank, ui
   c.read_ratio = o.read_ratio;
   c.remote_only = true;
   c.seed = o.seed;
-  c.backend = o.data_backend == "direct"   ? data::DataBackend::kDirect
-              : o.data_backend == "meta"   ? data::DataBackend::kMeta
-              : o.data_backend == "ucx-am" ? data::DataBackend::kUcxAm
-                                           : data::DataBackend::kDelegation;
+  switch (o.data_backend) {
+    case BackendKind::kDelegation: c.backend = data::DataBackend::kDelegation; break;
+    case BackendKind::kMeta: c.backend = data::DataBackend::kMeta; break;
+    case BackendKind::kDirect: c.backend = data::DataBackend::kDirect; break;
+    case BackendKind::kUcxAm: c.backend = data::DataBackend::kUcxAm; break;
+  }
   c.validate();
   return c;
 }

@@ -1,7 +1,8 @@
 // Real (non-simulated) runs: --transport mlx5 | verbs | ucx, one node per MPI rank.
 //
-//   mpirun -np N benchkv --transport ucx [options] <meta|delegation|direct|ucx-am|rpc|data>
-//   mpirun -np N benchkv --transport mlx5|verbs [--device NAME] [options] <meta|delegation|direct|rpc|data>
+//   mpirun -np N benchkv --transport ucx [options] <meta|delegation|direct|ucx-am>   (mode kv)
+//   mpirun -np N benchkv --transport mlx5|verbs [--device NAME] [options] <meta|delegation|direct>
+//   mpirun -np N benchkv <rpc|data> --transport ucx|mlx5|verbs [options]          (modes rpc, data)
 //
 // Outputs are those of the simulator (same CSV columns, same summary keys, "totals"),
 // written by rank 0; the summary's "real" object says how the run was made (transport,

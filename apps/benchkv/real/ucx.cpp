@@ -106,7 +106,7 @@ int run_ucx(const app::Options& o) {
     const nlohmann::json tls = std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : "";
     switch (o.mode) {
       case app::Mode::kData:  // one thread per rank, left unpinned
-        if (o.data_backend == "ucx-am")
+        if (o.data_backend == backend::BackendKind::kUcxAm)
           return measure_data_mpi(
               s, o, [&](const data::DataNodeConfig& cfg) { return std::make_unique<UcxAmDataRank>(s, cfg); },
               {{"transport", "ucx"},

@@ -39,7 +39,7 @@ nlohmann::json data_summary(const Options& o, const DataResult& r) {
     }
     sizes.push_back(std::move(j));
   }
-  return {{"backend", o.data_backend},
+  return {{"backend", std::string(to_string(o.data_backend))},
           {"clients_per_rank", o.client_threads},
           {"queue_depth", o.queue_depth},
           {"read_ratio", o.read_ratio},
@@ -56,7 +56,7 @@ std::string data_table(const Options& o, const DataResult& r) {
     const metrics::LatencyHistogram& h = s.latency;
     out += fmt::format(
         "{:<10} {:>8} {:>4} {:>12.0f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f}\n",
-        o.data_backend, s.value_size, s.run % o.runs + 1, s.ops_per_s(), s.gib_per_s(), us(h.mean_ns()),
+        to_string(o.data_backend), s.value_size, s.run % o.runs + 1, s.ops_per_s(), s.gib_per_s(), us(h.mean_ns()),
         us(double(h.percentile_ns(0.5))), us(double(h.percentile_ns(0.9))), us(double(h.percentile_ns(0.95))),
         us(double(h.percentile_ns(0.99))), us(double(h.percentile_ns(0.999))), us(double(h.max_ns())));
   }

@@ -520,7 +520,8 @@ void write_summary_file(const std::string& path, const json& summary) {
 namespace {
 
 std::string config_line(const json& c) {
-  const bool rpc = c.value("backend", json()).is_string() && c["backend"] == "rpc";
+  // The positional word (JSON "backend"): a KV backend's name, or a mode's (run_mode.hpp).
+  const bool rpc = c.value("backend", json()).is_string() && mode_named(c["backend"].get<std::string>()) == Mode::kRpc;
   std::string line = fmt::format("benchkv: backend {} over {}, {} ranks", c["backend"].is_string() ? c["backend"].get<std::string>() : "-",
                                  c["transport"].get<std::string>(), c["np"].get<uint64_t>());
   if (rpc) {
