@@ -1,4 +1,4 @@
-// Fuzzes benchkv's JSON configuration reader (apps/benchkv/cli/options.cpp) on arbitrary
+// Fuzzes benchkv's JSON configuration reader (apps/benchkv/cli/config_file.cpp) on arbitrary
 // text, read as a config file is: strict JSON, then options_from_json with its checks.
 // Every input is either validated options or a std::exception with a message; accepted
 // options must survive a round trip through to_json.

@@ -1,7 +1,12 @@
 # bkv_app: benchkv's options (CLI + JSON) and results (CSV, summary JSON). Included from the
 # top level even when apps/benchkv itself is skipped, because tests of real-run pieces
 # (also in the sanitizer builds) read options and write results.
-add_library(bkv_app STATIC ${PROJECT_SOURCE_DIR}/apps/benchkv/cli/options.cpp ${PROJECT_SOURCE_DIR}/apps/benchkv/results/results.cpp
+add_library(bkv_app STATIC ${PROJECT_SOURCE_DIR}/apps/benchkv/cli/option_table.cpp
+            ${PROJECT_SOURCE_DIR}/apps/benchkv/cli/applicability.cpp
+            ${PROJECT_SOURCE_DIR}/apps/benchkv/cli/validate.cpp
+            ${PROJECT_SOURCE_DIR}/apps/benchkv/cli/config_file.cpp
+            ${PROJECT_SOURCE_DIR}/apps/benchkv/cli/command_line.cpp
+            ${PROJECT_SOURCE_DIR}/apps/benchkv/results/results.cpp
             ${PROJECT_SOURCE_DIR}/apps/benchkv/results/provenance.cpp
             ${PROJECT_SOURCE_DIR}/apps/benchkv/results/statistics.cpp
             ${PROJECT_SOURCE_DIR}/apps/benchkv/cli/stop_signals.cpp)

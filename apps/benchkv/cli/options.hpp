@@ -16,7 +16,9 @@
 // inflight_samples) are used as given. `summary` defaults to `output` with its extension
 // replaced by ".summary.json" (re-derived when output changes and summary is not set).
 //
-// nlohmann/json appears here only forward-declared; CLI11 only in options.cpp.
+// nlohmann/json appears here only forward-declared; CLI11 only in command_line.cpp. The
+// implementation, by concern (option_table.hpp lists the files): the option table, which
+// options apply to which transport and run mode, validation, config files, the command line.
 #pragma once
 
 #include <cstdint>
