@@ -7,7 +7,8 @@
 //   benchkv sweep configs/sweeps/regime_map.json [-j N]        (a grid of simulated runs)
 //   benchkv compare A.summary.json B.summary.json              (two results side by side)
 //   benchkv probe --transport sim --np 2 -o probe.json          (what the model needs, measured)
-//   benchkv calibrate --from probe.json -o model.json          (a model file fitted to a probe)
+//   benchkv calibrate --from probe.json [--from-run a.summary.json ...] -o model.json
+//                                                              (a model file fitted to a probe and runs)
 //
 // --transport sim runs NP simulated nodes in this process (no MPI, no RDMA device).
 // --transport mlx5|verbs need an RDMA device; without one benchkv exits with status 2.

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -43,10 +44,17 @@ constexpr const char* kProbeUsage =
     "  --scale X         multiplies every test's iterations (default 1)\n";
 
 constexpr const char* kCalibrateUsage =
-    "Usage: benchkv calibrate --from PROBE.json [--base MODEL.json] -o MODEL.json\n"
-    "Fits a simulator model file to a probe JSON: cpu.loop, cpu.cq_poll, cpu.cqe, cpu.flush, cpu.doorbell\n"
-    "and the per-node send path (nic.send.engines = 1, nic.send.per_wqe_ns); every other parameter keeps\n"
-    "the base model's value (default: the built-in model) and is listed in the basis as such.\n";
+    "Usage: benchkv calibrate [--from PROBE.json] [--from-run SUMMARY.json...] [--base MODEL.json] -o MODEL.json\n"
+    "Fits a simulator model file; every parameter not fitted keeps the base model's value (default: the built-in\n"
+    "model) and is listed in the model's basis as such; each fitted one names its measurement there.\n"
+    "  --from PROBE.json  a benchkv probe JSON: cpu.loop, cpu.cq_poll, cpu.cqe, cpu.flush, cpu.doorbell and the\n"
+    "                     per-node send path (nic.send.engines = 1, nic.send.per_wqe_ns)\n"
+    "  --from-run FILE... summaries of short benchkv delegation runs with one daemon per node (--server-threads 1),\n"
+    "                     simulated or real, at several loads (client counts, queue depths, node counts): a least\n"
+    "                     squares of the daemons' time on their loops, client rings looked at, CQEs, calls and\n"
+    "                     local ops gives cpu.loop (replacing the probe's) and cpu.poll_slot; a count the runs do\n"
+    "                     not vary apart from the others is not fitted (the basis says why). Several files may\n"
+    "                     follow one --from-run; it may be repeated. At least one of --from and --from-run.\n";
 
 int usage_error(const std::string& what, const char* usage) {
   std::fprintf(stderr, "benchkv: %s\n%s", what.c_str(), usage);
@@ -161,11 +169,19 @@ int probe_main(int argc, char** argv) {
 
 int calibrate_main(int argc, char** argv) {
   std::string from, base, output;
+  std::vector<std::string> run_files;
   for (int i = 2; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "-h" || a == "--help") {
       std::fputs(kCalibrateUsage, stdout);
       return 0;
+    }
+    if (a == "--from-run") {
+      const size_t before = run_files.size();
+      while (i + 1 < argc && argv[i + 1][0] != '-') run_files.emplace_back(argv[++i]);
+      if (run_files.size() == before)
+        return usage_error("calibrate: --from-run needs at least one run summary file", kCalibrateUsage);
+      continue;
     }
     if (i + 1 >= argc) return usage_error("calibrate: " + std::string(a) + ": unknown option or missing value", kCalibrateUsage);
     const std::string v = argv[++i];
@@ -174,13 +190,17 @@ int calibrate_main(int argc, char** argv) {
     else if (a == "-o" || a == "--output") output = v;
     else return usage_error("calibrate: unknown option " + std::string(a), kCalibrateUsage);
   }
-  if (from.empty()) return usage_error("calibrate: --from PROBE.json is required", kCalibrateUsage);
+  if (from.empty() && run_files.empty())
+    return usage_error("calibrate: --from PROBE.json or --from-run SUMMARY.json... is required", kCalibrateUsage);
   if (output.empty()) return usage_error("calibrate: -o MODEL.json is required", kCalibrateUsage);
   nlohmann::json model;
   try {
-    const nlohmann::json probe = read_json_file(from, "probe JSON (--from)");
+    nlohmann::json probe;
+    if (!from.empty()) probe = read_json_file(from, "probe JSON (--from)");
+    std::vector<NamedSummary> runs;
+    for (const std::string& f : run_files) runs.emplace_back(f, read_json_file(f, "run summary (--from-run)"));
     const nlohmann::json base_model = base.empty() ? sim::Model::defaults().to_json() : read_json_file(base, "base model (--base)");
-    model = fit_model(probe, base_model, base.empty() ? "built-in defaults" : base);
+    model = fit_model(from.empty() ? nullptr : &probe, runs, base_model, base.empty() ? "built-in defaults" : base);
   } catch (const std::exception& e) {
     return usage_error(std::string("calibrate: ") + e.what(), kCalibrateUsage);
   }

@@ -219,3 +219,123 @@ TEST_CASE("probe: several posting threads tell the send path's plateau from one 
   CHECK(m["nic"]["send"]["per_wqe_ns"] == 75.0);  // the built-in base's
   CHECK(m["basis"].contains("nic.send.per_wqe_ns (not fitted)"));
 }
+
+namespace {
+
+// A short simulated delegation run of `model` (one daemon per node) at one load; returns
+// its summary's file name.
+std::string daemon_run(const TempDir& dir, const std::string& model, uint32_t np, uint32_t clients, uint32_t qd) {
+  const std::string out = "run_np" + std::to_string(np) + "_c" + std::to_string(clients) + "_qd" + std::to_string(qd);
+  run_ok({"delegation", "--transport", "sim", "--np", std::to_string(np), "--server-threads", "1", "--client-threads",
+          std::to_string(clients), "--queue-depth", std::to_string(qd), "-d", "0.004", "--interval-ms", "1", "--trim", "1",
+          "-r", "1", "--no-progress", "--report", "none", "--model", model, "-o", out + ".csv"},
+         dir.path());
+  return out + ".summary.json";
+}
+
+// Runs at loads that vary the clients (the rings looked at per loop), the queue depth
+// (CQEs and calls per loop) and the nodes (local ops per call) apart from each other:
+// np 2 and 3 x 2 and 8 clients x queue depth 1, 4 and 16 (about 2 s in all).
+std::vector<std::string> load_grid(const TempDir& dir, const std::string& model) {
+  std::vector<std::string> runs;
+  for (uint32_t np : {2u, 3u})
+    for (uint32_t clients : {2u, 8u})
+      for (uint32_t qd : {1u, 4u, 16u}) runs.push_back(daemon_run(dir, model, np, clients, qd));
+  return runs;
+}
+
+}  // namespace
+
+TEST_CASE("calibrate --from-run: the daemon's loop costs come back from runs at several loads within 5%",
+          "[e2e][sim][probe]") {
+  // The known model is the built-in one (the fit's base) with the daemon's loop and its
+  // look at each client ring changed, so a recovered value can only have come from the
+  // runs' loop metrics.
+  TempDir dir;
+  const double loop = 25, poll_slot = 3;
+  write_file(dir / "known.json", json{{"cpu", {{"loop", loop}, {"poll_slot", poll_slot}}}}.dump());
+  const std::vector<std::string> runs = load_grid(dir, "known.json");
+  std::vector<std::string> args{"calibrate", "--from-run"};
+  args.insert(args.end(), runs.begin(), runs.end());
+  args.insert(args.end(), {"-o", "fitted.json"});
+  const Outcome o = run_ok(args, dir.path());
+  const json m = read_json(dir / "fitted.json");
+  CAPTURE(m["basis"].dump(1));
+  CHECK(within(m["cpu"]["loop"].get<double>(), loop) < 0.05);
+  CHECK(within(m["cpu"]["poll_slot"].get<double>(), poll_slot) < 0.05);
+  // The basis names the runs behind each value; the rest is left at the base.
+  CHECK_THAT(m["basis"]["cpu.loop"].get<std::string>(), Catch::Contains(runs[7]));
+  CHECK_THAT(m["basis"]["cpu.poll_slot"].get<std::string>(), Catch::Contains("least squares over 30 daemons of 12 run summaries"));
+  CHECK_THAT(m["basis"]["daemon costs per event (--from-run)"].get<std::string>(), Catch::Contains("per call"));
+  const std::string left = m["basis"]["left at the base model (built-in defaults)"].get<std::string>();
+  CHECK(left.find("cpu.loop") == std::string::npos);
+  CHECK(left.find("cpu.poll_slot") == std::string::npos);
+  CHECK(left.find("cpu.cqe") != std::string::npos);
+  CHECK_THAT(o.out, Catch::Contains("cpu.poll_slot"));
+
+  // Runs at one client count cannot separate a look at a client ring from the loop: the
+  // fit says so and keeps the base's poll_slot.
+  const std::vector<std::string> same_clients{daemon_run(dir, "known.json", 2, 4, 1), daemon_run(dir, "known.json", 2, 4, 8)};
+  write_file(dir / "base7.json", json{{"cpu", {{"poll_slot", 7}}}}.dump());
+  run_ok({"calibrate", "--from-run", same_clients[0], same_clients[1], "--base", "base7.json", "-o", "one_count.json"},
+         dir.path());
+  const json one = read_json(dir / "one_count.json");
+  CHECK(one["cpu"]["poll_slot"].get<double>() == 7);
+  CHECK_THAT(one["basis"]["cpu.poll_slot (not fitted)"].get<std::string>(), Catch::Contains("predict"));
+}
+
+TEST_CASE("calibrate --from and --from-run together: the probe's CQ poll cost is taken out of the daemon's loop",
+          "[e2e][sim][probe]") {
+  // cq_poll differs from the base's too: cpu.loop within 5% needs the probe's value.
+  TempDir dir;
+  const double loop = 25, poll_slot = 3, cq_poll = 14, base_cq_poll = 5;
+  write_file(dir / "base.json", json{{"cpu", {{"cq_poll", base_cq_poll}}}}.dump());
+  json known = known_model(590, 30, 150, cq_poll, 120, loop);
+  known["cpu"]["poll_slot"] = poll_slot;
+  probe(dir, "known.json", known);
+  const std::vector<std::string> runs = load_grid(dir, "known.json");
+  // Several files after one --from-run, and --from-run repeated.
+  std::vector<std::string> args{"calibrate", "--from", "known.json.probe.json", "--base", "base.json", "-o", "fitted.json",
+                                "--from-run"};
+  args.insert(args.end(), runs.begin(), runs.begin() + 6);
+  args.push_back("--from-run");
+  args.insert(args.end(), runs.begin() + 6, runs.end());
+  run_ok(args, dir.path());
+  const json m = read_json(dir / "fitted.json");
+  CAPTURE(m["basis"].dump(1));
+  CHECK(within(m["cpu"]["cq_poll"].get<double>(), cq_poll) < 0.05);
+  CHECK(within(m["cpu"]["loop"].get<double>(), loop) < 0.05);
+  CHECK(within(m["cpu"]["poll_slot"].get<double>(), poll_slot) < 0.05);
+  CHECK_THAT(m["basis"]["cpu.loop"].get<std::string>(), Catch::Contains("cpu_cq_poll_ns"));
+  CHECK_THAT(m["basis"]["cpu.loop"].get<std::string>(), Catch::Contains("replaces the probe's cpu_loop_ns"));
+}
+
+TEST_CASE("calibrate --from-run: bad run summaries exit 2 with a message naming the problem", "[e2e][probe]") {
+  TempDir dir;
+  write_file(dir / "probe_like.json", R"({"kind": "benchkv-probe", "parameters": {}})");
+  write_file(dir / "meta.json", R"({"config": {"backend": "meta", "server_threads": 1, "client_threads": 2}, "daemons": []})");
+  write_file(dir / "two.json", R"({"config": {"backend": "delegation", "server_threads": 2, "client_threads": 2}, "daemons": []})");
+  write_file(dir / "none.json", R"({"config": {"backend": "delegation", "server_threads": 1, "client_threads": 2}, "daemons": []})");
+  write_file(dir / "nocalls.json", R"({"config": {"backend": "delegation", "server_threads": 1, "client_threads": 2},
+      "daemons": [{"loops": 10, "cqes": 1, "extra": {"loop_ns_avg": 30, "local_ops": 1}}]})");
+  write_file(dir / "asleep.json", R"({"config": {"backend": "delegation", "server_threads": 1, "client_threads": 2},
+      "daemons": [{"loops": 10, "cqes": 1, "extra": {"busy_fraction": 0.5, "loop_ns_avg": 30, "calls": 1, "local_ops": 1}}]})");
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const Case c = GENERATE(Case{{"calibrate", "-o", "m.json"}, "--from-run SUMMARY.json"},
+                          Case{{"calibrate", "--from-run", "-o", "m.json"}, "--from-run needs at least one"},
+                          Case{{"calibrate", "--from-run", "missing.json", "-o", "m.json"}, "missing.json: cannot be opened"},
+                          Case{{"calibrate", "--from-run", "probe_like.json", "-o", "m.json"}, "not a benchkv KV summary"},
+                          Case{{"calibrate", "--from-run", "meta.json", "-o", "m.json"}, "backend \"meta\""},
+                          Case{{"calibrate", "--from-run", "two.json", "-o", "m.json"}, "server_threads must be 1"},
+                          Case{{"calibrate", "--from-run", "none.json", "-o", "m.json"}, "no daemon with loops"},
+                          Case{{"calibrate", "--from-run", "nocalls.json", "-o", "m.json"}, "no numeric \"calls\""},
+                          Case{{"calibrate", "--from-run", "asleep.json", "-o", "m.json"}, "busy 0.5 of its window"});
+  CAPTURE(c.args);
+  const Outcome o = run_benchkv(c.args, dir.path());
+  CHECK(o.status == 2);
+  CHECK(o.err.find(c.says) != std::string::npos);
+  CHECK(!std::filesystem::exists(dir / "m.json"));
+}

@@ -8,6 +8,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "apps/benchkv/results/daemon_fit.hpp"
 #include "apps/benchkv/results/provenance.hpp"
 #include "apps/benchkv/results/results.hpp"
 #include "sim/model.hpp"
@@ -276,7 +277,10 @@ int write_probe_outputs(const ProbeRun& run, const std::string& output) {
   return 0;
 }
 
-json fit_model(const json& probe, const json& base_model, const std::string& base_name) {
+json fit_model(const json* probe_in, const std::vector<NamedSummary>& runs, const json& base_model,
+               const std::string& base_name) {
+  const json no_probe = json{{"kind", "benchkv-probe"}, {"parameters", json::object()}};
+  const json& probe = probe_in ? *probe_in : no_probe;
   if (!probe.is_object() || probe.value("kind", std::string()) != "benchkv-probe")
     throw std::invalid_argument("the input is not a benchkv probe JSON (no \"kind\": \"benchkv-probe\")");
   if (!probe.contains("parameters") || !probe.at("parameters").is_object())
@@ -357,16 +361,23 @@ json fit_model(const json& probe, const json& base_model, const std::string& bas
                : std::string());
     }
   }
-  if (written.empty()) throw std::invalid_argument("the probe JSON determines no model parameter (no cpu_* or node_wqe_rate_per_s)");
+  if (probe_in != nullptr && written.empty())
+    throw std::invalid_argument("the probe JSON determines no model parameter (no cpu_* or node_wqe_rate_per_s)");
+  if (!runs.empty())
+    fit_daemon_costs(runs, m, basis, written, written.count("cpu.cq_poll") ? src + " cpu_cq_poll_ns" : "the base model");
   std::vector<std::string> all;
   leaves(m, "", all);
   std::string left;
   for (const std::string& k : all)
     if (!written.count(k)) left += (left.empty() ? "" : ", ") + k;
   basis["left at the base model (" + base_name + ")"] = left;
-  m["description"] = "Fitted by benchkv calibrate from a probe over " + probe.value("transport", std::string("?")) + " (" +
-                     probe.value("note", std::string()) + ") on the base model " + base_name +
-                     "; basis names the probe measurement behind each fitted parameter.";
+  std::string from_what;
+  if (probe_in != nullptr)
+    from_what = "a probe over " + probe.value("transport", std::string("?")) + " (" + probe.value("note", std::string()) + ")";
+  if (!runs.empty())
+    from_what += (from_what.empty() ? "" : " and ") + std::to_string(runs.size()) + " benchkv run summaries";
+  m["description"] = "Fitted by benchkv calibrate from " + from_what + " on the base model " + base_name +
+                     "; basis names the measurement behind each fitted parameter.";
   m["basis"] = basis;
   sim::Model::from_json(m, "fitted model");  // the file must load
   return m;

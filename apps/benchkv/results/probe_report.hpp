@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/benchkv/results/daemon_fit.hpp"
 #include "backends/probe/probe.hpp"
 
 namespace bkv::app {
@@ -53,13 +54,16 @@ std::string probe_table(const nlohmann::json& probe);
 // cannot be written.
 int write_probe_outputs(const ProbeRun& run, const std::string& output);
 
-// `benchkv calibrate`: a model file from a probe JSON over a base model (its JSON, and a
-// name for it in the basis). Writes the parameters the probe determines
-// (cpu.loop, cpu.cq_poll, cpu.cqe, cpu.flush, cpu.doorbell, nic.send.engines = 1 and
-// nic.send.per_wqe_ns: the per-node send path), each with its basis naming the probe
-// measurement; every other parameter keeps the base's value and is listed under
-// basis["left at the base model"]. Throws std::invalid_argument naming what is missing
-// or unusable in the probe JSON.
-nlohmann::json fit_model(const nlohmann::json& probe, const nlohmann::json& base_model, const std::string& base_name);
+// `benchkv calibrate`: a model file from a probe JSON (`probe`, may be null) and benchkv
+// run summaries (`runs`, may be empty; not both) over a base model (its JSON, and a name
+// for it in the basis). Writes the parameters the probe determines (cpu.loop,
+// cpu.cq_poll, cpu.cqe, cpu.flush, cpu.doorbell, nic.send.engines = 1 and
+// nic.send.per_wqe_ns: the per-node send path) and those the runs' daemon loop metrics
+// determine (cpu.loop, replacing the probe's, and cpu.poll_slot: daemon_fit.hpp), each
+// with its basis naming the measurement; every other parameter keeps the base's value and
+// is listed under basis["left at the base model"]. Throws std::invalid_argument naming
+// what is missing or unusable in the inputs.
+nlohmann::json fit_model(const nlohmann::json* probe, const std::vector<NamedSummary>& runs,
+                         const nlohmann::json& base_model, const std::string& base_name);
 
 }  // namespace bkv::app
