@@ -227,6 +227,13 @@ void fit_daemon_costs(const std::vector<NamedSummary>& runs, json& model, json& 
     per_event += active[j] ? num(a[j]) + " ns" : "not separated (" + why[j] + "), the model's " + num(model_cost[j]) + " ns used";
     per_event += " (the model's " + std::string(model_sum[j]) + " = " + num(model_cost[j]) + " ns)";
   }
+  std::string negative;
+  for (size_t j = 0; j < kCols; ++j)
+    if (active[j] && a[j] < 0) negative += (negative.empty() ? "" : ", ") + std::string(kColShort[j]);
+  if (!negative.empty())
+    per_event += ". Negative (" + negative +
+                 "): the daemons' time is not a sum of per-event costs in these runs (a daemon that shared its CPU or "
+                 "waited, or counts that changed for another reason), so read every figure here with doubt";
   basis["daemon costs per event (--from-run)"] =
       per_event + ". " + method +
       ". Per CQE, per call and per local op each hold several keys (a CQE's time also holds the WRITE sent back and "
