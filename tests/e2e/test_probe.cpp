@@ -339,3 +339,40 @@ TEST_CASE("calibrate --from-run: bad run summaries exit 2 with a message naming 
   CHECK(o.err.find(c.says) != std::string::npos);
   CHECK(!std::filesystem::exists(dir / "m.json"));
 }
+
+TEST_CASE("calibrate --from-run: the least squares gives back exact per-event costs, and flags a negative one",
+          "[e2e][probe]") {
+  // Daemons whose time is exactly a sum of per-event costs (one with a negative cost per
+  // CQE, which no CPU has): the fit must give back the loop and ring costs, and say that
+  // the per-CQE figure is negative.
+  TempDir dir;
+  const double a_loop = 30, a_ring = 2, a_cqe = GENERATE(45.0, -40.0), a_call = 150, a_local = 70, cq_poll = 8;
+  struct Counts {
+    double clients, loops, cqes, calls, local;
+  };
+  const std::vector<Counts> counts{{2, 1e5, 2e3, 1e3, 1e3},    {2, 8e4, 3e4, 9e4, 9e4},   {8, 6e4, 5e4, 2e5, 1e5},
+                                   {8, 1e5, 1e4, 1e4, 5e3},    {4, 7e4, 6e4, 1.5e5, 1.5e5}, {4, 9e4, 2e4, 4e4, 1e4}};
+  std::vector<std::string> files;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const Counts& c = counts[i];
+    const double t = a_loop * c.loops + a_ring * c.loops * (c.clients + 1) + a_cqe * c.cqes + a_call * c.calls + a_local * c.local;
+    const json s{{"config", {{"backend", "delegation"}, {"server_threads", 1}, {"client_threads", c.clients}}},
+                 {"daemons",
+                  {{{"loops", c.loops},
+                    {"cqes", c.cqes},
+                    {"extra", {{"loop_ns_avg", t / c.loops}, {"calls", c.calls}, {"local_ops", c.local}}}}}}};
+    files.push_back("s" + std::to_string(i) + ".json");
+    write_file(dir / files.back(), s.dump());
+  }
+  write_file(dir / "base.json", json{{"cpu", {{"cq_poll", cq_poll}}}}.dump());
+  std::vector<std::string> args{"calibrate", "--base", "base.json", "-o", "fitted.json", "--from-run"};
+  args.insert(args.end(), files.begin(), files.end());
+  run_ok(args, dir.path());
+  const json m = read_json(dir / "fitted.json");
+  CAPTURE(a_cqe, m["basis"].dump(1));
+  CHECK(within(m["cpu"]["loop"].get<double>(), a_loop - cq_poll) < 1e-6);
+  CHECK(within(m["cpu"]["poll_slot"].get<double>(), a_ring) < 1e-6);
+  const std::string per_event = m["basis"]["daemon costs per event (--from-run)"].get<std::string>();
+  CHECK((per_event.find("Negative (per CQE)") != std::string::npos) == (a_cqe < 0));
+  CHECK_THAT(per_event, Catch::Contains("per call 150 ns"));
+}
