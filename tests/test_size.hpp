@@ -9,13 +9,8 @@ namespace bkv::test {
 
 #if defined(BKV_TEST_REDUCED) && BKV_TEST_REDUCED
 inline constexpr bool kReducedSize = true;
-// Appended to a test case's tags: Catch's hidden tag in a sanitizer build, so CTest does
-// not list the case there. Only for a case that cannot be made small enough; each one
-// is named in docs/reliability.md ("Sanitizers").
-#define BKV_HIDDEN_WHEN_REDUCED "[.]"
 #else
 inline constexpr bool kReducedSize = false;
-#define BKV_HIDDEN_WHEN_REDUCED ""
 #endif
 
 // `full` in a normal build, `reduced` in a sanitizer build.

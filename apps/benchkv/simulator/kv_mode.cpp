@@ -190,6 +190,18 @@ class Experiment final : public SimRun {
   void stop_issuing() override {
     for (auto& n : nodes_) n->stop_issuing();
   }
+  // An endpoint stopped on an error no fault explains (a protocol error: a duplicate
+  // executed, a forged batch): the run is refused already, and calls its peer has
+  // pending toward it may wait for ever (nothing tells the peer), so the drain would
+  // spin out its whole limit for nothing. It stops once a drain check finds nothing
+  // ended since the previous one (calls failed back by the stop end first).
+  bool drain_futile() override {
+    uint64_t in_flight = 0;
+    for (auto& n : nodes_) in_flight += n->in_flight();
+    const bool stuck = endpoint_stopped_unexplained_ && in_flight == drain_in_flight_;
+    drain_in_flight_ = in_flight;
+    return stuck;
+  }
   bool idle() const override {
     uint64_t in_flight = 0;
     for (auto& n : nodes_) in_flight += n->in_flight();
@@ -421,6 +433,7 @@ class Experiment final : public SimRun {
                            (connection_faults_ && ep.error == copyrpc::EndpointError::kCompletionError);
       if (ep.credit_invariant_holds() && running && ep.resp_committed <= ep.resp_reservation) continue;
       ++credit_violations_;
+      if (!running) endpoint_stopped_unexplained_ = true;
       if (credit_examples_.size() < 8)
         credit_examples_.push_back("rank " + std::to_string(rank) + " thread " + std::to_string(thread) +
                                    " endpoint " + std::to_string(i) + ": in_flight " + std::to_string(ep.in_flight()) +
@@ -688,6 +701,8 @@ class Experiment final : public SimRun {
   std::vector<std::string> credit_examples_;
   std::vector<sim::Fault> slow_nodes_, stalls_, link_delays_, packet_losses_, qp_errors_, rnr_storms_;
   bool connection_faults_ = false;  // packet_loss, qp_error or rnr_storm faults: endpoints may stop
+  bool endpoint_stopped_unexplained_ = false;  // check_endpoints saw a stop no fault explains
+  uint64_t drain_in_flight_ = ~0ull;            // in flight at the previous drain check
   Rng loss_rng_;                    // packet losses (seeded from the run's seed)
   std::ostringstream trace_;
 };

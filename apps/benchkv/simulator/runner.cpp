@@ -125,7 +125,7 @@ void SimRun::on_drain_check(uint32_t) {
     engine_.stop();
     return;
   }
-  if (engine_.now() >= drain_deadline_) {  // give up: the mode reports it
+  if (engine_.now() >= drain_deadline_ || drain_futile()) {  // give up: the mode reports it
     engine_.stop();
     return;
   }

@@ -10,7 +10,9 @@
 // recorded (RunResults::record, ranks then clients); at a run's end its issued and
 // completed counts are closed (RunCounter). After the last run the clients stop
 // issuing and the simulation continues until nothing is in flight (the drain, at most
-// kDrainLimit of virtual time); what completes then is added to the last run.
+// kDrainLimit of virtual time, less when the mode says nothing in flight can end any
+// more: an exactly-once run already refused); what completes then is added to the last
+// run.
 //
 // Interruption: SIGINT or SIGTERM (install_stop_signals) is looked at at every epoch's
 // end. The runner then stops measuring: the runs after the current one are dropped, the
@@ -96,6 +98,10 @@ class SimRun {
   virtual void runs_ended() {}                               // the last run's end, before the drain
   virtual void stop_issuing() = 0;                           // clients issue nothing more
   virtual bool idle() const = 0;                             // nothing in flight
+  // Asked at each drain check that finds requests in flight: true when they cannot end
+  // any more, whatever the drain waits; it stops then instead of at kDrainLimit (the
+  // run did not drain).
+  virtual bool drain_futile() { return false; }
   virtual uint64_t completed(uint32_t rank, uint32_t client) const = 0;  // a client's completed requests
   virtual Totals totals() const = 0;
   // An epoch was recorded into rr (progress lines, latency windows); the run's figures
