@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
@@ -206,16 +207,24 @@ json get_backend(const Options& o) {
 
 namespace {
 
+// The text of a string value (else a type error naming `expected`); nothing when empty:
+// the option is then off.
+std::optional<std::string> text_of(const json& v, const Spec& s, const Ctx& c, std::string_view expected) {
+  if (!v.is_string()) type_error(s, c, expected, v);
+  std::string text = v.get<std::string>();
+  if (text.empty()) return std::nullopt;
+  return text;
+}
+
 // A relative model path is resolved against the context's base directory (the config
 // file's directory, or the working directory for the command line) and made absolute.
 void set_model(Options& o, const json& v, const Spec& s, const Ctx& c) {
-  if (!v.is_string()) type_error(s, c, "a string (a path)", v);
-  const auto text = v.get<std::string>();
-  if (text.empty()) {
+  const std::optional<std::string> text = text_of(v, s, c, "a string (a path)");
+  if (!text) {
     o.model.clear();
     return;
   }
-  fs::path p(text);
+  fs::path p(*text);
   if (p.is_relative()) p = fs::path(c.base_dir) / p;
   o.model = fs::absolute(p).lexically_normal().string();
 }
@@ -238,12 +247,12 @@ namespace {
 
 // "A:B" (microseconds) -> TraceWindow; "" -> none.
 void set_trace_window(Options& o, const json& v, const Spec& s, const Ctx& c) {
-  if (!v.is_string()) type_error(s, c, "a string \"A:B\" (microseconds)", v);
-  const auto text = v.get<std::string>();
-  if (text.empty()) {
+  const std::optional<std::string> given = text_of(v, s, c, "a string \"A:B\" (microseconds)");
+  if (!given) {
     o.trace_window.reset();
     return;
   }
+  const std::string& text = *given;
   const auto colon = text.find(':');
   TraceWindow w;
   if (colon == std::string::npos || !parse_double(std::string_view(text).substr(0, colon), w.begin_us) ||
