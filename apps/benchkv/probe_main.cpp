@@ -26,8 +26,8 @@ namespace bkv::app {
 namespace {
 
 constexpr const char* kProbeUsage =
-    "Usage: benchkv probe [--transport sim|ucx|mlx5|verbs] [--np 2] [--model FILE] [--device NAME] [--scale X]\n"
-    "                     [--seed N] [-o FILE]\n"
+    "Usage: benchkv probe [--transport sim|ucx|mlx5|verbs] [--np 2] [--model FILE] [--device NAME] [--port N]\n"
+    "                     [--gid-index N] [--scale X] [--seed N] [-o FILE]\n"
     "Micro-benchmarks of what the simulator's NIC and CPU model needs (docs/your_cluster.md): WQE rate with\n"
     "one WRITE+IMM per doorbell over 1..64 queue pairs, with batched doorbells and from 2 and 4 posting\n"
     "threads (simulator only; the real transports run one thread per side and skip them), the posting\n"
@@ -37,7 +37,9 @@ constexpr const char* kProbeUsage =
     "  mpirun -np 2 benchkv probe --transport ucx|mlx5|verbs\n"
     "                    between two processes (hosts): rank 0 posts and measures, rank 1 is the target;\n"
     "                    ucx takes UCX_TLS from the environment; mlx5 and verbs open --device (default: the\n"
-    "                    first RDMA device). Exactly two ranks.\n"
+    "                    first RDMA device), its port --port (1-255, default 1) and GID --gid-index (-1, the\n"
+    "                    default: LID on InfiniBand, a RoCE v2 GID on Ethernet; else 0-255). Exactly two ranks.\n"
+    "                    (Not yet run on RDMA hardware: the machine it was developed on has none.)\n"
     "  --transport ucx   without mpirun: the UCX transport's code, two workers in this process (UCX_TLS,\n"
     "                    default sm,self)\n"
     "                    Over UCX the numbers are the UCX transport's software NIC, not hardware numbers.\n"
@@ -82,7 +84,9 @@ void write_json_file(const std::string& path, const nlohmann::json& j) {
 
 int probe_main(int argc, char** argv) {
   std::string transport = "sim", model_file, output, device;
-  uint32_t np = 2;
+  uint32_t np = 2, port = 1;
+  int32_t gid_index = -1;
+  bool port_given = false, gid_given = false;
   double scale = 1.0;
   uint64_t seed = 1;
   for (int i = 2; i < argc; ++i) {
@@ -103,6 +107,20 @@ int probe_main(int argc, char** argv) {
       if (end == v.c_str() || *end != '\0' || n != 2)
         return usage_error("probe: --np " + v + ": the probe runs between two nodes (--np 2)", kProbeUsage);
       np = 2;
+    } else if (a == "--port") {
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0' || n < 1 || n > static_cast<long>(kMaxPort))
+        return usage_error("probe: --port " + v + ": must be an integer in [1, " + std::to_string(kMaxPort) + "]", kProbeUsage);
+      port = static_cast<uint32_t>(n);
+      port_given = true;
+    } else if (a == "--gid-index") {
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0' || n < -1 || n > kMaxGidIndex)
+        return usage_error("probe: --gid-index " + v + ": must be -1 (LID) or an integer in [0, " +
+                               std::to_string(kMaxGidIndex) + "]",
+                           kProbeUsage);
+      gid_index = static_cast<int32_t>(n);
+      gid_given = true;
     } else if (a == "--scale") {
       scale = std::strtod(v.c_str(), &end);
       if (end == v.c_str() || *end != '\0' || !std::isfinite(scale) || scale <= 0 || scale > 100)
@@ -120,6 +138,8 @@ int probe_main(int argc, char** argv) {
     return usage_error("probe: --transport " + transport + ": expected sim, ucx, mlx5 or verbs", kProbeUsage);
   const bool rdma = transport == "mlx5" || transport == "verbs";
   if (!device.empty() && !rdma) return usage_error("probe: --device applies to --transport mlx5 and verbs only", kProbeUsage);
+  if (port_given && !rdma) return usage_error("probe: --port applies to --transport mlx5 and verbs only", kProbeUsage);
+  if (gid_given && !rdma) return usage_error("probe: --gid-index applies to --transport mlx5 and verbs only", kProbeUsage);
   // Between two processes: mlx5 and verbs always (the entry opens the device first, and
   // without mpirun says the probe needs two ranks), ucx when mpirun started this process.
   if (rdma || (transport == "ucx" && started_by_mpirun())) {
@@ -128,6 +148,8 @@ int probe_main(int argc, char** argv) {
     r.scale = scale;
     r.output = output;
     r.device = device;
+    r.port = port;
+    r.gid_index = gid_index;
     return run_real_probe(r);
   }
   try {

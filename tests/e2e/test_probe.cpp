@@ -163,6 +163,15 @@ TEST_CASE("probe and calibrate: bad input exits 2 with a message naming the prob
   const Case c = GENERATE(Case{{"probe", "--np", "3"}, "--np 3"}, Case{{"probe", "--transport", "rdma"}, "expected sim, ucx, mlx5 or verbs"},
                           Case{{"probe", "--transport", "ucx", "--device", "mlx5_0"}, "--device applies to"},
                           Case{{"probe", "--transport", "mlx5"}, "no RDMA"}, Case{{"probe", "--model", "missing.json"}, "missing.json"},
+                          // --port and --gid-index: checked before the device is opened; valid
+                          // values reach the opening, which finds no device here.
+                          Case{{"probe", "--transport", "mlx5", "--port", "0"}, "--port 0: must be an integer in [1, 255]"},
+                          Case{{"probe", "--transport", "verbs", "--port", "256"}, "--port 256: must be"},
+                          Case{{"probe", "--transport", "mlx5", "--gid-index", "-2"}, "--gid-index -2: must be -1 (LID)"},
+                          Case{{"probe", "--transport", "mlx5", "--gid-index", "x"}, "--gid-index x: must be"},
+                          Case{{"probe", "--transport", "ucx", "--port", "2"}, "--port applies to --transport mlx5 and verbs"},
+                          Case{{"probe", "--gid-index", "0"}, "--gid-index applies to --transport mlx5 and verbs"},
+                          Case{{"probe", "--transport", "verbs", "--port", "2", "--gid-index", "3"}, "no RDMA"},
                           Case{{"probe", "--scale", "0"}, "--scale"}, Case{{"probe", "--bogus", "1"}, "unknown option --bogus"},
                           Case{{"calibrate", "-o", "m.json"}, "--from"}, Case{{"calibrate", "--from", "x.json"}, "-o"},
                           Case{{"calibrate", "--from", "missing.json", "-o", "m.json"}, "cannot be opened"},

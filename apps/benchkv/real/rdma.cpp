@@ -159,14 +159,15 @@ const RegisterRealTransport kMlx5Registered{app::TransportKind::kMlx5, &run_rdma
 const RegisterRealTransport kVerbsRegistered{app::TransportKind::kVerbs, &run_rdma};
 
 // `mpirun -np 2 benchkv probe --transport mlx5|verbs` (real/probe_mpi.hpp): the device
-// (--device, else the first; port 1) is opened before MPI starts, as for the other modes,
+// (--device, else the first; --port, default 1; --gid-index, default the device's
+// choice) is opened before MPI starts, as for the other modes,
 // so a machine without one exits here with status 2; then one transport per rank, on the
 // main thread, through the same code as --transport ucx.
 int probe_rdma(const ProbeRequest& r) {
   const std::string transport(app::to_string(r.transport));
   std::optional<mlx5::Device> dev;
   try {
-    dev.emplace(mlx5::open_device(r.device));
+    dev.emplace(mlx5::open_device(r.device, -1, static_cast<uint8_t>(r.port), r.gid_index));
   } catch (const mlx5::NoDeviceError& e) {
     std::fprintf(stderr, "benchkv: probe: --transport %s: %s\n", transport.c_str(), e.what());
     return 2;
@@ -185,7 +186,8 @@ int probe_rdma(const ProbeRequest& r) {
   if (const int status = probe_ranks_checked(s); status != 0) return status;
   try {
     s.start_watchdog(kProbePhaseSecondsPerScale * std::max(1.0, r.scale));
-    const nlohmann::json conditions = {{"transport", transport}, {"device", dev->name()}, {"port", dev->port()}};
+    const nlohmann::json conditions = {{"transport", transport}, {"device", dev->name()}, {"port", dev->port()},
+                                       {"gid_index", r.gid_index}};
     if (r.transport == app::TransportKind::kMlx5) {
       OwningHwDirectTransport t(*dev);
       return run_probe_mpi(s, t, r, conditions);

@@ -46,6 +46,8 @@ struct ProbeRequest {
   double scale = 1;     // --scale
   std::string output;   // -o; empty: the table only
   std::string device;   // --device (mlx5, verbs); empty: the first RDMA device
+  uint32_t port = 1;    // --port (mlx5, verbs): the device's port, 1..255
+  int32_t gid_index = -1;  // --gid-index (mlx5, verbs): -1 = the device's choice (LID on InfiniBand, RoCE v2 on Ethernet)
 };
 // A transport's probe entry, registered from the same file as its RealEntry.
 using ProbeEntry = int (*)(const ProbeRequest& r);
