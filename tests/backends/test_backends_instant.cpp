@@ -108,8 +108,17 @@ TEST_CASE("Delegation: calls refused for missing credit wait in the backlog, the
   // queue depth 8) need more response credit than the smallest ring or the smallest
   // reservation grants, so copyrpc refuses some with InsufficientCredit; each waits in
   // the backlog and is issued again. (Checked: with the backlog never retried, or
-  // InsufficientCredit answered as an error instead of backlogged, both sections fail.
-  // RingFull is not reached here: credit binds first at every ring size.)
+  // InsufficientCredit answered as an error instead of backlogged, both sections fail.)
+  // RingFull, the backlog's other entry (the same branch of issue()), is not reached by
+  // honest peers: a call spends 64 bytes of credit (a 16-byte response plus a batch's
+  // metadata) and puts at most 96 ring bytes in flight (a 24-byte request, 64 padded,
+  // plus its batch's metadata), the peer's credit is at most ring/4 and the replies'
+  // reservation at most ring/4 more, kept twice: in flight at most 3/8 + 1/2 of the ring
+  // and a wrap's skipped tail. The call slab holds 2^31 calls; both sides' rings must be
+  // equal (connect refuses others). Counted with a temporary counter in issue(): no
+  // RingFull at rings of 4 and 8 KiB, 2-32 clients at depth 8-64, both loop orders, a
+  // batch hold, the smallest reservation, and with one node's steps stopped while the
+  // other went on.
   copyrpc::ContextConfig cc = Cluster<DelegationBackend>::default_context();
   SECTION("the smallest ring") { cc.ring_size = 4096; }
   SECTION("the smallest response reservation") { cc.max_resp_reservation = 64; }
