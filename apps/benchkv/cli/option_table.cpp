@@ -75,24 +75,44 @@ T json_signed(const json& v, const Spec& s, const Ctx& c) {
   return static_cast<T>(x);
 }
 
-template <auto M>
-void set_field(Options& o, const json& v, const Spec& s, const Ctx& c) {
-  using T = std::remove_cvref_t<decltype(o.*M)>;
+// A value of the field's type from JSON (else a type error naming what was expected).
+template <class T>
+void read_value(T& out, const json& v, const Spec& s, const Ctx& c) {
   if constexpr (std::is_same_v<T, bool>) {
     if (!v.is_boolean()) type_error(s, c, "a boolean (true or false)", v);
-    o.*M = v.get<bool>();
+    out = v.get<bool>();
   } else if constexpr (std::is_same_v<T, std::string>) {
     if (!v.is_string()) type_error(s, c, "a string", v);
-    o.*M = v.get<std::string>();
+    out = v.get<std::string>();
   } else if constexpr (std::is_same_v<T, double>) {
     if (!v.is_number()) type_error(s, c, "a number", v);
-    o.*M = v.get<double>();
+    out = v.get<double>();
   } else if constexpr (std::is_unsigned_v<T>) {
-    o.*M = json_unsigned<T>(v, s, c);
+    out = json_unsigned<T>(v, s, c);
   } else {
     static_assert(std::is_signed_v<T>);
-    o.*M = json_signed<T>(v, s, c);
+    out = json_signed<T>(v, s, c);
   }
+}
+
+// The entry of `table` a JSON string names (else an error listing the names).
+template <class E, size_t N>
+void read_choice(E& out, const std::array<Choice<E>, N>& table, const json& v, const Spec& s, const Ctx& c) {
+  if (!v.is_string()) type_error(s, c, fmt::format("a string ({})", choice_list(table)), v);
+  const auto name = v.get<std::string>();
+  for (const auto& ch : table) {
+    if (ch.name == name) {
+      out = ch.value;
+      return;
+    }
+  }
+  throw OptionError(std::string(s.key), fmt::format("{}: \"{}\" is not one of {} ({})", label(s), name,
+                                                    choice_list(table), c.source));
+}
+
+template <auto M>
+void set_field(Options& o, const json& v, const Spec& s, const Ctx& c) {
+  read_value(o.*M, v, s, c);
 }
 
 template <auto M>
@@ -103,17 +123,7 @@ json get_field(const Options& o) {
 // A field of Options::loop (backend::LoopPolicySettings), read and written as the flat key.
 template <auto M>
 void set_loop_field(Options& o, const json& v, const Spec& s, const Ctx& c) {
-  using T = std::remove_cvref_t<decltype(o.loop.*M)>;
-  if constexpr (std::is_same_v<T, bool>) {
-    if (!v.is_boolean()) type_error(s, c, "a boolean (true or false)", v);
-    o.loop.*M = v.get<bool>();
-  } else if constexpr (std::is_same_v<T, double>) {
-    if (!v.is_number()) type_error(s, c, "a number", v);
-    o.loop.*M = v.get<double>();
-  } else {
-    static_assert(std::is_unsigned_v<T>);
-    o.loop.*M = json_unsigned<T>(v, s, c);
-  }
+  read_value(o.loop.*M, v, s, c);
 }
 
 template <auto M>
@@ -123,16 +133,7 @@ json get_loop_field(const Options& o) {
 
 template <auto M, const auto& Table>
 void set_choice(Options& o, const json& v, const Spec& s, const Ctx& c) {
-  if (!v.is_string()) type_error(s, c, fmt::format("a string ({})", choice_list(Table)), v);
-  const auto name = v.get<std::string>();
-  for (const auto& ch : Table) {
-    if (ch.name == name) {
-      o.*M = ch.value;
-      return;
-    }
-  }
-  throw OptionError(std::string(s.key), fmt::format("{}: \"{}\" is not one of {} ({})", label(s), name,
-                                                    choice_list(Table), c.source));
+  read_choice(o.*M, Table, v, s, c);
 }
 
 template <auto M, const auto& Table>
@@ -143,16 +144,7 @@ json get_choice(const Options& o) {
 // A choice among the loop policy settings (o.loop.*M).
 template <auto M, const auto& Table>
 void set_loop_choice(Options& o, const json& v, const Spec& s, const Ctx& c) {
-  if (!v.is_string()) type_error(s, c, fmt::format("a string ({})", choice_list(Table)), v);
-  const auto name = v.get<std::string>();
-  for (const auto& ch : Table) {
-    if (ch.name == name) {
-      o.loop.*M = ch.value;
-      return;
-    }
-  }
-  throw OptionError(std::string(s.key), fmt::format("{}: \"{}\" is not one of {} ({})", label(s), name,
-                                                    choice_list(Table), c.source));
+  read_choice(o.loop.*M, Table, v, s, c);
 }
 
 template <auto M, const auto& Table>
