@@ -71,25 +71,38 @@ static_assert(Transport<OwningHwDirectTransport>);
 
 namespace {
 
+// Opens a real run's RDMA device into `dev`, before MPI starts. A missing or unusable
+// device, or one --transport mlx5 cannot drive, is an input error: its message on stderr
+// (led by `who`: "" for a run, "probe: " for the probe) and status 2. 0 once dev is open.
+int open_rdma_device(std::optional<mlx5::Device>& dev, app::TransportKind kind, const char* who,
+                     const std::string& name, int index, uint32_t port, int32_t gid_index) {
+  const std::string transport(app::to_string(kind));
+  try {
+    dev.emplace(mlx5::open_device(name, index, static_cast<uint8_t>(port), gid_index));
+  } catch (const mlx5::NoDeviceError& e) {
+    std::fprintf(stderr, "benchkv: %s--transport %s: %s\n", who, transport.c_str(), e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "benchkv: %s--transport %s: the RDMA device cannot be used: %s\n", who, transport.c_str(),
+                 e.what());
+    return 2;
+  }
+  if (kind == app::TransportKind::kMlx5 && !dev->is_mlx5()) {
+    std::fprintf(stderr,
+                 "benchkv: %s--transport mlx5: device %s is not driven by the mlx5 provider; use --transport verbs\n",
+                 who, dev->name().c_str());
+    return 2;
+  }
+  return 0;
+}
+
 int run_rdma(const app::Options& o) {
   const std::string transport(app::to_string(o.transport));
   std::optional<mlx5::Device> dev;
-  try {
-    dev.emplace(mlx5::open_device(o.device, static_cast<int>(o.device_index), static_cast<uint8_t>(o.port),
-                                  o.gid_index));
-  } catch (const mlx5::NoDeviceError& e) {
-    std::fprintf(stderr, "benchkv: --transport %s: %s\n", transport.c_str(), e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "benchkv: --transport %s: the RDMA device cannot be used: %s\n", transport.c_str(), e.what());
-    return 2;
-  }
-  if (o.transport == app::TransportKind::kMlx5 && !dev->is_mlx5()) {
-    std::fprintf(stderr,
-                 "benchkv: --transport mlx5: device %s is not driven by the mlx5 provider; use --transport verbs\n",
-                 dev->name().c_str());
-    return 2;
-  }
+  if (const int status = open_rdma_device(dev, o.transport, "", o.device, static_cast<int>(o.device_index), o.port,
+                                          o.gid_index);
+      status != 0)
+    return status;
   mpi::Session s(nullptr, nullptr);
   try {
     // A stopped or dead peer ends this rank too (mpi_orchestration.hpp): the longest
@@ -166,22 +179,8 @@ const RegisterRealTransport kVerbsRegistered{app::TransportKind::kVerbs, &run_rd
 int probe_rdma(const ProbeRequest& r) {
   const std::string transport(app::to_string(r.transport));
   std::optional<mlx5::Device> dev;
-  try {
-    dev.emplace(mlx5::open_device(r.device, -1, static_cast<uint8_t>(r.port), r.gid_index));
-  } catch (const mlx5::NoDeviceError& e) {
-    std::fprintf(stderr, "benchkv: probe: --transport %s: %s\n", transport.c_str(), e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "benchkv: probe: --transport %s: the RDMA device cannot be used: %s\n", transport.c_str(),
-                 e.what());
-    return 2;
-  }
-  if (r.transport == app::TransportKind::kMlx5 && !dev->is_mlx5()) {
-    std::fprintf(stderr,
-                 "benchkv: probe: --transport mlx5: device %s is not driven by the mlx5 provider; use --transport verbs\n",
-                 dev->name().c_str());
-    return 2;
-  }
+  if (const int status = open_rdma_device(dev, r.transport, "probe: ", r.device, -1, r.port, r.gid_index); status != 0)
+    return status;
   mpi::Session s(nullptr, nullptr);
   if (const int status = probe_ranks_checked(s); status != 0) return status;
   try {
