@@ -13,8 +13,10 @@ node. Each such loop gets a phase in [0, 1) on node 0's round grid; the script p
   - the phase concentration R = |mean of exp(2 pi i phase)| on node 0's round grid: 1
     when every loop falls at the same point of a fixed round, near 0 when they are spread
     over it (or when the round's length wanders, which the spread is not fooled by);
-  - each node's mean phase offset in us (circular mean), and the daemon's idle share: the
-    time between one traced step's end and the next one's start, over the traced time.
+  - each node's mean phase offset in us (circular mean).
+Whether the daemons wait between waves is not read from the trace (a daemon that spins
+idle is skipped and accounted in bulk, so its idle loops are not traced one by one): the
+run's summary counts them, as loops with no response (completions_per_loop_hist "0").
 
 usage: trace_phases.py TRACE.json [TRACE.json ...]
 Exit status 1 when a trace has no daemon loop that ended a poll phase with completions.
@@ -27,14 +29,11 @@ import sys
 
 
 def phases(trace):
-    """(round_us, spread_us, R, per-node offsets in us, idle share) of one trace's daemon #0
-    loops."""
+    """(round_us, spread_us, R, per-node offsets in us) of one trace's daemon #0 loops."""
     ends = collections.defaultdict(list)  # node -> start times of poll-ending loops
-    steps = collections.defaultdict(list)  # node -> (start, duration) of every step
     for e in trace["traceEvents"]:
         if e.get("name") != "loop" or e.get("tid") != 0:
             continue
-        steps[e["pid"]].append((e["ts"], e["dur"]))
         if e["args"]["cqes"] > 0:
             ends[e["pid"]].append(e["ts"])
     nodes = sorted(n for n in ends if len(ends[n]) >= 2)
@@ -59,13 +58,7 @@ def phases(trace):
     for n in nodes:
         cn, sn = circular(ends[n])
         offsets.append((math.atan2(sn, cn) / (2 * math.pi)) % 1.0 * period)
-    idle = total = 0.0
-    for n, st in steps.items():
-        st.sort()
-        for (a, d), (b, _) in zip(st, st[1:]):
-            idle += max(0.0, b - (a + d))
-            total += b - a
-    return period, spread, math.hypot(c, s), offsets, (idle / total if total else 0.0)
+    return period, spread, math.hypot(c, s), offsets
 
 
 def main(argv):
@@ -76,14 +69,14 @@ def main(argv):
     for path in argv[1:]:
         try:
             with open(path) as f:
-                period, spread, r, offsets, idle = phases(json.load(f))
+                period, spread, r, offsets = phases(json.load(f))
         except (OSError, ValueError, KeyError) as e:
             print(f"{path}: {e}", file=sys.stderr)
             status = 1
             continue
         print(f"{path}: round {period:.1f} us over {len(offsets)} nodes, spread {spread:.1f} us "
-              f"({spread / period:.2f} of the round), phase concentration R = {r:.3f}, "
-              f"idle share {idle:.4f}; node offsets (us): " + " ".join(f"{o:.1f}" for o in offsets))
+              f"({spread / period:.2f} of the round), phase concentration R = {r:.3f}; "
+              f"node offsets (us): " + " ".join(f"{o:.1f}" for o in offsets))
     return status
 
 
