@@ -107,7 +107,7 @@ struct Spec {
   char short_flag;              // 0 = none
   Kind kind;
   std::string_view group;       // --help section
-  std::string_view value_name;  // --help value placeholder
+  std::string_view value_name;  // the name --help gives the value (US, FILE, ...)
   std::string_view help;
   Setter set;
   Getter get;

@@ -196,16 +196,16 @@ class Experiment final : public SimRun {
   // spin out its whole limit for nothing. It stops once a drain check finds nothing
   // ended since the previous one (calls failed back by the stop end first).
   bool drain_futile() override {
-    uint64_t in_flight = 0;
-    for (auto& n : nodes_) in_flight += n->in_flight();
+    const uint64_t in_flight = requests_in_flight();
     const bool stuck = endpoint_stopped_unexplained_ && in_flight == drain_in_flight_;
     drain_in_flight_ = in_flight;
     return stuck;
   }
-  bool idle() const override {
+  bool idle() const override { return requests_in_flight() == 0; }
+  uint64_t requests_in_flight() const {
     uint64_t in_flight = 0;
-    for (auto& n : nodes_) in_flight += n->in_flight();
-    return in_flight == 0;
+    for (const auto& n : nodes_) in_flight += n->in_flight();
+    return in_flight;
   }
   uint64_t completed(uint32_t rank, uint32_t client) const override {
     return nodes_[rank]->counters(client).completed.load(std::memory_order_relaxed);
