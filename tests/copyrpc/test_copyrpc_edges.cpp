@@ -305,6 +305,80 @@ TEST_CASE("copyrpc edges: a call whose allowance the peer can never grant is Too
   CHECK(p.a.call(p.ea, pattern(4, 0), 20, 3).status == CallStatus::kInsufficientCredit);
 }
 
+TEST_CASE("copyrpc edges: ends with different response reservations each call within the other's advertised credit",
+          "[copyrpc][edges]") {
+  // Each end's initial credit travels in its EndpointInfo (local_info), so a connection
+  // between different max_resp_reservation values is consistent: a's calls spend what b
+  // advertised (min(1024, ring/4) = 1024) and b's calls what a advertised (64). Were a
+  // side to assume its own value for the peer's, b would send a more allowance than a
+  // reserved (a stops the endpoint, kBadAllowance) and a would wait for credit b never
+  // grants.
+  copyrpc::ContextConfig small = small_ring(), large = small_ring();
+  small.max_resp_reservation = 64;
+  large.max_resp_reservation = 1024;
+  Pair p(small, large);
+  REQUIRE(p.a.local_info(p.ea).initial_credit == 64);
+  REQUIRE(p.b.local_info(p.eb).initial_credit == 1024);
+  // b's calls: at most 20 bytes of allowance (64 bytes of a's credit), never retryable.
+  CHECK(p.b.call(p.eb, pattern(4, 0), 21, 1).status == CallStatus::kTooLarge);
+  const uint32_t a_allow = 400, b_allow = 20;
+  std::map<uint64_t, uint64_t> answered_by;  // token -> reply length
+  uint64_t sent[2] = {0, 0}, answered[2] = {0, 0};
+  auto on_resp = [&](int side) {
+    return [&, side](uint64_t tok, std::span<const std::byte> resp) {
+      const std::vector<std::byte> want = pattern(resp.size(), tok);
+      CHECK(std::equal(want.begin(), want.end(), resp.begin(), resp.end()));
+      CHECK(resp.size() == tok % (side == 0 ? a_allow + 1 : b_allow + 1));
+      ++answered[side];
+    };
+  };
+  auto serve = [&](Ctx& c, uint32_t allow) {
+    copyrpc::RecvHandle h;
+    while (c.recv(h)) {
+      uint64_t tok = 0;
+      REQUIRE(h.payload().size() == 8);
+      std::memcpy(&tok, h.payload().data(), 8);
+      REQUIRE(copyrpc::max_reply_payload(h.allowance()) >= allow);
+      REQUIRE(c.reply(std::move(h), pattern(tok % (allow + 1), tok)) == CallStatus::kOk);
+    }
+  };
+  for (uint64_t round = 0; round < 3000; ++round) {
+    for (int side = 0; side < 2; ++side) {
+      Ctx& c = side == 0 ? p.a : p.b;
+      const uint32_t ep = side == 0 ? p.ea : p.eb;
+      const uint64_t tok = (round << 1) | uint64_t(side);
+      std::byte req[8];
+      std::memcpy(req, &tok, 8);
+      const copyrpc::CallResult r = c.call(ep, req, side == 0 ? a_allow : b_allow, tok);
+      if (r.ok()) {
+        ++sent[side];
+      } else {
+        INFO("side " << side << " round " << round);
+        REQUIRE((r.status == CallStatus::kInsufficientCredit || r.status == CallStatus::kRingFull));
+      }
+    }
+    p.a.poll(on_resp(0), no_failed_calls);
+    p.b.poll(on_resp(1), no_failed_calls);
+    serve(p.a, b_allow);
+    serve(p.b, a_allow);
+    p.a.flush();
+    p.b.flush();
+  }
+  for (int i = 0; i < 8; ++i) {
+    p.a.poll(on_resp(0), no_failed_calls);
+    p.b.poll(on_resp(1), no_failed_calls);
+    serve(p.a, b_allow);
+    serve(p.b, a_allow);
+  }
+  CHECK(p.a.calls_in_flight() == 0);
+  CHECK(p.b.calls_in_flight() == 0);
+  CHECK(answered[0] == sent[0]);
+  CHECK(answered[1] == sent[1]);
+  // Both directions carried at least a third of their 3000 attempts.
+  CHECK(sent[0] >= 1000);
+  CHECK(sent[1] >= 1000);
+}
+
 // ---------------------------------------------------------------------------------
 // Hostile peer values exactly at each receive-path limit, and one step past it.
 
