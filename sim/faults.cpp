@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -196,6 +197,31 @@ void check_shape(const std::vector<Fault>& faults, uint32_t nodes, uint32_t daem
     if (f.kind == FaultKind::kStallDaemon && f.daemon >= daemons)
       throw std::runtime_error(where + ".daemon: daemon " + std::to_string(f.daemon) + " but the nodes have " +
                                std::to_string(daemons) + " daemons");
+  }
+}
+
+void check_resend_reach(const std::vector<Fault>& faults, Time startup_ns, uint32_t runs, Time duration_ns) {
+  const Time last_ns = startup_ns + runs * duration_ns + kDrainLimitNs;
+  for (size_t i = 0; i < faults.size(); ++i) {
+    const Fault& f = faults[i];
+    if (f.kind != FaultKind::kPacketLoss) continue;
+    const Time start = f.start_ns();
+    if (start + ack_timeout_ns(f.timeout) < last_ns) continue;
+    uint32_t best = 0;  // the largest exponent that still resends before last_ns
+    for (uint32_t e = kMinAckTimeout; e <= kMaxAckTimeout; ++e)
+      if (start + ack_timeout_ns(e) < last_ns) best = e;
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "%.9g s after it left (4.096 us x 2^%u), at %.9g s, not before the simulation's end at %.9g s "
+                  "(start-up %.9g s, %u run%s x %.9g s, at most %.9g s of drain)",
+                  double(ack_timeout_ns(f.timeout)) * 1e-9, f.timeout, double(start + ack_timeout_ns(f.timeout)) * 1e-9,
+                  double(last_ns) * 1e-9, double(startup_ns) * 1e-9, runs, runs == 1 ? "" : "s",
+                  double(duration_ns) * 1e-9, double(kDrainLimitNs) * 1e-9);
+    std::string msg = "fault " + std::to_string(i) + " (packet_loss).timeout: " + std::to_string(f.timeout) +
+                      " can never take effect: a packet lost at the window's start would be resent " + buf + "; ";
+    msg += best == 0 ? "no timeout in [1, 31] resends one in time: start the window earlier or lengthen the run"
+                     : "at most " + std::to_string(best) + " here";
+    throw std::runtime_error(msg);
   }
 }
 

@@ -117,5 +117,13 @@ nlohmann::json faults_to_json(const std::vector<Fault>& faults);
 // Throws std::runtime_error naming the fault when a node or daemon is outside the run, or
 // a packet_loss / qp_error names one node twice (no connection joins a node to itself).
 void check_shape(const std::vector<Fault>& faults, uint32_t nodes, uint32_t daemons);
+// A simulated run's timeline (apps/benchkv/simulator/runner.hpp): a start-up, runs back
+// to back, then a drain of at most kDrainLimitNs.
+inline constexpr Time kDrainLimitNs = 1'000'000'000;  // 1 s of virtual time
+// Throws std::runtime_error naming the fault and its `timeout` when a packet_loss's
+// retransmission timeout cannot take effect: a packet lost at the window's start would be
+// resent (start + 4.096 us x 2^timeout) no earlier than the simulation's last instant,
+// startup_ns + runs x duration_ns + kDrainLimitNs, so no lost packet is ever resent.
+void check_resend_reach(const std::vector<Fault>& faults, Time startup_ns, uint32_t runs, Time duration_ns);
 
 }  // namespace bkv::sim

@@ -317,6 +317,16 @@ TEST_CASE("faults: --fault before the backend, faults in the summary, bad faults
                                                              "timeout=1,retry_cnt=9"}));
   require_rejected(retry, dir.path(), {".retry_cnt: must be an integer in [0, 7]"});
   CHECK(retry.status == 2);
+  // A retransmission timeout no lost packet can meet before the simulation ends (2 runs
+  // of 6 ms and at most 1 s of drain: 4.096 us x 2^18 = 1.07 s is too late, 2^17 is not).
+  const Outcome late = run_in(dir, small_sim("delegation", {"-o", "out.csv", "--fault",
+                                                            "packet_loss:from=0,to=1,start_us=0,end_us=9,loss=0.1,"
+                                                            "timeout=18,retry_cnt=1"}));
+  require_rejected(late, dir.path(),
+                   {"--fault: fault 0 (packet_loss).timeout: 18 can never take effect",
+                    "not before the simulation's end at 1.012 s (start-up 0 s, 2 runs x 0.006 s, at most 1 s of drain)",
+                    "at most 17 here"});
+  CHECK(late.status == 2);
   // A connection that fails mid-run: requests reported failed, in the summary and the
   // report, and the run is consistent (exit status 0, the oracle passes).
   const Outcome failing = run_ok(small_sim("delegation", {"-o", "out.csv", "--check-exactly-once", "--fault",

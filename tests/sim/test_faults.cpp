@@ -204,6 +204,34 @@ TEST_CASE("faults parse strictly, from JSON and from --fault", "[faults]") {
   CHECK_THROWS_WITH(
       sim::check_shape({sim::Fault::parse("packet_loss:from=1,to=1,start_us=0,end_us=1,loss=1,timeout=1,retry_cnt=0")}, 2, 2),
       Catch::Contains("fault 0 (packet_loss).to: node 1 is the fault's own node"));
+  // A retransmission timeout that can never take effect: a packet lost at the window's
+  // start resent at or after the simulation's last instant (start-up + runs x duration +
+  // the 1 s drain limit). Exactly at the boundary: 4.096 us x 2^18 = 1.073741824 s from a
+  // window at 0 is resent before a last instant 1 ns later, not at it.
+  const auto loss = [](const std::string& start_us, uint32_t timeout) {
+    return std::vector<sim::Fault>{sim::Fault::parse("link_delay:from=1,to=0,start_us=0,end_us=1,extra_ns=1"),
+                                   sim::Fault::parse("packet_loss:from=0,to=1,start_us=" + start_us +
+                                                     ",end_us=5000000,loss=1,timeout=" + std::to_string(timeout) +
+                                                     ",retry_cnt=0")};
+  };
+  REQUIRE(sim::kDrainLimitNs == 1'000'000'000);
+  const sim::Time past_drain = sim::ack_timeout_ns(18) - sim::kDrainLimitNs;  // 73'741'824 ns
+  CHECK_NOTHROW(sim::check_resend_reach(loss("0", 18), 0, 1, past_drain + 1));
+  CHECK_NOTHROW(sim::check_resend_reach(loss("0", 18), 1, 1, past_drain));  // the start-up counts
+  CHECK_NOTHROW(sim::check_resend_reach(loss("0", 18), 0, 2, past_drain / 2 + 1));  // so do the runs
+  CHECK_THROWS_WITH(sim::check_resend_reach(loss("0", 18), 0, 1, past_drain),
+                    Catch::Contains("fault 1 (packet_loss).timeout: 18 can never take effect") &&
+                        Catch::Contains("not before the simulation's end at 1.07374182 s (start-up 0 s, 1 run x "
+                                        "0.073741824 s, at most 1 s of drain); at most 17 here"));
+  CHECK_NOTHROW(sim::check_resend_reach(loss("0", 31), 0, 1, sim::ack_timeout_ns(31)));
+  // The window's start counts: 1 ns later, 18 no longer fits.
+  CHECK_THROWS_WITH(sim::check_resend_reach(loss("0.001", 18), 0, 1, past_drain + 1), Catch::Contains("at most 17 here"));
+  // No timeout fits a window starting within 8.192 us (4.096 us x 2^1) of the end.
+  CHECK_THROWS_WITH(sim::check_resend_reach(loss("1000000", 1), 0, 1, 8'192),
+                    Catch::Contains("no timeout in [1, 31] resends one in time"));
+  CHECK_NOTHROW(sim::check_resend_reach(loss("1000000", 1), 0, 1, 8'193));
+  // Other kinds are not this check's business.
+  CHECK_NOTHROW(sim::check_resend_reach({sim::Fault::parse("slow_node:node=0,start_us=3e9,end_us=3.5e9,factor=2")}, 0, 1, 1));
 }
 
 TEST_CASE("each fault costs throughput, deterministically, and shows in the summary", "[faults]") {

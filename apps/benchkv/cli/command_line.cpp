@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -331,6 +332,11 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
       sim::check_shape(faults, o.np, o.server_threads);
     } catch (const std::runtime_error& e) {
       throw OptionError("fault", e.what());
+    }
+    try {  // a retransmission timeout no lost packet can meet within the run's timeline
+      sim::check_resend_reach(faults, static_cast<sim::Time>(std::llround(o.startup_ms * 1e6)), o.runs, duration_ns(o));
+    } catch (const std::runtime_error& e) {
+      throw OptionError("fault", std::string("--fault: ") + e.what());
     }
   } catch (const OptionError& e) {
     return usage_error(e.what());

@@ -81,6 +81,7 @@ class Experiment final : public SimRun {
     for (const std::string& text : o.faults) model_.faults.push_back(sim::Fault::parse(text));
     loss_rng_ = Rng(derive_seed(o.seed, {0x4C4F5353ull /* "LOSS" */}));
     sim::check_shape(model_.faults, np_, D_);
+    sim::check_resend_reach(model_.faults, startup_, o.runs, duration_);
     build();
   }
 

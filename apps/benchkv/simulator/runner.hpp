@@ -36,6 +36,7 @@
 #include "apps/benchkv/cli/stop_signals.hpp"
 #include "apps/benchkv/results/results.hpp"
 #include "sim/des_transport.hpp"
+#include "sim/faults.hpp"
 #include "sim/engine.hpp"
 #include "sim/model.hpp"
 #include "sim/selectable_event_set.hpp"
@@ -69,7 +70,7 @@ sim::EventSetKind event_set_kind(EventSet e);
 
 class SimRun {
  public:
-  static constexpr sim::Time kDrainLimit = 1'000'000'000;  // 1 s of virtual time
+  static constexpr sim::Time kDrainLimit = sim::kDrainLimitNs;  // 1 s of virtual time
 
   SimRun(const SimRun&) = delete;
   SimRun& operator=(const SimRun&) = delete;
