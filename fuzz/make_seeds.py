@@ -117,3 +117,47 @@ write("step_log", [
     step_log(2, 3, 1, [0, 1, 2, 3, 4, 5, 1, 4]),
     step_log(4, 4, 2, list(range(16))),
 ])
+
+# ucx_headers: a selector byte (bit 0: announcement, bit 1: rendezvous, bit 2: a length
+# byte follows), then the header (AmHeader: 56 bytes; RegionAnnouncementHeader: 64) and
+# the payload.
+def am_header(op, length, flags=0, seq=3, imm=0):
+    return (u8(op) + u8(flags) + u8(0) + u8(0) + u32(0x10) + u32(0x11) + u32(imm) + u64(0xA1B2) + u64(0xC3D4) +
+            u64(seq) + u64(0x7F00_0000_1000) + u32(5) + u32(length))
+
+
+def announcement(base, length, rkey, access, packed):
+    return (u64(0x3159_454B_5243_5642) + u32(0x10) + u32(0x11) + u64(0xA1B2) + u64(0xC3D4) + u64(base) +
+            u64(length) + u32(rkey) + u32(access) + u32(len(packed)) + u32(0) + packed)
+
+
+write("ucx_headers", [
+    u8(0) + am_header(2, 8, flags=1, imm=7) + bytes(range(8)),   # WRITE+IMM, ACK requested
+    u8(0) + am_header(3, 64),                                    # READ request
+    u8(0) + am_header(7, 4) + b"abcd",                           # READ response
+    u8(0) + am_header(5, 0, seq=9),                              # ACK
+    u8(1) + announcement(0x1000, 4096, 9, 6, bytes(range(16))),  # remote read and write
+    u8(3) + announcement(0x1000, 4096, 9, 4, bytes(16)),         # key by rendezvous
+    u8(4) + u8(40) + am_header(1, 0)[:40],                       # a short AM header
+])
+
+# ucx_am_messages: a selector byte (bits 0-1: KV request, KV response, data request; bit
+# 2: rendezvous; bit 3: a length byte follows), then the message. The harness's job: 2
+# ranks x 3 clients, this rank 1, 16 keys, values of at most 256 bytes.
+def kv_request(client, tag, kind, rank, key, value):
+    return u32(client) + u32(tag) + u8(kind) + bytes(3) + u32(rank) + u64(key) + u64(value)
+
+
+def data_request(client, tag, kind, rank, key, length):
+    return u32(client) + u32(tag) + u8(kind) + bytes(3) + u32(rank) + u64(key) + u64(0) + u32(length) + bytes(12)
+
+
+write("ucx_am_messages", [
+    u8(0) + kv_request(2, 1, 1, 1, 3, 42),                # put on this rank
+    u8(0) + kv_request(5, 0, 2, 1, 3, 0),                 # get
+    u8(0) + kv_request(1, 2, 2, 0, 3, 0),                 # for another rank
+    u8(1) + u32(1) + u32(0) + u8(1) + bytes(15),          # response: PutOk
+    u8(2) + data_request(1, 0, 1, 1, 2, 16) + bytes(range(16)),  # data put
+    u8(2) + data_request(4, 1, 2, 1, 2, 256),             # data get
+    u8(8) + u8(20) + kv_request(2, 1, 1, 1, 3, 42)[:20],  # a short request
+])

@@ -26,7 +26,7 @@ constexpr const char* kOwner = "ucx-am";  // the prefix of every error message
 
 // A message is accepted only whole, eager and of its exact size, without an AM header.
 bool well_formed(size_t header_length, size_t length, size_t expected, const ucp_am_recv_param_t* param) noexcept {
-  return header_length == 0 && length == expected && (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) == 0;
+  return message_well_formed(header_length, length, expected, (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0);
 }
 
 }  // namespace
@@ -168,7 +168,8 @@ struct UcxAmNode::Impl {
     const size_t n = d.pending.size();
     const uint64_t clients_total = uint64_t{cfg.np} * cfg.clients;
     for (const RequestMsg& msg : d.pending) {
-      if (msg.client >= clients_total) {  // nobody to answer
+      const RequestVerdict verdict = request_verdict(msg, clients_total);
+      if (verdict == RequestVerdict::kUnknownClient) {  // nobody to answer
         ++d.m.protocol_errors;
         report("request from an unknown client");
         continue;
@@ -176,7 +177,7 @@ struct UcxAmNode::Impl {
       ResponseMsg out;
       out.daemon = d.global;
       out.tag = msg.tag;
-      if (msg.req.valid()) {
+      if (verdict == RequestVerdict::kServe) {
         out.resp = kv::execute(store, msg.req);  // checks rank and key range
         ++d.m.local_ops;
       } else {

@@ -98,6 +98,22 @@ struct ResponseMsg {
 static_assert(std::is_trivially_copyable_v<ResponseMsg> && sizeof(ResponseMsg) == 8 + kv::kResponseSize);
 static_assert(offsetof(ResponseMsg, tag) == 4 && offsetof(ResponseMsg, resp) == 8);
 
+// The checks of an arriving ucx-am message that need nothing but the job's shape, as
+// pure functions of the peer's bytes (the AM handlers and the daemon's step run them;
+// fuzz/ucx_am_messages.cpp runs them on arbitrary bytes).
+// A message is accepted only whole, eager and of its exact size, without an AM header.
+constexpr bool message_well_formed(size_t header_length, size_t length, size_t expected, bool rndv) noexcept {
+  return header_length == 0 && length == expected && !rndv;
+}
+// What a daemon does with a well-formed request: serve it; drop it (a client outside the
+// job, `clients_total` = NP x C: nobody to answer); or answer kMalformedRequest (request
+// bytes kv::Request::valid() refuses). kv::execute checks the rank and key range after.
+enum class RequestVerdict : uint8_t { kServe, kUnknownClient, kMalformed };
+constexpr RequestVerdict request_verdict(const RequestMsg& m, uint64_t clients_total) noexcept {
+  if (m.client >= clients_total) return RequestVerdict::kUnknownClient;
+  return m.req.valid() ? RequestVerdict::kServe : RequestVerdict::kMalformed;
+}
+
 // The daemon a request goes to (global id): its target rank's shard owner (key % D).
 constexpr uint32_t target_daemon(const kv::Request& r, uint32_t daemons) noexcept {
   return r.rank * daemons + kv::owner_of(r.key, daemons);

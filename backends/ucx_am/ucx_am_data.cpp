@@ -286,19 +286,16 @@ struct UcxAmDataNode::Impl {
   bool start(Incoming& in) {
     const DataAmRequest& h = in.h;
     const kv::DataRequest& r = h.req;
-    if (h.client >= uint64_t{cfg.np} * cfg.clients) {  // nobody to answer
+    const DataRequestVerdict verdict = data_request_verdict(h, in.data.length, uint64_t{cfg.np} * cfg.clients, cfg.rank,
+                                                            store.key_range(), store.max_value_bytes());
+    if (verdict.unknown_client) {  // nobody to answer
       drop(daemon.w.worker, in.data);
       ++daemon.protocol_errors;
       report("request from an unknown client");
       return true;
     }
-    if (!r.valid() || r.offset != 0 || r.slice != 0 || r.rkey != 0 ||
-        in.data.length != (r.is_put() ? r.length : 0))
-      return reject(in, kv::DataError::kMalformedRequest), true;
-    if (r.rank != cfg.rank) return reject(in, kv::DataError::kWrongRank), true;
-    if (!store.in_range(r.key)) return reject(in, kv::DataError::kKeyOutOfRange), true;
+    if (verdict.error != kv::DataError::kNone) return reject(in, verdict.error), true;
     if (r.is_put()) {
-      if (r.length > store.max_value_bytes()) return reject(in, kv::DataError::kValueTooLarge), true;
       const auto b = store.acquire();
       if (!b) {
         if (!in.waited) ++daemon.counters.parked;

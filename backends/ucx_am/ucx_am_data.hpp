@@ -64,6 +64,27 @@ static_assert(std::is_trivially_copyable_v<DataAmResponse> && sizeof(DataAmRespo
 using DataAmRequest = ClientRequest<kv::DataRequest>;
 static_assert(client_request_layout<kv::DataRequest>(kv::kDataRequestSize));
 
+// What a daemon does with a data request that arrived whole (its header of exactly
+// sizeof(DataAmRequest), `data_length` payload bytes), a pure function of the peer's
+// bytes and the store's shape (the daemon's step runs it; fuzz/ucx_am_messages.cpp on
+// arbitrary bytes): drop it (kUnknownClient: a client outside the job, `clients_total`
+// = NP x C), answer an error (`error`), or serve it (neither).
+struct DataRequestVerdict {
+  bool unknown_client = false;
+  kv::DataError error = kv::DataError::kNone;
+};
+constexpr DataRequestVerdict data_request_verdict(const DataAmRequest& h, size_t data_length, uint64_t clients_total,
+                                                  uint32_t rank, uint64_t key_range, uint32_t max_value_bytes) noexcept {
+  const kv::DataRequest& r = h.req;
+  if (h.client >= clients_total) return {true, kv::DataError::kNone};
+  if (!r.valid() || r.offset != 0 || r.slice != 0 || r.rkey != 0 || data_length != (r.is_put() ? r.length : 0))
+    return {false, kv::DataError::kMalformedRequest};
+  if (r.rank != rank) return {false, kv::DataError::kWrongRank};
+  if (r.key >= key_range) return {false, kv::DataError::kKeyOutOfRange};
+  if (r.is_put() && r.length > max_value_bytes) return {false, kv::DataError::kValueTooLarge};
+  return {};
+}
+
 class UcxAmDataNode {
  public:
   // cfg.backend is not read (this is its own backend); cfg.validate() must pass.

@@ -196,15 +196,11 @@ void RmaEngine::inject_announcement(const void* header, size_t header_length, co
 }
 
 void RmaEngine::receive(const void* header, size_t header_length, const void* data, size_t length, bool rndv) {
-  if (header_length != sizeof(RegionAnnouncementHeader)) return reject("header has the wrong size");
   RegionAnnouncementHeader h;
-  std::memcpy(&h, header, sizeof h);
-  if (h.magic != kRegionMagic) return reject("bad magic");
+  if (const char* error = announcement_header_error(header, header_length, h)) return reject(error);
   QueuePair* qp = owner_.find_queue_pair(h.dst_qp);
   if (qp == nullptr || h.dst_token != qp->token_) return reject("for an unknown queue pair");
-  if (rndv) return reject("the payload came by rendezvous (announcements are eager)");
-  if (length != h.packed_length) return reject("payload length differs from packed_length");
-  if (length == 0 || length > kMaxPackedRkey) return reject("packed key length outside 1..kMaxPackedRkey");
+  if (const char* error = announcement_payload_error(h, length, rndv)) return reject(error);
   if (!qp->connected()) {  // the peer connected first: checked when this side connects
     PeerState& p = peer(*qp);
     if (p.early.size() >= kMaxEarlyAnnouncements) return reject("too many announcements before connect");
@@ -220,20 +216,8 @@ bool RmaEngine::accept(QueuePair& qp, const RegionAnnouncementHeader& h, const v
     reject("from a stranger (queue pair or token)");
     return false;
   }
-  if (h.length == 0 || h.base > std::numeric_limits<uint64_t>::max() - h.length) {
-    reject("empty region or base + length overflows");
-    return false;
-  }
-  if (h.access == 0 || (h.access & ~kRemoteAccessBits) != 0) {
-    reject("access is not remote read and/or remote write");
-    return false;
-  }
-  if (h.reserved != 0) {
-    reject("reserved field not zero");
-    return false;
-  }
-  if (h.rkey == 0) {
-    reject("rkey 0");
+  if (const char* error = announcement_region_error(h)) {
+    reject(error);
     return false;
   }
   PeerState& p = peer(qp);

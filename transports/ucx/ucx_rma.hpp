@@ -55,6 +55,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <map>
 #include <type_traits>
 #include <vector>
@@ -97,6 +99,36 @@ static_assert(offsetof(RegionAnnouncementHeader, dst_qp) == 8 && offsetof(Region
               offsetof(RegionAnnouncementHeader, length) == 40 && offsetof(RegionAnnouncementHeader, rkey) == 48 &&
               offsetof(RegionAnnouncementHeader, access) == 52 &&
               offsetof(RegionAnnouncementHeader, packed_length) == 56);
+
+// The checks of an arriving announcement that need no state, as pure functions of the
+// peer's bytes (RmaEngine::receive and accept run them, with the queue-pair, stranger
+// and twice-announced checks between them; fuzz/ucx_headers.cpp runs them on arbitrary
+// bytes). Each returns the rule broken (the message the transport reports), or nullptr.
+// The header: its size and magic; `out` receives it when it has the right size.
+inline const char* announcement_header_error(const void* header, size_t header_length,
+                                             RegionAnnouncementHeader& out) noexcept {
+  if (header_length != sizeof(RegionAnnouncementHeader)) return "header has the wrong size";
+  std::memcpy(&out, header, sizeof out);
+  if (out.magic != kRegionMagic) return "bad magic";
+  return nullptr;
+}
+// The payload (the packed UCX key): eager, of packed_length bytes, 1..kMaxPackedRkey.
+inline const char* announcement_payload_error(const RegionAnnouncementHeader& h, size_t length, bool rndv) noexcept {
+  if (rndv) return "the payload came by rendezvous (announcements are eager)";
+  if (length != h.packed_length) return "payload length differs from packed_length";
+  if (length == 0 || length > kMaxPackedRkey) return "packed key length outside 1..kMaxPackedRkey";
+  return nullptr;
+}
+// The region: not empty, base + length within 64 bits, remote read and/or write only,
+// the reserved word zero, a nonzero rkey.
+inline const char* announcement_region_error(const RegionAnnouncementHeader& h) noexcept {
+  if (h.length == 0 || h.base > std::numeric_limits<uint64_t>::max() - h.length)
+    return "empty region or base + length overflows";
+  if (h.access == 0 || (h.access & ~kRemoteAccessBits) != 0) return "access is not remote read and/or remote write";
+  if (h.reserved != 0) return "reserved field not zero";
+  if (h.rkey == 0) return "rkey 0";
+  return nullptr;
+}
 
 // What the transport's RMA machinery did; tests assert on these.
 struct RmaCounters {

@@ -26,22 +26,12 @@ constexpr uint64_t kMaxReportedErrors = 5;    // protocol errors printed on stde
   throw std::runtime_error(std::string("ucx transport: ") + what + " failed: " + ucs_status_string(status));
 }
 
-// Which AM ops are requests (run by the responder in sequence order) and which carry data.
-constexpr bool is_request(AmOp op) noexcept {
-  return op == AmOp::kWrite || op == AmOp::kWriteImm || op == AmOp::kReadRequest || op == AmOp::kNop;
-}
-constexpr bool carries_data(AmOp op) noexcept {
-  return op == AmOp::kWrite || op == AmOp::kWriteImm || op == AmOp::kReadResponse;
-}
 // The AM request that carries a work request of opcode `op` (a table at namespace
 // scope: one load, not an array built on the stack per call).
 constexpr AmOp kRequestOpByOpcode[] = {AmOp::kWrite, AmOp::kWriteImm, AmOp::kReadRequest};  // indexed by WcOpcode
 static_assert(static_cast<int>(WcOpcode::kRdmaWrite) == 0 && static_cast<int>(WcOpcode::kRdmaWriteImm) == 1 &&
               static_cast<int>(WcOpcode::kRdmaRead) == 2);
 constexpr AmOp request_op(WcOpcode op) noexcept { return kRequestOpByOpcode[static_cast<uint8_t>(op)]; }
-constexpr bool valid_op(uint8_t op) noexcept {
-  return op >= static_cast<uint8_t>(AmOp::kWrite) && op <= static_cast<uint8_t>(AmOp::kReadResponse);
-}
 
 // Whether UCX may use its shared-memory FIFOs (posix, sysv) with this UCX_TLS list ("" =
 // UCX's default, all; "^a,b" = all but a and b; "sm"/"shm" = every shared-memory
@@ -477,14 +467,9 @@ struct UcxTransport::Impl {
     UcxTransport& t = *static_cast<UcxTransport*>(arg);
     if (t.closing_) return UCS_OK;
     const bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
-    if (header_length != sizeof(AmHeader)) {
-      protocol_error(t, "AM header has the wrong size");
-      return UCS_OK;
-    }
     AmHeader h;
-    std::memcpy(&h, header, sizeof h);
-    if (!valid_op(static_cast<uint8_t>(h.op))) {
-      protocol_error(t, "unknown AM op");
+    if (const char* error = am_header_error(header, header_length, h)) {
+      protocol_error(t, error);
       return UCS_OK;
     }
     QueuePair* qp = t.find_queue_pair(h.dst_qp);
@@ -493,8 +478,8 @@ struct UcxTransport::Impl {
       protocol_error(t, "message for an unknown queue pair or from a stranger");
       return UCS_OK;
     }
-    if (carries_data(h.op) ? length != h.length : length != 0) {
-      protocol_error(t, "payload length does not match the header");
+    if (const char* error = am_payload_error(h, length)) {
+      protocol_error(t, error);
       return UCS_OK;
     }
     return is_request(h.op) ? handle_request(t, *qp, h, data, length, rndv)

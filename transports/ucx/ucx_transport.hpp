@@ -85,6 +85,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -160,6 +161,35 @@ static_assert(offsetof(AmHeader, dst_qp) == 4 && offsetof(AmHeader, src_qp) == 8
               offsetof(AmHeader, src_token) == 24 && offsetof(AmHeader, seq) == 32 &&
               offsetof(AmHeader, remote_addr) == 40 && offsetof(AmHeader, rkey) == 48 &&
               offsetof(AmHeader, length) == 52);
+
+// Which AM ops are requests (run by the responder in sequence order) and which carry data.
+constexpr bool is_request(AmOp op) noexcept {
+  return op == AmOp::kWrite || op == AmOp::kWriteImm || op == AmOp::kReadRequest || op == AmOp::kNop;
+}
+constexpr bool carries_data(AmOp op) noexcept {
+  return op == AmOp::kWrite || op == AmOp::kWriteImm || op == AmOp::kReadResponse;
+}
+constexpr bool valid_op(uint8_t op) noexcept {
+  return op >= static_cast<uint8_t>(AmOp::kWrite) && op <= static_cast<uint8_t>(AmOp::kReadResponse);
+}
+
+// The checks of an arriving AM that need no state, as pure functions of the peer's bytes
+// (the AM handler runs them, with the queue-pair and token checks between the two;
+// fuzz/ucx_headers.cpp runs them on arbitrary bytes). Each returns the rule the message
+// breaks (the message the transport reports), or nullptr.
+// The user header: its size and op; `out` receives it when it has the right size.
+inline const char* am_header_error(const void* header, size_t header_length, AmHeader& out) noexcept {
+  if (header_length != sizeof(AmHeader)) return "AM header has the wrong size";
+  std::memcpy(&out, header, sizeof out);
+  if (!valid_op(static_cast<uint8_t>(out.op))) return "unknown AM op";
+  return nullptr;
+}
+// The payload's length against the header (data ops carry exactly `length` bytes, the
+// others none).
+inline const char* am_payload_error(const AmHeader& h, size_t length) noexcept {
+  if (carries_data(h.op) ? length != h.length : length != 0) return "payload length does not match the header";
+  return nullptr;
+}
 
 // UCX's shared-memory transports (posix, sysv) send a message by copying it into one
 // element of the receiver's FIFO; a message fits UCX's short path (no request, no pack
