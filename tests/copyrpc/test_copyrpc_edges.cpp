@@ -310,9 +310,8 @@ TEST_CASE("copyrpc edges: ends with different response reservations each call wi
   // Each end's initial credit travels in its EndpointInfo (local_info), so a connection
   // between different max_resp_reservation values is consistent: a's calls spend what b
   // advertised (min(1024, ring/4) = 1024) and b's calls what a advertised (64). Were a
-  // side to assume its own value for the peer's, b would send a more allowance than a
-  // reserved (a stops the endpoint, kBadAllowance) and a would wait for credit b never
-  // grants.
+  // side to take its own value for the peer's, a's calls of 400 bytes of allowance would
+  // wait for credit b never grants (checked: the count of a's calls fails then).
   copyrpc::ContextConfig small = small_ring(), large = small_ring();
   small.max_resp_reservation = 64;
   large.max_resp_reservation = 1024;
