@@ -10,6 +10,11 @@ usage: plot_sweep.py SWEEP.json [--csv RESULTS.csv] [--out-dir DIR]
              error bar; a run of --repeat N carries its own interval (mops_ci95_low/high)
     heatmap  z over the grid x by y (one cell per run, the mean over unplotted axes; a
              missing run is blank)
+    share    the share of runs whose y is above the entry's "above" (which of two states a
+             bistable run reached: a mean over seeds would draw a state no run was in),
+             against x, one line per value of "by", over the rows an unplotted axis (seed)
+             tells apart, with its 95 % Wilson score interval as an error bar; also printed
+             on stdout, one line per point: by, x, runs above / runs, share and interval
     table    printed on stdout: one line per value of "by", for each value of x the
              columns in y
   Axes are named with their units (latency columns are drawn in microseconds); integer
@@ -144,6 +149,56 @@ def mean_ci(values):
         return m, 0.0
     sd = (sum((x - m) ** 2 for x in values) / (n - 1)) ** 0.5
     return m, t975(n - 1) * sd / n ** 0.5
+
+
+def wilson(k, n):
+    """The 95 % Wilson score interval of a share k / n (n > 0): (low, high)."""
+    z = 1.959963984540054
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) + z * z / (4 * n)) / n) ** 0.5 / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def share_points(p, rows):
+    """{by value: [(x, runs above, runs, low, high)]} of a "share" entry, x in order."""
+    y, above = p["y"], float(p["above"])
+    groups = ordered(r[p["by"]] for r in rows) if "by" in p else [None]
+    points = {}
+    for g in groups:
+        rr = [r for r in rows if (g is None or r[p["by"]] == g) and r[y] != ""]
+        for x in sorted(ordered(r[p["x"]] for r in rr), key=sort_key):
+            at = [value(y, r[y]) for r in rr if r[p["x"]] == x]
+            k = sum(v > above for v in at)
+            points.setdefault(g, []).append((x, k, len(at)) + wilson(k, len(at)))
+    return points
+
+
+def share_table(p, rows):
+    for g, pts in share_points(p, rows).items():
+        for x, k, n, low, high in pts:
+            name = f"{p['by']}={g} " if g is not None else ""
+            print(f"{name}{p['x']}={x}: {p['y']} > {p['above']} in {k} of {n} runs, "
+                  f"share {k / n:.2f} (95 % {low:.2f}-{high:.2f})")
+
+
+def share(p, rows, rate):
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    for g, pts in share_points(p, rows).items():
+        xs = [float(q[0]) if is_number(q[0]) else q[0] for q in pts]
+        ys = [q[1] / q[2] for q in pts]
+        # (rounding can put an end of the interval a hair inside the share: no negative bar)
+        err = [[max(0.0, y - q[3]) for y, q in zip(ys, pts)], [max(0.0, q[4] - y) for y, q in zip(ys, pts)]]
+        name = f"{label(p['by'], rate)} = {g}" if g is not None else None
+        ax.errorbar(xs, ys, yerr=err, fmt="o-", capsize=3, label=name)
+    ax.set_xlabel(label(p["x"], rate))
+    ax.set_ylabel(f"share of runs with {p['y']} > {p['above']}")
+    ax.set_ylim(-0.05, 1.05)
+    ax.grid(alpha=0.3)
+    if "by" in p:
+        ax.legend(fontsize=8)
+    return fig
 
 
 def run_configs(out):
@@ -332,7 +387,10 @@ def main(argv):
         if p["kind"] == "table":
             table(p, rows)
             continue
-        fig = lines(p, rows, rate) if p["kind"] == "lines" else heatmap(p, rows, rate)
+        if p["kind"] == "share":
+            share_table(p, rows)
+        draw = {"lines": lines, "heatmap": heatmap, "share": share}[p["kind"]]
+        fig = draw(p, rows, rate)
         fig.suptitle(p.get("title") or title)
         fig.tight_layout()
         path = os.path.join(out_dir, p.get("file", f"plot{i}.png"))

@@ -363,6 +363,13 @@ TEST_CASE("sweep: bad sweep files and options are rejected naming the problem", 
   require_rejected(with("\"output\": \"out\"", "\"output\": \"out\", \"plot\": [{\"kind\": \"lines\", \"x\": \"np\", "
                                                "\"y\": \"mops\"}]"),
                    {"plot 0", "\"mops\"", "not a column"});
+  // A share is of runs above a threshold: it needs one, and no other kind takes one.
+  require_rejected(with("\"output\": \"out\"", "\"output\": \"out\", \"plot\": [{\"kind\": \"share\", \"x\": \"np\", "
+                                               "\"y\": \"mops_per_rank\"}]"),
+                   {"plot 0", "\"share\" needs \"above\""});
+  require_rejected(with("\"output\": \"out\"", "\"output\": \"out\", \"plot\": [{\"kind\": \"lines\", \"x\": \"np\", "
+                                               "\"y\": \"mops_per_rank\", \"above\": 3}]"),
+                   {"plot 0", "\"above\" belongs to \"share\" only"});
   CHECK_FALSE(fs::exists(dir / "out"));  // nothing ran
   write_file(dir / "s.json", sweep_text("out"));
   require_rejected(sweep(dir, {"s.json", "-j", "0"}), {"-j", "\"0\""});

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """scripts/plot_sweep.py on a hand-made results.csv (no benchkv needed): a "lines" entry
-over an integer NP axis with a seed axis it does not plot, a "heatmap" and a "table".
+over an integer NP axis with a seed axis it does not plot, a "heatmap", a "share" (runs
+above a threshold, strictly: the boundary value is not above it) and a "table".
 The PNGs are written (PNG signature), stdout holds the table only (the "wrote" lines go
 to stderr), the seeds of one point are averaged (the table shows their mean), and the
 lines figure's x ticks are the NP values themselves, not 2.25, 2.5, and the figures' title
@@ -35,6 +36,8 @@ def main(root):
                 {"kind": "lines", "x": "np", "y": ["mops_per_rank", "latency_p99_ns"], "by": "queue_depth",
                  "file": "lines.png"},
                 {"kind": "heatmap", "x": "np", "y": "queue_depth", "z": "mops_per_rank", "file": "heat.png"},
+                {"kind": "share", "x": "np", "y": "mops_per_rank", "above": 10, "by": "queue_depth",
+                 "file": "share.png"},
                 {"kind": "table", "x": "np", "y": ["mops_per_rank"], "by": "queue_depth"},
             ],
         }
@@ -64,12 +67,20 @@ def main(root):
         p = subprocess.run([sys.executable, os.path.join(root, "scripts", "plot_sweep.py"), sweep_path],
                            capture_output=True, text=True, cwd=d)
         check(p.returncode == 0, f"exit {p.returncode}: {p.stderr}")
-        for name in ("lines.png", "heat.png"):
+        for name in ("lines.png", "heat.png", "share.png"):
             path = os.path.join(d, "out", name)
             ok = os.path.exists(path) and open(path, "rb").read(8) == PNG_MAGIC
             check(ok, f"{name} is not a PNG")
             check(f"wrote {path}" in p.stderr, f"stderr does not name {name}: {p.stderr!r}")
         check("wrote" not in p.stdout, f"stdout has the 'wrote' lines: {p.stdout!r}")
+        # The share: per QD and NP, the seeds' runs above 10 (QD 4, NP 2: 9, 10, 11, so one of
+        # three, 10 itself not above), with the Wilson interval of 1/3 (0.06-0.79).
+        check("queue_depth=4 np=2: mops_per_rank > 10 in 1 of 3 runs, share 0.33 (95 % 0.06-0.79)" in p.stdout,
+              f"share line for QD 4, NP 2 missing: {p.stdout!r}")
+        check("queue_depth=4 np=3: mops_per_rank > 10 in 3 of 3 runs, share 1.00 (95 % 0.44-1.00)" in p.stdout,
+              f"share line for QD 4, NP 3 missing: {p.stdout!r}")
+        check("queue_depth=1 np=4: mops_per_rank > 10 in 0 of 3 runs, share 0.00 (95 % 0.00-0.56)" in p.stdout,
+              f"share line for QD 1, NP 4 missing: {p.stdout!r}")
         # The table: one line per queue depth, the mean over the seeds for each NP.
         lines = [line for line in p.stdout.splitlines() if "|" in line]
         by_qd = {}

@@ -49,7 +49,7 @@ namespace {
 constexpr const char* kModelPrefix = "model.";
 // Keys the sweep sets itself for every run.
 const std::vector<std::string> kReservedKeys = {"output", "summary", "progress"};
-const std::vector<std::string> kPlotKeys = {"kind", "x", "y", "z", "by", "logy", "title", "file"};
+const std::vector<std::string> kPlotKeys = {"kind", "x", "y", "z", "by", "logy", "above", "title", "file"};
 
 // A sweep file, or an output directory, that cannot be used as it is (exit status 2; a
 // run that fails is status 1).
@@ -859,10 +859,20 @@ Sweep load_sweep(const std::string& path) {
       if (!p[i].is_object()) fail(path, where + " must be an object");
       for (const auto& [k, v] : p[i].items())
         if (std::find(kPlotKeys.begin(), kPlotKeys.end(), k) == kPlotKeys.end())
-          fail(path, where + ": unknown key \"" + k + "\" (keys: kind, x, y, z, by, logy, title, file)");
+          fail(path, where + ": unknown key \"" + k + "\" (keys: kind, x, y, z, by, logy, above, title, file)");
       const std::string kind = p[i].value("kind", "");
-      if (kind != "lines" && kind != "heatmap" && kind != "table")
-        fail(path, where + ": \"kind\" must be \"lines\", \"heatmap\" or \"table\"");
+      if (kind != "lines" && kind != "heatmap" && kind != "share" && kind != "table")
+        fail(path, where + ": \"kind\" must be \"lines\", \"heatmap\", \"share\" or \"table\"");
+      // "share": the share of runs whose y is above a threshold (which of two states a run
+      // reached), so it takes one y column and the threshold, and only it has a threshold.
+      if (kind == "share") {
+        if (!p[i].contains("above") || !p[i]["above"].is_number())
+          fail(path, where + ": \"share\" needs \"above\", the number y is compared with");
+        if (p[i].contains("y") && !p[i]["y"].is_string())
+          fail(path, where + ": \"share\" takes one column as \"y\"");
+      } else if (p[i].contains("above")) {
+        fail(path, where + ": \"above\" belongs to \"share\" only");
+      }
       for (const char* k : {"x", "y", "z", "by"}) {
         if (!p[i].contains(k)) continue;
         std::vector<std::string> cols;
