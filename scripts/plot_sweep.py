@@ -17,6 +17,8 @@ usage: plot_sweep.py SWEEP.json [--csv RESULTS.csv] [--out-dir DIR]
              on stdout, one line per point: by, x, runs above / runs, share and interval
     table    printed on stdout: one line per value of "by", for each value of x the
              columns in y
+  "logx": true puts the x axis of a "lines" or "share" entry on a log scale, ticked at the x
+  values.
   Axes are named with their units (latency columns are drawn in microseconds); integer
   axes get integer ticks. A figure's title is the entry's "title", else made from the runs'
   configuration (their summaries in OUTPUT/runs/NNNN/, or the sweep file's base and set
@@ -160,6 +162,15 @@ def wilson(k, n):
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def log_x(ax, xs):
+    """A log x axis ticked at the x values themselves (a sweep's points, not powers of ten)."""
+    ticks = sorted({float(x) for x in xs})
+    ax.set_xscale("log")
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([f"{t:g}" for t in ticks])
+    ax.minorticks_off()
+
+
 def share_points(p, rows):
     """{by value: [(x, runs above, runs, low, high)]} of a "share" entry, x in order."""
     y, above = p["y"], float(p["above"])
@@ -193,8 +204,10 @@ def share(p, rows, rate):
         name = f"{label(p['by'], rate)} = {g}" if g is not None else None
         ax.errorbar(xs, ys, yerr=err, fmt="o-", capsize=3, label=name)
     ax.set_xlabel(label(p["x"], rate))
-    ax.set_ylabel(f"share of runs with {p['y']} > {p['above']}")
+    ax.set_ylabel(f"share of runs:\n{label(p['y'], rate)} > {p['above']:g}")
     ax.set_ylim(-0.05, 1.05)
+    if p.get("logx"):
+        log_x(ax, [x for pts in share_points(p, rows).values() for x, *_ in pts])
     ax.grid(alpha=0.3)
     if "by" in p:
         ax.legend(fontsize=8)
@@ -294,7 +307,9 @@ def lines(p, rows, rate):
         ax.legend(fontsize=8)
     xax = axes[-1, 0]
     xax.set_xlabel(label(p["x"], rate))
-    if all(is_number(x) for x in xs_all) and integer_axis(xs_all):
+    if p.get("logx"):
+        log_x(xax, xs_all)
+    elif all(is_number(x) for x in xs_all) and integer_axis(xs_all):
         if len(xs_all) <= 16:
             xax.set_xticks(sorted(float(x) for x in xs_all))
             xax.set_xticklabels([str(int(float(x))) for x in sorted(xs_all, key=float)])

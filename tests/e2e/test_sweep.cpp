@@ -370,6 +370,9 @@ TEST_CASE("sweep: bad sweep files and options are rejected naming the problem", 
   require_rejected(with("\"output\": \"out\"", "\"output\": \"out\", \"plot\": [{\"kind\": \"lines\", \"x\": \"np\", "
                                                "\"y\": \"mops_per_rank\", \"above\": 3}]"),
                    {"plot 0", "\"above\" belongs to \"share\" only"});
+  require_rejected(with("\"output\": \"out\"", "\"output\": \"out\", \"plot\": [{\"kind\": \"heatmap\", \"x\": \"np\", "
+                                               "\"y\": \"start_mode\", \"z\": \"mops_per_rank\", \"logx\": true}]"),
+                   {"plot 0", "\"logx\" is true or false, for \"lines\" and \"share\""});
   CHECK_FALSE(fs::exists(dir / "out"));  // nothing ran
   write_file(dir / "s.json", sweep_text("out"));
   require_rejected(sweep(dir, {"s.json", "-j", "0"}), {"-j", "\"0\""});
@@ -510,14 +513,19 @@ TEST_CASE("sweep: rpc over message sizes and data over value sizes", "[e2e][swee
 }
 
 TEST_CASE("sweep: every sweep file the repository ships is valid (--check)", "[e2e][sweep]") {
-  for (const char* name : {"regime_map", "ablation", "np_queue_depth"}) {
-    const std::string file = std::string(BKV_SOURCE_DIR) + "/configs/sweeps/" + name + ".json";
+  // Every file in the folder, so that a sweep added there is checked without a list to edit.
+  size_t checked = 0;
+  for (const auto& entry : fs::directory_iterator(std::string(BKV_SOURCE_DIR) + "/configs/sweeps")) {
+    if (entry.path().extension() != ".json") continue;
+    const std::string file = entry.path().string();
+    ++checked;
     TempDir dir;
     const Outcome o = run_benchkv({"sweep", file, "--check"}, dir.path());
     INFO(describe(o));
     CHECK(o.status == 0);
     CHECK_THAT(o.out, Catch::Contains("every run's options and model valid"));
   }
+  CHECK(checked >= 6);  // regime_map, ablation, ablation_spread, basin, basin_budget, np_queue_depth
   // --check runs nothing and still rejects a bad file.
   TempDir dir;
   write_file(dir / "bad.json", "{\"grid\": {}}");

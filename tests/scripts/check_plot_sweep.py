@@ -37,7 +37,7 @@ def main(root):
                  "file": "lines.png"},
                 {"kind": "heatmap", "x": "np", "y": "queue_depth", "z": "mops_per_rank", "file": "heat.png"},
                 {"kind": "share", "x": "np", "y": "mops_per_rank", "above": 10, "by": "queue_depth",
-                 "file": "share.png"},
+                 "logx": True, "file": "share.png"},
                 {"kind": "table", "x": "np", "y": ["mops_per_rank"], "by": "queue_depth"},
             ],
         }
@@ -101,14 +101,22 @@ def main(root):
             f"rows = list(csv.DictReader(open({os.path.join(d, 'out', 'results.csv')!r})))\n"
             "fig = plot_sweep.lines(sweep['plot'][0], rows, 'M requests/s')\n"
             "ax = fig.axes[-1]\n"
+            "share = plot_sweep.share(sweep['plot'][2], rows, 'M requests/s').axes[0]\n"
             f"title = plot_sweep.config_title(sweep, plot_sweep.run_configs({os.path.join(d, 'out')!r}))\n"
             f"unrun = plot_sweep.config_title(sweep, [plot_sweep.sweep_config(sweep, {sweep_path!r})])\n"
             "print(json.dumps({'ticks': [float(t) for t in ax.get_xticks()], 'xlabel': ax.get_xlabel(),\n"
-            "                  'ylabels': [a.get_ylabel() for a in fig.axes], 'title': title, 'unrun': unrun}))\n"))
+            "                  'ylabels': [a.get_ylabel() for a in fig.axes], 'title': title, 'unrun': unrun,\n"
+            "                  'share_scale': share.get_xscale(), 'share_ticks': [float(t) for t in share.get_xticks()],\n"
+            "                  'share_ylabel': share.get_ylabel()}))\n"))
         check(got is not None, f"probe: {err}")
         if got is not None:
             check(got["ticks"] == [2.0, 3.0, 4.0], f"x ticks {got['ticks']}")
             check(got["xlabel"] == "nodes (NP)", f"x label {got['xlabel']!r}")
+            # "logx": a log axis ticked at the NP values, not at powers of ten.
+            check(got["share_scale"] == "log" and got["share_ticks"] == [2.0, 3.0, 4.0],
+                  f"share x axis {got['share_scale']} ticks {got['share_ticks']}")
+            check(got["share_ylabel"] == "share of runs:\nthroughput per rank (M requests/s) > 10",
+                  f"share y label {got['share_ylabel']!r}")
             check(got["ylabels"] == ["throughput per rank (M requests/s)", "latency p99 (us)"],
                   f"y labels {got['ylabels']}")
             # What every run shares (NP, an axis, left to the axis), then the grid.

@@ -49,7 +49,7 @@ namespace {
 constexpr const char* kModelPrefix = "model.";
 // Keys the sweep sets itself for every run.
 const std::vector<std::string> kReservedKeys = {"output", "summary", "progress"};
-const std::vector<std::string> kPlotKeys = {"kind", "x", "y", "z", "by", "logy", "above", "title", "file"};
+const std::vector<std::string> kPlotKeys = {"kind", "x", "y", "z", "by", "logx", "logy", "above", "title", "file"};
 
 // A sweep file, or an output directory, that cannot be used as it is (exit status 2; a
 // run that fails is status 1).
@@ -859,7 +859,7 @@ Sweep load_sweep(const std::string& path) {
       if (!p[i].is_object()) fail(path, where + " must be an object");
       for (const auto& [k, v] : p[i].items())
         if (std::find(kPlotKeys.begin(), kPlotKeys.end(), k) == kPlotKeys.end())
-          fail(path, where + ": unknown key \"" + k + "\" (keys: kind, x, y, z, by, logy, above, title, file)");
+          fail(path, where + ": unknown key \"" + k + "\" (keys: kind, x, y, z, by, logx, logy, above, title, file)");
       const std::string kind = p[i].value("kind", "");
       if (kind != "lines" && kind != "heatmap" && kind != "share" && kind != "table")
         fail(path, where + ": \"kind\" must be \"lines\", \"heatmap\", \"share\" or \"table\"");
@@ -873,6 +873,8 @@ Sweep load_sweep(const std::string& path) {
       } else if (p[i].contains("above")) {
         fail(path, where + ": \"above\" belongs to \"share\" only");
       }
+      if (p[i].contains("logx") && (!p[i]["logx"].is_boolean() || (kind != "lines" && kind != "share")))
+        fail(path, where + ": \"logx\" is true or false, for \"lines\" and \"share\"");
       for (const char* k : {"x", "y", "z", "by"}) {
         if (!p[i].contains(k)) continue;
         std::vector<std::string> cols;
