@@ -13,6 +13,7 @@ import csv
 import json
 import os
 import sys
+import textwrap
 
 import matplotlib
 
@@ -147,8 +148,12 @@ def timeseries_figure(series, shared, bin_us, t_max=None):
     for label, prefix in series:
         t, mops, infl, cpl = load_series(prefix, bin_us)
         if t_max is not None:
-            keep = [i for i, x in enumerate(t) if x <= t_max]
+            # The start is counted from the clients' start, the first sample: a run with a
+            # start-up phase (idle daemon loops first) samples from its clients' start on.
+            t0 = t[0] if t else 0.0
+            keep = [i for i, x in enumerate(t) if x - t0 <= t_max]
             t, mops, infl, cpl = ([v[i] for i in keep] for v in (t, mops, infl, cpl))
+            t = [x - t0 for x in t]
         shown = max([shown] + t)
         axes[0].plot(t, mops, label=label)
         axes[1].plot(t, infl, label=label)
@@ -158,7 +163,7 @@ def timeseries_figure(series, shared, bin_us, t_max=None):
     axes[1].set_ylabel("copyrpc calls in flight\n(daemon #0, rank avg)")
     axes[2].set_ylabel("CQEs per loop")
     symlog_axis(axes[2], cqes)
-    axes[2].set_xlabel("virtual time (ms)")
+    axes[2].set_xlabel("virtual time (ms)" if t_max is None else "virtual time since the clients' start (ms)")
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(loc="upper right", fontsize=8)
@@ -208,7 +213,9 @@ def main(argv):
     ax.set_xticklabels(BUCKETS)
     ax.set_xlabel("RPC completions handed back in one daemon loop")
     ax.set_ylabel("share of loops (%)")
-    ax.set_title(f"{shared}: completions per loop (kept epochs, daemon #0 of every rank)")
+    # Wrapped: the configuration's words and this figure's would not fit one line of it.
+    ax.set_title(textwrap.fill(f"{shared}: completions per loop (kept epochs, daemon #0 of every rank)", 70),
+                 fontsize=11)
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()

@@ -3,6 +3,7 @@
 scripts/latency_histogram.py --cdf on small simulated runs: each writes a PNG, and what a
 reader sees holds. plot_data's title comes from the runs' configuration and its latency
 axis is labelled in plain numbers (not 3.2x10^0); plot_bistability's timeseries_start
+draws the first milliseconds after the clients' start also after a start-up phase, and its
 subtitle says the span it shows, and its regime map and its timeseries' CQEs-per-loop panel
 label at least two ticks when the values span less than a decade, in plain numbers; the CDF's long title is wrapped, not cut at the edges.
 usage: check_plot_figures.py REPO_ROOT BENCHKV
@@ -82,8 +83,9 @@ def main(root, benchkv):
         # plot_bistability: a KV run with in-flight samples, and a hand-made regime map whose
         # CQEs per loop span less than a decade (1.2 to 11; with the margins
         # matplotlib's log axis spans a little more than one and labels 10 alone).
+        # With a start-up phase of 5 ms: the samples start when the clients do.
         bench([*SIM, "--client-threads", "2", "--queue-depth", "4", "-d", "0.004", "-r", "1", "-o", "run.csv",
-               "--inflight-samples", "run.inflight.csv", "delegation"], d)
+               "--inflight-samples", "run.inflight.csv", "--startup-ms", "5", "delegation"], d)
         # A meta run whose CQEs per loop sit between 1 and 2 (0.4 s).
         bench(["meta", "--transport", "sim", "--np", "4", "--client-threads", "4", "--queue-depth", "4", "-d", "0.004",
                "--interval-ms", "1", "--trim", "1", "-r", "1", "--no-progress", "--report", "none", "-o", "meta.csv",
@@ -103,7 +105,9 @@ def main(root, benchkv):
             "whole = plot_bistability.timeseries_figure(meta, 'shared', 100.0)\n"
             "cpl = plot_bistability.load_series(meta[0][1], 100.0)[3]\n"
             f"regime = plot_bistability.regime_figure(list(csv.DictReader(open(os.path.join({d!r}, 'regime.csv')))))\n"
-            "print(json.dumps({'subtitle': start._suptitle.get_text(), 'last': max(x for x in t if x <= 3.0),\n"
+            "drawn = [list(line.get_xdata()) for line in start.axes[0].get_lines()]\n"
+            "print(json.dumps({'subtitle': start._suptitle.get_text(), 'last': max(x - t[0] for x in t if x - t[0] <= 3.0),\n"
+            "                  't0': t[0], 'drawn': drawn,\n"
             "                  'cqe_labels': visible_y_labels(regime, regime.axes[1]),\n"
             "                  'cpl': [min(cpl), max(cpl)], 'cpl_labels': visible_y_labels(whole, whole.axes[2])}))\n"
         ))
@@ -111,6 +115,12 @@ def main(root, benchkv):
         if got:
             check(got["subtitle"] == f"shared: first {got['last']:.3g} ms, 20 us bins",
                   f"timeseries_start subtitle {got['subtitle']!r} (last bin at {got['last']} ms)")
+            # The samples start at the clients' start (5 ms), and the start figure draws them
+            # from 0: bins up to 3 ms after it, not an empty window before it.
+            check(abs(got["t0"] - 5.0) < 0.05, f"first sample at {got['t0']} ms, not at the clients' start (5 ms)")
+            xs = got["drawn"][0] if got["drawn"] else []
+            check(len(xs) >= 100 and min(xs) == 0.0 and max(xs) <= 3.0,
+                  f"timeseries_start draws {len(xs)} bins from {min(xs) if xs else None} to {max(xs) if xs else None} ms")
             check(len(got["cqe_labels"]) >= 2, f"regime map CQE tick labels {got['cqe_labels']}")
             for label in got["cqe_labels"]:
                 check("$" not in label, f"regime map CQE tick label {label!r} is not a plain number")
