@@ -5,11 +5,9 @@ bkv_add_test(test_runtime GROUP concurrency SOURCES real_runs/test_runtime.cpp L
 
 # mpirun -np 2 smoke test of the MPI orchestration helpers (+ a UCX exchange between the
 # two processes when UCX is built). Registered directly with CTest: it is not a Catch test.
-# Under ThreadSanitizer too (BKV_TEST_GROUPS "threaded"): every rank runs the watchdog thread.
+# Not under ThreadSanitizer: TSan reports a lock-order inversion inside Open MPI's TCP
+# transport (mca_btl_tcp_add_procs / mca_btl_tcp_proc_remove, under mpi::Session).
 bkv_group_enabled(e2e BKV_REAL_E2E)
-if("threaded" IN_LIST BKV_TEST_GROUPS)
-  set(BKV_REAL_E2E ON)
-endif()
 if(BKV_REAL_E2E AND MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
   add_executable(test_mpi_smoke real_runs/test_mpi_smoke.cpp ${PROJECT_SOURCE_DIR}/apps/benchkv/real/mpi_orchestration.cpp
                  ${PROJECT_SOURCE_DIR}/apps/benchkv/cli/stop_signals.cpp)
@@ -61,7 +59,10 @@ if(TARGET benchkv)
   endif()
 endif()
 
-# The ucx-am baseline in one process (threads, and a stranger's malformed messages).
+# The ucx-am baseline in one process (threads, and a stranger's malformed messages). The
+# library is declared here too (once, whoever comes first), so that a tree without
+# apps/benchkv (the ThreadSanitizer build) still has it.
+include(${PROJECT_SOURCE_DIR}/backends/ucx_am/ucx_am.cmake)
 if(TARGET bkv_ucx_am)
   bkv_add_test(test_ucx_am GROUP unit THREADED SOURCES real_runs/test_ucx_am.cpp LIBS bkv_ucx_am bkv_app)
   bkv_add_test(test_ucx_am_data GROUP unit SOURCES real_runs/test_ucx_am_data.cpp LIBS bkv_ucx_am)

@@ -1,6 +1,6 @@
 # backends/ucx_am: the pure UCX active-message baseline (bkv_ucx_am). Included by
-# apps/benchkv/CMakeLists.txt (the top level adds no backends/ directory); built only
-# when UCX was found.
+# apps/benchkv/CMakeLists.txt and tests/real_runs.cmake (the top level adds no backends/
+# directory; the first declares it); built only when UCX was found.
 if(TARGET PkgConfig::UCX AND NOT TARGET bkv_ucx_am)
   add_library(bkv_ucx_am STATIC ${CMAKE_CURRENT_LIST_DIR}/ucp_worker.cpp ${CMAKE_CURRENT_LIST_DIR}/ucx_am.cpp
               ${CMAKE_CURRENT_LIST_DIR}/ucx_am_data.cpp)
