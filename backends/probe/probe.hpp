@@ -96,6 +96,19 @@ struct TestResult {
   Line poll;                 // per send-CQ poll: x = completions returned, y = ns
   Line loop;                 // per rate-test loop: y = ns outside its timed polls and posts
   std::vector<uint64_t> latency_ns;  // latency tests: one sample per kept round trip
+  // Rate tests: WQEs posted and completed over the whole test (warm-up, window and the
+  // tail past it); equal once the test ended.
+  uint64_t posted = 0, completed = 0;
+  // A rate test run by several posting threads between two processes: each thread's
+  // counts, the target side's included (filled by the caller; empty otherwise).
+  struct Thread {
+    uint32_t qps = 0;
+    uint64_t posted = 0, completed = 0;
+    uint64_t received = 0;  // WRITE+IMMs the thread's target took (receive completions)
+    uint64_t wqes = 0, window_ns = 0;
+    double busy_fraction = 0;
+  };
+  std::vector<Thread> per_thread;
 
   double rate_wqe_per_s() const noexcept { return window_ns ? double(wqes) * 1e9 / double(window_ns) : 0.0; }
   double busy_fraction() const noexcept { return window_ns ? double(busy_ns) / double(window_ns) : 0.0; }
@@ -315,6 +328,8 @@ class Initiator {
     }
     if (posted_ >= total && completed_ >= total) {
       test_finished_ = true;
+      results_.back().posted = posted_;
+      results_.back().completed = completed_;
       if (in_window_) {  // not reached on the tail's margin; the window still measured
         TestResult& r = results_.back();
         r.wqes = completed_ - window_start_completed_;
@@ -526,6 +541,8 @@ inline TestResult merge_threads(const TestSpec& spec, const std::vector<TestResu
   const TestResult* busiest = nullptr;
   for (const TestResult& r : parts) {
     m.wqes += r.wqes;
+    m.posted += r.posted;
+    m.completed += r.completed;
     m.window_ns = std::max(m.window_ns, r.window_ns);
     if (busiest == nullptr || r.busy_fraction() > busiest->busy_fraction()) busiest = &r;
     m.post.merge(r.post);

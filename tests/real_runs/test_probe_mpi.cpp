@@ -1,10 +1,13 @@
 // `mpirun -np 2 benchkv probe --transport ucx` (docs/your_cluster.md): the probe between two
-// processes over UCX shared memory, rank 0 the initiator and rank 1 the target. The numbers
-// are the UCX transport's software NIC on this machine, not hardware numbers: the test
-// checks that every one-thread test ran and measured something, not what it measured.
-// A job of other than two ranks is an input error.
+// processes over UCX shared memory, rank 0 the initiator and rank 1 the target, the tests
+// with several posting threads each thread on a transport of its own with a target thread
+// of its own. The numbers are the UCX transport's software NIC on this machine, not
+// hardware numbers: the test checks that every test ran and measured something, and that
+// every posting thread's WRITE+IMMs all completed and all reached its target, not what
+// they measured. A job of other than two ranks is an input error.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -30,16 +33,25 @@ std::set<std::string> one_thread_tests() {
   return t;
 }
 
+// And those with several posting threads: 2 and 4 threads over 8 and 64 queue pairs.
+std::set<std::string> all_tests() {
+  std::set<std::string> t = one_thread_tests();
+  for (int k : {8, 64})
+    for (int n : {2, 4}) t.insert("rate_k" + std::to_string(k) + "_b1_s64_t" + std::to_string(n));
+  return t;
+}
+
 }  // namespace
 
-TEST_CASE("mpirun -np 2: benchkv probe over UCX shared memory runs every one-thread test between two processes",
+TEST_CASE("mpirun -np 2: benchkv probe over UCX shared memory runs every test between two processes",
           "[real-run][mpi][probe]") {
   e2e::TempDir dir;
   const Outcome o = mpirun_benchkv(2, {"probe", "--transport", "ucx", "--scale", "0.25", "-o", "probe.json"}, dir.path(),
                                    "sm,self");
   INFO(e2e::describe(o));
   REQUIRE(o.status == 0);
-  CHECK_THAT(o.out, Catch::Contains("between two processes") && Catch::Contains("rate_k64_b1_s64"));
+  CHECK_THAT(o.out, Catch::Contains("between two processes") && Catch::Contains("rate_k64_b1_s64") &&
+                        Catch::Contains("rate_k64_b1_s64_t4"));
   const e2e::json j = e2e::read_json(dir / "probe.json");
   INFO(j.dump(1).substr(0, 4000));
   CHECK(j["kind"] == "benchkv-probe");
@@ -51,15 +63,18 @@ TEST_CASE("mpirun -np 2: benchkv probe over UCX shared memory runs every one-thr
   CHECK(c["same_host"] == true);
   CHECK(c["UCX_TLS"] == "sm,self");
   CHECK(c["ucx_transports"]["endpoints"].get<uint64_t>() >= 2 * 64);  // both ranks' queue pairs
-  CHECK_THAT(c["several_posting_threads"].get<std::string>(), Catch::StartsWith("not run"));
+  CHECK_THAT(c["several_posting_threads"].get<std::string>(), Catch::StartsWith("run"));
+  // Eight busy threads per host over two ranks need more than this machine's two CPUs.
+  CHECK(c["oversubscribed"] == (2 * 4 > c["cpus"].get<int>()));
   CHECK_FALSE(c.contains("interrupted"));
 
   std::set<std::string> seen;
+  std::vector<std::string> order;
   for (const e2e::json& t : j["tests"]) {
     const std::string name = t["name"].get<std::string>();
     INFO(name);
     seen.insert(name);
-    CHECK(t["threads"] == 1);
+    order.push_back(name);
     if (t["kind"] == "rate") {
       CHECK(t["wqes"].get<uint64_t>() > 0);
       CHECK(t["rate_wqe_per_s"].get<double>() > 0);
@@ -68,18 +83,45 @@ TEST_CASE("mpirun -np 2: benchkv probe over UCX shared memory runs every one-thr
       CHECK(t["latency_ns"]["n"].get<uint64_t>() > 0);
       CHECK(t["latency_ns"]["p50"].get<double>() > 0);
     }
+    const uint32_t threads = t["threads"].get<uint32_t>();
+    if (threads == 1) {
+      CHECK_FALSE(t.contains("per_thread"));
+      continue;
+    }
+    // Each posting thread: its share of the queue pairs, every WRITE+IMM it posted
+    // completed and taken by its own target; the test's window sums the threads'.
+    REQUIRE(t.contains("per_thread"));
+    const e2e::json& each = t["per_thread"];
+    REQUIRE(each.size() == threads);
+    uint64_t wqes = 0, window = 0;
+    for (const e2e::json& x : each) {
+      CHECK(x["qps"].get<uint32_t>() * threads == t["qps"].get<uint32_t>());
+      CHECK(x["posted"].get<uint64_t>() > x["wqes"].get<uint64_t>());  // warm-up and tail around the window
+      CHECK(x["completed"] == x["posted"]);
+      CHECK(x["received"] == x["posted"]);
+      CHECK(x["posted"] == each[0]["posted"]);
+      wqes += x["wqes"].get<uint64_t>();
+      window = std::max(window, x["window_ns"].get<uint64_t>());
+    }
+    CHECK(wqes == t["wqes"].get<uint64_t>());
+    CHECK(window == t["window_ns"].get<uint64_t>());
   }
-  CHECK(seen == one_thread_tests());
-  // The parameters a one-thread probe derives.
+  CHECK(seen == all_tests());
+  CHECK(order.size() == all_tests().size());
+  // Plan order: the tests with several threads after the batched ones, before latency.
+  CHECK(order.at(12) == "rate_k8_b1_s64_t2");
+  CHECK(order.at(15) == "rate_k64_b1_s64_t4");
+  // The parameters a probe derives, with the threads' comparison.
   const e2e::json& p = j["parameters"];
-  for (const char* k : {"cpu_post_ns", "cpu_cq_poll_ns", "cpu_loop_ns", "node_wqe_rate_per_s"}) {
+  for (const char* k : {"cpu_post_ns", "cpu_cq_poll_ns", "cpu_loop_ns", "node_wqe_rate_per_s", "threads_over_one_thread",
+                        "wqe_rate_by_qps_threads"}) {
     INFO(k);
     CHECK(p.contains(k));
   }
   CHECK(p["node_wqe_rate_per_s"]["value"].get<double>() > 0);
+  CHECK(p["wqe_rate_by_qps_threads"].size() == 4);
   CHECK(p["write_imm_latency_by_size"].size() == 5);
   CHECK(p["read_latency_by_size"].size() == 3);
-  CHECK_FALSE(p.contains("threads_over_one_thread"));
   // A cost read off a least-squares line that came out negative (over UCX shared memory the
   // doorbell's intercept has) is marked undetermined, and calibrate fits the rest.
   for (const char* k : {"cpu_wqe_build_ns", "cpu_doorbell_ns", "cpu_cq_poll_ns", "cpu_cqe_ns"}) {
@@ -124,8 +166,8 @@ TEST_CASE("mpirun -np 2: SIGTERM to rank 0 during the probe keeps the finished t
   REQUIRE(j["conditions"].contains("interrupted"));
   const e2e::json& i = j["conditions"]["interrupted"];
   CHECK(i["signal"] == "SIGTERM");
-  CHECK(i["tests_planned"] == one_thread_tests().size());
-  CHECK(i["tests_done"].get<size_t>() < one_thread_tests().size());
+  CHECK(i["tests_planned"] == all_tests().size());
+  CHECK(i["tests_done"].get<size_t>() < all_tests().size());
   CHECK(j["tests"].size() == i["tests_done"].get<size_t>());
   for (const e2e::json& t : j["tests"])
     if (t["kind"] == "rate") CHECK(t["rate_wqe_per_s"].get<double>() > 0);

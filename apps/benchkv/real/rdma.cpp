@@ -175,7 +175,8 @@ const RegisterRealTransport kVerbsRegistered{app::TransportKind::kVerbs, &run_rd
 // (--device, else the first; --port, default 1; --gid-index, default the device's
 // choice) is opened before MPI starts, as for the other modes,
 // so a machine without one exits here with status 2; then one transport per rank, on the
-// main thread, through the same code as --transport ucx.
+// main thread, and one more per posting thread for the tests with several, through the
+// same code as --transport ucx.
 int probe_rdma(const ProbeRequest& r) {
   const std::string transport(app::to_string(r.transport));
   std::optional<mlx5::Device> dev;
@@ -187,12 +188,14 @@ int probe_rdma(const ProbeRequest& r) {
     s.start_watchdog(kProbePhaseSecondsPerScale * std::max(1.0, r.scale));
     const nlohmann::json conditions = {{"transport", transport}, {"device", dev->name()}, {"port", dev->port()},
                                        {"gid_index", r.gid_index}};
+    mlx5::Device& d = *dev;
     if (r.transport == app::TransportKind::kMlx5) {
-      OwningHwDirectTransport t(*dev);
-      return run_probe_mpi(s, t, r, conditions);
+      OwningHwDirectTransport t(d);
+      return run_probe_mpi(s, t, [&d] { return std::make_unique<OwningHwDirectTransport>(d); }, r, conditions);
     }
-    mlx5::VerbsTransport t(*dev, mlx5::VerbsOptions{});
-    return run_probe_mpi(s, t, r, conditions);
+    mlx5::VerbsTransport t(d, mlx5::VerbsOptions{});
+    return run_probe_mpi(s, t, [&d] { return std::make_unique<mlx5::VerbsTransport>(d, mlx5::VerbsOptions{}); }, r,
+                         conditions);
   } catch (...) {
     end_after_exception(s);
   }

@@ -162,7 +162,8 @@ int run_ucx(const app::Options& o) {
 const RegisterRealTransport kRegistered{app::TransportKind::kUcx, &run_ucx};
 
 // `mpirun -np 2 benchkv probe --transport ucx` (real/probe_mpi.hpp): one UcxTransport per
-// rank, on the main thread; UCX_TLS comes from the environment.
+// rank, on the main thread, and one per posting thread of the tests with several; UCX_TLS
+// comes from the environment.
 int probe_ucx(const ProbeRequest& r) {
   mpi::Session s(nullptr, nullptr);
   if (const int status = probe_ranks_checked(s); status != 0) return status;
@@ -170,8 +171,9 @@ int probe_ucx(const ProbeRequest& r) {
     s.start_watchdog(kProbePhaseSecondsPerScale * std::max(1.0, r.scale));
     const char* tls = std::getenv("UCX_TLS");
     ucx::UcxTransport t(ucx::Config{});
-    return run_probe_mpi(s, t, r,
-                         {{"transport", "ucx"}, {"UCX_TLS", tls != nullptr ? tls : ""}, {"ucx_workers_per_rank", 1}});
+    return run_probe_mpi(s, t, [] { return std::make_unique<ucx::UcxTransport>(ucx::Config{}); }, r,
+                         {{"transport", "ucx"}, {"UCX_TLS", tls != nullptr ? tls : ""}, {"ucx_workers_per_rank", 1},
+                          {"ucx_workers_per_posting_thread", 1}});
   } catch (...) {
     end_after_exception(s);
   }

@@ -226,6 +226,13 @@ json probe_json(const ProbeRun& run) {
     if (r.spec.kind == TestKind::kRate) {
       t["wqes"] = r.wqes;
       t["rate_wqe_per_s"] = r.rate_wqe_per_s();
+      if (!r.per_thread.empty()) {
+        json each = json::array();
+        for (const TestResult::Thread& x : r.per_thread)
+          each.push_back({{"qps", x.qps}, {"posted", x.posted}, {"completed", x.completed}, {"received", x.received},
+                          {"wqes", x.wqes}, {"window_ns", x.window_ns}, {"busy_fraction", x.busy_fraction}});
+        t["per_thread"] = std::move(each);
+      }
     } else {
       t["latency_ns"] = latency_json(r.latency_ns);
     }
