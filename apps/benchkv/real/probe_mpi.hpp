@@ -342,8 +342,12 @@ int run_probe_mpi(const mpi::Session& s, T& t, Make make, const ProbeRequest& r,
         continue;
       }
       if (sig != 0) continue;
-      if (std::optional<probe::TestResult> m = run_threaded_rate_test<T>(s, make, spec, size, yield, &sig))
-        results.push_back(std::move(*m));
+      try {
+        if (std::optional<probe::TestResult> m = run_threaded_rate_test<T>(s, make, spec, size, yield, &sig))
+          results.push_back(std::move(*m));
+      } catch (const mpi::Interrupted& e) {  // the signal came in one of the test's collectives
+        sig = e.signal;
+      }
     }
   } else {
     results = init->results();
