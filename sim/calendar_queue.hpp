@@ -14,7 +14,8 @@
 //
 // Invariant: when the set is not empty, current_bucket_'s first live event is the
 // minimum of the whole set, current_slot_ is its slot, and min_ is a copy of it. So
-// min() is a read of the set's own fields.
+// min() is a read of the set's own fields. A bucket holding events has its first live
+// event's time in its header (front_time), which is what the walk of pop reads.
 //
 // push: binary position search is not needed: a new event is usually the latest in its
 //   bucket (ties in time come in sequence order), so the insertion point is found by
@@ -37,6 +38,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -69,8 +71,8 @@ class CalendarQueueEventSet {
   CalendarQueueEventSet() { buckets_.resize(kMinBuckets); }
 
   void push(const Event& ev) {
-    if (size_ + 1 > kGrowWhenEventsPerBucket * buckets_.size()) [[unlikely]]
-      rebuild(buckets_.size() * 2, &ev);
+    if (size_ + 1 > kGrowWhenEventsPerBucket * bucket_count()) [[unlikely]]
+      rebuild(bucket_count() * 2, &ev);
     else
       insert(ev);
     ++size_;
@@ -99,9 +101,9 @@ class CalendarQueueEventSet {
       b.head = 0;
     }
     --size_;
-    if (size_ > 0 && size_ * kShrinkWhenBucketsPerEvent < buckets_.size() && buckets_.size() > kMinBuckets)
+    if (size_ > 0 && size_ * kShrinkWhenBucketsPerEvent < bucket_count() && bucket_count() > kMinBuckets)
         [[unlikely]] {
-      rebuild(buckets_.size() / 2, nullptr);
+      rebuild(bucket_count() / 2, nullptr);
     } else if (size_ > 0) {
       find_next_min();
     }
@@ -113,7 +115,7 @@ class CalendarQueueEventSet {
   bool empty() const noexcept { return size_ == 0; }
 
   // For tests and the benchmark: the current geometry and how often it was rebuilt.
-  size_t bucket_count() const noexcept { return buckets_.size(); }
+  size_t bucket_count() const noexcept { return mask_ + 1; }
   uint64_t slot_width() const noexcept { return uint64_t{1} << shift_; }
   uint64_t rebuilds() const noexcept { return rebuilds_; }
 
@@ -128,7 +130,7 @@ class CalendarQueueEventSet {
   };
 
   uint64_t slot_of(Time t) const noexcept { return t >> shift_; }
-  size_t bucket_of_slot(uint64_t slot) const noexcept { return static_cast<size_t>(slot) & (buckets_.size() - 1); }
+  size_t bucket_of_slot(uint64_t slot) const noexcept { return static_cast<size_t>(slot) & mask_; }
 
   // Puts ev in its bucket (size_ is the caller's business) and keeps the invariant.
   void insert(const Event& ev) {
@@ -170,13 +172,17 @@ class CalendarQueueEventSet {
 
   // Precondition: size_ > 0 and every pending event is at or after current_slot_.
   void find_next_min() {
-    const size_t n = buckets_.size();
+    const size_t n = bucket_count();
     uint64_t slot = current_slot_;
     for (size_t step = 0; step < n; ++step, ++slot) {
       const Bucket& b = buckets_[bucket_of_slot(slot)];
       // Slots in this bucket are >= current_slot_ and congruent to `slot`: the bucket's
-      // first event is in `slot` exactly when the set has events in that slot.
-      if (b.head < b.events.size() && slot_of(b.events[b.head].time) == slot) {
+      // first event is in `slot` exactly when the set has events in that slot. The
+      // header's front_time is tested first (an empty bucket keeps a stale one, so the
+      // bucket must hold events too): most buckets stepped over are decided without
+      // reading their events.
+      if (slot_of(b.front_time) == slot && b.head < b.events.size()) {
+        assert(b.front_time == b.events[b.head].time);
         current_slot_ = slot;
         current_bucket_ = bucket_of_slot(slot);
         min_ = b.events[b.head];
@@ -201,11 +207,11 @@ class CalendarQueueEventSet {
   }
 
   void count_op() {
-    if (++ops_ < kCheckEveryYears * buckets_.size()) return;
+    if (++ops_ < kCheckEveryYears * bucket_count()) return;
     const bool costly = work_ > kMaxWorkPerOp * ops_;
     ops_ = 0;
     work_ = 0;
-    if (costly && size_ > 0) [[unlikely]] rebuild(buckets_.size(), nullptr);
+    if (costly && size_ > 0) [[unlikely]] rebuild(bucket_count(), nullptr);
   }
 
   // Re-lays all pending events (plus *extra if given) over `bucket_count` buckets with a
@@ -224,7 +230,9 @@ class CalendarQueueEventSet {
       max_seq_ = std::max(max_seq_, extra->seq);
     }
     std::sort(scratch_.begin(), scratch_.end(), event_before);
+    assert(std::has_single_bit(bucket_count));
     buckets_.resize(bucket_count);
+    mask_ = bucket_count - 1;
     shift_ = shift_for(scratch_);
     ops_ = 0;
     work_ = 0;
@@ -256,6 +264,7 @@ class CalendarQueueEventSet {
   }
 
   std::vector<Bucket> buckets_;
+  size_t mask_ = kMinBuckets - 1;  // buckets_.size() - 1 (a power of two less one)
   std::vector<Event> scratch_;
   size_t size_ = 0;
   unsigned shift_ = 0;
