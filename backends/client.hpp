@@ -349,7 +349,7 @@ class Client {
     meter_.charge(Op::kClientRequest, 1);
     meter_.charge(Op::kRingOp, 1);
     if constexpr (RemotePath::kSharedHead)
-      if (kLocalToo || pattern_.peek().rank != node_.rank) meter_.charge(Op::kRingReserve, 1);
+      if (kLocalToo || pattern_.peek_rank() != node_.rank) meter_.charge(Op::kRingReserve, 1);
     write_ready_ = true;
   }
   void send_unsent() {

@@ -146,6 +146,8 @@ class Pattern {
     return e.is_read() ? Request::meta_get(e.rank(), e.key)
                        : Request::meta_put(e.rank(), e.key, put_value(value_seed_, issued_));
   }
+  // peek().rank without building the request (a put's value).
+  uint32_t peek_rank() const noexcept { return on_demand_ ? current_.rank() : entries_[cursor_].rank(); }
   void advance() noexcept {
     ++issued_;
     if (++cursor_ == len_) {
