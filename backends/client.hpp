@@ -217,7 +217,9 @@ class Client {
     bool daemon_wrote;
     bool first;
   };
-  template <class OnAnswer>
+  // kHinted: a remote path that offers poll_hinted (the same answers in the same order,
+  // reading fewer response slots) is polled with it.
+  template <bool kHinted = false, class OnAnswer>
   [[gnu::always_inline]] inline void scan(OnAnswer&& on_answer) {
     for (IpcClientT* c : ipc_) {
       bool first = true;
@@ -227,10 +229,14 @@ class Client {
       });
     }
     bool first = true;
-    remote_.poll([&](uint64_t token, const Response& r) __attribute__((always_inline)) {
+    auto on_remote = [&](uint64_t token, const Response& r) __attribute__((always_inline)) {
       on_answer(token, r, Area{RemotePath::kDaemonAnswers, first});
       first = false;
-    });
+    };
+    if constexpr (kHinted && requires { remote_.poll_hinted(on_remote); })
+      remote_.poll_hinted(on_remote);
+    else
+      remote_.poll(on_remote);
   }
   // Reading `answers` answer lines, `from_daemons` of them written by a daemon's core in
   // `visits` response areas (sim::Model::response_handoff_ns; nothing on real runs).
@@ -341,7 +347,7 @@ class Client {
   void rescan() {
     send_unsent();
     found_head_ = found_count_ = 0;
-    scan([&](uint64_t token, const Response& r, Area a) { found_[found_count_++] = Found{token, r, a}; });
+    scan<true>([&](uint64_t token, const Response& r, Area a) { found_[found_count_++] = Found{token, r, a}; });
   }
   // Pays for the next request before its write: its bookkeeping, the slot write and, on
   // a shared ring head, the reservation (a remote request; a local one goes over ipc).

@@ -56,6 +56,10 @@ class DesTransport {
  public:
   using Meter = sim::SimThread;
   using ConnectInfo = DesConnectInfo;
+  // Every simulated thread runs on the simulator's one OS thread, in event order: a
+  // write is seen by the next step that reads it, with no fence (backends may rely on it,
+  // e.g. the Delegation client's reply hints).
+  static constexpr bool kOneOsThread = true;
 
   class QueuePair : public software_nic::PostVerbs<QueuePair> {
    public:

@@ -67,10 +67,20 @@ struct DelegationRemotePath {
   static constexpr bool kDaemonAnswers = true;  // daemon #0 writes the client's response slot
   DelegClientT* deleg;
 
+  // Over a transport whose threads all run on one OS thread (T::kOneOsThread: the
+  // simulator), the client's rescans poll with reply hints (poll_hinted below): only the
+  // slots daemon #0 answered since, the same calls ended in the same order.
   template <Transport T>
   static DelegationRemotePath connect(DelegationRing& ring, const ClientWiring<T>&) {
     ring.clients.push_back(std::make_unique<DelegClientT>(DelegClientT::connect(ring.seg.bytes())));
-    return DelegationRemotePath{ring.clients.back().get()};
+    DelegClientT* c = ring.clients.back().get();
+    if constexpr (requires { T::kOneOsThread; }) {
+      if constexpr (T::kOneOsThread) {
+        ring.server->keep_reply_hints();
+        c->use_reply_hints(ring.server->reply_hints(c->client_id()));
+      }
+    }
+    return DelegationRemotePath{c};
   }
   // Both always inlined into the client's step, as the DelegationClient functions they
   // wrap: left to GCC, each became a call of its own ([clone .isra.0]) with saved
@@ -98,6 +108,12 @@ struct DelegationRemotePath {
   template <class F>
   [[gnu::always_inline]] uint32_t poll(F&& f) {
     return deleg->poll(f, [&f](uint64_t token) { f(token, Response{}); });
+  }
+  // The same answers in the same order, reading only the slots answered since (reply
+  // hints, when connect gave them; else poll()): the client's scans between timed steps.
+  template <class F>
+  [[gnu::always_inline]] uint32_t poll_hinted(F&& f) {
+    return deleg->poll_hinted(f, [&f](uint64_t token) { f(token, Response{}); });
   }
   void after_issue() noexcept {}
 };

@@ -167,6 +167,14 @@
 //    instead of overwriting it.
 //  - client poll() reads only the slots that await a response (known client-side), so
 //    an idle client touches no shared line; poll_slot(i) checks one slot.
+//  - Reply hints, for a server and clients that one OS thread runs (the simulator):
+//    reply() also sets the slot's bit in the client's hint words, kept in the server
+//    object, not in the segment (DelegationServer::keep_reply_hints); a client given
+//    them (DelegationClient::use_reply_hints) and polling with poll_hinted() reads only
+//    the slots that await a response and whose bit is set, clearing each bit it visits.
+//    Same calls ended in the same order as poll(), because reply() is the only writer
+//    of `valid` there: a slot with a response always has its bit set (a bit is cleared
+//    only when its slot is read), and poll_hinted() skips only slots without one.
 //  - try_call(): the tail it reads (acquire) before reserving serves the wait as well:
 //    tail only grows, so a position below that tail + ring_depth has ring space, and
 //    tail is read again only for a position at or beyond it.
@@ -673,8 +681,28 @@ class alignas(kCacheLine) DelegationServer {
     r.call_tag = awaited_tag_[k];
     std::memcpy(slot + kDelegationRespPayloadOffset, &resp, sizeof(Resp));
     atomic_field(r.valid).store(1, std::memory_order_release);
+    if (hint_words_ != 0) hints_[hint_index(client_id, resp_slot_idx)] |= uint64_t{1} << (resp_slot_idx % 64);
     return DelegationReplyStatus::kOk;
   }
+
+  // Reply hints (header comment): from now on reply() sets bit (slot % 64) of word
+  // (slot / 64) of the client's hint words after writing the response. Only for a server
+  // and clients run by one OS thread, before the first reply: the words are plain
+  // memory, and a response written earlier would have no bit.
+  void keep_reply_hints() {
+    if (hint_words_ != 0) return;
+    hint_words_ = view_.config().resp_depth < 64 ? 1 : view_.config().resp_depth / 64;
+    hints_.assign(size_t{view_.config().max_clients} * hint_words_, 0);
+  }
+  // Client client_id's hint words (hint_words() of them), for its use_reply_hints; nullptr
+  // without keep_reply_hints or for a client id out of range.
+  uint64_t* reply_hints(uint32_t client_id) noexcept {
+    if (hint_words_ == 0 || client_id >= view_.config().max_clients) return nullptr;
+    return &hints_[hint_index(client_id, 0)];
+  }
+  // Hint words per client (a client's busy words): resp_depth / 64, at least 1; 0 without
+  // keep_reply_hints.
+  uint32_t hint_words() const noexcept { return hint_words_; }
 
   // Marks the server gone: later calls return kServerDisconnected.
   void shutdown() noexcept { atomic_field(view_.header().server_alive).store(0, std::memory_order_release); }
@@ -712,6 +740,10 @@ class alignas(kCacheLine) DelegationServer {
   size_t awaiting_index(uint32_t client_id, uint32_t slot) const noexcept {
     assert(client_id < view_.config().max_clients && slot < view_.config().resp_depth);
     return size_t{client_id} * view_.config().resp_depth + slot;
+  }
+  size_t hint_index(uint32_t client_id, uint32_t slot) const noexcept {
+    assert(hint_words_ != 0 && client_id < view_.config().max_clients && slot < view_.config().resp_depth);
+    return size_t{client_id} * hint_words_ + slot / 64;
   }
 
   // The first rule (header comment) that an entry naming (client_id, slot) breaks.
@@ -857,6 +889,11 @@ class alignas(kCacheLine) DelegationServer {
   uint32_t registered_ = 0;   // clients known to have registered (next_client_id seen)
   LineVector<uint8_t> awaiting_;  // (client, slot) has a request awaiting a reply
   LineVector<uint32_t> awaited_tag_;  // the call tag of that request
+  // Reply hints (keep_reply_hints; hint_words_ == 0: none): per client, hint_words_ words,
+  // bit s % 64 of the client's word s / 64 set by reply() to its slot s and cleared by
+  // its poll().
+  uint32_t hint_words_ = 0;
+  LineVector<uint64_t> hints_;
   std::array<uint64_t, kDelegationRejectReasons> rejected_{};
   // The hole the server is stuck on (at_hole): its position, sightings since the last
   // clock read, and when it was first timed.
@@ -983,11 +1020,51 @@ class alignas(kCacheLine) DelegationClient {
     } while (++w < words);
     return n;
   }
+  // Reply hints (header comment), for poll_hinted(): `words`, the server's
+  // DelegationServer::reply_hints for this client id (nullptr: none). Only where one OS
+  // thread runs the server and this client, the server keeping hints since before its
+  // first reply to this client (every response then comes with its bit). The words stay
+  // the server's, which outlives this client.
+  void use_reply_hints(uint64_t* words) noexcept { hints_ = words; }
+  bool uses_reply_hints() const noexcept { return hints_ != nullptr; }
+
   // For callers that need no failure callback (tests, benchmarks): a call failed on a
   // mismatched tag ends without one, counted only in mismatched_responses().
   template <class F>
   uint32_t poll(F&& on_response) {
     return poll(on_response, [](uint64_t) {});
+  }
+
+  // poll() with reply hints (use_reply_hints; without them, poll()): the busy slots with
+  // a hint bit, ascending, each bit cleared when its slot is read. Invariant (asserted
+  // in debug builds): a busy slot without a bit holds no response, so the calls ended
+  // and their order are poll()'s (header comment: reply hints). poll() may still be
+  // used: it leaves bits set, and a bit whose slot holds nothing is cleared when read.
+  template <class F, class G>
+  [[gnu::always_inline]] inline uint32_t poll_hinted(F&& on_response, G&& on_failed) {
+    if (hints_ == nullptr) return poll(on_response, on_failed);
+    uint32_t n = 0;
+    const size_t words = busy_.size();
+    size_t w = 0;
+    do {  // at least one word
+      assert(unhinted_slots_hold_no_response(w));
+      uint64_t awaiting = busy_[w] & hints_[w];
+      while (awaiting != 0) {
+        const uint32_t bit = static_cast<uint32_t>(std::countr_zero(awaiting));
+        hints_[w] &= ~slot_bit(bit);  // read now: a later response sets it again
+        if (take_response(static_cast<uint32_t>(w) * kSlotsPerBusyWord + bit, on_response, on_failed)) {
+          ++n;
+          awaiting = busy_[w] & hints_[w] & bits_above(bit);  // the callback may have made calls
+        } else {
+          awaiting &= awaiting - 1;
+        }
+      }
+    } while (++w < words);
+    return n;
+  }
+  template <class F>
+  uint32_t poll_hinted(F&& on_response) {
+    return poll_hinted(on_response, [](uint64_t) {});
   }
 
   // Checks one response slot (for event-driven callers that know which slot changed).
@@ -1065,6 +1142,16 @@ class alignas(kCacheLine) DelegationClient {
   // The bits of a word above `bit` (none above bit 63: 2 << 63 wraps to 0).
   static constexpr uint64_t bits_above(uint32_t bit) noexcept { return ~((uint64_t{2} << bit) - 1); }
   static_assert(bits_above(63) == 0 && bits_above(0) == ~uint64_t{1});
+
+  // The invariant of poll_hinted for word w: no busy slot without a hint bit has a response.
+  bool unhinted_slots_hold_no_response(size_t w) const noexcept {
+    for (uint64_t unhinted = busy_[w] & ~hints_[w]; unhinted != 0; unhinted &= unhinted - 1) {
+      const uint32_t slot = static_cast<uint32_t>(w) * kSlotsPerBusyWord + static_cast<uint32_t>(std::countr_zero(unhinted));
+      auto& r = DelegationView<Req, Resp>::resp_header(resp_slots_ + size_t{slot} * Layout::kRespSlotSize);
+      if (atomic_field(r.valid).load(std::memory_order_acquire) != 0) return false;
+    }
+    return true;
+  }
 
   // Ends the call awaiting in `slot` (a busy slot) if its response is there: the slot is
   // released before the callback runs (the callback may make calls).
@@ -1239,6 +1326,7 @@ class alignas(kCacheLine) DelegationClient {
   LineVector<uint64_t> tokens_;  // user token of the call in each slot (client-local)
   LineVector<uint32_t> call_tags_;  // tag of the call in each slot (client-local)
   DelegationClientRecord* record_ = nullptr;  // this client's record in the segment
+  uint64_t* hints_ = nullptr;  // reply hints (use_reply_hints), as many words as busy_; nullptr: none
 };
 
 }  // namespace bkv::shm

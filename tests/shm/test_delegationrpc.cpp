@@ -288,13 +288,85 @@ TEST_CASE("a poll callback may call again: the freed slot is reused, the other a
   CHECK(c.in_flight() == 0);
 }
 
+TEST_CASE("reply hints: a callback that calls again, and only slots reply() answered are read",
+          "[shm][delegationrpc]") {
+  const DelegationConfig cfg{2, 16, 4};
+  Fixture f(cfg);
+  DClient other = DClient::connect(f.seg.bytes());
+  DClient c = DClient::connect(f.seg.bytes());
+  CHECK(f.server.reply_hints(c.client_id()) == nullptr);  // not kept yet
+  f.server.keep_reply_hints();
+  REQUIRE(f.server.hint_words() == 1);
+  uint64_t* hints = f.server.reply_hints(c.client_id());
+  REQUIRE(hints != nullptr);
+  CHECK(f.server.reply_hints(2) == nullptr);  // beyond max_clients
+  c.use_reply_hints(hints);
+  for (uint32_t i = 0; i < 4; ++i) REQUIRE(c.call(Req{1, 0, 10 + i, 10 + i}, 10 + i).resp_slot == i);
+  REQUIRE(other.call(Req{0, 0, 99, 99}, 99).status == DelegationCallStatus::kOk);
+  REQUIRE(f.server.poll() == 5);
+  std::vector<DelegationEntry<Req>> held;
+  while (auto e = f.server.recv()) held.push_back(*e);
+  f.server.advance_tail();
+  REQUIRE(held.size() == 5);
+  for (const uint32_t s : {3u, 1u, 0u})
+    REQUIRE(f.server.reply(1, s, Resp{held[s].payload.seq, held[s].payload.value}) == DelegationReplyStatus::kOk);
+  REQUIRE(f.server.reply(0, 0, Resp{99, 99}) == DelegationReplyStatus::kOk);  // the other client's words
+  CHECK(*hints == 0b1011);
+  std::vector<uint64_t> tokens;
+  DelegationCallResult again{};
+  CHECK(c.poll_hinted([&](uint64_t t, const Resp& r) {
+    CHECK(r.seq == t);
+    tokens.push_back(t);
+    if (t == 10) again = c.try_call(Req{1, 0, 20, 20}, 20);  // slot 0 again, no bit: not read in this poll
+  }) == 3);
+  CHECK(tokens == std::vector<uint64_t>{10, 11, 13});
+  REQUIRE(again.status == DelegationCallStatus::kOk);
+  CHECK(again.resp_slot == 0);
+  CHECK(*hints == 0);  // every bit read
+  // A response written around reply() (as a forged writer would) has no bit: a hinted
+  // poll does not see it, poll() and a client without hints do. Hence hints only where
+  // reply() is the only writer.
+  const size_t off = resp_slot_offset(cfg, 1, 2);
+  store_le<uint32_t>(f.base(), off + 4, c.call_tag(2));
+  store_le<uint64_t>(f.base(), off + 8, held[2].payload.seq);
+  store_le<uint64_t>(f.base(), off + 16, held[2].payload.value);
+  store_le<uint8_t>(f.base(), off, 1);
+  CHECK(c.poll_hinted([](uint64_t, const Resp&) {}) == 0);
+  CHECK(c.slot_busy(2));
+  c.use_reply_hints(nullptr);
+  CHECK_FALSE(c.uses_reply_hints());
+  tokens.clear();
+  CHECK(c.poll_hinted([&](uint64_t t, const Resp&) { tokens.push_back(t); }) == 1);  // poll() without hints
+  CHECK(tokens == std::vector<uint64_t>{12});
+  // poll() with hints on: reads every busy slot and leaves the bits.
+  REQUIRE(f.server.poll() == 1);
+  const auto e20 = f.server.recv();
+  REQUIRE(e20.has_value());
+  CHECK(e20->resp_slot_idx == 0);
+  REQUIRE(f.server.reply(1, 0, Resp{20, 20}) == DelegationReplyStatus::kOk);
+  c.use_reply_hints(hints);
+  CHECK(*hints == 0b0001);
+  CHECK(c.poll([](uint64_t, const Resp&) {}) == 1);
+  CHECK(*hints == 0b0001);
+  CHECK(c.poll_hinted([](uint64_t, const Resp&) {}) == 0);  // the stale bit is read and cleared
+  CHECK(*hints == 0);
+  CHECK(c.in_flight() == 0);
+}
+
 TEST_CASE("response slots at depths up to several busy words: slot choice and answer order match a model",
           "[shm][delegationrpc]") {
+  // Also with reply hints (the simulator's poll): the same answers in the same order.
+  for (const bool hinted : {false, true})
   for (const uint32_t depth : {1u, 4u, 64u, 128u, 256u}) {
-    CAPTURE(depth);
+    CAPTURE(hinted, depth);
     const DelegationConfig cfg{1, 1024, depth};
     Fixture f(cfg);
     DClient c = DClient::connect(f.seg.bytes());
+    if (hinted) {
+      f.server.keep_reply_hints();
+      c.use_reply_hints(f.server.reply_hints(c.client_id()));
+      REQUIRE(c.uses_reply_hints());
+    }
     bkv::Rng rng(bkv::derive_seed(7, {depth}));
     // Model: the slot of each awaiting call (by slot: its token), the round-robin cursor.
     std::vector<int64_t> model_token(depth, -1);
@@ -336,10 +408,11 @@ TEST_CASE("response slots at depths up to several busy words: slot choice and an
           model_token[s] = -1;
         }
         std::vector<uint64_t> tokens;
-        const uint32_t n = c.poll([&](uint64_t t, const Resp& r) {
+        const auto take = [&](uint64_t t, const Resp& r) {
           CHECK(r.seq == t);
           tokens.push_back(t);
-        });
+        };
+        const uint32_t n = hinted ? c.poll_hinted(take) : c.poll(take);
         REQUIRE(n == answered_slots.size());
         REQUIRE(tokens == expect_tokens);  // ascending slot order
         completed += n;
