@@ -196,7 +196,8 @@ def share_table(p, rows):
 def share(p, rows, rate):
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 3.5))
-    for g, pts in share_points(p, rows).items():
+    points = share_points(p, rows)
+    for g, pts in points.items():
         xs = [float(q[0]) if is_number(q[0]) else q[0] for q in pts]
         ys = [q[1] / q[2] for q in pts]
         # (rounding can put an end of the interval a hair inside the share: no negative bar)
@@ -207,7 +208,7 @@ def share(p, rows, rate):
     ax.set_ylabel(f"share of runs:\n{label(p['y'], rate)} > {p['above']:g}")
     ax.set_ylim(-0.05, 1.05)
     if p.get("logx"):
-        log_x(ax, [x for pts in share_points(p, rows).values() for x, *_ in pts])
+        log_x(ax, [x for pts in points.values() for x, *_ in pts])
     ax.grid(alpha=0.3)
     if "by" in p:
         ax.legend(fontsize=8)
