@@ -109,6 +109,10 @@ struct TestResult {
     double busy_fraction = 0;
   };
   std::vector<Thread> per_thread;
+  // A rate test of several posting threads whose posting or target threads outnumbered
+  // their host's CPUs (set by the caller): they yielded the CPU after every loop, so the
+  // rate is the scheduler's, not the transport's or the NIC's.
+  bool oversubscribed = false;
 
   double rate_wqe_per_s() const noexcept { return window_ns ? double(wqes) * 1e9 / double(window_ns) : 0.0; }
   double busy_fraction() const noexcept { return window_ns ? double(busy_ns) / double(window_ns) : 0.0; }

@@ -229,6 +229,84 @@ TEST_CASE("probe: several posting threads tell the send path's plateau from one 
   CHECK(m["basis"].contains("nic.send.per_wqe_ns (not fitted)"));
 }
 
+TEST_CASE("calibrate: oversubscribed tests of several posting threads are no evidence that a CPU-bound plateau is the "
+          "send path's",
+          "[e2e][probe]") {
+  // A probe as a 2-CPU host writes it: one posting thread busy 0.97 on a flat 1.5 M WQE/s
+  // plateau, and two and four posting threads (with their target threads, 4 and 8 busy
+  // threads) reaching the same rate while each yields the CPU after every loop, so none
+  // looks saturated. Their rate is the two CPUs', not the send path's.
+  const auto probe_json = [](const json& over_2, const json& over_4, bool run_over) {
+    const auto entry = [](double rate, double busy, const char* test, const json& over) {
+      json e{{"rate_wqe_per_s", rate}, {"busiest_thread_busy_fraction", busy}, {"test", test}};
+      if (!over.is_null()) e["oversubscribed"] = over;
+      return e;
+    };
+    const json one{{"value", 1.5e6}, {"unit", "WQE/s"}, {"from", {"rate_k8_b1_s64", "rate_k64_b1_s64"}}, {"method", "mean"},
+                   {"conditions", {{"posting_thread_busy_max", 0.97}, {"cpu_bound", true}, {"spread", 0.01}, {"flat", true}}}};
+    return json{{"kind", "benchkv-probe"},
+                {"transport", "ucx"},
+                {"conditions", {{"oversubscribed", run_over}}},
+                {"parameters",
+                 {{"node_wqe_rate_per_s", one},
+                  {"cpu_cqe_ns", {{"value", 42}, {"unit", "ns"}, {"from", {"rate_k1_b1_s64"}}, {"method", "slope"}}},
+                  {"wqe_rate_by_qps", {{"8", {{"rate_wqe_per_s", 1.5e6}}}, {"64", {{"rate_wqe_per_s", 1.49e6}}}}},
+                  {"wqe_rate_by_qps_threads",
+                   {{"8/2", entry(1.52e6, 0.45, "rate_k8_b1_s64_t2", over_2)},
+                    {"8/4", entry(1.47e6, 0.3, "rate_k8_b1_s64_t4", over_4)},
+                    {"64/4", entry(1.5e6, 0.3, "rate_k64_b1_s64_t4", over_4)}}},
+                  // What an older probe wrote from every test, oversubscribed or not: it must
+                  // not decide.
+                  {"threads_over_one_thread",
+                   {{"value", 1.01}, {"unit", "ratio"}, {"from", {"rate_k8_b1_s64_t2"}}, {"method", "largest ratio"},
+                    {"conditions", {{"threads_cpu_bound", false}, {"same_rate", true}}}}}}}};
+  };
+  TempDir dir;
+  const auto fit = [&](const json& p) {
+    write_file(dir / "probe.json", p.dump());
+    const Outcome o = run_ok({"calibrate", "--from", "probe.json", "-o", "fitted.json"}, dir.path());
+    json m = read_json(dir / "fitted.json");
+    m["stdout"] = o.out;
+    return m;
+  };
+  // Marked per test (this probe), or only run-wide (an older probe): ignored, listed with
+  // the reason, and the CPU-bound plateau is not fitted.
+  const bool per_test = GENERATE(true, false);
+  CAPTURE(per_test);
+  const json m = per_test ? fit(probe_json(true, true, true)) : fit(probe_json(nullptr, nullptr, true));
+  CAPTURE(m["basis"].dump(1));
+  CHECK(m["nic"]["send"]["per_wqe_ns"] == 75.0);  // the built-in base's
+  CHECK(m["nic"]["send"]["engines"] == 16);
+  CHECK_THAT(m["basis"]["nic.send.per_wqe_ns (not fitted)"].get<std::string>(),
+             Catch::Contains("busy 0.97") && Catch::Contains("only tests with several posting threads were oversubscribed"));
+  const std::string ignored = m["basis"]["ignored probe measurements"].get<std::string>();
+  CHECK_THAT(ignored, Catch::Contains("rate_k8_b1_s64_t2") && Catch::Contains("rate_k8_b1_s64_t4") &&
+                          Catch::Contains("rate_k64_b1_s64_t4") && Catch::Contains("oversubscribed") &&
+                          Catch::Contains("the scheduler"));
+  CHECK_THAT(m["stdout"].get<std::string>(), Catch::Contains("ignored probe measurements"));
+
+  // The same rates not oversubscribed are the evidence: the plateau is the send path's.
+  const json fitted = fit(probe_json(false, false, false));
+  CHECK(fitted["nic"]["send"]["engines"] == 1);
+  CHECK(within(fitted["nic"]["send"]["per_wqe_ns"].get<double>(), 1e9 / 1.5e6) < 1e-9);
+  CHECK_FALSE(fitted["basis"].contains("ignored probe measurements"));
+  CHECK_THAT(fitted["basis"]["nic.send.engines = 1, nic.send.per_wqe_ns"].get<std::string>(),
+             Catch::Contains("rate_k8_b1_s64_t2"));
+  // One test not oversubscribed among oversubscribed ones: it alone decides, the others
+  // are listed as ignored.
+  const json mixed = fit(probe_json(false, true, true));
+  CHECK(mixed["nic"]["send"]["engines"] == 1);
+  CHECK_THAT(mixed["basis"]["ignored probe measurements"].get<std::string>(),
+             Catch::Contains("rate_k64_b1_s64_t4") && !Catch::Contains("rate_k8_b1_s64_t2"));
+  // A malformed mark is refused.
+  json bad = probe_json(true, true, true);
+  bad["parameters"]["wqe_rate_by_qps_threads"]["8/2"]["oversubscribed"] = "yes";
+  write_file(dir / "bad.json", bad.dump());
+  const Outcome o = run_benchkv({"calibrate", "--from", "bad.json", "-o", "bad_fit.json"}, dir.path());
+  CHECK(o.status == 2);
+  CHECK_THAT(o.err, Catch::Contains("wqe_rate_by_qps_threads[\"8/2\"]: \"oversubscribed\" is not a boolean"));
+}
+
 namespace {
 
 // A short simulated delegation run of `model` (one daemon per node) at one load; returns

@@ -13,7 +13,8 @@
 //   threads (run_threaded_rate_test): one more transport per thread on each rank, the
 //   same exchange, the threads run at once, then each thread's counts are checked against
 //   its target's -> rank 0 writes the table and the JSON, as the one-process probe does,
-//   with the run's conditions: two processes, their hosts, the transport (UCX_TLS and the
+//   with the run's conditions: two processes, their hosts and CPUs (a test of several
+//   posting threads that oversubscribed a host is marked), the transport (UCX_TLS and the
 //   transports UCX selected, where it applies). Only the main threads call MPI.
 //
 // SIGINT/SIGTERM (app::stop_signal, installed by Session::start_watchdog): rank 0 looks
@@ -99,6 +100,15 @@ struct ProbeWorkers {
   }
 };
 
+// One host's CPUs and the probe's ranks on it (both ranks on one host count): a test of
+// T posting threads puts T busy threads of each rank there, one per posting thread on
+// rank 0 and one per target thread on rank 1.
+struct ProbeHostLoad {
+  uint32_t cpus = 1, ranks = 1;
+  bool oversubscribed(uint32_t threads) const noexcept { return uint64_t{threads} * ranks > cpus; }
+};
+static_assert(std::is_trivially_copyable_v<ProbeHostLoad>, "travels as raw bytes");
+
 // The most posting threads a test may have (their counts travel in fixed arrays).
 inline constexpr uint32_t kProbeMaxThreads = 16;
 using ProbeThreadCounts = std::array<uint64_t, kProbeMaxThreads>;
@@ -114,7 +124,8 @@ using ProbeThreadCounts = std::array<uint64_t, kProbeMaxThreads>;
 // Rank 0 returns the merged result with each thread's counts; a target that took other
 // than its initiator posted throws (the transport lost or invented messages). Rank 1
 // returns nothing. A signal on rank 0 sets *sig and returns nothing, without MPI.
-// `yield`: each thread yields the CPU after every loop (more busy threads than CPUs).
+// `yield`: each thread yields the CPU after every loop (more busy threads than CPUs on
+// this rank's host: ProbeHostLoad).
 template <Transport T, class Make>
 std::optional<probe::TestResult> run_threaded_rate_test(const mpi::Session& s, Make& make, const probe::TestSpec& spec,
                                                         uint32_t size, bool yield, int* sig) {
@@ -269,16 +280,10 @@ int run_probe_mpi(const mpi::Session& s, T& t, Make make, const ProbeRequest& r,
   const uint32_t rank = static_cast<uint32_t>(s.rank()), peer = 1 - rank;
   const std::vector<probe::TestSpec> plan = app::probe_plan(r.scale);
   std::vector<probe::TestSpec> one_thread;
-  uint32_t most_threads = 1;
-  for (const probe::TestSpec& spec : plan) {
+  for (const probe::TestSpec& spec : plan)
     if (spec.threads == 1) one_thread.push_back(spec);
-    most_threads = std::max(most_threads, spec.threads);
-  }
   const uint32_t qps = app::plan_qps(plan), size = app::plan_max_size(plan);
-  // More busy threads on this host than CPUs (both ranks on one host count): each
-  // posting and target thread then yields after every loop.
-  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
-  const bool yield = uint64_t{most_threads} * static_cast<uint64_t>(s.local_size()) > cpus;
+  const ProbeHostLoad mine{std::max(1u, std::thread::hardware_concurrency()), static_cast<uint32_t>(s.local_size())};
 
   std::optional<probe::Initiator<T>> init;
   std::optional<probe::Target<T>> target;
@@ -304,6 +309,10 @@ int run_probe_mpi(const mpi::Session& s, T& t, Make make, const ProbeRequest& r,
   const std::string name = s.processor_name();
   std::copy_n(name.begin(), std::min(name.size(), host.size() - 1), host.begin());
   const std::vector<std::array<char, 256>> hosts = s.all_gather(host);
+  const std::vector<ProbeHostLoad> loads = s.all_gather(mine);
+  // A test of T posting threads: this rank's threads yield when its own host is
+  // oversubscribed; rank 0 marks the test when either host was.
+  auto oversubscribed = [&](uint32_t threads) { return loads[0].oversubscribed(threads) || loads[1].oversubscribed(threads); };
   if constexpr (requires(const T& x) { x.endpoint_descriptions(); }) {
     const nlohmann::json seen = gather_ucx_transports(s, t.endpoint_descriptions());
     if (rank == 0) conditions["ucx_transports"] = seen;
@@ -322,7 +331,7 @@ int run_probe_mpi(const mpi::Session& s, T& t, Make make, const ProbeRequest& r,
     for (const probe::TestSpec& spec : plan)
       if (spec.threads > 1) {
         int unused = 0;
-        run_threaded_rate_test<T>(s, make, spec, size, yield, &unused);
+        run_threaded_rate_test<T>(s, make, spec, size, mine.oversubscribed(spec.threads), &unused);
       }
     return 0;
   }
@@ -343,8 +352,11 @@ int run_probe_mpi(const mpi::Session& s, T& t, Make make, const ProbeRequest& r,
       }
       if (sig != 0) continue;
       try {
-        if (std::optional<probe::TestResult> m = run_threaded_rate_test<T>(s, make, spec, size, yield, &sig))
+        if (std::optional<probe::TestResult> m =
+                run_threaded_rate_test<T>(s, make, spec, size, mine.oversubscribed(spec.threads), &sig)) {
+          m->oversubscribed = oversubscribed(spec.threads);
           results.push_back(std::move(*m));
+        }
       } catch (const mpi::Interrupted& e) {  // the signal came in one of the test's collectives
         sig = e.signal;
       }
@@ -371,12 +383,18 @@ int run_probe_mpi(const mpi::Session& s, T& t, Make make, const ProbeRequest& r,
   conditions["several_posting_threads"] =
       "run: each posting thread on rank 0 with a transport of its own, its own queue pairs and its own target thread "
       "on rank 1";
-  conditions["cpus"] = cpus;
-  conditions["oversubscribed"] = yield;
-  if (yield)
+  conditions["cpus"] = {loads[0].cpus, loads[1].cpus};
+  conditions["ranks_per_host"] = {loads[0].ranks, loads[1].ranks};
+  nlohmann::json over = nlohmann::json::array();
+  for (const probe::TestResult& t : results)
+    if (t.oversubscribed) over.push_back(app::test_name(t.spec));
+  conditions["oversubscribed"] = !over.empty();
+  if (!over.empty()) {
+    conditions["oversubscribed_tests"] = std::move(over);
     conditions["oversubscribed_note"] =
-        "more posting or target threads on this host than CPUs: every thread of the tests with several yields the "
-        "CPU after each loop, and their rates measure the scheduler";
+        "these tests put more posting or target threads on a host than it has CPUs: their threads yield the CPU "
+        "after each loop, and their rates measure the scheduler (benchkv calibrate ignores them)";
+  }
   run.results = std::move(results);
   if (sig != 0)
     conditions["interrupted"] = {{"signal", app::signal_name(sig)},

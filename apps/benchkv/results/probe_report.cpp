@@ -1,6 +1,7 @@
 #include "apps/benchkv/results/probe_report.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -59,6 +60,85 @@ json cost_param(double value, std::vector<std::string> from, const std::string& 
   return p;
 }
 
+// A number of a probe JSON's entry (it comes from a file): finite and not negative.
+double entry_number(const json& entry, const char* key, const std::string& where) {
+  if (!entry.is_object() || !entry.contains(key) || !entry.at(key).is_number())
+    throw std::invalid_argument("probe parameter " + where + " has no numeric \"" + key + "\"");
+  const double x = entry.at(key).get<double>();
+  if (!std::isfinite(x) || x < 0)
+    throw std::invalid_argument("probe parameter " + where + ": \"" + key + "\" is negative or not finite");
+  return x;
+}
+
+// "K/T" (queue pairs / posting threads, T >= 2) of a wqe_rate_by_qps_threads key; false
+// when the key is not that.
+bool parse_qps_threads(const std::string& key, uint32_t* k, uint32_t* t) {
+  const char* b = key.data();
+  const char* e = b + key.size();
+  const auto [slash, ek] = std::from_chars(b, e, *k);
+  if (ek != std::errc() || slash == e || *slash != '/') return false;
+  const auto [end, et] = std::from_chars(slash + 1, e, *t);
+  return et == std::errc() && end == e && *t >= 2;
+}
+
+// What the tests with several posting threads say about the one-thread plateau, from a
+// probe's wqe_rate_by_qps_threads ("K/T" entries) against its wqe_rate_by_qps: over the
+// entries at K >= kPlateauQps with a rate, the largest ratio of their rate to one
+// thread's over the same K, and their busiest thread's busy fraction. An entry marked
+// oversubscribed (its own "oversubscribed"; without one, `run_oversubscribed`, for a
+// probe JSON that marks only the run) is no evidence: its threads outnumbered a host's
+// CPUs and yielded it to each other after every loop, so its rate is the scheduler's, and
+// it is listed in `ignored` instead. The probe derives threads_over_one_thread with this,
+// and `benchkv calibrate` decides with it (never with that parameter, which an older
+// probe derived from every entry). A malformed entry throws std::invalid_argument.
+struct ThreadsEvidence {
+  double ratio = 0, busy_max = 0;
+  std::vector<std::string> used, ignored;
+  bool same_rate() const noexcept { return !used.empty() && std::abs(ratio - 1) <= kFlatSpread; }
+  bool cpu_bound() const noexcept { return busy_max > kCpuBoundBusy; }
+};
+
+ThreadsEvidence threads_evidence(const json& by_qps, const json& by_threads, bool run_oversubscribed) {
+  ThreadsEvidence e;
+  if (!by_threads.is_object()) throw std::invalid_argument("probe parameter wqe_rate_by_qps_threads is not an object");
+  for (auto it = by_threads.begin(); it != by_threads.end(); ++it) {
+    const std::string where = "wqe_rate_by_qps_threads[\"" + it.key() + "\"]";
+    uint32_t k = 0, t = 0;
+    if (!parse_qps_threads(it.key(), &k, &t))
+      throw std::invalid_argument("probe parameter " + where + ": the key is not K/T (queue pairs / posting threads, T >= 2)");
+    const json& v = it.value();
+    const double rate = entry_number(v, "rate_wqe_per_s", where);
+    const double busy = entry_number(v, "busiest_thread_busy_fraction", where);
+    if (k < kPlateauQps || rate <= 0) continue;
+    const std::string test = v.contains("test") && v.at("test").is_string() ? v.at("test").get<std::string>() : it.key();
+    const json over = v.contains("oversubscribed") ? v.at("oversubscribed") : json(run_oversubscribed);
+    if (!over.is_boolean()) throw std::invalid_argument("probe parameter " + where + ": \"oversubscribed\" is not a boolean");
+    if (over.get<bool>()) {
+      e.ignored.push_back(test);
+      continue;
+    }
+    const std::string one = std::to_string(k);
+    if (!by_qps.is_object() || !by_qps.contains(one)) continue;
+    const double r1 = entry_number(by_qps.at(one), "rate_wqe_per_s", "wqe_rate_by_qps[\"" + one + "\"]");
+    if (r1 <= 0) continue;
+    e.used.push_back(test);
+    e.ratio = std::max(e.ratio, rate / r1);
+    e.busy_max = std::max(e.busy_max, busy);
+  }
+  return e;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// Why an oversubscribed test with several posting threads is not used.
+constexpr const char* kOversubscribedReason =
+    "oversubscribed: their posting and target threads outnumbered a host's CPUs and yielded it after every loop, so "
+    "their rates measure the scheduler, not the send path";
+
 // Leaf paths of a JSON object ("cpu.loop", "nic.send.engines").
 void leaves(const json& j, const std::string& prefix, std::vector<std::string>& out) {
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -112,12 +192,9 @@ json probe_parameters(const std::vector<TestResult>& results) {
   std::vector<std::string> plateau_from;
   json single_post_from = json::array();
   probe::Line single_post;
-  // Several posting threads at k >= kPlateauQps: the rate by "k/threads" and the busiest
-  // thread's busy fraction.
+  // Several posting threads: the rate by "k/threads", the busiest thread's busy fraction
+  // and whether the test oversubscribed a host.
   json by_threads = json::object();
-  double threaded_busy = 0;
-  std::vector<const TestResult*> threaded;
-  std::vector<std::string> threaded_from;
   for (const TestResult& r : results) {
     const std::string name = test_name(r.spec);
     loop.merge(r.loop);
@@ -128,12 +205,8 @@ json probe_parameters(const std::vector<TestResult>& results) {
       post_from.push_back(name);
       poll_from.push_back(name);
       by_threads[std::to_string(r.spec.qps) + "/" + std::to_string(r.spec.threads)] =
-          json{{"rate_wqe_per_s", r.rate_wqe_per_s()}, {"busiest_thread_busy_fraction", r.busy_fraction()}, {"test", name}};
-      if (r.spec.qps >= kPlateauQps && r.window_ns > 0) {
-        threaded.push_back(&r);
-        threaded_busy = std::max(threaded_busy, r.busy_fraction());
-        threaded_from.push_back(name);
-      }
+          json{{"rate_wqe_per_s", r.rate_wqe_per_s()}, {"busiest_thread_busy_fraction", r.busy_fraction()}, {"test", name},
+               {"oversubscribed", r.oversubscribed}};
       continue;
     }
     post.merge(r.post);
@@ -187,24 +260,34 @@ json probe_parameters(const std::vector<TestResult>& results) {
                {"spread", (plateau_max - plateau_min) / rate}, {"flat", (plateau_max - plateau_min) / rate <= kFlatSpread}});
   }
   p["wqe_rate_by_qps"] = by_qps;
-  if (!threaded_from.empty()) {
+  if (!by_threads.empty()) {
     p["wqe_rate_by_qps_threads"] = by_threads;
     // Several threads' rate over one thread's at the same k, the largest: ~1 when the NIC
     // set both (per node or per QP), up to the thread count when one posting thread set
-    // the one-thread rate.
-    double ratio = 0;
-    for (const TestResult* r : threaded) {
-      const std::string k = std::to_string(r->spec.qps);
-      if (by_qps.contains(k) && by_qps[k]["rate_wqe_per_s"].get<double>() > 0)
-        ratio = std::max(ratio, r->rate_wqe_per_s() / by_qps[k]["rate_wqe_per_s"].get<double>());
+    // the one-thread rate. Oversubscribed tests are left out; when they are all there
+    // is, the ratio over them is kept for the record, marked undetermined.
+    ThreadsEvidence e = threads_evidence(by_qps, by_threads, false);
+    const std::vector<std::string> ignored = e.ignored;
+    const bool only_oversubscribed = e.used.empty() && !ignored.empty();
+    if (only_oversubscribed) {
+      json all = by_threads;
+      for (auto it = all.begin(); it != all.end(); ++it) it.value()["oversubscribed"] = false;
+      e = threads_evidence(by_qps, all, false);
     }
-    if (ratio > 0)
+    if (e.ratio > 0) {
+      json c{{"size", 64}, {"batch", 1}, {"busiest_thread_busy_max", e.busy_max}, {"threads_cpu_bound", e.cpu_bound()},
+             {"same_rate", e.same_rate()}};
+      if (!ignored.empty()) c["oversubscribed_tests"] = ignored;
       p["threads_over_one_thread"] =
-          param(ratio, "ratio", threaded_from,
+          param(e.ratio, "ratio", e.used,
                 "largest ratio, over k >= 8, of the WQE rate of several posting threads to one thread's over the same k "
-                "queue pairs",
-                {{"size", 64}, {"batch", 1}, {"busiest_thread_busy_max", threaded_busy},
-                 {"threads_cpu_bound", threaded_busy > kCpuBoundBusy}, {"same_rate", std::abs(ratio - 1) <= kFlatSpread}});
+                "queue pairs" +
+                    std::string(only_oversubscribed || ignored.empty() ? "" : ", leaving out the oversubscribed tests"),
+                std::move(c));
+      if (only_oversubscribed)
+        p["threads_over_one_thread"]["undetermined"] = std::string("every test with several posting threads was ") +
+                                                       kOversubscribedReason;
+    }
   }
   json wl = json::object(), rl = json::object();
   for (const TestResult& r : results) {
@@ -233,6 +316,7 @@ json probe_json(const ProbeRun& run) {
                           {"wqes", x.wqes}, {"window_ns", x.window_ns}, {"busy_fraction", x.busy_fraction}});
         t["per_thread"] = std::move(each);
       }
+      if (r.spec.threads > 1) t["oversubscribed"] = r.oversubscribed;
     } else {
       t["latency_ns"] = latency_json(r.latency_ns);
     }
@@ -332,13 +416,21 @@ json fit_model(const json* probe_in, const std::vector<NamedSummary>& runs, cons
   set_cpu("flush", "cpu_wqe_build_ns", "building one WQE");
   set_cpu("doorbell", "cpu_doorbell_ns", "one doorbell");
   // One busy posting thread's plateau is the send path's after all when several posting
-  // threads, none of them saturated, reach the same rate.
-  auto several_threads_same_rate = [&] {
-    const json* t = value("threads_over_one_thread");
-    if (t == nullptr) return false;
-    const json& c = t->value("conditions", json::object());
-    return c.value("same_rate", false) && !c.value("threads_cpu_bound", true);
-  };
+  // threads, none of them saturated, reach the same rate. Oversubscribed tests do not
+  // count (threads_evidence), and the basis lists them as ignored.
+  ThreadsEvidence threads;
+  if (P.contains("wqe_rate_by_qps_threads")) {
+    const json conditions = probe.value("conditions", json::object());
+    if (!conditions.is_object()) throw std::invalid_argument("the probe JSON's \"conditions\" is not an object");
+    const json run_over = conditions.value("oversubscribed", json(false));
+    if (!run_over.is_boolean()) throw std::invalid_argument("the probe JSON's conditions.oversubscribed is not a boolean");
+    threads = threads_evidence(P.value("wqe_rate_by_qps", json::object()), P.at("wqe_rate_by_qps_threads"),
+                               run_over.get<bool>());
+  }
+  if (!threads.ignored.empty())
+    basis["ignored probe measurements"] = "tests " + joined(threads.ignored) + ": " + kOversubscribedReason +
+                                          "; not used as evidence of what set the one-thread plateau";
+  const bool several_threads_same_rate = threads.same_rate() && !threads.cpu_bound();
   if (const json* v = value("node_wqe_rate_per_s")) {
     const json& c = v->value("conditions", json::object());
     const std::string busy = c.value("posting_thread_busy_max", json(0)).dump();
@@ -348,10 +440,14 @@ json fit_model(const json* probe_in, const std::vector<NamedSummary>& runs, cons
           ", posting thread busy up to " + busy +
           "): no per-node plateau, so the per-node send path does not describe this NIC (a per-QP limit may: "
           "wqe_rate_by_qps); the send path is left at the base model";
-    } else if (c.value("cpu_bound", false) && !several_threads_same_rate()) {
+    } else if (c.value("cpu_bound", false) && !several_threads_same_rate) {
       basis["nic.send.per_wqe_ns (not fitted)"] =
-          "the posting thread was busy " + busy +
-          " of the plateau's time: the rate may be the CPU's, not the send path's; left at the base model";
+          "the posting thread was busy " + busy + " of the plateau's time: the rate may be the CPU's, not the send path's" +
+          (threads.used.empty() && !threads.ignored.empty()
+               ? ", and the only tests with several posting threads were oversubscribed (ignored), so none shows the "
+                 "send path set it"
+               : std::string()) +
+          "; left at the base model";
     } else {
       const double rate = v->at("value").get<double>();
       if (rate <= 0) throw std::invalid_argument("probe parameter node_wqe_rate_per_s is 0");
@@ -363,8 +459,8 @@ json fit_model(const json* probe_in, const std::vector<NamedSummary>& runs, cons
           "one send path per node (the per-node family), 1e9 / " + src + " node_wqe_rate_per_s = " + v->at("value").dump() +
           " WQE/s: " + v->value("method", std::string()) + " (tests " + from(*v) + ")" +
           (c.value("cpu_bound", false)
-               ? "; the posting thread was busy " + busy + " of it, and several posting threads reached the same rate "
-                 "(threads_over_one_thread), so the send path set it"
+               ? "; the posting thread was busy " + busy + " of it, and several posting threads, none saturated, reached "
+                 "the same rate (tests " + joined(threads.used) + "), so the send path set it"
                : std::string());
     }
   }
