@@ -17,12 +17,16 @@ if(TARGET benchkv)
   endif()
 endif()
 
-# benchkv probe and calibrate (tests/e2e/test_probe.cpp): the closed loop over the simulator.
+# benchkv probe and calibrate (tests/e2e/test_probe.cpp): the closed loop over the simulator,
+# and the probe over the mlx5 NIC emulator.
 if(TARGET benchkv)
   bkv_add_test(test_probe_e2e GROUP e2e SOURCES e2e/test_probe.cpp LIBS nlohmann_json::nlohmann_json)
   if(TARGET test_probe_e2e)
     target_compile_definitions(test_probe_e2e PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>" BKV_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
     add_dependencies(test_probe_e2e benchkv)
+    if(TARGET bkv_mlx5_emulator)  # benchkv probe --transport mlx5-emu is built
+      target_compile_definitions(test_probe_e2e PRIVATE BKV_TEST_PROBE_EMULATOR=1)
+    endif()
   endif()
   bkv_plain_driver(test_benchkv_e2e)
   bkv_plain_driver(test_probe_e2e)

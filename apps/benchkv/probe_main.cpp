@@ -20,13 +20,16 @@
 #ifdef BKV_PROBE_UCX
 #include "apps/benchkv/real/probe_ucx.hpp"
 #endif
+#ifdef BKV_PROBE_EMULATOR
+#include "apps/benchkv/real/probe_emulator.hpp"
+#endif
 
 namespace bkv::app {
 
 namespace {
 
 constexpr const char* kProbeUsage =
-    "Usage: benchkv probe [--transport sim|ucx|mlx5|verbs] [--np 2] [--model FILE] [--device NAME] [--port N]\n"
+    "Usage: benchkv probe [--transport sim|ucx|mlx5|verbs|mlx5-emu] [--np 2] [--model FILE] [--device NAME] [--port N]\n"
     "                     [--gid-index N] [--scale X] [--seed N] [-o FILE]\n"
     "Micro-benchmarks of what the simulator's NIC and CPU model needs (docs/your_cluster.md): WQE rate with\n"
     "one WRITE+IMM per doorbell over 1..64 queue pairs, with batched doorbells and from 2 and 4 posting\n"
@@ -45,7 +48,15 @@ constexpr const char* kProbeUsage =
     "  --transport ucx   without mpirun: the UCX transport's code, two workers in this process (UCX_TLS,\n"
     "                    default sm,self)\n"
     "                    Over UCX the numbers are the UCX transport's software NIC, not hardware numbers.\n"
+    "  --transport mlx5-emu  the mlx5 transport's data path against the software NIC emulator, two emulated\n"
+    "                    NICs in this process, one thread alternating the sides (no tests with several\n"
+    "                    posting threads; not under mpirun: the emulator is in-process only). The numbers\n"
+    "                    are the emulator's and this CPU's, not a NIC's: not hardware numbers.\n"
     "  --scale X         multiplies every test's iterations (default 1)\n";
+
+// The probe's own --transport name for the NIC emulator (not in kTransportNames: it runs
+// in one process only).
+const std::string kEmulatorTransport = "mlx5-emu";
 
 constexpr const char* kCalibrateUsage =
     "Usage: benchkv calibrate [--from PROBE.json] [--from-run SUMMARY.json...] [--base MODEL.json] -o MODEL.json\n"
@@ -136,17 +147,34 @@ int probe_main(int argc, char** argv) {
   }
   if (transport != "sim" && !model_file.empty())
     return usage_error("probe: --model applies to --transport sim only", kProbeUsage);
-  if (transport != "sim" && transport != "ucx" && transport != "mlx5" && transport != "verbs")
-    return usage_error("probe: --transport " + transport + ": expected sim, ucx, mlx5 or verbs", kProbeUsage);
-  const bool rdma = transport == "mlx5" || transport == "verbs";
+  // The names of --transport's table (apps/benchkv/cli/transport_kind.hpp), and one only
+  // the probe has: the NIC emulator, which is no transport between processes.
+  const TransportName* named = nullptr;
+  std::string names;
+  for (const TransportName& t : kTransportNames) {
+    if (t.name == transport) named = &t;
+    names += std::string(t.name) + ", ";
+  }
+  if (named == nullptr && transport != kEmulatorTransport)
+    return usage_error("probe: --transport " + transport + ": expected " + names.substr(0, names.size() - 2) + " or " +
+                           kEmulatorTransport,
+                       kProbeUsage);
+  if (transport == kEmulatorTransport && started_by_mpirun())
+    return usage_error("probe: --transport mlx5-emu runs in one process: the NIC emulator keeps both NICs' memory in "
+                       "it and is stepped by one thread, so it cannot join two processes (run it without mpirun)",
+                       kProbeUsage);
+  const bool rdma = named != nullptr && named->rdma_device;
   if (!device.empty() && !rdma) return usage_error("probe: --device applies to --transport mlx5 and verbs only", kProbeUsage);
   if (port_given && !rdma) return usage_error("probe: --port applies to --transport mlx5 and verbs only", kProbeUsage);
   if (gid_given && !rdma) return usage_error("probe: --gid-index applies to --transport mlx5 and verbs only", kProbeUsage);
-  // Between two processes: mlx5 and verbs always (the entry opens the device first, and
-  // without mpirun says the probe needs two ranks), ucx when mpirun started this process.
-  if (rdma || (transport == "ucx" && started_by_mpirun())) {
+  // Between two processes: a transport of an RDMA device always (its entry opens the
+  // device first, and without mpirun says the probe needs two ranks), the other real
+  // transports when mpirun started this process (ucx without it: the one-process probe
+  // below).
+  const bool one_process_ucx = named != nullptr && named->kind == TransportKind::kUcx && !started_by_mpirun();
+  if (named != nullptr && named->kind != TransportKind::kSim && !one_process_ucx) {
     real::ProbeRequest r;
-    r.transport = rdma ? (transport == "mlx5" ? TransportKind::kMlx5 : TransportKind::kVerbs) : TransportKind::kUcx;
+    r.transport = named->kind;
     r.scale = scale;
     r.output = output;
     r.device = device;
@@ -171,6 +199,20 @@ int probe_main(int argc, char** argv) {
                         {"nic_inline_max_bytes", model.nic.inline_max_bytes}, {"scale", scale},
                         {"clock", "virtual time"}};
       run.results = run_probe_sim(plan, model, seed);
+    } else if (transport == kEmulatorTransport) {
+#ifdef BKV_PROBE_EMULATOR
+      run.results = real::run_probe_emulator(plan, &run.conditions);
+      run.note = "the mlx5 transport's data path against the software NIC emulator in one process, initiator and "
+                 "target alternating on one thread: the emulator's and this CPU's numbers, not hardware numbers";
+      run.conditions["scale"] = scale;
+      run.conditions["clock"] = "steady clock (TSC where constant)";
+      run.conditions["one_thread"] = true;
+      run.conditions["several_posting_threads"] = "not run: both sides alternate on one thread";
+#else
+      return usage_error("probe: --transport mlx5-emu: this build has no NIC emulator (it needs rdma-core's headers: "
+                         "install libibverbs-dev and rebuild)",
+                         kProbeUsage);
+#endif
     } else {
 #ifdef BKV_PROBE_UCX
       std::string tls;

@@ -160,7 +160,7 @@ TEST_CASE("probe and calibrate: bad input exits 2 with a message naming the prob
   write_file(dir / "broken.json", "{");
   write_file(dir / "empty_probe.json", R"({"kind": "benchkv-probe", "parameters": {}})");
   write_file(dir / "neg_probe.json", R"({"kind": "benchkv-probe", "parameters": {"cpu_cqe_ns": {"value": -3}}})");
-  const Case c = GENERATE(Case{{"probe", "--np", "3"}, "--np 3"}, Case{{"probe", "--transport", "rdma"}, "expected sim, ucx, mlx5 or verbs"},
+  const Case c = GENERATE(Case{{"probe", "--np", "3"}, "--np 3"}, Case{{"probe", "--transport", "rdma"}, "expected mlx5, verbs, ucx, sim or mlx5-emu"},
                           Case{{"probe", "--transport", "ucx", "--device", "mlx5_0"}, "--device applies to"},
                           Case{{"probe", "--transport", "mlx5"}, "no RDMA"}, Case{{"probe", "--model", "missing.json"}, "missing.json"},
                           // --port and --gid-index: checked before the device is opened; valid
@@ -306,6 +306,47 @@ TEST_CASE("calibrate: oversubscribed tests of several posting threads are no evi
   CHECK(o.status == 2);
   CHECK_THAT(o.err, Catch::Contains("wqe_rate_by_qps_threads[\"8/2\"]: \"oversubscribed\" is not a boolean"));
 }
+
+#ifdef BKV_TEST_PROBE_EMULATOR
+TEST_CASE("probe --transport mlx5-emu: the mlx5 data path against the NIC emulator, end to end through calibrate",
+          "[e2e][probe][mlx5]") {
+  TempDir dir;
+  const Outcome o = run_ok({"probe", "--transport", "mlx5-emu", "--scale", "0.25", "-o", "emu.json"}, dir.path());
+  CHECK_THAT(o.out, Catch::Contains("benchkv probe over mlx5-emu") && Catch::Contains("not hardware numbers") &&
+                        Catch::Contains("rate_k64_b1_s64"));
+  const json j = read_json(dir / "emu.json");
+  CHECK(j["transport"] == "mlx5-emu");
+  CHECK_THAT(j["note"].get<std::string>(), Catch::Contains("NIC emulator") && Catch::Contains("not hardware numbers"));
+  const json& c = j["conditions"];
+  CHECK(c["one_thread"] == true);
+  CHECK(c["delivery"].get<std::string>().find("eager") != std::string::npos);
+  CHECK(c["inline_max_bytes"].get<uint32_t>() > 0);
+  // Every one-thread test of the plan ran (8 rates over QPs, 4 batched, 5 WRITE and 3 READ
+  // latencies); none with several posting threads.
+  size_t rates = 0, latencies = 0;
+  for (const json& t : j["tests"]) {
+    INFO(t["name"]);
+    CHECK(t["threads"] == 1);
+    if (t["kind"] == "rate") {
+      ++rates;
+      CHECK(t["wqes"].get<uint64_t>() > 0);
+      CHECK(t["rate_wqe_per_s"].get<double>() > 0);
+    } else {
+      ++latencies;
+      CHECK(t["latency_ns"]["n"].get<uint64_t>() > 0);
+    }
+  }
+  CHECK(rates == 12);
+  CHECK(latencies == 8);
+  CHECK_FALSE(j["parameters"].contains("wqe_rate_by_qps_threads"));
+  CHECK(j["parameters"]["wqe_rate_by_qps"].size() == 8);
+  // calibrate takes it; the basis names it as a probe over the emulator.
+  const Outcome fit = run_ok({"calibrate", "--from", "emu.json", "-o", "fitted.json"}, dir.path());
+  const json m = read_json(dir / "fitted.json");
+  CHECK_THAT(m["description"].get<std::string>(), Catch::Contains("mlx5-emu") && Catch::Contains("not hardware numbers"));
+  CHECK_THAT(fit.out, Catch::Contains("probe (mlx5-emu)"));
+}
+#endif
 
 namespace {
 

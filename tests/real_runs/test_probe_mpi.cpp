@@ -158,6 +158,17 @@ TEST_CASE("mpirun with other than two ranks: benchkv probe refuses with status 2
   CHECK_FALSE(e2e::fs::exists(dir / "probe.json"));
 }
 
+TEST_CASE("mpirun -np 2: benchkv probe --transport mlx5-emu refuses with status 2 (the emulator is in one process)",
+          "[real-run][mpi][probe]") {
+  e2e::TempDir dir;
+  const Outcome o = mpirun_benchkv(2, {"probe", "--transport", "mlx5-emu", "--scale", "0.25", "-o", "probe.json"},
+                                   dir.path(), "sm,self");
+  INFO(e2e::describe(o));
+  CHECK(o.status == 2);
+  CHECK_THAT(o.err, Catch::Contains("--transport mlx5-emu runs in one process"));
+  CHECK_FALSE(e2e::fs::exists(dir / "probe.json"));
+}
+
 // SIGTERM to rank 0 0.9 s in (its set-up, to the signal handlers, takes about 0.3 s
 // here), in a probe scaled to run as long as it can (--scale 100, the largest): 1.3-3 s
 // alone on this machine, so 1.5 s in it had once already finished. Rank 0 writes the

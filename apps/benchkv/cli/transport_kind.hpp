@@ -2,7 +2,9 @@
 // as backends/backend_kind.hpp is for the backends. A real transport's entry (how a node
 // is made over it, under MPI) is in apps/benchkv/real/<name>.cpp and registers itself
 // for its kind (apps/benchkv/real/transports.hpp); a build without that file (its
-// libraries were not found) names `needs` when the transport is asked for.
+// libraries were not found) names `needs` when the transport is asked for. `benchkv probe`
+// takes these names too, and one of its own, mlx5-emu (the NIC emulator, which runs in one
+// process only: apps/benchkv/probe_main.cpp).
 #pragma once
 
 #include <array>
