@@ -586,4 +586,36 @@ void run_in_one_thread(Initiator<T>& a, Target<T>& b, uint64_t max_loops) {
   }
 }
 
+// Runs the one-thread tests of `plan` (a test of several posting threads needs threads of
+// its own on each side, so it is skipped) between two transports of this process, an
+// initiator on `a` and a target on `b` over `qps` queue pairs and messages up to
+// `max_size` bytes, both stepped by this thread (run_in_one_thread); then checks that
+// every WRITE+IMM posted reached the target once and every ping was answered, giving the
+// target up to kTailSteps more loops for the last ones. Returns the initiator's results;
+// throws std::runtime_error naming the counts when they differ.
+inline constexpr uint32_t kTailSteps = 1000;
+template <Transport T>
+std::vector<TestResult> run_one_process(T& a, T& b, const std::vector<TestSpec>& plan, uint32_t qps, uint32_t max_size,
+                                        uint64_t max_loops) {
+  Initiator<T> init(a, qps, max_size);
+  Target<T> target(b, qps, max_size);
+  connect(init, target);
+  std::vector<TestSpec> one_thread;
+  for (const TestSpec& t : plan)
+    if (t.threads == 1) one_thread.push_back(t);
+  init.set_plan(one_thread);
+  run_in_one_thread(init, target, max_loops);
+  uint64_t writes = 0, pings = 0;
+  for (const TestResult& r : init.results()) {
+    if (r.spec.kind == TestKind::kRate) writes += r.posted;
+    if (r.spec.kind == TestKind::kWriteLatency) pings += uint64_t{r.spec.warmup} + r.spec.iters;
+  }
+  for (uint32_t i = 0; i < kTailSteps && target.received() < writes + pings; ++i) target.step();
+  if (target.received() != writes + pings || target.pongs() != pings)
+    throw std::runtime_error("probe: the initiator posted " + std::to_string(writes) + " WRITE+IMMs and " +
+                             std::to_string(pings) + " pings; the target took " + std::to_string(target.received()) +
+                             " and answered " + std::to_string(target.pongs()));
+  return init.results();
+}
+
 }  // namespace bkv::probe

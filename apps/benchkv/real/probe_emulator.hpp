@@ -1,7 +1,7 @@
 // `benchkv probe --transport mlx5-emu`: the probe over the mlx5 transport's direct data
 // path (DirectTransport) against the software NIC emulator (transports/mlx5/emulator), in
 // one process: two emulated NICs on one emulated fabric, the initiator on one and the
-// target on the other, driven alternately by this thread (probe::run_in_one_thread), the
+// target on the other, driven alternately by this thread (probe::run_one_process), the
 // emulator executing each doorbell's work requests at once (DeliveryMode::kEager).
 //
 // The emulator keeps every NIC's memory and queues in this process and is stepped by one

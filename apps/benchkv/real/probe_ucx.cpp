@@ -14,17 +14,8 @@ std::vector<probe::TestResult> run_probe_ucx(const std::vector<probe::TestSpec>&
   if (tls != nullptr) *tls = c.tls;
   c.send_queue_depth = 256;
   ucx::UcxTransport a(c), b(c);
-  const uint32_t qps = app::plan_qps(plan), size = app::plan_max_size(plan);
-  probe::Initiator<ucx::UcxTransport> init(a, qps, size);
-  probe::Target<ucx::UcxTransport> target(b, qps, size);
-  probe::connect(init, target);
   // One thread alternates the two sides here: tests with several posting threads are not run.
-  std::vector<probe::TestSpec> one_thread;
-  for (const probe::TestSpec& t : plan)
-    if (t.threads == 1) one_thread.push_back(t);
-  init.set_plan(one_thread);
-  probe::run_in_one_thread(init, target, 200'000'000);
-  return init.results();
+  return probe::run_one_process(a, b, plan, app::plan_qps(plan), app::plan_max_size(plan), 200'000'000);
 }
 
 }  // namespace bkv::real

@@ -1,6 +1,6 @@
 // `benchkv probe --transport ucx`: the probe over the UCX transport in one process, two
 // UCP workers (initiator and target) driven alternately by this thread
-// (probe::run_in_one_thread). UCX_TLS comes from the environment, "sm,self" when unset.
+// (probe::run_one_process). UCX_TLS comes from the environment, "sm,self" when unset.
 // Built when UCX was found (BKV_PROBE_UCX).
 #pragma once
 
