@@ -33,10 +33,12 @@
 //   recv_handle.hpp     a received request as the user holds it, from recv() to reply()
 //   config.hpp          ContextConfig and its checks; the checks of a peer's settings
 //   wire.hpp            the bytes of a batch (metadata, headers), immediates, allowances
-//   endpoint.hpp        one connection's state, the pending-call slab, ring memory
+//   endpoint.hpp        one connection's state, the pending-call slab, ring memory, the
+//                       WRITE+IMMs waiting for room in the send queue
 //   batch_rules.hpp     batch validation: every rule a received batch must keep, named
 //   credits.hpp         flow control: initial credit, grants, the ring-full READ trigger
 //   page_give_back.hpp  paged ring memory: pages behind the peer's consumer given back
+//   failed_calls.hpp    the calls of a stopped endpoint, failed back by drain()
 //   metrics.hpp         ContextStats and the RTT histogram
 //   wr_id.hpp           the work-request id encoding (what a send completion belongs to)
 //   raw_rdma.hpp        the bookkeeping of raw READs and WRITEs (post_raw_*)
@@ -56,6 +58,7 @@
 #include "core/copyrpc/config.hpp"
 #include "core/copyrpc/credits.hpp"
 #include "core/copyrpc/endpoint.hpp"
+#include "core/copyrpc/failed_calls.hpp"
 #include "core/copyrpc/metrics.hpp"
 #include "core/copyrpc/page_give_back.hpp"
 #include "core/copyrpc/qpn_table.hpp"
@@ -74,8 +77,6 @@ class Context {
   using Info = EndpointInfo<typename T::ConnectInfo>;
   using Ep = Endpoint<QueuePair, Token>;
 
-  static constexpr uint32_t kMaxPendingEmits = 8;
-
   Context(T& transport, ContextConfig cfg = {})
       : t_(transport), cfg_(checked_config(cfg, transport.srq_capacity(), transport.send_queue_depth())) {
     t_.post_receives(cfg_.srq_size);
@@ -91,14 +92,8 @@ class Context {
     auto ep = std::make_unique<Ep>();
     ep->id = static_cast<uint32_t>(eps_.size());
     ep->qp = &t_.create_queue_pair();
-    if constexpr (PagedRingMemory<T>) {
-      const RingMemory::Release release = [](void* t, std::byte* p, uint64_t n) { static_cast<T*>(t)->free_ring(p, n); };
-      ep->send_ring = RingMemory(t_.allocate_ring(cfg_.ring_size), cfg_.ring_size, release, &t_);
-      ep->recv_ring = RingMemory(t_.allocate_ring(cfg_.ring_size), cfg_.ring_size, release, &t_);
-    } else {
-      ep->send_ring = RingMemory(cfg_.ring_size);
-      ep->recv_ring = RingMemory(cfg_.ring_size);
-    }
+    ep->send_ring = make_ring_memory(t_, cfg_.ring_size);
+    ep->recv_ring = make_ring_memory(t_, cfg_.ring_size);
     ep->send_mr = t_.register_memory(ep->send_ring.data(), cfg_.ring_size, kAccessLocalWrite);
     ep->recv_mr = t_.register_memory(ep->recv_ring.data(), cfg_.ring_size, kAccessLocalWrite | kAccessRemoteWrite);
     ep->consumer_mr = t_.register_memory(&ep->consumer_word, 8, kAccessLocalWrite | kAccessRemoteRead);
@@ -261,7 +256,7 @@ class Context {
     }
     reap_send_completions();
     stats_.cqes += total;
-    if (!failed_calls_.empty()) [[unlikely]] hand_back_failed_calls(on_failed_call);
+    if (!failed_calls_.empty()) [[unlikely]] failed_calls_.hand_back(on_failed_call);
     return total;
   }
 
@@ -444,14 +439,6 @@ class Context {
     store_metadata(e.send_ring.at(at), c.credit_return, c.grant, count);
   }
 
-  void push_emit(Ep& e, PendingEmit pe) {
-    // At most: unposted bytes <= C, and a wrap happens once per ring cycle, so a few
-    // entries suffice; more would mean a bookkeeping bug.
-    if (e.emit_count == kMaxPendingEmits) throw std::logic_error("copyrpc: pending-emit queue overflow");
-    e.emits[(e.emit_head + e.emit_count) % kMaxPendingEmits] = pe;
-    ++e.emit_count;
-  }
-
   // Closes the open batch (its metadata written) and returns the WRITE+IMM that carries
   // it. `stream_end`: where our stream will end once the operation in progress is done;
   // the grant must leave room for those bytes too.
@@ -467,7 +454,7 @@ class Context {
     e.batch_count = 0;
     return pe;
   }
-  void finish_batch(Ep& e, uint64_t stream_end) { push_emit(e, close_batch(e, stream_end)); }
+  void finish_batch(Ep& e, uint64_t stream_end) { e.emits.push(close_batch(e, stream_end)); }
 
   // The batch would reach the ring end: emit it, then a wrap marker whose immediate
   // covers the bytes up to the ring end, and continue at offset 0 of the next cycle.
@@ -479,7 +466,7 @@ class Context {
     const uint64_t stream_end = next_cycle + kFlowMetadataSize + msg;
     if (e.batch_open()) finish_batch(e, stream_end);
     fill_metadata(e, marker, stream_end, kWrapMessageCount);
-    push_emit(e, PendingEmit{marker, kFlowMetadataSize, encode_imm(next_cycle - marker)});
+    e.emits.push(PendingEmit{marker, kFlowMetadataSize, encode_imm(next_cycle - marker)});
     e.producer = next_cycle;
     e.flush_start = next_cycle;
     e.refresh_call_fast_end();
@@ -504,7 +491,7 @@ class Context {
         if (post_emit(e, pe)) {
           posted_any = true;
         } else {
-          push_emit(e, pe);
+          e.emits.push(pe);
           done = false;
         }
       }
@@ -531,11 +518,9 @@ class Context {
   }
 
   bool post_pending_emits(Ep& e, bool& posted_any) {
-    while (e.emit_count > 0) {
-      if (!post_emit(e, e.emits[e.emit_head])) return false;
+    for (; !e.emits.empty(); e.emits.pop()) {
+      if (!post_emit(e, e.emits.front())) return false;
       posted_any = true;
-      e.emit_head = (e.emit_head + 1) % kMaxPendingEmits;
-      --e.emit_count;
     }
     return true;
   }
@@ -574,23 +559,14 @@ class Context {
   }
 
   // Stops an endpoint (the first reason stays) and takes its pending calls out, to be
-  // failed back by drain().
+  // failed back by drain() (failed_calls.hpp).
   void fail(Ep& e, EndpointError err) {
     if (e.error != EndpointError::kNone) return;
     e.error = err;
     e.takes_calls = false;
-    const uint32_t n = e.pending.take_all([&](Token&& t) { failed_calls_.push_back(FailedCall{std::move(t), err}); });
+    const uint32_t n = failed_calls_.take_all(e.pending, err);
     in_flight_calls_ -= n;
     stats_.failed_calls += n;
-  }
-
-  template <class OnFailedCall>
-  [[gnu::noinline]] void hand_back_failed_calls(OnFailedCall& on_failed_call) {
-    // The callback may stop another endpoint (stop_endpoint), adding to the list: taken
-    // out first, so every failure is handed back once.
-    std::vector<FailedCall> calls;
-    calls.swap(failed_calls_);
-    for (FailedCall& f : calls) on_failed_call(std::move(f.token), f.reason);
   }
 
   template <class OnResponse>
@@ -818,11 +794,7 @@ class Context {
   uint64_t in_flight_calls_ = 0;
   ContextStats stats_;
   RawOperations raw_;
-  struct FailedCall {
-    Token token;
-    EndpointError reason;
-  };
-  std::vector<FailedCall> failed_calls_;  // taken from stopped endpoints, not yet handed back
+  FailedCalls<Token> failed_calls_;  // taken from stopped endpoints, not yet handed back
 };
 
 }  // namespace bkv::copyrpc

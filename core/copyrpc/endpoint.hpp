@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <stdexcept>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -121,6 +122,20 @@ class RingMemory {
   void* owner_ = nullptr;
 };
 
+// Ring memory of `size` bytes for transport `t`: handed over by the transport where it
+// supplies paged memory (given back to it when the ring is destroyed), else allocated here.
+template <class T>
+RingMemory make_ring_memory(T& t, uint64_t size) {
+  if constexpr (PagedRingMemory<T>) {
+    const RingMemory::Release release = [](void* owner, std::byte* p, uint64_t n) {
+      static_cast<T*>(owner)->free_ring(p, n);
+    };
+    return RingMemory(t.allocate_ring(size), size, release, &t);
+  } else {
+    return RingMemory(size);
+  }
+}
+
 // Pending calls: a slab indexed by call_id holding the caller's token. O(1) insert and
 // remove; free ids form an intrusive list threaded through each slot's `next` (no
 // allocation once the slab has grown to the number of calls in flight). Token and link
@@ -197,6 +212,30 @@ struct PendingEmit {
   uint32_t imm;        // bytes the receiver's producer advances, in 32-byte units
 };
 
+// One endpoint's WRITE+IMMs finished but not yet posted (the send queue was full), oldest
+// first. Unposted bytes are at most C and a wrap happens once per ring cycle, so a few
+// entries suffice; a push beyond kCapacity means a bookkeeping bug and throws.
+class PendingEmits {
+ public:
+  static constexpr uint32_t kCapacity = 8;
+
+  bool empty() const noexcept { return count_ == 0; }
+  const PendingEmit& front() const noexcept { return ring_[head_]; }
+  void pop() noexcept {
+    head_ = (head_ + 1) % kCapacity;
+    --count_;
+  }
+  void push(const PendingEmit& pe) {
+    if (count_ == kCapacity) throw std::logic_error("copyrpc: pending-emit queue overflow");
+    ring_[(head_ + count_) % kCapacity] = pe;
+    ++count_;
+  }
+
+ private:
+  PendingEmit ring_[kCapacity];
+  uint32_t head_ = 0, count_ = 0;
+};
+
 // Information a peer needs to connect to an endpoint, exchanged out of band.
 template <class ConnectInfo>
 struct EndpointInfo {
@@ -235,8 +274,7 @@ struct Endpoint {
   // is open (the message then opens one, through the append plan).
   uint64_t open_batch_end = 0;
   uint32_t batch_count = 0;
-  PendingEmit emits[8];      // ranges finished but not yet posted (bounded, see Context)
-  uint32_t emit_head = 0, emit_count = 0;
+  PendingEmits emits;        // batches and wrap markers finished but not yet posted
   uint32_t unsignaled = 0;   // WQEs since the last signalled one
   bool dirty = false;        // on the context's flush list
 
