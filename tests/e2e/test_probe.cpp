@@ -4,6 +4,7 @@
 // states), the rate's shape under the per-node and the per-QP send path, the outputs,
 // and bad input (status 2 with a message naming the problem).
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,36 @@ json probe(const TempDir& dir, const std::string& model_name, const json& model,
 }
 
 double within(double got, double want) { return std::abs(got - want) / want; }
+
+// Every key a fitted model's basis lists as left at the base (`left_entry`) is in exactly
+// one "why left at the base: ..." entry ("KEY, KEY (given by ...): WHY"), and none falls
+// under "other" (a key calibrate has no reason for).
+void check_every_left_key_has_a_reason(const json& basis, const std::string& left_entry) {
+  const auto split = [](const std::string& list) {
+    std::vector<std::string> out;
+    for (size_t at = 0; at < list.size();) {
+      const size_t comma = list.find(", ", at);
+      std::string k = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      out.push_back(k.substr(0, k.find(" (")));
+      at = comma == std::string::npos ? list.size() : comma + 2;
+    }
+    return out;
+  };
+  std::map<std::string, int> reasons;
+  for (auto it = basis.begin(); it != basis.end(); ++it) {
+    if (it.key().rfind("why left at the base: ", 0) != 0) continue;
+    CHECK(it.key() != "why left at the base: other");
+    const std::string v = it.value().get<std::string>();
+    for (const std::string& k : split(v.substr(0, v.find(": ")))) ++reasons[k];
+  }
+  const std::vector<std::string> left = split(basis.at(left_entry).get<std::string>());
+  CHECK(left.size() > 30);
+  for (const std::string& k : left) {
+    INFO(k);
+    CHECK(reasons[k] == 1);
+  }
+  CHECK(reasons.size() == left.size());
+}
 
 }  // namespace
 
@@ -63,6 +94,7 @@ TEST_CASE("probe: the closed loop recovers every parameter the probe determines 
   CHECK(left.find("nic.latency.base_ns") != std::string::npos);
   CHECK(left.find("cpu.flush") == std::string::npos);
   CHECK(left.find("nic.send.per_wqe_ns") == std::string::npos);
+  check_every_left_key_has_a_reason(basis, "left at the base model (built-in defaults)");
   // The per-node rate is flat from 1 to 64 QPs (one send path, the posting thread not saturated).
   const json& by = p["parameters"]["wqe_rate_by_qps"];
   const double r1 = by["1"]["rate_wqe_per_s"].get<double>(), r64 = by["64"]["rate_wqe_per_s"].get<double>();
@@ -95,6 +127,7 @@ TEST_CASE("probe and calibrate: a model fitted to the default model's probe reac
   base["nic"]["send"]["per_wqe_ns"] = 100;
   write_file(dir / "base.json", base.dump());
   run_ok({"calibrate", "--from", "known.probe.json", "--base", "base.json", "-o", "fitted.json"}, dir.path());
+  check_every_left_key_has_a_reason(read_json(dir / "fitted.json")["basis"], "left at the base model (base.json)");
 
   // Mops per rank over the kept epochs of one short run (C1's and C5's commands).
   const auto per_rank = [&](const std::string& model, uint32_t np, bool c5) {
@@ -148,6 +181,9 @@ TEST_CASE("probe: a per-QP send path shows in the rate over queue pairs", "[e2e]
   CHECK(m["nic"]["send"]["per_wqe_ns"] == 75.0);
   CHECK(m["basis"]["nic.send.per_wqe_ns (not fitted)"].get<std::string>().find("no per-node plateau") != std::string::npos);
   CHECK(m["basis"]["left at the base model (built-in defaults)"].get<std::string>().find("nic.send.per_wqe_ns") != std::string::npos);
+  check_every_left_key_has_a_reason(m["basis"], "left at the base model (built-in defaults)");
+  CHECK_THAT(m["basis"]["why left at the base: fitted keys the fit refused"].get<std::string>(),
+             Catch::StartsWith("nic.send.engines, nic.send.per_wqe_ns: "));
 }
 
 TEST_CASE("probe and calibrate: bad input exits 2 with a message naming the problem", "[e2e][probe]") {
@@ -400,6 +436,10 @@ TEST_CASE("calibrate --from-run: the daemon's loop costs come back from runs at 
   CHECK(left.find("cpu.poll_slot") == std::string::npos);
   CHECK(left.find("cpu.cqe") != std::string::npos);
   CHECK_THAT(o.out, Catch::Contains("cpu.poll_slot"));
+  check_every_left_key_has_a_reason(m["basis"], "left at the base model (built-in defaults)");
+  // No probe: the keys only it gives are named with it.
+  CHECK_THAT(m["basis"]["why left at the base: fitted keys without a measurement"].get<std::string>(),
+             Catch::Contains("cpu.cqe (given by the probe's cpu_cqe_ns (--from))"));
 
   // Runs at one client count cannot separate a look at a client ring from the loop: the
   // fit says so and keeps the base's poll_slot.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -138,6 +139,100 @@ std::string joined(const std::vector<std::string>& v) {
 constexpr const char* kOversubscribedReason =
     "oversubscribed: their posting and target threads outnumbered a host's CPUs and yielded it after every loop, so "
     "their rates measure the scheduler, not the send path";
+
+// Why calibrate leaves a model key at the base: the keys a fit can write, with the
+// measurement that gives each, and the keys no probe test or run metric determines,
+// grouped by why. A key belongs to an entry when it equals one of its names or lies under
+// one ("nic.latency" holds "nic.latency.base_ns"). reasons_left() uses the first entry
+// that holds a key; a key no entry holds falls under kNoReason, which the built-in model
+// never reaches (test_probe_e2e checks).
+struct FittableKey {
+  const char* key;
+  const char* given_by;
+};
+constexpr FittableKey kFittable[] = {
+    {"cpu.loop", "the probe's cpu_loop_ns (--from) or the runs' loop metrics (--from-run)"},
+    {"cpu.cq_poll", "the probe's cpu_cq_poll_ns (--from)"},
+    {"cpu.cqe", "the probe's cpu_cqe_ns (--from)"},
+    {"cpu.flush", "the probe's cpu_wqe_build_ns (--from)"},
+    {"cpu.doorbell", "the probe's cpu_doorbell_ns (--from)"},
+    {"cpu.poll_slot", "runs at several client counts (--from-run)"},
+    {"nic.send.engines", "the probe's node_wqe_rate_per_s (--from) with nic.send.per_wqe_ns"},
+    {"nic.send.per_wqe_ns", "the probe's node_wqe_rate_per_s (--from)"},
+};
+struct LeftGroup {
+  const char* title;
+  std::initializer_list<const char*> keys;
+  const char* why;
+};
+const LeftGroup kLeftGroups[] = {
+    {"latencies",
+     {"nic.latency", "nic.doorbell_ns", "nic.ack_turnaround_ns", "nic.pcie.read_latency_ns", "nic.pcie.write_latency_ns"},
+     "the probe measures WRITE+IMM and READ latency by size (write_imm_latency_by_size, read_latency_by_size), but "
+     "each is a sum of these keys, which its tests do not separate; compare the simulated probe of the fitted model "
+     "with it and adjust nic.latency.base_ns by hand"},
+    {"bandwidths and per-byte costs",
+     {"nic.link", "nic.pcie.bandwidth_gbps", "nic.pcie.max_payload_bytes", "nic.pcie.tlp_overhead_bytes",
+      "nic.send.per_byte_ns", "nic.recv"},
+     "the rate tests post 64-byte messages to a target that only counts them, and the latency tests one message at a "
+     "time, so no test is limited by bytes, packets or the receive side"},
+    {"NIC caches", {"nic.mtt_cache", "nic.qp_cache"},
+     "the probe's 64 queue pairs and two small buffers fit the NIC's caches, so it never sees a miss"},
+    {"the send path's structure and formats",
+     {"nic.send.qp_serial", "nic.send.qp_window", "nic.send.max_outstanding_reads", "nic.pcie.read_tags",
+      "nic.fetch_max_wqes", "nic.blueflame_max_wqes", "nic.inline_max_bytes", "nic.wqe_bytes", "nic.cqe_bytes"},
+     "calibrate fits the per-node family only (wqe_rate_by_qps shows whether a per-QP limit holds instead, which is "
+     "fitted by hand); the inline limit, BlueFlame and entry sizes are the device's and its driver's, set from their "
+     "documentation"},
+    {"receiver-not-ready retries", {"nic.rnr"}, "the probe's target keeps its receives posted, so none happens"},
+    {"the backends' own costs",
+     {"cpu.msg_parse", "cpu.call_encode", "cpu.reply_encode", "cpu.kv_op", "cpu.ring_op", "cpu.channel_op",
+      "cpu.client_request", "cpu.ring_reserve", "response_handoff_ns", "response_handoff_unit", "client_wake_ns",
+      "client_retry_ns", "ring_head_contention"},
+     "the probe's loop has no RPC messages, KV store, shared-memory rings or clients; --from-run records per-event "
+     "figures for some of them (daemon costs per event) but cannot split them into these keys"},
+    {"run settings", {"faults", "psn_duplicate_detection"}, "fault injection and PSN checks are settings, not costs"},
+};
+constexpr const char* kNoReason = "no probe test or run metric determines it";
+
+bool holds(const char* name, const std::string& key) {
+  const std::string n(name);
+  return key == n || (key.size() > n.size() && key.compare(0, n.size(), n) == 0 && key[n.size()] == '.');
+}
+
+// The basis entries saying why each key of `left` keeps the base's value: one per group
+// ("why left at the base: TITLE" -> "KEYS: WHY"); a fittable key points at its
+// "(not fitted)" entry when the fit refused it, else names the measurement that gives it.
+void reasons_left(const std::vector<std::string>& left, json& basis) {
+  std::map<std::string, std::pair<std::string, std::string>> groups;  // title -> (keys, why)
+  auto add = [&](const std::string& title, const std::string& key, const std::string& why) {
+    auto& g = groups[title];
+    g.first += (g.first.empty() ? "" : ", ") + key;
+    g.second = why;
+  };
+  for (const std::string& k : left) {
+    bool placed = false;
+    for (const FittableKey& f : kFittable) {
+      if (k != f.key) continue;
+      const std::string refused = k == "nic.send.engines" ? "nic.send.per_wqe_ns (not fitted)" : k + " (not fitted)";
+      if (basis.contains(refused)) add("fitted keys the fit refused", k, "the fit refused its measurement: the \"(not fitted)\" entries say why");
+      else add("fitted keys without a measurement", k + " (given by " + f.given_by + ")",
+               "the inputs do not hold the measurement that gives it");
+      placed = true;
+    }
+    for (const LeftGroup& g : kLeftGroups) {
+      if (placed) break;
+      for (const char* name : g.keys)
+        if (holds(name, k)) {
+          add(g.title, k, g.why);
+          placed = true;
+          break;
+        }
+    }
+    if (!placed) add("other", k, kNoReason);
+  }
+  for (const auto& [title, g] : groups) basis["why left at the base: " + title] = g.first + ": " + g.second;
+}
 
 // Leaf paths of a JSON object ("cpu.loop", "nic.send.engines").
 void leaves(const json& j, const std::string& prefix, std::vector<std::string>& out) {
@@ -470,10 +565,11 @@ json fit_model(const json* probe_in, const std::vector<NamedSummary>& runs, cons
     fit_daemon_costs(runs, m, basis, written, written.count("cpu.cq_poll") ? src + " cpu_cq_poll_ns" : "the base model");
   std::vector<std::string> all;
   leaves(m, "", all);
-  std::string left;
+  std::vector<std::string> left;
   for (const std::string& k : all)
-    if (!written.count(k)) left += (left.empty() ? "" : ", ") + k;
-  basis["left at the base model (" + base_name + ")"] = left;
+    if (!written.count(k)) left.push_back(k);
+  basis["left at the base model (" + base_name + ")"] = joined(left);
+  reasons_left(left, basis);
   std::string from_what;
   if (probe_in != nullptr)
     from_what = "a probe over " + probe.value("transport", std::string("?")) + " (" + probe.value("note", std::string()) + ")";
