@@ -27,6 +27,9 @@ if(TARGET benchkv)
     if(TARGET bkv_mlx5_emulator)  # benchkv probe --transport mlx5-emu is built
       target_compile_definitions(test_probe_e2e PRIVATE BKV_TEST_PROBE_EMULATOR=1)
     endif()
+    if(MPI_C_FOUND AND TARGET bkv_mlx5)  # benchkv probe --transport mlx5/verbs looks the device up
+      target_compile_definitions(test_probe_e2e PRIVATE BKV_REAL_RDMA=1)
+    endif()
   endif()
   bkv_plain_driver(test_benchkv_e2e)
   bkv_plain_driver(test_probe_e2e)
