@@ -33,18 +33,19 @@ if [ "${BKV_SKIP_SANITIZERS:-0}" != "1" ]; then
   # Sanitizer builds compile only what their test groups need, and their tests run the
   # slow cases at a reduced size (BKV_TEST_REDUCED, docs/reliability.md "Sanitizers").
   # clang 14 with ASan+UBSan, at -O1 with assertions on and line tables only (what the
-  # reports' stack traces need): the protocol, sim, mlx5 and unit groups (the sim group:
-  # the fault schedules, the DES conformance suite, the simulator run by benchkv in the
-  # calibration scripts; mlx5: the NIC emulator and the mlx5 transport over it; unit:
+  # reports' stack traces need): the protocol, sim, mlx5, unit and e2e groups (the sim
+  # group: the fault schedules, the DES conformance suite, the simulator run by benchkv in
+  # the calibration scripts; mlx5: the NIC emulator and the mlx5 transport over it; unit:
   # options and results, the KV store and oracle, the ucx-am baseline over UCX, the
-  # scripts run against the sanitized benchkv) and the
+  # scripts run against the sanitized benchkv; e2e: benchkv end to end, sweeps, reports,
+  # the probe, the UCX transport and its hostile-input tests) and the
   # libFuzzer harnesses (label fuzz: a bounded number of executions from
   # each seed corpus, then the saved regressions). Without MPI: nothing here starts
   # mpirun, and benchkv's real-run sources are left out. What no sanitizer runs in CI,
   # and why: docs/reliability.md, "Sanitizers".
   run_suite build-clang-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
     -DBKV_WERROR=ON -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14 -DBKV_SANITIZE=address -DBKV_FUZZ=ON \
-    "-DBKV_TEST_GROUPS=fuzz;protocol;sim;mlx5;unit" "-DBKV_SKIP=bench;transports/ucx" -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
+    "-DBKV_TEST_GROUPS=fuzz;protocol;sim;mlx5;unit;e2e" "-DBKV_SKIP=bench" -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
   # g++ 12 with TSan: the concurrency group and the tests marked THREADED that need neither
   # benchkv, the simulator nor mpirun (the KV store, copyrpc over UCX, ucx-am). Under TSan
   # UCX's memory hooks (UCM) crash a process at its start: they are off.

@@ -23,17 +23,27 @@
 // events in the same order, so the same bytes, C1 and every backend with a trace.
 //
 // --step-log (apps/benchkv/simulator/step_log.hpp) only records: the outputs are the same with it.
+//
+// Under the sanitizers (test::sized, docs/reliability.md "Sanitizers") the ring-page
+// checks run the 64 KiB ring only, the one that wraps and writes kept pages again (a
+// C1 run there is 3-7 s instead of 0.4-1 s), and the every-backend check one run per
+// backend instead of two.
 #include <string>
 #include <vector>
 
 #include "apps/benchkv/simulator/step_log.hpp"
 #include "e2e/benchkv_run.hpp"
+#include "test_size.hpp"
 
 using namespace bkv::e2e;
 
 namespace {
 
 const fs::path kC1Model = fs::path(BKV_SOURCE_DIR) / "configs" / "model" / "candidates" / "per_qp" / "c1.json";
+
+// C1's ring, and a 64 KiB ring that wraps many times in a run.
+const std::vector<uint64_t> kRingSizes =
+    bkv::test::sized(std::vector<uint64_t>{4194304, 65536}, std::vector<uint64_t>{65536});
 
 // A C1 run; `fast_path` holds the switch's options.
 std::vector<std::string> c1_run(uint32_t np, uint64_t ring_size, const std::vector<std::string>& fast_path) {
@@ -80,7 +90,7 @@ void check_state(uint32_t np, const fs::path& run) {
 TEST_CASE("sim: --ring-pages keep writes the same output bytes as release (C1 collapsed and high)",
           "[e2e][sim][determinism][fast-path]") {
   const uint32_t np = GENERATE(8u, 16u);
-  const uint64_t ring_size = GENERATE(uint64_t{4194304}, uint64_t{65536});
+  const uint64_t ring_size = GENERATE(from_range(kRingSizes));
   CAPTURE(np, ring_size);
   TempDir dir;
   const fs::path off = dir.subdir("release"), on = dir.subdir("keep");
@@ -96,7 +106,7 @@ TEST_CASE("sim: --ring-pages keep writes the same output bytes as release (C1 co
 TEST_CASE("sim: --ring-page-batch 16 (default) and 64 write the same output bytes as 1 (C1 collapsed and high)",
           "[e2e][sim][determinism][fast-path]") {
   const uint32_t np = GENERATE(8u, 16u);
-  const uint64_t ring_size = GENERATE(uint64_t{4194304}, uint64_t{65536});
+  const uint64_t ring_size = GENERATE(from_range(kRingSizes));
   CAPTURE(np, ring_size);
   TempDir dir;
   const fs::path off = dir.subdir("batch1"), on = dir.subdir("default"), big = dir.subdir("batch64");
@@ -135,7 +145,8 @@ TEST_CASE("sim: --event-set writes the same output bytes for every simulated bac
   const fs::path off = dir.subdir("heap"), on = dir.subdir("calendar");
   auto args = [&](const std::string& set) {
     return small_sim(backend, {"--server-threads", "2", "--event-set", set, "--inflight-samples", "inflight.csv",
-                               "--trace", "trace.json", "--trace-window", "1000:1100", "-o", "out.csv"});
+                               "--trace", "trace.json", "--trace-window", "1000:1100", "-r",
+                               bkv::test::sized("2", "1"), "-o", "out.csv"});
   };
   run_ok(args("heap"), off);
   run_ok(args("calendar"), on);
