@@ -194,7 +194,7 @@ double copyrpc_client(const Options& o, int fd) {
     while (inflight < o.window) {
       const copyrpc::CallResult r = ctx.call(ep, req, o.size, token++);
       if (!r.ok()) {
-        if (r.status == copyrpc::CallStatus::kRingFull || r.status == copyrpc::CallStatus::kInsufficientCredit) break;
+        if (copyrpc::retry_after_poll(r.status)) break;
         throw std::runtime_error(std::string("bench: call: ") + copyrpc::to_string(r.status));
       }
       ++inflight;

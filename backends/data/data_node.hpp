@@ -276,7 +276,7 @@ class DataDaemon {
     const copyrpc::CallResult r =
         ctx_.call(endpoint_of_rank_[req.rank], kv::data_bytes(req), sizeof(kv::DataResponse), DataToken{client, slot, false});
     if (r.ok()) return true;
-    if (r.status == copyrpc::CallStatus::kRingFull || r.status == copyrpc::CallStatus::kInsufficientCredit) return false;
+    if (copyrpc::retry_after_poll(r.status)) return false;
     throw std::runtime_error(std::string("data: call failed: ") + copyrpc::to_string(r.status));
   }
 
@@ -472,7 +472,7 @@ class DataClient {
       const copyrpc::CallResult r =
           ctx_->call(endpoint_of_rank_.at(req.rank), kv::data_bytes(req), sizeof(kv::DataResponse), DataToken{index_, s, false});
       if (r.ok()) return true;
-      if (r.status == copyrpc::CallStatus::kRingFull || r.status == copyrpc::CallStatus::kInsufficientCredit) return false;
+      if (copyrpc::retry_after_poll(r.status)) return false;
       throw std::runtime_error(std::string("data: call failed: ") + copyrpc::to_string(r.status));
     }
     if (ipc_) {

@@ -389,7 +389,7 @@ class DelegationDaemon0 {
       ++m_.calls;
       return 1;
     }
-    if (r.status == copyrpc::CallStatus::kRingFull || r.status == copyrpc::CallStatus::kInsufficientCredit) {
+    if (copyrpc::retry_after_poll(r.status)) {
       backlog_.push_back({req, tok});
       m_.backlog_peak = std::max<uint64_t>(m_.backlog_peak, backlog_.size());
     } else if (r.status == copyrpc::CallStatus::kEndpointError) {

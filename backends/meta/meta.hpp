@@ -165,7 +165,7 @@ class MetaDaemon {
     const auto r = ctx_->call(ep_of_rank_[req.rank], as_bytes(req), sizeof(Response), tok);
     if (r.ok()) {
       ++m_.calls;
-    } else if (r.status == copyrpc::CallStatus::kRingFull || r.status == copyrpc::CallStatus::kInsufficientCredit) {
+    } else if (copyrpc::retry_after_poll(r.status)) {
       call_backlog_.push_back({req, tok});
       m_.backlog_peak = std::max<uint64_t>(m_.backlog_peak, backlog());
     } else if (r.status == copyrpc::CallStatus::kEndpointError) {

@@ -28,6 +28,15 @@ constexpr const char* to_string(CallStatus s) noexcept {
   return "unknown";
 }
 
+// A refusal that poll() can lift (the peer consumes ring space or grants credit): the
+// caller keeps the call and tries it again later. Every other refusal is final.
+constexpr bool retry_after_poll(CallStatus s) noexcept {
+  return s == CallStatus::kRingFull || s == CallStatus::kInsufficientCredit;
+}
+static_assert(retry_after_poll(CallStatus::kRingFull) && retry_after_poll(CallStatus::kInsufficientCredit) &&
+              !retry_after_poll(CallStatus::kOk) && !retry_after_poll(CallStatus::kTooLarge) &&
+              !retry_after_poll(CallStatus::kEndpointError) && !retry_after_poll(CallStatus::kInvalidHandle));
+
 struct CallResult {
   CallStatus status;
   uint32_t call_id;

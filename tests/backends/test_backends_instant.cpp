@@ -109,8 +109,9 @@ TEST_CASE("Delegation: calls refused for missing credit wait in the backlog, the
   // reservation grants, so copyrpc refuses some with InsufficientCredit; each waits in
   // the backlog and is issued again. (Checked: with the backlog never retried, or
   // InsufficientCredit answered as an error instead of backlogged, both sections fail.)
-  // RingFull, the backlog's other entry (the same branch of issue()), is not reached by
-  // honest peers: a call spends 64 bytes of credit (a 16-byte response plus a batch's
+  // RingFull, the backlog's other entry (the same test in issue(),
+  // copyrpc::retry_after_poll, whose cases are asserted where it is defined), is not
+  // reached by honest peers: a call spends 64 bytes of credit (a 16-byte response plus a batch's
   // metadata) and puts at most 96 ring bytes in flight (a 24-byte request, 64 padded,
   // plus its batch's metadata), the peer's credit is at most ring/4 and the replies'
   // reservation at most ring/4 more, kept twice: in flight at most 3/8 + 1/2 of the ring

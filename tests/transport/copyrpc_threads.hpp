@@ -94,7 +94,7 @@ ThreadedCopyrpcResult run_copyrpc_threads(std::vector<T*> transports, copyrpc::C
           req.resize(tc_len(me, peer, k, c.max_payload()));
           for (size_t i = 0; i < req.size(); ++i) req[i] = tc_byte(me, peer, k, i);
           const copyrpc::CallResult r = c.call(ep[me][peer], req, allowance, (uint64_t{peer} << 32) | k);
-          if (r.status == copyrpc::CallStatus::kRingFull || r.status == copyrpc::CallStatus::kInsufficientCredit) break;
+          if (copyrpc::retry_after_poll(r.status)) break;
           if (!r.ok()) {
             fail = std::string("call: ") + copyrpc::to_string(r.status);
             break;
