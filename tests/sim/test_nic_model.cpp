@@ -1027,6 +1027,37 @@ TEST_CASE("a gathered WRITE waits for its payload's DMA read, an inline one does
   CHECK(static_cast<double>(gathered_land - inline_land) <= read + 1);
 }
 
+TEST_CASE("a READ waits for one DMA read at the responder and one DMA write of its data and CQE at the requester", "[nic]") {
+  // One 64-byte READ posted alone (BlueFlame: no WQE fetch). The responder reads the data
+  // from its host memory by DMA before the response leaves, and the requester writes
+  // the data and the CQE to its host in one DMA write: so the completion moves by exactly
+  // what either PCIe latency moves (a read skipped or done twice, or the write, would not).
+  auto done_time = [](double read_latency_ns, double write_latency_ns) {
+    NicConfig nic = quiet_nic();
+    nic.pcie.read_latency_ns = read_latency_ns;
+    nic.pcie.write_latency_ns = write_latency_ns;
+    SimCluster c(2, nic);
+    Recorder rec(c);
+    auto [qa, qb] = c.connected_pair();
+    std::vector<std::byte> remote(64, std::byte{5}), local(64, std::byte{0});
+    const MemoryRegion lmr = c.t[0]->register_memory(local.data(), local.size(), kAccessLocalWrite);
+    const MemoryRegion rmr = c.t[1]->register_memory(remote.data(), remote.size(), kAccessRemoteRead);
+    REQUIRE(qa.post_read(local.data(), 64, lmr.lkey, SimCluster::remote(rmr), 9, true) == PostResult::kOk);
+    qa.ring_doorbell();
+    c.engine.run();
+    CHECK(c.net().nic(0).n.fetches == 0);
+    CHECK(local[63] == std::byte{5});
+    const WqeEvent& done = rec.get(WqeEvent::kCompleted, qa.index(), 0);
+    CHECK(done.status == WcStatus::kSuccess);
+    return static_cast<double>(done.time);
+  };
+  const double base = done_time(500, 250);
+  CHECK(done_time(1500, 250) - base >= 1000 - 1);
+  CHECK(done_time(1500, 250) - base <= 1000 + 1);
+  CHECK(done_time(500, 1250) - base >= 1000 - 1);
+  CHECK(done_time(500, 1250) - base <= 1000 + 1);
+}
+
 TEST_CASE("WQEs published by one doorbell beyond BlueFlame wait for their fetch DMA read", "[nic]") {
   // Two WRITEs in one doorbell: no BlueFlame (blueflame_max_wqes 1), both fetched in one
   // DMA read of 2 x 64 bytes before the send engine.
