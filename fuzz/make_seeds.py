@@ -160,4 +160,16 @@ write("ucx_am_messages", [
     u8(2) + data_request(1, 0, 1, 1, 2, 16) + bytes(range(16)),  # data put
     u8(2) + data_request(4, 1, 2, 1, 2, 256),             # data get
     u8(8) + u8(20) + kv_request(2, 1, 1, 1, 3, 42)[:20],  # a short request
+    # Each limit of the job and its first value past it, one per seed with everything
+    # else valid, so that a bounded run meets an off-by-one there at once: the last key
+    # (15) and the first out of range (16), the last client of the job (5) and the first
+    # outside it (6), a value of the largest size (256 bytes) and one byte more.
+    u8(0) + kv_request(5, 3, 2, 1, 15, 0),
+    u8(0) + kv_request(5, 3, 2, 1, 16, 0),
+    u8(0) + kv_request(6, 3, 2, 1, 3, 0),
+    u8(2) + data_request(5, 2, 2, 1, 15, 256),
+    u8(2) + data_request(5, 2, 2, 1, 16, 256),
+    u8(2) + data_request(6, 2, 2, 1, 2, 256),
+    u8(2) + data_request(5, 3, 1, 1, 15, 256) + bytes(256),
+    u8(2) + data_request(5, 3, 1, 1, 15, 257) + bytes(257),
 ])
