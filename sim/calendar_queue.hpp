@@ -68,10 +68,16 @@ class CalendarQueueEventSet {
   static_assert(kGrowWhenEventsPerBucket * kShrinkWhenBucketsPerEvent >= 4,
                 "after a resize the fill sits between the two thresholds: no resize ping-pong");
 
-  CalendarQueueEventSet() { buckets_.resize(kMinBuckets); }
+  CalendarQueueEventSet() {
+    buckets_.resize(kMinBuckets);
+    set_thresholds();
+  }
 
-  void push(const Event& ev) {
-    if (size_ + 1 > kGrowWhenEventsPerBucket * bucket_count()) [[unlikely]]
+  // Inlined into the engine's schedule and run_one, like pop_min: out of line, their
+  // calls and saved registers were a fifth of the set's instructions per event. What is
+  // rare (a rebuild, a bucket's compaction, a year without a match) stays out of line.
+  [[gnu::always_inline]] void push(const Event& ev) {
+    if (size_ >= grow_at_) [[unlikely]]  // size_ + 1 > kGrowWhenEventsPerBucket * bucket_count()
       rebuild(bucket_count() * 2, &ev);
     else
       insert(ev);
@@ -84,7 +90,7 @@ class CalendarQueueEventSet {
   // then.
   const Event& min() const noexcept { return min_; }
 
-  Event pop_min() {
+  [[gnu::always_inline]] Event pop_min() {
     Bucket& b = buckets_[current_bucket_];
     const Event first = min_;
     ++b.head;
@@ -93,16 +99,12 @@ class CalendarQueueEventSet {
       b.head = 0;
     } else {
       b.front_time = b.events[b.head].time;  // next to the event just taken
-    }
-    if (b.head >= kCompactAfter && 2 * b.head >= b.events.size()) [[unlikely]] {
-      // A bucket that never runs empty (a steady stream of equal or close times) drops
-      // its consumed prefix; moving at most `head` live events per `head` pops.
-      b.events.erase(b.events.begin(), b.events.begin() + static_cast<ptrdiff_t>(b.head));
-      b.head = 0;
+      if (b.head >= kCompactAfter && 2 * b.head >= b.events.size()) [[unlikely]] compact(b);
     }
     --size_;
-    if (size_ > 0 && size_ * kShrinkWhenBucketsPerEvent < bucket_count() && bucket_count() > kMinBuckets)
-        [[unlikely]] {
+    // size_ * kShrinkWhenBucketsPerEvent < bucket_count() with more than kMinBuckets
+    // buckets (shrink_below_ is 0 at kMinBuckets).
+    if (size_ < shrink_below_ && size_ > 0) [[unlikely]] {
       rebuild(bucket_count() / 2, nullptr);
     } else if (size_ > 0) {
       find_next_min();
@@ -133,7 +135,7 @@ class CalendarQueueEventSet {
   size_t bucket_of_slot(uint64_t slot) const noexcept { return static_cast<size_t>(slot) & mask_; }
 
   // Puts ev in its bucket (size_ is the caller's business) and keeps the invariant.
-  void insert(const Event& ev) {
+  [[gnu::always_inline]] void insert(const Event& ev) {
     const bool new_min = size_ == 0 || event_before(ev, min_);
     const uint64_t slot = slot_of(ev.time);
     Bucket& b = buckets_[bucket_of_slot(slot)];
@@ -151,16 +153,7 @@ class CalendarQueueEventSet {
       v[--b.head] = ev;  // new first event of the bucket: reuse a consumed place
       b.front_time = ev.time;
     } else {
-      v.push_back(ev);
-      size_t i = v.size() - 1;
-      while (i > b.head && event_before(ev, v[i - 1])) {
-        v[i] = v[i - 1];
-        --i;
-      }
-      v[i] = ev;
-      work_ += v.size() - 1 - i;
-      b.front_time = v[b.head].time;
-      b.back_time = v.back().time;
+      insert_inside(b, ev);
     }
     if (new_min) {
       current_slot_ = slot;
@@ -170,8 +163,30 @@ class CalendarQueueEventSet {
     max_seq_ = std::max(max_seq_, ev.seq);
   }
 
+  // An event before the last one of a non-empty bucket: placed by a scan from the back.
+  [[gnu::noinline]] void insert_inside(Bucket& b, const Event& ev) {
+    std::vector<Event>& v = b.events;
+    v.push_back(ev);
+    size_t i = v.size() - 1;
+    while (i > b.head && event_before(ev, v[i - 1])) {
+      v[i] = v[i - 1];
+      --i;
+    }
+    v[i] = ev;
+    work_ += v.size() - 1 - i;
+    b.front_time = v[b.head].time;
+    b.back_time = v.back().time;
+  }
+
+  // A bucket that never runs empty (a steady stream of equal or close times) drops its
+  // consumed prefix; moving at most `head` live events per `head` pops.
+  [[gnu::noinline]] static void compact(Bucket& b) {
+    b.events.erase(b.events.begin(), b.events.begin() + static_cast<ptrdiff_t>(b.head));
+    b.head = 0;
+  }
+
   // Precondition: size_ > 0 and every pending event is at or after current_slot_.
-  void find_next_min() {
+  [[gnu::always_inline]] void find_next_min() {
     const size_t n = bucket_count();
     uint64_t slot = current_slot_;
     for (size_t step = 0; step < n; ++step, ++slot) {
@@ -191,7 +206,12 @@ class CalendarQueueEventSet {
       }
     }
     work_ += n;
-    // A year without a match: the next event is more than a year away. Compare heads.
+    min_of_heads();
+  }
+
+  // A year without a match: the next event is more than a year away. Compare heads.
+  [[gnu::noinline]] void min_of_heads() {
+    const size_t n = bucket_count();
     const Event* best = nullptr;
     size_t best_bucket = 0;
     for (size_t i = 0; i < n; ++i) {
@@ -206,17 +226,32 @@ class CalendarQueueEventSet {
     min_ = *best;
   }
 
-  void count_op() {
-    if (++ops_ < kCheckEveryYears * bucket_count()) return;
-    const bool costly = work_ > kMaxWorkPerOp * ops_;
-    ops_ = 0;
+  // Every kCheckEveryYears x bucket_count operations (ops_left_ counts them down).
+  [[gnu::always_inline]] void count_op() {
+    if (--ops_left_ != 0) [[likely]] return;
+    check_work();
+  }
+  [[gnu::noinline]] void check_work() {
+    const uint64_t ops = kCheckEveryYears * bucket_count();
+    const bool costly = work_ > kMaxWorkPerOp * ops;
+    ops_left_ = ops;
     work_ = 0;
     if (costly && size_ > 0) [[unlikely]] rebuild(bucket_count(), nullptr);
   }
 
+  // The thresholds of the current bucket count: grow_at_, shrink_below_ and a full count
+  // of operations until the next work check.
+  void set_thresholds() noexcept {
+    grow_at_ = kGrowWhenEventsPerBucket * bucket_count();
+    shrink_below_ = bucket_count() > kMinBuckets
+                        ? (bucket_count() + kShrinkWhenBucketsPerEvent - 1) / kShrinkWhenBucketsPerEvent
+                        : 0;
+    ops_left_ = kCheckEveryYears * bucket_count();
+  }
+
   // Re-lays all pending events (plus *extra if given) over `bucket_count` buckets with a
   // slot width fitted to the earliest events. size_ does not include *extra.
-  void rebuild(size_t bucket_count, const Event* extra) {
+  [[gnu::noinline]] void rebuild(size_t bucket_count, const Event* extra) {
     ++rebuilds_;
     scratch_.clear();
     scratch_.reserve(size_ + 1);
@@ -234,7 +269,7 @@ class CalendarQueueEventSet {
     buckets_.resize(bucket_count);
     mask_ = bucket_count - 1;
     shift_ = shift_for(scratch_);
-    ops_ = 0;
+    set_thresholds();
     work_ = 0;
     for (const Event& ev : scratch_) {
       Bucket& b = buckets_[bucket_of_slot(slot_of(ev.time))];
@@ -272,7 +307,9 @@ class CalendarQueueEventSet {
   size_t current_bucket_ = 0;
   Event min_{};  // the first live event of current_bucket_ (valid while size_ > 0)
   uint64_t max_seq_ = 0;  // the largest sequence number inserted so far (0: none yet)
-  uint64_t ops_ = 0;
+  size_t grow_at_ = 0;       // push rebuilds at twice the buckets when size_ reaches it
+  size_t shrink_below_ = 0;  // pop rebuilds at half the buckets when 0 < size_ < it
+  uint64_t ops_left_ = 0;    // operations until the next work check
   uint64_t work_ = 0;
   uint64_t rebuilds_ = 0;
 };
