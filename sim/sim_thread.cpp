@@ -12,7 +12,8 @@
 namespace bkv::sim {
 
 SimThread::SimThread(Engine& engine, const CostModel& costs, uint64_t seed, std::string name)
-    : engine_(engine), jitter_(costs.jitter), rng_(seed), name_(std::move(name)) {
+    : engine_(engine), jitter_on_(costs.jitter.mode != JitterMode::kNone), jitter_(costs.jitter), rng_(seed),
+      name_(std::move(name)) {
   for (size_t i = 0; i < kOpCount; ++i) {
     if (!(costs.ns[i] >= 0.0) || !std::isfinite(costs.ns[i]))
       throw std::invalid_argument(std::string("cost model: ") + kOpNames[i] + " must be a finite value >= 0");
@@ -27,17 +28,17 @@ SimThread::SimThread(Engine& engine, const CostModel& costs, uint64_t seed, std:
 void SimThread::refresh_slow_ops() noexcept {
   uint32_t m = 0;
   for (size_t i = 0; i < kOpCount; ++i)
-    if (jitter_.mode != JitterMode::kNone || shared_[i] != nullptr) m |= 1u << i;
+    if (jitter_on_ || op_[i].shared != nullptr) m |= 1u << i;
   slow_ops_ = m;
 }
 
 void SimThread::charge_slow(size_t i, uint32_t n) noexcept {
   const uint64_t cost = op_[i].cost_ps * n;
   uint64_t ps = cost;
-  if (jitter_.mode != JitterMode::kNone) ps = jittered(ps);
-  if (shared_[i] != nullptr) ps = shared_[i]->hold(step_start_ * 1000 + charged_ps_, ps);
+  if (jitter_on_) ps = jittered(ps);
+  if (op_[i].shared != nullptr) ps = op_[i].shared->hold(step_start_ * 1000 + charged_ps_, ps);
   charged_ps_ += ps;
-  extra_ps_[i] += ps - cost;  // may wrap (jitter shortened the cost): exact mod 2^64
+  op_[i].extra_ps += ps - cost;  // may wrap (jitter shortened the cost): exact mod 2^64
   op_[i].count += n;
 }
 
@@ -45,7 +46,7 @@ SimThread::OpTotals SimThread::op_totals() const noexcept {
   OpTotals t;
   for (size_t i = 0; i < kOpCount; ++i) {
     t.count[i] = op_[i].count;
-    t.extra_ps[i] = extra_ps_[i];
+    t.extra_ps[i] = op_[i].extra_ps;
   }
   return t;
 }
@@ -108,7 +109,7 @@ void SimThread::account_skipped(Time now) {
   busy_ps_ += k * spin_charged_ps_;
   for (size_t i = 0; i < kOpCount; ++i) {
     op_[i].count += k * spin_ops_.count[i];
-    extra_ps_[i] += k * spin_ops_.extra_ps[i];
+    op_[i].extra_ps += k * spin_ops_.extra_ps[i];
   }
   last_step_ns_ = spin_period_;
   if (observer_ != nullptr) {
@@ -177,7 +178,7 @@ void SimThread::run_step() {
         spin_charged_ps_ = charged_ps_;
         for (size_t i = 0; i < kOpCount; ++i) {
           spin_ops_.count[i] = op_[i].count - step_ops0_.count[i];
-          spin_ops_.extra_ps[i] = extra_ps_[i] - step_ops0_.extra_ps[i];
+          spin_ops_.extra_ps[i] = op_[i].extra_ps - step_ops0_.extra_ps[i];
         }
       }
       break;

@@ -71,9 +71,11 @@ class SharedResource {
   uint64_t uses_ = 0;
 };
 
+inline constexpr size_t kCacheLineBytes = 64;
+
 enum class StepResult : uint8_t { kContinue = 0, kIdle, kExit, kIdleSpin };
 
-class SimThread {
+class alignas(kCacheLineBytes) SimThread {
  public:
   static constexpr bool kEnabled = true;
 
@@ -114,7 +116,7 @@ class SimThread {
   // Inlined where it is called: an op with neither jitter nor a shared resource (every
   // op unless the model says otherwise) adds its cost and counts its uses, the others
   // take charge_slow(). The time each op was charged is not summed here: it is its cost
-  // times its uses plus what jitter and waits added (extra_ps_), the same number.
+  // times its uses plus what jitter and waits added (OpSlot::extra_ps), the same number.
   [[gnu::always_inline]] void charge(Op op, uint32_t n = 1) noexcept {
     const size_t i = static_cast<size_t>(op);
     if ((slow_ops_ >> i) & 1u) [[unlikely]] return charge_slow(i, n);
@@ -129,7 +131,7 @@ class SimThread {
   // each use holds it exclusively for the op's cost, and waits while another thread
   // holds it. nullptr unbinds.
   void bind_shared(Op op, SharedResource* r) noexcept {
-    shared_[static_cast<size_t>(op)] = r;
+    op_[static_cast<size_t>(op)].shared = r;
     refresh_slow_ops();
   }
 
@@ -197,7 +199,7 @@ class SimThread {
   uint64_t phase_total(Phase ph) const noexcept { return phase_total_[static_cast<size_t>(ph)]; }
   double op_ns_total(Op op) const noexcept {
     const size_t i = static_cast<size_t>(op);
-    return static_cast<double>(op_[i].cost_ps * op_[i].count + extra_ps_[i]) * 1e-3;
+    return static_cast<double>(op_[i].cost_ps * op_[i].count + op_[i].extra_ps) * 1e-3;
   }
   uint64_t op_count(Op op) const noexcept { return op_[static_cast<size_t>(op)].count; }
 
@@ -213,11 +215,15 @@ class SimThread {
     std::array<uint64_t, kOpCount> count{};
     std::array<uint64_t, kOpCount> extra_ps{};
   };
-  // An op's cost and its uses, side by side: charge() touches one line per op.
-  struct OpSlot {
+  // An op's cost and its uses, side by side with what charge_slow() adds: a charge, fast
+  // or slow, touches one line per op.
+  struct alignas(32) OpSlot {
     uint64_t cost_ps = 0;
     uint64_t count = 0;
+    uint64_t extra_ps = 0;             // charge_slow(): time jitter and waits added to the op's costs
+    SharedResource* shared = nullptr;  // bind_shared
   };
+  static_assert(sizeof(OpSlot) == 32 && kCacheLineBytes % sizeof(OpSlot) == 0, "an op's slot lies in one line");
   static_assert(kOpCount <= 32, "slow_ops_ holds one bit per op");
 
   static void on_event(void* ctx, uint32_t generation);
@@ -235,44 +241,52 @@ class SimThread {
   void schedule_step(Time t);
   void account_skipped(Time now);
 
+  // Layout: a simulation steps thousands of threads in turn, so a step finds none of its
+  // thread's lines in the first-level cache. What every step reads and writes (on_event,
+  // run_step, schedule_step, wake, now, charge, answers_arrive) comes first, in the
+  // object's first three lines (the class is line-aligned); then the ops, an op's cost,
+  // uses, added time and shared resource in one half line; then what only set-up, the
+  // spin, jitter and the readers touch.
   Engine& engine_;
-  TargetId target_;
-  // What charge() reads and writes, together.
+  StepFn step_fn_ = nullptr;
+  void* step_ctx_ = nullptr;
+  Time step_start_ = 0;
+  uint64_t charged_ps_ = 0;  // of the running (or last) step
+  Time busy_until_ = 0;
+  Time min_step_ = 1;
+  Time pending_time_ = 0;
+  Time wake_in_step_time_ = 0;
   uint32_t slow_ops_ = 0;  // bit i: op i takes charge_slow() (jitter on, or a shared resource bound)
-  uint64_t charged_ps_ = 0;
-  std::array<OpSlot, kOpCount> op_{};
-  std::array<uint64_t, kOpCount> extra_ps_{};  // charge_slow(): time added to the ops' costs
-  std::array<SharedResource*, kOpCount> shared_{};
+  TargetId target_;
+  uint32_t generation_ = 0;
+  bool pending_ = false;       // a step event is scheduled (generation_ identifies it)
+  bool in_step_ = false;
+  bool exited_ = false;
+  bool wake_in_step_ = false;  // wake() called during the running step
+  bool spinning_ = false;      // kIdleSpin state below
+  bool may_idle_spin_ = false;
+  bool jitter_on_ = false;     // jitter_.mode is not kNone
+  bool jitter_faulted_ = false;
+  bool handoff_per_visit_ = false;
+  StepObserver observer_ = nullptr;
+  void* observer_ctx_ = nullptr;
+  uint64_t steps_ = 0;
+  uint64_t busy_ps_ = 0;
+  Time last_step_ns_ = 0;
+  std::array<uint32_t, kPhaseCount> step_phase_{};
   SharedResource* handoff_ = nullptr;  // answers_arrive(): see bind_answer_handoff
   uint64_t handoff_ps_ = 0;
-  bool handoff_per_visit_ = false;
   uint64_t handoff_answers_ = 0;
   uint64_t handoff_transfers_ = 0;
+
+  std::array<OpSlot, kOpCount> op_{};
+
   CostJitter jitter_;
-  bool jitter_faulted_ = false;
   double jitter_fault_ = 0;  // the first out-of-range sample of the step (jittered())
   Rng rng_;
   std::string name_;
-  Time min_step_ = 1;
-
-  StepFn step_fn_ = nullptr;
-  void* step_ctx_ = nullptr;
-  bool may_idle_spin_ = false;
-  StepObserver observer_ = nullptr;
-  void* observer_ctx_ = nullptr;
-
-  Time step_start_ = 0;
-  Time busy_until_ = 0;
-  bool in_step_ = false;
-  bool exited_ = false;
-  bool pending_ = false;       // a step event is scheduled (generation_ identifies it)
-  Time pending_time_ = 0;
-  bool wake_in_step_ = false;  // wake() called during the running step
-  Time wake_in_step_time_ = 0;
-  uint32_t generation_ = 0;
 
   // kIdleSpin state: loops of period spin_period_ starting at spin_origin_.
-  bool spinning_ = false;
   Time spin_origin_ = 0;
   Time spin_period_ = 1;
   uint64_t spin_charged_ps_ = 0;
@@ -282,10 +296,6 @@ class SimThread {
   bool reporting_skipped_ = false;
   uint64_t skipped_steps_ = 0;
 
-  uint64_t steps_ = 0;
-  uint64_t busy_ps_ = 0;
-  Time last_step_ns_ = 0;
-  std::array<uint32_t, kPhaseCount> step_phase_{};
   std::array<uint64_t, kPhaseCount> phase_total_{};
 };
 
