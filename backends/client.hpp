@@ -60,17 +60,17 @@ struct ClientStepResult {
 // kRecordLatency = false: the same client without latency recording (for measuring what
 // recording costs, bench/kv/bench_client_latency.cpp).
 template <class Meter, class RemotePath, bool kRecordLatency = true>
-class Client {
+class alignas(64) Client {
  public:
   // ipc: one connection per daemon of this node (index d = daemon d). shared_latency:
   // as share_latency(shared_latency) right after construction, without allocating the
   // client's own histograms first (nullptr: its own).
   Client(const NodeConfig& node, kv::Pattern pattern, std::vector<IpcClientT*> ipc, RemotePath remote, Meter& meter,
          ClientCounters& counters, metrics::RequestLatency* shared_latency = nullptr)
-      : node_(node), pattern_(std::move(pattern)), ipc_(std::move(ipc)), remote_(remote), meter_(meter),
-        counters_(counters), pending_(node.queue_depth), free_tokens_(node.queue_depth),
+      : node_(node), remote_(remote), meter_(meter), counters_(counters),
         own_latency_(shared_latency != nullptr ? nullptr : std::make_unique<metrics::RequestLatency>()),
-        latency_(shared_latency != nullptr ? shared_latency : own_latency_.get()) {
+        latency_(shared_latency != nullptr ? shared_latency : own_latency_.get()), pending_(node.queue_depth),
+        free_tokens_(node.queue_depth), ipc_(std::move(ipc)), pattern_(std::move(pattern)) {
     for (uint32_t t = node.queue_depth; t-- > 0;) free_tokens_[free_count_++] = t;
   }
 
@@ -390,28 +390,31 @@ class Client {
     bool live = false;  // issued and not yet answered
   };
 
+  // Layout: one thread steps thousands of clients in turn under the simulator, so a step
+  // finds none of its client's lines in the first-level cache. What a step reads comes
+  // first (the class is line-aligned), the pattern's replay state right after it.
   NodeConfig node_;
-  kv::Pattern pattern_;
-  std::vector<IpcClientT*> ipc_;
   RemotePath remote_;
   Meter& meter_;
   ClientCounters& counters_;
-  uint32_t in_flight_ = 0;
-  bool stopping_ = false;
-  bool timed_writes_ = false;  // set_timed_writes
-  bool write_ready_ = false;   // timed writes: the next request is paid for
-  bool unsent_ = false;        // timed writes: requests written since the path last sent
-  std::vector<Found> found_;   // timed writes: answers of the last scan (queue_depth entries)
-  uint32_t found_head_ = 0, found_count_ = 0;
-  std::vector<Pending> pending_;       // by token
-  std::vector<uint32_t> free_tokens_;  // [0, free_count_): tokens of no pending request (a stack)
-  uint32_t free_count_ = 0;
   // Where latency is recorded: own_latency_, or histograms shared with other clients
   // (share_latency). Apart from the client, so its hot fields are not 31 KB apart.
   std::unique_ptr<metrics::RequestLatency> own_latency_;
   metrics::RequestLatency* latency_;
   kv::HistoryOracle* oracle_ = nullptr;
+  uint32_t in_flight_ = 0;
+  uint32_t found_head_ = 0, found_count_ = 0;
+  uint32_t free_count_ = 0;
+  bool stopping_ = false;
+  bool timed_writes_ = false;  // set_timed_writes
+  bool write_ready_ = false;   // timed writes: the next request is paid for
+  bool unsent_ = false;        // timed writes: requests written since the path last sent
   uint32_t oracle_client_ = 0;
+  std::vector<Found> found_;           // timed writes: answers of the last scan (queue_depth entries)
+  std::vector<Pending> pending_;       // by token
+  std::vector<uint32_t> free_tokens_;  // [0, free_count_): tokens of no pending request (a stack)
+  std::vector<IpcClientT*> ipc_;
+  kv::Pattern pattern_;
 };
 
 }  // namespace bkv::backend

@@ -113,7 +113,10 @@ Pattern::Pattern(const WorkloadConfig& cfg, uint32_t my_rank, uint32_t client)
   gen_.num_ranks = cfg.num_ranks;
   gen_.key_range = cfg.key_range;
   gen_.read_ratio = cfg.read_ratio;
-  if (cfg.distribution == Distribution::kZipfian) gen_.zipf.emplace(uint64_t{cfg.num_ranks} * cfg.key_range, cfg.zipf_s);
+  if (cfg.distribution == Distribution::kZipfian) {
+    gen_.zipf.emplace(uint64_t{cfg.num_ranks} * cfg.key_range, cfg.zipf_s);
+    gen_.zipfian = true;
+  }
   start_ = gen_.rng;
   // The value seed is drawn after the whole pattern: an on-demand pattern makes the same
   // draws here without keeping the entries, or, when every entry takes three draws, jumps

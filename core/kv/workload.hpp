@@ -168,9 +168,10 @@ class Pattern {
   // the item, then the read flag (zipfian).
   struct Generator {
     Rng rng;
-    uint32_t num_ranks = 1;
     uint64_t key_range = 1;
     double read_ratio = 0;
+    uint32_t num_ranks = 1;
+    bool zipfian = false;             // zipf holds a sampler (read by next(), beside the draws' state)
     std::optional<ZipfSampler> zipf;  // zipfian only
     // Whether every next() makes exactly three draws of rng: uniform targets over
     // power-of-two ranges, where Rng::below never rejects (its threshold 2^64 mod n is 0).
@@ -178,7 +179,7 @@ class Pattern {
       return !zipf && std::has_single_bit(uint64_t{num_ranks}) && std::has_single_bit(key_range);
     }
     PatternEntry next() noexcept {
-      if (!zipf) {
+      if (!zipfian) {
         const auto rank = static_cast<uint32_t>(rng.below(num_ranks));
         const uint64_t key = rng.below(key_range);
         return PatternEntry::make(rank, key, rng.bernoulli(read_ratio));
@@ -190,15 +191,19 @@ class Pattern {
     }
   };
 
-  std::vector<PatternEntry> entries_;  // stored
-  Generator gen_;                      // on demand: draws the entry after current_
-  Rng start_;                          // on demand: the generator at the pattern's start
-  PatternEntry current_;               // on demand: the entry at cursor_
+  // What every request reads (peek, advance) first, the generator's state right after it,
+  // the generator's zipfian sampler (in its last field) and the rest last: a simulation
+  // replays thousands of patterns in turn, and each request finds none of its pattern's
+  // lines in the first-level cache.
+  PatternEntry current_;  // on demand: the entry at cursor_
   bool on_demand_ = false;
-  size_t len_ = 0;
-  uint64_t value_seed_ = 0;
   size_t cursor_ = 0;
+  size_t len_ = 0;
   uint64_t issued_ = 0;
+  uint64_t value_seed_ = 0;
+  Generator gen_;                      // on demand: draws the entry after current_
+  std::vector<PatternEntry> entries_;  // stored
+  Rng start_;                          // on demand: the generator at the pattern's start
 };
 
 }  // namespace bkv::kv
