@@ -29,14 +29,14 @@ struct Cluster {
   }
 
   Cluster(uint32_t np, uint32_t daemons, uint32_t clients, uint32_t qd, LoopPolicySettings policy = {},
-          copyrpc::ContextConfig cc = default_context()) {
+          copyrpc::ContextConfig cc = default_context(), uint32_t deleg_ring_depth = 64) {
     kv::WorkloadConfig wl;
     wl.num_ranks = np;
     wl.key_range = 64;
     wl.seed = 7;
     wl.pattern_len = 256;
     for (uint32_t r = 0; r < np; ++r) {
-      NodeConfig nc{r, np, daemons, clients, qd, wl.key_range, 64};
+      NodeConfig nc{r, np, daemons, clients, qd, wl.key_range, deleg_ring_depth};
       rts.push_back(std::make_unique<app::InstantRuntime>(daemons + clients, app::RealThreads{},
                                                            app::MakeInstantTransport{&fabric, {}}));
       nodes.push_back(std::make_unique<Node<B, app::InstantRuntime>>(nc, policy, wl, cc, *rts.back()));
@@ -182,6 +182,27 @@ TEST_CASE("Delegation daemon #0: where its calls and replies leave, per loop ord
   CHECK(ctx1.stats().messages_sent == calls);
   // And everything still completes.
   run_and_check(c, 100);
+}
+
+// The ring read releases what it read: after a daemon loop that drained the delegation ring,
+// the client finds the whole ring free again. A ring of 4 slots under a queue depth of 32:
+// each client step fills the ring (its fifth remote request finds it full and waits), each
+// daemon loop turns the 4 into calls. Were the tail not advanced past the entries read, the
+// second step would find the ring still full and the calls would stop at 4.
+TEST_CASE("Delegation: each daemon loop frees the ring slots it read for the clients' next step", "[backend][loop]") {
+  constexpr uint32_t kRing = 4;
+  Cluster<DelegationBackend> c(2, 1, 1, 32, {}, Cluster<DelegationBackend>::default_context(), kRing);
+  auto& n0 = *c.nodes[0];
+  uint64_t calls = 0;
+  for (int round = 1; round <= 3; ++round) {
+    INFO("round " << round);
+    REQUIRE(n0.step_client(0).issued > 0);
+    one_loop(n0);
+    const uint64_t now = n0.daemon_metrics(0).calls;
+    CHECK(now - calls == kRing);  // the client filled the ring again, the loop read all of it
+    calls = now;
+  }
+  run_and_check(c, 50);
 }
 
 TEST_CASE("Meta over the instant loopback: everything issued completes", "[backend]") {
