@@ -2,9 +2,12 @@
 """Writes the seed corpora of the binary harnesses (fuzz/corpus/<name>/): short, valid
 programs in each harness's input encoding (see the harness sources), so a bounded run
 starts from well-formed traffic and mutates it. The JSON harnesses' seeds are copies of
-files in configs/. Usage: make_seeds.py (from anywhere; rewrites the seed files)."""
+files in configs/, so they follow the configs: a test runs `make_seeds.py --check`, which
+writes nothing and fails, naming the file, where a seed differs from what this script
+makes (a config changed and its copy did not).
+Usage: make_seeds.py [--check] (from anywhere; without --check rewrites the seed files)."""
 import pathlib
-import shutil
+import sys
 import json
 import struct
 
@@ -18,13 +21,18 @@ def u32(v): return struct.pack("<I", v)
 def u64(v): return struct.pack("<Q", v)
 
 
+# Every file under corpus/ is made here: PLAN maps a harness to {file name: bytes}, and
+# the end of the script writes it (a file not in the plan is removed) or checks it.
+PLAN = {}
+
+
+def put(name, filename, data):
+    PLAN.setdefault(name, {})[filename] = data
+
+
 def write(name, seeds):
-    d = ROOT / "corpus" / name
-    d.mkdir(parents=True, exist_ok=True)
-    for old in d.iterdir():
-        old.unlink()
     for i, data in enumerate(seeds):
-        (d / f"seed{i}").write_bytes(data)
+        put(name, f"seed{i}", data)
 
 
 # copyrpc_recv: op u32 (mod 6); op 0 = imm u32, len u16, bytes.
@@ -83,20 +91,18 @@ for name, files in {
     "sim_model": ["configs/model/c1.json"],
     "benchkv_options": ["configs/c1_np2.json", "configs/c2_clients1.json", "configs/c1_np8_staggered.json"],
 }.items():
-    d = ROOT / "corpus" / name
-    d.mkdir(parents=True, exist_ok=True)
     for f in files:
-        shutil.copyfile(REPO / f, d / pathlib.Path(f).name)
+        put(name, pathlib.Path(f).name, (REPO / f).read_bytes())
 
 # A model with one fault of each kind (sim/faults.hpp).
-(ROOT / "corpus" / "sim_model" / "faults.json").write_text(json.dumps({"faults": [
+put("sim_model", "faults.json", (json.dumps({"faults": [
     {"kind": "slow_node", "node": 1, "start_us": 100, "end_us": 300, "factor": 4},
     {"kind": "stall_daemon", "node": 0, "daemon": 0, "start_us": 5, "end_us": 6.5},
     {"kind": "link_delay", "from": 0, "to": 1, "start_us": 0, "end_us": 10, "extra_ns": 2500},
     {"kind": "packet_loss", "from": 0, "to": 1, "start_us": 0, "end_us": 50, "loss": 0.01, "timeout": 14,
      "retry_cnt": 7},
     {"kind": "qp_error", "node": 1, "peer": 0, "at_us": 42.5},
-]}, indent=2) + "\n")
+]}, indent=2) + "\n").encode())
 
 # sim_fault: one --fault string of each kind (sim/faults.hpp).
 write("sim_fault", [s.encode() for s in [
@@ -173,3 +179,36 @@ write("ucx_am_messages", [
     u8(2) + data_request(5, 3, 1, 1, 15, 256) + bytes(256),
     u8(2) + data_request(5, 3, 1, 1, 15, 257) + bytes(257),
 ])
+
+
+def main(check):
+    stale = []
+    for name, files in sorted(PLAN.items()):
+        d = ROOT / "corpus" / name
+        on_disk = {p.name for p in d.iterdir()} if d.is_dir() else set()
+        for extra in sorted(on_disk - files.keys()):
+            stale.append(f"{d / extra}: not made by this script")
+            if not check:
+                (d / extra).unlink()
+        for filename, data in files.items():
+            path = d / filename
+            if path.is_file() and path.read_bytes() == data:
+                continue
+            stale.append(f"{path}: {'differs from' if path.exists() else 'missing;'} what make_seeds.py makes")
+            if not check:
+                d.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+    if check and stale:
+        print("make_seeds.py --check: the seed corpora are stale (run fuzz/make_seeds.py):", file=sys.stderr)
+        for line in stale:
+            print("  " + line, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if args not in ([], ["--check"]):
+        print(f"make_seeds.py: unknown arguments {args}; usage: make_seeds.py [--check]", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(main(args == ["--check"]))
