@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -129,41 +130,119 @@ struct Outcome {
   std::string command;
 };
 
-// Runs `argv` (argv[0] an absolute path) in `cwd` with `env` added to this process's
-// environment; stdout and stderr captured. A hang guard (SIGALRM after
-// kChildTimeLimitSeconds, surviving execve) turns a stuck run into a failure.
-inline Outcome spawn(const std::vector<std::string>& argv_in, const fs::path& cwd,
-                     const std::vector<std::pair<std::string, std::string>>& env = {}) {
-  Outcome o;
-  for (const auto& a : argv_in) o.command += (o.command.empty() ? "" : " ") + a;
+// How start_child sets up a child before exec.
+struct ChildSetup {
+  int out_fd = -1;  // the child's stdout: a descriptor of this process, or -1 for /dev/null
+  int err_fd = -1;  // the child's stderr, likewise
+  std::vector<std::pair<std::string, std::string>> env;  // added to this process's environment
+  int ignored = 0;  // a signal whose action is "ignore" at exec, as a shell leaves SIGINT for `cmd &` (0: none)
+  int pending = 0;  // a signal blocked and raised before exec: pending when the program unblocks it (0: none)
+};
+
+// Starts `argv` (argv[0] an absolute path) in `cwd` as `setup` says, with a hang guard
+// (SIGALRM after kChildTimeLimitSeconds, surviving execve) that turns a stuck run into a
+// failure. Returns the child's pid; wait_child reaps it.
+inline pid_t start_child(const std::vector<std::string>& argv_in, const fs::path& cwd, const ChildSetup& setup) {
   std::vector<std::string> owned = argv_in;
   std::vector<char*> argv;
   for (auto& a : owned) argv.push_back(a.data());
   argv.push_back(nullptr);
   const std::string dir = cwd.string();
-
-  std::FILE* out = std::tmpfile();
-  std::FILE* err = std::tmpfile();
-  REQUIRE(out != nullptr);
-  REQUIRE(err != nullptr);
-  const int out_fd = ::fileno(out), err_fd = ::fileno(err);
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     // Child. The test process is single-threaded when it forks (Catch runs test cases on
     // the main thread and every earlier child has exited), so setenv is safe here.
-    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    if (::dup2(out_fd, STDOUT_FILENO) < 0 || ::dup2(err_fd, STDERR_FILENO) < 0) ::_exit(126);
+    for (const auto& [k, v] : setup.env) ::setenv(k.c_str(), v.c_str(), 1);
+    const int null_fd = (setup.out_fd < 0 || setup.err_fd < 0) ? ::open("/dev/null", O_WRONLY) : -1;
+    const int out_fd = setup.out_fd < 0 ? null_fd : setup.out_fd;
+    const int err_fd = setup.err_fd < 0 ? null_fd : setup.err_fd;
+    if (out_fd < 0 || err_fd < 0 || ::dup2(out_fd, STDOUT_FILENO) < 0 || ::dup2(err_fd, STDERR_FILENO) < 0) ::_exit(126);
     if (::chdir(dir.c_str()) != 0) ::_exit(126);
+    if (setup.ignored != 0) ::signal(setup.ignored, SIG_IGN);
+    if (setup.pending != 0) {  // blocked, a raised signal stays pending across exec, even an ignored one
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, setup.pending);
+      ::sigprocmask(SIG_BLOCK, &set, nullptr);
+      ::raise(setup.pending);
+    }
     ::alarm(kChildTimeLimitSeconds);
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
+  return pid;
+}
+
+// Waits for child `pid` to end; returns its wait status (WIFEXITED and the like).
+inline int wait_child(pid_t pid) {
   int ws = 0;
   while (::waitpid(pid, &ws, 0) < 0) {
     if (errno != EINTR) FAIL("waitpid: " << std::strerror(errno));
   }
+  return ws;
+}
+
+// A pipe whose two ends are closed at exec: a child started with the write end as its
+// stdout or stderr gets it as that descriptor only, so the reader sees the end of the
+// text when the child and what it started have ended.
+struct ChildPipe {
+  int read_fd = -1, write_fd = -1;
+  ChildPipe() {
+    int fds[2];
+    REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+    read_fd = fds[0], write_fd = fds[1];
+  }
+  ChildPipe(const ChildPipe&) = delete;
+  ChildPipe& operator=(const ChildPipe&) = delete;
+  ~ChildPipe() {
+    close_write();
+    if (read_fd >= 0) ::close(read_fd);
+  }
+  // After starting the child: this process writes nothing, so the child's end is the end.
+  void close_write() {
+    if (write_fd >= 0) ::close(write_fd);
+    write_fd = -1;
+  }
+  // Reads to the end of the text; after each read, `on_text(text so far)`.
+  template <class F>
+  std::string read_all(F&& on_text) {
+    std::string text;
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = ::read(read_fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      text.append(buf, size_t(n));
+      on_text(text);
+    }
+    return text;
+  }
+  std::string read_all() {
+    return read_all([](const std::string&) {});
+  }
+};
+
+// The pids of `parent`'s children.
+inline std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> pids;
+  std::ifstream f("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) + "/children");
+  for (long p; f >> p;) pids.push_back(static_cast<pid_t>(p));
+  return pids;
+}
+
+// Runs `argv` (argv[0] an absolute path) in `cwd` with `env` added to this process's
+// environment, to its end; stdout and stderr captured.
+inline Outcome spawn(const std::vector<std::string>& argv, const fs::path& cwd,
+                     const std::vector<std::pair<std::string, std::string>>& env = {}) {
+  Outcome o;
+  for (const auto& a : argv) o.command += (o.command.empty() ? "" : " ") + a;
+  std::FILE* out = std::tmpfile();
+  std::FILE* err = std::tmpfile();
+  REQUIRE(out != nullptr);
+  REQUIRE(err != nullptr);
+  const int ws = wait_child(start_child(argv, cwd, {.out_fd = ::fileno(out), .err_fd = ::fileno(err), .env = env}));
   o.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
   o.out = slurp(out);
   o.err = slurp(err);

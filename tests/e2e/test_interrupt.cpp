@@ -27,56 +27,27 @@ struct Ended {
   std::string err;
 };
 
-// Runs benchkv in `dir`. pending: the signal is raised in the child, blocked, before
-// exec (ignore_first: with its action set to "ignore", as a shell sets SIGINT for a
-// command started with &). Otherwise, with after_line non-empty, `sig` is sent once a
-// stderr line containing after_line was read.
+// Runs benchkv in `dir`, stdout to /dev/null. pending: the signal is raised in the child,
+// blocked, before exec (ignore_first: with its action set to "ignore", as a shell sets
+// SIGINT for a command started with &). Otherwise, with after_line non-empty, `sig` is
+// sent once a stderr line containing after_line was read.
 Ended run_signalled(const std::vector<std::string>& args, const fs::path& dir, int sig, bool pending,
                     bool ignore_first, const std::string& after_line = "") {
-  std::vector<std::string> owned{BENCHKV_BIN};
-  owned.insert(owned.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : owned) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::close(fds[0]);
-    if (::dup2(fds[1], STDERR_FILENO) < 0 || ::chdir(dir.c_str()) != 0) ::_exit(126);
-    const int null_fd = ::open("/dev/null", O_WRONLY);
-    if (null_fd < 0 || ::dup2(null_fd, STDOUT_FILENO) < 0) ::_exit(126);
-    if (ignore_first) ::signal(sig, SIG_IGN);
-    if (pending) {
-      sigset_t set;
-      sigemptyset(&set);
-      sigaddset(&set, sig);
-      ::sigprocmask(SIG_BLOCK, &set, nullptr);
-      ::raise(sig);
-    }
-    ::alarm(kChildTimeLimitSeconds);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
+  std::vector<std::string> argv{BENCHKV_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ChildPipe err;
+  const pid_t pid = start_child(argv, dir,
+                                {.err_fd = err.write_fd, .ignored = ignore_first ? sig : 0, .pending = pending ? sig : 0});
+  err.close_write();
   Ended e;
   bool sent = after_line.empty();
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    e.err.append(buf, size_t(n));
-    if (!sent && e.err.find(after_line) != std::string::npos) {
+  e.err = err.read_all([&](const std::string& text) {
+    if (!sent && text.find(after_line) != std::string::npos) {
       REQUIRE(::kill(pid, sig) == 0);
       sent = true;
     }
-  }
-  ::close(fds[0]);
-  int ws = 0;
-  while (::waitpid(pid, &ws, 0) < 0) REQUIRE(errno == EINTR);
+  });
+  const int ws = wait_child(pid);
   e.exited = WIFEXITED(ws);
   e.code = e.exited ? WEXITSTATUS(ws) : WTERMSIG(ws);
   CHECK(sent);
@@ -116,17 +87,26 @@ void check_partial(const fs::path& dir, uint64_t trim, uint64_t epochs_done, uin
   CHECK(s["daemons"].size() == np);  // rank x daemon (one daemon each), run 0
 }
 
+// The marks of a run stopped by `sig` pending at exec, after epoch 1 of run 0: exit status
+// 128 + sig, the line on stderr and the summary's "interrupted" object. Returns the summary.
+json check_stopped_after_first_epoch(const Ended& e, const fs::path& dir, int sig) {
+  const std::string name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+  INFO(e.err);
+  CHECK(e.exited);
+  CHECK(e.code == 128 + sig);
+  CHECK_THAT(e.err, Catch::Contains("interrupted by " + name + " after epoch 1 of run 0"));
+  const json s = read_json(dir / "out.summary.json");
+  CHECK(s["interrupted"] == json({{"signal", name}, {"run", 0}, {"epochs_done", 1}}));
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("interrupt: SIGINT at a known point keeps the finished epochs, exit 130", "[e2e][interrupt]") {
   TempDir dir;
   const Ended e = run_signalled(small_sim("meta", {"--trim", "0", "-o", "out.csv"}), dir.path(), SIGINT, true, false);
   INFO(e.err);
-  CHECK(e.exited);
-  CHECK(e.code == 130);
-  CHECK_THAT(e.err, Catch::Contains("interrupted by SIGINT after epoch 1 of run 0"));
-  const json s = read_json(dir / "out.summary.json");
-  CHECK(s["interrupted"] == json({{"signal", "SIGINT"}, {"run", 0}, {"epochs_done", 1}}));
+  check_stopped_after_first_epoch(e, dir.path(), SIGINT);
   check_partial(dir.path(), 0, 1, 2, 2);
 }
 
@@ -136,9 +116,7 @@ TEST_CASE("interrupt: SIGTERM, and SIGINT inherited ignored, stop the run too", 
     const Ended e = run_signalled(small_sim("delegation", {"--trim", "0", "-o", "out.csv"}), dir.path(), SIGTERM, true,
                                   false);
     INFO(e.err);
-    CHECK(e.exited);
-    CHECK(e.code == 143);
-    CHECK(read_json(dir / "out.summary.json")["interrupted"]["signal"] == "SIGTERM");
+    check_stopped_after_first_epoch(e, dir.path(), SIGTERM);
     check_partial(dir.path(), 0, 1, 2, 2);
   }
   {
@@ -146,8 +124,7 @@ TEST_CASE("interrupt: SIGTERM, and SIGINT inherited ignored, stop the run too", 
     TempDir dir;
     const Ended e = run_signalled(small_sim("direct", {"--trim", "0", "-o", "out.csv"}), dir.path(), SIGINT, true, true);
     INFO(e.err);
-    CHECK(e.exited);
-    CHECK(e.code == 130);
+    check_stopped_after_first_epoch(e, dir.path(), SIGINT);
     check_partial(dir.path(), 0, 1, 2, 2);
   }
   {
@@ -217,12 +194,7 @@ TEST_CASE("interrupt: rpc --transport sim keeps the finished epochs, SIGTERM 143
                                    "--trim", "0", "-r", "2", "--no-progress", "-o", "out.csv"},
                                   dir.path(), sig, true, ignored_sigint);
     INFO(e.err);
-    CHECK(e.exited);
-    CHECK(e.code == 128 + sig);
-    CHECK_THAT(e.err, Catch::Contains(std::string("interrupted by ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
-                                      " after epoch 1 of run 0"));
-    const json s = read_json(dir / "out.summary.json");
-    CHECK(s["interrupted"] == json({{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}, {"run", 0}, {"epochs_done", 1}}));
+    const json s = check_stopped_after_first_epoch(e, dir.path(), sig);
     // One run of one epoch: the caller's row (rank 0) and the server's (zeros).
     const std::vector<CsvRow> rows = read_csv(dir / "out.csv");
     REQUIRE(rows.size() == 2);
@@ -251,11 +223,7 @@ TEST_CASE("interrupt: data --transport sim keeps the finished epochs of the size
                                  "--value-size", "64,4096", "-o", "out.csv"},
                                 dir.path(), SIGINT, true, false);
   INFO(e.err);
-  CHECK(e.exited);
-  CHECK(e.code == 130);
-  CHECK_THAT(e.err, Catch::Contains("interrupted by SIGINT after epoch 1 of run 0"));
-  const json s = read_json(dir / "out.summary.json");
-  CHECK(s["interrupted"] == json({{"signal", "SIGINT"}, {"run", 0}, {"epochs_done", 1}}));
+  const json s = check_stopped_after_first_epoch(e, dir.path(), SIGINT);
   // The first size's first epoch only: 2 ranks x 2 clients, and the header.
   CHECK(csv_lines(dir / "out.csv") == 1 + 4);
   REQUIRE(s["data"]["runs"].size() == 1);
@@ -266,18 +234,6 @@ TEST_CASE("interrupt: data --transport sim keeps the finished epochs of the size
   CHECK(s["totals"]["issued"] == s["totals"]["completed"]);
 }
 
-namespace {
-
-// The pids of `parent`'s children.
-std::vector<pid_t> children_of(pid_t parent) {
-  std::vector<pid_t> pids;
-  std::ifstream f("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) + "/children");
-  for (long p; f >> p;) pids.push_back(static_cast<pid_t>(p));
-  return pids;
-}
-
-}  // namespace
-
 TEST_CASE("interrupt: a sweep passes SIGTERM on to its run, which keeps its epochs, and writes results.csv, 143",
           "[e2e][interrupt][sweep]") {
   TempDir dir;
@@ -285,20 +241,11 @@ TEST_CASE("interrupt: a sweep passes SIGTERM on to its run, which keeps its epoc
   // the first one started (the sweep starts the one it estimates longest first).
   write_file(dir / "s.json", R"({"base": {"backend": "delegation", "transport": "sim", "duration": 100,
     "interval_ms": 1, "trim": 0, "runs": 1, "client_threads": 2}, "grid": {"np": [2, 3]}, "output": "out"})");
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  std::fflush(nullptr);
-  const pid_t sweep = ::fork();
-  REQUIRE(sweep >= 0);
-  if (sweep == 0) {
-    ::close(fds[0]);
-    ::signal(SIGINT, SIG_IGN);  // as started with & from a script: SIGTERM still stops it
-    if (::dup2(fds[1], STDERR_FILENO) < 0 || ::chdir(dir.path().c_str()) != 0) ::_exit(126);
-    ::alarm(kChildTimeLimitSeconds);
-    ::execl(BENCHKV_BIN, BENCHKV_BIN, "sweep", "s.json", "-j", "1", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::close(fds[1]);
+  ChildPipe err_pipe;
+  // As started with & from a script: SIGINT ignored; SIGTERM still stops it.
+  const pid_t sweep = start_child({BENCHKV_BIN, "sweep", "s.json", "-j", "1"}, dir.path(),
+                                  {.err_fd = err_pipe.write_fd, .ignored = SIGINT});
+  err_pipe.close_write();
   // The run has started once its log exists and the sweep has a child; then a little
   // more, so that it is measuring (a signal before its first epoch stops it after it).
   const fs::path runs = dir / "out/runs";
@@ -313,16 +260,8 @@ TEST_CASE("interrupt: a sweep passes SIGTERM on to its run, which keeps its epoc
   REQUIRE_FALSE(run.empty());
   ::usleep(300'000);
   REQUIRE(::kill(sweep, SIGTERM) == 0);
-  std::string err;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    err.append(buf, size_t(n));
-  }
-  ::close(fds[0]);
-  int ws = 0;
-  while (::waitpid(sweep, &ws, 0) < 0) REQUIRE(errno == EINTR);
+  const std::string err = err_pipe.read_all();
+  const int ws = wait_child(sweep);
   INFO(err);
   REQUIRE(WIFEXITED(ws));
   CHECK(WEXITSTATUS(ws) == 143);

@@ -34,6 +34,16 @@ std::string sweep_text(const std::string& out) {
   return s;
 }
 
+// The base of the small sweeps: delegation on the simulator, 2 clients at queue depth 4,
+// one run of 4 epochs of 1 ms, one left out at each end.
+constexpr const char* kSmallBase = R"({"backend": "delegation", "transport": "sim", "client_threads": 2,
+  "queue_depth": 4, "interval_ms": 1, "trim": 1, "runs": 1, "duration": 0.004})";
+
+// A sweep file of `grid` over kSmallBase, writing to `output`.
+std::string small_sweep(const std::string& grid, const std::string& output) {
+  return std::string(R"({"base": )") + kSmallBase + R"(, "grid": )" + grid + R"(, "output": ")" + output + "\"}";
+}
+
 Outcome sweep(const TempDir& dir, std::vector<std::string> args) {
   args.insert(args.begin(), "sweep");
   return run_benchkv(args, dir.path());
@@ -296,11 +306,8 @@ TEST_CASE("sweep: a truncated row.json is refused naming the sweep file and the 
 // csv module read "0,2,a<CR>b,..." as two rows).
 TEST_CASE("sweep: labels with a comma or a quote or a line break are quoted in results.csv", "[e2e][sweep]") {
   TempDir dir;
-  write_file(dir / "s.json", R"({
-    "base": {"backend": "delegation", "transport": "sim", "client_threads": 2, "queue_depth": 4,
-             "interval_ms": 1, "trim": 1, "runs": 1, "duration": 0.004},
-    "grid": {"np": [2], "variant": {"a\rb": {}, "c,\"d": {}, "e\nf": {}, "plain": {}}},
-    "output": "out"})");
+  write_file(dir / "s.json",
+             small_sweep(R"({"np": [2], "variant": {"a\rb": {}, "c,\"d": {}, "e\nf": {}, "plain": {}}})", "out"));
   const Outcome o = sweep(dir, {"s.json"});
   INFO(describe(o));
   REQUIRE(o.status == 0);
@@ -425,10 +432,7 @@ TEST_CASE("sweep: --help names every option it accepts and the -j rule under mpi
   CHECK_THAT(h.out, Catch::Contains("rank is one run slot and -j above 1 is refused"));
   CHECK_THAT(h.out, Catch::Contains("  --check  "));
   // What it says holds: --jobs runs like -j.
-  write_file(dir / "s.json", R"({
-    "base": {"backend": "delegation", "transport": "sim", "client_threads": 2, "queue_depth": 4,
-             "interval_ms": 1, "trim": 1, "runs": 1, "duration": 0.004},
-    "grid": {"np": [2, 3]}, "output": "out"})");
+  write_file(dir / "s.json", small_sweep(R"({"np": [2, 3]})", "out"));
   const Outcome j = sweep(dir, {"s.json", "--jobs", "2"});
   INFO(describe(j));
   CHECK(j.status == 0);
@@ -437,15 +441,8 @@ TEST_CASE("sweep: --help names every option it accepts and the -j rule under mpi
 
 TEST_CASE("sweep: one run per core by default, and the largest point starts first", "[e2e][sweep]") {
   TempDir dir;
-  write_file(dir / "s.json", R"({
-    "base": {"backend": "delegation", "transport": "sim", "client_threads": 2, "queue_depth": 4,
-             "interval_ms": 1, "trim": 1, "runs": 1, "duration": 0.004},
-    "grid": {"np": [2, 3, 4]}, "output": "OUT"})");
-  std::string text = read_file(dir / "s.json");
-  text.replace(text.find("OUT"), 3, "by_default");
-  write_file(dir / "default.json", text);
-  text.replace(text.find("by_default"), 10, "one");
-  write_file(dir / "one.json", text);
+  write_file(dir / "default.json", small_sweep(R"({"np": [2, 3, 4]})", "by_default"));
+  write_file(dir / "one.json", small_sweep(R"({"np": [2, 3, 4]})", "one"));
   // No -j: as many at a time as the machine has cores (these runs need little memory).
   const Outcome d = sweep(dir, {"default.json"});
   INFO(describe(d));
@@ -573,28 +570,13 @@ bool runs_end_with_killed_sweep(bool ignore_sigterm) {
   TempDir dir;
   write_file(dir / "s.json", R"({"base": {"backend": "delegation", "transport": "sim", "duration": 100,
     "runs": 1, "client_threads": 2}, "grid": {"np": [2, 3]}, "output": "out"})");
-  std::fflush(nullptr);
-  const pid_t sweep = ::fork();
-  REQUIRE(sweep >= 0);
-  if (sweep == 0) {
-    if (ignore_sigterm) std::signal(SIGTERM, SIG_IGN);  // kept across exec
-    const int null = ::open("/dev/null", O_WRONLY);
-    if (null < 0 || ::dup2(null, STDOUT_FILENO) < 0 || ::dup2(null, STDERR_FILENO) < 0) ::_exit(126);
-    if (::chdir(dir.path().c_str()) != 0) ::_exit(126);
-    ::execl(BENCHKV_BIN, BENCHKV_BIN, "sweep", "s.json", "-j", "2", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  const pid_t sweep = start_child({BENCHKV_BIN, "sweep", "s.json", "-j", "2"}, dir.path(),
+                                  {.ignored = ignore_sigterm ? SIGTERM : 0});  // ignored: kept across exec
   // The sweep's two runs: its children, once both have started (each opened its log).
-  auto children = [&] {
-    std::vector<pid_t> pids;
-    std::ifstream f("/proc/" + std::to_string(sweep) + "/task/" + std::to_string(sweep) + "/children");
-    for (long p; f >> p;) pids.push_back(static_cast<pid_t>(p));
-    return pids;
-  };
   std::vector<pid_t> runs;
   for (int i = 0; i < 1000 && runs.size() < 2; ++i) {
     ::usleep(10'000);
-    runs = children();
+    runs = children_of(sweep);
   }
   auto alive = [](pid_t p) {  // a zombie is not running
     std::ifstream f("/proc/" + std::to_string(p) + "/stat");
@@ -604,8 +586,7 @@ bool runs_end_with_killed_sweep(bool ignore_sigterm) {
     return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
   };
   ::kill(sweep, SIGKILL);
-  int ws = 0;
-  ::waitpid(sweep, &ws, 0);
+  wait_child(sweep);
   REQUIRE(runs.size() == 2);
   bool ended = false;
   for (int i = 0; i < 1000 && !ended; ++i) {
