@@ -56,17 +56,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         break;
       }
-      case 2: {  // attach to a segment of another length
-        const size_t len = in.below(static_cast<uint32_t>(mem.size()) + 1);
-        try {
-          const DelegationConfig declared = validate_delegation_segment<Req, Resp>(mem.subspan(0, len));
-          // A forged header may declare another shape; it must fit the segment exactly.
-          if (Layout::segment_size(declared) != len)
-            violated("a delegationrpc header accepted for a segment of another size");
-        } catch (const ShmError&) {
-        }
+      case 2:  // attach to a segment of another length
+        bkv::fuzz::attach_to_prefix<Layout>(in, mem, validate_delegation_segment<Req, Resp>,
+                                            "a delegationrpc header accepted for a segment of another size");
         break;
-      }
       case 3: {
         if (clients.empty()) break;
         TrackedClient& t = clients[in.below(static_cast<uint32_t>(clients.size()))];
