@@ -1,10 +1,8 @@
 #include "sim/cost_model.hpp"
 
 #include <cstring>
-#include <fstream>
 #include <limits>
 
-#include "core/strict_json.hpp"
 #include "sim/json_fields.hpp"
 #include "sim/nic_config.hpp"
 
@@ -93,20 +91,6 @@ CostModel CostModel::from_json(const nlohmann::json& j, const std::string& path)
   }
   r.finish();
   return m;
-}
-
-CostModel CostModel::load_file(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) throw std::invalid_argument("cost model: cannot open '" + file + "'");
-  nlohmann::json j;
-  try {
-    j = parse_json_without_duplicate_keys(in, "cost model: '" + file + "'");
-  } catch (const std::runtime_error& e) {
-    throw std::invalid_argument(e.what());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw std::invalid_argument("cost model: '" + file + "' is not valid JSON: " + e.what());
-  }
-  return from_json(j);
 }
 
 nlohmann::json CostModel::to_json() const {

@@ -48,7 +48,6 @@ struct CostModel {
 
   // Parses over the defaults (absent keys keep their default).
   static CostModel from_json(const nlohmann::json& j, const std::string& path = "cost");
-  static CostModel load_file(const std::string& file);
   nlohmann::json to_json() const;
 };
 

@@ -1,9 +1,7 @@
 #include "sim/nic_config.hpp"
 
-#include <fstream>
 #include <limits>
 
-#include "core/strict_json.hpp"
 #include "sim/json_fields.hpp"
 
 namespace bkv::sim {
@@ -74,20 +72,6 @@ NicConfig NicConfig::from_json(const nlohmann::json& j, const std::string& path)
   c.fields(reader);
   r.finish();
   return c;
-}
-
-NicConfig NicConfig::load_file(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) throw std::invalid_argument("nic config: cannot open '" + file + "'");
-  nlohmann::json j;
-  try {
-    j = parse_json_without_duplicate_keys(in, "nic config: '" + file + "'");
-  } catch (const std::runtime_error& e) {
-    throw std::invalid_argument(e.what());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw std::invalid_argument("nic config: '" + file + "' is not valid JSON: " + e.what());
-  }
-  return from_json(j);
 }
 
 nlohmann::json NicConfig::to_json() const {

@@ -224,7 +224,6 @@ struct NicConfig {
   }
 
   static NicConfig from_json(const nlohmann::json& j, const std::string& path = "nic");
-  static NicConfig load_file(const std::string& file);
   nlohmann::json to_json() const;
 };
 
