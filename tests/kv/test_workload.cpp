@@ -15,15 +15,8 @@ namespace {
 
 WorkloadConfig config(uint32_t np, uint64_t key_range, uint32_t len, Distribution d = Distribution::kUniform,
                       double s = 1.0, double read_ratio = 0.5, uint64_t seed = 1) {
-  WorkloadConfig c;
-  c.num_ranks = np;
-  c.key_range = key_range;
-  c.pattern_len = len;
-  c.distribution = d;
-  c.zipf_s = s;
-  c.read_ratio = read_ratio;
-  c.seed = seed;
-  return c;
+  return {.num_ranks = np, .key_range = key_range, .read_ratio = read_ratio, .distribution = d, .zipf_s = s,
+          .seed = seed, .pattern_len = len};
 }
 
 size_t equal_entries(const Pattern& a, const Pattern& b) {
