@@ -7,8 +7,13 @@
 # Each harness's run leaves a record, build-fuzz/fuzz/records/<name>.txt (one "key: value"
 # a line: the commit, the limit, executions, seconds, coverage and features at the end,
 # the corpus libFuzzer held and the working corpus on disk, the result), the figures
-# docs/reliability.md quotes for a campaign.
-# Usage: scripts/fuzz.sh [harness...]   (default: every harness)
+# docs/reliability.md quotes for a campaign. After the run the working corpus is
+# minimized to edge coverage (libFuzzer -merge=1 -use_counters=0 over the seeds: the
+# inputs that reach an edge the seeds do not) into build-fuzz/fuzz/minimized/<name>; with FUZZ_KEEP=1 that minimized set replaces
+# fuzz/grown/<name>, the grown corpus kept in the repository, which CI's short runs and
+# the next campaign start from.
+# Usage: [FUZZ_SECONDS=N | FUZZ_RUNS=N] [FUZZ_KEEP=1] scripts/fuzz.sh [harness...]
+#        (default: every harness)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -35,10 +40,12 @@ for h in "${harnesses[@]}"; do
   work=build-fuzz/fuzz/work/$h
   log=build-fuzz/fuzz/$h.log
   mkdir -p "$work"
+  inputs=("fuzz/corpus/$h")
+  [ -d "fuzz/grown/$h" ] && inputs+=("fuzz/grown/$h")
   echo "=== fuzz $h (${limit[*]})"
   started=$(date -u +%Y-%m-%dT%H:%M:%SZ); t0=$(date +%s)
   if "$bin" "${limit[@]}" -max_len=4096 -timeout=10 -print_final_stats=1 \
-       -artifact_prefix="build-fuzz/fuzz/crash-$h-" "$work" "fuzz/corpus/$h" 2>"$log"; then
+       -artifact_prefix="build-fuzz/fuzz/crash-$h-" "$work" "${inputs[@]}" 2>"$log"; then
     result=ok
     grep -E '^stat::number_of_executed_units|^Done' "$log" | sed "s/^/$h: /"
   else
@@ -48,6 +55,30 @@ for h in "${harnesses[@]}"; do
     grep -E 'ERROR|violated|Test unit written' "$log" | head -5 >&2
   fi
   seconds=$(( $(date +%s) - t0 ))
+  # Minimize: the seeds go first, as what is covered already; -merge=1 adds from the
+  # working corpus (and the kept grown corpus) only inputs that reach new edges (hit
+  # counts left out: -use_counters=0 keeps a few hundred inputs where counts keep
+  # thousands), named by their content's SHA-1. The grown corpus is what it added.
+  min=build-fuzz/fuzz/minimized/$h
+  rm -rf "$min" "$min.seeds"; mkdir -p "$min"
+  cp fuzz/corpus/"$h"/* "$min"/
+  ls "$min" >"$min.seeds"
+  minimized="not minimized (the run failed)"
+  if [ "$result" = ok ]; then
+    if "$bin" -merge=1 -use_counters=0 -max_len=4096 -timeout=10 "$min" "$work" "${inputs[@]:1}" 2>"$log.merge"; then
+      while read -r seed; do rm -f "$min/$seed"; done <"$min.seeds"
+      minimized="$(find "$min" -type f | wc -l) files, $(find "$min" -type f -printf '%s\n' | awk '{s+=$1} END{print s+0}') bytes"
+      if [ "${FUZZ_KEEP:-0}" = 1 ]; then
+        rm -rf "fuzz/grown/$h"; mkdir -p "fuzz/grown/$h"
+        cp "$min"/* "fuzz/grown/$h"/ 2>/dev/null || true
+        minimized="$minimized, kept in fuzz/grown/$h"
+      fi
+    else
+      status=1
+      minimized="merge FAILED (see $log.merge)"
+      echo "fuzz.sh: $h: minimizing FAILED; see $log.merge" >&2
+    fi
+  fi
   # The last status line libFuzzer printed ("#N DONE cov: C ft: F corp: U/Bb ...").
   last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
   field() { sed -nE "s/.* $1: ([^ ]+).*/\1/p" <<<"$last"; }
@@ -64,6 +95,7 @@ for h in "${harnesses[@]}"; do
     echo "new_units_added: $(sed -nE 's/^stat::new_units_added: *//p' "$log")"
     echo "working_corpus_files: $(find "$work" -type f | wc -l)"
     echo "working_corpus_bytes: $(find "$work" -type f -printf '%s\n' | awk '{s+=$1} END{print s+0}')"
+    echo "grown_corpus_minimized: $minimized"
     echo "result: $result"
   } >"build-fuzz/fuzz/records/$h.txt"
   echo "$h: record in build-fuzz/fuzz/records/$h.txt"
