@@ -74,8 +74,10 @@ if [ ! -d "$base_dir" ]; then git worktree add --detach "$base_dir" "$base_sha" 
 base_bin=$base_dir/build/apps/benchkv/benchkv
 if [ ! -x "$base_bin" ]; then
   echo "sim_speed: building the baseline $base_sha in $base_dir/build" >&2
+  # Configured as scripts/test.sh configures a tree (with -DBKV_WERROR=ON): the same
+  # flags, so the compiler cache serves the objects the two trees share.
   (cd "$base_dir" && export CCACHE_BASEDIR=$base_dir CCACHE_NOHASHDIR=true &&
-   $build_prefix bash -c 'cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
+   $build_prefix bash -c 'cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBKV_WERROR=ON >/dev/null &&
                           cmake --build build -j2 --target benchkv >/dev/null') || die "baseline build failed"
 fi
 
