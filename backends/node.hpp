@@ -147,6 +147,9 @@ class Node {
       workers_[d - 1]->record_idle_loops(k);
   }
   ClientStepResult step_client(uint32_t c) { return clients_[c]->step(); }
+  // Client c itself, for a scheduler that keeps a pointer to each client it steps (the
+  // simulator: one load per step instead of the node's table of clients).
+  ClientT& client(uint32_t c) noexcept { return *clients_[c]; }
 
   void stop_issuing() {
     for (auto& c : clients_) c->stop_issuing();

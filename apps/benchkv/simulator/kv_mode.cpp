@@ -287,7 +287,7 @@ class Experiment final : public SimRun {
     bindings_.reserve(size_t(np_) * (D_ + C_));
     for (uint32_t r = 0; r < np_; ++r)
       for (uint32_t t = 0; t < D_ + C_; ++t) {
-        bindings_.push_back({this, r, t});
+        bindings_.push_back({this, t >= D_ ? &nodes_[r]->client(t - D_) : nullptr, r, t});
         SimThread& th = *threads_[r][t];
         // A daemon's start-up loops spin (kIdleSpin); clients never do.
         th.set_step(t < D_ ? &Experiment::daemon_step : &Experiment::client_step, &bindings_.back(), t < D_);
@@ -315,8 +315,11 @@ class Experiment final : public SimRun {
       }
   }
 
+  // What a simulated thread's step needs: the experiment, and for a client's thread the
+  // client itself (a step loads it from here, not through the node's table of clients).
   struct Binding {
     Experiment* exp;
+    typename SimNode::ClientT* client;  // null for a daemon's thread
     uint32_t rank;
     uint32_t thread;
   };
@@ -348,7 +351,7 @@ class Experiment final : public SimRun {
     auto* b = static_cast<Binding*>(ctx);
     Experiment& e = *b->exp;
     if (e.step_log_) [[unlikely]] e.log_step(*b);
-    const auto r = e.nodes_[b->rank]->step_client(b->thread - e.D_);
+    const auto r = b->client->step();
     if (!e.slow_nodes_.empty()) [[unlikely]] e.slow_down(b->rank, self);
     if (e.oracle_) [[unlikely]] e.check_endpoints(b->rank, b->thread);
     if (r.blocked) self.wake(self.now() + static_cast<Time>(std::llround(e.model_.client_retry_ns)));
