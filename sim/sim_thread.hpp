@@ -103,6 +103,10 @@ class alignas(kCacheLineBytes) SimThread {
   void bind(T* obj, bool may_idle_spin = false) noexcept {
     set_step([](void* ctx, SimThread& self) { return (static_cast<T*>(ctx)->*M)(self); }, obj, may_idle_spin);
   }
+  // Whether the step may return kIdleSpin from now on (set_step's may_idle_spin): a
+  // thread that spins only in a phase of the run (a daemon before its clients start) is
+  // told when that phase is over, and its steps stop keeping their op totals.
+  void set_may_idle_spin(bool on) noexcept { may_idle_spin_ = on; }
   void set_observer(StepObserver fn, void* ctx) noexcept {
     observer_ = fn;
     observer_ctx_ = ctx;

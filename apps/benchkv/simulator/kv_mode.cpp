@@ -289,8 +289,9 @@ class Experiment final : public SimRun {
       for (uint32_t t = 0; t < D_ + C_; ++t) {
         bindings_.push_back({this, t >= D_ ? &nodes_[r]->client(t - D_) : nullptr, r, t});
         SimThread& th = *threads_[r][t];
-        // A daemon's start-up loops spin (kIdleSpin); clients never do.
-        th.set_step(t < D_ ? &Experiment::daemon_step : &Experiment::client_step, &bindings_.back(), t < D_);
+        // A daemon's start-up loops spin (kIdleSpin; on_startup_end ends it); clients never do.
+        th.set_step(t < D_ ? &Experiment::daemon_step : &Experiment::client_step, &bindings_.back(),
+                    t < D_ && startup_ > 0);
       }
     if (!o_.trace.empty()) {
       tracing_ = true;
@@ -454,7 +455,10 @@ class Experiment final : public SimRun {
   // ---- start-up, epochs and runs
   void on_startup_end(uint32_t) {
     for (auto& node_threads : threads_)
-      for (uint32_t d = 0; d < D_; ++d) node_threads[d]->wake(startup_);
+      for (uint32_t d = 0; d < D_; ++d) {
+        node_threads[d]->wake(startup_);
+        node_threads[d]->set_may_idle_spin(false);  // no step from now on spins (daemon_step)
+      }
   }
   void on_kept_begin(uint32_t) { snapshot_all(run_snap_); }
 
