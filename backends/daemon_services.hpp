@@ -76,7 +76,10 @@ struct UniformDaemons {
 };
 
 // How a daemon scans its clients' ipc rings: every client on every loop (as the
-// original's daemon #0 did), or with the server's skip rule (core/shm/ipc.hpp).
+// original's daemon #0 did), or with the server's skip rule (core/shm/ipc.hpp). Every
+// client is scanned with poll_hinted(): where the server keeps request hints (one OS
+// thread runs it and its clients: the simulator), only the rings of clients that called
+// since are read, with the same outcome and the same clients counted as scanned.
 enum class IpcScan : uint8_t { kSkipRule, kEveryClient };
 
 // Serves the ipc ring of a daemon's shard: every request executed on the store. Out of
@@ -87,7 +90,7 @@ template <class Meter, class Waker>
                                                   DaemonMetrics& m, IpcScan how = IpcScan::kSkipRule) {
   const uint64_t scanned = ipc.clients_scanned();
   if (how == IpcScan::kEveryClient)
-    ipc.poll();
+    ipc.poll_hinted();
   else
     ipc.poll_with_skip();
   meter.charge(Op::kPollSlot, static_cast<uint32_t>(ipc.clients_scanned() - scanned));

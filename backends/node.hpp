@@ -121,6 +121,8 @@ class Node {
       std::vector<IpcClientT*> ipc;
       for (uint32_t d = 0; d < D; ++d) {
         ipc_clients_.push_back(std::make_unique<IpcClientT>(IpcClientT::connect(ipc_segs_[d].bytes(), c)));
+        // A server that keeps request hints (its daemon chose to, built above) gets them.
+        if (uint64_t* hints = ipc_servers_[d]->request_hints()) ipc_clients_.back()->use_request_hints(hints);
         ipc.push_back(ipc_clients_.back().get());
       }
       kv::Pattern pattern(wl_, cfg_.rank, c);

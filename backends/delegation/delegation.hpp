@@ -170,6 +170,11 @@ class DelegationDaemon0 {
         flux_(w.flux), store_(w.store), meter_(w.meter), waker_(w.waker), policies_(w.policy, w.node.np),
         forwarder_(w.flux, FluxForwarder::Order::kFirstFit), incoming_(node_, 0, w.flux != nullptr, w.store, w.meter, m_) {
     if (ep_of_rank_.size() != node_.np) throw std::invalid_argument("delegation: ep_of_rank must have np entries");
+    // Its loops scan every client's ipc ring (IpcScan::kEveryClient); where one OS thread
+    // runs the daemons and clients (the simulator), the clients, connected after it, hint
+    // their calls (core/shm/ipc.hpp, request hints) and a loop reads only their rings.
+    if constexpr (requires { T::kOneOsThread; })
+      if constexpr (T::kOneOsThread) ipc_.keep_request_hints();
   }
 
   // One step of the loop: returns true when it ended a whole loop iteration (false: the

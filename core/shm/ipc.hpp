@@ -45,8 +45,19 @@
 //     only on every `period`-th poll (staggered by client index so the checks spread
 //     evenly); finding a request resets it. An idle client that wakes up is seen
 //     within `period` polls.
+//
+// Request hints, for a server and clients that one OS thread runs (the simulator): a
+// client given them (IpcClient::use_request_hints) also sets its bit in the server's hint
+// words at each call (kept in the server object, not in the segment:
+// IpcServer::keep_request_hints), and poll_hinted() reads the request rings of the
+// clients whose bit is set only, clearing the bits. It finds what poll() finds, in the
+// same order, and leaves the same state (clients_scanned(), the skip rule's idle counts),
+// because call() is the only writer of a request: a client with a request poll() would
+// find has its bit set (requests found by the last poll and not yet taken by recv() get
+// theirs again at the next poll_hinted()).
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -287,6 +298,76 @@ class alignas(kCacheLine) IpcServer {
   // Same, but skips clients per the skip rule (header comment).
   uint32_t poll_with_skip() noexcept { return scan(true); }
 
+  // Request hints (header comment): from now on, a client given request_hints() sets its
+  // bit at each call. Only for a server and clients run by one OS thread, before any
+  // client's first call: the words are plain memory, and a request published earlier
+  // would have no bit.
+  void keep_request_hints() {
+    if (!hints_.empty()) return;
+    const uint32_t n = view_.config().max_clients;
+    const size_t words = (size_t{n} + 63) / 64;
+    hints_.assign(words, 0);
+    found_.assign(words, 0);
+    unsaturated_.assign(words, 0);
+    for (uint32_t c = 0; c < n; ++c)
+      if (clients_[c].idle < skip_.idle_after) unsaturated_[c / 64] |= client_bit(c);
+  }
+  // The hint words, for IpcClient::use_request_hints; nullptr without keep_request_hints.
+  uint64_t* request_hints() noexcept { return hints_.empty() ? nullptr : hints_.data(); }
+
+  // poll(), reading the request rings of the hinted clients only (header comment): the
+  // same requests in the same order, the same clients_scanned() and idle counts. Without
+  // keep_request_hints, poll().
+  uint32_t poll_hinted() noexcept {
+    if (hints_.empty()) return scan(false);
+    // Requests the last poll found that recv() has not taken: poll() finds them again.
+    for (uint32_t i = ready_pos_; i < ready_count_; ++i)
+      if (ready_[i].count != 0) hints_[ready_[i].client / 64] |= client_bit(ready_[i].client);
+    ready_count_ = 0;
+    ready_pos_ = 0;
+    ++epoch_;
+    const uint32_t n = view_.config().max_clients;
+    const uint32_t depth = view_.config().depth;
+    const size_t words = hints_.size();
+    uint32_t total = 0;
+    // poll()'s order: the clients from rr_start_ up, then those below it.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t w = 0; w < words; ++w) {
+        const uint32_t base = static_cast<uint32_t>(w * 64);
+        const uint64_t from_start = rr_start_ <= base ? ~uint64_t{0}
+                                    : rr_start_ >= base + 64 ? 0
+                                                             : ~uint64_t{0} << (rr_start_ - base);
+        for (uint64_t b = hints_[w] & (pass == 0 ? from_start : ~from_start); b != 0; b &= b - 1) {
+          const uint32_t c = base + static_cast<uint32_t>(std::countr_zero(b));
+          ClientState& st = clients_[c];
+          uint32_t count = 0;
+          while (count < depth && st.requests.ready(st.req_cursor + count)) ++count;
+          if (count == 0) continue;
+          found_[w] |= client_bit(c);
+          ready_[ready_count_++] = Ready{c, count};
+          total += count;
+        }
+      }
+    }
+    // Every client counts as scanned; the idle counts move as poll()'s scan moves them
+    // (a client found is reset, any other counts one more empty scan, up to idle_after).
+    clients_scanned_ += n;
+    for (size_t w = 0; w < words; ++w) {
+      hints_[w] = 0;
+      for (uint64_t b = unsaturated_[w] & ~found_[w]; b != 0; b &= b - 1) {
+        const uint32_t c = static_cast<uint32_t>(w * 64) + static_cast<uint32_t>(std::countr_zero(b));
+        if (clients_[c].idle < skip_.idle_after) ++clients_[c].idle;
+        if (clients_[c].idle >= skip_.idle_after) unsaturated_[w] &= ~client_bit(c);
+      }
+      for (uint64_t b = found_[w]; b != 0; b &= b - 1)
+        clients_[static_cast<uint32_t>(w * 64) + static_cast<uint32_t>(std::countr_zero(b))].idle = 0;
+      unsaturated_[w] |= found_[w];
+      found_[w] = 0;
+    }
+    rr_start_ = (rr_start_ + 1 == n) ? 0 : rr_start_ + 1;
+    return total;
+  }
+
   // Next request found by the last poll, client by client (flat combining).
   std::optional<IpcRequest<Req>> recv() noexcept {
     while (ready_pos_ < ready_count_) {
@@ -404,12 +485,14 @@ class alignas(kCacheLine) IpcServer {
         continue;
       }
       st.idle = 0;
+      if (!unsaturated_.empty()) [[unlikely]] unsaturated_[c / 64] |= client_bit(c);  // request hints kept
       ready_[ready_count_++] = Ready{c, count};
       total += count;
     }
     rr_start_ = (rr_start_ + 1 == n) ? 0 : rr_start_ + 1;
     return total;
   }
+  static constexpr uint64_t client_bit(uint32_t c) noexcept { return uint64_t{1} << (c % 64); }
 
   IpcView<Req, Resp> view_;
   IpcSkipConfig skip_;
@@ -422,6 +505,13 @@ class alignas(kCacheLine) IpcServer {
   uint64_t epoch_ = 0;
   uint64_t bad_requests_ = 0;
   uint64_t clients_scanned_ = 0;
+  // Request hints (keep_request_hints; empty: none), one bit per client: hints_ set by
+  // the clients' calls and cleared by poll_hinted(); found_ the clients its scan found
+  // requests of; unsaturated_ a superset of the clients whose idle count is below
+  // idle_after (the only ones an empty scan changes).
+  LineVector<uint64_t> hints_;
+  LineVector<uint64_t> found_;
+  LineVector<uint64_t> unsaturated_;
 };
 
 // ---- client ----------------------------------------------------------------------
@@ -473,8 +563,15 @@ class alignas(kCacheLine) IpcClient {
     busy_[token] = 1;
     user_tokens_[token] = user_token;
     requests_.publish(req_pos_++, token, req);
+    if (hints_ != nullptr) hints_[index_ / 64] |= uint64_t{1} << (index_ % 64);
     return IpcCallStatus::kOk;
   }
+
+  // Request hints (header comment): `words`, the server's IpcServer::request_hints(), set
+  // at each call from now on. Only where one OS thread runs the server and this client,
+  // the server keeping hints since before this client's first call. The words stay the
+  // server's, which outlives this client.
+  void use_request_hints(uint64_t* words) noexcept { hints_ = words; }
 
   // Delivers arrived responses in arrival order: on_response(uint64_t user_token,
   // const Resp&). Returns the number delivered (responses with a bad token are dropped
@@ -538,6 +635,7 @@ class alignas(kCacheLine) IpcClient {
   LineVector<uint8_t> busy_;          // token awaits a response
   LineVector<uint64_t> user_tokens_;  // caller's token per request slot
   uint64_t protocol_errors_ = 0;
+  uint64_t* hints_ = nullptr;  // request hints (use_request_hints); nullptr: none
 };
 
 }  // namespace bkv::shm

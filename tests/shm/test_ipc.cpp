@@ -427,3 +427,95 @@ TEST_CASE("ipc drops a request whose token still awaits a reply", "[shm][ipc]") 
   REQUIRE(f.server.reply(r->handle, Resp{}) == IpcReplyStatus::kOk);
   CHECK(f.server.reply(r->handle, Resp{}) == IpcReplyStatus::kNotOutstanding);
 }
+
+TEST_CASE("ipc request hints: poll_hinted finds what poll finds, in order, with the same skip-rule state",
+          "[shm][ipc]") {
+  // Two servers driven alike, one with request hints: 70 clients (two hint words), the
+  // skip rule's counts saturating after 2 empty scans. Polls of every kind (poll_hinted
+  // against poll, poll_with_skip on both, poll on the hinted one), requests taken
+  // partly before the next poll, replies out of order.
+  const IpcConfig cfg{70, 4};
+  const IpcSkipConfig skip{2, 4};
+  Fixture plain(cfg, skip), hinted(cfg, skip);
+  hinted.server.keep_request_hints();
+  REQUIRE(plain.server.request_hints() == nullptr);
+  REQUIRE(hinted.server.request_hints() != nullptr);
+  std::vector<IClient> pc, hc;
+  for (uint32_t i = 0; i < cfg.max_clients; ++i) {
+    pc.push_back(IClient::connect(plain.seg.bytes(), i));
+    hc.push_back(IClient::connect(hinted.seg.bytes(), i));
+    hc.back().use_request_hints(hinted.server.request_hints());
+  }
+  std::vector<IpcRequest<Req>> held;  // taken by recv() on both (the same), not yet replied
+  bkv::Rng rng(bkv::derive_seed(5, {11}));
+  std::vector<uint64_t> next(cfg.max_clients, 0);
+  uint64_t found = 0, taken = 0, hinted_polls = 0;
+  for (int step = 0; step < 60000; ++step) {
+    const uint64_t op = rng.below(10);
+    if (op < 4) {  // a few clients call
+      for (uint64_t k = rng.below(4); k-- > 0;) {
+        const uint32_t i = static_cast<uint32_t>(rng.below(rng.below(4) == 0 ? cfg.max_clients : 5));
+        const Req r{i, 0, next[i], next[i] + 1};
+        const IpcCallStatus a = pc[i].call(r, next[i]), b = hc[i].call(r, next[i]);
+        REQUIRE(a == b);
+        if (a == IpcCallStatus::kOk) ++next[i];
+      }
+    } else if (op < 6) {
+      const uint64_t kind = rng.below(4);
+      uint32_t a, b;
+      if (kind == 0) {
+        a = plain.server.poll_with_skip();
+        b = hinted.server.poll_with_skip();
+      } else if (kind == 1) {
+        a = plain.server.poll();
+        b = hinted.server.poll();
+      } else {
+        a = plain.server.poll();
+        b = hinted.server.poll_hinted();
+        ++hinted_polls;
+      }
+      REQUIRE(a == b);
+      REQUIRE(plain.server.clients_scanned() == hinted.server.clients_scanned());
+      found += a;
+      // Some or all of what the poll found is taken now; the rest waits for the next poll.
+      for (uint64_t k = rng.below(2) == 0 ? ~uint64_t{0} : rng.below(3); k-- > 0;) {
+        auto ra = plain.server.recv();
+        auto rb = hinted.server.recv();
+        REQUIRE(ra.has_value() == rb.has_value());
+        if (!ra) break;
+        REQUIRE(ra->handle.client == rb->handle.client);
+        REQUIRE(ra->handle.token == rb->handle.token);
+        REQUIRE(ra->payload.seq == rb->payload.seq);
+        held.push_back(*ra);
+        ++taken;
+      }
+    } else if (op < 8 && !held.empty()) {
+      const size_t k = rng.below(held.size());
+      const IpcRequest<Req> r = held[k];
+      held.erase(held.begin() + static_cast<long>(k));
+      REQUIRE(plain.server.reply(r.handle, Resp{r.payload.seq, 0}) == IpcReplyStatus::kOk);
+      REQUIRE(hinted.server.reply(r.handle, Resp{r.payload.seq, 0}) == IpcReplyStatus::kOk);
+    } else {
+      const uint32_t i = static_cast<uint32_t>(rng.below(cfg.max_clients));
+      REQUIRE(pc[i].poll([](uint64_t, const Resp&) {}) == hc[i].poll([](uint64_t, const Resp&) {}));
+    }
+  }
+  CHECK(found > 10000);
+  CHECK(taken > 10000);
+  CHECK(hinted_polls > 5000);
+  CHECK(plain.server.bad_requests() == 0);
+  CHECK(hinted.server.bad_requests() == 0);
+}
+
+TEST_CASE("ipc request hints: without keep_request_hints poll_hinted is poll", "[shm][ipc]") {
+  Fixture f(IpcConfig{3, 4});
+  std::vector<IClient> cs;
+  for (uint32_t i = 0; i < 3; ++i) cs.push_back(IClient::connect(f.seg.bytes(), i));
+  REQUIRE(f.server.request_hints() == nullptr);
+  REQUIRE(cs[2].call(Req{2, 0, 0, 0}, 0) == IpcCallStatus::kOk);
+  REQUIRE(cs[0].call(Req{0, 0, 0, 0}, 0) == IpcCallStatus::kOk);
+  REQUIRE(f.server.poll_hinted() == 2);
+  CHECK(f.server.clients_scanned() == 3);
+  CHECK(f.server.recv()->handle.client == 0);
+  CHECK(f.server.recv()->handle.client == 2);
+}
