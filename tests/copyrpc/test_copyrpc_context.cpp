@@ -501,3 +501,112 @@ TEST_CASE("an error completion stops the endpoint and fails back its pending cal
   CHECK(failed == std::vector<uint64_t>{20, 21, 22, 23});
   CHECK(p.a.calls_in_flight() == 0);
 }
+
+namespace {
+
+copyrpc::ContextConfig ring_4k() {
+  copyrpc::ContextConfig cfg;
+  cfg.ring_size = 4096;
+  return cfg;
+}
+
+// a calls b until RingFull; b takes every request and never replies, so no batch (and
+// no piggybacked consumer position) travels back. Returns the calls made.
+uint64_t fill_until_ring_full(test::InstantPair& p, std::vector<copyrpc::RecvHandle>& held) {
+  uint64_t tok = 0;
+  while (p.a.call(p.ea, bytes(200, 3), 0, tok).ok()) ++tok;
+  p.a.flush();
+  p.b.drain(ignore_responses, no_failed_calls);
+  copyrpc::RecvHandle h;
+  while (p.b.recv(h)) held.push_back(std::move(h));
+  REQUIRE(held.size() == tok);
+  // Two RingFulls with no news from b: the next flush posts the READ of b's word.
+  REQUIRE(p.a.call(p.ea, bytes(200, 3), 0, tok).status == CallStatus::kRingFull);
+  REQUIRE(p.a.call(p.ea, bytes(200, 3), 0, tok).status == CallStatus::kRingFull);
+  return tok;
+}
+
+// Overwrites b's published consumed-position word, as a peer with a bug (or a forged
+// one) could: a reads it with its next RDMA READ.
+void forge_consumed_word(test::InstantPair& p, uint64_t value) {
+  auto* word = reinterpret_cast<uint64_t*>(p.b.local_info(p.eb).consumer_addr);
+  __atomic_store_n(word, value, __ATOMIC_RELEASE);
+}
+
+}  // namespace
+
+TEST_CASE("copyrpc bounds: a consumed position read by RDMA READ may equal our producer, never pass it",
+          "[copyrpc][bounds]") {
+  test::InstantPair p(ring_4k());
+  std::vector<copyrpc::RecvHandle> held;
+  const uint64_t calls = fill_until_ring_full(p, held);
+  const uint64_t producer = p.a.endpoint(p.ea).producer;
+  REQUIRE(producer > 0);
+
+  SECTION("exactly the producer: every byte consumed, the READ is taken and calls go on") {
+    forge_consumed_word(p, producer);
+    p.a.poll(ignore_responses, no_failed_calls);   // posts the READ (the instant NIC runs it at the doorbell)
+    p.a.drain(ignore_responses, no_failed_calls);  // reaps its completion
+    REQUIRE(p.a.stats().reads_posted == 1);
+    CHECK(p.a.error(p.ea) == EndpointError::kNone);
+    CHECK(p.a.endpoint(p.ea).consumer_by_read == producer);
+    CHECK(p.a.call(p.ea, bytes(200, 3), 0, calls).ok());
+  }
+  SECTION("one 32-byte unit past the producer: the endpoint stops with kBadConsumerRead, its calls fail back") {
+    forge_consumed_word(p, producer + 32);
+    std::vector<uint64_t> failed;
+    auto on_failed = [&](uint64_t tok, EndpointError e) {
+      CHECK(e == EndpointError::kBadConsumerRead);
+      failed.push_back(tok);
+    };
+    p.a.poll(ignore_responses, on_failed);
+    p.a.drain(ignore_responses, on_failed);
+    REQUIRE(p.a.stats().reads_posted == 1);
+    CHECK(p.a.error(p.ea) == EndpointError::kBadConsumerRead);
+    CHECK(p.a.endpoint(p.ea).consumer_by_read == 0);  // the forged value was never taken
+    CHECK(failed.size() == calls);
+    CHECK(p.a.call(p.ea, bytes(8, 1), 0, calls).status == CallStatus::kEndpointError);
+  }
+}
+
+TEST_CASE("copyrpc bounds: the published consumed-position word is the consumed position after every drain and recv",
+          "[copyrpc][bounds]") {
+  // The word the peer's RDMA READ fetches (the fallback when RingFull persists) must
+  // follow consumption: after each batch, each wrap marker (drained one completion at a
+  // time, so a marker is the last thing processed) and each recv() that unpins a batch.
+  // a calls b with payloads that wrap both 4 KiB rings many times; b takes each round's
+  // requests one by one and replies to them all.
+  test::InstantPair p(ring_4k());
+  const auto* word_a = reinterpret_cast<const uint64_t*>(p.a.local_info(p.ea).consumer_addr);
+  const auto* word_b = reinterpret_cast<const uint64_t*>(p.b.local_info(p.eb).consumer_addr);
+  auto published_a = [&] { return __atomic_load_n(word_a, __ATOMIC_ACQUIRE); };
+  auto published_b = [&] { return __atomic_load_n(word_b, __ATOMIC_ACQUIRE); };
+  uint64_t answered = 0, tok = 0;
+  for (int round = 0; round < 200; ++round) {
+    for (int i = 0; i < 3; ++i) {
+      if (!p.a.call(p.ea, bytes(40 + 8 * (round % 7), 1), 64, tok).ok()) break;
+      ++tok;
+    }
+    p.a.flush();
+    while (p.b.drain(ignore_responses, no_failed_calls, 1) != 0) {
+      INFO("round " << round);
+      if (!p.b.endpoint(p.eb).has_queued_requests()) CHECK(published_b() == p.b.endpoint(p.eb).consumed());
+    }
+    copyrpc::RecvHandle h;
+    std::vector<copyrpc::RecvHandle> held;
+    while (p.b.recv(h)) {
+      held.push_back(std::move(h));
+      INFO("round " << round << ", request " << held.size());
+      CHECK(published_b() == p.b.endpoint(p.eb).consumed());
+    }
+    for (auto& r : held) REQUIRE(p.b.reply(std::move(r), bytes(24 + 8 * (round % 5), 2)) == CallStatus::kOk);
+    p.b.flush();
+    while (p.a.drain([&](uint64_t, std::span<const std::byte>) { ++answered; }, no_failed_calls, 1) != 0) {
+      INFO("round " << round);
+      CHECK(published_a() == p.a.endpoint(p.ea).consumed());
+    }
+  }
+  CHECK(answered == tok);
+  CHECK(p.a.stats().wraps > 10);
+  CHECK(p.b.stats().wraps > 10);
+}
