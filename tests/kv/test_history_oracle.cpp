@@ -358,3 +358,52 @@ TEST_CASE("the oracle keeps the first violations as examples and counts them all
   CHECK(std::string(Oracle::to_string(VK::kValueReused)) == "value_reused");
   CHECK(std::string(Oracle::to_string(VK::kUnexplainedFailure)) == "unexplained_failure");
 }
+
+TEST_CASE("oracle fields: a failure is explained by a break between the client's node and the target, not its index",
+          "[oracle]") {
+  // Client 3 of rank 0 sends to rank 1 in a run of four nodes. The client's index is
+  // not a node: only a break between node 0 and node 1 explains its failure.
+  const Request put = Request::meta_put(1, 5, 111);
+  auto failed_after = [&](uint32_t a, uint32_t b) {
+    Oracle o;
+    o.issued(0, 3, 9, put);
+    o.connection_broken(a, b);
+    o.answered(0, 3, 9, kStopped);
+    return o.check();
+  };
+  const Oracle::Verdict own_node = failed_after(0, 1);
+  CHECK(own_node.ok());
+  CHECK(own_node.failed == 1);
+  CHECK(failed_after(1, 0).ok());
+  // Node 3 (the number of the client's index) and the target: another pair of nodes.
+  const Oracle::Verdict index_pair = failed_after(3, 1);
+  INFO((index_pair.examples.empty() ? std::string() : index_pair.examples[0]));
+  CHECK(only(index_pair, VK::kUnexplainedFailure));
+  CHECK(only(failed_after(1, 3), VK::kUnexplainedFailure));
+}
+
+TEST_CASE("oracle fields: a withdrawn put's value issued again in another request is a reused value", "[oracle]") {
+  // The same request issued again after its post was refused is the same put; another
+  // request carrying the withdrawn request's value (another key, another rank, a get's
+  // answer cannot carry a value) cannot be told apart from it.
+  const Request put = Request::meta_put(1, 5, 111);
+  auto reissued_as = [&](const Request& again) {
+    Oracle o;
+    o.issued(0, 2, 4, put);
+    o.withdrawn(0, 2, 4);
+    o.issued(0, 2, 4, again);
+    o.applied(again.rank, again, Response::put_ok());
+    o.answered(0, 2, 4, Response::put_ok());
+    return o.check();
+  };
+  CHECK(reissued_as(put).ok());
+  CHECK(reissued_as(put).puts_matched == 1);
+  CHECK(reissued_as(Request::meta_put(1, 6, 111)).count(VK::kValueReused) == 1);
+  CHECK(reissued_as(Request::meta_put(2, 5, 111)).count(VK::kValueReused) == 1);
+  // Another client of the node issuing the withdrawn value: reused as well.
+  Oracle other;
+  other.issued(0, 2, 4, put);
+  other.withdrawn(0, 2, 4);
+  other.issued(0, 3, 4, put);
+  CHECK(other.check().count(VK::kValueReused) == 1);
+}
