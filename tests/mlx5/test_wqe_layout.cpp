@@ -523,3 +523,79 @@ TEST_CASE("Compressed receive sessions of every size expand in order, across pol
     CHECK(r.t.srq_posted() == 0);
   }
 }
+
+TEST_CASE("A compressed session title counting fewer than 2 CQEs, or more than the CQ holds, is a CQ fault") {
+  // A session compresses at least two completions (its title and one mini CQE would
+  // otherwise be a plain CQE), and never more than the ring's entries: a title outside
+  // [2, cqe_cnt] is refused before a mini CQE is read. 2 and cqe_cnt themselves expand
+  // (the test above).
+  for (const uint32_t n : {0u, 1u, 17u}) {
+    Rig r;  // a 16-entry receive CQ
+    r.t.post_receives(16);
+    put_session(r.hw.recv_cq, 0, 0x777, 5000, std::vector<uint32_t>(n, 64));
+    INFO("session of " << n);
+    CHECK_THROWS_WITH(r.t.poll_recv([](const RecvCompletion&) { FAIL("a completion of a refused session"); }, 4),
+                      Catch::Contains("compressed session of " + std::to_string(n) + " CQEs"));
+  }
+}
+
+TEST_CASE("An inline-scattered READ completion of exactly the READ's length lands, one byte more is a CQ fault") {
+  // MLX5_INLINE_SCATTER_32: a small READ's data arrives in bytes 0..31 of its CQE, and
+  // byte_cnt says how many. The data path copies byte_cnt bytes to the READ's buffer, so
+  // a count above the READ's length (but within the 32 bytes) would write past it.
+  for (const uint32_t claimed : {8u, 9u}) {
+    Rig r;
+    uint64_t dst[2] = {0, 0};
+    REQUIRE(r.qp.post_read(dst, 8, kLkey, RemoteBuffer{kRaddr, kRkey, 0, 8}, 7, true) == PostResult::kOk);
+    std::byte* e = r.hw.send_cq.buf;
+    mlx5_cqe64 c{};
+    c.sop_drop_qpn = htobe32((uint32_t{MLX5_OPCODE_RDMA_READ} << 24) | 0x00ABCD);
+    c.wqe_counter = htobe16(0);
+    c.byte_cnt = htobe32(claimed);
+    c.op_own = static_cast<uint8_t>((MLX5_CQE_REQ << 4) | (1 << 2));  // format 1, owner 0
+    std::memcpy(e, &c, sizeof c);
+    const auto data = pattern(32, 3);
+    std::memcpy(e, data.data(), 32);  // bytes 0..31: the scattered data
+    INFO("byte_cnt " << claimed);
+    std::vector<SendCompletion> done;
+    auto sink = [&](const SendCompletion& s) { done.push_back(s); };
+    if (claimed == 8) {
+      CHECK(r.t.poll_send(sink, 4) == 1);
+      REQUIRE(done.size() == 1);
+      CHECK(done[0].wr_id == 7);
+      CHECK(done[0].opcode == WcOpcode::kRdmaRead);
+      CHECK(std::memcmp(dst, data.data(), 8) == 0);
+      CHECK(dst[1] == 0);
+    } else {
+      CHECK_THROWS_WITH(r.t.poll_send(sink, 4), Catch::Contains("inline-scattered CQE of 9 bytes"));
+      CHECK(done.empty());
+      CHECK(dst[1] == 0);
+    }
+  }
+}
+
+TEST_CASE("A send CQE for the last WQE posted retires the queue; one for the producer counter is a CQ fault") {
+  // Two 1-block WQEs (indices 0 and 1): the producer counter is 2. A CQE naming index 1
+  // is the newest outstanding WQE; index 2 names a WQE not posted yet.
+  for (const uint16_t counter : {uint16_t{1}, uint16_t{2}}) {
+    Rig r;
+    const auto src = pattern(12, 5);
+    for (uint32_t i = 0; i < 2; ++i)
+      REQUIRE(r.qp.post_write_imm(src.data(), 12, kLkey, RemoteBuffer{kRaddr, kRkey, 0, 64}, 1, i, i == 1) ==
+              PostResult::kOk);
+    REQUIRE(r.qp.producer_counter() == 2);
+    put_req_cqe(r.hw.send_cq, 0, 0x00ABCD, counter, MLX5_OPCODE_RDMA_WRITE_IMM);
+    INFO("wqe_counter " << counter);
+    std::vector<SendCompletion> done;
+    auto sink = [&](const SendCompletion& c) { done.push_back(c); };
+    if (counter == 1) {
+      CHECK(r.t.poll_send(sink, 4) == 1);
+      REQUIRE(done.size() == 1);
+      CHECK(done[0].wr_id == 1);
+      CHECK(r.qp.consumer_counter() == 2);
+    } else {
+      CHECK_THROWS_WITH(r.t.poll_send(sink, 4), Catch::Contains("which is not outstanding"));
+      CHECK(r.qp.consumer_counter() == 0);
+    }
+  }
+}
