@@ -133,3 +133,53 @@ TEST_CASE("a Delegation client whose server is gone fails with an error instead 
   ring.server->shutdown();
   CHECK_THROWS_WITH(path.try_call(r, 1), Catch::Contains("server is gone"));
 }
+
+#include "apps/benchkv/node/instant_runtime.hpp"
+
+TEST_CASE("Delegation daemon #0 answers a ring request for a rank outside [0, np) or its own rank kWrongRank",
+          "[backends][bounds]") {
+  // Node 0 of two; the request comes through the delegation ring, written by a client
+  // (shared memory: never trusted). Rank np - 1 = 1 is a peer (its endpoint is not
+  // connected here: the call is refused and answered kEndpointStopped); rank np = 2,
+  // the first past the end, and the node's own rank 0 are refused before any endpoint
+  // is looked up, answered kWrongRank and counted as protocol errors.
+  using Runtime = app::InstantRuntime;
+  using T = Runtime::Transport;
+  loopback::InstantFabric fabric;
+  Runtime rt(2, app::RealThreads{}, app::MakeInstantTransport{&fabric, {}});
+  NodeConfig cfg;
+  cfg.rank = 0;
+  cfg.np = 2;
+  cfg.clients = 1;
+  cfg.queue_depth = 4;
+  cfg.deleg_ring_depth = 8;
+  copyrpc::Context<T, CallToken> ctx(rt.transport(0), copyrpc::ContextConfig{});
+  std::vector<uint32_t> ep_of_rank(cfg.np, ~0u);
+  ep_of_rank[1] = ctx.create_endpoint();
+  const shm::IpcConfig icfg{cfg.clients, cfg.queue_depth};
+  shm::Segment ipc_seg = shm::Segment::create_process(shm::IpcLayout<Request, Response>::segment_size(icfg));
+  IpcServerT ipc(ipc_seg.bytes(), icfg);
+  kv::Store store(cfg.rank, cfg.key_range);
+  const LoopPolicySettings policy;
+  DelegationRing ring(cfg);
+  const DaemonWiring<T, Runtime::Waker> w{cfg, policy, 0, &ctx, ep_of_rank, ipc, nullptr, store, rt.meter(0), rt.waker()};
+  DelegationDaemon0<T, Runtime::Waker> daemon(w, ring);
+  DelegClientT client = DelegClientT::connect(ring.seg.bytes());
+
+  for (const auto& [rank, code] : {std::pair<uint32_t, kv::ErrorCode>{2, kv::ErrorCode::kWrongRank},
+                                   {0, kv::ErrorCode::kWrongRank},
+                                   {1, kv::ErrorCode::kEndpointStopped}}) {
+    INFO("request for rank " << rank);
+    const uint64_t errors_before = daemon.metrics().protocol_errors;
+    REQUIRE(client.try_call(Request::meta_get(rank, 5), 40 + rank).status == shm::DelegationCallStatus::kOk);
+    for (int i = 0; i < 6; ++i) daemon.step();  // poll, ring and ipc stages
+    std::vector<std::pair<uint64_t, Response>> got;
+    client.poll([&](uint64_t tok, const Response& r) { got.emplace_back(tok, r); });
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].first == 40 + rank);
+    CHECK(got[0].second.is_error());
+    CHECK(got[0].second.error == code);
+    CHECK(daemon.metrics().protocol_errors == errors_before + (code == kv::ErrorCode::kWrongRank ? 1 : 0));
+  }
+  CHECK(daemon.metrics().calls == 0);
+}
