@@ -2,7 +2,7 @@
 # the discrete-event transport.
 bkv_add_test(test_sim GROUP sim
   SOURCES sim/test_engine.cpp sim/test_event_set.cpp sim/test_sim_thread.cpp sim/test_config.cpp sim/test_stations.cpp
-          sim/test_nic_model.cpp
+          sim/test_nic_model.cpp sim/test_nic_limits.cpp
   LIBS bkv_sim)
 bkv_add_test(test_sim_copyrpc GROUP sim SOURCES sim/test_des_copyrpc.cpp LIBS bkv_sim)
 # The exactly-once oracle and fault injection over whole simulated experiments.
