@@ -201,6 +201,23 @@ TEST_CASE("faults parse strictly, from JSON and from --fault", "[faults]") {
                     Catch::Contains(".to: node 3 but the run has 2 nodes"));
   CHECK_THROWS_WITH(sim::check_shape({sim::Fault::parse("qp_error:node=0,peer=2,at_us=1")}, 2, 2),
                     Catch::Contains("fault 0 (qp_error).peer: node 2 but the run has 2 nodes"));
+  // A window is [start_us, end_us): active from its first nanosecond to the one before
+  // its end.
+  const sim::Fault window = sim::Fault::parse("slow_node:node=0,start_us=1,end_us=2,factor=2");
+  CHECK_FALSE(window.active(999));
+  CHECK(window.active(1000));
+  CHECK(window.active(1999));
+  CHECK_FALSE(window.active(2000));
+  // Each fault's own node (`node`, `from`) at the run's last node and one past it.
+  for (const std::string kind : {"slow_node:node=", "rnr_storm:node=", "link_delay:from="}) {
+    const std::string rest = kind[0] == 's' ? ",start_us=1,end_us=2,factor=2"
+                             : kind[0] == 'r' ? ",start_us=1,end_us=2,rnr_retry=1"
+                                              : ",to=0,start_us=1,end_us=2,extra_ns=1";
+    INFO(kind);
+    CHECK_NOTHROW(sim::check_shape({sim::Fault::parse(kind + "1" + rest)}, 2, 2));
+    CHECK_THROWS_WITH(sim::check_shape({sim::Fault::parse(kind + "2" + rest)}, 2, 2),
+                      Catch::Contains(": node 2 but the run has 2 nodes"));
+  }
   CHECK_THROWS_WITH(
       sim::check_shape({sim::Fault::parse("packet_loss:from=1,to=1,start_us=0,end_us=1,loss=1,timeout=1,retry_cnt=0")}, 2, 2),
       Catch::Contains("fault 0 (packet_loss).to: node 1 is the fault's own node"));
