@@ -292,3 +292,24 @@ TEST_CASE("CQE histogram: since() is the loops recorded after a snapshot", "[ben
   CHECK(d.cqes == 401);
   CHECK(h.since(h).loops == 0);
 }
+
+TEST_CASE("summary latency: each percentile key holds its own percentile", "[bench][results]") {
+  // 1000 latencies of 1..1000 ns: nearest rank gives p50 = 500, p90 = 900, p95 = 950,
+  // p99 = 990, p99.9 = 999 (exact below 128 ns, within a bucket's width above).
+  bkv::metrics::LatencyHistogram h;
+  for (uint64_t ns = 1; ns <= 1000; ++ns) h.record(ns);
+  const json j = latency_json(h);
+  CHECK(j["count"] == 1000);
+  CHECK(j["min_ns"] == 1);
+  CHECK(j["max_ns"] == 1000);
+  const std::pair<const char*, double> want[] = {
+      {"p50_ns", 0.50}, {"p90_ns", 0.90}, {"p95_ns", 0.95}, {"p99_ns", 0.99}, {"p999_ns", 0.999}};
+  uint64_t previous = 0;
+  for (const auto& [key, p] : want) {
+    INFO(key);
+    CHECK(j[key].get<uint64_t>() == h.percentile_ns(p));
+    CHECK(j[key].get<uint64_t>() > previous);  // strictly increasing here: no two keys swapped
+    CHECK(std::abs(double(j[key].get<uint64_t>()) - p * 1000) <= 0.04 * p * 1000);
+    previous = j[key].get<uint64_t>();
+  }
+}
