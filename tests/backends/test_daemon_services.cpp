@@ -136,7 +136,7 @@ TEST_CASE("a Delegation client whose server is gone fails with an error instead 
 
 #include "apps/benchkv/node/instant_runtime.hpp"
 
-TEST_CASE("Delegation daemon #0 answers a ring request for a rank outside [0, np) or its own rank kWrongRank",
+TEST_CASE("Delegation daemon #0 answers a ring request for rank np or for its own rank kWrongRank",
           "[backends][bounds]") {
   // Node 0 of two; the request comes through the delegation ring, written by a client
   // (shared memory: never trusted). Rank np - 1 = 1 is a peer (its endpoint is not

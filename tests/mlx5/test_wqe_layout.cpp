@@ -574,7 +574,7 @@ TEST_CASE("An inline-scattered READ completion of exactly the READ's length land
   }
 }
 
-TEST_CASE("A send CQE for the last WQE posted retires the queue; one for the producer counter is a CQ fault") {
+TEST_CASE("A send CQE for the last WQE posted retires the queue, and one for the producer counter is a CQ fault") {
   // Two 1-block WQEs (indices 0 and 1): the producer counter is 2. A CQE naming index 1
   // is the newest outstanding WQE; index 2 names a WQE not posted yet.
   for (const uint16_t counter : {uint16_t{1}, uint16_t{2}}) {
