@@ -145,6 +145,11 @@ write("ucx_headers", [
     u8(1) + announcement(0x1000, 4096, 9, 6, bytes(range(16))),  # remote read and write
     u8(3) + announcement(0x1000, 4096, 9, 4, bytes(16)),         # key by rendezvous
     u8(4) + u8(40) + am_header(1, 0)[:40],                       # a short AM header
+    # The packed key's limit (kMaxPackedRkey, 4096 bytes) and one byte past it: 4161 and
+    # 4162 bytes of input, so the harness's max_len (8192, fuzz/CMakeLists.txt) lets a
+    # bounded run mutate around it.
+    u8(1) + announcement(0x1000, 4096, 9, 6, bytes(4096)),
+    u8(1) + announcement(0x1000, 4096, 9, 6, bytes(4097)),
 ])
 
 # ucx_am_messages: a selector byte (bits 0-1: KV request, KV response, data request; bit

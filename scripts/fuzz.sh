@@ -39,12 +39,13 @@ for h in "${harnesses[@]}"; do
   [ -x "$bin" ] || { echo "fuzz.sh: no harness $h (built: $(ls build-fuzz/fuzz | grep '^fuzz_' | tr '\n' ' '))" >&2; exit 2; }
   work=build-fuzz/fuzz/work/$h
   log=build-fuzz/fuzz/$h.log
+  max_len=$(cat "build-fuzz/fuzz/fuzz_$h.max_len")  # per harness (fuzz/CMakeLists.txt, MAX_LEN)
   mkdir -p "$work"
   inputs=("fuzz/corpus/$h")
   [ -d "fuzz/grown/$h" ] && inputs+=("fuzz/grown/$h")
   echo "=== fuzz $h (${limit[*]})"
   started=$(date -u +%Y-%m-%dT%H:%M:%SZ); t0=$(date +%s)
-  if "$bin" "${limit[@]}" -max_len=4096 -timeout=10 -print_final_stats=1 \
+  if "$bin" "${limit[@]}" -max_len="$max_len" -timeout=10 -print_final_stats=1 \
        -artifact_prefix="build-fuzz/fuzz/crash-$h-" "$work" "${inputs[@]}" 2>"$log"; then
     result=ok
     grep -E '^stat::number_of_executed_units|^Done' "$log" | sed "s/^/$h: /"
@@ -65,7 +66,7 @@ for h in "${harnesses[@]}"; do
   ls "$min" >"$min.seeds"
   minimized="not minimized (the run failed)"
   if [ "$result" = ok ]; then
-    if "$bin" -merge=1 -use_counters=0 -max_len=4096 -timeout=10 "$min" "$work" "${inputs[@]:1}" 2>"$log.merge"; then
+    if "$bin" -merge=1 -use_counters=0 -max_len="$max_len" -timeout=10 "$min" "$work" "${inputs[@]:1}" 2>"$log.merge"; then
       while read -r seed; do rm -f "$min/$seed"; done <"$min.seeds"
       minimized="$(find "$min" -type f | wc -l) files, $(find "$min" -type f -printf '%s\n' | awk '{s+=$1} END{print s+0}') bytes"
       if [ "${FUZZ_KEEP:-0}" = 1 ]; then
@@ -86,7 +87,7 @@ for h in "${harnesses[@]}"; do
     echo "harness: $h"
     echo "commit: $commit"
     echo "started: $started"
-    echo "limit: ${limit[*]} -max_len=4096 -timeout=10"
+    echo "limit: ${limit[*]} -max_len=$max_len -timeout=10"
     echo "executions: $(sed -nE 's/^stat::number_of_executed_units: *//p' "$log")"
     echo "seconds: $seconds"
     echo "coverage_edges: $(field cov)"
