@@ -5,9 +5,13 @@ bkv_add_test(test_runtime GROUP concurrency SOURCES real_runs/test_runtime.cpp L
 
 # mpirun -np 2 smoke test of the MPI orchestration helpers (+ a UCX exchange between the
 # two processes when UCX is built). Registered directly with CTest: it is not a Catch test.
-# Not under ThreadSanitizer: TSan reports a lock-order inversion inside Open MPI's TCP
-# transport (mca_btl_tcp_add_procs / mca_btl_tcp_proc_remove, under mpi::Session).
+# Also built for the ThreadSanitizer build (the watchdog thread); there TSan's report of a
+# lock-order inversion inside Open MPI's TCP transport (mca_btl_tcp_add_procs /
+# mca_btl_tcp_proc_remove, under mpi::Session) is suppressed (BKV_MPIRUN_SANITIZER_ENV).
 bkv_group_enabled(e2e BKV_REAL_E2E)
+if("threaded" IN_LIST BKV_TEST_GROUPS)
+  set(BKV_REAL_E2E ON)
+endif()
 if(BKV_REAL_E2E AND MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
   add_executable(test_mpi_smoke real_runs/test_mpi_smoke.cpp ${PROJECT_SOURCE_DIR}/apps/benchkv/real/mpi_orchestration.cpp
                  ${PROJECT_SOURCE_DIR}/apps/benchkv/cli/stop_signals.cpp)
@@ -28,6 +32,9 @@ if(BKV_REAL_E2E AND MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
   set_tests_properties(mpi_watchdog PROPERTIES LABELS e2e TIMEOUT 120 RESOURCE_LOCK mpirun
     PASS_REGULAR_EXPRESSION "rank 0: no collective completed for 1\\.2 s \\(the longest phase plus twice BENCHKV_PEER_TIMEOUT=0\\.5 s\\): a peer rank is stopped, dead or unreachable; ending this rank.*exit status 3"
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;BENCHKV_PEER_TIMEOUT=0.5")
+  if(BKV_MPIRUN_SANITIZER_ENV)
+    set_property(TEST mpi_smoke_np2 mpi_watchdog APPEND PROPERTY ENVIRONMENT "${BKV_MPIRUN_SANITIZER_ENV}")
+  endif()
 endif()
 
 bkv_add_test(test_real_wallclock GROUP concurrency SOURCES real_runs/test_real_wallclock.cpp LIBS bkv_kv bkv_app)
@@ -48,13 +55,17 @@ if(TARGET benchkv)
     foreach(t test_real_mpi test_data_mpi)
       bkv_add_test(${t} GROUP e2e THREADED LOCK mpirun SOURCES real_runs/${t}.cpp LIBS nlohmann_json::nlohmann_json)
     endforeach()
-    # benchkv probe between two processes (a few seconds).
-    bkv_add_test(test_probe_mpi GROUP e2e LOCK mpirun SOURCES real_runs/test_probe_mpi.cpp LIBS nlohmann_json::nlohmann_json)
+    # benchkv probe between two processes (a few seconds; worker threads in each).
+    bkv_add_test(test_probe_mpi GROUP e2e THREADED LOCK mpirun SOURCES real_runs/test_probe_mpi.cpp LIBS nlohmann_json::nlohmann_json)
     foreach(t test_real_mpi test_data_mpi test_probe_mpi)
       if(TARGET ${t})
         target_compile_definitions(${t} PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>" MPIEXEC_BIN="${MPIEXEC_EXECUTABLE}")
+        if(BKV_MPIRUN_SANITIZER_ENV)  # e2e::mpirun_env
+          target_compile_definitions(${t} PRIVATE BKV_MPIRUN_SANITIZER_ENV="${BKV_MPIRUN_SANITIZER_ENV}")
+        endif()
         add_dependencies(${t} benchkv)
       endif()
+      bkv_plain_driver(${t})
     endforeach()
   endif()
 endif()

@@ -105,9 +105,7 @@ TEST_CASE("sweep: -j 1, -j 2 and 2 MPI ranks give byte-identical rows", "[e2e][s
   const Outcome m = spawn({MPIEXEC_BIN, "-np", "2", "--oversubscribe", "--bind-to", "none", BENCHKV_BIN, "sweep",
                            "mpi.json"},
                           dir.path(),
-                          {{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
-                           {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
-                           {"OMPI_MCA_rmaps_base_oversubscribe", "1"}});
+                          mpirun_env());
   INFO(describe(m));
   REQUIRE(m.status == 0);
   CHECK_THAT(m.err, Catch::Contains("rank 1:"));  // both ranks ran runs
@@ -130,9 +128,7 @@ TEST_CASE("sweep: under mpirun a rank that cannot load the sweep or reads anothe
   std::string other = sweep_text("out");
   other.replace(other.find("0.004"), 5, "0.008");
   write_file(dir / "other.json", other);
-  const std::vector<std::pair<std::string, std::string>> env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
-                                                                {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
-                                                                {"OMPI_MCA_rmaps_base_oversubscribe", "1"}};
+  const std::vector<std::pair<std::string, std::string>> env = mpirun_env();
   // Rank 0 gets s.json, rank 1 `second` (MPMD); `timeout` ends a hang as a failure.
   auto two_ranks = [&](const std::string& second) {
     return spawn({"/usr/bin/timeout", "60", MPIEXEC_BIN, "--bind-to", "none", "-np", "1", BENCHKV_BIN, "sweep",

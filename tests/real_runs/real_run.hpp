@@ -33,10 +33,9 @@ using e2e::spawn;
 
 // Open MPI as root on a small machine: the variables it needs, and the UCX transports.
 inline std::vector<std::pair<std::string, std::string>> mpi_env(const std::string& ucx_tls) {
-  return {{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
-          {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
-          {"OMPI_MCA_rmaps_base_oversubscribe", "1"},
-          {"UCX_TLS", ucx_tls}};
+  std::vector<std::pair<std::string, std::string>> env = e2e::mpirun_env();
+  env.emplace_back("UCX_TLS", ucx_tls);
+  return env;
 }
 
 #ifdef MPIEXEC_BIN
