@@ -293,8 +293,13 @@ class Driver {
   // copyrpc endpoints (ucx-am) have nothing to stop.
   void stop_endpoints() noexcept { stop_endpoints_.store(true, std::memory_order_release); }
 
-  // Clients stop issuing (see the header comment: park, set, release).
+  // Clients stop issuing (see the header comment: park, set, release). Once: the clients
+  // park only once, so a second call (a peer lost in the all-reduce after the drain, whose
+  // wind-down stops issuing again) would write the flags while the clients read them, a
+  // data race ThreadSanitizer reported (test_real_mpi, a rank stopped mid-run, ucx-am).
   void stop_issuing() {
+    if (issuing_stopped_) return;
+    issuing_stopped_ = true;
     park_.store(true, std::memory_order_release);
     const uint64_t n = nodes_.size() * C_;
     wait_until("the client threads to pause", [&] { return parked_.load(std::memory_order_acquire) == n; });
@@ -408,6 +413,7 @@ class Driver {
   uint32_t D_, C_;
   bool yield_;
   bool stopping_ = false;
+  bool issuing_stopped_ = false;  // main thread only
   uint64_t snapshot_seq_ = 0;
   uint64_t latency_seq_ = 0;
   std::unique_ptr<DaemonCtl[]> dctl_;
