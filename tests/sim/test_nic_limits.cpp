@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tests/sim/sim_cluster.hpp"
+#include "tests/sim/wqe_recorder.hpp"
 
 using namespace bkv;
 using namespace bkv::test;
@@ -15,27 +16,13 @@ using sim::WqeEvent;
 
 namespace {
 
-struct Events {
-  explicit Events(SimCluster& c) { c.net().set_observer(&Events::on, this); }
-  Events(const Events&) = delete;
-  Events& operator=(const Events&) = delete;
-  std::vector<WqeEvent> all;
-  static void on(void* ctx, const WqeEvent& ev) { static_cast<Events*>(ctx)->all.push_back(ev); }
-  std::vector<sim::Time> times(WqeEvent::Kind k, uint32_t qp) const {
-    std::vector<sim::Time> out;
-    for (const WqeEvent& e : all)
-      if (e.kind == k && e.qp == qp) out.push_back(e.time);
-    return out;
-  }
-};
-
 // Completion times of `reads` 64-byte READs posted at once on one QP whose NIC admits at
 // most `limit` outstanding READs.
 std::vector<sim::Time> read_completions(uint32_t limit, uint32_t reads) {
   NicConfig nic = quiet_nic();
   nic.send.max_outstanding_reads = limit;
   SimCluster c(2, nic);
-  Events ev(c);
+  WqeRecorder ev(c);
   auto [qa, qb] = c.connected_pair();
   (void)qb;
   std::vector<std::byte> remote(4096, std::byte{9}), local(4096);
@@ -77,7 +64,7 @@ TEST_CASE("NIC limits: a requester's RNR retry limit N allows exactly N retries 
     nic.rnr.retry_limit = limit;
     nic.rnr.delay_ns = 1'000;
     SimCluster c(2, nic);
-    Events ev(c);
+    WqeRecorder ev(c);
     WritePair w(c, 64, 64, std::byte{1});
     REQUIRE(w.qa.post_write_imm(w.src.data(), 8, w.smr.lkey, w.target(), 5, 1, true) == PostResult::kOk);
     w.qa.ring_doorbell();

@@ -15,39 +15,16 @@
 #include "sim/distributions.hpp"
 #include "sim/faults.hpp"
 #include "tests/sim/sim_cluster.hpp"
+#include "tests/sim/wqe_recorder.hpp"
 
 using namespace bkv;
 using namespace bkv::test;
 using sim::WqeEvent;
 
-namespace {
-
-// The WQE events of a cluster's network, from its construction on.
-struct Recorder {
-  explicit Recorder(SimCluster& c) { c.net().set_observer(&Recorder::on, this); }
-  Recorder(const Recorder&) = delete;
-  Recorder& operator=(const Recorder&) = delete;
-  std::vector<WqeEvent> events;
-  static void on(void* ctx, const WqeEvent& ev) { static_cast<Recorder*>(ctx)->events.push_back(ev); }
-  const WqeEvent* find(WqeEvent::Kind k, uint32_t qp, uint64_t seq) const {
-    for (const auto& e : events)
-      if (e.kind == k && e.qp == qp && e.seq == seq) return &e;
-    return nullptr;
-  }
-  // The event, which must have happened.
-  const WqeEvent& get(WqeEvent::Kind k, uint32_t qp, uint64_t seq) const {
-    const WqeEvent* e = find(k, qp, seq);
-    REQUIRE(e != nullptr);
-    return *e;
-  }
-};
-
-}  // namespace
-
 TEST_CASE("a WRITE+IMM crosses the pipeline: latency is the sum of its stations", "[nic]") {
   const NicConfig nic = quiet_nic();
   SimCluster c(2, nic);
-  Recorder rec(c);
+  WqeRecorder rec(c);
   WritePair w(c, 64, 64, std::byte{0x3C});
   c.t[1]->post_receives(4);
 
@@ -95,7 +72,7 @@ TEST_CASE("a WRITE+IMM crosses the pipeline: latency is the sum of its stations"
 TEST_CASE("a READ returns the remote bytes after a full round trip", "[nic]") {
   const NicConfig nic = quiet_nic();
   SimCluster c(2, nic);
-  Recorder rec(c);
+  WqeRecorder rec(c);
   auto [qa, qb] = c.connected_pair();
   std::vector<std::byte> remote(8192), local(8192, std::byte{0});
   for (size_t i = 0; i < remote.size(); ++i) remote[i] = std::byte{static_cast<uint8_t>(i * 7 + 3)};
@@ -219,7 +196,7 @@ TEST_CASE("an rkey or bounds violation: remote access error, QP to error, later 
   for (int variant = 0; variant < 2; ++variant) {
     INFO((variant == 0 ? "bad rkey" : "past the end"));
     SimCluster c(2, NicConfig{});
-    Recorder rec(c);
+    WqeRecorder rec(c);
     WritePair w(c, 512, 512, std::byte{0x11});
     c.t[1]->post_receives(16);
     RemoteBuffer bad = w.target(0);
@@ -268,7 +245,7 @@ TEST_CASE("receiver not ready: WRITE+IMM waits whole RNR periods until a receive
   NicConfig nic = quiet_nic();
   nic.rnr.delay_ns = 10'000;
   SimCluster c(2, nic);
-  Recorder rec(c);
+  WqeRecorder rec(c);
   WritePair w(c, 64, 64, std::byte{5});
   for (uint32_t i = 0; i < 3; ++i)
     REQUIRE(w.qa.post_write_imm(w.src.data(), 8, w.smr.lkey, w.target(8 * i), 10 + i, i, i == 2) ==
@@ -642,7 +619,7 @@ TEST_CASE("an inline WRITE delivers the bytes of its post even when the source i
   const NicConfig nic = quiet_nic();
   REQUIRE(nic.inline_max_bytes >= 64);
   SimCluster c(2, nic);
-  Recorder rec(c);
+  WqeRecorder rec(c);
   WritePair w(c, 64, 128, std::byte{0x11});
   c.t[1]->post_receives(4);
   REQUIRE(w.qa.post_write(w.src.data(), 64, w.smr.lkey, w.target(), 1, false) == PostResult::kOk);
@@ -694,7 +671,7 @@ TEST_CASE("inline_max_bytes boundary: a WRITE of exactly the maximum is snapshot
   NicConfig nic = quiet_nic();
   nic.inline_max_bytes = 100;
   SimCluster c(2, nic);
-  Recorder rec(c);
+  WqeRecorder rec(c);
   auto [qa, qb] = c.connected_pair();
   std::vector<std::byte> a(101, std::byte{0x11}), b(101, std::byte{0x22}), dst(256, std::byte{0});
   const MemoryRegion amr = c.t[0]->register_memory(a.data(), a.size(), kAccessLocalWrite);
@@ -798,7 +775,7 @@ struct LossPlan {
   }
 };
 
-std::vector<WqeEvent> events_of(const Recorder& rec, WqeEvent::Kind k) {
+std::vector<WqeEvent> events_of(const WqeRecorder& rec, WqeEvent::Kind k) {
   std::vector<WqeEvent> out;
   for (const auto& e : rec.events)
     if (e.kind == k) out.push_back(e);
@@ -812,7 +789,7 @@ TEST_CASE("a request lost every time is resent exactly retry_cnt times, one ACK 
   for (const uint32_t retry_cnt : {0u, 1u, 3u, 7u}) {
     CAPTURE(retry_cnt);
     SimCluster c(2, quiet_nic());
-    Recorder rec(c);
+    WqeRecorder rec(c);
     LossPlan loss;
     loss.rt.retry_cnt = retry_cnt;
     c.net().enable_connection_faults(&LossPlan::hook, &loss);
@@ -845,7 +822,7 @@ TEST_CASE("a request lost fewer times than retry_cnt lands once after that many 
   for (const uint32_t lose : {1u, 3u}) {
     CAPTURE(lose);
     SimCluster c(2, quiet_nic());
-    Recorder rec(c);
+    WqeRecorder rec(c);
     LossPlan loss;
     loss.lose = lose;
     loss.rt = sim::Retransmission{timeout, 3};
@@ -871,7 +848,7 @@ TEST_CASE("a lost ACK: the requester resends an executed WRITE+IMM, the responde
   for (const bool detection : {true, false}) {
     CAPTURE(detection);
     SimCluster c(2, quiet_nic());
-    Recorder rec(c);
+    WqeRecorder rec(c);
     LossPlan loss;  // the first packet node 1 sends back to node 0: the ACK
     loss.from = 1;
     loss.to = 0;
@@ -928,7 +905,7 @@ TEST_CASE("ACKs lost every time: resent retry_cnt times, each a detected duplica
   for (const uint32_t retry_cnt : {0u, 2u, 7u}) {
     CAPTURE(retry_cnt);
     SimCluster c(2, quiet_nic());
-    Recorder rec(c);
+    WqeRecorder rec(c);
     LossPlan loss;
     loss.from = 1;
     loss.to = 0;
@@ -950,7 +927,7 @@ TEST_CASE("ACKs lost every time: resent retry_cnt times, each a detected duplica
 
 TEST_CASE("a lost ACK holds the QP's later completions: they come in order after the resend", "[nic][faults]") {
   SimCluster c(2, quiet_nic());
-  Recorder rec(c);
+  WqeRecorder rec(c);
   LossPlan loss;
   loss.from = 1;
   loss.to = 0;
@@ -1010,7 +987,7 @@ TEST_CASE("a gathered WRITE waits for its payload's DMA read, an inline one does
     NicConfig nic = quiet_nic();
     nic.inline_max_bytes = inline_max;
     SimCluster c(2, nic);
-    Recorder rec(c);
+    WqeRecorder rec(c);
     WritePair w(c, 64, 64);
     REQUIRE(w.qa.post_write(w.src.data(), 64, w.smr.lkey, w.target(), 1, true) == PostResult::kOk);
     w.qa.ring_doorbell();
@@ -1037,7 +1014,7 @@ TEST_CASE("a READ waits for one DMA read at the responder and one DMA write of i
     nic.pcie.read_latency_ns = read_latency_ns;
     nic.pcie.write_latency_ns = write_latency_ns;
     SimCluster c(2, nic);
-    Recorder rec(c);
+    WqeRecorder rec(c);
     auto [qa, qb] = c.connected_pair();
     std::vector<std::byte> remote(64, std::byte{5}), local(64, std::byte{0});
     const MemoryRegion lmr = c.t[0]->register_memory(local.data(), local.size(), kAccessLocalWrite);
@@ -1063,7 +1040,7 @@ TEST_CASE("WQEs published by one doorbell beyond BlueFlame wait for their fetch 
   // DMA read of 2 x 64 bytes before the send engine.
   auto land_time = [](uint32_t posts) {
     SimCluster c(2, quiet_nic());
-    Recorder rec(c);
+    WqeRecorder rec(c);
     WritePair w(c, 64, 64);
     for (uint32_t i = 0; i < posts; ++i)
       REQUIRE(w.qa.post_write(w.src.data(), 8, w.smr.lkey, w.target(8 * i), i, true) == PostResult::kOk);
