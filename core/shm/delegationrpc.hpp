@@ -1004,15 +1004,15 @@ class alignas(kCacheLine) DelegationClient {
   template <class F, class G>
   [[gnu::always_inline]] inline uint32_t poll(F&& on_response, G&& on_failed) {
     uint32_t n = 0;
-    const size_t words = busy_.size();
+    const size_t words = busy_words_;
     size_t w = 0;
     do {  // at least one word
-      uint64_t awaiting = busy_[w];
+      uint64_t awaiting = busy_word(w);
       while (awaiting != 0) {
         const uint32_t bit = static_cast<uint32_t>(std::countr_zero(awaiting));
         if (take_response(static_cast<uint32_t>(w) * kSlotsPerBusyWord + bit, on_response, on_failed)) {
           ++n;
-          awaiting = busy_[w] & bits_above(bit);  // the callback may have made calls
+          awaiting = busy_word(w) & bits_above(bit);  // the callback may have made calls
         } else {
           awaiting &= awaiting - 1;
         }
@@ -1044,17 +1044,17 @@ class alignas(kCacheLine) DelegationClient {
   [[gnu::always_inline]] inline uint32_t poll_hinted(F&& on_response, G&& on_failed) {
     if (hints_ == nullptr) return poll(on_response, on_failed);
     uint32_t n = 0;
-    const size_t words = busy_.size();
+    const size_t words = busy_words_;
     size_t w = 0;
     do {  // at least one word
       assert(unhinted_slots_hold_no_response(w));
-      uint64_t awaiting = busy_[w] & hints_[w];
+      uint64_t awaiting = busy_word(w) & hints_[w];
       while (awaiting != 0) {
         const uint32_t bit = static_cast<uint32_t>(std::countr_zero(awaiting));
         hints_[w] &= ~slot_bit(bit);  // read now: a later response sets it again
         if (take_response(static_cast<uint32_t>(w) * kSlotsPerBusyWord + bit, on_response, on_failed)) {
           ++n;
-          awaiting = busy_[w] & hints_[w] & bits_above(bit);  // the callback may have made calls
+          awaiting = busy_word(w) & hints_[w] & bits_above(bit);  // the callback may have made calls
         } else {
           awaiting &= awaiting - 1;
         }
@@ -1090,9 +1090,9 @@ class alignas(kCacheLine) DelegationClient {
   // Responses whose call tag was not the awaited call's: each failed that call.
   uint64_t mismatched_responses() const noexcept { return mismatched_responses_; }
   // The tag of the call awaiting in `slot` (meaningful while slot_busy(slot)).
-  uint32_t call_tag(uint32_t slot) const noexcept { return slot < call_tags_.size() ? call_tags_[slot] : 0; }
+  uint32_t call_tag(uint32_t slot) const noexcept { return slot < view_.config().resp_depth ? calls_[slot].tag : 0; }
   bool slot_busy(uint32_t slot) const noexcept {
-    return slot < view_.config().resp_depth && (busy_[slot / kSlotsPerBusyWord] & slot_bit(slot)) != 0;
+    return slot < view_.config().resp_depth && (busy_word(slot / kSlotsPerBusyWord) & slot_bit(slot)) != 0;
   }
   bool server_alive() const noexcept { return view_.server_alive(); }
   const DelegationConfig& config() const noexcept { return view_.config(); }
@@ -1102,12 +1102,12 @@ class alignas(kCacheLine) DelegationClient {
       : view_(view),
         client_id_(id),
         tag_key_(tag_key),
+        busy_words_(static_cast<uint32_t>(busy_words(view.config().resp_depth))),
         resp_slots_(view.resp_slot(id, 0)),
         slots_in_word_(view.config().resp_depth < kSlotsPerBusyWord ? (uint64_t{1} << view.config().resp_depth) - 1
                                                                     : ~uint64_t{0}),
-        busy_(busy_words(view.config().resp_depth), 0),
-        tokens_(view.config().resp_depth, 0),
-        call_tags_(view.config().resp_depth, 0),
+        calls_(view.config().resp_depth, SlotCall{}),
+        busy_more_(busy_words_ - 1, 0),
         record_(&view.record(id)) {}
 
   // Round-robin over the response slots, skipping those still awaiting a response: the
@@ -1116,18 +1116,18 @@ class alignas(kCacheLine) DelegationClient {
   // word below it). The cursor moves only when a call succeeds (reserve_and_commit).
   int pick_resp_slot() const noexcept {
     const uint32_t cursor = next_resp_slot_;
-    if ((busy_[cursor / kSlotsPerBusyWord] & slot_bit(cursor)) == 0) [[likely]]
+    if ((busy_word(cursor / kSlotsPerBusyWord) & slot_bit(cursor)) == 0) [[likely]]
       return static_cast<int>(cursor);  // the usual case: the cursor's call was answered
     return scan_for_free_slot();
   }
   [[gnu::noinline]] int scan_for_free_slot() const noexcept {
-    const size_t words = busy_.size();  // a power of two
+    const size_t words = busy_words_;  // a power of two
     size_t w = next_resp_slot_ / kSlotsPerBusyWord;
-    uint64_t free = ~busy_[w] & slots_in_word_ & ~(slot_bit(next_resp_slot_) - 1);
+    uint64_t free = ~busy_word(w) & slots_in_word_ & ~(slot_bit(next_resp_slot_) - 1);
     for (size_t k = 0; free == 0; ++k) {
       if (k == words) return -1;
       w = (w + 1) & (words - 1);
-      free = ~busy_[w] & slots_in_word_;
+      free = ~busy_word(w) & slots_in_word_;
     }
     return static_cast<int>(w * kSlotsPerBusyWord + static_cast<uint32_t>(std::countr_zero(free)));
   }
@@ -1139,13 +1139,18 @@ class alignas(kCacheLine) DelegationClient {
     return resp_depth < kSlotsPerBusyWord ? 1 : resp_depth / kSlotsPerBusyWord;
   }
   static constexpr uint64_t slot_bit(uint32_t slot) noexcept { return uint64_t{1} << (slot % kSlotsPerBusyWord); }
+  // Word w of the busy bits: the first in the object (a client of up to 64 response slots,
+  // every benchkv client at a queue depth up to 64, touches no other line for them), the
+  // others in busy_more_.
+  uint64_t& busy_word(size_t w) noexcept { return w == 0 ? busy0_ : busy_more_[w - 1]; }
+  uint64_t busy_word(size_t w) const noexcept { return w == 0 ? busy0_ : busy_more_[w - 1]; }
   // The bits of a word above `bit` (none above bit 63: 2 << 63 wraps to 0).
   static constexpr uint64_t bits_above(uint32_t bit) noexcept { return ~((uint64_t{2} << bit) - 1); }
   static_assert(bits_above(63) == 0 && bits_above(0) == ~uint64_t{1});
 
   // The invariant of poll_hinted for word w: no busy slot without a hint bit has a response.
   bool unhinted_slots_hold_no_response(size_t w) const noexcept {
-    for (uint64_t unhinted = busy_[w] & ~hints_[w]; unhinted != 0; unhinted &= unhinted - 1) {
+    for (uint64_t unhinted = busy_word(w) & ~hints_[w]; unhinted != 0; unhinted &= unhinted - 1) {
       const uint32_t slot = static_cast<uint32_t>(w) * kSlotsPerBusyWord + static_cast<uint32_t>(std::countr_zero(unhinted));
       auto& r = DelegationView<Req, Resp>::resp_header(resp_slots_ + size_t{slot} * Layout::kRespSlotSize);
       if (atomic_field(r.valid).load(std::memory_order_acquire) != 0) return false;
@@ -1164,10 +1169,11 @@ class alignas(kCacheLine) DelegationClient {
     Resp resp;
     std::memcpy(&resp, p + kDelegationRespPayloadOffset, sizeof(Resp));
     atomic_field(r.valid).store(0, std::memory_order_release);
-    const uint64_t token = tokens_[slot];  // copy: the callback may reuse the slot
-    busy_[slot / kSlotsPerBusyWord] &= ~slot_bit(slot);
+    const SlotCall call = calls_[slot];  // copy: the callback may reuse the slot
+    const uint64_t token = call.token;
+    busy_word(slot / kSlotsPerBusyWord) &= ~slot_bit(slot);
     --in_flight_;
-    if (tag != call_tags_[slot]) [[unlikely]] {
+    if (tag != call.tag) [[unlikely]] {
       ++mismatched_responses_;
       on_failed(token);
     } else {
@@ -1221,9 +1227,8 @@ class alignas(kCacheLine) DelegationClient {
     s.call_tag = tag;
     std::memcpy(p + kDelegationReqPayloadOffset, &req, sizeof(Req));
     atomic_field(s.committed).store(1, std::memory_order_release);
-    busy_[slot / kSlotsPerBusyWord] |= slot_bit(slot);
-    tokens_[slot] = user_token;
-    call_tags_[slot] = tag;
+    busy_word(slot / kSlotsPerBusyWord) |= slot_bit(slot);
+    calls_[slot] = SlotCall{user_token, tag};
     ++in_flight_;
     next_resp_slot_ = (slot + 1) & (view_.config().resp_depth - 1);
     return {DelegationCallStatus::kOk, slot};
@@ -1310,23 +1315,36 @@ class alignas(kCacheLine) DelegationClient {
     }
   }
 
+  // The call in a response slot, client-local (never in the segment): its user token and
+  // tag side by side, so that a call's bookkeeping is one line, not two.
+  struct SlotCall {
+    uint64_t token = 0;
+    uint32_t tag = 0;
+  };
+  static_assert(sizeof(SlotCall) == 16 && kCacheLine % sizeof(SlotCall) == 0);
+
+  // Layout: a simulation steps thousands of clients in turn, so a call finds none of its
+  // client's lines in the cache. What a call and a poll read comes first, in two lines
+  // (the object is line-aligned): the view and the cursor, then the busy bits, the tag
+  // state, the response slots and the per-slot calls; the rest after.
   DelegationView<Req, Resp> view_;
   uint32_t client_id_ = 0;
   uint32_t next_resp_slot_ = 0;
   uint32_t in_flight_ = 0;
-  uint64_t stray_responses_ = 0;
-  uint64_t mismatched_responses_ = 0;
+  uint32_t call_sequence_ = 0;  // calls made: the next call's tag is its tag
+  uint64_t busy0_ = 0;          // busy word 0 (busy_word): slots awaiting a response (client-local)
   uint32_t tag_key_ = 0;
-  uint32_t call_sequence_ = 0;   // calls made: the next call's tag is its tag
+  uint32_t busy_words_ = 1;       // busy words (busy_words(resp_depth)): busy0_ and busy_more_
   uint64_t given_up_ = 0;  // name of the position this client gave up, until tail passes it (0: none)
-  std::chrono::nanoseconds wait_limit_ = kDelegationDefaultWaitLimit;
   std::byte* resp_slots_ = nullptr;  // this client's response slot 0 (its resp_depth slots follow)
   uint64_t slots_in_word_ = 0;    // the bits of a busy word that are slots (resp_depth < 64: the low resp_depth)
-  LineVector<uint64_t> busy_;     // busy words (pick_resp_slot): slots awaiting a response (client-local)
-  LineVector<uint64_t> tokens_;  // user token of the call in each slot (client-local)
-  LineVector<uint32_t> call_tags_;  // tag of the call in each slot (client-local)
+  uint64_t* hints_ = nullptr;  // reply hints (use_reply_hints), as many words as the busy words; nullptr: none
+  LineVector<SlotCall> calls_;  // the call in each slot (client-local)
+  LineVector<uint64_t> busy_more_;  // busy words 1.. (resp_depth > 64)
+  uint64_t stray_responses_ = 0;
+  uint64_t mismatched_responses_ = 0;
+  std::chrono::nanoseconds wait_limit_ = kDelegationDefaultWaitLimit;
   DelegationClientRecord* record_ = nullptr;  // this client's record in the segment
-  uint64_t* hints_ = nullptr;  // reply hints (use_reply_hints), as many words as busy_; nullptr: none
 };
 
 }  // namespace bkv::shm
