@@ -39,6 +39,7 @@
 // event-driven scheduler retries it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -67,11 +68,17 @@ class alignas(64) Client {
   // client's own histograms first (nullptr: its own).
   Client(const NodeConfig& node, kv::Pattern pattern, std::vector<IpcClientT*> ipc, RemotePath remote, Meter& meter,
          ClientCounters& counters, metrics::RequestLatency* shared_latency = nullptr)
-      : node_(node), remote_(remote), meter_(meter), counters_(counters),
-        own_latency_(shared_latency != nullptr ? nullptr : std::make_unique<metrics::RequestLatency>()),
-        latency_(shared_latency != nullptr ? shared_latency : own_latency_.get()), pending_(node.queue_depth),
-        free_tokens_(node.queue_depth), ipc_(std::move(ipc)), pattern_(std::move(pattern)) {
-    for (uint32_t t = node.queue_depth; t-- > 0;) free_tokens_[free_count_++] = t;
+      : remote_(remote), meter_(meter), counters_(counters),
+        latency_(shared_latency),
+        pending_(std::make_unique<Pending[]>(node.queue_depth)),
+        ipc_(std::make_unique<IpcClientT*[]>(ipc.size())),
+        rank_(node.rank), queue_depth_(node.queue_depth), daemons_(node.daemons),
+        ipc_count_(static_cast<uint32_t>(ipc.size())), pattern_(std::move(pattern)) {
+    if (latency_ == nullptr) share_latency(nullptr);  // its own histograms
+    std::copy(ipc.begin(), ipc.end(), ipc_.get());
+    // The free list holds every slot, 0 on top (as a stack of the slots pushed from the
+    // last down to 0).
+    for (uint32_t t = node.queue_depth; t-- > 0;) push_free(t);
   }
 
   ClientStepResult step() {
@@ -86,7 +93,7 @@ class alignas(64) Client {
         if (!stopping_ && !issue_next(res, clock)) res.blocked = true;
     });
     // The first step issues the whole queue depth; a refused request is retried here.
-    while (!res.blocked && !stopping_ && in_flight_ < node_.queue_depth) {
+    while (!res.blocked && !stopping_ && in_flight_ < queue_depth_) {
       if (!issue_next(res, clock)) {
         res.blocked = true;
         break;
@@ -116,7 +123,7 @@ class alignas(64) Client {
   // take effect when they are made.
   void set_timed_writes(bool on) {
     timed_writes_ = on;
-    found_.resize(on ? node_.queue_depth : 0);
+    found_ = on ? std::make_unique<Found[]>(queue_depth_) : nullptr;
   }
   void stop_issuing() noexcept { stopping_ = true; }
   // Reports every issue and answer to `oracle` as client `client` of this node (nullptr:
@@ -126,6 +133,7 @@ class alignas(64) Client {
   {
     oracle_ = oracle;
     oracle_client_ = client;
+    has_oracle_ = oracle != nullptr;
   }
   uint32_t in_flight() const noexcept { return in_flight_; }
   Meter& meter() noexcept { return meter_; }
@@ -168,21 +176,21 @@ class alignas(64) Client {
   [[gnu::always_inline]] inline bool answer(uint64_t token, const Response& r, StepClock& clock) {
     // Every answer reaches the oracle, the ones dropped below included (a duplicate is a
     // violation there).
-    if (oracle_ != nullptr) [[unlikely]] record_answer(token, r);
+    if (has_oracle_) [[unlikely]] record_answer(token, r);
     if constexpr (kRecordLatency) {
       const uint64_t slot = token & kSlotMask;
-      // A slot beyond the queue depth (pending_.size()), one with no request pending, or
-      // an answer of an earlier generation of the slot (a duplicate).
-      if (slot >= node_.queue_depth || !pending_[slot].live || token >> kSlotBits != pending_[slot].generation)
+      // A slot beyond the queue depth, one with no request pending, or an answer of an
+      // earlier generation of the slot (a duplicate).
+      if (slot >= queue_depth_ || !pending_[slot].live || token >> kSlotBits != pending_[slot].generation)
           [[unlikely]] {
         counters_.errors.store(counters_.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         return false;
       }
       Pending& p = pending_[slot];
       p.live = false;
-      p.generation = (p.generation + 1) & kGenerationMask;
+      p.generation = static_cast<uint16_t>((p.generation + 1u) & kGenerationMask);
       (*latency_)[p.cls].record(clock() - p.issued_ns);
-      free_tokens_[free_count_++] = static_cast<uint32_t>(slot);
+      push_free(static_cast<uint32_t>(slot));
     }
     --in_flight_;
     if (!r.valid() || r.is_error()) [[unlikely]]
@@ -195,7 +203,7 @@ class alignas(64) Client {
   // recorded as the largest token: a duplicate answer there).
   [[gnu::noinline]] void record_answer(uint64_t token, const Response& r) {
     const uint32_t t = token > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(token);
-    oracle_->answered(node_.rank, oracle_client_, t, r);
+    oracle_->answered(rank_, oracle_client_, t, r);
   }
   // An error answer. Reported failed (the path to the target rank stopped) is an outcome
   // a fault may cause, counted apart and not as completed; any other is an error (and
@@ -221,7 +229,8 @@ class alignas(64) Client {
   // reading fewer response slots) is polled with it.
   template <bool kHinted = false, class OnAnswer>
   [[gnu::always_inline]] inline void scan(OnAnswer&& on_answer) {
-    for (IpcClientT* c : ipc_) {
+    for (uint32_t i = 0; i < ipc_count_; ++i) {
+      IpcClientT* c = ipc_[i];
       bool first = true;
       c->poll([&](uint64_t token, const Response& r) __attribute__((always_inline)) {
         on_answer(token, r, Area{true, first});
@@ -266,30 +275,30 @@ class alignas(64) Client {
   // and it stays the next request.
   [[gnu::always_inline]] inline bool issue_next(ClientStepResult& res, StepClock& clock) {
     const Request req = pattern_.peek();
-    const bool local = req.rank == node_.rank;
+    const bool local = req.rank == rank_;
     const bool by_ipc = local && !kLocalToo;
     uint32_t token = 0, slot = 0;
     if constexpr (kRecordLatency) {
-      slot = free_tokens_[free_count_ - 1];  // in_flight < queue_depth: one is free
-      token = slot | pending_[slot].generation << kSlotBits;
+      slot = free_head_;  // in_flight < queue_depth: one is free
+      token = slot | uint32_t{pending_[slot].generation} << kSlotBits;
     }
     // Recorded before the post: on real threads a daemon may apply the request at once.
-    if (oracle_ != nullptr) [[unlikely]] oracle_->issued(node_.rank, oracle_client_, token, req);
+    if (has_oracle_) [[unlikely]] oracle_->issued(rank_, oracle_client_, token, req);
     bool ok;
     if (by_ipc) {
-      ok = ipc_[owner_of(req.key, node_.daemons)]->call(req, token) == shm::IpcCallStatus::kOk;
+      ok = ipc_[owner_of(req.key, daemons_)]->call(req, token) == shm::IpcCallStatus::kOk;
     } else {
       ok = remote_.try_call(req, token);
       // The reservation on a shared ring head (untimed: paid after the write).
       if (!timed_writes_ && RemotePath::kSharedHead) meter_.charge(Op::kRingReserve, 1);
     }
     if (!ok) {
-      if (oracle_ != nullptr) [[unlikely]] oracle_->withdrawn(node_.rank, oracle_client_, token);
+      if (has_oracle_) [[unlikely]] oracle_->withdrawn(rank_, oracle_client_, token);
       return false;
     }
     if constexpr (kRecordLatency) {
-      --free_count_;
       Pending& p = pending_[slot];
+      free_head_ = p.next_free;
       p.issued_ns = clock();
       p.cls = metrics::latency_class(req.is_get(), local);
       p.live = true;
@@ -320,7 +329,7 @@ class alignas(64) Client {
       }
     }
     if (found_head_ == found_count_) {
-      if (!stopping_ && in_flight_ < node_.queue_depth) {
+      if (!stopping_ && in_flight_ < queue_depth_) {
         // A request owed without an answer: the first queue depth, or a refused one.
         prepare_next();
         res.again = true;
@@ -355,7 +364,7 @@ class alignas(64) Client {
     meter_.charge(Op::kClientRequest, 1);
     meter_.charge(Op::kRingOp, 1);
     if constexpr (RemotePath::kSharedHead)
-      if (kLocalToo || pattern_.peek_rank() != node_.rank) meter_.charge(Op::kRingReserve, 1);
+      if (kLocalToo || pattern_.peek_rank() != rank_) meter_.charge(Op::kRingReserve, 1);
     write_ready_ = true;
   }
   void send_unsent() {
@@ -363,11 +372,13 @@ class alignas(64) Client {
     unsent_ = false;
   }
 
-  struct Found {
+  // 32 bytes, aligned so that no answer straddles two lines.
+  struct alignas(32) Found {
     uint64_t token = 0;
     Response resp;
     Area area{};
   };
+  static_assert(sizeof(Found) == 32);
 
   static constexpr bool kLocalToo = [] {
     if constexpr (requires { RemotePath::kLocalToo; }) return RemotePath::kLocalToo;
@@ -383,38 +394,53 @@ class alignas(64) Client {
   static constexpr uint32_t kSlotBits = 17;
   static constexpr uint64_t kSlotMask = (uint64_t{1} << kSlotBits) - 1;
   static constexpr uint32_t kGenerationMask = (1u << (32 - kSlotBits)) - 1;
+  static_assert(kGenerationMask <= UINT16_MAX);
+  // A slot of the table of pending requests. A free slot is on the free list: a stack
+  // threaded through next_free, top at free_head_, so that taking and returning a slot
+  // touch only the line of the slot itself.
   struct Pending {
     uint64_t issued_ns = 0;
-    uint32_t generation = 0;  // of the slot's current (or next) request
+    uint32_t next_free = 0;   // free: the slot below it on the free list
+    uint16_t generation = 0;  // of the slot's current (or next) request
     metrics::LatencyClass cls = metrics::LatencyClass::kGetLocal;
     bool live = false;  // issued and not yet answered
   };
+  static_assert(sizeof(Pending) == 16);
+  void push_free(uint32_t slot) noexcept {
+    pending_[slot].next_free = free_head_;
+    free_head_ = slot;
+  }
 
   // Layout: one thread steps thousands of clients in turn under the simulator, so a step
-  // finds none of its client's lines in the first-level cache. What a step reads comes
-  // first (the class is line-aligned), the pattern's replay state right after it.
-  NodeConfig node_;
+  // finds none of its client's lines in the cache. What a step reads comes first and,
+  // with the pattern's replay state right after it (core/kv/workload.hpp), fills the
+  // first three lines of the object (line-aligned) over the Delegation path; the rest
+  // after.
   RemotePath remote_;
   Meter& meter_;
   ClientCounters& counters_;
   // Where latency is recorded: own_latency_, or histograms shared with other clients
   // (share_latency). Apart from the client, so its hot fields are not 31 KB apart.
-  std::unique_ptr<metrics::RequestLatency> own_latency_;
   metrics::RequestLatency* latency_;
-  kv::HistoryOracle* oracle_ = nullptr;
+  std::unique_ptr<Pending[]> pending_;  // by token: queue_depth_ slots
+  std::unique_ptr<Found[]> found_;      // timed writes: answers of the last scan (queue_depth_ entries)
+  std::unique_ptr<IpcClientT*[]> ipc_;  // ipc_count_ connections, one per daemon of the node
+  uint32_t rank_;
+  uint32_t queue_depth_;
+  uint32_t daemons_;
+  uint32_t ipc_count_;
   uint32_t in_flight_ = 0;
   uint32_t found_head_ = 0, found_count_ = 0;
-  uint32_t free_count_ = 0;
+  uint32_t free_head_ = 0;     // top of the free list (Pending)
   bool stopping_ = false;
   bool timed_writes_ = false;  // set_timed_writes
   bool write_ready_ = false;   // timed writes: the next request is paid for
   bool unsent_ = false;        // timed writes: requests written since the path last sent
-  uint32_t oracle_client_ = 0;
-  std::vector<Found> found_;           // timed writes: answers of the last scan (queue_depth entries)
-  std::vector<Pending> pending_;       // by token
-  std::vector<uint32_t> free_tokens_;  // [0, free_count_): tokens of no pending request (a stack)
-  std::vector<IpcClientT*> ipc_;
+  bool has_oracle_ = false;    // oracle_ != nullptr
   kv::Pattern pattern_;
+  std::unique_ptr<metrics::RequestLatency> own_latency_;
+  kv::HistoryOracle* oracle_ = nullptr;
+  uint32_t oracle_client_ = 0;
 };
 
 }  // namespace bkv::backend

@@ -103,7 +103,7 @@ uint64_t ZipfSampler::operator()(Rng& rng) const noexcept {
 // ---------------------------------------------------------------------------------------
 
 Pattern::Pattern(const WorkloadConfig& cfg, uint32_t my_rank, uint32_t client)
-    : on_demand_(cfg.storage == PatternStorage::kOnDemand), len_(cfg.pattern_len) {
+    : len_(cfg.pattern_len), on_demand_(cfg.storage == PatternStorage::kOnDemand) {
   validate(cfg);
   if (my_rank >= cfg.num_ranks) {
     throw std::invalid_argument("Pattern: rank " + std::to_string(my_rank) + " >= num_ranks " +

@@ -49,7 +49,7 @@ constexpr const char* to_string(Distribution d) noexcept {
 // Limits of a workload (and of the options that feed it).
 inline constexpr uint64_t kMaxRanks = uint64_t{1} << 20;
 inline constexpr uint64_t kMaxKeyRange = uint64_t{1} << 32;  // keys fit a u32 in the pattern
-inline constexpr uint64_t kMaxPatternLen = uint64_t{1} << 24;
+inline constexpr uint64_t kMaxPatternLen = uint64_t{1} << 24;  // positions fit a u32 in the pattern
 inline constexpr uint64_t kDefaultPatternLen = 4096;
 // The zipf sampler works on doubles: every item index must be exact in a double.
 static_assert(kMaxRanks * kMaxKeyRange <= (uint64_t{1} << 53));
@@ -191,16 +191,17 @@ class Pattern {
     }
   };
 
-  // What every request reads (peek, advance) first, the generator's state right after it,
-  // the generator's zipfian sampler (in its last field) and the rest last: a simulation
-  // replays thousands of patterns in turn, and each request finds none of its pattern's
-  // lines in the first-level cache.
+  // What every request reads (peek, advance) first, in 93 bytes: the replay state, then
+  // the generator's (its draws' state, then the zipfian sampler in its last field), the
+  // rest last. A simulation replays thousands of patterns in turn, and each request finds
+  // none of its pattern's lines in the cache: backend::Client places these bytes so that
+  // they end its third line.
   PatternEntry current_;  // on demand: the entry at cursor_
-  bool on_demand_ = false;
-  size_t cursor_ = 0;
-  size_t len_ = 0;
+  uint32_t cursor_ = 0;   // < len_ <= kMaxPatternLen
+  uint32_t len_ = 0;
   uint64_t issued_ = 0;
   uint64_t value_seed_ = 0;
+  bool on_demand_ = false;
   Generator gen_;                      // on demand: draws the entry after current_
   std::vector<PatternEntry> entries_;  // stored
   Rng start_;                          // on demand: the generator at the pattern's start
