@@ -1,8 +1,13 @@
 #include "apps/benchkv/simulator/runner.hpp"
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <stdexcept>
+#include <string>
 
 #include "core/random.hpp"
 
@@ -37,6 +42,30 @@ uint64_t available_memory_bytes() {
   return 0;
 }
 
+nlohmann::json HeapHugePages::to_json() const {
+  return {{"heap_bytes", heap_bytes}, {"hugepage_errno", hugepage_errno}, {"collapse_errno", collapse_errno}};
+}
+
+HeapHugePages heap_to_huge_pages() {
+#ifndef MADV_COLLAPSE
+  constexpr int MADV_COLLAPSE = 25;  // Linux 6.1; older headers lack the name
+#endif
+  HeapHugePages h;
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  unsigned long lo = 0, hi = 0;
+  while (std::getline(maps, line))
+    if (line.size() >= 6 && line.compare(line.size() - 6, 6, "[heap]") == 0 &&
+        std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && hi > lo)
+      break;
+  if (hi <= lo) return h;
+  h.heap_bytes = hi - lo;
+  void* start = reinterpret_cast<void*>(lo);
+  if (::madvise(start, hi - lo, MADV_HUGEPAGE) != 0) h.hugepage_errno = errno;
+  if (::madvise(start, hi - lo, MADV_COLLAPSE) != 0) h.collapse_errno = errno;
+  return h;
+}
+
 SimRun::SimRun(const Options& o, const sim::Model& model, const Progress& progress, uint64_t fabric_seed,
                uint32_t clients_per_rank, sim::Time drain_check_ns)
     : o_(o), model_(model), progress_(progress), fabric_(engine_, fabric_seed), np_(o.np), clients_(clients_per_rank),
@@ -60,6 +89,7 @@ void SimRun::choose_ring_pages() {
 bool SimRun::run_timeline(uint32_t first_run) {
   first_run_ = first_run;
   choose_ring_pages();  // the mode has built its rings: their whole size is known
+  setup_provenance_["heap_huge_pages"] = heap_to_huge_pages().to_json();  // the mode has built its objects
   for (uint32_t r = 0; r < o_.runs; ++r) runs_.emplace_back(first_run + r, np_, clients_, epochs_, o_.trim);
   const sim::TargetId epoch_target = engine_.add_member<SimRun, &SimRun::on_epoch>(this);
   for (uint32_t r = 0; r < o_.runs; ++r)

@@ -66,6 +66,23 @@ RingPages choose_ring_pages(RingPages asked, uint64_t ring_bytes, uint64_t avail
 
 // MemAvailable of /proc/meminfo in bytes (0 when it cannot be read).
 uint64_t available_memory_bytes();
+
+// What heap_to_huge_pages did: the heap's range and the kernel's answer to each request.
+struct HeapHugePages {
+  uint64_t heap_bytes = 0;  // 0: no [heap] line in /proc/self/maps
+  int hugepage_errno = 0;   // madvise(MADV_HUGEPAGE): 0 or the errno
+  int collapse_errno = 0;   // madvise(MADV_COLLAPSE): 0 or the errno
+  nlohmann::json to_json() const;
+};
+// The simulation's own objects (clients, simulated threads, endpoints, the NIC model's
+// queues: many thousands of small objects, tens of MB of heap at C1 NP=32) are touched a
+// few lines at a time by steps that jump from object to object; on 4 KiB pages most of
+// those steps miss the TLB as well as the cache. Once the mode has built them, this asks
+// the kernel to back the process heap with transparent huge pages (MADV_HUGEPAGE) and to
+// collapse the pages already there now (MADV_COLLAPSE). A hint only: no result depends
+// on it, and a kernel that refuses (no THP, or older than 6.1) leaves the pages as they
+// were; the answers go to the summary's provenance.
+HeapHugePages heap_to_huge_pages();
 sim::EventSetKind event_set_kind(EventSet e);
 
 class SimRun {
