@@ -3,6 +3,13 @@
 // back otherwise; a choice given on the command line is never overridden.
 #include <catch2/catch.hpp>
 
+#include <array>
+#include <cerrno>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "apps/benchkv/simulator/runner.hpp"
 #include "transports/software_nic/paged_memory.hpp"
 
@@ -33,4 +40,36 @@ TEST_CASE("PagedMemory: allocated_bytes counts what was handed out, page-rounded
   m.free(a, 3 * page);
   m.allocate(3 * page);  // the freed allocation, handed out again
   CHECK(m.allocated_bytes() == 5 * page);
+}
+
+// The huge-page hint for the heap (heap_to_huge_pages): it finds the heap, and where the
+// kernel collapsed it the heap holds huge pages afterwards (read back from smaps).
+TEST_CASE("heap to huge pages: the heap is found and, where the kernel agrees, collapsed", "[unit][ring-pages]") {
+  // Grow the heap past a few huge pages with small allocations, as a simulation's objects do.
+  std::vector<std::unique_ptr<std::array<char, 256>>> objects;
+  for (int i = 0; i < 40000; ++i) objects.push_back(std::make_unique<std::array<char, 256>>());
+  for (auto& o : objects) (*o)[0] = 1;
+  const bkv::app::HeapHugePages h = bkv::app::heap_to_huge_pages();
+  REQUIRE(h.heap_bytes >= 8u << 20);
+  // No THP in the kernel answers EINVAL; EAGAIN and EBUSY are transient. Anything else
+  // (ENOMEM: part of the range is not mapped) would be a wrong range.
+  CHECK((h.hugepage_errno == 0 || h.hugepage_errno == EINVAL));
+  CHECK((h.collapse_errno == 0 || h.collapse_errno == EINVAL || h.collapse_errno == EAGAIN || h.collapse_errno == EBUSY));
+  if (h.collapse_errno == 0) {
+    std::ifstream smaps("/proc/self/smaps");
+    std::string line;
+    bool in_heap = false;
+    uint64_t huge_kib = 0;
+    while (std::getline(smaps, line)) {
+      // A mapping's line ("lo-hi perms ... [heap]"), then its "Key: value" lines.
+      const std::string first = line.substr(0, line.find(' '));
+      if (!first.empty() && first.back() != ':')
+        in_heap = line.ends_with("[heap]");
+      else if (in_heap && first == "AnonHugePages:")
+        huge_kib += std::stoull(line.substr(first.size()));
+    }
+    CHECK(huge_kib >= 2048);
+  }
+  const nlohmann::json j = h.to_json();
+  CHECK(j.at("heap_bytes") == h.heap_bytes);
 }
