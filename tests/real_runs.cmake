@@ -25,13 +25,15 @@ if(BKV_REAL_E2E AND MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
   set_tests_properties(mpi_smoke_np2 PROPERTIES LABELS e2e TIMEOUT 300 RESOURCE_LOCK mpirun
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
   # The watchdog backstop ends a rank stuck outside a collective: its message, then the
-  # job's exit status (rank 0's kPeerLostExitCode, 3, as mpirun passes it on).
+  # job's exit status (rank 0's kPeerLostExitCode, 3, as mpirun passes it on). Its quiet
+  # period (3 s + 2 x 0.5 s) outlasts the start-up bound (3 s): the start-up guard, which
+  # the first collective ends, must not end the rank first (status 4).
   add_test(NAME mpi_watchdog
-           COMMAND sh -c "\"$1\" -np 1 \"$2\" --watchdog; echo \"exit status $?\"" sh
+           COMMAND sh -c "\"$1\" -np 1 \"$2\" --watchdog 3; echo \"exit status $?\"" sh
                    ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_mpi_smoke>)
   set_tests_properties(mpi_watchdog PROPERTIES LABELS e2e TIMEOUT 120 RESOURCE_LOCK mpirun
-    PASS_REGULAR_EXPRESSION "rank 0: no collective completed for 1\\.2 s \\(the longest phase plus twice BENCHKV_PEER_TIMEOUT=0\\.5 s\\): a peer rank is stopped, dead or unreachable; ending this rank.*exit status 3"
-    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;BENCHKV_PEER_TIMEOUT=0.5")
+    PASS_REGULAR_EXPRESSION "rank 0: no collective completed for 4\\.0 s \\(the longest phase plus twice BENCHKV_PEER_TIMEOUT=0\\.5 s\\): a peer rank is stopped, dead or unreachable; ending this rank.*exit status 3"
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;BENCHKV_PEER_TIMEOUT=0.5;BENCHKV_STARTUP_TIMEOUT=3")
   if(BKV_MPIRUN_SANITIZER_ENV)
     set_property(TEST mpi_smoke_np2 mpi_watchdog APPEND PROPERTY ENVIRONMENT "${BKV_MPIRUN_SANITIZER_ENV}")
   endif()

@@ -6,6 +6,7 @@
 // between the processes. Exit status 0 = pass; every failure prints its reason.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <set>
@@ -115,14 +116,16 @@ void ucx_exchange(const bkv::mpi::Session& s) {
 
 }  // namespace
 
-// `--watchdog`: the watchdog backstop. After one completed collective, this rank sits
-// outside any collective for longer than the watchdog's quiet period (the longest phase,
-// 0.2 s, plus twice BENCHKV_PEER_TIMEOUT): the watchdog must end it with its message and
-// kPeerLostExitCode. Falling through the wait is a failure (exit 1).
-int watchdog_probe(bkv::mpi::Session& s) {
-  s.start_watchdog(0.2);
+// `--watchdog PHASE`: the watchdog backstop. After one completed collective, this rank
+// sits outside any collective for longer than the watchdog's quiet period (the longest
+// phase, PHASE seconds, plus twice BENCHKV_PEER_TIMEOUT): the watchdog must end it with
+// its message and kPeerLostExitCode. Falling through the wait is a failure (exit 1). With
+// a quiet period longer than BENCHKV_STARTUP_TIMEOUT this also shows that the start-up
+// guard ended at the first collective: else it would end the rank first, with status 4.
+int watchdog_probe(bkv::mpi::Session& s, double phase) {
+  s.start_watchdog(phase);
   s.barrier();
-  const double quiet = 0.2 + 2 * s.collective_deadline_seconds();
+  const double quiet = phase + 2 * s.collective_deadline_seconds();
   std::this_thread::sleep_for(std::chrono::duration<double>(quiet + 10));
   std::fprintf(stderr, "rank %d: FAILED: the watchdog did not end this rank within %.1f s of quiet\n", s.rank(),
                quiet + 10);
@@ -131,7 +134,7 @@ int watchdog_probe(bkv::mpi::Session& s) {
 
 int main(int argc, char** argv) {
   bkv::mpi::Session s(&argc, &argv);
-  if (argc > 1 && std::strcmp(argv[1], "--watchdog") == 0) return watchdog_probe(s);
+  if (argc > 2 && std::strcmp(argv[1], "--watchdog") == 0) return watchdog_probe(s, std::atof(argv[2]));
   const int me = s.rank(), n = s.size();
   expect(n >= 2, "at least two ranks (run under mpirun -np 2)", me);
   expect(s.local_size() >= 1 && s.local_size() <= n, "local size within world size", me);

@@ -430,6 +430,48 @@ TEST_CASE("benchkv refuses a malformed BENCHKV_PEER_TIMEOUT, naming it", "[real-
   CHECK_THAT(o.err, Catch::Contains("BENCHKV_PEER_TIMEOUT=\"soon\""));
 }
 
+// A rank stopped before its start-up is over: its shell stops itself before it execs
+// benchkv, so it never reaches MPI_Init, and rank 0 waits in MPI_Init, which no
+// collective deadline covers. The start-up guard ends rank 0 once BENCHKV_STARTUP_TIMEOUT
+// (1 s here) has passed, naming what it waited in, with status 4; mpirun then ends the
+// stopped rank. `timeout` turns a hang (no guard) into status 124.
+TEST_CASE("mpirun -np 2: a rank stopped before its start-up ends: the other ends at the start-up bound, naming MPI_Init",
+          "[real-run][mpi][faults]") {
+  e2e::TempDir dir;
+  std::string cmd = "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then kill -STOP $$; fi; exec " BENCHKV_BIN;
+  for (const std::string& a : small_real("delegation")) cmd += " '" + a + "'";
+  auto env = mpi_env("sm,self");
+  env.emplace_back("BENCHKV_STARTUP_TIMEOUT", "1");
+  const auto t0 = std::chrono::steady_clock::now();
+  const Outcome o = e2e::spawn({"/usr/bin/timeout", "60", MPIEXEC_BIN, "-np", "2", "--oversubscribe", "--bind-to", "none",
+                                "-x", "UCX_TLS", "-x", "BENCHKV_STARTUP_TIMEOUT", "/bin/sh", "-c", cmd},
+                               dir.path(), env);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(e2e::describe(o));
+  CHECK_THAT(o.err, Catch::Contains("benchkv: rank 0: start-up did not finish within BENCHKV_STARTUP_TIMEOUT=1 s "
+                                    "(waiting in MPI_Init): a peer rank may be stopped, dead or unreachable; ending "
+                                    "this rank"));
+  CHECK(o.status == 4);  // rank 0's, passed on by mpirun
+  CHECK(secs < 30);      // the bound, plus the launch and mpirun ending the job
+  CHECK_FALSE(e2e::fs::exists(dir.path() / "out.csv"));
+}
+
+TEST_CASE("benchkv refuses a malformed BENCHKV_STARTUP_TIMEOUT, naming it, before MPI starts", "[real-run][mpi][faults]") {
+  for (const char* bad : {"soon", "0"}) {
+    e2e::TempDir dir;
+    auto env = mpi_env("sm,self");
+    env.emplace_back("BENCHKV_STARTUP_TIMEOUT", bad);
+    std::vector<std::string> argv = {MPIEXEC_BIN, "-np", "2", "--oversubscribe", "--bind-to", "none",
+                                     "-x", "BENCHKV_STARTUP_TIMEOUT", BENCHKV_BIN};
+    for (const std::string& a : small_real("delegation")) argv.push_back(a);
+    const Outcome o = e2e::spawn(argv, dir.path(), env);
+    INFO(e2e::describe(o));
+    CHECK(o.status != 0);
+    CHECK_THAT(o.err, Catch::Contains(std::string("benchkv: BENCHKV_STARTUP_TIMEOUT=\"") + bad +
+                                      "\": must be a number of seconds in (0, 86400]"));
+  }
+}
+
 namespace {
 
 // `benchkv rpc` over UCX shared memory, one run of 20 epochs of 200 ms (the first

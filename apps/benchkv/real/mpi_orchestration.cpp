@@ -14,11 +14,13 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <type_traits>
 
@@ -80,21 +82,102 @@ struct RankProcess {
 };
 static_assert(std::is_trivially_copyable_v<RankProcess>);
 
-}  // namespace
-
-double peer_timeout_seconds() {
-  const char* v = std::getenv(kPeerTimeoutEnv);
-  if (v == nullptr) return kDefaultPeerTimeoutSeconds;
+// The environment variable `name` as a number of seconds in (0, 86400], `fallback` when
+// it is unset; anything else throws invalid_argument naming it.
+double seconds_from_env(const char* name, double fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return fallback;
   char* end = nullptr;
   errno = 0;
   const double t = std::strtod(v, &end);
   if (end == v || *end != '\0' || errno != 0 || !(t > 0) || t > 86400)
-    throw std::invalid_argument(std::string(kPeerTimeoutEnv) + "=\"" + v +
-                                "\": must be a number of seconds in (0, 86400]");
+    throw std::invalid_argument(std::string(name) + "=\"" + v + "\": must be a number of seconds in (0, 86400]");
   return t;
 }
 
+// This process's rank as the launcher announces it before MPI_Init (Open MPI, PMIx,
+// MPICH), -1 when none does: only for the start-up guard's message.
+int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    const char* v = std::getenv(name);
+    char* end = nullptr;
+    if (v == nullptr || *v == '\0') continue;
+    const long r = std::strtol(v, &end, 10);
+    if (*end == '\0' && r >= 0 && r <= INT_MAX) return static_cast<int>(r);
+  }
+  return -1;
+}
+
+// The start-up guard (header, kStartupTimeoutEnv): a thread that waits until finish() or
+// the bound, whichever comes first; at the bound it prints what the rank is waiting for
+// and ends the process (the main thread is inside MPI, which cannot be interrupted).
+class StartupGuard {
+ public:
+  explicit StartupGuard(double timeout_s) : timeout_s_(timeout_s), rank_(launcher_rank()) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    thread_ = std::thread([this, deadline] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (done_changed_.wait_until(lock, deadline, [this] { return done_; })) return;
+      char who[48];
+      if (rank_ >= 0)
+        std::snprintf(who, sizeof who, "rank %d", rank_);
+      else
+        std::snprintf(who, sizeof who, "process %d", static_cast<int>(::getpid()));
+      std::fprintf(stderr,
+                   "benchkv: %s: start-up did not finish within %s=%g s (%s%s): a peer rank may be stopped, dead "
+                   "or unreachable; ending this rank\n",
+                   who, kStartupTimeoutEnv, timeout_s_, in_mpi_ ? "waiting in " : "", where_);
+      std::fflush(stderr);
+      ::_exit(kStartupTimeoutExitCode);  // MPI may not be called from this thread (FUNNELED)
+    });
+  }
+  ~StartupGuard() {
+    finish();
+    thread_.join();
+  }
+  StartupGuard(const StartupGuard&) = delete;
+  StartupGuard& operator=(const StartupGuard&) = delete;
+
+  // Where the main thread is from now on (a string literal): inside the MPI call `where`,
+  // or (in_mpi false) in the phase `where` describes.
+  void at(const char* where, bool in_mpi = true) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    where_ = where;
+    in_mpi_ = in_mpi;
+  }
+  void set_rank(int rank) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    rank_ = rank;
+  }
+  // Start-up finished: the thread ends without a word. Idempotent.
+  void finish() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (done_) return;
+      done_ = true;
+    }
+    done_changed_.notify_one();
+  }
+
+ private:
+  const double timeout_s_;
+  std::mutex mutex_;
+  std::condition_variable done_changed_;
+  bool done_ = false;
+  int rank_;
+  const char* where_ = "MPI_Init";
+  bool in_mpi_ = true;
+  std::thread thread_;  // last: started once the members it reads are set
+};
+
+}  // namespace
+
+double peer_timeout_seconds() { return seconds_from_env(kPeerTimeoutEnv, kDefaultPeerTimeoutSeconds); }
+double startup_timeout_seconds() { return seconds_from_env(kStartupTimeoutEnv, kDefaultStartupTimeoutSeconds); }
+
 struct Session::Impl {
+  explicit Impl(double startup_timeout_s) : startup(startup_timeout_s) {}
+  StartupGuard startup;  // finished by the first collective completed
   bool finalize = false;
   MPI_Comm node = MPI_COMM_NULL;
   // Watchdog: the deadline (steady clock, ns) by which the next collective must have
@@ -113,6 +196,7 @@ struct Session::Impl {
   // MPI_Test until the peer timeout passes (PeerLost; the request stays pending: MPI
   // offers no way to cancel a collective). Completed: re-arms the watchdog.
   void complete(MPI_Request& req, const char* call) {
+    startup.at(call);  // (once start-up finished, nobody reads it)
     if (collective_timeout_s <= 0) {
       check(MPI_Wait(&req, MPI_STATUS_IGNORE), call);
     } else {
@@ -131,6 +215,7 @@ struct Session::Impl {
         std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
     }
+    startup.finish();  // every rank is through MPI_Init (it entered this collective)
     progress();
   }
   // One value reduced over every rank with `op` (MPI type `type`), waited for as above.
@@ -144,7 +229,7 @@ struct Session::Impl {
   }
 };
 
-Session::Session(int* argc, char*** argv) : impl_(std::make_unique<Impl>()) {
+Session::Session(int* argc, char*** argv) : impl_(std::make_unique<Impl>(startup_timeout_seconds())) {
   int initialized = 0;
   check(MPI_Initialized(&initialized), "MPI_Initialized");
   if (!initialized) {
@@ -158,13 +243,17 @@ Session::Session(int* argc, char*** argv) : impl_(std::make_unique<Impl>()) {
   }
   check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
   check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+  impl_->startup.set_rank(rank_);
+  impl_->startup.at("MPI_Comm_split_type");
   check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &impl_->node),
         "MPI_Comm_split_type");
   check(MPI_Comm_rank(impl_->node, &local_rank_), "MPI_Comm_rank(node)");
   check(MPI_Comm_size(impl_->node, &local_size_), "MPI_Comm_size(node)");
+  impl_->startup.at("in this rank's set-up, before its first collective", false);
 }
 
 Session::~Session() {
+  impl_->startup.finish();  // (when no collective ran: a rank that gave up at once)
   if (impl_->watchdog.joinable()) {
     impl_->stop.store(true);
     impl_->watchdog.join();
@@ -188,6 +277,7 @@ void Session::barrier() const {
 
 void Session::start_barrier() const {
   if (impl_->pending_barrier != MPI_REQUEST_NULL) throw std::logic_error("MPI: a started barrier is still pending");
+  impl_->startup.at("MPI_Barrier");
   check(MPI_Ibarrier(MPI_COMM_WORLD, &impl_->pending_barrier), "MPI_Ibarrier");
 }
 
@@ -195,7 +285,10 @@ bool Session::barrier_done() const {
   if (impl_->pending_barrier == MPI_REQUEST_NULL) throw std::logic_error("MPI: no started barrier");
   int done = 0;
   check(MPI_Test(&impl_->pending_barrier, &done, MPI_STATUS_IGNORE), "MPI_Test(MPI_Ibarrier)");
-  if (done) impl_->progress();  // MPI_Test set the request to MPI_REQUEST_NULL
+  if (done) {  // MPI_Test set the request to MPI_REQUEST_NULL
+    impl_->startup.finish();
+    impl_->progress();
+  }
   return done != 0;
 }
 

@@ -49,6 +49,23 @@ inline constexpr double kInterruptGraceSeconds = 5;
 // BENCHKV_PEER_TIMEOUT, checked: a number of seconds in (0, 86400]; else invalid_argument.
 double peer_timeout_seconds();
 
+// Start-up: MPI_Init, the node split and whatever comes before the first collective
+// (start_watchdog's exchange in the real runs) wait for every rank and cannot be started
+// non-blocking, so no collective deadline covers them. A start-up guard thread, started
+// by the Session's constructor before MPI_Init, ends the rank with a message naming what
+// it waited for and kStartupTimeoutExitCode when the first collective has not completed
+// within the start-up bound (environment variable BENCHKV_STARTUP_TIMEOUT, seconds).
+// Once it completed every rank is through MPI_Init, and the collective deadline and the
+// watchdog (armed by start_watchdog, before that collective) take over. The bound is not
+// the peer timeout: a sanitized rank's start-up takes seconds where tests set a peer
+// timeout of 0.5 s (measured start-up times: docs/interruptions.md).
+inline constexpr const char* kStartupTimeoutEnv = "BENCHKV_STARTUP_TIMEOUT";
+inline constexpr double kDefaultStartupTimeoutSeconds = 120;
+inline constexpr int kStartupTimeoutExitCode = 4;
+static_assert(kStartupTimeoutExitCode != kPeerLostExitCode, "the two endings are told apart by their status");
+// BENCHKV_STARTUP_TIMEOUT, checked: a number of seconds in (0, 86400]; else invalid_argument.
+double startup_timeout_seconds();
+
 // A collective did not complete within the peer timeout: some rank is stopped, dead or
 // unreachable. MPI is unusable for this rank afterwards (the collective stays pending).
 struct PeerLost : std::runtime_error {
@@ -65,7 +82,9 @@ struct Interrupted : std::runtime_error {
 class Session {
  public:
   // Initializes MPI (unless it already is; then Finalize is left to whoever did it)
-  // and splits off the node-local communicator (MPI_Comm_split_type SHARED).
+  // and splits off the node-local communicator (MPI_Comm_split_type SHARED). Arms the
+  // start-up guard first (above); a malformed BENCHKV_STARTUP_TIMEOUT throws
+  // invalid_argument before MPI is touched.
   Session(int* argc, char*** argv);
   ~Session();
   Session(const Session&) = delete;
