@@ -2,7 +2,9 @@
 # child process in a scratch directory; its CSV, summary, trace and in-flight outputs are
 # read back and checked. Group e2e (normal build only).
 if(TARGET benchkv)
-  bkv_add_test(test_benchkv_e2e GROUP e2e
+  # Its cases that start mpirun (tag [mpirun], the sweep as MPI ranks) take the lock the
+  # other mpirun tests take.
+  bkv_add_test(test_benchkv_e2e GROUP e2e LOCK mpirun LOCK_TAG "[mpirun]"
     SOURCES e2e/test_sim_runs.cpp e2e/test_determinism_config.cpp e2e/test_bad_input.cpp e2e/test_rpc.cpp e2e/test_sweep.cpp
             e2e/test_report.cpp e2e/test_data.cpp e2e/test_fast_paths.cpp e2e/test_interrupt.cpp
     LIBS nlohmann_json::nlohmann_json)

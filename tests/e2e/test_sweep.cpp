@@ -58,7 +58,7 @@ void require_rejected(const Outcome& o, std::initializer_list<std::string> fragm
 
 }  // namespace
 
-TEST_CASE("sweep: -j 1, -j 2 and 2 MPI ranks give byte-identical rows", "[e2e][sweep]") {
+TEST_CASE("sweep: -j 1, -j 2 and 2 MPI ranks give byte-identical rows", "[e2e][sweep][mpirun]") {
   TempDir dir;
   write_file(dir / "j1.json", sweep_text("j1"));
   write_file(dir / "j2.json", sweep_text("j2"));
@@ -121,7 +121,7 @@ TEST_CASE("sweep: -j 1, -j 2 and 2 MPI ranks give byte-identical rows", "[e2e][s
 // waited forever for the rank that had given up, or the ranks ran different sweeps into
 // one results.csv).
 TEST_CASE("sweep: under mpirun a rank that cannot load the sweep or reads another ends every rank",
-          "[e2e][sweep][bad-input]") {
+          "[e2e][sweep][bad-input][mpirun]") {
 #ifdef MPIEXEC_BIN
   TempDir dir;
   write_file(dir / "s.json", sweep_text("out"));
