@@ -336,9 +336,25 @@ int run_probe_mpi(const mpi::Session& s, T& t, Make make, const ProbeRequest& r,
     return 0;
   }
 
+  // Each test that finished is named on stderr, so a long probe says how far it is (the
+  // last of init->results() is the test running until the plan is done).
   int sig = 0;
-  for (uint64_t i = 1; init->step(); ++i)
-    if (i % kProbeSignalLoops == 0 && (sig = app::stop_signal()) != 0) break;
+  size_t announced = 0;  // of the one-thread tests
+  size_t finished = 0;   // of all
+  auto announce = [&](const probe::TestSpec& spec) {
+    std::fprintf(stderr, "benchkv probe: %s done (%zu of %zu tests)\n", app::test_name(spec).c_str(), ++finished,
+                 plan.size());
+  };
+  auto announce_finished = [&] {
+    for (const size_t n = init->results().size() - (init->done() ? 0 : 1); announced < n; ++announced)
+      announce(init->results()[announced].spec);
+  };
+  for (uint64_t i = 1; init->step(); ++i) {
+    if (i % kProbeSignalLoops != 0) continue;
+    if ((sig = app::stop_signal()) != 0) break;
+    announce_finished();
+  }
+  if (sig == 0) announce_finished();
   // The results in plan order, each test with several threads in its place; after a
   // signal, the tests that finished.
   std::vector<probe::TestResult> results;
@@ -355,6 +371,7 @@ int run_probe_mpi(const mpi::Session& s, T& t, Make make, const ProbeRequest& r,
         if (std::optional<probe::TestResult> m =
                 run_threaded_rate_test<T>(s, make, spec, size, mine.oversubscribed(spec.threads), &sig)) {
           m->oversubscribed = oversubscribed(spec.threads);
+          announce(spec);
           results.push_back(std::move(*m));
         }
       } catch (const mpi::Interrupted& e) {  // the signal came in one of the test's collectives
