@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -49,18 +50,56 @@ inline Outcome mpirun_benchkv(uint32_t np, const std::vector<std::string>& args,
   return spawn(argv, cwd, mpi_env(ucx_tls));
 }
 
-// mpirun -np `np` benchkv <args> where rank `rank` sends itself `signal` ("TERM", "INT",
-// "KILL") `after` seconds into its life: a shell that execs benchkv, with a background
-// `kill` aimed at the same pid.
-inline Outcome mpirun_benchkv_signalled(uint32_t np, uint32_t rank, const std::string& signal, const std::string& after,
-                                        const std::vector<std::string>& args, const path& cwd,
-                                        const std::string& ucx_tls) {
-  std::string cmd = "if [ \"$OMPI_COMM_WORLD_RANK\" = " + std::to_string(rank) + " ]; then (sleep " + after +
-                    "; kill -" + signal + " $$) & fi; exec " BENCHKV_BIN;
+// How a rank is sent a signal in mpirun_benchkv_signalled: `sig` to rank `rank` once
+// mpirun's stderr holds `after_line`, a line a rank prints when the run has reached the
+// point the test needs (a progress line of rank 0, say), however long the start-up took
+// on a loaded machine. `env` is added to the ranks' environment (exported with -x),
+// `mpirun_flags` go before -np.
+struct SignalAt {
+  uint32_t rank = 1;
+  int sig = 0;
+  std::string after_line;
+  std::vector<std::pair<std::string, std::string>> env = {};
+  std::vector<std::string> mpirun_flags = {};
+};
+
+// mpirun -np `np` benchkv <args>, rank `at.rank` signalled as `at` says. Each rank's shell
+// writes its pid to rank<R>.pid in `cwd`, then execs benchkv. A line that never came
+// fails the test (the run then ends as it would without the signal).
+inline Outcome mpirun_benchkv_signalled(uint32_t np, const SignalAt& at, const std::vector<std::string>& args,
+                                        const path& cwd, const std::string& ucx_tls) {
+  std::string cmd = "echo $$ > rank$OMPI_COMM_WORLD_RANK.pid; exec " BENCHKV_BIN;
   for (const std::string& a : args) cmd += " '" + a + "'";
-  const std::vector<std::string> argv = {MPIEXEC_BIN, "-np", std::to_string(np), "--oversubscribe", "--bind-to", "none",
-                                         "-x", "UCX_TLS", "/bin/sh", "-c", cmd};
-  return spawn(argv, cwd, mpi_env(ucx_tls));
+  std::vector<std::string> argv = {MPIEXEC_BIN};
+  argv.insert(argv.end(), at.mpirun_flags.begin(), at.mpirun_flags.end());
+  argv.insert(argv.end(), {"-np", std::to_string(np), "--oversubscribe", "--bind-to", "none", "-x", "UCX_TLS"});
+  for (const auto& [name, value] : at.env) argv.insert(argv.end(), {"-x", name});
+  argv.insert(argv.end(), {"/bin/sh", "-c", cmd});
+  std::vector<std::pair<std::string, std::string>> env = mpi_env(ucx_tls);
+  env.insert(env.end(), at.env.begin(), at.env.end());
+
+  Outcome o;
+  for (const std::string& a : argv) o.command += (o.command.empty() ? "" : " ") + a;
+  std::FILE* out = std::tmpfile();
+  REQUIRE(out != nullptr);
+  e2e::ChildPipe err;
+  const pid_t pid = e2e::start_child(argv, cwd, {.out_fd = ::fileno(out), .err_fd = err.write_fd, .env = env});
+  err.close_write();
+  bool sent = false;
+  o.err = err.read_all([&](const std::string& text) {
+    if (sent || text.find(at.after_line) == std::string::npos) return;
+    sent = true;
+    long target = 0;
+    std::ifstream pid_file(cwd / ("rank" + std::to_string(at.rank) + ".pid"));
+    if (!(pid_file >> target) || target <= 0 || ::kill(static_cast<pid_t>(target), at.sig) != 0)
+      FAIL_CHECK("could not signal rank " << at.rank << " (pid " << target << "): " << std::strerror(errno));
+  });
+  const int ws = e2e::wait_child(pid);
+  o.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+  o.out = e2e::slurp(out);
+  std::fclose(out);
+  if (!sent) FAIL_CHECK("no line \"" << at.after_line << "\" came, so no signal was sent\n" << e2e::describe(o));
+  return o;
 }
 #endif
 

@@ -2,6 +2,7 @@
 // shared memory, two value sizes. Each run must exit 0 with every operation completed,
 // nothing rejected, bytes moved at every size, and rows from both ranks in the CSV.
 #include <catch2/catch.hpp>
+#include <signal.h>
 
 #include <string>
 #include <vector>
@@ -63,8 +64,9 @@ TEST_CASE("mpirun -np 2: benchkv data progress lines count each size's runs, fro
   CHECK_THAT(o.err, !Catch::Contains("run 0"));
 }
 
-// Rank 1 sends itself SIGTERM in the second value size's measurement (each size: 25
-// epochs of 200 ms, then a 2 s drain): it writes its own epochs under out.rank1.* and
+// Rank 1 is sent SIGTERM in the second value size's measurement (each size: 25 epochs
+// of 200 ms, then a 2 s drain), once rank 0's progress line of its fourth epoch came: it
+// writes its own epochs under out.rank1.* and
 // ends; mpirun then sends rank 0 SIGTERM. Rank 0 keeps the first size whole (both ranks'
 // rows) and the second up to its last finished epoch (its own rows); rank 1 keeps both
 // sizes with its own rows; each marked interrupted and incomplete as the KV modes mark
@@ -74,9 +76,9 @@ TEST_CASE("mpirun -np 2: SIGTERM to a rank in the second value size: rank 0 keep
           "[real-run][mpi][data][faults]") {
   e2e::TempDir dir;
   const Outcome o = mpirun_benchkv_signalled(
-      2, 1, "TERM", "10",
+      2, {1, SIGTERM, "value size 128: run 1/1 epoch 4/25"},
       {"data", "--transport", "ucx", "--client-threads", "1", "--queue-depth", "4", "--key-range", "16",
-       "--value-size", "64,128", "-d", "5", "--interval-ms", "200", "--trim", "1", "-r", "1", "--no-progress", "-o",
+       "--value-size", "64,128", "-d", "5", "--interval-ms", "200", "--trim", "1", "-r", "1", "--progress", "-o",
        "out.csv"},
       dir.path(), "sm,self");
   INFO(e2e::describe(o));

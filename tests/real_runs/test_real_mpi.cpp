@@ -4,6 +4,8 @@
 // request completed, the CSV adding up to the summary, and both ranks present.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -11,7 +13,6 @@
 #include <vector>
 
 #include "real_runs/real_run.hpp"
-#include "test_size.hpp"
 
 using namespace bkv;
 using namespace bkv::real_runs;
@@ -180,24 +181,22 @@ TEST_CASE("mpirun: a rank started with other options than rank 0 ends every rank
 
 namespace {
 
-// mpirun -np 2 where rank 1 sends itself `signal` `after` seconds into its life (a
-// shell that execs benchkv, with a background `kill` aimed at the same pid).
-// `tls`: UCX_TLS; `recovery`: mpirun --enable-recovery (the job goes on when a rank dies,
-// so the survivor meets the death through its own queue pairs, not mpirun's SIGTERM).
-Outcome run_with_rank1_signal(const char* signal, const char* after, const e2e::fs::path& dir,
-                              std::vector<std::pair<std::string, std::string>> env,
-                              const std::string& backend = "delegation", const std::string& tls = "sm,self",
-                              bool recovery = false, int signalled_rank = 1) {
-  std::string cmd = "if [ \"$OMPI_COMM_WORLD_RANK\" = " + std::to_string(signalled_rank) + " ]; then (sleep " +
-                    std::string(after) + "; kill -" + signal + " $$) & fi; exec " BENCHKV_BIN;
-  for (const std::string& a : small_real(backend, {"-d", "4", "--interval-ms", "200"})) cmd += " '" + a + "'";
-  std::vector<std::string> argv = {MPIEXEC_BIN, "-np", "2", "--oversubscribe", "--bind-to", "none", "-x", "UCX_TLS",
-                                   "-x", "BENCHKV_PEER_TIMEOUT", "/bin/sh", "-c", cmd};
-  if (recovery) argv.insert(argv.begin() + 1, "--enable-recovery");
-  auto e = mpi_env(tls);
-  e.insert(e.end(), env.begin(), env.end());
-  return e2e::spawn(argv, dir, e);
+// mpirun -np 2, a run of 20 epochs of 200 ms (4 s) with progress lines, where rank
+// `at.rank` is sent `at.sig` once rank 0's progress line `at.after_line` came (the run is
+// measuring then, whatever the start-up took). `tls`: UCX_TLS. With
+// `at.mpirun_flags` = {"--enable-recovery"} the job goes on when a rank dies, so the
+// survivor meets the death through its own queue pairs, not mpirun's SIGTERM.
+Outcome run_signalled(const SignalAt& at, const e2e::fs::path& dir, const std::string& backend = "delegation",
+                      const std::string& tls = "sm,self") {
+  return mpirun_benchkv_signalled(2, at, small_real(backend, {"-d", "4", "--interval-ms", "200", "--progress"}), dir,
+                                  tls);
 }
+
+// Rank 0's progress line once 3 of the 20 epochs finished (the first is the warm-up),
+// and once 4 did (for a test that needs rank 1 to have finished 2).
+constexpr const char* kThirdEpoch = "run 1/1 epoch 3/20";
+constexpr const char* kFourthEpoch = "run 1/1 epoch 4/20";
+const std::vector<std::pair<std::string, std::string>> kPeerTimeout2s = {{"BENCHKV_PEER_TIMEOUT", "2"}};
 
 }  // namespace
 
@@ -205,22 +204,23 @@ TEST_CASE("mpirun -np 2: a rank stopped mid-run (SIGSTOP): the other fails its c
           "[real-run][mpi][faults]") {
   e2e::TempDir dir;
   const auto t0 = std::chrono::steady_clock::now();
-  const Outcome o = run_with_rank1_signal("STOP", "2.5", dir.path(), {{"BENCHKV_PEER_TIMEOUT", "2"}});
+  const Outcome o = run_signalled({1, SIGSTOP, kThirdEpoch, kPeerTimeout2s}, dir.path());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(e2e::describe(o));
   CHECK(o.status != 0);
-  // Rank 0's first collective after the stop (the drain's all-reduce, at the run's end)
-  // misses its 2 s deadline; rank 0 stops its endpoints, fails the pending calls back.
+  // Rank 0's first collective after the stop (the next epoch's gather of the progress
+  // line's per-rank figures) misses its 2 s deadline; rank 0 stops its endpoints, fails
+  // the pending calls back.
   CHECK_THAT(o.err, Catch::Contains("did not complete within BENCHKV_PEER_TIMEOUT=2.0 s"));
   CHECK_THAT(o.err, Catch::Contains("a peer rank is stopped, dead or unreachable"));
-  CHECK_THAT(o.err, Catch::Contains("benchkv: rank 0: MPI_Allreduce"));
+  CHECK_THAT(o.err, Catch::Contains("benchkv: rank 0: MPI_Allgather"));
   CHECK_THAT(o.err, Catch::Contains("marked incomplete"));
   CHECK_THAT(o.err, Catch::Contains("every copyrpc endpoint stopped, their pending calls failed back"));
   // Run of 4 s + peer timeout 2 s, plus start-up, wind-down and teardown.
   CHECK(secs < 30);
   REQUIRE(e2e::fs::exists(dir.path() / "out.csv"));
   const json s = e2e::read_json(dir.path() / "out.summary.json");
-  CHECK_THAT(s["incomplete"]["reason"].get<std::string>(), Catch::Contains("MPI_Allreduce"));
+  CHECK_THAT(s["incomplete"]["reason"].get<std::string>(), Catch::Contains("MPI_Allgather"));
   CHECK(s["incomplete"]["ranks_reported"] == json::array({0}));
   // The transport's details, as a complete run's summary has them.
   CHECK(s["real"]["transport"] == "ucx");
@@ -245,11 +245,7 @@ TEST_CASE("mpirun -np 2: a rank stopped mid-run (SIGSTOP): the other fails its c
 TEST_CASE("mpirun -np 2, ucx-am: a rank stopped mid-run (SIGSTOP): the other says its calls stay unanswered",
           "[real-run][mpi][faults]") {
   e2e::TempDir dir;
-  // 1.5 s in (3 s under a sanitizer): after the start-up, which is slower there. A rank
-  // stopped inside MPI_Init leaves the other waiting in it with no deadline (under TSan
-  // on the loaded 2-core machine, 1.5 s in did that).
-  const Outcome o = run_with_rank1_signal("STOP", test::sized("1.5", "3"), dir.path(), {{"BENCHKV_PEER_TIMEOUT", "2"}},
-                                          "ucx-am");
+  const Outcome o = run_signalled({1, SIGSTOP, kThirdEpoch, kPeerTimeout2s}, dir.path(), "ucx-am");
   INFO(e2e::describe(o));
   CHECK(o.status != 0);
   CHECK_THAT(o.err, Catch::Contains("did not complete within BENCHKV_PEER_TIMEOUT=2.0 s"));
@@ -261,17 +257,17 @@ TEST_CASE("mpirun -np 2, ucx-am: a rank stopped mid-run (SIGSTOP): the other say
   const json s = e2e::read_json(dir.path() / "out.summary.json");
   CHECK(s["real"]["transport"] == "ucx");
   const json& t = s["totals"];
-  // Nothing is failed back: what rank 0's clients had pending at rank 1 stays unanswered.
-  // (How many depends on when the stop lands: on a loaded machine rank 1 may be stopped
-  // before the measurement starts, and then nothing was issued.)
+  // Nothing is failed back: what rank 0's clients had pending at rank 1 stays unanswered
+  // (the stop came while they were measuring).
   CHECK(t["failed"] == 0);
+  CHECK(t["unanswered"].get<uint64_t>() > 0);
   CHECK(t["issued"].get<uint64_t>() == t["completed"].get<uint64_t>() + t["unanswered"].get<uint64_t>());
 }
 
 namespace {
 
 // The epochs rank 0 kept of a run of 20 epochs of 200 ms (the first trimmed) that a
-// signal 2.5 s into its 4 s cut, the summary's only run: the run's "epochs_done" is the
+// signal after its third epoch cut, the summary's only run: the run's "epochs_done" is the
 // interruption's, at least 2 and fewer than 20. Returns it.
 uint64_t kept_epochs(const json& s) {
   REQUIRE(s["runs"].size() == 1);
@@ -310,7 +306,7 @@ TEST_CASE("mpirun -np 2: a rank killed mid-run (SIGKILL): the survivor, ended by
           "[real-run][mpi][faults]") {
   e2e::TempDir dir;
   const auto t0 = std::chrono::steady_clock::now();
-  const Outcome o = run_with_rank1_signal("KILL", "2.5", dir.path(), {{"BENCHKV_PEER_TIMEOUT", "2"}});
+  const Outcome o = run_signalled({1, SIGKILL, kThirdEpoch, kPeerTimeout2s}, dir.path());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(e2e::describe(o));
   CHECK(o.status != 0);
@@ -325,8 +321,7 @@ TEST_CASE("mpirun -np 2: a rank killed mid-run (SIGKILL): the survivor, ended by
 TEST_CASE("mpirun -np 2: rank 0 killed mid-run: rank 1, ended by mpirun, keeps its own epochs in out.rank1.*",
           "[real-run][mpi][faults]") {
   e2e::TempDir dir;
-  const Outcome o = run_with_rank1_signal("KILL", "2.5", dir.path(), {{"BENCHKV_PEER_TIMEOUT", "2"}}, "delegation",
-                                          "sm,self", false, /*signalled_rank=*/0);
+  const Outcome o = run_signalled({0, SIGKILL, kFourthEpoch, kPeerTimeout2s}, dir.path());
   INFO(e2e::describe(o));
   CHECK(o.status != 0);
   CHECK_THAT(o.err, Catch::Contains("benchkv: rank 1: interrupted by SIGTERM; rank 0 died before it (its process is gone)"));
@@ -357,10 +352,8 @@ TEST_CASE("mpirun -np 2: rank 0 killed mid-run: rank 1, ended by mpirun, keeps i
 TEST_CASE("mpirun -np 2 over shared memory: a rank killed mid-run, the job kept alive: the survivor fails its calls back",
           "[real-run][mpi][faults]") {
   e2e::TempDir dir;
-  // Killed 2.5 s into its 4 s run: late enough that a loaded machine has started the
-  // measurement (the checks below need calls in flight), early enough to cut it.
-  const Outcome o =
-      run_with_rank1_signal("KILL", "2.5", dir.path(), {{"BENCHKV_PEER_TIMEOUT", "2"}}, "delegation", "sm,self", true);
+  // Killed while measuring (the checks below need calls in flight).
+  const Outcome o = run_signalled({1, SIGKILL, kThirdEpoch, kPeerTimeout2s, {"--enable-recovery"}}, dir.path());
   INFO(e2e::describe(o));
   // UCX 1.13 has no peer error handling over shared memory: the survivor's calls to the
   // dead rank stay pending until the drain all-reduce misses its deadline, and the
@@ -382,7 +375,7 @@ TEST_CASE("mpirun -np 2 over tcp: a rank killed mid-run: the survivor's queue pa
   e2e::TempDir dir;
   const auto t0 = std::chrono::steady_clock::now();
   const Outcome o =
-      run_with_rank1_signal("KILL", "2.5", dir.path(), {{"BENCHKV_PEER_TIMEOUT", "2"}}, "delegation", "tcp", true);
+      run_signalled({1, SIGKILL, kThirdEpoch, kPeerTimeout2s, {"--enable-recovery"}}, dir.path(), "delegation", "tcp");
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(e2e::describe(o));
   // No check of the job's status: under --enable-recovery mpirun exits 0 although rank 0
@@ -407,7 +400,7 @@ TEST_CASE("mpirun -np 2 over tcp: a rank killed mid-run: the survivor's queue pa
 TEST_CASE("mpirun -np 2: SIGTERM to rank 1 mid-run stops it with a message, and rank 0, then ended, keeps its epochs",
           "[real-run][mpi][faults]") {
   e2e::TempDir dir;
-  const Outcome o = run_with_rank1_signal("TERM", "2.5", dir.path(), {{"BENCHKV_PEER_TIMEOUT", "60"}});
+  const Outcome o = run_signalled({1, SIGTERM, kThirdEpoch, {{"BENCHKV_PEER_TIMEOUT", "60"}}}, dir.path());
   INFO(e2e::describe(o));
   CHECK(o.status != 0);
   // Rank 1 stops at its next safe point (its outputs are rank 0's to write) and exits 143;
@@ -475,11 +468,11 @@ TEST_CASE("benchkv refuses a malformed BENCHKV_STARTUP_TIMEOUT, naming it, befor
 namespace {
 
 // `benchkv rpc` over UCX shared memory, one run of 20 epochs of 200 ms (the first
-// trimmed), where rank `rank` sends itself `signal` 2.5 s into its life.
-Outcome rpc_with_signal(uint32_t rank, const std::string& signal, const e2e::fs::path& dir) {
-  return mpirun_benchkv_signalled(2, rank, signal, "2.5",
+// trimmed), where rank `rank` is sent `sig` once rank 0's progress line of epoch 3 came.
+Outcome rpc_with_signal(uint32_t rank, int sig, const e2e::fs::path& dir) {
+  return mpirun_benchkv_signalled(2, {rank, sig, kThirdEpoch},
                                   {"rpc", "--transport", "ucx", "-d", "4", "--interval-ms", "200", "--trim", "1", "-r",
-                                   "1", "--endpoints", "2", "--queue-depth", "4", "--no-progress", "-o", "out.csv"},
+                                   "1", "--endpoints", "2", "--queue-depth", "4", "--progress", "-o", "out.csv"},
                                   dir, "sm,self");
 }
 
@@ -516,7 +509,7 @@ void check_rpc_interrupted(const Outcome& o, const e2e::fs::path& dir, const std
 TEST_CASE("mpirun -np 2: SIGTERM to the rpc caller mid-run keeps its finished epochs, marked interrupted",
           "[real-run][mpi][rpc][faults]") {
   e2e::TempDir dir;
-  const Outcome o = rpc_with_signal(0, "TERM", dir.path());
+  const Outcome o = rpc_with_signal(0, SIGTERM, dir.path());
   INFO(e2e::describe(o));
   check_rpc_interrupted(o, dir.path(), "SIGTERM", json::array());
 }
@@ -524,7 +517,7 @@ TEST_CASE("mpirun -np 2: SIGTERM to the rpc caller mid-run keeps its finished ep
 TEST_CASE("mpirun -np 2: SIGTERM to an rpc server mid-run: it says so, and the caller, then ended, keeps its epochs",
           "[real-run][mpi][rpc][faults]") {
   e2e::TempDir dir;
-  const Outcome o = rpc_with_signal(1, "TERM", dir.path());
+  const Outcome o = rpc_with_signal(1, SIGTERM, dir.path());
   INFO(e2e::describe(o));
   CHECK_THAT(o.err, Catch::Contains("benchkv: rank 1: interrupted: SIGTERM came; no outputs written by this rank"));
   // mpirun then ends rank 0 with SIGTERM: it names rank 1 as gone.
