@@ -410,14 +410,23 @@ TEST_CASE("mpirun -np 2: SIGTERM to rank 1 mid-run stops it with a message, and 
   check_interrupted_outputs(dir.path(), "SIGTERM");
 }
 
+namespace {
+
+// mpirun -np 2 of the small delegation run with `name`=`value` in the ranks' environment.
+Outcome run_with_setting(const std::string& name, const std::string& value, const e2e::fs::path& dir) {
+  auto env = mpi_env("sm,self");
+  env.emplace_back(name, value);
+  std::vector<std::string> argv = {MPIEXEC_BIN, "-np", "2", "--oversubscribe", "--bind-to", "none", "-x", name,
+                                   BENCHKV_BIN};
+  for (const std::string& a : small_real("delegation")) argv.push_back(a);
+  return e2e::spawn(argv, dir, env);
+}
+
+}  // namespace
+
 TEST_CASE("benchkv refuses a malformed BENCHKV_PEER_TIMEOUT, naming it", "[real-run][mpi][faults]") {
   e2e::TempDir dir;
-  auto env = mpi_env("sm,self");
-  env.emplace_back("BENCHKV_PEER_TIMEOUT", "soon");
-  std::vector<std::string> argv = {MPIEXEC_BIN, "-np", "2", "--oversubscribe", "--bind-to", "none",
-                                   "-x", "BENCHKV_PEER_TIMEOUT", BENCHKV_BIN};
-  for (const std::string& a : small_real("delegation")) argv.push_back(a);
-  const Outcome o = e2e::spawn(argv, dir.path(), env);
+  const Outcome o = run_with_setting("BENCHKV_PEER_TIMEOUT", "soon", dir.path());
   INFO(e2e::describe(o));
   CHECK(o.status != 0);
   CHECK_THAT(o.err, Catch::Contains("BENCHKV_PEER_TIMEOUT=\"soon\""));
@@ -452,12 +461,7 @@ TEST_CASE("mpirun -np 2: a rank stopped before its start-up ends: the other ends
 TEST_CASE("benchkv refuses a malformed BENCHKV_STARTUP_TIMEOUT, naming it, before MPI starts", "[real-run][mpi][faults]") {
   for (const char* bad : {"soon", "0"}) {
     e2e::TempDir dir;
-    auto env = mpi_env("sm,self");
-    env.emplace_back("BENCHKV_STARTUP_TIMEOUT", bad);
-    std::vector<std::string> argv = {MPIEXEC_BIN, "-np", "2", "--oversubscribe", "--bind-to", "none",
-                                     "-x", "BENCHKV_STARTUP_TIMEOUT", BENCHKV_BIN};
-    for (const std::string& a : small_real("delegation")) argv.push_back(a);
-    const Outcome o = e2e::spawn(argv, dir.path(), env);
+    const Outcome o = run_with_setting("BENCHKV_STARTUP_TIMEOUT", bad, dir.path());
     INFO(e2e::describe(o));
     CHECK(o.status != 0);
     CHECK_THAT(o.err, Catch::Contains(std::string("benchkv: BENCHKV_STARTUP_TIMEOUT=\"") + bad +
