@@ -328,6 +328,21 @@ class Context {
   const ContextStats& stats() const noexcept { return stats_; }
   const ContextConfig& config() const noexcept { return cfg_; }
 
+  // ---------------------------------------------------------------- response prefetch
+  // A hint for a caller whose response handler touches memory of its own chosen by the
+  // call's token (a waiter's slot, its thread): before a batch's messages are walked,
+  // hint(ctx, token) is called for each response of the batch whose call is pending, in
+  // batch order, so that it can issue cache prefetches for all of them at once rather
+  // than miss once per response in turn. It must change nothing the caller or this
+  // context reads (a prefetch only): the walk then handles the batch as without it. The
+  // pre-walk reads only headers inside the batch and tokens of pending calls, and stops
+  // where the walk would find the batch broken. nullptr (the default) turns it off.
+  using ResponsePrefetch = void (*)(void* ctx, const Token& token);
+  void set_response_prefetch(ResponsePrefetch hint, void* ctx) noexcept {
+    response_prefetch_ = hint;
+    response_prefetch_ctx_ = ctx;
+  }
+
  private:
   // A request waiting for recv(). `releases_pin`: it is its endpoint's last queued
   // request (Endpoint::last_queued), so taking it unpins the endpoint's batches; the
@@ -627,6 +642,7 @@ class Context {
     }
     const std::byte* p = e.recv_ring.data() + start_off + kFlowMetadataSize;
     const std::byte* const limit = e.recv_ring.data() + start_off + delta;
+    if (response_prefetch_ != nullptr) prefetch_responses(e, p, limit, meta.message_count);
     auto& meter = t_.meter();
     // Requests are queued through locals (`queued`, `committed`) and published before
     // anything that may look at the endpoint: the response callback, a failure, the end
@@ -701,6 +717,35 @@ class Context {
     if (!batch_rules::batch_filled(p, limit)) return fail(e, EndpointError::kBadMessageCount);
     e.parsed = end;
     if (!e.has_queued_requests()) publish_consumed(e);
+  }
+
+  // The pre-walk of set_response_prefetch: the batch's lines [p, limit) are asked for
+  // (up to kPrefetchBatchBytes), then its headers walked as the walk checks them (a
+  // header and its padded message inside the batch) in two passes: the pending-call
+  // slots of the responses are asked for first (they went cold while the calls were
+  // out), then each pending response's token is handed to the hint. Reads only; stops
+  // at the first broken message.
+  static constexpr uint64_t kPrefetchBatchBytes = 4096;
+  static constexpr uint64_t kPrefetchLineBytes = 64;
+  static_assert(kPrefetchBatchBytes % kPrefetchLineBytes == 0);
+  [[gnu::noinline]] void prefetch_responses(Ep& e, const std::byte* p, const std::byte* limit, uint32_t count) {
+    const uint64_t bytes = std::min(static_cast<uint64_t>(limit - p), kPrefetchBatchBytes);
+    for (uint64_t off = 0; off < bytes; off += kPrefetchLineBytes) prefetch_line(p + off);
+    for_each_response_id(p, limit, count, [&](uint32_t id) { e.pending.prefetch(id); });
+    for_each_response_id(p, limit, count, [&](uint32_t id) {
+      if (const Token* tok = e.pending.find(id)) response_prefetch_(response_prefetch_ctx_, *tok);
+    });
+  }
+  template <class F>
+  [[gnu::always_inline]] static void for_each_response_id(const std::byte* p, const std::byte* limit, uint32_t count,
+                                                          F&& f) {
+    for (; count != 0 && batch_rules::header_in_batch(p, limit); --count) {
+      const MessageHeader h = load_header(p);
+      const uint64_t padded = padded_message_size(h.payload_len);
+      if (!batch_rules::message_in_batch(p, padded, limit)) return;
+      p += padded;
+      if (is_response(h.call_id)) f(from_response_id(h.call_id));
+    }
   }
 
   // `n` requests written to the receive queue (of the batch being walked) become
@@ -795,6 +840,8 @@ class Context {
   ContextStats stats_;
   RawOperations raw_;
   FailedCalls<Token> failed_calls_;  // taken from stopped endpoints, not yet handed back
+  ResponsePrefetch response_prefetch_ = nullptr;  // set_response_prefetch
+  void* response_prefetch_ctx_ = nullptr;
 };
 
 }  // namespace bkv::copyrpc

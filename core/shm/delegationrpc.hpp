@@ -211,6 +211,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/cache_hint.hpp"
 #include "core/shm/common.hpp"
 
 namespace bkv::shm {
@@ -683,6 +684,15 @@ class alignas(kCacheLine) DelegationServer {
     atomic_field(r.valid).store(1, std::memory_order_release);
     if (hint_words_ != 0) hints_[hint_index(client_id, resp_slot_idx)] |= uint64_t{1} << (resp_slot_idx % 64);
     return DelegationReplyStatus::kOk;
+  }
+
+  // A cache hint for reply(client_id, resp_slot_idx) to come (a server that knows a
+  // batch of replies before writing them): the response slot's line and the awaited tag.
+  // Changes nothing; ids out of range are ignored, as reply() refuses them.
+  void prefetch_reply(uint32_t client_id, uint32_t resp_slot_idx) const noexcept {
+    if (client_id >= view_.config().max_clients || resp_slot_idx >= view_.config().resp_depth) return;
+    prefetch_line(view_.resp_slot(client_id, resp_slot_idx));
+    prefetch_line(&awaited_tag_[awaiting_index(client_id, resp_slot_idx)]);
   }
 
   // Reply hints (header comment): from now on reply() sets bit (slot % 64) of word

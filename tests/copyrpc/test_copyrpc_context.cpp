@@ -610,3 +610,69 @@ TEST_CASE("copyrpc bounds: the published consumed-position word is the consumed 
   CHECK(p.a.stats().wraps > 10);
   CHECK(p.b.stats().wraps > 10);
 }
+
+namespace {
+// A response prefetch hint that records the tokens it is given and how many responses
+// had been handed to the caller when each came.
+struct HintLog {
+  std::vector<uint64_t> tokens;
+  std::vector<size_t> responses_before;
+  const std::vector<uint64_t>* responses = nullptr;
+  static void hint(void* ctx, const uint64_t& tok) {
+    auto& log = *static_cast<HintLog*>(ctx);
+    log.tokens.push_back(tok);
+    log.responses_before.push_back(log.responses->size());
+  }
+};
+}  // namespace
+
+TEST_CASE("the response prefetch hint gets a batch's pending responses in order before the first is handed over",
+          "[copyrpc]") {
+  Pair p;
+  std::vector<uint64_t> got;
+  HintLog log{.responses = &got};
+  p.a.set_response_prefetch(&HintLog::hint, &log);
+  std::vector<copyrpc::RecvHandle> held = p.requests({20, 21, 22, 23});
+  // One batch from b: the answers to 22, 20, 23, then a request of b's own (not a response:
+  // not hinted). 21 stays unanswered.
+  for (size_t i : {2u, 0u, 3u}) REQUIRE(p.b.reply(std::move(held[i]), bytes(16, 3)) == CallStatus::kOk);
+  REQUIRE(p.b.call(p.eb, bytes(8, 4), 16, 99).ok());
+  p.b.flush();
+  uint32_t requests = 0;
+  p.a.drain([&](uint64_t tok, std::span<const std::byte>) { got.push_back(tok); }, no_failed_calls);
+  copyrpc::RecvHandle h;
+  while (p.a.recv(h)) ++requests;
+  CHECK(log.tokens == std::vector<uint64_t>{22, 20, 23});
+  CHECK(log.responses_before == std::vector<size_t>{0, 0, 0});
+  CHECK(got == std::vector<uint64_t>{22, 20, 23});  // the walk hands them over as without a hint
+  CHECK(requests == 1);
+  // Turned off: no more hints.
+  p.a.set_response_prefetch(nullptr, nullptr);
+  REQUIRE(p.b.reply(std::move(held[1]), bytes(16, 3)) == CallStatus::kOk);
+  p.b.flush();
+  p.a.drain([&](uint64_t tok, std::span<const std::byte>) { got.push_back(tok); }, no_failed_calls);
+  CHECK(log.tokens.size() == 3);
+  CHECK(got.back() == 21);
+}
+
+TEST_CASE("the response prefetch hint stops at a broken message and skips ids of no pending call",
+          "[copyrpc][hostile]") {
+  Attack a;
+  HintLog log;
+  std::vector<uint64_t> completed;
+  log.responses = &completed;
+  a.victim.set_response_prefetch(&HintLog::hint, &log);
+  for (uint64_t i = 0; i < 3; ++i) REQUIRE(a.victim.call(a.ep, bytes(8, 1), 16, 10 + i).ok());
+  // The response to call 1, one to call id 7 (none pending), then one to call 2 whose
+  // length runs past the batch: the walk stops the endpoint at the second message.
+  a.meta(0, 0, 3);
+  a.header(32, copyrpc::to_response_id(1), 0, 4);
+  a.header(64, copyrpc::to_response_id(7), 0, 4);
+  a.header(96, copyrpc::to_response_id(2), 0, 1000);
+  a.send(128, 4);
+  a.victim.drain([&](uint64_t tok, std::span<const std::byte>) { completed.push_back(tok); },
+                 [](uint64_t, EndpointError) {});
+  CHECK(log.tokens == std::vector<uint64_t>{11});
+  CHECK(a.victim.error(a.ep) == EndpointError::kUnknownCallId);
+  CHECK(completed == std::vector<uint64_t>{11});
+}

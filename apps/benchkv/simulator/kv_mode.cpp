@@ -37,6 +37,9 @@ struct SimWaker {
   void wake(uint32_t c) {
     if (c < clients.size() && current) clients[c]->wake(current->now() + wake_ns);
   }
+  void prefetch(uint32_t c) const noexcept {
+    if (c < clients.size()) clients[c]->prefetch_wake();
+  }
 };
 
 // Simulated threads: a thread's meter is its simulated clock; the waker schedules the
