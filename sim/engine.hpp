@@ -30,11 +30,11 @@
 namespace bkv::sim {
 
 using Handler = void (*)(void* ctx, uint32_t arg);
-// Optional, per target: called with the target's context and the next event's argument
-// just before the current event runs, to issue cache prefetches for the state the next
-// event will touch. It must not
-// change any state the simulation reads (it is a hint: the next event may still be
-// preceded by one the current event schedules).
+// Optional, per target: called with its context (the target's own unless set_prefetcher
+// gave another) and the next event's argument just before the current event runs, to
+// issue cache prefetches for the state the next event will touch: the current event's
+// run hides their latency. It must not change any state the simulation reads (it is a
+// hint: the next event may still be preceded by one the current event schedules).
 using Prefetcher = void (*)(void* ctx, uint32_t arg);
 
 struct TargetId {
@@ -55,8 +55,14 @@ class BasicEngine {
   // finished object simply stops scheduling events).
   TargetId add_target(Handler fn, void* ctx, Prefetcher prefetch = nullptr) {
     if (fn == nullptr) throw std::invalid_argument("Engine::add_target: null handler");
-    targets_.push_back(Target{fn, ctx, prefetch});
+    targets_.push_back(Target{fn, ctx, prefetch, ctx});
     return TargetId{static_cast<uint32_t>(targets_.size() - 1)};
+  }
+  // Replaces a target's prefetcher and the context it is called with (nullptr: none).
+  void set_prefetcher(TargetId target, Prefetcher prefetch, void* prefetch_ctx) {
+    Target& t = targets_.at(target.value);
+    t.prefetch = prefetch;
+    t.prefetch_ctx = prefetch_ctx;
   }
 
   // Convenience: a member function void T::M(uint32_t arg) as a target.
@@ -123,7 +129,9 @@ class BasicEngine {
     Handler fn;
     void* ctx;
     Prefetcher prefetch;  // may be null
+    void* prefetch_ctx;   // what prefetch is called with
   };
+  static_assert(sizeof(Target) == 32, "a target is half a line: the next event's is one load away");
 
   [[noreturn]] void throw_past(Time t) const {
     throw std::logic_error("Engine::schedule: event at t=" + std::to_string(t) +
@@ -146,7 +154,7 @@ class BasicEngine {
       // The next event's state travels to the cache while this one runs.
       const Event& next = events_.min();
       const Target& n = targets_[next.target];
-      if (n.prefetch != nullptr) n.prefetch(n.ctx, next.arg);
+      if (n.prefetch != nullptr) n.prefetch(n.prefetch_ctx, next.arg);
     }
     const Target& t = targets_[ev.target];
     t.fn(t.ctx, ev.arg);

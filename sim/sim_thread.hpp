@@ -108,6 +108,17 @@ class alignas(kCacheLineBytes) SimThread {
   // thread that spins only in a phase of the run (a daemon before its clients start) is
   // told when that phase is over, and its steps stop keeping their op totals.
   void set_may_idle_spin(bool on) noexcept { may_idle_spin_ = on; }
+  // A cache hint for the thread's next step: when the engine's next event is this
+  // thread's, fn(ctx, its argument) is called just before the current event runs
+  // (Engine's Prefetcher, with ctx as given here: the hint reads no line of the thread
+  // to find what to prefetch), to prefetch what the step will touch;
+  // prefetch_step_state() gives the thread's own lines. fn must change nothing (a
+  // stale wake-up calls it too). nullptr turns it off.
+  void set_step_prefetch(Prefetcher fn, void* ctx) { engine_.set_prefetcher(target_, fn, ctx); }
+  // The lines every step reads and writes (the first three: the layout below).
+  void prefetch_step_state() const noexcept {
+    for (size_t l = 0; l < kStepStateLines; ++l) prefetch_line(reinterpret_cast<const char*>(this) + l * kCacheLineBytes);
+  }
   void set_observer(StepObserver fn, void* ctx) noexcept {
     observer_ = fn;
     observer_ctx_ = ctx;
@@ -119,8 +130,7 @@ class alignas(kCacheLineBytes) SimThread {
   // A cache hint for a wake() to come (a daemon that knows a batch of answers before
   // waking their clients): the lines wake() reads and writes. Changes nothing.
   void prefetch_wake() const noexcept {
-    prefetch_line(this);
-    prefetch_line(reinterpret_cast<const char*>(this) + kCacheLineBytes);
+    for (size_t l = 0; l < kWakeStateLines; ++l) prefetch_line(reinterpret_cast<const char*>(this) + l * kCacheLineBytes);
   }
 
   // --- CostMeter ---
@@ -237,6 +247,9 @@ class alignas(kCacheLineBytes) SimThread {
   static_assert(sizeof(OpSlot) == 32 && kCacheLineBytes % sizeof(OpSlot) == 0, "an op's slot lies in one line");
   static_assert(kOpCount <= 32, "slow_ops_ holds one bit per op");
 
+  // Of the layout below: wake() reads and writes the first two lines, a step the first three.
+  static constexpr size_t kWakeStateLines = 2;
+  static constexpr size_t kStepStateLines = 3;
   static void on_event(void* ctx, uint32_t generation);
   void run_step();
   // charge() of an op with jitter or a shared resource.

@@ -452,6 +452,12 @@ TEST_CASE("recv rejects out-of-range ids written by a buggy client and nothing i
   raw_commit(f.base(), cfg.ring_depth, raw_reserve(f.base()), 1, 0xFFFFFFFFu, Req{});
   REQUIRE(f.server.poll() == 4);
   const std::vector<std::byte> before(f.seg.data(), f.seg.data() + f.seg.size());
+  // The cache hint skips ids out of range; it changes nothing.
+  for (const auto& [client, slot] : {std::pair{2u, 0u}, {0xFFFFFFFFu, 0u}, {0u, 4u}, {1u, 0xFFFFFFFFu}, {0u, 0u}})
+    f.server.prefetch_reply(client, slot);
+  REQUIRE(f.server.cursor() == 0);
+  REQUIRE(std::vector<std::byte>(f.seg.data(), f.seg.data() + f.seg.size()) == before);
+  REQUIRE(f.server.poll() == 4);
   REQUIRE_FALSE(f.server.recv().has_value());  // all four consumed and rejected
   CHECK(f.server.cursor() == 4);
   CHECK(f.server.rejected(DelegationReject::kBadClientId) == 2);

@@ -178,3 +178,23 @@ TEST_CASE("a target's prefetcher is told the next event before the current one r
   CHECK(hinted_log.seen == want_hinted);
   CHECK(plain_log.seen == want_plain);
 }
+
+TEST_CASE("set_prefetcher gives a target a prefetcher with a context of its own, or takes it away", "[engine]") {
+  Engine e;
+  Log target_log{&e, {}, {}};
+  Log hint_log{&e, {}, {}};
+  const TargetId t = e.add_target(&Log::on, &target_log);
+  e.set_prefetcher(t, &Log::hint, &hint_log);
+  e.schedule(10, t, 1);
+  e.schedule(20, t, 2);
+  e.run_until(15);
+  // The hint went to its own context, not the target's.
+  CHECK(hint_log.hints == std::vector<std::pair<uint64_t, uint32_t>>{{1, 2}});
+  CHECK(target_log.hints.empty());
+  e.set_prefetcher(t, nullptr, nullptr);
+  e.schedule(30, t, 3);
+  e.run();
+  CHECK(hint_log.hints.size() == 1);
+  CHECK(target_log.seen == std::vector<std::pair<Time, uint32_t>>{{10, 1}, {20, 2}, {30, 3}});
+  CHECK_THROWS_AS(e.set_prefetcher(TargetId{7}, &Log::hint, &hint_log), std::out_of_range);
+}

@@ -433,3 +433,40 @@ TEST_CASE("each op's charged time is its cost times its uses plus what jitter an
   CHECK(spin.op_count(Op::kLoop) == spin.steps());
   CHECK(sum_ops(spin) == Approx(static_cast<double>(spin.busy_ns())).margin(1.0));
 }
+
+TEST_CASE("a thread's step prefetch is called before the event that precedes its step, with its own context",
+          "[thread]") {
+  Engine e;
+  SimThread a(e, simple_costs(), 1, "a");
+  SimThread b(e, simple_costs(), 2, "b");
+  struct Body {
+    std::vector<Time>* log;
+    StepResult step(SimThread& th) {
+      log->push_back(th.now());
+      return StepResult::kIdle;
+    }
+  };
+  std::vector<Time> a_steps, b_steps;
+  Body ab{&a_steps}, bb{&b_steps};
+  a.bind<Body, &Body::step>(&ab);
+  b.bind<Body, &Body::step>(&bb);
+  struct Hints {
+    Engine* e;
+    std::vector<uint64_t> at;  // events run when each hint came
+    static void hint(void* ctx, uint32_t) {
+      auto* h = static_cast<Hints*>(ctx);
+      h->at.push_back(h->e->events_run());
+    }
+  } hints{&e, {}};
+  b.set_step_prefetch(&Hints::hint, &hints);
+  a.wake(10);
+  b.wake(20);
+  a.wake(30);
+  e.run();
+  // b's step is the 2nd event: its hint came as the 1st ran; a's steps bring none.
+  CHECK(hints.at == std::vector<uint64_t>{1});
+  CHECK(a_steps == std::vector<Time>{10});  // the wake at 30 came while a step was pending at 10: coalesced
+  CHECK(b_steps == std::vector<Time>{20});
+  a.prefetch_step_state();  // hints only: nothing to observe but that they run
+  b.prefetch_wake();
+}

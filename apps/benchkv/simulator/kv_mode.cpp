@@ -290,11 +290,12 @@ class Experiment final : public SimRun {
     bindings_.reserve(size_t(np_) * (D_ + C_));
     for (uint32_t r = 0; r < np_; ++r)
       for (uint32_t t = 0; t < D_ + C_; ++t) {
-        bindings_.push_back({this, t >= D_ ? &nodes_[r]->client(t - D_) : nullptr, r, t});
         SimThread& th = *threads_[r][t];
+        bindings_.push_back({this, t >= D_ ? &nodes_[r]->client(t - D_) : nullptr, r, t, &th});
         // A daemon's start-up loops spin (kIdleSpin; on_startup_end ends it); clients never do.
         th.set_step(t < D_ ? &Experiment::daemon_step : &Experiment::client_step, &bindings_.back(),
                     t < D_ && startup_ > 0);
+        if (t >= D_) th.set_step_prefetch(&Experiment::client_prefetch, &bindings_.back());
       }
     if (!o_.trace.empty()) {
       tracing_ = true;
@@ -326,7 +327,19 @@ class Experiment final : public SimRun {
     typename SimNode::ClientT* client;  // null for a daemon's thread
     uint32_t rank;
     uint32_t thread;
+    SimThread* self;  // the thread the step runs on (client_prefetch)
   };
+
+  // The engine's hint before a client's step (SimThread::set_step_prefetch): its
+  // thread's step lines and the client's first lines, which the step reads first.
+  static constexpr size_t kClientPrefetchLines = 8;
+  static void client_prefetch(void* ctx, uint32_t /*generation*/) {
+    const auto* b = static_cast<const Binding*>(ctx);
+    b->self->prefetch_step_state();
+    const auto* c = reinterpret_cast<const char*>(b->client);
+    constexpr size_t lines = std::min(kClientPrefetchLines, (sizeof(*b->client) + sim::kCacheLineBytes - 1) / sim::kCacheLineBytes);
+    for (size_t l = 0; l < lines; ++l) prefetch_line(c + l * sim::kCacheLineBytes);
+  }
 
   static StepResult daemon_step(void* ctx, SimThread& self) {
     auto* b = static_cast<Binding*>(ctx);
