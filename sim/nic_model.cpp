@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/cache_hint.hpp"
 #include "sim/sim_thread.hpp"
 #include "transports/software_nic/responder.hpp"
 
@@ -19,19 +20,12 @@ uint64_t to_ns(double ns) { return static_cast<uint64_t>(std::llround(ns)); }
 
 bool is_write(WcOpcode op) noexcept { return op != WcOpcode::kRdmaRead; }
 
-// Cache prefetch hints for the first kPrefetchMaxBytes of [p, p + len): the payload a
-// WRITE copies when it lands, requested when its Rx stage runs (the landing event comes
-// a PCIe write latency later, dozens of events on). Hints change nothing the model reads.
-// Written as asm: GCC emits no instruction for a __builtin_prefetch here.
+// Cache prefetch hints (core/cache_hint.hpp) for the first kPrefetchMaxBytes of
+// [p, p + len): the payload a WRITE copies when it lands, requested when its Rx stage
+// runs (the landing event comes a PCIe write latency later, dozens of events on). Hints
+// change nothing the model reads.
 constexpr uint32_t kCacheLineBytes = 64;
 constexpr uint32_t kPrefetchMaxBytes = 2048;
-inline void prefetch_line(const char* p) noexcept {
-#if defined(__x86_64__)
-  asm volatile("prefetcht0 %0" : : "m"(*p));
-#else
-  __builtin_prefetch(p);
-#endif
-}
 void prefetch_payload(const void* p, uint32_t len) noexcept {
   const auto* b = static_cast<const char*>(p);
   const uint32_t n = std::min(len, kPrefetchMaxBytes);
