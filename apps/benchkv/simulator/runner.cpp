@@ -8,6 +8,8 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/random.hpp"
 
@@ -43,26 +45,36 @@ uint64_t available_memory_bytes() {
 }
 
 nlohmann::json HeapHugePages::to_json() const {
-  return {{"heap_bytes", heap_bytes}, {"hugepage_errno", hugepage_errno}, {"collapse_errno", collapse_errno}};
+  return {{"heap_bytes", heap_bytes},
+          {"heap_mappings", heap_mappings},
+          {"hugepage_errno", hugepage_errno},
+          {"collapse_errno", collapse_errno}};
 }
 
 HeapHugePages heap_to_huge_pages() {
 #ifndef MADV_COLLAPSE
   constexpr int MADV_COLLAPSE = 25;  // Linux 6.1; older headers lack the name
 #endif
+  // Every [heap] mapping: once part of the heap is advised, its later growth is a mapping
+  // of its own with the same name (a second call, e.g. the next repetition, advises it).
+  std::vector<std::pair<unsigned long, unsigned long>> ranges;
+  {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    unsigned long lo = 0, hi = 0;
+    while (std::getline(maps, line))
+      if (line.size() >= 6 && line.compare(line.size() - 6, 6, "[heap]") == 0 &&
+          std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && hi > lo)
+        ranges.emplace_back(lo, hi);
+  }
   HeapHugePages h;
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  unsigned long lo = 0, hi = 0;
-  while (std::getline(maps, line))
-    if (line.size() >= 6 && line.compare(line.size() - 6, 6, "[heap]") == 0 &&
-        std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && hi > lo)
-      break;
-  if (hi <= lo) return h;
-  h.heap_bytes = hi - lo;
-  void* start = reinterpret_cast<void*>(lo);
-  if (::madvise(start, hi - lo, MADV_HUGEPAGE) != 0) h.hugepage_errno = errno;
-  if (::madvise(start, hi - lo, MADV_COLLAPSE) != 0) h.collapse_errno = errno;
+  for (const auto& [lo, hi] : ranges) {
+    h.heap_bytes += hi - lo;
+    ++h.heap_mappings;
+    void* start = reinterpret_cast<void*>(lo);
+    if (::madvise(start, hi - lo, MADV_HUGEPAGE) != 0 && h.hugepage_errno == 0) h.hugepage_errno = errno;
+    if (::madvise(start, hi - lo, MADV_COLLAPSE) != 0 && h.collapse_errno == 0) h.collapse_errno = errno;
+  }
   return h;
 }
 

@@ -67,15 +67,20 @@ RingPages choose_ring_pages(RingPages asked, uint64_t ring_bytes, uint64_t avail
 // MemAvailable of /proc/meminfo in bytes (0 when it cannot be read).
 uint64_t available_memory_bytes();
 
-// What heap_to_huge_pages did: the heap's range and the kernel's answer to each request.
+// What heap_to_huge_pages did: the heap's mappings and the kernel's first refusal of each
+// request. MADV_COLLAPSE answers with the error of the last 2 MiB block it could not
+// collapse (EINVAL for a mapping that holds no whole aligned block), so a non-zero
+// collapse_errno does not mean nothing was collapsed, nor 0 that everything was.
 struct HeapHugePages {
-  uint64_t heap_bytes = 0;  // 0: no [heap] line in /proc/self/maps
-  int hugepage_errno = 0;   // madvise(MADV_HUGEPAGE): 0 or the errno
-  int collapse_errno = 0;   // madvise(MADV_COLLAPSE): 0 or the errno
+  uint64_t heap_bytes = 0;     // the [heap] mappings of /proc/self/maps, summed (0: none,
+                               // e.g. under a sanitizer's allocator, which does not use brk)
+  uint32_t heap_mappings = 0;  // how many
+  int hugepage_errno = 0;      // madvise(MADV_HUGEPAGE): 0, or the first errno
+  int collapse_errno = 0;      // madvise(MADV_COLLAPSE): 0, or the first errno
   nlohmann::json to_json() const;
 };
 // The simulation's own objects (clients, simulated threads, endpoints, the NIC model's
-// queues: many thousands of small objects, tens of MB of heap at C1 NP=32) are touched a
+// queues: many thousands of small objects, 14 MB of heap at C1 NP=32) are touched a
 // few lines at a time by steps that jump from object to object; on 4 KiB pages most of
 // those steps miss the TLB as well as the cache. Once the mode has built them, this asks
 // the kernel to back the process heap with transparent huge pages (MADV_HUGEPAGE) and to
@@ -140,7 +145,8 @@ class SimRun {
   nlohmann::json timeline_json() const;
   // How the rings' consumed pages were handled, for the summary's provenance (it depends
   // on the machine's memory, so it is not part of the output compared byte for byte):
-  // {"ring_pages": {"asked", "chosen", "ring_bytes", "available_bytes"}}; set by run_timeline.
+  // {"ring_pages": {"asked", "chosen", "ring_bytes", "available_bytes"}, "heap_huge_pages":
+  // HeapHugePages::to_json()}; set by run_timeline.
   const nlohmann::json& setup_provenance() const { return setup_provenance_; }
   // Per-NIC station statistics (queue depths, waits, utilization) over the whole
   // simulation, drain included: one object per node.
