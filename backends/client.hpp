@@ -120,7 +120,8 @@ class alignas(64) Client {
   // asks to be stepped again (ClientStepResult::again) once those costs are paid. So each
   // request becomes visible after everything its client paid before it, in the order of
   // the loop above: answer, request, answer, request. No use on real threads, where writes
-  // take effect when they are made.
+  // take effect when they are made. Set-up only, before the first step: the answers
+  // buffer is made anew, and answers found but not yet handled would be dropped.
   void set_timed_writes(bool on) {
     timed_writes_ = on;
     found_ = on ? std::make_unique<Found[]>(queue_depth_) : nullptr;

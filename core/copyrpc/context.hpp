@@ -336,7 +336,9 @@ class Context {
   // than miss once per response in turn. It must change nothing the caller or this
   // context reads (a prefetch only): the walk then handles the batch as without it. The
   // pre-walk reads only headers inside the batch and tokens of pending calls, and stops
-  // where the walk would find the batch broken. nullptr (the default) turns it off.
+  // at the first framing break (a header or message that does not fit in the batch); past
+  // an unknown call id or a bad allowance it goes on hinting, which is harmless for a
+  // prefetch, while the walk fails the endpoint there. nullptr (the default) turns it off.
   using ResponsePrefetch = void (*)(void* ctx, const Token& token);
   void set_response_prefetch(ResponsePrefetch hint, void* ctx) noexcept {
     response_prefetch_ = hint;
@@ -724,7 +726,7 @@ class Context {
   // header and its padded message inside the batch) in two passes: the pending-call
   // slots of the responses are asked for first (they went cold while the calls were
   // out), then each pending response's token is handed to the hint. Reads only; stops
-  // at the first broken message.
+  // at the first framing break.
   static constexpr uint64_t kPrefetchBatchBytes = 4096;
   static constexpr uint64_t kPrefetchLineBytes = 64;
   static_assert(kPrefetchBatchBytes % kPrefetchLineBytes == 0);
