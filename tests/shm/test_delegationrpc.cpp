@@ -1012,3 +1012,76 @@ TEST_CASE("delegationrpc: a waiting call whose position was skipped and whose sl
   CHECK(load_le<uint64_t>(seg.data(), rec_b + 8) == (6 | 1));  // the record gives position 2 up
   CHECK(server.cursor() == 5);
 }
+
+TEST_CASE("a poll visits a slot a callback made busy above the one just ended, as a loop over every slot would",
+          "[shm][delegationrpc]") {
+  const DelegationConfig cfg{1, 16, 8};
+  Fixture f(cfg);
+  DClient c = DClient::connect(f.seg.bytes());
+  for (uint32_t i = 0; i < 4; ++i) REQUIRE(c.call(Req{0, 0, 10 + i, 10 + i}, 10 + i).resp_slot == i);
+  REQUIRE(f.server.poll() == 4);
+  std::vector<DelegationEntry<Req>> held;
+  while (auto e = f.server.recv()) held.push_back(*e);
+  f.server.advance_tail();
+  REQUIRE(f.server.reply(0, 0, Resp{10, 10}) == DelegationReplyStatus::kOk);
+  std::vector<uint64_t> tokens;
+  const uint32_t n = c.poll([&](uint64_t t, const Resp& r) {
+    CHECK(r.seq == t);
+    tokens.push_back(t);
+    if (t != 10) return;
+    // A call from the callback takes the cursor's slot, 4, and is answered before the
+    // poll moves on: the poll reaches slot 4 after slot 0 and ends it too.
+    const DelegationCallResult again = c.try_call(Req{0, 0, 20, 20}, 20);
+    REQUIRE(again.status == DelegationCallStatus::kOk);
+    REQUIRE(again.resp_slot == 4);
+    REQUIRE(f.server.poll() == 1);
+    const auto e = f.server.recv();
+    REQUIRE(e.has_value());
+    f.server.advance_tail();
+    REQUIRE(f.server.reply(0, 4, Resp{20, 20}) == DelegationReplyStatus::kOk);
+  });
+  CHECK(n == 2);
+  CHECK(tokens == std::vector<uint64_t>{10, 20});
+  CHECK(c.in_flight() == 3);
+  CHECK_FALSE(c.slot_busy(4));
+}
+
+TEST_CASE("each call of a client draws a new tag: a replayed response of an earlier call in the reused slot fails the "
+          "call", "[shm][delegationrpc]") {
+  const DelegationConfig cfg{1, 16, 2};
+  Fixture f(cfg);
+  DClient c = DClient::connect(f.seg.bytes(), 7);
+  auto serve = [&](uint32_t slot, uint64_t seq) {
+    REQUIRE(f.server.poll() == 1);
+    REQUIRE(f.server.recv().has_value());
+    f.server.advance_tail();
+    REQUIRE(f.server.reply(0, slot, Resp{seq, seq}) == DelegationReplyStatus::kOk);
+  };
+  std::vector<uint32_t> tags;
+  REQUIRE(c.call(Req{0, 0, 1, 1}, 1).resp_slot == 0);
+  tags.push_back(c.call_tag(0));
+  serve(0, 1);
+  std::vector<uint64_t> answered, failed;
+  auto on_response = [&](uint64_t t, const Resp&) { answered.push_back(t); };
+  auto on_failed = [&](uint64_t t) { failed.push_back(t); };
+  REQUIRE(c.poll(on_response, on_failed) == 1);
+  REQUIRE(c.call(Req{0, 0, 2, 2}, 2).resp_slot == 1);
+  tags.push_back(c.call_tag(1));
+  REQUIRE(c.call(Req{0, 0, 3, 3}, 3).resp_slot == 0);
+  tags.push_back(c.call_tag(0));
+  std::vector<uint32_t> sorted = tags;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());  // three calls, three tags
+  // The first call's response again in slot 0 (a writer that kept it), where the third
+  // call waits: its tag is the first call's, so the third call fails.
+  const size_t off = resp_slot_offset(cfg, 0, 0);
+  store_le<uint32_t>(f.base(), off + 4, tags[0]);
+  store_le<uint64_t>(f.base(), off + 8, 1);
+  store_le<uint64_t>(f.base(), off + 16, 1);
+  store_le<uint8_t>(f.base(), off, 1);
+  CHECK(c.poll(on_response, on_failed) == 1);
+  CHECK(answered == std::vector<uint64_t>{1});
+  CHECK(failed == std::vector<uint64_t>{3});
+  CHECK(c.mismatched_responses() == 1);
+  CHECK(c.in_flight() == 1);
+}
