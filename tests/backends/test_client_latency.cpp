@@ -222,3 +222,31 @@ TEST_CASE("every answer reaches the oracle including the ones the client drops",
   CHECK(answers[0].rank == 2);
   CHECK(oracle.check().count(kv::HistoryOracle::ViolationKind::kDuplicateAnswer) == 3);
 }
+
+TEST_CASE("client tokens: a slot's generation wraps at its 15 bits, and the answers after the wrap still complete",
+          "[backends][latency]") {
+  // Token = slot | generation << 17 in 32 bits: the generation has 15 bits, so after
+  // 32768 answers a slot's generation must wrap to 0, not carry into bit 32 (a token
+  // that kept only its low 32 bits would no longer name its request's generation).
+  Rig rig;
+  rig.meter.now = 10;
+  REQUIRE(rig.client.step().issued == 4);
+  constexpr uint32_t kRounds = (1u << 15) + 2;  // every slot's generation passes 32767
+  size_t answered_from = 0;
+  for (uint32_t i = 0; i < kRounds; ++i) {
+    rig.to_answer.assign(rig.called.begin() + static_cast<std::ptrdiff_t>(answered_from), rig.called.end());
+    answered_from = rig.called.size();
+    const ClientStepResult s = rig.client.step();
+    if (s.completed != 4 || s.issued != 4) {
+      INFO("round " << i);
+      REQUIRE(s.completed == 4);
+      REQUIRE(s.issued == 4);
+    }
+  }
+  CHECK(rig.counters.errors.load() == 0);
+  CHECK(rig.counters.completed.load() == uint64_t{4} * kRounds);
+  CHECK(rig.client.in_flight() == 4);
+  // Round i issues generation i + 1: the last, 32770, wrapped to 2.
+  std::vector<uint64_t> last(rig.called.end() - 4, rig.called.end());
+  for (const uint64_t t : last) CHECK(t >> 17 == 2);
+}
