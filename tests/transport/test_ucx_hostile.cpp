@@ -19,6 +19,7 @@
 
 #include "tests/transport/conformance.hpp"
 #include "tests/transport/raw_ucp_worker.hpp"
+#include "transports/ucx/ucx_rma.hpp"
 #include "transports/ucx/ucx_transport.hpp"
 
 using namespace bkv;
@@ -449,4 +450,20 @@ TEST_CASE("ucx: WRITE+IMMs of every size around the rendezvous threshold arrive 
   CHECK(dst[total] == std::byte{0});
   for (const SendCompletion& c : p.sends) CHECK(c.status == WcStatus::kSuccess);
   CHECK(p.b->rendezvous_receives() > 0);  // the upper sizes took the rendezvous path
+}
+
+TEST_CASE("ucx hostile: a region announcement's packed key of exactly kMaxPackedRkey bytes is accepted, one more "
+          "refused", "[ucx][hostile]") {
+  ucx::RegionAnnouncementHeader h{};
+  h.magic = ucx::kRegionMagic;
+  for (const uint32_t n : {1u, ucx::kMaxPackedRkey}) {
+    h.packed_length = n;
+    INFO("packed key of " << n << " bytes");
+    CHECK(ucx::announcement_payload_error(h, n, false) == nullptr);
+    CHECK(ucx::announcement_payload_error(h, n, true) != nullptr);  // eager only
+  }
+  h.packed_length = ucx::kMaxPackedRkey + 1;
+  CHECK(ucx::announcement_payload_error(h, ucx::kMaxPackedRkey + 1, false) != nullptr);
+  h.packed_length = 0;
+  CHECK(ucx::announcement_payload_error(h, 0, false) != nullptr);
 }
