@@ -313,3 +313,12 @@ TEST_CASE("an on-demand pattern over power-of-two ranges (its set-up jumps) matc
     }
   }
 }
+
+TEST_CASE("pattern_len: 2^24 is the longest pattern accepted (cursor and length are packed in 32 bits)",
+          "[kv][workload]") {
+  auto c = config(2, 64, 1);
+  c.pattern_len = static_cast<uint32_t>(kMaxPatternLen);
+  CHECK_NOTHROW(validate(c));
+  c.pattern_len = static_cast<uint32_t>(kMaxPatternLen) + 1;
+  CHECK_THROWS_WITH(validate(c), Catch::Contains("pattern_len") && Catch::Contains("2^24"));
+}
