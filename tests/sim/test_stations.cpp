@@ -221,3 +221,17 @@ TEST_CASE("server pool: the pick follows the best-fit rule, ties to the lowest i
     CHECK(s.servers() == k);
   }
 }
+
+TEST_CASE("token pool statistics: busy time is the time tokens are held, utilization is per token", "[stations]") {
+  // Two tokens; the third job waits 280 ps for one: held 500 + 290 + 600 ps, not its
+  // wait as well. Over 1 ns (1000 ps) two tokens could hold 2000 ps.
+  TokenPool p(2);
+  p.hold(0, 0, 500);
+  p.hold(10, 10, 300);
+  p.hold(20, 300, 900);
+  CHECK(p.stats().busy_ps == 500 + 290 + 600);
+  CHECK(p.stats().wait_ps == 280);
+  CHECK(p.stats().sojourn_ps == 500 + 290 + 880);
+  CHECK(p.stats().utilization(1, 2) == Approx(1390.0 / 2000.0));
+  CHECK(p.stats().utilization(1, 1) == Approx(1390.0 / 1000.0));
+}
