@@ -5,6 +5,7 @@
 // packet_loss, qp_error or rnr_storm faults may fail a connection).
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <stdexcept>
@@ -474,4 +475,50 @@ TEST_CASE("random small fault schedules keep every request exactly once and ever
                   << " RNR NAKs, "
                   << connection_failures
                   << " connection failures, in " << secs << " s");
+}
+
+TEST_CASE("stall_daemon stalls only the daemon it names: the node's other daemon loops on", "[faults]") {
+  app::Options base = small_run(backend::BackendKind::kDelegation, 0.001);
+  base.check_exactly_once = true;
+  auto loops = [&](const std::vector<std::string>& faults) {
+    const app::ExperimentResult r = run_under_faults(base, faults);
+    std::array<std::array<uint64_t, 2>, 2> n{};
+    for (const app::DaemonReport& d : r.daemons) n.at(d.rank).at(d.daemon) += d.cqe.loops;
+    return n;
+  };
+  const auto clean = loops({});
+  const auto stalled = loops({"stall_daemon:node=1,daemon=1,start_us=200,end_us=800"});
+  INFO("clean " << clean[1][0] << " " << clean[1][1] << ", stalled " << stalled[1][0] << " " << stalled[1][1]);
+  CHECK(stalled[1][1] < clean[1][1] * 0.6);  // daemon 1 of node 1 did not run for 600 of 1000 us
+  CHECK(stalled[1][0] > clean[1][0] * 0.8);  // its neighbour did
+}
+
+TEST_CASE("overlapping RNR storms on a node: the smallest rnr_retry of the windows applies", "[faults]") {
+  // A storm retrying forever and, inside it, one allowing 2 retries: while both are
+  // active a WQE gets 2 retries, so the connection fails as under the second alone.
+  app::Options base = small_run(backend::BackendKind::kDelegation, 0.001);
+  base.check_exactly_once = true;
+  const app::ExperimentResult r = run_under_faults(
+      base, {"rnr_storm:node=1,start_us=200,end_us=700,rnr_retry=7", "rnr_storm:node=1,start_us=200,end_us=300,rnr_retry=2"});
+  CHECK(r.extra["nics"][0]["counters"]["retry_exceeded"].get<uint64_t>() >= 1);
+  CHECK(r.failed > 0);
+}
+
+TEST_CASE("staggered start: the first start_burst_clients clients of a node start at once, the others are spread",
+          "[faults]") {
+  // Two clients a node, spread over 1 s after a 1 ms run: a client not in the burst
+  // almost surely starts after the run, so one client in the burst completes less than
+  // two (0.71 of it here: two daemons a node serve them).
+  app::Options o = small_run(backend::BackendKind::kDelegation, 0.001);
+  o.start_mode = app::StartMode::kStaggered;
+  o.start_stagger_us = 1e6;
+  auto completed = [&](uint32_t burst) {
+    o.start_burst_clients = burst;
+    return app::run_experiment(o, sim::Model::defaults(), nullptr).runs[0].completed();
+  };
+  const uint64_t one = completed(1);
+  const uint64_t two = completed(2);
+  INFO("burst 1: " << one << ", burst 2: " << two);
+  CHECK(one > 0);
+  CHECK(one < two * 0.9);
 }
