@@ -31,6 +31,18 @@ size_t resp_slot_offset(const DelegationConfig& c, uint32_t client, uint32_t slo
   return 256 + size_t{c.ring_depth} * 64 + (size_t{client} * c.resp_depth + slot) * 64;
 }
 
+// Four calls of client 0 (tokens, seq and values 10..13 in slots 0..3), taken by the
+// server and the ring's tail advanced past them: their entries, in slot order.
+std::vector<DelegationEntry<Req>> four_calls_taken(Fixture& f, DClient& c) {
+  for (uint32_t i = 0; i < 4; ++i) REQUIRE(c.call(Req{0, 0, 10 + i, 10 + i}, 10 + i).resp_slot == i);
+  REQUIRE(f.server.poll() == 4);
+  std::vector<DelegationEntry<Req>> held;
+  while (auto e = f.server.recv()) held.push_back(*e);
+  f.server.advance_tail();
+  REQUIRE(held.size() == 4);
+  return held;
+}
+
 // Simulates a client that reserved a position (head.fetch_add) but has not committed.
 uint64_t raw_reserve(std::byte* base) {
   const uint64_t pos = load_le<uint64_t>(base, 128);
@@ -248,12 +260,7 @@ TEST_CASE("a poll callback may call again: the freed slot is reused, the other a
   const DelegationConfig cfg{1, 16, 4};
   Fixture f(cfg);
   DClient c = DClient::connect(f.seg.bytes());
-  for (uint32_t i = 0; i < 4; ++i) REQUIRE(c.call(Req{0, 0, 10 + i, 10 + i}, 10 + i).resp_slot == i);
-  REQUIRE(f.server.poll() == 4);
-  std::vector<DelegationEntry<Req>> held;
-  while (auto e = f.server.recv()) held.push_back(*e);
-  f.server.advance_tail();
-  REQUIRE(held.size() == 4);
+  const std::vector<DelegationEntry<Req>> held = four_calls_taken(f, c);
   for (const uint32_t s : {3u, 1u, 0u})
     REQUIRE(f.server.reply(0, s, Resp{held[s].payload.seq, held[s].payload.value}) == DelegationReplyStatus::kOk);
   std::vector<uint64_t> tokens;
@@ -1018,11 +1025,7 @@ TEST_CASE("a poll visits a slot a callback made busy above the one just ended, a
   const DelegationConfig cfg{1, 16, 8};
   Fixture f(cfg);
   DClient c = DClient::connect(f.seg.bytes());
-  for (uint32_t i = 0; i < 4; ++i) REQUIRE(c.call(Req{0, 0, 10 + i, 10 + i}, 10 + i).resp_slot == i);
-  REQUIRE(f.server.poll() == 4);
-  std::vector<DelegationEntry<Req>> held;
-  while (auto e = f.server.recv()) held.push_back(*e);
-  f.server.advance_tail();
+  four_calls_taken(f, c);  // slots 0..3 out; only slot 0 is answered below
   REQUIRE(f.server.reply(0, 0, Resp{10, 10}) == DelegationReplyStatus::kOk);
   std::vector<uint64_t> tokens;
   const uint32_t n = c.poll([&](uint64_t t, const Resp& r) {
