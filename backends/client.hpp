@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "backends/daemon_services.hpp"
+#include "core/cache_hint.hpp"
 #include "core/metrics/latency_histogram.hpp"
 #include "core/kv/history_oracle.hpp"
 #include "core/kv/workload.hpp"
@@ -141,6 +142,57 @@ class alignas(64) Client {
   // Written by the client's own thread: another thread reads a copy taken on it.
   const metrics::RequestLatency& latency() const noexcept { return *latency_; }
   void restart_latency_max() noexcept { latency_->restart_max(); }
+  // Cache hints for the simulator (apps/benchkv/simulator/kv_mode.cpp), which steps
+  // thousands of clients in turn: a prefetcher that runs one event before a client's step
+  // finds this object cold, so the addresses its step needs behind this object's pointers
+  // are recorded in a list the prefetcher reads. Addresses only: nothing here changes or
+  // decides anything.
+  // The lines every step may read that stay where they are: the remote path's state, the
+  // table of ipc connections and each connection's two lines, the counters, the ops the
+  // step charges (a meter that says where they lie: the simulated thread's).
+  void add_stable_step_lines(LineList& out) const noexcept {
+    if constexpr (requires { remote_.add_stable_lines(out); }) remote_.add_stable_lines(out);
+    out.add(ipc_.get());
+    for (uint32_t i = 0; i < ipc_count_; ++i) {
+      out.add(ipc_[i]);
+      out.add(reinterpret_cast<const std::byte*>(ipc_[i]) + 64);
+    }
+    out.add(&counters_);
+    if constexpr (requires { meter_.op_line(Op::kRingOp); }) {  // the ops a step charges
+      out.add(meter_.op_line(Op::kRingOp));
+      out.add(meter_.op_line(Op::kClientRequest));
+      if constexpr (RemotePath::kSharedHead) out.add(meter_.op_line(Op::kRingReserve));
+    }
+  }
+  // At the end of a step with timed writes (its lines at hand): what the next step reads
+  // first, as far as known now: if it writes a request (one paid for), the pending slot
+  // the request takes (the free list's top) and the remote path's next call; the next
+  // answer found and, when it shares its line with the answer before it (which this step
+  // handled or wrote: the token is read only where that costs no miss), its pending slot;
+  // each ipc connection's next response.
+  void add_next_step_lines(LineList& out) const noexcept {
+    if (write_ready_) {
+      if constexpr (kRecordLatency) out.add(&pending_[free_head_]);
+      if constexpr (requires { remote_.add_next_call_lines(out); }) remote_.add_next_call_lines(out);
+    }
+    if (found_head_ < found_count_) {
+      const Found& f = found_[found_head_];
+      out.add(&f);
+      if constexpr (kRecordLatency)
+        if (reinterpret_cast<uintptr_t>(&f) % 64 != 0) out.add(pending_line(f.token));  // 2nd of its line
+    }
+    for (uint32_t i = 0; i < ipc_count_; ++i) out.add(ipc_[i]->next_response_line());
+  }
+  // Where the pending slot of `token` lies (the table's first slot for a token beyond the
+  // queue depth: a hint's address is never outside the table).
+  const void* pending_line(uint64_t token) const noexcept
+    requires kRecordLatency
+  {
+    const uint64_t slot = token & kSlotMask;
+    return &pending_[slot < queue_depth_ ? slot : 0];
+  }
+  const RemotePath& remote_path() const noexcept { return remote_; }
+
   // Records into `shared` instead of the client's own histograms (nullptr: its own again),
   // for clients that one thread steps (the simulator): the histograms of many clients are
   // one hot set of cache lines instead of 31 KB per client (its own are freed, so the

@@ -4,6 +4,8 @@
 // known well before the loads that would otherwise miss one after another.
 #pragma once
 
+#include <cstdint>
+
 namespace bkv {
 
 // The line holding *p into every cache level (x86: prefetcht0). Written as asm: for an
@@ -16,5 +18,29 @@ inline void prefetch_line(const void* p) noexcept {
   __builtin_prefetch(p);
 #endif
 }
+
+// Addresses of lines to prefetch later, recorded where they are at hand for a prefetcher
+// that runs where they are not (the simulator records, at the end of a client's step, the
+// lines its next step will read, and prefetches them one event before that step). Two
+// lines: the first `kept` addresses stay when the list is refilled (restart()); an
+// address beyond the capacity is dropped (a hint may be incomplete, never wrong-sized).
+struct alignas(64) LineList {
+  static constexpr uint32_t kMax = 15;
+  const void* at[kMax] = {};
+  uint32_t count = 0;
+  uint32_t kept = 0;
+
+  // p, unless the list is full or p lies in the line added last.
+  void add(const void* p) noexcept {
+    if (count < kMax && (count == 0 || line_of(p) != line_of(at[count - 1]))) at[count++] = p;
+  }
+  static uintptr_t line_of(const void* p) noexcept { return reinterpret_cast<uintptr_t>(p) / 64; }
+  void keep() noexcept { kept = count; }        // what is in the list now stays
+  void restart() noexcept { count = kept; }     // drops what came after keep()
+  void prefetch() const noexcept {
+    for (uint32_t i = 0; i < count; ++i) prefetch_line(at[i]);
+  }
+};
+static_assert(sizeof(LineList) == 128, "two lines");
 
 }  // namespace bkv

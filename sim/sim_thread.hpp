@@ -223,6 +223,9 @@ class alignas(kCacheLineBytes) SimThread {
     return static_cast<double>(op_[i].cost_ps * op_[i].count + op_[i].extra_ps) * 1e-3;
   }
   uint64_t op_count(Op op) const noexcept { return op_[static_cast<size_t>(op)].count; }
+  // Where charge(op) reads and writes (a cache hint's address: a caller that prefetches a
+  // step's lines ahead of it).
+  const void* op_line(Op op) const noexcept { return &op_[static_cast<size_t>(op)]; }
 
   const std::string& name() const noexcept { return name_; }
   Engine& engine() noexcept { return engine_; }

@@ -116,6 +116,20 @@ struct DelegationRemotePath {
     return deleg->poll_hinted(f, [&f](uint64_t token) { f(token, Response{}); });
   }
   void after_issue() noexcept {}
+  // Cache hints for the simulator's next-step prefetch (Client::add_stable_step_lines,
+  // add_next_step_lines): the Delegation client's two lines a call and a poll read, the
+  // next call's response slot and call record, and the lines found from the segment
+  // (DelegationClient::StepHint).
+  void add_stable_lines(LineList& out) const noexcept {
+    out.add(deleg);
+    out.add(reinterpret_cast<const std::byte*>(deleg) + shm::kCacheLine);
+  }
+  void add_next_call_lines(LineList& out) const noexcept {
+    const auto next = deleg->next_call_lines();
+    out.add(next.response_slot);
+    out.add(next.call);
+  }
+  DelegClientT::StepHint step_hint() const noexcept { return deleg->step_hint(); }
 };
 
 // Daemons 1..D-1: their shard's ipc ring, and the requests daemon #0 forwards over flux.

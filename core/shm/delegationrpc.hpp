@@ -1112,6 +1112,59 @@ class alignas(kCacheLine) DelegationClient {
   bool server_alive() const noexcept { return view_.server_alive(); }
   const DelegationConfig& config() const noexcept { return view_.config(); }
 
+  // Cache hints for a caller that prefetches a call's lines ahead of it (the simulator,
+  // where one thread runs thousands of clients and a call finds none of its lines
+  // cached). Addresses only: nothing here changes or decides anything.
+  // The lines the next call reads in this client's state: the response slot it would
+  // reuse (pick_resp_slot's usual choice, the cursor; discard_stray_response reads it)
+  // and the slot's call record.
+  struct NextCallLines {
+    const void* response_slot;
+    const void* call;
+  };
+  NextCallLines next_call_lines() const noexcept {
+    return {resp_slots_ + size_t{next_resp_slot_} * Layout::kRespSlotSize, &calls_[next_resp_slot_]};
+  }
+  // For a prefetcher that runs just before this client's next call and poll and cannot
+  // read this (by then cold) object without waiting: the lines found from the segment
+  // and the server's reply hints instead. prefetch() asks for the claim word of the ring
+  // slot a call reserving now would take (the head's slot: exact unless another client of
+  // the ring reserves first) and, with reply hints (use_reply_hints), the response slot
+  // and call record of each response the server gave since the last poll (the first 64
+  // slots' word).
+  struct StepHint {
+    const uint64_t* head = nullptr;
+    const std::byte* claim0 = nullptr;  // the claim word of ring slot 0
+    uint64_t ring_mask = 0;
+    const uint64_t* replies = nullptr;  // reply hint word 0 (nullptr: no hints)
+    const std::byte* resp_slot0 = nullptr;
+    const std::byte* call0 = nullptr;  // the call record of response slot 0
+    const void* claim_line() const noexcept {
+      return claim0 + (__atomic_load_n(head, __ATOMIC_RELAXED) & ring_mask) * Layout::kReqSlotSize;
+    }
+    // f(response slot, call record) of each slot with a reply hint bit.
+    template <class F>
+    void for_each_reply(F&& f) const noexcept {
+      if (replies == nullptr) return;
+      for (uint64_t w = *replies; w != 0; w &= w - 1) {
+        const auto slot = static_cast<uint32_t>(std::countr_zero(w));
+        f(static_cast<const void*>(resp_slot0 + size_t{slot} * Layout::kRespSlotSize),
+          static_cast<const void*>(call0 + size_t{slot} * sizeof(SlotCall)));
+      }
+    }
+    void prefetch() const noexcept {
+      prefetch_line(claim_line());
+      for_each_reply([](const void* slot, const void* call) {
+        prefetch_line(slot);
+        prefetch_line(call);
+      });
+    }
+  };
+  StepHint step_hint() const noexcept {
+    return {&view_.control().head, view_.req_slot(0) + offsetof(DelegationSlotHeader, claim),
+            view_.config().ring_depth - 1, hints_, resp_slots_, reinterpret_cast<const std::byte*>(calls_.data())};
+  }
+
  private:
   DelegationClient(const DelegationView<Req, Resp>& view, uint32_t id, uint32_t tag_key)
       : view_(view),

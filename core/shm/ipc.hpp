@@ -598,6 +598,9 @@ class alignas(kCacheLine) IpcClient {
     return n;
   }
 
+  // A cache hint's address (a caller that prefetches a poll ahead of it: the simulator):
+  // the response slot the next poll() reads first.
+  const void* next_response_line() const noexcept { return responses_.slot_address(resp_pos_); }
   uint32_t client_index() const noexcept { return index_; }
   uint32_t in_flight() const noexcept { return view_.config().depth - free_count_; }
   uint64_t protocol_errors() const noexcept { return protocol_errors_; }

@@ -94,6 +94,8 @@ class StampedRing {
   uint32_t tag(uint64_t pos) const noexcept { return reinterpret_cast<const StampedSlotHeader*>(slot(pos))->tag; }
 
   uint32_t depth() const noexcept { return mask_ + 1; }
+  // Where position pos's slot lies (a cache hint's address: ready(pos) reads its first line).
+  const void* slot_address(uint64_t pos) const noexcept { return slot(pos); }
 
  private:
   std::byte* slot(uint64_t pos) const noexcept { return base_ + (pos & mask_) * kSlotSize; }

@@ -4,7 +4,9 @@
 // start, and each request is written only after its client paid for everything before it.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -156,4 +158,93 @@ TEST_CASE("client loop, timed writes: an answer that came while the client was s
   CHECK(s.completed == 1);
   CHECK(rig.client.in_flight() == 2);
   CHECK(rig.log == std::vector<std::string>{"A1", "A2"});
+}
+
+namespace {
+
+// Answers the oldest requests first, `per_poll` of them at each poll (cycling 0, 1, 2, 3),
+// and keeps the tokens it issued and handed over in order.
+struct FifoPath {
+  static constexpr bool kSharedHead = true;
+  static constexpr bool kDaemonAnswers = true;
+  std::deque<uint64_t>* issued;  // not yet answered, oldest first
+  std::deque<uint64_t>* handed;  // answered, not yet handled by the client
+  std::vector<uint64_t>* calls;  // every token called, in order
+  uint32_t* polls;
+  bool try_call(const kv::Request&, uint64_t token) {
+    issued->push_back(token);
+    calls->push_back(token);
+    return true;
+  }
+  template <class F>
+  uint32_t poll(F&& f) {
+    const uint32_t n = std::min<uint32_t>((*polls)++ % 4, static_cast<uint32_t>(issued->size()));
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint64_t t = issued->front();
+      issued->pop_front();
+      handed->push_back(t);
+      f(t, kv::Response::put_ok());
+    }
+    return n;
+  }
+  void after_issue() noexcept {}
+};
+
+}  // namespace
+
+// The simulator's next-step hint (Client::add_next_step_lines, prefetched one event before
+// the step): recorded after each step, it names the pending slot of the request the next
+// step writes and, if it names another, that of the answer the next step handles; every
+// address it lists is read here, so that under AddressSanitizer one outside the client's
+// live memory fails the test.
+TEST_CASE("client loop, timed writes: the next-step hint names the pending slots the next step uses",
+          "[backends][client]") {
+  NodeConfig node = test::remote_only_node();
+  node.queue_depth = 8;
+  StepMeter meter;
+  ClientCounters counters;
+  std::deque<uint64_t> issued, handed;
+  std::vector<uint64_t> calls;
+  uint32_t polls = 0;
+  Client<StepMeter, FifoPath> client(node, kv::Pattern(test::small_workload(), 0, 0), {},
+                                     FifoPath{&issued, &handed, &calls, &polls}, meter, counters);
+  client.set_timed_writes(true);
+  const auto* table0 = static_cast<const std::byte*>(client.pending_line(0));
+  const auto* table_end = table0 + 16 * node.queue_depth;
+  auto in_table = [&](const void* p) { return p >= table0 && static_cast<const std::byte*>(p) < table_end; };
+  uint32_t issue_hinted = 0, answer_hinted = 0;
+  for (int i = 0; i < 400; ++i) {
+    LineList hint;
+    client.add_next_step_lines(hint);
+    for (uint32_t k = 0; k < hint.count; ++k) {
+      volatile std::byte b = *static_cast<const std::byte*>(hint.at[k]);  // live memory
+      (void)b;
+    }
+    const size_t calls_before = calls.size();
+    const ClientStepResult s = client.step();
+    std::vector<const void*> used;
+    if (calls.size() > calls_before) {
+      REQUIRE(calls.size() == calls_before + 1);
+      used.push_back(client.pending_line(calls.back()));
+      CHECK(hint.at[0] == used.back());  // the free list's top is the slot the write takes
+      ++issue_hinted;
+    }
+    if (s.completed > 0) {  // the oldest answer handed over (perhaps by this step's own scan)
+      REQUIRE(s.completed == 1);
+      REQUIRE_FALSE(handed.empty());
+      used.push_back(client.pending_line(handed.front()));
+      handed.pop_front();
+    }
+    // Every pending slot the hint names is one the step used.
+    for (uint32_t k = 0; k < hint.count; ++k)
+      if (in_table(hint.at[k])) {
+        CHECK(std::find(used.begin(), used.end(), hint.at[k]) != used.end());
+        if (hint.at[k] != hint.at[0]) ++answer_hinted;
+      }
+    if (!s.again) meter.now += 100;  // idle until an answer comes: the next poll finds it
+    meter.charged = 0;
+  }
+  CHECK(counters.completed.load() > 100);
+  CHECK(issue_hinted > 100);
+  CHECK(answer_hinted > 0);  // a later answer's slot was named, not only the next write's
 }

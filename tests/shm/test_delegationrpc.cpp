@@ -372,6 +372,69 @@ TEST_CASE("reply hints: a callback that calls again, and only slots reply() answ
   CHECK(c.in_flight() == 0);
 }
 
+// The cache hints of a client (shm::DelegationClient::next_call_lines, StepHint), for a
+// caller that prefetches a call's lines before it: each address is the one the call or
+// poll then reads, whichever client of the ring calls in between.
+TEST_CASE("a client's cache hints name the claim word, response slot and call record its next call and poll use",
+          "[shm][delegationrpc]") {
+  const DelegationConfig cfg{2, 8, 4};
+  Fixture f(cfg);
+  DClient other = DClient::connect(f.seg.bytes());
+  DClient c = DClient::connect(f.seg.bytes());
+  f.server.keep_reply_hints();
+  c.use_reply_hints(f.server.reply_hints(c.client_id()));
+  const DClient::StepHint hint = c.step_hint();  // taken once: it reads the segment, not the client
+  std::vector<const void*> call_of_slot(cfg.resp_depth, nullptr);
+  uint64_t value = 0;
+  for (uint32_t i = 0; i < 3 * cfg.ring_depth; ++i) {  // around the ring and the response slots
+    const void* claim = hint.claim_line();
+    const auto next = c.next_call_lines();
+    DClient& caller = i % 3 == 2 ? other : c;
+    const uint64_t pos = load_le<uint64_t>(f.base(), 128);
+    const DelegationCallResult r = caller.call(Req{0, 0, value, value}, value);
+    ++value;
+    REQUIRE(r.status == DelegationCallStatus::kOk);
+    // The claim word of the slot the call took, holding its position's name.
+    const std::byte* claim_word = f.base() + 256 + (pos & (cfg.ring_depth - 1)) * 64 + 16;
+    CHECK(claim == claim_word);
+    CHECK(load_le<uint64_t>(claim_word, 0) == delegation_position_name(pos));
+    if (&caller == &c) {
+      CHECK(next.response_slot == f.base() + resp_slot_offset(cfg, c.client_id(), r.resp_slot));
+      call_of_slot[r.resp_slot] = next.call;
+    }
+    // Served and answered at once: the hint lists the answered slot until a poll reads it.
+    REQUIRE(f.server.poll() == 1);
+    const auto e = f.server.recv();
+    REQUIRE(e.has_value());
+    f.server.advance_tail();
+    REQUIRE(f.server.reply(e->client_id, e->resp_slot_idx, Resp{e->payload.seq, e->payload.value}) ==
+            DelegationReplyStatus::kOk);
+    std::vector<std::pair<const void*, const void*>> listed;
+    hint.for_each_reply([&](const void* slot, const void* call) { listed.emplace_back(slot, call); });
+    if (&caller == &c) {
+      REQUIRE(listed.size() == 1);
+      CHECK(listed[0].first == f.base() + resp_slot_offset(cfg, c.client_id(), r.resp_slot));
+      CHECK(listed[0].second == call_of_slot[r.resp_slot]);
+      CHECK(c.poll_hinted([](uint64_t, const Resp&) {}) == 1);
+    } else {
+      CHECK(listed.empty());  // another client's answer
+      CHECK(other.poll([](uint64_t, const Resp&) {}) == 1);
+    }
+    size_t after_poll = 0;
+    hint.for_each_reply([&](const void*, const void*) { ++after_poll; });
+    CHECK(after_poll == 0);
+  }
+  // The call records are the client's own, one per slot, 16 bytes apart.
+  for (uint32_t s = 1; s < cfg.resp_depth; ++s)
+    CHECK(static_cast<const std::byte*>(call_of_slot[s]) - static_cast<const std::byte*>(call_of_slot[0]) == 16 * s);
+  // Without reply hints there is nothing to list.
+  DClient::StepHint no_hints = hint;
+  no_hints.replies = nullptr;
+  size_t listed = 0;
+  no_hints.for_each_reply([&](const void*, const void*) { ++listed; });
+  CHECK(listed == 0);
+}
+
 TEST_CASE("response slots at depths up to several busy words: slot choice and answer order match a model",
           "[shm][delegationrpc]") {
   // Also with reply hints (the simulator's poll): the same answers in the same order.

@@ -64,6 +64,19 @@ struct MakeDesTransport {
 using SimRuntime = app::NodeRuntime<SimThreads, MakeDesTransport>;
 
 
+// A client's remote path's hint for the lines found from shared state rather than the
+// client's (Delegation's shm::DelegationClient::StepHint; nothing for the other paths).
+struct NoPathHint {
+  void prefetch() const noexcept {}
+};
+template <class Client>
+auto path_hint_of(const Client& c) {
+  if constexpr (requires { c.remote_path().step_hint(); })
+    return c.remote_path().step_hint();
+  else
+    return NoPathHint{};
+}
+
 struct Snapshot {
   backend::DaemonMetrics m;
   Time busy_ns = 0;
@@ -291,11 +304,17 @@ class Experiment final : public SimRun {
     for (uint32_t r = 0; r < np_; ++r)
       for (uint32_t t = 0; t < D_ + C_; ++t) {
         SimThread& th = *threads_[r][t];
-        bindings_.push_back({this, t >= D_ ? &nodes_[r]->client(t - D_) : nullptr, r, t, &th});
+        bindings_.push_back({this, t >= D_ ? &nodes_[r]->client(t - D_) : nullptr, r, t, &th, {}, {}});
         // A daemon's start-up loops spin (kIdleSpin; on_startup_end ends it); clients never do.
         th.set_step(t < D_ ? &Experiment::daemon_step : &Experiment::client_step, &bindings_.back(),
                     t < D_ && startup_ > 0);
-        if (t >= D_) th.set_step_prefetch(&Experiment::client_prefetch, &bindings_.back());
+        if (t >= D_) {
+          Binding& b = bindings_.back();
+          b.client->add_stable_step_lines(b.next);
+          b.next.keep();
+          b.path = path_hint_of(*b.client);
+          th.set_step_prefetch(&Experiment::client_prefetch, &b);
+        }
       }
     if (!o_.trace.empty()) {
       tracing_ = true;
@@ -322,16 +341,23 @@ class Experiment final : public SimRun {
 
   // What a simulated thread's step needs: the experiment, and for a client's thread the
   // client itself (a step loads it from here, not through the node's table of clients).
-  struct Binding {
+  using PathHint = decltype(path_hint_of(std::declval<const typename SimNode::ClientT&>()));
+  // For a client's thread, the lines its next step reads behind the client's pointers
+  // (Client::add_stable_step_lines, add_next_step_lines), recorded at the end of its
+  // step, when they are at hand, for client_prefetch: a line and two for the list.
+  struct alignas(sim::kCacheLineBytes) Binding {
     Experiment* exp;
     typename SimNode::ClientT* client;  // null for a daemon's thread
     uint32_t rank;
     uint32_t thread;
     SimThread* self;  // the thread the step runs on (client_prefetch)
+    [[no_unique_address]] PathHint path{};
+    LineList next;
   };
 
   // The engine's hint before a client's step (SimThread::set_step_prefetch): its
-  // thread's step lines and the client's first lines, which the step reads first.
+  // thread's step lines, the client's first lines, which the step reads first, and the
+  // lines recorded at the end of its last step.
   static constexpr size_t kClientPrefetchLines = 8;
   static void client_prefetch(void* ctx, uint32_t /*generation*/) {
     const auto* b = static_cast<const Binding*>(ctx);
@@ -339,6 +365,8 @@ class Experiment final : public SimRun {
     const auto* c = reinterpret_cast<const char*>(b->client);
     constexpr size_t lines = std::min(kClientPrefetchLines, (sizeof(*b->client) + sim::kCacheLineBytes - 1) / sim::kCacheLineBytes);
     for (size_t l = 0; l < lines; ++l) prefetch_line(c + l * sim::kCacheLineBytes);
+    b->next.prefetch();
+    b->path.prefetch();
   }
 
   static StepResult daemon_step(void* ctx, SimThread& self) {
@@ -369,6 +397,8 @@ class Experiment final : public SimRun {
     Experiment& e = *b->exp;
     if (e.step_log_) [[unlikely]] e.log_step(*b);
     const auto r = b->client->step();
+    b->next.restart();
+    b->client->add_next_step_lines(b->next);
     if (!e.slow_nodes_.empty()) [[unlikely]] e.slow_down(b->rank, self);
     if (e.oracle_) [[unlikely]] e.check_endpoints(b->rank, b->thread);
     if (r.blocked) self.wake(self.now() + static_cast<Time>(std::llround(e.model_.client_retry_ns)));
