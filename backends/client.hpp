@@ -159,9 +159,9 @@ class alignas(64) Client {
     }
     out.add(&counters_);
     if constexpr (requires { meter_.op_line(Op::kRingOp); }) {  // the ops a step charges
-      out.add(meter_.op_line(Op::kRingOp));
-      out.add(meter_.op_line(Op::kClientRequest));
-      if constexpr (RemotePath::kSharedHead) out.add(meter_.op_line(Op::kRingReserve));
+      out.add_line_once(meter_.op_line(Op::kRingOp));
+      out.add_line_once(meter_.op_line(Op::kClientRequest));
+      if constexpr (RemotePath::kSharedHead) out.add_line_once(meter_.op_line(Op::kRingReserve));
     }
   }
   // At the end of a step with timed writes (its lines at hand): what the next step reads

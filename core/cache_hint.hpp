@@ -30,9 +30,13 @@ struct alignas(64) LineList {
   uint32_t count = 0;
   uint32_t kept = 0;
 
-  // p, unless the list is full or p lies in the line added last.
-  void add(const void* p) noexcept {
-    if (count < kMax && (count == 0 || line_of(p) != line_of(at[count - 1]))) at[count++] = p;
+  [[gnu::always_inline]] void add(const void* p) noexcept {
+    if (count < kMax) [[likely]]
+      at[count++] = p;
+  }
+  // add(p) unless p lies in the line added last (set-up: neighbouring fields of one object).
+  void add_line_once(const void* p) noexcept {
+    if (count == 0 || line_of(p) != line_of(at[count - 1])) add(p);
   }
   static uintptr_t line_of(const void* p) noexcept { return reinterpret_cast<uintptr_t>(p) / 64; }
   void keep() noexcept { kept = count; }        // what is in the list now stays
