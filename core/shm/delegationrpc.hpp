@@ -1131,7 +1131,8 @@ class alignas(kCacheLine) DelegationClient {
   // slot a call reserving now would take (the head's slot: exact unless another client of
   // the ring reserves first) and, with reply hints (use_reply_hints), the response slot
   // and call record of each response the server gave since the last poll (the first 64
-  // slots' word).
+  // slots' word). It holds addresses only: taken once, after use_reply_hints, it stays
+  // right for the client's life.
   struct StepHint {
     const uint64_t* head = nullptr;
     const std::byte* claim0 = nullptr;  // the claim word of ring slot 0

@@ -339,12 +339,13 @@ class Experiment final : public SimRun {
       }
   }
 
-  // What a simulated thread's step needs: the experiment, and for a client's thread the
-  // client itself (a step loads it from here, not through the node's table of clients).
   using PathHint = decltype(path_hint_of(std::declval<const typename SimNode::ClientT&>()));
-  // For a client's thread, the lines its next step reads behind the client's pointers
-  // (Client::add_stable_step_lines, add_next_step_lines), recorded at the end of its
-  // step, when they are at hand, for client_prefetch: a line and two for the list.
+  // What a simulated thread's step needs: the experiment, and for a client's thread the
+  // client itself (a step loads it from here, not through the node's table of clients)
+  // and, for client_prefetch, the lines its next step reads behind the client's pointers
+  // (Client::add_stable_step_lines, add_next_step_lines, recorded at the end of its step,
+  // when they are at hand) and its remote path's hint: the fields and the path's hint
+  // first, the list in two lines of its own.
   struct alignas(sim::kCacheLineBytes) Binding {
     Experiment* exp;
     typename SimNode::ClientT* client;  // null for a daemon's thread
