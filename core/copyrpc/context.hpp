@@ -75,7 +75,7 @@ class Context {
  public:
   using QueuePair = typename T::QueuePair;
   using Info = EndpointInfo<typename T::ConnectInfo>;
-  using Ep = Endpoint<QueuePair, Token>;
+  using Ep = Endpoint<QueuePair, Token, T::Meter::kEnabled>;  // calls timed where metered
 
   Context(T& transport, ContextConfig cfg = {})
       : t_(transport), cfg_(checked_config(cfg, transport.srq_capacity(), transport.send_queue_depth())) {
@@ -173,9 +173,11 @@ class Context {
     // The endpoint's stream state is all updated before the slab insert (its stores may
     // alias anything, so the compiler would reload the state after them).
     std::byte* const at = joins ? join_open_batch(e, msg) : reserve_message(e, plan_append(e, msg), msg);
-    e.pending.insert(call_id, std::move(token));
+    if constexpr (T::Meter::kEnabled)
+      e.pending.insert(call_id, std::move(token), t_.meter().now_ns());
+    else
+      e.pending.insert(call_id, std::move(token));
     ++in_flight_calls_;
-    if constexpr (T::Meter::kEnabled) e.call_times.started(call_id, t_.meter().now_ns());
     write_message(at, call_id, static_cast<uint32_t>(need_credit / kAlignment), payload);
     t_.meter().charge(Op::kCallEncode, 1);
     return {CallStatus::kOk, call_id};
@@ -701,7 +703,7 @@ class Context {
       Token tok = std::move(*slot);
       e.pending.release(id);
       --in_flight_calls_;
-      if constexpr (T::Meter::kEnabled) stats_.rtt.record(e.call_times.elapsed_ns(id, meter.now_ns()));
+      if constexpr (T::Meter::kEnabled) stats_.rtt.record(e.pending.elapsed_ns(id, meter.now_ns()));
       if (queued != published) {
         publish_requests(e, static_cast<uint32_t>(queued - published), committed);
         published = queued;

@@ -12,6 +12,7 @@
 //   in_flight + 2 * resp_reservation <= remote ring size
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -137,48 +138,67 @@ RingMemory make_ring_memory(T& t, uint64_t size) {
   }
 }
 
-// Pending calls: a slab indexed by call_id holding the caller's token. O(1) insert and
-// remove; free ids form an intrusive list threaded through each slot's `next` (no
-// allocation once the slab has grown to the number of calls in flight). Token and link
-// share a slot, so a response finds, checks and frees its call with one bounds test.
-template <class Token>
+// Pending calls: a slab indexed by call_id holding the caller's token and, where calls
+// are timed (`kTimed`: under a metering transport), the time each was made. O(1) insert
+// and remove; the free ids form a stack of their own (no allocation once the slab has
+// grown to the number of calls in flight), taken last-freed first. A call reads the
+// stack's top (a few lines, touched by every call and release of the endpoint), not the
+// slot it takes: a slot is touched once per round trip, long enough to have left the
+// cache, and a free list threaded through the slots made each call wait for that line
+// before it could take the id (the stores that follow do not wait). Token, live flag and
+// call time share a slot (one line: a timed slot is 32-byte aligned), so a response
+// finds, checks, times and frees its call with one bounds test and one line.
+template <class Token, bool kTimed = false>
 class CallSlab {
  public:
   static constexpr uint32_t kNone = ~0u;
-  static constexpr uint32_t kLive = ~0u - 1;  // `next` of an occupied slot
 
-  // The id insert() will take: a free slot, the slab grown by one if none is free.
+  // The id insert() will take: the last one freed, the slab grown by one if none is free.
   // Returns kNone when every call id is taken.
   uint32_t make_free_slot() {
-    if (free_head_ != kNone) [[likely]] return free_head_;
+    if (free_count_ != 0) [[likely]] return free_ids_[free_count_ - 1];
     if (slot_count_ > kMaxCallId) return kNone;
-    slots_.push_back(Slot{Token{}, kNone});
-    free_head_ = slot_count_++;
-    return free_head_;
+    free_ids_.push_back(0);  // room for every id on the stack (first: a throw leaves no slot)
+    slots_.push_back(Slot{});
+    free_ids_[0] = slot_count_;
+    free_count_ = 1;
+    return slot_count_++;
   }
   // Takes slot `id`, the one make_free_slot() returned, for `t`: never allocates, never
   // throws.
-  void insert(uint32_t id, Token t) noexcept {
+  // `started_ns`: when the call was made (kept where kTimed).
+  void insert(uint32_t id, Token t, uint64_t started_ns = 0) noexcept {
+    assert(free_count_ != 0 && free_ids_[free_count_ - 1] == id);
+    --free_count_;
     Slot& s = slots_[id];
-    free_head_ = s.next;
     s.token = std::move(t);
-    s.next = kLive;
+    s.live = true;
+    if constexpr (kTimed) s.started_ns = started_ns;
   }
-  bool contains(uint32_t id) const noexcept { return id < slot_count_ && slots_[id].next == kLive; }
+  // Nanoseconds from the making of call `id` (one find() returned non-null for, freed
+  // or not since: release() keeps the time) to `now_ns`.
+  uint64_t elapsed_ns(uint32_t id, uint64_t now_ns) const noexcept
+    requires kTimed
+  {
+    return now_ns - slots_[id].started_ns;
+  }
+  bool contains(uint32_t id) const noexcept { return id < slot_count_ && slots_[id].live; }
   // The token of pending call `id`, or nullptr if `id` is not a pending call.
   Token* find(uint32_t id) noexcept {
     if (id >= slot_count_) return nullptr;
     Slot& s = slots_[id];
-    return s.next == kLive ? &s.token : nullptr;
+    return s.live ? &s.token : nullptr;
   }
   // A cache hint for a find(id) to come: the slot's line. Changes nothing.
   void prefetch(uint32_t id) const noexcept {
     if (id < slot_count_) prefetch_line(&slots_[id]);
   }
-  // Frees the slot of pending call `id` (one find() returned non-null for).
+  // Frees the slot of pending call `id` (one find() returned non-null for). Never
+  // allocates: the stack has room for every id.
   void release(uint32_t id) noexcept {
-    slots_[id].next = free_head_;
-    free_head_ = id;
+    slots_[id].live = false;
+    assert(free_count_ < free_ids_.size());
+    free_ids_[free_count_++] = id;
   }
   // Takes every pending call, in call-id order: f(Token&&) for each, its slot freed.
   // Returns how many.
@@ -186,28 +206,28 @@ class CallSlab {
   uint32_t take_all(F&& f) {
     uint32_t n = 0;
     for (uint32_t id = 0; id < slot_count_; ++id) {
-      if (slots_[id].next != kLive) continue;
+      if (!slots_[id].live) continue;
       f(std::move(slots_[id].token));
       release(id);
       ++n;
     }
     return n;
   }
-  // Pending calls, counted over the slab (for inspection: not kept per insert).
-  uint32_t size() const noexcept {
-    uint32_t n = 0;
-    for (uint32_t id = 0; id < slot_count_; ++id) n += slots_[id].next == kLive;
-    return n;
-  }
+  // Pending calls (for inspection): every id handed out less the free ones.
+  uint32_t size() const noexcept { return slot_count_ - free_count_; }
 
  private:
-  struct Slot {
+  struct Untimed {};
+  struct alignas(kTimed ? 32 : alignof(Token)) Slot {
     Token token;
-    uint32_t next;  // kLive, or the next free id (kNone ends the list)
+    bool live;  // a pending call's
+    [[no_unique_address]] std::conditional_t<kTimed, uint64_t, Untimed> started_ns;
   };
+  static_assert(!kTimed || 64 % sizeof(Slot) == 0, "a timed slot lies in one cache line");
   std::vector<Slot> slots_;
-  uint32_t slot_count_ = 0;  // slots_.size(), kept as a count (no division by the slot size)
-  uint32_t free_head_ = kNone;
+  std::vector<uint32_t> free_ids_;  // [0, free_count_): the free ids, the last freed on top
+  uint32_t slot_count_ = 0;         // slots_.size(), kept as a count (no division by the slot size)
+  uint32_t free_count_ = 0;
 };
 
 // One WRITE+IMM waiting to be posted: a finished batch or a wrap marker.
@@ -253,7 +273,7 @@ struct EndpointInfo {
   uint32_t consumer_rkey;
 };
 
-template <class QueuePair, class Token>
+template <class QueuePair, class Token, bool kTimedCalls = false>
 struct Endpoint {
   uint32_t id = 0;
   QueuePair* qp = nullptr;
@@ -328,8 +348,7 @@ struct Endpoint {
   // ---- paged ring memory (PagedRingMemory transports only) ----
   PageGiveBack pages;  // how far whole pages have been given back
 
-  CallSlab<Token> pending;
-  CallTimes call_times;  // kept only under a metering transport
+  CallSlab<Token, kTimedCalls> pending;  // timed only under a metering transport
 
   uint64_t ring_size() const noexcept { return send_ring.size(); }
   uint64_t recv_ring_size() const noexcept { return recv_ring.size(); }

@@ -19,7 +19,8 @@ class FailedCalls {
  public:
   // Takes every call pending in `pending` out, to be failed back with `reason`; returns
   // how many.
-  uint32_t take_all(CallSlab<Token>& pending, EndpointError reason) {
+  template <bool kTimed>
+  uint32_t take_all(CallSlab<Token, kTimed>& pending, EndpointError reason) {
     return pending.take_all([&](Token&& t) { calls_.push_back(Call{std::move(t), reason}); });
   }
 

@@ -491,3 +491,53 @@ TEST_CASE("copyrpc call slab: ids up to the last one handed out are found and th
   CHECK(slab.find(3) == nullptr);
   CHECK(slab.size() == 2);
 }
+
+// Call ids are reused last-freed first, and the slab grows only when none is free: the
+// ids go on the wire, so a simulated run's bytes depend on this order.
+TEST_CASE("copyrpc call slab: the last id freed is the next one taken, and the slab grows only when none is free", "[copyrpc]") {
+  copyrpc::CallSlab<uint64_t> slab;
+  for (uint64_t t = 0; t < 4; ++t) slab.insert(slab.make_free_slot(), t);
+  slab.release(1);
+  slab.release(3);
+  slab.release(0);
+  CHECK(slab.size() == 1);
+  uint32_t taken[4];
+  for (uint32_t i = 0; i < 4; ++i) {
+    taken[i] = slab.make_free_slot();
+    CHECK(slab.make_free_slot() == taken[i]);  // asking again takes nothing
+    slab.insert(taken[i], 10 + i);
+  }
+  CHECK(taken[0] == 0);
+  CHECK(taken[1] == 3);
+  CHECK(taken[2] == 1);
+  CHECK(taken[3] == 4);  // none free: grown by one
+  CHECK(slab.size() == 5);
+  CHECK(*slab.find(3) == 11);
+  // take_all frees in id order, so the largest id is on top afterwards
+  std::vector<uint64_t> tokens;
+  CHECK(slab.take_all([&](uint64_t&& t) { tokens.push_back(t); }) == 5);
+  CHECK(tokens == std::vector<uint64_t>{10, 12, 2, 11, 13});
+  CHECK(slab.size() == 0);
+  CHECK(slab.find(2) == nullptr);
+  CHECK(slab.make_free_slot() == 4);
+}
+
+// A timed slab (a metering transport's) keeps each call's time in its slot: a response
+// is timed from its own call, whichever id it reuses.
+TEST_CASE("copyrpc call slab: a timed slab times each call from its own insert", "[copyrpc]") {
+  copyrpc::CallSlab<uint64_t, true> slab;
+  const uint32_t a = slab.make_free_slot();
+  slab.insert(a, 1, 1000);
+  const uint32_t b = slab.make_free_slot();
+  slab.insert(b, 2, 1500);
+  CHECK(slab.elapsed_ns(a, 1700) == 700);
+  CHECK(slab.elapsed_ns(b, 1700) == 200);
+  slab.release(a);
+  CHECK(slab.elapsed_ns(a, 1800) == 800);  // release keeps the time
+  const uint32_t c = slab.make_free_slot();
+  REQUIRE(c == a);
+  slab.insert(c, 3, 2000);
+  CHECK(slab.elapsed_ns(c, 2100) == 100);
+  CHECK(slab.elapsed_ns(b, 2100) == 600);
+  CHECK(*slab.find(b) == 2);
+}
