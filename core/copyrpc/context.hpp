@@ -725,20 +725,26 @@ class Context {
 
   // The pre-walk of set_response_prefetch: the batch's lines [p, limit) are asked for
   // (up to kPrefetchBatchBytes), then its headers walked as the walk checks them (a
-  // header and its padded message inside the batch) in two passes: the pending-call
-  // slots of the responses are asked for first (they went cold while the calls were
-  // out), then each pending response's token is handed to the hint. Reads only; stops
-  // at the first framing break.
+  // header and its padded message inside the batch) once: the pending-call slots of the
+  // responses are asked for as their ids are read (the slots went cold while the calls
+  // were out), then each pending response's token (of the first kPrefetchIds) is handed
+  // to the hint, from the ids kept on the way. Reads only; stops at the first framing
+  // break.
   static constexpr uint64_t kPrefetchBatchBytes = 4096;
   static constexpr uint64_t kPrefetchLineBytes = 64;
+  static constexpr uint32_t kPrefetchIds = 64;  // a C1 batch carries 20-36 responses
   static_assert(kPrefetchBatchBytes % kPrefetchLineBytes == 0);
   [[gnu::noinline]] void prefetch_responses(Ep& e, const std::byte* p, const std::byte* limit, uint32_t count) {
     const uint64_t bytes = std::min(static_cast<uint64_t>(limit - p), kPrefetchBatchBytes);
     for (uint64_t off = 0; off < bytes; off += kPrefetchLineBytes) prefetch_line(p + off);
-    for_each_response_id(p, limit, count, [&](uint32_t id) { e.pending.prefetch(id); });
+    uint32_t ids[kPrefetchIds];
+    uint32_t n = 0;
     for_each_response_id(p, limit, count, [&](uint32_t id) {
-      if (const Token* tok = e.pending.find(id)) response_prefetch_(response_prefetch_ctx_, *tok);
+      e.pending.prefetch(id);
+      if (n < kPrefetchIds) ids[n++] = id;
     });
+    for (uint32_t i = 0; i < n; ++i)
+      if (const Token* tok = e.pending.find(ids[i])) response_prefetch_(response_prefetch_ctx_, *tok);
   }
   template <class F>
   [[gnu::always_inline]] static void for_each_response_id(const std::byte* p, const std::byte* limit, uint32_t count,

@@ -2,6 +2,8 @@
 // RDMA, SRQ reposting, signalling) and hostile input (run under ASan+UBSan in CI).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <array>
 #include <cstring>
 #include <initializer_list>
@@ -653,6 +655,31 @@ TEST_CASE("the response prefetch hint gets a batch's pending responses in order 
   p.a.drain([&](uint64_t tok, std::span<const std::byte>) { got.push_back(tok); }, no_failed_calls);
   CHECK(log.tokens.size() == 3);
   CHECK(got.back() == 21);
+}
+
+TEST_CASE("the response prefetch hint gets the first 64 responses of a larger batch; the walk hands over all",
+          "[copyrpc]") {
+  Pair p;
+  std::vector<uint64_t> got;
+  HintLog log{.responses = &got};
+  p.a.set_response_prefetch(&HintLog::hint, &log);
+  constexpr uint64_t kCalls = 70;
+  for (uint64_t tok = 0; tok < kCalls; ++tok) REQUIRE(p.a.call(p.ea, bytes(8, 1), 20, 100 + tok).ok());
+  p.a.flush();
+  p.b.drain(ignore_responses, no_failed_calls);
+  copyrpc::RecvHandle h;
+  for (uint64_t i = 0; i < kCalls; ++i) {
+    REQUIRE(p.b.recv(h));
+    REQUIRE(p.b.reply(std::move(h), bytes(16, 3)) == CallStatus::kOk);
+  }
+  p.b.flush();  // one batch of 70 responses
+  p.a.drain([&](uint64_t tok, std::span<const std::byte>) { got.push_back(tok); }, no_failed_calls);
+  std::vector<uint64_t> first64(64), all(kCalls);
+  for (uint64_t i = 0; i < kCalls; ++i) all[i] = 100 + i;
+  std::copy_n(all.begin(), 64, first64.begin());
+  CHECK(log.tokens == first64);
+  CHECK(log.responses_before == std::vector<size_t>(64, 0));
+  CHECK(got == all);
 }
 
 TEST_CASE("the response prefetch hint stops at a broken message and skips ids of no pending call",
