@@ -657,7 +657,7 @@ TEST_CASE("the response prefetch hint gets a batch's pending responses in order 
   CHECK(got.back() == 21);
 }
 
-TEST_CASE("the response prefetch hint gets the first 64 responses of a larger batch; the walk hands over all",
+TEST_CASE("the response prefetch hint gets the first 64 responses of a larger batch, the walk hands over all",
           "[copyrpc]") {
   Pair p;
   std::vector<uint64_t> got;
