@@ -248,3 +248,62 @@ TEST_CASE("client loop, timed writes: the next-step hint names the pending slots
   CHECK(issue_hinted > 100);
   CHECK(answer_hinted > 0);  // a later answer's slot was named, not only the next write's
 }
+
+// The hint list's two parts (core/cache_hint.hpp): what was in it at keep() survives
+// every restart(), what came after is dropped; an address past the capacity is dropped,
+// never written beyond the list; add_line_once skips an address in the line added last.
+TEST_CASE("LineList: the kept prefix survives restart, the capacity is never exceeded", "[backends][client]") {
+  alignas(64) static std::byte lines[64 * (LineList::kMax + 4)];
+  auto line = [](uint32_t i) { return static_cast<const void*>(lines + 64 * i); };
+  LineList l;
+  l.add(line(0));
+  l.add_line_once(line(1));
+  l.add_line_once(static_cast<const std::byte*>(line(1)) + 8);  // the same line: skipped
+  REQUIRE(l.count == 2);
+  l.keep();
+  for (uint32_t i = 2; i < LineList::kMax + 4; ++i) l.add(line(i));
+  CHECK(l.count == LineList::kMax);  // the last four dropped
+  CHECK(l.at[LineList::kMax - 1] == line(LineList::kMax - 1));
+  l.restart();
+  CHECK(l.count == 2);
+  CHECK(l.kept == 2);
+  CHECK(l.at[0] == line(0));
+  CHECK(l.at[1] == line(1));
+  l.add(line(7));
+  l.restart();
+  CHECK(l.count == 2);
+  l.prefetch();  // every listed address is live memory
+}
+
+// The stable part of a client's hint (Client::add_stable_step_lines), recorded once and
+// kept: it names the client's counters, and a refill with the next step's lines keeps it.
+TEST_CASE("client loop: the stable step lines name the counters and survive the next-step refill",
+          "[backends][client]") {
+  NodeConfig node = test::remote_only_node();
+  node.queue_depth = 8;
+  StepMeter meter;
+  ClientCounters counters;
+  std::deque<uint64_t> issued, handed;
+  std::vector<uint64_t> calls;
+  uint32_t polls = 0;
+  Client<StepMeter, FifoPath> client(node, kv::Pattern(test::small_workload(), 0, 0), {},
+                                     FifoPath{&issued, &handed, &calls, &polls}, meter, counters);
+  client.set_timed_writes(true);
+  LineList l;
+  client.add_stable_step_lines(l);
+  l.keep();
+  auto names_counters = [&] {
+    return std::find(l.at, l.at + l.count, static_cast<const void*>(&counters)) != l.at + l.count;
+  };
+  CHECK(names_counters());
+  const uint32_t stable = l.count;
+  for (int i = 0; i < 20; ++i) {
+    l.restart();
+    client.add_next_step_lines(l);
+    CHECK(l.count >= stable);
+    CHECK(names_counters());
+    (void)client.step();
+    meter.now += 100;
+    meter.charged = 0;
+  }
+}
