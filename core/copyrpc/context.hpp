@@ -165,7 +165,7 @@ class Context {
       if (!call_fits(e, msg)) return {CallStatus::kRingFull, 0};
     }
     const uint32_t call_id = e.pending.make_free_slot();
-    if (call_id == CallSlab<Token>::kNone) [[unlikely]] {  // every call id is pending
+    if (call_id == decltype(e.pending)::kNone) [[unlikely]] {  // every call id is pending
       note_ring_full(e);
       return {CallStatus::kRingFull, 0};
     }
