@@ -156,6 +156,41 @@ TEST_CASE("member targets and the trace hash", "[engine]") {
 }
 
 
+TEST_CASE("the trace hash can be turned off: the same events run, the observer still sees them", "[engine]") {
+  struct Observed {
+    std::vector<std::pair<Time, uint32_t>> events;
+    static void on(void* ctx, const Event& ev) { static_cast<Observed*>(ctx)->events.emplace_back(ev.time, ev.arg); }
+  };
+  // The same 200 events (ties included) with the hash on and off, an observer on both.
+  auto run = [](bool hash, bool observe) {
+    Engine e;
+    Log log{&e, {}, {}};
+    Observed seen;
+    const TargetId t = e.add_target(&Log::on, &log);
+    e.set_trace_hash(hash);
+    if (observe) e.set_trace(&Observed::on, &seen);
+    bkv::Rng rng(7);
+    for (uint32_t i = 0; i < 200; ++i) e.schedule(rng.next() % 50, t, i);
+    e.run();
+    CHECK(e.trace_hash_on() == hash);
+    if (observe) CHECK(seen.events == log.seen);
+    return log.seen;
+  };
+  const auto with_hash = run(true, true);
+  REQUIRE(with_hash.size() == 200);
+  CHECK(run(false, true) == with_hash);
+  CHECK(run(false, false) == with_hash);
+  // Off, the hash is not read as a value every run would share; it is chosen before the
+  // first event runs.
+  Engine e;
+  const TargetId t = e.add_target([](void*, uint32_t) {}, nullptr);
+  e.set_trace_hash(false);
+  CHECK_THROWS_AS(e.trace_hash(), std::logic_error);
+  e.schedule(1, t);
+  e.run();
+  CHECK_THROWS_AS(e.set_trace_hash(true), std::logic_error);
+}
+
 TEST_CASE("a target's prefetcher is told the next event before the current one runs", "[engine]") {
   Engine e;
   Log plain_log{&e, {}, {}};
