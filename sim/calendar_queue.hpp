@@ -3,7 +3,7 @@
 //
 // Layout: time is cut into slots of 2^shift ns ("days"); slot s lives in bucket
 // s mod bucket_count (a "year" is bucket_count slots). Each bucket holds its events in
-// ascending (time, seq) order in a vector whose live part starts at `head`:
+// ascending (time, seq) order in an array of its own whose live part is [head, end):
 //
 //   time ──►  slot = time >> shift        bucket = slot & (bucket_count - 1)
 //
@@ -41,6 +41,9 @@
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "sim/event_set.hpp"
@@ -94,12 +97,11 @@ class CalendarQueueEventSet {
     Bucket& b = buckets_[current_bucket_];
     const Event first = min_;
     ++b.head;
-    if (b.head == b.events.size()) {
-      b.events.clear();
-      b.head = 0;
+    if (b.head == b.end) {
+      b.head = b.end = 0;
     } else {
       b.front_time = b.events[b.head].time;  // next to the event just taken
-      if (b.head >= kCompactAfter && 2 * b.head >= b.events.size()) [[unlikely]] compact(b);
+      if (b.head >= kCompactAfter && 2 * b.head >= b.end) [[unlikely]] compact(b);
     }
     --size_;
     // size_ * kShrinkWhenBucketsPerEvent < bucket_count() with more than kMinBuckets
@@ -122,14 +124,21 @@ class CalendarQueueEventSet {
   uint64_t rebuilds() const noexcept { return rebuilds_; }
 
  private:
+  // A bucket's events in an array of its own rather than a std::vector: its push_back
+  // stayed a call per event and its size a division by sizeof(Event). Emptied, a bucket
+  // keeps its array.
   struct Bucket {
-    std::vector<Event> events;  // ascending (time, seq) from index head on
-    size_t head = 0;            // events before head are consumed
+    std::unique_ptr<Event[]> events;
+    uint32_t head = 0;      // events before head are consumed
+    uint32_t end = 0;       // [head, end) are live, ascending (time, seq)
+    uint32_t capacity = 0;  // of events
     // Copies of the first live and the last event's times while the bucket holds events
     // (push decides most insertions from the header alone).
     Time front_time = 0;
     Time back_time = 0;
   };
+  static_assert(sizeof(Bucket) == 40, "a bucket header is well under a line: the walk of pop reads a few in a row");
+  static constexpr uint32_t kFirstCapacity = 4;
 
   uint64_t slot_of(Time t) const noexcept { return t >> shift_; }
   size_t bucket_of_slot(uint64_t slot) const noexcept { return static_cast<size_t>(slot) & mask_; }
@@ -139,18 +148,17 @@ class CalendarQueueEventSet {
     const bool new_min = size_ == 0 || event_before(ev, min_);
     const uint64_t slot = slot_of(ev.time);
     Bucket& b = buckets_[bucket_of_slot(slot)];
-    std::vector<Event>& v = b.events;
-    if (v.empty()) {
-      v.push_back(ev);
+    if (b.head == b.end) {
+      append(b, ev);
       b.front_time = b.back_time = ev.time;
     } else if (ev.time > b.back_time || (ev.time == b.back_time && ev.seq > max_seq_)) {
       // The usual case, decided from the bucket's header alone: later than every event
       // of the bucket (a tie in time goes after them when its sequence number is larger
       // than any pushed so far, as the engine's always are).
-      v.push_back(ev);
+      append(b, ev);
       b.back_time = ev.time;
     } else if (b.head > 0 && ev.time < b.front_time) {
-      v[--b.head] = ev;  // new first event of the bucket: reuse a consumed place
+      b.events[--b.head] = ev;  // new first event of the bucket: reuse a consumed place
       b.front_time = ev.time;
     } else {
       insert_inside(b, ev);
@@ -163,25 +171,51 @@ class CalendarQueueEventSet {
     max_seq_ = std::max(max_seq_, ev.seq);
   }
 
+  // Puts ev after the bucket's events (the caller keeps the times in the header).
+  [[gnu::always_inline]] static void append(Bucket& b, const Event& ev) {
+    if (b.end == b.capacity) [[unlikely]] make_room(b);
+    b.events[b.end++] = ev;
+  }
+
+  // A full array: the live events move to its front when consumed places are at least
+  // half of it, else to an array twice as large.
+  [[gnu::noinline]] static void make_room(Bucket& b) {
+    const uint32_t live = b.end - b.head;
+    if (b.head > 0 && 2 * b.head >= b.capacity) {
+      compact(b);
+      return;
+    }
+    if (b.capacity > std::numeric_limits<uint32_t>::max() / 2)
+      throw std::length_error("CalendarQueueEventSet: more than 2^31 events in one bucket");
+    const uint32_t capacity = b.capacity == 0 ? kFirstCapacity : 2 * b.capacity;
+    std::unique_ptr<Event[]> events(new Event[capacity]);
+    std::copy(b.events.get() + b.head, b.events.get() + b.end, events.get());
+    b.events = std::move(events);
+    b.capacity = capacity;
+    b.head = 0;
+    b.end = live;
+  }
+
   // An event before the last one of a non-empty bucket: placed by a scan from the back.
   [[gnu::noinline]] void insert_inside(Bucket& b, const Event& ev) {
-    std::vector<Event>& v = b.events;
-    v.push_back(ev);
-    size_t i = v.size() - 1;
+    if (b.end == b.capacity) make_room(b);
+    Event* v = b.events.get();
+    uint32_t i = b.end++;
     while (i > b.head && event_before(ev, v[i - 1])) {
       v[i] = v[i - 1];
       --i;
     }
     v[i] = ev;
-    work_ += v.size() - 1 - i;
+    work_ += b.end - 1 - i;
     b.front_time = v[b.head].time;
-    b.back_time = v.back().time;
+    b.back_time = v[b.end - 1].time;
   }
 
   // A bucket that never runs empty (a steady stream of equal or close times) drops its
   // consumed prefix; moving at most `head` live events per `head` pops.
   [[gnu::noinline]] static void compact(Bucket& b) {
-    b.events.erase(b.events.begin(), b.events.begin() + static_cast<ptrdiff_t>(b.head));
+    std::copy(b.events.get() + b.head, b.events.get() + b.end, b.events.get());
+    b.end -= b.head;
     b.head = 0;
   }
 
@@ -196,7 +230,7 @@ class CalendarQueueEventSet {
       // header's front_time is tested first (an empty bucket keeps a stale one, so the
       // bucket must hold events too): most buckets stepped over are decided without
       // reading their events.
-      if (slot_of(b.front_time) == slot && b.head < b.events.size()) {
+      if (slot_of(b.front_time) == slot && b.head < b.end) {
         assert(b.front_time == b.events[b.head].time);
         current_slot_ = slot;
         current_bucket_ = bucket_of_slot(slot);
@@ -216,7 +250,7 @@ class CalendarQueueEventSet {
     size_t best_bucket = 0;
     for (size_t i = 0; i < n; ++i) {
       const Bucket& b = buckets_[i];
-      if (b.head < b.events.size() && (best == nullptr || event_before(b.events[b.head], *best))) {
+      if (b.head < b.end && (best == nullptr || event_before(b.events[b.head], *best))) {
         best = &b.events[b.head];
         best_bucket = i;
       }
@@ -256,9 +290,8 @@ class CalendarQueueEventSet {
     scratch_.clear();
     scratch_.reserve(size_ + 1);
     for (Bucket& b : buckets_) {
-      scratch_.insert(scratch_.end(), b.events.begin() + static_cast<ptrdiff_t>(b.head), b.events.end());
-      b.events.clear();
-      b.head = 0;
+      scratch_.insert(scratch_.end(), b.events.get() + b.head, b.events.get() + b.end);
+      b.head = b.end = 0;
     }
     if (extra != nullptr) {
       scratch_.push_back(*extra);
@@ -273,8 +306,8 @@ class CalendarQueueEventSet {
     work_ = 0;
     for (const Event& ev : scratch_) {
       Bucket& b = buckets_[bucket_of_slot(slot_of(ev.time))];
-      if (b.events.empty()) b.front_time = ev.time;
-      b.events.push_back(ev);  // sorted input: every insertion is an append
+      if (b.head == b.end) b.front_time = ev.time;
+      append(b, ev);  // sorted input: every insertion is an append
       b.back_time = ev.time;
     }
     if (!scratch_.empty()) {
