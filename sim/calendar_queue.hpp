@@ -63,7 +63,7 @@ class CalendarQueueEventSet {
   // average work per operation exceeded kMaxWorkPerOp steps.
   static constexpr uint64_t kCheckEveryYears = 8;
   static constexpr uint64_t kMaxWorkPerOp = 6;
-  // A bucket drops its consumed prefix once it is this long and at least half the vector.
+  // A bucket drops its consumed prefix once it is this long and at least half the array.
   static constexpr size_t kCompactAfter = 32;
   static_assert(std::has_single_bit(kMinBuckets), "bucket counts are powers of two (index by mask)");
   // Growing at fill G halves the fill to G/2, shrinking at fill 1/S doubles it to 2/S;
