@@ -190,6 +190,24 @@ struct FifoPath {
   void after_issue() noexcept {}
 };
 
+// A client with timed writes (queue depth 8) over FifoPath, with what the path logs: the
+// set-up of the next-step hint tests.
+struct TimedFifoRig {
+  NodeConfig node = [] {
+    NodeConfig n = test::remote_only_node();
+    n.queue_depth = 8;
+    return n;
+  }();
+  StepMeter meter;
+  ClientCounters counters;
+  std::deque<uint64_t> issued, handed;
+  std::vector<uint64_t> calls;
+  uint32_t polls = 0;
+  Client<StepMeter, FifoPath> client{node, kv::Pattern(test::small_workload(), 0, 0), {},
+                                     FifoPath{&issued, &handed, &calls, &polls}, meter, counters};
+  TimedFifoRig() { client.set_timed_writes(true); }
+};
+
 }  // namespace
 
 // The simulator's next-step hint (Client::add_next_step_lines, prefetched one event before
@@ -199,41 +217,32 @@ struct FifoPath {
 // live memory fails the test.
 TEST_CASE("client loop, timed writes: the next-step hint names the pending slots the next step uses",
           "[backends][client]") {
-  NodeConfig node = test::remote_only_node();
-  node.queue_depth = 8;
-  StepMeter meter;
-  ClientCounters counters;
-  std::deque<uint64_t> issued, handed;
-  std::vector<uint64_t> calls;
-  uint32_t polls = 0;
-  Client<StepMeter, FifoPath> client(node, kv::Pattern(test::small_workload(), 0, 0), {},
-                                     FifoPath{&issued, &handed, &calls, &polls}, meter, counters);
-  client.set_timed_writes(true);
-  const auto* table0 = static_cast<const std::byte*>(client.pending_line(0));
-  const auto* table_end = table0 + 16 * node.queue_depth;
+  TimedFifoRig rig;
+  const auto* table0 = static_cast<const std::byte*>(rig.client.pending_line(0));
+  const auto* table_end = table0 + 16 * rig.node.queue_depth;
   auto in_table = [&](const void* p) { return p >= table0 && static_cast<const std::byte*>(p) < table_end; };
   uint32_t issue_hinted = 0, answer_hinted = 0;
   for (int i = 0; i < 400; ++i) {
     LineList hint;
-    client.add_next_step_lines(hint);
+    rig.client.add_next_step_lines(hint);
     for (uint32_t k = 0; k < hint.count; ++k) {
       volatile std::byte b = *static_cast<const std::byte*>(hint.at[k]);  // live memory
       (void)b;
     }
-    const size_t calls_before = calls.size();
-    const ClientStepResult s = client.step();
+    const size_t calls_before = rig.calls.size();
+    const ClientStepResult s = rig.client.step();
     std::vector<const void*> used;
-    if (calls.size() > calls_before) {
-      REQUIRE(calls.size() == calls_before + 1);
-      used.push_back(client.pending_line(calls.back()));
+    if (rig.calls.size() > calls_before) {
+      REQUIRE(rig.calls.size() == calls_before + 1);
+      used.push_back(rig.client.pending_line(rig.calls.back()));
       CHECK(hint.at[0] == used.back());  // the free list's top is the slot the write takes
       ++issue_hinted;
     }
     if (s.completed > 0) {  // the oldest answer handed over (perhaps by this step's own scan)
       REQUIRE(s.completed == 1);
-      REQUIRE_FALSE(handed.empty());
-      used.push_back(client.pending_line(handed.front()));
-      handed.pop_front();
+      REQUIRE_FALSE(rig.handed.empty());
+      used.push_back(rig.client.pending_line(rig.handed.front()));
+      rig.handed.pop_front();
     }
     // Every pending slot the hint names is one the step used.
     for (uint32_t k = 0; k < hint.count; ++k)
@@ -241,10 +250,10 @@ TEST_CASE("client loop, timed writes: the next-step hint names the pending slots
         CHECK(std::find(used.begin(), used.end(), hint.at[k]) != used.end());
         if (hint.at[k] != hint.at[0]) ++answer_hinted;
       }
-    if (!s.again) meter.now += 100;  // idle until an answer comes: the next poll finds it
-    meter.charged = 0;
+    if (!s.again) rig.meter.now += 100;  // idle until an answer comes: the next poll finds it
+    rig.meter.charged = 0;
   }
-  CHECK(counters.completed.load() > 100);
+  CHECK(rig.counters.completed.load() > 100);
   CHECK(issue_hinted > 100);
   CHECK(answer_hinted > 0);  // a later answer's slot was named, not only the next write's
 }
@@ -279,31 +288,22 @@ TEST_CASE("LineList: the kept prefix survives restart, the capacity is never exc
 // kept: it names the client's counters, and a refill with the next step's lines keeps it.
 TEST_CASE("client loop: the stable step lines name the counters and survive the next-step refill",
           "[backends][client]") {
-  NodeConfig node = test::remote_only_node();
-  node.queue_depth = 8;
-  StepMeter meter;
-  ClientCounters counters;
-  std::deque<uint64_t> issued, handed;
-  std::vector<uint64_t> calls;
-  uint32_t polls = 0;
-  Client<StepMeter, FifoPath> client(node, kv::Pattern(test::small_workload(), 0, 0), {},
-                                     FifoPath{&issued, &handed, &calls, &polls}, meter, counters);
-  client.set_timed_writes(true);
+  TimedFifoRig rig;
   LineList l;
-  client.add_stable_step_lines(l);
+  rig.client.add_stable_step_lines(l);
   l.keep();
   auto names_counters = [&] {
-    return std::find(l.at, l.at + l.count, static_cast<const void*>(&counters)) != l.at + l.count;
+    return std::find(l.at, l.at + l.count, static_cast<const void*>(&rig.counters)) != l.at + l.count;
   };
   CHECK(names_counters());
   const uint32_t stable = l.count;
   for (int i = 0; i < 20; ++i) {
     l.restart();
-    client.add_next_step_lines(l);
+    rig.client.add_next_step_lines(l);
     CHECK(l.count >= stable);
     CHECK(names_counters());
-    (void)client.step();
-    meter.now += 100;
-    meter.charged = 0;
+    (void)rig.client.step();
+    rig.meter.now += 100;
+    rig.meter.charged = 0;
   }
 }
