@@ -23,7 +23,8 @@
 #        [--cases c1_np8,c1_np16,c1_np32,c1_np64,regime_np32] [--scale K]
 #        [--build-prefix "CMD ..."] [--callgrind CASE]
 #
-#   --pairs N        pairs of runs (default 3)
+#   --pairs N        pairs of runs (default 6: a median of 3 pairs of one binary against
+#                    itself moved up to 14% from 1 on a busy machine, of 6 pairs 3%)
 #   --scale K        multiplies both durations of every case (an integer, default 1)
 #   --build-prefix   a command put before the baseline's build (e.g. a lock and a time limit)
 #   --callgrind CASE also counts instructions and simulated cache misses per event
@@ -41,7 +42,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-base='' build=build base_dir='' pairs=3 scale=1 build_prefix='' cg_case=''
+base='' build=build base_dir='' pairs=6 scale=1 build_prefix='' cg_case=''
 cases=c1_np8,c1_np16,c1_np32,c1_np64,regime_np32
 die() { echo "sim_speed: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
