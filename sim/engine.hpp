@@ -72,7 +72,12 @@ class BasicEngine {
   }
 
   // Schedules target(arg) at absolute time t (t >= now(): the past cannot be changed).
-  void schedule(Time t, TargetId target, uint32_t arg = 0) {
+  void schedule(Time t, TargetId target, uint32_t arg = 0) { schedule_inline(t, target, arg); }
+  // The same, inlined into its caller: for the few call sites that schedule most of the
+  // events (a simulated thread's next step, the NIC model's stages), where schedule()'s
+  // own frame, a call that saves and restores the registers of the set's inlined push,
+  // was a quarter of its instructions.
+  [[gnu::always_inline]] void schedule_inline(Time t, TargetId target, uint32_t arg = 0) {
     if (t < now_) [[unlikely]] throw_past(t);
     events_.push(Event{t, next_seq_++, target.value, arg});
   }
@@ -145,7 +150,7 @@ class BasicEngine {
   };
   static_assert(sizeof(Target) == 32, "a target is half a line: the next event's is one load away");
 
-  [[noreturn]] void throw_past(Time t) const {
+  [[noreturn, gnu::noinline, gnu::cold]] void throw_past(Time t) const {
     throw std::logic_error("Engine::schedule: event at t=" + std::to_string(t) +
                            " ns is before the current time " + std::to_string(now_) + " ns");
   }

@@ -75,14 +75,14 @@ void SimThread::jitter_out_of_range() const {
                            "distribution's tail is too heavy for a CPU cost");
 }
 
-void SimThread::schedule_step(Time t) {
+inline void SimThread::schedule_step(Time t) {
   ++generation_;  // any earlier pending event becomes stale
   pending_ = true;
   pending_time_ = t;
-  engine_.schedule(t, target_, generation_);
+  engine_.schedule_inline(t, target_, generation_);
 }
 
-void SimThread::wake(Time at) {
+void SimThread::wake_slow(Time at) {
   if (exited_) return;
   if (in_step_) {
     // Coalesced into the decision taken when the step ends.
@@ -139,11 +139,19 @@ void SimThread::on_event(void* ctx, uint32_t generation) {
   self->run_step();
 }
 
-void SimThread::run_step() {
-  pending_ = false;
-  if (step_fn_ == nullptr) throw std::logic_error("SimThread '" + name_ + "': no step function set");
+void SimThread::begin_spin_step() {
   if (spinning_) account_skipped(engine_.now());
   if (may_idle_spin_) step_ops0_ = op_totals();
+}
+
+void SimThread::no_step_function() const {
+  throw std::logic_error("SimThread '" + name_ + "': no step function set");
+}
+
+void SimThread::run_step() {
+  pending_ = false;
+  if (step_fn_ == nullptr) [[unlikely]] no_step_function();
+  if (spinning_ || may_idle_spin_) [[unlikely]] begin_spin_step();
   step_start_ = engine_.now();
   charged_ps_ = 0;
   step_phase_.fill(0);
@@ -159,31 +167,40 @@ void SimThread::run_step() {
   busy_ps_ += charged_ps_;
   last_step_ns_ = duration;
   if (observer_ != nullptr) observer_(observer_ctx_, *this);
-  switch (res) {
-    case StepResult::kContinue: schedule_step(busy_until_); break;
-    case StepResult::kIdle:
-      if (wake_in_step_) schedule_step(std::max(wake_in_step_time_, busy_until_));
-      break;
-    case StepResult::kExit: exited_ = true; break;
-    case StepResult::kIdleSpin:
-      if (!may_idle_spin_) [[unlikely]]
-        throw std::logic_error("SimThread '" + name_ + "': a step returned kIdleSpin, but its thread was not set up " +
-                               "to spin (set_step's may_idle_spin)");
-      if (wake_in_step_) {
-        schedule_step(std::max(wake_in_step_time_, busy_until_));
-      } else {
-        spinning_ = true;
-        spin_origin_ = busy_until_;
-        spin_period_ = duration;
-        spin_charged_ps_ = charged_ps_;
-        for (size_t i = 0; i < kOpCount; ++i) {
-          spin_ops_.count[i] = op_[i].count - step_ops0_.count[i];
-          spin_ops_.extra_ps[i] = op_[i].extra_ps - step_ops0_.extra_ps[i];
-        }
-      }
-      break;
+  // One call of the inlined schedule_step() for every result that steps again.
+  Time next = busy_until_;
+  bool again = true;
+  if (res == StepResult::kIdle) {
+    again = wake_in_step_;
+    next = std::max(wake_in_step_time_, busy_until_);
+  } else if (res != StepResult::kContinue) [[unlikely]] {
+    again = end_step_rare(res, duration, next);
   }
   wake_in_step_ = false;
+  if (again) schedule_step(next);
+}
+
+bool SimThread::end_step_rare(StepResult res, Time duration, Time& next) {
+  if (res == StepResult::kExit) {
+    exited_ = true;
+    return false;
+  }
+  if (!may_idle_spin_) [[unlikely]]
+    throw std::logic_error("SimThread '" + name_ + "': a step returned kIdleSpin, but its thread was not set up " +
+                           "to spin (set_step's may_idle_spin)");
+  if (wake_in_step_) {
+    next = std::max(wake_in_step_time_, busy_until_);
+    return true;
+  }
+  spinning_ = true;
+  spin_origin_ = busy_until_;
+  spin_period_ = duration;
+  spin_charged_ps_ = charged_ps_;
+  for (size_t i = 0; i < kOpCount; ++i) {
+    spin_ops_.count[i] = op_[i].count - step_ops0_.count[i];
+    spin_ops_.extra_ps[i] = op_[i].extra_ps - step_ops0_.extra_ps[i];
+  }
+  return false;
 }
 
 }  // namespace bkv::sim

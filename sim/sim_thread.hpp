@@ -126,7 +126,14 @@ class alignas(kCacheLineBytes) SimThread {
 
   // First step at `at` (same as wake()).
   void start(Time at) { wake(at); }
-  void wake(Time at);
+  // Inlined where it is called: most wake-ups find a step already due by `at` (a client
+  // stepping through its answers, woken by each one daemon #0 delivers), which is exact
+  // to answer here: a pending step is never one of a running or exited thread, and every
+  // other path of wake_slow() either returns or keeps a pending step at or before `at`.
+  [[gnu::always_inline]] void wake(Time at) {
+    if (pending_ && pending_time_ <= at) return;
+    wake_slow(at);
+  }
   // A cache hint for a wake() to come (a daemon that knows a batch of answers before
   // waking their clients): the lines wake() reads and writes. Changes nothing.
   void prefetch_wake() const noexcept {
@@ -183,9 +190,11 @@ class alignas(kCacheLineBytes) SimThread {
   void advance(Time ns) noexcept { charged_ps_ += ns * 1000; }
 
   // Mid-step virtual time: step start + time charged so far. Outside a step: engine time.
-  Time now() const noexcept { return in_step_ ? step_start_ + charged_ps_ / 1000 : engine_.now(); }
+  [[gnu::always_inline]] Time now() const noexcept {
+    return in_step_ ? step_start_ + charged_ps_ / 1000 : engine_.now();
+  }
   // CostMeter's clock (core/meter.hpp): the same virtual time.
-  uint64_t now_ns() const noexcept { return now(); }
+  [[gnu::always_inline]] uint64_t now_ns() const noexcept { return now(); }
 
   Time step_start() const noexcept { return step_start_; }
   Time busy_until() const noexcept { return busy_until_; }
@@ -255,6 +264,11 @@ class alignas(kCacheLineBytes) SimThread {
   static constexpr size_t kStepStateLines = 3;
   static void on_event(void* ctx, uint32_t generation);
   void run_step();
+  void wake_slow(Time at);
+  // run_step()'s rare paths, out of line: the skipped loops of a spin, the op totals of a
+  // thread that may spin, a missing step function.
+  [[gnu::noinline]] void begin_spin_step();
+  [[noreturn, gnu::noinline, gnu::cold]] void no_step_function() const;
   // charge() of an op with jitter or a shared resource.
   [[gnu::noinline]] void charge_slow(size_t i, uint32_t n) noexcept;
   // Sets slow_ops_ from the jitter mode and the shared resources bound.
@@ -265,7 +279,10 @@ class alignas(kCacheLineBytes) SimThread {
   // jitter_out_of_range() (charge() is noexcept: it cannot throw itself).
   uint64_t jittered(uint64_t ps) noexcept;
   [[noreturn]] void jitter_out_of_range() const;
-  void schedule_step(Time t);
+  // Inlined into run_step() and wake_slow(), with the engine's push.
+  [[gnu::always_inline]] void schedule_step(Time t);
+  // The end of a step that returned kExit or kIdleSpin: whether it steps again, at `next`.
+  [[gnu::noinline]] bool end_step_rare(StepResult res, Time duration, Time& next);
   void account_skipped(Time now);
 
   // Layout: a simulation steps thousands of threads in turn, so a step finds none of its
