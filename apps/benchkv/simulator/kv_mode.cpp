@@ -397,7 +397,7 @@ class Experiment final : public SimRun {
     auto* b = static_cast<Binding*>(ctx);
     Experiment& e = *b->exp;
     if (e.step_log_) [[unlikely]] e.log_step(*b);
-    const auto r = b->client->step();
+    const auto r = b->client->step_timed();  // build() set timed writes
     b->next.restart();
     b->client->add_next_step_lines(b->next);
     if (!e.slow_nodes_.empty()) [[unlikely]] e.slow_down(b->rank, self);
