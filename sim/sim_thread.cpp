@@ -33,9 +33,20 @@ void SimThread::refresh_slow_ops() noexcept {
 }
 
 void SimThread::charge_slow(size_t i, uint32_t n) noexcept {
+  if (jitter_on_) [[unlikely]] return charge_jittered(i, n);
+  // Without jitter an op is slow only for its shared resource: a call of no other
+  // function, so no register is saved.
+  OpSlot& op = op_[i];
+  const uint64_t cost = op.cost_ps * n;
+  const uint64_t ps = op.shared->hold(step_start_ * 1000 + charged_ps_, cost);
+  charged_ps_ += ps;
+  op.extra_ps += ps - cost;
+  op.count += n;
+}
+
+void SimThread::charge_jittered(size_t i, uint32_t n) noexcept {
   const uint64_t cost = op_[i].cost_ps * n;
-  uint64_t ps = cost;
-  if (jitter_on_) ps = jittered(ps);
+  uint64_t ps = jittered(cost);
   if (op_[i].shared != nullptr) ps = op_[i].shared->hold(step_start_ * 1000 + charged_ps_, ps);
   charged_ps_ += ps;
   op_[i].extra_ps += ps - cost;  // may wrap (jitter shortened the cost): exact mod 2^64

@@ -271,6 +271,7 @@ class alignas(kCacheLineBytes) SimThread {
   [[noreturn, gnu::noinline, gnu::cold]] void no_step_function() const;
   // charge() of an op with jitter or a shared resource.
   [[gnu::noinline]] void charge_slow(size_t i, uint32_t n) noexcept;
+  [[gnu::noinline]] void charge_jittered(size_t i, uint32_t n) noexcept;  // charge_slow() with jitter on
   // Sets slow_ops_ from the jitter mode and the shared resources bound.
   void refresh_slow_ops() noexcept;
   OpTotals op_totals() const noexcept;
