@@ -87,7 +87,9 @@ class BasicEngine {
   size_t pending() const noexcept { return events_.size(); }
   bool empty() const noexcept { return events_.empty(); }
   Time next_time() const noexcept { return events_.empty() ? kTimeNever : events_.min().time; }
-  uint64_t events_run() const noexcept { return events_run_; }
+  // Every event scheduled has run or is pending (there is no cancellation): no counter
+  // per event.
+  uint64_t events_run() const noexcept { return next_seq_ - events_.size(); }
   const EventSet& event_set() const noexcept { return events_; }  // read-only: statistics
   // The set to configure (SelectableEventSet::select) before any event is scheduled.
   EventSet& event_set_to_configure() {
@@ -100,10 +102,18 @@ class BasicEngine {
   // called (then now() is the time of the last event run). Returns the events run.
   uint64_t run_until(Time limit) {
     stop_ = false;
-    const uint64_t before = events_run_;
-    while (!stop_ && !events_.empty() && events_.min().time <= limit) run_one();
+    const uint64_t before = events_run();
+    // On a set chosen at run time, the loop runs on the chosen set itself: the choice is
+    // tested once per call, not in each pop and minimum (pushes still test it).
+    auto loop = [&](auto& set) __attribute__((always_inline)) {
+      while (!stop_ && !set.empty() && set.min().time <= limit) run_one(set);
+    };
+    if constexpr (requires { events_.visit(loop); })
+      events_.visit(loop);
+    else
+      loop(events_);
     if (!stop_ && limit != kTimeNever && limit > now_) now_ = limit;
-    return events_run_ - before;
+    return events_run() - before;
   }
 
   // Runs until no event remains or stop() is called.
@@ -112,7 +122,7 @@ class BasicEngine {
   // Runs exactly one event if there is one; returns false when the set is empty.
   bool step() {
     if (events_.empty()) return false;
-    run_one();
+    run_one(events_);
     return true;
   }
 
@@ -129,7 +139,7 @@ class BasicEngine {
     return hash_;
   }
   void set_trace_hash(bool on) {
-    if (events_run_ != 0) throw std::logic_error("Engine::set_trace_hash: the hash is chosen before the first event runs");
+    if (events_run() != 0) throw std::logic_error("Engine::set_trace_hash: the hash is chosen before the first event runs");
     hashing_ = on;
     update_observed();
   }
@@ -170,14 +180,15 @@ class BasicEngine {
 
   // Inlined into run_until's loop (and step): a call per event saved and restored the
   // registers the set's inlined pop needs.
-  [[gnu::always_inline]] void run_one() {
-    const Event ev = events_.pop_min();
+  // `set` is events_ or, on a SelectableEventSet, the set it chose.
+  template <class Set>
+  [[gnu::always_inline]] void run_one(Set& set) {
+    const Event ev = set.pop_min();
     now_ = ev.time;
-    ++events_run_;
     if (observed_) observe(ev);
-    if (!events_.empty()) {
+    if (!set.empty()) {
       // The next event's state travels to the cache while this one runs.
-      const Event& next = events_.min();
+      const Event& next = set.min();
       const Target& n = targets_[next.target];
       if (n.prefetch != nullptr) n.prefetch(n.prefetch_ctx, next.arg);
     }
@@ -189,7 +200,6 @@ class BasicEngine {
   std::vector<Target> targets_;
   Time now_ = 0;
   uint64_t next_seq_ = 0;
-  uint64_t events_run_ = 0;
   uint64_t hash_ = 0xCBF29CE484222325ull;
   TraceFn trace_fn_ = nullptr;
   void* trace_ctx_ = nullptr;

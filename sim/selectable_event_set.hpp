@@ -36,6 +36,12 @@ class SelectableEventSet {
     return kind_ == EventSetKind::kCalendarQueue ? calendar_.min() : heap_.min();
   }
   [[gnu::always_inline]] Event pop_min() { return kind_ == EventSetKind::kCalendarQueue ? calendar_.pop_min() : heap_.pop_min(); }
+  // f(the chosen set): for a loop of many operations that tests the choice once.
+  template <class F>
+  [[gnu::always_inline]] decltype(auto) visit(F&& f) {
+    if (kind_ == EventSetKind::kCalendarQueue) return f(calendar_);
+    return f(heap_);
+  }
   size_t size() const noexcept { return kind_ == EventSetKind::kCalendarQueue ? calendar_.size() : heap_.size(); }
   bool empty() const noexcept { return size() == 0; }
 
