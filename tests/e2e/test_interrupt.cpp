@@ -138,6 +138,35 @@ TEST_CASE("interrupt: SIGTERM, and SIGINT inherited ignored, stop the run too", 
   }
 }
 
+TEST_CASE("interrupt: with --life-s, a run stopped before its first kept epoch has no life figures, exit 130",
+          "[e2e][interrupt]") {
+  // The life statistics scale the kept epochs' loops to fill the life: stopped after epoch
+  // 1 of run 0 with --trim 1, no kept epoch finished, and there is nothing to scale.
+  {
+    TempDir dir;
+    const Ended e = run_signalled(small_sim("delegation", {"--life-s", "1", "-o", "out.csv"}), dir.path(), SIGINT, true,
+                                  false);
+    INFO(e.err);
+    check_stopped_after_first_epoch(e, dir.path(), SIGINT);
+    check_partial(dir.path(), 1, 1, 2, 2);
+    CHECK_FALSE(read_json(dir / "out.summary.json").contains("life"));
+  }
+  {
+    // One kept epoch finished (--trim 0): the life figures are there, from that epoch.
+    TempDir dir;
+    const Ended e = run_signalled(small_sim("delegation", {"--life-s", "1", "--trim", "0", "-o", "out.csv"}),
+                                  dir.path(), SIGINT, true, false);
+    INFO(e.err);
+    check_stopped_after_first_epoch(e, dir.path(), SIGINT);
+    const json life = read_json(dir / "out.summary.json")["life"];
+    REQUIRE(life.is_object());
+    CHECK(life["life_s"] == 1.0);
+    CHECK(life["total_mops"].get<double>() > 0);
+    REQUIRE(life["daemons"].size() == 2);
+    for (const json& d : life["daemons"]) CHECK(d["loops"].get<double>() > 0);
+  }
+}
+
 TEST_CASE("interrupt: SIGINT sent during a run stops it at a later epoch", "[e2e][interrupt]") {
   // 2 runs of 2000 epochs: the signal comes after the progress line of epoch 5 of run 1.
   TempDir dir;

@@ -116,7 +116,9 @@ class Experiment final : public SimRun {
       res.credit_violations = credit_violations_;
       res.credit_examples = credit_examples_;
     }
-    if (o_.life_s > 0) res.life = life_statistics();
+    // The life statistics scale the kept epochs to fill the life: none finished (a signal
+    // during start-up or warm-up) leaves nothing to scale, and the summary without "life".
+    if (o_.life_s > 0 && life_kept_ns_ > 0) res.life = life_statistics();
     res.runs = std::move(runs());
     res.daemons = std::move(daemon_metrics_);
     res.inflight = std::move(samples_);
@@ -663,7 +665,7 @@ class Experiment final : public SimRun {
   // life_s from the daemons' start. The simulated loops up to the last kept epoch's end
   // (start-up, warm-up, kept epochs) are followed by the kept epochs' loops, scaled to
   // fill the rest of the life; completed requests likewise.
-  nlohmann::json life_statistics() const {
+  nlohmann::json life_statistics() const {  // at least one kept epoch finished (life_kept_ns_ > 0)
     const double life_ns = o_.life_s * 1e9;
     const double f = (life_ns - double(life_end_ns_)) / double(life_kept_ns_);
     nlohmann::json daemons = nlohmann::json::array();
