@@ -284,6 +284,33 @@ TEST_CASE("compare: two summaries side by side, ratio and Welch's verdict over r
   CHECK_THAT(bad.err, Catch::Contains("missing.json"));
 }
 
+TEST_CASE("repeat: with --life-s, each repetition's life figures and their spread", "[e2e][sim][repeat]") {
+  TempDir dir;
+  run_ok(small_sim("delegation", {"-r", "1", "--repeat", "2", "--life-s", "1", "-o", "l.csv", "--report", "none"}),
+         dir.path());
+  const json s = read_json(dir / "l.summary.json");
+  REQUIRE(s["repetitions"].size() == 2);
+  std::vector<double> total, completions;
+  for (const json& rep : s["repetitions"]) {
+    const json& life = rep["life"];
+    REQUIRE(life.is_object());
+    CHECK(life["life_s"] == 1.0);
+    REQUIRE(life["daemons"].size() == 2);  // np 2, one daemon each
+    total.push_back(life["total_mops"].get<double>());
+    completions.push_back(
+        (life["daemons"][0]["completions_per_loop_avg"].get<double>() + life["daemons"][1]["completions_per_loop_avg"].get<double>()) / 2);
+  }
+  CHECK(total[0] != total[1]);  // two seeds, two simulations
+  const json& over = s["overall"]["life"];
+  CHECK(over["total_mops"]["n"] == 2);
+  CHECK(over["total_mops"]["mean"].get<double>() == Approx((total[0] + total[1]) / 2).margin(1e-6));
+  CHECK(over["total_mops"]["min"].get<double>() == Approx(std::min(total[0], total[1])).margin(1e-6));
+  CHECK(over["completions_per_loop_avg"]["mean"].get<double>() ==
+        Approx((completions[0] + completions[1]) / 2).margin(1e-6));
+  CHECK(over.contains("cqe_per_loop_avg"));
+  CHECK(over.contains("inflight_avg"));
+}
+
 TEST_CASE("compare: summaries over different UCX transports are refused unless allowed", "[e2e][sim][compare]") {
   TempDir dir;
   run_ok(small_sim("meta", {"-r", "1", "-o", "a.csv", "--report", "none"}), dir.path());
