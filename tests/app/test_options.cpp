@@ -635,6 +635,16 @@ TEST_CASE("a flag and its --no- form together are refused, and --repeat outside 
     CHECK(r.result.exit_status == 2);
     CHECK_THAT(r.result.error, Catch::Contains("--repeat") && Catch::Contains("repeats one"));
   }
+  // A per-execution output file: the message names where it may have been set (a config
+  // file sets inflight_samples to "auto") and the flag that turns it off.
+  for (const auto& [flag, key] : {std::pair<std::string, std::string>{"--inflight-samples", "inflight_samples"},
+                                  std::pair<std::string, std::string>{"--step-log", "step_log"}}) {
+    const auto r = parse({"meta", "--repeat", "2", flag, "x.out"});
+    REQUIRE_FALSE(r.result.should_run());
+    CHECK(r.result.exit_status == 2);
+    CHECK_THAT(r.result.error, Catch::Contains("the config file's \"" + key + "\"") &&
+                                   Catch::Contains("pass " + flag + " \"\" or run one seed"));
+  }
 }
 
 TEST_CASE("validate() on a hand-built Options", "[bench][options]") {

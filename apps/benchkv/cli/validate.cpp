@@ -147,10 +147,17 @@ void validate_run_length(const Options& o) {
   if (o.repeat > 1) {  // simulated runs only: refused elsewhere by validate_applicability()
     for (const char* k : {"inflight_samples", "trace", "step_log"})
       if (!spec_of(k).get(o).get<std::string>().empty())
-        fail(o, "repeat", fmt::format("> 1 writes no per-repetition {} file: drop --{} or run one seed",
-                                      k, std::string(k) == "inflight_samples" ? "inflight-samples"
-                                         : std::string(k) == "step_log"       ? "step-log"
-                                                                              : "trace"));
+      {
+        // The option may come from a config file (the C1 configs set inflight_samples to
+        // "auto"): name both places and the flag that turns it off.
+        const std::string flag = std::string(k) == "inflight_samples" ? "inflight-samples"
+                                 : std::string(k) == "step_log"       ? "step-log"
+                                                                      : "trace";
+        fail(o, "repeat",
+             fmt::format("> 1 writes no per-repetition {} file, and {} is set (by --{} or the config file's \"{}\"): "
+                         "pass --{} \"\" or run one seed",
+                         k, k, flag, k, flag));
+      }
     if (o.check_exactly_once) fail(o, "repeat", "> 1 and check_exactly_once: check one seed at a time");
     // A repetition's figures are means over its runs: runs of several sizes are not one population.
     if (is_rpc(o) && rpc_message_sizes(o).size() > 1)
