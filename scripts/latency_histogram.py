@@ -2,15 +2,19 @@
 """Percentiles and a CDF from the raw latency histograms a benchkv summary holds.
 
     /usr/bin/python3 scripts/latency_histogram.py SUMMARY.json [--class all] [--run N]
-        [--percentiles 50,90,95,99,99.9,99.99] [--cdf FILE.png]
+        [--message-size B | --value-size B] [--percentiles 50,90,95,99,99.9,99.99] [--cdf FILE.png]
 
 Every histogram in the summary is read (docs/outputs.md, "Raw latency histograms"):
   - KV backends: runs[*].latency.<class>.histogram, class get_local, get_remote, put_local
     or put_remote ("all" merges the four);
-  - rpc: rpc.runs[*].rtt_histogram (the caller's round trips; --class is ignored);
-  - data: data.runs[*].latency_histogram (every value size, unless --value-size).
-The runs chosen (--run, counted from 0 as the summary's "run"; default: every run) are
-merged, and the percentiles are read as benchkv reads them: the nearest rank, the
+  - rpc: rpc.runs[*].rtt_histogram (the caller's round trips; --class is ignored), of
+    one message size (--message-size);
+  - data: data.runs[*].latency_histogram, of one value size (--value-size).
+A summary whose runs have several message or value sizes needs the size chosen: pooling
+the latencies of different sizes would give a distribution of none of them, so, as
+benchkv gives no aggregate over sizes, the script refuses (exit status 2, naming the
+sizes). The runs chosen (--run, counted from 0 as the summary's "run"; default: every
+run) are merged, and the percentiles are read as benchkv reads them: the nearest rank, the
 midpoint of its bucket, kept within the minimum and the maximum (within 0.78 % of the
 exact value from 1 ns to 2^37 ns), so a percentile the summary also gives comes back
 identical.
@@ -52,7 +56,21 @@ def parse_buckets(hist, where):
     return counts
 
 
-def collect(summary, cls, runs, value_size):
+def one_size(config_size):
+    """A summary config's message size when it names one ("32" or 32), else None."""
+    text = str(config_size).strip()
+    return int(text) if text.isdigit() else None
+
+
+def check_one_size(sizes, what, option):
+    """Refuses runs of several sizes: their latencies pooled describe no size."""
+    if len(sizes) > 1:
+        listed = ", ".join(str(x) for x in sorted(sizes))
+        raise ValueError(f"the runs chosen have {len(sizes)} {what}s ({listed} B): percentiles over them would pool "
+                         f"different sizes, which benchkv does not aggregate either; choose one with {option}")
+
+
+def collect(summary, cls, runs, value_size, message_size=None):
     """(merged counts by bucket lower bound, (minimum, maximum) in ns or None) of the chosen runs."""
     merged, minima, maxima = {}, [], []
 
@@ -66,16 +84,27 @@ def collect(summary, cls, runs, value_size):
         return runs is None or r.get("run") in runs
 
     if "rpc" in summary:
-        for r in summary["rpc"].get("runs", []):
-            if chosen(r) and "rtt_histogram" in r:
-                add(r["rtt_histogram"], f"rpc run {r.get('run')}", round(r["rtt_min_us"] * 1000),
-                    round(r["rtt_max_us"] * 1000))
+        if value_size is not None:
+            raise ValueError("--value-size is for data summaries; an rpc summary's runs have a --message-size")
+        default = one_size(summary.get("config", {}).get("message_size"))
+        picked = [r for r in summary["rpc"].get("runs", []) if chosen(r) and "rtt_histogram" in r and
+                  (message_size is None or r.get("message_size", default) == message_size)]
+        check_one_size({r.get("message_size", default) for r in picked}, "message size", "--message-size")
+        for r in picked:
+            add(r["rtt_histogram"], f"rpc run {r.get('run')}", round(r["rtt_min_us"] * 1000),
+                round(r["rtt_max_us"] * 1000))
     elif "data" in summary:
-        for r in summary["data"].get("runs", []):
-            if chosen(r) and "latency_histogram" in r and (value_size is None or r["value_size"] == value_size):
-                add(r["latency_histogram"], f"data run {r.get('run')}", round(r["latency_min_us"] * 1000),
-                    round(r["latency_max_us"] * 1000))
+        if message_size is not None:
+            raise ValueError("--message-size is for rpc summaries; a data summary's runs have a --value-size")
+        picked = [r for r in summary["data"].get("runs", []) if chosen(r) and "latency_histogram" in r and
+                  (value_size is None or r["value_size"] == value_size)]
+        check_one_size({r["value_size"] for r in picked}, "value size", "--value-size")
+        for r in picked:
+            add(r["latency_histogram"], f"data run {r.get('run')}", round(r["latency_min_us"] * 1000),
+                round(r["latency_max_us"] * 1000))
     else:
+        if value_size is not None or message_size is not None:
+            raise ValueError("--value-size and --message-size are for data and rpc summaries; this is a KV summary")
         classes = ["get_local", "get_remote", "put_local", "put_remote"] if cls == "all" else [cls]
         for r in summary.get("runs", []):
             if not chosen(r) or not isinstance(r.get("latency"), dict):
@@ -140,12 +169,13 @@ def cdf_figure(counts, title):
     return fig
 
 
-def title_of(summary, cls, n):
+def title_of(summary, cls, n, size=None):
     c = summary.get("config", {})
     if "rpc" in summary:
-        what = f"rpc round trips, {c.get('endpoints')} endpoint(s) x QD {c.get('queue_depth')}, {c.get('message_size')} B"
+        what = (f"rpc round trips, {c.get('endpoints')} endpoint(s) x QD {c.get('queue_depth')}, "
+                f"{size or c.get('message_size')} B")
     elif "data" in summary:
-        what = f"data ({summary['data'].get('backend')}) operations"
+        what = f"data ({summary['data'].get('backend')}) operations" + (f", {size} B values" if size else "")
     else:
         what = f"{c.get('backend')} {cls} requests, NP={c.get('np')}, {c.get('client_threads')} clients x QD {c.get('queue_depth')}"
     return f"{what} over {c.get('transport')}: CDF of {n} values"
@@ -153,29 +183,33 @@ def title_of(summary, cls, n):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("summary")
+    ap.add_argument("summary", help="a benchkv summary (KV, rpc or data)")
     ap.add_argument("--class", dest="cls", default="all", help="KV latency class, or all (default)")
     ap.add_argument("--run", type=int, action="append", help="a run to include (repeatable; default: every run)")
-    ap.add_argument("--value-size", type=int, help="data summaries: this value size only")
-    ap.add_argument("--percentiles", default="50,90,95,99,99.9", help="comma-separated, in percent")
+    ap.add_argument("--message-size", type=int, metavar="BYTES",
+                    help="rpc summaries: this message size only (required when the runs have several)")
+    ap.add_argument("--value-size", type=int, metavar="BYTES",
+                    help="data summaries: this value size only (required when the runs have several)")
+    ap.add_argument("--percentiles", default="50,90,95,99,99.9",
+                    help="comma-separated, in percent (default: 50,90,95,99,99.9)")
     ap.add_argument("--cdf", help="draw the CDF into this PNG instead of printing percentiles")
     a = ap.parse_args(argv)
     try:
         with open(a.summary) as f:
             summary = json.load(f)
-        counts, extremes = collect(summary, a.cls, set(a.run) if a.run else None, a.value_size)
+        counts, extremes = collect(summary, a.cls, set(a.run) if a.run else None, a.value_size, a.message_size)
         wanted = [float(x) for x in a.percentiles.split(",") if x.strip()]
         if any(not 0 <= x <= 100 for x in wanted):
             raise ValueError("--percentiles: each must be in [0, 100]")
     except (OSError, ValueError, KeyError, json.JSONDecodeError) as e:
-        print(f"latency_histogram.py: {e}", file=sys.stderr)
+        print(f"latency_histogram.py: {a.summary}: {e}", file=sys.stderr)
         return 2
     n = sum(counts.values())
     if n == 0:
         print(f"latency_histogram.py: {a.summary}: no latency histogram with values for this choice", file=sys.stderr)
         return 2
     if a.cdf:
-        plot_cdf(counts, a.cdf, title_of(summary, a.cls, n))
+        plot_cdf(counts, a.cdf, title_of(summary, a.cls, n, a.message_size or a.value_size))
         return 0
     for p in wanted:
         label = f"p{p:g}"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/latency_histogram.py against real benchkv summaries: the percentiles it rebuilds
 from the raw histograms are exactly the ones the summary gives (KV: every class of a run and
-all runs merged; rpc: a run's round trips; data: a size's latency), a p95 it computes lies
+all runs merged; rpc: a run's round trips, and one size's of two; data: a size's latency),
+runs of several sizes with no size chosen are refused (exit 2, naming the sizes), a p95 it computes lies
 between the summary's p90 and p99, the CDF it draws is a PNG, and a bad input is one line
 on stderr with exit status 2.
 usage: check_latency_histogram.py REPO_ROOT BENCHKV
@@ -90,6 +91,26 @@ def main(root, benchkv):
         dr = [x for x in json.load(open(os.path.join(d, "data.summary.json")))["data"]["runs"] if x["value_size"] == 4096][0]
         expect([os.path.join(d, "data.summary.json"), "--value-size", "4096"],
                {"p50": dr["latency_p50_us"], "p99": dr["latency_p99_us"], "p99.9": dr["latency_p999_us"]}, "data 4096")
+
+        # Several sizes in one summary: pooled they describe no size, so the size must be
+        # chosen (benchkv gives no aggregate over sizes either); chosen, it is that size's.
+        rpc2 = subprocess.run([benchkv, *SIM, "--np", "2", "--endpoints", "1", "--queue-depth", "1", "-d", "0.004",
+                               "-r", "1", "--message-size", "8,4096", "-o", os.path.join(d, "rpc2.csv"), "rpc"],
+                              capture_output=True, text=True)
+        check(rpc2.returncode == 0, f"benchkv rpc, two sizes: {rpc2.stderr}")
+        r2 = [x for x in json.load(open(os.path.join(d, "rpc2.summary.json")))["rpc"]["runs"] if x["message_size"] == 4096]
+        check(len(r2) == 1, f"rpc runs of 4096 B: {r2}")
+        expect([os.path.join(d, "rpc2.summary.json"), "--message-size", "4096"],
+               {"p50": r2[0]["rtt_p50_us"], "p99": r2[0]["rtt_p99_us"], "p99.9": r2[0]["rtt_p999_us"]}, "rpc 4096")
+        for args, option, sizes in [([os.path.join(d, "rpc2.summary.json")], "--message-size", "(8, 4096 B)"),
+                                    ([os.path.join(d, "rpc2.summary.json"), "--cdf", os.path.join(d, "x.png")],
+                                     "--message-size", "(8, 4096 B)"),
+                                    ([os.path.join(d, "data.summary.json")], "--value-size", "(64, 4096 B)")]:
+            p = script(root, *args)
+            lines = p.stderr.strip().splitlines()
+            check(p.returncode == 2 and p.stdout == "" and len(lines) == 1 and sizes in lines[0] and
+                  lines[0].endswith(f"choose one with {option}"), f"sizes pooled {args}: {p.returncode} {p.stderr!r}")
+        check(not os.path.exists(os.path.join(d, "x.png")), "a CDF over two message sizes was drawn")
 
         # Bad input: one line, status 2.
         for args, name in [([os.path.join(d, "absent.json")], "absent.json"),
