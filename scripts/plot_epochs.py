@@ -3,9 +3,12 @@
 
 usage: plot_epochs.py [-h] [--per-rank] [--print] [-o OUT.png] RESULTS.csv
 
-RESULTS.csv is benchkv's per-epoch CSV (-o; simulated or real runs alike), columns
-run,rank,client_id,epoch,requests,duration_ns (benchkv data's leads with value_size, which
-is not used: its runs count over the sizes): one row per client and kept epoch. As in
+RESULTS.csv is benchkv's per-epoch CSV (-o; simulated or real runs alike, any mode),
+columns run,rank,client_id,epoch,requests,duration_ns, one row per client and kept epoch,
+led by one more column in three cases: value_size (benchkv data) or message_size
+(benchkv rpc with several sizes), whose runs are numbered across the sizes, so that each
+run is one size (named in the legend); seed (--repeat), whose runs are numbered per
+repetition: each (seed, run) is a line of its own, "seed S run R", printed "S:R". As in
 benchkv's summary, an epoch's duration is the longest any client of the run reports for
 it, and its Mops are the requests of all clients (or of one rank's clients) over that
 duration. With --print the per-epoch totals are printed on stdout, one "run epoch mops"
@@ -30,6 +33,10 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 import pandas as pd  # noqa: E402
 
 COLUMNS = ["run", "rank", "client_id", "epoch", "requests", "duration_ns"]
+# A column some benchkv CSVs lead with: a run's size (runs numbered across sizes), or the
+# repetition's seed (runs numbered per repetition).
+SIZE_LEADS = {"value_size": "B values", "message_size": "B messages"}
+SEED_LEAD = "seed"
 
 
 def fail(msg):
@@ -47,24 +54,45 @@ def load(path):
         fail(f"{path}: empty file, not a benchkv per-epoch CSV")
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
         fail(f"{path}: not a CSV ({str(e).strip()})")
-    if list(df.columns) == ["value_size"] + COLUMNS:  # benchkv data: each run is one value size
-        df = df.drop(columns=["value_size"])
-    if list(df.columns) != COLUMNS:
+    lead = df.columns[0] if list(df.columns[1:]) == COLUMNS else None
+    if list(df.columns) != COLUMNS and lead not in SIZE_LEADS and lead != SEED_LEAD:
         fail(f"{path}: not a benchkv per-epoch CSV: columns are {','.join(map(str, df.columns))}, "
-             f"expected {','.join(COLUMNS)}")
+             f"expected {','.join(COLUMNS)}, led or not by one of {', '.join(list(SIZE_LEADS) + [SEED_LEAD])}")
     if df.empty:
         fail(f"{path}: no rows (a run with every epoch trimmed?)")
-    for col in COLUMNS:
+    for col in df.columns:
         bad = ~df[col].fillna("").str.fullmatch(r"[0-9]+")
         if bad.any():
             row = int(bad.idxmax())
             fail(f"{path}: line {row + 2}: {col} is '{df[col][row]}', not a non-negative integer")
         df[col] = df[col].astype("int64")
-    dup = df.duplicated(["run", "rank", "client_id", "epoch"])
+    dup = df.duplicated(([lead] if lead == SEED_LEAD else []) + ["run", "rank", "client_id", "epoch"])
     if dup.any():
         row = int(dup.idxmax())
         fail(f"{path}: line {row + 2}: a second row for run {df['run'][row]}, rank {df['rank'][row]}, "
              f"client {df['client_id'][row]}, epoch {df['epoch'][row]}")
+    return with_labels(df, lead, path)
+
+
+def with_labels(df, lead, path):
+    """The frame with COLUMNS only, "run" numbering the lines drawn, and in
+    df.attrs["labels"] each line's (printed name, legend label)."""
+    if lead == SEED_LEAD:
+        pairs = sorted(set(zip(df[SEED_LEAD], df["run"])))
+        line = {pair: k for k, pair in enumerate(pairs)}
+        df["run"] = [line[pair] for pair in zip(df[SEED_LEAD], df["run"])]
+        labels = {k: (f"{seed}:{run}", f"seed {seed} run {run}") for (seed, run), k in line.items()}
+    else:
+        labels = {int(run): (str(run), f"run {run}") for run in sorted(df["run"].unique())}
+        if lead in SIZE_LEADS:
+            sizes = df.groupby("run")[lead].nunique()
+            if (sizes > 1).any():
+                fail(f"{path}: run {int(sizes[sizes > 1].index[0])} has several {lead}s: not benchkv's numbering "
+                     f"(one size per run)")
+            size = df.groupby("run")[lead].first()
+            labels = {run: (name, f"{legend} ({size[run]} {SIZE_LEADS[lead]})") for run, (name, legend) in labels.items()}
+    df = df[COLUMNS].copy()
+    df.attrs["labels"] = labels
     return df
 
 
@@ -112,7 +140,7 @@ def main():
     df = load(args.csv)
     total = epoch_mops(df, per_rank=False)
     ranks = epoch_mops(df, per_rank=True) if args.per_rank else None
-    fig = figure(total, ranks, title_of(args.csv), args.print)
+    fig = figure(total, ranks, title_of(args.csv), args.print, df.attrs["labels"])
     try:
         fig.savefig(out, dpi=120)
     except OSError as e:
@@ -136,21 +164,23 @@ def rank_map(ranks, run):
     return table.to_numpy(dtype=float), list(table.columns), list(table.index)
 
 
-def figure(total, ranks, title, printing=False):
+def figure(total, ranks, title, printing=False, labels=None):
     """The figure: total Mops per epoch, and below it, when `ranks` is not None, one map
     per run of every rank's Mops per epoch; with `printing` the figures are printed on
-    stdout as they are drawn."""
+    stdout as they are drawn. labels: run -> (printed name, legend label), as load()
+    gives them (default: the run's number, "run N")."""
     runs = sorted(total["run"].unique())
+    labels = labels or {run: (str(run), f"run {run}") for run in runs}
     panels = 1 + (len(runs) if ranks is not None else 0)
     heights = [3.5] + [1.6 + 0.03 * ranks["rank"].nunique()] * (panels - 1) if ranks is not None else [3.5]
     fig, axs = plt.subplots(panels, 1, figsize=(8, 1.0 + sum(heights)), sharex=True, squeeze=False,
                             gridspec_kw={"height_ratios": heights}, layout="constrained")
     ax = axs[0, 0]
     for run, g in total.groupby("run"):
-        ax.plot(g["epoch"], g["mops"], marker="o", label=f"run {run}")
+        ax.plot(g["epoch"], g["mops"], marker="o", label=labels[run][1])
         if printing:
             for r in g.itertuples():
-                print(f"{run} {r.epoch} {r.mops:.6f}")
+                print(f"{labels[run][0]} {r.epoch} {r.mops:.6f}")
     ax.set_ylabel("throughput, all ranks\n(M requests/s)")
     from_zero(ax, total["mops"])
     ax.set_title(title)
@@ -164,11 +194,11 @@ def figure(total, ranks, title, printing=False):
             image = rax.imshow(values, aspect="auto", interpolation="nearest", origin="lower", cmap="viridis",
                                vmin=0.0, vmax=top if top > 0 else 1.0,
                                extent=(epochs[0] - 0.5, epochs[-1] + 0.5, -0.5, len(rank_ids) - 0.5))
-            rax.set_ylabel(f"run {run}: rank")
+            rax.set_ylabel(f"{labels[run][1]}: rank")
             rax.yaxis.set_major_locator(MaxNLocator(integer=True))
             if printing:
                 for r in ranks[ranks["run"] == run].sort_values(["epoch", "rank"]).itertuples():
-                    print(f"{run} {r.epoch} {r.rank} {r.mops:.6f}")
+                    print(f"{labels[run][0]} {r.epoch} {r.rank} {r.mops:.6f}")
         # One scale for every map, beside every panel, so that the panels' epochs line up.
         fig.colorbar(image, ax=axs[:, 0].tolist(), label="M requests/s per rank", pad=0.01, aspect=40)
     axs[-1, 0].set_xlabel("epoch (index in the run, trimmed epochs counted)")

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """scripts/plot_epochs.py: the per-epoch Mops it prints (--print) are the hand-computed
-ones, nothing is printed on stdout unless asked, the picture is written, a CSV that is not
+ones, for every CSV benchkv writes per epoch (KV, data and rpc's leading size column,
+--repeat's leading seed: each repetition's runs their own lines), nothing is printed on stdout unless asked, the picture is written, a CSV that is not
 benchkv's is refused by name, and on a real benchkv CSV its epochs add up to the
 summary's Mops of each run.
 usage: check_plot_epochs.py REPO_ROOT BENCHKV
@@ -68,6 +69,41 @@ def main(root, benchkv):
         check(p.returncode == 0, f"data CSV: exit {p.returncode}: {p.stderr}")
         check(p.returncode == 0 and printed(p.stdout)[0] == {(0, 1): 90.0, (0, 2): 30.0, (1, 1): 10.0},
               f"data CSV per-epoch totals {p.stdout}")
+        # benchkv rpc's with several sizes leads with message_size (runs numbered across
+        # the sizes): the same figures, each run's size in its legend label.
+        msized = os.path.join(d, "msized.csv")
+        with open(msized, "w") as f:
+            f.write(open(sized).read().replace("value_size,", "message_size,", 1))
+        p = run(root, msized, "--print", "-o", os.path.join(d, "msized.png"))
+        check(p.returncode == 0 and printed(p.stdout)[0] == {(0, 1): 90.0, (0, 2): 30.0, (1, 1): 10.0},
+              f"rpc CSV of two sizes: exit {p.returncode}: {p.stdout} {p.stderr}")
+        got, err = probe(root, (
+            "import plot_epochs\n"
+            f"df = plot_epochs.load({msized!r})\n"
+            "fig = plot_epochs.figure(plot_epochs.epoch_mops(df, False), None, 't', False, df.attrs['labels'])\n"
+            "print(json.dumps([t.get_text() for t in fig.axes[0].get_legend().get_texts()]))\n"))
+        check(got == ["run 0 (64 B messages)", "run 1 (4096 B messages)"], f"rpc CSV legend: {got} {err}")
+        # --repeat's leads with seed, its runs numbered per repetition: seed 1 run 0 and
+        # seed 2 run 0 are two lines, each epoch's duration its own (pooled, seed 2's
+        # epoch 1 would take seed 1's 2000 ns and give 60 Mops, not 120).
+        seeded = os.path.join(d, "seeded.csv")
+        with open(seeded, "w") as f:
+            f.write("seed,run,rank,client_id,epoch,requests,duration_ns\n"
+                    "1,0,0,0,1,100,2000\n1,0,1,0,1,20,1000\n2,0,0,0,1,60,1000\n2,0,1,0,1,60,1000\n"
+                    "2,1,0,0,1,5,500\n")
+        p = run(root, seeded, "--print", "--per-rank", "-o", os.path.join(d, "seeded.png"))
+        check(p.returncode == 0, f"--repeat CSV: exit {p.returncode}: {p.stderr}")
+        lines = sorted(p.stdout.splitlines())
+        check(lines == sorted(["1:0 1 60.000000", "2:0 1 120.000000", "2:1 1 10.000000", "1:0 1 0 50.000000",
+                               "1:0 1 1 10.000000", "2:0 1 0 60.000000", "2:0 1 1 60.000000", "2:1 1 0 10.000000"]),
+              f"--repeat CSV figures: {lines}")
+        # A sized CSV with a run of two sizes is not benchkv's numbering.
+        two = os.path.join(d, "two.csv")
+        with open(two, "w") as f:
+            f.write("message_size,run,rank,client_id,epoch,requests,duration_ns\n8,0,0,0,1,5,10\n64,0,0,0,2,5,10\n")
+        p = run(root, two)
+        check(p.returncode == 2 and "run 0 has several message_sizes" in p.stderr, f"two.csv: {p.stderr!r}")
+
         # Default output name: the CSV's with .png; nothing on stdout unless asked.
         p = run(root, csv, "--per-rank")
         check(p.returncode == 0 and os.path.exists(os.path.join(d, "hand.png")), "default output name")
