@@ -8,6 +8,10 @@ whole life, start-up included, and averaged over loops (calibration notes, C6): 
 compared with the summary's "life" statistics (runs with life_s). C1's time series gives
 steady-state bands: those are compared with the kept epochs. Prints the tables and
 returns non-zero if a summary is missing or malformed.
+
+"Responses per loop" is what C1's notes call "CQEs per loop": RPC responses handled per
+daemon loop (the summary's completions_per_loop_*), not the hardware CQEs that benchkv's
+own report calls "CQEs per loop" (cqe_per_loop_*); the table says so.
 """
 import json
 import sys
@@ -85,7 +89,8 @@ def main(argv):
                   f"({type(e).__name__}: {e})", file=sys.stderr)
             return 2
     print("C1 (Delegation, QD=32, 1 daemon + 46 clients per node), measured vs simulated, like for like:")
-    print("whole-life loop-weighted figures (start-up included, the kept epochs standing for the rest of 10 s)")
+    print("whole-life loop-weighted figures (start-up included, the kept epochs standing for the rest of 10 s);")
+    print("responses per loop: RPC responses per daemon loop, C1's \"CQEs per loop\" (not hardware CQEs per loop, benchkv's)")
     print(f"{'NP':>3} | {'Mops per rank':^27} | {'calls in flight (avg)':^27} | {'responses per loop':^27} | {'loops per 10 s (M)':^27}")
     print(f"{'':>3} | " + " | ".join([f"{'meas':>8} {'sim':>10} {'dev':>7}"] * 4))
     for np_, sim in sorted(rows):
