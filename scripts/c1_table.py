@@ -64,9 +64,10 @@ def cell(meas, sim):
 
 
 def band(lohi, sim):
+    """A measured band, the simulated value and where it lies: "1370-1470    419.90 (below)"."""
     lo, hi = lohi
     where = "inside" if lo <= sim <= hi else ("below" if sim < lo else "above")
-    return f"{lo:g}-{hi:g} {sim:>9.2f} ({where})"
+    return f"{f'{lo:g}-{hi:g}':>9} {sim:>9.2f} {f'({where})':>12}"
 
 
 def main(argv):
@@ -100,13 +101,17 @@ def main(argv):
     for np_, sim in sorted(rows):
         if np_ in SHARES:
             print(f"  NP={np_:<3} " + "  ".join(f"{k}: {SHARES[np_][k]:g}% -> {sim['shares'][k]:.1f}%" for k in SHARES[np_]))
-    print("\nsteady state (C1's time series; simulated: the kept epochs):")
+    print("\nsteady state: measured, the bands of C1's time series (no steady-state throughput was measured);")
+    print("simulated, the kept epochs")
+    print(f"{'NP':>3} | {'Mops per rank':^15} | {'calls in flight':^32} | {'responses per loop':^32}")
+    print(f"{'':>3} | {'meas':>5} {'sim':>9} | " + " | ".join([f"{'meas':>9} {'sim':>9} {'':>12}"] * 2))
     for np_, sim in sorted(rows):
         st = STEADY.get(np_)
-        line = f"  NP={np_:<3} {sim['steady_mops_rank']:.2f} Mops per rank"
+        line = f"{np_:>3} | {'--':>5} {sim['steady_mops_rank']:>9.2f} | "
         if st:
-            line += f"; calls in flight {band(st['inflight'], sim['steady_inflight'])}"
-            line += f"; responses per loop {band(st['cpl'], sim['steady_cpl'])}"
+            line += band(st["inflight"], sim["steady_inflight"]) + " | " + band(st["cpl"], sim["steady_cpl"])
+        else:
+            line += " | ".join([f"{'--':>9} {'':>9} {'':>12}"] * 2)
         print(line)
     return 0
 

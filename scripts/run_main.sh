@@ -27,7 +27,7 @@ def mops(name):
     return s["config"]["start_mode"], r["total_mops"] / len(r["per_rank_mops"])
 rows = {n: mops(n) for n in ("c1_np8", "c1_np16", "c1_np16_staggered")}
 for n, (start, m) in rows.items():
-    print(f"{n:20s} start={start:9s} {m:6.2f} Mops per rank (steady state)")
+    print(f"{n:20s} start={start:9s} {m:6.2f} Mops per rank (simulated, steady state: the kept epochs)")
 high = lambda m: m > 3.0  # the two equilibria sit near 1 and near 7 Mops per rank
 np8, np16, np16s = (rows[n][1] for n in ("c1_np8", "c1_np16", "c1_np16_staggered"))
 print()

@@ -6,11 +6,15 @@ the repository does, and holds docs/calibration.md's figures:
   named as the script names it ("responses per loop": RPC responses, what C1's notes call
   "CQEs per loop"); the script says "CQEs per loop" only where it says hardware CQEs, the
   quantity benchkv's report gives under that name;
+- in the steady-state block every figure stands in a column marked measured or simulated:
+  the simulated throughput under "sim", no measured throughput (C1 has none) under "meas",
+  each measured band beside the simulated value it is compared with.
 Summaries are made by hand, with figures chosen so that each lands in one known place.
 usage: check_c1_table.py REPO_ROOT
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -92,6 +96,24 @@ def main(root):
     for line in out:
         check("CQEs per loop" not in line or "hardware" in line,
               f"\"CQEs per loop\" for responses: {line!r}")
+
+    # The steady-state block: which figure is measured and which simulated.
+    at = next((i for i, line in enumerate(out) if line.startswith("steady state")), None)
+    if at is None:
+        failures.append(f"no steady-state block in {p.stdout!r}")
+    else:
+        block = out[at:]
+        check("measured" in block[0] and "simulated" in " ".join(block[:2]), f"steady-state heading {block[:2]}")
+        cols = next((line for line in block if line.startswith("    |")), "")
+        check(re.fullmatch(r"\s+\|\s+meas\s+sim\s+\|\s+meas\s+sim\s+\|\s+meas\s+sim\s*", cols) is not None,
+              f"steady-state column marks {cols!r}")
+        data = {int(line.split("|")[0]): [c.split() for c in line.split("|")[1:]]
+                for line in block if re.match(r"\s*\d+ \|", line)}
+        check(data.get(8) == [["--", "7.25"], ["1370-1470", "421.50", "(below)"], ["0.58-0.72", "161.50", "(above)"]],
+              f"NP=8 steady state {data.get(8)}")
+        check(data.get(16) == [["--", "6.75"], ["1390-1420", "1405.00", "(inside)"], ["107-200", "150.50", "(inside)"]],
+              f"NP=16 steady state {data.get(16)}")
+        check(data.get(2) == [["--", "3.50"], ["--"], ["--"]], f"NP=2 steady state (no measured band) {data.get(2)}")
 
     for f in failures:
         print("FAIL:", f)
