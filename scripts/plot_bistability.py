@@ -3,7 +3,7 @@
 
 usage: plot_bistability.py OUTDIR LABEL=PREFIX [LABEL=PREFIX ...] [--regime REGIME.csv]
   REGIME.csv: the results.csv of `benchkv sweep configs/sweeps/regime_map.json`
-  (columns np, start_mode, mops_per_rank, cqe_per_loop; "start" in older files).
+  (columns np, start_mode, mops_per_rank, cqe_per_loop; docs/figures/regime.csv is one).
   PREFIX is a benchkv output path without extension: PREFIX.csv, PREFIX.summary.json,
   PREFIX.inflight.csv must exist. Writes OUTDIR/timeseries.png, OUTDIR/timeseries_start.png,
   OUTDIR/cqe_histogram.png
@@ -120,7 +120,7 @@ def regime_figure(rows):
     cqes = []
     for start in ("sync", "staggered"):
         rr = sorted((int(r["np"]), float(r["mops_per_rank"]), float(r["cqe_per_loop"]))
-                    for r in rows if r.get("start_mode", r.get("start")) == start)
+                    for r in rows if r["start_mode"] == start)
         if not rr:
             continue
         axes[0].plot([r[0] for r in rr], [r[1] for r in rr], "o-", label=f"{start} start")
