@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "apps/benchkv/cli/options.hpp"
@@ -210,6 +211,17 @@ TEST_CASE("invalid command-line values name the key and the value", "[bench][opt
   require_usage_error(parse({"-d", "0.0025", "--interval-ms", "1", "--trim", "0", "meta"}),
                       "duration (--duration): 0.0025 s is not a whole number of epochs of 1 ms (interval_ms)");
   CHECK(parse({"-d", "0.003", "--interval-ms", "1", "--trim", "0", "meta"}).result.should_run());
+  // The suggested durations read as typed (not 0.009899999999999999: a product of doubles)
+  // and are whole numbers of epochs.
+  for (const auto& [d, iv, suggestion] : {std::tuple{"0.01", "0.3", "; use 0.0099 or 0.0102"},
+                                          std::tuple{"2.5", "1000", "; use 2 or 3"},
+                                          std::tuple{"0.000001", "0.0003", "; use 0.0000009 or 0.0000012"}}) {
+    const auto p = parse({"-d", d, "--interval-ms", iv, "--trim", "0", "meta"});
+    require_usage_error(p, "s is not a whole number of epochs");
+    CHECK_THAT(p.result.error, Catch::EndsWith(suggestion));
+  }
+  for (const char* d : {"0.0099", "0.0102"})
+    CHECK(parse({"-d", d, "--interval-ms", "0.3", "--trim", "0", "meta"}).result.should_run());
   CHECK(parse({"-d", "0.0025", "--interval-ms", "0.5", "--trim", "0", "meta"}).result.should_run());
   require_usage_error(parse({"--seed", "18446744073709551616", "meta"}), "seed");
   require_usage_error(parse({"--trace", "t.json", "meta"}), "trace_window");

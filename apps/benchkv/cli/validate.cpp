@@ -46,6 +46,15 @@ uint64_t rounded_ns(double value, double ns_per_unit) {
   return static_cast<uint64_t>(std::llround(value * ns_per_unit));
 }
 
+// A whole number of nanoseconds in seconds, exactly and with no trailing zero
+// (9900000 -> "0.0099"): a suggested duration reads as typed and parses back to it.
+std::string seconds_of_ns(uint64_t ns) {
+  constexpr uint64_t kNsPerS = 1'000'000'000;
+  std::string frac = fmt::format("{:09}", ns % kNsPerS);
+  while (!frac.empty() && frac.back() == '0') frac.pop_back();
+  return fmt::format("{}{}{}", ns / kNsPerS, frac.empty() ? "" : ".", frac);
+}
+
 constexpr double kMaxDurationSeconds = 1e7;   // keeps every nanosecond count far inside u64
 constexpr uint32_t kMaxEpochs = 10'000'000;   // per run
 // Time options in microseconds (a hold, a start spread, a sampling period) are at most
@@ -131,11 +140,10 @@ void validate_run_length(const Options& o) {
   // Runs are back to back in one simulation (run r starts at r x duration), and a run
   // keeps only whole epochs: a remainder would be counted in the next run's first epoch.
   if (duration_ns(o) % interval_ns(o) != 0) {
-    const double iv_s = static_cast<double>(interval_ns(o)) / 1e9;
     fail(o, "duration",
          fmt::format("s is not a whole number of epochs of {} ms (interval_ms): the rest would be counted "
                      "in the next run's first epoch; use {} or {}",
-                     o.interval_ms, static_cast<double>(epochs) * iv_s, static_cast<double>(epochs + 1) * iv_s));
+                     o.interval_ms, seconds_of_ns(epochs * interval_ns(o)), seconds_of_ns((epochs + 1) * interval_ns(o))));
   }
   if (2 * uint64_t{o.trim} >= epochs) {
     fail(o, "trim", fmt::format("leaves no epoch: a run has {} epochs (duration {} s / interval {} ms) and "
