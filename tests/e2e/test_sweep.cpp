@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -427,6 +428,16 @@ TEST_CASE("sweep: --help names every option it accepts and the -j rule under mpi
   CHECK_THAT(h.out, Catch::Contains("under mpirun each\n"));  // (the line wraps there)
   CHECK_THAT(h.out, Catch::Contains("rank is one run slot and -j above 1 is refused"));
   CHECK_THAT(h.out, Catch::Contains("  --check  "));
+  // The sweep file's format: shown, and the page named for it describes it (an earlier
+  // help sent readers to a section that only pointed back to --help).
+  for (const char* key : {"\"base\"", "\"set\"", "\"grid\"", "\"output\"", "\"plot\"", "\"model.\""})
+    CHECK_THAT(h.out, Catch::Contains(key));
+  const std::string page = "docs/sweeps.md";
+  REQUIRE_THAT(h.out, Catch::Contains("described with an example in " + page));
+  std::ifstream doc(std::string(BKV_SOURCE_DIR) + "/" + page);
+  const std::string text((std::istreambuf_iterator<char>(doc)), std::istreambuf_iterator<char>());
+  CHECK_THAT(text, Catch::Contains("\"base\": \"../c1_np8.json\"") && Catch::Contains("\"grid\": {") &&
+                       Catch::Contains("An axis is a list of values of one key"));
   // What it says holds: --jobs runs like -j.
   write_file(dir / "s.json", small_sweep(R"({"np": [2, 3]})", "out"));
   const Outcome j = sweep(dir, {"s.json", "--jobs", "2"});

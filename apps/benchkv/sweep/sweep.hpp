@@ -1,4 +1,4 @@
-// benchkv sweep SWEEP.json: a grid of simulated runs (docs/outputs.md §Sweeps).
+// benchkv sweep SWEEP.json: a grid of simulated runs (docs/sweeps.md).
 //
 // A sweep file (strict: unknown keys and bad values are errors naming them):
 //   {
