@@ -7,7 +7,9 @@ experiment, figure, measured, simulated, error. The score is the median and the 
 |error| over the scored figures (a figure is left out of the score when the suite says
 why: a share under 1% of loops, or a set-up the simulator does not reproduce).
 
-usage: calibrate.py [--benchkv PATH] [--model-dir DIR] [--only REGEX] [--csv FILE] [-j N]
+usage: calibrate.py [--benchkv PATH] [--suite FILE] [--model-dir DIR] [--only REGEX] [--csv FILE] [-j N]
+  --benchkv PATH   the benchkv binary (default build/apps/benchkv/benchkv)
+  --suite FILE     the suite (default configs/calibration/suite.json)
   --model-dir DIR  use DIR/c1.json and DIR/c2.json instead of configs/model/ (to judge
                    a candidate model without editing the configs; a file DIR lacks keeps
                    the configured one)
@@ -173,10 +175,11 @@ def suite_arguments(doc, argv, add):
     sensitivity.py, predictions.py): --benchkv, --csv and -j, plus what add(parser) adds.
     Returns (args, None), or (args, message) when --benchkv or -j is bad input."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    ap.add_argument("--benchkv", default=os.path.join(ROOT, "build/apps/benchkv/benchkv"))
+    ap.add_argument("--benchkv", metavar="PATH", default=os.path.join(ROOT, "build/apps/benchkv/benchkv"),
+                    help="the benchkv binary (default: build/apps/benchkv/benchkv)")
     add(ap)
-    ap.add_argument("--csv", default="")
-    ap.add_argument("-j", type=int, default=1)
+    ap.add_argument("--csv", metavar="FILE", default="", help="also write the table as CSV into FILE")
+    ap.add_argument("-j", type=int, metavar="N", default=1, help="experiments run N at a time (default 1)")
     a = ap.parse_args(argv[1:])
     if not os.access(a.benchkv, os.X_OK):
         return a, f"benchkv not found at {a.benchkv} (build it, or pass --benchkv)"
@@ -188,9 +191,12 @@ def suite_arguments(doc, argv, add):
 
 def main(argv):
     def add(ap):
-        ap.add_argument("--suite", default=os.path.join(ROOT, "configs/calibration/suite.json"))
-        ap.add_argument("--model-dir", default="")
-        ap.add_argument("--only", default="")
+        ap.add_argument("--suite", metavar="FILE", default=os.path.join(ROOT, "configs/calibration/suite.json"),
+                        help="the experiments and figures (default: configs/calibration/suite.json)")
+        ap.add_argument("--model-dir", metavar="DIR", default="",
+                        help="use DIR/c1.json and DIR/c2.json instead of configs/model/ (a file DIR lacks keeps "
+                             "the configured one)")
+        ap.add_argument("--only", metavar="REGEX", default="", help="run only the experiments whose name matches")
 
     a, bad = suite_arguments(__doc__, argv, add)
     if bad:

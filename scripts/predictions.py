@@ -72,8 +72,9 @@ def sha256(path):
 
 def main(argv):
     def add(ap):
-        ap.add_argument("--model-dir", action="append", default=[])
-        ap.add_argument("--only", default="", choices=["", *GROUPS])
+        ap.add_argument("--model-dir", metavar="DIR", action="append", default=[],
+                        help="a model directory (DIR/c1.json; repeatable; default configs/model)")
+        ap.add_argument("--only", default="", choices=["", *GROUPS], help="one group of predictions only")
 
     a, bad = calibrate.suite_arguments(__doc__, argv, add)
     if bad:

@@ -84,8 +84,10 @@ def judge(base, res):
 
 def main(argv):
     def add(ap):
-        ap.add_argument("--model-dir", default=os.path.join(ROOT, "configs/model"))
-        ap.add_argument("--only", default="")
+        ap.add_argument("--model-dir", metavar="DIR", default=os.path.join(ROOT, "configs/model"),
+                        help="the model to perturb (DIR/c1.json; default configs/model)")
+        ap.add_argument("--only", metavar="REGEX", default="",
+                        help="perturb only the parameters whose path matches (e.g. '^cpu\\.')")
 
     a, bad = calibrate.suite_arguments(__doc__, argv, add)
     if bad:

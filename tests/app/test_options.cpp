@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "apps/benchkv/cli/options.hpp"
+#include "backends/backend_kind.hpp"
 #include "sim/faults.hpp"
 
 using namespace bkv::app;
@@ -574,6 +576,20 @@ TEST_CASE("--help of each mode lists that mode's options, in plain notation, wit
   CHECK_THAT(kv.out, Catch::Contains("[JSON: repeat]") && Catch::Contains("Independent repetitions") &&
                          Catch::Contains("[JSON: backend]"));
   CHECK_THAT(kv.out, Catch::Contains("Usage: benchkv [OPTIONS] [backend]\n"));
+  // The first line names every backend by the word the CLI takes, and the help names
+  // every mode a word of its own runs, probe and calibrate included (benchkv's main
+  // takes those two before the options).
+  const std::string first_line = kv.out.substr(0, kv.out.find('\n'));
+  for (const auto& b : bkv::backend::kBackendNames) {
+    INFO(b.name << " in: " << first_line);
+    CHECK(std::regex_search(first_line, std::regex("(^|[^-\\w])" + std::string(b.name) + "([^-\\w]|$)")));
+  }
+  for (const char* mode : {"rpc", "data", "sweep", "compare", "probe", "calibrate"}) {
+    INFO(mode);
+    CHECK_THAT(kv.out, Catch::Contains(std::string("benchkv ") + mode + " --help") ||
+                           Catch::Contains(std::string("benchkv ") + mode + "\n--help"));
+  }
+  CHECK_THAT(kv.out, Catch::Contains("benchkv rpc|data|sweep|compare|probe|calibrate"));
   CHECK_THAT(rpc.out, Catch::Contains("Usage: benchkv rpc [OPTIONS]\n"));
   CHECK_THAT(data.out, Catch::Contains("Usage: benchkv data [OPTIONS]\n"));
   for (const auto* p : {&rpc, &data})

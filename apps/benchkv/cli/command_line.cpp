@@ -105,7 +105,9 @@ constexpr std::string_view kFooterKv =
     "Independent repetitions: --repeat N runs the experiment N times with seeds seed .. seed + N - 1 and\n"
     "reports each figure's mean, standard deviation and 95 % confidence interval over them.\n"
     "Other modes: benchkv rpc --help (copyrpc alone, message sizes), benchkv data --help (bulk values),\n"
-    "benchkv sweep --help (a grid of simulated runs), benchkv compare --help (two results side by side).\n";
+    "benchkv sweep --help (a grid of simulated runs), benchkv compare --help (two results side by side),\n"
+    "benchkv probe --help (micro-benchmarks of this machine for the simulator's model), benchkv calibrate\n"
+    "--help (a model file from them).\n";
 
 constexpr std::string_view kFooterRpc =
     "benchkv rpc: copyrpc alone; rank 0 calls, every other rank answers (--np 1 in the simulator: NIC\n"
@@ -186,8 +188,9 @@ ParseResult parse_command_line(int argc, const char* const* argv, std::ostream& 
       : mode_of_help == Mode::kData
           ? "benchkv data: bulk values put and got by one-sided RDMA, on RDMA hardware, UCX or the discrete-event "
             "simulator. The options of this mode:"
-          : "benchkv: a distributed key-value benchmark over copyrpc (Meta, Delegation, copyrpc-direct, UCX active "
-            "messages), on RDMA hardware, UCX or the discrete-event simulator. The options of the KV backends:";
+          : "benchkv: a distributed key-value benchmark over copyrpc (backends meta, delegation, direct) and over "
+            "UCX active messages (ucx-am), on RDMA hardware, UCX or the discrete-event simulator. The options of the "
+            "KV backends:";
   CLI::App app{description, mode_of_help == Mode::kKv ? "benchkv" : fmt::format("benchkv {}", to_string(mode_of_help))};
   app.footer(std::string(mode_of_help == Mode::kRpc    ? kFooterRpc
                          : mode_of_help == Mode::kData ? kFooterData

@@ -293,7 +293,7 @@ constexpr std::string_view kGroupData = "bulk values (data)";
 const Spec kSpecs[] = {
     {"backend", 0, Kind::kChoice, kGroupRun, "" /* --help lists kBackendChoices */,
      "the KV backend to run (positional argument); the other run modes are words of their own, not backends: "
-     "benchkv rpc|data|sweep|compare (their --help below)",
+     "benchkv rpc|data|sweep|compare|probe|calibrate (each has its --help: \"Other modes\" below)",
      &set_backend, &get_backend},
     {"transport", 0, Kind::kChoice, kGroupRun, "" /* --help lists kTransportNames */, "transport under the backends",
      BKV_CHOICE(transport, kTransportChoices)},
