@@ -158,7 +158,9 @@ class alignas(64) Client {
   // decides anything.
   // The lines every step may read that stay where they are: the remote path's state, the
   // table of ipc connections and each connection's two lines, the counters, the ops the
-  // step charges (a meter that says where they lie: the simulated thread's).
+  // step charges (a meter that says where they lie: the simulated thread's); added after
+  // the per-step entries are reserved, the last of them dropped when the list is full
+  // (more than one daemon per node: the ops' lines first).
   void add_stable_step_lines(LineList& out) const noexcept {
     if constexpr (requires { remote_.add_stable_lines(out); }) remote_.add_stable_lines(out);
     out.add(ipc_.get());
@@ -174,23 +176,47 @@ class alignas(64) Client {
     }
   }
   // At the end of a step with timed writes (its lines at hand): what the next step reads
-  // first, as far as known now: if it writes a request (one paid for), the pending slot
-  // the request takes (the free list's top) and the remote path's next call; the next
-  // answer found and, when it shares its line with the answer before it (which this step
-  // handled or wrote: the token is read only where that costs no miss), its pending slot;
-  // each ipc connection's next response.
-  void add_next_step_lines(LineList& out) const noexcept {
-    if (write_ready_) {
-      if constexpr (kRecordLatency) out.add(&pending_[free_head_]);
-      if constexpr (requires { remote_.add_next_call_lines(out); }) remote_.add_next_call_lines(out);
+  // first, as far as known now, into the list's per-step entries in this order (idle()
+  // where the step names nothing): if it writes a request (one paid for), the pending
+  // slot the request takes (the free list's top) and the remote path's next call (its
+  // response slot and call record); the next answer found and, when it shares its line
+  // with the answer before it (which this step handled or wrote: the token is read only
+  // where that costs no miss), its pending slot; each ipc connection's next response, as
+  // many as the list reserved (reserve_step(step_line_count()), before the stable lines).
+  static constexpr bool kNamesCallLines = requires(const RemotePath& r) { r.next_call_lines(); };
+  static constexpr uint32_t kFixedStepLines = 3 + (kNamesCallLines ? 2 : 0);
+  static_assert(kFixedStepLines <= LineList::kMax);
+  uint32_t step_line_count() const noexcept { return kFixedStepLines + ipc_count_; }
+  [[gnu::always_inline]] void add_next_step_lines(LineList& out) const noexcept {
+    const void* const idle = LineList::idle();
+    const void* write_slot = idle;
+    if constexpr (kRecordLatency) write_slot = write_ready_ ? &pending_[free_head_] : idle;
+    out.set_step(0, write_slot);
+    uint32_t i = 1;
+    if constexpr (kNamesCallLines) {
+      const void* resp_slot = idle;
+      const void* call = idle;
+      if (write_ready_) {
+        const auto next = remote_.next_call_lines();
+        resp_slot = next.response_slot;
+        call = next.call;
+      }
+      out.set_step(1, resp_slot);
+      out.set_step(2, call);
+      i = 3;
     }
+    const void* found = idle;
+    const void* found_slot = idle;
     if (found_head_ < found_count_) {
       const Found& f = found_[found_head_];
-      out.add(&f);
+      found = &f;
       if constexpr (kRecordLatency)
-        if (reinterpret_cast<uintptr_t>(&f) % 64 != 0) out.add(pending_line(f.token));  // 2nd of its line
+        if (reinterpret_cast<uintptr_t>(&f) % 64 != 0) found_slot = pending_line(f.token);  // 2nd of its line
     }
-    for (uint32_t i = 0; i < ipc_count_; ++i) out.add(ipc_[i]->next_response_line());
+    out.set_step(i, found);
+    out.set_step(i + 1, found_slot);
+    i += 2;
+    for (uint32_t k = 0; k < ipc_count_ && i < out.step; ++k, ++i) out.set_step(i, ipc_[k]->next_response_line());
   }
   // Where the pending slot of `token` lies (the table's first slot for a token beyond the
   // queue depth: a hint's address is never outside the table).

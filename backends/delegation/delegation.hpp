@@ -124,11 +124,7 @@ struct DelegationRemotePath {
     out.add(deleg);
     out.add(reinterpret_cast<const std::byte*>(deleg) + shm::kCacheLine);
   }
-  void add_next_call_lines(LineList& out) const noexcept {
-    const auto next = deleg->next_call_lines();
-    out.add(next.response_slot);
-    out.add(next.call);
-  }
+  DelegClientT::NextCallLines next_call_lines() const noexcept { return deleg->next_call_lines(); }
   DelegClientT::StepHint step_hint() const noexcept { return deleg->step_hint(); }
 };
 

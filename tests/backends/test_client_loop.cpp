@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/client.hpp"
+#include "core/shm/segment.hpp"
 #include "tests/backends/client_rig.hpp"
 
 using namespace bkv;
@@ -224,8 +226,9 @@ TEST_CASE("client loop, timed writes: the next-step hint names the pending slots
   uint32_t issue_hinted = 0, answer_hinted = 0;
   for (int i = 0; i < 400; ++i) {
     LineList hint;
+    hint.reserve_step(rig.client.step_line_count());
     rig.client.add_next_step_lines(hint);
-    for (uint32_t k = 0; k < hint.count; ++k) {
+    for (uint32_t k = 0; k < LineList::kMax; ++k) {  // the idle entries too
       volatile std::byte b = *static_cast<const std::byte*>(hint.at[k]);  // live memory
       (void)b;
     }
@@ -235,7 +238,7 @@ TEST_CASE("client loop, timed writes: the next-step hint names the pending slots
     if (rig.calls.size() > calls_before) {
       REQUIRE(rig.calls.size() == calls_before + 1);
       used.push_back(rig.client.pending_line(rig.calls.back()));
-      CHECK(hint.at[0] == used.back());  // the free list's top is the slot the write takes
+      CHECK(hint.step_at(0) == used.back());  // the free list's top is the slot the write takes
       ++issue_hinted;
     }
     if (s.completed > 0) {  // the oldest answer handed over (perhaps by this step's own scan)
@@ -245,10 +248,10 @@ TEST_CASE("client loop, timed writes: the next-step hint names the pending slots
       rig.handed.pop_front();
     }
     // Every pending slot the hint names is one the step used.
-    for (uint32_t k = 0; k < hint.count; ++k)
-      if (in_table(hint.at[k])) {
-        CHECK(std::find(used.begin(), used.end(), hint.at[k]) != used.end());
-        if (hint.at[k] != hint.at[0]) ++answer_hinted;
+    for (uint32_t k = 0; k < hint.step; ++k)
+      if (in_table(hint.step_at(k))) {
+        CHECK(std::find(used.begin(), used.end(), hint.step_at(k)) != used.end());
+        if (hint.step_at(k) != hint.step_at(0)) ++answer_hinted;
       }
     if (!s.again) rig.meter.now += 100;  // idle until an answer comes: the next poll finds it
     rig.meter.charged = 0;
@@ -258,30 +261,87 @@ TEST_CASE("client loop, timed writes: the next-step hint names the pending slots
   CHECK(answer_hinted > 0);  // a later answer's slot was named, not only the next write's
 }
 
-// The hint list's two parts (core/cache_hint.hpp): what was in it at keep() survives
-// every restart(), what came after is dropped; an address past the capacity is dropped,
-// never written beyond the list; add_line_once skips an address in the line added last.
-TEST_CASE("LineList: the kept prefix survives restart, the capacity is never exceeded", "[backends][client]") {
+// The hint list's two parts (core/cache_hint.hpp): the per-step entries reserved first
+// (idle until written, from the list's end down), then the set-up's from its start; an
+// address past the capacity is dropped, never written beyond the list; add_line_once
+// skips an address in the line added last; every entry, in use or not, names live memory
+// (prefetch() asks for all of them).
+TEST_CASE("LineList: the per-step part is reserved first, the capacity is never exceeded", "[backends][client]") {
   alignas(64) static std::byte lines[64 * (LineList::kMax + 4)];
   auto line = [](uint32_t i) { return static_cast<const void*>(lines + 64 * i); };
   LineList l;
+  for (const void* a : l.at) CHECK(a == LineList::idle());
+  CHECK(l.reserve_step(2) == 2);
   l.add(line(0));
   l.add_line_once(line(1));
   l.add_line_once(static_cast<const std::byte*>(line(1)) + 8);  // the same line: skipped
-  REQUIRE(l.count == 2);
-  l.keep();
-  for (uint32_t i = 2; i < LineList::kMax + 4; ++i) l.add(line(i));
-  CHECK(l.count == LineList::kMax);  // the last four dropped
-  CHECK(l.at[LineList::kMax - 1] == line(LineList::kMax - 1));
-  l.restart();
-  CHECK(l.count == 2);
-  CHECK(l.kept == 2);
+  REQUIRE(l.stable == 2);
   CHECK(l.at[0] == line(0));
   CHECK(l.at[1] == line(1));
-  l.add(line(7));
-  l.restart();
-  CHECK(l.count == 2);
-  l.prefetch();  // every listed address is live memory
+  CHECK(l.step_at(0) == LineList::idle());
+  for (uint32_t i = 2; i < LineList::kMax + 4; ++i) l.add(line(i));
+  CHECK(l.stable == LineList::kMax - 2);  // the last ones dropped
+  CHECK(l.at[LineList::kMax - 3] == line(LineList::kMax - 3));
+  l.set_step(0, line(LineList::kMax + 1));
+  l.set_step(1, line(LineList::kMax + 2));
+  CHECK(l.at[LineList::kMax - 1] == line(LineList::kMax + 1));
+  CHECK(l.at[LineList::kMax - 2] == line(LineList::kMax + 2));
+  CHECK(l.at[LineList::kMax - 3] == line(LineList::kMax - 3));  // the per-step writes leave the set-up's entries
+  LineList big;
+  CHECK(big.reserve_step(LineList::kMax + 5) == LineList::kMax);  // all per-step, nothing beyond
+  big.add(line(0));
+  CHECK(big.stable == 0);
+  l.prefetch();
+  big.prefetch();
+}
+
+// With several daemons per node (an ipc connection each), a client names more lines than
+// the list holds: the per-step ones are reserved before the set-up's, so each ipc
+// connection's next response is named (the list once filled up with the set-up's lines,
+// two per connection, and dropped them), up to the list's capacity.
+TEST_CASE("client loop: with several daemons, the next-step hint names every connection's next response",
+          "[backends][client]") {
+  for (const uint32_t daemons : {1u, 2u, 4u, 8u, 12u, 14u}) {
+    INFO("daemons " << daemons);
+    NodeConfig node = test::remote_only_node();
+    node.daemons = daemons;
+    node.queue_depth = 8;
+    const shm::IpcConfig icfg{1, node.queue_depth};
+    std::vector<shm::Segment> segs;
+    std::vector<std::unique_ptr<IpcServerT>> servers;
+    std::vector<std::unique_ptr<IpcClientT>> conns;
+    std::vector<IpcClientT*> ipc;
+    for (uint32_t d = 0; d < daemons; ++d) {
+      segs.push_back(shm::Segment::create_process(shm::IpcLayout<Request, Response>::segment_size(icfg)));
+      servers.push_back(std::make_unique<IpcServerT>(segs.back().bytes(), icfg));
+      conns.push_back(std::make_unique<IpcClientT>(IpcClientT::connect(segs.back().bytes())));
+      ipc.push_back(conns.back().get());
+    }
+    StepMeter meter;
+    ClientCounters counters;
+    std::deque<uint64_t> issued, handed;
+    std::vector<uint64_t> calls;
+    uint32_t polls = 0;
+    Client<StepMeter, FifoPath> client{node, kv::Pattern(test::small_workload(), 0, 0), ipc,
+                                       FifoPath{&issued, &handed, &calls, &polls}, meter, counters};
+    client.set_timed_writes(true);
+    LineList l;
+    const uint32_t reserved = l.reserve_step(client.step_line_count());
+    CHECK(reserved == std::min(3 + daemons, LineList::kMax));
+    client.add_stable_step_lines(l);
+    CHECK(l.stable + l.step <= LineList::kMax);
+    for (int i = 0; i < 20; ++i) {
+      (void)client.step();
+      client.add_next_step_lines(l);
+      const void* const* per_step = l.at + (LineList::kMax - l.step);
+      const void* const* end = l.at + LineList::kMax;
+      for (uint32_t d = 0; d < daemons && 3 + d < LineList::kMax; ++d)
+        CHECK(std::find(per_step, end, ipc[d]->next_response_line()) != end);
+      meter.now += 100;
+      meter.charged = 0;
+    }
+    l.prefetch();
+  }
 }
 
 // The stable part of a client's hint (Client::add_stable_step_lines), recorded once and
@@ -290,17 +350,16 @@ TEST_CASE("client loop: the stable step lines name the counters and survive the 
           "[backends][client]") {
   TimedFifoRig rig;
   LineList l;
+  l.reserve_step(rig.client.step_line_count());
   rig.client.add_stable_step_lines(l);
-  l.keep();
   auto names_counters = [&] {
-    return std::find(l.at, l.at + l.count, static_cast<const void*>(&rig.counters)) != l.at + l.count;
+    return std::find(l.at, l.at + l.stable, static_cast<const void*>(&rig.counters)) != l.at + l.stable;
   };
   CHECK(names_counters());
-  const uint32_t stable = l.count;
+  const uint32_t stable = l.stable;
   for (int i = 0; i < 20; ++i) {
-    l.restart();
     rig.client.add_next_step_lines(l);
-    CHECK(l.count >= stable);
+    CHECK(l.stable == stable);
     CHECK(names_counters());
     (void)rig.client.step();
     rig.meter.now += 100;

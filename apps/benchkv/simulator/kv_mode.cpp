@@ -312,8 +312,8 @@ class Experiment final : public SimRun {
                     t < D_ && startup_ > 0);
         if (t >= D_) {
           Binding& b = bindings_.back();
+          b.next.reserve_step(b.client->step_line_count());
           b.client->add_stable_step_lines(b.next);
-          b.next.keep();
           b.path = path_hint_of(*b.client);
           th.set_step_prefetch(&Experiment::client_prefetch, &b);
         }
@@ -400,7 +400,6 @@ class Experiment final : public SimRun {
     Experiment& e = *b->exp;
     if (e.step_log_) [[unlikely]] e.log_step(*b);
     const auto r = b->client->step_timed();  // build() set timed writes
-    b->next.restart();
     b->client->add_next_step_lines(b->next);
     if (!e.slow_nodes_.empty()) [[unlikely]] e.slow_down(b->rank, self);
     if (e.oracle_) [[unlikely]] e.check_endpoints(b->rank, b->thread);
