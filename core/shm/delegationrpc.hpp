@@ -1140,14 +1140,17 @@ class alignas(kCacheLine) DelegationClient {
     const uint64_t* replies = nullptr;  // reply hint word 0 (nullptr: no hints)
     const std::byte* resp_slot0 = nullptr;
     const std::byte* call0 = nullptr;  // the call record of response slot 0
+    uint64_t reply_mask = 0;  // the bits of word 0 that name a response slot (resp_depth < 64: fewer than 64)
     const void* claim_line() const noexcept {
       return claim0 + (__atomic_load_n(head, __ATOMIC_RELAXED) & ring_mask) * Layout::kReqSlotSize;
     }
-    // f(response slot, call record) of each slot with a reply hint bit.
+    // f(response slot, call record) of each slot with a reply hint bit (only bits that
+    // name one of the client's slots: the word is the server's, a hint never names a
+    // line outside the slots).
     template <class F>
     void for_each_reply(F&& f) const noexcept {
       if (replies == nullptr) return;
-      for (uint64_t w = *replies; w != 0; w &= w - 1) {
+      for (uint64_t w = *replies & reply_mask; w != 0; w &= w - 1) {
         const auto slot = static_cast<uint32_t>(std::countr_zero(w));
         f(static_cast<const void*>(resp_slot0 + size_t{slot} * Layout::kRespSlotSize),
           static_cast<const void*>(call0 + size_t{slot} * sizeof(SlotCall)));
@@ -1163,7 +1166,8 @@ class alignas(kCacheLine) DelegationClient {
   };
   StepHint step_hint() const noexcept {
     return {&view_.control().head, view_.req_slot(0) + offsetof(DelegationSlotHeader, claim),
-            view_.config().ring_depth - 1, hints_, resp_slots_, reinterpret_cast<const std::byte*>(calls_.data())};
+            view_.config().ring_depth - 1, hints_, resp_slots_, reinterpret_cast<const std::byte*>(calls_.data()),
+            slots_in_word_};
   }
 
  private:

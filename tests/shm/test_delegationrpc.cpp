@@ -427,6 +427,15 @@ TEST_CASE("a client's cache hints name the claim word, response slot and call re
   // The call records are the client's own, one per slot, 16 bytes apart.
   for (uint32_t s = 1; s < cfg.resp_depth; ++s)
     CHECK(static_cast<const std::byte*>(call_of_slot[s]) - static_cast<const std::byte*>(call_of_slot[0]) == 16 * s);
+  // A bit of the hint word above the client's response slots (resp_depth 4 here) names
+  // no slot: it is not listed, so no line beyond the slots is named.
+  uint64_t* words = f.server.reply_hints(c.client_id());
+  *words = (uint64_t{1} << 63) | (uint64_t{1} << cfg.resp_depth) | 0b10;
+  std::vector<const void*> masked;
+  hint.for_each_reply([&](const void* slot, const void*) { masked.push_back(slot); });
+  REQUIRE(masked.size() == 1);
+  CHECK(masked[0] == f.base() + resp_slot_offset(cfg, c.client_id(), 1));
+  *words = 0;
   // Without reply hints there is nothing to list.
   DClient::StepHint no_hints = hint;
   no_hints.replies = nullptr;
