@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <bit>
 #include <cstring>
 
 #include "core/kv/types.hpp"
@@ -123,6 +124,37 @@ TEST_CASE("decode_response accepts exactly the valid encodings", "[kv][types]") 
     CHECK_FALSE(decode_response(n).has_value());
     CHECK_FALSE(decode_response(bytes_of(Response::get_ok(kAbsentValue))).has_value());
   }
+}
+
+// Response::valid compares the first word whole: it accepts exactly what the rule says,
+// checked field by field here for every kind and error byte, each reserved byte set or
+// not, and values that each kind accepts or refuses.
+TEST_CASE("Response::valid accepts exactly the rule's responses, for every kind and error byte", "[kv][types]") {
+  auto by_rule = [](const std::array<std::byte, 16>& b, uint64_t value) {
+    for (size_t i = 2; i < 8; ++i)
+      if (b[i] != std::byte{0}) return false;
+    const auto kind = static_cast<uint8_t>(b[0]), error = static_cast<uint8_t>(b[1]);
+    if (kind == 1 || kind == 3) return error == 0 && value == 0;     // PutOk, GetNotFound
+    if (kind == 2) return error == 0 && value != kAbsentValue;       // GetOk
+    if (kind == 4) return error >= 1 && error <= kMaxErrorCode;      // Error: any value
+    return false;
+  };
+  uint64_t accepted = 0;
+  for (int kind = 0; kind < 256; ++kind)
+    for (int error = 0; error < 256; ++error)
+      for (int reserved = 1; reserved < 8; ++reserved)  // 1: none set; 2..7: that byte set
+        for (const uint64_t value : {uint64_t{0}, uint64_t{1}, uint64_t{77} << 40, kAbsentValue}) {
+          std::array<std::byte, 16> b{};
+          b[0] = std::byte(kind);
+          b[1] = std::byte(error);
+          if (reserved > 1) b[reserved] = std::byte{0x80};
+          for (size_t i = 0; i < 8; ++i) b[8 + i] = std::byte(value >> (8 * i));
+          const auto r = std::bit_cast<Response>(b);
+          const bool want = by_rule(b, value);
+          if (r.valid() != want) FAIL("kind " << kind << " error " << error << " reserved byte " << reserved << " value " << value);
+          accepted += want ? 1 : 0;
+        }
+  CHECK(accepted == 1 + 1 + 3 + 4 * 4);  // PutOk, GetNotFound: value 0; GetOk: 3 values; Error: 4 codes x 4 values
 }
 
 TEST_CASE("as_bytes round-trips through decode", "[kv][types]") {
