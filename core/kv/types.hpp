@@ -84,14 +84,14 @@ struct Request {
   // Structural check of bytes received from a peer or shared memory: a known kind,
   // zero reserved bytes, MetaGet with zero value, MetaPut with a representable value.
   // (Range checks of rank and key need the node's configuration: see kv::execute.)
+  // The kind and the reserved bytes are read as one 4-byte word (little-endian), which a
+  // valid request holds as the kind alone: two compares, where the bytes one by one and
+  // a switch took about 12 instructions (three checks a simulated request).
   constexpr bool valid() const noexcept {
-    if (reserved[0] != 0 || reserved[1] != 0 || reserved[2] != 0) return false;
-    switch (kind) {
-      case RequestKind::kMetaPut: return value != kAbsentValue;
-      case RequestKind::kMetaGet: return value == 0;
-      case RequestKind::kInvalid: return false;
-    }
-    return false;
+    static_assert(std::endian::native == std::endian::little, "the message layouts are little-endian");
+    const uint32_t w = std::bit_cast<std::array<uint32_t, 6>>(*this)[0];
+    if (w == static_cast<uint8_t>(RequestKind::kMetaGet)) return value == 0;
+    return w == static_cast<uint8_t>(RequestKind::kMetaPut) && value != kAbsentValue;
   }
 
   friend constexpr bool operator==(const Request&, const Request&) = default;

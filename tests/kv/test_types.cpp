@@ -126,6 +126,26 @@ TEST_CASE("decode_response accepts exactly the valid encodings", "[kv][types]") 
   }
 }
 
+// Request::valid reads the kind and reserved bytes as one word: it accepts exactly what
+// the rule says, for every kind byte, each reserved byte set or not, and values.
+TEST_CASE("Request::valid accepts exactly the rule's requests, for every kind byte", "[kv][types]") {
+  uint64_t accepted = 0;
+  for (int kind = 0; kind < 256; ++kind)
+    for (int reserved = 0; reserved < 4; ++reserved)  // 0: none set; 1..3: that byte set
+      for (const uint64_t value : {uint64_t{0}, uint64_t{1}, uint64_t{77} << 40, kAbsentValue}) {
+        std::array<std::byte, 24> b{};
+        b[0] = std::byte(kind);
+        if (reserved > 0) b[reserved] = std::byte{0x80};
+        b[4] = std::byte{1};  // rank 1, key 2: not part of the structural check
+        b[8] = std::byte{2};
+        for (size_t i = 0; i < 8; ++i) b[16 + i] = std::byte(value >> (8 * i));
+        const bool want = reserved == 0 && ((kind == 1 && value != kAbsentValue) || (kind == 2 && value == 0));
+        if (std::bit_cast<Request>(b).valid() != want) FAIL("kind " << kind << " reserved byte " << reserved << " value " << value);
+        accepted += want ? 1 : 0;
+      }
+  CHECK(accepted == 3 + 1);  // MetaPut: three values; MetaGet: value 0
+}
+
 // Response::valid compares the first word whole: it accepts exactly what the rule says,
 // checked field by field here for every kind and error byte, each reserved byte set or
 // not, and values that each kind accepts or refuses.
