@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/benchkv/cli/options.hpp"
 #include "apps/benchkv/real/transports.hpp"
 #include "apps/benchkv/results/probe_report.hpp"
 #include "apps/benchkv/simulator/probe_mode.hpp"
@@ -180,7 +181,15 @@ int probe_main(int argc, char** argv) {
     r.device = device;
     r.port = port;
     r.gid_index = gid_index;
-    return run_real_probe(r);
+    try {
+      return run_real_probe(r);
+    } catch (const OptionError& e) {  // a malformed BENCHKV_*_TIMEOUT, found before MPI starts
+      std::fprintf(stderr, "benchkv: %s\n", e.what());
+      return 2;
+    } catch (const std::exception& e) {  // before MPI or its exchanges started (MPI_Init failed, say)
+      std::fprintf(stderr, "benchkv: %s\n", e.what());
+      return 1;
+    }
   }
   try {
     ProbeRun run;

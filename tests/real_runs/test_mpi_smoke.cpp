@@ -4,6 +4,7 @@
 // gather to rank 0; with UCX built in, it also connects a UcxTransport queue pair to
 // every peer through the exchanged ConnectInfos and moves WRITE+IMM data both ways
 // between the processes. Exit status 0 = pass; every failure prints its reason.
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -132,9 +133,24 @@ int watchdog_probe(bkv::mpi::Session& s, double phase) {
   return 1;
 }
 
+// `--stop-before-finalize`: the shut-down guard. Both ranks complete a barrier (their last
+// collective); rank 1 then stops itself (SIGSTOP), so rank 0, returning from main, waits
+// for it in MPI_Finalize (Session's destructor): the guard must end rank 0 with its
+// message and kPeerLostExitCode once BENCHKV_PEER_TIMEOUT has passed. Rank 1, stopped,
+// returns only if someone continues it (a failure: exit 1); mpirun ends it.
+int stop_before_finalize(bkv::mpi::Session& s) {
+  s.barrier();
+  if (s.rank() != 1) return 0;
+  std::fprintf(stderr, "rank 1: stopping itself after the last collective\n");
+  std::fflush(stderr);
+  ::raise(SIGSTOP);
+  return 1;
+}
+
 int main(int argc, char** argv) {
   bkv::mpi::Session s(&argc, &argv);
   if (argc > 2 && std::strcmp(argv[1], "--watchdog") == 0) return watchdog_probe(s, std::atof(argv[2]));
+  if (argc > 1 && std::strcmp(argv[1], "--stop-before-finalize") == 0) return stop_before_finalize(s);
   const int me = s.rank(), n = s.size();
   expect(n >= 2, "at least two ranks (run under mpirun -np 2)", me);
   expect(s.local_size() >= 1 && s.local_size() <= n, "local size within world size", me);

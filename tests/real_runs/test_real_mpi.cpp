@@ -412,24 +412,43 @@ TEST_CASE("mpirun -np 2: SIGTERM to rank 1 mid-run stops it with a message, and 
 
 namespace {
 
-// mpirun -np 2 of the small delegation run with `name`=`value` in the ranks' environment.
-Outcome run_with_setting(const std::string& name, const std::string& value, const e2e::fs::path& dir) {
+// mpirun -np 2 benchkv `args` (default: the small delegation run) with `name`=`value` in
+// the ranks' environment.
+Outcome run_with_setting(const std::string& name, const std::string& value, const e2e::fs::path& dir,
+                         const std::vector<std::string>& args = small_real("delegation")) {
   auto env = mpi_env("sm,self");
   env.emplace_back(name, value);
-  std::vector<std::string> argv = {MPIEXEC_BIN, "-np", "2", "--oversubscribe", "--bind-to", "none", "-x", name,
-                                   BENCHKV_BIN};
-  for (const std::string& a : small_real("delegation")) argv.push_back(a);
+  std::vector<std::string> argv = {"/usr/bin/timeout", "60", MPIEXEC_BIN, "-np", "2", "--oversubscribe", "--bind-to",
+                                   "none", "-x", name, "-x", "UCX_TLS", BENCHKV_BIN};
+  for (const std::string& a : args) argv.push_back(a);
   return e2e::spawn(argv, dir, env);
 }
 
 }  // namespace
 
-TEST_CASE("benchkv refuses a malformed BENCHKV_PEER_TIMEOUT, naming it", "[real-run][mpi][faults]") {
+// A malformed BENCHKV_PEER_TIMEOUT or BENCHKV_STARTUP_TIMEOUT is bad input like a bad
+// option: every command that starts MPI refuses it before MPI starts, naming it, with
+// status 2 (before: 1 in the KV modes and the probe, an uncaught exception (134) for the
+// probe's start-up timeout, and the sweep never read the peer timeout).
+TEST_CASE("benchkv refuses a malformed BENCHKV_PEER_TIMEOUT or BENCHKV_STARTUP_TIMEOUT with status 2, naming it",
+          "[real-run][mpi][bad-input]") {
   e2e::TempDir dir;
-  const Outcome o = run_with_setting("BENCHKV_PEER_TIMEOUT", "soon", dir.path());
-  INFO(e2e::describe(o));
-  CHECK(o.status != 0);
-  CHECK_THAT(o.err, Catch::Contains("BENCHKV_PEER_TIMEOUT=\"soon\""));
+  e2e::write_file(dir.path() / "s.json", R"({"base": {"backend": "delegation", "transport": "sim", "duration": 0.004,
+    "interval_ms": 1, "trim": 1, "runs": 1}, "grid": {"np": [2, 3]}, "output": "out"})");
+  const std::vector<std::vector<std::string>> commands = {
+      small_real("delegation"), {"probe", "--transport", "ucx", "-o", "probe.json"}, {"sweep", "s.json"}};
+  // (Both variables go through one check: one malformed value each, a word and a zero.)
+  for (const auto& [name, bad] : {std::pair{"BENCHKV_PEER_TIMEOUT", "soon"}, std::pair{"BENCHKV_STARTUP_TIMEOUT", "0"}})
+    for (const auto& args : commands) {
+      const Outcome o = run_with_setting(name, bad, dir.path(), args);
+      INFO(e2e::describe(o));
+      CHECK(o.status == 2);
+      CHECK_THAT(o.err, Catch::Contains(std::string(name) + "=\"" + bad + "\": must be a number of seconds in (0, 86400]"));
+      CHECK_THAT(o.err, !Catch::Contains("epoch"));  // nothing ran
+    }
+  CHECK_FALSE(e2e::fs::exists(dir.path() / "out.csv"));
+  CHECK_FALSE(e2e::fs::exists(dir.path() / "probe.json"));
+  CHECK_FALSE(e2e::fs::exists(dir.path() / "out" / "results.csv"));
 }
 
 // A rank stopped before its start-up is over: its shell stops itself before it execs
@@ -456,17 +475,6 @@ TEST_CASE("mpirun -np 2: a rank stopped before its start-up ends: the other ends
   CHECK(o.status == 4);  // rank 0's, passed on by mpirun
   CHECK(secs < 30);      // the bound, plus the launch and mpirun ending the job
   CHECK_FALSE(e2e::fs::exists(dir.path() / "out.csv"));
-}
-
-TEST_CASE("benchkv refuses a malformed BENCHKV_STARTUP_TIMEOUT, naming it, before MPI starts", "[real-run][mpi][faults]") {
-  for (const char* bad : {"soon", "0"}) {
-    e2e::TempDir dir;
-    const Outcome o = run_with_setting("BENCHKV_STARTUP_TIMEOUT", bad, dir.path());
-    INFO(e2e::describe(o));
-    CHECK(o.status != 0);
-    CHECK_THAT(o.err, Catch::Contains(std::string("benchkv: BENCHKV_STARTUP_TIMEOUT=\"") + bad +
-                                      "\": must be a number of seconds in (0, 86400]"));
-  }
 }
 
 namespace {
@@ -528,3 +536,4 @@ TEST_CASE("mpirun -np 2: SIGTERM to an rpc server mid-run: it says so, and the c
   CHECK_THAT(o.err, Catch::Contains("benchkv: rank 0: interrupted by SIGTERM; rank 1 died before it"));
   check_rpc_interrupted(o, dir.path(), "SIGTERM", json::array({1}));
 }
+

@@ -24,6 +24,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "apps/benchkv/cli/options.hpp"
 #include "apps/benchkv/cli/stop_signals.hpp"
 
 namespace bkv::mpi {
@@ -83,7 +84,7 @@ struct RankProcess {
 static_assert(std::is_trivially_copyable_v<RankProcess>);
 
 // The environment variable `name` as a number of seconds in (0, 86400], `fallback` when
-// it is unset; anything else throws invalid_argument naming it.
+// it is unset; anything else is bad input: app::OptionError naming it (exit status 2).
 double seconds_from_env(const char* name, double fallback) {
   const char* v = std::getenv(name);
   if (v == nullptr) return fallback;
@@ -91,7 +92,7 @@ double seconds_from_env(const char* name, double fallback) {
   errno = 0;
   const double t = std::strtod(v, &end);
   if (end == v || *end != '\0' || errno != 0 || !(t > 0) || t > 86400)
-    throw std::invalid_argument(std::string(name) + "=\"" + v + "\": must be a number of seconds in (0, 86400]");
+    throw app::OptionError(name, std::string(name) + "=\"" + v + "\": must be a number of seconds in (0, 86400]");
   return t;
 }
 
@@ -108,12 +109,15 @@ int launcher_rank() {
   return -1;
 }
 
-// The start-up guard (header, kStartupTimeoutEnv): a thread that waits until finish() or
-// the bound, whichever comes first; at the bound it prints what the rank is waiting for
-// and ends the process (the main thread is inside MPI, which cannot be interrupted).
-class StartupGuard {
+// A phase guard: a thread that waits until finish() or the bound, whichever comes first;
+// at the bound it prints what the rank is waiting for and ends the process with
+// `exit_code` (the main thread is inside MPI, which cannot be interrupted). The start-up
+// guard and the shut-down guard (header, kStartupTimeoutEnv and Session::~Session) are
+// two of these: `phase` names which in the message, `env` the bound's variable.
+class PhaseGuard {
  public:
-  explicit StartupGuard(double timeout_s) : timeout_s_(timeout_s), rank_(launcher_rank()) {
+  PhaseGuard(const char* phase, const char* env, double timeout_s, int exit_code, int rank, const char* where)
+      : phase_(phase), env_(env), timeout_s_(timeout_s), exit_code_(exit_code), rank_(rank), where_(where) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     thread_ = std::thread([this, deadline] {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -124,19 +128,19 @@ class StartupGuard {
       else
         std::snprintf(who, sizeof who, "process %d", static_cast<int>(::getpid()));
       std::fprintf(stderr,
-                   "benchkv: %s: start-up did not finish within %s=%g s (%s%s): a peer rank may be stopped, dead "
+                   "benchkv: %s: %s did not finish within %s=%g s (%s%s): a peer rank may be stopped, dead "
                    "or unreachable; ending this rank\n",
-                   who, kStartupTimeoutEnv, timeout_s_, in_mpi_ ? "waiting in " : "", where_);
+                   who, phase_, env_, timeout_s_, in_mpi_ ? "waiting in " : "", where_);
       std::fflush(stderr);
-      ::_exit(kStartupTimeoutExitCode);  // MPI may not be called from this thread (FUNNELED)
+      ::_exit(exit_code_);  // MPI may not be called from this thread (FUNNELED)
     });
   }
-  ~StartupGuard() {
+  ~PhaseGuard() {
     finish();
     thread_.join();
   }
-  StartupGuard(const StartupGuard&) = delete;
-  StartupGuard& operator=(const StartupGuard&) = delete;
+  PhaseGuard(const PhaseGuard&) = delete;
+  PhaseGuard& operator=(const PhaseGuard&) = delete;
 
   // Where the main thread is from now on (a string literal): inside the MPI call `where`,
   // or (in_mpi false) in the phase `where` describes.
@@ -149,7 +153,7 @@ class StartupGuard {
     std::lock_guard<std::mutex> lock(mutex_);
     rank_ = rank;
   }
-  // Start-up finished: the thread ends without a word. Idempotent.
+  // The phase finished: the thread ends without a word. Idempotent.
   void finish() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -160,12 +164,15 @@ class StartupGuard {
   }
 
  private:
+  const char* const phase_;
+  const char* const env_;
   const double timeout_s_;
+  const int exit_code_;
   std::mutex mutex_;
   std::condition_variable done_changed_;
   bool done_ = false;
   int rank_;
-  const char* where_ = "MPI_Init";
+  const char* where_;
   bool in_mpi_ = true;
   std::thread thread_;  // last: started once the members it reads are set
 };
@@ -176,8 +183,11 @@ double peer_timeout_seconds() { return seconds_from_env(kPeerTimeoutEnv, kDefaul
 double startup_timeout_seconds() { return seconds_from_env(kStartupTimeoutEnv, kDefaultStartupTimeoutSeconds); }
 
 struct Session::Impl {
-  explicit Impl(double startup_timeout_s) : startup(startup_timeout_s) {}
-  StartupGuard startup;  // finished by the first collective completed
+  Impl(double startup_timeout_s, double peer_timeout)
+      : startup("start-up", kStartupTimeoutEnv, startup_timeout_s, kStartupTimeoutExitCode, launcher_rank(), "MPI_Init"),
+        peer_timeout_s(peer_timeout) {}
+  PhaseGuard startup;  // finished by the first collective completed
+  const double peer_timeout_s;  // BENCHKV_PEER_TIMEOUT, read before MPI_Init
   bool finalize = false;
   MPI_Comm node = MPI_COMM_NULL;
   // Watchdog: the deadline (steady clock, ns) by which the next collective must have
@@ -229,7 +239,8 @@ struct Session::Impl {
   }
 };
 
-Session::Session(int* argc, char*** argv) : impl_(std::make_unique<Impl>(startup_timeout_seconds())) {
+Session::Session(int* argc, char*** argv)
+    : impl_(std::make_unique<Impl>(startup_timeout_seconds(), peer_timeout_seconds())) {
   int initialized = 0;
   check(MPI_Initialized(&initialized), "MPI_Initialized");
   if (!initialized) {
@@ -258,7 +269,11 @@ Session::~Session() {
     impl_->stop.store(true);
     impl_->watchdog.join();
   }
+  // Shut-down waits for every rank (MPI_Finalize, and MPI_Comm_free may) and cannot be
+  // started non-blocking: bounded by the peer timeout from here, as a collective is.
+  PhaseGuard shutdown("shut-down", kPeerTimeoutEnv, impl_->peer_timeout_s, kPeerLostExitCode, rank_, "MPI_Comm_free");
   if (impl_->node != MPI_COMM_NULL) MPI_Comm_free(&impl_->node);
+  shutdown.at("MPI_Finalize");
   if (impl_->finalize) MPI_Finalize();
 }
 
@@ -298,7 +313,7 @@ double Session::collective_deadline_seconds() const noexcept { return impl_->col
 void Session::start_watchdog(double longest_phase_seconds) {
   if (impl_->watchdog.joinable()) throw std::logic_error("MPI: the watchdog is already running");
   if (!(longest_phase_seconds >= 0)) throw std::invalid_argument("MPI watchdog: negative phase length");
-  const double timeout = peer_timeout_seconds();
+  const double timeout = impl_->peer_timeout_s;
   const double quiet = longest_phase_seconds + 2 * timeout;
   impl_->quiet_ns = static_cast<int64_t>(quiet * 1e9);
   impl_->collective_timeout_s = timeout;

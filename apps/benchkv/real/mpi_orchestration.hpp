@@ -26,7 +26,8 @@
 namespace bkv::mpi {
 
 // Peer liveness of real runs: a rank whose peer is stopped (SIGSTOP), dead or cut off
-// would wait forever in the next collective or for its calls' responses. Two bounds:
+// would wait forever in the next collective or for its calls' responses. Two bounds
+// (start-up and shut-down have guards of their own, below):
 //  - once start_watchdog ran, every collective is started non-blocking and waited for
 //    at most the peer timeout (environment variable BENCHKV_PEER_TIMEOUT, seconds,
 //    default 60); past it the collective throws PeerLost on this rank, whose caller can
@@ -46,7 +47,9 @@ inline constexpr const char* kPeerTimeoutEnv = "BENCHKV_PEER_TIMEOUT";
 inline constexpr double kDefaultPeerTimeoutSeconds = 60;
 inline constexpr int kPeerLostExitCode = 3;
 inline constexpr double kInterruptGraceSeconds = 5;
-// BENCHKV_PEER_TIMEOUT, checked: a number of seconds in (0, 86400]; else invalid_argument.
+// BENCHKV_PEER_TIMEOUT, checked: a number of seconds in (0, 86400]; else app::OptionError
+// (bad input, exit status 2, as every input error). The Session reads it when it is made,
+// before MPI_Init.
 double peer_timeout_seconds();
 
 // Start-up: MPI_Init, the node split and whatever comes before the first collective
@@ -63,8 +66,15 @@ inline constexpr const char* kStartupTimeoutEnv = "BENCHKV_STARTUP_TIMEOUT";
 inline constexpr double kDefaultStartupTimeoutSeconds = 120;
 inline constexpr int kStartupTimeoutExitCode = 4;
 static_assert(kStartupTimeoutExitCode != kPeerLostExitCode, "the two endings are told apart by their status");
-// BENCHKV_STARTUP_TIMEOUT, checked: a number of seconds in (0, 86400]; else invalid_argument.
+// BENCHKV_STARTUP_TIMEOUT, checked as BENCHKV_PEER_TIMEOUT.
 double startup_timeout_seconds();
+
+// Shut-down: MPI_Finalize (and the communicator's release before it) waits for every rank
+// as start-up does, so a peer stopped or dead after the last collective would keep this
+// rank in it for ever. The Session's destructor arms a shut-down guard (the start-up
+// guard's kind) for the peer timeout, the bound of every other wait for a peer: past it
+// the rank prints "benchkv: rank R: shut-down did not finish within
+// BENCHKV_PEER_TIMEOUT=T s (waiting in MPI_Finalize): ..." and ends with kPeerLostExitCode.
 
 // A collective did not complete within the peer timeout: some rank is stopped, dead or
 // unreachable. MPI is unusable for this rank afterwards (the collective stays pending).
@@ -82,10 +92,11 @@ struct Interrupted : std::runtime_error {
 class Session {
  public:
   // Initializes MPI (unless it already is; then Finalize is left to whoever did it)
-  // and splits off the node-local communicator (MPI_Comm_split_type SHARED). Arms the
-  // start-up guard first (above); a malformed BENCHKV_STARTUP_TIMEOUT throws
-  // invalid_argument before MPI is touched.
+  // and splits off the node-local communicator (MPI_Comm_split_type SHARED). Reads
+  // BENCHKV_STARTUP_TIMEOUT and BENCHKV_PEER_TIMEOUT and arms the start-up guard first
+  // (above); a malformed value throws app::OptionError before MPI is touched.
   Session(int* argc, char*** argv);
+  // Releases the communicator and finalizes MPI under the shut-down guard (above).
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
