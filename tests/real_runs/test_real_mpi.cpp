@@ -537,3 +537,35 @@ TEST_CASE("mpirun -np 2: SIGTERM to an rpc server mid-run: it says so, and the c
   check_rpc_interrupted(o, dir.path(), "SIGTERM", json::array({1}));
 }
 
+// `benchkv sweep` under mpirun: each rank runs its share of the runs, simulated, with no
+// collective between two runs. Rank 1 is stopped (SIGSTOP) once rank 0 said the runs
+// start; rank 0 is then in its run of about 5 s (np 3, 0.2 s simulated). Its heartbeat
+// with rank 1 (a round every quarter of BENCHKV_PEER_TIMEOUT, 1 s here) misses the
+// deadline: rank 0 writes results.csv with the runs finished (none) and ends with status
+// 3, naming the collective, within seconds. Before the heartbeat, rank 0 finished its run
+// and waited for rank 1 in the final gather for ever.
+TEST_CASE("mpirun -np 2: a sweep rank stopped mid-sweep (SIGSTOP): the other ends with status 3, naming the loss",
+          "[real-run][mpi][faults][sweep]") {
+  e2e::TempDir dir;
+  e2e::write_file(dir.path() / "s.json", R"({"base": {"backend": "delegation", "transport": "sim", "client_threads": 2,
+    "queue_depth": 4, "interval_ms": 1, "trim": 1, "runs": 1, "duration": 0.2}, "grid": {"np": [2, 3]},
+    "output": "out"})");
+  const auto t0 = std::chrono::steady_clock::now();
+  const Outcome o = mpirun_benchkv_signalled(
+      2, {1, SIGSTOP, "sweep: 2 runs, 0 finished earlier, 2 to run (2 MPI ranks)", {{"BENCHKV_PEER_TIMEOUT", "1"}}},
+      {"sweep", "s.json"}, dir.path(), "sm,self");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(e2e::describe(o));
+  CHECK(o.status == 3);
+  CHECK_THAT(o.err, Catch::Contains("benchkv sweep: rank 0: MPI_Allreduce(min) did not complete within "
+                                    "BENCHKV_PEER_TIMEOUT=1.0 s: a peer rank is stopped, dead or unreachable; ending "
+                                    "this rank"));
+  CHECK_THAT(o.err, Catch::Contains("sweep: wrote "));
+  CHECK(secs < 30);  // the stop, the timeout, mpirun ending the stopped rank; not the runs
+  // results.csv: the header alone (no run finished); no run left a row.
+  const std::string csv = e2e::read_file(dir.path() / "out" / "results.csv");
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 1);
+  CHECK_THAT(csv, Catch::StartsWith("run,np,"));
+  CHECK_FALSE(e2e::fs::exists(dir.path() / "out" / "runs" / "0000" / "row.json"));
+  CHECK_FALSE(e2e::fs::exists(dir.path() / "out" / "runs" / "0001" / "row.json"));
+}

@@ -196,6 +196,7 @@ struct Session::Impl {
   std::atomic<bool> stop{false};
   int64_t quiet_ns = 0;
   double collective_timeout_s = 0;  // 0: collectives wait without a deadline
+  bool interruptible = false;       // a stop signal ends a collective's wait (Interrupted)
   std::thread watchdog;
   std::vector<RankProcess> processes;  // every rank's, from start_watchdog
   MPI_Request pending_barrier = MPI_REQUEST_NULL;  // start_barrier's, until barrier_done
@@ -214,7 +215,7 @@ struct Session::Impl {
       for (int done = 0;;) {
         check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), call);
         if (done) break;
-        if (const int sig = app::stop_signal(); sig != 0)
+        if (const int sig = interruptible ? app::stop_signal() : 0; sig != 0)
           throw Interrupted(app::signal_name(sig) + " came while waiting for " + call, sig);
         if (now_ns() > deadline) {
           char text[160];
@@ -308,6 +309,7 @@ bool Session::barrier_done() const {
 }
 
 void Session::rearm_watchdog() const { impl_->progress(); }
+void Session::bound_collectives() { impl_->collective_timeout_s = impl_->peer_timeout_s; }
 double Session::collective_deadline_seconds() const noexcept { return impl_->collective_timeout_s; }
 
 void Session::start_watchdog(double longest_phase_seconds) {
@@ -317,6 +319,7 @@ void Session::start_watchdog(double longest_phase_seconds) {
   const double quiet = longest_phase_seconds + 2 * timeout;
   impl_->quiet_ns = static_cast<int64_t>(quiet * 1e9);
   impl_->collective_timeout_s = timeout;
+  impl_->interruptible = true;
   impl_->progress();
   app::install_stop_signals();
   RankProcess mine;

@@ -129,7 +129,14 @@ class Session {
   // Re-arms the watchdog as a completed collective would: a rank winding down after
   // PeerLost gets another full watchdog period for it.
   void rearm_watchdog() const;
-  // The peer timeout the collectives wait (0 before start_watchdog: no deadline).
+  // The collectives' deadline alone, for a caller that keeps collectives coming itself
+  // and handles SIGINT/SIGTERM on its own (the heartbeat of `benchkv sweep` under mpirun,
+  // apps/benchkv/sweep/sweep_ranks_mpi.cpp): every later collective waits at most the
+  // peer timeout (PeerLost past it); no watchdog thread, no signal handlers, and a stop
+  // signal does not end a wait. Not with start_watchdog, which arms the deadline itself.
+  void bound_collectives();
+  // The peer timeout the collectives wait (0 before start_watchdog or bound_collectives:
+  // no deadline).
   double collective_deadline_seconds() const noexcept;
 
   // All-to-all of fixed-size blobs: `outgoing` holds size() slots of `blob_size` bytes,

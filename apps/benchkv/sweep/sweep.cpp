@@ -683,6 +683,8 @@ void print_usage(std::FILE* f) {
                "SIGINT/SIGTERM: no run starts after it; the runs going stop at their next epoch's end and keep\n"
                "what they measured (marked \"interrupted\", no row); results.csv gets the finished runs' rows;\n"
                "exit 130/143. Running the sweep again runs the rest.\n"
+               "Under mpirun a rank whose peer is stopped or unreachable mid-sweep ends after BENCHKV_PEER_TIMEOUT\n"
+               "seconds (default 60) with status 3, results.csv holding the finished runs' rows.\n"
                "  -j N, --jobs N  runs at a time on local cores, one child process each (default: the\n"
                "                  cores of this machine, fewer when the runs' estimated memory would\n"
                "                  not fit in what is available); the runs estimated to take longest\n"
@@ -1064,26 +1066,44 @@ int sweep_main(int argc, char** argv) {
       for (const SweepRun* r : to_run) rows[r->index] = finished_row(s, *r);
     } else {
       // Rank k runs to_run[k], to_run[k + size], ...; every rank computed the same list.
+      // A peer lost mid-sweep ends every rank (SweepRanks::run_share); rank 0 first writes
+      // results.csv with the rows of the runs finished, as far as it can read them.
+      ranks->before_peer_lost_exit = [&] {
+        if (ranks->rank() != 0) return;
+        size_t finished = 0;
+        for (const auto& r : s.runs) {
+          try {
+            rows[r.index] = finished_row(s, r);
+          } catch (const std::exception&) {  // (damaged: left out, a rerun says so)
+          }
+          finished += rows[r.index].empty() ? 0 : 1;
+        }
+        write_results(s, rows);
+        std::fprintf(stderr, "sweep: wrote %s/results.csv (%zu of %zu runs)\n", s.output_dir.c_str(), finished,
+                     s.runs.size());
+      };
       json mine = json::array();
       size_t done = 0, share = 0;
       for (size_t i = static_cast<size_t>(ranks->rank()); i < to_run.size(); i += static_cast<size_t>(ranks->size())) ++share;
-      for (size_t i = static_cast<size_t>(ranks->rank()); i < to_run.size(); i += static_cast<size_t>(ranks->size())) {
-        if (stop_signal() != 0) break;  // this rank's other runs are not started
-        const SweepRun& r = *to_run[i];
-        const auto t0 = std::chrono::steady_clock::now();
-        try {
-          const std::string row = run_point(s, r);
-          mine.push_back({r.index, row});
-          progress(s, r, ++done, share, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                   " rank " + std::to_string(ranks->rank()) + ":");
-        } catch (const RunInterrupted& e) {
-          std::fprintf(stderr, "sweep: rank %d: %s\n", ranks->rank(), e.what());
-          ++failures;
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "sweep: rank %d: %s failed: %s\n", ranks->rank(), describe(s, r).c_str(), e.what());
-          ++failures;
+      ranks->run_share([&] {
+        for (size_t i = static_cast<size_t>(ranks->rank()); i < to_run.size(); i += static_cast<size_t>(ranks->size())) {
+          if (stop_signal() != 0) break;  // this rank's other runs are not started
+          const SweepRun& r = *to_run[i];
+          const auto t0 = std::chrono::steady_clock::now();
+          try {
+            const std::string row = run_point(s, r);
+            mine.push_back({r.index, row});
+            progress(s, r, ++done, share, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                     " rank " + std::to_string(ranks->rank()) + ":");
+          } catch (const RunInterrupted& e) {
+            std::fprintf(stderr, "sweep: rank %d: %s\n", ranks->rank(), e.what());
+            ++failures;
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "sweep: rank %d: %s failed: %s\n", ranks->rank(), describe(s, r).c_str(), e.what());
+            ++failures;
+          }
         }
-      }
+      });
       stopped_by = stop_signal();
       const std::vector<std::string> all = ranks->gather_to_root(mine.dump());
       if (ranks->rank() != 0) return stopped_by ? 128 + stopped_by : failures ? 1 : 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,17 @@ class SweepRanks {
   // Every rank's `mine` (the same number of words on every rank), on every rank, in rank
   // order: rank j's words at [j * mine.size(), (j + 1) * mine.size()).
   virtual std::vector<uint64_t> all_gather(const std::vector<uint64_t>& mine) = 0;
+  // Runs `share` (this rank's runs) and returns once every rank's share has ended. Under
+  // mpirun the share runs on a thread of its own while the main thread exchanges a
+  // heartbeat with the other ranks (sweep_ranks_mpi.cpp), so that a peer stopped or dead
+  // mid-sweep ends this rank (below) instead of leaving it waiting at the end for ever.
+  virtual void run_share(const std::function<void()>& share) = 0;
+
+  // A peer lost (a collective or a heartbeat not completed within BENCHKV_PEER_TIMEOUT)
+  // ends the rank with a message naming it and status 3 (mpi::kPeerLostExitCode), without
+  // MPI; before that it calls this, on the main thread while the share may still run
+  // (rank 0 writes results.csv with the rows of the runs finished).
+  std::function<void()> before_peer_lost_exit;
 };
 
 // One process: rank 0 of 1, whose gathers return its own values.
@@ -29,6 +41,7 @@ class SingleRank final : public SweepRanks {
   int size() const override { return 1; }
   std::vector<std::string> gather_to_root(const std::string& mine) override { return {mine}; }
   std::vector<uint64_t> all_gather(const std::vector<uint64_t>& mine) override { return mine; }
+  void run_share(const std::function<void()>& share) override { share(); }
 };
 
 // True when the environment says this process is one of several started by mpirun.
