@@ -21,16 +21,21 @@
 #
 #   bash bench/sim_speed.sh --base COMMIT [--build DIR] [--base-dir DIR] [--pairs N]
 #        [--cases c1_np8,c1_np16,c1_np32,c1_np64,regime_np32] [--scale K]
-#        [--build-prefix "CMD ..."] [--callgrind CASE]
+#        [--build-prefix "CMD ..."] [--callgrind CASE] [--ll BYTES] [--help]
 #
 #   --pairs N        pairs of runs (default 6: a median of 3 pairs of one binary against
 #                    itself moved up to 14% from 1 on a busy machine, of 6 pairs 3%)
 #   --scale K        multiplies both durations of every case (an integer, default 1)
 #   --build-prefix   a command put before the baseline's build (e.g. a lock and a time limit)
-#   --callgrind CASE also counts instructions and simulated cache misses per event
-#                    (callgrind --cache-sim=yes with a 32 MB last-level cache: exact for the
-#                    binary, independent of the machine's load) of both binaries on CASE,
-#                    between its SHORT and LONG runs as above
+#   --callgrind CASE also counts instructions and simulated cache misses per event and per
+#                    request (callgrind --cache-sim=yes: exact for the binary, independent
+#                    of the machine's load) of both binaries on CASE, between its SHORT and
+#                    LONG runs as above
+#   --ll BYTES       the simulated last-level cache of --callgrind (16-way, 64 B lines;
+#                    default 1048576, the build machine's 1 MiB L2 per core, past which a
+#                    miss costs an L3 access; 33554432 models a 32 MB L3 and counts only
+#                    what would go to DRAM)
+#   --help           prints this header
 #
 # Cases (SHORT / LONG virtual time, after the config's simulated start-up):
 #   c1_np8       configs/c1_np8.json                                            2 / 10 ms
@@ -42,7 +47,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-base='' build=build base_dir='' pairs=6 scale=1 build_prefix='' cg_case=''
+base='' build=build base_dir='' pairs=6 scale=1 build_prefix='' cg_case='' ll=1048576
 cases=c1_np8,c1_np16,c1_np32,c1_np64,regime_np32
 die() { echo "sim_speed: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -55,12 +60,16 @@ while [ $# -gt 0 ]; do
     --scale) scale=${2:?}; shift 2 ;;
     --build-prefix) build_prefix=${2:?}; shift 2 ;;
     --callgrind) cg_case=${2:?}; shift 2 ;;
+    --ll) ll=${2:?}; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see the header of bench/sim_speed.sh)" ;;
   esac
 done
 [ -n "$base" ] || die "--base COMMIT is required (the baseline the runs are paired against)"
 [[ "$pairs" =~ ^[1-9][0-9]*$ ]] || die "--pairs must be a positive integer (got '$pairs')"
 [[ "$scale" =~ ^[1-9][0-9]?$ ]] || die "--scale must be an integer in [1, 99] (got '$scale')"
+[[ "$ll" =~ ^[1-9][0-9]*$ ]] && [ $((ll & (ll - 1))) -eq 0 ] && [ "$ll" -ge 65536 ] ||
+  die "--ll must be a power of two of at least 65536 bytes (got '$ll')"
 base_sha=$(git rev-parse --verify --quiet "$base^{commit}") || die "--base '$base' names no commit"
 this_sha=$(git rev-parse HEAD)
 [ -n "$(git status --porcelain --untracked-files=no)" ] && this_sha="$this_sha+uncommitted"
@@ -170,11 +179,11 @@ PY
 if [ -n "$cg_case" ]; then
   command -v valgrind >/dev/null || die "valgrind not found (apt-get install valgrind)"
   echo
-  echo "callgrind, $cg_case from '$(case_args "$cg_case" short)' to '$(case_args "$cg_case" long)': instructions per added event and per added request"
+  echo "callgrind (last level $ll B, 16-way, 64 B lines), $cg_case from '$(case_args "$cg_case" short)' to '$(case_args "$cg_case" long)': per added event and per added request"
   for which in base this; do
     for len in short long; do
       out=$work/cg.$which.$len
-      one "$which" "$cg_case" "$len" "$out" valgrind --tool=callgrind --cache-sim=yes --LL=33554432,16,64 \
+      one "$which" "$cg_case" "$len" "$out" valgrind --tool=callgrind --cache-sim=yes --LL="$ll",16,64 \
         --callgrind-out-file="$out.cg" >"$out.re"
       read -r req events <"$out.re"
       # summary: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
@@ -183,7 +192,7 @@ if [ -n "$cg_case" ]; then
     paste -d' ' "$work/cg.$which.short.n" "$work/cg.$which.long.n" | awk -v w="$which" '{
       n = NF / 2; de = $(n + 2) - $2; dr = $(n + 1) - $1
       ir = $(n + 3) - $3; d1 = $(n + 7) + $(n + 8) - $7 - $8; ll = $(n + 10) + $(n + 11) - $10 - $11
-      printf "%s: +%d events, +%d requests: per event %.1f instructions, %.2f D1 misses, %.3f LL misses (data); per request %.1f instructions\n",
-        w, de, dr, ir / de, d1 / de, ll / de, ir / dr }'
+      printf "%s: +%d events, +%d requests: per event %.1f instructions, %.2f D1 misses, %.3f LL misses (data); per request %.1f instructions, %.2f LL misses (data)\n",
+        w, de, dr, ir / de, d1 / de, ll / de, ir / dr, ll / dr }'
   done
 fi
