@@ -137,7 +137,7 @@ int run_data_sim(const app::Options& o, const sim::Model& model) {
 
 }  // namespace
 
-// benchkv compare [--allow-different-transports] A.summary.json B.summary.json
+// benchkv compare [--allow-different-transports] [--allow-partial] A.summary.json B.summary.json
 int compare(int argc, char** argv) {
   app::CompareOptions options;
   std::vector<std::string> files;
@@ -145,7 +145,7 @@ int compare(int argc, char** argv) {
     const std::string_view a = argv[i];
     if (a == "--help" || a == "-h") {
       std::printf(
-          "Usage: benchkv compare [--allow-different-transports] A.summary.json B.summary.json\n"
+          "Usage: benchkv compare [--allow-different-transports] [--allow-partial] A.summary.json B.summary.json\n"
           "Prints the overall figures of two summaries side by side with the ratio B / A: Mops (Mrps for rpc)\n"
           "mean and std dev, and their 95%% confidence interval with --repeat; daemon CQEs per loop and calls in\n"
           "flight; latency mean, p50, p99 and p99.9 in microseconds. Then a verdict per figure (Mops, and with\n"
@@ -156,12 +156,16 @@ int compare(int argc, char** argv) {
           "repetitions a side gets no verdict, and the line says why.\n"
           "Settings that differ are listed in warning: lines. Refused (exit status 2): summaries of different\n"
           "kinds (KV, rpc, data), and summaries whose runs used different UCX transports (provenance.\n"
-          "ucx_transports), unless --allow-different-transports. Data summaries are compared per value size\n"
-          "(docs/outputs.md, \"Comparing two results\").\n");
+          "ucx_transports), unless --allow-different-transports; and a partial result, a summary marked\n"
+          "\"interrupted\" (a signal stopped the run: what came after is missing) or \"incomplete\" (a real run\n"
+          "that ended early: only the ranks that reported), unless --allow-partial, when a warning: line says\n"
+          "so. Data summaries are compared per value size (docs/outputs.md, \"Comparing two results\").\n");
       return 0;
     }
     if (a == "--allow-different-transports") {
       options.allow_different_transports = true;
+    } else if (a == "--allow-partial") {
+      options.allow_partial = true;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "benchkv compare: unknown option \"%s\" (see benchkv compare --help)\n", argv[i]);
       return 2;
@@ -170,7 +174,9 @@ int compare(int argc, char** argv) {
     }
   }
   if (files.size() != 2) {
-    std::fprintf(stderr, "benchkv: usage: benchkv compare [--allow-different-transports] A.summary.json B.summary.json\n");
+    std::fprintf(stderr,
+                 "benchkv: usage: benchkv compare [--allow-different-transports] [--allow-partial] A.summary.json "
+                 "B.summary.json\n");
     return 2;
   }
   try {

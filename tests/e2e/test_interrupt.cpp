@@ -202,6 +202,47 @@ TEST_CASE("interrupt: with --repeat, the repetitions after the interrupted one d
   check_partial(dir.path(), 0, 1, 2, 2);
 }
 
+// A partial result read as a whole one: compare refuses an interrupted summary, on either
+// side, naming it and where it stopped; --allow-partial compares it with a warning line.
+TEST_CASE("interrupt: compare refuses an interrupted summary unless --allow-partial, then warns", "[e2e][interrupt]") {
+  TempDir dir;
+  const Ended e = run_signalled(small_sim("meta", {"--trim", "0", "-o", "cut.csv"}), dir.path(), SIGINT, true, false);
+  INFO(e.err);
+  REQUIRE(e.code == 130);
+  run_ok(small_sim("meta", {"--trim", "0", "-o", "whole.csv"}), dir.path());
+  const std::string mark = "interrupted by SIGINT after epoch 1 of run 0";
+  for (const auto& [a, b] : {std::pair{"whole.summary.json", "cut.summary.json"}, std::pair{"cut.summary.json", "whole.summary.json"}}) {
+    const Outcome refused = run_benchkv({"compare", a, b}, dir.path());
+    INFO(describe(refused));
+    CHECK(refused.status == 2);
+    CHECK(refused.out.empty());
+    CHECK_THAT(refused.err, Catch::Contains("compare: cut.summary.json is a partial result, " + mark) &&
+                                Catch::Contains("--allow-partial"));
+  }
+  const Outcome allowed = run_ok({"compare", "--allow-partial", "whole.summary.json", "cut.summary.json"}, dir.path());
+  CHECK_THAT(allowed.out, Catch::Contains("warning: B is a partial result, " + mark) && Catch::Contains("Mops mean"));
+  CHECK_THAT(allowed.out, !Catch::Contains("warning: A is a partial result"));
+  // Two whole results: not a word about it.
+  const Outcome whole = run_ok({"compare", "whole.summary.json", "whole.summary.json"}, dir.path());
+  CHECK_THAT(whole.out, !Catch::Contains("partial"));
+  // A repetition's mark names its seed; an incomplete mark (a real run's) is refused too.
+  json s = read_json(dir / "cut.summary.json");
+  s["interrupted"]["seed"] = 7;
+  s["incomplete"] = {{"reason", "a peer rank is lost"}, {"ranks_reported", {0}}};
+  s["real"] = {{"ranks", 2}};
+  write_file(dir / "marked.summary.json", s.dump());
+  const Outcome marked = run_benchkv({"compare", "whole.summary.json", "marked.summary.json"}, dir.path());
+  CHECK(marked.status == 2);
+  CHECK_THAT(marked.err, Catch::Contains(mark + " of the repetition with seed 7, and incomplete: rank(s) [0] of 2 "
+                                                "reported (a peer rank is lost)"));
+  s.erase("interrupted");
+  write_file(dir / "incomplete.summary.json", s.dump());
+  const Outcome incomplete = run_benchkv({"compare", "incomplete.summary.json", "whole.summary.json"}, dir.path());
+  CHECK(incomplete.status == 2);
+  CHECK_THAT(incomplete.err, Catch::Contains("compare: incomplete.summary.json is a partial result, incomplete: "
+                                             "rank(s) [0] of 2 reported (a peer rank is lost)"));
+}
+
 // ---- the rpc and data modes, and sweeps: the same stop, the same marks.
 
 namespace {

@@ -276,7 +276,8 @@ TEST_CASE("compare: two summaries side by side, ratio and Welch's verdict over r
   const Outcome help = run_benchkv({"compare", "--help"}, dir.path());
   CHECK(help.status == 0);
   CHECK_THAT(help.out,
-             Catch::StartsWith("Usage: benchkv compare [--allow-different-transports] A.summary.json B.summary.json\n"));
+             Catch::StartsWith("Usage: benchkv compare [--allow-different-transports] [--allow-partial] A.summary.json "
+                               "B.summary.json\n"));
   CHECK_THAT(help.out, Catch::Contains("Welch's t-test"));
   CHECK(help.err.empty());
   const Outcome bad = run_benchkv({"compare", "a.summary.json", "missing.json"}, dir.path());

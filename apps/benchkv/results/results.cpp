@@ -923,6 +923,38 @@ json ucx_transports_of(const json& summary) {
   return nullptr;
 }
 
+// A summary field's value as text: a string's content, any other value's JSON text.
+std::string value_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+// What a summary marked partial leaves out, or "" for a whole result. "interrupted": a
+// signal stopped the run, so the epochs, runs, repetitions or value sizes after the stop
+// are not in it; "incomplete": a real run that ended early, so its figures hold the
+// measurement of the ranks that reported only (docs/interruptions.md).
+std::string partial_result(const json& s) {
+  std::string out;
+  if (s.contains("interrupted")) {
+    const json& i = s["interrupted"];
+    out = "interrupted";
+    if (i.is_object() && i.contains("signal")) out += " by " + value_text(i["signal"]);
+    if (i.is_object() && i.contains("epochs_done") && i.contains("run"))
+      out += fmt::format(" after epoch {} of run {}", value_text(i["epochs_done"]), value_text(i["run"]));
+    else
+      out += " before any kept epoch of its last run finished";
+    if (i.is_object() && i.contains("seed")) out += " of the repetition with seed " + value_text(i["seed"]);
+  }
+  if (s.contains("incomplete")) {
+    const json& c = s["incomplete"];
+    out += out.empty() ? "incomplete" : ", and incomplete";
+    if (c.is_object() && c.contains("ranks_reported")) {
+      const json ranks = s.contains("real") && s["real"].is_object() ? s["real"].value("ranks", json()) : json();
+      out += fmt::format(": rank(s) {}{} reported", value_text(c["ranks_reported"]),
+                         ranks.is_null() ? "" : " of " + value_text(ranks));
+    }
+    if (c.is_object() && c.contains("reason")) out += fmt::format(" ({})", value_text(c["reason"]));
+  }
+  return out;
+}
+
 // Data summaries: per value size (the figures of different sizes are not one population).
 std::string compare_data(const json& a, const json& b, const std::string& name_a, const std::string& name_b) {
   const auto runs = [](const json& s, const std::string& name) -> const json& {
@@ -1004,6 +1036,15 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
     throw std::runtime_error(fmt::format("compare: {} is {} and {} is {}: summaries of different kinds are not "
                                          "compared",
                                          name_a, kind_text(kind_a), name_b, kind_text(kind_b)));
+  // A partial result (interrupted, incomplete) read against a whole one would pass a part
+  // for the whole: refused unless asked for, then said first.
+  const std::string partial_a = partial_result(a), partial_b = partial_result(b);
+  for (const auto& [name, partial] : {std::pair{&name_a, &partial_a}, std::pair{&name_b, &partial_b}})
+    if (!partial->empty() && !options.allow_partial)
+      throw std::runtime_error(fmt::format(
+          "compare: {} is a partial result, {}: its figures cover only what was measured before the run stopped, "
+          "so its ratios would read a part of a run as the whole; compare it knowingly with --allow-partial",
+          *name, *partial));
   // Two runs over different UCX transports (shared memory against TCP, say) measure the
   // transports as much as the backends: refused unless asked for.
   // (A run without UCX records none: null, whose value() would throw.)
@@ -1024,6 +1065,11 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
                        diffs.size(), diffs.size() == 1 ? "" : "s");
     for (const std::string& d : diffs) out += "warning:   " + d + "\n";
   }
+  for (const auto& [side, partial] : {std::pair{"A", &partial_a}, std::pair{"B", &partial_b}})
+    if (!partial->empty())
+      out += fmt::format("warning: {} is a partial result, {}: its figures cover only what was measured before "
+                         "the run stopped, compared as asked (--allow-partial)\n",
+                         side, *partial);
   if (transports_differ)
     out += fmt::format("warning: A and B ran over different UCX transports ({} vs {}), compared as asked\n",
                        ta.is_null() ? "none" : am_of(ta).dump(), tb.is_null() ? "none" : am_of(tb).dump());

@@ -276,7 +276,9 @@ void write_summary_file(const std::string& path, const nlohmann::json& summary);
 // runs of one execution are not independent). Summaries of different kinds (KV backends,
 // rpc, data) are refused: std::runtime_error naming both files and kinds; so are two
 // summaries over different UCX transports (provenance.ucx_transports "am"), unless
-// options.allow_different_transports. Settings that differ (the "config" keys but output
+// options.allow_different_transports; and a summary marked "interrupted" or "incomplete"
+// (a partial result: docs/interruptions.md), unless options.allow_partial, when a
+// "warning:" line says what it lacks. Settings that differ (the "config" keys but output
 // paths and display switches, and the simulator model's content when both record it) are
 // listed first in lines starting "warning:". Data summaries are compared per value size
 // (the sizes both have; ops/s, GiB/s and latency means over the runs of each size); none
@@ -284,6 +286,7 @@ void write_summary_file(const std::string& path, const nlohmann::json& summary);
 // lacks a figure.
 struct CompareOptions {
   bool allow_different_transports = false;
+  bool allow_partial = false;
 };
 std::string compare_summaries(const nlohmann::json& a, const nlohmann::json& b, const std::string& name_a,
                               const std::string& name_b, const CompareOptions& options = {});
