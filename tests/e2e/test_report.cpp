@@ -346,6 +346,20 @@ TEST_CASE("compare: summaries over different UCX transports are refused unless a
   const Outcome mixed_allowed =
       run_ok({"compare", "--allow-different-transports", "a.summary.json", "tcp.summary.json"}, dir.path());
   CHECK_THAT(mixed_allowed.out, Catch::Contains("warning: A and B ran over different UCX transports (none vs"));
+  // A summary without a provenance object does not say which transports it used: refused
+  // for that reason, not as a transport mismatch.
+  json bare = a;
+  bare.erase("provenance");
+  write_file(dir / "bare.summary.json", bare.dump());
+  const Outcome unknown = run_benchkv({"compare", "shm.summary.json", "bare.summary.json"}, dir.path());
+  INFO(describe(unknown));
+  CHECK(unknown.status == 2);
+  CHECK_THAT(unknown.err, Catch::Contains("compare: bare.summary.json has no provenance object") &&
+                              Catch::Contains("UCX transports its run used are unknown, and shm.summary.json ran over") &&
+                              !Catch::Contains("different UCX transports"));
+  const Outcome unknown_allowed =
+      run_ok({"compare", "--allow-different-transports", "bare.summary.json", "shm.summary.json"}, dir.path());
+  CHECK_THAT(unknown_allowed.out, Catch::Contains("warning: A has no provenance object: its UCX transports are unknown"));
 }
 
 TEST_CASE("compare: summaries of different kinds are refused, data is compared per value size", "[e2e][sim][compare]") {

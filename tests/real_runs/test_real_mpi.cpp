@@ -256,6 +256,8 @@ TEST_CASE("mpirun -np 2, ucx-am: a rank stopped mid-run (SIGSTOP): the other say
   REQUIRE(e2e::fs::exists(dir.path() / "out.summary.json"));
   const json s = e2e::read_json(dir.path() / "out.summary.json");
   CHECK(s["real"]["transport"] == "ucx");
+  CHECK(s["provenance"]["ucx_transports"]["endpoints"].get<uint64_t>() > 0);  // rank 0's own
+  CHECK_FALSE(s["provenance"]["ucx_transports"]["am"].empty());
   const json& t = s["totals"];
   // Nothing is failed back: what rank 0's clients had pending at rank 1 stays unanswered
   // (the stop came while they were measuring).
@@ -318,6 +320,50 @@ TEST_CASE("mpirun -np 2: a rank killed mid-run (SIGKILL): the survivor, ended by
   check_interrupted_outputs(dir.path(), "SIGTERM");
 }
 
+// A summary cut short holds the provenance every summary holds (rank 0's threads, the
+// transports of its own endpoints), so compare can tell that both runs used the same UCX
+// transports; it refuses the cut one as a partial result unless --allow-partial.
+TEST_CASE("mpirun -np 2: a run cut by a killed rank has its provenance, and compare refuses it unless --allow-partial",
+          "[real-run][mpi][faults]") {
+  e2e::TempDir dir;
+  const Outcome whole = mpirun_benchkv(2, small_real("delegation", {"-o", "whole.csv"}), dir.path(), "sm,self");
+  INFO(e2e::describe(whole));
+  REQUIRE(whole.status == 0);
+  const Outcome o = run_signalled({1, SIGKILL, kThirdEpoch, kPeerTimeout2s}, dir.path());
+  INFO(e2e::describe(o));
+  const json s = interrupted_summary(dir.path(), "SIGTERM", json::array({1}));
+  const json w = e2e::read_json(dir.path() / "whole.summary.json");
+  REQUIRE(s.contains("provenance"));
+  for (const auto& [key, value] : w["provenance"].items()) CHECK(s["provenance"].contains(key));
+  CHECK(s["provenance"]["git_commit"] == w["provenance"]["git_commit"]);
+  CHECK(s["provenance"]["latency_clock"] != "virtual time");  // a real thread's clock (its rate measured per process)
+  const json& threads = s["provenance"]["threads"];  // rank 0's: 2 daemons, 2 clients
+  REQUIRE(threads.size() == 4);
+  for (const json& t : threads) CHECK(t["rank"] == 0);
+  CHECK(threads[0]["thread"] == "d0");
+  CHECK(threads[3]["thread"] == "c1");
+  CHECK(w["provenance"]["threads"].size() == 8);
+  const json& used = s["provenance"]["ucx_transports"];
+  CHECK(used["endpoints"].get<uint64_t>() > 0);
+  CHECK(used["am"] == w["provenance"]["ucx_transports"]["am"]);
+  CHECK_FALSE(s["real"].contains("ucx_transports"));
+
+  const Outcome refused = e2e::run_benchkv({"compare", "whole.summary.json", "out.summary.json"}, dir.path());
+  INFO(e2e::describe(refused));
+  CHECK(refused.status == 2);
+  CHECK(refused.out.empty());
+  CHECK_THAT(refused.err, Catch::Contains("compare: out.summary.json is a partial result, interrupted by SIGTERM after "
+                                          "epoch ") &&
+                              Catch::Contains("incomplete: rank(s) [0] of 2 reported") &&
+                              Catch::Contains("--allow-partial") && !Catch::Contains("UCX transports"));
+  const Outcome allowed =
+      e2e::run_benchkv({"compare", "--allow-partial", "whole.summary.json", "out.summary.json"}, dir.path());
+  INFO(e2e::describe(allowed));
+  CHECK(allowed.status == 0);
+  CHECK_THAT(allowed.out, Catch::Contains("warning: B is a partial result, interrupted by SIGTERM") &&
+                              Catch::Contains("Mops mean") && !Catch::Contains("UCX transports"));
+}
+
 TEST_CASE("mpirun -np 2: rank 0 killed mid-run: rank 1, ended by mpirun, keeps its own epochs in out.rank1.*",
           "[real-run][mpi][faults]") {
   e2e::TempDir dir;
@@ -332,6 +378,9 @@ TEST_CASE("mpirun -np 2: rank 0 killed mid-run: rank 1, ended by mpirun, keeps i
   CHECK(s["interrupted"]["signal"] == "SIGTERM");
   CHECK(s["interrupted"]["gone_ranks"] == json::array({0}));
   CHECK(s["incomplete"]["ranks_reported"] == json::array({1}));
+  REQUIRE(s["provenance"]["threads"].size() == 4);  // rank 1's own threads
+  CHECK(s["provenance"]["threads"][0]["rank"] == 1);
+  CHECK(s["provenance"]["ucx_transports"]["endpoints"].get<uint64_t>() > 0);
   REQUIRE(s["runs"].size() == 1);
   const uint64_t done = s["interrupted"]["epochs_done"].get<uint64_t>();
   CHECK(done >= 2);

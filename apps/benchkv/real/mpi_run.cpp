@@ -217,8 +217,43 @@ app::Options rank_own_outputs(const app::Options& o, uint32_t rank) {
   return own;
 }
 
+namespace {
+
+// This rank's CPUs: its daemons', then its clients' (the order rank_provenance reads).
+std::vector<int32_t> rank_cpus(const RankPlan& plan) {
+  std::vector<int32_t> cpus;
+  for (int c : plan.pins.daemon_cpus) cpus.push_back(c);
+  for (int c : plan.pins.client_cpus) cpus.push_back(c);
+  return cpus;
+}
+
+// The summary's "provenance" of a real KV run: the thread-to-CPU map of the ranks whose
+// CPUs `cpus` holds (each rank's rank_cpus in turn, the first of them rank `first_rank`;
+// every rank has plan's thread counts) and the transports UCX selected when `extra` has
+// them.
+nlohmann::json rank_provenance(const RankPlan& plan, std::span<const int32_t> cpus, uint32_t first_rank,
+                               const nlohmann::json& extra) {
+  std::vector<app::ThreadCpu> threads;
+  const size_t daemons = plan.pins.daemon_cpus.size(), threads_per_rank = daemons + plan.pins.client_cpus.size();
+  for (size_t k = 0; threads_per_rank && k < cpus.size(); ++k) {
+    const size_t t = k % threads_per_rank;
+    const bool daemon = t < daemons;
+    // Appended, not "d" + std::to_string(...): GCC 12 at -O3 warns -Wrestrict (a false
+    // positive) on that inlined operator+.
+    std::string name = daemon ? "d" : "c";
+    name += std::to_string(daemon ? t : t - daemons);
+    threads.push_back({first_rank + static_cast<uint32_t>(k / threads_per_rank), std::move(name), cpus[k]});
+  }
+  nlohmann::json p = app::provenance_json(false, app::threads_json(threads));
+  if (extra.contains("ucx_transports") && !extra["ucx_transports"].is_null())
+    p["ucx_transports"] = extra["ucx_transports"];
+  return p;
+}
+
+}  // namespace
+
 void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res,
-                       const nlohmann::json& extra) {
+                       const nlohmann::json& extra, const RankPlan& plan) {
   const bool interrupted = res.interrupted_by != 0;
   const char* pending = res.calls_failed_back
                             ? "every copyrpc endpoint stopped, their pending calls failed back"
@@ -258,9 +293,13 @@ void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealR
       summary["interrupted"] = std::move(mark);
     }
     summary["real"] = real_section(extra, res);
+    summary["real"].erase("ucx_transports");  // provenance's, below
     summary["real"]["ranks"] = s.size();
     summary["totals"] = {{"issued", res.issued},   {"completed", res.completed},   {"errors", res.errors},
                          {"failed", res.failed},   {"unanswered", res.unanswered}};
+    // As a whole run's, for this rank's threads (no exchange: a peer may be gone).
+    const std::vector<int32_t> cpus = rank_cpus(plan);
+    summary["provenance"] = rank_provenance(plan, cpus, rank, extra);
     app::write_summary_file(eff.summary, summary);
     std::fprintf(stderr, "benchkv: rank %u: wrote %s and %s, marked %s (rank %u's epochs only; the other ranks' are zero)\n",
                  rank, eff.output.c_str(), eff.summary.c_str(), interrupted ? "interrupted and incomplete" : "incomplete",
@@ -326,9 +365,7 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
                const RankPlan& plan) {
   // Thread-to-CPU map: every rank's daemon CPUs, then its client CPUs (the same counts
   // on every rank).
-  std::vector<int32_t> mine;
-  for (int c : plan.pins.daemon_cpus) mine.push_back(c);
-  for (int c : plan.pins.client_cpus) mine.push_back(c);
+  const std::vector<int32_t> mine = rank_cpus(plan);
   const std::vector<int32_t> all_cpus = s.gather_to_root(std::span<const int32_t>(mine));
   uint64_t status = 0;
   if (s.rank() == 0) {
@@ -341,19 +378,7 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
       summary["real"].erase("ucx_transports");  // provenance's, below
       summary["totals"] = {{"issued", res.issued}, {"completed", res.completed}, {"errors", res.errors}};
       if (res.failed > 0) summary["totals"]["failed"] = res.failed;
-      std::vector<app::ThreadCpu> threads;
-      const size_t threads_per_rank = mine.size();
-      for (size_t k = 0; threads_per_rank && k < all_cpus.size(); ++k) {
-        const size_t t = k % threads_per_rank;
-        const bool daemon = t < plan.pins.daemon_cpus.size();
-        // Appended, not "d" + std::to_string(...): GCC 12 at -O3 warns -Wrestrict (a false
-        // positive) on that inlined operator+.
-        std::string name = daemon ? "d" : "c";
-        name += std::to_string(daemon ? t : t - plan.pins.daemon_cpus.size());
-        threads.push_back({static_cast<uint32_t>(k / threads_per_rank), std::move(name), all_cpus[k]});
-      }
-      summary["provenance"] = app::provenance_json(false, app::threads_json(threads));
-      if (extra.contains("ucx_transports")) summary["provenance"]["ucx_transports"] = extra["ucx_transports"];
+      summary["provenance"] = rank_provenance(plan, all_cpus, 0, extra);
       app::write_summary_file(eff.summary, summary);
       const std::string report = app::format_report(summary, eff.report);
       std::fwrite(report.data(), 1, report.size(), stdout);

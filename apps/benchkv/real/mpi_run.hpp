@@ -27,6 +27,7 @@
 
 #include "apps/benchkv/real/mpi_orchestration.hpp"
 #include "apps/benchkv/real/driver.hpp"
+#include "apps/benchkv/real/ucx_transports.hpp"
 #include "apps/benchkv/node/node_setup.hpp"
 #include "backends/node_backends.hpp"
 
@@ -100,12 +101,14 @@ app::Options rank_own_outputs(const app::Options& o, uint32_t rank);
 // failed and unanswered counts included, and `extra` (the transport's details, as
 // finish_mpi writes them) under "real"; after a signal also "interrupted": {"signal",
 // "run", "epochs_done", "gone_ranks", and "failed_endpoints" when some had stopped before
-// the signal}. Rank 0 writes to the named outputs, rank r to rank_output_path(..., r).
+// the signal}; and the "provenance" every summary has, with this rank's threads (from
+// `plan`) and `extra`'s "ucx_transports" (the caller's: this rank's endpoints, no
+// exchange). Rank 0 writes to the named outputs, rank r to rank_output_path(..., r).
 // After a lost peer, non-root ranks then wait up to the peer timeout, so a live rank 0
 // finishes its outputs before mpirun ends the job. Ends the process with
 // kPeerLostExitCode (MPI_Finalize would wait for the lost peer), or 128 + the signal.
 [[noreturn]] void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res,
-                                    const nlohmann::json& extra);
+                                    const nlohmann::json& extra, const RankPlan& plan);
 
 // SIGINT/SIGTERM stopped this rank where it keeps nothing: the set-up before a
 // measurement, or a server (a rank other than 0) in the rpc mode, which measures nothing
@@ -213,7 +216,11 @@ RealResult run_node_mpi(const mpi::Session& s, const app::Options& o, R& rt, con
   MpiCoordinator coord{s};
   RealResult res = run_measurement(drv, o, coord, progress);
   // Before the node is torn down: its transport may wait for the lost peer.
-  if (!res.incomplete.empty()) finish_incomplete(s, o, res, extra);
+  if (!res.incomplete.empty()) {
+    nlohmann::json details = extra;
+    if (const nlohmann::json own = own_ucx_transports(rt); !own.is_null()) details["ucx_transports"] = own;
+    finish_incomplete(s, o, res, details, plan);
+  }
   s.barrier();  // no rank tears its node down while a peer may still use it
   return res;
 }

@@ -83,7 +83,10 @@ RealResult run_ucx_am(const mpi::Session& s, const app::Options& o, const RankPl
   print_pin_notes(drv.pin_notes(), s.rank());
   MpiCoordinator coord{s};
   RealResult res = run_measurement(drv, o, coord, progress);
-  if (!res.incomplete.empty()) finish_incomplete(s, o, res, extra);
+  if (!res.incomplete.empty()) {  // this rank's endpoints only, as a copyrpc backend's (run_node_mpi)
+    extra["ucx_transports"] = ucx_transports_of(node.endpoint_descriptions()).to_json();
+    finish_incomplete(s, o, res, extra, plan);
+  }
   s.barrier();
   return res;
 }

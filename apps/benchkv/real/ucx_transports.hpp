@@ -98,6 +98,22 @@ inline UcxTransportsSeen ucx_transports_of(const std::vector<std::string>& descr
   return seen;
 }
 
+// The transports of this rank's own endpoints (to_json(), no exchange: for a rank that
+// ends without MPI), over the transports of node runtime `rt`; null when they keep no
+// endpoint descriptions (not UCX's).
+template <class R>
+nlohmann::json own_ucx_transports(const R& rt) {
+  if constexpr (requires(const typename R::Transport& t) { t.endpoint_descriptions(); }) {
+    std::vector<std::string> descriptions;
+    rt.for_each_transport([&](const typename R::Transport& t) {
+      descriptions.insert(descriptions.end(), t.endpoint_descriptions().begin(), t.endpoint_descriptions().end());
+    });
+    return ucx_transports_of(descriptions).to_json();
+  } else {
+    return nullptr;
+  }
+}
+
 // Collective: every rank's endpoint descriptions, summarized on rank 0 (to_json(); null
 // on the other ranks).
 inline nlohmann::json gather_ucx_transports(const mpi::Session& s, const std::vector<std::string>& descriptions) {

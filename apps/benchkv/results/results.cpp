@@ -1051,6 +1051,15 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
   const auto am_of = [](const json& t) { return t.is_object() ? t.value("am", json()) : json(); };
   const json ta = ucx_transports_of(a), tb = ucx_transports_of(b);
   const bool transports_differ = (!ta.is_null() || !tb.is_null()) && am_of(ta) != am_of(tb);
+  // A summary without a provenance object does not say which transports its run used:
+  // refused for that reason, not as a difference it cannot show.
+  const bool lacks_a = !a.contains("provenance"), lacks_b = !b.contains("provenance");
+  if (transports_differ && !options.allow_different_transports && (lacks_a || lacks_b))
+    throw std::runtime_error(fmt::format(
+        "compare: {} has no provenance object (every summary benchkv writes holds one), so the UCX transports "
+        "its run used are unknown, and {} ran over {}: the comparison could measure the transports, not the "
+        "backends; give --allow-different-transports to compare them anyway",
+        lacks_a ? name_a : name_b, lacks_a ? name_b : name_a, lacks_a ? am_of(tb).dump() : am_of(ta).dump()));
   if (transports_differ && !options.allow_different_transports)
     throw std::runtime_error(fmt::format(
         "compare: {} and {} ran over different UCX transports ({} vs {}): the comparison would measure the "
@@ -1070,7 +1079,11 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
       out += fmt::format("warning: {} is a partial result, {}: its figures cover only what was measured before "
                          "the run stopped, compared as asked (--allow-partial)\n",
                          side, *partial);
-  if (transports_differ)
+  if (transports_differ && (lacks_a || lacks_b))
+    out += fmt::format("warning: {} has no provenance object: its UCX transports are unknown, {}'s are {}; compared "
+                       "as asked\n",
+                       lacks_a ? "A" : "B", lacks_a ? "B" : "A", lacks_a ? am_of(tb).dump() : am_of(ta).dump());
+  else if (transports_differ)
     out += fmt::format("warning: A and B ran over different UCX transports ({} vs {}), compared as asked\n",
                        ta.is_null() ? "none" : am_of(ta).dump(), tb.is_null() ? "none" : am_of(tb).dump());
   if (kind_a == "data") return out + compare_data(a, b, name_a, name_b);
