@@ -147,6 +147,44 @@ TEST_CASE("mpirun -np 2: an output path that cannot be written ends every rank b
   CHECK_FALSE(e2e::fs::exists(dir.path() / "out.csv"));
 }
 
+// A real run measures what goes between ranks: one rank alone (benchkv started without
+// mpirun, or mpirun -np 1) is refused in every real mode, as every input error: status 2,
+// a message saying to start it under mpirun, nothing measured or written. Before, a KV
+// run of one rank measured no remote request and exited 0, and rpc exited 1 (MPI_Abort).
+TEST_CASE("a real run of one rank (no mpirun, or mpirun -np 1) is refused with status 2 in every mode",
+          "[real-run][mpi][bad-input]") {
+  const std::vector<std::string> timing = {"--transport", "ucx", "-d", "0.3", "--interval-ms", "50", "--trim", "1",
+                                           "-r", "1", "-o", "out.csv"};
+  const auto with_timing = [&](std::vector<std::string> head) {
+    head.insert(head.end(), timing.begin(), timing.end());
+    return head;
+  };
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {small_real("delegation"), "delegation --transport ucx"},
+      {small_real("ucx-am"), "ucx-am --transport ucx"},
+      {with_timing({"rpc", "--endpoints", "1", "--queue-depth", "1"}), "rpc --transport ucx"},
+      {with_timing({"data", "--value-size", "64"}), "data --transport ucx"},
+  };
+  for (const auto& [args, what] : cases) {
+    for (const bool under_mpirun : {false, true}) {
+      e2e::TempDir dir;
+      std::vector<std::string> alone = {BENCHKV_BIN};
+      alone.insert(alone.end(), args.begin(), args.end());
+      const Outcome o = under_mpirun ? mpirun_benchkv(1, args, dir.path(), "sm,self")
+                                     : e2e::spawn(alone, dir.path(), mpi_env("sm,self"));
+      INFO(e2e::describe(o));
+      CHECK(o.status == 2);
+      CHECK_THAT(o.err, Catch::Contains("benchkv: " + what + ": 1 rank (benchkv started without mpirun, or mpirun "
+                                        "-np 1)") &&
+                            Catch::Contains("measure nothing remote; start it under mpirun with 2 or more ranks"));
+      CHECK_THAT(o.err, !Catch::Contains("epoch") && !Catch::Contains("MPI_ABORT"));
+      CHECK(o.out.empty());
+      CHECK_FALSE(e2e::fs::exists(dir.path() / "out.csv"));
+      CHECK_FALSE(e2e::fs::exists(dir.path() / "out.summary.json"));
+    }
+  }
+}
+
 // Every rank must run the same benchkv with the same options: what the ranks exchange
 // (endpoint infos per connection, epoch records, daemon records) is sized and read by the
 // options. Rank 1 started with other options (mpirun's MPMD form) ends every rank before

@@ -63,7 +63,7 @@ inline constexpr double kDataDrainSeconds = 2;
 template <class Build>
 int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, nlohmann::json extra) {
   const uint32_t np = static_cast<uint32_t>(s.size()), rank = static_cast<uint32_t>(s.rank());
-  if (np < 2) throw std::invalid_argument("data: needs at least 2 ranks (requests go to other nodes)");
+  if (np < 2) throw std::logic_error("measure_data_mpi: fewer than 2 ranks (real_ranks_checked refuses them first)");
   const uint32_t C = o.client_threads;
   const std::vector<uint32_t> sizes = app::data_value_sizes(o);
   const uint32_t epochs = app::epochs_per_run(o);

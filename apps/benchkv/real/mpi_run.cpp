@@ -198,6 +198,28 @@ void end_after_exception(const mpi::Session& s) {
   }
 }
 
+int real_ranks_checked(const mpi::Session& s, const app::Options& o) {
+  if (s.size() >= 2) return 0;
+  if (s.rank() == 0) {
+    const std::string what = o.mode == app::Mode::kKv && o.backend
+                                 ? std::string(app::to_string(*o.backend))
+                                 : std::string(app::to_string(o.mode));
+    const char* why = o.mode == app::Mode::kRpc    ? "rank 0 calls and the other ranks answer"
+                      : o.mode == app::Mode::kData ? "its operations go to other nodes"
+                                                   : "its requests to other nodes are what it measures";
+    // The simulator runs one node (NIC loopback) for rpc and the copyrpc KV backends.
+    const bool simulated_alone =
+        o.mode == app::Mode::kRpc || (o.mode == app::Mode::kKv && o.backend != backend::BackendKind::kUcxAm);
+    std::fprintf(stderr,
+                 "benchkv: %s --transport %s: %d rank (benchkv started without mpirun, or mpirun -np 1): a real run "
+                 "has one rank per node and %s, so one rank alone would measure nothing remote; start it under "
+                 "mpirun with 2 or more ranks (mpirun -np 2 benchkv ...)%s\n",
+                 what.c_str(), std::string(app::to_string(o.transport)).c_str(), s.size(), why,
+                 simulated_alone ? "; one node is simulated only (--transport sim --np 1)" : "");
+  }
+  return 2;
+}
+
 std::string rank_output_path(const std::string& path, uint32_t rank) {
   if (rank == 0) return path;
   std::filesystem::path p(path);

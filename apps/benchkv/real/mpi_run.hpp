@@ -62,6 +62,15 @@ struct MpiCoordinator {
 // may differ between hosts and are not compared.
 void check_same_run(const mpi::Session& s, const app::Options& o);
 
+// A real run has one rank per node and measures what goes between them (the KV
+// benchmark's remote requests, rpc's calls from rank 0 to the others, data's bulk
+// operations to other nodes): one rank alone (benchkv started without mpirun, or mpirun
+// -np 1) would measure nothing remote and report it as a result. Collective-free: every
+// rank decides alone (the job's size is the same everywhere); rank 0 says why. Returns 0
+// with 2 ranks or more, else the status 2 of every input error. (The probe has its own
+// check: exactly 2 ranks, probe_ranks_checked.)
+int real_ranks_checked(const mpi::Session& s, const app::Options& o);
+
 // This rank's threads on the machine's CPUs.
 struct RankPlan {
   runtime::PinPlan pins;

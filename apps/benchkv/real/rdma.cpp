@@ -104,6 +104,7 @@ int run_rdma(const app::Options& o) {
       status != 0)
     return status;
   mpi::Session s(nullptr, nullptr);
+  if (const int status = real_ranks_checked(s, o); status != 0) return status;
   try {
     // A stopped or dead peer ends this rank too (mpi_orchestration.hpp): the longest
     // phase between two collectives is one run.

@@ -48,8 +48,7 @@ int run_rpc_mpi(const mpi::Session& s, const app::Options& o, R& rt, nlohmann::j
   using Info = typename Thread::Ctx::Info;
   static_assert(std::is_trivially_copyable_v<Info>, "endpoint infos travel as raw bytes");
   const uint32_t np = static_cast<uint32_t>(s.size()), rank = static_cast<uint32_t>(s.rank());
-  if (np < 2) throw std::invalid_argument(
-        "rpc: needs at least 2 ranks (rank 0 calls, the other ranks answer); NIC loopback (--np 1) is simulated only");
+  if (np < 2) throw std::logic_error("run_rpc_mpi: fewer than 2 ranks (real_ranks_checked refuses them first)");
   const uint32_t E = o.endpoints;
   const std::vector<uint32_t> sizes = app::rpc_message_sizes(o);
   using Clock = std::chrono::steady_clock;

@@ -97,6 +97,7 @@ namespace {
 
 int run_ucx(const app::Options& o) {
   mpi::Session s(nullptr, nullptr);
+  if (const int status = real_ranks_checked(s, o); status != 0) return status;
   try {
     // A stopped or dead peer ends this rank too (mpi_orchestration.hpp): the longest
     // phase between two collectives is one run.
