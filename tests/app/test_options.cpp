@@ -174,6 +174,7 @@ TEST_CASE("invalid command-line values name the key and the value", "[bench][opt
   require_usage_error(parse({"--queue-depth", "4.5", "meta"}), "queue_depth (--queue-depth): \"4.5\"");
   require_usage_error(parse({"--queue-depth", "-4", "meta"}), "queue_depth");
   require_usage_error(parse({"--np", "0", "meta"}), "np (--np): 0");
+  require_usage_error(parse({"data", "--transport", "sim", "--np", "1"}), "np (--np): 1 must be >= 2 in the data");
   require_usage_error(parse({"--distribution", "zipf", "meta"}), "distribution (--distribution): \"zipf\"");
   require_usage_error(parse({"--transport", "rdma", "meta"}), "transport");
   require_usage_error(parse({"--start-mode", "random", "meta"}), "start_mode");

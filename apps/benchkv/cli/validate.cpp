@@ -208,6 +208,9 @@ void validate_ranges(const Options& o) {
     fail(o, "ring_size", fmt::format("is not a power of two in [{}, 2^32]", kMinRingSize));
   }
   if (o.np < 1 || o.np > kv::kMaxRanks) fail(o, "np", "must be in [1, 2^20]");
+  // (A real run's nodes are its MPI ranks: one alone is refused there, real_ranks_checked.)
+  if (o.mode == Mode::kData && o.transport == TransportKind::kSim && o.np < 2)
+    fail(o, "np", "must be >= 2 in the data benchmark (its operations go to other nodes)");
   if (o.ring_page_batch < 1 || o.ring_page_batch > kMaxRingPageBatch)
     fail(o, "ring_page_batch", fmt::format("must be in [1, {}]", kMaxRingPageBatch));
 }
