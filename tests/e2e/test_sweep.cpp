@@ -509,6 +509,10 @@ TEST_CASE("sweep: rpc over message sizes and data over value sizes", "[e2e][swee
       CHECK(f[r][6] == f[r][7]);             // issued == completed
       CHECK(f[r][8] == "0");                 // no errors
       CHECK(std::stod(f[r][10]) > 0);        // latency p50 (ns)
+      // Per issuing rank: rank 0 alone calls in rpc (the server rank issues nothing);
+      // both ranks issue in data.
+      CHECK(std::stod(f[r][3]) ==
+            Approx(std::stod(f[r][2]) / (std::string(kind) == "rpc" ? 1 : 2)).margin(1.5e-6));
     }
     // Larger messages and values take longer per call: the rate falls, the latency rises.
     CHECK(std::stod(f[2][2]) < std::stod(f[1][2]));

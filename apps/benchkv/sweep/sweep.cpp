@@ -216,7 +216,10 @@ std::string csv_header(const Sweep& s) {
 // kept epochs merged (rpc: the round trips; data: the operations).
 std::string row_of(const SweepRun& r, const json& summary, const metrics::LatencyHistogram& latency) {
   const auto& runs = summary.at("runs");
-  const double np = summary.at("config").at("np").get<double>();
+  // The ranks that issue requests: every rank in KV and data runs; in rpc runs the
+  // callers only (rank 0), the server ranks issuing none.
+  const double issuing_ranks = summary.contains("rpc") ? summary.at("rpc").at("callers").get<double>()
+                                                       : summary.at("config").at("np").get<double>();
   double mops = 0;
   for (const auto& x : runs) mops += x.at("total_mops").get<double>();
   mops /= double(runs.size());
@@ -235,7 +238,7 @@ std::string row_of(const SweepRun& r, const json& summary, const metrics::Latenc
     row += csv_field(l);
   }
   char buf[256];
-  std::snprintf(buf, sizeof buf, ",%.6f,%.6f", mops, mops / np);
+  std::snprintf(buf, sizeof buf, ",%.6f,%.6f", mops, mops / issuing_ranks);
   row += buf;
   if (n0) {  // daemon #0's figures (none in rpc and data runs)
     std::snprintf(buf, sizeof buf, ",%.6f,%.3f", cqe / double(n0), inflight / double(n0));

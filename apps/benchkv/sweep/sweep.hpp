@@ -39,7 +39,7 @@
 namespace bkv::app {
 
 // The summary figures of a run, in CSV column order after the axes: the rate (Mops; rpc:
-// M calls/s; data: M operations/s) over the runs and per rank, daemon #0's CQEs per loop
+// M calls/s; data: M operations/s) over the runs and per issuing rank (rpc: per caller), daemon #0's CQEs per loop
 // and calls in flight (empty without daemons: rpc, data), the request totals, the latency
 // of every request of the run's kept epochs merged (ns; rpc: round trips), and with
 // --repeat N the 95 % confidence interval of mops_total over the repetitions (else empty).
