@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/cli/single_options.hpp"
 #include "apps/benchkv/real/transports.hpp"
 #include "apps/benchkv/results/probe_report.hpp"
 #include "apps/benchkv/simulator/probe_mode.hpp"
@@ -103,6 +104,7 @@ int probe_main(int argc, char** argv) {
   bool port_given = false, gid_given = false;
   double scale = 1.0;
   uint64_t seed = 1;
+  SingleOptions given;
   for (int i = 2; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -110,6 +112,7 @@ int probe_main(int argc, char** argv) {
       return 0;
     }
     if (i + 1 >= argc) return usage_error("probe: " + std::string(a) + ": unknown option or missing value", kProbeUsage);
+    if (!given.first(a == "-o" ? "--output" : a)) return usage_error(SingleOptions::twice("probe", a), kProbeUsage);
     const std::string v = argv[++i];
     char* end = nullptr;
     if (a == "--transport") transport = v;
@@ -245,6 +248,7 @@ int probe_main(int argc, char** argv) {
 int calibrate_main(int argc, char** argv) {
   std::string from, base, output;
   std::vector<std::string> run_files;
+  SingleOptions given;  // all but --from-run, which may be repeated
   for (int i = 2; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -259,6 +263,8 @@ int calibrate_main(int argc, char** argv) {
       continue;
     }
     if (i + 1 >= argc) return usage_error("calibrate: " + std::string(a) + ": unknown option or missing value", kCalibrateUsage);
+    if (!given.first(a == "-o" ? "--output" : a))
+      return usage_error(SingleOptions::twice("calibrate", a), kCalibrateUsage);
     const std::string v = argv[++i];
     if (a == "--from") from = v;
     else if (a == "--base") base = v;

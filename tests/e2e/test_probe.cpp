@@ -219,6 +219,15 @@ TEST_CASE("probe and calibrate: bad input exits 2 with a message naming the prob
                           Case{{"probe", "--gid-index", "0"}, "--gid-index applies to --transport mlx5 and verbs"},
                           Case{{"probe", "--transport", "verbs", "--port", "2", "--gid-index", "3"}, kNoVerbsProbe},
                           Case{{"probe", "--scale", "0"}, "--scale"}, Case{{"probe", "--bogus", "1"}, "unknown option --bogus"},
+                          // A single-valued option given twice: refused, not the last one taken.
+                          Case{{"probe", "-o", "m.json", "--output", "m2.json"}, "probe: --output given more than once"},
+                          Case{{"probe", "--seed", "1", "--seed", "2"}, "probe: --seed given more than once"},
+                          Case{{"calibrate", "--from", "a.json", "--from", "b.json", "-o", "m.json"},
+                               "calibrate: --from given more than once"},
+                          Case{{"calibrate", "--from", "a.json", "--base", "a.json", "--base", "b.json", "-o", "m.json"},
+                               "calibrate: --base given more than once"},
+                          Case{{"calibrate", "--from", "a.json", "-o", "m.json", "-o", "m2.json"},
+                               "calibrate: -o given more than once"},
                           Case{{"calibrate", "-o", "m.json"}, "--from"}, Case{{"calibrate", "--from", "x.json"}, "-o"},
                           Case{{"calibrate", "--from", "missing.json", "-o", "m.json"}, "cannot be opened"},
                           Case{{"calibrate", "--from", "broken.json", "-o", "m.json"}, "malformed JSON"},
@@ -230,6 +239,7 @@ TEST_CASE("probe and calibrate: bad input exits 2 with a message naming the prob
   CHECK(o.status == 2);
   CHECK(o.err.find(c.says) != std::string::npos);
   CHECK(!std::filesystem::exists(dir / "m.json"));
+  CHECK(!std::filesystem::exists(dir / "m2.json"));
 }
 
 TEST_CASE("calibrate: a cost the probe marked undetermined keeps the base model's value, and the basis says why",

@@ -381,6 +381,7 @@ TEST_CASE("sweep: bad sweep files and options are rejected naming the problem", 
   write_file(dir / "s.json", sweep_text("out"));
   require_rejected(sweep(dir, {"s.json", "-j", "0"}), {"-j", "\"0\""});
   require_rejected(sweep(dir, {"s.json", "--jobz", "2"}), {"unknown option \"--jobz\""});
+  require_rejected(sweep(dir, {"s.json", "-j", "2", "--jobs", "1"}), {"sweep: --jobs given more than once"});
   // A missing sweep file is a usage error like the others: status 2, "sweep:" prefix.
   const Outcome absent = sweep(dir, {"absent.json"});
   CHECK(absent.status == 2);

@@ -21,6 +21,7 @@
 
 #include "apps/benchkv/results/fnv1a.hpp"
 #include "apps/benchkv/cli/options.hpp"
+#include "apps/benchkv/cli/single_options.hpp"
 #include "apps/benchkv/cli/stop_signals.hpp"
 #include "apps/benchkv/results/results.hpp"
 #include "apps/benchkv/results/data_results.hpp"
@@ -949,6 +950,7 @@ int sweep_main(int argc, char** argv) {
   std::string file;
   uint32_t jobs = 0;  // 0: default_jobs
   bool check_only = false;
+  SingleOptions given;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -960,6 +962,10 @@ int sweep_main(int argc, char** argv) {
       continue;
     }
     if (a == "-j" || a == "--jobs") {
+      if (!given.first("--jobs")) {
+        std::fprintf(stderr, "benchkv %s (see benchkv sweep --help)\n", SingleOptions::twice("sweep", a).c_str());
+        return 2;
+      }
       if (i + 1 >= argc) {
         std::fprintf(stderr, "benchkv sweep: %s needs a number of runs at a time\n", a.c_str());
         return 2;
