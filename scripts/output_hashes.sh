@@ -5,14 +5,48 @@
 # change that is meant to keep the simulator's behaviour can be checked byte for byte:
 #   bash scripts/output_hashes.sh build/apps/benchkv/benchkv > after.txt; diff before.txt after.txt
 set -euo pipefail
-bin=${1:?usage: output_hashes.sh path/to/benchkv}
-bin=$(realpath "$bin")
+usage() {
+  cat <<'EOF'
+usage: [BKV_HASH_DIR=DIR] bash scripts/output_hashes.sh [-h|--help] path/to/benchkv
+Runs a fixed set of short simulations with the given benchkv and prints "run/file sha256"
+for every file they write (a summary without its "provenance"). The runs happen in DIR
+(default /tmp/bkv_output_hashes): a summary records the model file's resolved path, so
+hashes compare only between invocations with the same DIR. DIR must be new, empty, or
+one this script made (it holds the script's marker file): the script clears it before and
+after the runs, and removes it at the end if it made it. A directory holding anything
+else is refused, and nothing in it is touched.
+EOF
+}
+case ${1:-} in
+  -h | --help) usage; exit 0 ;;
+  "") usage >&2; exit 2 ;;
+  -*) echo "output_hashes: unknown option $1" >&2; usage >&2; exit 2 ;;
+esac
+[ $# -eq 1 ] || { echo "output_hashes: one argument, the benchkv binary (got $#: $*)" >&2; exit 2; }
+[ -f "$1" ] && [ -x "$1" ] || { echo "output_hashes: $1: no executable file there (give path/to/benchkv)" >&2; exit 2; }
+bin=$(realpath "$1")
 root=$(cd "$(dirname "$0")/.." && pwd)
 # A fixed directory: the summary records the effective configuration with the model file's
 # resolved path, so every checkout must run from the same place to give the same bytes.
+# Only a directory the script made (new, empty, or holding its marker) is ever cleared.
 work=${BKV_HASH_DIR:-/tmp/bkv_output_hashes}
-rm -rf "$work"; mkdir -p "$work"
-trap 'rm -rf "$work"' EXIT
+marker=.output_hashes_workdir
+made=0
+if [ -e "$work" ] && [ ! -d "$work" ]; then
+  echo "output_hashes: BKV_HASH_DIR $work is not a directory" >&2; exit 2
+elif [ -d "$work" ]; then
+  if [ ! -e "$work/$marker" ] && [ -n "$(ls -A "$work")" ]; then
+    echo "output_hashes: BKV_HASH_DIR $work is not empty and was not made by this script (no $marker in it):" \
+         "refusing to clear it; give a new or empty directory" >&2
+    exit 2
+  fi
+else
+  mkdir -p "$work"; made=1
+fi
+clear_work() { find "$work" -mindepth 1 -maxdepth 1 -exec rm -rf {} +; }
+clear_work
+touch "$work/$marker"
+trap 'clear_work; if [ "$made" = 1 ]; then rmdir "$work"; fi' EXIT
 cp -r "$root/configs" "$work/configs"
 
 small=(--transport sim --np 2 --client-threads 2 --queue-depth 4 -d 0.006 --interval-ms 1 --trim 1 -r 1
@@ -21,7 +55,14 @@ small=(--transport sim --np 2 --client-threads 2 --queue-depth 4 -d 0.006 --inte
 run() {  # run <name> <args...>
   local name=$1; shift
   mkdir -p "$work/$name"
-  (cd "$work/$name" && "$bin" "$@" >/dev/null 2>&1) || { echo "output_hashes: run $name failed" >&2; exit 1; }
+  # Its messages go beside the run's directory, not into it (every file in it is hashed).
+  local status=0
+  (cd "$work/$name" && "$bin" "$@" >/dev/null 2>"$work/$name.stderr") || status=$?
+  if [ "$status" != 0 ]; then
+    echo "output_hashes: run $name failed (exit $status): $bin $*" >&2
+    tail -n 5 "$work/$name.stderr" >&2
+    exit 1
+  fi
   # A summary is hashed without its "provenance" object (host, date, commit: different on
   # every run by design); the rest of it is re-dumped as benchkv writes it (indent 2).
   (cd "$work/$name" && for f in $(ls | sort); do
