@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Percentiles and a CDF from the raw latency histograms a benchkv summary holds.
 
-    /usr/bin/python3 scripts/latency_histogram.py SUMMARY.json [--class all] [--run N]
+    /usr/bin/python3 scripts/latency_histogram.py SUMMARY.json [--class all] [--seed S] [--run N]
         [--message-size B | --value-size B] [--percentiles 50,90,95,99,99.9,99.99] [--cdf FILE.png]
 
 Every histogram in the summary is read (docs/outputs.md, "Raw latency histograms"):
@@ -14,7 +14,10 @@ A summary whose runs have several message or value sizes needs the size chosen: 
 the latencies of different sizes would give a distribution of none of them, so, as
 benchkv gives no aggregate over sizes, the script refuses (exit status 2, naming the
 sizes). The runs chosen (--run, counted from 0 as the summary's "run"; default: every
-run) are merged, and the percentiles are read as benchkv reads them: the nearest rank, the
+run) are merged. A --repeat summary holds several repetitions, each with its own runs
+counted from 0 and its "seed": --seed picks repetitions (default: every one), and --run
+without --seed on such a summary is refused, as "run 0" names one run of each repetition
+(give every seed to merge them). The percentiles are read as benchkv reads them: the nearest rank, the
 midpoint of its bucket, kept within the minimum and the maximum (within 0.78 % of the
 exact value from 1 ns to 2^37 ns), so a percentile the summary also gives comes back
 identical.
@@ -70,7 +73,24 @@ def check_one_size(sizes, what, option):
                          f"different sizes, which benchkv does not aggregate either; choose one with {option}")
 
 
-def collect(summary, cls, runs, value_size, message_size=None):
+def check_seeds(all_runs, runs, seeds):
+    """Refuses a seed the summary lacks, and --run alone where it names a run of several
+    repetitions (a --repeat summary counts each repetition's runs from 0)."""
+    present = sorted({r["seed"] for r in all_runs if "seed" in r})
+    listed = ", ".join(str(x) for x in present)
+    if seeds is not None:
+        if not present:
+            raise ValueError("--seed: this summary has no repetitions (it was not run with --repeat)")
+        absent = sorted(seeds - set(present))
+        if absent:
+            raise ValueError(f"--seed {absent[0]}: no repetition has it (the summary's seeds: {listed})")
+    elif runs is not None and len(present) > 1:
+        raise ValueError(f"--run: the summary holds {len(present)} repetitions (seeds {listed}), each with its runs "
+                         f"counted from 0, so --run {min(runs)} names one run of each; choose a repetition with "
+                         f"--seed (give every seed to merge them)")
+
+
+def collect(summary, cls, runs, value_size, message_size=None, seeds=None):
     """(merged counts by bucket lower bound, (minimum, maximum) in ns or None) of the chosen runs."""
     merged, minima, maxima = {}, [], []
 
@@ -81,8 +101,10 @@ def collect(summary, cls, runs, value_size, message_size=None):
         maxima.append(max_ns)
 
     def chosen(r):
-        return runs is None or r.get("run") in runs
+        return (runs is None or r.get("run") in runs) and (seeds is None or r.get("seed") in seeds)
 
+    kind = "rpc" if "rpc" in summary else "data" if "data" in summary else None
+    check_seeds(summary[kind].get("runs", []) if kind else summary.get("runs", []), runs, seeds)
     if "rpc" in summary:
         if value_size is not None:
             raise ValueError("--value-size is for data summaries; an rpc summary's runs have a --message-size")
@@ -185,7 +207,10 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("summary", help="a benchkv summary (KV, rpc or data)")
     ap.add_argument("--class", dest="cls", default="all", help="KV latency class, or all (default)")
-    ap.add_argument("--run", type=int, action="append", help="a run to include (repeatable; default: every run)")
+    ap.add_argument("--run", type=int, action="append",
+                    help="a run to include (repeatable; default: every run); of a --repeat summary, with --seed")
+    ap.add_argument("--seed", type=int, action="append",
+                    help="--repeat summaries: the repetition of this seed (repeatable; default: every repetition)")
     ap.add_argument("--message-size", type=int, metavar="BYTES",
                     help="rpc summaries: this message size only (required when the runs have several)")
     ap.add_argument("--value-size", type=int, metavar="BYTES",
@@ -197,7 +222,8 @@ def main(argv):
     try:
         with open(a.summary) as f:
             summary = json.load(f)
-        counts, extremes = collect(summary, a.cls, set(a.run) if a.run else None, a.value_size, a.message_size)
+        counts, extremes = collect(summary, a.cls, set(a.run) if a.run else None, a.value_size, a.message_size,
+                                   set(a.seed) if a.seed else None)
         wanted = [float(x) for x in a.percentiles.split(",") if x.strip()]
         if any(not 0 <= x <= 100 for x in wanted):
             raise ValueError("--percentiles: each must be in [0, 100]")

@@ -2,7 +2,8 @@
 """scripts/latency_histogram.py against real benchkv summaries: the percentiles it rebuilds
 from the raw histograms are exactly the ones the summary gives (KV: every class of a run and
 all runs merged; rpc: a run's round trips, and one size's of two; data: a size's latency),
-runs of several sizes with no size chosen are refused (exit 2, naming the sizes), a p95 it computes lies
+runs of several sizes with no size chosen are refused (exit 2, naming the sizes), so is --run
+alone on a --repeat summary (it would merge that run of every repetition; --seed picks one), a p95 it computes lies
 between the summary's p90 and p99, the CDF it draws is a PNG, and a bad input is one line
 on stderr with exit status 2.
 usage: check_latency_histogram.py REPO_ROOT BENCHKV
@@ -111,6 +112,27 @@ def main(root, benchkv):
             check(p.returncode == 2 and p.stdout == "" and len(lines) == 1 and sizes in lines[0] and
                   lines[0].endswith(f"choose one with {option}"), f"sizes pooled {args}: {p.returncode} {p.stderr!r}")
         check(not os.path.exists(os.path.join(d, "x.png")), "a CDF over two message sizes was drawn")
+
+        # --repeat: each repetition counts its runs from 0, so --run alone names one run
+        # of each and is refused; --seed picks a repetition, whose merged runs are the
+        # summary's repetition figures, and --seed with --run one run of it.
+        rep = subprocess.run([benchkv, *SIM, "--np", "2", "--client-threads", "2", "--queue-depth", "2", "-d", "0.004",
+                              "-r", "2", "--repeat", "2", "-o", os.path.join(d, "rep.csv"), "meta"],
+                             capture_output=True, text=True)
+        check(rep.returncode == 0, f"benchkv --repeat: {rep.stderr}")
+        rs = json.load(open(os.path.join(d, "rep.summary.json")))
+        rep_path = os.path.join(d, "rep.summary.json")
+        second = [x for x in rs["repetitions"] if x["seed"] == 2][0]["latency"]
+        expect([rep_path, "--seed", "2"], {k: second[v] / 1000 for k, v in keys.items()}, "repetition of seed 2")
+        run0 = [x for x in rs["runs"] if x["seed"] == 2 and x["run"] == 0][0]["latency"]["get_remote"]
+        expect([rep_path, "--seed", "2", "--run", "0", "--class", "get_remote"],
+               {k: run0[v] / 1000 for k, v in keys.items()}, "seed 2 run 0 get_remote")
+        for args, says in [(["--run", "0"], "2 repetitions (seeds 1, 2)"), (["--seed", "3"], "--seed 3"),
+                           (["--seed", "1", "--cdf", os.path.join(d, "y.png"), "--run", "0", "--seed", "4"], "--seed 4")]:
+            p = script(root, rep_path, *args)
+            check(p.returncode == 2 and p.stdout == "" and says in p.stderr, f"--repeat {args}: {p.returncode} {p.stderr!r}")
+        p = script(root, os.path.join(d, "kv.summary.json"), "--seed", "1")
+        check(p.returncode == 2 and "no repetitions" in p.stderr, f"--seed without --repeat: {p.returncode} {p.stderr!r}")
 
         # Bad input: one line, status 2.
         for args, name in [([os.path.join(d, "absent.json")], "absent.json"),
