@@ -1,4 +1,4 @@
-// Direct backend (copyrpc-direct, docs/design.md §Direct backend), as the original ran
+// Direct backend (copyrpc-direct, docs/design_backends.md §Direct backend), as the original ran
 // it: every client thread owns its own copyrpc context with an endpoint to a daemon of
 // every rank (daemon c % D), its own rank included: local requests go through the NIC
 // too (its loopback), as in the UCX baseline's topology. No intra-node aggregation.
