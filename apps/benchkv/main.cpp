@@ -155,8 +155,10 @@ int compare(int argc, char** argv) {
           "runs (-r) of one execution are back-to-back windows, not independent: with fewer than 2\n"
           "repetitions a side gets no verdict, and the line says why.\n"
           "Settings that differ are listed in warning: lines. Refused (exit status 2): summaries of different\n"
-          "kinds (KV, rpc, data), and summaries whose runs used different UCX transports (provenance.\n"
-          "ucx_transports), unless --allow-different-transports; and a partial result, a summary marked\n"
+          "kinds (KV, rpc, data); summaries whose runs went over different transports (config.transport:\n"
+          "sim against ucx, say) or different UCX transports (provenance.ucx_transports: the active-message\n"
+          "lanes, and the RMA lanes when a run moved data by ucp_get/ucp_put), unless\n"
+          "--allow-different-transports; and a partial result, a summary marked\n"
           "\"interrupted\" (a signal stopped the run: what came after is missing) or \"incomplete\" (a real run\n"
           "that ended early: only the ranks that reported), unless --allow-partial, when a warning: line says\n"
           "so. Data summaries are compared per value size (docs/outputs.md, \"Comparing two results\").\n");

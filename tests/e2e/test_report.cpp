@@ -345,7 +345,25 @@ TEST_CASE("compare: summaries over different UCX transports are refused unless a
   CHECK_THAT(mixed.err, Catch::Contains("none recorded") && !Catch::Contains("json.exception"));
   const Outcome mixed_allowed =
       run_ok({"compare", "--allow-different-transports", "a.summary.json", "tcp.summary.json"}, dir.path());
-  CHECK_THAT(mixed_allowed.out, Catch::Contains("warning: A and B ran over different UCX transports (none vs"));
+  CHECK_THAT(mixed_allowed.out,
+             Catch::Contains("warning: A and B ran over different UCX transports (active-message lanes none recorded vs"));
+  // A simulated summary against a measurement over UCX: the message names that difference
+  // (transport "sim" vs "ucx"), not UCX_TLS, which cannot give a simulation UCX transports.
+  json real = b;
+  real["config"]["transport"] = "ucx";
+  write_file(dir / "real.summary.json", real.dump());
+  const Outcome sim_real = run_benchkv({"compare", "a.summary.json", "real.summary.json"}, dir.path());
+  INFO(describe(sim_real));
+  CHECK(sim_real.status == 2);
+  CHECK_THAT(sim_real.err, Catch::Contains("ran over different transports (transport: \"sim\" vs \"ucx\")") &&
+                               Catch::Contains("one is a simulation and the other a measurement") &&
+                               Catch::Contains("--allow-different-transports") && !Catch::Contains("UCX_TLS"));
+  const Outcome sim_real_allowed =
+      run_ok({"compare", "--allow-different-transports", "a.summary.json", "real.summary.json"}, dir.path());
+  CHECK_THAT(sim_real_allowed.out,
+             Catch::Contains("warning: A and B ran over different transports (transport: \"sim\" vs \"ucx\": one is a "
+                             "simulation") &&
+                 !Catch::Contains("different UCX transports"));
   // A summary without a provenance object does not say which transports it used: refused
   // for that reason, not as a transport mismatch.
   json bare = a;
@@ -416,6 +434,32 @@ TEST_CASE("compare: summaries of different kinds are refused, data is compared p
   CHECK(none.status == 2);
   CHECK_THAT(none.err, Catch::Contains("compared per value size"));
   CHECK_THAT(none.err, Catch::Contains("no value size in common"));
+
+  // Over UCX a data run's values move by RMA (real.ucx_rma counts the ucp_get/ucp_put):
+  // the RMA lanes are matched as well as the active-message ones. Written by hand into
+  // copies of d3, as a real run records them: the same am lanes, RMA over cma vs posix.
+  json ux = read_json(dir / "d3.summary.json");
+  ux["config"]["transport"] = "ucx";
+  ux["provenance"]["ucx_transports"] = {{"am", {"sysv/memory"}},
+                                        {"lanes", {"am,am_bw sysv/memory", "rma_bw cma/memory"}},
+                                        {"endpoints", 2}};
+  ux["real"] = {{"ucx_rma", {{"ucp_get", 5}, {"ucp_put", 7}, {"read_write_as_am", 0}}}};
+  json uy = ux;
+  uy["provenance"]["ucx_transports"]["lanes"] = {"am,am_bw sysv/memory", "rma posix/memory"};
+  write_file(dir / "ux.summary.json", ux.dump());
+  write_file(dir / "uy.summary.json", uy.dump());
+  const Outcome rma = run_benchkv({"compare", "ux.summary.json", "uy.summary.json"}, dir.path());
+  INFO(describe(rma));
+  CHECK(rma.status == 2);
+  CHECK_THAT(rma.err, Catch::Contains("different UCX transports (RMA lanes, which moved the values (ucp_get/ucp_put), "
+                                      "[\"cma/memory\"] vs [\"posix/memory\"])"));
+  // Without RMA traffic (every READ and WRITE on the AM path) the RMA lanes carried nothing.
+  ux["real"]["ucx_rma"] = {{"ucp_get", 0}, {"ucp_put", 0}, {"read_write_as_am", 12}};
+  uy["real"]["ucx_rma"] = ux["real"]["ucx_rma"];
+  write_file(dir / "ux0.summary.json", ux.dump());
+  write_file(dir / "uy0.summary.json", uy.dump());
+  const Outcome am_only = run_ok({"compare", "ux0.summary.json", "uy0.summary.json"}, dir.path());
+  CHECK_THAT(am_only.out, !Catch::Contains("UCX transports") && Catch::Contains("4096 B ops/s"));
 }
 
 TEST_CASE("repeat: simulated rpc and data runs repeat over seeds, and compare tests them", "[e2e][sim][compare]") {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <map>
+#include <set>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -923,6 +924,65 @@ json ucx_transports_of(const json& summary) {
   return nullptr;
 }
 
+// The transport a summary's runs went over (its config's "transport", as JSON text:
+// "\"sim\"", "\"ucx\""), or "(none recorded)".
+std::string transport_of(const json& summary) {
+  const json c = summary.value("config", json::object());
+  return c.is_object() && c.contains("transport") ? c["transport"].dump() : std::string("(none recorded)");
+}
+
+// Why two transports are not compared: a simulation against a measurement, or two fabrics.
+std::string transport_difference_text(const std::string& a, const std::string& b) {
+  if ((a == "\"sim\"") != (b == "\"sim\""))
+    return "one is a simulation and the other a measurement, so the ratios would compare the model with a "
+           "machine, not two runs of one set-up";
+  return "the comparison would measure the transports, not the backends";
+}
+
+// Whether a run moved data by UCX RMA (ucp_get/ucp_put: the data benchmark's values over
+// UCX, counted in real.ucx_rma), so that its RMA lanes carried its traffic.
+bool uses_ucx_rma(const json& summary) {
+  if (!summary.contains("real") || !summary["real"].is_object()) return false;
+  const json& real = summary["real"];
+  if (!real.contains("ucx_rma") || !real["ucx_rma"].is_object()) return kind_of(summary) == "data";
+  uint64_t n = 0;
+  for (const char* k : {"ucp_get", "ucp_put"})
+    if (real["ucx_rma"].contains(k) && real["ucx_rma"][k].is_number_unsigned()) n += real["ucx_rma"][k].get<uint64_t>();
+  return n > 0;
+}
+
+// The transports of the lanes that carry RMA ("rma" or "rma_bw" among a lane's uses in
+// ucx_transports.lanes, "what it carries transport/device"), sorted and unique.
+json rma_transports_of(const json& t) {
+  std::set<std::string> rma;
+  if (t.is_object() && t.contains("lanes") && t["lanes"].is_array())
+    for (const json& lane : t["lanes"]) {
+      if (!lane.is_string()) continue;
+      const std::string text = lane.get<std::string>();
+      const size_t space = text.rfind(' ');
+      if (space == std::string::npos) continue;
+      const std::string uses = "," + text.substr(0, space) + ",";
+      if (uses.find(",rma,") != std::string::npos || uses.find(",rma_bw,") != std::string::npos)
+        rma.insert(text.substr(space + 1));
+    }
+  return json(std::vector<std::string>(rma.begin(), rma.end()));
+}
+
+// How the UCX lanes two runs' traffic used differ ("active-message lanes X vs Y", and
+// with `rma` "RMA lanes X vs Y"), none when they match or neither run went over UCX.
+std::vector<std::string> ucx_lane_differences(const json& ta, const json& tb, bool rma) {
+  std::vector<std::string> out;
+  if (ta.is_null() && tb.is_null()) return out;
+  const auto am_of = [](const json& t) { return t.is_object() ? t.value("am", json()) : json(); };
+  const auto text = [](const json& t, const json& v) { return t.is_null() ? std::string("none recorded") : v.dump(); };
+  if (am_of(ta) != am_of(tb))
+    out.push_back(fmt::format("active-message lanes {} vs {}", text(ta, am_of(ta)), text(tb, am_of(tb))));
+  if (rma && rma_transports_of(ta) != rma_transports_of(tb))
+    out.push_back(fmt::format("RMA lanes, which moved the values (ucp_get/ucp_put), {} vs {}",
+                              text(ta, rma_transports_of(ta)), text(tb, rma_transports_of(tb))));
+  return out;
+}
+
 // A summary field's value as text: a string's content, any other value's JSON text.
 std::string value_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
@@ -1045,14 +1105,27 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
           "compare: {} is a partial result, {}: its figures cover only what was measured before the run stopped, "
           "so its ratios would read a part of a run as the whole; compare it knowingly with --allow-partial",
           *name, *partial));
+  // Two runs over different transports (a simulation against a measurement, mlx5 against
+  // UCX) measure the transports as much as the backends: refused unless asked for.
+  const std::string transport_a = transport_of(a), transport_b = transport_of(b);
+  const bool kinds_of_transport_differ = transport_a != transport_b;
+  if (kinds_of_transport_differ && !options.allow_different_transports)
+    throw std::runtime_error(fmt::format("compare: {} and {} ran over different transports (transport: {} vs {}): {}; "
+                                         "give --allow-different-transports to compare them anyway",
+                                         name_a, name_b, transport_a, transport_b,
+                                         transport_difference_text(transport_a, transport_b)));
   // Two runs over different UCX transports (shared memory against TCP, say) measure the
-  // transports as much as the backends: refused unless asked for.
-  // (A run without UCX records none: null, whose value() would throw.)
-  const auto am_of = [](const json& t) { return t.is_object() ? t.value("am", json()) : json(); };
+  // transports as much as the backends: refused unless asked for. The lanes matched are
+  // those the runs' traffic used: active messages always, RMA too when a run moved data
+  // by ucp_get/ucp_put (uses_ucx_rma).
   const json ta = ucx_transports_of(a), tb = ucx_transports_of(b);
-  const bool transports_differ = (!ta.is_null() || !tb.is_null()) && am_of(ta) != am_of(tb);
+  const bool rma_used = uses_ucx_rma(a) || uses_ucx_rma(b);
+  const std::vector<std::string> lane_diffs = kinds_of_transport_differ ? std::vector<std::string>{}
+                                                                        : ucx_lane_differences(ta, tb, rma_used);
+  const bool transports_differ = !lane_diffs.empty();
   // A summary without a provenance object does not say which transports its run used:
   // refused for that reason, not as a difference it cannot show.
+  const auto am_of = [](const json& t) { return t.is_object() ? t.value("am", json()) : json(); };
   const bool lacks_a = !a.contains("provenance"), lacks_b = !b.contains("provenance");
   if (transports_differ && !options.allow_different_transports && (lacks_a || lacks_b))
     throw std::runtime_error(fmt::format(
@@ -1060,12 +1133,16 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
         "its run used are unknown, and {} ran over {}: the comparison could measure the transports, not the "
         "backends; give --allow-different-transports to compare them anyway",
         lacks_a ? name_a : name_b, lacks_a ? name_b : name_a, lacks_a ? am_of(tb).dump() : am_of(ta).dump()));
+  const auto joined = [](const std::vector<std::string>& v) {
+    std::string t;
+    for (const std::string& x : v) t += (t.empty() ? "" : "; ") + x;
+    return t;
+  };
   if (transports_differ && !options.allow_different_transports)
     throw std::runtime_error(fmt::format(
-        "compare: {} and {} ran over different UCX transports ({} vs {}): the comparison would measure the "
+        "compare: {} and {} ran over different UCX transports ({}): the comparison would measure the "
         "transports, not the backends; run both with the same UCX_TLS, or give --allow-different-transports",
-        name_a, name_b, ta.is_null() ? "none recorded" : am_of(ta).dump(),
-        tb.is_null() ? "none recorded" : am_of(tb).dump()));
+        name_a, name_b, joined(lane_diffs)));
   std::string out = fmt::format("A: {}\nB: {}\n", name_a, name_b);
   const std::vector<std::string> diffs = config_differences(a, b);
   if (!diffs.empty()) {
@@ -1079,13 +1156,17 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
       out += fmt::format("warning: {} is a partial result, {}: its figures cover only what was measured before "
                          "the run stopped, compared as asked (--allow-partial)\n",
                          side, *partial);
-  if (transports_differ && (lacks_a || lacks_b))
+  if (kinds_of_transport_differ)
+    out += fmt::format("warning: A and B ran over different transports (transport: {} vs {}: {}), compared as "
+                       "asked\n",
+                       transport_a, transport_b, transport_difference_text(transport_a, transport_b));
+  else if (transports_differ && (lacks_a || lacks_b))
     out += fmt::format("warning: {} has no provenance object: its UCX transports are unknown, {}'s are {}; compared "
                        "as asked\n",
                        lacks_a ? "A" : "B", lacks_a ? "B" : "A", lacks_a ? am_of(tb).dump() : am_of(ta).dump());
   else if (transports_differ)
-    out += fmt::format("warning: A and B ran over different UCX transports ({} vs {}), compared as asked\n",
-                       ta.is_null() ? "none" : am_of(ta).dump(), tb.is_null() ? "none" : am_of(tb).dump());
+    out += fmt::format("warning: A and B ran over different UCX transports ({}), compared as asked\n",
+                       joined(lane_diffs));
   if (kind_a == "data") return out + compare_data(a, b, name_a, name_b);
 
   const bool rpc = kind_a == "rpc";

@@ -275,8 +275,9 @@ void write_summary_file(const std::string& path, const nlohmann::json& summary);
 // summary (--repeat); with fewer than 2 repetitions on a side, no verdict and why (the
 // runs of one execution are not independent). Summaries of different kinds (KV backends,
 // rpc, data) are refused: std::runtime_error naming both files and kinds; so are two
-// summaries over different UCX transports (provenance.ucx_transports "am"), unless
-// options.allow_different_transports; and a summary marked "interrupted" or "incomplete"
+// summaries over different transports (config "transport") or different UCX transports
+// (provenance.ucx_transports: the "am" lanes, and the RMA lanes when a run's real.ucx_rma
+// counts ucp_get/ucp_put), unless options.allow_different_transports; and a summary marked "interrupted" or "incomplete"
 // (a partial result: docs/interruptions.md), unless options.allow_partial, when a
 // "warning:" line says what it lacks. Settings that differ (the "config" keys but output
 // paths and display switches, and the simulator model's content when both record it) are
