@@ -161,7 +161,9 @@ int compare(int argc, char** argv) {
           "--allow-different-transports; and a partial result, a summary marked\n"
           "\"interrupted\" (a signal stopped the run: what came after is missing) or \"incomplete\" (a real run\n"
           "that ended early: only the ranks that reported), unless --allow-partial, when a warning: line says\n"
-          "so. Data summaries are compared per value size (docs/outputs.md, \"Comparing two results\").\n");
+          "so. Data summaries are compared per value size (docs/outputs.md, \"Comparing two results\").\n"
+          "daemon_cqe_per_loop is left out between ucx-am (request messages per loop: its daemons poll no\n"
+          "CQ) and a copyrpc backend (CQEs per loop).\n");
       return 0;
     }
     if (a == "--allow-different-transports") {

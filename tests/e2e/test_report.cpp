@@ -347,6 +347,19 @@ TEST_CASE("compare: summaries over different UCX transports are refused unless a
       run_ok({"compare", "--allow-different-transports", "a.summary.json", "tcp.summary.json"}, dir.path());
   CHECK_THAT(mixed_allowed.out,
              Catch::Contains("warning: A and B ran over different UCX transports (active-message lanes none recorded vs"));
+  // ucx-am's daemon_cqe_per_loop counts the request messages a loop served, the copyrpc
+  // backends' the hardware CQEs: no ratio between the two, and the row says what it is.
+  json ucx_am = read_json(dir / "a.summary.json");
+  ucx_am["config"]["backend"] = "ucx-am";
+  write_file(dir / "ucx_am.summary.json", ucx_am.dump());
+  const Outcome am_cqe = run_ok({"compare", "a.summary.json", "ucx_am.summary.json"}, dir.path());
+  CHECK_THAT(am_cqe.out, !Catch::Contains("daemon_cqe_per_loop mean") &&
+                             Catch::Contains("daemon_cqe_per_loop: not compared: B's counts the request messages a "
+                                             "ucx-am daemon loop served") &&
+                             Catch::Contains("daemon_calls_in_flight mean"));
+  const Outcome am_am = run_ok({"compare", "ucx_am.summary.json", "ucx_am.summary.json"}, dir.path());
+  CHECK_THAT(am_am.out, Catch::Contains("daemon_cqe_per_loop mean (ucx-am: request messages)") &&
+                            !Catch::Contains("not compared"));
   // A simulated summary against a measurement over UCX: the message names that difference
   // (transport "sim" vs "ucx"), not UCX_TLS, which cannot give a simulation UCX transports.
   json real = b;

@@ -62,7 +62,7 @@ TEST_CASE("mpirun -np 2: Delegation and ucx-am over UCX TCP", "[real-run][mpi]")
 // one host (copyrpc's queue pairs asked for peer error handling, which made UCX pick
 // TCP for them alone). ucx-am records latency and calls in flight like the others.
 TEST_CASE("mpirun -np 2, UCX's default transports: delegation and ucx-am record the same ones", "[real-run][mpi]") {
-  json transports[2];
+  json transports[2], summaries[2];
   const char* backends[2] = {"delegation", "ucx-am"};
   for (int i = 0; i < 2; ++i) {
     INFO("backend " << backends[i]);
@@ -83,8 +83,24 @@ TEST_CASE("mpirun -np 2, UCX's default transports: delegation and ucx-am record 
     CHECK(run["latency"]["all"]["count"].get<uint64_t>() > run["requests"].get<uint64_t>() / 2);
     CHECK(run["latency"]["all"]["p50_ns"].get<uint64_t>() > 0);
     CHECK(c.summary["overall"]["daemon_calls_in_flight"]["mean"].get<double>() > 0);
+    // ucx-am's daemons poll no CQ: their per-loop figure is the request messages served.
+    if (i == 1)
+      CHECK_THAT(o.out, Catch::Contains("request messages per loop (ucx-am: no CQ)") &&
+                            !Catch::Contains("CQEs per loop"));
+    else
+      CHECK_THAT(o.out, Catch::Contains("[OVERALL] daemon CQEs per loop"));
+    summaries[i] = c.summary;
   }
   CHECK(transports[0]["am"] == transports[1]["am"]);
+  // compare puts the two side by side, but not CQEs against request messages.
+  e2e::TempDir dir;
+  e2e::write_file(dir / "d.summary.json", summaries[0].dump());
+  e2e::write_file(dir / "u.summary.json", summaries[1].dump());
+  const Outcome cmp = e2e::run_benchkv({"compare", "d.summary.json", "u.summary.json"}, dir.path());
+  INFO(e2e::describe(cmp));
+  CHECK(cmp.status == 0);
+  CHECK_THAT(cmp.out, Catch::Contains("daemon_cqe_per_loop: not compared") &&
+                          !Catch::Contains("daemon_cqe_per_loop mean") && Catch::Contains("Mops mean"));
 }
 
 TEST_CASE("mpirun -np 2: two runs, one daemon, progress lines from rank 0 naming both ranks", "[real-run][mpi]") {
