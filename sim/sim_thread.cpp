@@ -17,18 +17,18 @@ SimThread::SimThread(Engine& engine, const CostModel& costs, uint64_t seed, std:
   for (size_t i = 0; i < kOpCount; ++i) {
     if (!(costs.ns[i] >= 0.0) || !std::isfinite(costs.ns[i]))
       throw std::invalid_argument(std::string("cost model: ") + kOpNames[i] + " must be a finite value >= 0");
-    op_[i].cost_ps = static_cast<uint64_t>(std::llround(costs.ns[i] * 1000.0));
+    slot(i).cost_ps = static_cast<uint64_t>(std::llround(costs.ns[i] * 1000.0));
   }
   refresh_slow_ops();
   // Minimum step: the loop cost rounded up to whole ns, at least 1 ns.
-  min_step_ = std::max<Time>(1, (op_[static_cast<size_t>(Op::kLoop)].cost_ps + 999) / 1000);
+  min_step_ = std::max<Time>(1, (slot(static_cast<size_t>(Op::kLoop)).cost_ps + 999) / 1000);
   target_ = engine_.add_target(&SimThread::on_event, this);
 }
 
 void SimThread::refresh_slow_ops() noexcept {
   uint32_t m = 0;
   for (size_t i = 0; i < kOpCount; ++i)
-    if (jitter_on_ || op_[i].shared != nullptr) m |= 1u << i;
+    if (jitter_on_ || slot(i).shared != nullptr) m |= 1u << i;
   slow_ops_ = m;
 }
 
@@ -36,7 +36,7 @@ void SimThread::charge_slow(size_t i, uint32_t n) noexcept {
   if (jitter_on_) [[unlikely]] return charge_jittered(i, n);
   // Without jitter an op is slow only for its shared resource: a call of no other
   // function, so no register is saved.
-  OpSlot& op = op_[i];
+  OpSlot& op = slot(i);
   const uint64_t cost = op.cost_ps * n;
   const uint64_t ps = op.shared->hold(step_start_ * 1000 + charged_ps_, cost);
   charged_ps_ += ps;
@@ -45,19 +45,19 @@ void SimThread::charge_slow(size_t i, uint32_t n) noexcept {
 }
 
 void SimThread::charge_jittered(size_t i, uint32_t n) noexcept {
-  const uint64_t cost = op_[i].cost_ps * n;
+  const uint64_t cost = slot(i).cost_ps * n;
   uint64_t ps = jittered(cost);
-  if (op_[i].shared != nullptr) ps = op_[i].shared->hold(step_start_ * 1000 + charged_ps_, ps);
+  if (slot(i).shared != nullptr) ps = slot(i).shared->hold(step_start_ * 1000 + charged_ps_, ps);
   charged_ps_ += ps;
-  op_[i].extra_ps += ps - cost;  // may wrap (jitter shortened the cost): exact mod 2^64
-  op_[i].count += n;
+  slot(i).extra_ps += ps - cost;  // may wrap (jitter shortened the cost): exact mod 2^64
+  slot(i).count += n;
 }
 
 SimThread::OpTotals SimThread::op_totals() const noexcept {
   OpTotals t;
   for (size_t i = 0; i < kOpCount; ++i) {
-    t.count[i] = op_[i].count;
-    t.extra_ps[i] = op_[i].extra_ps;
+    t.count[i] = slot(i).count;
+    t.extra_ps[i] = slot(i).extra_ps;
   }
   return t;
 }
@@ -119,14 +119,15 @@ void SimThread::account_skipped(Time now) {
   skipped_steps_ += k;
   busy_ps_ += k * spin_charged_ps_;
   for (size_t i = 0; i < kOpCount; ++i) {
-    op_[i].count += k * spin_ops_.count[i];
-    op_[i].extra_ps += k * spin_ops_.extra_ps[i];
+    slot(i).count += k * spin_ops_.count[i];
+    slot(i).extra_ps += k * spin_ops_.extra_ps[i];
   }
   last_step_ns_ = spin_period_;
   if (observer_ != nullptr) {
     step_start_ = now - spin_period_;
     busy_until_ = now;
     step_phase_.fill(0);
+    phases_recorded_ = false;
     repeat_ = k;
     reporting_skipped_ = true;
     observer_(observer_ctx_, *this);
@@ -165,7 +166,10 @@ void SimThread::run_step() {
   if (spinning_ || may_idle_spin_) [[unlikely]] begin_spin_step();
   step_start_ = engine_.now();
   charged_ps_ = 0;
-  step_phase_.fill(0);
+  if (phases_recorded_) {  // all 0 otherwise: a client's step does not touch their line
+    step_phase_.fill(0);
+    phases_recorded_ = false;
+  }
   wake_in_step_ = false;
   in_step_ = true;
   const StepResult res = step_fn_(step_ctx_, *this);
@@ -208,8 +212,8 @@ bool SimThread::end_step_rare(StepResult res, Time duration, Time& next) {
   spin_period_ = duration;
   spin_charged_ps_ = charged_ps_;
   for (size_t i = 0; i < kOpCount; ++i) {
-    spin_ops_.count[i] = op_[i].count - step_ops0_.count[i];
-    spin_ops_.extra_ps[i] = op_[i].extra_ps - step_ops0_.extra_ps[i];
+    spin_ops_.count[i] = slot(i).count - step_ops0_.count[i];
+    spin_ops_.extra_ps[i] = slot(i).extra_ps - step_ops0_.extra_ps[i];
   }
   return false;
 }

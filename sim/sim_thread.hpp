@@ -148,18 +148,20 @@ class alignas(kCacheLineBytes) SimThread {
   [[gnu::always_inline]] void charge(Op op, uint32_t n = 1) noexcept {
     const size_t i = static_cast<size_t>(op);
     if ((slow_ops_ >> i) & 1u) [[unlikely]] return charge_slow(i, n);
-    charged_ps_ += op_[i].cost_ps * n;
-    op_[i].count += n;
+    OpSlot& s = slot(i);
+    charged_ps_ += s.cost_ps * n;
+    s.count += n;
   }
   void record(Phase ph, uint32_t n) noexcept {
     step_phase_[static_cast<size_t>(ph)] += n;
     phase_total_[static_cast<size_t>(ph)] += n;
+    phases_recorded_ = true;
   }
   // Makes `op` a use of a resource shared with other threads (a contended cache line):
   // each use holds it exclusively for the op's cost, and waits while another thread
   // holds it. nullptr unbinds.
   void bind_shared(Op op, SharedResource* r) noexcept {
-    op_[static_cast<size_t>(op)].shared = r;
+    slot(static_cast<size_t>(op)).shared = r;
     refresh_slow_ops();
   }
 
@@ -228,13 +230,13 @@ class alignas(kCacheLineBytes) SimThread {
   uint32_t step_phase(Phase ph) const noexcept { return step_phase_[static_cast<size_t>(ph)]; }
   uint64_t phase_total(Phase ph) const noexcept { return phase_total_[static_cast<size_t>(ph)]; }
   double op_ns_total(Op op) const noexcept {
-    const size_t i = static_cast<size_t>(op);
-    return static_cast<double>(op_[i].cost_ps * op_[i].count + op_[i].extra_ps) * 1e-3;
+    const OpSlot& s = slot(static_cast<size_t>(op));
+    return static_cast<double>(s.cost_ps * s.count + s.extra_ps) * 1e-3;
   }
-  uint64_t op_count(Op op) const noexcept { return op_[static_cast<size_t>(op)].count; }
+  uint64_t op_count(Op op) const noexcept { return slot(static_cast<size_t>(op)).count; }
   // Where charge(op) reads and writes (a cache hint's address: a caller that prefetches a
   // step's lines ahead of it).
-  const void* op_line(Op op) const noexcept { return &op_[static_cast<size_t>(op)]; }
+  const void* op_line(Op op) const noexcept { return &slot(static_cast<size_t>(op)); }
 
   const std::string& name() const noexcept { return name_; }
   Engine& engine() noexcept { return engine_; }
@@ -258,6 +260,32 @@ class alignas(kCacheLineBytes) SimThread {
   };
   static_assert(sizeof(OpSlot) == 32 && kCacheLineBytes % sizeof(OpSlot) == 0, "an op's slot lies in one line");
   static_assert(kOpCount <= 32, "slow_ops_ holds one bit per op");
+  // Where op i's slot lies in op_: the ops a client step charges (kRingOp, kClientRequest,
+  // kRingReserve) first, the first of them in the step state's third line and the other
+  // two in the line after it (see the layout below), then the rest in the enum's order.
+  // Most steps of a simulation are client steps, so they touch two lines of ops, not three.
+  static constexpr std::array<uint8_t, kOpCount> kSlotOf = [] {
+    std::array<uint8_t, kOpCount> at{};
+    constexpr Op kClientOps[] = {Op::kRingOp, Op::kClientRequest, Op::kRingReserve};
+    uint8_t next = 0;
+    for (Op op : kClientOps) at[static_cast<size_t>(op)] = next++;
+    for (size_t i = 0; i < kOpCount; ++i) {
+      bool client_op = false;
+      for (Op op : kClientOps) client_op = client_op || static_cast<size_t>(op) == i;
+      if (!client_op) at[i] = next++;
+    }
+    return at;
+  }();
+  static_assert([] {
+    std::array<bool, kOpCount> taken{};
+    for (uint8_t at : kSlotOf) {
+      if (at >= kOpCount || taken[at]) return false;
+      taken[at] = true;
+    }
+    return true;
+  }(), "kSlotOf gives every op a slot of its own");
+  [[gnu::always_inline]] OpSlot& slot(size_t op) noexcept { return op_[kSlotOf[op]]; }
+  [[gnu::always_inline]] const OpSlot& slot(size_t op) const noexcept { return op_[kSlotOf[op]]; }
 
   // Of the layout below: wake() reads and writes the first two lines, a step the first three.
   static constexpr size_t kWakeStateLines = 2;
@@ -289,9 +317,11 @@ class alignas(kCacheLineBytes) SimThread {
   // Layout: a simulation steps thousands of threads in turn, so a step finds none of its
   // thread's lines in the first-level cache. What every step reads and writes (on_event,
   // run_step, schedule_step, wake, now, charge, answers_arrive) comes first, in the
-  // object's first three lines (the class is line-aligned); then the ops, an op's cost,
-  // uses, added time and shared resource in one half line; then what only set-up, the
-  // spin, jitter and the readers touch.
+  // object's first three lines (the class is line-aligned), the third ending with the
+  // first op slot; then the other ops, an op's cost, uses, added time and shared resource
+  // in one half line, the client's ops first (kSlotOf); then what only daemons (the
+  // observer, the loop phases), set-up, the spin, jitter and the readers touch. A client
+  // step touches four lines of its thread: the first three and the next two ops' line.
   Engine& engine_;
   StepFn step_fn_ = nullptr;
   void* step_ctx_ = nullptr;
@@ -313,18 +343,23 @@ class alignas(kCacheLineBytes) SimThread {
   bool jitter_on_ = false;     // jitter_.mode is not kNone
   bool jitter_faulted_ = false;
   bool handoff_per_visit_ = false;
+  bool phases_recorded_ = false;  // step_phase_ holds a count that is not 0 (record())
   StepObserver observer_ = nullptr;
-  void* observer_ctx_ = nullptr;
   uint64_t steps_ = 0;
   uint64_t busy_ps_ = 0;
   Time last_step_ns_ = 0;
-  std::array<uint32_t, kPhaseCount> step_phase_{};
   SharedResource* handoff_ = nullptr;  // answers_arrive(): see bind_answer_handoff
   uint64_t handoff_ps_ = 0;
   uint64_t handoff_answers_ = 0;
   uint64_t handoff_transfers_ = 0;
 
-  std::array<OpSlot, kOpCount> op_{};
+  std::array<OpSlot, kOpCount> op_{};  // by kSlotOf: slot(op)
+
+  void* observer_ctx_ = nullptr;
+  // Counts of the running (or last) step: cleared at a step's start only when a step
+  // recorded any (phases_recorded_), so a thread that never records (a client) does not
+  // write their line.
+  std::array<uint32_t, kPhaseCount> step_phase_{};
 
   CostJitter jitter_;
   double jitter_fault_ = 0;  // the first out-of-range sample of the step (jittered())
