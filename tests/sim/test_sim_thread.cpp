@@ -58,6 +58,68 @@ TEST_CASE("charges advance now() inside a step - the next step starts when the c
   CHECK(t.op_ns_total(Op::kKvOp) == Approx(22.5));
 }
 
+TEST_CASE("a step's phase counts are its own: 0 in a step that records none after one that did", "[thread]") {
+  // run_step() clears the counts only after a step that recorded any (a client's thread
+  // never does, and does not write their line).
+  Engine e;
+  const CostModel costs = simple_costs();
+  SimThread t(e, costs, 1);
+  struct Body {
+    int steps = 0;
+    StepResult step(SimThread& th) {
+      ++steps;
+      if (steps == 1) th.record(Phase::kCqes, 4);
+      if (steps == 3) th.record(Phase::kResponses, 2);
+      th.charge(Op::kLoop);
+      return steps < 4 ? StepResult::kContinue : StepResult::kExit;
+    }
+  } body;
+  std::vector<std::pair<uint32_t, uint32_t>> seen;  // (kCqes, kResponses) after each step
+  t.bind<Body, &Body::step>(&body);
+  t.set_observer([](void* ctx, const SimThread& th) {
+    static_cast<decltype(seen)*>(ctx)->push_back({th.step_phase(Phase::kCqes), th.step_phase(Phase::kResponses)});
+  }, &seen);
+  t.start(0);
+  e.run();
+  CHECK(seen == std::vector<std::pair<uint32_t, uint32_t>>{{4, 0}, {0, 0}, {0, 2}, {0, 0}});
+  CHECK(t.phase_total(Phase::kCqes) == 4);
+  CHECK(t.phase_total(Phase::kResponses) == 2);
+}
+
+TEST_CASE("every op keeps its own cost, uses and added time, a shared one among them", "[thread]") {
+  // The ops' slots are laid out in another order than the enum's (the client's first):
+  // each op's numbers must stay its own, on the fast and the slow path.
+  Engine e;
+  CostModel costs;
+  for (size_t i = 0; i < kOpCount; ++i) costs.ns[i] = double(i + 1);
+  SimThread t(e, costs, 1);
+  SharedResource head;
+  t.bind_shared(Op::kRingReserve, &head);
+  SimThread other(e, costs, 2);
+  other.bind_shared(Op::kRingReserve, &head);
+  struct Body {
+    StepResult step(SimThread& th) {
+      for (size_t i = 0; i < kOpCount; ++i) th.charge(static_cast<Op>(i), uint32_t(i + 1));
+      return StepResult::kExit;
+    }
+  } body;
+  t.bind<Body, &Body::step>(&body);
+  other.bind<Body, &Body::step>(&body);
+  other.start(0);
+  t.start(0);
+  e.run();
+  const auto reserve = static_cast<size_t>(Op::kRingReserve);
+  for (size_t i = 0; i < kOpCount; ++i) {
+    const Op op = static_cast<Op>(i);
+    CHECK(t.op_count(op) == i + 1);
+    // Cost (i + 1) ns x (i + 1) uses; the shared op also waits for the other thread's
+    // hold of the head, (i + 1)^2 ns.
+    const double own = double(i + 1) * double(i + 1);
+    CHECK(t.op_ns_total(op) == Approx(i == reserve ? 2 * own : own));
+    CHECK(other.op_count(op) == i + 1);
+  }
+}
+
 TEST_CASE("a message posted mid-step carries the mid-step time", "[thread]") {
   Engine e;
   const CostModel costs = simple_costs();
