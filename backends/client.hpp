@@ -449,7 +449,7 @@ class alignas(64) Client {
   }
   // Pays for the next request before its write: its bookkeeping, the slot write and, on
   // a shared ring head, the reservation (a remote request; a local one goes over ipc).
-  void prepare_next() {
+  [[gnu::always_inline]] void prepare_next() {
     meter_.charge(Op::kClientRequest, 1);
     meter_.charge(Op::kRingOp, 1);
     if constexpr (RemotePath::kSharedHead)
