@@ -1,5 +1,7 @@
 # What the callgrind benches of one binary share (bench/mlx5_callgrind.sh,
 # bench/kv/client_latency_callgrind.sh): sourced, not run.
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/script_args.sh"
+script_sourced "${BASH_SOURCE[0]}" ". bench/callgrind_common.sh (in bench/mlx5_callgrind.sh and bench/kv/client_latency_callgrind.sh)" "$@"
 
 # callgrind_setup <build dir> <target>: BIN (the target's binary in the build's bench/),
 # the checks that valgrind is installed and BIN built (exit 1 otherwise), and TMP, a

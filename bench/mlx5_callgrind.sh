@@ -9,6 +9,9 @@
 # Targets: <= 60 instructions per post with its doorbell and <= 45 per post when 16 share one
 # doorbell (no payload copy); <= 25 per received CQE, <= 40 per send CQE.
 set -euo pipefail
+. "$(dirname "$0")/../scripts/script_args.sh"
+script_help "$0" "$@"
+script_args mlx5_callgrind.sh 1 "$@"
 cd "$(dirname "$0")/.."
 . bench/callgrind_common.sh
 BUILD=${1:-build}

@@ -2,7 +2,7 @@
 # benchkv Delegation over the UCX transport vs the pure UCX active-message baseline
 # (ucx-am), 2 MPI ranks on this machine, measured side by side in one run.
 #
-#   bench/real_deleg_vs_ucxam.sh [build-dir]
+#   usage: bench/real_deleg_vs_ucxam.sh [build-dir]
 #     env: TLS=sm,self SECS=3 INTERVAL_MS=100 TRIM=3 DAEMONS=1 CLIENTS=1 QD=4 ROUNDS=5
 #          KEYS=1024 READ_RATIO=0.5 DELEG_ARGS=
 #
@@ -15,6 +15,9 @@
 # On a machine with fewer CPUs than threads the ranks' threads share CPUs and idle steps
 # yield (benchkv prints a pinning warning): the numbers are then CPU-scheduling bound.
 set -euo pipefail
+. "$(dirname "$0")/../scripts/script_args.sh"
+script_help "$0" "$@"
+script_args real_deleg_vs_ucxam.sh 1 "$@"
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 . bench/real_ucx_common.sh

@@ -3,7 +3,7 @@
 # 2 MPI ranks under callgrind: robust to how the ranks' threads share the CPUs (a time
 # measurement on an oversubscribed machine is not), with the breakdown by stage.
 #
-#   bench/real_kv_callgrind.sh [build-dir] -- 'LABEL=BACKEND [benchkv options]' ...
+#   usage: bench/real_kv_callgrind.sh [build-dir] -- 'LABEL=BACKEND [benchkv options]' ...
 #     (a configuration whose first word is @PATH runs the benchkv binary at PATH)
 #     env: TLS=sm,self SECS=4 QD=4 KEYS=1024 READ_RATIO=0.5 (1 daemon + 1 client per rank)
 #          KEEP=DIR keeps the callgrind files (DIR/cg.N.RANK, N = configuration index) for
@@ -32,6 +32,8 @@
 # source file, and a build that mixes ccache hits names one file two ways.
 #   calls/request: ucp_worker_progress, ucp_am_send_nbx, daemon loops, client steps, sched_yield
 set -euo pipefail
+. "$(dirname "$0")/../scripts/script_args.sh"
+script_help "$0" "$@"
 cd "$(dirname "$0")/.."
 . bench/real_ucx_common.sh
 real_ucx_configs real_kv_callgrind 1 "$@"

@@ -3,7 +3,7 @@
 # measured side by side in one run: the configurations alternate ROUNDS times (so machine
 # drift hits all alike) and each is reported as a ratio to the FIRST one (the baseline).
 #
-#   bench/real_kv_side_by_side.sh [build-dir] -- 'LABEL=BACKEND [benchkv options]' ...
+#   usage: bench/real_kv_side_by_side.sh [build-dir] -- 'LABEL=BACKEND [benchkv options]' ...
 #     env: TLS=sm,self SECS=3 INTERVAL_MS=100 TRIM=3 DAEMONS=1 CLIENTS=1 QD=4 ROUNDS=5
 #          KEYS=1024 READ_RATIO=0.5 PLACEMENT=shared
 #
@@ -20,6 +20,8 @@
 # Every run must be consistent (issued == completed, no error). Per configuration: the
 # mean Mops, and the median (min, max) of its per-round ratio to the baseline.
 set -euo pipefail
+. "$(dirname "$0")/../scripts/script_args.sh"
+script_help "$0" "$@"
 cd "$(dirname "$0")/.."
 . bench/real_ucx_common.sh
 real_ucx_configs real_kv_side_by_side 2 "$@"

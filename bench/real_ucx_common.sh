@@ -3,6 +3,8 @@
 # real_ucx_mops for each run.
 #   env (with these defaults): TLS=sm,self SECS=3 INTERVAL_MS=100 TRIM=3 DAEMONS=1 CLIENTS=1
 #        QD=4 ROUNDS=5 KEYS=1024 READ_RATIO=0.5
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/script_args.sh"
+script_sourced "${BASH_SOURCE[0]}" ". bench/real_ucx_common.sh (in the bench/real_*.sh scripts)" "$@"
 
 # real_ucx_configs <script name> <least> <arg ...>: reads a command line
 # "[build-dir] -- 'LABEL=BACKEND [benchkv options]' ..." into BUILD and CONFIGS; fewer than
@@ -11,6 +13,7 @@ real_ucx_configs() {
   local name=$1 least=$2 c
   shift 2
   BUILD=build
+  if [[ "${1:-}" == -?* && "$1" != "--" ]]; then echo "$name: unknown option $1 (see $name.sh --help)" >&2; exit 2; fi
   if [ $# -gt 0 ] && [ "$1" != "--" ]; then BUILD=$1; shift; fi
   [ "${1:-}" = "--" ] && shift
   [ $# -ge "$least" ] || { echo "$name: give at least $least configuration(s) 'LABEL=BACKEND [options]' after --" >&2; exit 2; }

@@ -11,16 +11,25 @@
 # Usage: bash bench/sim_limit.sh [BUILD_DIR=build] [CONFIG=configs/c1_np16.json] [VIRTUAL_S=0.02] [BENCHKV OPTIONS...]
 #   options after the third argument go to the simulator run (e.g. --ring-page-batch 1 --event-set heap)
 set -euo pipefail
+. "$(dirname "$0")/../scripts/script_args.sh"
+script_help "$0" "$@"
+script_args sim_limit.sh 3 "${@:1:3}"  # the three positional arguments; benchkv's options follow
 cd "$(dirname "$0")/.."
 build=${1:-build}
 cfg=${2:-configs/c1_np16.json}
 virt=${3:-0.02}
 shift $(( $# < 3 ? $# : 3 ))
+for b in "$build/apps/benchkv/benchkv" "$build/bench/bench_sim_limit"; do
+  [ -x "$b" ] || { echo "sim_limit.sh: $b not found (cmake --build $build --target benchkv bench_sim_limit)" >&2; exit 2; }
+done
+[ -f "$cfg" ] || { echo "sim_limit.sh: no config file $cfg" >&2; exit 2; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 echo "setup: $(nproc) CPUs, $(uname -r), config $cfg, simulator run of $virt s virtual time${*:+, simulator options: $*}"
-sim_line=$("$build/apps/benchkv/benchkv" --config "$cfg" -d "$virt" --trim 0 --no-progress --report none \
-  -o "$out/run.csv" --inflight-samples "" --step-log "$out/steps.bin" "$@" 2>&1 | grep '^simulated ')
+"$build/apps/benchkv/benchkv" --config "$cfg" -d "$virt" --trim 0 --no-progress --report none \
+  -o "$out/run.csv" --inflight-samples "" --step-log "$out/steps.bin" "$@" >"$out/sim.log" 2>&1 ||
+  { echo "sim_limit.sh: the simulator run failed:" >&2; cat "$out/sim.log" >&2; exit 1; }
+sim_line=$(grep '^simulated ' "$out/sim.log")
 echo "simulator: $sim_line"
 lim=$("$build/bench/bench_sim_limit" "$cfg" 2000 "$out/steps.bin" | grep '^sim limit, ')
 echo "$lim"

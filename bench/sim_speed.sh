@@ -19,7 +19,7 @@
 # BASE_DIR, configured and built (benchkv only) there once, reused by later calls. Each
 # binary runs its own tree's configs, so a change of the default model shows in the mix.
 #
-#   bash bench/sim_speed.sh --base COMMIT [--build DIR] [--base-dir DIR] [--pairs N]
+# usage: bash bench/sim_speed.sh --base COMMIT [--build DIR] [--base-dir DIR] [--pairs N]
 #        [--cases c1_np8,c1_np16,c1_np32,c1_np64,regime_np32] [--scale K]
 #        [--build-prefix "CMD ..."] [--callgrind CASE] [--ll BYTES] [--help]
 #

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # copyrpc over the UCX transport vs raw UCX active messages, side by side in one run.
 #
-#   bench/ucx_compare.sh [build-dir]      (env: SIZE=32 TLS=sm,self SECONDS_PER_MODE=2
+#   usage: bench/ucx_compare.sh [build-dir]    (env: SIZE=32 TLS=sm,self SECONDS_PER_MODE=2
 #                                          PERF_ITERS=2000000 PORT=13390 CLIENT_CPU SERVER_CPU)
 #
 # Runs, on the same CPUs, with the same UCX_TLS and payload size:
@@ -12,6 +12,9 @@
 # calls answered (each = one request + one response message of SIZE bytes, batched);
 # write_imm counts WRITE+IMM requests acknowledged (one AM each, plus an ACK per 64).
 set -euo pipefail
+. "$(dirname "$0")/../scripts/script_args.sh"
+script_help "$0" "$@"
+script_args ucx_compare.sh 1 "$@"
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 SIZE=${SIZE:-32}

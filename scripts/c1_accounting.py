@@ -15,7 +15,11 @@ usage: c1_accounting.py [CALIBRATION.csv ...]
 Exit status 1 if a table lacks one of the C1 figures used here.
 """
 import csv
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # also when loaded as a module from elsewhere
+from cli_help import help_or_refuse  # noqa: E402
 
 RUN_S = 10.0  # C1 runs 10 s; loops are quoted per 10 s
 
@@ -72,6 +76,11 @@ def simulated_rows(path):
 
 
 def main():
+    help_or_refuse(sys.argv, __doc__, "c1_accounting.py")
+    for path in sys.argv[1:]:
+        if not os.path.isfile(path):
+            print(f"c1_accounting.py: {path}: no such calibration table", file=sys.stderr)
+            sys.exit(2)
     report("measured (C1)", MEASURED)
     for path in sys.argv[1:]:
         print()

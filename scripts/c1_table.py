@@ -16,6 +16,8 @@ own report calls "CQEs per loop" (cqe_per_loop_*); the table says so.
 import json
 import sys
 
+from cli_help import help_or_refuse
+
 # docs/calibration.md §C1: Delegation, QD=32, 1 daemon + 46 clients per node (measured).
 MEASURED = {
     2: {"mops_rank": 7.63, "inflight": None, "cpl": 4.6, "loops_M": 8.6},
@@ -71,6 +73,7 @@ def band(lohi, sim):
 
 
 def main(argv):
+    help_or_refuse(argv, __doc__, "c1_table.py")
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2

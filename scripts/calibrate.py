@@ -180,7 +180,11 @@ def suite_arguments(doc, argv, add):
     add(ap)
     ap.add_argument("--csv", metavar="FILE", default="", help="also write the table as CSV into FILE")
     ap.add_argument("-j", type=int, metavar="N", default=1, help="experiments run N at a time (default 1)")
+    ap.add_argument("--check-args", action="store_true",
+                    help="only check this command line and exit (scripts/calibrate.sh does, before it builds)")
     a = ap.parse_args(argv[1:])
+    if a.check_args:
+        sys.exit(0)
     if not os.access(a.benchkv, os.X_OK):
         return a, f"benchkv not found at {a.benchkv} (build it, or pass --benchkv)"
     a.benchkv = os.path.abspath(a.benchkv)  # the experiments run in their own directories

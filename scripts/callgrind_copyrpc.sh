@@ -7,6 +7,9 @@
 # vector before answering them (bench/copyrpc_loopback.cpp).
 #   usage: scripts/callgrind_copyrpc.sh [build-dir] [held]
 set -euo pipefail
+. "$(dirname "$0")/script_args.sh"
+script_help "$0" "$@"
+script_args callgrind_copyrpc.sh 2 "$@"
 B=${1:-build}
 case ${2:-} in
   "") BIN=$B/bench/bench_copyrpc_loopback ;;

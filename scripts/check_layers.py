@@ -24,6 +24,8 @@ import pathlib
 import re
 import sys
 
+from cli_help import help_or_refuse
+
 ALLOWED = {
     "core": {"core"},
     "transports": {"core", "transports"},
@@ -54,7 +56,15 @@ def app_folder_of(path: str) -> str:
 
 
 def main() -> int:
+    help_or_refuse(sys.argv, __doc__, "check_layers.py")
+    if len(sys.argv) > 2:
+        print(f"check_layers.py: one repository root at most, got {sys.argv[1:]}", file=sys.stderr)
+        return 2
     root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parent.parent)
+    absent = [layer for layer in ALLOWED if not (root / layer).is_dir()]
+    if absent:  # a wrong root would pass with nothing checked
+        print(f"check_layers.py: {root} is not the repository root (it has no {', '.join(absent)})", file=sys.stderr)
+        return 2
     violations = []
     checked = 0
     for layer, allowed in ALLOWED.items():

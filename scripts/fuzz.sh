@@ -13,9 +13,15 @@
 # fuzz/grown/<name>, the grown corpus kept in the repository, which CI's short runs and
 # the next campaign start from.
 # Usage: [FUZZ_SECONDS=N | FUZZ_RUNS=N] [FUZZ_KEEP=1] scripts/fuzz.sh [harness...]
-#        (default: every harness)
+#        (default: every harness; a harness is named as its fuzz/corpus/<name>)
 set -euo pipefail
+. "$(dirname "$0")/script_args.sh"
+script_help "$0" "$@"
+script_args fuzz.sh 1000 "$@"
 cd "$(dirname "$0")/.."
+for h in "$@"; do
+  [ -d "fuzz/corpus/$h" ] || { echo "fuzz.sh: no harness $h (harnesses: $(ls fuzz/corpus | tr '\n' ' '))" >&2; exit 2; }
+done
 bash scripts/setup.sh
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
 JOBS=${JOBS:-$(nproc)}

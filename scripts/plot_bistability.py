@@ -15,6 +15,8 @@ import os
 import sys
 import textwrap
 
+from cli_help import help_or_refuse
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -174,6 +176,7 @@ def timeseries_figure(series, shared, bin_us, t_max=None):
 
 
 def main(argv):
+    help_or_refuse(argv, __doc__, "plot_bistability.py", options=("--regime",))
     args = argv[1:]
     regime = None
     if "--regime" in args:

@@ -12,6 +12,8 @@ import json
 import sys
 from collections import defaultdict
 
+from cli_help import help_or_refuse
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -82,6 +84,7 @@ def figure(curves, configs):
 
 
 def main(argv):
+    help_or_refuse(argv, __doc__, "plot_data.py")
     if len(argv) < 3 or any("=" not in a for a in argv[2:]):
         sys.exit(__doc__)
     # Every input is read before anything is drawn: a missing file or a summary of another

@@ -5,7 +5,12 @@
 #   a staggered start (the same model and NP ending in the other equilibrium). Prints
 #   measured vs simulated like for like, what the model reproduces and what it misses,
 #   and writes the pictures to out/figures/.
+# Usage: bash scripts/run_main.sh   (no arguments; BENCHKV=PATH runs the experiment with that benchkv
+#        instead of build/'s, which it builds in any case)
 set -euo pipefail
+. "$(dirname "$0")/script_args.sh"
+script_help "$0" "$@"
+script_args run_main.sh 0 "$@"
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

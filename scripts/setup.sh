@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages the project builds and tests with (docs/design.md §Dependencies).
 # Idempotent: when every package is already installed it returns in well under a second.
+# Usage: bash scripts/setup.sh   (no arguments; run as root or with sudo when packages are missing)
 set -euo pipefail
+. "$(dirname "$0")/script_args.sh"
+script_help "$0" "$@"
+script_args setup.sh 0 "$@"
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config

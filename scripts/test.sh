@@ -3,7 +3,12 @@
 # then rebuilds the protocol and simulator tests under AddressSanitizer+UndefinedBehavior-
 # Sanitizer (clang, with the libFuzzer harnesses, run for a bounded number of executions
 # each) and the concurrency tests under ThreadSanitizer and runs those too.
+# Usage: bash scripts/test.sh   (no arguments; env JOBS=N parallel jobs, default nproc;
+#        BKV_SKIP_SANITIZERS=1 leaves out the sanitizer builds)
 set -euo pipefail
+. "$(dirname "$0")/script_args.sh"
+script_help "$0" "$@"
+script_args test.sh 0 "$@"
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 

@@ -13,9 +13,13 @@
 # Setups as in bench/kv/bench_client_latency.cpp (ipc-2t is left out: under valgrind the
 # threads run one at a time and the spinning daemon's count means nothing).
 set -euo pipefail
+. "$(dirname "$0")/../../scripts/script_args.sh"
+script_help "$0" "$@"
+script_args client_latency_callgrind.sh 2 "$@"
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
 N=${2:-200000}
+[[ "$N" =~ ^[1-9][0-9]*$ ]] || { echo "client_latency_callgrind.sh: requests '$N' is not a positive integer" >&2; exit 2; }
 . bench/callgrind_common.sh
 callgrind_setup "$BUILD" bench_client_latency
 

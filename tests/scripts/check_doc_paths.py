@@ -47,7 +47,16 @@ def exists(root, p):
 
 
 def main(argv):
+    if len(argv) == 2 and argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
+    if len(argv) != 2 or argv[1].startswith("-"):
+        print(f"check_doc_paths.py: one argument, the repository root (got {argv[1:]}); see --help", file=sys.stderr)
+        return 2
     root = argv[1]
+    if not os.path.isfile(os.path.join(root, "README.md")) or not os.path.isdir(os.path.join(root, "docs")):
+        print(f"check_doc_paths.py: {root} is not the repository root (no README.md and docs/ there)", file=sys.stderr)
+        return 2
     docs = [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "*.md")))
     log = sorted(glob.glob(os.path.join(root, "docs", "log", "*.md")))
     missing, checked = [], 0

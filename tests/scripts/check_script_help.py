@@ -1,15 +1,23 @@
 #!/usr/bin/env python3
-"""Every option a script of scripts/ takes is described in its --help: each script whose
-command line argparse reads (directly, or through calibrate.py's suite_arguments) prints,
-for every option and positional argument its help lists, a description beside or under
-it (argparse lists an option given no help= alone on its line).
+"""Every script of scripts/ and bench/ (and check_doc_paths.py, run before every landing)
+answers -h and --help with its usage and exit status 0, and a wrong argument with a message
+naming it and a non-zero status, in both cases at once and without side effects: no build,
+no package install, no benchmark run (the commands that would do one are replaced, on PATH,
+by stubs that record their call; a call fails the check), nothing new in the repository's
+top directory, within a few seconds. Scripts used to treat --help as a file, a build
+directory or a repository root, or to install packages and build before reading their
+arguments at all.
+The argparse scripts' --help must also describe every option and positional argument it
+lists (argparse lists an option given no help= alone on its line).
 usage: check_script_help.py REPO_ROOT
 """
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 
 def undescribed(help_text):
@@ -31,28 +39,91 @@ def undescribed(help_text):
     return out
 
 
+# What a script must not start when asked for help or given a wrong argument: the build,
+# the package manager, and the tools a benchmark runs.
+STUBBED = ["cmake", "ninja", "make", "apt-get", "sudo", "valgrind", "callgrind_annotate", "mpirun", "mpiexec",
+           "ucx_perftest", "taskset", "perf", "clang++-14", "g++"]
+# Wrong arguments beyond an unknown option, for scripts whose first argument is a path.
+WRONG = {
+    "scripts/check_layers.py": [["/nonexistent-repository-root"]],
+    "bench/sim_limit.sh": [["/nonexistent-build-dir"]],
+    "scripts/callgrind_copyrpc.sh": [["build", "no-such-mode"]],
+    "tests/scripts/check_doc_paths.py": [["/nonexistent-repository-root"]],
+}
+
+
+def scripts(root):
+    found = sorted(glob.glob(os.path.join(root, "scripts", "*.py")) + glob.glob(os.path.join(root, "scripts", "*.sh")) +
+                   glob.glob(os.path.join(root, "bench", "**", "*.sh"), recursive=True))
+    return found + [os.path.join(root, "tests", "scripts", "check_doc_paths.py")]
+
+
+def run(root, path, args, stub_dir, log):
+    """(exit status, stdout, stderr, stubbed commands called, new top-level entries of root)."""
+    before = set(os.listdir(root))
+    if os.path.exists(log):
+        os.remove(log)
+    cmd = (["bash", path] if path.endswith(".sh") else [sys.executable, path]) + args
+    env = dict(os.environ, PATH=stub_dir + os.pathsep + os.environ.get("PATH", ""), STUB_LOG=log)
+    with tempfile.TemporaryDirectory() as cwd:
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                               timeout=20)
+            status, out, err = p.returncode, p.stdout, p.stderr
+        except subprocess.TimeoutExpired:
+            status, out, err = "timeout (20 s)", "", ""
+    called = open(log).read().split("\n")[:-1] if os.path.exists(log) else []
+    return status, out, err, called, sorted(set(os.listdir(root)) - before)
+
+
+def make_stubs(stub_dir):
+    for name in STUBBED:
+        path = os.path.join(stub_dir, name)
+        with open(path, "w") as f:
+            f.write('#!/bin/sh\necho "$(basename "$0") $*" >> "$STUB_LOG"\nexit 97\n')
+        os.chmod(path, 0o755)
+
+
 def main(root):
-    failures, checked = [], 0
-    for path in sorted(glob.glob(os.path.join(root, "scripts", "*.py"))):
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-        if "argparse" not in text and "suite_arguments(" not in text:
-            continue
-        p = subprocess.run([sys.executable, path, "--help"], capture_output=True, text=True)
-        name = os.path.relpath(path, root)
-        if p.returncode != 0 or "usage:" not in p.stdout:
-            failures.append(f"{name} --help: exit {p.returncode}: {p.stderr.strip()[-300:]}")
-            continue
-        checked += 1
-        for entry in undescribed(p.stdout):
-            failures.append(f"{name} --help: {entry} has no description")
-    if checked < 3:
-        failures.append(f"only {checked} scripts with argparse found in scripts/")
+    failures, checked, argparse_checked = [], 0, 0
+    with tempfile.TemporaryDirectory() as tmp:
+        stub_dir, log = os.path.join(tmp, "stubs"), os.path.join(tmp, "stub.log")
+        os.mkdir(stub_dir)
+        make_stubs(stub_dir)
+        for path in scripts(root):
+            name = os.path.relpath(path, root)
+            checked += 1
+            for flag in ("-h", "--help"):
+                status, out, err, called, new = run(root, path, [flag], stub_dir, log)
+                if status != 0 or "usage:" not in out.lower() or called or new:
+                    failures.append(f"{name} {flag}: exit {status}, usage printed: {'usage:' in out.lower()}, "
+                                    f"started: {called}, made: {new}: {err.strip()[-300:]}")
+            for args in [["--no-such-option"]] + WRONG.get(name, []):
+                status, out, err, called, new = run(root, path, args, stub_dir, log)
+                named = args[-1] in err or ": error: " in err  # argparse names a missing positional first
+                if status == 0 or not named or called or new:
+                    failures.append(f"{name} {' '.join(args)}: exit {status}, started: {called}, made: {new}, "
+                                    f"stderr does not name {args[-1]!r}: {err.strip()[-300:]}")
+            if not path.endswith(".py"):
+                continue
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            if "argparse" not in text and "suite_arguments(" not in text:
+                continue
+            argparse_checked += 1
+            p = subprocess.run([sys.executable, path, "--help"], capture_output=True, text=True)
+            for entry in undescribed(p.stdout):
+                failures.append(f"{name} --help: {entry} has no description")
+    if checked < 25 or argparse_checked < 3:
+        failures.append(f"only {checked} scripts ({argparse_checked} with argparse) found in scripts/ and bench/")
     for f in failures:
         print("FAIL:", f)
-    print(f"check_script_help: {checked} scripts, {len(failures)} failure(s)")
+    print(f"check_script_help: {checked} scripts ({argparse_checked} with argparse), {len(failures)} failure(s)")
     return 1 if failures else 0
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__.strip().split("\n")[-1], file=sys.stdout if len(sys.argv) == 2 else sys.stderr)
+        sys.exit(0 if len(sys.argv) == 2 else 2)
     sys.exit(main(os.path.abspath(sys.argv[1])))
