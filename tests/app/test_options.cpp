@@ -459,6 +459,16 @@ TEST_CASE("options_from_json reports the key in OptionError", "[bench][options]"
   CHECK(key_of(json{{"backend", "ucx-am"}, {"transport", "ucx"}}) == "(no error)");
   CHECK(key_of(json{{"backend", nullptr}}) == "(no error)");
   CHECK(key_of(json::array()) == "config");
+  // The two size options read alike: one size as a number or a string, several as a string.
+  for (const char* key : {"value_size", "message_size"}) {
+    INFO(key);
+    const json mode = std::string(key) == "value_size" ? "data" : "rpc";
+    CHECK(key_of(json{{"backend", mode}, {key, 64}}) == "(no error)");
+    CHECK(key_of(json{{"backend", mode}, {key, "64"}}) == "(no error)");
+    CHECK(key_of(json{{"backend", mode}, {key, -64}}) == key);
+    CHECK(key_of(json{{"backend", mode}, {key, 64.5}}) == key);
+  }
+  CHECK(options_from_json(json{{"backend", "data"}, {"value_size", 64}}, "").value_size == "64");
 }
 
 TEST_CASE("relative model paths: config file directory vs working directory", "[bench][options]") {

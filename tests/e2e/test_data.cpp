@@ -103,7 +103,9 @@ TEST_CASE("data: bad value sizes and options that do not apply are refused", "[e
   };
   const std::vector<Case> cases{
       {{"--value-size", "8"}, "sizes must be in [16,"},
-      {{"--value-size", "100..1000"}, "a range runs from a power of two"},
+      {{"--value-size", "100..1024"}, "has the range 100..1024: 100 is not a power of two"},
+      {{"--value-size", "64..100"}, "has the range 64..100: 100 is not a power of two"},
+      {{"--value-size", "128..64"}, "has the range 128..64: 128 is larger than 64"},
       {{"--value-size", "64,,128"}, "where a size in bytes was expected"},
       {{"--value-size", "4k"}, "where a size in bytes was expected"},
       {{"--value-size", "64,64"}, "names 64 twice"},

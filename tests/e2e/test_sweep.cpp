@@ -483,7 +483,7 @@ TEST_CASE("sweep: rpc over message sizes and data over value sizes", "[e2e][swee
   write_file(dir / "data.json", R"({
     "base": {"backend": "data", "transport": "sim", "np": 2, "interval_ms": 1, "trim": 1, "runs": 1, "duration": 0.004,
              "key_range": 8},
-    "grid": {"value_size": ["64", "1024"]}, "output": "data"})");
+    "grid": {"value_size": [64, "1024"]}, "output": "data"})");  // a size as a number or a string
   for (const char* kind : {"rpc", "data"}) {
     INFO(kind);
     const Outcome o = sweep(dir, {std::string(kind) + ".json", "-j", "1"});

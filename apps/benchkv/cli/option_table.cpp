@@ -261,15 +261,17 @@ json get_trace_window(const Options& o) {
   return json(fmt::format("{}:{}", o.trace_window->begin_us, o.trace_window->end_us));
 }
 
-// message_size: a number (one size, the JSON form of a single size, so configurations
-// keep their bytes) or a string (a list or a range of sizes).
-void set_message_size(Options& o, const json& v, const Spec& s, const Ctx& c) {
+// message_size and value_size: a number (one size) or a string (one size, a list or a
+// range of sizes), read alike. Written back, message_size's single size is a number and
+// value_size's a string, as each was first written, so configurations keep their bytes.
+template <std::string Options::*member>
+void set_size_list(Options& o, const json& v, const Spec& s, const Ctx& c) {
   if (v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0)) {
-    o.message_size = std::to_string(v.get<uint64_t>());
+    o.*member = std::to_string(v.get<uint64_t>());
     return;
   }
   if (!v.is_string()) type_error(s, c, "a size in bytes, or a string of sizes \"A,B\" / \"A..B\"", v);
-  o.message_size = v.get<std::string>();
+  o.*member = v.get<std::string>();
 }
 
 json get_message_size(const Options& o) {
@@ -421,11 +423,11 @@ const Spec kSpecs[] = {
     {"message_size", 0, Kind::kString, kGroupRpc, "SIZES",
      "rpc: request and response payload sizes in bytes, one size, a list \"A,B\" and/or ranges \"A..B\" of every "
      "power of two from A to B (\"8..4096\", as ib_write_bw -a): one row per size; each in [1, ring_size / 8]",
-     &set_message_size, &get_message_size},
+     &set_size_list<&Options::message_size>, &get_message_size},
     {"value_size", 0, Kind::kString, kGroupData, "SIZES",
-     "data: value sizes in bytes, a list \"A,B\" and/or ranges \"A..B\" of every power of two from A to B; each "
+     "data: value sizes in bytes, one size, a list \"A,B\" and/or ranges \"A..B\" of every power of two from A to B; each "
      "in [16, 67108864] (64 MiB), keys x the largest size at most 4 GiB of store per node",
-     BKV_FIELD(value_size)},
+     &set_size_list<&Options::value_size>, &get_field<&Options::value_size>},
     {"data_backend", 0, Kind::kChoice, kGroupData, "delegation|meta|direct|ucx-am",
      "data: the backend that carries the calls (ucx-am: --transport ucx only)", BKV_CHOICE(data_backend, kDataBackendChoices)},
 };

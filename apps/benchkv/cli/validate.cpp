@@ -325,8 +325,13 @@ std::vector<uint32_t> parse_size_list(const std::string& text, std::string_view 
       sizes.push_back(number(item));
     } else {
       const uint32_t a = number(item.substr(0, dots)), b = number(item.substr(dots + 2));
-      if (!is_pow2(a) || !is_pow2(b) || a > b)
-        throw bad(fmt::format("has the range {}..{}: a range runs from a power of two to a larger or equal one", a, b));
+      const auto range = [&](const std::string& why) {
+        return bad(fmt::format("has the range {}..{}: {} (a range A..B runs over the powers of two from A to B)", a,
+                               b, why));
+      };
+      if (!is_pow2(a)) throw range(fmt::format("{} is not a power of two", a));
+      if (!is_pow2(b)) throw range(fmt::format("{} is not a power of two", b));
+      if (a > b) throw range(fmt::format("{} is larger than {}", a, b));
       for (uint64_t v = a; v <= b; v *= 2) sizes.push_back(static_cast<uint32_t>(v));
     }
     if (comma == std::string_view::npos) break;
