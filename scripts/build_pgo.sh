@@ -6,7 +6,7 @@
 # docs/simulator_speed.md). It costs two builds of benchkv without the compiler cache
 # (8.5 minutes with --jobs 2 on the 2-core build machine): worth it before long sweeps.
 #
-#   bash scripts/build_pgo.sh [--build DIR] [--jobs N] [--check PLAIN_BENCHKV] [--help]
+# usage: bash scripts/build_pgo.sh [--build DIR] [--jobs N] [--check PLAIN_BENCHKV] [--help]
 #
 #   --build DIR     the build tree (default build-pgo); the benchkv it leaves is
 #                   DIR/apps/benchkv/benchkv, and DIR/profile holds the profile
