@@ -31,7 +31,7 @@
 // issued and answers collected in one step share that reading. Free slots are a stack. What
 // recording costs: bench/kv/bench_client_latency.cpp, docs/benchmarks.md.
 //
-// step(): the loop of the original client (docs/design.md §Client loop): the first step
+// step(): the loop of the original client (docs/design_backends.md §Client loop): the first step
 // issues queue_depth requests; every step scans the response areas (each ipc ring, then
 // the remote path) and follows every answer it finds at once by one new request, into
 // the slot that answer freed. It never blocks: a remote path that is full (delegation
@@ -88,7 +88,7 @@ class alignas(64) Client {
       return step_timed_out_of_line();
     ClientStepResult res;
     StepClock clock{meter_};
-    // The loop body of docs/design.md §Client loop: every answer found is followed at once
+    // The loop body of docs/design_backends.md §Client loop: every answer found is followed at once
     // by one new request into the slot it freed.
     collect(res, clock, [&] {
       if constexpr (!kRefillAfterPoll)
@@ -114,7 +114,7 @@ class alignas(64) Client {
     return res;
   }
 
-  // Timed writes (the simulator, docs/design.md §Simulated threads): a simulated step's
+  // Timed writes (the simulator, docs/design_simulator.md §Simulated threads): a simulated step's
   // writes are visible from the step's start, so the loop above is cut where it writes.
   // A step writes at most one request, at its start, then handles one answer found by the
   // last scan of the response areas and pays for the request that answer frees (its

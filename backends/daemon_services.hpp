@@ -1,4 +1,4 @@
-// What every daemon is built from and the work daemons share (docs/design.md §Backends):
+// What every daemon is built from and the work daemons share (docs/design_backends.md §Backends):
 //   DaemonWiring / ClientWiring  what the node hands a daemon / a client's remote path
 //   serve_shard_ipc              the ipc ring of the daemon's shard: execute, reply, wake
 //   ParkedRequests               copyrpc requests waiting for another daemon's answer

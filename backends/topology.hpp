@@ -8,7 +8,7 @@
 //                           (Delegation).
 //   daemon_by_rank_mesh:    daemon (b % D) of rank a <-> daemon (a % D) of rank b: the
 //                           daemon that owns the endpoint of a rank is rank % D (Meta;
-//                           docs/design.md §Topology and node wiring).
+//                           docs/design_backends.md §Topology and node wiring).
 //   client_to_daemon_mesh:  client c of rank a <-> daemon (c % D) of rank b, for every b,
 //                           a itself included (over NIC loopback): every client owns an
 //                           endpoint to a daemon of every rank (direct).

@@ -45,7 +45,8 @@ inline constexpr const char* kOpNames[] = {
     "flush",        "doorbell", "kv_op", "ring_op",  "channel_op",  "client_request", "ring_reserve", "poll_slot"};
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<int>(Op::kCount));
 
-// Loop phases whose per-iteration item counts are recorded (the phases of docs/design.md §Delegation daemon loop).
+// Loop phases whose per-iteration item counts are recorded (the phases of
+// docs/design_backends.md §Delegation daemon loop).
 enum class Phase : uint8_t {
   kCqes = 0,      // completions drained in this loop (the "CQEs per loop" metric)
   kResponses,     // copyrpc responses delivered

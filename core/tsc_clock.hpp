@@ -1,6 +1,6 @@
 // The clock of real threads (NullMeter::now_ns, core/meter.hpp): nanoseconds on the
 // steady clock's scale, read from the processor's time-stamp counter (TSC) where that
-// is a clock, else from the steady clock (docs/design.md §Metrics and traces).
+// is a clock, else from the steady clock (docs/design_simulator.md §Metrics and traces).
 //
 // Why: a client reads the clock once per step to time its requests; the steady clock
 // (clock_gettime through the vDSO) costs about 24 ns a read on the development VM, a

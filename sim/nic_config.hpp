@@ -55,7 +55,7 @@ struct NicConfig {
   // (mlx5 does this for single-WQE posts). 0 = never.
   uint32_t blueflame_max_wqes = 1;
   // Payloads up to this size are inline in the WQE (no gather DMA read); 220 is the
-  // mlx5 maximum with a 256-byte WQE (docs/design.md §mlx5 and verbs transports). At
+  // mlx5 maximum with a 256-byte WQE (docs/design_transports.md §mlx5 and verbs transports). At
   // most kMaxInlineBytes: what the WQE format can carry at all.
   uint32_t inline_max_bytes = 220;
   uint32_t wqe_bytes = 64;        // one mlx5 basic block (ctrl + raddr + data segment)

@@ -1,4 +1,4 @@
-// benchkv: the distributed KV benchmark (docs/design.md §benchkv command line).
+// benchkv: the distributed KV benchmark (docs/design_benchkv.md §benchkv command line).
 //
 // Run modes (apps/benchkv/cli/run_mode.hpp):
 //   benchkv [options] <meta|delegation|direct|ucx-am>           kv, over that backend (see --help)

@@ -1,4 +1,4 @@
-// Delegation backend (docs/design.md §Delegation backend).
+// Delegation backend (docs/design_backends.md §Delegation backend).
 //
 // Clients write remote requests straight into the shared MPSC delegation ring of
 // daemon #0, which owns all N-1 copyrpc endpoints; local requests go over ipc to the
@@ -6,7 +6,7 @@
 // forwarded over flux to the shard owner when it is another daemon.
 //
 // Daemon #0's loop, phase by phase, as the original system's loop ran it
-// (docs/design.md §Delegation daemon loop; LoopOrder says where the messages leave):
+// (docs/design_backends.md §Delegation daemon loop; LoopOrder says where the messages leave):
 //   poll              drain the receive CQ until a poll finds it empty: each response
 //                     goes at once into its client's slot (or is held, under a
 //                     batch-hold policy), each request is queued; then a flush (the

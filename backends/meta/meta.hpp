@@ -1,4 +1,4 @@
-// Meta backend (docs/design.md §Meta backend).
+// Meta backend (docs/design_backends.md §Meta backend).
 //
 // Client -> ipc -> daemon. Local requests reach the shard owner (key % D) directly.
 // A remote request reaches the client's daemon (client % D), which sends it over
@@ -7,7 +7,7 @@
 // received them when it owns the key's shard, else forwarded over flux to the owner and
 // answered when the owner's response comes back.
 //
-// Loop of daemon d, phase by phase (docs/design.md §Delegation daemon loop names them):
+// Loop of daemon d, phase by phase (docs/design_backends.md §Delegation daemon loop names them):
 //   ipc             requests of this daemon's clients (execute / copyrpc call / flux forward)
 //   poll            copyrpc poll: responses back to ipc clients or flux callers; incoming
 //                   requests

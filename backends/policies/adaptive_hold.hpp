@@ -1,4 +1,4 @@
-// Adaptive hold time (docs/design.md §Loop policies): at each release, rate = released /
+// Adaptive hold time (docs/design_backends.md §Loop policies): at each release, rate = released /
 // held duration (at least 1 ns); EWMA with alpha 1/8; hold = target / rate_ewma, clamped
 // to [kMinHoldNs, kMaxHoldNs]. Starts from batch_hold_us, or kDefaultStartNs if that is 0.
 #pragma once

@@ -1,4 +1,4 @@
-// Adaptive poll budget (docs/design.md §Loop policies): the poll phase polls up to u+1
+// Adaptive poll budget (docs/design_backends.md §Loop policies): the poll phase polls up to u+1
 // times, stopping at the first CQE. A controller over u keeps EWMAs of the CQEs per loop
 // and of the empty-loop ratio: u rises when loops are mostly empty for kLowNeed loops,
 // falls when they are busy for kHighNeed loops, holds still for kHoldMin loops after a

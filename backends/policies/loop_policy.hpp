@@ -1,4 +1,4 @@
-// Loop policies of Delegation daemon #0 (docs/design.md §Loop policies): the knobs
+// Loop policies of Delegation daemon #0 (docs/design_backends.md §Loop policies): the knobs
 // (LoopPolicySettings, defaults = calibration runs) and the policies they select (LoopPolicies),
 // which the daemon consults at fixed points of its loop:
 //   poll phase    poll_again(polls, cqes, responses); on_cqes(start of the poll)
@@ -21,7 +21,7 @@
 
 namespace bkv::backend {
 
-// Where daemon #0's replies and calls leave (docs/design.md §Delegation daemon loop).
+// Where daemon #0's replies and calls leave (docs/design_backends.md §Delegation daemon loop).
 // Both orders are loops of the original system: poll (drain the CQ, responses to the
 // clients, the poll's flush), answer, backlog retry, delegation ring -> calls, then
 //   kOriginal   a flush: the loop's replies and calls leave together, one WRITE per

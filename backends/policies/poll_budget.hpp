@@ -1,4 +1,4 @@
-// Poll budget (docs/design.md §Loop policies): the poll phase of Delegation daemon #0
+// Poll budget (docs/design_backends.md §Loop policies): the poll phase of Delegation daemon #0
 // polls copyrpc up to N times, stopping once N responses came. N = 1 is one poll.
 #pragma once
 

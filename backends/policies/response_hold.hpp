@@ -1,4 +1,4 @@
-// Reply batch-hold (docs/design.md §Loop policies): responses returned by copyrpc are held
+// Reply batch-hold (docs/design_backends.md §Loop policies): responses returned by copyrpc are held
 // instead of being written to the clients' slots at once, and released together when
 //   (a) `target` of them are held (target = NP), or
 //   (b) the hold time has passed since the first one was held, or

@@ -1,4 +1,4 @@
-// RTT hold time (docs/design.md §Loop policies): hold = m x EWMA (alpha 1/8) of the delay
+// RTT hold time (docs/design_backends.md §Loop policies): hold = m x EWMA (alpha 1/8) of the delay
 // from a flush to the first CQE seen after it, clamped to [kMinHoldNs, kMaxHoldNs]. Only
 // the first flush since the last sample counts.
 #pragma once

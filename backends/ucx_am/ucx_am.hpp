@@ -1,4 +1,4 @@
-// ucx-am: the pure UCX active-message baseline (docs/design.md §ucx-am backend). No
+// ucx-am: the pure UCX active-message baseline (docs/design_backends.md §ucx-am backend). No
 // copyrpc, no shared
 // memory channels: every client thread owns a UCP worker with an endpoint to every
 // daemon of every rank, and sends each request as one active message to the daemon that

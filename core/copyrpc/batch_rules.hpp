@@ -1,5 +1,5 @@
 // copyrpc batch validation: the rules every batch read from a receive ring must keep
-// (docs/design.md §copyrpc receive path), each one named, with the EndpointError that
+// (docs/design_channels.md §copyrpc receive path), each one named, with the EndpointError that
 // breaking it stops the endpoint with. Nothing in a batch is used before the rules
 // that cover it hold, and no rule reads outside the batch.
 //

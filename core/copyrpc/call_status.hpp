@@ -1,4 +1,4 @@
-// copyrpc call status: what call() and reply() answer (docs/design.md §copyrpc).
+// copyrpc call status: what call() and reply() answer (docs/design_channels.md §copyrpc).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // copyrpc ContextConfig: a Context's settings, the checks they pass when the Context is
-// made, and the checks a peer's settings pass at connect (docs/design.md §copyrpc).
+// made, and the checks a peer's settings pass at connect (docs/design_channels.md §copyrpc).
 // Each check throws std::invalid_argument naming the setting and its value.
 #pragma once
 

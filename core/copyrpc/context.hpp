@@ -1,5 +1,5 @@
 // copyrpc Context<Transport, Token>: batched RPC over RDMA WRITE-with-immediate
-// (docs/design.md §copyrpc).
+// (docs/design_channels.md §copyrpc).
 //
 //   call()/reply()  append a message to the endpoint's send ring (nothing is sent);
 //   drain()         polls the ONE receive CQ shared by all endpoints, processes each

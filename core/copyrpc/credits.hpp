@@ -1,4 +1,4 @@
-// copyrpc credits: the flow control that keeps room for every reply (docs/design.md
+// copyrpc credits: the flow control that keeps room for every reply (docs/design_channels.md
 // §copyrpc credits, §copyrpc consumer-position READ). Per direction, with C the size of
 // the peer's receive ring:
 //

@@ -1,5 +1,5 @@
 // copyrpc endpoint state: one RC connection's send ring, receive ring, flow control and
-// pending calls (docs/design.md §copyrpc endpoints and rings, §copyrpc credits).
+// pending calls (docs/design_channels.md §copyrpc endpoints and rings, §copyrpc credits).
 // Every position is a virtual u64 that only grows; `pos & (size-1)` is the
 // ring offset. Behaviour lives in Context (context.hpp); this file is the state and the
 // small pure functions over it, so the invariants can be read in one place.

@@ -1,5 +1,5 @@
 // copyrpc failed calls: the calls of a stopped endpoint, failed back to their callers
-// (docs/design.md §copyrpc). Every call() that returned kOk ends exactly once: by its
+// (docs/design_channels.md §copyrpc). Every call() that returned kOk ends exactly once: by its
 // response, or, when its endpoint stops first, here. Stopping an endpoint takes every call
 // still pending on it out of its pending table at once (so nothing the peer sends later
 // can complete one a second time); the Context hands them back at the end of a drain(),

@@ -1,4 +1,4 @@
-// copyrpc raw RDMA (docs/design.md §copyrpc raw RDMA): plain READs and WRITEs on an
+// copyrpc raw RDMA (docs/design_channels.md §copyrpc raw RDMA): plain READs and WRITEs on an
 // endpoint's queue pair for bulk data, always signalled, their completions kept apart
 // from RPC completions. RawOperations is their bookkeeping: a slot per operation in
 // flight (its work-request id is encode_wr_id(WrKind::kRaw, slot)) that holds the

@@ -1,5 +1,5 @@
 // copyrpc RecvHandle: a received request as the Context's user holds it, from recv() to
-// reply() (docs/design.md §copyrpc).
+// reply() (docs/design_channels.md §copyrpc).
 #pragma once
 
 #include <cstddef>

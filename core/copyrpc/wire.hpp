@@ -1,4 +1,4 @@
-// copyrpc wire format (docs/design.md §copyrpc wire format). Little-endian.
+// copyrpc wire format (docs/design_channels.md §copyrpc wire format). Little-endian.
 //
 // One RDMA WRITE-with-immediate carries one batch into the peer's receive ring:
 //

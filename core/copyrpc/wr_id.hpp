@@ -1,5 +1,5 @@
 // copyrpc work-request ids: which of a Context's operations a send completion belongs to
-// (docs/design.md §copyrpc signalling). Local to one Context: never on the wire.
+// (docs/design_channels.md §copyrpc signalling). Local to one Context: never on the wire.
 //
 //    63  62 61                                                              0
 //   +------+-----------------------------------------------------------------+

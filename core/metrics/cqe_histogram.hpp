@@ -1,4 +1,4 @@
-// Per-daemon loop statistics (docs/design.md §Metrics and traces; docs/calibration.md §C1):
+// Per-daemon loop statistics (docs/design_simulator.md §Metrics and traces; docs/calibration.md §C1):
 // a histogram of a count per daemon loop, with the buckets the calibration data uses.
 // Daemons keep two: hardware CQEs drained per loop, and RPC completions (responses
 // handed to callers) per loop; docs/calibration.md §How the figures were taken (C6) says

@@ -1,4 +1,4 @@
-// Request latency: a log-linear histogram of nanoseconds (docs/design.md §Metrics and
+// Request latency: a log-linear histogram of nanoseconds (docs/design_simulator.md §Metrics and
 // traces), and the four a client keeps (get/put x local/remote).
 //
 // Buckets (the scheme of HdrHistogram with 64 sub-buckets per power of two): a value

@@ -1,5 +1,5 @@
 // delegationrpc: a shared-memory MPSC request ring with per-client response slots
-// (docs/design.md §delegationrpc layout, §delegationrpc protocol). Every client thread
+// (docs/design_shm.md §delegationrpc layout, §delegationrpc protocol). Every client thread
 // of a node writes its remote requests into ONE ring owned by daemon #0; the daemon
 // writes each response straight into the issuing client's response slot.
 //
@@ -341,7 +341,7 @@ struct DelegationLayout {
                 "delegationrpc payloads are read into default-constructed values");
 
   // align_up(24 + sizeof(Req), 64) and align_up(8 + sizeof(Resp), 64)
-  // (docs/design.md §delegationrpc layout).
+  // (docs/design_shm.md §delegationrpc layout).
   static constexpr size_t kReqSlotSize = align_up(kDelegationReqPayloadOffset + sizeof(Req), kCacheLine);
   static constexpr size_t kRespSlotSize = align_up(kDelegationRespPayloadOffset + sizeof(Resp), kCacheLine);
 
@@ -972,7 +972,7 @@ class alignas(kCacheLine) DelegationClient {
   DelegationClient(DelegationClient&&) noexcept = default;
   DelegationClient& operator=(DelegationClient&&) noexcept = default;
 
-  // Blocking call (docs/design.md §delegationrpc protocol): spins while the ring is full
+  // Blocking call (docs/design_shm.md §delegationrpc protocol): spins while the ring is full
   // (until the server advances tail or shuts down). Never spins for a response slot:
   // kNoFreeSlot instead.
   DelegationCallResult call(const Req& req, uint64_t user_token = 0) noexcept {
@@ -1267,7 +1267,7 @@ class alignas(kCacheLine) DelegationClient {
   }
 
   // Reserve a position, wait for ring space, write the slot, commit
-  // (docs/design.md §delegationrpc protocol). space_below: positions below it are known
+  // (docs/design_shm.md §delegationrpc protocol). space_below: positions below it are known
   // to have ring space (a tail read with acquire before the reservation, plus
   // ring_depth: tail only grows), so the reservation reads tail only for a position at
   // or beyond it (another client reserved in between, or the ring is full); 0: nothing

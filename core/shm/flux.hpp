@@ -1,5 +1,5 @@
 // flux: N-to-N request/response channels between the daemon threads of one node
-// (docs/design.md §flux). One SPSC ring per
+// (docs/design_shm.md §flux). One SPSC ring per
 // ordered pair (i -> j) carries both i's requests to j and i's responses to j's
 // requests. The rings are lap-stamped FastForward rings (stamped_ring.hpp) in one
 // process-memory Segment; each node (thread) owns all of its bookkeeping locally.

@@ -1,5 +1,5 @@
 // ipc: shared-memory RPC between the client threads (or processes) of a node and one
-// daemon (docs/design.md §ipc): one SPSC request
+// daemon (docs/design_shm.md §ipc): one SPSC request
 // ring and one SPSC response ring per client, all in one segment. The daemon scans the
 // clients round-robin and drains each one's ready requests in a batch (flat combining).
 //

@@ -1,4 +1,4 @@
-// Simulated clients write each request when they have paid for it (docs/design.md
+// Simulated clients write each request when they have paid for it (docs/design_simulator.md
 // §Simulated threads): the costs a client pays for collecting an answer delay the request
 // that answer frees; runs of every KV backend lose and duplicate nothing; the model key
 // that once switched this off is gone.

@@ -1,5 +1,5 @@
 // benchkv --transport sim: byte-identical output for the same configuration and seed,
-// config files, command-line precedence and --print-config (docs/design.md §Determinism).
+// config files, command-line precedence and --print-config (docs/design_simulator.md §Determinism).
 //
 // The summary holds the effective configuration, output paths included, so runs whose
 // bytes are compared use the same relative output names, each in its own directory.
@@ -142,7 +142,7 @@ TEST_CASE("sim: --model changes the simulated machine and a relative model path 
           "[e2e][sim][config]") {
   TempDir dir;
   const fs::path cfgdir = dir.subdir("cfg"), run = dir.subdir("run"), base = dir.subdir("base");
-  // A slower client wake-up than the built-in default (docs/design.md §Experiment runner,
+  // A slower client wake-up than the built-in default (docs/design_simulator.md §Experiment runner,
   // sim/model.hpp).
   write_file(cfgdir / "slow.json", json{{"client_wake_ns", 20000}}.dump());
   json cfg = small_config("meta");

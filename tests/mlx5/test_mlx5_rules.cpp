@@ -2,7 +2,7 @@
 // that the software NIC emulator must therefore check, each tested both ways: the
 // emulator rejects a violation written by hand, and the direct data path obeys the rule
 // under the traffic that would break it. The rules and their sources are listed in
-// docs/design.md ("mlx5 rules the emulator checks").
+// docs/design_transports.md §mlx5 rules the emulator checks.
 #include <endian.h>
 #include <infiniband/mlx5dv.h>
 

@@ -1,4 +1,4 @@
-// delegationrpc: byte layout (docs/design.md §delegationrpc layout), protocol steps
+// delegationrpc: byte layout (docs/design_shm.md §delegationrpc layout), protocol steps
 // (§delegationrpc protocol), holes, flow control,
 // validation of attach and of the values the server reads back from shared memory.
 #include <signal.h>

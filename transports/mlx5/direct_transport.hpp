@@ -22,7 +22,8 @@
 //    the WQE in one copy when it is the only one since the previous doorbell and fits
 //    the BlueFlame size, else the 8-byte doorbell (the last WQE's first 8 bytes, which
 //    announces every WQE up to it). A BlueFlame write carries one WQE: its first 8
-//    bytes are the doorbell and name that WQE only (docs/design.md, mlx5 rules).
+//    bytes are the doorbell and name that WQE only (docs/design_transports.md §mlx5 rules
+//    the emulator checks).
 // Completion side rules:
 //  - one receive CQ and one send CQ shared by all queue pairs; CQEs are consumed by
 //    owner bit, the consumer counter is written to the CQ doorbell record after a poll;

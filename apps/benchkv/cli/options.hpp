@@ -1,4 +1,4 @@
-// benchkv options (docs/design.md §Benchmark plumbing, §benchkv command line).
+// benchkv options (docs/design_benchkv.md §Benchmark plumbing, §benchkv command line).
 //
 //   benchkv [options] <meta|delegation|direct|ucx-am>      (run mode kv, over that backend)
 //   benchkv <rpc|data> [options]                           (run modes rpc, data: not backends)

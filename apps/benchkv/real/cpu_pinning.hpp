@@ -1,4 +1,4 @@
-// CPU pinning for real runs (docs/design.md §Benchmark plumbing):
+// CPU pinning for real runs (docs/design_benchkv.md §Benchmark plumbing):
 //  1. find the NUMA node of the RDMA device (/sys/class/infiniband/<dev>/device/numa_node);
 //  2. daemon threads go to that node's cores first, then client threads, as far as
 //     they reach; then the other nodes;

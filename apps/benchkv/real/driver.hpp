@@ -1,4 +1,4 @@
-// The threaded runtime of real (non-simulated) benchkv runs (docs/design.md §Step model,
+// The threaded runtime of real (non-simulated) benchkv runs (docs/design_backends.md §Step model,
 // §Benchmark plumbing, §benchkv command line).
 //
 // Driver<N> runs the threads of one or more nodes of this process: one thread per daemon

@@ -1,4 +1,4 @@
-// MPI orchestration of real (non-simulated) benchkv runs (docs/design.md §benchkv command
+// MPI orchestration of real (non-simulated) benchkv runs (docs/design_benchkv.md §benchkv command
 // line): ranks and the
 // node-local rank, all-to-all exchange of fixed-size ConnectInfo blobs, barriers, per-run
 // all-reduce of totals, gathering per-client epoch results to rank 0.

@@ -1,4 +1,4 @@
-// MPI orchestration of real runs (docs/design.md §benchkv command line): one node per MPI rank.
+// MPI orchestration of real runs (docs/design_benchkv.md §benchkv command line): one node per MPI rank.
 //
 //   every rank: pinning plan (node-local rank) -> build its node over the transport ->
 //   create the endpoints of the connections involving it (backends/topology.hpp: the

@@ -1,5 +1,5 @@
 // Threaded runtime for real runs: a group of pinned threads, each running a backend's
-// step() in a loop until a shared stop flag is raised (docs/design.md §Step model).
+// step() in a loop until a shared stop flag is raised (docs/design_backends.md §Step model).
 //
 // Life of a thread: pin to its CPU -> init() (build thread-owned state, e.g. its
 // transport, pre-generate the access pattern) -> report ready -> wait at the start gate

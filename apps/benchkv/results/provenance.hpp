@@ -13,7 +13,7 @@
 //
 // The provenance differs from one run to the next (date, host, dirty flag) while the
 // simulator's results do not: the determinism of the simulator holds for the summary
-// without its "provenance" object (tests/e2e compare that way; see docs/design.md
+// without its "provenance" object (tests/e2e compare that way; see docs/design_simulator.md
 // §Determinism).
 #pragma once
 

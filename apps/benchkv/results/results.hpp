@@ -1,5 +1,5 @@
 // Benchmark results: runs x ranks x clients x epochs, trimming, and the output writers
-// (docs/design.md §Benchmark plumbing).
+// (docs/design_benchkv.md §Benchmark plumbing).
 //
 // A run is split into `epochs` epochs of --interval-ms; every client records, per epoch,
 // the requests it completed and the epoch's duration in nanoseconds. The first and last

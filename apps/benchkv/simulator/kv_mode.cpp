@@ -273,7 +273,7 @@ class Experiment final : public SimRun {
     for (auto& n : nodes_) n->share_client_latency(&latency_);
     backend::connect_in_process(nodes_);
     // A client writes each request when it has paid for it, so its steps are pieces of
-    // its loop; a daemon's loop may span several steps (docs/design.md §Simulated
+    // its loop; a daemon's loop may span several steps (docs/design_simulator.md §Simulated
     // threads). Each step lasts what it charges; a loop charges its own cost once.
     for (auto& n : nodes_) n->set_timed_writes(true);  // the clients exist once connected
     for (auto& node_threads : threads_)
