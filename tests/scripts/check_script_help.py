@@ -93,8 +93,10 @@ def main(root):
         for path in scripts(root):
             name = os.path.relpath(path, root)
             checked += 1
+            help_text = ""
             for flag in ("-h", "--help"):
                 status, out, err, called, new = run(root, path, [flag], stub_dir, log)
+                help_text = out
                 if status != 0 or "usage:" not in out.lower() or called or new:
                     failures.append(f"{name} {flag}: exit {status}, usage printed: {'usage:' in out.lower()}, "
                                     f"started: {called}, made: {new}: {err.strip()[-300:]}")
@@ -111,8 +113,7 @@ def main(root):
             if "argparse" not in text and "suite_arguments(" not in text:
                 continue
             argparse_checked += 1
-            p = subprocess.run([sys.executable, path, "--help"], capture_output=True, text=True)
-            for entry in undescribed(p.stdout):
+            for entry in undescribed(help_text):
                 failures.append(f"{name} --help: {entry} has no description")
     if checked < 25 or argparse_checked < 3:
         failures.append(f"only {checked} scripts ({argparse_checked} with argparse) found in scripts/ and bench/")
