@@ -9,6 +9,7 @@ says the configuration the summaries share (transport, nodes, clients, queue dep
 read ratio, data backend); the labels tell the curves apart.
 """
 import json
+import math
 import sys
 from collections import defaultdict
 
@@ -63,6 +64,13 @@ def plain(value, _pos=None):
     return f"{value:g}"
 
 
+def plain_2_5(value, pos=None):
+    """A minor tick label at 2 and 5 times a power of ten only: labels at every minor tick
+    of a log axis run into each other near the decade's end (600, 700, 800, 900)."""
+    mantissa = value / 10 ** math.floor(math.log10(value))
+    return plain(value, pos) if round(mantissa, 6) in (2.0, 5.0) else ""
+
+
 def figure(curves, configs):
     fig, (bw, lat) = plt.subplots(1, 2, figsize=(11, 4.4))
     for label, (sizes, gib, p50) in curves:
@@ -77,7 +85,7 @@ def figure(curves, configs):
     lat.set_ylabel("latency p50 (us)")
     lat.set_yscale("log")
     lat.yaxis.set_major_formatter(FuncFormatter(plain))
-    lat.yaxis.set_minor_formatter(FuncFormatter(plain))
+    lat.yaxis.set_minor_formatter(FuncFormatter(plain_2_5))
     fig.suptitle(title(configs))
     fig.tight_layout()
     return fig
