@@ -139,41 +139,63 @@ RingMemory make_ring_memory(T& t, uint64_t size) {
 }
 
 // Pending calls: a slab indexed by call_id holding the caller's token and, where calls
-// are timed (`kTimed`: under a metering transport), the time each was made. O(1) insert
-// and remove; the free ids form a stack of their own (no allocation once the slab has
-// grown to the number of calls in flight), taken last-freed first. A call reads the
-// stack's top (a few lines, touched by every call and release of the endpoint), not the
-// slot it takes: a slot is touched once per round trip, long enough to have left the
-// cache, and a free list threaded through the slots made each call wait for that line
-// before it could take the id (the stores that follow do not wait). Token, live flag and
-// call time share a slot (one line: a timed slot is 32-byte aligned), so a response
-// finds, checks, times and frees its call with one bounds test and one line.
+// are timed (`kTimed`: under a metering transport, i.e. in the simulator), the time each
+// was made. O(1) insert and remove, no allocation once the slab has grown to the number
+// of calls in flight, free ids taken last-freed first (the same ids either way). Where
+// the free ids are kept depends on kTimed:
+// - untimed (the real transports): a list threaded through the free slots' `state`. A
+//   call reads the slot it takes for the next free id: the fewest instructions
+//   (scripts/callgrind_copyrpc.sh, docs/benchmarks.md).
+// - timed (the simulator): a stack of their own, whose top (a few lines, touched by every
+//   call and release of the endpoint) stays cached. In the simulator every rank of the
+//   cluster runs in one process, so a slot, touched once per round trip, has left the
+//   cache by its next call, and the list made each call wait for that line before it
+//   could take the id (the stores that follow do not wait).
+// Token, state and call time share a slot (one line: a timed slot is 32-byte aligned), so
+// a response finds, checks, times and frees its call with one bounds test and one line.
 template <class Token, bool kTimed = false>
 class CallSlab {
  public:
   static constexpr uint32_t kNone = ~0u;
+  static constexpr uint32_t kLive = ~0u - 1;  // an untimed slot's `state` while its call is pending
+  static_assert(kLive > kMaxCallId, "a free id is never taken for the pending mark");
 
   // The id insert() will take: the last one freed, the slab grown by one if none is free.
   // Returns kNone when every call id is taken.
   uint32_t make_free_slot() {
-    if (free_count_ != 0) [[likely]] return free_ids_[free_count_ - 1];
-    if (slot_count_ > kMaxCallId) return kNone;
-    free_ids_.push_back(0);  // room for every id on the stack (first: a throw leaves no slot)
-    slots_.push_back(Slot{});
-    free_ids_[0] = slot_count_;
-    free_count_ = 1;
-    return slot_count_++;
+    if constexpr (kTimed) {
+      if (free_count_ != 0) [[likely]] return free_ids_[free_count_ - 1];
+      if (slot_count_ > kMaxCallId) return kNone;
+      free_ids_.push_back(0);  // room for every id on the stack (first: a throw leaves no slot)
+      slots_.push_back(Slot{});
+      free_ids_[0] = slot_count_;
+      free_count_ = 1;
+      return slot_count_++;
+    } else {
+      if (free_head_ != kNone) [[likely]] return free_head_;
+      if (slot_count_ > kMaxCallId) return kNone;
+      slots_.push_back(Slot{Token{}, kNone});
+      free_head_ = slot_count_++;
+      return free_head_;
+    }
   }
   // Takes slot `id`, the one make_free_slot() returned, for `t`: never allocates, never
   // throws.
   // `started_ns`: when the call was made (kept where kTimed).
   void insert(uint32_t id, Token t, uint64_t started_ns = 0) noexcept {
-    assert(free_count_ != 0 && free_ids_[free_count_ - 1] == id);
-    --free_count_;
     Slot& s = slots_[id];
-    s.token = std::move(t);
-    s.live = true;
-    if constexpr (kTimed) s.started_ns = started_ns;
+    if constexpr (kTimed) {
+      assert(free_count_ != 0 && free_ids_[free_count_ - 1] == id);
+      --free_count_;
+      s.token = std::move(t);
+      s.state = true;
+      s.started_ns = started_ns;
+    } else {
+      assert(free_head_ == id);
+      free_head_ = s.state;
+      s.token = std::move(t);
+      s.state = kLive;
+    }
   }
   // Nanoseconds from the making of call `id` (one find() returned non-null for, freed
   // or not since: release() keeps the time) to `now_ns`.
@@ -182,12 +204,12 @@ class CallSlab {
   {
     return now_ns - slots_[id].started_ns;
   }
-  bool contains(uint32_t id) const noexcept { return id < slot_count_ && slots_[id].live; }
+  bool contains(uint32_t id) const noexcept { return id < slot_count_ && pending(slots_[id]); }
   // The token of pending call `id`, or nullptr if `id` is not a pending call.
   Token* find(uint32_t id) noexcept {
     if (id >= slot_count_) return nullptr;
     Slot& s = slots_[id];
-    return s.live ? &s.token : nullptr;
+    return pending(s) ? &s.token : nullptr;
   }
   // A cache hint for a find(id) to come: the slot's line. Changes nothing.
   void prefetch(uint32_t id) const noexcept {
@@ -196,9 +218,14 @@ class CallSlab {
   // Frees the slot of pending call `id` (one find() returned non-null for). Never
   // allocates: the stack has room for every id.
   void release(uint32_t id) noexcept {
-    slots_[id].live = false;
-    assert(free_count_ < free_ids_.size());
-    free_ids_[free_count_++] = id;
+    if constexpr (kTimed) {
+      slots_[id].state = false;
+      assert(free_count_ < free_ids_.size());
+      free_ids_[free_count_++] = id;
+    } else {
+      slots_[id].state = free_head_;
+      free_head_ = id;
+    }
   }
   // Takes every pending call, in call-id order: f(Token&&) for each, its slot freed.
   // Returns how many.
@@ -206,28 +233,56 @@ class CallSlab {
   uint32_t take_all(F&& f) {
     uint32_t n = 0;
     for (uint32_t id = 0; id < slot_count_; ++id) {
-      if (!slots_[id].live) continue;
+      if (!pending(slots_[id])) continue;
       f(std::move(slots_[id].token));
       release(id);
       ++n;
     }
     return n;
   }
-  // Pending calls (for inspection): every id handed out less the free ones.
-  uint32_t size() const noexcept { return slot_count_ - free_count_; }
+  // Pending calls (for inspection): every id handed out less the free ones; counted over
+  // the slab where untimed (the list keeps no count).
+  uint32_t size() const noexcept {
+    if constexpr (kTimed) {
+      return slot_count_ - free_count_;
+    } else {
+      uint32_t n = 0;
+      for (uint32_t id = 0; id < slot_count_; ++id) n += pending(slots_[id]);
+      return n;
+    }
+  }
 
  private:
   struct Untimed {};
   struct alignas(kTimed ? 32 : alignof(Token)) Slot {
     Token token;
-    bool live;  // a pending call's
+    // timed: whether the slot's call is pending; untimed: kLive while it is, else the
+    // next free id (kNone ends the list)
+    std::conditional_t<kTimed, bool, uint32_t> state;
     [[no_unique_address]] std::conditional_t<kTimed, uint64_t, Untimed> started_ns;
   };
   static_assert(!kTimed || 64 % sizeof(Slot) == 0, "a timed slot lies in one cache line");
+  static bool pending(const Slot& s) noexcept {
+    if constexpr (kTimed)
+      return s.state;
+    else
+      return s.state == kLive;
+  }
+  struct NoStack {};
+  struct NoCount {};
+  struct NoHead {};
   std::vector<Slot> slots_;
-  std::vector<uint32_t> free_ids_;  // [0, free_count_): the free ids, the last freed on top
-  uint32_t slot_count_ = 0;         // slots_.size(), kept as a count (no division by the slot size)
-  uint32_t free_count_ = 0;
+  // timed: [0, free_count_) the free ids, the last freed on top
+  [[no_unique_address]] std::conditional_t<kTimed, std::vector<uint32_t>, NoStack> free_ids_;
+  uint32_t slot_count_ = 0;  // slots_.size(), kept as a count (no division by the slot size)
+  [[no_unique_address]] std::conditional_t<kTimed, uint32_t, NoCount> free_count_{};
+  [[no_unique_address]] std::conditional_t<kTimed, NoHead, uint32_t> free_head_{kNoHead()};  // untimed: the list's head
+  static constexpr auto kNoHead() noexcept {
+    if constexpr (kTimed)
+      return NoHead{};
+    else
+      return kNone;
+  }
 };
 
 // One WRITE+IMM waiting to be posted: a finished batch or a wrap marker.

@@ -468,10 +468,16 @@ TEST_CASE("copyrpc edges: hostile values exactly at each limit pass, one step pa
   }
 }
 
+// Both kinds of pending-call slab: untimed (real transports: free ids on a list through
+// the slots) and timed (the simulator: free ids on a stack of their own).
+using UntimedSlab = copyrpc::CallSlab<uint64_t, false>;
+using TimedSlab = copyrpc::CallSlab<uint64_t, true>;
+
 // The pending-call slab's id check at its boundary (the test is built with
 // _GLIBCXX_ASSERTIONS: an index one past the slab aborts instead of reading on).
-TEST_CASE("copyrpc call slab: ids up to the last one handed out are found and the next one is not", "[copyrpc]") {
-  copyrpc::CallSlab<uint64_t> slab;
+TEMPLATE_TEST_CASE("copyrpc call slab: ids up to the last one handed out are found and the next one is not",
+                   "[copyrpc]", UntimedSlab, TimedSlab) {
+  TestType slab;
   CHECK(slab.find(0) == nullptr);
   CHECK_FALSE(slab.contains(0));
   for (uint64_t t = 0; t < 3; ++t) {
@@ -493,9 +499,10 @@ TEST_CASE("copyrpc call slab: ids up to the last one handed out are found and th
 }
 
 // Call ids are reused last-freed first, and the slab grows only when none is free: the
-// ids go on the wire, so a simulated run's bytes depend on this order.
-TEST_CASE("copyrpc call slab: the last id freed is the next one taken, and the slab grows only when none is free", "[copyrpc]") {
-  copyrpc::CallSlab<uint64_t> slab;
+// ids go on the wire, so a simulated run's bytes depend on this order; both kinds keep it.
+TEMPLATE_TEST_CASE("copyrpc call slab: the last id freed is the next one taken, and the slab grows only when none is free",
+                   "[copyrpc]", UntimedSlab, TimedSlab) {
+  TestType slab;
   for (uint64_t t = 0; t < 4; ++t) slab.insert(slab.make_free_slot(), t);
   slab.release(1);
   slab.release(3);
