@@ -170,10 +170,13 @@ def run_experiment(benchkv, name, args, model_dir):
             return name, json.load(f)
 
 
-def suite_arguments(doc, argv, add):
+def suite_arguments(doc, argv, add, check=None):
     """The command line of a script that runs benchkv over the suite (this one,
-    sensitivity.py, predictions.py): --benchkv, --csv and -j, plus what add(parser) adds.
-    Returns (args, None), or (args, message) when --benchkv or -j is bad input."""
+    sensitivity.py, predictions.py): --benchkv, --csv and -j, plus what add(parser) adds,
+    whose values check(args) checks (it returns a message for bad input, or None).
+    Returns (args, None), or (args, message) when an argument is bad input. With
+    --check-args it exits 0 once every argument but --benchkv (which the caller may be
+    about to build) has passed."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--benchkv", metavar="PATH", default=os.path.join(ROOT, "build/apps/benchkv/benchkv"),
                     help="the benchkv binary (default: build/apps/benchkv/benchkv)")
@@ -183,13 +186,16 @@ def suite_arguments(doc, argv, add):
     ap.add_argument("--check-args", action="store_true",
                     help="only check this command line and exit (scripts/calibrate.sh does, before it builds)")
     a = ap.parse_args(argv[1:])
+    if a.j < 1:
+        return a, f"-j must be >= 1 (got {a.j})"
+    bad = check(a) if check else None
+    if bad:
+        return a, bad
     if a.check_args:
         sys.exit(0)
     if not os.access(a.benchkv, os.X_OK):
         return a, f"benchkv not found at {a.benchkv} (build it, or pass --benchkv)"
     a.benchkv = os.path.abspath(a.benchkv)  # the experiments run in their own directories
-    if a.j < 1:
-        return a, "-j must be >= 1"
     return a, None
 
 
@@ -202,16 +208,30 @@ def main(argv):
                              "the configured one)")
         ap.add_argument("--only", metavar="REGEX", default="", help="run only the experiments whose name matches")
 
-    a, bad = suite_arguments(__doc__, argv, add)
+    loaded = {}
+
+    def check(a):  # the suite, --only and --model-dir, before anything is built or run
+        try:
+            with open(a.suite) as f:
+                loaded["suite"] = json.load(f)
+            names = list(loaded["suite"]["experiments"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            return f"--suite {a.suite}: not a readable suite file ({e})"
+        try:
+            loaded["exps"] = {n: e for n, e in loaded["suite"]["experiments"].items() if re.search(a.only, n)}
+        except re.error as e:
+            return f"--only {a.only!r} is not a regular expression ({e})"
+        if not loaded["exps"]:
+            return f"no experiment matches --only {a.only!r}"
+        if a.model_dir and not os.path.isdir(a.model_dir):
+            return f"--model-dir {a.model_dir}: no such directory"
+        return None
+
+    a, bad = suite_arguments(__doc__, argv, add, check)
     if bad:
         print(f"calibrate: {bad}", file=sys.stderr)
         return 2
-    with open(a.suite) as f:
-        suite = json.load(f)
-    exps = {n: e for n, e in suite["experiments"].items() if re.search(a.only, n)}
-    if not exps:
-        print(f"calibrate: no experiment matches --only {a.only!r}", file=sys.stderr)
-        return 2
+    suite, exps = loaded["suite"], loaded["exps"]
     summaries, failed = {}, []
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.j) as pool:
         futs = [pool.submit(run_experiment, a.benchkv, n, e["args"], a.model_dir) for n, e in exps.items()]

@@ -49,6 +49,9 @@ WRONG = {
     "bench/sim_limit.sh": [["/nonexistent-build-dir"]],
     "scripts/callgrind_copyrpc.sh": [["build", "no-such-mode"]],
     "tests/scripts/check_doc_paths.py": [["/nonexistent-repository-root"]],
+    # calibrate.sh checks the values calibrate.py will need before it installs or builds
+    "scripts/calibrate.sh": [["-j", "0"], ["--only", "no-such-experiment"], ["--suite", "/nonexistent-suite.json"],
+                             ["--model-dir", "/nonexistent-model-dir"]],
 }
 
 
