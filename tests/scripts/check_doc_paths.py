@@ -26,6 +26,7 @@ usage: check_doc_paths.py REPO_ROOT
 import glob
 import os
 import re
+import subprocess
 import sys
 
 TOP = ("apps", "backends", "bench", "cmake", "configs", "core", "docs", "fuzz", "scripts", "sim", "tests",
@@ -89,6 +90,24 @@ def names_heading(section, page_headings):
     return False
 
 
+def repository_text_files(root):
+    """(directory, file name) of the repository's text files: in a git checkout the files
+    git tracks or would track (.gitignore'd outputs such as out/ and build trees left
+    out), else every file outside dot directories, build*/, out/ and the fuzz corpora."""
+    try:
+        listed = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                                capture_output=True, check=True).stdout.decode().split("\0")
+        paths = [os.path.join(root, f) for f in listed if f]
+    except (OSError, subprocess.CalledProcessError):
+        paths = []
+        for dirpath, dirs, files in os.walk(root):
+            top = os.path.samefile(dirpath, root)
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("corpus", "grown") and
+                             not (top and (d.startswith("build") or d == "out")))
+            paths += [os.path.join(dirpath, f) for f in files]
+    return [os.path.split(p) for p in sorted(paths) if p.endswith(TEXT_FILES) and os.path.isfile(p)]
+
+
 def section_references(root):
     """(references checked, "file:line: ..." for each that names no heading of its page)."""
     pages = {}
@@ -97,30 +116,27 @@ def section_references(root):
             pages[os.path.basename(f)] = f
     log_dir = os.path.join(root, "docs", "log")
     cache, bad, checked = {}, [], 0
-    for dirpath, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("corpus", "grown") and
-                         not (os.path.samefile(dirpath, root) and d.startswith("build")))
-        for name in sorted(f for f in files if f.endswith(TEXT_FILES)):
-            path = os.path.join(dirpath, name)
-            try:
-                with open(path, encoding="utf-8") as f:
-                    text = f.read()
-            except UnicodeDecodeError:
+    for dirpath, name in repository_text_files(root):
+        path = os.path.join(dirpath, name)
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except UnicodeDecodeError:
+            continue
+        in_log = os.path.samefile(dirpath, log_dir) if os.path.isdir(log_dir) else False
+        for m in SECTION_REF.finditer(text):
+            page, section = m.group(1), m.group(2).strip()
+            where = f"{os.path.relpath(path, root)}:{text.count(chr(10), 0, m.start()) + 1}: {page} §{section}"
+            if page not in pages:
+                bad.append(f"{where}: no page {page} in the repository")
                 continue
-            in_log = os.path.samefile(dirpath, log_dir) if os.path.isdir(log_dir) else False
-            for m in SECTION_REF.finditer(text):
-                page, section = m.group(1), m.group(2).strip()
-                where = f"{os.path.relpath(path, root)}:{text.count(chr(10), 0, m.start()) + 1}: {page} §{section}"
-                if page not in pages:
-                    bad.append(f"{where}: no page {page} in the repository")
-                    continue
-                if in_log and os.path.dirname(pages[page]) != log_dir:
-                    continue  # as the page was on the entry's date
-                checked += 1
-                if page not in cache:
-                    cache[page] = headings(pages[page])
-                if not names_heading(section, cache[page]):
-                    bad.append(f"{where}: {page} has no such section heading")
+            if in_log and os.path.dirname(pages[page]) != log_dir:
+                continue  # as the page was on the entry's date
+            checked += 1
+            if page not in cache:
+                cache[page] = headings(pages[page])
+            if not names_heading(section, cache[page]):
+                bad.append(f"{where}: {page} has no such section heading")
     return checked, bad
 
 
