@@ -2,8 +2,8 @@
 # Builds a profile-guided benchkv: g++ compiles an instrumented benchkv, three short
 # simulator runs record where it spends its time, and g++ compiles benchkv again using
 # that profile. The simulator runs the same code and gives the same output bytes, with
-# 7.8% fewer instructions per request at C1 NP=16 and about 3% less CPU time (see
-# docs/simulator_speed.md). It costs two builds of benchkv without the compiler cache
+# 7.8% fewer instructions per request at C1 NP=16; its CPU time was 3% lower in a median
+# of paired runs, inside the build machine's +-5% noise (docs/simulator_speed.md). It costs two builds of benchkv without the compiler cache
 # (8.5 minutes with --jobs 2 on the 2-core build machine): worth it before long sweeps.
 #
 # usage: bash scripts/build_pgo.sh [--build DIR] [--jobs N] [--check PLAIN_BENCHKV] [--help]
@@ -62,7 +62,7 @@ scratch=$(mktemp -d); trap 'rm -rf "$scratch"' EXIT
 train() { (cd "$scratch" && "$bin" "$@" --trim 0 -r 1 --no-progress --report none --inflight-samples "" \
                                        -o "$scratch/t.csv" >/dev/null) \
           || { echo "build_pgo.sh: training run failed: benchkv $*" >&2; exit 1; }; }
-train --config "$root/configs/c1_np8.json" -d 2e-3
+train --config "$root/configs/c1_np8.json" --np 12 -d 2e-3
 train --config "$root/configs/c1_np16.json" --np 24 -d 1e-3
 train --config "$root/configs/c1_np8.json" --np 16 --start-mode staggered --start-stagger-us 1000 -d 2e-3
 [[ -n $(find "$profile" -name '*.gcda' -print -quit 2>/dev/null) ]] \
