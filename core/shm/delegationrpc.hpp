@@ -1133,16 +1133,24 @@ class alignas(kCacheLine) DelegationClient {
   // and call record of each response the server gave since the last poll (the first 64
   // slots' word). It holds addresses only: taken once, after use_reply_hints, it stays
   // right for the client's life.
+  // 40 bytes, so that the simulator's binding holds it in one line with what a step
+  // reads first: the claim words are found from the head word's address (the ring's
+  // control and slots lie at fixed offsets of the segment), and word 0's mask from the
+  // number of slots it names.
   struct StepHint {
     const uint64_t* head = nullptr;
-    const std::byte* claim0 = nullptr;  // the claim word of ring slot 0
-    uint64_t ring_mask = 0;
     const uint64_t* replies = nullptr;  // reply hint word 0 (nullptr: no hints)
     const std::byte* resp_slot0 = nullptr;
     const std::byte* call0 = nullptr;  // the call record of response slot 0
-    uint64_t reply_mask = 0;  // the bits of word 0 that name a response slot (resp_depth < 64: fewer than 64)
+    uint32_t ring_mask = 0;
+    uint32_t reply_shift = 0;  // 64 - the slots word 0 names (resp_depth < 64: fewer than 64)
+    // From the head word to slot 0's claim word.
+    static constexpr ptrdiff_t kHeadToClaim0 =
+        ptrdiff_t{kDelegationSlotsOffset + offsetof(DelegationSlotHeader, claim)} -
+        ptrdiff_t{kDelegationControlOffset + offsetof(DelegationControl, head)};
     const void* claim_line() const noexcept {
-      return claim0 + (__atomic_load_n(head, __ATOMIC_RELAXED) & ring_mask) * Layout::kReqSlotSize;
+      return reinterpret_cast<const std::byte*>(head) + kHeadToClaim0 +
+             (__atomic_load_n(head, __ATOMIC_RELAXED) & ring_mask) * Layout::kReqSlotSize;
     }
     // f(response slot, call record) of each slot with a reply hint bit (only bits that
     // name one of the client's slots: the word is the server's, a hint never names a
@@ -1150,7 +1158,7 @@ class alignas(kCacheLine) DelegationClient {
     template <class F>
     void for_each_reply(F&& f) const noexcept {
       if (replies == nullptr) return;
-      for (uint64_t w = *replies & reply_mask; w != 0; w &= w - 1) {
+      for (uint64_t w = *replies & (~uint64_t{0} >> reply_shift); w != 0; w &= w - 1) {
         const auto slot = static_cast<uint32_t>(std::countr_zero(w));
         f(static_cast<const void*>(resp_slot0 + size_t{slot} * Layout::kRespSlotSize),
           static_cast<const void*>(call0 + size_t{slot} * sizeof(SlotCall)));
@@ -1164,10 +1172,12 @@ class alignas(kCacheLine) DelegationClient {
       });
     }
   };
+  static_assert(sizeof(StepHint) == 40);
   StepHint step_hint() const noexcept {
-    return {&view_.control().head, view_.req_slot(0) + offsetof(DelegationSlotHeader, claim),
-            view_.config().ring_depth - 1, hints_, resp_slots_, reinterpret_cast<const std::byte*>(calls_.data()),
-            slots_in_word_};
+    const uint32_t named = view_.config().resp_depth < kSlotsPerBusyWord ? view_.config().resp_depth
+                                                                          : uint32_t{kSlotsPerBusyWord};
+    return {&view_.control().head, hints_, resp_slots_, reinterpret_cast<const std::byte*>(calls_.data()),
+            view_.config().ring_depth - 1, 64 - named};
   }
 
  private:

@@ -306,7 +306,7 @@ class Experiment final : public SimRun {
     for (uint32_t r = 0; r < np_; ++r)
       for (uint32_t t = 0; t < D_ + C_; ++t) {
         SimThread& th = *threads_[r][t];
-        bindings_.push_back({this, t >= D_ ? &nodes_[r]->client(t - D_) : nullptr, r, t, &th, {}, {}});
+        bindings_.push_back({this, t >= D_ ? &nodes_[r]->client(t - D_) : nullptr, &th, {}, {}, r, t});
         // A daemon's start-up loops spin (kIdleSpin; on_startup_end ends it); clients never do.
         th.set_step(t < D_ ? &Experiment::daemon_step : &Experiment::client_step, &bindings_.back(),
                     t < D_ && startup_ > 0);
@@ -346,17 +346,21 @@ class Experiment final : public SimRun {
   // client itself (a step loads it from here, not through the node's table of clients)
   // and, for client_prefetch, the lines its next step reads behind the client's pointers
   // (Client::add_stable_step_lines, add_next_step_lines, recorded at the end of its step,
-  // when they are at hand) and its remote path's hint: the fields and the path's hint
-  // first, the list in two lines of its own.
+  // when they are at hand) and its remote path's hint. What client_prefetch and a client
+  // step read lies in the first three lines: the pointers and the path's hint in the
+  // first (Delegation's StepHint is 40 bytes for this), the list in the next two (a step
+  // writes the second of them); the node and thread numbers, which daemon steps and the
+  // rare paths read, after them.
   struct alignas(sim::kCacheLineBytes) Binding {
     Experiment* exp;
     typename SimNode::ClientT* client;  // null for a daemon's thread
-    uint32_t rank;
-    uint32_t thread;
     SimThread* self;  // the thread the step runs on (client_prefetch)
     [[no_unique_address]] PathHint path{};
     LineList next;
+    uint32_t rank;
+    uint32_t thread;
   };
+  static_assert(3 * sizeof(void*) + sizeof(PathHint) <= sim::kCacheLineBytes, "the hint's context in one line");
 
   // The engine's hint before a client's step (SimThread::set_step_prefetch): its
   // thread's step lines, the client's first lines, which the step reads first, and the
