@@ -11,7 +11,9 @@ if(TARGET benchkv)
   if(TARGET test_benchkv_e2e)
     target_compile_definitions(test_benchkv_e2e PRIVATE BENCHKV_BIN="$<TARGET_FILE:benchkv>"
                                                          BKV_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-                                                         BKV_LIBIBVERBS_VERSION="${IBVERBS_libibverbs_VERSION}")
+                                                         BKV_LIBIBVERBS_VERSION="${IBVERBS_libibverbs_VERSION}"
+                                                         BKV_SANITIZE_FOR_TEST="${BKV_SANITIZE}"
+                                                         BKV_BUILD_TYPE_FOR_TEST="${CMAKE_BUILD_TYPE}")
     add_dependencies(test_benchkv_e2e benchkv)
     if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE)  # the sweep as MPI ranks (e2e/test_sweep.cpp)
       target_compile_definitions(test_benchkv_e2e PRIVATE MPIEXEC_BIN="${MPIEXEC_EXECUTABLE}")

@@ -49,10 +49,24 @@ if(IBVERBS_FOUND)
     set(bkv_rdma_core_version "${CMAKE_MATCH_1} (libibverbs ${IBVERBS_libibverbs_VERSION})")
   endif()
 endif()
+# What else changes the code a build generates, so a real run's timing: the sanitizer
+# (instrumented loads and stores, -O0 parts under TSan), libFuzzer's coverage, and the C++
+# flags of the build type and CMAKE_CXX_FLAGS (-O level, -march, a profile's -fprofile-use).
+if(BKV_SANITIZE STREQUAL "")
+  set(bkv_sanitizer "none")
+else()
+  set(bkv_sanitizer "${BKV_SANITIZE}")
+endif()
+if(BKV_FUZZ)
+  string(APPEND bkv_sanitizer " (with libFuzzer coverage)")
+endif()
+string(TOUPPER "${CMAKE_BUILD_TYPE}" bkv_build_type_upper)
+string(STRIP "${CMAKE_CXX_FLAGS} ${CMAKE_CXX_FLAGS_${bkv_build_type_upper}}" bkv_cxx_flags)
 add_custom_target(bkv_build_info
   COMMAND ${CMAKE_COMMAND} -DSRC=${PROJECT_SOURCE_DIR} -DOUT=${BKV_BUILD_INFO_DIR}/bkv_build_info.hpp
           -DBUILD_TYPE=${CMAKE_BUILD_TYPE}
           "-DCOMPILER=${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}"
+          "-DSANITIZER=${bkv_sanitizer}" "-DCXX_FLAGS=${bkv_cxx_flags}"
           "-DUCX_VERSION=${UCX_VERSION}" "-DMPI_VERSION=${bkv_mpi_version}"
           "-DRDMA_CORE_VERSION=${bkv_rdma_core_version}"
           -P ${PROJECT_SOURCE_DIR}/cmake/build_info.cmake

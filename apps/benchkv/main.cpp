@@ -137,7 +137,7 @@ int run_data_sim(const app::Options& o, const sim::Model& model) {
 
 }  // namespace
 
-// benchkv compare [--allow-different-transports] [--allow-partial] A.summary.json B.summary.json
+// benchkv compare [--allow-different-transports] [--allow-different-builds] [--allow-partial] A.summary.json B.summary.json
 int compare(int argc, char** argv) {
   app::CompareOptions options;
   std::vector<std::string> files;
@@ -145,7 +145,8 @@ int compare(int argc, char** argv) {
     const std::string_view a = argv[i];
     if (a == "--help" || a == "-h") {
       std::printf(
-          "Usage: benchkv compare [--allow-different-transports] [--allow-partial] A.summary.json B.summary.json\n"
+          "Usage: benchkv compare [--allow-different-transports] [--allow-different-builds] [--allow-partial]\n"
+          "       A.summary.json B.summary.json\n"
           "Prints the overall figures of two summaries side by side with the ratio B / A: Mops (Mrps for rpc)\n"
           "mean and std dev, and their 95%% confidence interval with --repeat; daemon CQEs per loop and calls in\n"
           "flight; latency mean, p50, p99 and p99.9 in microseconds. Then a verdict per figure (Mops, and with\n"
@@ -162,12 +163,18 @@ int compare(int argc, char** argv) {
           "\"interrupted\" (a signal stopped the run: what came after is missing) or \"incomplete\" (a real run\n"
           "that ended early: only the ranks that reported), unless --allow-partial, when a warning: line says\n"
           "so. Data summaries are compared per value size (docs/outputs.md, \"Comparing two results\").\n"
+          "Two measurements (real runs) by builds that differ in build type, compiler, sanitizer or C++ flags\n"
+          "(provenance) are refused too, unless --allow-different-builds: those change the timing. A simulated\n"
+          "figure does not depend on the build (same bytes), so there a note: line only names the difference.\n"
+          "Different commits get a warning: line, a build with uncommitted changes a note: line.\n"
           "daemon_cqe_per_loop is left out between ucx-am (request messages per loop: its daemons poll no\n"
           "CQ) and a copyrpc backend (CQEs per loop).\n");
       return 0;
     }
     if (a == "--allow-different-transports") {
       options.allow_different_transports = true;
+    } else if (a == "--allow-different-builds") {
+      options.allow_different_builds = true;
     } else if (a == "--allow-partial") {
       options.allow_partial = true;
     } else if (!a.empty() && a[0] == '-') {
@@ -179,8 +186,8 @@ int compare(int argc, char** argv) {
   }
   if (files.size() != 2) {
     std::fprintf(stderr,
-                 "benchkv: usage: benchkv compare [--allow-different-transports] [--allow-partial] A.summary.json "
-                 "B.summary.json\n");
+                 "benchkv: usage: benchkv compare [--allow-different-transports] [--allow-different-builds] "
+                 "[--allow-partial] A.summary.json B.summary.json\n");
     return 2;
   }
   try {
@@ -189,7 +196,7 @@ int compare(int argc, char** argv) {
       std::ifstream in(files[i]);
       if (!in) throw std::runtime_error("compare: cannot open " + files[i]);
       try {
-        s[i] = parse_json_bounded(in, std::string("compare: ") + argv[2 + i]);
+        s[i] = parse_json_bounded(in, "compare: " + files[i]);
       } catch (const nlohmann::json::exception& e) {
         throw std::runtime_error("compare: " + files[i] + " is not valid JSON: " + e.what());
       }

@@ -211,6 +211,17 @@ TEST_CASE("provenance: the summary says which build made it, and --version says 
   CHECK((p["git_dirty"] == true) == (v.out.find("(with uncommitted changes)") != std::string::npos));
   CHECK_THAT(v.out, Catch::Contains("build_type: " + p["build_type"].get<std::string>()));
   CHECK_THAT(v.out, Catch::Contains("compiler: " + p["compiler"].get<std::string>()));
+  // What else changes the generated code, so a real run's timing: the sanitizer of the
+  // tree (BKV_SANITIZE) and the C++ flags (the build type's -O level, CMAKE_CXX_FLAGS).
+  const std::string sanitize = BKV_SANITIZE_FOR_TEST;
+  CHECK(p["sanitizer"] == (sanitize.empty() ? "none" : sanitize));
+  CHECK_THAT(v.out, Catch::Contains("sanitizer: " + p["sanitizer"].get<std::string>() + "\n"));
+  REQUIRE(p["cxx_flags"].is_string());
+  CHECK_THAT(v.out, Catch::Contains("cxx_flags: " + (p["cxx_flags"].get<std::string>().empty()
+                                                          ? std::string("(none)")
+                                                          : p["cxx_flags"].get<std::string>()) + "\n"));
+  if (std::string(BKV_BUILD_TYPE_FOR_TEST) == "RelWithDebInfo" || std::string(BKV_BUILD_TYPE_FOR_TEST) == "Release")
+    CHECK_THAT(p["cxx_flags"].get<std::string>(), Catch::Contains("-O"));
   CHECK_FALSE(p["host"].get<std::string>().empty());
   const std::string date = p["date_utc"].get<std::string>();
   REQUIRE(date.size() == 20);  // 2026-01-31T12:34:56Z
@@ -276,13 +287,68 @@ TEST_CASE("compare: two summaries side by side, ratio and Welch's verdict over r
   const Outcome help = run_benchkv({"compare", "--help"}, dir.path());
   CHECK(help.status == 0);
   CHECK_THAT(help.out,
-             Catch::StartsWith("Usage: benchkv compare [--allow-different-transports] [--allow-partial] A.summary.json "
-                               "B.summary.json\n"));
+             Catch::StartsWith("Usage: benchkv compare [--allow-different-transports] [--allow-different-builds] "
+                               "[--allow-partial]\n       A.summary.json B.summary.json\n"));
   CHECK_THAT(help.out, Catch::Contains("Welch's t-test"));
   CHECK(help.err.empty());
   const Outcome bad = run_benchkv({"compare", "a.summary.json", "missing.json"}, dir.path());
   CHECK(bad.status == 2);
   CHECK_THAT(bad.err, Catch::Contains("missing.json"));
+}
+
+TEST_CASE("compare: measurements by different builds are refused unless allowed, simulations get a note",
+          "[e2e][sim][compare]") {
+  TempDir dir;
+  run_ok(small_sim("meta", {"-r", "1", "-o", "a.csv", "--report", "none"}), dir.path());
+  json a = read_json(dir / "a.summary.json");
+  a["provenance"]["build_type"] = "RelWithDebInfo";
+  a["provenance"]["sanitizer"] = "none";
+  a["provenance"]["git_dirty"] = false;
+  const auto with = [&](const std::string& name, const json& s) { write_file(dir / (name + ".summary.json"), s.dump()); };
+  // Two measurements (their transport is not sim), one made by an ASan build, one by a
+  // Release build: the code differs, so does the timing.
+  json real = a;
+  real["config"]["transport"] = "mlx5";
+  json asan = real, release = real;
+  asan["provenance"]["sanitizer"] = "address";
+  release["provenance"]["build_type"] = "Release";
+  with("real", real);
+  with("asan", asan);
+  with("release", release);
+  const Outcome refused = run_benchkv({"compare", "real.summary.json", "asan.summary.json"}, dir.path());
+  INFO(describe(refused));
+  CHECK(refused.status == 2);
+  CHECK(refused.out.empty());
+  CHECK_THAT(refused.err, Catch::Contains("real.summary.json and asan.summary.json are measurements by different "
+                                          "builds (sanitizer: \"none\" vs \"address\")") &&
+                              Catch::Contains("--allow-different-builds"));
+  const Outcome release_refused = run_benchkv({"compare", "release.summary.json", "real.summary.json"}, dir.path());
+  CHECK(release_refused.status == 2);
+  CHECK_THAT(release_refused.err, Catch::Contains("(build_type: \"Release\" vs \"RelWithDebInfo\")"));
+  const Outcome allowed =
+      run_ok({"compare", "--allow-different-builds", "real.summary.json", "asan.summary.json"}, dir.path());
+  CHECK_THAT(allowed.out, Catch::Contains("warning: A and B are measurements by different builds (sanitizer: "
+                                          "\"none\" vs \"address\"), compared as asked\n") &&
+                              Catch::Contains("Mops mean"));
+  // Simulations: the same bytes whatever the build, so a note and no refusal.
+  json sim_asan = a;
+  sim_asan["provenance"]["sanitizer"] = "address";
+  with("sim", a);
+  with("sim_asan", sim_asan);
+  const Outcome sim = run_ok({"compare", "sim.summary.json", "sim_asan.summary.json"}, dir.path());
+  CHECK_THAT(sim.out, Catch::Contains("note: A and B were made by different builds (sanitizer: \"none\" vs "
+                                      "\"address\"): a simulated figure does not depend on the build") &&
+                          !Catch::Contains("warning"));
+  // Another commit: compared (a before/after is what compare is for), with a warning; a
+  // build with uncommitted changes gets a note.
+  json other = real;
+  other["provenance"]["git_commit"] = std::string(40, '0');
+  other["provenance"]["git_dirty"] = true;
+  with("other", other);
+  const Outcome commits = run_ok({"compare", "real.summary.json", "other.summary.json"}, dir.path());
+  CHECK_THAT(commits.out, Catch::Contains("warning: A and B were built from different commits (") &&
+                              Catch::Contains("note: B's build had uncommitted changes (git_dirty)") &&
+                              !Catch::Contains("note: A's"));
 }
 
 TEST_CASE("repeat: with --life-s, each repetition's life figures and their spread", "[e2e][sim][repeat]") {

@@ -2,7 +2,10 @@
 // the text of `benchkv --version`.
 //
 //   {"git_commit", "git_dirty" (JSON true|false: tracked files differ from the commit, at
-//    build time; null when the build could not tell), "build_type", "compiler", "ucx_version", "mpi_version",
+//    build time; null when the build could not tell), "build_type", "compiler",
+//    "sanitizer" ("none", "address" (ASan+UBSan), "thread"; "... (with libFuzzer coverage)"
+//    in a BKV_FUZZ tree), "cxx_flags" (CMAKE_CXX_FLAGS and the build type's flags: the -O
+//    level, -march, a profile-guided build's -fprofile-use), "ucx_version", "mpi_version",
 //    "rdma_core_version" ("44.0 (libibverbs 1.14.44.0)": from pkg-config at configure
 //    time; "" when the build has no UCX / MPI / libibverbs), "host", "date_utc" (ISO 8601, when the summary was
 //    made), "cpu_model" (/proc/cpuinfo), "threads": the thread-to-CPU map of a real run,
@@ -30,7 +33,8 @@ struct ThreadCpu {
   int cpu = -1;        // -1: not pinned
 };
 
-// The build's fields (commit, dirty, build type, compiler, UCX, MPI, rdma-core).
+// The build's fields (commit, dirty, build type, compiler, sanitizer, C++ flags, UCX, MPI,
+// rdma-core).
 nlohmann::json build_provenance();
 // Build fields plus host, date, CPU model, the thread map (null if `threads` is null) and
 // the latency clock (virtual time when `simulated`).

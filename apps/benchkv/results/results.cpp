@@ -996,6 +996,32 @@ std::vector<std::string> ucx_lane_differences(const json& ta, const json& tb, bo
   return out;
 }
 
+// Whether a summary is a simulation's (config "transport": "sim"), whose figures depend on
+// the code and the configuration but not on how benchkv was built.
+bool simulated_summary(const json& s) {
+  return s.contains("config") && s["config"].is_object() && s["config"].value("transport", json()) == "sim";
+}
+
+// The provenance fields of a build that change a measurement's timing (code generation
+// and instrumentation); a simulation gives the same bytes whatever they are.
+constexpr const char* kTimingBuildFields[] = {"build_type", "compiler", "sanitizer", "cxx_flags"};
+
+std::string provenance_text(const json& s, const char* key) {
+  if (!s.contains("provenance") || !s["provenance"].is_object() || !s["provenance"].contains(key))
+    return "(not recorded)";
+  return s["provenance"][key].dump();
+}
+
+// The timing fields in which two summaries' builds differ, "sanitizer: "none" vs
+// "address"" each.
+std::vector<std::string> build_differences(const json& a, const json& b) {
+  std::vector<std::string> out;
+  for (const char* k : kTimingBuildFields)
+    if (provenance_text(a, k) != provenance_text(b, k))
+      out.push_back(fmt::format("{}: {} vs {}", k, provenance_text(a, k), provenance_text(b, k)));
+  return out;
+}
+
 // A summary field's value as text: a string's content, any other value's JSON text.
 std::string value_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
@@ -1156,7 +1182,39 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
         "compare: {} and {} ran over different UCX transports ({}): the comparison would measure the "
         "transports, not the backends; run both with the same UCX_TLS, or give --allow-different-transports",
         name_a, name_b, joined(lane_diffs)));
+  // Two measurements by builds that generate different code (a sanitizer, another
+  // compiler, build type or flags) measure the builds too: refused unless asked for. A
+  // simulated figure does not depend on the build (same bytes), so there it is a note.
+  const bool both_measured = !simulated_summary(a) && !simulated_summary(b);
+  const std::vector<std::string> build_diffs = lacks_a || lacks_b ? std::vector<std::string>{} : build_differences(a, b);
+  const auto listed = [](const std::vector<std::string>& v) {
+    std::string t;
+    for (const std::string& x : v) t += (t.empty() ? "" : "; ") + x;
+    return t;
+  };
+  if (both_measured && !build_diffs.empty() && !options.allow_different_builds)
+    throw std::runtime_error(fmt::format(
+        "compare: {} and {} are measurements by different builds ({}): the code a build generates and its "
+        "instrumentation change the timing, so the ratios would measure the builds as much as the runs; rebuild "
+        "one like the other, or give --allow-different-builds to compare them anyway",
+        name_a, name_b, listed(build_diffs)));
   std::string out = fmt::format("A: {}\nB: {}\n", name_a, name_b);
+  if (!build_diffs.empty() && both_measured)
+    out += fmt::format("warning: A and B are measurements by different builds ({}), compared as asked\n",
+                       listed(build_diffs));
+  else if (!build_diffs.empty())
+    out += fmt::format("note: A and B were made by different builds ({}): a simulated figure does not depend on "
+                       "the build (the same configuration and seed give the same bytes)\n",
+                       listed(build_diffs));
+  if (!lacks_a && !lacks_b && provenance_text(a, "git_commit") != provenance_text(b, "git_commit"))
+    out += fmt::format("warning: A and B were built from different commits ({} vs {}): the ratios include what "
+                       "changed between them\n",
+                       provenance_text(a, "git_commit"), provenance_text(b, "git_commit"));
+  for (const auto& [side, s] : {std::pair{"A", &a}, std::pair{"B", &b}})
+    if (provenance_text(*s, "git_dirty") == "true")
+      out += fmt::format("note: {}'s build had uncommitted changes (git_dirty): its commit does not name the code "
+                         "that made it\n",
+                         side);
   const std::vector<std::string> diffs = config_differences(a, b);
   if (!diffs.empty()) {
     out += fmt::format("warning: A and B were run with different configurations ({} differing setting{}, output "

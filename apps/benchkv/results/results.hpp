@@ -279,7 +279,11 @@ void write_summary_file(const std::string& path, const nlohmann::json& summary);
 // (provenance.ucx_transports: the "am" lanes, and the RMA lanes when a run's real.ucx_rma
 // counts ucp_get/ucp_put), unless options.allow_different_transports; and a summary marked "interrupted" or "incomplete"
 // (a partial result: docs/interruptions.md), unless options.allow_partial, when a
-// "warning:" line says what it lacks. Settings that differ (the "config" keys but output
+// "warning:" line says what it lacks; and two measurements (neither simulated) whose
+// builds differ in build type, compiler, sanitizer or C++ flags (provenance), unless
+// options.allow_different_builds (a simulated pair gets a "note:" line: its figures do
+// not depend on the build). Different commits get a "warning:" line, a build with
+// uncommitted changes a "note:". Settings that differ (the "config" keys but output
 // paths and display switches, and the simulator model's content when both record it) are
 // listed first in lines starting "warning:". Data summaries are compared per value size
 // (the sizes both have; ops/s, GiB/s and latency means over the runs of each size); none
@@ -287,6 +291,7 @@ void write_summary_file(const std::string& path, const nlohmann::json& summary);
 // lacks a figure.
 struct CompareOptions {
   bool allow_different_transports = false;
+  bool allow_different_builds = false;
   bool allow_partial = false;
 };
 std::string compare_summaries(const nlohmann::json& a, const nlohmann::json& b, const std::string& name_a,
