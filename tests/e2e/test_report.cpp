@@ -470,6 +470,7 @@ TEST_CASE("compare: summaries of different kinds are refused, data is compared p
     return head;
   };
   run_ok(with({"rpc"}, {"-r", "1", "-o", "rpc.csv"}), dir.path());
+  run_ok(with({"rpc"}, {"-r", "2", "--message-size", "8..64", "-o", "rpc4.csv"}), dir.path());
   run_ok(with({"data"}, {"-r", "2", "--key-range", "8", "--value-size", "64,1024", "-o", "d1.csv"}), dir.path());
   run_ok(with({"data"}, {"-r", "2", "--key-range", "8", "--value-size", "1024,4096", "--queue-depth", "8", "-o",
                          "d2.csv"}),
@@ -487,6 +488,67 @@ TEST_CASE("compare: summaries of different kinds are refused, data is compared p
   CHECK(kinds2.status == 2);
   CHECK_THAT(kinds2.err, Catch::Contains("d1.summary.json is a data summary"));
 
+  // rpc: per message size too (the default 32 B is the one both have), Mrps over the runs
+  // of the size, round trips read from the runs' histograms merged, as benchkv reads one.
+  const json r4 = read_json(dir / "rpc4.summary.json"), r1 = read_json(dir / "rpc.summary.json");
+  CHECK_FALSE(r4["overall"].contains("mops"));  // a spread over sizes would mix them
+  CHECK(r4["overall"]["runs"] == 8);
+  CHECK(r1["overall"].contains("mops"));
+  const Outcome rp = run_ok({"compare", "rpc4.summary.json", "rpc.summary.json"}, dir.path());
+  INFO(rp.out);
+  CHECK_THAT(rp.out, Catch::Contains("message sizes only in A (not compared): 8, 16, 64\n"));
+  std::vector<const json*> a32;
+  for (const json& r : r4["rpc"]["runs"])
+    if (r["message_size"] == 32) a32.push_back(&r);
+  REQUIRE(a32.size() == 2);
+  const auto rw = words(line_starting(lines_of(rp.out), "32 B Mrps mean"));
+  REQUIRE(rw.size() == 7);
+  CHECK(std::stod(rw[4]) == Approx(((*a32[0])["mrps"].get<double>() + (*a32[1])["mrps"].get<double>()) / 2).margin(1e-6));
+  CHECK(std::stod(rw[5]) == r1["rpc"]["runs"][0]["mrps"].get<double>());
+  // p99 of A's 64 calls of 32 B: the merged histogram's nearest rank, at its bucket's
+  // midpoint, within the runs' minimum and maximum.
+  std::map<uint64_t, uint64_t> merged;
+  uint64_t calls = 0, lo = ~uint64_t{0}, hi = 0;
+  for (const json* r : a32) {
+    std::istringstream in((*r)["rtt_histogram"]["buckets"].get<std::string>());
+    for (std::string pair; in >> pair;) {
+      const uint64_t lower = std::stoull(pair.substr(0, pair.find(':'))), n = std::stoull(pair.substr(pair.find(':') + 1));
+      merged[lower] += n;
+      calls += n;
+    }
+    lo = std::min<uint64_t>(lo, std::llround((*r)["rtt_min_us"].get<double>() * 1000));
+    hi = std::max<uint64_t>(hi, std::llround((*r)["rtt_max_us"].get<double>() * 1000));
+  }
+  const uint64_t rank = static_cast<uint64_t>(std::ceil(0.99 * double(calls)));
+  uint64_t seen = 0, p99 = 0;
+  for (const auto& [lower, n] : merged)
+    if ((seen += n) >= rank) {
+      const uint64_t width = lower < 128 ? 1 : uint64_t{1} << (63 - __builtin_clzll(lower) - 6);
+      p99 = std::clamp(lower + (width - 1) / 2, lo, hi);
+      break;
+    }
+  const auto pw = words(line_starting(lines_of(rp.out), "32 B round trip p99 (us)"));
+  REQUIRE(pw.size() == 9);
+  CHECK(std::stod(pw[6]) == Approx(double(p99) / 1000).margin(1e-9));
+  CHECK(std::stod(pw[7]) == r1["rpc"]["runs"][0]["rtt_p99_us"].get<double>());
+  CHECK_THAT(rp.out, !Catch::Contains("\nMrps mean") && !Catch::Contains("\nround trip"));
+  CHECK_THAT(rp.out, Catch::Contains("32 B Mrps: no verdict: A has 1 and B has 1"));
+  // No message size in common: refused, as data with no value size in common.
+  json r128 = r1;
+  r128["rpc"]["message_size"] = "128";
+  write_file(dir / "rpc128.summary.json", r128.dump());
+  const Outcome rnone = run_benchkv({"compare", "rpc4.summary.json", "rpc128.summary.json"}, dir.path());
+  CHECK(rnone.status == 2);
+  CHECK_THAT(rnone.err, Catch::Contains("rpc summaries are compared per message size") &&
+                            Catch::Contains("(8, 16, 32, 64) and rpc128.summary.json (128) have no message size in common"));
+  // A summary without the raw histograms (an older benchkv): the runs' figures averaged,
+  // and the label says so.
+  json bare = r1;
+  bare["rpc"]["runs"][0].erase("rtt_histogram");
+  write_file(dir / "rpc_bare.summary.json", bare.dump());
+  const Outcome rb = run_ok({"compare", "rpc_bare.summary.json", "rpc.summary.json"}, dir.path());
+  CHECK_THAT(rb.out, Catch::Contains("32 B round trip p99 (us, mean of the runs')"));
+
   // Data: the common size 1024 only, per size, with the configuration difference said.
   const Outcome d = run_ok({"compare", "d1.summary.json", "d2.summary.json"}, dir.path());
   INFO(d.out);
@@ -498,6 +560,8 @@ TEST_CASE("compare: summaries of different kinds are refused, data is compared p
       if (r["value_size"] == size) sum += r[key].get<double>(), ++n;
     return sum / n;
   };
+  CHECK_FALSE(a["overall"].contains("mops"));  // two value sizes: no spread over them
+  CHECK(read_json(dir / "d3.summary.json")["overall"].contains("mops"));
   const auto w = words(line_starting(lines_of(d.out), "1024 B ops/s"));
   REQUIRE(w.size() == 6);
   CHECK(std::stod(w[3]) == Approx(mean_of(a, 1024, "ops_per_s")).epsilon(1e-9));
@@ -570,9 +634,10 @@ TEST_CASE("repeat: simulated rpc and data runs repeat over seeds, and compare te
   CHECK_THAT(text.out, Catch::Contains("[OVERALL] round trip p99 over the repetitions (us): mean "));
   const Outcome rc = run_ok({"compare", "r1.summary.json", "r8.summary.json"}, dir.path());
   INFO(rc.out);
-  CHECK_THAT(line_starting(lines_of(rc.out), "Mrps: Welch's t-test over 3 and 3 repetitions: "),
+  CHECK_THAT(line_starting(lines_of(rc.out), "32 B Mrps: Welch's t-test over 3 and 3 repetitions: "),
              Catch::EndsWith(": the difference is significant at the 5 % level"));
-  CHECK_THAT(rc.out, Catch::Contains("round trip mean: Welch's t-test over 3 and 3 repetitions: "));
+  CHECK_THAT(rc.out, Catch::Contains("32 B round trip mean: Welch's t-test over 3 and 3 repetitions: "));
+  CHECK_THAT(rc.out, Catch::Contains("32 B Mrps 95% CI low"));
   CHECK_THAT(rc.out, !Catch::Contains("no verdict"));
 
   // data: one value size, 1 against 8 operations in flight per client.

@@ -15,6 +15,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
+#include <sstream>
+#include <tuple>
 #include <ostream>
 #include <stdexcept>
 
@@ -1124,6 +1127,186 @@ std::string compare_data(const json& a, const json& b, const std::string& name_a
   return out + verdicts;
 }
 
+// The round trips of a set of rpc runs: every call merged from the runs' raw histograms
+// (`rtt_histogram`), read as benchkv reads one (nearest rank, bucket midpoint, kept within
+// the minimum and maximum; the mean weighted by the calls).
+struct RttOfRuns {
+  uint64_t count = 0;
+  double mean_us = 0;
+  std::map<uint64_t, uint64_t> counts;  // by bucket lower bound, ns
+  uint64_t min_ns = ~uint64_t{0}, max_ns = 0;
+
+  // Adds one run's histogram; throws naming `name` when it is not one benchkv writes.
+  void add(const json& run, const std::string& name) {
+    const json& h = run.at("rtt_histogram");
+    if (!h.is_object() || h.value("sub_buckets", json()) != metrics::LatencyBuckets::kSub || !h.contains("buckets") ||
+        !h["buckets"].is_string())
+      throw std::runtime_error(fmt::format("compare: {}: an rpc run's rtt_histogram is not a benchkv histogram with "
+                                           "{} sub-buckets",
+                                           name, metrics::LatencyBuckets::kSub));
+    std::istringstream in(h["buckets"].get<std::string>());
+    uint64_t n = 0;
+    for (std::string pair; in >> pair;) {
+      const size_t colon = pair.find(':');
+      uint64_t lower = 0, k = 0;
+      const auto parsed = [&](const std::string& t, uint64_t& v) {
+        if (t.empty() || t.size() > 19 || t.find_first_not_of("0123456789") != std::string::npos) return false;
+        v = std::strtoull(t.c_str(), nullptr, 10);  // at most 19 digits: below 2^64
+        return true;
+      };
+      if (colon == std::string::npos || !parsed(pair.substr(0, colon), lower) || !parsed(pair.substr(colon + 1), k) ||
+          metrics::LatencyBuckets::lower_bound(metrics::LatencyBuckets::bucket(lower)) != lower)
+        throw std::runtime_error(fmt::format("compare: {}: \"{}\" in an rpc run's rtt_histogram is not "
+                                             "\"bucket lower bound:count\"",
+                                             name, pair));
+      counts[lower] += k;
+      n += k;
+    }
+    const double mean = run.at("rtt_mean_us").get<double>();
+    mean_us = count + n ? (mean_us * double(count) + mean * double(n)) / double(count + n) : 0.0;
+    count += n;
+    min_ns = std::min<uint64_t>(min_ns, std::llround(run.at("rtt_min_us").get<double>() * 1000.0));
+    max_ns = std::max<uint64_t>(max_ns, std::llround(run.at("rtt_max_us").get<double>() * 1000.0));
+  }
+  // The percentile p (0 < p < 1) in microseconds, as LatencyHistogram::percentile_ns.
+  double percentile_us(double p) const {
+    if (count == 0) return 0.0;
+    const uint64_t rank = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(p * static_cast<double>(count))));
+    uint64_t seen = 0;
+    for (const auto& [lower, k] : counts) {
+      seen += k;
+      if (seen < rank) continue;
+      const uint32_t b = metrics::LatencyBuckets::bucket(lower);
+      if (b >= metrics::LatencyBuckets::kOverflow) break;
+      return double(std::clamp(metrics::LatencyBuckets::midpoint(b), std::min(min_ns, max_ns), max_ns)) / 1000.0;
+    }
+    return double(max_ns) / 1000.0;
+  }
+};
+
+// rpc summaries: per message size, as data per value size (calls of different sizes are
+// not one population). Mrps: the mean and the std dev over the runs of each size; round
+// trips: every call of those runs, merged from their histograms (a summary without them,
+// from an older benchkv: the mean over the runs of each run's figure, said in the label).
+std::string compare_rpc(const json& a, const json& b, const std::string& name_a, const std::string& name_b) {
+  // Each run with its message size (a run names it when several ran; else the section's).
+  const auto sized_runs = [](const json& s, const std::string& name) {
+    const json& rpc = s["rpc"];
+    if (!rpc.is_object() || !rpc.contains("runs") || !rpc["runs"].is_array())
+      throw std::runtime_error(fmt::format("compare: {} has no \"rpc/runs\"", name));
+    const json section = rpc.value("message_size", json());
+    std::vector<std::pair<uint64_t, const json*>> out;
+    for (const json& r : rpc["runs"]) {
+      json size = r.contains("message_size") ? r["message_size"] : section;
+      if (size.is_string() && !size.get<std::string>().empty() &&
+          size.get<std::string>().find_first_not_of("0123456789") == std::string::npos)
+        size = std::stoull(size.get<std::string>());
+      if (!size.is_number_unsigned())
+        throw std::runtime_error(fmt::format("compare: {}: an rpc run does not say its message size (section: {})",
+                                             name, section.dump()));
+      out.emplace_back(size.get<uint64_t>(), &r);
+    }
+    return out;
+  };
+  const auto ra = sized_runs(a, name_a), rb = sized_runs(b, name_b);
+  const auto sizes_of = [](const auto& runs) {
+    std::set<uint64_t> v;
+    for (const auto& [size, r] : runs) v.insert(size);
+    return v;
+  };
+  const std::set<uint64_t> sizes_a = sizes_of(ra), sizes_b = sizes_of(rb);
+  std::vector<uint64_t> common, only_a, only_b;
+  for (uint64_t v : sizes_a) (sizes_b.count(v) ? common : only_a).push_back(v);
+  for (uint64_t v : sizes_b)
+    if (!sizes_a.count(v)) only_b.push_back(v);
+  const auto list = [](const auto& v) {
+    std::string t;
+    for (uint64_t x : v) t += (t.empty() ? "" : ", ") + std::to_string(x);
+    return t;
+  };
+  if (common.empty())
+    throw std::runtime_error(fmt::format("compare: rpc summaries are compared per message size, and {} ({}) and {} "
+                                         "({}) have no message size in common",
+                                         name_a, list(sizes_a), name_b, list(sizes_b)));
+  std::string out = "rpc summaries: compared per message size (Mrps: the mean and std dev over the runs of the size; "
+                    "round trips: every call of those runs, read from their merged histograms)\n";
+  if (!only_a.empty()) out += fmt::format("message sizes only in A (not compared): {}\n", list(only_a));
+  if (!only_b.empty()) out += fmt::format("message sizes only in B (not compared): {}\n", list(only_b));
+  out += fmt::format("{:<28} {:>14} {:>14} {:>9}\n", "figure", "A", "B", "B / A");
+  const auto runs_of = [](const auto& runs, uint64_t size, std::optional<uint64_t> seed = std::nullopt) {
+    std::vector<const json*> v;
+    for (const auto& [sz, r] : runs)
+      if (sz == size && (!seed || (r->contains("seed") && (*r)["seed"] == *seed))) v.push_back(r);
+    return v;
+  };
+  const auto mrps = [](const std::vector<const json*>& runs) {
+    std::vector<double> v;
+    for (const json* r : runs) v.push_back(r->at("mrps").get<double>());
+    return v;
+  };
+  // The round trips of `runs` merged, or nullopt when some run has no histogram.
+  const auto merged = [](const std::vector<const json*>& runs, const std::string& name) -> std::optional<RttOfRuns> {
+    RttOfRuns m;
+    for (const json* r : runs) {
+      if (!r->contains("rtt_histogram")) return std::nullopt;
+      m.add(*r, name);
+    }
+    return m;
+  };
+  const auto seeds_of = [](const auto& runs, uint64_t size) {
+    std::set<uint64_t> v;
+    for (const auto& [sz, r] : runs)
+      if (sz == size && r->contains("seed")) v.insert((*r)["seed"].template get<uint64_t>());
+    return v;
+  };
+  std::string verdicts;
+  for (uint64_t size : common) {
+    const auto sa = runs_of(ra, size), sb = runs_of(rb, size);
+    out += row_text(fmt::format("{} B Mrps mean", size), mean_of(mrps(sa)), mean_of(mrps(sb)));
+    out += row_text(fmt::format("{} B Mrps std dev", size), std_dev(mrps(sa)), std_dev(mrps(sb)));
+    if (a.contains("repetitions") && b.contains("repetitions") && sizes_a.size() == 1 && sizes_b.size() == 1)
+      for (const char* k : {"ci95_low", "ci95_high"})  // over the repetitions (one size: overall's)
+        out += row_text(fmt::format("{} B Mrps 95% CI {}", size, std::string_view(k) == "ci95_low" ? "low" : "high"),
+                        figure(a, name_a, {"overall", "mops", k}), figure(b, name_b, {"overall", "mops", k}));
+    const auto ma = merged(sa, name_a), mb = merged(sb, name_b);
+    if (ma && mb) {
+      out += row_text(fmt::format("{} B round trip mean (us)", size), ma->mean_us, mb->mean_us);
+      for (const auto& [p, label] : {std::pair{0.5, "p50"}, std::pair{0.99, "p99"}, std::pair{0.999, "p99.9"}})
+        out += row_text(fmt::format("{} B round trip {} (us)", size, label), ma->percentile_us(p), mb->percentile_us(p));
+    } else {  // no histograms: each run's figure, averaged (not a percentile of the calls)
+      for (const auto& [key, label] : {std::pair{"rtt_mean_us", "mean"}, std::pair{"rtt_p50_us", "p50"},
+                                       std::pair{"rtt_p99_us", "p99"}, std::pair{"rtt_p999_us", "p99.9"}}) {
+        const auto values = [&](const std::vector<const json*>& runs) {
+          std::vector<double> v;
+          for (const json* r : runs)
+            if (r->contains(key)) v.push_back((*r)[key].get<double>());
+          return v;
+        };
+        out += row_text(fmt::format("{} B round trip {} (us, mean of the runs')", size, label), mean_of(values(sa)),
+                        mean_of(values(sb)));
+      }
+    }
+    // Under --repeat each run has its seed: one value per repetition (its runs of this size).
+    std::vector<double> mrps_a, mrps_b, rtt_mean_a, rtt_mean_b, rtt_p99_a, rtt_p99_b;
+    for (const auto& [runs, name, m, mean, p99] :
+         {std::tuple{&ra, &name_a, &mrps_a, &rtt_mean_a, &rtt_p99_a}, std::tuple{&rb, &name_b, &mrps_b, &rtt_mean_b, &rtt_p99_b}})
+      for (uint64_t seed : seeds_of(*runs, size)) {
+        const auto rs = runs_of(*runs, size, seed);
+        m->push_back(mean_of(mrps(rs)));
+        if (const auto rtt = merged(rs, *name)) {
+          mean->push_back(rtt->mean_us);
+          p99->push_back(rtt->percentile_us(0.99));
+        }
+      }
+    verdicts += welch_verdict(fmt::format("{} B Mrps", size), mrps_a, mrps_b, repeat_advice(a, b));
+    if (!mrps_a.empty() && !mrps_b.empty()) {
+      verdicts += welch_verdict(fmt::format("{} B round trip mean", size), rtt_mean_a, rtt_mean_b, repeat_advice(a, b));
+      verdicts += welch_verdict(fmt::format("{} B round trip p99", size), rtt_p99_a, rtt_p99_b, repeat_advice(a, b));
+    }
+  }
+  return out + verdicts;
+}
+
 }  // namespace
 
 std::string compare_summaries(const json& a, const json& b, const std::string& name_a, const std::string& name_b,
@@ -1239,9 +1422,9 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
     out += fmt::format("warning: A and B ran over different UCX transports ({}), compared as asked\n",
                        joined(lane_diffs));
   if (kind_a == "data") return out + compare_data(a, b, name_a, name_b);
+  if (kind_a == "rpc") return out + compare_rpc(a, b, name_a, name_b);
 
-  const bool rpc = kind_a == "rpc";
-  const std::string rate = rpc ? "Mrps" : "Mops";
+  const std::string rate = "Mops";
   out += fmt::format("{:<28} {:>14} {:>14} {:>9}\n", "figure", "A", "B", "B / A");
   const auto row = [&](const std::string& label, double x, double y) { out += row_text(label, x, y); };
   const bool repeated = a.contains("repetitions") && b.contains("repetitions");
@@ -1268,27 +1451,14 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
     out += fmt::format("daemon_cqe_per_loop: not compared: {}'s counts the request messages a ucx-am daemon loop "
                        "served (it polls no CQ), {}'s the hardware CQEs a loop drained\n",
                        counts_request_messages(a) ? "A" : "B", counts_request_messages(a) ? "B" : "A");
-  if (rpc) {  // the caller's round trips, averaged over the runs
-    const auto rtt = [](const json& s, const char* key) {
-      std::vector<double> v;
-      for (const json& r : s["rpc"].value("runs", json::array()))
-        if (r.contains(key)) v.push_back(r[key].get<double>());
-      return mean_of(v);
-    };
-    for (const auto& [key, label] : {std::pair{"rtt_mean_us", "round trip mean (us)"}, std::pair{"rtt_p50_us", "round trip p50 (us)"},
-                                     std::pair{"rtt_p99_us", "round trip p99 (us)"}, std::pair{"rtt_p999_us", "round trip p99.9 (us)"}})
-      row(label, rtt(a, key), rtt(b, key));
-  } else if (a["overall"]["latency"].is_object() && b["overall"]["latency"].is_object()) {
+  if (a["overall"]["latency"].is_object() && b["overall"]["latency"].is_object()) {
     for (const auto& [key, label] : {std::pair{"mean_ns", "latency mean (us)"}, std::pair{"p50_ns", "latency p50 (us)"},
                                      std::pair{"p99_ns", "latency p99 (us)"}, std::pair{"p999_ns", "latency p99.9 (us)"}})
       row(label, figure(a, name_a, {"overall", "latency", "all", key}) / 1000.0,
           figure(b, name_b, {"overall", "latency", "all", key}) / 1000.0);
   }
   out += welch_verdict(rate, repetition_values(a, "mops"), repetition_values(b, "mops"), repeat_advice(a, b));
-  if (repeated && rpc)
-    for (const auto& [key, label] : {std::pair{"rtt.mean_us", "round trip mean"}, std::pair{"rtt.p99_us", "round trip p99"}})
-      out += welch_verdict(label, repetition_values(a, key), repetition_values(b, key), repeat_advice(a, b));
-  else if (repeated)
+  if (repeated)
     for (const auto& [key, label] : {std::pair{"latency.mean_ns", "latency mean"}, std::pair{"latency.p99_ns", "latency p99"}})
       out += welch_verdict(label, repetition_values(a, key), repetition_values(b, key), repeat_advice(a, b));
   return out;

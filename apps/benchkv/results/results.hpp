@@ -285,9 +285,10 @@ void write_summary_file(const std::string& path, const nlohmann::json& summary);
 // not depend on the build). Different commits get a "warning:" line, a build with
 // uncommitted changes a "note:". Settings that differ (the "config" keys but output
 // paths and display switches, and the simulator model's content when both record it) are
-// listed first in lines starting "warning:". Data summaries are compared per value size
-// (the sizes both have; ops/s, GiB/s and latency means over the runs of each size); none
-// in common is refused. Throws std::runtime_error naming the file and key when a summary
+// listed first in lines starting "warning:". rpc summaries are compared per message size
+// (the sizes both have; Mrps over the runs of each size, round trips of every call of
+// them from their merged rtt_histograms) and data summaries per value size (ops/s, GiB/s
+// and latency means over the runs of each size); none in common is refused. Throws std::runtime_error naming the file and key when a summary
 // lacks a figure.
 struct CompareOptions {
   bool allow_different_transports = false;
