@@ -1,5 +1,6 @@
 // Simulated threads: charges, mid-step timestamps, next-step time, wake coalescing, jitter.
 #include <catch2/catch.hpp>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -118,6 +119,22 @@ TEST_CASE("every op keeps its own cost, uses and added time, a shared one among 
     CHECK(t.op_ns_total(op) == Approx(i == reserve ? 2 * own : own));
     CHECK(other.op_count(op) == i + 1);
   }
+}
+
+TEST_CASE("a client step's ops lie in the thread's third and fourth lines", "[thread]") {
+  // The layout a client step relies on (SimThread's layout comment): a client step touches
+  // the first three lines of its thread and one more, the first of its ops ending the third
+  // line and the other two in the fourth. A field added before the ops moves them, which no
+  // value test sees.
+  Engine e;
+  SimThread t(e, CostModel{}, 1);
+  const auto line_of = [&](Op op) {
+    return (static_cast<const char*>(t.op_line(op)) - reinterpret_cast<const char*>(&t)) / std::ptrdiff_t(kCacheLineBytes);
+  };
+  CHECK(reinterpret_cast<uintptr_t>(&t) % kCacheLineBytes == 0);
+  CHECK(line_of(Op::kRingOp) == 2);
+  CHECK(line_of(Op::kClientRequest) == 3);
+  CHECK(line_of(Op::kRingReserve) == 3);
 }
 
 TEST_CASE("a message posted mid-step carries the mid-step time", "[thread]") {
