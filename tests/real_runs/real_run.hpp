@@ -10,12 +10,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -41,13 +43,18 @@ inline std::vector<std::pair<std::string, std::string>> mpi_env(const std::strin
 
 #ifdef MPIEXEC_BIN
 // mpirun -np `np` benchkv <args>: threads unbound (--bind-to none) so each rank sees
-// every CPU, UCX_TLS exported to the ranks.
+// every CPU, UCX_TLS and `env` exported to the ranks.
 inline Outcome mpirun_benchkv(uint32_t np, const std::vector<std::string>& args, const path& cwd,
-                              const std::string& ucx_tls) {
+                              const std::string& ucx_tls,
+                              const std::vector<std::pair<std::string, std::string>>& env = {}) {
   std::vector<std::string> argv = {MPIEXEC_BIN, "-np", std::to_string(np), "--oversubscribe", "--bind-to", "none",
-                                   "-x", "UCX_TLS", BENCHKV_BIN};
+                                   "-x", "UCX_TLS"};
+  for (const auto& [name, value] : env) argv.insert(argv.end(), {"-x", name});
+  argv.push_back(BENCHKV_BIN);
   argv.insert(argv.end(), args.begin(), args.end());
-  return spawn(argv, cwd, mpi_env(ucx_tls));
+  std::vector<std::pair<std::string, std::string>> all = mpi_env(ucx_tls);
+  all.insert(all.end(), env.begin(), env.end());
+  return spawn(argv, cwd, all);
 }
 
 // How a rank is sent a signal in mpirun_benchkv_signalled: `sig` to rank `rank` once
@@ -61,6 +68,8 @@ struct SignalAt {
   std::string after_line;
   std::vector<std::pair<std::string, std::string>> env = {};
   std::vector<std::string> mpirun_flags = {};
+  double delay_s = 0;          // sent this long after the line came
+  bool report_status = false;  // each rank's shell says "rank R: exit status S" on stderr
 };
 
 // mpirun -np `np` benchkv <args>, rank `at.rank` signalled as `at` says. Each rank's shell
@@ -68,8 +77,10 @@ struct SignalAt {
 // fails the test (the run then ends as it would without the signal).
 inline Outcome mpirun_benchkv_signalled(uint32_t np, const SignalAt& at, const std::vector<std::string>& args,
                                         const path& cwd, const std::string& ucx_tls) {
-  std::string cmd = "echo $$ > rank$OMPI_COMM_WORLD_RANK.pid; exec " BENCHKV_BIN;
+  std::string cmd = at.report_status ? BENCHKV_BIN : "echo $$ > rank$OMPI_COMM_WORLD_RANK.pid; exec " BENCHKV_BIN;
   for (const std::string& a : args) cmd += " '" + a + "'";
+  if (at.report_status)  // the rank's pid is benchkv's, started in the background, and its shell waits for it
+    cmd += " & echo $! > rank$OMPI_COMM_WORLD_RANK.pid; wait $!; echo \"rank $OMPI_COMM_WORLD_RANK: exit status $?\" >&2";
   std::vector<std::string> argv = {MPIEXEC_BIN};
   argv.insert(argv.end(), at.mpirun_flags.begin(), at.mpirun_flags.end());
   argv.insert(argv.end(), {"-np", std::to_string(np), "--oversubscribe", "--bind-to", "none", "-x", "UCX_TLS"});
@@ -89,6 +100,7 @@ inline Outcome mpirun_benchkv_signalled(uint32_t np, const SignalAt& at, const s
   o.err = err.read_all([&](const std::string& text) {
     if (sent || text.find(at.after_line) == std::string::npos) return;
     sent = true;
+    if (at.delay_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(at.delay_s));
     long target = 0;
     std::ifstream pid_file(cwd / ("rank" + std::to_string(at.rank) + ".pid"));
     if (!(pid_file >> target) || target <= 0 || ::kill(static_cast<pid_t>(target), at.sig) != 0)

@@ -4,6 +4,7 @@
 // gather to rank 0; with UCX built in, it also connects a UcxTransport queue pair to
 // every peer through the exchanged ConnectInfos and moves WRITE+IMM data both ways
 // between the processes. Exit status 0 = pass; every failure prints its reason.
+#include <algorithm>
 #include <csignal>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <thread>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -147,6 +149,34 @@ int stop_before_finalize(bkv::mpi::Session& s) {
   return 1;
 }
 
+// Session::run_with_heartbeat: rank 0's work outlasts a round (the others wait for it),
+// every rank gets the largest result; a work's exception comes back on its own rank only.
+// (The collectives are bounded from here on, by the default peer timeout.)
+void heartbeat_checks(bkv::mpi::Session& s) {
+  const int me = s.rank();
+  s.bound_collectives();
+  const auto no_loss = [me](const std::string& why) { std::fprintf(stderr, "rank %d: FAILED: %s\n", me, why.c_str()); };
+  const uint64_t got = s.run_with_heartbeat(
+      [me] {
+        if (me == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        return uint64_t(me == 0 ? 7 : me);
+      },
+      no_loss);
+  expect(got == uint64_t(std::max(7, s.size() - 1)), "heartbeat: the largest work result on every rank", me);
+  bool threw = false;
+  try {
+    (void)s.run_with_heartbeat(
+        [me]() -> uint64_t {
+          if (me == 1) throw std::runtime_error("work failed");
+          return 0;
+        },
+        no_loss);
+  } catch (const std::runtime_error&) {
+    threw = true;
+  }
+  expect(threw == (me == 1), "heartbeat: a work's exception rethrown on its rank only", me);
+}
+
 int main(int argc, char** argv) {
   bkv::mpi::Session s(&argc, &argv);
   if (argc > 2 && std::strcmp(argv[1], "--watchdog") == 0) return watchdog_probe(s, std::atof(argv[2]));
@@ -223,6 +253,7 @@ int main(int argc, char** argv) {
 #ifdef BKV_HAVE_UCX
   ucx_exchange(s);
 #endif
+  heartbeat_checks(s);
   s.barrier();
   const uint64_t total_failures = s.allreduce_sum(uint64_t(failures));
   if (me == 0) std::printf("mpi smoke: %d ranks, %llu failures\n", n, static_cast<unsigned long long>(total_failures));

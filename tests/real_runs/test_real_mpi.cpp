@@ -4,11 +4,17 @@
 // request completed, the CSV adding up to the summary, and both ranks present.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -660,7 +666,7 @@ TEST_CASE("mpirun -np 2: a sweep rank stopped mid-sweep (SIGSTOP): the other end
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(e2e::describe(o));
   CHECK(o.status == 3);
-  CHECK_THAT(o.err, Catch::Contains("benchkv sweep: rank 0: MPI_Allreduce(min) did not complete within "
+  CHECK_THAT(o.err, Catch::Contains("benchkv sweep: rank 0: MPI_Allreduce(heartbeat) did not complete within "
                                     "BENCHKV_PEER_TIMEOUT=1.0 s: a peer rank is stopped, dead or unreachable; ending "
                                     "this rank"));
   CHECK_THAT(o.err, Catch::Contains("sweep: wrote "));
@@ -671,4 +677,167 @@ TEST_CASE("mpirun -np 2: a sweep rank stopped mid-sweep (SIGSTOP): the other end
   CHECK_THAT(csv, Catch::StartsWith("run,np,"));
   CHECK_FALSE(e2e::fs::exists(dir.path() / "out" / "runs" / "0000" / "row.json"));
   CHECK_FALSE(e2e::fs::exists(dir.path() / "out" / "runs" / "0001" / "row.json"));
+}
+
+// Rank 0 writes a run's outputs after the last exchange of results while the other ranks
+// wait for it (write_on_root, SweepRanks::root_writes): their wait follows rank 0's
+// heartbeat, not a fixed time. Slow storage is played by a FIFO as an output: a reader that
+// takes what the check before the run writes (every output is opened and closed once) and
+// opens the FIFO again only kLateSeconds later, 2.5 times the peer timeout, so rank 0 stays
+// blocked in its write that long.
+namespace {
+
+constexpr double kWritePeerTimeout = 1;
+constexpr double kLateSeconds = 2.5;
+static_assert(kLateSeconds > 2 * kWritePeerTimeout, "the write outlasts the peer timeout, with room");
+
+// A consumer of the FIFO `fifo`, on a thread of its own: it reads what a first writer
+// writes (skipped with `skip_first`: no check before the run) and, `late_s` seconds after,
+// what the next writer writes, which text() returns (late_s < 0: it never opens the FIFO
+// again, so that writer blocks for ever). Each read ends when its writer has come and gone
+// (POLLHUP, which Linux reports on a FIFO only once a writer came), or after 30 s.
+class LateFifoReader {
+ public:
+  LateFifoReader(const path& fifo, double late_s, bool skip_first) {
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    thread_ = std::thread([this, fifo, late_s, skip_first] {
+      if (!skip_first) read_one_writer(fifo);
+      if (late_s < 0) return;
+      for (const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(late_s);
+           std::chrono::steady_clock::now() < until && !stop_.load();)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      got_ = read_one_writer(fifo);
+    });
+  }
+  ~LateFifoReader() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+  std::string text() {
+    if (thread_.joinable()) thread_.join();
+    return got_;
+  }
+
+ private:
+  std::string read_one_writer(const path& fifo) {
+    std::string text;
+    const int fd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return text;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!stop_.load() && std::chrono::steady_clock::now() < deadline) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n > 0) text.append(buf, static_cast<size_t>(n));
+      if (n == 0 && (p.revents & POLLHUP)) break;  // the writer came, wrote and closed
+    }
+    ::close(fd);
+    return text;
+  }
+  std::atomic<bool> stop_{false};
+  std::string got_;
+  std::thread thread_;
+};
+
+// The requests column of a CSV text (header first), summed; its data rows counted.
+std::pair<uint64_t, size_t> csv_requests(const std::string& text) {
+  const std::vector<std::string> lines = e2e::lines_of(text);
+  REQUIRE(!lines.empty());
+  const std::vector<std::string> head = e2e::csv_fields(lines[0]);
+  const auto at = std::find(head.begin(), head.end(), "requests");
+  REQUIRE(at != head.end());
+  uint64_t sum = 0;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const std::vector<std::string> f = e2e::csv_fields(lines[i]);
+    REQUIRE(f.size() == head.size());
+    uint64_t v = 0;
+    REQUIRE(e2e::parse_u64(f[static_cast<size_t>(at - head.begin())], v));
+    sum += v;
+  }
+  return {sum, lines.size() - 1};
+}
+
+}  // namespace
+
+// Before the heartbeat the other ranks waited for rank 0 at most the peer timeout (in
+// MPI_Finalize, or in the KV modes' last all-reduce) and the job ended with status 3.
+TEST_CASE("mpirun -np 2: rank 0 writing its outputs for longer than the peer timeout: the run ends 0, outputs whole",
+          "[real-run][mpi][faults]") {
+  const std::vector<std::vector<std::string>> modes = {
+      {"rpc", "--transport", "ucx", "-d", "0.2", "--interval-ms", "50", "--trim", "1", "-r", "1"},
+      {"data", "--transport", "ucx", "-d", "0.2", "--interval-ms", "50", "--trim", "1", "-r", "1"},
+      small_real("delegation", {"-d", "0.2", "--server-threads", "1", "--client-threads", "1"})};
+  for (std::vector<std::string> args : modes) {
+    DYNAMIC_SECTION(args[0]) {
+      e2e::TempDir dir;
+      LateFifoReader reader(dir.path() / "out.csv", kLateSeconds, false);
+      if (std::find(args.begin(), args.end(), "-o") == args.end()) args.insert(args.end(), {"-o", "out.csv"});
+      args.push_back("--no-progress");
+      const auto t0 = std::chrono::steady_clock::now();
+      const Outcome o = mpirun_benchkv(2, args, dir.path(), "sm,self", {{"BENCHKV_PEER_TIMEOUT", "1"}});
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      INFO(e2e::describe(o));
+      CHECK(o.status == 0);
+      CHECK(secs > kLateSeconds);  // rank 0 did wait for the reader
+      CHECK_THAT(o.err, !Catch::Contains("did not"));
+      const std::string csv = reader.text();
+      REQUIRE(e2e::fs::exists(dir.path() / "out.summary.json"));
+      const json s = e2e::read_json(dir.path() / "out.summary.json");
+      uint64_t requests = 0;
+      for (const json& r : s["runs"]) requests += r["requests"].get<uint64_t>();
+      const auto [sum, rows] = csv_requests(csv);
+      CHECK(rows > 0);
+      CHECK(sum == requests);
+      CHECK(requests > 0);
+    }
+  }
+}
+
+// The sweep's rank 0 writes results.csv (to results.csv.tmp, then renamed) while the other
+// ranks wait under the same heartbeat; the FIFO stands at results.csv.tmp.
+TEST_CASE("mpirun -np 2: a sweep whose rank 0 writes results.csv for longer than the peer timeout ends 0",
+          "[real-run][mpi][faults][sweep]") {
+  e2e::TempDir dir;
+  e2e::write_file(dir.path() / "s.json", R"({"base": {"backend": "delegation", "transport": "sim", "client_threads": 1,
+    "queue_depth": 2, "interval_ms": 1, "trim": 1, "runs": 1, "duration": 0.01}, "grid": {"np": [2, 3]},
+    "output": "out"})");
+  e2e::fs::create_directories(dir.path() / "out");
+  LateFifoReader reader(dir.path() / "out" / "results.csv.tmp", kLateSeconds, true);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Outcome o = mpirun_benchkv(2, {"sweep", "s.json"}, dir.path(), "sm,self", {{"BENCHKV_PEER_TIMEOUT", "1"}});
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(e2e::describe(o));
+  CHECK(o.status == 0);
+  CHECK(secs > kLateSeconds);
+  CHECK_THAT(o.err, Catch::Contains("sweep: wrote ") && Catch::Contains("(2 of 2 runs)"));
+  const std::string csv = reader.text();
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 3);  // the header and both runs
+  CHECK_THAT(csv, Catch::StartsWith("run,np,"));
+}
+
+// Rank 0 alive but its write blocked (the FIFO is never read again): the other rank keeps
+// waiting past the peer timeout; once rank 0 is killed (mpirun --enable-recovery keeps the
+// job going, so the survivor meets the loss itself), it misses a heartbeat round and ends
+// with status 3 within about the peer timeout. Before the heartbeat it ended 1 s after
+// entering MPI_Finalize, whatever rank 0 did.
+TEST_CASE("mpirun -np 2: rank 0 killed while its write is blocked: the rank waiting for it ends with status 3",
+          "[real-run][mpi][faults][rpc]") {
+  e2e::TempDir dir;
+  LateFifoReader reader(dir.path() / "out.csv", -1, false);
+  SignalAt at{0, SIGKILL, "run 1/1 epoch 4/4", {{"BENCHKV_PEER_TIMEOUT", "1"}}, {"--enable-recovery"}};
+  at.delay_s = kLateSeconds;  // rank 0 blocked in its write that long before it is killed
+  at.report_status = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Outcome o = mpirun_benchkv_signalled(
+      2, at, {"rpc", "--transport", "ucx", "-d", "0.2", "--interval-ms", "50", "--trim", "1", "-r", "1", "-o", "out.csv"},
+      dir.path(), "sm,self");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(e2e::describe(o));
+  CHECK_THAT(o.err, Catch::Contains("benchkv: rank 1: MPI_Allreduce(heartbeat) did not complete within "
+                                    "BENCHKV_PEER_TIMEOUT=1.0 s: a peer rank is stopped, dead or unreachable; ending "
+                                    "this rank (rank 0 writes the outputs)"));
+  CHECK_THAT(o.err, Catch::Contains("rank 1: exit status 3"));
+  CHECK_THAT(o.err, !Catch::Contains("shut-down did not finish"));
+  CHECK(secs < 30);
 }

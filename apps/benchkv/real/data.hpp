@@ -271,8 +271,8 @@ int measure_data_mpi(const mpi::Session& s, const app::Options& o, Build build, 
       write_interrupted_and_exit(s, e.signal, res, "data operations", write_outputs);
     }
   }
-  if (rank != 0) return res.errors == 0 && res.issued == res.completed ? 0 : 1;
-  return write_outputs();
+  // The other ranks wait while rank 0 writes; every rank exits with the worst status.
+  return write_on_root(s, write_outputs, res.errors == 0 && res.issued == res.completed ? 0 : 1);
 }
 
 // A copyrpc data node of one rank: daemon #0 and the clients, each with its own transport

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -23,6 +24,7 @@
 #include <mutex>
 #include <thread>
 #include <type_traits>
+#include <utility>
 
 #include "apps/benchkv/cli/options.hpp"
 #include "apps/benchkv/cli/stop_signals.hpp"
@@ -311,6 +313,60 @@ bool Session::barrier_done() const {
 void Session::rearm_watchdog() const { impl_->progress(); }
 void Session::bound_collectives() { impl_->collective_timeout_s = impl_->peer_timeout_s; }
 double Session::collective_deadline_seconds() const noexcept { return impl_->collective_timeout_s; }
+
+uint64_t Session::run_with_heartbeat(const std::function<uint64_t()>& work,
+                                     const std::function<void(const std::string&)>& on_peer_lost) const {
+  const double timeout = impl_->collective_timeout_s;
+  if (timeout <= 0) throw std::logic_error("MPI: a heartbeat needs the collectives' deadline (start_watchdog first)");
+  const double period = std::min(kHeartbeatSeconds, timeout / kHeartbeatsPerPeerTimeout);
+  std::atomic<bool> ended{false};
+  uint64_t result = 0;  // written by the worker before `ended`, read after it
+  std::exception_ptr error;
+  std::thread worker([&] {
+    try {
+      result = work();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    ended.store(true, std::memory_order_release);
+  });
+  const bool interruptible = std::exchange(impl_->interruptible, false);  // header: a signal ends no round
+  uint64_t out = 0;
+  // A lost peer ends the process here, after on_peer_lost and, when that returns, after
+  // this rank's work (rank 0 finishing its outputs); a failed MPI call at once.
+  try {
+    for (;;) {
+      const bool done = ended.load(std::memory_order_acquire);
+      uint64_t in[2] = {done ? 0u : 1u, done ? result : 0u}, reduced[2] = {0, 0};
+      MPI_Request req;
+      check(MPI_Iallreduce(in, reduced, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD, &req), "MPI_Iallreduce");
+      impl_->complete(req, "MPI_Allreduce(heartbeat)");
+      if (reduced[0] == 0) {
+        out = reduced[1];
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::duration<double>(period));
+    }
+  } catch (const PeerLost& e) {
+    try {
+      if (on_peer_lost) on_peer_lost(e.what());
+    } catch (const std::exception& err) {
+      std::fprintf(stderr, "benchkv: rank %d: %s\n", rank_, err.what());
+    }
+    std::fflush(nullptr);
+    worker.join();  // (bounded by the watchdog, when it runs: no collective completes now)
+    std::fflush(nullptr);
+    ::_exit(kPeerLostExitCode);  // without MPI: MPI_Finalize would wait for the lost peer
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "benchkv: rank %d: %s\n", rank_, e.what());
+    std::fflush(nullptr);
+    ::_exit(1);
+  }
+  impl_->interruptible = interruptible;
+  worker.join();
+  if (error) std::rethrow_exception(error);
+  return out;
+}
 
 void Session::start_watchdog(double longest_phase_seconds) {
   if (impl_->watchdog.joinable()) throw std::logic_error("MPI: the watchdog is already running");

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -47,6 +48,12 @@ inline constexpr const char* kPeerTimeoutEnv = "BENCHKV_PEER_TIMEOUT";
 inline constexpr double kDefaultPeerTimeoutSeconds = 60;
 inline constexpr int kPeerLostExitCode = 3;
 inline constexpr double kInterruptGraceSeconds = 5;
+// The heartbeat of Session::run_with_heartbeat: a round every kHeartbeatSeconds, or every
+// peer timeout / kHeartbeatsPerPeerTimeout when that is shorter, so that a live rank's next
+// round comes well within the timeout.
+inline constexpr double kHeartbeatSeconds = 1.0;
+inline constexpr double kHeartbeatsPerPeerTimeout = 4;
+static_assert(kHeartbeatsPerPeerTimeout > 1, "a live rank's round must come before the peer timeout passes");
 // BENCHKV_PEER_TIMEOUT, checked: a number of seconds in (0, 86400]; else app::OptionError
 // (bad input, exit status 2, as every input error). The Session reads it when it is made,
 // before MPI_Init.
@@ -138,6 +145,32 @@ class Session {
   // The peer timeout the collectives wait (0 before start_watchdog or bound_collectives:
   // no deadline).
   double collective_deadline_seconds() const noexcept;
+
+  // Work that takes one rank an unknown time with no collective of its own (rank 0 writing
+  // a run's outputs while the others wait for it; a sweep rank's share of runs), bounded
+  // by the work's owner being alive rather than by a fixed time. Collective: every rank
+  // calls it, each with its own `work` (which may do nothing). `work` runs on a thread of
+  // its own while the main thread, the only one calling MPI, takes part in heartbeat
+  // rounds: an all-reduce of "my work ended" and its result, one round every
+  // kHeartbeatSeconds (or a quarter of the peer timeout when that is shorter), each waited
+  // for at most the peer timeout. So a rank whose work is slow keeps the others waiting as
+  // long as it is alive (its main thread keeps the rounds coming, and they re-arm the
+  // watchdog), and a rank that is stopped, dead or unreachable misses a round: PeerLost on
+  // the others within about the peer timeout: a rank whose round missed it calls
+  // `on_peer_lost` with the reason (on the main thread, its own work perhaps still
+  // running), which may end the process itself (a sweep's share of runs is not waited
+  // for); when it returns, the rank waits for its own work to end (rank 0 finishing its
+  // outputs) and ends with kPeerLostExitCode, without MPI either way. An MPI call of a
+  // round that fails ends the rank with status 1 and the message. A work that
+  // blocks for ever (a write to a FIFO nobody reads) keeps every rank waiting, as the same
+  // write would on one machine: its rank is alive, and a signal ends the job
+  // (docs/interruptions.md). A stop signal does not end a round's wait here: the work is
+  // left to end on its own. Returns, once every rank's work ended, the largest of their
+  // results (every rank gets the same); an exception from this rank's `work` is rethrown
+  // then. Needs the collectives' deadline (start_watchdog or bound_collectives):
+  // std::logic_error otherwise.
+  uint64_t run_with_heartbeat(const std::function<uint64_t()>& work,
+                              const std::function<void(const std::string& why)>& on_peer_lost) const;
 
   // All-to-all of fixed-size blobs: `outgoing` holds size() slots of `blob_size` bytes,
   // slot j goes to rank j. Returns size() slots, slot j came from rank j.

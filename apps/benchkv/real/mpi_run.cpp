@@ -389,8 +389,7 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
   // on every rank).
   const std::vector<int32_t> mine = rank_cpus(plan);
   const std::vector<int32_t> all_cpus = s.gather_to_root(std::span<const int32_t>(mine));
-  uint64_t status = 0;
-  if (s.rank() == 0) {
+  return write_on_root(s, [&] {
     try {
       app::Options eff = o;
       eff.np = static_cast<uint32_t>(s.size());  // a real run's node count is the MPI size
@@ -406,19 +405,27 @@ int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& r
       std::fwrite(report.data(), 1, report.size(), stdout);
       std::fflush(stdout);
       std::fprintf(stderr, "wrote %s and %s\n", eff.output.c_str(), eff.summary.c_str());
-      status = app::consistency_status(res.issued, res.completed, res.errors, "requests", res.failed);
+      return app::consistency_status(res.issued, res.completed, res.errors, "requests", res.failed);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "benchkv: %s\n", e.what());
-      status = 1;
+      return 1;
     }
+  });  // every rank exits with rank 0's verdict
+}
+
+int write_on_root(const mpi::Session& s, const std::function<int()>& write, int own_status) {
+  const uint64_t status = s.run_with_heartbeat(
+      [&] { return static_cast<uint64_t>(s.rank() == 0 ? write() : own_status); },
+      [&](const std::string& why) {
+        std::fprintf(stderr, "benchkv: rank %d: %s; ending this rank%s\n", s.rank(), why.c_str(),
+                     s.rank() == 0 ? " once its outputs are written" : " (rank 0 writes the outputs)");
+      });
+  if (const int sig = app::stop_signal(); sig != 0) {  // the measurement had ended: the outputs are whole
+    std::fprintf(stderr, "benchkv: rank %d: interrupted by %s after the measurement ended%s\n", s.rank(),
+                 app::signal_name(sig).c_str(), s.rank() == 0 ? " and the outputs were written" : "");
+    return 128 + sig;
   }
-  try {
-    return static_cast<int>(s.allreduce_max(status));  // every rank exits with rank 0's verdict
-  } catch (const mpi::Interrupted& e) {  // (the outputs, if rank 0 got this far, are written)
-    std::fprintf(stderr, "benchkv: rank %d: interrupted after the measurement ended: %s\n", s.rank(), e.what());
-    std::fflush(stderr);
-    ::_exit(128 + e.signal);
-  }
+  return static_cast<int>(status);
 }
 
 }  // namespace bkv::real

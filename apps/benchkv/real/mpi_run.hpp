@@ -90,8 +90,22 @@ void print_pin_notes(const std::vector<std::string>& notes, int rank);
 // rank prints nothing but errors; returns the exit status, the same on every rank
 // (0 = every issued request completed without error and the outputs were written).
 // The summary's "provenance" holds every rank's thread-to-CPU map from `plan` (collective).
+// The write goes through write_on_root.
 int finish_mpi(const mpi::Session& s, const app::Options& o, const RealResult& res, const nlohmann::json& extra,
                const RankPlan& plan);
+
+// The end of every real mode after its last exchange of results: rank 0 runs `write` (its
+// outputs, returning its status) while the other ranks wait for it under a heartbeat
+// (Session::run_with_heartbeat), so that a write slower than the peer timeout (a FIFO, a
+// slow network file system) does not end them, and rank 0 stopped, dead or unreachable
+// still does, within about the peer timeout: "benchkv: rank 1: MPI_Allreduce(heartbeat)
+// did not complete within ...; ending this rank (rank 0 writes the outputs)", status 3
+// (rank 0, for a lost peer, finishes its write first). After it every rank reaches
+// MPI_Finalize together. Collective. Returns the largest of rank 0's status and the other
+// ranks' `own_status`, the same on every rank; 128 + the signal, said on stderr, when
+// SIGINT or SIGTERM came meanwhile (the measurement had ended: rank 0's outputs are
+// whole). An exception from `write` is rethrown on rank 0 once every rank is through.
+int write_on_root(const mpi::Session& s, const std::function<int()>& write, int own_status = 0);
 
 // Where rank `rank` writes an output of its own when a run ends early: rank 0 at `path`,
 // rank r at `path` with ".rank<r>" before its extension (out.csv -> out.rank1.csv,

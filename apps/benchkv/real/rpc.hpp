@@ -200,8 +200,7 @@ int run_rpc_mpi(const mpi::Session& s, const app::Options& o, R& rt, nlohmann::j
       write_interrupted_and_exit(s, e.signal, res, "calls", write_outputs);
     }
   }
-  if (rank != 0) return 0;
-  return write_outputs();
+  return write_on_root(s, write_outputs);  // the servers wait while rank 0 writes
 }
 
 }  // namespace bkv::real

@@ -1073,6 +1073,7 @@ int sweep_main(int argc, char** argv) {
       failures = out.failures;
       stopped_by = out.signal;
       for (const SweepRun* r : to_run) rows[r->index] = finished_row(s, *r);
+      write_results(s, rows);
     } else {
       // Rank k runs to_run[k], to_run[k + size], ...; every rank computed the same list.
       // A peer lost mid-sweep ends every rank (SweepRanks::run_share); rank 0 first writes
@@ -1115,16 +1116,20 @@ int sweep_main(int argc, char** argv) {
       });
       stopped_by = stop_signal();
       const std::vector<std::string> all = ranks->gather_to_root(mine.dump());
+      ranks->before_peer_lost_exit = nullptr;
+      // Rank 0 writes results.csv while the others wait for it (however slow its storage).
+      ranks->root_writes([&] {
+        size_t gathered = 0;
+        for (const auto& text : all)
+          for (const auto& e : json::parse(text)) {
+            rows.at(e.at(0).get<uint32_t>()) = e.at(1).get<std::string>();
+            ++gathered;
+          }
+        failures = to_run.size() - gathered;
+        write_results(s, rows);
+      });
       if (ranks->rank() != 0) return stopped_by ? 128 + stopped_by : failures ? 1 : 0;
-      size_t gathered = 0;
-      for (const auto& text : all)
-        for (const auto& e : json::parse(text)) {
-          rows.at(e.at(0).get<uint32_t>()) = e.at(1).get<std::string>();
-          ++gathered;
-        }
-      failures = to_run.size() - gathered;
     }
-    write_results(s, rows);
     if (stopped_by == 0) stopped_by = stop_signal();
     if (stopped_by != 0) {
       const size_t finished = static_cast<size_t>(

@@ -26,6 +26,11 @@ class SweepRanks {
   // heartbeat with the other ranks (sweep_ranks_mpi.cpp), so that a peer stopped or dead
   // mid-sweep ends this rank (below) instead of leaving it waiting at the end for ever.
   virtual void run_share(const std::function<void()>& share) = 0;
+  // Rank 0 runs `write` (results.csv) while the other ranks wait for it under the same
+  // heartbeat, so a slow write keeps them waiting while rank 0 is alive. A peer lost
+  // meanwhile ends every rank with status 3, rank 0 once its write is done (not through
+  // before_peer_lost_exit). Collective.
+  virtual void root_writes(const std::function<void()>& write) = 0;
 
   // A peer lost (a collective or a heartbeat not completed within BENCHKV_PEER_TIMEOUT)
   // ends the rank with a message naming it and status 3 (mpi::kPeerLostExitCode), without
@@ -42,6 +47,7 @@ class SingleRank final : public SweepRanks {
   std::vector<std::string> gather_to_root(const std::string& mine) override { return {mine}; }
   std::vector<uint64_t> all_gather(const std::vector<uint64_t>& mine) override { return mine; }
   void run_share(const std::function<void()>& share) override { share(); }
+  void root_writes(const std::function<void()>& write) override { write(); }
 };
 
 // True when the environment says this process is one of several started by mpirun.

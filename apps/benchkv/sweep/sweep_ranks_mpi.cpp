@@ -2,16 +2,11 @@
 // process otherwise.
 #include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <string_view>
 #include <span>
-#include <thread>
 
 #include "apps/benchkv/real/mpi_orchestration.hpp"
 #include "apps/benchkv/sweep/sweep_ranks.hpp"
@@ -19,12 +14,6 @@
 namespace bkv::app {
 
 namespace {
-
-// The heartbeat of the ranks' shares: a round every kHeartbeatSeconds, or a quarter of
-// the peer timeout when that is shorter, so that a live peer's next round comes well
-// within the timeout.
-constexpr double kHeartbeatSeconds = 1.0;
-constexpr double kHeartbeatsPerPeerTimeout = 4;
 
 class MpiRanks final : public SweepRanks {
  public:
@@ -47,33 +36,34 @@ class MpiRanks final : public SweepRanks {
       peer_lost(e.what());
     }
   }
-  // The share on a worker thread; the main thread (the only one that calls MPI) meanwhile
-  // takes part in heartbeat rounds, an all-reduce of "my share ended" each, until a round
-  // finds every share ended. From here on every collective has the peer timeout as its
-  // deadline, and a SIGINT/SIGTERM does not end a wait: the runs stop at their next
-  // epoch's end (the share then ends) and the rounds go on.
+  // The share on a worker thread while the main thread (the only one that calls MPI)
+  // takes part in heartbeat rounds until every rank's share ended
+  // (mpi::Session::run_with_heartbeat). From here on every collective has the peer
+  // timeout as its deadline, and a SIGINT/SIGTERM does not end a wait: the runs stop at
+  // their next epoch's end (the share then ends) and the rounds go on. A lost peer ends
+  // the rank at once (peer_lost), its run going cut.
   void run_share(const std::function<void()>& share) override {
     session_.bound_collectives();
-    const double period =
-        std::min(kHeartbeatSeconds, session_.collective_deadline_seconds() / kHeartbeatsPerPeerTimeout);
-    std::atomic<bool> ended{false};
-    std::exception_ptr error;
-    std::thread worker([&] {
-      try {
-        share();
-      } catch (...) {
-        error = std::current_exception();
-      }
-      ended.store(true);
-    });
-    try {
-      while (session_.allreduce_min(uint64_t{ended.load() ? 1u : 0u}) == 0)
-        std::this_thread::sleep_for(std::chrono::duration<double>(period));
-    } catch (const mpi::PeerLost& e) {
-      peer_lost(e.what());  // (ends the process, the worker with it)
-    }
-    worker.join();
-    if (error) std::rethrow_exception(error);
+    session_.run_with_heartbeat(
+        [&] {
+          share();
+          return uint64_t{0};
+        },
+        [&](const std::string& why) { peer_lost(why); });
+  }
+  // Rank 0's write under the same heartbeat; a peer lost meanwhile: the message, rank 0
+  // finishes its write, status 3.
+  void root_writes(const std::function<void()>& write) override {
+    session_.bound_collectives();
+    session_.run_with_heartbeat(
+        [&] {
+          if (session_.rank() == 0) write();
+          return uint64_t{0};
+        },
+        [&](const std::string& why) {
+          std::fprintf(stderr, "benchkv sweep: rank %d: %s; ending this rank%s\n", session_.rank(), why.c_str(),
+                       session_.rank() == 0 ? " once results.csv is written" : " (rank 0 writes results.csv)");
+        });
   }
 
  private:
