@@ -721,7 +721,7 @@ class LateFifoReader {
  private:
   std::string read_one_writer(const path& fifo) {
     std::string text;
-    const int fd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+    const int fd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // (mpirun, forked meanwhile, must not hold it)
     if (fd < 0) return text;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (!stop_.load() && std::chrono::steady_clock::now() < deadline) {
