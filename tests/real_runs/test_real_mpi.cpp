@@ -683,13 +683,22 @@ TEST_CASE("mpirun -np 2: a sweep rank stopped mid-sweep (SIGSTOP): the other end
 // wait for it (write_on_root, SweepRanks::root_writes): their wait follows rank 0's
 // heartbeat, not a fixed time. Slow storage is played by a FIFO as an output: a reader that
 // takes what the check before the run writes (every output is opened and closed once) and
-// opens the FIFO again only kLateSeconds later, 2.5 times the peer timeout, so rank 0 stays
-// blocked in its write that long.
+// opens the FIFO again only kLateSeconds later, more than twice the peer timeout, so rank
+// 0 stays blocked in its write that long. The peer timeout is 2 s in the real runs (their
+// set-up's collectives under ThreadSanitizer, as in the fault tests above), 1 s in the
+// simulated sweep.
 namespace {
 
-constexpr double kWritePeerTimeout = 1;
-constexpr double kLateSeconds = 2.5;
+constexpr double kWritePeerTimeout = 2;
+constexpr double kLateSeconds = 4.5;
 static_assert(kLateSeconds > 2 * kWritePeerTimeout, "the write outlasts the peer timeout, with room");
+constexpr double kSweepPeerTimeout = 1;
+constexpr double kSweepLateSeconds = 2.5;
+static_assert(kSweepLateSeconds > 2 * kSweepPeerTimeout, "the write outlasts the peer timeout, with room");
+
+std::vector<std::pair<std::string, std::string>> peer_timeout_env(double seconds) {
+  return {{"BENCHKV_PEER_TIMEOUT", std::to_string(seconds)}};
+}
 
 // A consumer of the FIFO `fifo`, on a thread of its own: it reads what a first writer
 // writes (skipped with `skip_first`: no check before the run) and, `late_s` seconds after,
@@ -775,7 +784,7 @@ TEST_CASE("mpirun -np 2: rank 0 writing its outputs for longer than the peer tim
       if (std::find(args.begin(), args.end(), "-o") == args.end()) args.insert(args.end(), {"-o", "out.csv"});
       args.push_back("--no-progress");
       const auto t0 = std::chrono::steady_clock::now();
-      const Outcome o = mpirun_benchkv(2, args, dir.path(), "sm,self", {{"BENCHKV_PEER_TIMEOUT", "1"}});
+      const Outcome o = mpirun_benchkv(2, args, dir.path(), "sm,self", peer_timeout_env(kWritePeerTimeout));
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       INFO(e2e::describe(o));
       CHECK(o.status == 0);
@@ -803,13 +812,13 @@ TEST_CASE("mpirun -np 2: a sweep whose rank 0 writes results.csv for longer than
     "queue_depth": 2, "interval_ms": 1, "trim": 1, "runs": 1, "duration": 0.01}, "grid": {"np": [2, 3]},
     "output": "out"})");
   e2e::fs::create_directories(dir.path() / "out");
-  LateFifoReader reader(dir.path() / "out" / "results.csv.tmp", kLateSeconds, true);
+  LateFifoReader reader(dir.path() / "out" / "results.csv.tmp", kSweepLateSeconds, true);
   const auto t0 = std::chrono::steady_clock::now();
-  const Outcome o = mpirun_benchkv(2, {"sweep", "s.json"}, dir.path(), "sm,self", {{"BENCHKV_PEER_TIMEOUT", "1"}});
+  const Outcome o = mpirun_benchkv(2, {"sweep", "s.json"}, dir.path(), "sm,self", peer_timeout_env(kSweepPeerTimeout));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(e2e::describe(o));
   CHECK(o.status == 0);
-  CHECK(secs > kLateSeconds);
+  CHECK(secs > kSweepLateSeconds);
   CHECK_THAT(o.err, Catch::Contains("sweep: wrote ") && Catch::Contains("(2 of 2 runs)"));
   const std::string csv = reader.text();
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 3);  // the header and both runs
@@ -817,7 +826,7 @@ TEST_CASE("mpirun -np 2: a sweep whose rank 0 writes results.csv for longer than
 }
 
 // Rank 0 alive but its write blocked (the FIFO is never read again): the other rank keeps
-// waiting past the peer timeout; once rank 0 is killed (mpirun --enable-recovery keeps the
+// waiting past the peer timeout (1.5 times it); once rank 0 is killed (mpirun --enable-recovery keeps the
 // job going, so the survivor meets the loss itself), it misses a heartbeat round and ends
 // with status 3 within about the peer timeout. Before the heartbeat it ended 1 s after
 // entering MPI_Finalize, whatever rank 0 did.
@@ -825,8 +834,8 @@ TEST_CASE("mpirun -np 2: rank 0 killed while its write is blocked: the rank wait
           "[real-run][mpi][faults][rpc]") {
   e2e::TempDir dir;
   LateFifoReader reader(dir.path() / "out.csv", -1, false);
-  SignalAt at{0, SIGKILL, "run 1/1 epoch 4/4", {{"BENCHKV_PEER_TIMEOUT", "1"}}, {"--enable-recovery"}};
-  at.delay_s = kLateSeconds;  // rank 0 blocked in its write that long before it is killed
+  SignalAt at{0, SIGKILL, "run 1/1 epoch 4/4", peer_timeout_env(kWritePeerTimeout), {"--enable-recovery"}};
+  at.delay_s = 1.5 * kWritePeerTimeout;  // rank 0 blocked in its write that long before it is killed
   at.report_status = true;
   const auto t0 = std::chrono::steady_clock::now();
   const Outcome o = mpirun_benchkv_signalled(
@@ -835,7 +844,7 @@ TEST_CASE("mpirun -np 2: rank 0 killed while its write is blocked: the rank wait
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(e2e::describe(o));
   CHECK_THAT(o.err, Catch::Contains("benchkv: rank 1: MPI_Allreduce(heartbeat) did not complete within "
-                                    "BENCHKV_PEER_TIMEOUT=1.0 s: a peer rank is stopped, dead or unreachable; ending "
+                                    "BENCHKV_PEER_TIMEOUT=2.0 s: a peer rank is stopped, dead or unreachable; ending "
                                     "this rank (rank 0 writes the outputs)"));
   CHECK_THAT(o.err, Catch::Contains("rank 1: exit status 3"));
   CHECK_THAT(o.err, !Catch::Contains("shut-down did not finish"));
