@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -68,8 +69,11 @@ struct SignalAt {
   std::string after_line;
   std::vector<std::pair<std::string, std::string>> env = {};
   std::vector<std::string> mpirun_flags = {};
-  double delay_s = 0;          // sent this long after the line came
+  double delay_s = 0;          // sent this long after the line came (and `ready`)
   bool report_status = false;  // each rank's shell says "rank R: exit status S" on stderr
+  // When set, polled with the rank's pid once the line came (every 10 ms, at most 30 s)
+  // until it holds, before the delay: the point the rank must have reached.
+  std::function<bool(long pid)> ready = {};
 };
 
 // mpirun -np `np` benchkv <args>, rank `at.rank` signalled as `at` says. Each rank's shell
@@ -100,10 +104,17 @@ inline Outcome mpirun_benchkv_signalled(uint32_t np, const SignalAt& at, const s
   o.err = err.read_all([&](const std::string& text) {
     if (sent || text.find(at.after_line) == std::string::npos) return;
     sent = true;
-    if (at.delay_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(at.delay_s));
     long target = 0;
     std::ifstream pid_file(cwd / ("rank" + std::to_string(at.rank) + ".pid"));
-    if (!(pid_file >> target) || target <= 0 || ::kill(static_cast<pid_t>(target), at.sig) != 0)
+    const bool known = static_cast<bool>(pid_file >> target) && target > 0;
+    if (known && at.ready) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (!at.ready(target) && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      CHECK(at.ready(target));
+    }
+    if (at.delay_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(at.delay_s));
+    if (!known || ::kill(static_cast<pid_t>(target), at.sig) != 0)
       FAIL_CHECK("could not signal rank " << at.rank << " (pid " << target << "): " << std::strerror(errno));
   });
   const int ws = e2e::wait_child(pid);

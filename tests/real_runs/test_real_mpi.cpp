@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -749,6 +750,18 @@ class LateFifoReader {
   std::thread thread_;
 };
 
+// Some thread of process `pid` waits in open(2) of a FIFO for a reader (its kernel wait
+// channel is wait_for_partner).
+bool blocked_opening_a_fifo(long pid) {
+  std::error_code ec;
+  for (const auto& task : e2e::fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream wchan(task.path() / "wchan");
+    std::string where;
+    if (std::getline(wchan, where) && where == "wait_for_partner") return true;
+  }
+  return false;
+}
+
 // The requests column of a CSV text (header first), summed; its data rows counted.
 std::pair<uint64_t, size_t> csv_requests(const std::string& text) {
   const std::vector<std::string> lines = e2e::lines_of(text);
@@ -835,7 +848,8 @@ TEST_CASE("mpirun -np 2: rank 0 killed while its write is blocked: the rank wait
   e2e::TempDir dir;
   LateFifoReader reader(dir.path() / "out.csv", -1, false);
   SignalAt at{0, SIGKILL, "run 1/1 epoch 4/4", peer_timeout_env(kWritePeerTimeout), {"--enable-recovery"}};
-  at.delay_s = 1.5 * kWritePeerTimeout;  // rank 0 blocked in its write that long before it is killed
+  at.ready = blocked_opening_a_fifo;      // rank 0 is in its write
+  at.delay_s = 1.5 * kWritePeerTimeout;  // and stays blocked in it that long before it is killed
   at.report_status = true;
   const auto t0 = std::chrono::steady_clock::now();
   const Outcome o = mpirun_benchkv_signalled(
