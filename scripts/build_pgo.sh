@@ -8,8 +8,10 @@
 #
 # usage: bash scripts/build_pgo.sh [--build DIR] [--jobs N] [--check PLAIN_BENCHKV] [--help]
 #
-#   --build DIR     the build tree (default build-pgo); the benchkv it leaves is
-#                   DIR/apps/benchkv/benchkv, and DIR/profile holds the profile
+#   --build DIR     the build tree (default build-pgo in the repository): new, empty, or one this script
+#                   made (it refuses another build tree, whose settings it would
+#                   change); the benchkv it leaves is DIR/apps/benchkv/benchkv, and
+#                   DIR/profile holds the profile
 #   --jobs N        parallel compile jobs (default: the number of cores)
 #   --check BIN     afterwards, runs scripts/output_hashes.sh with BIN (a benchkv built
 #                   without a profile, e.g. build/apps/benchkv/benchkv) and with the
@@ -24,7 +26,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 die_usage() { echo "build_pgo.sh: $1 (see --help)" >&2; exit 2; }
 
-build=build-pgo jobs=$(nproc) check=""
+build="" jobs=$(nproc) check=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --build) [[ $# -ge 2 && -n $2 ]] || die_usage "--build needs a directory"; build=$2; shift 2 ;;
@@ -38,9 +40,18 @@ while [[ $# -gt 0 ]]; do
 done
 command -v g++ >/dev/null || { echo "build_pgo.sh: g++ not found (run scripts/setup.sh)" >&2; exit 1; }
 
+build=$(realpath -m "${build:-$root/build-pgo}")  # a relative DIR is from where the script was started
 cd "$root"
+# The tree is reconfigured with profile flags and without tests: only a tree this script
+# made (its marker file) or a new or empty one is used.
+marker=.build_pgo_tree
+if [[ -e $build && ! -d $build ]]; then
+  die_usage "--build $build is not a directory"
+elif [[ -d $build && ! -e $build/$marker && -n $(ls -A "$build") ]]; then
+  die_usage "--build $build is a directory this script did not make (no $marker in it): give a new one"
+fi
 mkdir -p "$build"
-build=$(realpath "$build")
+touch "$build/$marker"
 profile=$build/profile
 bin=$build/apps/benchkv/benchkv
 # The compiler cache is off for both builds: a profiled object depends on profile data
