@@ -1276,10 +1276,11 @@ std::string compare_rpc(const json& a, const json& b, const std::string& name_a,
     } else {  // no histograms: each run's figure, averaged (not a percentile of the calls)
       for (const auto& [key, label] : {std::pair{"rtt_mean_us", "mean"}, std::pair{"rtt_p50_us", "p50"},
                                        std::pair{"rtt_p99_us", "p99"}, std::pair{"rtt_p999_us", "p99.9"}}) {
+        const char* const field = key;  // clang before 16 lets no lambda capture a structured binding
         const auto values = [&](const std::vector<const json*>& runs) {
           std::vector<double> v;
           for (const json* r : runs)
-            if (r->contains(key)) v.push_back((*r)[key].get<double>());
+            if (r->contains(field)) v.push_back((*r)[field].get<double>());
           return v;
         };
         out += row_text(fmt::format("{} B round trip {} (us, mean of the runs')", size, label), mean_of(values(sa)),
