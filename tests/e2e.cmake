@@ -13,6 +13,7 @@ if(TARGET benchkv)
                                                          BKV_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
                                                          BKV_LIBIBVERBS_VERSION="${IBVERBS_libibverbs_VERSION}"
                                                          BKV_SANITIZE_FOR_TEST="${BKV_SANITIZE}"
+                                                         BKV_FUZZ_FOR_TEST=$<BOOL:${BKV_FUZZ}>
                                                          BKV_BUILD_TYPE_FOR_TEST="${CMAKE_BUILD_TYPE}")
     add_dependencies(test_benchkv_e2e benchkv)
     if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE)  # the sweep as MPI ranks (e2e/test_sweep.cpp)

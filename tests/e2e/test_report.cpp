@@ -213,8 +213,11 @@ TEST_CASE("provenance: the summary says which build made it, and --version says 
   CHECK_THAT(v.out, Catch::Contains("compiler: " + p["compiler"].get<std::string>()));
   // What else changes the generated code, so a real run's timing: the sanitizer of the
   // tree (BKV_SANITIZE) and the C++ flags (the build type's -O level, CMAKE_CXX_FLAGS).
+  // A BKV_FUZZ tree (CI's ASan tree) also carries libFuzzer's coverage instrumentation.
   const std::string sanitize = BKV_SANITIZE_FOR_TEST;
-  CHECK(p["sanitizer"] == (sanitize.empty() ? "none" : sanitize));
+  const std::string sanitizer = (sanitize.empty() ? "none" : sanitize) +
+                                (BKV_FUZZ_FOR_TEST ? " (with libFuzzer coverage)" : "");
+  CHECK(p["sanitizer"] == sanitizer);
   CHECK_THAT(v.out, Catch::Contains("sanitizer: " + p["sanitizer"].get<std::string>() + "\n"));
   REQUIRE(p["cxx_flags"].is_string());
   CHECK_THAT(v.out, Catch::Contains("cxx_flags: " + (p["cxx_flags"].get<std::string>().empty()
