@@ -61,6 +61,34 @@ void check_spread(const std::string& line, const json& s) {
   CHECK(v[3] == s["max"].get<double>());
 }
 
+// The percentile p of every sample of `runs` (rpc or data runs of a summary) in ns: their
+// `<prefix>_histogram`s merged, read at the nearest rank as the bucket's midpoint, kept
+// within the runs' minimum and maximum (the reading core/metrics/latency_histogram.hpp
+// documents, written out again here from the histogram format).
+double pooled_percentile_ns(const std::vector<const json*>& runs, const std::string& prefix, double p) {
+  std::map<uint64_t, uint64_t> merged;
+  uint64_t samples = 0, lo = ~uint64_t{0}, hi = 0;
+  for (const json* r : runs) {
+    std::istringstream in((*r)[prefix + "_histogram"]["buckets"].get<std::string>());
+    for (std::string pair; in >> pair;) {
+      const uint64_t lower = std::stoull(pair.substr(0, pair.find(':'))), n = std::stoull(pair.substr(pair.find(':') + 1));
+      merged[lower] += n;
+      samples += n;
+    }
+    lo = std::min<uint64_t>(lo, std::llround((*r)[prefix + "_min_us"].get<double>() * 1000));
+    hi = std::max<uint64_t>(hi, std::llround((*r)[prefix + "_max_us"].get<double>() * 1000));
+  }
+  const uint64_t rank = static_cast<uint64_t>(std::ceil(p * double(samples)));
+  uint64_t seen = 0;
+  for (const auto& [lower, n] : merged)
+    if ((seen += n) >= rank) {
+      const uint64_t width = lower < 128 ? 1 : uint64_t{1} << (63 - __builtin_clzll(lower) - 6);
+      return double(std::clamp(lower + (width - 1) / 2, lo, hi));
+    }
+  FAIL("no sample in the runs' histograms");
+  return 0;
+}
+
 std::string line_starting(const std::vector<std::string>& lines, const std::string& prefix) {
   for (const auto& l : lines)
     if (l.rfind(prefix, 0) == 0) return l;
@@ -510,29 +538,10 @@ TEST_CASE("compare: summaries of different kinds are refused, data is compared p
   CHECK(std::stod(rw[5]) == r1["rpc"]["runs"][0]["mrps"].get<double>());
   // p99 of A's 64 calls of 32 B: the merged histogram's nearest rank, at its bucket's
   // midpoint, within the runs' minimum and maximum.
-  std::map<uint64_t, uint64_t> merged;
-  uint64_t calls = 0, lo = ~uint64_t{0}, hi = 0;
-  for (const json* r : a32) {
-    std::istringstream in((*r)["rtt_histogram"]["buckets"].get<std::string>());
-    for (std::string pair; in >> pair;) {
-      const uint64_t lower = std::stoull(pair.substr(0, pair.find(':'))), n = std::stoull(pair.substr(pair.find(':') + 1));
-      merged[lower] += n;
-      calls += n;
-    }
-    lo = std::min<uint64_t>(lo, std::llround((*r)["rtt_min_us"].get<double>() * 1000));
-    hi = std::max<uint64_t>(hi, std::llround((*r)["rtt_max_us"].get<double>() * 1000));
-  }
-  const uint64_t rank = static_cast<uint64_t>(std::ceil(0.99 * double(calls)));
-  uint64_t seen = 0, p99 = 0;
-  for (const auto& [lower, n] : merged)
-    if ((seen += n) >= rank) {
-      const uint64_t width = lower < 128 ? 1 : uint64_t{1} << (63 - __builtin_clzll(lower) - 6);
-      p99 = std::clamp(lower + (width - 1) / 2, lo, hi);
-      break;
-    }
+  const double p99 = pooled_percentile_ns(a32, "rtt", 0.99);
   const auto pw = words(line_starting(lines_of(rp.out), "32 B round trip p99 (us)"));
   REQUIRE(pw.size() == 9);
-  CHECK(std::stod(pw[6]) == Approx(double(p99) / 1000).margin(1e-9));
+  CHECK(std::stod(pw[6]) == Approx(p99 / 1000).margin(1e-9));
   CHECK(std::stod(pw[7]) == r1["rpc"]["runs"][0]["rtt_p99_us"].get<double>());
   CHECK_THAT(rp.out, !Catch::Contains("\nMrps mean") && !Catch::Contains("\nround trip"));
   CHECK_THAT(rp.out, Catch::Contains("32 B Mrps: no verdict: A has 1 and B has 1"));
@@ -565,10 +574,24 @@ TEST_CASE("compare: summaries of different kinds are refused, data is compared p
   };
   CHECK_FALSE(a["overall"].contains("mops"));  // two value sizes: no spread over them
   CHECK(read_json(dir / "d3.summary.json")["overall"].contains("mops"));
-  const auto w = words(line_starting(lines_of(d.out), "1024 B ops/s"));
-  REQUIRE(w.size() == 6);
-  CHECK(std::stod(w[3]) == Approx(mean_of(a, 1024, "ops_per_s")).epsilon(1e-9));
-  CHECK(std::stod(w[4]) == Approx(mean_of(b, 1024, "ops_per_s")).epsilon(1e-9));
+  const auto w = words(line_starting(lines_of(d.out), "1024 B ops/s mean"));
+  REQUIRE(w.size() == 7);
+  CHECK(std::stod(w[4]) == Approx(mean_of(a, 1024, "ops_per_s")).epsilon(1e-9));
+  CHECK(std::stod(w[5]) == Approx(mean_of(b, 1024, "ops_per_s")).epsilon(1e-9));
+  // The latency of the 1024 B runs: every operation of them, from their histograms merged.
+  const auto runs_of_size = [](const json& s, uint64_t size) {
+    std::vector<const json*> v;
+    for (const json& r : s["data"]["runs"])
+      if (r["value_size"] == size) v.push_back(&r);
+    return v;
+  };
+  REQUIRE(runs_of_size(a, 1024).size() == 2);
+  for (const auto& [label, p] : {std::pair{"p50", 0.5}, std::pair{"p99", 0.99}, std::pair{"p99.9", 0.999}}) {
+    const auto lw = words(line_starting(lines_of(d.out), std::string("1024 B latency ") + label + " (us)"));
+    REQUIRE(lw.size() == 8);
+    CHECK(std::stod(lw[5]) == Approx(pooled_percentile_ns(runs_of_size(a, 1024), "latency", p) / 1000).margin(1e-9));
+    CHECK(std::stod(lw[6]) == Approx(pooled_percentile_ns(runs_of_size(b, 1024), "latency", p) / 1000).margin(1e-9));
+  }
   CHECK_THAT(d.out, Catch::Contains("value sizes only in A (not compared): 64\n"));
   CHECK_THAT(d.out, Catch::Contains("value sizes only in B (not compared): 4096\n"));
   CHECK_THAT(d.out, Catch::Contains("1024 B ops/s: no verdict: A has 1 and B has 1 independent repetition(s)"));
@@ -580,6 +603,53 @@ TEST_CASE("compare: summaries of different kinds are refused, data is compared p
   CHECK(none.status == 2);
   CHECK_THAT(none.err, Catch::Contains("compared per value size"));
   CHECK_THAT(none.err, Catch::Contains("no value size in common"));
+
+  // A p99 over several runs is the p99 of their operations pooled, not the mean of the
+  // runs' p99s. Planted: two runs of 100 operations, one with 98 at 100 ns and 2 at 120 ns
+  // (its p99 120 ns), one with 100 at 100 ns (p99 100 ns). The mean of their p99s is
+  // 110 ns; the 198th of the 200 operations (nearest rank of p99) is at 100 ns, and the
+  // 200th (p99.9) at 120 ns. Values below 128 ns have a bucket each, so these are exact.
+  json planted = read_json(dir / "d3.summary.json");
+  json run = planted["data"]["runs"][0];
+  const auto plant = [&](uint64_t index, const char* buckets, double mean_us, double p99_us, double max_us) {
+    json r = run;
+    r["run"] = index;
+    r["latency_histogram"] = {{"sub_buckets", 64}, {"buckets", buckets}};
+    r["latency_mean_us"] = mean_us;
+    r["latency_min_us"] = 0.1;
+    for (const char* k : {"latency_p50_us", "latency_p90_us", "latency_p95_us"}) r[k] = 0.1;
+    r["latency_p99_us"] = p99_us;
+    r["latency_p999_us"] = max_us;
+    r["latency_max_us"] = max_us;
+    return r;
+  };
+  planted["data"]["runs"] = {plant(0, "100:98 120:2", 0.1004, 0.12, 0.12), plant(1, "100:100", 0.1, 0.1, 0.1)};
+  write_file(dir / "planted.summary.json", planted.dump());
+  const Outcome pooled = run_ok({"compare", "planted.summary.json", "d3.summary.json"}, dir.path());
+  INFO(pooled.out);
+  const auto column_a = [&](const std::string& row) {
+    const auto rw = words(line_starting(lines_of(pooled.out), row));
+    REQUIRE(rw.size() == 8);
+    return std::stod(rw[5]);
+  };
+  CHECK(column_a("4096 B latency p99 (us)") == 0.1);
+  CHECK(column_a("4096 B latency p99.9 (us)") == 0.12);
+  CHECK(column_a("4096 B latency mean (us)") == Approx(0.1002).margin(1e-9));  // weighted by the operations
+  // Without the histograms (an older benchkv): each run's figure averaged, said so.
+  for (json& r : planted["data"]["runs"]) r.erase("latency_histogram");
+  write_file(dir / "planted_bare.summary.json", planted.dump());
+  const Outcome bare_data = run_ok({"compare", "planted_bare.summary.json", "d3.summary.json"}, dir.path());
+  const auto bw = words(line_starting(lines_of(bare_data.out), "4096 B latency p99 (us, mean of the runs')"));
+  REQUIRE(bw.size() == 12);
+  CHECK(std::stod(bw[9]) == Approx(0.11).margin(1e-9));
+  // A side whose runs completed no operation has no latency: the rows say so.
+  json idle = read_json(dir / "d3.summary.json");
+  for (const char* k : {"latency_histogram", "latency_mean_us", "latency_min_us", "latency_p50_us", "latency_p90_us",
+                        "latency_p95_us", "latency_p99_us", "latency_p999_us", "latency_max_us"})
+    idle["data"]["runs"][0].erase(k);
+  write_file(dir / "idle.summary.json", idle.dump());
+  const Outcome idle_out = run_ok({"compare", "d3.summary.json", "idle.summary.json"}, dir.path());
+  CHECK_THAT(idle_out.out, Catch::Contains("4096 B latency: not compared: B has no completed operation of this size"));
 
   // Over UCX a data run's values move by RMA (real.ucx_rma counts the ucp_get/ucp_put):
   // the RMA lanes are matched as well as the active-message ones. Written by hand into

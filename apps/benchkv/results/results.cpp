@@ -888,12 +888,18 @@ double mean_of(const std::vector<double>& v) {
   return v.empty() ? 0.0 : m / double(v.size());
 }
 
-// The independent repetitions' values of a figure (`key` of each "repetitions" entry,
-// a dotted path into it), or none when the summary has no repetitions.
-std::vector<double> repetition_values(const json& summary, const std::string& key) {
-  std::vector<double> v;
+// One figure of a summary's repetitions, by the repetition's seed.
+using SeededValues = std::map<uint64_t, double>;
+
+// The repetitions' values of a figure (`key` of each "repetitions" entry, a dotted path
+// into it) by seed, or none when the summary has no repetitions. Throws naming `name`
+// when a repetition has no seed or two have the same one (not a summary --repeat wrote).
+SeededValues repetition_values(const json& summary, const std::string& name, const std::string& key) {
+  SeededValues v;
   if (!summary.contains("repetitions")) return v;
   for (const json& rep : summary["repetitions"]) {
+    if (!rep.is_object() || !rep.contains("seed") || !rep["seed"].is_number_unsigned())
+      throw std::runtime_error(fmt::format("compare: {}: a \"repetitions\" entry has no seed", name));
     const json* at = &rep;
     size_t start = 0;
     while (at && start <= key.size()) {
@@ -902,13 +908,19 @@ std::vector<double> repetition_values(const json& summary, const std::string& ke
       at = at->is_object() && at->contains(part) ? &(*at)[part] : nullptr;
       start = dot + 1;
     }
-    if (at && at->is_number()) v.push_back(at->get<double>());
+    const uint64_t seed = rep["seed"].get<uint64_t>();
+    if (at && at->is_number() && !v.emplace(seed, at->get<double>()).second)
+      throw std::runtime_error(fmt::format("compare: {}: two repetitions have the seed {}", name, seed));
   }
   return v;
 }
 
-// The verdict on one figure: Welch's t-test over the independent repetitions, or why
-// there is none.
+std::vector<double> values_of(const SeededValues& v) {
+  std::vector<double> out;
+  for (const auto& [seed, x] : v) out.push_back(x);
+  return out;
+}
+
 // What to do about too few repetitions: --repeat, which only simulated runs have.
 std::string repeat_advice(const json& a, const json& b) {
   const auto simulated = [](const json& s) {
@@ -918,18 +930,22 @@ std::string repeat_advice(const json& a, const json& b) {
                                       : "--repeat runs in the simulator only, and a real run is one execution";
 }
 
-std::string welch_verdict(const std::string& figure, const std::vector<double>& a, const std::vector<double>& b,
-                          const std::string& advice) {
+const char* significance(double p) {
+  return p < 0.05 ? "the difference is significant at the 5 % level" : "no significant difference at the 5 % level";
+}
+
+// The verdict on one figure: Welch's t-test over the independent repetitions, or why
+// there is none.
+std::string verdict(const std::string& figure, const SeededValues& a, const SeededValues& b,
+                    const std::string& advice) {
   if (a.size() < 2 || b.size() < 2)
     return fmt::format("{}: no verdict: A has {} and B has {} independent repetition(s); a test needs 2 or more on "
                        "each side (the runs of one execution are windows of it, not independent): {}\n",
                        figure, a.size() < 2 ? std::max<size_t>(a.size(), 1) : a.size(),
                        b.size() < 2 ? std::max<size_t>(b.size(), 1) : b.size(), advice);
-  const WelchTest w = welch_test(spread(a), spread(b));
+  const WelchTest w = welch_test(spread(values_of(a)), spread(values_of(b)));
   return fmt::format("{}: Welch's t-test over {} and {} repetitions: t = {:.3f}, df = {:.1f}, p = {:.4g}: {}\n", figure,
-                     a.size(), b.size(), w.t, w.df, w.p,
-                     w.p < 0.05 ? "the difference is significant at the 5 % level"
-                                : "no significant difference at the 5 % level");
+                     a.size(), b.size(), w.t, w.df, w.p, significance(w.p));
 }
 
 // The transports UCX selected, as the summary records them (provenance.ucx_transports),
@@ -1057,124 +1073,77 @@ std::string partial_result(const json& s) {
   return out;
 }
 
-// Data summaries: per value size (the figures of different sizes are not one population).
-std::string compare_data(const json& a, const json& b, const std::string& name_a, const std::string& name_b) {
-  const auto runs = [](const json& s, const std::string& name) -> const json& {
-    if (!s["data"].contains("runs") || !s["data"]["runs"].is_array())
-      throw std::runtime_error(fmt::format("compare: {} has no \"data/runs\"", name));
-    return s["data"]["runs"];
-  };
-  const json &ra = runs(a, name_a), &rb = runs(b, name_b);
-  std::vector<uint64_t> sizes_a, sizes_b;
-  const auto collect = [](const json& rs, std::vector<uint64_t>& sizes) {
-    for (const json& r : rs) {
-      const uint64_t v = r.at("value_size").get<uint64_t>();
-      if (std::find(sizes.begin(), sizes.end(), v) == sizes.end()) sizes.push_back(v);
-    }
-  };
-  collect(ra, sizes_a);
-  collect(rb, sizes_b);
-  std::vector<uint64_t> common, only_a, only_b;
-  for (uint64_t v : sizes_a)
-    (std::find(sizes_b.begin(), sizes_b.end(), v) != sizes_b.end() ? common : only_a).push_back(v);
-  for (uint64_t v : sizes_b)
-    if (std::find(sizes_a.begin(), sizes_a.end(), v) == sizes_a.end()) only_b.push_back(v);
-  const auto list = [](const std::vector<uint64_t>& v) {
-    std::string t;
-    for (uint64_t x : v) t += (t.empty() ? "" : ", ") + std::to_string(x);
-    return t;
-  };
-  if (common.empty())
-    throw std::runtime_error(fmt::format("compare: data summaries are compared per value size, and {} ({}) and {} "
-                                         "({}) have no value size in common",
-                                         name_a, list(sizes_a), name_b, list(sizes_b)));
-  std::string out = "data summaries: compared per value size (the mean over the runs of each size)\n";
-  if (!only_a.empty()) out += fmt::format("value sizes only in A (not compared): {}\n", list(only_a));
-  if (!only_b.empty()) out += fmt::format("value sizes only in B (not compared): {}\n", list(only_b));
-  out += fmt::format("{:<28} {:>14} {:>14} {:>9}\n", "figure", "A", "B", "B / A");
-  std::string verdicts;
-  for (uint64_t size : common) {
-    const auto values = [&](const json& rs, const char* key) {
-      std::vector<double> v;
-      for (const json& r : rs)
-        if (r.at("value_size").get<uint64_t>() == size && r.contains(key)) v.push_back(r[key].get<double>());
-      return v;
-    };
-    out += row_text(fmt::format("{} B ops/s", size), mean_of(values(ra, "ops_per_s")), mean_of(values(rb, "ops_per_s")));
-    out += row_text(fmt::format("{} B GiB/s", size), mean_of(values(ra, "gib_per_s")), mean_of(values(rb, "gib_per_s")));
-    for (const char* k : {"latency_mean_us", "latency_p50_us", "latency_p99_us", "latency_p999_us"}) {
-      const auto va = values(ra, k), vb = values(rb, k);
-      if (!va.empty() && !vb.empty()) out += row_text(fmt::format("{} B {}", size, k), mean_of(va), mean_of(vb));
-    }
-    // Under --repeat each run has its seed: one value per repetition (the mean over its
-    // runs of this size); without, none (no verdict, and the line says why).
-    const auto per_seed = [&](const json& rs, const char* key) {
-      std::map<uint64_t, std::vector<double>> by_seed;
-      for (const json& r : rs)
-        if (r.at("value_size").get<uint64_t>() == size && r.contains("seed") && r.contains(key))
-          by_seed[r["seed"].get<uint64_t>()].push_back(r[key].get<double>());
-      std::vector<double> v;
-      for (const auto& [seed, xs] : by_seed) v.push_back(mean_of(xs));
-      return v;
-    };
-    verdicts += welch_verdict(fmt::format("{} B ops/s", size), per_seed(ra, "ops_per_s"), per_seed(rb, "ops_per_s"),
-                              repeat_advice(a, b));
-    if (!per_seed(ra, "ops_per_s").empty() && !per_seed(rb, "ops_per_s").empty())
-      for (const auto& [key, label] : {std::pair{"latency_mean_us", "latency mean"}, std::pair{"latency_p99_us", "latency p99"}})
-        verdicts += welch_verdict(fmt::format("{} B {}", size, label), per_seed(ra, key), per_seed(rb, key),
-                                  repeat_advice(a, b));
-  }
-  return out + verdicts;
-}
+// rpc and data summaries are compared per size (calls or operations of different sizes
+// are not one population): what differs between the two kinds.
+struct SizedKind {
+  const char* kind;            // "rpc", "data": the summary's section holding "runs"
+  const char* size_key;        // a run's size: "message_size", "value_size"
+  const char* size_name;       // "message size", "value size"
+  const char* rate_key;        // a run's rate: "mrps", "ops_per_s"
+  const char* rate_label;      // "Mrps", "ops/s"
+  const char* also_key;        // a second rate averaged over the runs ("gib_per_s"), or nullptr
+  const char* also_label;      // "GiB/s"
+  const char* latency_prefix;  // a run's latency fields: "rtt" (rtt_histogram, rtt_mean_us ...), "latency"
+  const char* latency_label;   // "round trip", "latency"
+  const char* samples;         // what the latency is of: "call", "operation"
+};
+constexpr SizedKind kRpcSized{"rpc", "message_size", "message size", "mrps", "Mrps", nullptr, nullptr,
+                              "rtt", "round trip", "call"};
+constexpr SizedKind kDataSized{"data", "value_size", "value size", "ops_per_s", "ops/s", "gib_per_s", "GiB/s",
+                               "latency", "latency", "operation"};
 
-// The round trips of a set of rpc runs: every call merged from the runs' raw histograms
-// (`rtt_histogram`), read as benchkv reads one (nearest rank, bucket midpoint, kept within
-// the minimum and maximum; the mean weighted by the calls).
-struct RttOfRuns {
+std::string latency_field(const SizedKind& k, const char* suffix) { return std::string(k.latency_prefix) + suffix; }
+
+// The latency of a set of runs of one size, every sample of them pooled: the runs' raw
+// histograms (`<prefix>_histogram`) merged and read as benchkv reads one (nearest rank,
+// bucket midpoint, kept within the minimum and maximum: LatencyHistogram::percentile_ns,
+// and scripts/latency_histogram.py); the mean weighted by the samples. A p99 of several
+// runs is this, not a mean of the runs' p99s.
+struct PooledLatency {
   uint64_t count = 0;
   double mean_us = 0;
   std::map<uint64_t, uint64_t> counts;  // by bucket lower bound, ns
   uint64_t min_ns = ~uint64_t{0}, max_ns = 0;
 
   // Adds one run's histogram; throws naming `name` when it is not one benchkv writes.
-  void add(const json& run, const std::string& name) {
-    const json& h = run.at("rtt_histogram");
+  void add(const json& run, const SizedKind& k, const std::string& name) {
+    const json& h = run.at(latency_field(k, "_histogram"));
     if (!h.is_object() || h.value("sub_buckets", json()) != metrics::LatencyBuckets::kSub || !h.contains("buckets") ||
         !h["buckets"].is_string())
-      throw std::runtime_error(fmt::format("compare: {}: an rpc run's rtt_histogram is not a benchkv histogram with "
-                                           "{} sub-buckets",
-                                           name, metrics::LatencyBuckets::kSub));
+      throw std::runtime_error(fmt::format("compare: {}: an {} run's {}_histogram is not a benchkv histogram with {} "
+                                           "sub-buckets",
+                                           name, k.kind, k.latency_prefix, metrics::LatencyBuckets::kSub));
     std::istringstream in(h["buckets"].get<std::string>());
     uint64_t n = 0;
     for (std::string pair; in >> pair;) {
       const size_t colon = pair.find(':');
-      uint64_t lower = 0, k = 0;
+      uint64_t lower = 0, c = 0;
       const auto parsed = [&](const std::string& t, uint64_t& v) {
         if (t.empty() || t.size() > 19 || t.find_first_not_of("0123456789") != std::string::npos) return false;
         v = std::strtoull(t.c_str(), nullptr, 10);  // at most 19 digits: below 2^64
         return true;
       };
-      if (colon == std::string::npos || !parsed(pair.substr(0, colon), lower) || !parsed(pair.substr(colon + 1), k) ||
+      if (colon == std::string::npos || !parsed(pair.substr(0, colon), lower) || !parsed(pair.substr(colon + 1), c) ||
           metrics::LatencyBuckets::lower_bound(metrics::LatencyBuckets::bucket(lower)) != lower)
-        throw std::runtime_error(fmt::format("compare: {}: \"{}\" in an rpc run's rtt_histogram is not "
-                                             "\"bucket lower bound:count\"",
-                                             name, pair));
-      counts[lower] += k;
-      n += k;
+        throw std::runtime_error(fmt::format("compare: {}: \"{}\" in an {} run's {}_histogram is not \"bucket lower "
+                                             "bound:count\"",
+                                             name, pair, k.kind, k.latency_prefix));
+      counts[lower] += c;
+      n += c;
     }
-    const double mean = run.at("rtt_mean_us").get<double>();
+    const double mean = run.at(latency_field(k, "_mean_us")).get<double>();
     mean_us = count + n ? (mean_us * double(count) + mean * double(n)) / double(count + n) : 0.0;
     count += n;
-    min_ns = std::min<uint64_t>(min_ns, std::llround(run.at("rtt_min_us").get<double>() * 1000.0));
-    max_ns = std::max<uint64_t>(max_ns, std::llround(run.at("rtt_max_us").get<double>() * 1000.0));
+    min_ns = std::min<uint64_t>(min_ns, std::llround(run.at(latency_field(k, "_min_us")).get<double>() * 1000.0));
+    max_ns = std::max<uint64_t>(max_ns, std::llround(run.at(latency_field(k, "_max_us")).get<double>() * 1000.0));
   }
   // The percentile p (0 < p < 1) in microseconds, as LatencyHistogram::percentile_ns.
   double percentile_us(double p) const {
     if (count == 0) return 0.0;
     const uint64_t rank = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(p * static_cast<double>(count))));
     uint64_t seen = 0;
-    for (const auto& [lower, k] : counts) {
-      seen += k;
+    for (const auto& [lower, c] : counts) {
+      seen += c;
       if (seen < rank) continue;
       const uint32_t b = metrics::LatencyBuckets::bucket(lower);
       if (b >= metrics::LatencyBuckets::kOverflow) break;
@@ -1184,31 +1153,87 @@ struct RttOfRuns {
   }
 };
 
-// rpc summaries: per message size, as data per value size (calls of different sizes are
-// not one population). Mrps: the mean and the std dev over the runs of each size; round
-// trips: every call of those runs, merged from their histograms (a summary without them,
-// from an older benchkv: the mean over the runs of each run's figure, said in the label).
-std::string compare_rpc(const json& a, const json& b, const std::string& name_a, const std::string& name_b) {
-  // Each run with its message size (a run names it when several ran; else the section's).
-  const auto sized_runs = [](const json& s, const std::string& name) {
-    const json& rpc = s["rpc"];
-    if (!rpc.is_object() || !rpc.contains("runs") || !rpc["runs"].is_array())
-      throw std::runtime_error(fmt::format("compare: {} has no \"rpc/runs\"", name));
-    const json section = rpc.value("message_size", json());
-    std::vector<std::pair<uint64_t, const json*>> out;
-    for (const json& r : rpc["runs"]) {
-      json size = r.contains("message_size") ? r["message_size"] : section;
-      if (size.is_string() && !size.get<std::string>().empty() &&
-          size.get<std::string>().find_first_not_of("0123456789") == std::string::npos)
-        size = std::stoull(size.get<std::string>());
-      if (!size.is_number_unsigned())
-        throw std::runtime_error(fmt::format("compare: {}: an rpc run does not say its message size (section: {})",
-                                             name, section.dump()));
-      out.emplace_back(size.get<uint64_t>(), &r);
-    }
-    return out;
+// The latency figures of a set of runs (microseconds).
+struct LatencyFigures {
+  double mean = 0, p50 = 0, p99 = 0, p999 = 0;
+};
+constexpr std::pair<double LatencyFigures::*, const char*> kLatencyRows[] = {
+    {&LatencyFigures::mean, "mean"}, {&LatencyFigures::p50, "p50"}, {&LatencyFigures::p99, "p99"},
+    {&LatencyFigures::p999, "p99.9"}};
+
+// A run with samples has `<prefix>_mean_us` (a run in which no call or operation completed
+// has no latency fields and adds nothing).
+bool has_samples(const json& run, const SizedKind& k) { return run.contains(latency_field(k, "_mean_us")); }
+
+// Whether every run with samples carries its raw histogram (an older benchkv wrote none).
+bool histograms_in(const std::vector<const json*>& runs, const SizedKind& k) {
+  return std::all_of(runs.begin(), runs.end(), [&](const json* r) {
+    return !has_samples(*r, k) || r->contains(latency_field(k, "_histogram"));
+  });
+}
+
+// The latency of `runs`: with `pooled`, every sample of them (PooledLatency); without
+// (a summary with no histograms), each figure the mean of the runs' own figures.
+// nullopt when no run has a sample.
+std::optional<LatencyFigures> latency_of(const std::vector<const json*>& runs, const SizedKind& k, bool pooled,
+                                         const std::string& name) {
+  std::vector<const json*> with;
+  for (const json* r : runs)
+    if (has_samples(*r, k)) with.push_back(r);
+  if (with.empty()) return std::nullopt;
+  LatencyFigures f;
+  if (pooled) {
+    PooledLatency all;
+    for (const json* r : with) all.add(*r, k, name);
+    f.mean = all.mean_us;
+    f.p50 = all.percentile_us(0.5);
+    f.p99 = all.percentile_us(0.99);
+    f.p999 = all.percentile_us(0.999);
+    return f;
+  }
+  const auto mean_over_runs = [&](const char* suffix) {
+    std::vector<double> v;
+    for (const json* r : with) v.push_back(r->at(latency_field(k, suffix)).get<double>());
+    return mean_of(v);
   };
-  const auto ra = sized_runs(a, name_a), rb = sized_runs(b, name_b);
+  f.mean = mean_over_runs("_mean_us");
+  f.p50 = mean_over_runs("_p50_us");
+  f.p99 = mean_over_runs("_p99_us");
+  f.p999 = mean_over_runs("_p999_us");
+  return f;
+}
+
+// Each run of a summary's rpc or data section with its size (a run names it, or, for an
+// rpc run of one message size, the section does).
+std::vector<std::pair<uint64_t, const json*>> sized_runs(const json& s, const SizedKind& k, const std::string& name) {
+  const json& section = s[k.kind];
+  if (!section.is_object() || !section.contains("runs") || !section["runs"].is_array())
+    throw std::runtime_error(fmt::format("compare: {} has no \"{}/runs\"", name, k.kind));
+  const json whole = section.value(k.size_key, json());
+  std::vector<std::pair<uint64_t, const json*>> out;
+  for (const json& r : section["runs"]) {
+    json size = r.contains(k.size_key) ? r[k.size_key] : whole;
+    if (size.is_string() && !size.get<std::string>().empty() &&
+        size.get<std::string>().find_first_not_of("0123456789") == std::string::npos)
+      size = std::stoull(size.get<std::string>());
+    if (!size.is_number_unsigned())
+      throw std::runtime_error(fmt::format("compare: {}: an {} run does not say its {} (section: {})", name, k.kind,
+                                           k.size_name, whole.dump()));
+    out.emplace_back(size.get<uint64_t>(), &r);
+  }
+  return out;
+}
+
+// rpc and data summaries, per size, for the sizes both have (the others named; none in
+// common refused). The rate (Mrps, ops/s): mean and std dev over the runs of the size,
+// and with repetitions on both sides the 95 % interval over them; data's GiB/s the mean;
+// the latency (round trips, operations): every sample of those runs, from their merged
+// histograms (a summary without them: each run's figure averaged, said in the label).
+// Verdicts per size over the repetitions (one value per seed: its runs of the size): the
+// rate and the latency mean and p99.
+std::string compare_sized(const json& a, const json& b, const std::string& name_a, const std::string& name_b,
+                          const SizedKind& k) {
+  const auto ra = sized_runs(a, k, name_a), rb = sized_runs(b, k, name_b);
   const auto sizes_of = [](const auto& runs) {
     std::set<uint64_t> v;
     for (const auto& [size, r] : runs) v.insert(size);
@@ -1225,13 +1250,16 @@ std::string compare_rpc(const json& a, const json& b, const std::string& name_a,
     return t;
   };
   if (common.empty())
-    throw std::runtime_error(fmt::format("compare: rpc summaries are compared per message size, and {} ({}) and {} "
-                                         "({}) have no message size in common",
-                                         name_a, list(sizes_a), name_b, list(sizes_b)));
-  std::string out = "rpc summaries: compared per message size (Mrps: the mean and std dev over the runs of the size; "
-                    "round trips: every call of those runs, read from their merged histograms)\n";
-  if (!only_a.empty()) out += fmt::format("message sizes only in A (not compared): {}\n", list(only_a));
-  if (!only_b.empty()) out += fmt::format("message sizes only in B (not compared): {}\n", list(only_b));
+    throw std::runtime_error(fmt::format("compare: {} summaries are compared per {}, and {} ({}) and {} ({}) have no "
+                                         "{} in common",
+                                         k.kind, k.size_name, name_a, list(sizes_a), name_b, list(sizes_b), k.size_name));
+  std::string out = fmt::format("{} summaries: compared per {} ({}: the mean and std dev over the runs of the size{}; "
+                                "{}: every {} of those runs, read from their merged histograms)\n",
+                                k.kind, k.size_name, k.rate_label,
+                                k.also_key ? fmt::format(", {} their mean", k.also_label) : "", k.latency_label,
+                                k.samples);
+  if (!only_a.empty()) out += fmt::format("{}s only in A (not compared): {}\n", k.size_name, list(only_a));
+  if (!only_b.empty()) out += fmt::format("{}s only in B (not compared): {}\n", k.size_name, list(only_b));
   out += fmt::format("{:<28} {:>14} {:>14} {:>9}\n", "figure", "A", "B", "B / A");
   const auto runs_of = [](const auto& runs, uint64_t size, std::optional<uint64_t> seed = std::nullopt) {
     std::vector<const json*> v;
@@ -1239,19 +1267,10 @@ std::string compare_rpc(const json& a, const json& b, const std::string& name_a,
       if (sz == size && (!seed || (r->contains("seed") && (*r)["seed"] == *seed))) v.push_back(r);
     return v;
   };
-  const auto mrps = [](const std::vector<const json*>& runs) {
+  const auto rates = [](const std::vector<const json*>& runs, const char* key) {
     std::vector<double> v;
-    for (const json* r : runs) v.push_back(r->at("mrps").get<double>());
+    for (const json* r : runs) v.push_back(r->at(key).get<double>());
     return v;
-  };
-  // The round trips of `runs` merged, or nullopt when some run has no histogram.
-  const auto merged = [](const std::vector<const json*>& runs, const std::string& name) -> std::optional<RttOfRuns> {
-    RttOfRuns m;
-    for (const json* r : runs) {
-      if (!r->contains("rtt_histogram")) return std::nullopt;
-      m.add(*r, name);
-    }
-    return m;
   };
   const auto seeds_of = [](const auto& runs, uint64_t size) {
     std::set<uint64_t> v;
@@ -1262,47 +1281,47 @@ std::string compare_rpc(const json& a, const json& b, const std::string& name_a,
   std::string verdicts;
   for (uint64_t size : common) {
     const auto sa = runs_of(ra, size), sb = runs_of(rb, size);
-    out += row_text(fmt::format("{} B Mrps mean", size), mean_of(mrps(sa)), mean_of(mrps(sb)));
-    out += row_text(fmt::format("{} B Mrps std dev", size), std_dev(mrps(sa)), std_dev(mrps(sb)));
-    if (a.contains("repetitions") && b.contains("repetitions") && sizes_a.size() == 1 && sizes_b.size() == 1)
-      for (const char* k : {"ci95_low", "ci95_high"})  // over the repetitions (one size: overall's)
-        out += row_text(fmt::format("{} B Mrps 95% CI {}", size, std::string_view(k) == "ci95_low" ? "low" : "high"),
-                        figure(a, name_a, {"overall", "mops", k}), figure(b, name_b, {"overall", "mops", k}));
-    const auto ma = merged(sa, name_a), mb = merged(sb, name_b);
-    if (ma && mb) {
-      out += row_text(fmt::format("{} B round trip mean (us)", size), ma->mean_us, mb->mean_us);
-      for (const auto& [p, label] : {std::pair{0.5, "p50"}, std::pair{0.99, "p99"}, std::pair{0.999, "p99.9"}})
-        out += row_text(fmt::format("{} B round trip {} (us)", size, label), ma->percentile_us(p), mb->percentile_us(p));
-    } else {  // no histograms: each run's figure, averaged (not a percentile of the calls)
-      for (const auto& [key, label] : {std::pair{"rtt_mean_us", "mean"}, std::pair{"rtt_p50_us", "p50"},
-                                       std::pair{"rtt_p99_us", "p99"}, std::pair{"rtt_p999_us", "p99.9"}}) {
-        const char* const field = key;  // clang before 16 lets no lambda capture a structured binding
-        const auto values = [&](const std::vector<const json*>& runs) {
-          std::vector<double> v;
-          for (const json* r : runs)
-            if (r->contains(field)) v.push_back((*r)[field].get<double>());
-          return v;
-        };
-        out += row_text(fmt::format("{} B round trip {} (us, mean of the runs')", size, label), mean_of(values(sa)),
-                        mean_of(values(sb)));
-      }
-    }
+    const std::string rate = fmt::format("{} B {}", size, k.rate_label);
+    out += row_text(rate + " mean", mean_of(rates(sa, k.rate_key)), mean_of(rates(sb, k.rate_key)));
+    out += row_text(rate + " std dev", std_dev(rates(sa, k.rate_key)), std_dev(rates(sb, k.rate_key)));
+    if (k.also_key)
+      out += row_text(fmt::format("{} B {} mean", size, k.also_label), mean_of(rates(sa, k.also_key)),
+                      mean_of(rates(sb, k.also_key)));
     // Under --repeat each run has its seed: one value per repetition (its runs of this size).
-    std::vector<double> mrps_a, mrps_b, rtt_mean_a, rtt_mean_b, rtt_p99_a, rtt_p99_b;
-    for (const auto& [runs, name, m, mean, p99] :
-         {std::tuple{&ra, &name_a, &mrps_a, &rtt_mean_a, &rtt_p99_a}, std::tuple{&rb, &name_b, &mrps_b, &rtt_mean_b, &rtt_p99_b}})
+    const bool pooled = histograms_in(sa, k) && histograms_in(sb, k);
+    SeededValues rate_a, rate_b, mean_a, mean_b, p99_a, p99_b;
+    for (const auto& [runs, name, r, mean, p99] : {std::tuple{&ra, &name_a, &rate_a, &mean_a, &p99_a},
+                                                    std::tuple{&rb, &name_b, &rate_b, &mean_b, &p99_b}})
       for (uint64_t seed : seeds_of(*runs, size)) {
         const auto rs = runs_of(*runs, size, seed);
-        m->push_back(mean_of(mrps(rs)));
-        if (const auto rtt = merged(rs, *name)) {
-          mean->push_back(rtt->mean_us);
-          p99->push_back(rtt->percentile_us(0.99));
+        (*r)[seed] = mean_of(rates(rs, k.rate_key));
+        if (const auto l = latency_of(rs, k, pooled, *name)) {
+          (*mean)[seed] = l->mean;
+          (*p99)[seed] = l->p99;
         }
       }
-    verdicts += welch_verdict(fmt::format("{} B Mrps", size), mrps_a, mrps_b, repeat_advice(a, b));
-    if (!mrps_a.empty() && !mrps_b.empty()) {
-      verdicts += welch_verdict(fmt::format("{} B round trip mean", size), rtt_mean_a, rtt_mean_b, repeat_advice(a, b));
-      verdicts += welch_verdict(fmt::format("{} B round trip p99", size), rtt_p99_a, rtt_p99_b, repeat_advice(a, b));
+    if (rate_a.size() >= 2 && rate_b.size() >= 2) {
+      const Spread sp_a = spread(values_of(rate_a)), sp_b = spread(values_of(rate_b));
+      out += row_text(rate + " 95% CI low", sp_a.ci95_low, sp_b.ci95_low);  // over the repetitions
+      out += row_text(rate + " 95% CI high", sp_a.ci95_high, sp_b.ci95_high);
+    }
+    const std::string how = pooled ? "(us)" : "(us, mean of the runs')";
+    const auto la = latency_of(sa, k, pooled, name_a), lb = latency_of(sb, k, pooled, name_b);
+    if (la && lb) {
+      for (const auto& [member, label] : kLatencyRows)
+        out += row_text(fmt::format("{} B {} {} {}", size, k.latency_label, label, how), (*la).*member,
+                        (*lb).*member);
+    } else {
+      out += fmt::format("{} B {}: not compared: {} has no completed {} of this size\n", size, k.latency_label,
+                         !la && !lb ? "neither A nor B" : !la ? "A" : "B", k.samples);
+    }
+    verdicts += verdict(rate, rate_a, rate_b, repeat_advice(a, b));
+    if (!rate_a.empty() && !rate_b.empty()) {
+      const std::string suffix = pooled ? "" : " (means of the runs')";
+      verdicts += verdict(fmt::format("{} B {} mean{}", size, k.latency_label, suffix), mean_a, mean_b,
+                          repeat_advice(a, b));
+      verdicts += verdict(fmt::format("{} B {} p99{}", size, k.latency_label, suffix), p99_a, p99_b,
+                          repeat_advice(a, b));
     }
   }
   return out + verdicts;
@@ -1422,8 +1441,8 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
   else if (transports_differ)
     out += fmt::format("warning: A and B ran over different UCX transports ({}), compared as asked\n",
                        joined(lane_diffs));
-  if (kind_a == "data") return out + compare_data(a, b, name_a, name_b);
-  if (kind_a == "rpc") return out + compare_rpc(a, b, name_a, name_b);
+  if (kind_a == "data") return out + compare_sized(a, b, name_a, name_b, kDataSized);
+  if (kind_a == "rpc") return out + compare_sized(a, b, name_a, name_b, kRpcSized);
 
   const std::string rate = "Mops";
   out += fmt::format("{:<28} {:>14} {:>14} {:>9}\n", "figure", "A", "B", "B / A");
@@ -1458,10 +1477,10 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
       row(label, figure(a, name_a, {"overall", "latency", "all", key}) / 1000.0,
           figure(b, name_b, {"overall", "latency", "all", key}) / 1000.0);
   }
-  out += welch_verdict(rate, repetition_values(a, "mops"), repetition_values(b, "mops"), repeat_advice(a, b));
+  out += verdict(rate, repetition_values(a, name_a, "mops"), repetition_values(b, name_b, "mops"), repeat_advice(a, b));
   if (repeated)
     for (const auto& [key, label] : {std::pair{"latency.mean_ns", "latency mean"}, std::pair{"latency.p99_ns", "latency p99"}})
-      out += welch_verdict(label, repetition_values(a, key), repetition_values(b, key), repeat_advice(a, b));
+      out += verdict(label, repetition_values(a, name_a, key), repetition_values(b, name_b, key), repeat_advice(a, b));
   return out;
 }
 

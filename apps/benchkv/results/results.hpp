@@ -286,10 +286,11 @@ void write_summary_file(const std::string& path, const nlohmann::json& summary);
 // uncommitted changes a "note:". Settings that differ (the "config" keys but output
 // paths and display switches, and the simulator model's content when both record it) are
 // listed first in lines starting "warning:". rpc summaries are compared per message size
-// (the sizes both have; Mrps over the runs of each size, round trips of every call of
-// them from their merged rtt_histograms) and data summaries per value size (ops/s, GiB/s
-// and latency means over the runs of each size); none in common is refused. Throws std::runtime_error naming the file and key when a summary
-// lacks a figure.
+// and data summaries per value size, for the sizes both have (none in common is
+// refused): the rate (Mrps; ops/s, GiB/s) over the runs of each size, and the latency
+// (round trips; operations) of every sample of those runs, from their histograms merged
+// (rtt_histogram, latency_histogram). Throws std::runtime_error naming the file and key
+// when a summary lacks a figure.
 struct CompareOptions {
   bool allow_different_transports = false;
   bool allow_different_builds = false;
