@@ -9,3 +9,13 @@ bkv_add_test(test_data_instant GROUP protocol SOURCES data/test_data_instant.cpp
 if(TARGET test_daemon_services)
   target_compile_definitions(test_daemon_services PRIVATE _GLIBCXX_ASSERTIONS)
 endif()
+# bench_client_latency (bench/kv/): its bare setups once spun forever (their fake remote
+# path lost the calls the client made while it answered). A short run of every setup that
+# runs on one thread, each way, must complete its requests and record each once (the bench
+# checks the counts itself). Only in trees that build the benchmarks.
+bkv_group_enabled(unit BKV_BENCH_CLIENT_LATENCY_TEST)
+if(BKV_BENCH_CLIENT_LATENCY_TEST AND TARGET bench_client_latency)
+  add_test(NAME bench_client_latency_short
+           COMMAND bench_client_latency 20000 2000 bare,bare-rawtsc,ipc-1t,deleg-1t)
+  set_tests_properties(bench_client_latency_short PROPERTIES LABELS unit TIMEOUT 120)
+endif()

@@ -70,20 +70,26 @@ struct RawTscMeter {
 };
 static_assert(CostMeter<RawTscMeter>);
 
-// Answers every call at the next poll (a ring of the tokens in flight).
+// Answers every call at the next poll. The client issues the next request from inside
+// the poll's callback (each answer is followed at once by the request that takes its slot),
+// so a poll answers the calls made before it, moved aside first: the calls made while it
+// answers wait for the next poll. (Iterating and clearing the one list the callback appends
+// to lost those calls, and the bare setups spun forever with every request in flight.)
 struct InstantRemotePath {
   static constexpr bool kSharedHead = false;
   static constexpr bool kDaemonAnswers = false;
-  std::vector<uint64_t>* tokens;
+  std::vector<uint64_t>* tokens;     // the calls made since the last poll
+  std::vector<uint64_t>* answering;  // the calls this poll answers (empty between polls)
   bool try_call(const kv::Request&, uint64_t token) {
     tokens->push_back(token);
     return true;
   }
   template <class F>
   uint32_t poll(F&& f) {
-    const auto n = static_cast<uint32_t>(tokens->size());
-    for (uint64_t t : *tokens) f(t, kv::Response::put_ok());
-    tokens->clear();
+    answering->swap(*tokens);
+    const auto n = static_cast<uint32_t>(answering->size());
+    for (uint64_t t : *answering) f(t, kv::Response::put_ok());
+    answering->clear();
     return n;
   }
   void after_issue() noexcept {}
@@ -119,9 +125,11 @@ double bare_ns_per_request(uint32_t queue_depth, uint64_t requests) {
   wl.pattern_len = 4096;
   Meter meter;
   backend::ClientCounters counters;
-  std::vector<uint64_t> tokens;
+  std::vector<uint64_t> tokens, answering;  // at most queue_depth each: no allocation when timed
   tokens.reserve(queue_depth);
-  backend::Client<Meter, InstantRemotePath, kRecord> client(node, kv::Pattern(wl, 0, 0), {}, InstantRemotePath{&tokens},
+  answering.reserve(queue_depth);
+  backend::Client<Meter, InstantRemotePath, kRecord> client(node, kv::Pattern(wl, 0, 0), {},
+                                                            InstantRemotePath{&tokens, &answering},
                                                             meter, counters);
   const uint64_t warm = requests / 10;
   while (counters.completed.load(std::memory_order_relaxed) < warm) client.step();
