@@ -22,6 +22,7 @@
 # measure a binary trained on itself. Exit status: 0 built (and checked), 1 a build, a
 # training run or the check failed, 2 a bad option.
 set -euo pipefail
+. "$(dirname "$0")/script_args.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 die_usage() { echo "build_pgo.sh: $1 (see --help)" >&2; exit 2; }
@@ -44,14 +45,7 @@ build=$(realpath -m "${build:-$root/build-pgo}")  # a relative DIR is from where
 cd "$root"
 # The tree is reconfigured with profile flags and without tests: only a tree this script
 # made (its marker file) or a new or empty one is used.
-marker=.build_pgo_tree
-if [[ -e $build && ! -d $build ]]; then
-  die_usage "--build $build is not a directory"
-elif [[ -d $build && ! -e $build/$marker && -n $(ls -A "$build") ]]; then
-  die_usage "--build $build is a directory this script did not make (no $marker in it): give a new one"
-fi
-mkdir -p "$build"
-touch "$build/$marker"
+own_dir build_pgo.sh --build "$build" .build_pgo_tree
 profile=$build/profile
 bin=$build/apps/benchkv/benchkv
 # The compiler cache is off for both builds: a profiled object depends on profile data

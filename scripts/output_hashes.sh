@@ -5,6 +5,7 @@
 # change that is meant to keep the simulator's behaviour can be checked byte for byte:
 #   bash scripts/output_hashes.sh build/apps/benchkv/benchkv > after.txt; diff before.txt after.txt
 set -euo pipefail
+. "$(dirname "$0")/script_args.sh"
 usage() {
   cat <<'EOF'
 usage: [BKV_HASH_DIR=DIR] bash scripts/output_hashes.sh [-h|--help] path/to/benchkv
@@ -31,18 +32,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # Only a directory the script made (new, empty, or holding its marker) is ever cleared.
 work=${BKV_HASH_DIR:-/tmp/bkv_output_hashes}
 marker=.output_hashes_workdir
-made=0
-if [ -e "$work" ] && [ ! -d "$work" ]; then
-  echo "output_hashes: BKV_HASH_DIR $work is not a directory" >&2; exit 2
-elif [ -d "$work" ]; then
-  if [ ! -e "$work/$marker" ] && [ -n "$(ls -A "$work")" ]; then
-    echo "output_hashes: BKV_HASH_DIR $work is not empty and was not made by this script (no $marker in it):" \
-         "refusing to clear it; give a new or empty directory" >&2
-    exit 2
-  fi
-else
-  mkdir -p "$work"; made=1
-fi
+own_dir output_hashes BKV_HASH_DIR "$work" "$marker"
+made=$OWN_DIR_MADE
 clear_work() { find "$work" -mindepth 1 -maxdepth 1 -exec rm -rf {} +; }
 clear_work
 touch "$work/$marker"

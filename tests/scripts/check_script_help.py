@@ -50,9 +50,10 @@ WRONG = {
     "scripts/callgrind_copyrpc.sh": [["build", "no-such-mode"]],
     "tests/scripts/check_doc_paths.py": [["/nonexistent-repository-root"]],
     # build_pgo.sh reconfigures (and clears the profile of) its tree: a directory it did not
-    # make is refused. {foreign_dir} is a scratch directory holding one file, made here: never
-    # a real directory, which a broken script would change.
-    "scripts/build_pgo.sh": [["--build", "{foreign_dir}"]],
+    # make is refused, and so is a path that is no directory. {foreign_dir} is a scratch
+    # directory holding one file, {foreign_file} a scratch file, made here: never a real
+    # directory, which a broken script would change.
+    "scripts/build_pgo.sh": [["--build", "{foreign_dir}"], ["--build", "{foreign_file}"]],
     # calibrate.sh checks the values calibrate.py will need before it installs or builds
     "scripts/calibrate.sh": [["-j", "0"], ["--only", "no-such-experiment"], ["--suite", "/nonexistent-suite.json"],
                              ["--model-dir", "/nonexistent-model-dir"]],
@@ -101,6 +102,9 @@ def main(root):
         os.mkdir(foreign_dir)
         with open(os.path.join(foreign_dir, "profile"), "w") as f:
             f.write("not the script's\n")
+        foreign_file = os.path.join(tmp, "foreign_file")
+        with open(foreign_file, "w") as f:
+            f.write("not the script's\n")
         for path in scripts(root):
             name = os.path.relpath(path, root)
             checked += 1
@@ -112,7 +116,7 @@ def main(root):
                     failures.append(f"{name} {flag}: exit {status}, usage printed: {'usage:' in out.lower()}, "
                                     f"started: {called}, made: {new}: {err.strip()[-300:]}")
             for args in [["--no-such-option"]] + WRONG.get(name, []):
-                args = [a.replace("{foreign_dir}", foreign_dir) for a in args]
+                args = [a.replace("{foreign_dir}", foreign_dir).replace("{foreign_file}", foreign_file) for a in args]
                 status, out, err, called, new = run(root, path, args, stub_dir, log)
                 named = args[-1] in err or ": error: " in err  # argparse names a missing positional first
                 if status == 0 or not named or called or new:
@@ -129,6 +133,9 @@ def main(root):
                 failures.append(f"{name} --help: {entry} has no description")
         if not os.path.isdir(foreign_dir) or os.listdir(foreign_dir) != ["profile"]:
             failures.append(f"a script changed {foreign_dir}, a directory it was told is not its own")
+        with open(foreign_file) as f:
+            if f.read() != "not the script's\n":
+                failures.append(f"a script changed {foreign_file}, a file it was given as a directory")
     if checked < 25 or argparse_checked < 3:
         failures.append(f"only {checked} scripts ({argparse_checked} with argparse) found in scripts/ and bench/")
     for f in failures:
