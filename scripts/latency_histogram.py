@@ -30,6 +30,8 @@ import math
 import sys
 import textwrap
 
+from cli_help import pyplot, require_modules
+
 SUB = 64          # sub-buckets per power of two (core/metrics/latency_histogram.hpp)
 EXACT_BELOW = 128  # one bucket per value below
 OVERFLOW_NS = 1 << 37
@@ -169,9 +171,7 @@ def plot_cdf(counts, path, title):
 def cdf_figure(counts, title):
     """The CDF; a long title is wrapped onto several lines so that none is cut at the
     figure's edges."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     n = sum(counts.values())
     xs, ys, seen = [], [], 0
     for lower in sorted(counts):
@@ -235,6 +235,7 @@ def main(argv):
         print(f"latency_histogram.py: {a.summary}: no latency histogram with values for this choice", file=sys.stderr)
         return 2
     if a.cdf:
+        require_modules("latency_histogram.py", "--cdf")
         plot_cdf(counts, a.cdf, title_of(summary, a.cls, n, a.message_size or a.value_size))
         return 0
     for p in wanted:

@@ -15,13 +15,7 @@ import os
 import sys
 import textwrap
 
-from cli_help import help_or_refuse
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
+from cli_help import help_or_refuse, pyplot, require_modules
 
 BUCKETS = ("0", "1", "2-10", "11-100", ">100")
 
@@ -98,6 +92,8 @@ def log_axis(ax, values):
     """A log y axis that labels enough ticks to be read: when the values span less than a
     decade (one labelled power of ten at most), the minor ticks are labelled too, in
     plain numbers."""
+    from matplotlib.ticker import FuncFormatter
+
     ax.set_yscale("log")
     positive = [v for v in values if v > 0]
     if positive and max(positive) < 10 * min(positive):
@@ -110,6 +106,8 @@ def symlog_axis(ax, values):
     loop: 0). When the values span less than a decade above 1, the log part has at most
     one power of ten in view and no minor tick: ticks at round values instead, labelled in
     plain numbers as log_axis does."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
     ax.set_yscale("symlog", linthresh=1)
     if values and max(values) < 10 * max(min(values), 1.0):
         ax.yaxis.set_major_locator(MaxNLocator(nbins=6))
@@ -118,6 +116,9 @@ def symlog_axis(ax, values):
 
 def regime_figure(rows):
     """The regime map from the sweep's results.csv rows (dicts)."""
+    plt = pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     fig, axes = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
     cqes = []
     for start in ("sync", "staggered"):
@@ -144,6 +145,7 @@ def regime_figure(rows):
 def timeseries_figure(series, shared, bin_us, t_max=None):
     """Throughput, calls in flight and CQEs per loop over virtual time, in bins of bin_us,
     up to t_max ms (None: the whole run). The subtitle says what is shown."""
+    plt = pyplot()
     fig, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
     shown = 0.0  # the last bin drawn (ms)
     cqes = []
@@ -181,6 +183,9 @@ def main(argv):
     regime = None
     if "--regime" in args:
         i = args.index("--regime")
+        if i + 1 == len(args):
+            print("plot_bistability: --regime needs a file (REGIME.csv)", file=sys.stderr)
+            return 2
         regime = args[i + 1]
         del args[i:i + 2]
     if len(args) < 2:
@@ -198,6 +203,8 @@ def main(argv):
         if not os.path.isfile(path):
             print(f"plot_bistability: {path}: no such file", file=sys.stderr)
             return 2
+    require_modules("plot_bistability.py", "the figures")
+    plt = pyplot()
     os.makedirs(outdir, exist_ok=True)
     shared, labels = title_and_labels(series)
     series = [(lab, prefix) for lab, (_, prefix) in zip(labels, series)]

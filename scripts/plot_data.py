@@ -13,13 +13,7 @@ import math
 import sys
 from collections import defaultdict
 
-from cli_help import help_or_refuse
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from cli_help import help_or_refuse, pyplot, require_modules
 
 
 def read_summary(path):
@@ -72,6 +66,9 @@ def plain_2_5(value, pos=None):
 
 
 def figure(curves, configs):
+    plt = pyplot()
+    from matplotlib.ticker import FuncFormatter
+
     fig, (bw, lat) = plt.subplots(1, 2, figsize=(11, 4.4))
     for label, (sizes, gib, p50) in curves:
         bw.plot(sizes, gib, marker="o", label=label)
@@ -110,6 +107,7 @@ def main(argv):
         except (KeyError, TypeError, json.JSONDecodeError):
             print(f"plot_data: {path}: not a benchkv data summary (no data.runs section)", file=sys.stderr)
             sys.exit(2)
+    require_modules("plot_data.py", "the figure")
     figure(curves, configs).savefig(argv[1], dpi=110)
 
 

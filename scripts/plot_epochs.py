@@ -25,12 +25,7 @@ import json
 import os
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-import pandas as pd  # noqa: E402
+from cli_help import pyplot, require_modules
 
 COLUMNS = ["run", "rank", "client_id", "epoch", "requests", "duration_ns"]
 # A column some benchkv CSVs lead with: a run's size (runs numbered across sizes), or the
@@ -46,6 +41,8 @@ def fail(msg):
 
 def load(path):
     """The CSV as integers, or an error naming what is wrong with it."""
+    import pandas as pd
+
     try:
         df = pd.read_csv(path, dtype=str)
     except FileNotFoundError:
@@ -135,6 +132,7 @@ def main():
     ap.add_argument("--per-rank", action="store_true", help="per run, a map of every rank's throughput per epoch")
     ap.add_argument("--print", action="store_true", help="print the per-epoch figures on stdout")
     args = ap.parse_args()
+    require_modules("plot_epochs.py", "the figure", ("pandas", "matplotlib"))
     out = args.output or os.path.splitext(args.csv)[0] + ".png"
 
     df = load(args.csv)
@@ -169,6 +167,9 @@ def figure(total, ranks, title, printing=False, labels=None):
     per run of every rank's Mops per epoch; with `printing` the figures are printed on
     stdout as they are drawn. labels: run -> (printed name, legend label), as load()
     gives them (default: the run's number, "run N")."""
+    plt = pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     runs = sorted(total["run"].unique())
     labels = labels or {run: (str(run), f"run {run}") for run in runs}
     panels = 1 + (len(runs) if ranks is not None else 0)

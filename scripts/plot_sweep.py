@@ -32,6 +32,8 @@ import json
 import os
 import sys
 
+from cli_help import pyplot, require_modules
+
 
 
 # Column -> axis label with its unit. Latency columns (ns in results.csv) are drawn in us.
@@ -115,16 +117,6 @@ def integer_axis(values):
         return all(float(v) == int(float(v)) for v in values)
     except ValueError:
         return False
-
-
-def pyplot():
-    """matplotlib, loaded only for figures (a table needs none)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def as_list(v):
@@ -399,6 +391,8 @@ def main(argv):
     os.makedirs(out_dir, exist_ok=True)
     rate = rate_unit(sweep)
     title = config_title(sweep, run_configs(out) or [sweep_config(sweep, sweep_path)])
+    if any(p["kind"] != "table" for p in sweep.get("plot", [])):
+        require_modules("plot_sweep.py", "the figures", ("matplotlib",))  # a table needs none
     for i, p in enumerate(sweep.get("plot", [])):
         if p["kind"] == "table":
             table(p, rows)

@@ -9,9 +9,16 @@ directory or a repository root, or to install packages and build before reading 
 arguments at all.
 The argparse scripts' --help must also describe every option and positional argument it
 lists (argparse lists an option given no help= alone on its line).
+All of it runs with matplotlib and pandas unimportable (a stub of each, first on
+PYTHONPATH, raises ModuleNotFoundError), as under a Python 3 other than /usr/bin/python3:
+--help and wrong arguments must not need them (the plot scripts used to import matplotlib
+first thing, and failed with a traceback), and each plot script asked for a figure must say
+in one line what it lacks, naming matplotlib and scripts/setup.sh, exit non-zero and draw
+nothing.
 usage: check_script_help.py REPO_ROOT
 """
 import glob
+import json
 import os
 import re
 import shutil
@@ -47,6 +54,7 @@ STUBBED = ["cmake", "ninja", "make", "apt-get", "sudo", "valgrind", "callgrind_a
 WRONG = {
     "scripts/check_layers.py": [["/nonexistent-repository-root"]],
     "bench/sim_limit.sh": [["/nonexistent-build-dir"]],
+    "scripts/plot_bistability.py": [["out", "a=run", "--regime"]],  # --regime without its file
     "scripts/callgrind_copyrpc.sh": [["build", "no-such-mode"]],
     "tests/scripts/check_doc_paths.py": [["/nonexistent-repository-root"]],
     # build_pgo.sh reconfigures (and clears the profile of) its tree: a directory it did not
@@ -66,13 +74,21 @@ def scripts(root):
     return found + [os.path.join(root, "tests", "scripts", "check_doc_paths.py")]
 
 
+# The modules a Python other than /usr/bin/python3 lacks: stubbed out (a package of that name
+# whose import fails) for every run.
+UNIMPORTABLE = ["matplotlib", "pandas"]
+
+
 def run(root, path, args, stub_dir, log):
     """(exit status, stdout, stderr, stubbed commands called, new top-level entries of root)."""
     before = set(os.listdir(root))
     if os.path.exists(log):
         os.remove(log)
     cmd = (["bash", path] if path.endswith(".sh") else [sys.executable, path]) + args
-    env = dict(os.environ, PATH=stub_dir + os.pathsep + os.environ.get("PATH", ""), STUB_LOG=log)
+    python_path = os.pathsep.join([os.path.join(stub_dir, "python")] + ([os.environ["PYTHONPATH"]]
+                                                                         if os.environ.get("PYTHONPATH") else []))
+    env = dict(os.environ, PATH=stub_dir + os.pathsep + os.environ.get("PATH", ""), STUB_LOG=log,
+               PYTHONPATH=python_path)
     with tempfile.TemporaryDirectory() as cwd:
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
@@ -90,6 +106,66 @@ def make_stubs(stub_dir):
         with open(path, "w") as f:
             f.write('#!/bin/sh\necho "$(basename "$0") $*" >> "$STUB_LOG"\nexit 97\n')
         os.chmod(path, 0o755)
+    for module in UNIMPORTABLE:
+        os.makedirs(os.path.join(stub_dir, "python", module))
+        with open(os.path.join(stub_dir, "python", module, "__init__.py"), "w") as f:
+            f.write(f"raise ModuleNotFoundError(\"No module named '{module}' (stubbed out by check_script_help)\", "
+                    f"name={module!r})\n")
+
+
+def stubs_hide_modules(stub_dir):
+    """The modules of UNIMPORTABLE that still import with the stubs on PYTHONPATH (none, or the
+    check below would prove nothing)."""
+    code = ("import importlib, sys\n"
+            "for m in sys.argv[1:]:\n"
+            "    try:\n        importlib.import_module(m)\n        print(m)\n"
+            "    except ImportError:\n        pass\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(stub_dir, "python"))
+    p = subprocess.run([sys.executable, "-c", code, *UNIMPORTABLE], capture_output=True, text=True, env=env)
+    return p.stdout.split()
+
+
+def plot_requests(d):
+    """Each plot script asked for a figure from small valid inputs made in d: {script: (args,
+    the paths it would write)}."""
+    def write(name, text):
+        with open(os.path.join(d, name), "w") as f:
+            f.write(text)
+        return os.path.join(d, name)
+
+    data = write("data.summary.json", json.dumps({"config": {}, "data": {"runs": [
+        {"run": 0, "value_size": 64, "gib_per_s": 1.0, "latency_p50_us": 5.0, "latency_min_us": 1.0,
+         "latency_max_us": 1.0, "latency_histogram": {"sub_buckets": 64, "buckets": "1000:3"}}]}}))
+    write("run.inflight.csv", "t_us,rank,daemon,calls_in_flight\n")
+    write("run.summary.json", "{}")
+    epochs = write("epochs.csv", "run,rank,client_id,epoch,requests,duration_ns\n0,0,0,0,10,1000\n")
+    os.mkdir(os.path.join(d, "sweep"))
+    write(os.path.join("sweep", "results.csv"), "np,mops\n2,1.0\n")
+    sweep = write("sweep.json", json.dumps({"grid": {"np": [2]}, "output": "sweep",
+                                            "plot": [{"kind": "lines", "x": "np", "y": "mops", "file": "s.png"}]}))
+    out = os.path.join(d, "out")
+    return {
+        "scripts/plot_data.py": ([out + ".png", "a=" + data], [out + ".png"]),
+        "scripts/plot_bistability.py": ([out, "a=" + os.path.join(d, "run")], [out]),
+        "scripts/plot_epochs.py": ([epochs, "-o", out + ".png"], [out + ".png"]),
+        "scripts/plot_sweep.py": ([sweep], [os.path.join(d, "sweep", "s.png")]),
+        "scripts/latency_histogram.py": ([data, "--cdf", out + ".png"], [out + ".png"]),
+    }
+
+
+def check_missing_modules(root, stub_dir, log, failures):
+    """Each plot script, asked for a figure without matplotlib: one line naming matplotlib
+    and scripts/setup.sh, a non-zero status, no traceback, nothing written."""
+    with tempfile.TemporaryDirectory() as d:
+        for name, (args, outputs) in plot_requests(d).items():
+            status, out, err, called, new = run(root, os.path.join(root, name), args, stub_dir, log)
+            lines = err.strip().splitlines()
+            written = [p for p in outputs if os.path.exists(p)]
+            if (status in (0, "timeout (20 s)") or len(lines) != 1 or "matplotlib" not in err
+                    or "scripts/setup.sh" not in err or called or new or written):
+                failures.append(f"{name} {' '.join(args)} without matplotlib: exit {status}, wrote {written}, "
+                                f"stderr (one line naming matplotlib and scripts/setup.sh expected): "
+                                f"{err.strip()[-300:]}")
 
 
 def main(root):
@@ -131,6 +207,10 @@ def main(root):
             argparse_checked += 1
             for entry in undescribed(help_text):
                 failures.append(f"{name} --help: {entry} has no description")
+        hidden = stubs_hide_modules(stub_dir)
+        if hidden:
+            failures.append(f"the stubs on PYTHONPATH do not hide {hidden}: the runs above had them")
+        check_missing_modules(root, stub_dir, log, failures)
         if not os.path.isdir(foreign_dir) or os.listdir(foreign_dir) != ["profile"]:
             failures.append(f"a script changed {foreign_dir}, a directory it was told is not its own")
         with open(foreign_file) as f:
