@@ -2,12 +2,14 @@
 """Smoke tests of the figures of scripts/plot_data.py, scripts/plot_bistability.py and
 scripts/latency_histogram.py --cdf on small simulated runs: each writes a PNG, and what a
 reader sees holds. plot_data's title comes from the runs' configuration and its latency
-axis is labelled in plain numbers (not 3.2x10^0); plot_bistability's timeseries_start
+axis is labelled in plain numbers (not 3.2x10^0); from a table of the same runs' per-size
+figures (--table) it draws the same curves under the title given; plot_bistability's timeseries_start
 draws the first milliseconds after the clients' start also after a start-up phase, and its
 subtitle says the span it shows, and its regime map and its timeseries' CQEs-per-loop panel
 label at least two ticks when the values span less than a decade, in plain numbers; the CDF's long title is wrapped, not cut at the edges.
 usage: check_plot_figures.py REPO_ROOT BENCHKV
 """
+import json
 import os
 import subprocess
 import sys
@@ -79,6 +81,30 @@ def main(root, benchkv):
             for label in got["labels"]:
                 check(all(c in "0123456789.e+-" for c in label) and "$" not in label,
                       f"plot_data latency tick label {label!r} is not a plain number")
+
+        # plot_data --table: the same runs' per-size figures as a CSV (as docs/figures/
+        # data_ucx_real.csv keeps them) give the same curves, under the title given.
+        with open(os.path.join(d, "table.csv"), "w") as f:
+            f.write("backend,value_size,ops_per_s,gib_per_s,latency_p50_us,latency_p99_us\n")
+            for qd in ("4", "8"):
+                with open(os.path.join(d, f"qd{qd}.summary.json")) as sf:
+                    for r in json.load(sf)["data"]["runs"]:
+                        f.write(f"qd{qd},{r['value_size']},{r['ops_per_s']!r},{r['gib_per_s']!r},"
+                                f"{r['latency_p50_us']!r},{r['latency_p99_us']!r}\n")
+        script("plot_data.py", "table.png", "--table", "table.csv", "--title", "a given title", cwd=d)
+        check(is_png(os.path.join(d, "table.png")), "plot_data --table: table.png is not a PNG")
+        got, err = probe(root, (
+            "import plot_data\n"
+            f"table = plot_data.read_table(os.path.join({d!r}, 'table.csv'))\n"
+            f"runs = [(f'qd{{q}}', plot_data.read_summary(os.path.join({d!r}, f'qd{{q}}.summary.json'))[1]) "
+            "for q in (4, 8)]\n"
+            "fig = plot_data.figure(table, [], 'a given title')\n"
+            "print(json.dumps({'same': table == runs, 'title': fig._suptitle.get_text()}))\n"
+        ))
+        check(got is not None, f"plot_data --table probe: {err}")
+        if got:
+            check(got["same"], "plot_data --table: the table's curves differ from the summaries'")
+            check(got["title"] == "a given title", f"plot_data --table title {got['title']!r}")
 
         # plot_bistability: a KV run with in-flight samples, and a hand-made regime map whose
         # CQEs per loop span less than a decade (1.2 to 11; with the margins

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""scripts/plot_sweep.py, scripts/plot_bistability.py, scripts/plot_data.py and scripts/c1_table.py: a missing
-or unusable input file is one
+"""scripts/plot_sweep.py, scripts/plot_bistability.py, scripts/plot_data.py (summaries, or --table) and
+scripts/c1_table.py: a missing or unusable input file, or --table without --title, is one
 line on stderr naming it and exit status 2, not a traceback; nothing is drawn.
 usage: check_plot_inputs.py REPO_ROOT
 """
@@ -53,6 +53,12 @@ def main(argv):
             json.dump({"runs": []}, f)
         expect_missing(run(root, "plot_data.py", png, "a=" + kv), "kv.summary.json", failures,
                        "plot_data, a summary without a data section")
+        expect_missing(run(root, "plot_data.py", png, "--table", os.path.join(d, "absent.csv"), "--title", "t"),
+                       "absent.csv", failures, "plot_data --table, no table")
+        expect_missing(run(root, "plot_data.py", png, "--table", sweep, "--title", "t"), "s.json", failures,
+                       "plot_data --table, a file that is no table of per-size figures")
+        expect_missing(run(root, "plot_data.py", png, "--table", sweep), "--title", failures,
+                       "plot_data --table without --title")
         if os.path.exists(png):
             failures.append("plot_data drew a picture although an input was unusable")
         expect_missing(run(root, "c1_table.py", "8=" + absent), "absent.json", failures, "c1_table, no summary")
@@ -60,7 +66,7 @@ def main(argv):
                        "c1_table, a summary without daemon figures")
     for f in failures:
         print("FAIL:", f)
-    print(f"{11 - len(failures)} passed, {len(failures)} failed")  # 11 checks above
+    print(f"{14 - len(failures)} passed, {len(failures)} failed")  # 14 checks above
     return 1 if failures else 0
 
 
