@@ -57,4 +57,4 @@ print("  docs/bistability.md says what each miss asks for")
 PY
 /usr/bin/python3 scripts/plot_bistability.py out/figures "NP=8 sync=out/c1_np8" "NP=16 sync=out/c1_np16" \
   "NP=16 staggered=out/c1_np16_staggered"
-echo "pictures: out/figures/timeseries.png out/figures/timeseries_start.png out/figures/cqe_histogram.png (regime map: benchkv sweep configs/sweeps/regime_map.json)"
+echo "pictures: out/figures/timeseries.png out/figures/timeseries_start.png out/figures/cqe_histogram.png (regime map: build/apps/benchkv/benchkv sweep configs/sweeps/regime_map.json -j 2, then /usr/bin/python3 scripts/plot_sweep.py configs/sweeps/regime_map.json)"
