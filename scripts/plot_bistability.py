@@ -89,29 +89,29 @@ def plain(value, _pos=None):
 
 
 def log_axis(ax, values):
-    """A log y axis that labels enough ticks to be read: when the values span less than a
-    decade (one labelled power of ten at most), the minor ticks are labelled too, in
-    plain numbers."""
+    """A log y axis labelled in plain numbers (1, 10, 100, not 10^0) that labels enough
+    ticks to be read: when the values span less than a decade (one labelled power of ten
+    at most), the minor ticks are labelled too."""
     from matplotlib.ticker import FuncFormatter
 
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(plain))
     positive = [v for v in values if v > 0]
     if positive and max(positive) < 10 * min(positive):
-        ax.yaxis.set_major_formatter(FuncFormatter(plain))
         ax.yaxis.set_minor_formatter(FuncFormatter(plain))
 
 
 def symlog_axis(ax, values):
     """The CQEs-per-loop axis: symmetric log with a linear part below 1 (a bin can have no
     loop: 0). When the values span less than a decade above 1, the log part has at most
-    one power of ten in view and no minor tick: ticks at round values instead, labelled in
-    plain numbers as log_axis does."""
+    one power of ten in view and no minor tick: ticks at round values instead. Labels in
+    plain numbers (0, 1, 10), as log_axis gives them."""
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     ax.set_yscale("symlog", linthresh=1)
     if values and max(values) < 10 * max(min(values), 1.0):
         ax.yaxis.set_major_locator(MaxNLocator(nbins=6))
-        ax.yaxis.set_major_formatter(FuncFormatter(plain))
+    ax.yaxis.set_major_formatter(FuncFormatter(plain))
 
 
 def regime_figure(rows):

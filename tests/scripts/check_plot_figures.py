@@ -6,7 +6,8 @@ axis is labelled in plain numbers (not 3.2x10^0); from a table of the same runs'
 figures (--table) it draws the same curves under the title given; plot_bistability's timeseries_start
 draws the first milliseconds after the clients' start also after a start-up phase, and its
 subtitle says the span it shows, and its regime map and its timeseries' CQEs-per-loop panel
-label at least two ticks when the values span less than a decade, in plain numbers; the CDF's long title is wrapped, not cut at the edges.
+label at least two ticks when the values span less than a decade, in plain numbers (and in
+plain numbers over two decades too); the CDF's long title is wrapped, not cut at the edges.
 usage: check_plot_figures.py REPO_ROOT BENCHKV
 """
 import json
@@ -157,6 +158,27 @@ def main(root, benchkv):
             check(len(got["cpl_labels"]) >= 2, f"timeseries CQEs per loop tick labels {got['cpl_labels']}")
             for label in got["cpl_labels"]:
                 check("$" not in label, f"timeseries CQEs per loop tick label {label!r} is not a plain number")
+
+        # Values spanning two decades (as the main job's CQEs per loop, 0.3 to 15): both axes
+        # still label in plain numbers (the log formatter's default is 10^0, 10^1).
+        got, err = probe(root, VISIBLE_Y_LABELS + (
+            "import plot_bistability\n"
+            "plt = plot_bistability.pyplot()\n"
+            "fig, (a, b) = plt.subplots(2, 1)\n"
+            "values = [0.0, 0.3, 2.0, 15.0, 40.0]\n"
+            "a.plot(range(5), values)\n"
+            "plot_bistability.symlog_axis(a, values)\n"
+            "b.plot(range(4), values[1:])\n"
+            "plot_bistability.log_axis(b, values[1:])\n"
+            "print(json.dumps({'symlog': visible_y_labels(fig, a), 'log': visible_y_labels(fig, b)}))\n"
+        ))
+        check(got is not None, f"plot_bistability axes probe: {err}")
+        if got:
+            for axis in ("symlog", "log"):
+                check(len(got[axis]) >= 2, f"{axis} axis over two decades: tick labels {got[axis]}")
+                for label in got[axis]:
+                    check(all(c in "0123456789.e+-" for c in label) and "$" not in label,
+                          f"{axis} axis over two decades: tick label {label!r} is not a plain number")
 
         # latency_histogram --cdf: a KV run's title is longer than one line of the figure.
         cdf = os.path.join(d, "cdf.png")
