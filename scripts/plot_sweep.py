@@ -33,6 +33,7 @@ import os
 import sys
 
 from cli_help import pyplot, require_modules
+from plot_bistability import log_axis
 
 
 
@@ -279,6 +280,7 @@ def lines(p, rows, rate):
     xs_all = ordered(r[p["x"]] for r in rows)
     fig, axes = plt.subplots(len(ys), 1, figsize=(8, 3.5 * len(ys)), sharex=True, squeeze=False)
     for ax, y in zip(axes[:, 0], ys):
+        drawn = []  # the panel's means, for its log axis
         for g in groups:
             rr = [r for r in rows if (g is None or r[p["by"]] == g) and r[y] != ""]
             points = []
@@ -290,12 +292,13 @@ def lines(p, rows, rate):
                 points.append((float(x) if is_number(x) else x, m, half))
             if not points:
                 continue
+            drawn += [q[1] for q in points]
             name = f"{label(p['by'], rate)} = {g}" if g is not None else label(y, rate)
             ax.errorbar([q[0] for q in points], [q[1] for q in points], yerr=[q[2] for q in points], fmt="o-",
                         capsize=3, label=name)
         ax.set_ylabel(label(y, rate))
         if y in logy:
-            ax.set_yscale("log")
+            log_axis(ax, drawn)  # labelled in plain numbers (1, 10), as plot_bistability's
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     xax = axes[-1, 0]

@@ -4,7 +4,8 @@ over an integer NP axis with a seed axis it does not plot, a "heatmap", a "share
 above a threshold, strictly: the boundary value is not above it) and a "table".
 The PNGs are written (PNG signature), stdout holds the table only (the "wrote" lines go
 to stderr), the seeds of one point are averaged (the table shows their mean), and the
-lines figure's x ticks are the NP values themselves, not 2.25, 2.5, and the figures' title
+lines figure's x ticks are the NP values themselves, not 2.25, 2.5, a "logy" column's
+ticks are labelled in plain numbers (10, not 10^1), and the figures' title
 comes from the runs' configuration (hand-made summaries under out/runs/), not the file name.
 usage: check_plot_sweep.py REPO_ROOT
 """
@@ -104,7 +105,16 @@ def main(root):
             "share = plot_sweep.share(sweep['plot'][2], rows, 'M requests/s').axes[0]\n"
             f"title = plot_sweep.config_title(sweep, plot_sweep.run_configs({os.path.join(d, 'out')!r}))\n"
             f"unrun = plot_sweep.config_title(sweep, [plot_sweep.sweep_config(sweep, {sweep_path!r})])\n"
+            "logy = dict(sweep['plot'][0], y=['mops_per_rank'], logy=['mops_per_rank'])\n"
+            "logfig = plot_sweep.lines(logy, rows, 'M requests/s')\n"
+            "logfig.canvas.draw()\n"
+            "lax = logfig.axes[0]\n"
+            "lo, hi = lax.get_ylim()\n"
+            "loglabels = [t.label1.get_text() for minor in (False, True)\n"
+            "             for t in (lax.yaxis.get_minor_ticks() if minor else lax.yaxis.get_major_ticks())\n"
+            "             if lo <= t.get_loc() <= hi and t.label1.get_visible() and t.label1.get_text()]\n"
             "print(json.dumps({'ticks': [float(t) for t in ax.get_xticks()], 'xlabel': ax.get_xlabel(),\n"
+            "                  'logscale': lax.get_yscale(), 'loglabels': loglabels,\n"
             "                  'ylabels': [a.get_ylabel() for a in fig.axes], 'title': title, 'unrun': unrun,\n"
             "                  'share_scale': share.get_xscale(), 'share_ticks': [float(t) for t in share.get_xticks()],\n"
             "                  'share_ylabel': share.get_ylabel()}))\n"))
@@ -112,6 +122,13 @@ def main(root):
         if got is not None:
             check(got["ticks"] == [2.0, 3.0, 4.0], f"x ticks {got['ticks']}")
             check(got["xlabel"] == "nodes (NP)", f"x label {got['xlabel']!r}")
+            # "logy" over values spanning a decade (4 to 18 M requests/s): ticks labelled in
+            # plain numbers (10, not 10^1), at least two of them.
+            check(got["logscale"] == "log" and len(got["loglabels"]) >= 2, f"log y axis: {got['logscale']}, "
+                  f"labels {got['loglabels']}")
+            for lab in got["loglabels"]:
+                check("$" not in lab and all(c in "0123456789.e+-" for c in lab),
+                      f"log y tick label {lab!r} is not a plain number")
             # "logx": a log axis ticked at the NP values, not at powers of ten.
             check(got["share_scale"] == "log" and got["share_ticks"] == [2.0, 3.0, 4.0],
                   f"share x axis {got['share_scale']} ticks {got['share_ticks']}")
