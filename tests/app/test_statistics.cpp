@@ -63,3 +63,69 @@ TEST_CASE("statistics: Welch's t-test on an example checked against SciPy", "[be
   CHECK(welch_test(spread(std::vector<double>{1, 1}), spread(std::vector<double>{2, 2})).p == 0.0);
   CHECK_THROWS(welch_test(spread(std::vector<double>{1}), spread(b)));
 }
+
+TEST_CASE("statistics: the paired t-test over per-seed differences, by hand", "[bench][statistics]") {
+  // Three seeds whose figures spread far (10, 20, 30) while B - A stays near 0.5: the
+  // differences 0.5, 0.6, 0.4 have mean 0.5 and sample std dev 0.1, so t = 0.5 / (0.1 /
+  // sqrt(3)) = 5 sqrt(3) = 8.660254 with df = 2, whose two-sided p is, from the df = 2
+  // CDF in closed form, 1 - t / sqrt(2 + t^2) = 1 - 8.660254 / sqrt(77) = 0.013072; the
+  // interval 0.5 -+ t(0.975, 2) x 0.1 / sqrt(3) = 0.5 -+ 4.302653 x 0.057735.
+  const std::vector<double> a = {10, 20, 30}, b = {10.5, 20.6, 30.4};
+  const PairedTest p = paired_test(a, b);
+  CHECK(p.n == 3);
+  CHECK(p.difference == Approx(0.5).epsilon(1e-12));
+  CHECK(p.std_dev == Approx(0.1).epsilon(1e-9));
+  CHECK(p.t == Approx(5 * std::sqrt(3.0)).epsilon(1e-9));
+  CHECK(p.df == 2);
+  CHECK(p.p == Approx(1 - 5 * std::sqrt(3.0) / std::sqrt(77.0)).epsilon(1e-6));
+  CHECK(p.p == Approx(0.013072).epsilon(1e-4));
+  CHECK(p.ci95_low == Approx(0.5 - 4.302653 * 0.1 / std::sqrt(3.0)).epsilon(1e-6));
+  CHECK(p.ci95_high == Approx(0.5 + 4.302653 * 0.1 / std::sqrt(3.0)).epsilon(1e-6));
+  // The same samples read as independent: the spread between seeds (sd 10) hides the
+  // difference. t = 0.5 / sqrt((100 + 99.01) / 3).
+  const WelchTest w = welch_test(spread(a), spread(b));
+  CHECK(w.t == Approx(0.5 / std::sqrt(199.01 / 3)).epsilon(1e-9));
+  CHECK(w.p > 0.9);
+  CHECK(w.difference == Approx(0.5).epsilon(1e-12));
+  CHECK(w.ci95_low == Approx(0.5 - student_t_quantile(0.975, w.df) * std::sqrt(199.01 / 3)).epsilon(1e-9));
+  CHECK(w.ci95_low < 0);
+  CHECK(w.ci95_high > 0);
+  // The pairs are matched by position: B against A flips the sign only.
+  const PairedTest r = paired_test(b, a);
+  CHECK(r.t == Approx(-p.t));
+  CHECK(r.p == Approx(p.p));
+  CHECK(r.ci95_high == Approx(-p.ci95_low));
+  // One seed's figures equal on both sides: no difference, and the interval is 0 alone.
+  const PairedTest same = paired_test(a, a);
+  CHECK(same.difference == 0);
+  CHECK(same.t == 0);
+  CHECK(same.p == 1.0);
+  CHECK(same.ci95_low == 0);
+  CHECK(same.ci95_high == 0);
+  // A constant shift: certain.
+  const std::vector<double> shifted = {11, 21, 31};
+  CHECK(paired_test(a, shifted).p == 0.0);
+  CHECK(paired_test(a, shifted).ci95_low == 1.0);
+  CHECK_THROWS(paired_test(std::vector<double>{1, 2}, std::vector<double>{1, 2, 3}));
+  CHECK_THROWS(paired_test(std::vector<double>{1}, std::vector<double>{2}));
+}
+
+TEST_CASE("statistics: equal values have no spread, exactly", "[bench][statistics]") {
+  // 2.056 - 1.152 three times sums to a value that divided by 3 is one unit in the last
+  // place off, so deviations of 1e-16: a paired test of two constant samples (a
+  // deterministic figure, the same for every seed) read t = 1e16 from them instead of a
+  // difference without spread.
+  const double d = 2.056 - 1.152;
+  REQUIRE((d + d + d) / 3 != d);  // what the rule is for
+  const Spread s = spread(std::vector<double>{d, d, d});
+  CHECK(s.mean == d);
+  CHECK(s.std_dev == 0);
+  CHECK(s.ci95_low == d);
+  CHECK(s.ci95_high == d);
+  const PairedTest p = paired_test(std::vector<double>{1.152, 1.152, 1.152}, std::vector<double>{2.056, 2.056, 2.056});
+  CHECK(p.difference == d);
+  CHECK(p.std_dev == 0);
+  CHECK(std::isinf(p.t));
+  CHECK(p.p == 0.0);
+  CHECK(p.ci95_low == d);
+}

@@ -280,7 +280,7 @@ TEST_CASE("provenance: the summary says which build made it, and --version says 
   }
 }
 
-TEST_CASE("compare: two summaries side by side, ratio and Welch's verdict over repetitions", "[e2e][sim][compare]") {
+TEST_CASE("compare: two summaries side by side, ratio and the verdict over repetitions", "[e2e][sim][compare]") {
   TempDir dir;
   run_ok(small_sim("meta", {"-r", "1", "--repeat", "3", "-o", "a.csv", "--queue-depth", "1", "--report", "none"}),
          dir.path());
@@ -300,17 +300,72 @@ TEST_CASE("compare: two summaries side by side, ratio and Welch's verdict over r
   const auto lat = words(line_starting(lines, "latency p99 (us)"));
   REQUIRE(lat.size() == 6);
   CHECK(std::stod(lat[4]) == Approx(b["overall"]["latency"]["all"]["p99_ns"].get<double>() / 1000.0).margin(1e-6));
-  // Eight times the queue depth is far more than the spread over independent seeds.
-  const std::string verdict = line_starting(lines, "Mops: Welch's t-test over 3 and 3 repetitions: ");
+  // Eight times the queue depth is far more than the spread over seeds. Both ran seeds
+  // 1, 2, 3 (the default --seed): pairs, so the paired test.
+  const std::string verdict = line_starting(lines, "Mops: paired t-test over 3 seeds (A and B ran the same seeds, 1, 2, "
+                                                   "3: common random numbers, so each seed's B - A is one sample): ");
   CHECK_THAT(verdict, Catch::EndsWith(": the difference is significant at the 5 % level"));
   // The two differ in queue depth (and in their output paths, which are not counted): said.
   CHECK_THAT(o.out, Catch::Contains("warning: A and B were run with different configurations (1 differing setting,"));
   CHECK_THAT(o.out, Catch::Contains("warning:   queue_depth: 1 vs 8\n"));
   CHECK_THAT(o.out, !Catch::Contains("warning:   output"));
+  // A summary against itself: every seed's difference is 0.
   const Outcome same = run_ok({"compare", "a.summary.json", "a.summary.json"}, dir.path());
-  CHECK_THAT(line_starting(lines_of(same.out), "Mops: Welch's t-test over 3 and 3 repetitions: "),
-             Catch::EndsWith(": no significant difference at the 5 % level"));
+  CHECK_THAT(line_starting(lines_of(same.out), "Mops: paired t-test over 3 seeds "),
+             Catch::EndsWith("B - A = 0.000000, 95% CI [0.000000, 0.000000], t = 0.000, df = 2, p = 1: no significant "
+                             "difference at the 5 % level"));
   CHECK_THAT(same.out, !Catch::Contains("warning"));
+
+  // Common random numbers: the seeds' figures spread far (10, 20, 30 Mops) while each
+  // seed's B - A stays near 0.5 (0.5, 0.6, 0.4). Paired, the differences have mean 0.5
+  // and std dev 0.1: t = 0.5 / (0.1 / sqrt(3)) = 8.660 with df 2, p = 1 - t / sqrt(2 +
+  // t^2) = 0.01307 (the df = 2 CDF in closed form), the interval 0.5 -+ t(0.975, 2) 0.1 /
+  // sqrt(3) = 0.5 -+ 0.248414: a difference. Read as independent samples (Welch), the
+  // spread between seeds hides it: t = 0.5 / sqrt((100 + 99.01) / 3) = 0.061.
+  json pa = a, pb = a;
+  const double planted_a[] = {10, 20, 30}, planted_b[] = {10.5, 20.6, 30.4};
+  for (size_t k = 0; k < 3; ++k) {
+    pa["repetitions"][k]["mops"] = planted_a[k];
+    pb["repetitions"][k]["mops"] = planted_b[k];
+  }
+  write_file(dir / "pa.summary.json", pa.dump());
+  write_file(dir / "pb.summary.json", pb.dump());
+  const auto numbers_after = [](const std::string& line, const std::string& key) {
+    const size_t at = line.find(key);
+    REQUIRE(at != std::string::npos);
+    return std::stod(line.substr(at + key.size()));
+  };
+  const std::string paired = line_starting(lines_of(run_ok({"compare", "pa.summary.json", "pb.summary.json"},
+                                                           dir.path()).out),
+                                           "Mops: paired t-test over 3 seeds (A and B ran the same seeds, 1, 2, 3");
+  INFO(paired);
+  CHECK(numbers_after(paired, "B - A = ") == Approx(0.5).margin(1e-6));
+  const std::string ci = paired.substr(paired.find("95% CI [") + 8);
+  CHECK(std::stod(ci) == Approx(0.5 - 4.302653 * 0.1 / std::sqrt(3.0)).margin(2e-6));
+  CHECK(std::stod(ci.substr(ci.find(", ") + 2)) == Approx(0.5 + 4.302653 * 0.1 / std::sqrt(3.0)).margin(2e-6));
+  CHECK(numbers_after(paired, "t = ") == Approx(5 * std::sqrt(3.0)).margin(5e-4));
+  CHECK(numbers_after(paired, "df = ") == 2);
+  CHECK(numbers_after(paired, "p = ") == Approx(1 - 5 * std::sqrt(3.0) / std::sqrt(77.0)).margin(1e-5));
+  CHECK_THAT(paired, Catch::EndsWith(": the difference is significant at the 5 % level"));
+  // The same figures with B's repetitions from seeds 4, 5, 6: no pairs, so Welch's test,
+  // and the line says why.
+  json pc = pb;
+  for (size_t k = 0; k < 3; ++k) pc["repetitions"][k]["seed"] = 4 + k;
+  write_file(dir / "pc.summary.json", pc.dump());
+  const std::string welch = line_starting(lines_of(run_ok({"compare", "pa.summary.json", "pc.summary.json"},
+                                                          dir.path()).out),
+                                          "Mops: Welch's t-test over 3 and 3 repetitions (independent samples: A ran "
+                                          "seeds 1, 2, 3 and B seeds 4, 5, 6, not the same seeds): ");
+  INFO(welch);
+  CHECK(numbers_after(welch, "t = ") == Approx(0.5 / std::sqrt(199.01 / 3)).margin(5e-4));
+  CHECK_THAT(welch, Catch::EndsWith(": no significant difference at the 5 % level"));
+  // A summary whose repetitions name one seed twice is not one --repeat wrote: refused.
+  json twice = pb;
+  twice["repetitions"][1]["seed"] = twice["repetitions"][0]["seed"];
+  write_file(dir / "twice.summary.json", twice.dump());
+  const Outcome dup = run_benchkv({"compare", "pa.summary.json", "twice.summary.json"}, dir.path());
+  CHECK(dup.status == 2);
+  CHECK_THAT(dup.err, Catch::Contains("compare: twice.summary.json: two repetitions have the seed 1"));
   // The runs (-r) of one execution are not independent: no verdict, and the line says why.
   run_ok(small_sim("meta", {"-r", "3", "-o", "c.csv", "--report", "none"}), dir.path());
   const Outcome windows = run_ok({"compare", "c.summary.json", "c.summary.json"}, dir.path());
@@ -320,7 +375,7 @@ TEST_CASE("compare: two summaries side by side, ratio and Welch's verdict over r
   CHECK_THAT(help.out,
              Catch::StartsWith("Usage: benchkv compare [--allow-different-transports] [--allow-different-builds] "
                                "[--allow-partial]\n       A.summary.json B.summary.json\n"));
-  CHECK_THAT(help.out, Catch::Contains("Welch's t-test"));
+  CHECK_THAT(help.out, Catch::Contains("Welch's t-test") && Catch::Contains("paired t-test"));
   CHECK(help.err.empty());
   const Outcome bad = run_benchkv({"compare", "a.summary.json", "missing.json"}, dir.path());
   CHECK(bad.status == 2);
@@ -707,9 +762,10 @@ TEST_CASE("repeat: simulated rpc and data runs repeat over seeds, and compare te
   CHECK_THAT(text.out, Catch::Contains("[OVERALL] round trip p99 over the repetitions (us): mean "));
   const Outcome rc = run_ok({"compare", "r1.summary.json", "r8.summary.json"}, dir.path());
   INFO(rc.out);
-  CHECK_THAT(line_starting(lines_of(rc.out), "32 B Mrps: Welch's t-test over 3 and 3 repetitions: "),
+  CHECK_THAT(line_starting(lines_of(rc.out), "32 B Mrps: paired t-test over 3 seeds (A and B ran the same seeds, 5, "
+                                             "6, 7: "),
              Catch::EndsWith(": the difference is significant at the 5 % level"));
-  CHECK_THAT(rc.out, Catch::Contains("32 B round trip mean: Welch's t-test over 3 and 3 repetitions: "));
+  CHECK_THAT(rc.out, Catch::Contains("32 B round trip mean: paired t-test over 3 seeds "));
   CHECK_THAT(rc.out, Catch::Contains("32 B Mrps 95% CI low"));
   CHECK_THAT(rc.out, !Catch::Contains("no verdict"));
 
@@ -729,7 +785,7 @@ TEST_CASE("repeat: simulated rpc and data runs repeat over seeds, and compare te
   CHECK_THAT(dtext.out, Catch::Contains("[OVERALL] ops/s mean "));
   const Outcome dc = run_ok({"compare", "d1.summary.json", "d8.summary.json"}, dir.path());
   INFO(dc.out);
-  CHECK_THAT(line_starting(lines_of(dc.out), "1024 B ops/s: Welch's t-test over 3 and 3 repetitions: "),
+  CHECK_THAT(line_starting(lines_of(dc.out), "1024 B ops/s: paired t-test over 3 seeds "),
              Catch::EndsWith(": the difference is significant at the 5 % level"));
   CHECK_THAT(dc.out, !Catch::Contains("no verdict"));
   // --report csv leads each data line with its seed.

@@ -921,6 +921,20 @@ std::vector<double> values_of(const SeededValues& v) {
   return out;
 }
 
+// The seeds of `v`: "1, 2, 3", or "1 to 10" for more than 3 consecutive ones.
+std::string seeds_text(const SeededValues& v) {
+  if (v.size() > 3 && v.rbegin()->first - v.begin()->first + 1 == v.size())
+    return fmt::format("{} to {}", v.begin()->first, v.rbegin()->first);
+  std::string t;
+  for (const auto& [seed, x] : v) t += (t.empty() ? "" : ", ") + std::to_string(seed);
+  return t;
+}
+
+bool same_seeds(const SeededValues& a, const SeededValues& b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](const auto& x, const auto& y) { return x.first == y.first; });
+}
+
 // What to do about too few repetitions: --repeat, which only simulated runs have.
 std::string repeat_advice(const json& a, const json& b) {
   const auto simulated = [](const json& s) {
@@ -934,8 +948,11 @@ const char* significance(double p) {
   return p < 0.05 ? "the difference is significant at the 5 % level" : "no significant difference at the 5 % level";
 }
 
-// The verdict on one figure: Welch's t-test over the independent repetitions, or why
-// there is none.
+// The verdict on one figure over the repetitions of A and B (one value per seed), or why
+// there is none (fewer than 2 repetitions on a side). When both sides hold the same seeds
+// the repetitions are pairs (common random numbers: seed k drove both simulations' random
+// streams): the paired t-test over the per-seed differences B - A. Otherwise the two are
+// independent samples: Welch's t-test. The line names the test and why it was chosen.
 std::string verdict(const std::string& figure, const SeededValues& a, const SeededValues& b,
                     const std::string& advice) {
   if (a.size() < 2 || b.size() < 2)
@@ -943,9 +960,20 @@ std::string verdict(const std::string& figure, const SeededValues& a, const Seed
                        "each side (the runs of one execution are windows of it, not independent): {}\n",
                        figure, a.size() < 2 ? std::max<size_t>(a.size(), 1) : a.size(),
                        b.size() < 2 ? std::max<size_t>(b.size(), 1) : b.size(), advice);
+  if (same_seeds(a, b)) {
+    const PairedTest p = paired_test(values_of(a), values_of(b));
+    return fmt::format("{}: paired t-test over {} seeds (A and B ran the same seeds, {}: common random numbers, so "
+                       "each seed's B - A is one sample): B - A = {:.6f}, 95% CI [{:.6f}, {:.6f}], t = {:.3f}, "
+                       "df = {:.0f}, p = {:.4g}: {}\n",
+                       figure, p.n, seeds_text(a), p.difference, p.ci95_low, p.ci95_high, p.t, p.df, p.p,
+                       significance(p.p));
+  }
   const WelchTest w = welch_test(spread(values_of(a)), spread(values_of(b)));
-  return fmt::format("{}: Welch's t-test over {} and {} repetitions: t = {:.3f}, df = {:.1f}, p = {:.4g}: {}\n", figure,
-                     a.size(), b.size(), w.t, w.df, w.p, significance(w.p));
+  return fmt::format("{}: Welch's t-test over {} and {} repetitions (independent samples: A ran seeds {} and B seeds "
+                     "{}, not the same seeds): B - A = {:.6f}, 95% CI [{:.6f}, {:.6f}], t = {:.3f}, df = {:.1f}, "
+                     "p = {:.4g}: {}\n",
+                     figure, a.size(), b.size(), seeds_text(a), seeds_text(b), w.difference, w.ci95_low, w.ci95_high,
+                     w.t, w.df, w.p, significance(w.p));
 }
 
 // The transports UCX selected, as the summary records them (provenance.ucx_transports),

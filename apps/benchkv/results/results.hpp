@@ -270,9 +270,11 @@ void write_summary_file(const std::string& path, const nlohmann::json& summary);
 // `benchkv compare A.summary.json B.summary.json`: the overall figures of two summaries
 // side by side (Mops, or Mrps for rpc: mean and std dev, the 95 % interval with
 // repetitions; daemon CQEs per loop and calls in flight; latency mean/p50/p99/p99.9 of all
-// requests in us) with the ratio B / A, then a verdict per figure: Welch's t-test
-// (unequal variances, two-sided, 5 % level) over the independent repetitions of each
-// summary (--repeat); with fewer than 2 repetitions on a side, no verdict and why (the
+// requests in us) with the ratio B / A, then a verdict per figure over the repetitions of
+// each summary (--repeat; two-sided, 5 % level): the paired t-test over the per-seed
+// differences when both sides ran the same seeds (common random numbers), else Welch's
+// t-test (unequal variances); the line names the test and why, and gives the 95 %
+// interval of B - A. With fewer than 2 repetitions on a side, no verdict and why (the
 // runs of one execution are not independent). Summaries of different kinds (KV backends,
 // rpc, data) are refused: std::runtime_error naming both files and kinds; so are two
 // summaries over different transports (config "transport") or different UCX transports

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 namespace bkv::app {
 
@@ -50,6 +51,10 @@ double incomplete_beta(double a, double b, double x) {
   return 1 - front * beta_continued_fraction(b, a, 1 - x) / b;
 }
 
+// 2 P(T > |t|) for T of Student's t with df degrees of freedom, without the cancellation
+// of 1 - cdf.
+double two_sided_p(double t, double df) { return std::min(1.0, incomplete_beta(df / 2, 0.5, df / (df + t * t))); }
+
 }  // namespace
 
 double student_t_cdf(double t, double df) {
@@ -79,8 +84,11 @@ Spread spread(std::span<const double> values) {
   s.mean /= double(s.n);
   s.min = *std::min_element(values.begin(), values.end());
   s.max = *std::max_element(values.begin(), values.end());
+  // Equal values have no spread: their mean is the value itself, not a sum divided back
+  // with a rounding error that a t statistic would divide by a std dev of 1e-16.
+  if (s.min == s.max) s.mean = s.min;
   s.ci95_low = s.ci95_high = s.mean;
-  if (s.n < 2) return s;
+  if (s.n < 2 || s.min == s.max) return s;
   double ss = 0;
   for (double x : values) ss += (x - s.mean) * (x - s.mean);
   s.std_dev = std::sqrt(ss / double(s.n - 1));
@@ -95,6 +103,7 @@ WelchTest welch_test(const Spread& a, const Spread& b) {
   WelchTest w;
   const double va = a.std_dev * a.std_dev / double(a.n), vb = b.std_dev * b.std_dev / double(b.n);
   const double se2 = va + vb;
+  w.difference = w.ci95_low = w.ci95_high = b.mean - a.mean;
   if (se2 == 0) {
     w.p = a.mean == b.mean ? 1.0 : 0.0;
     w.t = a.mean == b.mean ? 0.0 : std::copysign(std::numeric_limits<double>::infinity(), b.mean - a.mean);
@@ -103,8 +112,34 @@ WelchTest welch_test(const Spread& a, const Spread& b) {
   }
   w.t = (b.mean - a.mean) / std::sqrt(se2);
   w.df = se2 * se2 / (va * va / double(a.n - 1) + vb * vb / double(b.n - 1));
-  w.p = std::min(1.0, incomplete_beta(w.df / 2, 0.5, w.df / (w.df + w.t * w.t)));  // 2 P(T > |t|), no cancellation
+  w.p = two_sided_p(w.t, w.df);
+  const double half = student_t_quantile(0.975, w.df) * std::sqrt(se2);
+  w.ci95_low = w.difference - half;
+  w.ci95_high = w.difference + half;
   return w;
+}
+
+PairedTest paired_test(std::span<const double> a, std::span<const double> b) {
+  if (a.size() != b.size()) throw std::invalid_argument("paired_test: the two samples must be of one size");
+  if (a.size() < 2) throw std::invalid_argument("paired_test: at least 2 pairs are needed");
+  std::vector<double> d(a.size());
+  for (size_t i = 0; i < a.size(); ++i) d[i] = b[i] - a[i];
+  const Spread s = spread(d);
+  PairedTest p;
+  p.n = s.n;
+  p.difference = s.mean;
+  p.std_dev = s.std_dev;
+  p.df = double(s.n - 1);
+  p.ci95_low = s.ci95_low;  // mean -+ t(0.975, n - 1) sd / sqrt(n): the one-sample interval
+  p.ci95_high = s.ci95_high;
+  if (s.std_dev == 0) {
+    p.p = s.mean == 0 ? 1.0 : 0.0;
+    p.t = s.mean == 0 ? 0.0 : std::copysign(std::numeric_limits<double>::infinity(), s.mean);
+    return p;
+  }
+  p.t = s.mean / (s.std_dev / std::sqrt(double(s.n)));
+  p.p = two_sided_p(p.t, p.df);
+  return p;
 }
 
 }  // namespace bkv::app
