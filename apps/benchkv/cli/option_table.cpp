@@ -386,8 +386,8 @@ const Spec kSpecs[] = {
      BKV_FIELD(life_s)},
     {"ring_pages", 0, Kind::kChoice, kGroupSim, "auto|release|keep",
      "copyrpc ring pages the peer has consumed: given back to the kernel (release: memory for live pages only) or "
-     "zeroed and kept (keep: faster, no system call or page fault per page, but every page a ring has touched "
-     "stays resident); auto (the default): keep when all the run's rings, whole, take at most half the memory "
+     "kept as they are (keep: faster, no system call or page fault per page, but every page a ring has touched "
+     "stays resident; copyrpc writes a ring byte before it reads it, so the old bytes are never read); auto (the default): keep when all the run's rings, whole, take at most half the memory "
      "available as the simulation starts (MemAvailable in /proc/meminfo), release otherwise; the choice and "
      "its figures are in the summary's provenance (\"ring_pages\"); the output bytes are the same",
      BKV_CHOICE(ring_pages, kRingPagesChoices)},

@@ -43,8 +43,9 @@ using backend::BackendKind;
 enum class StartMode : uint8_t { kSync = 0, kStaggered };
 enum class ReportFormat : uint8_t { kText = 0, kCsv, kNone };  // the final report on stdout
 // Simulated copyrpc rings: a consumed page goes back to the kernel (kRelease: memory for
-// live pages only) or is zeroed and kept (kKeep: no system call or page fault per page,
-// the pages a ring has touched stay resident); kAuto keeps them when the rings, whole, fit
+// live pages only) or is kept as it is, old bytes and all (kKeep: no system call or page
+// fault per page, the pages a ring has touched stay resident; copyrpc writes every ring
+// byte before it reads it, so the old bytes are never read); kAuto keeps them when the rings, whole, fit
 // in memory (apps/benchkv/simulator/runner.hpp, choose_ring_pages). Output bytes are the
 // same either way.
 enum class RingPages : uint8_t { kRelease = 0, kKeep, kAuto };
