@@ -216,7 +216,10 @@ class alignas(64) Client {
     out.set_step(i, found);
     out.set_step(i + 1, found_slot);
     i += 2;
-    for (uint32_t k = 0; k < ipc_count_ && i < out.step; ++k, ++i) out.set_step(i, ipc_[k]->next_response_line());
+    // With an ipc reply flag, the next step polls no ipc ring unless it is set now.
+    const bool ipc_due = !ipc_flagged_ || ipc_answered_ != 0;
+    for (uint32_t k = 0; k < ipc_count_ && i < out.step; ++k, ++i)
+      out.set_step(i, ipc_due ? ipc_[k]->next_response_line() : idle);
   }
   // Where the pending slot of `token` lies (the table's first slot for a token beyond the
   // queue depth: a hint's address is never outside the table).
@@ -227,6 +230,17 @@ class alignas(64) Client {
     return &pending_[slot < queue_depth_ ? slot : 0];
   }
   const RemotePath& remote_path() const noexcept { return remote_; }
+
+  // Where one OS thread runs this client and its node's daemons (the simulator): the
+  // byte the ipc servers set at each response to this client (IpcServer::use_reply_flags,
+  // given to every server this client is connected to, before its first call). From
+  // now on a scan reads the ipc rings only while it is set. The byte lies in the
+  // object's second line, which every step reads anyway.
+  uint8_t* use_ipc_reply_flag() noexcept {
+    ipc_flagged_ = true;
+    ipc_answered_ = 0;
+    return &ipc_answered_;
+  }
 
   // Records into `shared` instead of the client's own histograms (nullptr: its own again),
   // for clients that one thread steps (the simulator): the histograms of many clients are
@@ -314,16 +328,22 @@ class alignas(64) Client {
     bool first;
   };
   // kHinted: a remote path that offers poll_hinted (the same answers in the same order,
-  // reading fewer response slots) is polled with it.
+  // reading fewer response slots) is polled with it. With an ipc reply flag
+  // (use_ipc_reply_flag) the ipc rings are read only when a server answered since the
+  // last scan, which finds the same answers (core/shm/ipc.hpp, reply flags: a poll leaves
+  // no response ready, so the flag is cleared before it).
   template <bool kHinted = false, class OnAnswer>
   [[gnu::always_inline]] inline void scan(OnAnswer&& on_answer) {
-    for (uint32_t i = 0; i < ipc_count_; ++i) {
-      IpcClientT* c = ipc_[i];
-      bool first = true;
-      c->poll([&](uint64_t token, const Response& r) __attribute__((always_inline)) {
-        on_answer(token, r, Area{true, first});
-        first = false;
-      });
+    if (!ipc_flagged_ || ipc_answered_ != 0) {
+      ipc_answered_ = 0;
+      for (uint32_t i = 0; i < ipc_count_; ++i) {
+        IpcClientT* c = ipc_[i];
+        bool first = true;
+        c->poll([&](uint64_t token, const Response& r) __attribute__((always_inline)) {
+          on_answer(token, r, Area{true, first});
+          first = false;
+        });
+      }
     }
     bool first = true;
     auto on_remote = [&](uint64_t token, const Response& r) __attribute__((always_inline)) {
@@ -526,6 +546,8 @@ class alignas(64) Client {
   bool write_ready_ = false;   // timed writes: the next request is paid for
   bool unsent_ = false;        // timed writes: requests written since the path last sent
   bool has_oracle_ = false;    // oracle_ != nullptr
+  bool ipc_flagged_ = false;   // use_ipc_reply_flag: ipc_answered_ is kept by the servers
+  uint8_t ipc_answered_ = 0;   // set by an ipc server's response, cleared by a scan
   kv::Pattern pattern_;
   std::unique_ptr<metrics::RequestLatency> own_latency_;
   kv::HistoryOracle* oracle_ = nullptr;

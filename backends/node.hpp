@@ -133,6 +133,15 @@ class Node {
       clients_.push_back(
           std::make_unique<ClientT>(cfg_, std::move(pattern), ipc, remote, m, counters_[c], shared_latency_));
     }
+    // One OS thread runs every daemon and client (the simulator): each response an ipc
+    // server publishes sets its client's reply flag, and a client's scan reads its ipc
+    // rings only when it is set (core/shm/ipc.hpp, reply flags).
+    if constexpr (requires { T::kOneOsThread; })
+      if constexpr (T::kOneOsThread) {
+        ipc_reply_flags_.clear();
+        for (uint32_t c = 0; c < C; ++c) ipc_reply_flags_.push_back(clients_[c]->use_ipc_reply_flag());
+        for (uint32_t d = 0; d < D; ++d) ipc_servers_[d]->use_reply_flags(ipc_reply_flags_);
+      }
   }
 
   // ---- threads
@@ -266,6 +275,7 @@ class Node {
   std::vector<uint64_t> client_errors_;
   std::vector<std::unique_ptr<IpcClientT>> ipc_clients_;
   std::vector<std::unique_ptr<ClientT>> clients_;
+  std::vector<uint8_t*> ipc_reply_flags_;  // by client: its reply flag, for the ipc servers (one OS thread)
 };
 
 // Wires and starts nodes that live in one process (simulator, threaded loopback,

@@ -55,6 +55,16 @@
 // because call() is the only writer of a request: a client with a request poll() would
 // find has its bit set (requests found by the last poll and not yet taken by recv() get
 // theirs again at the next poll_hinted()).
+//
+// Reply flags, for the same single-thread case: the owner of a server's clients gives
+// the server one byte per client index, kept where the client reads anyway
+// (IpcServer::use_reply_flags), and the server sets client c's byte to 1 at each response
+// it publishes to c (serve(), reply()). A client that clears its byte before each poll
+// can skip a poll while its byte is 0, because a poll leaves no response ready (it stops
+// at the first position not published, or after depth positions, when the next one's
+// slot still holds the response just read) and a server's publish is the only way a
+// response becomes ready. The server only sets the bytes; clearing them is the client's
+// (backend::Client).
 #pragma once
 
 #include <bit>
@@ -315,6 +325,17 @@ class alignas(kCacheLine) IpcServer {
   // The hint words, for IpcClient::use_request_hints; nullptr without keep_request_hints.
   uint64_t* request_hints() noexcept { return hints_.empty() ? nullptr : hints_.data(); }
 
+  // Reply flags (header comment): from now on, each response published to client c sets
+  // *flags[c] to 1. `flags` holds max_clients pointers, kept by the caller for the
+  // server's life (an empty span: no flags again). Only for a server and clients run by
+  // one OS thread: the bytes are plain memory.
+  void use_reply_flags(std::span<uint8_t* const> flags) {
+    if (!flags.empty() && flags.size() != view_.config().max_clients)
+      throw ShmError("ipc reply flags: " + std::to_string(flags.size()) + " flags for " +
+                     std::to_string(view_.config().max_clients) + " clients");
+    reply_flags_ = flags.empty() ? nullptr : flags.data();
+  }
+
   // poll(), reading the request rings of the hinted clients only (header comment): the
   // same requests in the same order, the same clients_scanned() and idle counts. Without
   // keep_request_hints, poll().
@@ -419,6 +440,7 @@ class alignas(kCacheLine) IpcServer {
           continue;
         }
         st.responses.publish(st.resp_head++, token, respond(static_cast<const Req&>(req)));
+        flag_reply(r.client);
         answered(r.client);
         ++n;
       }
@@ -435,6 +457,7 @@ class alignas(kCacheLine) IpcServer {
     st.awaiting[handle.token] = 0;
     --st.outstanding;
     st.responses.publish(st.resp_head++, handle.token, resp);
+    flag_reply(handle.client);
     return IpcReplyStatus::kOk;
   }
 
@@ -493,6 +516,9 @@ class alignas(kCacheLine) IpcServer {
     return total;
   }
   static constexpr uint64_t client_bit(uint32_t c) noexcept { return uint64_t{1} << (c % 64); }
+  void flag_reply(uint32_t c) noexcept {
+    if (reply_flags_ != nullptr) *reply_flags_[c] = 1;
+  }
 
   IpcView<Req, Resp> view_;
   IpcSkipConfig skip_;
@@ -512,6 +538,7 @@ class alignas(kCacheLine) IpcServer {
   LineVector<uint64_t> hints_;
   LineVector<uint64_t> found_;
   LineVector<uint64_t> unsaturated_;
+  uint8_t* const* reply_flags_ = nullptr;  // use_reply_flags: max_clients pointers; nullptr: none
 };
 
 // ---- client ----------------------------------------------------------------------

@@ -519,3 +519,46 @@ TEST_CASE("ipc request hints: without keep_request_hints poll_hinted is poll", "
   CHECK(f.server.recv()->handle.client == 0);
   CHECK(f.server.recv()->handle.client == 2);
 }
+
+TEST_CASE("ipc reply flags: each response published sets its client's flag, and only its", "[shm][ipc]") {
+  Fixture f(IpcConfig{3, 4});
+  std::vector<IClient> cs;
+  for (uint32_t i = 0; i < 3; ++i) cs.push_back(IClient::connect(f.seg.bytes(), i));
+  uint8_t flags[3] = {0, 0, 0};
+  uint8_t* const at[3] = {&flags[0], &flags[1], &flags[2]};
+  uint8_t* const two[2] = {&flags[0], &flags[1]};
+  CHECK_THROWS_WITH(f.server.use_reply_flags(two), Contains("2 flags for 3 clients"));
+  f.server.use_reply_flags(at);
+  // serve(): clients 0 and 2 called, client 1 did not.
+  REQUIRE(cs[0].call(Req{0, 0, 1, 0}, 10) == IpcCallStatus::kOk);
+  REQUIRE(cs[2].call(Req{2, 0, 2, 0}, 20) == IpcCallStatus::kOk);
+  REQUIRE(f.server.poll() == 2);
+  REQUIRE(f.server.serve([](const Req& r) { return Resp{r.seq, 0}; }, [](uint32_t) {}) == 2);
+  CHECK(flags[0] == 1);
+  CHECK(flags[1] == 0);
+  CHECK(flags[2] == 1);
+  // Cleared by the client (backend::Client's part): a poll finds the responses.
+  flags[0] = flags[2] = 0;
+  CHECK(cs[0].poll([](uint64_t, const Resp&) {}) == 1);
+  CHECK(cs[2].poll([](uint64_t, const Resp&) {}) == 1);
+  // reply(): client 1's request, answered after recv().
+  REQUIRE(cs[1].call(Req{1, 0, 3, 0}, 30) == IpcCallStatus::kOk);
+  REQUIRE(f.server.poll() == 1);
+  const auto r = f.server.recv();
+  REQUIRE(r.has_value());
+  CHECK(flags[1] == 0);  // received, not answered
+  REQUIRE(f.server.reply(r->handle, Resp{3, 0}) == IpcReplyStatus::kOk);
+  CHECK(flags[0] == 0);
+  CHECK(flags[1] == 1);
+  CHECK(flags[2] == 0);
+  // A refused reply sets nothing.
+  flags[1] = 0;
+  CHECK(f.server.reply(r->handle, Resp{3, 0}) == IpcReplyStatus::kNotOutstanding);
+  CHECK(flags[1] == 0);
+  // No flags again: nothing is written.
+  f.server.use_reply_flags({});
+  REQUIRE(cs[0].call(Req{0, 0, 4, 0}, 11) == IpcCallStatus::kOk);
+  REQUIRE(f.server.poll() == 1);
+  REQUIRE(f.server.serve([](const Req& q) { return Resp{q.seq, 0}; }, [](uint32_t) {}) == 1);
+  CHECK(flags[0] == 0);
+}
