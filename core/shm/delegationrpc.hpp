@@ -1268,9 +1268,15 @@ class alignas(kCacheLine) DelegationClient {
   // A slot this client does not await may still hold a response: the answer to a
   // forged request naming it. Cleared (and counted) before the slot is reused, so it
   // is neither taken for the new call's answer nor makes the server refuse the call
-  // (rule 4). The clear is released by the commit that follows.
+  // (rule 4). The clear is released by the commit that follows. With reply hints a slot
+  // without its bit holds no response (header comment: reply() is the only writer of
+  // `valid` and sets the bit, which only a read of the slot clears), and is not read.
   void discard_stray_response(uint32_t slot) noexcept {
     auto& r = DelegationView<Req, Resp>::resp_header(resp_slots_ + size_t{slot} * Layout::kRespSlotSize);
+    if (hints_ != nullptr && (hints_[slot / kSlotsPerBusyWord] & slot_bit(slot)) == 0) {
+      assert(atomic_field(r.valid).load(std::memory_order_acquire) == 0);
+      return;
+    }
     if (atomic_field(r.valid).load(std::memory_order_acquire) == 0) return;
     atomic_field(r.valid).store(0, std::memory_order_relaxed);
     ++stray_responses_;
