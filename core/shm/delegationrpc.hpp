@@ -766,6 +766,13 @@ class alignas(kCacheLine) DelegationServer {
     }
     if (awaiting_[awaiting_index(client_id, slot)] != 0) return DelegationReject::kSlotAwaitingReply;
     auto& r = DelegationView<Req, Resp>::resp_header(view_.resp_slot(client_id, slot));
+    // With reply hints a slot without its bit holds no response (header comment: reply()
+    // is the only writer of `valid` and sets the bit, which only a read of the slot
+    // clears): the client's line is not read.
+    if (hint_words_ != 0 && (hints_[hint_index(client_id, slot)] & (uint64_t{1} << (slot % 64))) == 0) {
+      assert(atomic_field(r.valid).load(std::memory_order_acquire) == 0);
+      return std::nullopt;
+    }
     if (atomic_field(r.valid).load(std::memory_order_acquire) != 0) return DelegationReject::kSlotHoldsResponse;
     return std::nullopt;
   }

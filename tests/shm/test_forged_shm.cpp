@@ -273,45 +273,91 @@ TEST_CASE("delegationrpc client discards a stray response left in an idle slot",
   CHECK(d.server.rejected_total() == 0);
 }
 
-// The same with reply hints (the simulator's clients): the stray answer, written by
-// reply(), has its slot's bit, so the slot is read and cleared at its reuse as without
-// hints; a slot without its bit is not read there (a response written around reply(),
-// which breaks the hints' contract, is left where it is).
+// A victim whose server keeps reply hints and who uses them (the simulator's clients).
+struct HintedVictim {
+  DSegment d{{2, 8, 2}};
+  DClient victim = DClient::connect(d.seg.bytes());
+  uint64_t* hints = nullptr;
+  HintedVictim() {
+    d.server.keep_reply_hints();
+    hints = d.server.reply_hints(victim.client_id());
+    victim.use_reply_hints(hints);
+  }
+  // The server takes the one entry in the ring and answers it with `value`.
+  void answer_one(uint64_t value) {
+    REQUIRE(d.server.poll() == 1);
+    const auto e = d.server.recv();
+    REQUIRE(e.has_value());
+    d.server.advance_tail();
+    REQUIRE(d.server.reply(e->client_id, e->resp_slot_idx, Resp{e->payload.seq, value}) == DelegationReplyStatus::kOk);
+  }
+  // The values of the answers a hinted poll ends calls with.
+  std::vector<uint64_t> poll_values() {
+    std::vector<uint64_t> values;
+    victim.poll_hinted([&](uint64_t, const Resp& r) { values.push_back(r.value); }, [](uint64_t) {});
+    return values;
+  }
+  uint8_t* next_slot_valid_byte() const {
+    return static_cast<uint8_t*>(const_cast<void*>(victim.next_call_lines().response_slot));
+  }
+};
+
+// The same with reply hints: the stray answer, written by reply(), has its slot's bit,
+// so the slot is read and cleared at its reuse as without hints; a slot without its bit
+// is not read there (a response written around reply(), which breaks the hints'
+// contract, is left where it is).
 TEST_CASE("delegationrpc client with reply hints discards a stray response reply() wrote, reads no slot without a bit",
           "[shm][forged]") {
-  DSegment d({2, 8, 2});
-  d.server.keep_reply_hints();
-  DClient victim = DClient::connect(d.seg.bytes());
-  uint64_t* hints = d.server.reply_hints(victim.client_id());
-  victim.use_reply_hints(hints);
-  forge_entry(d.seg.data(), d.cfg.ring_depth, victim.client_id(), 0, Req{1, 0, 99, 990});
-  REQUIRE(d.server.poll() == 1);
-  auto f = d.server.recv();
-  REQUIRE(f.has_value());
-  d.server.advance_tail();
-  REQUIRE(d.server.reply(f->client_id, f->resp_slot_idx, Resp{99, 991}) == DelegationReplyStatus::kOk);
-  CHECK(*hints == 0b01);
-  REQUIRE(victim.call(Req{0, 0, 5, 50}, 5).resp_slot == 0);
-  CHECK(victim.stray_responses() == 1);
-  CHECK(*hints == 0b01);  // the bit stays (a stale bit hides nothing); the slot holds nothing
-  REQUIRE(d.server.poll() == 1);
-  auto e = d.server.recv();
-  REQUIRE(e.has_value());
-  d.server.advance_tail();
-  REQUIRE(d.server.reply(e->client_id, e->resp_slot_idx, Resp{5, 51}) == DelegationReplyStatus::kOk);
-  std::vector<uint64_t> values;
-  REQUIRE(victim.poll_hinted([&](uint64_t, const Resp& r) { values.push_back(r.value); }, [](uint64_t) {}) == 1);
-  CHECK(values == std::vector<uint64_t>{51});
-  CHECK(d.server.rejected_total() == 0);
+  HintedVictim h;
+  forge_entry(h.d.seg.data(), h.d.cfg.ring_depth, h.victim.client_id(), 0, Req{1, 0, 99, 990});
+  h.answer_one(991);
+  CHECK(*h.hints == 0b01);
+  REQUIRE(h.victim.call(Req{0, 0, 5, 50}, 5).resp_slot == 0);
+  CHECK(h.victim.stray_responses() == 1);
+  CHECK(*h.hints == 0b01);  // the bit stays (a stale bit hides nothing); the slot holds nothing
+  h.answer_one(51);
+  CHECK(h.poll_values() == std::vector<uint64_t>{51});
+  CHECK(h.d.server.rejected_total() == 0);
 #ifdef NDEBUG
   // Slot 1, never answered, no bit: a valid byte set around reply() is not read at the
   // slot's reuse (with assertions on, the skip asserts the slot is empty and aborts).
-  auto* slot1 = static_cast<uint8_t*>(const_cast<void*>(victim.next_call_lines().response_slot));
-  REQUIRE(slot1 != nullptr);
+  uint8_t* slot1 = h.next_slot_valid_byte();
   *slot1 = 1;
-  REQUIRE(victim.call(Req{0, 0, 6, 60}, 6).resp_slot == 1);
-  CHECK(victim.stray_responses() == 1);
+  REQUIRE(h.victim.call(Req{0, 0, 6, 60}, 6).resp_slot == 1);
+  CHECK(h.victim.stray_responses() == 1);
   CHECK(*slot1 == 1);
+#endif
+}
+
+// Rule 4 with reply hints kept (the simulator's server): an entry naming a slot whose
+// response reply() wrote and the client has not read (its bit set) is refused as
+// without hints; the slot of a bit the client's read cleared is not read (a valid byte
+// set around reply(), which breaks the hints' contract, is not seen).
+TEST_CASE("delegationrpc server with reply hints refuses an entry for a slot holding a response, reads no slot without a bit",
+          "[shm][forged]") {
+  HintedVictim h;
+  uint8_t* slot0 = h.next_slot_valid_byte();
+  REQUIRE(h.victim.call(Req{0, 0, 1, 10}, 1).resp_slot == 0);
+  h.answer_one(11);
+  CHECK(*h.hints == 0b01);
+  // Unread response in slot 0, bit set: a forged entry naming it is refused.
+  forge_entry(h.d.seg.data(), h.d.cfg.ring_depth, h.victim.client_id(), 0, Req{0, 0, 99, 990});
+  REQUIRE(h.d.server.poll() == 1);
+  CHECK_FALSE(h.d.server.recv().has_value());
+  h.d.server.advance_tail();
+  CHECK(h.d.server.rejected(DelegationReject::kSlotHoldsResponse) == 1);
+  CHECK(h.poll_values() == std::vector<uint64_t>{11});
+  CHECK(*h.hints == 0);
+#ifdef NDEBUG
+  // Read, bit cleared: a valid byte set around reply() is not read when an entry names
+  // the slot (with assertions on, the skip asserts the slot is empty and aborts).
+  *slot0 = 1;
+  forge_entry(h.d.seg.data(), h.d.cfg.ring_depth, h.victim.client_id(), 0, Req{0, 0, 98, 980});
+  REQUIRE(h.d.server.poll() == 1);
+  CHECK(h.d.server.recv().has_value());
+  CHECK(h.d.server.rejected(DelegationReject::kSlotHoldsResponse) == 1);
+#else
+  (void)slot0;
 #endif
 }
 
