@@ -5,6 +5,11 @@
 // receive completion queue and one send completion queue shared by all its queue pairs,
 // and one shared receive queue (SRQ) of zero-length receives. A WRITE-with-immediate
 // consumes one SRQ receive at the target and produces one receive completion there.
+// post_receives(n) accepts n <= srq_capacity() - srq_posted(); srq_posted() counts a
+// receive until the transport has room for it again. A software NIC stops counting it
+// when a WRITE-with-immediate takes it; the direct mlx5 path when its completion's CQ
+// entry is handed back to the NIC, which for a compressed session read in part is
+// after the poll that reported the completion (transports/mlx5/direct_transport.hpp).
 //
 // Implementations: transports/loopback (instant and wall-clock), sim/des_transport.hpp
 // (discrete-event), transports/mlx5 (direct mlx5 data path, portable verbs path),
@@ -130,6 +135,7 @@ concept Transport =
       { t.poll_send(ssink, n) } -> std::same_as<uint32_t>;
       { t.post_receives(n) } -> std::same_as<void>;
       { ct.srq_capacity() } -> std::same_as<uint32_t>;
+      { ct.srq_posted() } -> std::same_as<uint32_t>;
       { ct.send_queue_depth() } -> std::same_as<uint32_t>;
       { t.meter() } -> std::same_as<typename T::Meter&>;
     };

@@ -251,10 +251,14 @@ class Context {
       srq_posted_ -= std::min(srq_posted_, n);
       if (n < want) break;
     }
-    // Repost to full when fewer than 2/3 remain: one doorbell for many receives.
+    // Repost to full when fewer than 2/3 remain: one doorbell for many receives. The
+    // transport may still count receives whose completions were polled (the direct
+    // mlx5 path: a compressed session read in part keeps its CQ entries), so the
+    // refill is as many as it accepts now; the rest follows at a later drain.
     if (srq_posted_ * 3 < cfg_.srq_size * 2) {
-      t_.post_receives(cfg_.srq_size - srq_posted_);
-      srq_posted_ = cfg_.srq_size;
+      const uint32_t n = std::min(cfg_.srq_size - srq_posted_, t_.srq_capacity() - t_.srq_posted());
+      if (n != 0) t_.post_receives(n);
+      srq_posted_ += n;
     }
     reap_send_completions();
     stats_.cqes += total;
