@@ -108,3 +108,61 @@ TEST_CASE("copyrpc over the direct mlx5 data path and the NIC emulator: exactly-
                            << nic.rnr_waits);
   }
 }
+
+TEST_CASE("copyrpc's SRQ refill takes what the transport accepts: a compressed session split by the drain budget",
+          "[copyrpc][mlx5]") {
+  // SRQ 16 (copyrpc's srq_size = the transport's capacity, receive CQ 16), 16 batches of
+  // one call each with one immediate: one compressed session of 16 on B's receive CQ.
+  // A drain of 8 leaves copyrpc's own count at 8 (< 2/3 of 16), but the transport keeps
+  // the session's CQ entries until it is read to its end, so it accepts no receive yet:
+  // a refill by copyrpc's count alone would be refused (or, counted as the NIC cannot
+  // absorb it, overrun the CQ with the next 8 WRITE_IMMs).
+  emu::NodeOptions nic;
+  nic.compress_recv = true;
+  nic.max_session = 16;
+  DirectOptions dp;
+  dp.sq_depth = 128;
+  dp.srq_size = 16;
+  dp.send_cq_entries = 2048;
+  copyrpc::ContextConfig cfg;
+  cfg.ring_size = 8192;  // response credit for 32 calls of an empty reply
+  cfg.srq_size = 16;
+  Mlx5Cluster cluster(2, cfg, nic, dp, emu::DeliveryMode::kManual);
+  auto& a = *cluster.ctxs[0];
+  auto& b = *cluster.ctxs[1];
+  emu::EmulatedTransport& tb = *cluster.transports[1];
+  const uint32_t ea = cluster.links[0][0].ep;
+  const std::vector<std::byte> payload(8, std::byte{1});
+  uint64_t token = 0;
+  auto calls = [&](uint32_t k) {
+    for (uint32_t i = 0; i < k; ++i) {
+      REQUIRE(a.call(ea, payload, 0, token++).status == copyrpc::CallStatus::kOk);
+      a.flush();  // one WRITE_IMM each
+    }
+  };
+  auto no_response = [](uint64_t, std::span<const std::byte>) { FAIL("no response expected"); };
+  auto no_failed_call = [](uint64_t, copyrpc::EndpointError) { FAIL("no call may fail"); };
+  calls(16);
+  cluster.fabric.deliver();
+  REQUIRE(cluster.fabric.stats().sessions == 1);
+  REQUIRE_NOTHROW(b.drain(no_response, no_failed_call, 8));  // half the session
+  CHECK(tb.srq_posted() == 16);  // nothing reposted: the session holds its entries
+  calls(8);
+  REQUIRE_NOTHROW(cluster.fabric.deliver());  // the 8 wait for receives (RNR)
+  CHECK(b.drain(no_response, no_failed_call) == 8);  // the session's end; the refill follows it
+  CHECK(tb.srq_posted() == 16);
+  REQUIRE_NOTHROW(cluster.fabric.deliver());
+  CHECK(b.drain(no_response, no_failed_call) == 8);
+  copyrpc::RecvHandle h;
+  uint32_t requests = 0;
+  while (b.recv(h)) {
+    ++requests;
+    REQUIRE(b.reply(std::move(h), {}) == copyrpc::CallStatus::kOk);
+  }
+  CHECK(requests == 24);
+  b.flush();
+  cluster.fabric.deliver();
+  uint32_t responses = 0;
+  a.drain([&](uint64_t, std::span<const std::byte>) { ++responses; }, no_failed_call);
+  CHECK(responses == 24);
+}

@@ -272,3 +272,97 @@ TEST_CASE("mlx5 rule: the data path alternates BlueFlame halves per register, no
     CHECK(fabric.stats().doorbells == 24);
   }
 }
+
+TEST_CASE("mlx5 rule: the NIC writes a CQE only into an entry the CQ doorbell record has freed - the emulator checks it",
+          "[mlx5]") {
+  // A receive CQ of 4 entries under an SRQ of 4 (the default geometry: recv_cq_entries 0
+  // = srq_size). The NIC's view of the CQ's occupancy is its producer minus the consumer
+  // counter in the CQ doorbell record, not software's counter.
+  Pair p(test::direct_options(64, 4, 1024));
+  REQUIRE(p.b.inner().recv_cq_state().cqe_cnt() == 4);
+  auto write_imm = [&](uint32_t k) {
+    REQUIRE(p.qa.post_write_imm(p.src.data(), 8, p.src_mr.lkey, p.at(0), k, k, true) == PostResult::kOk);
+    p.qa.ring_doorbell();
+  };
+  p.b.post_receives(4);
+  for (uint32_t k = 0; k < 4; ++k) write_imm(k);
+  REQUIRE(p.b.poll_recv([](const RecvCompletion&) {}, 4) == 4);
+  p.drain_send();
+  SECTION("emulator: a consumer counter left behind in the doorbell record is an overrun") {
+    p.b.post_receives(4);  // (publishes the consumer counter, 4)
+    p.b.inner().recv_cq_state().dbrec[kCqSetCiIndex] = htobe32(0);  // as if nothing were polled
+    CHECK_THROWS_WITH(write_imm(4), Catch::Contains("CQ") && Catch::Contains("overflow"));
+  }
+  SECTION("data path: the published counter frees the entries") {
+    p.b.post_receives(4);
+    for (uint32_t k = 4; k < 8; ++k) REQUIRE_NOTHROW(write_imm(k));
+    CHECK(p.b.poll_recv([](const RecvCompletion&) {}, 8) == 4);
+  }
+}
+
+TEST_CASE("mlx5 rule: a compressed session split across polls keeps its CQ entries - its receives count until it ends",
+          "[mlx5]") {
+  // One compressed session of 16 on a receive CQ of 16 (SRQ 16, the default geometry).
+  // The data path hands the session's entries back to the NIC (consumer counter in the
+  // CQ doorbell record past it) only when its last mini CQE is read, so while half of it
+  // is read the NIC still sees all 16 entries occupied: the SRQ may not take a receive
+  // more than the CQ can absorb (srq_posted() counts the session's receives until then).
+  NodeOptions n;
+  n.compress_recv = true;
+  n.max_session = 16;
+  Pair p(test::direct_options(64, 16, 1024), n, DeliveryMode::kManual);
+  REQUIRE(p.b.inner().recv_cq_state().cqe_cnt() == 16);
+  uint32_t sent = 0;
+  auto write_imms = [&](uint32_t k) {
+    for (uint32_t i = 0; i < k; ++i, ++sent) {
+      REQUIRE(p.qa.post_write_imm(p.src.data(), 8, p.src_mr.lkey, p.at(0), 7, sent, sent % 8 == 7) ==
+              PostResult::kOk);
+      p.qa.ring_doorbell();
+    }
+  };
+  p.b.post_receives(16);
+  write_imms(16);
+  p.fabric.deliver();
+  REQUIRE(p.fabric.stats().sessions == 1);
+  uint32_t got = p.b.poll_recv([](const RecvCompletion&) {}, 8);  // half the session
+  REQUIRE(got == 8);
+  CHECK(p.b.srq_posted() == 16);  // the session's entries are not handed back yet
+  p.b.post_receives(p.b.srq_capacity() - p.b.srq_posted());  // refill as far as the transport allows
+  write_imms(8);
+  REQUIRE_NOTHROW(p.fabric.deliver());  // the 8 wait for receives (RNR), none lands in the session
+  got += p.b.poll_recv([](const RecvCompletion&) {}, 64);
+  CHECK(got == 16);
+  CHECK(p.b.srq_posted() == 0);
+  p.b.post_receives(16);
+  REQUIRE_NOTHROW(p.fabric.deliver());
+  got += p.b.poll_recv([](const RecvCompletion&) {}, 64);
+  CHECK(got == 24);
+  CHECK(p.drain_send() == 3);
+}
+
+TEST_CASE("mlx5 rule: receives posted from a receive callback reach the NIC after the consumer counter", "[mlx5]") {
+  // SRQ 4, receive CQ 4: 8 WRITE_IMMs, 4 complete and 4 wait for receives (RNR). Each
+  // receive callback posts one receive, and the NIC (eager) takes it at once: the entry of
+  // the CQE just read must be free in the CQ doorbell record before the SRQ doorbell
+  // record offers the receive, or the NIC overruns the CQ with the waiting WRITE_IMM.
+  Pair p(test::direct_options(64, 4, 1024));
+  REQUIRE(p.b.inner().recv_cq_state().cqe_cnt() == 4);
+  p.b.post_receives(4);
+  for (uint32_t k = 0; k < 8; ++k) {
+    REQUIRE(p.qa.post_write_imm(p.src.data(), 8, p.src_mr.lkey, p.at(0), k, k, true) == PostResult::kOk);
+    p.qa.ring_doorbell();
+  }
+  REQUIRE(p.fabric.stats().rnr_waits > 0);
+  std::vector<uint32_t> imms;
+  uint32_t got = 0;
+  REQUIRE_NOTHROW(got = p.b.poll_recv(
+                      [&](const RecvCompletion& c) {
+                        imms.push_back(c.imm);
+                        p.b.post_receives(1);
+                      },
+                      8));
+  CHECK(got == 8);
+  CHECK(imms == std::vector<uint32_t>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(p.b.srq_posted() == 4);
+  CHECK(p.drain_send() == 8);
+}

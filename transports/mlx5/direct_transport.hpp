@@ -26,14 +26,28 @@
 //    the emulator checks).
 // Completion side rules:
 //  - one receive CQ and one send CQ shared by all queue pairs; CQEs are consumed by
-//    owner bit, the consumer counter is written to the CQ doorbell record after a poll;
+//    owner bit, the consumer counter is written to the CQ doorbell record after a poll
+//    and before every receive post (below);
 //  - compressed sessions (title + mini-CQE arrays, prm.hpp) are expanded in order and
-//    resumable across polls; inline-scattered READ data is copied to the READ's buffer;
+//    resumable across polls; a session's entries are handed back to the NIC (the
+//    consumer counter moves past them) only when its last mini CQE is read;
+//    inline-scattered READ data is copied to the READ's buffer;
 //  - error CQEs become completions with an error status and put the QP in error.
 // Receive side: the shared receive queue holds zero-length receives. Its WQEs form a
 // fixed cycle (next_wqe_index = i + 1 mod n) written once, as rdma-core initialises it;
 // because every receive is identical, a receive is posted by raising the counter in the
 // SRQ doorbell record and the list never needs relinking.
+// The receive CQ never overruns (PRM: the NIC may write a CQE only into an entry the
+// consumer counter in the CQ doorbell record has freed; an overrun is a CQ error that
+// takes every QP on the CQ down). Every receive the NIC takes becomes one CQ entry (a
+// compressed session of n completions fills n entries), so posted receives minus the
+// published consumer counter bound what the NIC can write, and the receive CQ holds at
+// least srq_capacity() entries. Hence: a receive counts in srq_posted() until its
+// CQE's entry is handed back (a compressed session's receives all when the session
+// ends), post_receives() accepts at most srq_capacity() - srq_posted(), and it writes
+// the consumer counter to the CQ doorbell record before the SRQ doorbell record, so a
+// receive posted from a receive callback never finds the entry just read still
+// occupied in the NIC's view.
 //
 // Threading: one transport per thread, like every Transport. Callbacks may post work
 // requests and receives; they must not poll the transport they are called from.
@@ -654,20 +668,26 @@ class DirectTransport {
     return n;
   }
 
-  // Adds n zero-length receives to the shared receive queue.
+  // Adds n zero-length receives to the shared receive queue, at most
+  // srq_capacity() - srq_posted() (see the header: the receive CQ must absorb them).
   void post_receives(uint32_t n) {
     if (uint64_t{srq_posted()} + n > srq_capacity_)
       throw std::logic_error("mlx5: posting " + std::to_string(n) + " receives to an SRQ holding " +
                              std::to_string(srq_posted()) + " of " + std::to_string(srq_capacity_));
     srq_counter_ += n;
+    // The entries consumed so far are free in the NIC's view before it sees the
+    // receives: a receive callback's post comes before poll_recv publishes the counter.
+    recv_cq_.publish_ci();
     // PRM: the SRQ doorbell record carries the 16-bit count of receives ever posted.
     write_doorbell_record(srq_desc_.dbrec + kSrqDbrIndex, srq_counter_ & 0xFFFF);
   }
 
   uint32_t srq_capacity() const noexcept { return srq_capacity_; }
-  // Every receive CQE (a mini CQE of a session too) consumed one receive, and a
-  // session of n completions fills n CQ entries: receives outstanding = posted - consumed.
-  uint32_t srq_posted() const noexcept { return srq_counter_ - recv_cq_.ci - recv_cq_.zip_i; }
+  // Receives posted whose CQ entries are not handed back: every receive the NIC takes
+  // fills one CQ entry (a session of n completions fills n), and recv_cq_.ci, the
+  // counter software publishes, stays at the title of a session in progress. So the
+  // mini CQEs of a session already read still count here until the session ends.
+  uint32_t srq_posted() const noexcept { return srq_counter_ - recv_cq_.ci; }
   uint32_t send_queue_depth() const noexcept { return opts_.sq_depth; }
   Meter& meter() noexcept { return meter_; }
   const DirectOptions& options() const noexcept { return opts_; }
@@ -702,7 +722,7 @@ class DirectTransport {
     for (;;) {
       op_own = load_op_own(c) & ~kCqeSeBit;
       if (op_own != want) break;
-      cq.ci = ++ci;  // before the callback: it may post receives (SRQ count follows ci)
+      cq.ci = ++ci;  // before the callback: it may post receives (srq_posted() follows ci)
       cb(RecvCompletion{cqe_qpn(c), cqe_imm(c), cqe_byte_cnt(c), WcStatus::kSuccess});
       c += stride;
       if (ci == run_end) {
@@ -870,7 +890,7 @@ class DirectTransport {
       const std::byte* mini = cq.cqe64(cq.ci + mini_array_entry(i)) + (i % kMiniCqesPerArray) * kMiniCqeSize;
       const uint32_t array_stop = std::min(stop, (i | (kMiniCqesPerArray - 1)) + 1);
       do {
-        cq.zip_i = ++i;  // before the callback (the SRQ count follows it)
+        cq.zip_i = ++i;  // before the callback: one that throws has consumed its mini CQE
         reported += per_mini(mini);
         mini += kMiniCqeSize;
       } while (i != array_stop);
