@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -704,15 +705,21 @@ std::vector<std::pair<std::string, std::string>> peer_timeout_env(double seconds
 // A consumer of the FIFO `fifo`, on a thread of its own: it reads what a first writer
 // writes (skipped with `skip_first`: no check before the run) and, `late_s` seconds after,
 // what the next writer writes, which text() returns (late_s < 0: it never opens the FIFO
-// again, so that writer blocks for ever). Each read ends when its writer has come and gone
-// (POLLHUP, which Linux reports on a FIFO only once a writer came), or after 30 s.
+// again, so that writer blocks for ever). With `late_from` the late_s seconds count from
+// when it holds (polled every 10 ms, at most 60 s), not from the first writer's end. Each
+// read ends when its writer has come and gone (POLLHUP, which Linux reports on a FIFO only
+// once a writer came), or after 30 s.
 class LateFifoReader {
  public:
-  LateFifoReader(const path& fifo, double late_s, bool skip_first) {
+  LateFifoReader(const path& fifo, double late_s, bool skip_first, std::function<bool()> late_from = {}) {
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-    thread_ = std::thread([this, fifo, late_s, skip_first] {
+    thread_ = std::thread([this, fifo, late_s, skip_first, late_from = std::move(late_from)] {
       if (!skip_first) read_one_writer(fifo);
       if (late_s < 0) return;
+      if (late_from)
+        for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+             std::chrono::steady_clock::now() < until && !stop_.load() && !late_from();)
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
       for (const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(late_s);
            std::chrono::steady_clock::now() < until && !stop_.load();)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -780,6 +787,20 @@ std::pair<uint64_t, size_t> csv_requests(const std::string& text) {
   return {sum, lines.size() - 1};
 }
 
+// Rank 0's summary in `dir`, checked against `csv`, the CSV text rank 0 wrote to the FIFO:
+// the requests column adds up to the summary's runs, and there are some.
+json summary_matching_csv(const path& dir, const std::string& csv) {
+  REQUIRE(e2e::fs::exists(dir / "out.summary.json"));
+  const json s = e2e::read_json(dir / "out.summary.json");
+  uint64_t requests = 0;
+  for (const json& r : s["runs"]) requests += r["requests"].get<uint64_t>();
+  const auto [sum, rows] = csv_requests(csv);
+  CHECK(rows > 0);
+  CHECK(sum == requests);
+  CHECK(requests > 0);
+  return s;
+}
+
 }  // namespace
 
 // Before the heartbeat the other ranks waited for rank 0 at most the peer timeout (in
@@ -803,15 +824,7 @@ TEST_CASE("mpirun -np 2: rank 0 writing its outputs for longer than the peer tim
       CHECK(o.status == 0);
       CHECK(secs > kLateSeconds);  // rank 0 did wait for the reader
       CHECK_THAT(o.err, !Catch::Contains("did not"));
-      const std::string csv = reader.text();
-      REQUIRE(e2e::fs::exists(dir.path() / "out.summary.json"));
-      const json s = e2e::read_json(dir.path() / "out.summary.json");
-      uint64_t requests = 0;
-      for (const json& r : s["runs"]) requests += r["requests"].get<uint64_t>();
-      const auto [sum, rows] = csv_requests(csv);
-      CHECK(rows > 0);
-      CHECK(sum == requests);
-      CHECK(requests > 0);
+      (void)summary_matching_csv(dir.path(), reader.text());
     }
   }
 }
@@ -863,4 +876,40 @@ TEST_CASE("mpirun -np 2: rank 0 killed while its write is blocked: the rank wait
   CHECK_THAT(o.err, Catch::Contains("rank 1: exit status 3"));
   CHECK_THAT(o.err, !Catch::Contains("shut-down did not finish"));
   CHECK(secs < 30);
+}
+
+// After a lost peer every surviving rank writes its own outputs (finish_incomplete), and
+// the others wait for rank 0's as long as rank 0 answers their polls
+// (Session::write_after_peer_lost), not a fixed time. Rank 2 of 3 is stopped mid-run (peer
+// timeout 2 s); rank 0's CSV is a FIFO read kLateSeconds after rank 0 blocked in it. Before,
+// rank 1 waited one peer timeout after its own write and exited, and mpirun ended rank 0
+// inside its write: no summary, the CSV cut.
+TEST_CASE("mpirun -np 3: after a lost peer the others wait for rank 0's outputs written longer than the peer timeout",
+          "[real-run][mpi][faults]") {
+  e2e::TempDir dir;
+  const path pid0 = dir.path() / "rank0.pid";
+  LateFifoReader reader(dir.path() / "out.csv", kLateSeconds, false, [&pid0] {
+    std::ifstream in(pid0);
+    long pid = 0;
+    return static_cast<bool>(in >> pid) && pid > 0 && blocked_opening_a_fifo(pid);
+  });
+  SignalAt at{2, SIGSTOP, kThirdEpoch, peer_timeout_env(kWritePeerTimeout)};
+  at.report_status = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Outcome o = mpirun_benchkv_signalled(
+      3, at, small_real("delegation", {"-d", "4", "--interval-ms", "200", "--progress"}), dir.path(), "sm,self");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(e2e::describe(o));
+  CHECK(o.status != 0);  // (each rank's shell exits 0 after saying its status: mpirun reports 1)
+  CHECK(secs > kLateSeconds);
+  CHECK(secs < 60);
+  CHECK_THAT(o.err, Catch::Contains("benchkv: rank 1: rank 0 has written its outputs; ending this rank"));
+  CHECK_THAT(o.err, Catch::Contains("rank 0: exit status 3") && Catch::Contains("rank 1: exit status 3"));
+  CHECK_THAT(o.err, !Catch::Contains("no collective completed"));  // no watchdog ended a rank
+  const json s = summary_matching_csv(dir.path(), reader.text());
+  CHECK(s["incomplete"]["ranks_reported"] == json::array({0}));
+  CHECK_THAT(s["incomplete"]["reason"].get<std::string>(), Catch::Contains("BENCHKV_PEER_TIMEOUT=2.0 s"));
+  // Rank 1 kept its own epochs too, before it waited.
+  REQUIRE(e2e::fs::exists(dir.path() / "out.rank1.summary.json"));
+  CHECK(e2e::read_json(dir.path() / "out.rank1.summary.json")["incomplete"]["ranks_reported"] == json::array({1}));
 }

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <stdexcept>
 #include <functional>
 #include <mutex>
@@ -366,6 +367,118 @@ uint64_t Session::run_with_heartbeat(const std::function<uint64_t()>& work,
   worker.join();
   if (error) std::rethrow_exception(error);
   return out;
+}
+
+namespace {
+
+// write_after_peer_lost's messages: a poll to rank 0, its answer. Tags no other message
+// of benchkv uses (collectives do not match point-to-point messages at all); an MPI
+// library allows tags up to at least 32767.
+constexpr int kPollTag = 0x6b0;
+constexpr int kAnswerTag = kPollTag + 1;
+constexpr int kAnswerDone = 0, kAnswerWorking = 1;
+// Send buffers must stay valid until the message went; these never change.
+const int kPollMessage = 1;
+const int kAnswers[2] = {kAnswerDone, kAnswerWorking};
+
+}  // namespace
+
+std::string Session::write_after_peer_lost(const std::function<void()>& work) const {
+  const double timeout = impl_->collective_timeout_s;
+  if (timeout <= 0) throw std::logic_error("MPI: waiting for rank 0 needs the collectives' deadline (start_watchdog first)");
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  if (rank_ == 0) {
+    std::atomic<bool> ended{false};
+    std::exception_ptr error;
+    std::thread worker([&] {
+      try {
+        work();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      ended.store(true, std::memory_order_release);
+    });
+    std::string why;
+    try {
+      int poll = 0;
+      MPI_Request recv;
+      check(MPI_Irecv(&poll, 1, MPI_INT, MPI_ANY_SOURCE, kPollTag, MPI_COMM_WORLD, &recv), "MPI_Irecv(poll)");
+      // The ranks whose last poll was answered "still working": once the work ended, each
+      // gets "done" at its next poll (one heartbeat period later), waited for at most the
+      // peer timeout, so that it ends on its own before this rank's exit has mpirun end it.
+      std::vector<char> polling(static_cast<size_t>(size_), 0);
+      std::vector<MPI_Request> done_sends;
+      const int64_t timeout_ns = static_cast<int64_t>(timeout * 1e9);
+      for (int64_t give_up_ns = 0;;) {
+        const bool done = ended.load(std::memory_order_acquire);  // the polls that came until now get this answer
+        if (done && give_up_ns == 0) give_up_ns = now_ns() + timeout_ns;
+        for (int arrived = 1; arrived;) {
+          MPI_Status status;
+          check(MPI_Test(&recv, &arrived, &status), "MPI_Test(poll)");
+          if (!arrived) break;
+          const int from = status.MPI_SOURCE;
+          MPI_Request send;
+          check(MPI_Isend(&kAnswers[done ? 0 : 1], 1, MPI_INT, from, kAnswerTag, MPI_COMM_WORLD, &send),
+                "MPI_Isend(answer)");
+          if (done) {
+            done_sends.push_back(send);
+          } else {
+            check(MPI_Request_free(&send), "MPI_Request_free");
+          }
+          if (from > 0 && from < size_) polling[static_cast<size_t>(from)] = done ? 0 : 1;
+          check(MPI_Irecv(&poll, 1, MPI_INT, MPI_ANY_SOURCE, kPollTag, MPI_COMM_WORLD, &recv), "MPI_Irecv(poll)");
+        }
+        if (done && (std::count(polling.begin(), polling.end(), 1) == 0 || now_ns() > give_up_ns)) {
+          // The "done" answers leave before this rank exits.
+          for (int sent = done_sends.empty(); !sent && now_ns() <= give_up_ns;) {
+            check(MPI_Testall(static_cast<int>(done_sends.size()), done_sends.data(), &sent, MPI_STATUSES_IGNORE),
+                  "MPI_Testall(answers)");
+            if (!sent) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    worker.join();
+    if (error) std::rethrow_exception(error);
+    return why;
+  }
+  work();
+  const double period = std::min(kHeartbeatSeconds, timeout / kHeartbeatsPerPeerTimeout);
+  try {
+    for (double wait = 2 * timeout;; wait = timeout) {
+      MPI_Request send, recv;
+      int answer = -1;
+      check(MPI_Isend(&kPollMessage, 1, MPI_INT, 0, kPollTag, MPI_COMM_WORLD, &send), "MPI_Isend(poll)");
+      check(MPI_Request_free(&send), "MPI_Request_free");
+      check(MPI_Irecv(&answer, 1, MPI_INT, 0, kAnswerTag, MPI_COMM_WORLD, &recv), "MPI_Irecv(answer)");
+      const int64_t deadline = now_ns() + static_cast<int64_t>(wait * 1e9);
+      for (int arrived = 0; !arrived;) {
+        check(MPI_Test(&recv, &arrived, MPI_STATUS_IGNORE), "MPI_Test(answer)");
+        if (arrived) break;
+        if (const int sig = app::stop_signal(); sig != 0) return app::signal_name(sig) + " came while waiting for rank 0";
+        if (now_ns() > deadline) {
+          char text[240];
+          std::snprintf(text, sizeof text,
+                        "rank 0 did not answer within %.1f s (%s%s=%.1f s) while writing its outputs: it is stopped, "
+                        "dead or unreachable, or it lost no peer",
+                        wait, wait > timeout ? "twice " : "", kPeerTimeoutEnv, timeout);
+          return text;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+      if (answer != kAnswerDone && answer != kAnswerWorking)
+        return "rank 0 answered " + std::to_string(answer) + ", neither done nor still working";
+      impl_->progress();  // rank 0 is alive
+      if (answer == kAnswerDone) return "";
+      std::this_thread::sleep_for(std::chrono::duration<double>(period));
+    }
+  } catch (const std::exception& e) {
+    return e.what();
+  }
 }
 
 void Session::start_watchdog(double longest_phase_seconds) {

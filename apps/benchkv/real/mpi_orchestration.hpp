@@ -172,6 +172,28 @@ class Session {
   uint64_t run_with_heartbeat(const std::function<uint64_t()>& work,
                               const std::function<void(const std::string& why)>& on_peer_lost) const;
 
+  // After a lost peer (PeerLost: this rank makes no collective again), each surviving rank
+  // writes its own outputs, and the others wait for rank 0's, bounded by rank 0 being
+  // alive, as under run_with_heartbeat, not by a fixed time. No collective can do it (one
+  // needs every rank, and which one is lost is not known), so it goes by point-to-point
+  // messages on MPI_COMM_WORLD (tags of their own; MPI_ERRORS_RETURN set on it here, so
+  // that a failed call is this rank's error, not the job's abort):
+  //  - rank 0 runs `work` on a thread while its main thread answers each poll another rank
+  //    sends: "still working", then "done" to the polls that came before the work ended;
+  //    returns "" once `work` ended (and the reason if answering failed: the work still
+  //    ran to its end).
+  //  - another rank runs `work` first, then polls rank 0 every heartbeat period (as
+  //    run_with_heartbeat's rounds) and waits for each answer at most the peer timeout,
+  //    the first at most twice that (rank 0 may still be in its wind-down, which lasts up
+  //    to the peer timeout, before it writes). Each answer re-arms the watchdog. Returns ""
+  //    once rank 0 answered "done"; else why it stopped waiting: no answer in time (rank
+  //    0 stopped, dead or unreachable, or it never lost a peer), SIGINT or SIGTERM (mpirun
+  //    ending the job), or a failed MPI call.
+  // Rank 0's own wait is its work: bounded by its watchdog, which its answers do not re-arm
+  // (as after a peer lost under run_with_heartbeat). An exception from `work` is rethrown
+  // once it ended. Needs the collectives' deadline (std::logic_error otherwise).
+  std::string write_after_peer_lost(const std::function<void()>& work) const;
+
   // All-to-all of fixed-size blobs: `outgoing` holds size() slots of `blob_size` bytes,
   // slot j goes to rank j. Returns size() slots, slot j came from rank j.
   std::vector<std::byte> all_to_all(std::span<const std::byte> outgoing, size_t blob_size) const;

@@ -274,29 +274,11 @@ nlohmann::json rank_provenance(const RankPlan& plan, std::span<const int32_t> cp
 
 }  // namespace
 
-void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res,
-                       const nlohmann::json& extra, const RankPlan& plan) {
+// finish_incomplete's outputs of this rank (its own epochs): rank 0 in the named outputs,
+// rank r in rank_output_path(..., r). An error is said on stderr, not thrown.
+static void write_own_outputs(const mpi::Session& s, const app::Options& o, const RealResult& res,
+                              const nlohmann::json& extra, const RankPlan& plan) {
   const bool interrupted = res.interrupted_by != 0;
-  const char* pending = res.calls_failed_back
-                            ? "every copyrpc endpoint stopped, their pending calls failed back"
-                            : "this backend has no endpoints to stop: its calls to the lost peer stay unanswered";
-  for (const std::string& line : res.failed_endpoints)  // stopped before the signal came
-    std::fprintf(stderr, "benchkv: before the signal: %s\n", line.c_str());
-  std::string where;
-  if (interrupted) {
-    where = res.runs.empty() ? std::string(" before any kept epoch finished")
-                             : " after epoch " + std::to_string(res.runs.back().epochs_done()) + " of run " +
-                                   std::to_string(res.runs.back().run());
-  }
-  std::fprintf(stderr,
-               "benchkv: rank %d: %s; the measurement ended early on this rank%s: %llu requests issued, %llu completed, "
-               "%llu reported failed (%s), %llu never answered\n",
-               s.rank(), res.incomplete.c_str(), where.c_str(), static_cast<unsigned long long>(res.issued),
-               static_cast<unsigned long long>(res.completed), static_cast<unsigned long long>(res.failed), pending,
-               static_cast<unsigned long long>(res.unanswered));
-  std::fflush(stderr);
-  // Every surviving rank keeps its own epochs: rank 0 in the named outputs, rank r in
-  // rank_output_path(..., r), so that no rank's measurement is lost whichever peer died.
   const uint32_t rank = static_cast<uint32_t>(s.rank());
   try {
     app::Options eff = rank_own_outputs(o, rank);
@@ -330,12 +312,47 @@ void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealR
     std::fprintf(stderr, "benchkv: rank %u: %s\n", rank, e.what());
   }
   std::fflush(stderr);
-  if (rank != 0 && !interrupted) {
-    // Let a live rank 0 write its outputs before this rank's exit makes mpirun end the job.
-    // (Interrupted: every rank was or will be signalled; mpirun ends the job anyway.)
-    std::this_thread::sleep_for(std::chrono::duration<double>(s.collective_deadline_seconds()));
+}
+
+void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res,
+                       const nlohmann::json& extra, const RankPlan& plan) {
+  const bool interrupted = res.interrupted_by != 0;
+  const char* pending = res.calls_failed_back
+                            ? "every copyrpc endpoint stopped, their pending calls failed back"
+                            : "this backend has no endpoints to stop: its calls to the lost peer stay unanswered";
+  for (const std::string& line : res.failed_endpoints)  // stopped before the signal came
+    std::fprintf(stderr, "benchkv: before the signal: %s\n", line.c_str());
+  std::string where;
+  if (interrupted) {
+    where = res.runs.empty() ? std::string(" before any kept epoch finished")
+                             : " after epoch " + std::to_string(res.runs.back().epochs_done()) + " of run " +
+                                   std::to_string(res.runs.back().run());
   }
-  ::_exit(interrupted ? 128 + res.interrupted_by : mpi::kPeerLostExitCode);
+  std::fprintf(stderr,
+               "benchkv: rank %d: %s; the measurement ended early on this rank%s: %llu requests issued, %llu completed, "
+               "%llu reported failed (%s), %llu never answered\n",
+               s.rank(), res.incomplete.c_str(), where.c_str(), static_cast<unsigned long long>(res.issued),
+               static_cast<unsigned long long>(res.completed), static_cast<unsigned long long>(res.failed), pending,
+               static_cast<unsigned long long>(res.unanswered));
+  std::fflush(stderr);
+  // Every surviving rank keeps its own epochs, so that no rank's measurement is lost
+  // whichever peer died.
+  const auto write = [&] { write_own_outputs(s, o, res, extra, plan); };
+  if (interrupted) {
+    // Every rank was or will be signalled, and mpirun ends the job anyway: nobody waits.
+    write();
+    ::_exit(128 + res.interrupted_by);
+  }
+  // The others wait for rank 0's outputs as long as rank 0 answers (it is alive), so that
+  // their exit does not make mpirun end the job while rank 0 writes.
+  const std::string why = s.write_after_peer_lost(write);
+  if (s.rank() != 0)
+    std::fprintf(stderr, "benchkv: rank %d: %s; ending this rank\n", s.rank(),
+                 why.empty() ? "rank 0 has written its outputs" : why.c_str());
+  else if (!why.empty())
+    std::fprintf(stderr, "benchkv: rank 0: answering the other ranks while writing failed: %s\n", why.c_str());
+  std::fflush(stderr);
+  ::_exit(mpi::kPeerLostExitCode);
 }
 
 void interrupted_without_outputs(const mpi::Session& s, const mpi::Interrupted& e) {

@@ -127,8 +127,11 @@ app::Options rank_own_outputs(const app::Options& o, uint32_t rank);
 // the signal}; and the "provenance" every summary has, with this rank's threads (from
 // `plan`) and `extra`'s "ucx_transports" (the caller's: this rank's endpoints, no
 // exchange). Rank 0 writes to the named outputs, rank r to rank_output_path(..., r).
-// After a lost peer, non-root ranks then wait up to the peer timeout, so a live rank 0
-// finishes its outputs before mpirun ends the job. Ends the process with
+// After a lost peer, the other ranks then wait for rank 0's outputs as long as rank 0
+// answers their polls (Session::write_after_peer_lost: rank 0 writes on a thread, its main
+// thread answers), so that their exit does not make mpirun end the job while a live rank 0
+// writes; a rank 0 stopped, dead or unreachable misses an answer and the rank ends within
+// the peer timeout (twice it for the first answer). Ends the process with
 // kPeerLostExitCode (MPI_Finalize would wait for the lost peer), or 128 + the signal.
 [[noreturn]] void finish_incomplete(const mpi::Session& s, const app::Options& o, const RealResult& res,
                                     const nlohmann::json& extra, const RankPlan& plan);
