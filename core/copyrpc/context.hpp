@@ -7,7 +7,9 @@
 //                   shared receive queue when it falls below 2/3, reaps send completions;
 //   flush()         emits one WRITE+IMM per endpoint with pending data and rings its
 //                   doorbell; posts an RDMA READ of the peer's consumed position when
-//                   RingFull persists without news from the peer;
+//                   RingFull persists without news from the peer; publishes the consumed
+//                   position of the endpoints whose requests recv() took since the last
+//                   flush (their payloads were valid until now);
 //   poll()          drain() then flush().
 //
 // Every call() that returned kOk ends exactly once, through drain(): either its response
@@ -103,6 +105,7 @@ class Context {
     eps_.push_back(std::move(ep));
     endpoint_count_ = static_cast<uint32_t>(eps_.size());
     dirty_.resize(endpoint_count_);  // room for every endpoint: each is on the list at most once
+    publish_list_.resize(endpoint_count_);  // the same for the publish list
     return eps_.back()->id;
   }
 
@@ -267,13 +270,19 @@ class Context {
   }
 
   // The flush phase of a daemon loop: one WRITE+IMM per endpoint with pending data,
-  // then its doorbell. The test is inline (a daemon loop flushes twice, often with
-  // nothing to send); the flush itself is out of line.
+  // then its doorbell; and the consumed position published for the endpoints whose
+  // requests recv() took since the last flush. The test is inline (a daemon loop flushes
+  // twice, often with nothing to do); the flush itself is out of line.
   void flush() {
+    if ((dirty_count_ | publish_count_) != 0) flush_lists();
+  }
+
+  [[gnu::noinline]] void flush_lists() {
+    if (publish_count_ != 0) publish_listed();
     if (dirty_count_ != 0) flush_dirty();
   }
 
-  [[gnu::noinline]] void flush_dirty() {
+  void flush_dirty() {
     // No endpoint is marked dirty while flushing (flush_endpoint never marks one), so the
     // list ends with the endpoints kept on it.
     const uint32_t n = dirty_count_;
@@ -330,6 +339,8 @@ class Context {
   uint64_t calls_in_flight() const noexcept { return in_flight_calls_; }
   uint64_t max_payload() const noexcept { return max_payload_for(cfg_); }
   static constexpr uint64_t max_payload_for(const ContextConfig& c) noexcept { return c.ring_size / 8; }
+  // Data not yet handed to the NIC (a consumed position waiting for the flush to publish
+  // it does not count: a flush for it alone sends nothing).
   bool has_unflushed() const noexcept { return dirty_count_ != 0; }
   const ContextStats& stats() const noexcept { return stats_; }
   const ContextConfig& config() const noexcept { return cfg_; }
@@ -581,6 +592,25 @@ class Context {
     __atomic_store_n(&e.consumer_word, e.consumed(), __ATOMIC_RELEASE);
   }
 
+  // The end of a received batch or wrap marker with no request of the endpoint left
+  // queued: the consumed position is published at once, unless recv() took requests
+  // since the last flush (publish_due): their payloads are held until the next flush,
+  // which publishes it then. (Requests taken by recv() in the response callback of this
+  // very batch set publish_due too.)
+  void publish_unless_held(Ep& e) noexcept {
+    if (!e.has_queued_requests() && !e.publish_due) publish_consumed(e);
+  }
+
+  // flush(): the consumed position of each endpoint on the publish list.
+  void publish_listed() noexcept {
+    for (uint32_t i = 0; i < publish_count_; ++i) {
+      Ep& e = *eps_[publish_list_[i]];
+      e.publish_due = false;
+      publish_consumed(e);
+    }
+    publish_count_ = 0;
+  }
+
   // Stops an endpoint (the first reason stays) and takes its pending calls out, to be
   // failed back by drain() (failed_calls.hpp).
   void fail(Ep& e, EndpointError err) {
@@ -630,7 +660,7 @@ class Context {
 
     if (meta.message_count == kWrapMessageCount) {
       e.parsed = end;
-      if (!e.has_queued_requests()) publish_consumed(e);
+      publish_unless_held(e);
       return;
     }
 
@@ -724,7 +754,7 @@ class Context {
     if (broken != EndpointError::kNone) return fail(e, broken);
     if (!batch_rules::batch_filled(p, limit)) return fail(e, EndpointError::kBadMessageCount);
     e.parsed = end;
-    if (!e.has_queued_requests()) publish_consumed(e);
+    publish_unless_held(e);
   }
 
   // The pre-walk of set_response_prefetch: the batch's lines [p, limit) are asked for
@@ -780,13 +810,20 @@ class Context {
   }
 
   // recv() took the last queued request of its endpoint: the endpoint's batches are
-  // unpinned, and the peer may now overwrite them. Out of line (once per batch at most),
-  // so recv() stays small where it is inlined.
+  // unpinned. The peer may overwrite them once the consumed position is published, and
+  // the payloads recv() handed out stay valid until the next flush: the endpoint goes on
+  // the publish list, which that flush publishes (never here: the peer may READ the
+  // word at any time). Out of line (once per batch at most), so recv() stays small
+  // where it is inlined.
   [[gnu::noinline]] void release_pin(QueuedRequest& q) noexcept {
     q.releases_pin = false;
     Ep& e = *eps_[q.handle.endpoint];
     e.last_queued = Ep::kNoQueuedRequest;
-    publish_consumed(e);
+    if (!e.publish_due) {
+      e.publish_due = true;
+      assert(publish_count_ < publish_list_.size());
+      publish_list_[publish_count_++] = e.id;
+    }
   }
 
   // Most drains find no send completion (copyrpc signals one WRITE in kSignalInterval):
@@ -843,6 +880,10 @@ class Context {
   // store, never a growth.
   std::vector<uint32_t> dirty_;
   uint32_t dirty_count_ = 0;
+  // The endpoints whose consumed position the next flush publishes:
+  // publish_list_[0, publish_count_), each at most once (Ep::publish_due).
+  std::vector<uint32_t> publish_list_;
+  uint32_t publish_count_ = 0;
   std::vector<RecvCompletion> cqe_buf_;
   // [recv_head_, recv_end_) not yet taken; both point into recv_queue_ (or are null
   // while it has no storage), so recv() takes a handle without indexing.

@@ -339,6 +339,10 @@ struct Endpoint {
   RingMemory send_ring, recv_ring;
   MemoryRegion send_mr{}, recv_mr{}, consumer_mr{}, read_mr{};
   alignas(64) uint64_t consumer_word = 0;  // published consumed position (peer READs it)
+  // recv() took requests whose payloads are held until the next flush: the consumed
+  // position moved, and that flush publishes it (on the context's publish list). In the
+  // word's line, the padding before read_buffer: set and cleared where the word is stored.
+  bool publish_due = false;
   alignas(64) uint64_t read_buffer = 0;    // landing spot of our READ of the peer's word
 
   // ---- send side ----
@@ -413,8 +417,9 @@ struct Endpoint {
     return consumer_by_credit_return > consumer_by_read ? consumer_by_credit_return : consumer_by_read;
   }
   uint64_t in_flight() const noexcept { return producer - remote_consumer(); }
-  // Consumed position: bytes the peer may overwrite. Requests not yet taken by recv()
-  // pin their batch, so a handle's payload stays valid until the next flush.
+  // Consumed position: bytes the peer may overwrite once it is published. Requests not
+  // yet taken by recv() pin their batch; a request taken is published consumed at the
+  // next flush (publish_due), so a handle's payload stays valid until then.
   bool has_queued_requests() const noexcept { return last_queued != kNoQueuedRequest; }
   uint64_t consumed() const noexcept { return has_queued_requests() ? hold_pos : parsed; }
   // Where the send stream may reach under the credit invariant (in_flight + 2R <= C).

@@ -25,8 +25,9 @@ class Context;
 // spending costs one store and no test.
 //
 // payload() points into the receive ring and stays valid until the next flush()/poll()
-// after recv() returned the handle; copy what must live longer (drop_payload() clears
-// it on a handle kept past that).
+// after recv() returned the handle (that flush publishes the consumed position the peer
+// may READ; recv() and drain() never move it past a taken request); copy what must live
+// longer (drop_payload() clears it on a handle kept past that).
 class RecvHandle {
  public:
   static constexpr uint32_t kSpent = UINT32_MAX;  // the endpoint of a spent handle

@@ -7,6 +7,9 @@
 //   - the credit invariant in_flight + 2R <= C on every endpoint;
 //   - every response matches the payload the responder must have produced for that
 //     exact call (a pure function of the request bytes) and arrives exactly once;
+//   - every request payload taken by recv() still holds its bytes until its context's
+//     next flush (or poll): the peer may not write over it before (it may READ the
+//     consumed position at any time);
 // and at the end, after a quiescing phase, that every call was answered.
 // It also counts ring wraps and exact-boundary appends (a message that would end
 // exactly at the ring end) so a test can require both to have happened.
@@ -111,7 +114,7 @@ class PropertyDriver {
   PropertyDriver(std::vector<Ctx*> ctxs, std::vector<std::vector<Link>> links, uint64_t seed,
                  std::function<void()> pump)
       : ctxs_(std::move(ctxs)), links_(std::move(links)), rng_(seed), seed_(seed), pump_(std::move(pump)),
-        held_(ctxs_.size()) {}
+        held_(ctxs_.size()), flushes_(ctxs_.size(), 0) {}
 
   PropertyStats run(uint64_t ops) {
     for (uint64_t i = 0; i < ops; ++i) {
@@ -133,12 +136,23 @@ class PropertyDriver {
   struct Held {
     copyrpc::RecvHandle h;
     std::vector<std::byte> request;
+    uint64_t flush_count;  // its context's flushes_ at recv(): the payload is valid while it holds
   };
-  // A received request kept for a later reply, with a copy of its payload (the handle's
-  // points into the receive ring, valid only until the next flush).
-  static Held held_request(copyrpc::RecvHandle&& h) {
+  // A received request of context `c` kept for a later reply, with a copy of its payload
+  // (the handle's points into the receive ring, valid only until the next flush).
+  Held held_request(uint32_t c, copyrpc::RecvHandle&& h) const {
     std::vector<std::byte> request(h.payload().begin(), h.payload().end());
-    return Held{std::move(h), std::move(request)};
+    return Held{std::move(h), std::move(request), flushes_[c]};
+  }
+  // Context c flushes (flush() or poll()): the payloads it handed out before may go.
+  void flush(uint32_t c) {
+    ctxs_[c]->flush();
+    ++flushes_[c];
+  }
+  template <class OnResponse, class OnFailedCall>
+  void poll(uint32_t c, OnResponse&& on_resp, OnFailedCall&& on_failed) {
+    ctxs_[c]->poll(on_resp, on_failed);
+    ++flushes_[c];
   }
 
   std::string where() const {
@@ -171,10 +185,10 @@ class PropertyDriver {
       ctx.drain(on_response(c), on_failed_call(c));
       pump_();
     } else if (r < 92) {
-      ctx.flush();
+      flush(c);
       pump_();
     } else {
-      ctx.poll(on_response(c), on_failed_call(c));
+      poll(c, on_response(c), on_failed_call(c));
       ++stats_.polls;
       pump_();
     }
@@ -215,7 +229,11 @@ class PropertyDriver {
     const uint64_t max = ctx.max_payload();
     std::vector<std::byte> req(pick_size(max));
     for (auto& b : req) b = std::byte(static_cast<uint8_t>(rng_.next()));
-    const uint32_t allowance = static_cast<uint32_t>(rng_.below(2) ? rng_.below(64) : pick_size(max));
+    // Within what the peer's grant can ever cover (its max_R: TooLarge past it), which is
+    // the payload bound unless the peer's max_R is small.
+    const uint64_t max_allowance = ctx.endpoint(l.ep).max_response_allowance;
+    const uint32_t allowance = static_cast<uint32_t>(rng_.below(2) ? rng_.below(std::min<uint64_t>(64, max_allowance + 1))
+                                                                   : std::min(pick_size(max_allowance), max_allowance));
     const uint64_t token = next_token_++;
     const uint64_t wraps_before = ctx.stats().wraps;
     const uint64_t sent_before = ctx.stats().messages_sent;
@@ -243,7 +261,7 @@ class PropertyDriver {
     const uint64_t n = 1 + rng_.below(8);
     for (uint64_t i = 0; i < n && ctx.recv(h); ++i) {
       // The payload is valid until the next flush: copy it now.
-      held_[c].push_back(held_request(std::move(h)));
+      held_[c].push_back(held_request(c, std::move(h)));
     }
   }
 
@@ -266,6 +284,12 @@ class PropertyDriver {
 
   void check_invariants(uint64_t op) {
     for (size_t c = 0; c < ctxs_.size(); ++c) {
+      for (const Held& held : held_[c]) {
+        if (held.flush_count != flushes_[c]) continue;  // its context flushed since recv()
+        const auto pl = held.h.payload();
+        INFO(where() << " after op " << op << " context " << c << ": a held request's payload, before the next flush");
+        REQUIRE(std::equal(pl.begin(), pl.end(), held.request.begin(), held.request.end()));
+      }
       for (const Link& l : links_[c]) {
         const auto& e = ctxs_[c]->endpoint(l.ep);
         INFO(where() << " after op " << op << " context " << c << " endpoint " << l.ep << " in_flight "
@@ -282,15 +306,15 @@ class PropertyDriver {
       bool busy = false;
       for (uint32_t c = 0; c < ctxs_.size(); ++c) {
         Ctx& ctx = *ctxs_[c];
-        ctx.poll(on_response(c), on_failed_call(c));
+        poll(c, on_response(c), on_failed_call(c));
         pump_();
         copyrpc::RecvHandle h;
-        while (ctx.recv(h)) held_[c].push_back(held_request(std::move(h)));
+        while (ctx.recv(h)) held_[c].push_back(held_request(c, std::move(h)));
         while (!held_[c].empty()) {
           do_reply_index(c, held_[c].size() - 1);
           busy = true;
         }
-        ctx.flush();
+        flush(c);
         pump_();
         if (ctx.has_unflushed()) busy = true;
         check_invariants(~0ull);
@@ -317,6 +341,7 @@ class PropertyDriver {
   uint64_t seed_;
   std::function<void()> pump_;
   std::vector<std::vector<Held>> held_;
+  std::vector<uint64_t> flushes_;  // per context: its flush() and poll() calls so far
   std::map<uint64_t, Outstanding> outstanding_;
   uint64_t next_token_ = 1;
   PropertyStats stats_;

@@ -178,6 +178,7 @@ TEST_CASE("RingFull persists without news from the peer: the consumer position i
   std::vector<copyrpc::RecvHandle> unanswered;
   while (p.b.recv(h)) unanswered.push_back(std::move(h));
   CHECK(unanswered.size() == first_burst);
+  p.b.flush();  // B's loop goes on: its flush publishes what it consumed (nothing to send)
   CHECK(p.a.call(p.ea, bytes(200, 3), 0, tok).status == CallStatus::kRingFull);
   CHECK(p.a.call(p.ea, bytes(200, 3), 0, tok).status == CallStatus::kRingFull);
   p.a.poll(ignore_responses, no_failed_calls);  // posts the READ; the instant NIC completes it at the doorbell
@@ -571,11 +572,13 @@ TEST_CASE("copyrpc bounds: a consumed position read by RDMA READ may equal our p
   }
 }
 
-TEST_CASE("copyrpc bounds: the published consumed-position word is the consumed position after every drain and recv",
+TEST_CASE("copyrpc bounds: the published consumed-position word follows consumption at every drain and flush, "
+          "never at recv()",
           "[copyrpc][bounds]") {
   // The word the peer's RDMA READ fetches (the fallback when RingFull persists) must
   // follow consumption: after each batch, each wrap marker (drained one completion at a
-  // time, so a marker is the last thing processed) and each recv() that unpins a batch.
+  // time, so a marker is the last thing processed) and each flush after recv() unpinned
+  // a batch; recv() itself leaves it (the payload stays valid until the next flush).
   // a calls b with payloads that wrap both 4 KiB rings many times; b takes each round's
   // requests one by one and replies to them all.
   test::InstantPair p(ring_4k());
@@ -596,13 +599,16 @@ TEST_CASE("copyrpc bounds: the published consumed-position word is the consumed 
     }
     copyrpc::RecvHandle h;
     std::vector<copyrpc::RecvHandle> held;
+    const uint64_t before_recv = published_b();
     while (p.b.recv(h)) {
       held.push_back(std::move(h));
       INFO("round " << round << ", request " << held.size());
-      CHECK(published_b() == p.b.endpoint(p.eb).consumed());
+      CHECK(published_b() == before_recv);
     }
     for (auto& r : held) REQUIRE(p.b.reply(std::move(r), bytes(24 + 8 * (round % 5), 2)) == CallStatus::kOk);
     p.b.flush();
+    INFO("round " << round);
+    CHECK(published_b() == p.b.endpoint(p.eb).consumed());
     while (p.a.drain([&](uint64_t, std::span<const std::byte>) { ++answered; }, no_failed_calls, 1) != 0) {
       INFO("round " << round);
       CHECK(published_a() == p.a.endpoint(p.ea).consumed());
@@ -611,6 +617,104 @@ TEST_CASE("copyrpc bounds: the published consumed-position word is the consumed 
   CHECK(answered == tok);
   CHECK(p.a.stats().wraps > 10);
   CHECK(p.b.stats().wraps > 10);
+}
+
+TEST_CASE("a held request's payload is not overwritten before the holder's next flush, though the caller reads "
+          "the consumed position",
+          "[copyrpc][bounds]") {
+  // A's responses have little room in B's ring (max_R 64), so A's 480-byte calls fill it
+  // in 7. B takes every request and holds it, without a flush. A, at RingFull twice with
+  // no news, reads B's consumed-position word: it must not show the held batches free
+  // yet, or A writes its next calls over them. B's next flush frees them, and the same
+  // READ fallback then lets A's one-directional stream go on.
+  copyrpc::ContextConfig ca, cb;
+  ca.ring_size = cb.ring_size = 4096;
+  ca.max_resp_reservation = 64;
+  test::InstantPair p(ca, cb);
+  uint64_t calls = 0;
+  for (; p.a.call(p.ea, bytes(480, static_cast<uint8_t>(0x11 + calls)), 0, calls).ok(); ++calls) p.a.flush();
+  REQUIRE(calls == 7);
+  p.b.drain(ignore_responses, no_failed_calls);
+  std::vector<copyrpc::RecvHandle> held;
+  std::vector<std::vector<std::byte>> copies;
+  copyrpc::RecvHandle h;
+  while (p.b.recv(h)) {
+    copies.emplace_back(h.payload().begin(), h.payload().end());
+    held.push_back(std::move(h));
+  }
+  REQUIRE(held.size() == calls);
+  auto read_consumed_word = [&] {
+    REQUIRE(p.a.call(p.ea, bytes(480, 0xEE), 0, 100).status == CallStatus::kRingFull);
+    REQUIRE(p.a.call(p.ea, bytes(480, 0xEE), 0, 101).status == CallStatus::kRingFull);
+    const uint64_t reads = p.a.stats().reads_posted;
+    p.a.flush();                                   // posts the READ (the instant NIC runs it at the doorbell)
+    p.a.drain(ignore_responses, no_failed_calls);  // reaps its completion
+    REQUIRE(p.a.stats().reads_posted == reads + 1);
+  };
+  auto calls_accepted = [&] {
+    uint64_t more = 0;
+    for (; p.a.call(p.ea, bytes(480, 0xEE), 0, 200 + more).ok(); ++more) p.a.flush();
+    return more;
+  };
+  read_consumed_word();
+  CHECK(calls_accepted() == 0);
+  for (size_t i = 0; i < held.size(); ++i) {
+    INFO("request " << i << " (first byte 0x" << std::hex << unsigned(held[i].payload()[0]) << ")");
+    CHECK(std::equal(held[i].payload().begin(), held[i].payload().end(), copies[i].begin(), copies[i].end()));
+  }
+  p.b.flush();  // the holder's next flush: the held payloads may go
+  read_consumed_word();
+  CHECK(calls_accepted() > 0);
+}
+
+TEST_CASE("a request taken by recv() is not published consumed by a drain before the holder's next flush",
+          "[copyrpc][bounds]") {
+  // The word the peer may READ at any time stays where it was until b's flush, whether
+  // the requests were taken in b's response callback (the batch's own end of walk) or
+  // before a later drain of a batch with no request.
+  test::InstantPair p(ring_4k());
+  const auto* word_b = reinterpret_cast<const uint64_t*>(p.b.local_info(p.eb).consumer_addr);
+  auto published_b = [&] { return __atomic_load_n(word_b, __ATOMIC_ACQUIRE); };
+  // b calls a once; a takes the request (a reply for later).
+  REQUIRE(p.b.call(p.eb, bytes(8, 1), 20, 7).ok());
+  p.b.flush();
+  p.a.drain(ignore_responses, no_failed_calls);
+  copyrpc::RecvHandle for_b;
+  REQUIRE(p.a.recv(for_b));
+  std::vector<copyrpc::RecvHandle> held;
+  copyrpc::RecvHandle h;
+  SECTION("taken in the response callback of the batch that carried them") {
+    // One batch from a: three requests, then the response to b's call.
+    for (uint64_t tok = 0; tok < 3; ++tok) REQUIRE(p.a.call(p.ea, bytes(100, 0x21), 0, tok).ok());
+    REQUIRE(p.a.reply(std::move(for_b), bytes(8, 2)) == CallStatus::kOk);
+    p.a.flush();
+    const uint64_t before = published_b();
+    p.b.drain(
+        [&](uint64_t tok, std::span<const std::byte>) {
+          CHECK(tok == 7);
+          while (p.b.recv(h)) held.push_back(std::move(h));
+        },
+        no_failed_calls);
+    REQUIRE(held.size() == 3);
+    CHECK(published_b() == before);
+  }
+  SECTION("taken before a drain of a batch that carries only a response") {
+    for (uint64_t tok = 0; tok < 3; ++tok) REQUIRE(p.a.call(p.ea, bytes(100, 0x21), 0, tok).ok());
+    p.a.flush();
+    const uint64_t before = published_b();
+    p.b.drain(ignore_responses, no_failed_calls);
+    while (p.b.recv(h)) held.push_back(std::move(h));
+    REQUIRE(held.size() == 3);
+    CHECK(published_b() == before);
+    REQUIRE(p.a.reply(std::move(for_b), bytes(8, 2)) == CallStatus::kOk);
+    p.a.flush();
+    REQUIRE(p.b.drain(ignore_responses, no_failed_calls) == 1);
+    CHECK(published_b() == before);
+  }
+  p.b.flush();
+  CHECK(published_b() == p.b.endpoint(p.eb).consumed());
+  CHECK(published_b() == p.b.endpoint(p.eb).parsed);
+  CHECK(published_b() > 0);
 }
 
 namespace {
