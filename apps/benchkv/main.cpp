@@ -172,6 +172,9 @@ int compare(int argc, char** argv) {
           "Two measurements (real runs) by builds that differ in build type, compiler, sanitizer or C++ flags\n"
           "(provenance) are refused too, unless --allow-different-builds: those change the timing. A simulated\n"
           "figure does not depend on the build (same bytes), so there a note: line only names the difference.\n"
+          "A field a summary does not record (an older benchkv's) is unknown, not a difference: two\n"
+          "measurements are refused naming it, unless --allow-different-builds. A profile-guided build's\n"
+          "-fprofile-dir=PATH is compared without its path.\n"
           "Different commits get a warning: line, a build with uncommitted changes a note: line.\n"
           "daemon_cqe_per_loop is left out between ucx-am (request messages per loop: its daemons poll no\n"
           "CQ) and a copyrpc backend (CQEs per loop).\n");

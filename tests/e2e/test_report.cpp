@@ -435,6 +435,70 @@ TEST_CASE("compare: measurements by different builds are refused unless allowed,
   CHECK_THAT(commits.out, Catch::Contains("warning: A and B were built from different commits (") &&
                               Catch::Contains("note: B's build had uncommitted changes (git_dirty)") &&
                               !Catch::Contains("note: A's"));
+
+  // A summary from before provenance recorded the sanitizer and the C++ flags: its build is
+  // unknown there, which is not a difference. Two measurements are refused for that
+  // reason, the message naming the fields; allowed, a warning says the same; simulated,
+  // a note.
+  json old_real = real;
+  old_real["provenance"].erase("sanitizer");
+  old_real["provenance"].erase("cxx_flags");
+  with("old_real", old_real);
+  const Outcome unknown = run_benchkv({"compare", "real.summary.json", "old_real.summary.json"}, dir.path());
+  INFO(describe(unknown));
+  CHECK(unknown.status == 2);
+  CHECK_THAT(unknown.err, Catch::Contains("unknown in part: old_real.summary.json does not record sanitizer, "
+                                          "cxx_flags (a summary") &&
+                              Catch::Contains("whether the builds differ there cannot be told") &&
+                              Catch::Contains("--allow-different-builds") && !Catch::Contains("different builds ("));
+  // Both from before: both named.
+  const Outcome unknown_both = run_benchkv({"compare", "old_real.summary.json", "old_real.summary.json"}, dir.path());
+  CHECK(unknown_both.status == 2);
+  CHECK_THAT(unknown_both.err, Catch::Contains("old_real.summary.json does not record sanitizer, cxx_flags; "
+                                               "old_real.summary.json does not record sanitizer, cxx_flags"));
+  const Outcome unknown_allowed =
+      run_ok({"compare", "--allow-different-builds", "real.summary.json", "old_real.summary.json"}, dir.path());
+  CHECK_THAT(unknown_allowed.out, Catch::Contains("warning: B's build is unknown in sanitizer, cxx_flags: not "
+                                                  "recorded, so whether the builds differ there cannot be told; "
+                                                  "compared as asked\n") &&
+                                      !Catch::Contains("different builds (") && !Catch::Contains("A's build is unknown"));
+  json old_sim = a;
+  old_sim["provenance"].erase("sanitizer");
+  with("old_sim", old_sim);
+  const Outcome unknown_sim = run_ok({"compare", "old_sim.summary.json", "sim.summary.json"}, dir.path());
+  CHECK_THAT(unknown_sim.out, Catch::Contains("note: A's build is unknown in sanitizer: not recorded; a simulated "
+                                              "figure does not depend on the build\n") &&
+                                  !Catch::Contains("warning"));
+  // Without a provenance object at all every field is unknown (it was not checked before).
+  json bare_real = real;
+  bare_real.erase("provenance");
+  with("bare_real", bare_real);
+  const Outcome bare = run_benchkv({"compare", "real.summary.json", "bare_real.summary.json"}, dir.path());
+  CHECK(bare.status == 2);
+  CHECK_THAT(bare.err, Catch::Contains("bare_real.summary.json does not record build_type, compiler, sanitizer, "
+                                       "cxx_flags (it has no provenance object)"));
+
+  // Profile-guided builds (scripts/build_pgo.sh) name their profile directory by its
+  // absolute path: two made alike in different directories are one build; a flag that
+  // differs otherwise, or another path, still differs.
+  const std::string pgo = "-O2 -g -DNDEBUG -fprofile-use -fprofile-partial-training -fprofile-dir=";
+  json pgo_a = real, pgo_b = real, pgo_other = real, plain = real;
+  pgo_a["provenance"]["cxx_flags"] = pgo + "/home/one/build-pgo/profile -Wno-missing-profile";
+  pgo_b["provenance"]["cxx_flags"] = pgo + "/tmp/two/profile -Wno-missing-profile";
+  pgo_other["provenance"]["cxx_flags"] = pgo + "/tmp/two/profile -Wno-missing-profile -I/tmp/two";
+  plain["provenance"]["cxx_flags"] = "-O2 -g -DNDEBUG";
+  with("pgo_a", pgo_a);
+  with("pgo_b", pgo_b);
+  with("pgo_other", pgo_other);
+  with("plain", plain);
+  const Outcome pgo_same = run_ok({"compare", "pgo_a.summary.json", "pgo_b.summary.json"}, dir.path());
+  CHECK_THAT(pgo_same.out, !Catch::Contains("different builds") && Catch::Contains("Mops mean"));
+  const Outcome pgo_plain = run_benchkv({"compare", "pgo_a.summary.json", "plain.summary.json"}, dir.path());
+  CHECK(pgo_plain.status == 2);
+  CHECK_THAT(pgo_plain.err, Catch::Contains("different builds (cxx_flags: \"" + pgo + "/home/one/build-pgo/profile"));
+  const Outcome pgo_include = run_benchkv({"compare", "pgo_a.summary.json", "pgo_other.summary.json"}, dir.path());
+  CHECK(pgo_include.status == 2);
+  CHECK_THAT(pgo_include.err, Catch::Contains("different builds (cxx_flags:"));
 }
 
 TEST_CASE("repeat: with --life-s, each repetition's life figures and their spread", "[e2e][sim][repeat]") {

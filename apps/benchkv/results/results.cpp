@@ -1059,12 +1059,56 @@ std::string provenance_text(const json& s, const char* key) {
   return s["provenance"][key].dump();
 }
 
-// The timing fields in which two summaries' builds differ, "sanitizer: "none" vs
-// "address"" each.
+bool records(const json& s, const char* key) {
+  return s.contains("provenance") && s["provenance"].is_object() && s["provenance"].contains(key);
+}
+
+// The timing fields a summary's provenance does not record (all of them without a
+// provenance object): written by a benchkv from before provenance recorded them (the
+// sanitizer and the C++ flags came last), or edited. Its build is unknown there.
+std::vector<std::string> unrecorded_build_fields(const json& s) {
+  std::vector<std::string> out;
+  for (const char* k : kTimingBuildFields)
+    if (!records(s, k)) out.emplace_back(k);
+  return out;
+}
+
+// The flag naming a profile-guided build's profile directory, as build_pgo.sh passes it.
+constexpr std::string_view kProfileDirFlag = "-fprofile-dir=";
+
+// A build's C++ flags as compared: each -fprofile-dir=PATH (a profile-guided build's:
+// scripts/build_pgo.sh gives the absolute path of the profile under its build
+// directory) reads -fprofile-dir=<dir>. The path says where the profile was read from,
+// not what code was generated, so two profiled builds of one tree in different
+// directories compare equal. Only that flag's path: every other flag is compared as
+// written.
+std::string comparable_cxx_flags(const std::string& flags) {
+  std::string out;
+  size_t at = 0;
+  while (at < flags.size()) {
+    const size_t end = std::min(flags.find(' ', at), flags.size());
+    const std::string_view word = std::string_view(flags).substr(at, end - at);
+    out += word.substr(0, kProfileDirFlag.size()) == kProfileDirFlag ? std::string(kProfileDirFlag) + "<dir>"
+                                                                     : std::string(word);
+    if (end < flags.size()) out += ' ';
+    at = end + 1;
+  }
+  return out;
+}
+
+// A timing field's value as compared (cxx_flags: comparable_cxx_flags).
+json comparable_build_field(const json& s, const char* key) {
+  const json& v = s["provenance"][key];
+  if (std::string_view(key) == "cxx_flags" && v.is_string()) return comparable_cxx_flags(v.get<std::string>());
+  return v;
+}
+
+// The timing fields both summaries record in which their builds differ, "sanitizer:
+// "none" vs "address"" each (as recorded; cxx_flags compared as comparable_cxx_flags).
 std::vector<std::string> build_differences(const json& a, const json& b) {
   std::vector<std::string> out;
   for (const char* k : kTimingBuildFields)
-    if (provenance_text(a, k) != provenance_text(b, k))
+    if (records(a, k) && records(b, k) && comparable_build_field(a, k) != comparable_build_field(b, k))
       out.push_back(fmt::format("{}: {} vs {}", k, provenance_text(a, k), provenance_text(b, k)));
   return out;
 }
@@ -1417,10 +1461,10 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
   // compiler, build type or flags) measure the builds too: refused unless asked for. A
   // simulated figure does not depend on the build (same bytes), so there it is a note.
   const bool both_measured = !simulated_summary(a) && !simulated_summary(b);
-  const std::vector<std::string> build_diffs = lacks_a || lacks_b ? std::vector<std::string>{} : build_differences(a, b);
-  const auto listed = [](const std::vector<std::string>& v) {
+  const std::vector<std::string> build_diffs = build_differences(a, b);
+  const auto listed = [](const std::vector<std::string>& v, const char* separator = "; ") {
     std::string t;
-    for (const std::string& x : v) t += (t.empty() ? "" : "; ") + x;
+    for (const std::string& x : v) t += (t.empty() ? "" : separator) + x;
     return t;
   };
   if (both_measured && !build_diffs.empty() && !options.allow_different_builds)
@@ -1429,6 +1473,25 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
         "instrumentation change the timing, so the ratios would measure the builds as much as the runs; rebuild "
         "one like the other, or give --allow-different-builds to compare them anyway",
         name_a, name_b, listed(build_diffs)));
+  // A timing field a summary does not record is unknown, not a difference: whether the
+  // builds differ there cannot be told, so two measurements are refused for that reason,
+  // naming the field, unless asked for; a simulated pair gets a note.
+  const std::vector<std::string> unknown_a = unrecorded_build_fields(a), unknown_b = unrecorded_build_fields(b);
+  const auto unknown_text = [&](const std::vector<std::string>& unknown, const bool lacks) {
+    return fmt::format("{}{}", listed(unknown, ", "), lacks ? " (it has no provenance object)" : "");
+  };
+  if (both_measured && (!unknown_a.empty() || !unknown_b.empty()) && !options.allow_different_builds) {
+    std::string whose;
+    for (const auto& [name, unknown, lacks] : {std::tuple{&name_a, &unknown_a, lacks_a}, std::tuple{&name_b, &unknown_b, lacks_b}})
+      if (!unknown->empty())
+        whose += fmt::format("{}{} does not record {}", whose.empty() ? "" : "; ", *name, unknown_text(*unknown, lacks));
+    throw std::runtime_error(fmt::format(
+        "compare: {} and {} are measurements whose builds are unknown in part: {} (a summary written before "
+        "benchkv's provenance recorded that field): whether the builds differ there cannot be told, and a "
+        "sanitizer, another compiler, build type or flags change the timing; give --allow-different-builds to "
+        "compare them anyway",
+        name_a, name_b, whose));
+  }
   std::string out = fmt::format("A: {}\nB: {}\n", name_a, name_b);
   if (!build_diffs.empty() && both_measured)
     out += fmt::format("warning: A and B are measurements by different builds ({}), compared as asked\n",
@@ -1437,6 +1500,15 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
     out += fmt::format("note: A and B were made by different builds ({}): a simulated figure does not depend on "
                        "the build (the same configuration and seed give the same bytes)\n",
                        listed(build_diffs));
+  for (const auto& [side, unknown, lacks] : {std::tuple{"A", &unknown_a, lacks_a}, std::tuple{"B", &unknown_b, lacks_b}})
+    if (!unknown->empty())
+      out += both_measured
+                 ? fmt::format("warning: {}'s build is unknown in {}: not recorded, so whether the builds differ there "
+                               "cannot be told; compared as asked\n",
+                               side, unknown_text(*unknown, lacks))
+                 : fmt::format("note: {}'s build is unknown in {}: not recorded; a simulated figure does not depend on "
+                               "the build\n",
+                               side, unknown_text(*unknown, lacks));
   if (!lacks_a && !lacks_b && provenance_text(a, "git_commit") != provenance_text(b, "git_commit"))
     out += fmt::format("warning: A and B were built from different commits ({} vs {}): the ratios include what "
                        "changed between them\n",

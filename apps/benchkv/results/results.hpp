@@ -284,7 +284,9 @@ void write_summary_file(const std::string& path, const nlohmann::json& summary);
 // "warning:" line says what it lacks; and two measurements (neither simulated) whose
 // builds differ in build type, compiler, sanitizer or C++ flags (provenance), unless
 // options.allow_different_builds (a simulated pair gets a "note:" line: its figures do
-// not depend on the build). Different commits get a "warning:" line, a build with
+// not depend on the build); a -fprofile-dir=PATH in the flags is compared without its
+// path, and a field a summary does not record is unknown, refused between measurements
+// with a message naming it (same option; a "warning:" then, a "note:" when simulated). Different commits get a "warning:" line, a build with
 // uncommitted changes a "note:". Settings that differ (the "config" keys but output
 // paths and display switches, and the simulator model's content when both record it) are
 // listed first in lines starting "warning:". rpc summaries are compared per message size
