@@ -2,15 +2,21 @@
 //
 // Rules (PRM "Doorbells and BlueFlame", rdma-core util/udma_barrier.h):
 //  1. WQE stores reach memory before the doorbell record says they exist
-//     (udma_to_device_barrier: a compiler barrier on x86's TSO, a store barrier elsewhere);
+//     (udma_to_device_barrier: a compiler barrier on x86's TSO; on AArch64 a store
+//     barrier for outer-shareable observers, dmb oshst: the device is one, and the
+//     inner-shareable barrier a C++ fence emits orders stores for other CPUs only);
 //  2. the doorbell record is written before the MMIO doorbell (mmio_wc_start);
 //  3. the BlueFlame register is write-combining memory: the copy goes out in whole
-//     64-byte chunks and is pushed to the device with a store fence (mmio_flush_writes);
+//     64-byte chunks and is pushed to the device with a store fence (mmio_flush_writes:
+//     sfence on x86, dsb st on AArch64, where a dmb does not wait for write-combined
+//     stores to leave the core);
 //  4. consecutive doorbells alternate between the two halves of the BlueFlame buffer
 //     (offset ^= size), so two writes never merge in one write-combining buffer.
 //
 // On hardware the register is MMIO; in emulation it is plain memory that the software
-// NIC reads back, so the same code path runs in tests.
+// NIC reads back, so the same code path runs in tests. Only x86 runs here: the AArch64
+// barriers are rdma-core's for that architecture, compiled but never run on a device;
+// any other architecture is refused at compile time.
 #pragma once
 
 #include <cstddef>
@@ -29,8 +35,10 @@ namespace bkv::mlx5 {
 [[gnu::always_inline]] inline void udma_to_device_barrier() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   asm volatile("" ::: "memory");
+#elif defined(__aarch64__)
+  asm volatile("dmb oshst" ::: "memory");
 #else
-  __atomic_thread_fence(__ATOMIC_RELEASE);
+#error "mlx5 direct data path: the doorbell barriers are defined for x86 and AArch64 only"
 #endif
 }
 
@@ -39,8 +47,10 @@ namespace bkv::mlx5 {
 [[gnu::always_inline]] inline void mmio_flush_writes() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_sfence();
+#elif defined(__aarch64__)
+  asm volatile("dsb st" ::: "memory");
 #else
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#error "mlx5 direct data path: the doorbell barriers are defined for x86 and AArch64 only"
 #endif
 }
 
