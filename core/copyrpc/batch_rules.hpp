@@ -15,6 +15,8 @@
 //   batch_before_ring_end        kBadLength        a batch: start offset + length <= ring
 //   message_count_fits           kBadMessageCount  a batch: count <= (length - 32) / 32, and
 //                                                  count = 0 only for a bare 32-byte batch
+//   write_covers_batch           kBadWriteLength   written = length for a batch, 32 for a wrap
+//                                                  marker (its metadata alone is written)
 //
 // Then each message, as the walk reaches it (Context::process_batch):
 //
@@ -25,7 +27,8 @@
 //   (response to a pending call) kUnknownCallId    a response: its call id is pending
 //   batch_filled                 kBadMessageCount  after `count` messages the cursor is at the end
 //
-// `length` = decode_imm(imm); `end` = start + length; `sent` = our send producer (bytes
+// `length` = decode_imm(imm); `written` = the bytes the WRITE placed (the receive
+// completion's byte count: a CQE's byte_cnt, ibv_wc::byte_len); `end` = start + length; `sent` = our send producer (bytes
 // the peer could have consumed at most); `returned` = the credit returns summed so far;
 // `count` = the metadata's message count; R = the response credit granted the peer.
 #pragma once
@@ -65,9 +68,16 @@ constexpr bool message_count_fits(uint32_t count, uint64_t length) noexcept {
   const uint64_t max_msgs = (length - kFlowMetadataSize) / kAlignment;
   return count <= max_msgs && (count != 0 || length == kFlowMetadataSize);
 }
+// The sender writes a batch with one WRITE of its whole length, a wrap marker with one of
+// its 32-byte metadata (Context::post_emit). Past the bytes a WRITE placed, the ring holds
+// what an earlier cycle left there: a batch read beyond them would serve old requests
+// again. Once this holds, the metadata the other rules read was written by this WRITE.
+constexpr bool write_covers_batch(uint64_t written, uint64_t length, bool wrap_marker) noexcept {
+  return written == (wrap_marker ? kFlowMetadataSize : length);
+}
 
 // The head rules over a batch of `length` bytes (decode_imm(imm)) with flow metadata
-// `m`, arrived on an endpoint whose flow state `f` gives (an Endpoint, or any type with
+// `m`, placed by a WRITE of `written` bytes, arrived on an endpoint whose flow state `f` gives (an Endpoint, or any type with
 // the same members):
 //   f.recv_ring_size()           the receive ring's size
 //   f.recv_producer              where the batch starts: where the last one ended
@@ -81,7 +91,7 @@ constexpr bool message_count_fits(uint32_t count, uint64_t length) noexcept {
 // needs it (the receive path's instruction count depends on it).
 template <class Flow>
 [[gnu::always_inline]] constexpr EndpointError check_batch_head(const Flow& f, uint64_t length,
-                                                                const FlowMetadata& m) noexcept {
+                                                                const FlowMetadata& m, uint64_t written) noexcept {
   const uint64_t ring = f.recv_ring_size();
   if (!length_in_ring(length, ring)) return EndpointError::kBadImmediate;
   const uint64_t start = f.recv_producer;
@@ -90,11 +100,13 @@ template <class Flow>
     return EndpointError::kBadCreditReturn;
   if (!grant_within_ring(m.credit_grant, f.peer_credit, ring)) return EndpointError::kBadCreditGrant;
   const uint64_t start_off = start & (ring - 1);
-  if (m.message_count == kWrapMessageCount)
-    return wrap_marker_ends_ring(start_off, length, ring) ? EndpointError::kNone : EndpointError::kBadWrapMarker;
+  if (m.message_count == kWrapMessageCount) {
+    if (!wrap_marker_ends_ring(start_off, length, ring)) return EndpointError::kBadWrapMarker;
+    return write_covers_batch(written, length, true) ? EndpointError::kNone : EndpointError::kBadWriteLength;
+  }
   if (!batch_before_ring_end(start_off, length, ring)) return EndpointError::kBadLength;
   if (!message_count_fits(m.message_count, length)) return EndpointError::kBadMessageCount;
-  return EndpointError::kNone;
+  return write_covers_batch(written, length, false) ? EndpointError::kNone : EndpointError::kBadWriteLength;
 }
 
 // ---------------------------------------------------------------- message rules
@@ -135,8 +147,12 @@ struct Flow {
 constexpr Flow kFlow{};
 constexpr FlowMetadata kMeta{.ring_credit_return = 64, .credit_grant = 4096 - 1024, .message_count = 2, .zero = {}};
 constexpr uint64_t kLength = 96;
-constexpr EndpointError check(Flow f = kFlow, FlowMetadata m = kMeta, uint64_t length = kLength) noexcept {
-  return check_batch_head(f, length, m);
+// `written`: what the sender's WRITE placed; by default what a correct sender writes.
+constexpr uint64_t kAsSent = ~uint64_t{0};
+constexpr EndpointError check(Flow f = kFlow, FlowMetadata m = kMeta, uint64_t length = kLength,
+                              uint64_t written = kAsSent) noexcept {
+  if (written == kAsSent) written = m.message_count == kWrapMessageCount ? kFlowMetadataSize : length;
+  return check_batch_head(f, length, m, written);
 }
 constexpr Flow with(uint64_t Flow::*field, uint64_t v) noexcept {
   Flow f = kFlow;
@@ -168,6 +184,10 @@ static_assert(check(at_offset(4096 - 96)) == EndpointError::kNone);
 static_assert(check(at_offset(4096 - 64)) == EndpointError::kBadLength);
 static_assert(check(kFlow, meta(64, 0, kWrapMessageCount)) == EndpointError::kBadWrapMarker);
 static_assert(check(at_offset(4096 - 96), meta(64, 0, kWrapMessageCount)) == EndpointError::kNone);
+static_assert(check(kFlow, kMeta, kLength, kLength - 32) == EndpointError::kBadWriteLength);
+static_assert(check(kFlow, kMeta, kLength, kLength + 32) == EndpointError::kBadWriteLength);
+static_assert(check(at_offset(4096 - 96), meta(64, 0, kWrapMessageCount), kLength, kLength) ==
+              EndpointError::kBadWriteLength);
 static_assert(allowance_granted(64, 1024 - 64, 1024) && !allowance_granted(32, 0, 1024) &&
               !allowance_granted(96, 1024 - 64, 1024));
 }  // namespace vectors

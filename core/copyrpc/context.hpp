@@ -629,13 +629,13 @@ class Context {
     Ep& e = *eps_[idx - 1];
     if (e.error != EndpointError::kNone) return;
     if (c.status != WcStatus::kSuccess) return fail(e, EndpointError::kCompletionError);
-    process_batch(e, c.imm, on_response);
+    process_batch(e, c.imm, c.byte_len, on_response);
   }
 
   // One received batch: its head checked (batch_rules.hpp), the flow metadata applied,
   // then the messages in order, each checked as the walk reaches it.
   template <class OnResponse>
-  [[gnu::noinline]] void process_batch(Ep& e, uint32_t imm, OnResponse& on_response) {
+  [[gnu::noinline]] void process_batch(Ep& e, uint32_t imm, uint32_t written, OnResponse& on_response) {
     const uint64_t size = e.recv_ring.size();
     const uint64_t delta = decode_imm(imm);
     const uint64_t start = e.recv_producer;
@@ -646,9 +646,10 @@ class Context {
     const uint64_t start_off = start & (size - 1);
     // The metadata is read before the rules are checked: it lies in the ring whatever the
     // immediate says (a 32-aligned position through the ring mask), and a non-zero
-    // immediate always covers it (wire.hpp: decode_imm(1) == kFlowMetadataSize).
+    // immediate always covers it (wire.hpp: decode_imm(1) == kFlowMetadataSize). Until
+    // the rules hold (write_covers_batch last), it may be an earlier cycle's: only read.
     const FlowMetadata meta = load_metadata(e.recv_ring.at(start));
-    const EndpointError head = batch_rules::check_batch_head(e, delta, meta);
+    const EndpointError head = batch_rules::check_batch_head(e, delta, meta, written);
     if (head != EndpointError::kNone) return fail(e, head);
 
     // Flow metadata first: it frees credit that the messages below may need.

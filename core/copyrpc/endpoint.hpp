@@ -48,6 +48,8 @@ enum class EndpointError : uint8_t {
   kBadConsumerRead,      // the RDMA-READ consumer position is out of range
   kCompletionError,      // the NIC reported an error completion for this QP
   kStoppedByOwner,       // the owner stopped it (Context::stop_endpoint: a peer declared dead)
+  kBadWriteLength,       // the WRITE placed fewer or more bytes than its immediate announces
+                         // (past what it placed, the ring holds an earlier cycle's bytes)
 };
 
 constexpr const char* to_string(EndpointError e) noexcept {
@@ -65,6 +67,7 @@ constexpr const char* to_string(EndpointError e) noexcept {
     case EndpointError::kBadConsumerRead: return "RDMA-READ consumer position out of range";
     case EndpointError::kCompletionError: return "error completion on the queue pair";
     case EndpointError::kStoppedByOwner: return "stopped by its owner";
+    case EndpointError::kBadWriteLength: return "the WRITE's byte count does not match its immediate";
   }
   return "unknown";
 }

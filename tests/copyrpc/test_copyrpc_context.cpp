@@ -365,6 +365,43 @@ TEST_CASE("hostile batches are rejected with the rule they break, without out-of
     CHECK(a.victim.call(a.ep, {}, 0, 1).status == CallStatus::kEndpointError);
 }
 
+TEST_CASE("a batch longer than the WRITE that placed it is refused: past the write the ring holds an earlier "
+          "cycle's request, which would be served again",
+          "[copyrpc][hostile]") {
+  Attack a;
+  a.meta(0, 0, 1);
+  a.header(32, 5, 2, 10);  // a request, call id 5, at ring offset 32
+  a.send(64, 2);
+  REQUIRE(a.poll() == EndpointError::kNone);
+  copyrpc::RecvHandle h;
+  REQUIRE(a.victim.recv(h));
+  REQUIRE(h.call_id() == 5);
+  REQUIRE(a.victim.reply(std::move(h), {}) == CallStatus::kOk);
+  a.meta(0, 0, copyrpc::kWrapMessageCount);
+  a.send(32, (4096 - 64) / 32);  // a wrap marker to the ring end: the next cycle starts at offset 0
+  REQUIRE(a.poll() == EndpointError::kNone);
+  SECTION("a batch: 32 bytes written, 64 announced") {
+    a.meta(0, 0, 1);  // one message, whose bytes the WRITE does not carry
+    a.header(32, 6, 2, 10);
+    a.send(32, 2);
+    CHECK(a.poll() == EndpointError::kBadWriteLength);
+    CHECK_FALSE(a.victim.recv(h));  // call 5 of the last cycle is not served again
+  }
+  SECTION("a wrap marker's WRITE carries its metadata only") {
+    a.meta(0, 0, copyrpc::kWrapMessageCount);
+    a.send(64, 4096 / 32);
+    CHECK(a.poll() == EndpointError::kBadWriteLength);
+  }
+  SECTION("control: the same batch written whole") {
+    a.meta(0, 0, 1);
+    a.header(32, 6, 2, 10);
+    a.send(64, 2);
+    CHECK(a.poll() == EndpointError::kNone);
+    REQUIRE(a.victim.recv(h));
+    CHECK(h.call_id() == 6);
+  }
+}
+
 TEST_CASE("a failed endpoint does not disturb the others", "[copyrpc][hostile]") {
   Attack a;
   // A healthy second peer of the victim.
