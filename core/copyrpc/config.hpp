@@ -20,15 +20,20 @@ struct ContextConfig {
 };
 
 inline constexpr uint64_t kMinRingSize = 4096;
-inline constexpr uint64_t kMaxRingSize = uint64_t{1} << 36;
+// A batch lies within one ring cycle (batch_rules.hpp, batch_before_ring_end) and goes out as
+// one RDMA WRITE, whose length the verbs and the mlx5 data segment cap at 2^31 bytes and
+// copyrpc keeps in 32 bits (PendingEmit::write_len): so a ring is at most 2^31 bytes.
+inline constexpr uint64_t kMaxRingSize = uint64_t{1} << 31;
+inline constexpr uint64_t kMaxRdmaMessage = uint64_t{1} << 31;
 static_assert(std::has_single_bit(kMinRingSize) && std::has_single_bit(kMaxRingSize) && kMinRingSize <= kMaxRingSize);
+static_assert(kMaxRingSize <= kMaxRdmaMessage && kMaxRingSize <= uint64_t{UINT32_MAX} + 1);
 
 // `c` checked, with its defaults filled in (max_resp_reservation 0 -> ring_size / 4),
 // for a transport whose SRQ holds `srq_capacity` receives and whose send queue holds
 // `send_queue_depth` WQEs.
 inline ContextConfig checked_config(ContextConfig c, uint64_t srq_capacity, uint64_t send_queue_depth) {
   if (!std::has_single_bit(c.ring_size) || c.ring_size < kMinRingSize || c.ring_size > kMaxRingSize)
-    throw std::invalid_argument("copyrpc: ring_size must be a power of two in [4096, 2^36], got " +
+    throw std::invalid_argument("copyrpc: ring_size must be a power of two in [4096, 2^31], got " +
                                 std::to_string(c.ring_size));
   if (c.max_resp_reservation == 0) c.max_resp_reservation = c.ring_size / 4;
   // Below internal_allowance(0) not even a call with an empty reply could be granted.

@@ -187,6 +187,10 @@ TEST_CASE("invalid command-line values name the key and the value", "[bench][opt
   require_usage_error(parse({"--distribution", "zipfian", "--zipf-s", "0", "meta"}), "zipf_s (--zipf-s): 0.0 must be");
   require_usage_error(parse({"--ring-size", "3000", "meta"}), "ring_size (--ring-size): 3000");
   require_usage_error(parse({"--ring-size", "2048", "meta"}), "ring_size");
+  // A batch is one RDMA WRITE, at most 2^31 bytes: a larger ring could hold a longer batch.
+  require_usage_error(parse({"--ring-size", "4294967296", "meta"}),
+                      "ring_size (--ring-size): 4294967296 is not a power of two in [4096, 2^31]");
+  CHECK(parse({"--ring-size", "2147483648", "meta"}).result.should_run());
   require_usage_error(parse({"--transport", "mlx5", "--port", "0", "meta"}), "port (--port): 0 must be");
   require_usage_error(parse({"--transport", "mlx5", "--gid-index", "-2", "meta"}), "gid_index (--gid-index): -2 must be");
   require_usage_error(parse({"--server-threads", "0", "meta"}), "server_threads");

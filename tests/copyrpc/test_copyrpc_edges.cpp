@@ -286,6 +286,15 @@ TEST_CASE("copyrpc edges: a response reservation smaller than the smallest call 
   CHECK_NOTHROW(Ctx(t, cfg));
 }
 
+TEST_CASE("copyrpc edges: a ring above 2^31 bytes is refused: a batch, up to a ring, is one RDMA WRITE",
+          "[copyrpc][edges]") {
+  copyrpc::ContextConfig cfg = small_ring();
+  cfg.ring_size = uint64_t{1} << 32;
+  CHECK_THROWS_WITH(copyrpc::checked_config(cfg, 4096, 4096), Catch::Contains("[4096, 2^31], got 4294967296"));
+  cfg.ring_size = uint64_t{1} << 31;
+  CHECK_NOTHROW(copyrpc::checked_config(cfg, 4096, 4096));
+}
+
 TEST_CASE("copyrpc edges: a call whose allowance the peer can never grant is TooLarge, not retryable",
           "[copyrpc][edges]") {
   copyrpc::ContextConfig cfg = small_ring();

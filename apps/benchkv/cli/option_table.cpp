@@ -340,7 +340,7 @@ const Spec kSpecs[] = {
     {"port", 0, Kind::kUnsigned, kGroupRdma, "N", "RDMA port (1-255)", BKV_FIELD(port)},
     {"gid_index", 0, Kind::kSigned, kGroupRdma, "N", "RoCE GID index; -1 = InfiniBand LID addressing",
      BKV_FIELD(gid_index)},
-    {"ring_size", 0, Kind::kUnsigned, kGroupRdma, "BYTES", "copyrpc ring size (power of two >= 4096)",
+    {"ring_size", 0, Kind::kUnsigned, kGroupRdma, "BYTES", "copyrpc ring size (a power of two in [4096, 2^31]: a batch, at most a ring, is one RDMA WRITE)",
      BKV_FIELD(ring_size)},
     {"poll_budget", 0, Kind::kUnsigned, kGroupLoop, "N",
      "copyrpc polls per loop, stopping early once N responses arrived (>= 1)", BKV_LOOP_FIELD(poll_budget)},

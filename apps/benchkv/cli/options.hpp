@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "apps/benchkv/cli/run_mode.hpp"
+#include "core/copyrpc/config.hpp"
 #include "apps/benchkv/cli/transport_kind.hpp"
 #include "backends/backend_kind.hpp"
 #include "backends/policies/loop_policy.hpp"
@@ -72,8 +73,8 @@ struct TraceWindow {
 };
 
 // Limits checked by validate() (besides the relations listed there).
-inline constexpr uint64_t kMinRingSize = 4096;
-inline constexpr uint64_t kMaxRingSize = uint64_t{1} << 32;
+inline constexpr uint64_t kMinRingSize = copyrpc::kMinRingSize;  // copyrpc's own limits
+inline constexpr uint64_t kMaxRingSize = copyrpc::kMaxRingSize;
 inline constexpr uint32_t kMaxQueueDepth = 1u << 16;
 inline constexpr uint32_t kMaxThreads = 1024;  // server_threads, client_threads
 inline constexpr uint32_t kMaxRpcEndpoints = 4096;  // rpc: endpoints per server rank

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -205,7 +206,7 @@ void validate_ranges(const Options& o) {
   if (!(o.zipf_s > 0 && std::isfinite(o.zipf_s))) fail(o, "zipf_s", "must be a finite number > 0");
   if (o.pattern_len < 1 || o.pattern_len > kv::kMaxPatternLen) fail(o, "pattern_len", "must be in [1, 2^24]");
   if (!is_pow2(o.ring_size) || o.ring_size < kMinRingSize || o.ring_size > kMaxRingSize) {
-    fail(o, "ring_size", fmt::format("is not a power of two in [{}, 2^32]", kMinRingSize));
+    fail(o, "ring_size", fmt::format("is not a power of two in [{}, 2^{}]", kMinRingSize, std::countr_zero(kMaxRingSize)));
   }
   if (o.np < 1 || o.np > kv::kMaxRanks) fail(o, "np", "must be in [1, 2^20]");
   // (A real run's nodes are its MPI ranks: one alone is refused there, real_ranks_checked.)
