@@ -905,7 +905,10 @@ TEST_CASE("mpirun -np 3: after a lost peer the others wait for rank 0's outputs 
   CHECK(secs < 60);
   CHECK_THAT(o.err, Catch::Contains("benchkv: rank 1: rank 0 has written its outputs; ending this rank"));
   CHECK_THAT(o.err, Catch::Contains("rank 0: exit status 3") && Catch::Contains("rank 1: exit status 3"));
-  CHECK_THAT(o.err, !Catch::Contains("no collective completed"));  // no watchdog ended a rank
+  // No watchdog ended a surviving rank. The stopped rank 2 may report its own when mpirun
+  // resumes it to deliver SIGTERM (seen under TSan, whose slower ranks leave it stopped
+  // longer than its watchdog's bound).
+  CHECK_THAT(o.err, !Catch::Contains("rank 0: no collective completed") && !Catch::Contains("rank 1: no collective completed"));
   const json s = summary_matching_csv(dir.path(), reader.text());
   CHECK(s["incomplete"]["ranks_reported"] == json::array({0}));
   CHECK_THAT(s["incomplete"]["reason"].get<std::string>(), Catch::Contains("BENCHKV_PEER_TIMEOUT=2.0 s"));
