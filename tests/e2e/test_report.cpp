@@ -107,7 +107,7 @@ TEST_CASE("report: stdout carries the final report and its numbers are the summa
   const auto lines = lines_of(o.out);
   INFO("stdout:\n" << o.out);
   // Header: the effective configuration.
-  CHECK_THAT(lines.at(0), Catch::Contains("backend " + backend + " over sim, 2 ranks x (1 daemon threads + 2 client "
+  CHECK_THAT(lines.at(0), Catch::Contains("backend " + backend + " over sim, 2 ranks x (1 daemon thread + 2 client "
                                           "threads), queue depth 4; workload uniform, 1024 keys per rank"));
   CHECK_THAT(lines.at(1), Catch::Contains("3 run(s) of 0.006 s, epochs of 1 ms, 1 trimmed at each end, seed 1"));
   // Progress only on stderr, final report only on stdout; both count runs from 1.

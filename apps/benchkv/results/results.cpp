@@ -534,9 +534,10 @@ std::string config_line(const json& c) {
                         c["endpoints"].get<uint64_t>(), c["queue_depth"].get<uint64_t>(),
                         size.is_string() ? size.get<std::string>() : size.dump());
   } else {
-    line += fmt::format(" x ({} daemon threads + {} client threads), queue depth {}; workload {}",
-                        c["server_threads"].get<uint64_t>(), c["client_threads"].get<uint64_t>(),
-                        c["queue_depth"].get<uint64_t>(), c["distribution"].get<std::string>());
+    const uint64_t daemons = c["server_threads"].get<uint64_t>(), clients = c["client_threads"].get<uint64_t>();
+    line += fmt::format(" x ({} daemon thread{} + {} client thread{}), queue depth {}; workload {}", daemons,
+                        daemons == 1 ? "" : "s", clients, clients == 1 ? "" : "s", c["queue_depth"].get<uint64_t>(),
+                        c["distribution"].get<std::string>());
     if (c["distribution"] == "zipfian") line += fmt::format(" (s = {})", c["zipf_s"].get<double>());
     line += fmt::format(", {} keys per rank, read ratio {}", c["key_range"].get<uint64_t>(), c["read_ratio"].get<double>());
   }
