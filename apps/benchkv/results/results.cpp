@@ -879,8 +879,39 @@ std::vector<std::string> config_differences(const json& a, const json& b) {
   return out;
 }
 
-std::string row_text(const std::string& label, double x, double y) {
-  return fmt::format("{:<28} {:>14.6f} {:>14.6f} {:>9}\n", label, x, y, x != 0 ? fmt::format("{:.4f}", y / x) : "n/a");
+// A row of the comparison; `mark` (saturation_mark) ends it.
+std::string row_text(const std::string& label, double x, double y, const std::string& mark = "") {
+  return fmt::format("{:<28} {:>14.6f} {:>14.6f} {:>9}{}\n", label, x, y,
+                     x != 0 ? fmt::format("{:.4f}", y / x) : "n/a", mark);
+}
+
+// A latency histogram's "saturated" mark (latency_json's "saturated", an rpc run's
+// "rtt_saturated", a data run's "latency_saturated"): a bucket of a client's recorder
+// reached 2^32 - 1 and stopped counting (core/metrics/latency_histogram.hpp). Absent:
+// false. Throws naming `name` when it is there and not a boolean.
+bool saturated_in(const json& at, const std::string& key, const std::string& name) {
+  if (!at.is_object() || !at.contains(key)) return false;
+  if (!at[key].is_boolean())
+    throw std::runtime_error(fmt::format("compare: {}: \"{}\" is {}, not true or false", name, key, at[key].dump()));
+  return at[key].get<bool>();
+}
+
+// What ends a row whose figure came from a saturated histogram on a side: "  saturated: A".
+std::string saturation_mark(bool a, bool b) {
+  if (!a && !b) return "";
+  return fmt::format("  saturated: {}", a && b ? "A, B" : a ? "A" : "B");
+}
+
+// What the "saturated" mark means, once, before the rows (nothing when no row has it).
+std::string saturation_warning(bool a, bool b) {
+  if (!a && !b) return "";
+  return fmt::format("warning: {} latency histograms saturated (a bucket of a client's recorder reached 2^32 - 1 "
+                     "and stopped counting): the rows marked \"saturated\" are not exact. The counts are too low, "
+                     "so the mean reads high (the sum of the values is exact, their number low) and a percentile "
+                     "is off by an amount the summary does not record, in either direction (toward the bucket that "
+                     "stopped); those figures get no verdict. The rates are counted apart from the histograms, "
+                     "unaffected\n",
+                     a && b ? "A's and B's" : a ? "A's" : "B's");
 }
 
 double mean_of(const std::vector<double>& v) {
@@ -975,6 +1006,46 @@ std::string verdict(const std::string& figure, const SeededValues& a, const Seed
                      "p = {:.4g}: {}\n",
                      figure, a.size(), b.size(), seeds_text(a), seeds_text(b), w.difference, w.ci95_low, w.ci95_high,
                      w.t, w.df, w.p, significance(w.p));
+}
+
+// The seeds of `v`, as seeds_text.
+std::string seeds_text(const std::set<uint64_t>& v) {
+  SeededValues m;
+  for (uint64_t s : v) m.emplace(s, 0.0);
+  return seeds_text(m);
+}
+
+// The seeds of a KV summary's repetitions whose latency histogram saturated.
+std::set<uint64_t> saturated_repetitions(const json& summary, const std::string& name) {
+  std::set<uint64_t> seeds;
+  if (!summary.contains("repetitions")) return seeds;
+  for (const json& rep : summary["repetitions"])
+    if (rep.is_object() && rep.contains("latency") && saturated_in(rep["latency"], "saturated", name) &&
+        rep.contains("seed") && rep["seed"].is_number_unsigned())
+      seeds.insert(rep["seed"].get<uint64_t>());
+  return seeds;
+}
+
+// The verdict on a latency figure (verdict), or none when a repetition's value of it came
+// from a saturated histogram (`saturated_a`, `saturated_b`: those seeds). Such a value is
+// off by an amount the summary does not record: a bias of those seeds, not noise, which
+// the t-test reads as part of the difference, so its p-value and interval would claim a
+// precision the figures do not have (docs/outputs.md, "Comparing two results").
+std::string latency_verdict(const std::string& figure, const SeededValues& a, const SeededValues& b,
+                            const std::set<uint64_t>& saturated_a, const std::set<uint64_t>& saturated_b,
+                            const std::string& advice) {
+  if (a.size() < 2 || b.size() < 2 || (saturated_a.empty() && saturated_b.empty()))
+    return verdict(figure, a, b, advice);
+  std::string whose;
+  for (const auto& [side, seeds] : {std::pair{"A", &saturated_a}, std::pair{"B", &saturated_b}})
+    if (!seeds->empty())
+      whose += fmt::format("{}{}'s seed{} {}", whose.empty() ? "" : " and ", side, seeds->size() == 1 ? "" : "s",
+                           seeds_text(*seeds));
+  return fmt::format("{}: no verdict: {} came from a saturated histogram, whose figures are off by an amount the "
+                     "summary does not record (the mean high, a percentile in either direction): a bias, not "
+                     "noise, which a t-test would count as difference, so its p-value would claim a precision "
+                     "the figures do not have\n",
+                     figure, whose);
 }
 
 // The transports UCX selected, as the summary records them (provenance.ucx_transports),
@@ -1238,6 +1309,13 @@ constexpr std::pair<double LatencyFigures::*, const char*> kLatencyRows[] = {
 // has no latency fields and adds nothing).
 bool has_samples(const json& run, const SizedKind& k) { return run.contains(latency_field(k, "_mean_us")); }
 
+// Whether a run with samples among `runs` has a saturated histogram (saturated_in).
+bool any_saturated(const std::vector<const json*>& runs, const SizedKind& k, const std::string& name) {
+  return std::any_of(runs.begin(), runs.end(), [&](const json* r) {
+    return has_samples(*r, k) && saturated_in(*r, latency_field(k, "_saturated"), name);
+  });
+}
+
 // Whether every run with samples carries its raw histogram (an older benchkv wrote none).
 bool histograms_in(const std::vector<const json*>& runs, const SizedKind& k) {
   return std::all_of(runs.begin(), runs.end(), [&](const json* r) {
@@ -1333,13 +1411,19 @@ std::string compare_sized(const json& a, const json& b, const std::string& name_
                                 k.samples);
   if (!only_a.empty()) out += fmt::format("{}s only in A (not compared): {}\n", k.size_name, list(only_a));
   if (!only_b.empty()) out += fmt::format("{}s only in B (not compared): {}\n", k.size_name, list(only_b));
-  out += fmt::format("{:<28} {:>14} {:>14} {:>9}\n", "figure", "A", "B", "B / A");
   const auto runs_of = [](const auto& runs, uint64_t size, std::optional<uint64_t> seed = std::nullopt) {
     std::vector<const json*> v;
     for (const auto& [sz, r] : runs)
       if (sz == size && (!seed || (r->contains("seed") && (*r)["seed"] == *seed))) v.push_back(r);
     return v;
   };
+  bool saturated_a = false, saturated_b = false;
+  for (uint64_t size : common) {
+    saturated_a = saturated_a || any_saturated(runs_of(ra, size), k, name_a);
+    saturated_b = saturated_b || any_saturated(runs_of(rb, size), k, name_b);
+  }
+  out += saturation_warning(saturated_a, saturated_b);
+  out += fmt::format("{:<28} {:>14} {:>14} {:>9}\n", "figure", "A", "B", "B / A");
   const auto rates = [](const std::vector<const json*>& runs, const char* key) {
     std::vector<double> v;
     for (const json* r : runs) v.push_back(r->at(key).get<double>());
@@ -1363,14 +1447,17 @@ std::string compare_sized(const json& a, const json& b, const std::string& name_
     // Under --repeat each run has its seed: one value per repetition (its runs of this size).
     const bool pooled = histograms_in(sa, k) && histograms_in(sb, k);
     SeededValues rate_a, rate_b, mean_a, mean_b, p99_a, p99_b;
-    for (const auto& [runs, name, r, mean, p99] : {std::tuple{&ra, &name_a, &rate_a, &mean_a, &p99_a},
-                                                    std::tuple{&rb, &name_b, &rate_b, &mean_b, &p99_b}})
+    std::set<uint64_t> saturated_seeds_a, saturated_seeds_b;  // their latency figures are not exact
+    for (const auto& [runs, name, r, mean, p99, saturated] :
+         {std::tuple{&ra, &name_a, &rate_a, &mean_a, &p99_a, &saturated_seeds_a},
+          std::tuple{&rb, &name_b, &rate_b, &mean_b, &p99_b, &saturated_seeds_b}})
       for (uint64_t seed : seeds_of(*runs, size)) {
         const auto rs = runs_of(*runs, size, seed);
         (*r)[seed] = mean_of(rates(rs, k.rate_key));
         if (const auto l = latency_of(rs, k, pooled, *name)) {
           (*mean)[seed] = l->mean;
           (*p99)[seed] = l->p99;
+          if (any_saturated(rs, k, *name)) saturated->insert(seed);
         }
       }
     if (rate_a.size() >= 2 && rate_b.size() >= 2) {
@@ -1381,9 +1468,10 @@ std::string compare_sized(const json& a, const json& b, const std::string& name_
     const std::string how = pooled ? "(us)" : "(us, mean of the runs')";
     const auto la = latency_of(sa, k, pooled, name_a), lb = latency_of(sb, k, pooled, name_b);
     if (la && lb) {
+      const std::string mark = saturation_mark(any_saturated(sa, k, name_a), any_saturated(sb, k, name_b));
       for (const auto& [member, label] : kLatencyRows)
         out += row_text(fmt::format("{} B {} {} {}", size, k.latency_label, label, how), (*la).*member,
-                        (*lb).*member);
+                        (*lb).*member, mark);
     } else {
       out += fmt::format("{} B {}: not compared: {} has no completed {} of this size\n", size, k.latency_label,
                          !la && !lb ? "neither A nor B" : !la ? "A" : "B", k.samples);
@@ -1391,10 +1479,10 @@ std::string compare_sized(const json& a, const json& b, const std::string& name_
     verdicts += verdict(rate, rate_a, rate_b, repeat_advice(a, b));
     if (!rate_a.empty() && !rate_b.empty()) {
       const std::string suffix = pooled ? "" : " (means of the runs')";
-      verdicts += verdict(fmt::format("{} B {} mean{}", size, k.latency_label, suffix), mean_a, mean_b,
-                          repeat_advice(a, b));
-      verdicts += verdict(fmt::format("{} B {} p99{}", size, k.latency_label, suffix), p99_a, p99_b,
-                          repeat_advice(a, b));
+      verdicts += latency_verdict(fmt::format("{} B {} mean{}", size, k.latency_label, suffix), mean_a, mean_b,
+                                  saturated_seeds_a, saturated_seeds_b, repeat_advice(a, b));
+      verdicts += latency_verdict(fmt::format("{} B {} p99{}", size, k.latency_label, suffix), p99_a, p99_b,
+                                  saturated_seeds_a, saturated_seeds_b, repeat_advice(a, b));
     }
   }
   return out + verdicts;
@@ -1546,8 +1634,16 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
   if (kind_a == "rpc") return out + compare_sized(a, b, name_a, name_b, kRpcSized);
 
   const std::string rate = "Mops";
+  const bool latency_rows = a["overall"]["latency"].is_object() && b["overall"]["latency"].is_object();
+  const auto all_saturated = [&](const json& s, const std::string& name) {
+    return saturated_in(s["overall"]["latency"].value("all", json()), "saturated", name);
+  };
+  const bool saturated_a = latency_rows && all_saturated(a, name_a), saturated_b = latency_rows && all_saturated(b, name_b);
+  out += saturation_warning(saturated_a, saturated_b);
   out += fmt::format("{:<28} {:>14} {:>14} {:>9}\n", "figure", "A", "B", "B / A");
-  const auto row = [&](const std::string& label, double x, double y) { out += row_text(label, x, y); };
+  const auto row = [&](const std::string& label, double x, double y, const std::string& mark = "") {
+    out += row_text(label, x, y, mark);
+  };
   const bool repeated = a.contains("repetitions") && b.contains("repetitions");
   row(rate + " mean", figure(a, name_a, {"overall", "mops", "mean"}), figure(b, name_b, {"overall", "mops", "mean"}));
   row(rate + " std dev", figure(a, name_a, {"overall", "mops", "std_dev"}),
@@ -1572,16 +1668,20 @@ std::string compare_summaries(const json& a, const json& b, const std::string& n
     out += fmt::format("daemon_cqe_per_loop: not compared: {}'s counts the request messages a ucx-am daemon loop "
                        "served (it polls no CQ), {}'s the hardware CQEs a loop drained\n",
                        counts_request_messages(a) ? "A" : "B", counts_request_messages(a) ? "B" : "A");
-  if (a["overall"]["latency"].is_object() && b["overall"]["latency"].is_object()) {
+  if (latency_rows) {
     for (const auto& [key, label] : {std::pair{"mean_ns", "latency mean (us)"}, std::pair{"p50_ns", "latency p50 (us)"},
                                      std::pair{"p99_ns", "latency p99 (us)"}, std::pair{"p999_ns", "latency p99.9 (us)"}})
       row(label, figure(a, name_a, {"overall", "latency", "all", key}) / 1000.0,
-          figure(b, name_b, {"overall", "latency", "all", key}) / 1000.0);
+          figure(b, name_b, {"overall", "latency", "all", key}) / 1000.0, saturation_mark(saturated_a, saturated_b));
   }
   out += verdict(rate, repetition_values(a, name_a, "mops"), repetition_values(b, name_b, "mops"), repeat_advice(a, b));
-  if (repeated)
+  if (repeated) {
+    const std::set<uint64_t> saturated_seeds_a = saturated_repetitions(a, name_a),
+                             saturated_seeds_b = saturated_repetitions(b, name_b);
     for (const auto& [key, label] : {std::pair{"latency.mean_ns", "latency mean"}, std::pair{"latency.p99_ns", "latency p99"}})
-      out += verdict(label, repetition_values(a, name_a, key), repetition_values(b, name_b, key), repeat_advice(a, b));
+      out += latency_verdict(label, repetition_values(a, name_a, key), repetition_values(b, name_b, key),
+                             saturated_seeds_a, saturated_seeds_b, repeat_advice(a, b));
+  }
   return out;
 }
 
