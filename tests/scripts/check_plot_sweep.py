@@ -7,6 +7,11 @@ to stderr), the seeds of one point are averaged (the table shows their mean), an
 lines figure's x ticks are the NP values themselves, not 2.25, 2.5, a "logy" column's
 ticks are labelled in plain numbers (10, not 10^1), and the figures' title
 comes from the runs' configuration (hand-made summaries under out/runs/), not the file name.
+A percentile over seeds is that of every request of the seeds' runs pooled, read from the
+latency histograms of their summaries (two runs of 100 requests: p99 100 ns pooled where
+the mean of the runs' p99s is 110), said in the legend, the colour bar and after the
+table; where a run's histograms are absent or its row.json records another row, the mean
+of the runs' percentiles, said there too and on stderr.
 usage: check_plot_sweep.py REPO_ROOT
 """
 import json
@@ -142,7 +147,115 @@ def main(root):
             # Before any run: what the sweep file gives them all.
             check(got["unrun"] == "Delegation backend; over np x queue_depth, 3 seeds per point",
                   f"title before the runs {got['unrun']!r}")
+    check_pooled(root, check)
     return report(failures)
+
+
+def kv_summary(np_, seed, buckets, lo, hi, saturated=False):
+    """A KV summary of one run whose get_local requests have the histogram `buckets`."""
+    empty = {"count": 0, "min_ns": 0, "max_ns": 0, "histogram": {"sub_buckets": 64, "buckets": ""}}
+    n = sum(int(pair.split(":")[1]) for pair in buckets.split())
+    local = {"count": n, "min_ns": lo, "max_ns": hi, "histogram": {"sub_buckets": 64, "buckets": buckets}}
+    if saturated:
+        local["saturated"] = True
+    return {"config": {"backend": "delegation", "transport": "sim", "np": np_, "seed": seed},
+            "runs": [{"run": 0, "latency": {"get_local": local, "get_remote": empty, "put_local": empty,
+                                            "put_remote": empty}}]}
+
+
+def check_pooled(root, check):
+    """Percentiles over seeds from the runs' histograms pooled, or the mean where absent."""
+    with tempfile.TemporaryDirectory() as d:
+        sweep = {"base": {"backend": "delegation"}, "grid": {"np": [2, 4], "seed": [1, 2]}, "output": "out",
+                 "plot": [{"kind": "lines", "x": "np", "y": ["latency_p99_ns"], "file": "p99.png"},
+                          {"kind": "heatmap", "x": "np", "y": "seed", "z": "latency_p99_ns", "file": "heat.png"},
+                          {"kind": "heatmap", "x": "np", "y": "np", "z": "latency_p99_ns", "file": "heat2.png"},
+                          {"kind": "table", "x": "np", "y": ["latency_p99_ns", "latency_p999_ns"]}]}
+        sweep_path = os.path.join(d, "sweep.json")
+        with open(sweep_path, "w") as f:
+            json.dump(sweep, f)
+        # NP 2: seed 1 has 98 requests at 100 ns and 2 at 120 (p99 and p99.9 120), seed 2
+        # 100 at 100 ns (100): pooled, the 198th of 200 is 100 ns and the 200th 120; the
+        # means of the seeds' are 110 and 110. NP 4: 100 ns throughout.
+        runs = [(2, 1, "100:98 120:2", 120, 120), (2, 2, "100:100", 100, 100),
+                (4, 1, "100:100", 100, 100), (4, 2, "100:100", 100, 100)]
+        header = ("run,np,seed,mops_total,mops_per_rank,cqe_per_loop,inflight,issued,completed,errors,"
+                  "latency_mean_ns,latency_p50_ns,latency_p99_ns,latency_p999_ns,latency_max_ns,"
+                  "mops_ci95_low,mops_ci95_high")
+        out = os.path.join(d, "out")
+        rows = []
+        for i, (np_, seed, buckets, p99, top) in enumerate(runs):
+            row = f"{i},{np_},{seed},8.0,4.0,1.5,2.5,100,100,0,100.2,100,{p99},{top},{top},,"
+            rows.append(row)
+            run_dir = os.path.join(out, "runs", f"{i:04d}")
+            os.makedirs(run_dir)
+            with open(os.path.join(run_dir, "row.json"), "w") as f:
+                json.dump({"params": {"np": str(np_), "seed": str(seed)}, "row": row}, f)
+            with open(os.path.join(run_dir, "out.summary.json"), "w") as f:
+                json.dump(kv_summary(np_, seed, buckets, 100, top), f)
+        with open(os.path.join(out, "results.csv"), "w") as f:
+            f.write(header + "\n" + "\n".join(rows) + "\n")
+
+        def drawn():
+            """What the lines, the heatmap over NP and the table show, and the stderr."""
+            got, err = probe(root, (
+                "import csv, io, contextlib\n"
+                "import plot_sweep\n"
+                f"sweep = json.load(open({sweep_path!r}))\n"
+                f"rows = list(csv.DictReader(open({os.path.join(out, 'results.csv')!r})))\n"
+                f"h = plot_sweep.RunHistograms({out!r})\n"
+                "ax = plot_sweep.lines(sweep['plot'][0], rows, 'M requests/s', h).axes[0]\n"
+                "legend = ax.get_legend().get_title().get_text()\n"
+                "heat = plot_sweep.heatmap(sweep['plot'][2], rows, 'M requests/s', h)\n"
+                "cells = [float(v) for v in heat.axes[0].get_images()[0].get_array().ravel() if v == v]\n"
+                "text = io.StringIO()\n"
+                "with contextlib.redirect_stdout(text):\n"
+                "    plot_sweep.table(sweep['plot'][3], rows, h)\n"
+                "print(json.dumps({'ys': [float(v) for v in ax.lines[0].get_ydata()], 'legend': legend,\n"
+                "                  'bar': heat.axes[-1].get_ylabel(), 'cells': cells, 'table': text.getvalue()}))\n"))
+            check(got is not None, f"probe: {err}")
+            return got or {"ys": [], "legend": "", "bar": "", "cells": [], "table": ""}
+
+        def table_row(text):
+            """The figures of the table's one row (no "by"): its line after the two header lines."""
+            body = [line for line in text.splitlines() if line.startswith(" " * 8 + " | ")][2:]
+            return [float(c) for line in body for cell in line.split("|")[1:] for c in cell.split()]
+
+        got = drawn()
+        check(got["ys"] == [0.1, 0.1], f"pooled p99 over seeds: drew {got['ys']}, not [0.1, 0.1] (the mean of the "
+                                       f"seeds' p99s is 0.11 at NP 2)")
+        check("p99 of every request of a point's runs pooled" in got["legend"].replace("\n", " "),
+              f"legend title {got['legend']!r}")
+        check(got["cells"] == [0.1, 0.1], f"heatmap over NP: {got['cells']}")
+        check("pooled" in got["bar"], f"colour bar label {got['bar']!r}")
+        check(table_row(got["table"]) == [0.1, 0.12, 0.1, 0.1], f"table {got['table']!r}")
+        check("latency_p999_ns: p99.9 of every request of a point's runs pooled" in got["table"],
+              f"table does not say pooled: {got['table']!r}")
+        # The whole script: exit 0, and no line on stderr about averaging.
+        p = subprocess.run([sys.executable, os.path.join(root, "scripts", "plot_sweep.py"), sweep_path],
+                           capture_output=True, text=True, cwd=d)
+        check(p.returncode == 0 and "not pooled" not in p.stderr, f"exit {p.returncode}: {p.stderr}")
+        check(table_row(p.stdout) == [0.1, 0.12, 0.1, 0.1], f"plot_sweep.py's table {p.stdout!r}")
+        # A histogram marked saturated: pooled still, and said.
+        with open(os.path.join(out, "runs", "0001", "out.summary.json"), "w") as f:
+            json.dump(kv_summary(2, 2, "100:100", 100, 100, saturated=True), f)
+        got = drawn()
+        check("saturated" in got["legend"], f"legend title with a saturated histogram {got['legend']!r}")
+        # A run's row.json recording another row (a rerun): its histograms are not this
+        # row's, so the percentiles are the seeds' mean, said on the figure and stderr.
+        with open(os.path.join(out, "runs", "0001", "row.json"), "w") as f:
+            json.dump({"row": rows[1].replace(",100,100,100,100,,", ",100,100,101,101,,")}, f)
+        got = drawn()
+        check(got["ys"] == [0.11, 0.1], f"p99 without run 1's histograms: {got['ys']}")
+        check("mean of a point's runs' p99" in got["legend"].replace("\n", " "), f"legend {got['legend']!r}")
+        check(table_row(got["table"]) == [0.11, 0.11, 0.1, 0.1], f"table {got['table']!r}")
+        p = subprocess.run([sys.executable, os.path.join(root, "scripts", "plot_sweep.py"), sweep_path],
+                           capture_output=True, text=True, cwd=d)
+        check(p.returncode == 0, f"exit {p.returncode}: {p.stderr}")
+        check("run 1: its row.json records another row" in p.stderr, f"stderr {p.stderr!r}")
+        # No row.json (a results.csv given with --csv, the runs elsewhere): the mean.
+        os.remove(os.path.join(out, "runs", "0001", "row.json"))
+        check(drawn()["ys"] == [0.11, 0.1], "p99 without run 1's row.json")
 
 
 if __name__ == "__main__":
