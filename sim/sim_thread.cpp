@@ -123,9 +123,10 @@ void SimThread::account_skipped(Time now) {
     slot(i).extra_ps += k * spin_ops_.extra_ps[i];
   }
   last_step_ns_ = spin_period_;
+  // The last skipped loop is the last step (busy_ns_at, and settle() leaves it so).
+  step_start_ = now - spin_period_;
+  busy_until_ = now;
   if (observer_ != nullptr) {
-    step_start_ = now - spin_period_;
-    busy_until_ = now;
     step_phase_.fill(0);
     phases_recorded_ = false;
     repeat_ = k;
@@ -134,6 +135,16 @@ void SimThread::account_skipped(Time now) {
     reporting_skipped_ = false;
     repeat_ = 1;
   }
+}
+
+void SimThread::settle(Time now) {
+  if (in_step_) throw std::logic_error("SimThread '" + name_ + "': settle() during its own step");
+  if (!spinning_ || now <= spin_origin_) return;  // no skipped loop started before now
+  const Time k = (now - spin_origin_ + spin_period_ - 1) / spin_period_;  // loops started before now
+  const Time boundary = spin_origin_ + k * spin_period_;
+  account_skipped(boundary);
+  spinning_ = true;
+  spin_origin_ = boundary;
 }
 
 Time SimThread::busy_ns_at(Time t) const noexcept {

@@ -26,6 +26,10 @@
 //    observer as one call with repeat() == k and all phase counts 0. With cost jitter
 //    the skipped loops all take the idle step's duration. Only return kIdleSpin when
 //    every input of the loop raises a wake (DesTransport completions do).
+//    The skipped loops are accounted when the thread resumes, or earlier by settle(t):
+//    whoever reads the thread's counts, or what its observer sums, from outside its
+//    steps while it may be spinning settles it first, or sees the loops of the spin
+//    missing.
 //  - wake(t) asks for a step at t. Wake-ups coalesce: at most one step is pending; a
 //    wake earlier than the pending step moves it earlier; a wake before busy_until (or
 //    during a step) runs at busy_until. Waking a thread that already has a step pending
@@ -126,6 +130,14 @@ class alignas(kCacheLineBytes) SimThread {
 
   // First step at `at` (same as wake()).
   void start(Time at) { wake(at); }
+  // Accounts the loops of a kIdleSpin that started before `now` (steps, busy time, op
+  // counts, one observer call for them, as resuming does) and spins on from the
+  // boundary the last of them ends at (the phase is unchanged): the thread's counts and
+  // its observer's then hold every loop that stepping one by one would have run by
+  // `now`, and what follows (when a wake resumes it, what it accounts then) is as
+  // without the call. Nothing to do unless the thread spins. Not during its own step
+  // (a std::logic_error).
+  void settle(Time now);
   // Inlined where it is called: most wake-ups find a step already due by `at` (a client
   // stepping through its answers, woken by each one daemon #0 delivers), which is exact
   // to answer here: a pending step is never one of a running or exited thread, and every

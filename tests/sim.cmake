@@ -5,9 +5,9 @@ bkv_add_test(test_sim GROUP sim
           sim/test_nic_model.cpp sim/test_nic_limits.cpp
   LIBS bkv_sim)
 bkv_add_test(test_sim_copyrpc GROUP sim SOURCES sim/test_des_copyrpc.cpp LIBS bkv_sim)
-# The exactly-once oracle and fault injection over whole simulated experiments.
+# Whole simulated experiments: the exactly-once oracle, fault injection, the windows the figures cover.
 if(TARGET bkv_sim_runner)
   bkv_add_test(test_ring_pages_choice GROUP unit SOURCES sim/test_ring_pages_choice.cpp LIBS bkv_sim_runner bkv_app)
   bkv_add_test(test_exactly_once GROUP sim SOURCES sim/test_exactly_once.cpp sim/test_faults.cpp
-    LIBS bkv_sim_runner bkv_app)
+    sim/test_metric_windows.cpp LIBS bkv_sim_runner bkv_app)
 endif()

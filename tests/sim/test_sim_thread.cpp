@@ -400,6 +400,97 @@ TEST_CASE("kIdleSpin skips idle loops exactly: same phase, same counts as steppi
   CHECK(one[0].at < 1030);
 }
 
+TEST_CASE("settle() gives a reader of a spinning thread every loop started before its time", "[thread]") {
+  // The loop of the kIdleSpin test, read from outside its steps at odd times (readers
+  // scheduled before it starts, so at a time a loop starts they run first): stepping
+  // every idle loop, and skipping them with kIdleSpin and settle() before each read, the
+  // readers see the same steps, loop charges, observer counts and busy time; and the
+  // reads change nothing of the run (the times work is seen, the final counts).
+  struct Read {
+    Time at;
+    uint64_t steps, loops, observed;
+    Time busy;
+    bool operator==(const Read&) const = default;
+  };
+  struct Obs {
+    uint64_t calls = 0;
+    static void on(void* ctx, const SimThread& th) { static_cast<Obs*>(ctx)->calls += th.repeat(); }
+  };
+  struct Body {
+    bool skip;
+    uint32_t work = 0;
+    std::vector<Time> seen;
+    StepResult step(SimThread& th) {
+      th.charge(Op::kLoop);
+      if (work > 0) {
+        seen.push_back(th.step_start());
+        th.charge(Op::kKvOp);
+        --work;
+        return StepResult::kContinue;
+      }
+      return skip ? StepResult::kIdleSpin : StepResult::kContinue;
+    }
+  };
+  struct Rig {
+    SimThread* t;
+    Body* b;
+    Obs* obs;
+    std::vector<Read> reads;
+    static void work(void* ctx, uint32_t n) {
+      auto* r = static_cast<Rig*>(ctx);
+      r->b->work += n;
+      r->t->wake(r->t->engine().now());
+    }
+    static void read(void* ctx, uint32_t) {
+      auto* r = static_cast<Rig*>(ctx);
+      const Time now = r->t->engine().now();
+      r->t->settle(now);
+      r->reads.push_back(Read{now, r->t->steps(), r->t->op_count(Op::kLoop), r->obs->calls, r->t->busy_ns_at(now)});
+    }
+  };
+  struct Outcome {
+    std::vector<Time> seen;
+    std::vector<Read> reads;
+    uint64_t steps, observed;
+  };
+  auto run = [](bool skip, bool read) {
+    Engine e;
+    CostModel costs;
+    costs.ns.fill(0.0);
+    costs[Op::kLoop] = 30.4;  // a loop of 31 ns charging 30.4: busy_ns_at takes a part of one
+    costs[Op::kKvOp] = 170;
+    SimThread t(e, costs, 1);
+    Obs obs;
+    Body body{skip};
+    Rig rig{&t, &body, &obs, {}};
+    t.set_observer(&Obs::on, &obs);
+    t.bind<Body, &Body::step>(&body, /*may_idle_spin=*/true);
+    const TargetId work = e.add_target(&Rig::work, &rig);
+    const TargetId reader = e.add_target(&Rig::read, &rig);
+    if (read)  // 999 and 1030 lie on the idle loops' grid (7 + 31 k; work seen at 1030), the others not
+      for (Time at : {5u, 7u, 500u, 999u, 1000u, 1030u, 1001u, 4000u, 9998u, 15000u}) e.schedule(at, reader, 0);
+    for (Time at : {1000u, 1001u, 5017u, 9999u}) e.schedule(at, work, at % 3 + 1);
+    t.start(7);
+    e.run_until(20'000);
+    t.settle(20'000);  // the loops of the last spin
+    return Outcome{body.seen, rig.reads, t.steps(), obs.calls};
+  };
+  const Outcome one = run(false, true);
+  const Outcome spin = run(true, true);
+  const Outcome unread = run(true, false);
+  REQUIRE(one.reads.size() == 10);
+  REQUIRE(spin.reads.size() == 10);
+  for (size_t i = 0; i < one.reads.size(); ++i) {
+    INFO("read at " << one.reads[i].at);
+    CHECK(spin.reads[i] == one.reads[i]);
+  }
+  CHECK(one.reads[2].steps == 16);  // (500 - 7) / 31 rounded up: the loop running at 500 counts
+  CHECK(spin.seen == one.seen);
+  CHECK(unread.seen == spin.seen);
+  CHECK(spin.steps == unread.steps);
+  CHECK(spin.observed == unread.observed);
+}
+
 TEST_CASE("busy_ns_at counts a step's charge up to the given time only", "[thread]") {
   Engine e;
   const CostModel costs = simple_costs();

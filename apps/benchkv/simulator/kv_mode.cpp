@@ -548,13 +548,25 @@ class Experiment final : public SimRun {
     return s;
   }
 
+  // Daemon d of rank r as of now, settled: the loops a start-up's idle spin skipped up to
+  // now are accounted first (SimThread::settle), so its thread's counts and its metrics
+  // (which the observer keeps) hold every loop that started before now. Without it a
+  // read at the clients' start sees none of the start-up's loops, and the daemon's next
+  // step adds all of them after the read. Every read of daemon figures goes through here
+  // (the thread's own counts are settled by it too).
+  const backend::DaemonMetrics& settled_metrics(uint32_t r, uint32_t d) {
+    threads_[r][d]->settle(engine_.now());
+    return nodes_[r]->daemon_metrics(d);
+  }
+
   void snapshot_all(std::vector<Snapshot>& out) {
     out.clear();
     for (uint32_t r = 0; r < np_; ++r)
-      for (uint32_t d = 0; d < D_; ++d)
-      {
+      for (uint32_t d = 0; d < D_; ++d) {
+        const backend::DaemonMetrics& m = settled_metrics(r, d);
+        const SimThread& th = *threads_[r][d];
         auto* ctx = nodes_[r]->context_of(d);
-        out.push_back({nodes_[r]->daemon_metrics(d), threads_[r][d]->busy_ns_at(engine_.now()), threads_[r][d]->steps(),
+        out.push_back({m, th.busy_ns_at(engine_.now()), th.steps(),
                        ctx ? ctx->stats().rtt : copyrpc::RttHistogram{}});
       }
   }
@@ -614,15 +626,20 @@ class Experiment final : public SimRun {
   }
 
   // ---- in-flight samples
+  // The first sample, at the clients' start, starts the counting: its CQEs and loops
+  // are 0 (the start-up's idle loops are not sampled), each later row's are those since
+  // the row before it.
   void on_sample(uint32_t) {
     const Time now = engine_.now();
-    if (last_sample_.empty()) last_sample_.assign(size_t(np_) * D_, {0, 0});
+    const bool first = last_sample_.empty();
+    if (first) last_sample_.resize(size_t(np_) * D_);
     for (uint32_t r = 0; r < np_; ++r) {
       uint64_t completed = 0;
       for (uint32_t c = 0; c < C_; ++c) completed += nodes_[r]->counters(c).completed.load(std::memory_order_relaxed);
       for (uint32_t d = 0; d < D_; ++d) {
-        const auto& m = nodes_[r]->daemon_metrics(d);
+        const backend::DaemonMetrics& m = settled_metrics(r, d);
         auto& last = last_sample_[r * D_ + d];
+        if (first) last = {m.cqe.cqes, m.cqe.loops};
         samples_.push_back({now, r, d, nodes_[r]->daemon_calls_in_flight(d), static_cast<uint32_t>(m.cqe.cqes - last.first),
                             m.cqe.loops - last.second, completed});
         last = {m.cqe.cqes, m.cqe.loops};
