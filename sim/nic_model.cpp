@@ -345,11 +345,28 @@ uint64_t Network::dma_read(Nic& nic, uint64_t arrive_ps, uint64_t bytes) {
 
 uint64_t Network::mtt_misses(Nic& nic, uint32_t key, uint64_t addr, uint32_t len) {
   if (!nic.mtt_cache.enabled() || len == 0) return 0;
+  // Pages are counted from the region's start, not from address 0: host addresses follow
+  // the allocator and ASLR, region offsets follow the program (nic_model.hpp, "On-NIC caches").
+  // A key this node does not own, or a range outside its region, translates nothing: the
+  // access check refuses it.
+  const software_nic::MemoryTable::Region* r = memory_.lookup(key);
+  if (r == nullptr || r->owner != nic.node) return 0;
+  const uint64_t base = reinterpret_cast<uint64_t>(r->base);
+  if (addr < base || addr - base > r->length || len > r->length - (addr - base)) return 0;
   const uint64_t page = nic.cfg.mtt_cache.page_bytes;
+  const uint64_t first = (addr - base) / page, last = (addr - base + len - 1) / page;
+  if (key >= kMttKeyLimit || last >= kMttPageLimit) [[unlikely]] mtt_tag_out_of_range(key, last);
   uint64_t misses = 0;
-  for (uint64_t p = addr / page; p <= (addr + len - 1) / page; ++p)
-    if (!nic.mtt_cache.access((uint64_t{key} << 40) ^ p)) ++misses;
+  for (uint64_t p = first; p <= last; ++p)
+    if (!nic.mtt_cache.access(uint64_t{key} << kMttPageBits | p)) ++misses;
   return misses;
+}
+
+void Network::mtt_tag_out_of_range(uint32_t key, uint64_t page) {
+  throw std::runtime_error("nic.mtt_cache: key " + std::to_string(key) + ", page " + std::to_string(page) +
+                           " of its region: a translation tag holds a key below 2^" +
+                           std::to_string(63 - kMttPageBits) + " and a page index below 2^" +
+                           std::to_string(kMttPageBits) + " (raise nic.mtt_cache.page_bytes)");
 }
 
 Time Network::wire_latency(Nic& from, uint32_t to_node, Time at) {

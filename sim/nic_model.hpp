@@ -110,7 +110,11 @@
 //  5. On-NIC caches (qp_cache, mtt_cache): with many active QPs or a large registered
 //     working set (rings of many endpoints), context and translation entries miss and
 //     each miss adds a PCIe round trip to the engine's service time: latency grows with
-//     the number of QPs/pages touched, not just the message rate.
+//     the number of QPs/pages touched, not just the message rate. Translations are
+//     tagged by key and page within the key's region (pages counted from the region's
+//     start, as if every region began on a page boundary), never by host address: host
+//     addresses follow the allocator and ASLR, and would make hits, misses and so every
+//     later time differ from run to run.
 //  6. RNR (rnr.*): a receiver that does not repost receives fast enough stalls the QP
 //     for whole RNR timer periods.
 //
@@ -513,7 +517,19 @@ class Network {
     if (observer_ != nullptr) [[unlikely]]
       observer_(observer_ctx_, WqeEvent{kind, w.status, q.index, seq, t, &w});
   }
+  // The MTT cache misses of a translation of [addr, addr + len) under `key` on `nic`:
+  // one lookup per page the range spans, pages numbered from the start of the key's
+  // region, tagged (key << kMttPageBits | page). Exact while the key and the page fit
+  // their fields (else mtt_tag_out_of_range).
   uint64_t mtt_misses(Nic& nic, uint32_t key, uint64_t addr, uint32_t len);
+  static constexpr unsigned kMttPageBits = 40;
+  static constexpr uint64_t kMttPageLimit = uint64_t{1} << kMttPageBits;
+  static constexpr uint64_t kMttKeyLimit = uint64_t{1} << (63 - kMttPageBits);
+  // A tag's top bit stays clear, so no (key, page) makes the all-ones tag that marks an
+  // empty cache entry (SetAssocCache).
+  static_assert(((kMttKeyLimit - 1) << kMttPageBits | (kMttPageLimit - 1)) == ~uint64_t{0} >> 1,
+                "key and page fields fill a tag below its top bit");
+  [[noreturn]] static void mtt_tag_out_of_range(uint32_t key, uint64_t page);
   // A DMA read of `bytes` issued at arrive_ps: waits for a free read tag, serializes on
   // PCIe host->NIC, returns when the data is in the NIC.
   static uint64_t dma_read(Nic& nic, uint64_t arrive_ps, uint64_t bytes);

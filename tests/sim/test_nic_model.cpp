@@ -716,6 +716,89 @@ TEST_CASE("an inline WRITE needs no translation of its source: only gathered WRI
   CHECK(c.net().nic(0).mtt_cache.misses() > 0);  // a gathered source: translated
 }
 
+namespace {
+
+// Gathered WRITEs of 221..1400 bytes at scattered offsets, from a 64 KiB source region
+// on node 0 to a 64 KiB target region on node 1, through a small MTT cache (8 entries,
+// 2 ways: it evicts); each region placed `shift` bytes past a page boundary of its
+// allocation. Returns every WQE event's (kind, time) and both NICs' MTT hits and misses.
+std::vector<uint64_t> mtt_run(size_t shift) {
+  constexpr size_t kPage = 4096, kRegion = 16 * kPage;
+  NicConfig nic = quiet_nic();
+  nic.mtt_cache.entries = 8;
+  nic.mtt_cache.ways = 2;
+  nic.mtt_cache.page_bytes = kPage;
+  SimCluster c(2, nic);
+  WqeRecorder rec(c);
+  auto [qa, qb] = c.connected_pair();
+  std::vector<std::byte> src_mem(kRegion + 2 * kPage + shift), dst_mem(kRegion + 2 * kPage + shift);
+  auto place = [&](std::vector<std::byte>& mem) {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(mem.data());
+    return mem.data() + ((kPage - at % kPage) % kPage + shift);
+  };
+  std::byte* src = place(src_mem);
+  std::byte* dst = place(dst_mem);
+  const MemoryRegion smr = c.t[0]->register_memory(src, kRegion, kAccessLocalWrite);
+  const MemoryRegion dmr = c.t[1]->register_memory(dst, kRegion, kAccessRemoteWrite);
+  Rng rng(7);
+  for (uint32_t round = 0; round < 40; ++round) {
+    for (uint32_t k = 0; k < 8; ++k) {
+      const uint32_t len = 221 + static_cast<uint32_t>(rng.below(1180));
+      REQUIRE(qa.post_write(src + rng.below(kRegion - len), len, smr.lkey,
+                            SimCluster::remote(dmr, rng.below(kRegion - len)), k, true) == PostResult::kOk);
+    }
+    qa.ring_doorbell();
+    c.engine.run();
+    while (c.t[0]->poll_send([](const SendCompletion& s) { REQUIRE(s.status == WcStatus::kSuccess); }, 64) > 0) {
+    }
+  }
+  std::vector<uint64_t> out;
+  for (const WqeEvent& e : rec.events) {
+    out.push_back(e.kind);
+    out.push_back(e.time);
+  }
+  for (uint32_t n = 0; n < 2; ++n) {
+    out.push_back(c.net().nic(n).mtt_cache.hits());
+    out.push_back(c.net().nic(n).mtt_cache.misses());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("MTT cache: hits, misses and times do not depend on where the registered buffers sit in host memory", "[nic]") {
+  // Translations are tagged by the page within the key's region: the same program with
+  // its buffers at other host addresses (here the region's offset from a page boundary;
+  // between runs, ASLR) gives the same trace. Tagged by host page, both the set a
+  // translation maps to and the number of pages a WRITE spans followed the layout.
+  const std::vector<uint64_t> aligned = mtt_run(0);
+  REQUIRE(aligned.size() == 2 * 2 * 320 + 4);  // landed and completed, per WRITE
+  const uint64_t hits = aligned[aligned.size() - 4], misses = aligned[aligned.size() - 3];
+  CHECK(hits > 0);
+  CHECK(misses > 0);  // the cache evicts: the layout could matter
+  CHECK(mtt_run(1000) == aligned);
+  CHECK(mtt_run(3 * 4096 + 2040) == aligned);
+}
+
+TEST_CASE("MTT cache: a page index beyond the tag's field stops the run with an error naming the key", "[nic]") {
+  // One-byte pages and a region of 2^41 bytes (registered, never touched): a source at
+  // 2^40 bytes into it spans pages 2^40 to 2^40 + 299, which the tag cannot hold apart from the
+  // key's bits. The target's key is wrong, so nothing would be read there.
+  NicConfig nic = quiet_nic();
+  nic.mtt_cache.entries = 8;
+  nic.mtt_cache.ways = 2;
+  nic.mtt_cache.page_bytes = 1;
+  SimCluster c(2, nic);
+  auto [qa, qb] = c.connected_pair();
+  std::vector<std::byte> buf(64);
+  const MemoryRegion huge = c.t[0]->register_memory(buf.data(), uint64_t{1} << 41, kAccessLocalWrite);
+  const auto* far = reinterpret_cast<const std::byte*>(reinterpret_cast<uintptr_t>(buf.data()) + (uint64_t{1} << 40));
+  REQUIRE(qa.post_write(far, 300, huge.lkey, RemoteBuffer{0x1000, huge.rkey + 100, 0, 300}, 1, true) ==
+          PostResult::kOk);
+  qa.ring_doorbell();
+  CHECK_THROWS_WITH(c.engine.run(), Catch::Contains("nic.mtt_cache: key") && Catch::Contains("page 1099511628075"));
+}
+
 TEST_CASE("inline payloads stay intact when the inline store grows after the completion cursor has moved on", "[nic]") {
   // Rounds of WRITEs, each run to completion: the completion cursor is past 0 and not a
   // multiple of the store's slots when a later round grows the store (more WRITEs in
