@@ -261,7 +261,7 @@ struct QpState {
 // stride a multiple of 64 at least the largest inline payload posted (grown by doubling,
 // at most inline_max_bytes rounded up); both grow at an inline post that needs it, the
 // live copies moved. So the store follows what is in flight, and QPs without inline
-// WRITEs (the calibrated models have inline_max_bytes = 0) hold none. Kept apart from
+// WRITEs (all of them with inline_max_bytes = 0) hold none. Kept apart from
 // QpState, whose hot fields keep their cache lines.
 struct InlineStore {
   std::vector<std::byte> data;
