@@ -304,6 +304,40 @@ TEST_CASE("A bad rkey surfaces as a remote access error - later WQEs are flushed
   CHECK(sq[0].status == WcStatus::kRemoteAccessError);
 }
 
+TEST_CASE("The responder that NAKed a bad rkey is in error - nothing it sends back lands") {
+  // A's WRITE with a bad rkey: A completes with a remote access error, and B's QP, which
+  // NAKed it, is in error on the NIC too (B's transport does not know: no CQE tells it).
+  // B's next WRITE_IMM to A is flushed, and nothing reaches A (in error as well).
+  Pair p;
+  p.a.post_receives(4);
+  std::vector<std::byte> at_a(256, std::byte{0}), from_b(64, std::byte{0x33});
+  const MemoryRegion amr = p.a.register_memory(at_a.data(), at_a.size(), kAccessLocalWrite | kAccessRemoteWrite);
+  const MemoryRegion bmr = p.b.register_memory(from_b.data(), from_b.size(), kAccessLocalWrite);
+  RemoteBuffer bad = p.at(0);
+  bad.rkey ^= 0x100;
+  REQUIRE(p.qa.post_write(p.src.data(), 64, p.src_mr.lkey, bad, 1, true) == PostResult::kOk);
+  p.qa.ring_doorbell();
+  const auto sa = p.send_all();
+  REQUIRE(sa.size() == 1);
+  CHECK(sa[0].status == WcStatus::kRemoteAccessError);
+  CHECK(p.a.node().qp_in_error(p.qa.qp_num()));
+  CHECK(p.b.node().qp_in_error(p.qb.qp_num()));
+  const RemoteBuffer to_a{reinterpret_cast<uint64_t>(at_a.data()), amr.rkey, 0, at_a.size()};
+  REQUIRE(p.qb.post_write_imm(from_b.data(), 64, bmr.lkey, to_a, 9, 2, true) == PostResult::kOk);
+  p.qb.ring_doorbell();
+  std::vector<SendCompletion> sb;
+  while (p.b.poll_send([&](const SendCompletion& c) { sb.push_back(c); }, 8) > 0) {
+  }
+  REQUIRE(sb.size() == 1);
+  CHECK(sb[0].status == WcStatus::kWrFlushError);
+  CHECK(p.qb.in_error());
+  std::vector<RecvCompletion> ra;
+  while (p.a.poll_recv([&](const RecvCompletion& c) { ra.push_back(c); }, 8) > 0) {
+  }
+  CHECK(ra.empty());
+  for (std::byte x : at_a) REQUIRE(x == std::byte{0});
+}
+
 TEST_CASE("A bad lkey on a gather entry is a local protection error - READ needs remote-read access") {
   Pair p;
   p.b.post_receives(2);

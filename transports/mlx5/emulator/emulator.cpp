@@ -724,6 +724,30 @@ void Node::process_doorbells() {
 // Execution
 // ------------------------------------------------------------------------------------
 
+namespace {
+
+// The target QP of a request discards it (IBA RC: a QP in the Error state, or one not
+// connected to the requester, processes no inbound packet; nothing is placed, no
+// receive is consumed and no ACK or NAK goes back). The requester retransmits until its
+// retry count is exhausted and completes the WQE with a transport-retry-exceeded error
+// (syndrome 0x15), which puts its own QP in the error state.
+bool discards_inbound(const EmuQp& target, uint32_t requester_qpn) {
+  return target.error || !target.connected || target.peer_qpn != requester_qpn;
+}
+
+// The responder that NAKed a remote access error (bad rkey, range or permission) enters
+// the error state too. Modelled because the IBA classes an R_Key or access violation
+// of an RC request as a responder error that moves the responder's QP to Error with an
+// affiliated asynchronous event (local access violation work queue error), which
+// ConnectX reports as IBV_EVENT_QP_ACCESS_ERR; SoftRoCE (rxe) does the same. Not seen
+// on a ConnectX here (no device). The emulator has no asynchronous events: the
+// responder's owner learns of it only from its own next request (flushed) or from its
+// peer's requests (retry-exceeded). Of the two choices this is the stricter one: code
+// that needs the NAKing side to keep working fails a test here.
+void nak_remote_access_error(EmuQp& responder) { responder.error = true; }
+
+}  // namespace
+
 uint64_t Fabric::deliver() {
   uint64_t executed = 0;
   bool progress = true;
@@ -764,12 +788,18 @@ uint64_t Fabric::deliver() {
               local_ok = local[i] != nullptr;
             }
             std::byte* remote = nullptr;
-            if (op.total > 0)
+            if (local_ok && !discards_inbound(peer, q.qpn) && op.total > 0)
               remote = check(op.rkey, op.raddr, op.total, is_read ? uint32_t{kAccessRemoteRead} : uint32_t{kAccessRemoteWrite},
                              peer_node.id_);
             if (!local_ok) {
               fail(MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+            } else if (discards_inbound(peer, q.qpn)) {
+              // Nothing answers: the requester's retries run out (no time passes here).
+              fail(MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR);
             } else if (op.total > 0 && remote == nullptr) {
+              // The responder NAKs and enters the error state itself: see
+              // nak_remote_access_error().
+              nak_remote_access_error(peer);
               fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
             } else if (op.opcode == MLX5_OPCODE_RDMA_WRITE_IMM && peer_node.impl_->srq.available() == 0) {
               ++stats_.rnr_waits;  // receiver not ready: retried when receives are posted

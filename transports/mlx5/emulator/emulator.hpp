@@ -28,8 +28,12 @@
 //    receive side, one immediate) become a title + mini-CQE arrays session (prm.hpp
 //    layout) of up to max_session entries;
 //  - scatter-to-CQE: small signalled READ responses are placed in the CQE;
-//  - errors: a bad rkey gives a REQ_ERR CQE (remote access error), a bad lkey a local
-//    protection error; the QP then flushes every later WQE with WR_FLUSH_ERR CQEs.
+//  - errors: a bad rkey gives a REQ_ERR CQE (remote access error) and puts the
+//    responder's QP in the error state too, a bad lkey a local protection error; a
+//    request to a QP in the error state, or to one not connected to the requester, is
+//    discarded there (nothing placed, no receive taken) and completes with a
+//    transport-retry-exceeded error (syndrome 0x15) at once, since no time passes here;
+//    a QP in error flushes every later WQE with WR_FLUSH_ERR CQEs.
 //
 // Protocol violations by the software under test (bad WQE, missing or misplaced
 // doorbell, CQ overflow, ...) throw emu::Violation with a message naming the rule.
