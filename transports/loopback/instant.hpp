@@ -17,7 +17,14 @@
 //  - rkey/lkey/bounds/permission/owner checks with error completions, which are
 //    generated even for unsignaled requests, and the QP moves to the error state
 //    (later requests complete with kWrFlushError); after a remote access error the
-//    responder's queue pair, which NAKed it, is in the error state too.
+//    responder's queue pair, which NAKed it, is in the error state too (the reason is
+//    at remote_access_error());
+//  - a queue pair in the error state, or one not connected, discards inbound requests
+//    as an RC QP does: nothing lands, no receive is taken, and the requester, which
+//    hears nothing, completes the request with kRetryExceeded (at once: no time passes)
+//    and enters the error state. A request waiting for a receive at a queue pair that
+//    enters the error state meets the same end. Not RC: a queue pair connected to
+//    another one still executes a stranger's requests (tests forge a peer that way).
 #pragma once
 
 #include <cstring>
@@ -172,14 +179,46 @@ class InstantTransport {
  private:
   using SendEntry = software_nic::SendCqEntry<QueuePair*>;
 
+  QueuePair& peer_of(const QueuePair& qp) const { return *static_cast<QueuePair*>(fabric_.qps_[qp.peer_qpn_ - 1].qp); }
+
   void complete(QueuePair& qp, const QueuePair::Wqe& w, WcStatus st) {
-    if (st != WcStatus::kSuccess) qp.error_ = true;
     if (w.signaled || st != WcStatus::kSuccess) send_cq_.push(SendEntry{{qp.qpn_, w.wr_id, w.opcode, st}, &qp, w.seq});
+    if (st != WcStatus::kSuccess) enter_error(qp);
   }
 
-  // The responder NAKed w: both ends of the connection enter the error state.
+  // An RC queue pair in the error state, or one not connected, takes no inbound
+  // request. Unlike RC, one connected to another queue pair still takes a stranger's:
+  // tests inject a forged peer's batches that way (test_backends_instant).
+  static bool discards_inbound(const QueuePair& target) noexcept { return target.error_ || target.peer_qpn_ == 0; }
+
+  // q enters the error state. Requests that wait for a receive at q (receiver not
+  // ready) are retried now and meet a queue pair that discards them.
+  static void enter_error(QueuePair& q) {
+    if (q.error_) return;
+    q.error_ = true;
+    std::deque<QueuePair*>& waiting = q.owner_->rnr_waiting_;
+    std::vector<QueuePair*> resume;
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      if ((*it)->peer_qpn_ == q.qpn_) {
+        resume.push_back(*it);
+        it = waiting.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (QueuePair* r : resume) {
+      r->waiting_for_receive_ = false;
+      r->owner_->run(*r);
+    }
+  }
+
+  // The responder NAKed w: both ends of the connection enter the error state. The
+  // responder too because the IBA classes an R_Key or access violation of an RC request
+  // as a responder error that moves its QP to Error (with an affiliated asynchronous
+  // event, which ConnectX reports as IBV_EVENT_QP_ACCESS_ERR; SoftRoCE does the same).
+  // The stricter choice: code that needs the NAKing side to keep working fails here.
   void remote_access_error(QueuePair& qp, const QueuePair::Wqe& w) {
-    static_cast<QueuePair*>(fabric_.qps_[qp.peer_qpn_ - 1].qp)->error_ = true;
+    enter_error(peer_of(qp));
     complete(qp, w, WcStatus::kRemoteAccessError);
   }
 
@@ -206,6 +245,10 @@ class InstantTransport {
         software_nic::check_local_access(fabric_.memory_, node_id_, w.opcode, w.local, w.length, w.lkey);
     if (!local.ok) {
       complete(qp, w, WcStatus::kLocalProtectionError);
+      return true;
+    }
+    if (discards_inbound(peer_of(qp))) {
+      complete(qp, w, WcStatus::kRetryExceeded);  // nothing answers; the retries run out
       return true;
     }
     InstantTransport& target = *fabric_.qps_[qp.peer_qpn_ - 1].owner;
