@@ -652,6 +652,13 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
   schedule_stage(q, kStComplete, complete_due);
 }
 
+[[gnu::always_inline]] inline bool Network::target_discards(QpState& q, Wqe& w, Time now, Nic& responder) {
+  w.status = WcStatus::kRetryExceeded;
+  ++responder.n.remote_errors;
+  nak(q, w, ns_to_ps(now), responder);
+  return true;
+}
+
 // The stage functions (nic_model.hpp: process). Inlined into process, so that the split
 // costs no call per WQE and stage.
 [[gnu::always_inline]] inline bool Network::flush_at_responder(QpState& q, Wqe& w) {
@@ -738,9 +745,10 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
   const ServerPool::Slot slot =
       rn.recv_engines.reserve(in_ps, rn.cfg.recv.qp_serial ? b.rx_free_ps : 0, service);
   b.rx_free_ps = slot.finish_ps;
-  if (b.peer != q.index) {
-    // The target QP is not connected back to us: a real requester retransmits until
-    // its retry counter is exhausted.
+  if (b.peer != q.index || b.error) {
+    // The target QP is not connected back to us, or is in the error state: it discards
+    // the packet and a real requester retransmits until its retry counter is exhausted
+    // (as target_discards, with the receive engine's time spent).
     w.status = WcStatus::kRetryExceeded;
     ++rn.n.remote_errors;
     nak(q, w, slot.finish_ps, rn);
@@ -777,6 +785,7 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
   Nic& rn = nic_of(b);
   DeviceContext& rc = ctxs_[b.ctx];
   if (b.failed || discarded(b, seq)) return flush_at_responder(q, w);
+  if (b.error && w.rnr_tries > 0) [[unlikely]] return target_discards(q, w, now, rn);
   if (w.opcode == WcOpcode::kRdmaWriteImm) {
     uint32_t storm_retry = 0;
     const bool storm = rnr_storm_ != nullptr && rnr_storm_(rnr_storm_ctx_, rn.node, now, storm_retry);

@@ -89,7 +89,11 @@
 // the asynchronous QP event / connection-manager disconnect a real owner would learn it
 // from (it consumes one SRQ receive when one is posted, as a flushed receive would); the
 // peer's comes one wire latency later. Packets reaching a QP whose connection failed are
-// dropped (their WQEs flush).
+// dropped (their WQEs flush). Requests reaching a QP in the error state for another
+// reason (its own local error, a NAK it received), or one not connected back to the
+// sender, are discarded there (IBA RC): nothing lands, no receive is taken, and the WQE
+// completes with kRetryExceeded one NAK turnaround later (the requester's
+// retransmissions until its retry count runs out are not timed); its QP goes to error.
 //
 // ----------------------------------------------------------------------------------
 // Load-dependent latency: which mechanisms make latency grow with outstanding work,
@@ -475,6 +479,14 @@ class Network {
   // A request WQE that reached a responder QP whose connection failed, or that discards
   // it (behind a WQE it NAKed): flushed; the requester completes it in error.
   bool flush_at_responder(QpState& q, Wqe& w);
+  // A WRITE+IMM resent after an RNR NAK (a new arrival, at Land) to a target QP that
+  // went to the error state meanwhile (Rx checks a first arrival; a WQE that passed Rx
+  // before the error lands): the QP discards it (IBA RC: nothing placed, no receive
+  // taken, nothing sent back), and the requester, retransmitting until its retry count
+  // is exhausted, completes it with kRetryExceeded and goes to error. The retries are
+  // not timed: the completion comes one NAK turnaround later rather than retry_cnt + 1
+  // ACK timeouts.
+  bool target_discards(QpState& q, Wqe& w, Time now, Nic& responder);
   void try_admit(QpState& q, Time now);
   static constexpr uint64_t kInitialWqeSlots = 8;  // a QP's WQE ring grows from here
   void grow_wqe_ring(QpState& q);
