@@ -29,7 +29,11 @@
 //    a flush NAK by the failed responder, so nobody touches a buffer after its request
 //    completed). A local violation (lkey/bounds/local write access) travels as a fence,
 //    completes with kLocalProtectionError after everything before it, and moves the
-//    queue pair to the error state. Zero-length requests are not checked.
+//    queue pair to the error state. Zero-length requests are not checked. A responder
+//    in the error state (for whatever reason) answers every request with a flush NAK
+//    and executes none; it stands for the silence of an RC queue pair in error, so a
+//    requester not in error itself completes that request with kRetryExceeded (its
+//    retries would run out) and enters the error state.
 //
 // Threading rules: memory registration, queue-pair creation and connect() take a fabric
 // mutex, but the data path reads the memory table without one, so register memory
@@ -481,6 +485,9 @@ class WallclockTransport {
         }
         w.done = true;
         w.status = static_cast<WcStatus>(r.status);
+        // A flush NAK stands for the silence of an RC queue pair in the error state: a
+        // requester not in error itself hears nothing and its retries run out.
+        if (w.status == WcStatus::kWrFlushError && !qp->error_) w.status = WcStatus::kRetryExceeded;
         advance_completions(*qp);
         enter_error(*qp);
         break;

@@ -258,6 +258,10 @@ struct UcxTransport::Impl {
         }
         w.done = true;
         w.status = static_cast<WcStatus>(h.status);
+        // A flush NAK stands for the silence of an RC queue pair in the error state: a
+        // requester not in error itself hears nothing and its retries run out.
+        if (w.status == WcStatus::kWrFlushError && qp.state_ == QueuePair::State::kReady)
+          w.status = WcStatus::kRetryExceeded;
         advance_completions(t, qp);
         enter_error(t, qp);
         break;

@@ -60,7 +60,12 @@
 //    failure (peer gone, or a failed ucp_get/ucp_put/flush) completes the oldest outstanding
 //    request with kRetryExceeded and flushes the rest; an RMA operation still in UCX's hands
 //    then completes (kWrFlushError) when UCX gives its buffer back. Zero-length requests
-//    touch no memory and are not checked.
+//    touch no memory and are not checked. A responder in the error state answers every
+//    active-message request with a flush NAK and executes none; it stands for the
+//    silence of an RC queue pair in error, so a requester not in error itself completes
+//    that request with kRetryExceeded and enters the error state. RMA operations (WRITE
+//    and READ to an announced region) never reach the responder's software: a target
+//    queue pair in error does not stop them.
 //  - ring_doorbell(): hands every request posted on this queue pair since the previous
 //    doorbell to UCX (ucp_am_send_nbx, ucp_get_nbx, ucp_put_nbx), in post order, up to
 //    the first one that must wait for an RMA operation (handed over by progress() once
