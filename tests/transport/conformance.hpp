@@ -33,6 +33,9 @@ namespace bkv::test {
 //      (std::logic_error) instead of a flushed request;
 //  kResponderEntersError: the responder's queue pair enters the error state after it
 //      NAKed a remote access error (software NICs); hardware does not report it there.
+//  kErroredTargetStopsOneSided: a queue pair in the error state stops a WRITE or READ
+//      sent to it (false for UCX, whose WRITE and READ to an announced region are UCX
+//      RMA operations the target's software never sees).
 template <class H>
 struct Traits {
   static constexpr bool kSlotsAreWqes = [] {
@@ -45,6 +48,10 @@ struct Traits {
   }();
   static constexpr bool kResponderEntersError = [] {
     if constexpr (requires { H::kResponderEntersError; }) return H::kResponderEntersError;
+    return true;
+  }();
+  static constexpr bool kErroredTargetStopsOneSided = [] {
+    if constexpr (requires { H::kErroredTargetStopsOneSided; }) return H::kErroredTargetStopsOneSided;
     return true;
   }();
 };
@@ -247,6 +254,84 @@ void check_violation(H& h, Violation v) {
   CHECK(p.sends[2].status == WcStatus::kWrFlushError);
 }
 
+// Puts b's queue pair in the error state by a request of its own with a bad lkey (a
+// local error, which involves nobody else) and waits for b's error completion.
+template <class H>
+void put_target_in_error(LinkedPair<H>& p) {
+  std::vector<std::byte> own(64, std::byte{1}), at_a(64, std::byte{0});
+  const MemoryRegion omr = p.b->register_memory(own.data(), own.size(), kAccessLocalWrite);
+  const MemoryRegion amr = p.a->register_memory(at_a.data(), at_a.size(), kAccessRemoteWrite);
+  REQUIRE(p.qb->post_write(own.data(), 8, omr.lkey ^ 0x7777, p.remote(amr), 90, false) == PostResult::kOk);
+  p.qb->ring_doorbell();
+  std::vector<SendCompletion> b_sends;
+  REQUIRE(pump_until([&] {
+    p.pump();
+    p.b->poll_send([&](const SendCompletion& c) { b_sends.push_back(c); }, 8);
+  }, [&] { return !b_sends.empty(); }));
+  REQUIRE(b_sends[0].wr_id == 90);
+  REQUIRE(b_sends[0].status == WcStatus::kLocalProtectionError);
+  REQUIRE(p.qb->in_error());
+}
+
+// A queue pair in the error state discards inbound requests (RC): nothing answers, so a
+// WRITE+IMM, WRITE or READ sent to it completes with kRetryExceeded once the requester's
+// retries run out, and puts the requester in the error state; nothing lands at the
+// target, no receive is taken or completed there, and a READ brings nothing back.
+template <class H>
+void check_request_to_errored_target(H& h, WcOpcode op) {
+  if (op != WcOpcode::kRdmaWriteImm && !Traits<H>::kErroredTargetStopsOneSided) return;
+  LinkedPair<H> p(h);
+  std::vector<std::byte> local(256, std::byte{0x5A}), remote(256, std::byte{0});
+  const MemoryRegion lmr = p.a->register_memory(local.data(), local.size(), kAccessLocalWrite);
+  const MemoryRegion rmr =
+      p.b->register_memory(remote.data(), remote.size(), kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
+  p.b->post_receives(4);
+  put_target_in_error(p);
+  const PostResult r = op == WcOpcode::kRdmaRead    ? p.qa->post_read(local.data(), 64, lmr.lkey, p.remote(rmr), 1, true)
+                       : op == WcOpcode::kRdmaWrite ? p.qa->post_write(local.data(), 64, lmr.lkey, p.remote(rmr), 1, true)
+                                                    : p.qa->post_write_imm(local.data(), 64, lmr.lkey, p.remote(rmr), 9, 1, true);
+  REQUIRE(r == PostResult::kOk);
+  p.qa->ring_doorbell();
+  REQUIRE(pump_until([&] { p.pump(); }, [&] { return !p.sends.empty(); }));
+  for (int i = 0; i < 50; ++i) p.pump();
+  REQUIRE(p.sends.size() == 1);
+  CHECK(p.sends[0].wr_id == 1);
+  CHECK(p.sends[0].status == WcStatus::kRetryExceeded);
+  CHECK(p.qa->in_error());
+  CHECK(p.recvs.empty());
+  CHECK(p.b->srq_posted() == 4);
+  for (std::byte x : remote) REQUIRE(x == std::byte{0});
+  for (std::byte x : local) REQUIRE(x == std::byte{0x5A});
+  // The requester's later requests are flushed.
+  REQUIRE(p.qa->post_write(local.data(), 8, lmr.lkey, p.remote(rmr), 2, false) == PostResult::kOk);
+  p.qa->ring_doorbell();
+  REQUIRE(pump_until([&] { p.pump(); }, [&] { return p.sends.size() >= 2; }));
+  CHECK(p.sends[1].wr_id == 2);
+  CHECK(p.sends[1].status == WcStatus::kWrFlushError);
+}
+
+// A WRITE+IMM that waits for a receive (receiver not ready) at a queue pair which then
+// enters the error state completes in error like any request to it; no receive
+// completion appears. (Its bytes may have landed: a NIC may place a message's data
+// before it finds no receive for it.)
+template <class H>
+void check_waiting_request_meets_errored_target(H& h) {
+  LinkedPair<H> p(h);
+  std::vector<std::byte> local(64, std::byte{2}), remote(64, std::byte{0});
+  const MemoryRegion lmr = p.a->register_memory(local.data(), local.size(), kAccessLocalWrite);
+  const MemoryRegion rmr = p.b->register_memory(remote.data(), remote.size(), kAccessRemoteWrite);
+  REQUIRE(p.qa->post_write_imm(local.data(), 8, lmr.lkey, p.remote(rmr), 7, 1, true) == PostResult::kOk);
+  p.qa->ring_doorbell();
+  for (int i = 0; i < 100; ++i) p.pump();
+  REQUIRE(p.sends.empty());  // receiver not ready: it waits
+  put_target_in_error(p);
+  REQUIRE(pump_until([&] { p.pump(); }, [&] { return !p.sends.empty(); }));
+  CHECK(p.sends[0].wr_id == 1);
+  CHECK(p.sends[0].status == WcStatus::kRetryExceeded);
+  CHECK(p.qa->in_error());
+  CHECK(p.recvs.empty());
+}
+
 // Receiver not ready: a WRITE+IMM with no receive posted waits (its data may land, the
 // completion does not appear); posting receives releases it, and the ones behind it,
 // in order.
@@ -374,7 +459,10 @@ void check_unconnected_post(H& h) {
 
 // Validation of incoming messages: a queue pair that connected to b's queue pair
 // without b connecting back (b's is connected to c instead) is a stranger: b drops its
-// requests, counts a protocol error, and neither its memory nor its receive queue moves.
+// requests, and neither its memory nor its receive queue moves. A transport that counts
+// protocol errors (wall-clock, UCX) counts one; the others (mlx5 emulator,
+// discrete-event) answer as an RC queue pair does, with silence: the request completes with kRetryExceeded and the stranger's
+// queue pair enters the error state, b's does not.
 template <class H>
 void check_stranger_dropped(H& h) {
   auto a = h.make();
@@ -394,16 +482,28 @@ void check_stranger_dropped(H& h) {
                             1, 1, true) == PostResult::kOk);
   qa.ring_doorbell();
   std::vector<RecvCompletion> recvs;
-  REQUIRE(pump_until([&] {
+  std::vector<SendCompletion> sends;
+  constexpr bool kCounts = requires { b->protocol_errors(); };
+  auto pump = [&] {
     progress(*a);
+    a->poll_send([&](const SendCompletion& x) { sends.push_back(x); }, 8);
     b->poll_recv([&](const RecvCompletion& r) { recvs.push_back(r); }, 8);
     progress(*c);
-  }, [&] { return b->protocol_errors() > 0; }));
-  for (int i = 0; i < 50; ++i) {
-    progress(*a);
-    b->poll_recv([&](const RecvCompletion& r) { recvs.push_back(r); }, 8);
+  };
+  if constexpr (kCounts) {
+    REQUIRE(pump_until(pump, [&] { return b->protocol_errors() > 0; }));
+  } else {
+    REQUIRE(pump_until(pump, [&] { return !sends.empty(); }));
   }
-  CHECK(b->protocol_errors() == 1);
+  for (int i = 0; i < 50; ++i) pump();
+  if constexpr (kCounts) {
+    CHECK(b->protocol_errors() == 1);
+  } else {
+    REQUIRE(sends.size() == 1);
+    CHECK(sends[0].status == WcStatus::kRetryExceeded);
+    CHECK(qa.in_error());
+    CHECK_FALSE(qb.in_error());
+  }
   CHECK(recvs.empty());
   CHECK(b->srq_posted() == 4);
   for (std::byte x : remote) REQUIRE(x == std::byte{0});
@@ -446,6 +546,17 @@ void check_key_of_another_node(H& h) {
     INFO("violation " << static_cast<int>(v));                                                              \
     HARNESS h;                                                                                              \
     ::bkv::test::check_violation(h, v);                                                                     \
+  }                                                                                                         \
+  TEST_CASE(NAME " conformance: a queue pair in the error state discards inbound requests", TAGS) {       \
+    const ::bkv::WcOpcode op =                                                                              \
+        GENERATE(::bkv::WcOpcode::kRdmaWriteImm, ::bkv::WcOpcode::kRdmaWrite, ::bkv::WcOpcode::kRdmaRead);  \
+    INFO("opcode " << static_cast<int>(op));                                                                \
+    HARNESS h;                                                                                              \
+    ::bkv::test::check_request_to_errored_target(h, op);                                                    \
+  }                                                                                                         \
+  TEST_CASE(NAME " conformance: a request waiting for a receive meets a target gone to error", TAGS) {      \
+    HARNESS h;                                                                                              \
+    ::bkv::test::check_waiting_request_meets_errored_target(h);                                             \
   }                                                                                                         \
   TEST_CASE(NAME " conformance: a key of another node is a remote access error", TAGS) {                  \
     HARNESS h;                                                                                              \

@@ -39,3 +39,8 @@ struct JitteryDesHarness : DesHarness {
 
 BKV_TRANSPORT_CONFORMANCE("des", "[des][conformance]", DesHarness)
 BKV_TRANSPORT_CONFORMANCE("des with heavy jitter", "[des][conformance]", JitteryDesHarness)
+
+TEST_CASE("des: a request to a QP connected to another QP is discarded there", "[des]") {
+  DesHarness h;
+  bkv::test::check_stranger_dropped(h);
+}

@@ -28,3 +28,8 @@ struct EmulatorHarness : bkv::test::DirectHarnessTraits {
 }  // namespace
 
 BKV_TRANSPORT_CONFORMANCE("mlx5 emulator", "[mlx5][conformance]", EmulatorHarness)
+
+TEST_CASE("mlx5 emulator: a request to a QP connected to another QP is discarded there", "[mlx5]") {
+  EmulatorHarness h;
+  bkv::test::check_stranger_dropped(h);
+}
