@@ -2,9 +2,10 @@
 // way on all seven (instant loopback, discrete-event, wall-clock loopback, UCX, the direct
 // mlx5 data path on the NIC emulator, and on hardware the verbs transport and the direct
 // mlx5 data path): RC order and data integrity of WRITE+IMM with its immediates, WRITE,
-// READ, access errors (keys, bounds, permissions, another node's key), receiver not
-// ready, send-queue full, slot release by a polled signalled completion, send-queue
-// wrap, posting before connect. copyrpc-free: they talk to the Transport concept only.
+// READ, access errors (keys, bounds, permissions, another node's key), requests to a
+// queue pair in the error state (discarded: retry-exceeded), receiver not ready,
+// send-queue full, slot release by a polled signalled completion, send-queue wrap,
+// posting before connect. copyrpc-free: they talk to the Transport concept only.
 //
 // A harness H supplies `using T = <transport>; make()` returning a unique_ptr<T> (any
 // deleter) and, optionally, traits (defaults in Traits<H> below). Transports with a
