@@ -313,3 +313,82 @@ TEST_CASE("summary latency: each percentile key holds its own percentile", "[ben
     previous = j[key].get<uint64_t>();
   }
 }
+
+namespace {
+
+// A run of make_run with request latency in every class (a few hundred values each).
+RunResults run_with_latency(uint32_t run) {
+  RunResults r = make_run(run);
+  bkv::metrics::MergedRequestLatency l;
+  for (size_t c = 0; c < bkv::metrics::kLatencyClasses; ++c)
+    for (uint64_t ns = 1; ns <= 300; ++ns) l.by_class[c].record(1000 * (c + 1) + 7 * ns + run);
+  r.set_latency(l);
+  return r;
+}
+
+// The lines of `text` that start with `prefix`.
+std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) out.push_back(line);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("report: latency figures from a saturated histogram are said not to be exact", "[bench][results]") {
+  // "saturated" (latency_json): a bucket of a client's 32-bit recorder reached 2^32 - 1 and
+  // stopped counting. No test records 4 x 10^9 values into one bucket: the mark is planted
+  // where summary_json would write it, into summaries it made.
+  Options opts;
+  opts.backend = BackendKind::kDelegation;
+  const std::vector<RunResults> runs = {run_with_latency(0), run_with_latency(1)};
+  json s = summary_json(opts, runs, make_daemons());
+  REQUIRE(s["runs"][1]["latency"]["get_remote"].is_object());
+  const std::string clean = format_report(s, ReportFormat::kText);
+  CHECK_THAT(clean, Catch::Contains("run 2/2 latency (us)        all"));
+  CHECK_THAT(clean, !Catch::Contains("saturated"));
+  // Run 2's remote gets saturated: its class, "all" (their merge), and the same two over
+  // every run, as the recorder's flag carries through merges.
+  for (json* l : {&s["runs"][1]["latency"], &s["overall"]["latency"]}) {
+    (*l)["get_remote"]["saturated"] = true;
+    (*l)["all"]["saturated"] = true;
+  }
+  const std::string text = format_report(s, ReportFormat::kText);
+  INFO(text);
+  CHECK(lines_starting(text, "run 1/2 latency: warning").empty());
+  const auto run2 = lines_starting(text, "run 2/2 latency: warning");
+  REQUIRE(run2.size() == 1);
+  CHECK_THAT(run2[0], Catch::StartsWith("run 2/2 latency: warning: not exact, saturated histogram (get_remote, all): "
+                                        "a bucket of a client's recorder reached 2^32 - 1 and stopped counting"));
+  CHECK_THAT(run2[0], Catch::Contains("the mean reads high and a percentile is off"));
+  const auto overall = lines_starting(text, "[OVERALL] latency: warning");
+  REQUIRE(overall.size() == 1);
+  CHECK_THAT(overall[0], Catch::StartsWith("[OVERALL] latency: warning: not exact, saturated histogram (get_remote, all)"));
+  // Right after the table it qualifies.
+  CHECK(text.find("run 2/2 latency: warning") > text.find("run 2/2 latency (us)        all"));
+  CHECK(text.find("run 2/2 latency: warning") < text.find("[OVERALL]"));
+
+  // Repetitions: each repetition's latency line, and the spread over them.
+  const std::vector<RunResults> seed1 = {run_with_latency(0)}, seed2 = {run_with_latency(1)};
+  const std::vector<RepetitionResults> reps = {{1, seed1, {}}, {2, seed2, {}}};
+  json r = repeated_summary_json(to_json(opts), reps);
+  REQUIRE(r["repetitions"].size() == 2);
+  CHECK_THAT(format_report(r, ReportFormat::kText), !Catch::Contains("saturated"));
+  r["repetitions"][1]["latency"]["saturated"] = true;  // seed 2
+  r["runs"][1]["latency"]["all"]["saturated"] = true;
+  r["overall"]["latency"]["all"]["saturated"] = true;
+  const std::string rtext = format_report(r, ReportFormat::kText);
+  INFO(rtext);
+  const auto rep1 = lines_starting(rtext, "[REPETITION] seed 1:"), rep2 = lines_starting(rtext, "[REPETITION] seed 2:");
+  REQUIRE(rep1.size() == 1);
+  REQUIRE(rep2.size() == 1);
+  CHECK_THAT(rep1[0], !Catch::Contains("saturated"));
+  CHECK_THAT(rep2[0], Catch::EndsWith("(not exact: saturated histogram)"));
+  CHECK(lines_starting(rtext, "[OVERALL] latency: warning: not exact, saturated histogram (all)").size() == 1);
+  const auto spread = lines_starting(rtext, "[OVERALL] latency over the repetitions: warning");
+  REQUIRE(spread.size() == 1);
+  CHECK_THAT(spread[0], Catch::StartsWith("[OVERALL] latency over the repetitions: warning: not exact, the latency of "
+                                          "seed 2 came from a saturated histogram"));
+}

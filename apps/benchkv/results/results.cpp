@@ -553,17 +553,34 @@ constexpr const char* kLatencyColumns[] = {"count", "mean_ns", "p50_ns", "p90_ns
 // Text reports give latency in microseconds (three decimals: the nanosecond).
 std::string us(double ns) { return fmt::format("{:.3f}", ns / 1000.0); }
 
+// Whether a latency object of the summary (latency_json) carries the "saturated" mark: a
+// bucket of a client's recorder (32-bit counts) reached 2^32 - 1 and stopped counting.
+bool marked_saturated(const json& latency) {
+  return latency.is_object() && latency.contains("saturated") && latency["saturated"] == true;
+}
+
+// What a saturated histogram does to its figures (docs/outputs.md §The summary JSON).
+constexpr const char* kSaturatedMeaning =
+    "a bucket of a client's recorder reached 2^32 - 1 and stopped counting, so the counts are too low, the mean "
+    "reads high and a percentile is off by an amount the summary does not record, in either direction; the rates "
+    "are counted apart and exact";
+
 void latency_table(std::string& out, const std::string& tag, const json& latency) {
   out += fmt::format("{} latency (us) {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", tag, "",
                      "count", "mean", "p50", "p90", "p95", "p99", "p99.9", "max");
   std::vector<std::string> names(metrics::kLatencyClassNames.begin(), metrics::kLatencyClassNames.end());
   names.push_back("all");
+  std::string saturated;  // the rows from a saturated histogram
   for (const std::string& n : names) {
     const json& h = latency[n];
     out += fmt::format("{} latency (us) {:>10} {:>10}", tag, n, h["count"].get<uint64_t>());
     for (size_t k = 1; k < std::size(kLatencyColumns); ++k) out += fmt::format(" {:>10}", us(h[kLatencyColumns[k]].get<double>()));
     out += "\n";
+    if (marked_saturated(h)) saturated += (saturated.empty() ? "" : ", ") + n;
   }
+  if (!saturated.empty())
+    out += fmt::format("{} latency: warning: not exact, saturated histogram ({}): {}\n", tag, saturated,
+                       kSaturatedMeaning);
 }
 
 // The rpc section's entry for the run `r` of the summary's "runs" (rpc runs record no
@@ -675,6 +692,7 @@ std::string repeated_report(const json& summary) {
     out += run_line(fmt::format("seed {} run {}/{}", r["seed"].get<uint64_t>(), r["run"].get<uint64_t>() + 1,
                                 summary["config"]["runs"].get<uint64_t>()),
                     r, rate, rpc ? "calls" : data ? "operations" : "requests");
+  std::string saturated_seeds;  // of the repetitions whose latency histogram saturated
   for (const json& rep : reps) {
     out += fmt::format("[REPETITION] seed {}: {:.6f} {} (mean of its {} runs)", rep["seed"].get<uint64_t>(),
                        rep["mops"].get<double>(), rate, rep["runs"].get<uint64_t>());
@@ -686,6 +704,10 @@ std::string repeated_report(const json& summary) {
       out += fmt::format("; latency (us) mean {} p50 {} p99 {} p99.9 {} max {}", us(l["mean_ns"].get<double>()),
                          us(l["p50_ns"].get<double>()), us(l["p99_ns"].get<double>()), us(l["p999_ns"].get<double>()),
                          us(l["max_ns"].get<double>()));
+      if (marked_saturated(l)) {
+        out += " (not exact: saturated histogram)";
+        saturated_seeds += fmt::format("{}{}", saturated_seeds.empty() ? "" : ", ", rep["seed"].get<uint64_t>());
+      }
     }
     if (rep.contains("rtt")) {
       const json& t = rep["rtt"];
@@ -713,6 +735,10 @@ std::string repeated_report(const json& summary) {
     latency_table(out, "[OVERALL]", o["latency"]);
     spread_lines_us(out, o["latency_over_repetitions"], "latency",
                     {{"mean_ns", "mean"}, {"p50_ns", "p50"}, {"p99_ns", "p99"}, {"p999_ns", "p99.9"}}, 1.0);
+    if (!saturated_seeds.empty())
+      out += fmt::format("[OVERALL] latency over the repetitions: warning: not exact, the latency of seed{} {} came "
+                         "from a saturated histogram: {}\n",
+                         saturated_seeds.find(',') == std::string::npos ? "" : "s", saturated_seeds, kSaturatedMeaning);
   }
   if (o.contains("rtt_over_repetitions"))
     spread_lines_us(out, o["rtt_over_repetitions"], "round trip",
