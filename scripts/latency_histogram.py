@@ -23,6 +23,11 @@ exact value from 1 ns to 2^37 ns), so a percentile the summary also gives comes 
 identical.
 Prints one line per percentile on stdout ("p99.9 12.345 us"); --cdf draws the
 cumulative distribution (log-scale latency) into FILE.png and prints nothing else.
+A histogram the summary marks saturated ("saturated" of a KV class, "rtt_saturated",
+"latency_saturated": a bucket of a client's 32-bit recorder reached 2^32 - 1 and stopped
+counting) has counts that are too low, so a percentile or CDF read from it is off by an
+amount the summary does not record, in either direction: each such histogram chosen gets
+a "warning:" line on stderr, and the figures are printed (or drawn) all the same.
 """
 import argparse
 import json
@@ -92,15 +97,34 @@ def check_seeds(all_runs, runs, seeds):
                          f"--seed (give every seed to merge them)")
 
 
-def collect(summary, cls, runs, value_size, message_size=None, seeds=None):
-    """(merged counts by bucket lower bound, (minimum, maximum) in ns or None) of the chosen runs."""
+def marked_saturated(at, key, where):
+    """Whether `at` carries the saturation mark `key` (absent: no); a mark that is not a
+    boolean is not one benchkv writes, and is refused."""
+    if key not in at:
+        return False
+    if not isinstance(at[key], bool):
+        raise ValueError(f"{where}: \"{key}\" is {json.dumps(at[key])}, not true or false")
+    return at[key]
+
+
+def run_name(r):
+    """A run of the summary, as a message names it ("run 1", "seed 2 run 0")."""
+    return (f"seed {r['seed']} " if "seed" in r else "") + f"run {r.get('run')}"
+
+
+def collect(summary, cls, runs, value_size, message_size=None, seeds=None, saturated=None):
+    """(merged counts by bucket lower bound, (minimum, maximum) in ns or None) of the chosen
+    runs. The histograms among them marked saturated are appended to the list `saturated`
+    (by name: "run 1 get_remote", "rpc run 0"), when given."""
     merged, minima, maxima = {}, [], []
 
-    def add(hist, where, min_ns, max_ns):
+    def add(hist, where, min_ns, max_ns, marked=False):
         for lower, n in parse_buckets(hist, where).items():
             merged[lower] = merged.get(lower, 0) + n
         minima.append(min_ns)
         maxima.append(max_ns)
+        if marked and saturated is not None:
+            saturated.append(where)
 
     def chosen(r):
         return (runs is None or r.get("run") in runs) and (seeds is None or r.get("seed") in seeds)
@@ -115,8 +139,9 @@ def collect(summary, cls, runs, value_size, message_size=None, seeds=None):
                   (message_size is None or r.get("message_size", default) == message_size)]
         check_one_size({r.get("message_size", default) for r in picked}, "message size", "--message-size")
         for r in picked:
-            add(r["rtt_histogram"], f"rpc run {r.get('run')}", round(r["rtt_min_us"] * 1000),
-                round(r["rtt_max_us"] * 1000))
+            where = f"rpc {run_name(r)}"
+            add(r["rtt_histogram"], where, round(r["rtt_min_us"] * 1000), round(r["rtt_max_us"] * 1000),
+                marked_saturated(r, "rtt_saturated", where))
     elif "data" in summary:
         if message_size is not None:
             raise ValueError("--message-size is for rpc summaries; a data summary's runs have a --value-size")
@@ -124,8 +149,9 @@ def collect(summary, cls, runs, value_size, message_size=None, seeds=None):
                   (value_size is None or r["value_size"] == value_size)]
         check_one_size({r["value_size"] for r in picked}, "value size", "--value-size")
         for r in picked:
-            add(r["latency_histogram"], f"data run {r.get('run')}", round(r["latency_min_us"] * 1000),
-                round(r["latency_max_us"] * 1000))
+            where = f"data {run_name(r)}"
+            add(r["latency_histogram"], where, round(r["latency_min_us"] * 1000), round(r["latency_max_us"] * 1000),
+                marked_saturated(r, "latency_saturated", where))
     else:
         if value_size is not None or message_size is not None:
             raise ValueError("--value-size and --message-size are for data and rpc summaries; this is a KV summary")
@@ -138,7 +164,8 @@ def collect(summary, cls, runs, value_size, message_size=None, seeds=None):
                 if h is None:
                     raise ValueError(f"no latency class {c!r} (classes: get_local, get_remote, put_local, put_remote, all)")
                 if h.get("count", 0) and "histogram" in h:
-                    add(h["histogram"], f"run {r.get('run')} {c}", h["min_ns"], h["max_ns"])
+                    where = f"{run_name(r)} {c}"
+                    add(h["histogram"], where, h["min_ns"], h["max_ns"], marked_saturated(h, "saturated", where))
     return merged, ((min(minima), max(maxima)) if maxima else None)
 
 
@@ -222,8 +249,9 @@ def main(argv):
     try:
         with open(a.summary) as f:
             summary = json.load(f)
+        saturated = []
         counts, extremes = collect(summary, a.cls, set(a.run) if a.run else None, a.value_size, a.message_size,
-                                   set(a.seed) if a.seed else None)
+                                   set(a.seed) if a.seed else None, saturated)
         wanted = [float(x) for x in a.percentiles.split(",") if x.strip()]
         if any(not 0 <= x <= 100 for x in wanted):
             raise ValueError("--percentiles: each must be in [0, 100]")
@@ -234,6 +262,11 @@ def main(argv):
     if n == 0:
         print(f"latency_histogram.py: {a.summary}: no latency histogram with values for this choice", file=sys.stderr)
         return 2
+    for where in saturated:
+        print(f"latency_histogram.py: {a.summary}: warning: {where}: the histogram is marked saturated (a bucket of "
+              f"a client's recorder reached 2^32 - 1 and stopped counting): its counts are too low, so "
+              f"{'the CDF drawn is' if a.cdf else 'the percentiles printed are'} off by an amount the summary does "
+              f"not record, in either direction", file=sys.stderr)
     if a.cdf:
         require_modules("latency_histogram.py", "--cdf")
         plot_cdf(counts, a.cdf, title_of(summary, a.cls, n, a.message_size or a.value_size))

@@ -4,8 +4,9 @@ from the raw histograms are exactly the ones the summary gives (KV: every class 
 all runs merged; rpc: a run's round trips, and one size's of two; data: a size's latency),
 runs of several sizes with no size chosen are refused (exit 2, naming the sizes), so is --run
 alone on a --repeat summary (it would merge that run of every repetition; --seed picks one), a p95 it computes lies
-between the summary's p90 and p99, the CDF it draws is a PNG, and a bad input is one line
-on stderr with exit status 2.
+between the summary's p90 and p99, the CDF it draws is a PNG, a histogram the summary marks
+saturated (planted: KV, --repeat, rpc, data) gets one warning line on stderr each when chosen
+and none otherwise, and a bad input is one line on stderr with exit status 2.
 usage: check_latency_histogram.py REPO_ROOT BENCHKV
 """
 import json
@@ -133,6 +134,71 @@ def main(root, benchkv):
             check(p.returncode == 2 and p.stdout == "" and says in p.stderr, f"--repeat {args}: {p.returncode} {p.stderr!r}")
         p = script(root, os.path.join(d, "kv.summary.json"), "--seed", "1")
         check(p.returncode == 2 and "no repetitions" in p.stderr, f"--seed without --repeat: {p.returncode} {p.stderr!r}")
+
+        # A histogram marked saturated (a bucket of a client's 32-bit recorder stopped
+        # counting at 2^32 - 1; no test run records 4 x 10^9 values into one bucket, so the
+        # marks are planted): one warning line per such histogram chosen, on stderr, naming
+        # it; the figures still printed. None for a summary without marks.
+        def warnings(args, what, code=0):
+            p = script(root, *args)
+            check(p.returncode == code, f"{what}: exit {p.returncode}: {p.stderr}")
+            return p, [x for x in p.stderr.splitlines() if "warning:" in x]
+
+        for args in [[os.path.join(d, "kv.summary.json")], [os.path.join(d, "rpc.summary.json")],
+                     [rep_path, "--seed", "2"], [os.path.join(d, "data.summary.json"), "--value-size", "4096"]]:
+            p, w = warnings(args, f"unmarked {args}")
+            check(w == [] and "saturated" not in p.stderr, f"unmarked {args}: {p.stderr!r}")
+
+        def plant(path, name, edit):
+            with open(path) as f:
+                summary = json.load(f)
+            edit(summary)
+            out = os.path.join(d, name)
+            with open(out, "w") as f:
+                json.dump(summary, f)
+            return out
+
+        meaning = ("the histogram is marked saturated (a bucket of a client's recorder reached 2^32 - 1 and stopped "
+                   "counting): its counts are too low, so the percentiles printed are off by an amount the summary "
+                   "does not record, in either direction")
+        counted = [c for c in ["get_local", "get_remote", "put_local", "put_remote"] if s["runs"][1]["latency"][c]["count"]]
+        check(len(counted) >= 2, f"kv run 1 has requests of {counted} only")
+        sat = plant(os.path.join(d, "kv.summary.json"), "kv_sat.json",
+                    lambda x: [x["runs"][1]["latency"][c].update(saturated=True) for c in counted[:2]])
+        p, w = warnings([sat], "kv marked")
+        check(w == [f"latency_histogram.py: {sat}: warning: run 1 {c}: {meaning}" for c in counted[:2]],
+              f"kv marked: {p.stderr!r}")
+        check(read(p.stdout) == read(script(root, os.path.join(d, "kv.summary.json")).stdout),
+              f"kv marked: the percentiles changed: {p.stdout!r}")
+        p, w = warnings([sat, "--class", counted[1]], "kv marked, one class")
+        check(len(w) == 1 and w[0].endswith(f"warning: run 1 {counted[1]}: {meaning}"), f"one class: {p.stderr!r}")
+        p, w = warnings([sat, "--run", "0"], "kv marked, another run")
+        check(w == [], f"kv run 0 is not marked: {p.stderr!r}")
+        p, w = warnings([sat, "--class", counted[0], "--cdf", os.path.join(d, "sat.png")], "kv marked, --cdf")
+        check(len(w) == 1 and "so the CDF drawn is off" in w[0] and p.stdout == "", f"--cdf: {p.stderr!r}")
+        rsat = plant(rep_path, "rep_sat.json",
+                     lambda x: [r["latency"]["get_remote"].update(saturated=True) for r in x["runs"]
+                                if r["seed"] == 2 and r["run"] == 0])
+        p, w = warnings([rsat, "--seed", "2", "--class", "get_remote"], "--repeat marked")
+        check(len(w) == 1 and f"warning: seed 2 run 0 get_remote: {meaning}" in w[0], f"--repeat: {p.stderr!r}")
+        p, w = warnings([rsat, "--seed", "1"], "--repeat marked, the other seed")
+        check(w == [], f"seed 1 is not marked: {p.stderr!r}")
+        psat = plant(os.path.join(d, "rpc.summary.json"), "rpc_sat.json",
+                     lambda x: x["rpc"]["runs"][0].update(rtt_saturated=True))
+        p, w = warnings([psat], "rpc marked")
+        check(len(w) == 1 and f"warning: rpc run 0: {meaning}" in w[0], f"rpc: {p.stderr!r}")
+        dsat = plant(os.path.join(d, "data.summary.json"), "data_sat.json",
+                     lambda x: [r.update(latency_saturated=True) for r in x["data"]["runs"] if r["value_size"] == 4096])
+        p, w = warnings([dsat, "--value-size", "4096"], "data marked")
+        check(len(w) == 1 and f"warning: data run {dr['run']}: {meaning}" in w[0], f"data: {p.stderr!r}")
+        p, w = warnings([dsat, "--value-size", "64"], "data marked, the other size")
+        check(w == [], f"data 64 B is not marked: {p.stderr!r}")
+        bad = plant(os.path.join(d, "rpc.summary.json"), "rpc_bad.json",
+                    lambda x: x["rpc"]["runs"][0].update(rtt_saturated="yes"))
+        p, w = warnings([bad], "a mark that is not a boolean", 2)
+        check(p.stdout == "" and p.stderr.strip().splitlines() == [f"latency_histogram.py: {bad}: rpc run 0: "
+                                                                      f"\"rtt_saturated\" is \"yes\", not true or false"],
+              f"a mark that is not a boolean: {p.stderr!r}")
 
         # Bad input: one line, status 2.
         for args, name in [([os.path.join(d, "absent.json")], "absent.json"),
