@@ -29,8 +29,8 @@
 //    path: record() is an or, a count-leading-zeros, a shift, a min, a saturating add,
 //    an add, a max and a min (four read-modify-writes of memory: the bucket, the sum,
 //    the maximum, the minimum). A bucket that reaches 2^32 - 1 stays there (saturates) instead of
-//    wrapping: more than 4 x 10^9 requests of one client in one bucket, never seen in a
-//    run, and reported as `saturated` when it happens;
+//    wrapping (`saturated`: 4.3 x 10^9 values in one bucket of a recorder, a real client
+//    thread's own, the simulator's clients' shared: docs/outputs.md §The summary JSON);
 //  - LatencyHistogram (64-bit counts, 16.4 KB): merged histograms, what reports read.
 // Both are fixed size, trivially copyable (gathered over MPI as raw bytes) and allocate
 // nothing. The number of values is not kept apart: it is the sum of the buckets,

@@ -864,7 +864,8 @@ TEST_CASE("compare: a latency figure from a saturated histogram is marked, and g
   // A histogram is "saturated" when a bucket of a client's recorder reached 2^32 - 1 and
   // stopped counting (core/metrics/latency_histogram.hpp): its counts are too low, so the
   // mean reads high and a percentile is off in either direction. Never reached in a test
-  // run (4 x 10^9 requests of one client in one bucket): planted into real summaries.
+  // run (4.3 x 10^9 requests of one class in one bucket; in the simulator over every
+  // client together): planted into real summaries.
   TempDir dir;
   run_ok(small_sim("meta", {"-r", "1", "--repeat", "2", "-o", "a.csv", "--report", "none"}), dir.path());
   const json a = read_json(dir / "a.summary.json");
