@@ -82,7 +82,7 @@ TEST_CASE("sweep: -j 1, -j 2 and 2 MPI ranks give byte-identical rows", "[e2e][s
   CHECK(lines[0] ==
         "run,np,start_mode,model.nic.send.qp_window,mops_total,mops_per_rank,cqe_per_loop,inflight,issued,completed,"
         "errors,latency_mean_ns,latency_p50_ns,latency_p99_ns,latency_p999_ns,latency_max_ns,mops_ci95_low,"
-        "mops_ci95_high");
+        "mops_ci95_high,latency_saturated");
   CHECK(lines[1].rfind("0,2,sync,1,", 0) == 0);
   CHECK(lines[8].rfind("7,3,staggered,8,", 0) == 0);
   for (size_t i = 1; i < lines.size(); ++i) {  // no errors, and the latency columns filled
@@ -90,8 +90,9 @@ TEST_CASE("sweep: -j 1, -j 2 and 2 MPI ranks give byte-identical rows", "[e2e][s
     std::istringstream in(lines[i]);
     for (std::string x; std::getline(in, x, ',');) f.push_back(x);
     INFO(lines[i]);
-    REQUIRE(f.size() >= 16);
+    REQUIRE(f.size() == 19);
     CHECK(f[10] == "0");
+    CHECK(f[18] == "false");  // latency_saturated: no bucket of these short runs came near 2^32 - 1
     CHECK(std::stod(f[12]) > 0);                  // latency p50 (ns)
     CHECK(std::stod(f[12]) <= std::stod(f[13]));  // <= p99
     CHECK(std::stod(f[13]) <= std::stod(f[15]));  // <= max
@@ -252,8 +253,12 @@ TEST_CASE("sweep: a finished run whose recorded row is not its row is refused", 
   const json good = read_json(f3);
   const std::string row2 = read_json(dir / "out" / "runs" / "0002" / "row.json")["row"];
   const std::string row3 = good["row"];
+  std::string missing = row3;  // without its first figure (mops_total), after the run and its 3 labels
+  size_t at = 0;
+  for (int i = 0; i < 4; ++i) at = missing.find(',', at) + 1;
+  missing.erase(at, missing.find(',', at) + 1 - at);
   for (const std::string& bad : {row2,                                  // another run's row
-                                 row3.substr(0, row3.rfind(',')),       // a figure missing
+                                 missing,                               // a figure missing
                                  row3 + ",7",                           // a figure too many
                                  row3.substr(0, row3.rfind(',')) + ",0\n4,x"}) {  // two lines
     json edited = good;
@@ -267,6 +272,18 @@ TEST_CASE("sweep: a finished run whose recorded row is not its row is refused", 
                                       "recorded row is not its row"));
     CHECK(read_file(dir / "out" / "results.csv") == rows);
   }
+  // A row without the last column, latency_saturated (an older benchkv's row): refused as
+  // an older benchkv's, as a row without latency columns is.
+  CHECK_THAT(row3, Catch::EndsWith(",false"));
+  json older = good;
+  older["row"] = row3.substr(0, row3.rfind(','));
+  write_file(f3, older.dump(2));
+  const Outcome o = sweep(dir, {"s.json"});
+  INFO(describe(o));
+  CHECK(o.status == 2);
+  CHECK_THAT(o.err, Catch::Contains("holds run 3 (np=2, start_mode=staggered, model.nic.send.qp_window=8) recorded "
+                                    "by an older benchkv, whose rows had no latency_saturated column"));
+  CHECK(read_file(dir / "out" / "results.csv") == rows);
   write_file(f3, good.dump(2));
   CHECK(sweep(dir, {"s.json"}).status == 0);
   CHECK(read_file(dir / "out" / "results.csv") == rows);
@@ -673,7 +690,8 @@ TEST_CASE("sweep: rpc and data runs of --repeat fill the confidence interval col
     std::istringstream c(row);
     for (std::string x; std::getline(c, x, ',');) f.push_back(x);
     INFO(header << "\n" << row);
-    REQUIRE(f.size() == 16);  // run, the axis, 12 figures, mops_ci95_low, mops_ci95_high
+    REQUIRE(f.size() == 17);  // run, the axis, 12 figures, mops_ci95_low, mops_ci95_high, latency_saturated
+    CHECK(f[16] == "false");  // rpc and data record into 64-bit histograms
     CHECK(std::stod(f[14]) <= std::stod(f[2]));
     CHECK(std::stod(f[2]) <= std::stod(f[15]));
     CHECK(std::stod(f[14]) < std::stod(f[15]));  // two seeds that differ: an interval

@@ -268,6 +268,10 @@ std::string row_of(const SweepRun& r, const json& summary, const metrics::Latenc
   } else {
     row += ",,";
   }
+  // latency_saturated: whether a bucket of a recorder merged into `latency` stopped
+  // counting at 2^32 - 1, so that the latency columns are not exact; empty with them.
+  if (latency.count()) row += latency.saturated() ? ",true" : ",false";
+  else row += ',';
   return row;
 }
 
@@ -343,8 +347,10 @@ std::string config_changes(const json& was, const json& now, size_t limit = 6) {
   return out;
 }
 
-// Figures per row before the latency and confidence-interval columns.
+// Figures per row before the latency and confidence-interval columns, and before the
+// latency_saturated column (the last of kSweepFigures: its size - 1).
 constexpr size_t kOlderSweepFigures = 7;
+constexpr size_t kSweepFiguresBeforeSaturated = 14;
 
 // The row of a run finished earlier (resume), or "" if it has not finished. A finished
 // run counts only if it was made with this run's effective configuration; otherwise the
@@ -385,6 +391,13 @@ std::string finished_row(const Sweep& s, const SweepRun& r) {
   if (figures.find_first_of("\"\r\n") == std::string::npos && count == kOlderSweepFigures)
     fail(s.file, "the output directory " + s.output_dir + " holds " + describe(s, r) + " recorded by an older "
                      "benchkv, whose rows had no latency columns (" + f.string() + ")" + remedy);
+  // A row one figure short that ends in neither "true" nor "false" is one from before
+  // latency_saturated; one that ends in it lost another figure (below).
+  const std::string last = figures.substr(figures.rfind(',') + 1);
+  if (figures.find_first_of("\"\r\n") == std::string::npos && count == kSweepFiguresBeforeSaturated &&
+      last != "true" && last != "false")
+    fail(s.file, "the output directory " + s.output_dir + " holds " + describe(s, r) + " recorded by an older "
+                     "benchkv, whose rows had no latency_saturated column (" + f.string() + ")" + remedy);
   if (figures.find_first_of("\"\r\n") != std::string::npos || count != kSweepFigures.size())
     fail(s.file, "the output directory " + s.output_dir + " holds " + describe(s, r) + " whose recorded row is not "
                      "its row (" + f.string() + ": \"row\" must be " + prefix + " and " +

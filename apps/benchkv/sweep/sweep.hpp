@@ -41,12 +41,14 @@ namespace bkv::app {
 // The summary figures of a run, in CSV column order after the axes: the rate (Mops; rpc:
 // M calls/s; data: M operations/s) over the runs and per issuing rank (rpc: per caller), daemon #0's CQEs per loop
 // and calls in flight (empty without daemons: rpc, data), the request totals, the latency
-// of every request of the run's kept epochs merged (ns; rpc: round trips), and with
-// --repeat N the 95 % confidence interval of mops_total over the repetitions (else empty).
+// of every request of the run's kept epochs merged (ns; rpc: round trips), with
+// --repeat N the 95 % confidence interval of mops_total over the repetitions (else empty),
+// and whether that latency came from a saturated histogram ("true" or "false"; empty
+// with the latency columns: docs/outputs.md §A sweep's results.csv).
 inline const std::vector<std::string> kSweepFigures = {
     "mops_total",     "mops_per_rank",  "cqe_per_loop",   "inflight",        "issued",         "completed",
     "errors",         "latency_mean_ns", "latency_p50_ns", "latency_p99_ns", "latency_p999_ns", "latency_max_ns",
-    "mops_ci95_low",  "mops_ci95_high"};
+    "mops_ci95_low",  "mops_ci95_high", "latency_saturated"};
 
 struct SweepRun {
   uint32_t index = 0;
