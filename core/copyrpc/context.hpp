@@ -176,10 +176,11 @@ class Context {
     // The endpoint's stream state is all updated before the slab insert (its stores may
     // alias anything, so the compiler would reload the state after them).
     std::byte* const at = joins ? join_open_batch(e, msg) : reserve_message(e, plan_append(e, msg), msg);
+    // The slot keeps the allowance (the response's bound).
     if constexpr (T::Meter::kEnabled)
-      e.pending.insert(call_id, std::move(token), t_.meter().now_ns());
+      e.pending.insert(call_id, std::move(token), static_cast<uint32_t>(need_credit), t_.meter().now_ns());
     else
-      e.pending.insert(call_id, std::move(token));
+      e.pending.insert(call_id, std::move(token), static_cast<uint32_t>(need_credit));
     ++in_flight_calls_;
     write_message(at, call_id, static_cast<uint32_t>(need_credit / kAlignment), payload);
     t_.meter().charge(Op::kCallEncode, 1);

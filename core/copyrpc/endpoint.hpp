@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/cache_hint.hpp"
+#include "core/copyrpc/config.hpp"
 #include "core/copyrpc/metrics.hpp"
 #include "core/copyrpc/page_give_back.hpp"
 #include "core/copyrpc/wire.hpp"
@@ -141,11 +142,13 @@ RingMemory make_ring_memory(T& t, uint64_t size) {
   }
 }
 
-// Pending calls: a slab indexed by call_id holding the caller's token and, where calls
-// are timed (`kTimed`: under a metering transport, i.e. in the simulator), the time each
-// was made. O(1) insert and remove, no allocation once the slab has grown to the number
-// of calls in flight, free ids taken last-freed first (the same ids either way). Where
-// the free ids are kept depends on kTimed:
+// Pending calls: a slab indexed by call_id holding the caller's token, the call's
+// allowance (the response credit it reserved at the peer, in bytes: the receive path
+// bounds its response's payload by it) and, where calls are timed (`kTimed`: under a
+// metering transport, i.e. in the simulator), the time each was made. O(1) insert and
+// remove, no allocation once the slab has grown to the number of calls in flight, free
+// ids taken last-freed first (the same ids either way). Where the free ids are kept
+// depends on kTimed:
 // - untimed (the real transports): a list threaded through the free slots' `state`. A
 //   call reads the slot it takes for the next free id: the fewest instructions
 //   (scripts/callgrind_copyrpc.sh, docs/benchmarks.md).
@@ -154,14 +157,22 @@ RingMemory make_ring_memory(T& t, uint64_t size) {
 //   cluster runs in one process, so a slot, touched once per round trip, has left the
 //   cache by its next call, and the list made each call wait for that line before it
 //   could take the id (the stores that follow do not wait).
+// A slot's `state` word says whether its call is pending and carries the allowance:
+// kNone + allowance while it is (an allowance is never 0), at most kNone while it is not
+// (untimed: the next free id, kNone ending the list; timed: 0). The allowance takes no
+// byte of its own in the slot.
 // Token, state and call time share a slot (one line: a timed slot is 32-byte aligned), so
 // a response finds, checks, times and frees its call with one bounds test and one line.
 template <class Token, bool kTimed = false>
 class CallSlab {
  public:
-  static constexpr uint32_t kNone = ~0u;
-  static constexpr uint32_t kLive = ~0u - 1;  // an untimed slot's `state` while its call is pending
-  static_assert(kLive > kMaxCallId, "a free id is never taken for the pending mark");
+  // No call id: make_free_slot()'s answer when every id is taken, and the free list's end
+  // (so where the list has a head, the compiler knows it is not kNone: call() tests
+  // make_free_slot()'s answer for kNone at no cost). A pending slot's state is above it.
+  static constexpr uint32_t kNone = kMaxCallId + 1;
+  static constexpr uint32_t kMaxAllowance = ~0u - kNone;
+  // The largest allowance call() reserves: an internal allowance for a reply of ring/8.
+  static_assert(internal_allowance(kMaxRingSize / 8) <= kMaxAllowance, "every allowance fits the state word");
 
   // The id insert() will take: the last one freed, the slab grown by one if none is free.
   // Returns kNone when every call id is taken.
@@ -182,22 +193,23 @@ class CallSlab {
       return free_head_;
     }
   }
-  // Takes slot `id`, the one make_free_slot() returned, for `t`: never allocates, never
-  // throws.
+  // Takes slot `id`, the one make_free_slot() returned, for `t`, a call that reserved
+  // `allowance` bytes (1 to kMaxAllowance) of response credit: never allocates, never throws.
   // `started_ns`: when the call was made (kept where kTimed).
-  void insert(uint32_t id, Token t, uint64_t started_ns = 0) noexcept {
+  void insert(uint32_t id, Token t, uint32_t allowance, uint64_t started_ns = 0) noexcept {
+    assert(allowance != 0 && allowance <= kMaxAllowance);
     Slot& s = slots_[id];
     if constexpr (kTimed) {
       assert(free_count_ != 0 && free_ids_[free_count_ - 1] == id);
       --free_count_;
       s.token = std::move(t);
-      s.state = true;
+      s.state = kNone + allowance;
       s.started_ns = started_ns;
     } else {
       assert(free_head_ == id);
       free_head_ = s.state;
       s.token = std::move(t);
-      s.state = kLive;
+      s.state = kNone + allowance;
     }
   }
   // Nanoseconds from the making of call `id` (one find() returned non-null for, freed
@@ -214,6 +226,11 @@ class CallSlab {
     Slot& s = slots_[id];
     return pending(s) ? &s.token : nullptr;
   }
+  // The allowance pending call `id` (one find() returned non-null for) reserved.
+  uint32_t allowance(uint32_t id) const noexcept {
+    assert(contains(id));
+    return slots_[id].state - kNone;
+  }
   // A cache hint for a find(id) to come: the slot's line. Changes nothing.
   void prefetch(uint32_t id) const noexcept {
     if (id < slot_count_) prefetch_line(&slots_[id]);
@@ -222,7 +239,7 @@ class CallSlab {
   // allocates: the stack has room for every id.
   void release(uint32_t id) noexcept {
     if constexpr (kTimed) {
-      slots_[id].state = false;
+      slots_[id].state = kFreeTimed;
       assert(free_count_ < free_ids_.size());
       free_ids_[free_count_++] = id;
     } else {
@@ -256,21 +273,17 @@ class CallSlab {
   }
 
  private:
+  static constexpr uint32_t kFreeTimed = 0;  // timed: a free slot's state
   struct Untimed {};
   struct alignas(kTimed ? 32 : alignof(Token)) Slot {
     Token token;
-    // timed: whether the slot's call is pending; untimed: kLive while it is, else the
-    // next free id (kNone ends the list)
-    std::conditional_t<kTimed, bool, uint32_t> state;
+    // kNone + the call's allowance while the slot's call is pending; else, untimed: the
+    // next free id (kNone ends the list), timed: kFreeTimed
+    uint32_t state = kFreeTimed;
     [[no_unique_address]] std::conditional_t<kTimed, uint64_t, Untimed> started_ns;
   };
   static_assert(!kTimed || 64 % sizeof(Slot) == 0, "a timed slot lies in one cache line");
-  static bool pending(const Slot& s) noexcept {
-    if constexpr (kTimed)
-      return s.state;
-    else
-      return s.state == kLive;
-  }
+  static bool pending(const Slot& s) noexcept { return s.state > kNone; }
   struct NoStack {};
   struct NoCount {};
   struct NoHead {};

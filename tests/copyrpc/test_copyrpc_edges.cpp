@@ -492,7 +492,7 @@ TEMPLATE_TEST_CASE("copyrpc call slab: ids up to the last one handed out are fou
   for (uint64_t t = 0; t < 3; ++t) {
     const uint32_t id = slab.make_free_slot();
     REQUIRE(id == t);
-    slab.insert(id, 100 + t);
+    slab.insert(id, 100 + t, 64);
   }
   REQUIRE(slab.find(2) != nullptr);
   CHECK(*slab.find(2) == 102);
@@ -512,7 +512,7 @@ TEMPLATE_TEST_CASE("copyrpc call slab: ids up to the last one handed out are fou
 TEMPLATE_TEST_CASE("copyrpc call slab: the last id freed is the next one taken, and the slab grows only when none is free",
                    "[copyrpc]", UntimedSlab, TimedSlab) {
   TestType slab;
-  for (uint64_t t = 0; t < 4; ++t) slab.insert(slab.make_free_slot(), t);
+  for (uint64_t t = 0; t < 4; ++t) slab.insert(slab.make_free_slot(), t, 64);
   slab.release(1);
   slab.release(3);
   slab.release(0);
@@ -521,7 +521,7 @@ TEMPLATE_TEST_CASE("copyrpc call slab: the last id freed is the next one taken, 
   for (uint32_t i = 0; i < 4; ++i) {
     taken[i] = slab.make_free_slot();
     CHECK(slab.make_free_slot() == taken[i]);  // asking again takes nothing
-    slab.insert(taken[i], 10 + i);
+    slab.insert(taken[i], 10 + i, 64);
   }
   CHECK(taken[0] == 0);
   CHECK(taken[1] == 3);
@@ -538,21 +538,44 @@ TEMPLATE_TEST_CASE("copyrpc call slab: the last id freed is the next one taken, 
   CHECK(slab.make_free_slot() == 4);
 }
 
+// Each slot keeps its call's allowance (the receive path bounds the response by it), in
+// the word that marks it pending: the largest allowance is still pending, a freed slot is
+// not, and the free ids keep their order whatever allowances the calls had.
+TEMPLATE_TEST_CASE("copyrpc call slab: each pending call keeps its own allowance", "[copyrpc]", UntimedSlab,
+                   TimedSlab) {
+  TestType slab;
+  const uint32_t allowances[3] = {64, TestType::kMaxAllowance, 96};
+  for (uint64_t t = 0; t < 3; ++t) slab.insert(slab.make_free_slot(), t, allowances[t]);
+  for (uint32_t id = 0; id < 3; ++id) {
+    REQUIRE(slab.find(id) != nullptr);
+    CHECK(slab.allowance(id) == allowances[id]);
+  }
+  slab.release(1);
+  CHECK(slab.find(1) == nullptr);
+  CHECK(slab.size() == 2);
+  CHECK(slab.make_free_slot() == 1);
+  slab.insert(1, 7, 128);
+  CHECK(slab.allowance(1) == 128);
+  CHECK(slab.allowance(0) == 64);
+  CHECK(slab.allowance(2) == 96);
+  CHECK(slab.make_free_slot() == 3);  // none free: grown by one
+}
+
 // A timed slab (a metering transport's) keeps each call's time in its slot: a response
 // is timed from its own call, whichever id it reuses.
 TEST_CASE("copyrpc call slab: a timed slab times each call from its own insert", "[copyrpc]") {
   copyrpc::CallSlab<uint64_t, true> slab;
   const uint32_t a = slab.make_free_slot();
-  slab.insert(a, 1, 1000);
+  slab.insert(a, 1, 64, 1000);
   const uint32_t b = slab.make_free_slot();
-  slab.insert(b, 2, 1500);
+  slab.insert(b, 2, 64, 1500);
   CHECK(slab.elapsed_ns(a, 1700) == 700);
   CHECK(slab.elapsed_ns(b, 1700) == 200);
   slab.release(a);
   CHECK(slab.elapsed_ns(a, 1800) == 800);  // release keeps the time
   const uint32_t c = slab.make_free_slot();
   REQUIRE(c == a);
-  slab.insert(c, 3, 2000);
+  slab.insert(c, 3, 64, 2000);
   CHECK(slab.elapsed_ns(c, 2100) == 100);
   CHECK(slab.elapsed_ns(b, 2100) == 600);
   CHECK(*slab.find(b) == 2);
