@@ -6,8 +6,8 @@
 // meet forged values. The victim must never read or write out of bounds and never
 // throw; a batch that breaks a rule stops the endpoint with an EndpointError, after
 // which calls and replies on it fail with kEndpointError. Every call the victim made ends
-// at most once, by a response or by being failed back, and once the endpoint stopped,
-// the next drain leaves none pending.
+// at most once, by a response (no longer than its allowance admits) or by being failed
+// back, and once the endpoint stopped, the next drain leaves none pending.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -85,11 +85,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::byte> payload(kRing);
   uint64_t token = 0;
   std::vector<uint8_t> pending;  // by token: a call accepted and not yet ended
+  std::vector<uint32_t> allowance;  // by token: the response allowance the call asked for
   auto end_call = [&](uint64_t t) {
     if (t >= pending.size() || !pending[t]) violated("a call ended twice, or one never made");
     pending[t] = 0;
   };
-  auto on_response = [&](uint64_t t, std::span<const std::byte>) { end_call(t); };
+  // A response is never longer than reply() sends for its call (the receive path refuses
+  // one above max_reply_payload of the call's internal allowance).
+  auto on_response = [&](uint64_t t, std::span<const std::byte> p) {
+    end_call(t);
+    if (p.size() > copyrpc::max_reply_payload(copyrpc::internal_allowance(allowance[t])))
+      violated("a response longer than its call's allowance reached on_response");
+  };
   auto on_failed_call = [&](uint64_t t, copyrpc::EndpointError e) {
     if (e == copyrpc::EndpointError::kNone || e != f.victim.error(f.ep)) violated("a call failed back without its endpoint's reason");
     end_call(t);
@@ -120,9 +127,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 1: {  // the victim calls the peer (its call ids are what forged responses name)
         const uint32_t len = in.below(64);
-        const uint32_t allowance = in.below(64);
-        const auto r = f.victim.call(f.ep, std::span<const std::byte>(payload.data(), len), allowance, token);
+        const uint32_t allowance_asked = in.below(64);
+        const auto r = f.victim.call(f.ep, std::span<const std::byte>(payload.data(), len), allowance_asked, token);
         pending.push_back(r.ok() ? 1 : 0);
+        allowance.push_back(allowance_asked);
         ++token;
         if (f.victim.error(f.ep) != copyrpc::EndpointError::kNone && r.status != copyrpc::CallStatus::kEndpointError)
           violated("a call on a failed endpoint did not fail");

@@ -45,11 +45,15 @@ def batch(imm, body): return u32(0) + u32(imm) + u16(len(body)) + body
 
 request = meta(0, 0, 1) + header(5, 2, 10) + bytes(20)
 response = meta(0, 64, 1) + header(0x8000_0000, 0, 8) + bytes(20)
+# The longest response a 40-byte allowance admits (52 bytes): a smaller allowance in the
+# call, or a longer length, makes it one the victim must refuse.
+long_response = meta(0, 64, 1) + header(0x8000_0000, 0, 52) + bytes(52)
 wrap = meta(0, 0, 0xFFFF_FFFF)
 write("copyrpc_recv", [
     batch(2, request) + u32(2) + u32(0) + u32(3),                      # request, reply, flush
     u32(1) + u32(8) + u32(8) + u32(3) + batch(2, response) + u32(5),   # call, response
     batch(2, request) + batch(126, wrap) + batch(1, meta(32, 0, 0)),    # request, wrap, empty batch
+    u32(1) + u32(0) + u32(40) + u32(3) + batch(3, long_response) + u32(5),  # call, full response
 ])
 
 # shm harnesses: shape u32s, then op u32 (mod 8, flux mod 5) with its arguments.

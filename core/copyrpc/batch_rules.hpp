@@ -25,6 +25,9 @@
 //   allowance_granted            kBadAllowance     a request: 64 <= allowance and
 //                                                  committed + allowance <= R
 //   (response to a pending call) kUnknownCallId    a response: its call id is pending
+//   response_within_allowance    kBadResponseLength
+//                                                  a response: payload length <=
+//                                                  max_reply_payload(its call's allowance)
 //   batch_filled                 kBadMessageCount  after `count` messages the cursor is at the end
 //
 // `length` = decode_imm(imm); `written` = the bytes the WRITE placed (the receive
@@ -126,6 +129,18 @@ inline bool message_in_batch(const std::byte* cursor, uint64_t padded, const std
 constexpr bool allowance_granted(uint64_t allowance, uint64_t committed, const uint64_t& reservation) noexcept {
   return allowance >= internal_allowance(0) && committed + allowance <= reservation;
 }
+// A response's payload is at most what reply() sends for its call: max_reply_payload of
+// the internal allowance the call reserved (kept with the pending call, CallSlab), the
+// credit the response was sized from. Unchecked, a response could fill its batch whatever
+// its call reserved, and a handler sizing its buffer by the allowance would overflow it.
+// Checked once the call id is found pending, before anything of the response is used.
+// Every call reserves at least an empty reply's allowance (internal_allowance(0) = 64),
+// and from there the bound is allowance - 32 - 12: tested as a sum, 3 instructions fewer
+// per response than through max_reply_payload's branch (scripts/callgrind_copyrpc.sh).
+// The vectors below hold both forms equal from 64 on.
+constexpr bool response_within_allowance(uint64_t payload_len, uint64_t allowance) noexcept {
+  return payload_len + kFlowMetadataSize + kHeaderSize <= allowance;
+}
 // After the batch's count of messages, the cursor is exactly at the batch end.
 inline bool batch_filled(const std::byte* cursor, const std::byte* end) noexcept { return cursor == end; }
 
@@ -190,6 +205,19 @@ static_assert(check(at_offset(4096 - 96), meta(64, 0, kWrapMessageCount), kLengt
               EndpointError::kBadWriteLength);
 static_assert(allowance_granted(64, 1024 - 64, 1024) && !allowance_granted(32, 0, 1024) &&
               !allowance_granted(96, 1024 - 64, 1024));
+// The smallest allowance (an empty reply's, 64 bytes) admits a 20-byte reply (64 - 32 - 12),
+// the next one (96) a 52-byte reply: each at its limit and one past it.
+static_assert(internal_allowance(0) == 64 && internal_allowance(52) == 96);
+static_assert(response_within_allowance(0, 64) && response_within_allowance(20, 64) &&
+              !response_within_allowance(21, 64));
+static_assert(response_within_allowance(52, 96) && !response_within_allowance(53, 96));
+static_assert(!response_within_allowance(0xFFFF'FFFFu, 96));
+constexpr bool same_as_reply_bound(uint64_t allowance) noexcept {
+  const uint64_t max = max_reply_payload(allowance);
+  return response_within_allowance(max, allowance) && !response_within_allowance(max + 1, allowance);
+}
+static_assert(same_as_reply_bound(internal_allowance(0)) && same_as_reply_bound(96) && same_as_reply_bound(128) &&
+              same_as_reply_bound(internal_allowance(uint64_t{1} << 28)));
 }  // namespace vectors
 
 }  // namespace bkv::copyrpc::batch_rules

@@ -13,7 +13,9 @@
 //   poll()          drain() then flush().
 //
 // Every call() that returned kOk ends exactly once, through drain(): either its response
-// comes (on_response(Token&&, payload)) or its endpoint stops first and the call is
+// comes (on_response(Token&&, payload), the payload at most
+// max_reply_payload(internal_allowance(response_allowance)) bytes: what reply() may send
+// for it, checked on receipt) or its endpoint stops first and the call is
 // failed back (on_failed_call(Token&&, EndpointError), the reason the endpoint stopped).
 // An endpoint stops when a peer's batch breaks a receive-path rule, on an error
 // completion of its queue pair, or when its owner stops it (stop_endpoint(): a peer
@@ -176,7 +178,7 @@ class Context {
     // The endpoint's stream state is all updated before the slab insert (its stores may
     // alias anything, so the compiler would reload the state after them).
     std::byte* const at = joins ? join_open_batch(e, msg) : reserve_message(e, plan_append(e, msg), msg);
-    // The slot keeps the allowance (the response's bound).
+    // The slot keeps the allowance: the response's payload is checked against it.
     if constexpr (T::Meter::kEnabled)
       e.pending.insert(call_id, std::move(token), static_cast<uint32_t>(need_credit), t_.meter().now_ns());
     else
@@ -734,6 +736,10 @@ class Context {
       p += padded;
       if (slot == nullptr) {  // a response to no pending call
         broken = EndpointError::kUnknownCallId;
+        break;
+      }
+      if (!batch_rules::response_within_allowance(h.payload_len, e.pending.allowance(id))) {
+        broken = EndpointError::kBadResponseLength;  // the call is failed back, not answered
         break;
       }
       Token tok = std::move(*slot);

@@ -51,6 +51,8 @@ enum class EndpointError : uint8_t {
   kStoppedByOwner,       // the owner stopped it (Context::stop_endpoint: a peer declared dead)
   kBadWriteLength,       // the WRITE placed fewer or more bytes than its immediate announces
                          // (past what it placed, the ring holds an earlier cycle's bytes)
+  kBadResponseLength,    // a response's payload is longer than its call's allowance admits
+                         // (the largest reply() sends for it: max_reply_payload)
 };
 
 constexpr const char* to_string(EndpointError e) noexcept {
@@ -69,6 +71,7 @@ constexpr const char* to_string(EndpointError e) noexcept {
     case EndpointError::kCompletionError: return "error completion on the queue pair";
     case EndpointError::kStoppedByOwner: return "stopped by its owner";
     case EndpointError::kBadWriteLength: return "the WRITE's byte count does not match its immediate";
+    case EndpointError::kBadResponseLength: return "response longer than its call's allowance";
   }
   return "unknown";
 }

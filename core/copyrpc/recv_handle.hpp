@@ -49,6 +49,9 @@ class RecvHandle {
   uint32_t endpoint() const noexcept { return f_.endpoint; }
   uint32_t call_id() const noexcept { return f_.call_id; }
   // Bytes of response credit the caller reserved for the reply (its internal allowance).
+  // reply() sends at most max_reply_payload(allowance()) payload bytes; the caller's
+  // receive path refuses a longer response to this call (it stops the endpoint with
+  // kBadResponseLength), whatever the batch around it would hold.
   uint32_t allowance() const noexcept { return f_.allowance; }
   std::span<const std::byte> payload() const noexcept { return {f_.data, f_.len}; }
   void drop_payload() noexcept {

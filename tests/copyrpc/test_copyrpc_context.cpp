@@ -402,6 +402,62 @@ TEST_CASE("a batch longer than the WRITE that placed it is refused: past the wri
   }
 }
 
+// The peer answers the victim's own calls. reply() never sends more than
+// max_reply_payload(allowance) for a call; a peer that does (a bug, or forged) stops the
+// endpoint before the response is handed to anyone: the call is failed back instead.
+TEST_CASE("a response longer than its call's allowance admits is refused: the call is failed back, not answered",
+          "[copyrpc][hostile]") {
+  Attack a;
+  std::vector<std::pair<uint64_t, size_t>> answered;  // token, payload size
+  std::vector<std::pair<uint64_t, EndpointError>> failed;
+  auto poll = [&] {
+    a.victim.drain([&](uint64_t tok, std::span<const std::byte> p) { answered.push_back({tok, p.size()}); },
+                   [&](uint64_t tok, EndpointError e) { failed.push_back({tok, e}); });
+    return a.victim.error(a.ep);
+  };
+  // A batch of one response to call `id`, `len` payload bytes.
+  auto respond = [&](uint32_t id, uint32_t len) {
+    const uint32_t msg = static_cast<uint32_t>(copyrpc::padded_message_size(len));
+    a.meta(0, 0, 1);
+    a.header(32, copyrpc::to_response_id(id), 0, len);
+    a.send(32 + msg, (32 + msg) / 32);
+  };
+  // An empty reply's allowance (64 bytes of credit) admits 20 payload bytes; a 40-byte
+  // one's (96) admits 52: the bound is what reply() would send, not the 40 asked for.
+  const auto empty = a.victim.call(a.ep, {}, 0, 7);
+  const auto forty = a.victim.call(a.ep, {}, 40, 8);
+  REQUIRE(empty.ok());
+  REQUIRE(forty.ok());
+  // The endpoint stopped, on_response never saw the long response, and both calls were
+  // failed back with the rule's error.
+  auto refused = [&] {
+    CHECK(poll() == EndpointError::kBadResponseLength);
+    CHECK(answered.empty());
+    CHECK(failed == std::vector<std::pair<uint64_t, EndpointError>>{{7, EndpointError::kBadResponseLength},
+                                                                    {8, EndpointError::kBadResponseLength}});
+  };
+  SECTION("an empty reply's call answered with 21 bytes") {
+    respond(empty.call_id, 21);
+    refused();
+  }
+  SECTION("an empty reply's call answered with a whole 1 KiB batch") {
+    respond(empty.call_id, 1024 - 32 - 12);
+    refused();
+  }
+  SECTION("a 40-byte reply's call answered with 53 bytes") {
+    respond(forty.call_id, 53);
+    refused();
+  }
+  SECTION("control: each call answered with exactly what its allowance admits") {
+    respond(empty.call_id, 20);
+    REQUIRE(poll() == EndpointError::kNone);
+    respond(forty.call_id, 52);
+    CHECK(poll() == EndpointError::kNone);
+    CHECK(answered == std::vector<std::pair<uint64_t, size_t>>{{7, 20}, {8, 52}});
+    CHECK(failed.empty());
+  }
+}
+
 TEST_CASE("a failed endpoint does not disturb the others", "[copyrpc][hostile]") {
   Attack a;
   // A healthy second peer of the victim.
