@@ -926,32 +926,56 @@ bool Network::process(QpState& q, uint64_t seq, Wqe& w, uint8_t stage, Time now)
   throw std::logic_error("Network: event for a stage without processing (" + std::to_string(stage) + ")");
 }
 
+NicLoad Network::load(uint32_t node) const {
+  const Nic& n = nics_.at(node);
+  NicLoad l;
+  l.stations = {n.pcie_down.stats(),    n.read_tags.stats(), n.pcie_up.stats(), n.send_engines.stats(),
+                n.recv_engines.stats(), n.tx_port.stats(),   n.rx_port.stats()};
+  l.servers = {1, n.read_tags.tokens(), 1, n.send_engines.servers(), n.recv_engines.servers(), 1, 1};
+  for (uint32_t& s : l.servers) s = std::max(s, 1u);  // 0 read tags: unlimited, utilization per one
+  l.admitted = n.n.admitted;
+  l.admit_wait_ps = n.n.admit_wait_ps;
+  return l;
+}
+
+nlohmann::json Network::load_json(const NicLoad& from, const NicLoad& to, Time window_ns) {
+  nlohmann::json stations = nlohmann::json::object();
+  for (size_t i = 0; i < NicLoad::kStations; ++i) {
+    const StationStats& a = from.stations[i];
+    const StationStats& b = to.stations[i];
+    StationStats d;
+    d.jobs = b.jobs - a.jobs;
+    d.busy_ps = b.busy_ps - a.busy_ps;
+    d.wait_ps = b.wait_ps - a.wait_ps;
+    d.sojourn_ps = b.sojourn_ps - a.sojourn_ps;
+    stations[NicLoad::kStationNames[i]] = {{"jobs", d.jobs},
+                                           {"busy_ns", static_cast<double>(d.busy_ps) * 1e-3},
+                                           {"utilization", d.utilization(window_ns, to.servers[i])},
+                                           {"mean_depth", d.mean_depth(window_ns)},
+                                           {"mean_wait_ns", d.mean_wait_ns()},
+                                           {"mean_sojourn_ns", d.mean_sojourn_ns()}};
+  }
+  const uint64_t admitted = to.admitted - from.admitted;
+  const uint64_t wait_ps = to.admit_wait_ps - from.admit_wait_ps;
+  return {{"stations", std::move(stations)},
+          {"admission",
+           {{"admitted", admitted},
+            {"mean_wait_ns", admitted == 0 ? 0.0 : static_cast<double>(wait_ps) * 1e-3 / admitted},
+            {"mean_depth", window_ns == 0 ? 0.0 : static_cast<double>(wait_ps) / (window_ns * 1e3)}}}};
+}
+
 nlohmann::json Network::report_json(uint32_t node, Time elapsed_ns) const {
   const Nic& n = nics_.at(node);
-  auto station = [&](const StationStats& s, uint32_t servers) {
-    return nlohmann::json{{"jobs", s.jobs},
-                          {"busy_ns", static_cast<double>(s.busy_ps) * 1e-3},
-                          {"utilization", s.utilization(elapsed_ns, servers == 0 ? 1 : servers)},
-                          {"mean_depth", s.mean_depth(elapsed_ns)},
-                          {"max_depth", s.max_depth},
-                          {"mean_wait_ns", s.mean_wait_ns()},
-                          {"mean_sojourn_ns", s.mean_sojourn_ns()}};
-  };
+  const NicLoad now = load(node);
+  nlohmann::json whole = load_json(NicLoad{}, now, elapsed_ns);
+  whole["elapsed_ns"] = elapsed_ns;
+  for (size_t i = 0; i < NicLoad::kStations; ++i)
+    whole["stations"][NicLoad::kStationNames[i]]["max_depth"] = now.stations[i].max_depth;
+  const NicCounters& c = n.n;
+  whole["admission"]["max_depth"] = c.admit_max_depth;
   nlohmann::json j;
   j["node"] = node;
-  j["elapsed_ns"] = elapsed_ns;
-  j["stations"] = {{"pcie_down", station(n.pcie_down.stats(), 1)},
-                   {"pcie_read_tags", station(n.read_tags.stats(), n.read_tags.tokens())},
-                   {"pcie_up", station(n.pcie_up.stats(), 1)},
-                   {"send_engines", station(n.send_engines.stats(), n.send_engines.servers())},
-                   {"recv_engines", station(n.recv_engines.stats(), n.recv_engines.servers())},
-                   {"tx_port", station(n.tx_port.stats(), 1)},
-                   {"rx_port", station(n.rx_port.stats(), 1)}};
-  const NicCounters& c = n.n;
-  j["admission"] = {{"admitted", c.admitted},
-                    {"mean_wait_ns", c.admitted == 0 ? 0.0 : static_cast<double>(c.admit_wait_ps) * 1e-3 / c.admitted},
-                    {"mean_depth", elapsed_ns == 0 ? 0.0 : static_cast<double>(c.admit_wait_ps) / (elapsed_ns * 1e3)},
-                    {"max_depth", c.admit_max_depth}};
+  j["whole_simulation"] = std::move(whole);
   j["counters"] = {{"doorbells", c.doorbells},         {"wqes_posted", c.wqes_posted},
                    {"wqes_sent", c.wqes_sent},         {"packets_in", c.packets_in},
                    {"writes_landed", c.writes_landed}, {"reads_served", c.reads_served},

@@ -373,6 +373,23 @@ struct Nic {
   NicCounters n;
 };
 
+// What a NIC's time-averaged figures (utilization, mean depths) are made of: its
+// stations' counters and its admission queue's, cumulative from t = 0. A job is counted
+// when it is queued (its whole service and time at the station then), so the figures of
+// a window [a, b], those of load(b) minus load(a) over b - a (Network::load_json), count
+// the jobs queued in it, some of whose service falls after b, and not the rest of those
+// queued before a: they are off by the change of the queues across the window, small
+// against a window much longer than the queues.
+struct NicLoad {
+  static constexpr size_t kStations = 7;
+  static constexpr std::array<const char*, kStations> kStationNames{
+      "pcie_down", "pcie_read_tags", "pcie_up", "send_engines", "recv_engines", "tx_port", "rx_port"};
+  std::array<StationStats, kStations> stations{};
+  std::array<uint32_t, kStations> servers{};  // servers (tokens) of each station, at least 1
+  uint64_t admitted = 0;
+  uint64_t admit_wait_ps = 0;
+};
+
 class Network {
  public:
   Network(Engine& engine, uint64_t seed);
@@ -429,8 +446,16 @@ class Network {
   const Nic& nic(uint32_t node) const noexcept { return nics_[node]; }
   Engine& engine() noexcept { return engine_; }
 
-  // Per-NIC report: counters and, per station, jobs, busy time, utilization, mean and
-  // max depth over [0, elapsed_ns].
+  // Node's NicLoad now.
+  NicLoad load(uint32_t node) const;
+  // The figures of `to` minus `from` over window_ns: per station ("stations", by
+  // NicLoad::kStationNames) jobs, busy_ns, utilization, mean_depth, mean_wait_ns and
+  // mean_sojourn_ns, and the admission queue's ("admission") admitted, mean_wait_ns and
+  // mean_depth.
+  static nlohmann::json load_json(const NicLoad& from, const NicLoad& to, Time window_ns);
+  // Per-NIC report over the whole simulation, [0, elapsed_ns]: "whole_simulation" (its
+  // "elapsed_ns", load_json from t = 0 and each station's and the admission queue's
+  // max_depth), "counters", "latency" and "caches".
   nlohmann::json report_json(uint32_t node, Time elapsed_ns) const;
 
  private:

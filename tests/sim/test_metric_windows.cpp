@@ -1,8 +1,10 @@
 // The windows the simulator's figures cover (docs/design_simulator.md §Metrics and
 // traces): a start-up of idle daemon loops before the clients changes none of the
-// figures of the kept epochs, nor the in-flight samples, which start at the clients'
-// start. The same short run with and without a start-up must agree.
+// figures of the kept epochs (the daemons', the NICs'), nor the in-flight samples, which
+// start at the clients' start. The same short run with and without a start-up must agree.
 #include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -24,13 +26,20 @@ constexpr double kSampleUs = 10;
 
 // Delegation on 2 nodes, 4 clients at queue depth 4, one run of 2 ms with every epoch
 // kept (trim 0: the kept window opens as the clients start), in-flight samples every
-// 10 us, after a start-up of `startup_ms`.
+// 10 us, after a start-up of `startup_ms`. The default model with one WQE in flight per
+// QP, so that WQEs wait for admission (the admission queue has a depth to compare).
+sim::Model model() {
+  sim::Model m = sim::Model::defaults();
+  m.nic.send.qp_window = 1;
+  return m;
+}
+
 app::ExperimentResult run(double startup_ms) {
   app::Options o = sim_run(backend::BackendKind::kDelegation, 2, 1, 4, 4, 0.002, 1, 0);
   o.startup_ms = startup_ms;
   o.inflight_samples = "inflight.csv";  // collected into the result; nothing is written here
   o.inflight_sample_interval_us = kSampleUs;
-  app::ExperimentResult r = app::run_experiment(o, sim::Model::defaults(), nullptr);
+  app::ExperimentResult r = app::run_experiment(o, model(), nullptr);
   REQUIRE(r.total_issued == r.total_completed);
   REQUIRE(r.errors == 0);
   REQUIRE(r.daemons.size() == 2);
@@ -45,7 +54,7 @@ TEST_CASE("daemon figures: a start-up's idle loops stay out of the kept window a
           "[sim][windows]") {
   const app::ExperimentResult plain = run(0);
   const app::ExperimentResult started = run(10);
-  const double loop_ns = sim::Model::defaults().cpu[Op::kLoop];
+  const double loop_ns = model().cpu[Op::kLoop];
   for (size_t i = 0; i < 2; ++i) {
     const app::DaemonReport& a = plain.daemons[i];
     const app::DaemonReport& b = started.daemons[i];
@@ -83,5 +92,42 @@ TEST_CASE("daemon figures: a start-up's idle loops stay out of the kept window a
       CHECK(loops + 2 >= kept);
       CHECK(loops <= kept + 2);
     }
+  }
+}
+
+TEST_CASE("NIC figures: utilization and mean depths are taken over the kept epochs, not the start-up",
+          "[sim][windows]") {
+  const app::ExperimentResult plain = run(0);
+  const app::ExperimentResult started = run(10);
+  for (size_t node = 0; node < 2; ++node) {
+    const nlohmann::json& a = plain.extra.at("nics").at(node);
+    const nlohmann::json& b = started.extra.at("nics").at(node);
+    REQUIRE(b.at("kept").size() == 1);
+    const nlohmann::json& ka = a.at("kept").at(0);
+    const nlohmann::json& kb = b.at("kept").at(0);
+    CHECK(kb.at("run") == 0);
+    CHECK(kb.at("window_ns") == 2'000'000);
+    // The whole simulation is 10 ms longer with the start-up: those figures say so.
+    CHECK(b.at("whole_simulation").at("elapsed_ns").get<double>() -
+              a.at("whole_simulation").at("elapsed_ns").get<double>() ==
+          10'000'000.0);
+    for (const char* station : {"send_engines", "recv_engines", "tx_port", "rx_port", "pcie_up"}) {
+      const nlohmann::json& sa = ka.at("stations").at(station);
+      const nlohmann::json& sb = kb.at("stations").at(station);
+      INFO("node " << node << " " << station << ": utilization " << sa.at("utilization") << " / "
+                   << sb.at("utilization") << ", mean depth " << sa.at("mean_depth") << " / " << sb.at("mean_depth"));
+      REQUIRE(sa.at("jobs").get<uint64_t>() > 1000);
+      CHECK(within(sa.at("utilization").get<double>(), sb.at("utilization").get<double>()) < 0.1);
+      CHECK(within(sa.at("mean_depth").get<double>(), sb.at("mean_depth").get<double>()) < 0.1);
+      // The kept window is the run: nearly all of the whole simulation's work.
+      const double whole_busy = b.at("whole_simulation").at("stations").at(station).at("busy_ns").get<double>();
+      CHECK(sb.at("busy_ns").get<double>() <= whole_busy);
+      CHECK(sb.at("busy_ns").get<double>() > 0.9 * whole_busy);
+    }
+    const nlohmann::json& qa = ka.at("admission");
+    const nlohmann::json& qb = kb.at("admission");
+    INFO("node " << node << " admission: mean depth " << qa.at("mean_depth") << " / " << qb.at("mean_depth"));
+    REQUIRE(qa.at("admitted").get<uint64_t>() > 1000);
+    CHECK(within(qa.at("mean_depth").get<double>(), qb.at("mean_depth").get<double>()) < 0.1);
   }
 }

@@ -343,8 +343,8 @@ TEST_CASE("NIC metrics: station depth, utilization and counters follow the load"
   nlohmann::json low, high;
   latency_at_load(0.2, &low);
   latency_at_load(0.95, &high);
-  const auto& sl = low["stations"]["send_engines"];
-  const auto& sh = high["stations"]["send_engines"];
+  const auto& sl = low["whole_simulation"]["stations"]["send_engines"];
+  const auto& sh = high["whole_simulation"]["stations"]["send_engines"];
   CHECK(sl["jobs"] == 4000);
   CHECK(sh["jobs"] == 4000);
   CHECK(high["counters"]["wqes_sent"] == 4000);

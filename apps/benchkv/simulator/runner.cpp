@@ -108,6 +108,10 @@ bool SimRun::run_timeline(uint32_t first_run) {
   for (uint32_t r = 0; r < o_.runs; ++r)
     for (uint32_t e = 0; e < epochs_; ++e)
       engine_.schedule(run_start(r) + uint64_t(e + 1) * interval_, epoch_target, r * epochs_ + e);
+  // After the epoch ending at the same time, before every step (the threads start next).
+  const sim::TargetId kept_target = engine_.add_member<SimRun, &SimRun::on_kept_begin>(this);
+  for (uint32_t r = 0; r < o_.runs; ++r) engine_.schedule(run_start(r) + uint64_t(o_.trim) * interval_, kept_target, r);
+  kept_nics_.assign(np_, nlohmann::json::array());
   start();
   end_ = run_start(o_.runs);
   engine_.run_until(end_);
@@ -141,7 +145,10 @@ void SimRun::on_epoch(uint32_t idx) {
       last = now;
     }
   epoch_recorded(rr, run, epoch);
-  if (epoch + 1 == rr.end_kept_epoch()) kept_ended(rr, run);
+  if (epoch + 1 == rr.end_kept_epoch()) {
+    record_kept_nics(rr);
+    kept_ended(rr, run);
+  }
   if (epoch + 1 == epochs_) {
     run_ended(rr, run);
     const Totals t = totals();
@@ -152,11 +159,30 @@ void SimRun::on_epoch(uint32_t idx) {
     if (epoch + 1 < epochs_) {  // the run ends here
       const bool kept_open = epoch + 1 > rr.first_kept_epoch() && epoch + 1 < rr.end_kept_epoch();
       rr.set_epochs_done(epoch + 1);
-      if (kept_open) run_interrupted(rr, run);  // (a closed kept window had kept_ended)
+      if (kept_open) {  // (a closed kept window had kept_ended)
+        record_kept_nics(rr);
+        run_interrupted(rr, run);
+      }
       const Totals t = totals();
       run_counts_.close_run(rr, t.issued, t.completed);
     }
     engine_.stop();
+  }
+}
+
+void SimRun::on_kept_begin(uint32_t run) {
+  if (interrupted_) return;  // the run was dropped
+  kept_loads_.clear();
+  for (uint32_t r = 0; r < np_; ++r) kept_loads_.push_back(fabric_.network().load(r));
+  kept_began(run);
+}
+
+void SimRun::record_kept_nics(const RunResults& rr) {
+  for (uint32_t r = 0; r < np_; ++r) {
+    nlohmann::json k = sim::Network::load_json(kept_loads_[r], fabric_.network().load(r), rr.kept_duration_ns());
+    k["run"] = rr.run();
+    k["window_ns"] = rr.kept_duration_ns();
+    kept_nics_[r].push_back(std::move(k));
   }
 }
 
@@ -181,7 +207,11 @@ nlohmann::json SimRun::timeline_json() const {
 
 nlohmann::json SimRun::nics_json() {
   nlohmann::json nics = nlohmann::json::array();
-  for (uint32_t r = 0; r < np_; ++r) nics.push_back(fabric_.network().report_json(r, engine_.now()));
+  for (uint32_t r = 0; r < np_; ++r) {
+    nlohmann::json n = fabric_.network().report_json(r, engine_.now());
+    n["kept"] = kept_nics_[r];
+    nics.push_back(std::move(n));
+  }
   return nics;
 }
 

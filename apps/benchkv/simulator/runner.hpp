@@ -131,6 +131,10 @@ class SimRun {
   // when it was its last epoch (before the run's counts are closed).
   virtual void epoch_recorded(RunResults& rr, uint32_t run, uint32_t epoch) = 0;
   virtual void run_ended(RunResults& rr, uint32_t run) = 0;
+  // A run's kept epochs (the steady state) begin: called at their start, run_start(run) +
+  // trim epochs, after the epoch that ends there is recorded and before any thread steps
+  // at that time.
+  virtual void kept_began(uint32_t /*run*/) {}
   // A run's kept epochs (the steady state) ended: called after their last epoch is recorded.
   virtual void kept_ended(RunResults& /*rr*/, uint32_t /*run*/) {}
   // A signal stopped run `run` after rr.epochs_done() of its epochs, inside its kept
@@ -148,8 +152,10 @@ class SimRun {
   // {"ring_pages": {"asked", "chosen", "ring_bytes", "available_bytes"}, "heap_huge_pages":
   // HeapHugePages::to_json()}; set by run_timeline.
   const nlohmann::json& setup_provenance() const { return setup_provenance_; }
-  // Per-NIC station statistics (queue depths, waits, utilization) over the whole
-  // simulation, drain included: one object per node.
+  // Per-NIC figures, one object per node: the stations' and the admission queue's over
+  // each run's kept epochs ("kept", one entry per run: run, window_ns and
+  // Network::load_json's figures), and Network::report_json's over the whole simulation,
+  // start-up and drain included.
   nlohmann::json nics_json();
 
   const Options& o_;
@@ -164,6 +170,9 @@ class SimRun {
 
  private:
   void on_epoch(uint32_t idx);
+  void on_kept_begin(uint32_t run);
+  // The NICs' figures over rr's kept epochs (from on_kept_begin's loads).
+  void record_kept_nics(const RunResults& rr);
   void on_drain_check(uint32_t);
 
   // --ring-pages: the discard mode chosen once the mode has built its rings.
@@ -173,6 +182,8 @@ class SimRun {
   nlohmann::json setup_provenance_ = nlohmann::json::object();
   std::vector<RunResults> runs_;
   std::vector<uint64_t> last_completed_;  // per rank x client, at the previous epoch's end
+  std::vector<sim::NicLoad> kept_loads_;  // per node, at the current run's kept epochs' start
+  std::vector<nlohmann::json> kept_nics_;  // per node: its "kept" array (nics_json)
   RunCounter run_counts_;
   sim::Time end_ = 0, drain_deadline_ = 0;
   sim::TargetId drain_target_{};
