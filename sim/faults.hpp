@@ -23,7 +23,8 @@
 //   rnr_storm     node R's receive queue is treated as empty in the window (a receiver
 //                 that stopped reposting receives): every WRITE+IMM landing on a QP of
 //                 node R is RNR NAKed, and its requester resends it after the RNR timer
-//                 (the NIC model's rnr.delay_ns, the responder's min_rnr_timer), the QP's
+//                 (the NIC model's rnr.delay_ns, the responder's min_rnr_timer; it starts
+//                 when the NAK is back, and the resend travels out again), the QP's
 //                 later WQEs waiting behind it, at most rnr_retry times (the requester
 //                 QP's 3-bit RNR Retry Count; 7 = retry forever); one more NAK completes
 //                 the WQE with a retry-exceeded error when the NAK reaches the requester,

@@ -586,7 +586,8 @@ bool Network::resend_step(QpState& q, uint64_t seq, Wqe& w, Time now) {
         if (rc.srq.empty()) {  // RNR NAK: resent after the RNR timer (no transport retry counted)
           ++rn.n.rnr_naks;
           notify(WqeEvent::kRnrNak, q, seq, w, now);
-          return next(kResendTimer, now + rn.rnr_delay_ns);
+          const Time nak_back = now + rn.ack_turnaround_ns;  // the timer starts at the requester
+          return next(kResendTimer, nak_back + wire_latency(rn, q.node, nak_back) + rn.rnr_delay_ns);
         }
         take_receive(rc);
       }
@@ -614,6 +615,12 @@ bool Network::resend_step(QpState& q, uint64_t seq, Wqe& w, Time now) {
     default: break;
   }
   throw std::logic_error("Network: a resend in an unknown phase (" + std::to_string(w.resend) + ")");
+}
+
+Time Network::rnr_resend_lands(QpState& q, Nic& responder, Time nak_at) {
+  const Time nak_back = nak_at + responder.ack_turnaround_ns;
+  const Time resend = nak_back + wire_latency(responder, q.node, nak_back) + responder.rnr_delay_ns;
+  return resend + wire_latency(nic_of(q), responder.node, resend);
 }
 
 void Network::nak(QpState& q, Wqe& w, uint64_t at_ps, Nic& responder) {
@@ -812,9 +819,9 @@ void Network::enter_error(QpState& q, uint64_t first, Time complete_due) {
         nak(q, w, ns_to_ps(now), rn);
         return true;
       }
-      // RNR NAK: the requester waits out the RNR timer and resends; later WQEs of the
-      // QP wait behind this one.
-      w.due = now + rn.rnr_delay_ns;
+      // RNR NAK: it travels back to the requester, which waits out the RNR timer and
+      // resends; the resend lands here again. Later WQEs of the QP wait behind this one.
+      w.due = rnr_resend_lands(q, rn, now);
       schedule_stage(q, kStLand, w.due);
       return false;
     }

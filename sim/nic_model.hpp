@@ -32,9 +32,10 @@
 //   Land       WRITE bytes copied into the target's memory (inline: from the copy taken
 //              at post; gathered: from the source buffer as it is now); WRITE+IMM
 //              consumes one SRQ receive and queues a receive completion (wakes the
-//              owning thread); no receive posted: RNR NAK, the WQE retries after
-//              rnr.delay_ns (the QP's later WQEs wait behind it); signaled -> Ack after
-//              ack_turnaround + latency
+//              owning thread); no receive posted: RNR NAK, the WQE lands again after
+//              the NAK's way back (ack_turnaround + latency), rnr.delay_ns and the
+//              resend's way out (latency) (the QP's later WQEs wait behind it);
+//              signaled -> Ack after ack_turnaround + latency
 //   ReadTx     (responder) READ data copied into the requester's buffer (contents are
 //              undefined until the completion, as on a real NIC), response serialized
 //              on the responder's port, latency back     -> ReadRx
@@ -57,9 +58,14 @@
 // gather behind the engine, the receive engine and PCIe write behind the port) see
 // their arrivals in the order of the earlier station's events, which may differ from
 // their own arrival order by up to one service time. Messages larger than the MTU
-// occupy the port as one unit (no packet interleaving between QPs). ACKs of unsignaled
-// WRITEs are coalesced into later ones and not modelled; ACKs that are modelled use
-// the requester's port and receive engines but not the responder's port.
+// occupy the port as one unit (no packet interleaving between QPs). An RNR NAK and the
+// resend it causes take their wire latencies but no station: the resend skips the
+// requester's send engine and port and the responder's port, receive engine and data
+// DMA write (about 0.4 us for a small WRITE+IMM with the defaults, most of it the 250 ns
+// DMA write, once per RNR period of at least 10 us), and no station is busy for it.
+// ACKs of unsignaled WRITEs are coalesced into later ones and not modelled; ACKs that
+// are modelled use the requester's port and receive engines but not the responder's
+// port.
 //
 // Faults (sim/faults.hpp; none by default): a receive queue may be treated as empty for
 // a while (the rnr_storm hook): WRITE+IMMs landing there are RNR NAKed as above, with
@@ -539,6 +545,9 @@ class Network {
   static void complete_receive(DeviceContext& rc, Nic& responder, const QpState& b, const Wqe& w, Time now);
   void schedule_stage(QpState& q, uint8_t stage, Time due);
   void nak(QpState& q, Wqe& w, uint64_t at_ps, Nic& responder);
+  // A WRITE+IMM RNR NAKed at `responder` at `nak_at`: when its resend reaches the
+  // responder again (the NAK back to q's node, the RNR timer there, the resend out).
+  Time rnr_resend_lands(QpState& q, Nic& responder, Time nak_at);
   // Moves q to the error state: WQEs from `first` on that are not yet complete are
   // flushed (complete at complete_due with kWrFlushError, in order).
   void enter_error(QpState& q, uint64_t first, Time complete_due);

@@ -244,6 +244,11 @@ TEST_CASE("an rkey or bounds violation: remote access error, QP to error, later 
 TEST_CASE("receiver not ready: WRITE+IMM waits whole RNR periods until a receive is posted", "[nic]") {
   NicConfig nic = quiet_nic();
   nic.rnr.delay_ns = 10'000;
+  // One period: the NAK back to the requester (turnaround + one way), the RNR timer there,
+  // the resend out (one way).
+  const Time period = 10'000 + 50 + 2 * 300;
+  REQUIRE(nic.ack_turnaround_ns == 50);
+  REQUIRE(nic.latency.base_ns == 300);
   SimCluster c(2, nic);
   WqeRecorder rec(c);
   WritePair w(c, 64, 64, std::byte{5});
@@ -260,15 +265,19 @@ TEST_CASE("receiver not ready: WRITE+IMM waits whole RNR periods until a receive
   const WqeEvent& l0 = rec.get(WqeEvent::kLanded, w.qa.index(), 0);
   const WqeEvent& l2 = rec.get(WqeEvent::kLanded, w.qa.index(), 2);
   CHECK(l0.time >= 55'000);
-  CHECK(l0.time < 55'000 + 10'000);  // the next retry after the receive was posted
+  CHECK(l0.time < 55'000 + period);  // the next retry after the receive was posted
   CHECK(l2.time >= l0.time);
   std::vector<uint32_t> imms;
   c.t[1]->poll_recv([&](const RecvCompletion& r) { imms.push_back(r.imm); }, 8);
   CHECK(imms == std::vector<uint32_t>{10, 11, 12});
   CHECK(c.t[1]->srq_posted() == 5);
-  // The first attempt hit RNR after one way; retries are whole RNR periods apart.
-  const uint64_t period_phase = (l0.time - rec.events.front().time) % 10'000;
-  CHECK(period_phase == 0);
+  // The first attempt hit RNR after one way; retries are whole periods apart.
+  std::vector<Time> naks;
+  for (const WqeEvent& e : rec.events)
+    if (e.kind == WqeEvent::kRnrNak && e.seq == 0) naks.push_back(e.time);
+  REQUIRE(naks.size() >= 5);
+  for (size_t i = 1; i < naks.size(); ++i) CHECK(naks[i] - naks[i - 1] == period);
+  CHECK((l0.time - naks.front()) % period == 0);
 }
 
 TEST_CASE("send queue depth: unsignaled slots free only when a later signaled completion is polled", "[nic]") {
