@@ -65,7 +65,10 @@
 // DMA write, once per RNR period of at least 10 us), and no station is busy for it.
 // ACKs of unsignaled WRITEs are coalesced into later ones and not modelled; ACKs that
 // are modelled use the requester's port and receive engines but not the responder's
-// port.
+// port. A fetched WQE is read over PCIe as wqe_bytes (one 64 B basic block) whatever its
+// size: an inline WQE of up to 220 B spans up to 4 blocks, so its fetch is short by up to
+// 192 B (about 8 ns of PCIe against a fetch of about 500 ns; at C1 a WQE is BlueFlamed,
+// not fetched, unless one doorbell covers several).
 //
 // Faults (sim/faults.hpp; none by default): a receive queue may be treated as empty for
 // a while (the rnr_storm hook): WRITE+IMMs landing there are RNR NAKed as above, with
